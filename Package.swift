@@ -1,0 +1,57 @@
+// swift-tools-version:6.2
+import Foundation
+import PackageDescription
+
+// librdkafka: scripts/setup.sh builds 2.8.0 into .deps/librdkafka when the system's is older (Debian 12
+// ships 2.0.2). Pointing the compiler and the linker there here, with an rpath, means `swift build` and
+// the binaries work without anyone exporting PKG_CONFIG_PATH or LD_LIBRARY_PATH.
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().path
+let localRdkafka = "\(packageRoot)/.deps/librdkafka"
+let hasLocalRdkafka = FileManager.default.fileExists(atPath: "\(localRdkafka)/include/librdkafka/rdkafka.h")
+let rdkafkaSwiftSettings: [SwiftSetting] =
+    hasLocalRdkafka ? [.unsafeFlags(["-Xcc", "-I\(localRdkafka)/include"])] : []
+let rdkafkaLinkerSettings: [LinkerSetting] =
+    hasLocalRdkafka ? [.unsafeFlags(["-L\(localRdkafka)/lib", "-Xlinker", "-rpath", "-Xlinker", "\(localRdkafka)/lib"])] : []
+
+let strict: [SwiftSetting] = [.treatAllWarnings(as: .error)]
+
+let package = Package(
+    name: "receipt-worker",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "receipt-worker", targets: ["ReceiptWorkerCLI"]),
+        .executable(name: "kafka-bench", targets: ["KafkaBench"]),
+    ],
+    targets: [
+        // C libraries, through their C APIs. Each shim only includes the real header.
+        .systemLibrary(
+            name: "CRdKafka", pkgConfig: hasLocalRdkafka ? nil : "rdkafka",
+            providers: [.apt(["librdkafka-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+
+        // Library targets by concern.
+        .target(name: "Observability", swiftSettings: strict),
+        .target(
+            name: "Kafka", dependencies: ["CRdKafka", "Observability"],
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+
+        // Executables only wire the libraries together.
+        .executableTarget(
+            name: "ReceiptWorkerCLI", dependencies: ["Kafka", "Observability"],
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+        .executableTarget(
+            name: "KafkaBench", dependencies: ["Kafka", "Observability"],
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+
+        // Tests.
+        .testTarget(
+            name: "KafkaTests", dependencies: ["Kafka", "Observability"],
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(
+            name: "KafkaIntegrationTests", dependencies: ["Kafka", "Observability"],
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+    ]
+)

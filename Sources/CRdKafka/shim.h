@@ -1,0 +1,4 @@
+#ifndef RECEIPT_WORKER_CRDKAFKA_SHIM_H
+#define RECEIPT_WORKER_CRDKAFKA_SHIM_H
+#include <librdkafka/rdkafka.h>
+#endif

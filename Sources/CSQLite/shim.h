@@ -1,0 +1,6 @@
+#ifndef RECEIPT_WORKER_CSQLITE_SHIM_H
+#define RECEIPT_WORKER_CSQLITE_SHIM_H
+#include <sqlite3.h>
+/* SQLITE_TRANSIENT is a cast macro Swift cannot import. */
+static inline sqlite3_destructor_type csqlite_transient(void) { return SQLITE_TRANSIENT; }
+#endif

@@ -1,0 +1,177 @@
+import CRdKafka
+import Dispatch
+import Foundation
+import Observability
+
+/// The consumer's poll thread: polls librdkafka, batches messages, serves rebalances.
+///
+/// `@unchecked Sendable`: all of its state is touched only on the poll thread (the rebalance callback
+/// runs inside `rd_kafka_consumer_poll` on that same thread).
+final class ConsumerPollLoop: @unchecked Sendable {
+    private let client: RDKafkaClient
+    private let channel: EventChannel<KafkaConsumerEvent>
+    private let configuration: KafkaConsumer.Configuration
+    private let logger: Logger
+    private var pending: [KafkaConsumerEvent] = []
+    private var topicNames: [OpaquePointer: String] = [:]
+    private var isClosing = false
+    private var poller: PollThread?
+
+    init(
+        client: RDKafkaClient, channel: EventChannel<KafkaConsumerEvent>, configuration: KafkaConsumer.Configuration,
+        logger: Logger
+    ) {
+        self.client = client
+        self.channel = channel
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    func run(_ poller: PollThread) {
+        self.poller = poller
+        let rk = client.handle
+        while poller.isRunning {
+            guard let first = rd_kafka_consumer_poll(rk, 100) else { continue }
+            take(first)
+            // Hand over what is already fetched in one batch, without waiting for more.
+            while pending.count < configuration.batchSize, let next = rd_kafka_consumer_poll(rk, 0) {
+                take(next)
+            }
+            flush()
+        }
+        isClosing = true
+        let err = rd_kafka_consumer_close(rk)  // serves the final revocation through `rebalance`
+        if err != RD_KAFKA_RESP_ERR_NO_ERROR {
+            logger.warning("consumer close failed", ["error": KafkaError(err).description])
+        }
+        self.poller = nil
+    }
+
+    private func flush() {
+        guard !pending.isEmpty else { return }
+        channel.push(pending)
+        pending.removeAll(keepingCapacity: true)
+    }
+
+    private func take(_ message: UnsafeMutablePointer<rd_kafka_message_t>) {
+        defer { rd_kafka_message_destroy(message) }
+        let err = message.pointee.err
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            if err == RD_KAFKA_RESP_ERR__FATAL {
+                pending.append(.fatalError(client.fatalError() ?? KafkaError(err)))
+            } else if err != RD_KAFKA_RESP_ERR__PARTITION_EOF {
+                logger.warning("consumer error", ["error": KafkaError(err).description])
+            }
+            return
+        }
+        pending.append(.message(convert(message)))
+    }
+
+    private func convert(_ message: UnsafeMutablePointer<rd_kafka_message_t>) -> KafkaMessage {
+        let m = message.pointee
+        let topic = topicName(m.rkt)
+        let value = m.payload.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: m.len)) } ?? []
+        let key = m.key.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: m.key_len)) }
+        var headers: [KafkaHeader] = []
+        var list: OpaquePointer?
+        if rd_kafka_message_headers(message, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list {
+            var index = 0
+            var name: UnsafePointer<CChar>?
+            var bytes: UnsafeRawPointer?
+            var size = 0
+            while rd_kafka_header_get_all(list, index, &name, &bytes, &size) == RD_KAFKA_RESP_ERR_NO_ERROR {
+                let headerValue = bytes.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: size)) }
+                headers.append(KafkaHeader(name: name.map { String(cString: $0) } ?? "", value: headerValue))
+                index += 1
+            }
+        }
+        let millis = rd_kafka_message_timestamp(message, nil)
+        return KafkaMessage(
+            topic: topic, partition: m.partition, offset: m.offset, key: key, value: value, headers: headers,
+            timestamp: millis >= 0 ? Date(timeIntervalSince1970: Double(millis) / 1000) : nil)
+    }
+
+    private func topicName(_ topic: OpaquePointer?) -> String {
+        guard let topic else { return "" }
+        if let name = topicNames[topic] { return name }
+        let name = String(cString: rd_kafka_topic_name(topic))
+        topicNames[topic] = name
+        return name
+    }
+
+    /// Called by librdkafka inside `rd_kafka_consumer_poll`, on the poll thread.
+    func rebalance(
+        _ rk: OpaquePointer, _ err: rd_kafka_resp_err_t, _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+    ) {
+        let cooperative = String(cString: rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE"
+        let list = TopicPartitionList.borrowing(partitions)
+        switch err {
+        case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+            if cooperative {
+                if let error = rd_kafka_incremental_assign(rk, partitions) {
+                    logger.error("incremental assign failed", ["error": KafkaError(consuming: error).description])
+                }
+            } else {
+                rd_kafka_assign(rk, partitions)
+            }
+            logger.info("partitions assigned", ["partitions": list.map(\.description).joined(separator: ",")])
+            pending.append(.partitionsAssigned(list))
+            flush()
+        case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+            logger.info("partitions revoked", ["partitions": list.map(\.description).joined(separator: ",")])
+            if !isClosing { waitForCaller(toRelease: list, lost: rd_kafka_assignment_lost(rk) != 0) }
+            if cooperative {
+                if let error = rd_kafka_incremental_unassign(rk, partitions) {
+                    logger.error("incremental unassign failed", ["error": KafkaError(consuming: error).description])
+                }
+            } else {
+                rd_kafka_assign(rk, nil)
+            }
+        default:
+            logger.error("rebalance failed", ["error": KafkaError(err).description])
+            rd_kafka_assign(rk, nil)
+        }
+    }
+
+    /// Hands the revocation to the caller and waits for its answer, the timeout, or shutdown.
+    private func waitForCaller(toRelease partitions: [KafkaTopicPartition], lost: Bool) {
+        let acknowledgement = DispatchSemaphore(value: 0)
+        pending.append(
+            .partitionsRevoked(KafkaRevocation(partitions: partitions, isLost: lost, acknowledgement: acknowledgement)))
+        flush()
+        let deadline = ContinuousClock.now + configuration.revocationTimeout
+        while acknowledgement.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
+            if ContinuousClock.now >= deadline {
+                logger.warning(
+                    "revocation not acknowledged in time; releasing partitions",
+                    ["partitions": partitions.map(\.description).joined(separator: ",")])
+                return
+            }
+            if poller?.isRunning != true || channel.isFinished { return }
+        }
+    }
+}
+
+extension TopicPartitionList {
+    /// The partitions of a list librdkafka owns, copied out.
+    static func borrowing(_ pointer: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) -> [KafkaTopicPartition] {
+        UnsafeMutableBufferPointer(start: pointer.pointee.elems, count: Int(pointer.pointee.cnt)).map {
+            KafkaTopicPartition(topic: String(cString: $0.topic), partition: $0.partition)
+        }
+    }
+}
+
+/// librdkafka's rebalance callback: forwards to the consumer's poll loop through the handle's opaque.
+let rebalanceCallback:
+    @convention(c) (
+        OpaquePointer?, rd_kafka_resp_err_t, UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+        UnsafeMutableRawPointer?
+    ) -> Void = { rk, err, partitions, opaque in
+        guard let rk, let partitions, let opaque else { return }
+        let context = Unmanaged<RDKafkaClient.CallbackContext>.fromOpaque(opaque).takeUnretainedValue()
+        if let rebalance = context.rebalance {
+            rebalance(rk, err, partitions)
+        } else {
+            rd_kafka_assign(rk, err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS ? partitions : nil)
+        }
+    }

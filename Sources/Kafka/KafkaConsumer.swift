@@ -1,0 +1,152 @@
+import CRdKafka
+import Foundation
+import Observability
+import Synchronization
+
+/// A Kafka consumer-group member with manual commits.
+///
+/// Offsets are never committed automatically: the caller commits explicit offsets once their work is
+/// done. Messages and rebalances arrive through ``events`` in order; a revocation waits for the caller.
+/// A dedicated thread polls librdkafka; at most `bufferedBatches × batchSize` messages wait in memory.
+public final class KafkaConsumer: Sendable {
+    public struct Configuration: Sendable {
+        /// `bootstrap.servers`.
+        public var bootstrapServers: String
+        /// `group.id`.
+        public var groupID: String
+        /// Where a partition without a committed offset starts (`auto.offset.reset`). Default: earliest.
+        public var autoOffsetReset = "earliest"
+        /// How long a revocation waits for ``KafkaRevocation/done()``. Default: 30 s.
+        public var revocationTimeout: Duration = .seconds(30)
+        /// Messages handed to the reader at once. Default: 500.
+        public var batchSize = 500
+        /// Batches that may wait for the reader before polling stops. Default: 4.
+        public var bufferedBatches = 4
+        /// Any librdkafka property, passed through; it wins over the fields above. Auto-commit cannot be
+        /// turned on: a job's offset is committed only after its result is acknowledged.
+        public var properties: [String: String] = [:]
+
+        public init(bootstrapServers: String, groupID: String, properties: [String: String] = [:]) {
+            self.bootstrapServers = bootstrapServers
+            self.groupID = groupID
+            self.properties = properties
+        }
+
+        func librdkafkaProperties() throws(KafkaError) -> KafkaProperties {
+            if properties["enable.auto.commit"].map({ $0 != "false" }) == true {
+                throw .invalidConfiguration(
+                    key: "enable.auto.commit", reason: "must be false: offsets are committed after results")
+            }
+            return KafkaProperties(
+                [
+                    ("bootstrap.servers", bootstrapServers), ("group.id", groupID),
+                    ("auto.offset.reset", autoOffsetReset), ("enable.auto.commit", "false"),
+                    ("enable.auto.offset.store", "false"), ("enable.partition.eof", "false"),
+                ], overrides: properties)
+        }
+    }
+
+    private let client: RDKafkaClient
+    private let configuration: Configuration
+    private let logger: Logger
+    private let channel: EventChannel<KafkaConsumerEvent>
+    private let poller = Mutex<PollThread?>(nil)
+    private let closed = Atomic<Bool>(false)
+
+    public init(configuration: Configuration, logger: Logger) throws {
+        guard configuration.batchSize > 0, configuration.bufferedBatches > 0 else {
+            throw KafkaError(code: .invalidConfiguration, reason: "batchSize and bufferedBatches must be positive")
+        }
+        self.client = try RDKafkaClient(
+            type: RD_KAFKA_CONSUMER, properties: configuration.librdkafkaProperties(), logger: logger,
+            configure: { rd_kafka_conf_set_rebalance_cb($0, rebalanceCallback) })
+        // Everything (rebalances, errors) is then served by the consumer poll on the poll thread.
+        rd_kafka_poll_set_consumer(client.handle)
+        self.configuration = configuration
+        self.logger = logger
+        self.channel = EventChannel(capacity: configuration.bufferedBatches)
+    }
+
+    deinit {
+        channel.finish()
+        poller.withLock { $0?.stop() }
+    }
+
+    /// Messages and rebalances, in order. Ends when the consumer is closed.
+    public var events: KafkaConsumerEvents { KafkaConsumerEvents(channel: channel) }
+
+    /// Joins the group for `topics` and starts polling.
+    public func subscribe(topics: [String]) throws {
+        guard !closed.load(ordering: .acquiring) else { throw KafkaError.closed }
+        let list = TopicPartitionList(topics.map { KafkaTopicPartition(topic: $0, partition: RD_KAFKA_PARTITION_UA) })
+        let err = rd_kafka_subscribe(client.handle, list.pointer)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+        poller.withLock { poller in
+            guard poller == nil else { return }
+            let loop = ConsumerPollLoop(client: client, channel: channel, configuration: configuration, logger: logger)
+            client.context.rebalance = { rk, err, partitions in loop.rebalance(rk, err, partitions) }
+            poller = PollThread(name: "kafka-consumer-poll") { loop.run($0) }
+        }
+    }
+
+    /// Commits, synchronously with the broker, the next offset to read for each partition
+    /// (the last finished offset + 1).
+    public func commit(_ offsets: [KafkaTopicPartition: Int64]) async throws {
+        guard !offsets.isEmpty else { return }
+        guard !closed.load(ordering: .acquiring) else { throw KafkaError.closed }
+        let client = self.client
+        let list = TopicPartitionList(offsets.map { $0.key }, offsets: offsets)
+        let err = await Blocking.run { rd_kafka_commit(client.handle, list.pointer, 0) }
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+        if let failed = list.firstError() { throw failed }
+    }
+
+    /// The committed offsets (next offset to read) of these partitions; absent where none is committed.
+    public func committed(_ partitions: [KafkaTopicPartition], timeout: Duration = .seconds(10)) async throws
+        -> [KafkaTopicPartition: Int64]
+    {
+        let client = self.client
+        let list = TopicPartitionList(partitions)
+        let err = await Blocking.run {
+            rd_kafka_committed(client.handle, list.pointer, Int32(clamping: timeout.milliseconds))
+        }
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+        return list.offsets().filter { $0.value >= 0 }
+    }
+
+    /// Stops fetching these partitions until ``resume(_:)``. Their assignment is kept.
+    public func pause(_ partitions: [KafkaTopicPartition]) throws {
+        let list = TopicPartitionList(partitions)
+        let err = rd_kafka_pause_partitions(client.handle, list.pointer)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+        if let failed = list.firstError() { throw failed }
+    }
+
+    public func resume(_ partitions: [KafkaTopicPartition]) throws {
+        let list = TopicPartitionList(partitions)
+        let err = rd_kafka_resume_partitions(client.handle, list.pointer)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+        if let failed = list.firstError() { throw failed }
+    }
+
+    /// The partitions assigned to this member now.
+    public func assignment() throws -> [KafkaTopicPartition] {
+        var raw: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        let err = rd_kafka_assignment(client.handle, &raw)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let raw else { throw KafkaError(err) }
+        return TopicPartitionList(adopting: raw).partitions()
+    }
+
+    /// Leaves the group and stops polling. Commit finished work before: nothing is committed here, and
+    /// events not yet read are dropped (their offsets were not committed, so they will be read again).
+    public func close() async {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        channel.finish()
+        if let poller = poller.withLock({ $0 }) {
+            await poller.stopAndJoin()  // the poll thread leaves the group on its way out
+        } else {
+            let client = self.client
+            _ = await Blocking.run { rd_kafka_consumer_close(client.handle) }
+        }
+    }
+}

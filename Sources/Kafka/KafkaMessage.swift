@@ -1,0 +1,86 @@
+import Foundation
+
+/// A topic and a partition.
+public struct KafkaTopicPartition: Hashable, Sendable, CustomStringConvertible {
+    public let topic: String
+    public let partition: Int32
+
+    public init(topic: String, partition: Int32) {
+        self.topic = topic
+        self.partition = partition
+    }
+
+    public var description: String { "\(topic)[\(partition)]" }
+}
+
+/// One Kafka record header. Kafka allows repeated names and null values.
+public struct KafkaHeader: Hashable, Sendable {
+    public let name: String
+    public let value: [UInt8]?
+
+    public init(name: String, value: [UInt8]?) {
+        self.name = name
+        self.value = value
+    }
+
+    public init(name: String, string: String) {
+        self.init(name: name, value: Array(string.utf8))
+    }
+
+    /// The value as UTF-8 text, when it is.
+    public var stringValue: String? { value.flatMap { String(validating: $0, as: UTF8.self) } }
+}
+
+/// A record to produce. `partition` nil lets the partitioner choose from the key.
+public struct KafkaProducerMessage: Sendable {
+    public var topic: String
+    public var partition: Int32?
+    public var key: [UInt8]?
+    public var value: [UInt8]
+    public var headers: [KafkaHeader]
+
+    public init(topic: String, partition: Int32? = nil, key: [UInt8]? = nil, value: [UInt8], headers: [KafkaHeader] = []) {
+        self.topic = topic
+        self.partition = partition
+        self.key = key
+        self.value = value
+        self.headers = headers
+    }
+}
+
+/// Where the broker stored a produced record.
+public struct KafkaDeliveryReport: Sendable, Hashable {
+    public let topic: String
+    public let partition: Int32
+    public let offset: Int64
+}
+
+/// A consumed record.
+public struct KafkaMessage: Sendable {
+    public let topic: String
+    public let partition: Int32
+    public let offset: Int64
+    public let key: [UInt8]?
+    public let value: [UInt8]
+    public let headers: [KafkaHeader]
+    /// The record's timestamp, when the broker or producer set one.
+    public let timestamp: Date?
+
+    public var topicPartition: KafkaTopicPartition { KafkaTopicPartition(topic: topic, partition: partition) }
+
+    /// The first header with this name.
+    public func header(_ name: String) -> KafkaHeader? { headers.first { $0.name == name } }
+
+    public init(
+        topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8], headers: [KafkaHeader],
+        timestamp: Date?
+    ) {
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.timestamp = timestamp
+    }
+}

