@@ -19,7 +19,10 @@ final class EventChannel<Element: Sendable>: Sendable {
 
     init(capacity: Int) {
         precondition(capacity > 0)
-        slots = DispatchSemaphore(value: capacity)
+        // Created at zero and raised by hand: libdispatch aborts when a semaphore is freed below the value
+        // it was created with, which a channel dropped while full would be.
+        slots = DispatchSemaphore(value: 0)
+        for _ in 0..<capacity { slots.signal() }
     }
 
     /// Blocks until there is room, then hands `batch` over. Returns false once the channel is finished.
@@ -51,7 +54,7 @@ final class EventChannel<Element: Sendable>: Sendable {
         }
     }
 
-    /// The next batch, or nil once finished. One reader at a time.
+    /// The next batch, or nil once finished or when the reading task is cancelled. One reader at a time.
     func next() async -> [Element]? {
         let fast: Taken = state.withLock { state in
             if !state.buffer.isEmpty { return .batch(state.buffer.removeFirst()) }
@@ -64,17 +67,26 @@ final class EventChannel<Element: Sendable>: Sendable {
         case .finished:
             return nil
         case .wait:
-            return await withCheckedContinuation { continuation in
-                let immediate: [Element]?? = state.withLock { state in
-                    if !state.buffer.isEmpty { return .some(state.buffer.removeFirst()) }
-                    if state.finished { return .some(nil) }
-                    state.waiter = continuation
-                    return .none
+            return await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    let immediate: [Element]?? = state.withLock { state in
+                        if !state.buffer.isEmpty { return .some(state.buffer.removeFirst()) }
+                        if state.finished || Task.isCancelled { return .some(nil) }
+                        state.waiter = continuation
+                        return .none
+                    }
+                    if let immediate {
+                        if immediate != nil { slots.signal() }
+                        continuation.resume(returning: immediate)
+                    }
                 }
-                if let immediate {
-                    if immediate != nil { slots.signal() }
-                    continuation.resume(returning: immediate)
+            } onCancel: {
+                // Like AsyncStream: a cancelled reader gets nil; the channel itself stays open.
+                let waiter = state.withLock { state in
+                    defer { state.waiter = nil }
+                    return state.waiter
                 }
+                waiter?.resume(returning: nil)
             }
         }
     }

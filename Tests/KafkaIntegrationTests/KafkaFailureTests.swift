@@ -1,0 +1,120 @@
+import Foundation
+import Kafka
+import Synchronization
+import Testing
+
+@Suite("Kafka failures", .timeLimit(.minutes(2)))
+struct KafkaFailureTests {
+    @Test("a send to a stopped broker fails with a retriable error within its delivery timeout")
+    func sendToStoppedBroker() async throws {
+        let broker = try PrivateBroker.start()
+        defer { broker.stop() }
+        try await KafkaAdmin.createTopics(bootstrapServers: broker.bootstrap, topics: [("t", 1)], logger: TestBroker.logger)
+        var configuration = KafkaProducer.Configuration(bootstrapServers: broker.bootstrap)
+        configuration.deliveryTimeout = .seconds(3)
+        let producer = try KafkaProducer(configuration: configuration, logger: TestBroker.logger)
+        _ = try await producer.send(KafkaProducerMessage(topic: "t", value: Array("ok".utf8)))
+
+        broker.stop()
+        let started = ContinuousClock.now
+        let error = await #expect(throws: KafkaError.self) {
+            _ = try await producer.send(KafkaProducerMessage(topic: "t", value: Array("lost?".utf8)))
+        }
+        let elapsed = ContinuousClock.now - started
+        #expect(error?.isRetriable == true)
+        #expect(error?.code == .messageTimedOut)
+        #expect(elapsed < .seconds(8), "took \(elapsed), delivery timeout 3 s")
+        await producer.close(timeout: .seconds(1))
+    }
+
+    @Test("closing a producer fails what is still queued instead of leaving senders waiting")
+    func closeFailsQueuedRecords() async throws {
+        var configuration = KafkaProducer.Configuration(bootstrapServers: "127.0.0.1:1")  // nothing listens
+        configuration.deliveryTimeout = .seconds(60)
+        let producer = try KafkaProducer(configuration: configuration, logger: TestBroker.logger)
+        let pending = Task { try await producer.send(KafkaProducerMessage(topic: "t", value: [1])) }
+        #expect(await eventually { producer.outstanding == 1 })
+        await producer.close(timeout: .milliseconds(200))
+        await #expect(throws: KafkaError.self) { try await pending.value }
+        await #expect(throws: KafkaError.self) {
+            _ = try await producer.send(KafkaProducerMessage(topic: "t", value: [2]))
+        }
+    }
+}
+
+/// A broker of the test's own, so it can be stopped without disturbing other tests.
+///
+/// Spawned with posix_spawn rather than Foundation's Process, whose waitUntilExit spins on Linux.
+final class PrivateBroker: Sendable {
+    let bootstrap: String
+    private let pid: pid_t
+    private let stopped = Atomic<Bool>(false)
+
+    static func start() throws -> PrivateBroker {
+        let tansu = try #require(ProcessInfo.processInfo.environment["TANSU_BIN"], "TANSU_BIN is not set")
+        let port = try freePort()
+        let url = "tcp://127.0.0.1:\(port)"
+        let arguments = [tansu, "broker", "--listener-url", url, "--advertised-listener-url", url, "--silent"]
+        var pid: pid_t = 0
+        var cArguments = arguments.map { strdup($0) } + [nil]
+        defer { cArguments.forEach { free($0) } }
+        let status = posix_spawn(&pid, tansu, nil, nil, &cArguments, environ)
+        guard status == 0 else { throw KafkaTestError("posix_spawn tansu: \(status)") }
+        let broker = PrivateBroker(bootstrap: "127.0.0.1:\(port)", pid: pid)
+        try broker.waitUntilListening(port: port)
+        return broker
+    }
+
+    private init(bootstrap: String, pid: pid_t) {
+        self.bootstrap = bootstrap
+        self.pid = pid
+    }
+
+    private static func freePort() throws -> UInt16 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        guard ok else { throw KafkaTestError("no free port") }
+        return UInt16(bigEndian: address.sin_port)
+    }
+
+    private func waitUntilListening(port: UInt16) throws {
+        for _ in 0..<200 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port.bigEndian
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+                }
+            }
+            close(fd)
+            if connected { return }
+            usleep(50_000)
+        }
+        stop()
+        throw KafkaTestError("private broker did not start")
+    }
+
+    /// Kills the broker and reaps it. Safe to call twice.
+    func stop() {
+        guard !stopped.exchange(true, ordering: .relaxed), kill(pid, SIGKILL) == 0 else { return }
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+    }
+}
+
+struct KafkaTestError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

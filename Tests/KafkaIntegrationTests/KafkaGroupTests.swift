@@ -1,0 +1,67 @@
+import Foundation
+import Kafka
+import Testing
+
+@Suite("Kafka consumer groups against a real broker", .timeLimit(.minutes(3)))
+struct KafkaGroupTests {
+    @Test(
+        "two members split the partitions, one takes over when the other leaves, no message is lost",
+        arguments: ["range,roundrobin", "cooperative-sticky"])
+    func splitAndTakeOver(strategy: String) async throws {
+        let topic = try await TestBroker.makeTopic(partitions: 4)
+        let group = "g-\(UUID())"
+        let producer = try TestBroker.producer()
+        let all = Set((0..<4).map { KafkaTopicPartition(topic: topic, partition: Int32($0)) })
+
+        let first = EventRecorder(try TestBroker.consumer(group: group, strategy: strategy))
+        try first.consumer.subscribe(topics: [topic])
+        #expect(await eventually { first.assigned == all })
+
+        let second = EventRecorder(try TestBroker.consumer(group: group, strategy: strategy))
+        try second.consumer.subscribe(topics: [topic])
+        #expect(await eventually { !second.assigned.isEmpty && first.assigned.union(second.assigned) == all })
+        #expect(first.assigned.isDisjoint(with: second.assigned))
+        #expect(!first.assigned.isEmpty)
+
+        try await TestBroker.send(producer, topic: topic, count: 200, prefix: "a")
+        #expect(await eventually { first.values.union(second.values).count == 200 })
+        #expect(!first.messages.isEmpty && !second.messages.isEmpty)
+
+        await second.stop()
+        #expect(await eventually { first.assigned == all })
+        try await TestBroker.send(producer, topic: topic, count: 200, prefix: "b")
+        #expect(await eventually { first.values.union(second.values).count == 400 })
+        await first.stop()
+
+        let expected = Set((0..<200).map { "a-\($0)" } + (0..<200).map { "b-\($0)" })
+        #expect(first.values.union(second.values) == expected)
+        #expect(first.state.withLock { $0.commitErrors }.isEmpty)
+        await producer.close()
+    }
+
+    @Test("a revocation reaches the caller before the partitions are released, and commits still work then")
+    func revocationIsHandedOverFirst() async throws {
+        let topic = try await TestBroker.makeTopic(partitions: 2)
+        let group = "g-\(UUID())"
+        let producer = try TestBroker.producer()
+        try await TestBroker.send(producer, topic: topic, count: 20, prefix: "r")
+
+        // The first member holds its revocation for 3 s, committing inside it as a drain would.
+        let first = EventRecorder(try TestBroker.consumer(group: group), holdRevocation: .seconds(3))
+        try first.consumer.subscribe(topics: [topic])
+        #expect(await eventually { first.values.count == 20 })
+
+        let second = EventRecorder(try TestBroker.consumer(group: group))
+        try second.consumer.subscribe(topics: [topic])
+        #expect(await eventually { !first.state.withLock { $0.revocations }.isEmpty })
+        let revokedAt = ContinuousClock.now
+        // While the first member holds the revocation, the group cannot hand anything to the second.
+        #expect(await eventually { !second.assigned.isEmpty })
+        #expect(ContinuousClock.now - revokedAt >= .seconds(2.5))
+        #expect(first.state.withLock { $0.commitErrors }.isEmpty)
+
+        await second.stop()
+        await first.stop()
+        await producer.close()
+    }
+}
