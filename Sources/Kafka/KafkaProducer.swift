@@ -72,7 +72,7 @@ public final class KafkaProducer: Sendable {
     ///
     /// When librdkafka's local queue is full, waits for room up to the delivery timeout.
     public func send(_ message: KafkaProducerMessage) async throws -> KafkaDeliveryReport {
-        let deadline = ContinuousClock.now + deliveryTimeout
+        var deadline: ContinuousClock.Instant?  // read the clock only once the queue is full
         while true {
             do {
                 return try await withCheckedThrowingContinuation { continuation in
@@ -82,7 +82,11 @@ public final class KafkaProducer: Sendable {
                         continuation.resume(throwing: error)
                     }
                 }
-            } catch let error as KafkaError where error.code == .queueFull && ContinuousClock.now < deadline {
+            } catch let error as KafkaError where error.code == .queueFull {
+                let now = ContinuousClock.now
+                let giveUpAt = deadline ?? now + deliveryTimeout
+                guard now < giveUpAt else { throw error }
+                deadline = giveUpAt
                 try await Task.sleep(for: .milliseconds(1))
             }
         }
