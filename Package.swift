@@ -38,6 +38,9 @@ let package = Package(
             name: "Kafka", dependencies: ["CRdKafka", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
+        .target(
+            name: "AppleVerification", dependencies: ["COpenSSL", "CCurl", "Observability"], swiftSettings: strict),
+
         // Executables only wire the libraries together.
         .executableTarget(
             name: "ReceiptWorkerCLI", dependencies: ["Kafka", "Observability"],
@@ -50,6 +53,9 @@ let package = Package(
         .testTarget(
             name: "KafkaTests", dependencies: ["Kafka", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(
+            name: "AppleVerificationTests", dependencies: ["AppleVerification"],
+            resources: [.copy("Fixtures")], swiftSettings: strict),
         .testTarget(
             name: "KafkaIntegrationTests", dependencies: ["Kafka", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),

@@ -1,0 +1,47 @@
+/// An error from verifying something with Apple.
+///
+/// `isRetriable` says a later attempt may succeed (Apple unavailable, rate limited, a timeout); the retry
+/// policy reads it. A non-retriable error is Apple's final word, or ours, on this input. `reason` is for
+/// people and never holds a receipt, a token, a key or a shared secret.
+public struct AppleVerificationError: Error, Sendable, CustomStringConvertible {
+    /// Open set of codes.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(_ rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        // Signed data (JWS) verification, after Apple's VerificationStatus.
+        public static let invalidSignature = Code("invalid_signature")
+        public static let invalidChainLength = Code("invalid_chain_length")
+        public static let invalidCertificate = Code("invalid_certificate")
+        public static let invalidChain = Code("invalid_chain")
+        public static let malformed = Code("malformed")
+        public static let bundleMismatch = Code("bundle_mismatch")
+        public static let environmentNotAllowed = Code("environment_not_allowed")
+        public static let invalidKey = Code("invalid_key")
+        // Calls to Apple.
+        public static let transport = Code("transport")
+        public static let timeout = Code("timeout")
+        public static let httpStatus = Code("http_status")
+        public static let rateLimited = Code("rate_limited")
+        public static let appleStatus = Code("apple_status")
+        public static let apiError = Code("api_error")
+        public static let unauthorized = Code("unauthorized")
+        public static let notFound = Code("not_found")
+    }
+
+    public let code: Code
+    public let reason: String
+    public let isRetriable: Bool
+    /// When Apple said when to come back (a `Retry-After`), in seconds from now.
+    public let retryAfter: Double?
+
+    public init(_ code: Code, _ reason: String, isRetriable: Bool = false, retryAfter: Double? = nil) {
+        self.code = code
+        self.reason = reason
+        self.isRetriable = isRetriable
+        self.retryAfter = retryAfter
+    }
+
+    public var description: String { "\(code): \(reason)" }
+}

@@ -1,0 +1,63 @@
+import COpenSSL
+import Foundation
+
+/// Owns one OpenSSL `X509` and frees it in `deinit`.
+///
+/// `@unchecked Sendable`: never mutated after parsing; OpenSSL allows concurrent reads of an `X509`.
+package final class X509Certificate: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    /// Parses DER, or PEM when the bytes start with "-----BEGIN".
+    package init(bytes: Data) throws(AppleVerificationError) {
+        let parsed: OpaquePointer? =
+            bytes.starts(with: Array("-----BEGIN".utf8))
+            ? bytes.withUnsafeBytes { raw in
+                let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count))
+                defer { BIO_free(bio) }
+                return PEM_read_bio_X509(bio, nil, nil, nil)
+            }
+            : bytes.withUnsafeBytes { raw in
+                var cursor = raw.bindMemory(to: UInt8.self).baseAddress
+                return d2i_X509(nil, &cursor, raw.count)
+            }
+        guard let parsed else {
+            ERR_clear_error()
+            throw AppleVerificationError(.invalidCertificate, "a certificate could not be parsed")
+        }
+        pointer = parsed
+    }
+
+    deinit {
+        X509_free(pointer)
+    }
+
+    /// The validity window, as seconds since the epoch.
+    var validity: ClosedRange<Double>? {
+        guard let notBefore = Self.seconds(X509_get0_notBefore(pointer)),
+            let notAfter = Self.seconds(X509_get0_notAfter(pointer)), notBefore <= notAfter
+        else { return nil }
+        return notBefore...notAfter
+    }
+
+    /// Whether the certificate carries an extension with this OID (present, whatever its value).
+    func hasExtension(oid: String) -> Bool {
+        guard let object = OBJ_txt2obj(oid, 1) else { return false }
+        defer { ASN1_OBJECT_free(object) }
+        return X509_get_ext_by_OBJ(pointer, object, -1) >= 0
+    }
+
+    /// The subject public key.
+    func publicKey() throws(AppleVerificationError) -> ECPublicKey {
+        guard let key = X509_get_pubkey(pointer) else {
+            throw AppleVerificationError(.invalidCertificate, "a certificate has no usable public key")
+        }
+        return ECPublicKey(adopting: key)
+    }
+
+    private static func seconds(_ time: UnsafePointer<ASN1_TIME>?) -> Double? {
+        guard let time else { return nil }
+        var parts = tm()
+        guard ASN1_TIME_to_tm(time, &parts) == 1 else { return nil }
+        return Double(timegm(&parts))
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+
+/// The decoded payload of a StoreKit 2 signed transaction (`JWSTransactionDecodedPayload`).
+///
+/// Every field is optional, as in Apple's libraries: Apple omits what does not apply. Values with a fixed set
+/// of meanings keep Apple's raw value; a typed accessor reads it, so a value Apple adds later still decodes.
+/// Dates are milliseconds since the epoch, fractional in Xcode's StoreKit testing.
+public struct JWSTransaction: Codable, Sendable, Hashable {
+    public var transactionId: String?
+    public var originalTransactionId: String?
+    public var webOrderLineItemId: String?
+    public var bundleId: String?
+    public var productId: String?
+    public var subscriptionGroupIdentifier: String?
+    public var purchaseDate: Double?
+    public var originalPurchaseDate: Double?
+    public var expiresDate: Double?
+    public var quantity: Int?
+    /// Raw `type`: "Consumable", "Non-Consumable", "Auto-Renewable Subscription", "Non-Renewing Subscription".
+    public var type: String?
+    public var appAccountToken: String?
+    public var inAppOwnershipType: String?
+    public var signedDate: Double?
+    public var revocationReason: Int?
+    public var revocationDate: Double?
+    public var isUpgraded: Bool?
+    public var offerType: Int?
+    public var offerIdentifier: String?
+    public var environment: AppleEnvironment?
+    public var storefront: String?
+    public var storefrontId: String?
+    public var transactionReason: String?
+    public var currency: String?
+    /// Price in milli-units of `currency`.
+    public var price: Int64?
+    public var offerDiscountType: String?
+    public var appTransactionId: String?
+    public var offerPeriod: String?
+
+    public var productType: ProductType { ProductType(rawValue: type) }
+}
+
+/// An in-app product's type. `other` keeps a value Apple adds later.
+public enum ProductType: Hashable, Sendable {
+    case consumable, nonConsumable, autoRenewableSubscription, nonRenewingSubscription
+    case other(String)
+    case unknown
+
+    public init(rawValue: String?) {
+        switch rawValue {
+        case "Consumable": self = .consumable
+        case "Non-Consumable": self = .nonConsumable
+        case "Auto-Renewable Subscription": self = .autoRenewableSubscription
+        case "Non-Renewing Subscription": self = .nonRenewingSubscription
+        case nil: self = .unknown
+        case let value?: self = .other(value)
+        }
+    }
+
+    public var isSubscription: Bool { self == .autoRenewableSubscription || self == .nonRenewingSubscription }
+}

@@ -1,0 +1,145 @@
+import Foundation
+
+/// Verifies StoreKit 2 signed data (JWS) locally, as Apple's App Store Server Library does: ES256 over
+/// `header.payload`, the `x5c` chain to the configured roots with Apple's OIDs, validity at `signedDate`;
+/// then the bundle id and the environment.
+public final class SignedDataVerifier: Sendable {
+    public struct Configuration: Sendable {
+        /// Trusted roots, DER or PEM. Default in the worker: the bundled Apple Root CA - G3.
+        public var rootCertificates: [Data]
+        /// The app's bundle id; signed data for another app is refused.
+        public var bundleID: String
+        /// Environments accepted. Default: Production only.
+        public var allowedEnvironments: Set<AppleEnvironment> = [.production]
+        /// The app's Apple id, checked on notifications when set.
+        public var appAppleID: Int64?
+        /// Verified chains kept. Default: 64.
+        public var chainCacheSize = 64
+
+        public init(rootCertificates: [Data], bundleID: String) {
+            self.rootCertificates = rootCertificates
+            self.bundleID = bundleID
+        }
+    }
+
+    public let configuration: Configuration
+    private let chains: ChainVerifier
+    private let decoder = JSONDecoder()
+
+    public init(configuration: Configuration) throws(AppleVerificationError) {
+        guard !configuration.rootCertificates.isEmpty else {
+            throw AppleVerificationError(.invalidCertificate, "no root certificate configured")
+        }
+        var roots: [X509Certificate] = []
+        for bytes in configuration.rootCertificates { roots.append(try X509Certificate(bytes: bytes)) }
+        self.configuration = configuration
+        self.chains = ChainVerifier(roots: roots, cacheLimit: max(1, configuration.chainCacheSize))
+    }
+
+    /// A signed transaction, verified and decoded, with its bundle id and environment checked.
+    /// Throws ``AppleVerificationError`` with `.bundleMismatch` or `.environmentNotAllowed` for those checks.
+    public func verifyTransaction(_ jws: String) throws(AppleVerificationError) -> JWSTransaction {
+        let transaction = try verifiedPayload(jws, as: JWSTransaction.self)
+        try check(bundleID: transaction.bundleId, environment: transaction.environment)
+        return transaction
+    }
+
+    /// Signed renewal info, verified and decoded, with its environment checked.
+    public func verifyRenewalInfo(_ jws: String) throws(AppleVerificationError) -> JWSRenewalInfo {
+        let info = try verifiedPayload(jws, as: JWSRenewalInfo.self)
+        try check(environment: info.environment)
+        return info
+    }
+
+    /// A signed App Store Server Notification, verified and decoded, with its app and environment checked.
+    public func verifyNotification(_ jws: String) throws(AppleVerificationError) -> NotificationPayload {
+        let notification = try verifiedPayload(jws, as: NotificationPayload.self)
+        let app = notification.data ?? notification.summary
+        try check(bundleID: app?.bundleId, environment: app?.environment)
+        if let expected = configuration.appAppleID, let appAppleId = app?.appAppleId, appAppleId != expected {
+            throw AppleVerificationError(.bundleMismatch, "the notification is for another app")
+        }
+        return notification
+    }
+
+    /// Verifies the signature and the chain, then decodes the payload. No bundle or environment check.
+    public func verifiedPayload<Payload: Decodable>(_ jws: String, as type: Payload.Type)
+        throws(AppleVerificationError) -> Payload
+    {
+        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts.allSatisfy({ !$0.isEmpty }) else {
+            throw AppleVerificationError(.malformed, "not a compact JWS (header.payload.signature)")
+        }
+        let headerSegment = parts[0]
+        guard let payload = Base64URL.decode(parts[1]), let signature = Base64URL.decode(parts[2]) else {
+            throw AppleVerificationError(.malformed, "the JWS is not base64url")
+        }
+
+        // The payload is read before the signature is checked only for `signedDate`, the date at which the
+        // chain must be valid; nothing from it is trusted until the signature verifies.
+        let dated: SignedDate
+        do {
+            dated = try decoder.decode(SignedDate.self, from: payload)
+        } catch {
+            throw AppleVerificationError(.malformed, "the JWS payload is not a JSON object")
+        }
+        let date = dated.signedDate.map { $0 / 1000 } ?? Date().timeIntervalSince1970
+        let key = try chains.leafKey(
+            cacheKey: headerSegment,
+            certificates: { () throws(AppleVerificationError) -> [String] in try self.certificates(in: headerSegment) },
+            at: date)
+        let signedLength = parts[0].utf8.count + 1 + parts[1].utf8.count
+        var signedText = jws  // contiguous UTF-8, so the signed bytes are read in place
+        let valid = signedText.withUTF8 { bytes in
+            key.verifyES256(signature: signature, message: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[..<signedLength])))
+        }
+        guard valid else { throw AppleVerificationError(.invalidSignature, "the JWS signature does not verify") }
+        do {
+            return try decoder.decode(Payload.self, from: payload)
+        } catch {
+            throw AppleVerificationError(.malformed, "the JWS payload does not decode: \(Self.describe(error))")
+        }
+    }
+
+    private func certificates(in headerSegment: Substring) throws(AppleVerificationError) -> [String] {
+        guard let data = Base64URL.decode(headerSegment),
+            let header = try? decoder.decode(JWSHeader.self, from: data)
+        else { throw AppleVerificationError(.malformed, "the JWS header is not JSON") }
+        guard header.alg == "ES256" else {
+            throw AppleVerificationError(.malformed, "the JWS algorithm is \(header.alg ?? "missing"), not ES256")
+        }
+        guard let x5c = header.x5c else { throw AppleVerificationError(.invalidChainLength, "the JWS header has no x5c") }
+        return x5c
+    }
+
+    private func check(bundleID: String? = nil, environment: AppleEnvironment?) throws(AppleVerificationError) {
+        if let bundleID, bundleID != configuration.bundleID {
+            throw AppleVerificationError(.bundleMismatch, "signed for bundle \(bundleID), not \(configuration.bundleID)")
+        }
+        guard let environment, configuration.allowedEnvironments.contains(environment) else {
+            throw AppleVerificationError(
+                .environmentNotAllowed, "environment \(environment?.rawValue ?? "missing") is not allowed")
+        }
+    }
+
+    static func describe(_ error: Error) -> String {
+        switch error {
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
+            DecodingError.keyNotFound(_, let context), DecodingError.dataCorrupted(let context):
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            return path.isEmpty ? context.debugDescription : "\(path): \(context.debugDescription)"
+        default:
+            return "invalid JSON"
+        }
+    }
+}
+
+private struct JWSHeader: Decodable {
+    let alg: String?
+    let x5c: [String]?
+}
+
+private struct SignedDate: Decodable {
+    let signedDate: Double?
+}
+

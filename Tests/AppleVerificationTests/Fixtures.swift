@@ -1,0 +1,25 @@
+import Foundation
+
+/// Apple's test vectors, copied from ../shared/fixtures/apple (see its README for what each file is).
+enum Fixtures {
+    static func data(_ path: String) throws -> Data {
+        guard let base = Bundle.module.resourceURL else { throw FixtureError(path) }
+        return try Data(contentsOf: base.appendingPathComponent("Fixtures").appendingPathComponent(path))
+    }
+
+    static func text(_ path: String) throws -> String {
+        String(decoding: try data(path), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// A certificate file as the base64 DER an `x5c` header holds.
+    static func x5c(_ path: String) throws -> String {
+        let bytes = try data(path)
+        if bytes.starts(with: Array("-----BEGIN".utf8)) {
+            return String(decoding: bytes, as: UTF8.self).split(separator: "\n")
+                .filter { !$0.hasPrefix("-----") }.joined()
+        }
+        return bytes.base64EncodedString()
+    }
+
+    struct FixtureError: Error { let path: String; init(_ path: String) { self.path = path } }
+}

@@ -1,0 +1,176 @@
+import Foundation
+import Testing
+
+@testable import AppleVerification
+
+@Suite("Signed data (JWS) verification with Apple's test vectors")
+struct SignedDataVerifierTests {
+    func verifier(environments: Set<AppleEnvironment> = [.sandbox], bundleID: String = "com.example", appAppleID: Int64? = nil)
+        throws -> SignedDataVerifier
+    {
+        var configuration = SignedDataVerifier.Configuration(
+            rootCertificates: [try Fixtures.data("certs/testCA.der")], bundleID: bundleID)
+        configuration.allowedEnvironments = environments
+        configuration.appAppleID = appAppleID
+        return try SignedDataVerifier(configuration: configuration)
+    }
+
+    @Test("transactionInfo verifies for (Sandbox, com.example)")
+    func transactionInfo() throws {
+        let transaction = try verifier().verifyTransaction(try Fixtures.text("mock_signed_data/transactionInfo"))
+        #expect(transaction.environment == .sandbox)
+        #expect(transaction.bundleId == "com.example")
+        #expect(transaction.signedDate == 1_672_956_154_000)
+    }
+
+    @Test("renewalInfo verifies in Sandbox")
+    func renewalInfo() throws {
+        let info = try verifier().verifyRenewalInfo(try Fixtures.text("mock_signed_data/renewalInfo"))
+        #expect(info.environment == .sandbox)
+    }
+
+    @Test("testNotification: valid in Sandbox, wrong environment for Production, wrong app for appAppleId 1235")
+    func testNotification() throws {
+        let jws = try Fixtures.text("mock_signed_data/testNotification")
+        let notification = try verifier(appAppleID: 1234).verifyNotification(jws)
+        #expect(notification.notificationType == "TEST")
+        #expect(notification.data?.appAppleId == 1234)
+
+        let production = #expect(throws: AppleVerificationError.self) {
+            try verifier(environments: [.production]).verifyNotification(jws)
+        }
+        #expect(production?.code == .environmentNotAllowed)
+        let otherApp = #expect(throws: AppleVerificationError.self) { try verifier(appAppleID: 1235).verifyNotification(jws) }
+        #expect(otherApp?.code == .bundleMismatch)
+    }
+
+    @Test("wrongBundleId is rejected as another app's")
+    func wrongBundleID() throws {
+        let error = #expect(throws: AppleVerificationError.self) {
+            try verifier().verifyNotification(try Fixtures.text("mock_signed_data/wrongBundleId"))
+        }
+        #expect(error?.code == .bundleMismatch)
+    }
+
+    @Test("a header without x5c is rejected")
+    func missingX5C() throws {
+        let error = #expect(throws: AppleVerificationError.self) {
+            try verifier().verifyNotification(try Fixtures.text("mock_signed_data/missingX5CHeaderClaim"))
+        }
+        #expect(error?.code == .invalidChainLength)
+    }
+
+    @Test("a.b.c and a.b.c.d are rejected", arguments: ["a.b.c", "a.b.c.d", "", "..", "only.two"])
+    func malformed(jws: String) throws {
+        let error = #expect(throws: AppleVerificationError.self) { try verifier().verifyTransaction(jws) }
+        #expect(error?.code == .malformed)
+    }
+
+    @Test("Xcode StoreKit-testing transactions (1-certificate chain, fractional dates) are rejected",
+          arguments: ["xcode/xcode-signed-transaction", "xcode/xcode-signed-renewal-info", "xcode/xcode-signed-app-transaction"])
+    func xcodeRejected(path: String) throws {
+        let jws = try Fixtures.text(path)
+        let error = #expect(throws: AppleVerificationError.self) {
+            try verifier(environments: [.production, .sandbox, .xcode]).verifiedPayload(jws, as: JWSTransaction.self)
+        }
+        #expect(error?.code == .invalidChainLength)
+    }
+
+    @Test("Apple's test chain is rejected against the real Apple Root CA - G3")
+    func testChainAgainstRealRoot() throws {
+        var configuration = SignedDataVerifier.Configuration(
+            rootCertificates: [AppleRootCertificates.appleRootCAG3], bundleID: "com.example")
+        configuration.allowedEnvironments = [.sandbox]
+        let error = #expect(throws: AppleVerificationError.self) {
+            try SignedDataVerifier(configuration: configuration).verifyTransaction(try Fixtures.text("mock_signed_data/transactionInfo"))
+        }
+        #expect(error?.code == .invalidChain)
+    }
+
+    @Test("the bundled root is Apple Root CA - G3")
+    func bundledRoot() throws {
+        #expect(AppleRootCertificates.appleRootCAG3 == (try Fixtures.data("chain/real_apple_root.der")))
+    }
+
+    @Test("a payload changed after signing is rejected; the same JWS re-signed verifies")
+    func tamperedPayload() throws {
+        let jws = try Fixtures.text("mock_signed_data/transactionInfo")
+        let parts = jws.split(separator: ".")
+        let forged = Base64URL.encode(Data(#"{"environment":"Production","bundleId":"com.example","signedDate":1672956154000}"#.utf8))
+        let error = #expect(throws: AppleVerificationError.self) {
+            try verifier(environments: [.production]).verifyTransaction("\(parts[0]).\(forged).\(parts[2])")
+        }
+        #expect(error?.code == .invalidSignature)
+    }
+}
+
+@Suite("x5c chain verification with Apple's test chains")
+struct ChainVerifierTests {
+    let date = 1_681_998_624.0  // 2023-04-20, inside the test chain's validity
+
+    func chains(root: String = "chain/root_ca.der") throws -> ChainVerifier {
+        ChainVerifier(roots: [try X509Certificate(bytes: try Fixtures.data(root))], cacheLimit: 8)
+    }
+
+    func verify(_ paths: [String], at date: Double? = nil, with chains: ChainVerifier? = nil) throws {
+        let certificates = try paths.map(Fixtures.x5c)
+        _ = try (chains ?? self.chains()).leafKey(
+            cacheKey: Substring(UUID().uuidString), certificates: { certificates }, at: date ?? self.date)
+    }
+
+    @Test("the valid test chain verifies")
+    func validChain() throws {
+        try verify(["chain/leaf_cert.der", "chain/intermediate_ca.der", "chain/root_ca.der"])
+    }
+
+    @Test("wrong OIDs are rejected", arguments: [
+        ["chain/leaf_cert_invalid_oid.der", "chain/intermediate_ca.der", "chain/root_ca.der"],
+        ["chain/leaf_cert_for_intermediate_ca_invalid_oid.der", "chain/intermediate_ca_invalid_oid.der", "chain/root_ca.der"],
+    ])
+    func invalidOIDs(paths: [String]) throws {
+        let error = #expect(throws: AppleVerificationError.self) { try verify(paths) }
+        #expect(error?.code == .invalidCertificate)
+    }
+
+    @Test("a two-certificate chain is rejected")
+    func twoCertificates() throws {
+        let error = #expect(throws: AppleVerificationError.self) {
+            try verify(["chain/leaf_cert.der", "chain/intermediate_ca.der"])
+        }
+        #expect(error?.code == .invalidChainLength)
+    }
+
+    @Test("garbage base64 or DER is an invalid certificate", arguments: ["not base64!", "AAAA"])
+    func garbage(certificate: String) throws {
+        let valid = try Fixtures.x5c("chain/intermediate_ca.der")
+        let error = #expect(throws: AppleVerificationError.self) {
+            _ = try chains().leafKey(cacheKey: "g", certificates: { [certificate, valid, valid] }, at: date)
+        }
+        #expect(error?.code == .invalidCertificate)
+    }
+
+    @Test("the test chain is rejected against the real G3 root")
+    func realRoot() throws {
+        let error = #expect(throws: AppleVerificationError.self) {
+            try verify(["chain/leaf_cert.der", "chain/intermediate_ca.der", "chain/root_ca.der"],
+                       with: try chains(root: "chain/real_apple_root.der"))
+        }
+        #expect(error?.code == .invalidChain)
+    }
+
+    @Test("the chain is expired at a 2042 date, also when it was cached as valid before")
+    func expired() throws {
+        let chains = try chains()
+        let certificates = try ["chain/leaf_cert.der", "chain/intermediate_ca.der", "chain/root_ca.der"].map(Fixtures.x5c)
+        _ = try chains.leafKey(cacheKey: "same", certificates: { certificates }, at: date)
+        let in2042 = 2_272_147_200.0
+        let cached = #expect(throws: AppleVerificationError.self) {
+            _ = try chains.leafKey(cacheKey: "same", certificates: { certificates }, at: in2042)
+        }
+        #expect(cached?.code == .invalidChain)
+        let fresh = #expect(throws: AppleVerificationError.self) {
+            _ = try self.chains().leafKey(cacheKey: "new", certificates: { certificates }, at: in2042)
+        }
+        #expect(fresh?.code == .invalidChain)
+    }
+}
