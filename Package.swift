@@ -21,6 +21,7 @@ let package = Package(
     products: [
         .executable(name: "receipt-worker", targets: ["ReceiptWorkerCLI"]),
         .executable(name: "kafka-bench", targets: ["KafkaBench"]),
+        .executable(name: "jws-bench", targets: ["JWSBench"]),
     ],
     targets: [
         // C libraries, through their C APIs. Each shim only includes the real header.
@@ -48,6 +49,8 @@ let package = Package(
         .executableTarget(
             name: "KafkaBench", dependencies: ["Kafka", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+
+        .executableTarget(name: "JWSBench", dependencies: ["AppleVerification"], swiftSettings: strict),
 
         // Tests.
         .testTarget(

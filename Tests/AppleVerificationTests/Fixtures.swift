@@ -1,5 +1,7 @@
 import Foundation
 
+@testable import AppleVerification
+
 /// Apple's test vectors, copied from ../shared/fixtures/apple (see its README for what each file is).
 enum Fixtures {
     static func data(_ path: String) throws -> Data {
@@ -14,11 +16,8 @@ enum Fixtures {
     /// A certificate file as the base64 DER an `x5c` header holds.
     static func x5c(_ path: String) throws -> String {
         let bytes = try data(path)
-        if bytes.starts(with: Array("-----BEGIN".utf8)) {
-            return String(decoding: bytes, as: UTF8.self).split(separator: "\n")
-                .filter { !$0.hasPrefix("-----") }.joined()
-        }
-        return bytes.base64EncodedString()
+        guard let der = certificatesDER(bytes).first else { throw FixtureError(path) }
+        return der.base64EncodedString()
     }
 
     struct FixtureError: Error { let path: String; init(_ path: String) { self.path = path } }

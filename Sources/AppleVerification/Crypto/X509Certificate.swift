@@ -10,7 +10,7 @@ package final class X509Certificate: @unchecked Sendable {
     /// Parses DER, or PEM when the bytes start with "-----BEGIN".
     package init(bytes: Data) throws(AppleVerificationError) {
         let parsed: OpaquePointer? =
-            bytes.starts(with: Array("-----BEGIN".utf8))
+            isPEM(bytes)
             ? bytes.withUnsafeBytes { raw in
                 let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count))
                 defer { BIO_free(bio) }

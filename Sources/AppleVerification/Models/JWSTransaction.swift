@@ -38,6 +38,8 @@ public struct JWSTransaction: Codable, Sendable, Hashable {
     public var offerPeriod: String?
 
     public var productType: ProductType { ProductType(rawValue: type) }
+
+    public init() {}
 }
 
 /// An in-app product's type. `other` keeps a value Apple adds later.

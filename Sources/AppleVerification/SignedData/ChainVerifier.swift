@@ -19,7 +19,7 @@ final class ChainVerifier: Sendable {
     }
 
     private let roots: [X509Certificate]
-    private let cache = Mutex<[String: Verified]>([:])
+    private let cache = Mutex<[Substring: Verified]>([:])  // a Substring key: no copy of the header per lookup
     private let cacheLimit: Int
 
     init(roots: [X509Certificate], cacheLimit: Int) {
@@ -32,16 +32,17 @@ final class ChainVerifier: Sendable {
     func leafKey(cacheKey: Substring, certificates: () throws(AppleVerificationError) -> [String], at date: Double)
         throws(AppleVerificationError) -> ECPublicKey
     {
-        if let hit = cache.withLock({ $0[String(cacheKey)] }) {
+        if cacheLimit > 0, let hit = cache.withLock({ $0[cacheKey] }) {
             guard hit.validity.contains(date) else {
                 throw AppleVerificationError(.invalidChain, "the certificate chain is not valid at the signed date")
             }
             return hit.key
         }
         let verified = try verify(certificates(), at: date)
+        guard cacheLimit > 0 else { return verified.key }
         cache.withLock { cache in
             if cache.count >= cacheLimit { cache.removeAll(keepingCapacity: true) }
-            cache[String(cacheKey)] = verified
+            cache[cacheKey] = verified
         }
         return verified.key
     }

@@ -13,7 +13,7 @@ public final class SignedDataVerifier: Sendable {
         public var allowedEnvironments: Set<AppleEnvironment> = [.production]
         /// The app's Apple id, checked on notifications when set.
         public var appAppleID: Int64?
-        /// Verified chains kept. Default: 64.
+        /// Verified chains kept; 0 verifies every chain every time. Default: 64.
         public var chainCacheSize = 64
 
         public init(rootCertificates: [Data], bundleID: String) {
@@ -33,7 +33,7 @@ public final class SignedDataVerifier: Sendable {
         var roots: [X509Certificate] = []
         for bytes in configuration.rootCertificates { roots.append(try X509Certificate(bytes: bytes)) }
         self.configuration = configuration
-        self.chains = ChainVerifier(roots: roots, cacheLimit: max(1, configuration.chainCacheSize))
+        self.chains = ChainVerifier(roots: roots, cacheLimit: max(0, configuration.chainCacheSize))
     }
 
     /// A signed transaction, verified and decoded, with its bundle id and environment checked.
@@ -63,42 +63,43 @@ public final class SignedDataVerifier: Sendable {
     }
 
     /// Verifies the signature and the chain, then decodes the payload. No bundle or environment check.
-    public func verifiedPayload<Payload: Decodable>(_ jws: String, as type: Payload.Type)
+    public func verifiedPayload<Payload: SignedPayload>(_ jws: String, as type: Payload.Type)
         throws(AppleVerificationError) -> Payload
     {
-        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts.allSatisfy({ !$0.isEmpty }) else {
+        let utf8 = jws.utf8
+        guard let firstDot = utf8.firstIndex(of: UInt8(ascii: ".")),
+            let secondDot = utf8[utf8.index(after: firstDot)...].firstIndex(of: UInt8(ascii: ".")),
+            !utf8[utf8.index(after: secondDot)...].contains(UInt8(ascii: "."))
+        else { throw AppleVerificationError(.malformed, "not a compact JWS (header.payload.signature)") }
+        let headerSegment = jws[..<firstDot]
+        let payloadSegment = jws[jws.index(after: firstDot)..<secondDot]
+        let signatureSegment = jws[jws.index(after: secondDot)...]
+        guard !headerSegment.isEmpty, !payloadSegment.isEmpty, !signatureSegment.isEmpty else {
             throw AppleVerificationError(.malformed, "not a compact JWS (header.payload.signature)")
         }
-        let headerSegment = parts[0]
-        guard let payload = Base64URL.decode(parts[1]), let signature = Base64URL.decode(parts[2]) else {
-            throw AppleVerificationError(.malformed, "the JWS is not base64url")
-        }
+        guard let payloadBytes = Base64URL.decode(payloadSegment), let signature = Base64URL.decode(signatureSegment)
+        else { throw AppleVerificationError(.malformed, "the JWS is not base64url") }
 
-        // The payload is read before the signature is checked only for `signedDate`, the date at which the
-        // chain must be valid; nothing from it is trusted until the signature verifies.
-        let dated: SignedDate
+        // Decoded before the signature is checked only to learn `signedDate`, the date at which the chain
+        // must be valid; nothing in it is trusted, or returned, unless the signature verifies.
+        let payload: Payload
         do {
-            dated = try decoder.decode(SignedDate.self, from: payload)
+            payload = try decoder.decode(Payload.self, from: payloadBytes)
         } catch {
-            throw AppleVerificationError(.malformed, "the JWS payload is not a JSON object")
+            throw AppleVerificationError(.malformed, "the JWS payload does not decode: \(Self.describe(error))")
         }
-        let date = dated.signedDate.map { $0 / 1000 } ?? Date().timeIntervalSince1970
+        let date = payload.signedDate.map { $0 / 1000 } ?? Date().timeIntervalSince1970
         let key = try chains.leafKey(
             cacheKey: headerSegment,
             certificates: { () throws(AppleVerificationError) -> [String] in try self.certificates(in: headerSegment) },
             at: date)
-        let signedLength = parts[0].utf8.count + 1 + parts[1].utf8.count
+        let signedLength = utf8.distance(from: utf8.startIndex, to: secondDot)
         var signedText = jws  // contiguous UTF-8, so the signed bytes are read in place
         let valid = signedText.withUTF8 { bytes in
             key.verifyES256(signature: signature, message: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[..<signedLength])))
         }
         guard valid else { throw AppleVerificationError(.invalidSignature, "the JWS signature does not verify") }
-        do {
-            return try decoder.decode(Payload.self, from: payload)
-        } catch {
-            throw AppleVerificationError(.malformed, "the JWS payload does not decode: \(Self.describe(error))")
-        }
+        return payload
     }
 
     private func certificates(in headerSegment: Substring) throws(AppleVerificationError) -> [String] {
@@ -139,7 +140,12 @@ private struct JWSHeader: Decodable {
     let x5c: [String]?
 }
 
-private struct SignedDate: Decodable {
-    let signedDate: Double?
+/// A payload Apple signs, with the date its signature was made (milliseconds since the epoch).
+public protocol SignedPayload: Decodable {
+    var signedDate: Double? { get }
 }
+
+extension JWSTransaction: SignedPayload {}
+extension JWSRenewalInfo: SignedPayload {}
+extension NotificationPayload: SignedPayload {}
 
