@@ -22,6 +22,7 @@ let package = Package(
         .executable(name: "receipt-worker", targets: ["ReceiptWorkerCLI"]),
         .executable(name: "kafka-bench", targets: ["KafkaBench"]),
         .executable(name: "jws-bench", targets: ["JWSBench"]),
+        .executable(name: "appstore-sim", targets: ["AppStoreSimulatorCLI"]),
     ],
     targets: [
         // C libraries, through their C APIs. Each shim only includes the real header.
@@ -31,6 +32,7 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CLinux"),
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
 
         // Library targets by concern.
@@ -39,8 +41,11 @@ let package = Package(
             name: "Kafka", dependencies: ["CRdKafka", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
+        .target(name: "HTTPClient", dependencies: ["CCurl", "Observability"], swiftSettings: strict),
         .target(
-            name: "AppleVerification", dependencies: ["COpenSSL", "CCurl", "Observability"], swiftSettings: strict),
+            name: "AppleVerification", dependencies: ["COpenSSL", "HTTPClient", "Observability"], swiftSettings: strict),
+
+        .target(name: "AppStoreSimulator", dependencies: ["AppleVerification", "CLinux"], swiftSettings: strict),
 
         // Executables only wire the libraries together.
         .executableTarget(
@@ -50,6 +55,7 @@ let package = Package(
             name: "KafkaBench", dependencies: ["Kafka", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
+        .executableTarget(name: "AppStoreSimulatorCLI", dependencies: ["AppStoreSimulator"], swiftSettings: strict),
         .executableTarget(name: "JWSBench", dependencies: ["AppleVerification"], swiftSettings: strict),
 
         // Tests.

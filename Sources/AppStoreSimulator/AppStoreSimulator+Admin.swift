@@ -1,0 +1,85 @@
+import Foundation
+
+extension AppStoreSimulator {
+    /// The admin API, for tests, benchmarks and the demo:
+    ///   POST /admin/purchases {product_id, type: consumable|non_consumable|subscription,
+    ///        environment: Production|Sandbox, quantity, app_account_token, bundle_id, receipt_style: app|ios6,
+    ///        expires_in_seconds}  → {transaction_id, original_transaction_id, receipt, signed_transaction}
+    ///   POST /admin/refunds {transaction_id}
+    ///   PUT  /admin/faults {latency_ms, latency_jitter_ms, error_rate, error_status, status_21005_rate,
+    ///        rate_limit_rate, retry_after_seconds, drop_rate, outage_start_in_ms, outage_seconds, outage_mode}
+    ///   GET  /admin/stats → requests per endpoint
+    func admin(_ request: ServerRequest, segments: [String]) -> ServerReply {
+        let body = (try? JSONSerialization.jsonObject(with: request.body) as? [String: Any]) ?? [:]
+        switch (request.method, segments) {
+        case ("POST", ["purchases"]):
+            return createPurchase(body)
+        case ("POST", ["refunds"]):
+            guard let id = body["transaction_id"] as? String else { return .json(400, Self.error(4000000, "transaction_id")) }
+            let found = state.withLock { state -> Bool in
+                guard state.purchases[id] != nil else { return false }
+                state.purchases[id]?.revocationDate = Date()
+                return true
+            }
+            return found ? .json(200, Self.json(["refunded": id])) : .json(404, Self.error(4040010, "not found"))
+        case ("PUT", ["faults"]):
+            var plan = FaultPlan()
+            plan.latencyMs = body["latency_ms"] as? Double ?? 0
+            plan.latencyJitterMs = body["latency_jitter_ms"] as? Double ?? 0
+            plan.errorRate = body["error_rate"] as? Double ?? 0
+            plan.errorStatus = body["error_status"] as? Int ?? 503
+            plan.status21005Rate = body["status_21005_rate"] as? Double ?? 0
+            plan.rateLimitRate = body["rate_limit_rate"] as? Double ?? 0
+            plan.retryAfterSeconds = body["retry_after_seconds"] as? Double ?? 1
+            plan.dropRate = body["drop_rate"] as? Double ?? 0
+            if let startIn = body["outage_start_in_ms"] as? Double {
+                plan.outageStart = Date().addingTimeInterval(startIn / 1000)
+                plan.outageSeconds = body["outage_seconds"] as? Double ?? 0
+                plan.outageMode = body["outage_mode"] as? String ?? "http_5xx"
+            }
+            state.withLock { $0.faults = plan }
+            return .json(200, (try? JSONEncoder().encode(plan)) ?? Data("{}".utf8))
+        case ("GET", ["stats"]):
+            return .json(200, Self.json(state.withLock { $0.requests }))
+        default:
+            return .json(404, Self.error(4040000, "not found"))
+        }
+    }
+
+    private func createPurchase(_ body: [String: Any]) -> ServerReply {
+        guard let productID = body["product_id"] as? String, !productID.isEmpty else {
+            return .json(400, Self.error(4000000, "product_id is required"))
+        }
+        guard let kind = Purchase.Kind(rawValue: body["type"] as? String ?? "consumable") else {
+            return .json(400, Self.error(4000000, "type is consumable, non_consumable or subscription"))
+        }
+        let environment = body["environment"] as? String ?? "Production"
+        guard environment == "Production" || environment == "Sandbox" else {
+            return .json(400, Self.error(4000000, "environment is Production or Sandbox"))
+        }
+        let now = Date()
+        let ios6 = body["receipt_style"] as? String == "ios6"
+        let receiptToken = Data((0..<48).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+        let purchase = state.withLock { state -> Purchase in
+            state.nextTransaction += 1
+            let id = String(state.nextTransaction)
+            let purchase = Purchase(
+                transactionID: id, originalTransactionID: id, bundleID: body["bundle_id"] as? String ?? configuration.bundleID,
+                productID: productID, kind: kind, environment: environment, quantity: body["quantity"] as? Int ?? 1,
+                appAccountToken: body["app_account_token"] as? String, purchaseDate: now,
+                expiresDate: kind == .subscription ? now.addingTimeInterval(body["expires_in_seconds"] as? Double ?? 2_592_000) : nil,
+                revocationDate: nil)
+            state.purchases[id] = purchase
+            state.receipts[receiptToken] = ReceiptRecord(
+                environment: environment, bundleID: purchase.bundleID, transactionIDs: [id], ios6: ios6)
+            return purchase
+        }
+        guard let signed = try? signedTransaction(purchase) else {
+            return .json(500, Self.error(5000000, "signing failed"))
+        }
+        return .json(201, Self.json([
+            "transaction_id": purchase.transactionID, "original_transaction_id": purchase.originalTransactionID,
+            "receipt": receiptToken, "signed_transaction": signed, "environment": environment,
+        ]))
+    }
+}

@@ -1,0 +1,69 @@
+import AppleVerification
+import Foundation
+
+extension AppStoreSimulator {
+    /// Get Transaction Info: checks the bearer token like Apple (ES256 with the configured key, kid, iss,
+    /// aud, bid, iat/exp at most 60 minutes apart and not expired), then answers `signedTransactionInfo`.
+    /// A bad token gets 401 with an empty body, as Apple's does.
+    func transactionInfo(_ request: ServerRequest, role: String, id: String) -> ServerReply {
+        guard let authorization = request.headers["authorization"], authorization.hasPrefix("Bearer "),
+            validToken(String(authorization.dropFirst("Bearer ".count)))
+        else {
+            return .respond(status: 401, headers: [], body: Data(), after: .zero)
+        }
+        guard !id.isEmpty, id.allSatisfy(\.isNumber) else {
+            return .json(400, Self.error(4000006, "Invalid transaction id."))
+        }
+        let purchase = state.withLock { $0.purchases[id] }
+        guard let purchase, purchase.environment == role else {
+            return .json(404, Self.error(4040010, "Transaction id not found."))
+        }
+        guard let signed = try? signedTransaction(purchase) else {
+            return .json(500, Self.error(5000000, "An unknown error occurred."))
+        }
+        return .json(200, Self.json(["signedTransactionInfo": signed]))
+    }
+
+    func signedTransaction(_ purchase: Purchase) throws -> String {
+        var transaction = JWSTransaction()
+        transaction.transactionId = purchase.transactionID
+        transaction.originalTransactionId = purchase.originalTransactionID
+        transaction.bundleId = purchase.bundleID
+        transaction.productId = purchase.productID
+        transaction.purchaseDate = (purchase.purchaseDate.timeIntervalSince1970 * 1000).rounded()
+        transaction.originalPurchaseDate = transaction.purchaseDate
+        transaction.expiresDate = purchase.expiresDate.map { ($0.timeIntervalSince1970 * 1000).rounded() }
+        transaction.quantity = purchase.quantity
+        transaction.type = purchase.kind.appleType
+        transaction.appAccountToken = purchase.appAccountToken
+        transaction.inAppOwnershipType = "PURCHASED"
+        transaction.signedDate = (Date().timeIntervalSince1970 * 1000).rounded()
+        transaction.environment = AppleEnvironment(rawValue: purchase.environment)
+        transaction.revocationDate = purchase.revocationDate.map { ($0.timeIntervalSince1970 * 1000).rounded() }
+        transaction.revocationReason = purchase.revocationDate == nil ? nil : 0
+        transaction.transactionReason = "PURCHASE"
+        transaction.storefront = "USA"
+        transaction.storefrontId = "143441"
+        if purchase.kind == .subscription { transaction.webOrderLineItemId = purchase.transactionID }
+        return try signer.sign(transaction)
+    }
+
+    private func validToken(_ token: String) -> Bool {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3,
+            let headerData = Base64URL.decode(parts[0]), let payloadData = Base64URL.decode(parts[1]),
+            let signature = Base64URL.decode(parts[2]),
+            let header = try? JSONSerialization.jsonObject(with: headerData) as? [String: Any],
+            let claims = try? JSONSerialization.jsonObject(with: payloadData) as? [String: Any]
+        else { return false }
+        let signingInput = Array("\(parts[0]).\(parts[1])".utf8)
+        let signed = signingInput.withUnsafeBytes { apiKey.verifyES256(signature: signature, message: $0) }
+        let now = Date().timeIntervalSince1970
+        guard signed, header["alg"] as? String == "ES256", header["kid"] as? String == configuration.apiKeyID,
+            claims["iss"] as? String == configuration.apiIssuerID, claims["aud"] as? String == "appstoreconnect-v1",
+            claims["bid"] as? String == configuration.bundleID,
+            let issuedAt = (claims["iat"] as? NSNumber)?.doubleValue, let expires = (claims["exp"] as? NSNumber)?.doubleValue
+        else { return false }
+        return expires > now && issuedAt <= now + 60 && expires - issuedAt <= 3600
+    }
+}

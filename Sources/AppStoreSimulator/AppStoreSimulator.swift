@@ -1,0 +1,125 @@
+import AppleVerification
+import Foundation
+import Synchronization
+
+/// An App Store simulator speaking Apple's documented protocols over real HTTP: verifyReceipt in the
+/// production and sandbox roles, the App Store Server API (Get Transaction Info), an admin API to create
+/// purchases, and fault injection. Apple's hosts map to path prefixes of one server:
+///   /production/verifyReceipt, /sandbox/verifyReceipt
+///   /production/inApps/v1/transactions/{id}, /sandbox/inApps/v1/transactions/{id}
+///   /admin/purchases, /admin/refunds, /admin/faults, /admin/stats
+public final class AppStoreSimulator: Sendable {
+    public struct Configuration: Sendable {
+        public var host = "127.0.0.1"
+        /// 0 picks a free port.
+        public var port: UInt16 = 0
+        public var threads = 2
+        /// Bundle id of purchases when the admin request names none.
+        public var bundleID = "com.example"
+        /// When set, verifyReceipt requires this `password` (the app-specific shared secret), else 21004.
+        public var sharedSecret: String?
+        /// PEM public key that API tokens must be signed with. Default: Apple's test key (testSigningKey.p8).
+        public var apiPublicKeyPEM: String?
+        public var apiKeyID = "keyId"
+        public var apiIssuerID = "issuerId"
+
+        public init() {}
+    }
+
+    struct State {
+        var purchases: [String: Purchase] = [:]
+        var receipts: [String: ReceiptRecord] = [:]
+        var nextTransaction: UInt64 = 2_000_000_000_000_000
+        var faults = FaultPlan()
+        var requests: [String: Int] = [:]
+    }
+
+    let configuration: Configuration
+    let state = Mutex(State())
+    let signer: JWSSigner
+    let apiKey: ECPublicKey
+    private let server: HTTPServer
+
+    public var port: UInt16 { server.port }
+    public var baseURL: String { "http://\(configuration.host):\(server.port)" }
+
+    public init(configuration: Configuration = Configuration()) throws {
+        self.configuration = configuration
+        signer = try JWSSigner(
+            key: ECPrivateKey(pem: TestCredentials.signingKey),
+            x5c: certificatesDER(Data(TestCredentials.signingChain.utf8)))
+        apiKey = try ECPublicKey(pem: configuration.apiPublicKeyPEM ?? TestCredentials.apiPublicKey)
+        let router = Router()
+        server = try HTTPServer(host: configuration.host, port: configuration.port, threads: configuration.threads) {
+            router.route($0)
+        }
+        router.simulator = self
+    }
+
+    public func start() { server.start() }
+    public func stop() { server.stop() }
+
+    /// The simulated chain's root (Apple's test root): what a verifier must trust to accept simulated data.
+    public static var testRootPEM: String {
+        let chain = TestCredentials.signingChain
+        guard let start = chain.range(of: "-----BEGIN CERTIFICATE-----", options: .backwards) else { return "" }
+        return String(chain[start.lowerBound...])
+    }
+
+    func route(_ request: ServerRequest) -> ServerReply {
+        let segments = request.path.split(separator: "/").map(String.init)
+        guard let first = segments.first else { return .json(404, Self.error(4040000, "not found")) }
+        if first == "admin" { return admin(request, segments: Array(segments.dropFirst())) }
+        guard first == "production" || first == "sandbox" else { return .json(404, Self.error(4040000, "not found")) }
+        let role = first == "production" ? "Production" : "Sandbox"
+        let rest = Array(segments.dropFirst())
+        let endpoint: String
+        if rest == ["verifyReceipt"] {
+            endpoint = "verifyReceipt"
+        } else if rest.count == 4, rest[0...2] == ["inApps", "v1", "transactions"] {
+            endpoint = "transactionInfo"
+        } else {
+            return .json(404, Self.error(4040000, "not found"))
+        }
+        let faults = state.withLock { state in
+            state.requests["\(first).\(endpoint)", default: 0] += 1
+            return state.faults
+        }
+        let delay = faults.delay()
+        switch faults.draw() {
+        case .drop:
+            return .drop(after: delay)
+        case .httpError(let status):
+            return .respond(status: status, headers: [("Content-Type", "text/plain")], body: Data("unavailable".utf8), after: delay)
+        case .rateLimited(let seconds):
+            let retryAt = Int64((Date().timeIntervalSince1970 + seconds) * 1000)  // Apple: UNIX time in ms
+            return .json(429, Self.error(4290000, "Rate limit exceeded."), headers: [("Retry-After", String(retryAt))], after: delay)
+        case .status21005 where endpoint == "verifyReceipt":
+            return .json(200, Self.json(["status": 21005, "environment": role]), after: delay)
+        case .status21005:
+            return .json(500, Self.error(5000001, "An unknown retryable error occurred."), after: delay)
+        case .none:
+            let reply = endpoint == "verifyReceipt"
+                ? verifyReceipt(request, role: role) : transactionInfo(request, role: role, id: rest[3])
+            guard case .respond(let status, let headers, let body, _) = reply else { return reply }
+            return .respond(status: status, headers: headers, body: body, after: delay)
+        }
+    }
+
+    static func json(_ object: Any) -> Data {
+        (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+    }
+
+    static func error(_ code: Int, _ message: String) -> Data {
+        json(["errorCode": code, "errorMessage": message])
+    }
+}
+
+/// Lets the server's handler reach the simulator, which owns the server (set once, before `start`).
+final class Router: @unchecked Sendable {
+    weak var simulator: AppStoreSimulator?
+
+    func route(_ request: ServerRequest) -> ServerReply {
+        simulator?.route(request) ?? .json(503, AppStoreSimulator.error(5000000, "shutting down"))
+    }
+}

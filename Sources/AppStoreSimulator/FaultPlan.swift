@@ -1,0 +1,55 @@
+import Foundation
+
+/// Faults the simulator injects into Apple's endpoints (never into the admin API).
+struct FaultPlan: Sendable, Codable {
+    /// Fixed latency added to every answer.
+    var latencyMs: Double = 0
+    /// Extra latency, exponentially distributed with this mean (a long tail like Apple's).
+    var latencyJitterMs: Double = 0
+    /// Share of requests answered with HTTP `errorStatus`.
+    var errorRate: Double = 0
+    var errorStatus: Int = 503
+    /// Share of verifyReceipt requests answered with status 21005 (server unavailable).
+    var status21005Rate: Double = 0
+    /// Share of requests answered 429 with `Retry-After`.
+    var rateLimitRate: Double = 0
+    var retryAfterSeconds: Double = 1
+    /// Share of connections dropped without an answer.
+    var dropRate: Double = 0
+    /// An outage: from `outageStart` for `outageSeconds`, every request fails with `outageMode`.
+    var outageStart: Date?
+    var outageSeconds: Double = 0
+    /// "http_5xx", "status_21005" or "drop".
+    var outageMode: String = "http_5xx"
+
+    enum CodingKeys: String, CodingKey {
+        case latencyMs = "latency_ms", latencyJitterMs = "latency_jitter_ms", errorRate = "error_rate"
+        case errorStatus = "error_status", status21005Rate = "status_21005_rate", rateLimitRate = "rate_limit_rate"
+        case retryAfterSeconds = "retry_after_seconds", dropRate = "drop_rate", outageStart = "outage_start"
+        case outageSeconds = "outage_seconds", outageMode = "outage_mode"
+    }
+
+    enum Fault { case none, httpError(Int), status21005, rateLimited(Double), drop }
+
+    func delay() -> Duration {
+        var milliseconds = latencyMs
+        if latencyJitterMs > 0 { milliseconds += -latencyJitterMs * log(1 - Double.random(in: 0..<1)) }
+        return .microseconds(Int64(milliseconds * 1000))
+    }
+
+    func draw(now: Date = Date()) -> Fault {
+        if let outageStart, now >= outageStart, now.timeIntervalSince(outageStart) < outageSeconds {
+            switch outageMode {
+            case "status_21005": return .status21005
+            case "drop": return .drop
+            default: return .httpError(errorStatus)
+            }
+        }
+        let roll = Double.random(in: 0..<1)
+        if roll < dropRate { return .drop }
+        if roll < dropRate + errorRate { return .httpError(errorStatus) }
+        if roll < dropRate + errorRate + rateLimitRate { return .rateLimited(retryAfterSeconds) }
+        if roll < dropRate + errorRate + rateLimitRate + status21005Rate { return .status21005 }
+        return .none
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+import Synchronization
+
+/// A request as the simulator's handler sees it. Header names are lower-cased.
+struct ServerRequest: Sendable {
+    let method: String
+    let path: String
+    let query: [String: String]
+    let headers: [String: String]
+    let body: Data
+}
+
+/// What the handler wants done with a request.
+enum ServerReply: Sendable {
+    case respond(status: Int, headers: [(String, String)], body: Data, after: Duration)
+    /// Close the connection without answering (a dropped connection).
+    case drop(after: Duration)
+
+    static func json(_ status: Int, _ body: Data, headers: [(String, String)] = [], after delay: Duration = .zero) -> ServerReply {
+        .respond(status: status, headers: [("Content-Type", "application/json")] + headers, body: body, after: delay)
+    }
+}
+
+/// A small HTTP/1.1 server on epoll: one event loop per thread, each with its own `SO_REUSEPORT` listening
+/// socket, keep-alive, Content-Length bodies, and replies that can be delayed (simulated latency) without
+/// holding a thread. Enough for a simulator and a benchmark; not a general-purpose web server.
+final class HTTPServer: Sendable {
+    let port: UInt16
+    private let loops: [ServerLoop]
+
+    init(host: String, port: UInt16, threads: Int, handler: @escaping @Sendable (ServerRequest) -> ServerReply) throws {
+        var loops: [ServerLoop] = []
+        var boundPort = port
+        for _ in 0..<max(1, threads) {
+            let loop = try ServerLoop(host: host, port: boundPort, handler: handler)
+            boundPort = loop.port  // port 0: the first socket picks one, the others share it
+            loops.append(loop)
+        }
+        self.port = boundPort
+        self.loops = loops
+    }
+
+    func start() {
+        for (index, loop) in loops.enumerated() {
+            let thread = Thread { loop.run() }
+            thread.name = "http-server-\(index)"
+            thread.start()
+        }
+    }
+
+    func stop() {
+        for loop in loops { loop.stop() }
+    }
+}
+
+/// Errors setting up a socket.
+struct ServerError: Error, CustomStringConvertible {
+    let description: String
+    init(_ what: String) { description = "\(what): \(String(cString: strerror(errno)))" }
+}

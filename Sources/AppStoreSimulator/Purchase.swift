@@ -1,0 +1,36 @@
+import Foundation
+
+/// One purchase the simulator knows, as the admin API created it.
+struct Purchase: Sendable {
+    enum Kind: String, Sendable {
+        case consumable, nonConsumable = "non_consumable", subscription
+
+        var appleType: String {
+            switch self {
+            case .consumable: "Consumable"
+            case .nonConsumable: "Non-Consumable"
+            case .subscription: "Auto-Renewable Subscription"
+            }
+        }
+    }
+
+    let transactionID: String
+    let originalTransactionID: String
+    let bundleID: String
+    let productID: String
+    let kind: Kind
+    let environment: String
+    let quantity: Int
+    let appAccountToken: String?
+    let purchaseDate: Date
+    let expiresDate: Date?
+    var revocationDate: Date?
+}
+
+/// What a receipt token stands for: an app receipt with its purchases, or an iOS 6 transaction receipt.
+struct ReceiptRecord: Sendable {
+    let environment: String
+    let bundleID: String
+    let transactionIDs: [String]
+    let ios6: Bool
+}

@@ -1,0 +1,49 @@
+import AppStoreSimulator
+import Foundation
+
+// appstore-sim: the App Store simulator as a process.
+//   appstore-sim [--host 127.0.0.1] [--port 0] [--threads 2] [--bundle-id com.example] [--shared-secret-file F]
+// Prints "listening on http://HOST:PORT" once ready; stops on SIGINT or SIGTERM.
+
+var configuration = AppStoreSimulator.Configuration()
+var arguments = Array(CommandLine.arguments.dropFirst()).makeIterator()
+func usage(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("appstore-sim: \(message)\nusage: appstore-sim [--host H] [--port P] [--threads N] [--bundle-id B] [--shared-secret-file F] [--print-test-root]\n".utf8))
+    exit(2)
+}
+while let flag = arguments.next() {
+    if flag == "--print-test-root" {
+        print(AppStoreSimulator.testRootPEM)
+        exit(0)
+    }
+    guard let value = arguments.next() else { usage("missing value for \(flag)") }
+    switch flag {
+    case "--host": configuration.host = value
+    case "--port": configuration.port = UInt16(value) ?? { usage("--port takes a port number") }()
+    case "--threads": configuration.threads = Int(value) ?? { usage("--threads takes a number") }()
+    case "--bundle-id": configuration.bundleID = value
+    case "--shared-secret-file":
+        guard let secret = try? String(contentsOfFile: value, encoding: .utf8) else { usage("cannot read \(value)") }
+        configuration.sharedSecret = secret.trimmingCharacters(in: .whitespacesAndNewlines)
+    default: usage("unknown option \(flag)")
+    }
+}
+do {
+    let simulator = try AppStoreSimulator(configuration: configuration)
+    simulator.start()
+    FileHandle.standardOutput.write(Data("listening on \(simulator.baseURL)\n".utf8))  // unbuffered: scripts wait for it
+    signal(SIGINT, SIG_IGN)
+    signal(SIGTERM, SIG_IGN)
+    let stop = DispatchSemaphore(value: 0)
+    let sources = [SIGINT, SIGTERM].map { signalNumber in
+        let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+        source.setEventHandler { stop.signal() }
+        source.resume()
+        return source
+    }
+    stop.wait()
+    simulator.stop()
+    _ = sources
+} catch {
+    usage("\(error)")
+}

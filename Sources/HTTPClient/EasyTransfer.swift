@@ -1,0 +1,125 @@
+import CCurl
+import Foundation
+
+/// A libcurl easy handle with the buffers of one transfer. Lives on the event-loop thread only.
+final class EasyTransfer {
+    let handle: UnsafeMutableRawPointer
+    let transfer: Transfer
+    private var body = Data()
+    private var headers: [(name: String, value: String)] = []
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+
+    var key: UnsafeMutableRawPointer { handle }
+
+    init(transfer: Transfer, configuration: HTTPClient.Configuration) throws(HTTPClientError) {
+        guard let handle = curl_easy_init() else { throw HTTPClientError(kind: .other, reason: "curl_easy_init failed") }
+        self.handle = handle
+        self.transfer = transfer
+        let request = transfer.request
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        var ok = ccurl_easy_setopt_ptr(handle, CURLOPT_URL, request.url) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(request.timeout.milliseconds)) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout.milliseconds)) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS)) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTP | CURLPROTO_HTTPS)) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_write(handle, bodyCallback) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_WRITEDATA, context) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_header(handle, headerCallback) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_HEADERDATA, context) == CURLE_OK
+        if let caFile = configuration.caFile {
+            ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_CAINFO, caFile) == CURLE_OK
+        }
+        switch request.method {
+        case .get: break
+        case .post: ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_POST, 1) == CURLE_OK
+        case .put, .delete: ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_CUSTOMREQUEST, request.method.rawValue) == CURLE_OK
+        }
+        if let payload = request.body {
+            ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_POSTFIELDSIZE, payload.count) == CURLE_OK
+            // COPYPOSTFIELDS: libcurl keeps its own copy, so the Data need not outlive this call.
+            ok = ok && payload.withUnsafeBytes { ccurl_easy_setopt_ptr(handle, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)) } == CURLE_OK
+        }
+        // No "Expect: 100-continue" round trip for bodies.
+        for header in request.headers + [("Expect", "")] {
+            headerList = curl_slist_append(headerList, "\(header.0): \(header.1)")
+        }
+        ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_HTTPHEADER, headerList) == CURLE_OK
+        guard ok else {
+            throw HTTPClientError(kind: .invalidRequest, reason: "libcurl refused the request's options")
+        }
+    }
+
+    deinit {
+        curl_easy_cleanup(handle)
+        curl_slist_free_all(headerList)
+    }
+
+    fileprivate func append(body chunk: UnsafeRawBufferPointer) { body.append(contentsOf: chunk) }
+
+    fileprivate func append(headerLine line: UnsafeRawBufferPointer) {
+        let text = String(decoding: line, as: UTF8.self)
+        if text.hasPrefix("HTTP/") {
+            headers.removeAll()  // a new response (after a redirect or 100 Continue) starts
+            return
+        }
+        guard let colon = text.firstIndex(of: ":") else { return }
+        let name = text[..<colon].lowercased()
+        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+        headers.append((name, value))
+    }
+
+    func result(_ code: CURLcode) -> Result<HTTPResponse, HTTPClientError> {
+        guard code == CURLE_OK else { return .failure(Self.error(code)) }
+        var status = 0
+        _ = ccurl_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        var version = 0
+        _ = ccurl_easy_getinfo_long(handle, CURLINFO_HTTP_VERSION, &version)
+        return .success(
+            HTTPResponse(status: status, headers: headers, body: body,
+                         httpVersion: version == Int(CURL_HTTP_VERSION_2_0) ? "2" : "1.1"))
+    }
+
+    static func error(_ code: CURLcode) -> HTTPClientError {
+        let reason = String(cString: curl_easy_strerror(code))
+        switch code {
+        case CURLE_OPERATION_TIMEDOUT: return HTTPClientError(kind: .timeout, reason: reason)
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_GOT_NOTHING,
+            CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM:
+            return HTTPClientError(kind: .connection, reason: reason)
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM:
+            return HTTPClientError(kind: .tls, reason: reason)
+        case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL:
+            return HTTPClientError(kind: .invalidRequest, reason: reason)
+        default:
+            return HTTPClientError(kind: .other, reason: reason)
+        }
+    }
+}
+
+private let bodyCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+    data, size, count, context in
+    guard let data, let context else { return 0 }
+    let length = size * count
+    Unmanaged<EasyTransfer>.fromOpaque(context).takeUnretainedValue()
+        .append(body: UnsafeRawBufferPointer(start: data, count: length))
+    return length
+}
+
+private let headerCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+    data, size, count, context in
+    guard let data, let context else { return 0 }
+    let length = size * count
+    Unmanaged<EasyTransfer>.fromOpaque(context).takeUnretainedValue()
+        .append(headerLine: UnsafeRawBufferPointer(start: data, count: length))
+    return length
+}
+
+extension Duration {
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}

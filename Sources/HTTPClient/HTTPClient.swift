@@ -1,0 +1,72 @@
+import CCurl
+import Foundation
+import Observability
+import Synchronization
+
+/// An async HTTP client on libcurl's multi interface.
+///
+/// One dedicated thread runs the event loop and owns every libcurl handle; requests reach it through a
+/// locked queue and `curl_multi_wakeup`. Thousands of requests can be in flight; connections are reused,
+/// HTTP/2 is used where a TLS server offers it (requests to one host then share connections), and TLS
+/// verification is always on for https.
+public final class HTTPClient: Sendable {
+    public struct Configuration: Sendable {
+        /// CA bundle for https (`CURLOPT_CAINFO`); nil uses the system's. Default: nil.
+        public var caFile: String?
+        /// Connection set-up limit per request. Default: 5 s.
+        public var connectTimeout: Duration = .seconds(5)
+        /// Idle connections kept for reuse. Default: 2,000.
+        public var connectionCacheSize = 2_000
+        /// Connections per host at once; 0 is unlimited. Default: 0.
+        public var maxConnectionsPerHost = 0
+
+        public init() {}
+    }
+
+    private let loop: CurlEventLoop
+
+    public init(configuration: Configuration = Configuration(), logger: Logger) {
+        loop = CurlEventLoop(configuration: configuration, logger: logger)
+    }
+
+    deinit {
+        loop.shutdown()
+    }
+
+    /// Performs the request. Throws ``HTTPClientError`` when no response arrives; any HTTP status is a response.
+    /// Cancelling the calling task aborts the request.
+    public func execute(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let transfer = Transfer(request: request)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                transfer.continuation.withLock { $0 = continuation }
+                loop.submit(transfer)
+            }
+        } onCancel: {
+            loop.cancel(transfer)
+        }
+    }
+
+    /// Requests in flight now.
+    public var inFlight: Int { loop.inFlight }
+
+    /// Fails requests in flight and stops the event loop.
+    public func shutdown() { loop.shutdown() }
+}
+
+/// One request's state, shared between the caller and the event loop.
+final class Transfer: Sendable {
+    let request: HTTPRequest
+    let continuation = Mutex<CheckedContinuation<HTTPResponse, Error>?>(nil)
+
+    init(request: HTTPRequest) { self.request = request }
+
+    /// Resumes the caller once; later calls do nothing.
+    func finish(_ result: Result<HTTPResponse, HTTPClientError>) {
+        let waiting = continuation.withLock { continuation in
+            defer { continuation = nil }
+            return continuation
+        }
+        waiting?.resume(with: result.mapError { $0 as Error })
+    }
+}
