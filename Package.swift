@@ -66,6 +66,9 @@ let package = Package(
             name: "AppleVerificationTests", dependencies: ["AppleVerification"],
             resources: [.copy("Fixtures")], swiftSettings: strict),
         .testTarget(
+            name: "AppleClientTests", dependencies: ["AppleVerification", "AppStoreSimulator", "HTTPClient", "Observability"],
+            resources: [.copy("testSigningKey.p8")], swiftSettings: strict),
+        .testTarget(
             name: "KafkaIntegrationTests", dependencies: ["Kafka", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
     ]

@@ -1,0 +1,102 @@
+import Foundation
+import HTTPClient
+
+/// The App Store Server API: Get Transaction Info, production first, sandbox on "not found" when allowed.
+public final class AppStoreServerAPIClient: Sendable {
+    public struct Configuration: Sendable {
+        /// Default: Apple's production host.
+        public var productionURL = "https://api.storekit.apple.com"
+        /// Default: Apple's sandbox host.
+        public var sandboxURL = "https://api.storekit-sandbox.apple.com"
+        /// Whether a transaction missing in production is looked up in the sandbox. Default: false.
+        public var allowSandbox = false
+        /// Per request. Default: 10 s.
+        public var timeout: Duration = .seconds(10)
+
+        public init() {}
+    }
+
+    /// Apple's error codes that mean "try again": the documented retryable set.
+    public static let retryableErrorCodes: Set<Int> = [4040002, 4040004, 4040006, 5000001]
+    static let transactionNotFound = 4040010
+
+    public let configuration: Configuration
+    private let http: HTTPClient
+    private let tokens: APITokenIssuer
+
+    public init(configuration: Configuration, tokens: APITokenIssuer, http: HTTPClient) {
+        self.configuration = configuration
+        self.tokens = tokens
+        self.http = http
+    }
+
+    /// Apple's answer on one transaction id.
+    public enum Outcome: Sendable {
+        /// The `signedTransactionInfo` JWS; verify it like a StoreKit 2 signed transaction.
+        case found(signedTransaction: String)
+        /// Not in production, and sandbox not allowed or not there either.
+        case notFound
+        /// Apple refused the id (for example 4000006, an invalid transaction id).
+        case rejected(errorCode: Int)
+    }
+
+    /// Looks a transaction up. `attempts` counts the HTTP calls made. Transient failures throw a retriable
+    /// ``AppleVerificationError`` (with `retryAfter` when Apple said when to come back).
+    public func transactionInfo(id: String, attempts: inout Int) async throws -> Outcome {
+        guard !id.isEmpty, id.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+            return .rejected(errorCode: 4000006)
+        }
+        attempts += 1
+        let production = try await lookup(id: id, base: configuration.productionURL)
+        guard case .notFound = production, configuration.allowSandbox else { return production }
+        attempts += 1
+        return try await lookup(id: id, base: configuration.sandboxURL)
+    }
+
+    private func lookup(id: String, base: String) async throws -> Outcome {
+        let request = HTTPRequest(
+            url: "\(base)/inApps/v1/transactions/\(id)",
+            headers: [("Authorization", "Bearer \(try tokens.token())"), ("Accept", "application/json")],
+            timeout: configuration.timeout)
+        let response = try await AppleHTTP.execute(request, with: http, endpoint: "transactionInfo")
+        if response.status == 200 {
+            guard let body = try? JSONDecoder().decode(TransactionInfoResponse.self, from: response.body),
+                let signed = body.signedTransactionInfo
+            else {
+                throw AppleVerificationError(.apiError, "transactionInfo: HTTP 200 without signedTransactionInfo", isRetriable: true)
+            }
+            return .found(signedTransaction: signed)
+        }
+        guard let apiError = try? JSONDecoder().decode(APIErrorBody.self, from: response.body), let code = apiError.errorCode
+        else {
+            if response.status == 401 {
+                // Apple's 401 has no JSON body. In production it also means the app has no production
+                // release yet. Either way it is our configuration, not the player's purchase: never a deny.
+                throw AppleVerificationError(
+                    .unauthorized,
+                    "transactionInfo: HTTP 401 (check apple.api.key_id, issuer_id and the key; in production, the app may not be released yet)",
+                    isRetriable: true)
+            }
+            throw AppleHTTP.statusError(response, endpoint: "transactionInfo")
+        }
+        if code == Self.transactionNotFound { return .notFound }
+        let retryAfter = AppleHTTP.retryAfterSeconds(response.header("retry-after"))
+        if Self.retryableErrorCodes.contains(code) || response.status == 429 || response.status >= 500 {
+            throw AppleVerificationError(
+                response.status == 429 ? .rateLimited : .apiError,
+                "transactionInfo: Apple error \(code) (HTTP \(response.status))", isRetriable: true, retryAfter: retryAfter)
+        }
+        return .rejected(errorCode: code)
+    }
+}
+
+/// `{"signedTransactionInfo": "..."}`.
+struct TransactionInfoResponse: Decodable {
+    let signedTransactionInfo: String?
+}
+
+/// Apple's error body, `{"errorCode": 4040010, "errorMessage": "..."}`. An unknown code is kept raw.
+public struct APIErrorBody: Decodable, Sendable {
+    public let errorCode: Int?
+    public let errorMessage: String?
+}

@@ -1,0 +1,85 @@
+import Foundation
+import HTTPClient
+
+/// Calls Apple's legacy verifyReceipt endpoint: production first; a sandbox receipt (21007) is asked of
+/// the sandbox only when sandbox purchases are allowed.
+public final class VerifyReceiptClient: Sendable {
+    public struct Configuration: Sendable {
+        /// Default: Apple's production endpoint.
+        public var productionURL = "https://buy.itunes.apple.com/verifyReceipt"
+        /// Default: Apple's sandbox endpoint.
+        public var sandboxURL = "https://sandbox.itunes.apple.com/verifyReceipt"
+        /// The app-specific shared secret (`password`); needed for auto-renewable subscriptions.
+        public var sharedSecret: String?
+        /// Whether a sandbox receipt is verified with the sandbox (else it is reported as such). Default: false.
+        public var allowSandbox = false
+        /// Per request. Default: 10 s.
+        public var timeout: Duration = .seconds(10)
+
+        public init() {}
+    }
+
+    /// Apple's answer on one receipt.
+    public enum Outcome: Sendable {
+        /// Status 0; `environment` is where it was verified ("Production" or "Sandbox").
+        case valid(VerifyReceiptResponse, environment: String)
+        /// A sandbox receipt while sandbox purchases are not allowed.
+        case sandboxNotAllowed
+        /// Apple's final rejection, with its status.
+        case invalid(status: Int)
+    }
+
+    public let configuration: Configuration
+    private let http: HTTPClient
+    private let decoder = JSONDecoder()
+
+    public init(configuration: Configuration, http: HTTPClient) {
+        self.configuration = configuration
+        self.http = http
+    }
+
+    /// Verifies one receipt. `attempts` counts the HTTP calls made, sandbox redirects included. Throws a
+    /// retriable ``AppleVerificationError`` for transient failures (timeouts, 5xx, 429, 21005, 21009,
+    /// retryable 211xx): those are never a rejection.
+    public func verify(receipt: String, attempts: inout Int) async throws -> Outcome {
+        var url = configuration.productionURL
+        var environment = "Production"
+        for _ in 0..<2 {
+            attempts += 1
+            let response = try await post(receipt: receipt, to: url)
+            switch VerifyReceiptStatus(status: response.status, isRetryable: response.isRetryable) {
+            case .valid:
+                return .valid(response, environment: response.environment ?? environment)
+            case .sandboxReceipt:
+                guard configuration.allowSandbox else { return .sandboxNotAllowed }
+                (url, environment) = (configuration.sandboxURL, "Sandbox")
+            case .productionReceipt:
+                (url, environment) = (configuration.productionURL, "Production")
+            case .retryable(let status):
+                throw AppleVerificationError(
+                    .appleStatus, "verifyReceipt status \(status): \(VerifyReceiptStatus.describe(status))", isRetriable: true)
+            case .invalid(let status):
+                return .invalid(status: status)
+            }
+        }
+        throw AppleVerificationError(.appleStatus, "verifyReceipt redirected between environments twice", isRetriable: true)
+    }
+
+    private func post(receipt: String, to url: String) async throws -> VerifyReceiptResponse {
+        var body: [String: Any] = ["receipt-data": receipt, "exclude-old-transactions": false]
+        if let secret = configuration.sharedSecret { body["password"] = secret }
+        let request = HTTPRequest(
+            method: .post, url: url, headers: [("Content-Type", "application/json")],
+            body: try JSONSerialization.data(withJSONObject: body), timeout: configuration.timeout)
+        let response = try await AppleHTTP.execute(request, with: http, endpoint: "verifyReceipt")
+        guard response.status == 200 else { throw AppleHTTP.statusError(response, endpoint: "verifyReceipt") }
+        do {
+            return try decoder.decode(VerifyReceiptResponse.self, from: response.body)
+        } catch {
+            // A 200 that is not Apple's JSON is a broken intermediary or a partial answer, not a verdict.
+            throw AppleVerificationError(
+                .appleStatus, "verifyReceipt answered with an undecodable body: \(SignedDataVerifier.describe(error))",
+                isRetriable: true)
+        }
+    }
+}

@@ -1,0 +1,45 @@
+/// What a verifyReceipt `status` means, from Apple's documentation of the field.
+public enum VerifyReceiptStatus: Equatable, Sendable {
+    /// 0: the receipt is valid.
+    case valid
+    /// 21007: a sandbox receipt sent to production; ask the sandbox.
+    case sandboxReceipt
+    /// 21008: a production receipt sent to the sandbox; ask production.
+    case productionReceipt
+    /// 21005, 21009, and 21100-21199 when Apple marks them retryable: ask again later.
+    case retryable(Int)
+    /// Everything else (21000-21004, 21006, 21010, non-retryable 211xx, unknown): Apple's final answer.
+    case invalid(Int)
+
+    /// `isRetryable` is the response's `is_retryable` or `is-retryable` (Apple has used both spellings).
+    public init(status: Int, isRetryable: Bool?) {
+        switch status {
+        case 0: self = .valid
+        case 21007: self = .sandboxReceipt
+        case 21008: self = .productionReceipt
+        case 21005, 21009: self = .retryable(status)
+        case 21100...21199: self = isRetryable == true ? .retryable(status) : .invalid(status)
+        default: self = .invalid(status)
+        }
+    }
+
+    /// For people: what the status says, without any receipt content.
+    public static func describe(_ status: Int) -> String {
+        switch status {
+        case 0: "valid"
+        case 21000: "the request to the App Store was not made using HTTP POST"
+        case 21001: "status no longer sent by the App Store"
+        case 21002: "the receipt data was malformed or the service experienced a temporary issue"
+        case 21003: "the receipt could not be authenticated"
+        case 21004: "the shared secret does not match the account's"
+        case 21005: "the receipt server was temporarily unable to provide the receipt"
+        case 21006: "the receipt is valid but the subscription has expired"
+        case 21007: "a sandbox receipt was sent to the production environment"
+        case 21008: "a production receipt was sent to the sandbox environment"
+        case 21009: "internal data access error"
+        case 21010: "the user account cannot be found or has been deleted"
+        case 21100...21199: "internal data access error"
+        default: "unknown status"
+        }
+    }
+}

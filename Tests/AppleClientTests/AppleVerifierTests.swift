@@ -1,0 +1,67 @@
+import AppStoreSimulator
+import AppleVerification
+import Foundation
+import Testing
+
+@Suite("Apple verdicts on every kind of proof, against the simulator", .timeLimit(.minutes(1)))
+struct AppleVerifierTests {
+    func verifier(_ harness: SimulatorHarness, allowSandbox: Bool = false, bundleID: String = "com.example") throws -> AppleVerifier {
+        var signed = SignedDataVerifier.Configuration(rootCertificates: [Data(AppStoreSimulator.testRootPEM.utf8)], bundleID: bundleID)
+        signed.allowedEnvironments = allowSandbox ? [.production, .sandbox] : [.production]
+        return AppleVerifier(
+            bundleID: bundleID, allowSandbox: allowSandbox, receipts: harness.receiptClient(allowSandbox: allowSandbox),
+            api: try harness.apiClient(allowSandbox: allowSandbox), signedData: try SignedDataVerifier(configuration: signed))
+    }
+
+    @Test("a receipt, a signed transaction and a transaction id of one purchase verify to the same transaction")
+    func threeProofs() async throws {
+        let harness = try SimulatorHarness()
+        let purchase = try await harness.purchase(["product_id": "gems.500", "quantity": 2])
+        let verifier = try verifier(harness)
+        for proof in [PurchaseProof.receipt(purchase.receipt), .signedTransaction(purchase.signed_transaction), .transactionID(purchase.transaction_id)] {
+            var attempts = 0
+            let verdict = try await verifier.verify(proof, attempts: &attempts)
+            guard case .verified(let verified) = verdict else { Issue.record("\(proof): \(verdict)"); continue }
+            let transaction = try #require(verified.select(transactionID: nil, productID: "gems.500"))
+            #expect(transaction.transactionID == purchase.transaction_id)
+            #expect(transaction.quantity == 2)
+            #expect(verified.environment == .production)
+        }
+    }
+
+    @Test("sandbox proofs are refused as sandbox_not_allowed whatever their form")
+    func sandboxRefused() async throws {
+        let harness = try SimulatorHarness()
+        let purchase = try await harness.purchase(["product_id": "gems.500", "environment": "Sandbox"])
+        let verifier = try verifier(harness)
+        for proof in [PurchaseProof.receipt(purchase.receipt), .signedTransaction(purchase.signed_transaction)] {
+            var attempts = 0
+            guard case .rejected(.sandboxNotAllowed, _) = try await verifier.verify(proof, attempts: &attempts) else {
+                Issue.record("\(proof) was not refused as sandbox")
+                continue
+            }
+        }
+        var attempts = 0
+        guard case .rejected(.transactionNotFound, _) = try await verifier.verify(.transactionID(purchase.transaction_id), attempts: &attempts)
+        else { Issue.record("a sandbox transaction id was found in production"); return }
+    }
+
+    @Test("another app's proof is bundle_mismatch; a forged one is invalid_receipt")
+    func bundleAndForgery() async throws {
+        let harness = try SimulatorHarness()
+        let purchase = try await harness.purchase(["product_id": "gems.500", "bundle_id": "com.other.game"])
+        let verifier = try verifier(harness)
+        var attempts = 0
+        guard case .rejected(.bundleMismatch, _) = try await verifier.verify(.receipt(purchase.receipt), attempts: &attempts) else {
+            Issue.record("receipt of another bundle accepted"); return
+        }
+        guard case .rejected(.bundleMismatch, _) = try await verifier.verify(.signedTransaction(purchase.signed_transaction), attempts: &attempts)
+        else { Issue.record("signed transaction of another bundle accepted"); return }
+        let parts = purchase.signed_transaction.split(separator: ".")
+        let forged = "\(parts[0]).\(parts[1]).\(parts[2].dropLast(4))AAAA"
+        guard case .rejected(.invalidReceipt, _) = try await verifier.verify(.signedTransaction(forged), attempts: &attempts) else {
+            Issue.record("forged signature accepted"); return
+        }
+    }
+}
+

@@ -1,0 +1,127 @@
+import AppleVerification
+import Foundation
+import HTTPClient
+import Testing
+
+@Suite("verifyReceipt against the simulator over HTTP", .timeLimit(.minutes(1)))
+struct VerifyReceiptClientTests {
+    @Test("a production receipt is valid, with its transaction, in one call")
+    func productionReceipt() async throws {
+        let harness = try SimulatorHarness()
+        let purchase = try await harness.purchase(["product_id": "coins.100", "quantity": 3])
+        var attempts = 0
+        let outcome = try await harness.receiptClient().verify(receipt: purchase.receipt, attempts: &attempts)
+        guard case .valid(let response, let environment) = outcome else { Issue.record("not valid: \(outcome)"); return }
+        #expect(environment == "Production")
+        #expect(attempts == 1)
+        let entry = try #require(response.receipt?.inApp?.first)
+        #expect(entry.transactionId == purchase.transaction_id)
+        #expect(entry.quantity == "3")
+        #expect(entry.purchaseDateMs.flatMap(Double.init) != nil)
+    }
+
+    @Test("a sandbox receipt: refused without asking the sandbox when not allowed; verified there after 21007 when allowed")
+    func sandboxRedirect() async throws {
+        let harness = try SimulatorHarness()
+        let purchase = try await harness.purchase(["product_id": "coins.100", "environment": "Sandbox"])
+        var attempts = 0
+        let refused = try await harness.receiptClient(allowSandbox: false).verify(receipt: purchase.receipt, attempts: &attempts)
+        guard case .sandboxNotAllowed = refused else { Issue.record("expected sandboxNotAllowed, got \(refused)"); return }
+        #expect(attempts == 1)
+
+        attempts = 0
+        let allowed = try await harness.receiptClient(allowSandbox: true).verify(receipt: purchase.receipt, attempts: &attempts)
+        guard case .valid(_, let environment) = allowed else { Issue.record("expected valid, got \(allowed)"); return }
+        #expect(environment == "Sandbox")
+        #expect(attempts == 2)
+    }
+
+    @Test("a wrong shared secret is Apple's 21004, a final answer")
+    func sharedSecret() async throws {
+        let harness = try SimulatorHarness(sharedSecret: "right")
+        let purchase = try await harness.purchase(["product_id": "sub.monthly", "type": "subscription"])
+        var attempts = 0
+        let wrong = try await harness.receiptClient(secret: "wrong").verify(receipt: purchase.receipt, attempts: &attempts)
+        guard case .invalid(21004) = wrong else { Issue.record("expected 21004, got \(wrong)"); return }
+        let right = try await harness.receiptClient(secret: "right").verify(receipt: purchase.receipt, attempts: &attempts)
+        guard case .valid(let response, _) = right else { Issue.record("expected valid, got \(right)"); return }
+        #expect(response.latestReceiptInfo?.first?.expiresDateMs != nil)
+    }
+
+    @Test("a garbage receipt is 21002")
+    func garbage() async throws {
+        let harness = try SimulatorHarness()
+        var attempts = 0
+        let outcome = try await harness.receiptClient().verify(receipt: "bm9wZQ==", attempts: &attempts)
+        guard case .invalid(21002) = outcome else { Issue.record("expected 21002, got \(outcome)"); return }
+    }
+
+    @Test("slow Apple: the request times out with a retriable error, not a rejection")
+    func timeout() async throws {
+        let harness = try SimulatorHarness()
+        let purchase = try await harness.purchase(["product_id": "coins.100"])
+        try await harness.faults(["latency_ms": 2000])
+        var attempts = 0
+        let started = ContinuousClock.now
+        let error = await #expect(throws: AppleVerificationError.self) {
+            _ = try await harness.receiptClient(timeout: .milliseconds(300)).verify(receipt: purchase.receipt, attempts: &attempts)
+        }
+        #expect(error?.code == .timeout)
+        #expect(error?.isRetriable == true)
+        #expect(ContinuousClock.now - started < .seconds(2))
+    }
+
+    @Test("dropped connections, 5xx and 21005 are retriable", arguments: [
+        ["drop_rate": 1.0], ["error_rate": 1.0, "error_status": 503], ["status_21005_rate": 1.0],
+    ] as [[String: Double]])
+    func transientFailures(faults: [String: Double]) async throws {
+        let harness = try SimulatorHarness()
+        let purchase = try await harness.purchase(["product_id": "coins.100"])
+        try await harness.faults(faults)
+        var attempts = 0
+        let error = await #expect(throws: AppleVerificationError.self) {
+            _ = try await harness.receiptClient().verify(receipt: purchase.receipt, attempts: &attempts)
+        }
+        #expect(error?.isRetriable == true)
+        #expect(error.map { "\($0)" }?.contains(purchase.receipt) == false)
+    }
+
+    @Test("429 with Retry-After in UNIX milliseconds is retriable and says when")
+    func rateLimited() async throws {
+        let harness = try SimulatorHarness()
+        let purchase = try await harness.purchase(["product_id": "coins.100"])
+        try await harness.faults(["rate_limit_rate": 1.0, "retry_after_seconds": 2.0])
+        var attempts = 0
+        let error = await #expect(throws: AppleVerificationError.self) {
+            _ = try await harness.receiptClient().verify(receipt: purchase.receipt, attempts: &attempts)
+        }
+        #expect(error?.code == .rateLimited)
+        let retryAfter = try #require(error?.retryAfter)
+        #expect(retryAfter > 1 && retryAfter <= 2.1)
+    }
+
+    @Test("cancelling the caller aborts the request")
+    func cancellation() async throws {
+        let harness = try SimulatorHarness()
+        try await harness.faults(["latency_ms": 5000])
+        let task = Task {
+            try await harness.http.execute(HTTPRequest(method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8)))
+        }
+        #expect(await eventually { harness.http.inFlight == 1 })
+        let started = ContinuousClock.now
+        task.cancel()
+        let error = await #expect(throws: HTTPClientError.self) { try await task.value }
+        #expect(error?.kind == .cancelled)
+        #expect(ContinuousClock.now - started < .seconds(1))
+        #expect(await eventually { harness.http.inFlight == 0 })
+    }
+}
+
+func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return condition()
+}
