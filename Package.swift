@@ -23,6 +23,7 @@ let package = Package(
         .executable(name: "kafka-bench", targets: ["KafkaBench"]),
         .executable(name: "jws-bench", targets: ["JWSBench"]),
         .executable(name: "appstore-sim", targets: ["AppStoreSimulatorCLI"]),
+        .executable(name: "http-bench", targets: ["HTTPBench"]),
     ],
     targets: [
         // C libraries, through their C APIs. Each shim only includes the real header.
@@ -56,6 +57,7 @@ let package = Package(
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
         .executableTarget(name: "AppStoreSimulatorCLI", dependencies: ["AppStoreSimulator"], swiftSettings: strict),
+        .executableTarget(name: "HTTPBench", dependencies: ["HTTPClient", "Observability"], swiftSettings: strict),
         .executableTarget(name: "JWSBench", dependencies: ["AppleVerification"], swiftSettings: strict),
 
         // Tests.

@@ -107,7 +107,7 @@ public final class AppStoreSimulator: Sendable {
     }
 
     static func json(_ object: Any) -> Data {
-        (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        (try? JSONSerialization.data(withJSONObject: object)) ?? Data("{}".utf8)
     }
 
     static func error(_ code: Int, _ message: String) -> Data {

@@ -28,22 +28,20 @@ while let flag = arguments.next() {
     default: usage("unknown option \(flag)")
     }
 }
+// Block SIGINT and SIGTERM before any thread starts, so every thread inherits the mask and the signal
+// reaches only the sigwait below.
+var stopSignals = sigset_t()
+sigemptyset(&stopSignals)
+sigaddset(&stopSignals, SIGINT)
+sigaddset(&stopSignals, SIGTERM)
+pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
 do {
     let simulator = try AppStoreSimulator(configuration: configuration)
     simulator.start()
     FileHandle.standardOutput.write(Data("listening on \(simulator.baseURL)\n".utf8))  // unbuffered: scripts wait for it
-    signal(SIGINT, SIG_IGN)
-    signal(SIGTERM, SIG_IGN)
-    let stop = DispatchSemaphore(value: 0)
-    let sources = [SIGINT, SIGTERM].map { signalNumber in
-        let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-        source.setEventHandler { stop.signal() }
-        source.resume()
-        return source
-    }
-    stop.wait()
+    var received: Int32 = 0
+    sigwait(&stopSignals, &received)
     simulator.stop()
-    _ = sources
 } catch {
     usage("\(error)")
 }

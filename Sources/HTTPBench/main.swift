@@ -1,0 +1,53 @@
+import Foundation
+import HTTPClient
+import Observability
+import Synchronization
+
+// HTTP requests per second through HTTPClient with a fixed number in flight, for a fixed time.
+//   http-bench --url URL [--body JSON] [--in-flight 1000] [--seconds 5]
+// Each of the in-flight slots sends its next request as soon as its previous one is answered.
+
+func option(_ name: String, _ fallback: String? = nil) -> String? {
+    let arguments = CommandLine.arguments
+    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return fallback }
+    return arguments[index + 1]
+}
+
+guard let url = option("--url") else {
+    FileHandle.standardError.write(Data("usage: http-bench --url URL [--body JSON] [--in-flight N] [--seconds S]\n".utf8))
+    exit(2)
+}
+let body = option("--body").map { Data($0.utf8) }
+let inFlight = Int(option("--in-flight", "1000")!) ?? 1000
+let seconds = Double(option("--seconds", "5")!) ?? 5
+
+final class Counters: Sendable {
+    let ok = Atomic<Int>(0)
+    let failed = Atomic<Int>(0)
+}
+
+let client = HTTPClient(logger: Logger(label: "http-bench", minimumLevel: .error))
+let counters = Counters()
+let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+let started = ContinuousClock.now
+await withTaskGroup(of: Void.self) { group in
+    for _ in 0..<inFlight {
+        group.addTask {
+            let request = HTTPRequest(
+                method: body == nil ? .get : .post, url: url, headers: [("Content-Type", "application/json")], body: body,
+                timeout: .seconds(10))
+            while ContinuousClock.now < deadline {
+                do {
+                    let response = try await client.execute(request)
+                    if response.status == 200 { counters.ok.add(1, ordering: .relaxed) } else { counters.failed.add(1, ordering: .relaxed) }
+                } catch {
+                    counters.failed.add(1, ordering: .relaxed)
+                }
+            }
+        }
+    }
+}
+let elapsed = ContinuousClock.now - started
+let total = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+print("\(Int(Double(counters.ok.load(ordering: .relaxed)) / total)) requests/s, \(counters.failed.load(ordering: .relaxed)) failed")
+client.shutdown()

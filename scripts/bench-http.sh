@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# HTTP requests per second from HTTPClient (libcurl multi) to the App Store simulator's verifyReceipt, in
+# separate processes on this machine, at 0 ms and at 100 ms of simulated Apple latency.
+#   scripts/bench-http.sh [IN_FLIGHT] [SECONDS]     (defaults 1000, 5)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+in_flight="${1:-1000}"
+seconds="${2:-5}"
+bash scripts/setup.sh
+swift build -c release --product appstore-sim >/dev/null
+swift build -c release --product http-bench >/dev/null
+out="$(mktemp)"
+.build/release/appstore-sim --port 0 >"$out" &
+sim=$!
+trap 'kill $sim 2>/dev/null; wait $sim 2>/dev/null; rm -f "$out"' EXIT
+for _ in $(seq 100); do grep -q listening "$out" && break; sleep 0.05; done
+base="$(sed -n 's/^listening on //p' "$out")"
+receipt="$(curl -sf -X POST "$base/admin/purchases" -d '{"product_id":"coins.100"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["receipt"])')"
+body="{\"receipt-data\":\"$receipt\"}"
+
+run() {
+    curl -sf -X PUT "$base/admin/faults" -d "{\"latency_ms\": $1}" >/dev/null
+    .build/release/http-bench --url "$base/production/verifyReceipt" --body "$body" --in-flight "$in_flight" --seconds "$seconds"
+}
+echo "HTTP client -> simulator verifyReceipt, $in_flight in flight, ${seconds} s each (HTTP/1.1 keep-alive on loopback)"
+zero=$(run 0)
+slow=$(run 100)
+ideal=$((in_flight * 10))
+slow_rate=$(grep -oE '^[0-9]+' <<<"$slow")
+printf '%-34s %s\n' "0 ms simulated latency" "$zero"
+printf '%-34s %s\n' "100 ms simulated latency" "$slow"
+printf '%-34s %s requests/s\n' "ideal at 100 ms (in flight / 0.1 s)" "$ideal"
+printf '%-34s %s\n' "achieved / ideal at 100 ms" "$(python3 -c "print(f'{$slow_rate / $ideal * 100:.0f} %')")"
