@@ -1,0 +1,119 @@
+import COpenSSL
+import Foundation
+
+/// An app receipt (iOS 7+) read locally: the PKCS#7 container, its signature, and the fields the worker may
+/// need before Apple answers. Verification of purchases still goes through verifyReceipt: this reader only
+/// lets a receipt be inspected and its signer checked, as Apple's `ReceiptUtility` does.
+public struct AppReceipt: Sendable {
+    public struct InApp: Sendable, Hashable {
+        public var quantity: Int?
+        public var productID: String?
+        public var transactionID: String?
+        public var originalTransactionID: String?
+        public var purchaseDate: String?
+        public var expiresDate: String?
+        public var cancellationDate: String?
+    }
+
+    public var bundleID: String?
+    public var appVersion: String?
+    public var inApp: [InApp]
+
+    /// Parses a base64 receipt. Nil when it is not a PKCS#7 app receipt.
+    public init?(base64 text: String) {
+        guard let der = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)),
+            let payload = Self.payload(der)
+        else { return nil }
+        var bundleID: String?
+        var appVersion: String?
+        var inApp: [InApp] = []
+        for (type, value) in Self.attributes(payload) {
+            switch type {
+            case 2: bundleID = ASN1Reader.string(value)
+            case 3: appVersion = ASN1Reader.string(value)
+            case 17: inApp.append(Self.inAppEntry(value))
+            default: break
+            }
+        }
+        self.bundleID = bundleID
+        self.appVersion = appVersion
+        self.inApp = inApp
+    }
+
+    /// Whether the receipt's PKCS#7 signature chains to one of `roots` (DER or PEM). With `checkTime` false,
+    /// certificate validity dates are ignored (old receipts whose intermediates have since expired).
+    public static func verifySignature(base64 text: String, roots: [Data], checkTime: Bool) -> Bool {
+        guard let der = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)),
+            let pkcs7 = parse(der), let store = X509_STORE_new()
+        else { return false }
+        defer {
+            PKCS7_free(pkcs7)
+            X509_STORE_free(store)
+        }
+        var certificates: [X509Certificate] = []
+        for root in roots {
+            guard let certificate = try? X509Certificate(bytes: root) else { return false }
+            certificates.append(certificate)
+            X509_STORE_add_cert(store, certificate.pointer)
+        }
+        if !checkTime { X509_STORE_set_flags(store, UInt(X509_V_FLAG_NO_CHECK_TIME)) }
+        let verified = PKCS7_verify(pkcs7, nil, store, nil, nil, 0) == 1
+        ERR_clear_error()
+        return verified
+    }
+
+    private static func parse(_ der: Data) -> UnsafeMutablePointer<PKCS7>? {
+        der.withUnsafeBytes { raw in
+            var cursor = raw.bindMemory(to: UInt8.self).baseAddress
+            return d2i_PKCS7(nil, &cursor, raw.count)  // BER, indefinite lengths included (Xcode receipts)
+        }
+    }
+
+    /// The signed content: the DER of the receipt's attribute SET.
+    private static func payload(_ der: Data) -> [UInt8]? {
+        guard let pkcs7 = parse(der) else {
+            ERR_clear_error()
+            return nil
+        }
+        defer { PKCS7_free(pkcs7) }
+        guard OBJ_obj2nid(pkcs7.pointee.type) == NID_pkcs7_signed, let sign = pkcs7.pointee.d.sign,
+            let contents = sign.pointee.contents, let data = contents.pointee.d.data, let bytes = data.pointee.data
+        else { return nil }
+        return Array(UnsafeBufferPointer(start: bytes, count: Int(data.pointee.length)))
+    }
+
+    private static func attributes(_ set: [UInt8]) -> [(Int, ArraySlice<UInt8>)] {
+        var outer = ASN1Reader(set[...])
+        guard let container = outer.next(), container.tag == 0x31 else { return [] }
+        var reader = ASN1Reader(container.content)
+        var result: [(Int, ArraySlice<UInt8>)] = []
+        while !reader.isAtEnd, let sequence = reader.next() {
+            var fields = ASN1Reader(sequence.content)
+            guard let type = fields.next(), type.tag == 0x02, let number = ASN1Reader.integer(type.content),
+                fields.next() != nil, let value = fields.next(), value.tag == 0x04
+            else { continue }
+            result.append((number, value.content))
+        }
+        return result
+    }
+
+    private static func inAppEntry(_ value: ArraySlice<UInt8>) -> InApp {
+        var entry = InApp()
+        for (type, field) in attributes(Array(value)) {
+            switch type {
+            case 1701:
+                var reader = ASN1Reader(field)
+                entry.quantity = reader.next().flatMap { ASN1Reader.integer($0.content) }
+            case 1702: entry.productID = ASN1Reader.string(field)
+            case 1703: entry.transactionID = ASN1Reader.string(field)
+            case 1704: entry.purchaseDate = ASN1Reader.string(field)
+            case 1705: entry.originalTransactionID = ASN1Reader.string(field)
+            case 1708: entry.expiresDate = ASN1Reader.string(field)
+            case 1712: entry.cancellationDate = ASN1Reader.string(field)
+            default: break
+            }
+        }
+        return entry
+    }
+}
+
