@@ -60,18 +60,19 @@ let package = Package(
         .executableTarget(name: "HTTPBench", dependencies: ["HTTPClient", "Observability"], swiftSettings: strict),
         .executableTarget(name: "JWSBench", dependencies: ["AppleVerification"], swiftSettings: strict),
 
-        // Tests.
+        // Tests. TestSupport holds helpers shared by test targets only; no product depends on it.
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(
-            name: "KafkaTests", dependencies: ["Kafka", "Observability"],
+            name: "KafkaTests", dependencies: ["Kafka", "Observability", "TestSupport"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
             name: "AppleVerificationTests", dependencies: ["AppleVerification"],
             resources: [.copy("Fixtures")], swiftSettings: strict),
         .testTarget(
-            name: "AppleClientTests", dependencies: ["AppleVerification", "AppStoreSimulator", "HTTPClient", "Observability"],
+            name: "AppleClientTests", dependencies: ["AppleVerification", "AppStoreSimulator", "HTTPClient", "Observability", "TestSupport"],
             resources: [.copy("testSigningKey.p8")], swiftSettings: strict),
         .testTarget(
-            name: "KafkaIntegrationTests", dependencies: ["Kafka", "Observability"],
+            name: "KafkaIntegrationTests", dependencies: ["Kafka", "Observability", "TestSupport"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
     ]
 )

@@ -1,6 +1,7 @@
 import AppleVerification
 import Foundation
 import HTTPClient
+import TestSupport
 import Testing
 
 @Suite("verifyReceipt against the simulator over HTTP", .timeLimit(.minutes(1)))
@@ -107,21 +108,12 @@ struct VerifyReceiptClientTests {
         let task = Task {
             try await harness.http.execute(HTTPRequest(method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8)))
         }
-        #expect(await eventually { harness.http.inFlight == 1 })
+        #expect(await eventually(timeout: .seconds(5)) { harness.http.inFlight == 1 })
         let started = ContinuousClock.now
         task.cancel()
         let error = await #expect(throws: HTTPClientError.self) { try await task.value }
         #expect(error?.kind == .cancelled)
         #expect(ContinuousClock.now - started < .seconds(1))
-        #expect(await eventually { harness.http.inFlight == 0 })
+        #expect(await eventually(timeout: .seconds(5)) { harness.http.inFlight == 0 })
     }
-}
-
-func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return condition()
 }

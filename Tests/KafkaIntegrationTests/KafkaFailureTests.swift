@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Synchronization
+import TestSupport
 import Testing
 
 @Suite("Kafka failures", .timeLimit(.minutes(2)))
@@ -23,7 +24,10 @@ struct KafkaFailureTests {
         let elapsed = ContinuousClock.now - started
         #expect(error?.isRetriable == true)
         #expect(error?.code == .messageTimedOut)
-        #expect(elapsed < .seconds(8), "took \(elapsed), delivery timeout 3 s")
+        // librdkafka scans for expired messages periodically and the idempotent producer adds its own
+        // broker-down handling, so the error comes some seconds after the 3 s timeout (7-9 s seen here).
+        // The bound shows the configured timeout governs: librdkafka's default would take over 30 s.
+        #expect(elapsed < .seconds(15), "took \(elapsed), delivery timeout 3 s")
         await producer.close(timeout: .seconds(1))
     }
 

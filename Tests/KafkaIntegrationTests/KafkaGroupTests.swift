@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import TestSupport
 import Testing
 
 @Suite("Kafka consumer groups against a real broker", .timeLimit(.minutes(3)))

@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import TestSupport
 import Testing
 
 @Suite("Kafka round trips against a real broker", .timeLimit(.minutes(2)))

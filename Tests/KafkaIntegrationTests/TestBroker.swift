@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 import Observability
 import Synchronization
+import TestSupport
 import Testing
 
 /// The broker the test command started (scripts/with-services.sh sets KAFKA_BOOTSTRAP).
@@ -54,16 +55,6 @@ enum TestBroker {
             try await group.waitForAll()
         }
     }
-}
-
-/// Waits for `condition` to hold, polling it, until `timeout`. Returns whether it held.
-func eventually(timeout: Duration = .seconds(30), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return condition()
 }
 
 /// Reads a consumer's events in the background and keeps them for assertions. Commits each message's

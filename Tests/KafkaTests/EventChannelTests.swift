@@ -1,6 +1,7 @@
 import Foundation
 import Dispatch
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import Kafka
@@ -19,11 +20,11 @@ struct EventChannelTests {
             }
             done.signal()
         }
-        #expect(await waitFor { pushed.load(ordering: .relaxed) == 2 })
+        #expect(await eventually(timeout: .seconds(5)) { pushed.load(ordering: .relaxed) == 2 })
         // The third push must still be blocked: nothing has been read.
         #expect(done.wait(timeout: .now() + .milliseconds(300)) == .timedOut)
         #expect(await channel.next() == [0])
-        #expect(await waitFor { pushed.load(ordering: .relaxed) == 3 })
+        #expect(await eventually(timeout: .seconds(5)) { pushed.load(ordering: .relaxed) == 3 })
         #expect(await channel.next() == [1])
         #expect(await channel.next() == [2])
     }
@@ -35,7 +36,7 @@ struct EventChannelTests {
         let result = Atomic<Int>(-1)
         Thread.detach { result.store(channel.push([2]) ? 1 : 0, ordering: .relaxed) }
         channel.finish()
-        #expect(await waitFor { result.load(ordering: .relaxed) == 0 })
+        #expect(await eventually(timeout: .seconds(5)) { result.load(ordering: .relaxed) == 0 })
         #expect(await channel.next() == nil)
     }
 
@@ -50,15 +51,6 @@ struct EventChannelTests {
         channel.push([7])
         #expect(await channel.next() == [7])
     }
-}
-
-func waitFor(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return condition()
 }
 
 extension Thread {

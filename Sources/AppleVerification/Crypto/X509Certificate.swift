@@ -54,7 +54,8 @@ package final class X509Certificate: @unchecked Sendable {
         return ECPublicKey(adopting: key)
     }
 
-    private static func seconds(_ time: UnsafePointer<ASN1_TIME>?) -> Double? {
+    /// An ASN.1 time as seconds since the epoch.
+    static func seconds(_ time: UnsafePointer<ASN1_TIME>?) -> Double? {
         guard let time else { return nil }
         var parts = tm()
         guard ASN1_TIME_to_tm(time, &parts) == 1 else { return nil }

@@ -97,8 +97,8 @@ final class ChainVerifier: Sendable {
         for index in 0..<OPENSSL_sk_num(path) {
             guard let raw = OPENSSL_sk_value(path, index) else { continue }
             let certificate = OpaquePointer(raw)
-            guard let before = Self.seconds(X509_get0_notBefore(certificate)),
-                let after = Self.seconds(X509_get0_notAfter(certificate))
+            guard let before = X509Certificate.seconds(X509_get0_notBefore(certificate)),
+                let after = X509Certificate.seconds(X509_get0_notAfter(certificate))
             else { continue }
             let lower = max(window.lowerBound, before)
             let upper = min(window.upperBound, after)
@@ -106,12 +106,5 @@ final class ChainVerifier: Sendable {
             window = lower...upper
         }
         return window
-    }
-
-    private static func seconds(_ time: UnsafePointer<ASN1_TIME>?) -> Double? {
-        guard let time else { return nil }
-        var parts = tm()
-        guard ASN1_TIME_to_tm(time, &parts) == 1 else { return nil }
-        return Double(timegm(&parts))
     }
 }
