@@ -1,0 +1,55 @@
+import Foundation
+
+/// What a job asks the ledger to record.
+public enum LedgerClaim: Sendable, Equatable {
+    /// Grant `transactionID` to `orderID`: succeeds only if the transaction was granted to no other order
+    /// and the order was granted with no other transaction.
+    case grant(orderID: String, transactionID: String)
+    /// Record a deny (or any decision that claims nothing).
+    case deny
+}
+
+/// The ledger's answer.
+public enum LedgerOutcome: Sendable, Equatable {
+    /// The decision and its event are stored.
+    case recorded
+    /// This job was decided before: here is its stored event, to publish again unchanged.
+    case replay(Data)
+    /// The transaction is already granted to another order.
+    case duplicateTransaction
+    /// The order is already granted with another transaction.
+    case orderAlreadyFulfilled
+}
+
+/// Where decisions are kept, so that no transaction is granted to two orders and a re-delivered job gets
+/// its first answer again. Claiming a transaction and recording the decision are one atomic step.
+public protocol Ledger: Sendable {
+    /// Records the decision of job `jobID` with its event, atomically with the claim. A job already
+    /// recorded gets `.replay` with its stored event, whatever the claim now says.
+    func record(jobID: String, claim: LedgerClaim, event: Data) async throws -> LedgerOutcome
+
+    /// Whether the ledger answers (for `/readyz`).
+    func ping() async throws
+
+    func close() async
+}
+
+/// A ledger failure. Always retriable from the job's point of view: the decision was not stored.
+public struct LedgerError: Error, Sendable, CustomStringConvertible {
+    public let reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { "ledger: \(reason)" }
+}
+
+/// Opens the ledger a `ledger.url` names: `sqlite:PATH` or `postgresql://...`.
+public enum LedgerFactory {
+    public static func open(url: String, poolSize: Int = 8) async throws -> any Ledger {
+        if url.hasPrefix("sqlite:") {
+            return try SQLiteLedger(path: String(url.dropFirst("sqlite:".count)))
+        }
+        if url.hasPrefix("postgresql://") || url.hasPrefix("postgres://") {
+            return try await PostgresLedger(url: url, poolSize: poolSize)
+        }
+        throw LedgerError("ledger.url must start with sqlite: or postgresql://")
+    }
+}

@@ -1,0 +1,46 @@
+import CPostgres
+import Foundation
+
+/// One libpq connection. Used by one caller at a time (the pool hands it out), on a blocking queue.
+///
+/// `@unchecked Sendable`: the pool guarantees exclusive use; libpq connections may move between threads.
+final class PostgresConnection: @unchecked Sendable {
+    private let handle: OpaquePointer
+
+    init(url: String) throws {
+        guard let handle = PQconnectdb(url) else { throw LedgerError("postgresql: out of memory") }
+        guard PQstatus(handle) == CONNECTION_OK else {
+            let message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
+            PQfinish(handle)
+            throw LedgerError("postgresql: \(message)")
+        }
+        self.handle = handle
+    }
+
+    deinit {
+        PQfinish(handle)
+    }
+
+    var isHealthy: Bool { PQstatus(handle) == CONNECTION_OK }
+
+    /// Runs one statement with text parameters; returns the rows' first column (nil for SQL NULL).
+    @discardableResult
+    func query(_ sql: String, _ parameters: [String] = []) throws -> [String?] {
+        let cParameters = parameters.map { strdup($0) }
+        defer { cParameters.forEach { free($0) } }
+        let result = cParameters.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: UnsafePointer<CChar>?.self) { pointers in
+                PQexecParams(handle, sql, Int32(parameters.count), nil, pointers.baseAddress, nil, nil, 0)
+            }
+        }
+        defer { PQclear(result) }
+        let status = PQresultStatus(result)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            let message = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw LedgerError("postgresql: \(message)")
+        }
+        return (0..<PQntuples(result)).map { row in
+            PQgetisnull(result, row, 0) == 1 ? nil : String(cString: PQgetvalue(result, row, 0))
+        }
+    }
+}

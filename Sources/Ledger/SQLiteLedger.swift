@@ -1,0 +1,141 @@
+import CSQLite
+import Dispatch
+import Foundation
+
+/// The ledger in one SQLite file, for a single host. Every statement runs on one serial queue (SQLite has
+/// one writer at a time anyway), off Swift's cooperative pool; WAL keeps readers out of the writer's way.
+///
+/// `@unchecked Sendable`: the connection and statements are touched only on `queue`.
+public final class SQLiteLedger: Ledger, @unchecked Sendable {
+    private let queue = DispatchQueue(label: "ledger.sqlite")
+    private var db: OpaquePointer?
+
+    public init(path: String) throws {
+        var handle: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        guard sqlite3_open_v2(path, &handle, flags, nil) == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            sqlite3_close(handle)
+            throw LedgerError("sqlite \(path): \(message)")
+        }
+        db = handle
+        try execute("""
+            PRAGMA journal_mode = WAL;
+            PRAGMA synchronous = NORMAL;
+            PRAGMA busy_timeout = 5000;
+            CREATE TABLE IF NOT EXISTS grants (
+                transaction_id TEXT PRIMARY KEY,
+                order_id TEXT NOT NULL UNIQUE,
+                granted_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
+            CREATE TABLE IF NOT EXISTS results (
+                job_id TEXT PRIMARY KEY,
+                event BLOB NOT NULL,
+                decided_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
+            """)
+    }
+
+    deinit {
+        sqlite3_close(db)
+    }
+
+    public func record(jobID: String, claim: LedgerClaim, event: Data) async throws -> LedgerOutcome {
+        try await onQueue { try self.recordNow(jobID: jobID, claim: claim, event: event) }
+    }
+
+    public func ping() async throws {
+        try await onQueue { try self.execute("SELECT 1") }
+    }
+
+    public func close() async {
+        await withCheckedContinuation { continuation in
+            queue.async {
+                sqlite3_close(self.db)
+                self.db = nil
+                continuation.resume()
+            }
+        }
+    }
+
+    private func recordNow(jobID: String, claim: LedgerClaim, event: Data) throws -> LedgerOutcome {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            if let stored = try queryBlob("SELECT event FROM results WHERE job_id = ?1", [jobID]) {
+                try execute("COMMIT")
+                return .replay(stored)
+            }
+            if case .grant(let orderID, let transactionID) = claim {
+                if let owner = try queryText("SELECT order_id FROM grants WHERE transaction_id = ?1", [transactionID]) {
+                    if owner != orderID {
+                        try execute("ROLLBACK")
+                        return .duplicateTransaction
+                    }
+                } else if try queryText("SELECT transaction_id FROM grants WHERE order_id = ?1", [orderID]) != nil {
+                    try execute("ROLLBACK")
+                    return .orderAlreadyFulfilled
+                } else {
+                    try run("INSERT INTO grants (transaction_id, order_id) VALUES (?1, ?2)", [transactionID, orderID])
+                }
+            }
+            try run("INSERT INTO results (job_id, event) VALUES (?1, ?2)", [jobID], blob: event)
+            try execute("COMMIT")
+            return .recorded
+        } catch {
+            try? execute("ROLLBACK")  // the original error is the one to report
+            throw error
+        }
+    }
+
+    private func onQueue<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
+    private func execute(_ sql: String) throws {
+        guard let db else { throw LedgerError("closed") }
+        guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else {
+            throw LedgerError("sqlite: \(String(cString: sqlite3_errmsg(db)))")
+        }
+    }
+
+    private func prepare(_ sql: String, _ texts: [String], blob: Data? = nil) throws -> OpaquePointer {
+        guard let db else { throw LedgerError("closed") }
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
+            throw LedgerError("sqlite: \(String(cString: sqlite3_errmsg(db)))")
+        }
+        for (index, text) in texts.enumerated() {
+            sqlite3_bind_text(statement, Int32(index + 1), text, -1, csqlite_transient())
+        }
+        if let blob {
+            _ = blob.withUnsafeBytes {
+                sqlite3_bind_blob(statement, Int32(texts.count + 1), $0.baseAddress, Int32($0.count), csqlite_transient())
+            }
+        }
+        return statement
+    }
+
+    private func run(_ sql: String, _ texts: [String], blob: Data? = nil) throws {
+        let statement = try prepare(sql, texts, blob: blob)
+        defer { sqlite3_finalize(statement) }
+        guard sqlite3_step(statement) == SQLITE_DONE else {
+            throw LedgerError("sqlite: \(String(cString: sqlite3_errmsg(db)))")
+        }
+    }
+
+    private func queryText(_ sql: String, _ texts: [String]) throws -> String? {
+        let statement = try prepare(sql, texts)
+        defer { sqlite3_finalize(statement) }
+        guard sqlite3_step(statement) == SQLITE_ROW, let text = sqlite3_column_text(statement, 0) else { return nil }
+        return String(cString: text)
+    }
+
+    private func queryBlob(_ sql: String, _ texts: [String]) throws -> Data? {
+        let statement = try prepare(sql, texts)
+        defer { sqlite3_finalize(statement) }
+        guard sqlite3_step(statement) == SQLITE_ROW else { return nil }
+        let count = Int(sqlite3_column_bytes(statement, 0))
+        guard let bytes = sqlite3_column_blob(statement, 0) else { return Data() }
+        return Data(bytes: bytes, count: count)
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import Ledger
+import Testing
+
+/// The same behaviour from both backends: SQLite in a temporary file, and the real PostgreSQL the test
+/// command starts (POSTGRES_URL), in a fresh database per test.
+enum Backend: String, CaseIterable, Sendable {
+    case sqlite, postgresql
+
+    func open() async throws -> any Ledger {
+        switch self {
+        case .sqlite:
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path
+            return try await LedgerFactory.open(url: "sqlite:\(path)")
+        case .postgresql:
+            guard let base = ProcessInfo.processInfo.environment["POSTGRES_URL"] else {
+                Issue.record("POSTGRES_URL is not set: run the tests with scripts/test.sh, which starts PostgreSQL")
+                throw LedgerError("no PostgreSQL")
+            }
+            let name = "ledger_\(UUID().uuidString.prefix(8).lowercased())"
+            try createDatabase(base: base, name: name)
+            let url = String(base[..<(base.lastIndex(of: "/") ?? base.endIndex)]) + "/\(name)"
+            return try await LedgerFactory.open(url: url, poolSize: 8)
+        }
+    }
+
+    private func createDatabase(base: String, name: String) throws {
+        let status = try runPsql(base, "CREATE DATABASE \(name)")
+        if status != 0 { throw LedgerError("CREATE DATABASE failed") }
+    }
+}
+
+func runPsql(_ url: String, _ sql: String) throws -> Int32 {
+    var pid: pid_t = 0
+    let arguments: [String] = ["/usr/bin/psql", url, "-qtAc", sql]
+    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    guard posix_spawn(&pid, "/usr/bin/psql", nil, nil, &argv, environ) == 0 else { return -1 }
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    return (status >> 8) & 0xff
+}
+
+@Suite("The ledger, on SQLite and on a real PostgreSQL", .timeLimit(.minutes(1)))
+struct LedgerTests {
+    let grantEvent = Data(#"{"decision":"grant","event_id":"e1"}"#.utf8)
+
+    @Test("a grant is recorded once; the same job again replays the stored event unchanged", arguments: Backend.allCases)
+    func replay(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        #expect(try await ledger.record(jobID: "j1", claim: .grant(orderID: "o1", transactionID: "t1"), event: grantEvent) == .recorded)
+        let again = try await ledger.record(
+            jobID: "j1", claim: .grant(orderID: "o1", transactionID: "t1"), event: Data("different".utf8))
+        #expect(again == .replay(grantEvent))
+        await ledger.close()
+    }
+
+    @Test("the same transaction for another order is duplicate_transaction", arguments: Backend.allCases)
+    func duplicateTransaction(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        _ = try await ledger.record(jobID: "j1", claim: .grant(orderID: "o1", transactionID: "t1"), event: grantEvent)
+        #expect(try await ledger.record(jobID: "j2", claim: .grant(orderID: "o2", transactionID: "t1"), event: grantEvent)
+                == .duplicateTransaction)
+        // The deny is then recorded for that job, and replayed on re-delivery.
+        let deny = Data(#"{"decision":"deny"}"#.utf8)
+        #expect(try await ledger.record(jobID: "j2", claim: .deny, event: deny) == .recorded)
+        #expect(try await ledger.record(jobID: "j2", claim: .grant(orderID: "o2", transactionID: "t1"), event: grantEvent)
+                == .replay(deny))
+        await ledger.close()
+    }
+
+    @Test("another transaction for a granted order is order_already_fulfilled", arguments: Backend.allCases)
+    func orderAlreadyFulfilled(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        _ = try await ledger.record(jobID: "j1", claim: .grant(orderID: "o1", transactionID: "t1"), event: grantEvent)
+        #expect(try await ledger.record(jobID: "j2", claim: .grant(orderID: "o1", transactionID: "t2"), event: grantEvent)
+                == .orderAlreadyFulfilled)
+        await ledger.close()
+    }
+
+    @Test("a second job for the same order and transaction is granted again (same grant)", arguments: Backend.allCases)
+    func sameGrantTwice(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        _ = try await ledger.record(jobID: "j1", claim: .grant(orderID: "o1", transactionID: "t1"), event: grantEvent)
+        #expect(try await ledger.record(jobID: "j2", claim: .grant(orderID: "o1", transactionID: "t1"), event: grantEvent) == .recorded)
+        await ledger.close()
+    }
+
+    @Test("one transaction claimed by 50 orders at the same moment is granted exactly once", arguments: Backend.allCases)
+    func concurrentClaims(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        let outcomes = try await withThrowingTaskGroup(of: LedgerOutcome.self) { group in
+            for order in 0..<50 {
+                group.addTask {
+                    try await ledger.record(jobID: "job-\(order)", claim: .grant(orderID: "order-\(order)", transactionID: "same"), event: grantEvent)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0 == .recorded }.count == 1)
+        #expect(outcomes.filter { $0 == .duplicateTransaction }.count == 49)
+        await ledger.close()
+    }
+
+    @Test("a ledger answers ping", arguments: Backend.allCases)
+    func ping(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        try await ledger.ping()
+        await ledger.close()
+    }
+
+    @Test("an unknown ledger.url scheme is refused with the key's name")
+    func badURL() async {
+        let error = await #expect(throws: LedgerError.self) { _ = try await LedgerFactory.open(url: "mysql://x") }
+        #expect(error?.reason.contains("ledger.url") == true)
+    }
+}
