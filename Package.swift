@@ -49,6 +49,10 @@ let package = Package(
 
         .target(name: "AppStoreSimulator", dependencies: ["AppleVerification", "CLinux"], swiftSettings: strict),
 
+        .target(
+            name: "ReceiptWorker", dependencies: ["AppleVerification", "Kafka", "Ledger", "Observability", "COpenSSL"],
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+
         // Executables only wire the libraries together.
         .executableTarget(
             name: "ReceiptWorkerCLI", dependencies: ["Kafka", "Observability"],
@@ -72,6 +76,9 @@ let package = Package(
         .testTarget(
             name: "AppleClientTests", dependencies: ["AppleVerification", "AppStoreSimulator", "HTTPClient", "Observability", "TestSupport"],
             resources: [.copy("testSigningKey.p8")], swiftSettings: strict),
+        .testTarget(
+            name: "ReceiptWorkerTests", dependencies: ["ReceiptWorker", "AppleVerification", "Kafka"],
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "LedgerTests", dependencies: ["Ledger", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "KafkaIntegrationTests", dependencies: ["Kafka", "Observability", "TestSupport"],

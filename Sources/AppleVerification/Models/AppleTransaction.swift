@@ -69,6 +69,13 @@ public struct VerifiedPurchase: Sendable {
     /// Every transaction the proof holds: one for signed data, all entries of a receipt.
     public var transactions: [AppleTransaction]
 
+    public init(source: Source, bundleID: String?, environment: AppleEnvironment, transactions: [AppleTransaction]) {
+        self.source = source
+        self.bundleID = bundleID
+        self.environment = environment
+        self.transactions = transactions
+    }
+
     /// The transaction the contract says to check: the one with `transactionID` when given, else the
     /// newest for `productID`.
     public func select(transactionID: String?, productID: String) -> AppleTransaction? {

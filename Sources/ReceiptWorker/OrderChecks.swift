@@ -1,0 +1,47 @@
+import AppleVerification
+import Foundation
+
+/// The contract's checks (CONTRACT.md §3), in its order, on Apple's verdict. The first failing check names
+/// the deny reason. The ledger's two checks (duplicate_transaction, order_already_fulfilled) come after.
+public enum OrderChecks {
+    public enum Outcome: Sendable, Equatable {
+        /// Ready to be claimed in the ledger.
+        case grant(AppleTransaction, environment: String)
+        case deny(reason: String, detail: String, transaction: AppleTransaction?, environment: String?)
+    }
+
+    public static func evaluate(_ job: ReceiptJob, verdict: AppleVerdict, now: Date = Date()) -> Outcome {
+        let purchase: VerifiedPurchase
+        switch verdict {
+        case .rejected(let rejection, let detail):
+            return .deny(reason: rejection.rawValue, detail: detail, transaction: nil, environment: nil)
+        case .verified(let verified):
+            purchase = verified
+        }
+        let environment = purchase.environment.rawValue
+        guard let transaction = purchase.select(transactionID: job.transactionID, productID: job.productID) else {
+            let detail = job.transactionID.map { "no transaction \($0) in the proof" }
+                ?? "no transaction for product \(job.productID) in the proof"
+            return .deny(reason: "transaction_not_found", detail: detail, transaction: nil, environment: environment)
+        }
+        func deny(_ reason: String, _ detail: String) -> Outcome {
+            .deny(reason: reason, detail: detail, transaction: transaction, environment: environment)
+        }
+        if transaction.productID != job.productID {
+            return deny("product_mismatch", "the transaction is for product \(transaction.productID ?? "unknown")")
+        }
+        if transaction.quantity != job.quantity {
+            return deny("quantity_mismatch", "the transaction is for quantity \(transaction.quantity)")
+        }
+        if let expected = job.appAccountToken, transaction.appAccountToken?.lowercased() != expected {
+            return deny("account_mismatch", "the purchase's appAccountToken differs from the order's")
+        }
+        if let revoked = transaction.revocationDate {
+            return deny("revoked", "refunded or revoked at \(revoked)")
+        }
+        if transaction.isSubscription, let expires = transaction.expiresDate, expires <= now {
+            return deny("expired", "the subscription expired at \(expires)")
+        }
+        return .grant(transaction, environment: environment)
+    }
+}

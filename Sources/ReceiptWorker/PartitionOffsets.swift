@@ -1,0 +1,40 @@
+/// Tracks one partition's jobs in flight, which finish out of order, and says which offset may be
+/// committed: never past a job that is not finished.
+public struct PartitionOffsets: Sendable {
+    private var offsets: [Int64] = []
+    private var finished: [Bool] = []
+    private var head = 0
+    private var highestSeen: Int64 = -1
+
+    public init() {}
+
+    /// Jobs taken and not yet finished.
+    public var outstanding: Int { finished[head...].lazy.filter { !$0 }.count }
+
+    /// Records a job taken from the partition. Offsets arrive in increasing order.
+    public mutating func start(_ offset: Int64) {
+        precondition(offset > highestSeen, "offsets of a partition arrive in order")
+        offsets.append(offset)
+        finished.append(false)
+        highestSeen = offset
+    }
+
+    /// Marks a job finished (its result acknowledged by the broker).
+    public mutating func finish(_ offset: Int64) {
+        guard let index = offsets[head...].firstIndex(of: offset) else { return }
+        finished[index] = true
+        while head < finished.count && finished[head] { head += 1 }
+        if head > 1024 && head * 2 > offsets.count {  // drop the finished prefix now and then
+            offsets.removeFirst(head)
+            finished.removeFirst(head)
+            head = 0
+        }
+    }
+
+    /// The offset to commit (the next to read): the oldest unfinished job's, or one past the last seen when
+    /// all are finished. Nil before any job was seen.
+    public var committable: Int64? {
+        guard highestSeen >= 0 else { return nil }
+        return head < offsets.count ? offsets[head] : highestSeen + 1
+    }
+}

@@ -1,0 +1,145 @@
+import AppleVerification
+import Foundation
+
+/// A verification job, as a front-end service submits it (CONTRACT.md §2), validated.
+public struct ReceiptJob: Sendable, Equatable {
+    public var jobID: String
+    public var orderID: String
+    public var userID: String
+    public var productID: String
+    public var quantity: Int
+    /// Lower-cased UUID text, when the order has one.
+    public var appAccountToken: String?
+    public var proof: Proof
+    /// The id the app reported; beside a receipt it selects the entry to check.
+    public var transactionID: String?
+    public var submittedAt: Date?
+
+    public enum Proof: Sendable, Equatable {
+        case receipt(String)
+        case signedTransaction(String)
+        case transactionID(String)
+    }
+
+    public var purchaseProof: PurchaseProof {
+        switch proof {
+        case .receipt(let receipt): .receipt(receipt)
+        case .signedTransaction(let jws): .signedTransaction(jws)
+        case .transactionID(let id): .transactionID(id)
+        }
+    }
+}
+
+/// The outcome of reading one message of the jobs topic.
+public enum JobParseResult: Sendable, Equatable {
+    case job(ReceiptJob)
+    /// A JSON object with an `order_id` but a missing or invalid field: denied `malformed_job` and copied
+    /// to the DLQ. Fields that could be read are kept for the deny event.
+    case invalidJob(JobIdentity, reason: String)
+    /// Not a JSON object, too large, or without a usable `order_id`: to the DLQ unchanged.
+    case unreadable(reason: String)
+}
+
+/// What identifies a job in its events, as far as it could be read.
+public struct JobIdentity: Sendable, Equatable {
+    public var jobID: String
+    public var orderID: String
+    public var userID: String
+    public var productID: String
+    public var quantity: Int
+}
+
+public enum JobParser {
+    /// Reads one message value. `maxBytes` is `jobs.max_bytes`. Error reasons name the field and never
+    /// repeat a receipt or a signed transaction.
+    public static func parse(_ value: [UInt8], maxBytes: Int) -> JobParseResult {
+        guard value.count <= maxBytes else {
+            return .unreadable(reason: "the message is \(value.count) bytes, over jobs.max_bytes (\(maxBytes))")
+        }
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(value), options: [.fragmentsAllowed])) as? [String: Any]
+        else { return .unreadable(reason: "the message is not a JSON object") }
+        guard let orderID = object["order_id"] as? String, (1...128).contains(orderID.count) else {
+            return .unreadable(reason: "order_id is missing or not a string of 1 to 128 characters")
+        }
+        var identity = JobIdentity(
+            jobID: object["job_id"] as? String ?? "", orderID: orderID, userID: object["user_id"] as? String ?? "",
+            productID: object["product_id"] as? String ?? "", quantity: 1)
+        func invalid(_ reason: String) -> JobParseResult { .invalidJob(identity, reason: reason) }
+
+        guard let jobID = text(object, "job_id", 1...128) else { return invalid("job_id must be a string of 1 to 128 characters") }
+        guard let userID = text(object, "user_id", 1...128) else { return invalid("user_id must be a string of 1 to 128 characters") }
+        guard let productID = text(object, "product_id", 1...255) else {
+            return invalid("product_id must be a string of 1 to 255 characters")
+        }
+        // JSONDecoder is strict where JSONSerialization is not: true, "1" and 1.5 are not an Int.
+        guard let quantityField = try? JSONDecoder().decode(QuantityField.self, from: Data(value)),
+            (1...1000).contains(quantityField.quantity ?? 1)
+        else { return invalid("quantity must be an integer from 1 to 1000") }
+        let quantity = quantityField.quantity ?? 1
+        identity.quantity = quantity
+        var token: String?
+        if let raw = object["app_account_token"], !(raw is NSNull) {
+            guard let text = raw as? String, let uuid = UUID(uuidString: text) else {
+                return invalid("app_account_token must be a UUID")
+            }
+            token = uuid.uuidString.lowercased()
+        }
+        let receipt = object["receipt"] as? String
+        let signed = object["signed_transaction"] as? String
+        let transactionID = object["transaction_id"] as? String
+        for (key, present) in [("receipt", receipt), ("signed_transaction", signed), ("transaction_id", transactionID)]
+        where object[key] != nil && !(object[key] is NSNull) && (present == nil || present!.isEmpty) {
+            return invalid("\(key) must be a non-empty string")
+        }
+        let proof: ReceiptJob.Proof
+        switch (receipt, signed, transactionID) {
+        case (let receipt?, nil, _):
+            guard Data(base64Encoded: receipt, options: .ignoreUnknownCharacters) != nil else {
+                return invalid("receipt is not base64")
+            }
+            proof = .receipt(receipt)
+        case (nil, let signed?, nil):
+            guard signed.split(separator: ".", omittingEmptySubsequences: false).count == 3 else {
+                return invalid("signed_transaction is not a compact JWS")
+            }
+            proof = .signedTransaction(signed)
+        case (nil, nil, let id?):
+            proof = .transactionID(id)
+        case (nil, nil, nil):
+            return invalid("one of receipt, signed_transaction or transaction_id is required")
+        default:
+            return invalid("give one of receipt, signed_transaction or transaction_id (transaction_id may go beside receipt)")
+        }
+        var submittedAt: Date?
+        if let raw = object["submitted_at"], !(raw is NSNull) {
+            guard let text = raw as? String, let date = RFC3339.parse(text) else {
+                return invalid("submitted_at must be an RFC 3339 time")
+            }
+            submittedAt = date
+        }
+        return .job(
+            ReceiptJob(
+                jobID: jobID, orderID: orderID, userID: userID, productID: productID, quantity: quantity,
+                appAccountToken: token, proof: proof, transactionID: transactionID, submittedAt: submittedAt))
+    }
+
+    private static func text(_ object: [String: Any], _ key: String, _ lengths: ClosedRange<Int>) -> String? {
+        guard let value = object[key] as? String, lengths.contains(value.count) else { return nil }
+        return value
+    }
+}
+
+private struct QuantityField: Decodable {
+    let quantity: Int?
+}
+
+/// RFC 3339 times, with or without fractional seconds.
+enum RFC3339 {
+    static func parse(_ text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = formatter.date(from: text) { return date }
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: text)
+    }
+}

@@ -1,0 +1,74 @@
+import AppleVerification
+import Foundation
+import Kafka
+import Observability
+
+/// One grant or deny (CONTRACT.md §4). Every field is always present; absent values are JSON null.
+public struct ResultEvent: Sendable, Equatable {
+    public enum Decision: String, Sendable { case grant, deny }
+
+    public var eventID: String
+    public var jobID: String
+    public var orderID: String
+    public var userID: String
+    public var decision: Decision
+    /// `verified` for a grant, else a deny reason.
+    public var reason: String
+    public var productID: String
+    public var quantity: Int
+    public var transactionID: String?
+    public var originalTransactionID: String?
+    public var environment: String?
+    public var purchaseDate: Date?
+    public var expiresDate: Date?
+    public var verifiedAt: Date
+    public var attempts: Int
+    /// For people; never a receipt, a token or a secret.
+    public var detail: String?
+
+    /// Stable ids: every grant of one (order, transaction) has the same id, whichever job produced it;
+    /// any other decision is identified by its job, so a re-delivered job repeats its id.
+    public static func eventID(decision: Decision, jobID: String, orderID: String, transactionID: String?) -> String {
+        let name = decision == .grant ? "grant\u{0}\(orderID)\u{0}\(transactionID ?? "")" : "job\u{0}\(jobID)"
+        return StableID.uuid(name)
+    }
+
+    /// The JSON value, keys in the contract's order.
+    public func json() -> Data {
+        func string(_ value: String?) -> String { value.map(JSONString.quote) ?? "null" }
+        func time(_ value: Date?) -> String { value.map { JSONString.quote(Timestamp.rfc3339($0)) } ?? "null" }
+        var out = "{\"event_id\":\(string(eventID)),\"job_id\":\(string(jobID)),\"order_id\":\(string(orderID))"
+        out += ",\"user_id\":\(string(userID)),\"decision\":\"\(decision.rawValue)\",\"reason\":\(string(reason))"
+        out += ",\"product_id\":\(string(productID)),\"quantity\":\(quantity)"
+        out += ",\"transaction_id\":\(string(transactionID)),\"original_transaction_id\":\(string(originalTransactionID))"
+        out += ",\"environment\":\(string(environment)),\"purchase_date\":\(time(purchaseDate))"
+        out += ",\"expires_date\":\(time(expiresDate)),\"verified_at\":\(time(verifiedAt)),\"attempts\":\(attempts)"
+        out += ",\"detail\":\(string(detail))}"
+        return Data(out.utf8)
+    }
+
+    /// CloudEvents 1.0, Kafka binary mode: the attributes as `ce_` headers.
+    public func headers(source: String) -> [KafkaHeader] {
+        [
+            KafkaHeader(name: "ce_specversion", string: "1.0"),
+            KafkaHeader(name: "ce_id", string: eventID),
+            KafkaHeader(name: "ce_source", string: source),
+            KafkaHeader(name: "ce_type", string: decision == .grant ? "receipt.granted" : "receipt.denied"),
+            KafkaHeader(name: "ce_time", string: Timestamp.rfc3339(verifiedAt)),
+            KafkaHeader(name: "content-type", string: "application/json"),
+        ]
+    }
+}
+
+/// Name-based UUIDs (version 5 layout over SHA-1 is not in Foundation; SHA-256 truncated is used instead,
+/// with the version nibble set to 8, "custom", per RFC 9562).
+enum StableID {
+    static func uuid(_ name: String) -> String {
+        var digest = SHA256Digest.hash(Array(name.utf8))
+        digest[6] = (digest[6] & 0x0F) | 0x80
+        digest[8] = (digest[8] & 0x3F) | 0x80
+        let hex = digest.prefix(16).map { String(format: "%02x", $0) }.joined()
+        let characters = Array(hex)
+        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import Testing
+
+@testable import ReceiptWorker
+
+@Suite("Reading jobs")
+struct JobParserTests {
+    func parse(_ json: String, maxBytes: Int = 262_144) -> JobParseResult {
+        JobParser.parse(Array(json.utf8), maxBytes: maxBytes)
+    }
+
+    let base = #""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#
+
+    @Test("a full job is read, token lower-cased, quantity defaulting to 1")
+    func fullJob() throws {
+        guard case .job(let job) = parse("{\(base),\"receipt\":\"QUJD\",\"transaction_id\":\"42\",\"app_account_token\":\"7E3FB20B-4CDB-47CC-936D-99D65F608138\",\"submitted_at\":\"2026-11-29T10:00:00.5Z\",\"extra\":1}")
+        else { Issue.record("not a job"); return }
+        #expect(job.quantity == 1)
+        #expect(job.proof == .receipt("QUJD"))
+        #expect(job.transactionID == "42")
+        #expect(job.appAccountToken == "7e3fb20b-4cdb-47cc-936d-99d65f608138")
+        #expect(job.submittedAt == Date(timeIntervalSince1970: 1_795_946_400.5))
+    }
+
+    @Test("each proof form is read", arguments: [
+        (#""signed_transaction":"a.b.c""#, ReceiptJob.Proof.signedTransaction("a.b.c")),
+        (#""transaction_id":"2000000000000001""#, .transactionID("2000000000000001")),
+    ])
+    func proofs(field: String, proof: ReceiptJob.Proof) {
+        guard case .job(let job) = parse("{\(base),\(field)}") else { Issue.record("not a job"); return }
+        #expect(job.proof == proof)
+    }
+
+    @Test("not JSON, not an object, oversized, or no order_id: to the DLQ unchanged", arguments: [
+        "not json", "[1,2]", "\"text\"", #"{"job_id":"j"}"#, #"{"order_id":""}"#, #"{"order_id":7}"#,
+    ])
+    func unreadable(json: String) {
+        guard case .unreadable = parse(json) else { Issue.record("\(json) was read"); return }
+    }
+
+    @Test("a message over jobs.max_bytes is unreadable")
+    func oversized() {
+        guard case .unreadable(let reason) = parse("{\(base),\"receipt\":\"\(String(repeating: "A", count: 400))\"}", maxBytes: 300)
+        else { Issue.record("read"); return }
+        #expect(reason.contains("jobs.max_bytes"))
+    }
+
+    @Test("an order with a missing or invalid field is malformed, named, and keeps what could be read", arguments: [
+        (#"{"order_id":"o1","user_id":"u1","product_id":"p","receipt":"QUJD"}"#, "job_id"),
+        (#"{"job_id":"j1","order_id":"o1","product_id":"p","receipt":"QUJD"}"#, "user_id"),
+        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"quantity\":0}", "quantity"),
+        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"quantity\":1.5}", "quantity"),
+        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"quantity\":true}", "quantity"),
+        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"quantity\":\"2\"}", "quantity"),
+        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"app_account_token\":\"nope\"}", "app_account_token"),
+        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#)}", "one of receipt"),
+        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"signed_transaction\":\"a.b.c\"}", "one of"),
+        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"not base64!!\"}", "receipt"),
+        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"signed_transaction\":\"abc\"}", "signed_transaction"),
+        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"submitted_at\":\"yesterday\"}", "submitted_at"),
+    ])
+    func invalid(json: String, field: String) {
+        guard case .invalidJob(let identity, let reason) = parse(json) else { Issue.record("\(json) not invalid"); return }
+        #expect(identity.orderID == "o1")
+        #expect(reason.contains(field))
+        #expect(!reason.contains("QUJD"))
+    }
+}
+
+@Suite("Retry policy and partition offsets")
+struct RetryAndOffsetTests {
+    @Test("backoff doubles up to its ceiling, with full jitter, and honours Retry-After")
+    func backoff() {
+        var policy = RetryPolicy()
+        policy.initialBackoff = .milliseconds(100)
+        policy.maxBackoff = .seconds(1)
+        policy.maxAttempts = 3
+        #expect(policy.delay(afterAttempts: 1, retryAfter: nil, random: 1) == .milliseconds(100))
+        #expect(policy.delay(afterAttempts: 3, retryAfter: nil, random: 1) == .milliseconds(400))
+        #expect(policy.delay(afterAttempts: 10, retryAfter: nil, random: 1) == .seconds(1))
+        #expect(policy.delay(afterAttempts: 3, retryAfter: nil, random: 0) == .zero)
+        #expect(policy.delay(afterAttempts: 1, retryAfter: 2.5, random: 0.5) == .milliseconds(2500))
+        #expect(policy.mayRetry(afterAttempts: 2))
+        #expect(!policy.mayRetry(afterAttempts: 3))
+    }
+
+    @Test("the committable offset never passes an unfinished job")
+    func offsets() {
+        var partition = PartitionOffsets()
+        #expect(partition.committable == nil)
+        for offset in [10, 11, 12, 13] as [Int64] { partition.start(offset) }
+        #expect(partition.committable == 10)
+        partition.finish(12)
+        partition.finish(11)
+        #expect(partition.committable == 10)
+        #expect(partition.outstanding == 2)
+        partition.finish(10)
+        #expect(partition.committable == 13)
+        partition.finish(13)
+        #expect(partition.committable == 14)
+        #expect(partition.outstanding == 0)
+    }
+
+    @Test("a long run of jobs finishing in reverse order keeps exact offsets")
+    func longRun() {
+        var partition = PartitionOffsets()
+        for offset in 0..<5000 as Range<Int64> { partition.start(offset) }
+        for offset in (1..<5000 as Range<Int64>).reversed() { partition.finish(offset) }
+        #expect(partition.committable == 0)
+        partition.finish(0)
+        #expect(partition.committable == 5000)
+    }
+}

@@ -1,0 +1,122 @@
+import AppleVerification
+import Foundation
+import Kafka
+import Testing
+
+@testable import ReceiptWorker
+
+@Suite("The contract's checks, one per row, in order")
+struct OrderChecksTests {
+    let job = ReceiptJob(
+        jobID: "j1", orderID: "o1", userID: "u1", productID: "coins.100", quantity: 2,
+        appAccountToken: "7e3fb20b-4cdb-47cc-936d-99d65f608138", proof: .receipt("QUJD"), transactionID: nil, submittedAt: nil)
+
+    func verdict(_ transaction: AppleTransaction, environment: AppleEnvironment = .production) -> AppleVerdict {
+        .verified(VerifiedPurchase(source: .receipt, bundleID: "com.example", environment: environment, transactions: [transaction]))
+    }
+
+    var good: AppleTransaction {
+        AppleTransaction(
+            transactionID: "t1", productID: "coins.100", quantity: 2, appAccountToken: "7E3FB20B-4CDB-47CC-936D-99D65F608138",
+            purchaseDate: Date(timeIntervalSince1970: 100))
+    }
+
+    func reason(_ outcome: OrderChecks.Outcome) -> String {
+        switch outcome {
+        case .grant: "verified"
+        case .deny(let reason, _, _, _): reason
+        }
+    }
+
+    @Test("a matching purchase is granted")
+    func grant() {
+        #expect(reason(OrderChecks.evaluate(job, verdict: verdict(good))) == "verified")
+    }
+
+    @Test("Apple's own rejections pass through", arguments: [AppleRejection.invalidReceipt, .bundleMismatch, .sandboxNotAllowed, .transactionNotFound])
+    func appleRejections(rejection: AppleRejection) {
+        #expect(reason(OrderChecks.evaluate(job, verdict: .rejected(rejection, detail: "x"))) == rejection.rawValue)
+    }
+
+    @Test("no entry for the product, or no entry with the reported id, is transaction_not_found")
+    func notFound() {
+        var other = good
+        other.productID = "gems"
+        #expect(reason(OrderChecks.evaluate(job, verdict: verdict(other))) == "transaction_not_found")
+        var withID = job
+        withID.transactionID = "t9"
+        #expect(reason(OrderChecks.evaluate(withID, verdict: verdict(good))) == "transaction_not_found")
+    }
+
+    @Test("the reported transaction of another product is product_mismatch")
+    func productMismatch() {
+        var cheap = good
+        cheap.productID = "coins.1"
+        var withID = job
+        withID.transactionID = "t1"
+        #expect(reason(OrderChecks.evaluate(withID, verdict: verdict(cheap))) == "product_mismatch")
+    }
+
+    @Test("quantity, account, revocation and expiry, each in the contract's order")
+    func laterRows() {
+        var transaction = good
+        transaction.quantity = 1
+        transaction.appAccountToken = nil  // would also fail the account check: quantity comes first
+        #expect(reason(OrderChecks.evaluate(job, verdict: verdict(transaction))) == "quantity_mismatch")
+        transaction.quantity = 2
+        #expect(reason(OrderChecks.evaluate(job, verdict: verdict(transaction))) == "account_mismatch")
+        transaction.appAccountToken = good.appAccountToken
+        transaction.revocationDate = Date(timeIntervalSince1970: 200)
+        transaction.expiresDate = Date(timeIntervalSince1970: 150)
+        #expect(reason(OrderChecks.evaluate(job, verdict: verdict(transaction), now: Date(timeIntervalSince1970: 300))) == "revoked")
+        transaction.revocationDate = nil
+        #expect(reason(OrderChecks.evaluate(job, verdict: verdict(transaction), now: Date(timeIntervalSince1970: 300))) == "expired")
+        #expect(reason(OrderChecks.evaluate(job, verdict: verdict(transaction), now: Date(timeIntervalSince1970: 120))) == "verified")
+    }
+
+    @Test("an order without a token accepts any account")
+    func noToken() {
+        var tokenless = job
+        tokenless.appAccountToken = nil
+        var transaction = good
+        transaction.appAccountToken = nil
+        #expect(reason(OrderChecks.evaluate(tokenless, verdict: verdict(transaction))) == "verified")
+    }
+}
+
+@Suite("Result events")
+struct ResultEventTests {
+    func event(_ decision: ResultEvent.Decision, job: String, order: String, transaction: String?) -> ResultEvent {
+        ResultEvent(
+            eventID: ResultEvent.eventID(decision: decision, jobID: job, orderID: order, transactionID: transaction),
+            jobID: job, orderID: order, userID: "u", decision: decision, reason: decision == .grant ? "verified" : "revoked",
+            productID: "p", quantity: 1, transactionID: transaction, originalTransactionID: nil, environment: "Production",
+            purchaseDate: Date(timeIntervalSince1970: 1), expiresDate: nil, verifiedAt: Date(timeIntervalSince1970: 2),
+            attempts: 1, detail: nil)
+    }
+
+    @Test("every grant of one (order, transaction) has one id whatever the job; other decisions follow the job")
+    func stableIDs() {
+        #expect(event(.grant, job: "a", order: "o", transaction: "t").eventID == event(.grant, job: "b", order: "o", transaction: "t").eventID)
+        #expect(event(.grant, job: "a", order: "o", transaction: "t").eventID != event(.grant, job: "a", order: "o2", transaction: "t").eventID)
+        #expect(event(.deny, job: "a", order: "o", transaction: "t").eventID == event(.deny, job: "a", order: "o", transaction: nil).eventID)
+        #expect(event(.deny, job: "a", order: "o", transaction: nil).eventID != event(.deny, job: "b", order: "o", transaction: nil).eventID)
+        #expect(event(.grant, job: "a", order: "o", transaction: "t").eventID.count == 36)
+    }
+
+    @Test("the JSON has every contract field, nulls included, and CloudEvents headers")
+    func json() throws {
+        let value = event(.grant, job: "j", order: "o", transaction: "t")
+        let object = try #require(try JSONSerialization.jsonObject(with: value.json()) as? [String: Any])
+        #expect(Set(object.keys) == ["event_id", "job_id", "order_id", "user_id", "decision", "reason", "product_id", "quantity",
+                                     "transaction_id", "original_transaction_id", "environment", "purchase_date",
+                                     "expires_date", "verified_at", "attempts", "detail"])
+        #expect(object["original_transaction_id"] is NSNull)
+        #expect(object["purchase_date"] as? String == "1970-01-01T00:00:01.000Z")
+        let headers = Dictionary(uniqueKeysWithValues: value.headers(source: "receipt-worker").map { ($0.name, $0.stringValue ?? "") })
+        #expect(headers["ce_specversion"] == "1.0")
+        #expect(headers["ce_id"] == value.eventID)
+        #expect(headers["ce_type"] == "receipt.granted")
+        #expect(headers["content-type"] == "application/json")
+    }
+}
