@@ -55,7 +55,7 @@ let package = Package(
 
         // Executables only wire the libraries together.
         .executableTarget(
-            name: "ReceiptWorkerCLI", dependencies: ["Kafka", "Observability"],
+            name: "ReceiptWorkerCLI", dependencies: ["ReceiptWorker", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(
             name: "KafkaBench", dependencies: ["Kafka", "Observability"],
@@ -78,6 +78,10 @@ let package = Package(
             resources: [.copy("testSigningKey.p8")], swiftSettings: strict),
         .testTarget(
             name: "ReceiptWorkerTests", dependencies: ["ReceiptWorker", "AppleVerification", "Kafka"],
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(
+            name: "WorkerEndToEndTests",
+            dependencies: ["ReceiptWorker", "AppStoreSimulator", "HTTPClient", "Kafka", "Observability", "TestSupport"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "LedgerTests", dependencies: ["Ledger", "TestSupport"], swiftSettings: strict),
         .testTarget(

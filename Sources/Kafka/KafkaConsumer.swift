@@ -75,6 +75,12 @@ public final class KafkaConsumer: Sendable {
     /// Messages and rebalances, in order. Ends when the consumer is closed.
     public var events: KafkaConsumerEvents { KafkaConsumerEvents(channel: channel) }
 
+    /// Ends ``events``: the reader gets nil at once, events not yet read are dropped (their offsets were not
+    /// committed). The consumer stays usable for commits until ``close()``. For graceful shutdown.
+    public func endEvents() {
+        channel.finish()
+    }
+
     /// Joins the group for `topics` and starts polling.
     public func subscribe(topics: [String]) throws {
         guard !closed.load(ordering: .acquiring) else { throw KafkaError.closed }

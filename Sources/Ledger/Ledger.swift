@@ -28,6 +28,10 @@ public protocol Ledger: Sendable {
     /// recorded gets `.replay` with its stored event, whatever the claim now says.
     func record(jobID: String, claim: LedgerClaim, event: Data) async throws -> LedgerOutcome
 
+    /// The event stored for job `jobID`, if it was decided before: a re-delivered job is answered with it
+    /// without asking Apple again.
+    func storedEvent(jobID: String) async throws -> Data?
+
     /// Whether the ledger answers (for `/readyz`).
     func ping() async throws
 

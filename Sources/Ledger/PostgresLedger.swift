@@ -92,6 +92,12 @@ public final class PostgresLedger: Ledger, Sendable {
         return .recorded
     }
 
+    public func storedEvent(jobID: String) async throws -> Data? {
+        try await withConnection { connection in
+            (try connection.query("SELECT event FROM results WHERE job_id = $1", [jobID]).first ?? nil).map { Data($0.utf8) }
+        }
+    }
+
     public func ping() async throws {
         _ = try await withConnection { try $0.query("SELECT 1") }
     }

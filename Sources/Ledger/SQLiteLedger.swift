@@ -42,6 +42,10 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         try await onQueue { try self.recordNow(jobID: jobID, claim: claim, event: event) }
     }
 
+    public func storedEvent(jobID: String) async throws -> Data? {
+        try await onQueue { try self.queryBlob("SELECT event FROM results WHERE job_id = ?1", [jobID]) }
+    }
+
     public func ping() async throws {
         try await onQueue { try self.execute("SELECT 1") }
     }

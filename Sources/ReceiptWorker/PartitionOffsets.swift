@@ -19,9 +19,10 @@ public struct PartitionOffsets: Sendable {
         highestSeen = offset
     }
 
-    /// Marks a job finished (its result acknowledged by the broker).
-    public mutating func finish(_ offset: Int64) {
-        guard let index = offsets[head...].firstIndex(of: offset) else { return }
+    /// Marks a job finished (its result acknowledged by the broker). False when it was not in flight here.
+    @discardableResult
+    public mutating func finish(_ offset: Int64) -> Bool {
+        guard let index = offsets[head...].firstIndex(of: offset), !finished[index] else { return false }
         finished[index] = true
         while head < finished.count && finished[head] { head += 1 }
         if head > 1024 && head * 2 > offsets.count {  // drop the finished prefix now and then
@@ -29,6 +30,7 @@ public struct PartitionOffsets: Sendable {
             finished.removeFirst(head)
             head = 0
         }
+        return true
     }
 
     /// The offset to commit (the next to read): the oldest unfinished job's, or one past the last seen when

@@ -52,6 +52,8 @@ struct LedgerTests {
         let again = try await ledger.record(
             jobID: "j1", claim: .grant(orderID: "o1", transactionID: "t1"), event: Data("different".utf8))
         #expect(again == .replay(grantEvent))
+        #expect(try await ledger.storedEvent(jobID: "j1") == grantEvent)
+        #expect(try await ledger.storedEvent(jobID: "unknown") == nil)
         await ledger.close()
     }
 

@@ -1,0 +1,91 @@
+import Synchronization
+
+/// Stops calls to Apple while it fails broadly, so jobs wait instead of burning their retries, and lets
+/// them through again by itself: after a cool-down one trial call is allowed; its success closes the
+/// breaker, its failure re-opens it for twice as long (up to `maxCooldown`).
+public final class CircuitBreaker: Sendable {
+    public enum State: String, Sendable { case closed, open, halfOpen = "half_open" }
+
+    private struct Window {
+        var outcomes: [Bool] = []  // true = transient failure
+        var next = 0
+        var failures = 0
+        var state = State.closed
+        var openUntil = ContinuousClock.now
+        var cooldown: Duration
+    }
+
+    private let window: Mutex<Window>
+    private let size: Int
+    private let minimumCalls: Int
+    private let failureRatio: Double
+    private let initialCooldown: Duration
+    private let maxCooldown: Duration
+
+    public init(
+        windowSize: Int = 100, minimumCalls: Int = 20, failureRatio: Double = 0.5, cooldown: Duration = .seconds(1),
+        maxCooldown: Duration = .seconds(30)
+    ) {
+        self.size = windowSize
+        self.minimumCalls = minimumCalls
+        self.failureRatio = failureRatio
+        self.initialCooldown = cooldown
+        self.maxCooldown = maxCooldown
+        self.window = Mutex(Window(cooldown: cooldown))
+    }
+
+    public var state: State {
+        window.withLock { window in
+            if window.state == .open && ContinuousClock.now >= window.openUntil { window.state = .halfOpen }
+            return window.state
+        }
+    }
+
+    /// Waits while the breaker is open. Returns at once when closed or half-open.
+    public func waitUntilCallsAllowed() async {
+        while true {
+            let wait: Duration? = window.withLock { window in
+                guard window.state == .open else { return nil }
+                let remaining = window.openUntil - ContinuousClock.now
+                if remaining <= .zero {
+                    window.state = .halfOpen
+                    return nil
+                }
+                return remaining
+            }
+            guard let wait else { return }
+            try? await Task.sleep(for: min(wait, .milliseconds(500)))
+            if Task.isCancelled { return }
+        }
+    }
+
+    public func record(success: Bool) {
+        window.withLock { window in
+            if window.state == .halfOpen {
+                if success {
+                    window = Window(cooldown: initialCooldown)
+                } else {
+                    window.cooldown = min(window.cooldown * 2, maxCooldown)
+                    window.state = .open
+                    window.openUntil = .now + window.cooldown
+                }
+                return
+            }
+            let failed = !success
+            if window.outcomes.count < size {
+                window.outcomes.append(failed)
+            } else {
+                if window.outcomes[window.next] { window.failures -= 1 }
+                window.outcomes[window.next] = failed
+                window.next = (window.next + 1) % size
+            }
+            if failed { window.failures += 1 }
+            if window.state == .closed, window.outcomes.count >= minimumCalls,
+                Double(window.failures) / Double(window.outcomes.count) >= failureRatio
+            {
+                window.state = .open
+                window.openUntil = .now + window.cooldown
+            }
+        }
+    }
+}

@@ -1,0 +1,131 @@
+import AppleVerification
+import Foundation
+import Kafka
+import Ledger
+
+extension Worker {
+    /// Takes one message from receipt to published answer. Never throws: whatever happens ends as a
+    /// result event, a dead letter, or (at shutdown) an unfinished job that will be delivered again.
+    func handle(_ message: KafkaMessage) async {
+        switch JobParser.parse(message.value, maxBytes: configuration.jobsMaxBytes) {
+        case .unreadable(let reason):
+            await deadLetter(message, reason: "malformed_job", error: reason, attempts: 0)
+        case .invalidJob(let identity, let reason):
+            let event = ResultEvent(
+                eventID: ResultEvent.eventID(
+                    decision: .deny, jobID: identity.jobID.isEmpty ? "\(message.topicPartition)@\(message.offset)" : identity.jobID,
+                    orderID: identity.orderID, transactionID: nil),
+                jobID: identity.jobID, orderID: identity.orderID, userID: identity.userID, decision: .deny,
+                reason: "malformed_job", productID: identity.productID, quantity: identity.quantity, transactionID: nil,
+                originalTransactionID: nil, environment: nil, purchaseDate: nil, expiresDate: nil, verifiedAt: Date(),
+                attempts: 0, detail: reason)
+            let stored = identity.jobID.isEmpty ? event.json() : await record(jobID: identity.jobID, claim: .deny, event: event)
+            guard let stored else { return }
+            await publishResult(stored, key: identity.orderID)
+            await deadLetter(message, reason: "malformed_job", error: reason, attempts: 0)
+        case .job(let job):
+            await process(job, message: message)
+        }
+    }
+
+    private func process(_ job: ReceiptJob, message: KafkaMessage) async {
+        logger.debug("job received", ["job_id": job.jobID, "partition": message.topicPartition.description, "offset": String(message.offset)])
+        // Two levels: nil when the worker stopped before the ledger answered, .some(nil) when the job is new.
+        guard let lookup = await retrying("ledger lookup", { try await self.ledger.storedEvent(jobID: job.jobID) }) else { return }
+        if let stored = lookup {
+            await publishResult(stored, key: job.orderID)  // a re-delivered job: its first answer, unchanged
+            return
+        }
+        var attempts = 0
+        let verdict: AppleVerdict
+        while true {
+            await breaker.waitUntilCallsAllowed()
+            if isStopping { return }
+            let before = attempts
+            do {
+                verdict = try await apple.verify(job.purchaseProof, attempts: &attempts)
+                breaker.record(success: true)
+                break
+            } catch {
+                attempts = max(attempts, before + 1)
+                let appleError = error as? AppleVerificationError
+                guard appleError?.isRetriable ?? true else {
+                    await deadLetter(message, reason: "cannot_verify", error: appleError?.reason ?? "\(error)", attempts: attempts)
+                    return
+                }
+                breaker.record(success: false)
+                guard configuration.retry.mayRetry(afterAttempts: attempts) else {
+                    await deadLetter(message, reason: "retries_exhausted", error: appleError?.reason ?? "\(error)", attempts: attempts)
+                    return
+                }
+                let delay = configuration.retry.delay(afterAttempts: attempts, retryAfter: appleError?.retryAfter)
+                logger.debug("Apple transient failure; retrying", ["job_id": job.jobID, "attempts": String(attempts), "error": "\(error)"])
+                try? await Task.sleep(for: delay)
+                if isStopping { return }
+            }
+        }
+        let outcome = OrderChecks.evaluate(job, verdict: verdict)
+        logger.debug("job checked", ["job_id": job.jobID, "outcome": "\(outcome)", "attempts": String(attempts)])
+        await decide(job, outcome: outcome, attempts: attempts)
+    }
+
+    private func decide(_ job: ReceiptJob, outcome: OrderChecks.Outcome, attempts: Int) async {
+        let now = Date()
+        func event(_ decision: ResultEvent.Decision, _ reason: String, _ transaction: AppleTransaction?, _ environment: String?,
+                   _ detail: String?) -> ResultEvent {
+            ResultEvent(
+                eventID: ResultEvent.eventID(decision: decision, jobID: job.jobID, orderID: job.orderID, transactionID: transaction?.transactionID),
+                jobID: job.jobID, orderID: job.orderID, userID: job.userID, decision: decision, reason: reason,
+                productID: job.productID, quantity: job.quantity, transactionID: transaction?.transactionID,
+                originalTransactionID: transaction?.originalTransactionID, environment: environment,
+                purchaseDate: transaction?.purchaseDate, expiresDate: transaction?.expiresDate, verifiedAt: now,
+                attempts: attempts, detail: detail)
+        }
+        let stored: Data?
+        switch outcome {
+        case .deny(let reason, let detail, let transaction, let environment):
+            stored = await record(jobID: job.jobID, claim: .deny, event: event(.deny, reason, transaction, environment, detail))
+        case .grant(let transaction, let environment):
+            let grant = event(.grant, "verified", transaction, environment, nil)
+            let claim = LedgerClaim.grant(orderID: job.orderID, transactionID: transaction.transactionID)
+            switch await retrying("ledger", { try await self.ledger.record(jobID: job.jobID, claim: claim, event: grant.json()) }) {
+            case .recorded?: stored = grant.json()
+            case .replay(let data)?: stored = data
+            case .duplicateTransaction?:
+                stored = await record(jobID: job.jobID, claim: .deny, event: event(
+                    .deny, "duplicate_transaction", transaction, environment, "the transaction was granted to another order"))
+            case .orderAlreadyFulfilled?:
+                stored = await record(jobID: job.jobID, claim: .deny, event: event(
+                    .deny, "order_already_fulfilled", transaction, environment, "the order was granted with another transaction"))
+            case nil: stored = nil
+            }
+        }
+        if let stored { await publishResult(stored, key: job.orderID) }
+    }
+
+    /// Stores a decision; returns the event to publish (the stored one when the job was decided before).
+    func record(jobID: String, claim: LedgerClaim, event: ResultEvent) async -> Data? {
+        let bytes = event.json()
+        switch await retrying("ledger", { try await self.ledger.record(jobID: jobID, claim: claim, event: bytes) }) {
+        case .replay(let data)?: return data
+        case nil: return nil
+        default: return bytes
+        }
+    }
+
+    /// Repeats `body` with backoff until it succeeds or the worker stops (then nil): for the ledger and
+    /// the broker, whose failures are never the player's.
+    func retrying<T: Sendable>(_ what: String, _ body: @Sendable () async throws -> T) async -> T? {
+        var attempt = 0
+        while !isStopping || attempt == 0 {
+            attempt += 1
+            do {
+                return try await body()
+            } catch {
+                logger.warning("\(what) failed; retrying", ["error": "\(error)", "attempt": String(attempt)])
+                try? await Task.sleep(for: configuration.retry.delay(afterAttempts: min(attempt, 8), retryAfter: nil))
+            }
+        }
+        return nil
+    }
+}

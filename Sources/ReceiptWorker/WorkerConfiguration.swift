@@ -1,0 +1,68 @@
+import Foundation
+
+/// Everything `receipt-worker run` is configured with (CONTRACT.md §6), validated once.
+public struct WorkerConfiguration: Sendable {
+    public struct Topics: Sendable {
+        /// `topics.jobs`. Default: receipt-jobs.
+        public var jobs = "receipt-jobs"
+        /// `topics.results`. Default: receipt-results.
+        public var results = "receipt-results"
+        /// `topics.retries`. Default: receipt-retries. Accepted for the contract; retries wait in memory here.
+        public var retries = "receipt-retries"
+        /// `topics.dlq`. Default: receipt-dlq.
+        public var dlq = "receipt-dlq"
+    }
+
+    public struct Apple: Sendable {
+        /// `apple.bundle_id`. Required.
+        public var bundleID = ""
+        /// `apple.allow_sandbox`. Default: false.
+        public var allowSandbox = false
+        /// `apple.verify_receipt.production_url`, `apple.verify_receipt.sandbox_url`. Default: Apple's.
+        public var verifyReceiptProductionURL = "https://buy.itunes.apple.com/verifyReceipt"
+        public var verifyReceiptSandboxURL = "https://sandbox.itunes.apple.com/verifyReceipt"
+        /// `apple.shared_secret` or `apple.shared_secret_file`.
+        public var sharedSecret: String?
+        /// `apple.api.production_url`, `apple.api.sandbox_url`. Default: Apple's.
+        public var apiProductionURL = "https://api.storekit.apple.com"
+        public var apiSandboxURL = "https://api.storekit-sandbox.apple.com"
+        /// `apple.api.key_id`, `apple.api.issuer_id`, `apple.api.private_key_file` (its PEM text is kept).
+        public var apiKeyID: String?
+        public var apiIssuerID: String?
+        public var apiPrivateKeyPEM: String?
+        /// `apple.root_certificates`: DER or PEM bytes. Default: the compiled-in Apple Root CA - G3.
+        public var rootCertificates: [Data] = []
+    }
+
+    public var topics = Topics()
+    public var apple = Apple()
+    /// `jobs.max_bytes`. Default: 262,144.
+    public var jobsMaxBytes = 262_144
+    /// `ledger.url`. Default: sqlite:receipt-worker.sqlite.
+    public var ledgerURL = "sqlite:receipt-worker.sqlite"
+    /// `worker.max_in_flight`: jobs being verified at once. Default: 1,000.
+    public var maxInFlight = 1_000
+    /// `worker.drain_timeout_ms`: how long revoked partitions and shutdown wait for jobs in flight. Default: 20 s.
+    public var drainTimeout: Duration = .seconds(20)
+    /// `retry.*`.
+    public var retry = RetryPolicy()
+    /// `http.timeout_ms`. Default: 10 s.
+    public var httpTimeout: Duration = .seconds(10)
+    /// `http.ca_file`: CA bundle for Apple's TLS. Default: the system's.
+    public var httpCAFile: String?
+    /// `events.source`: the CloudEvents `ce_source` of results. Default: receipt-worker.
+    public var eventSource = "receipt-worker"
+    /// `metrics.listen`: host:port of /metrics, /healthz, /readyz. Default: none.
+    public var metricsListen: String?
+    /// `kafka.*`, passed to librdkafka without the prefix.
+    public var kafka: [String: String] = ["bootstrap.servers": "127.0.0.1:9092", "group.id": "receipt-worker"]
+
+    public init() {}
+}
+
+/// A configuration problem, naming the key. Never repeats a secret's value.
+public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+    public let key: String
+    public let reason: String
+    public var description: String { "configuration: \(key): \(reason)" }
+}

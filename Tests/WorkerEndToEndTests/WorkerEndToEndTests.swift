@@ -1,0 +1,121 @@
+import Foundation
+import Kafka
+import TestSupport
+import Testing
+
+@Suite("The worker end to end: broker, simulator over HTTP, ledger", .timeLimit(.minutes(3)))
+struct WorkerEndToEndTests {
+    @Test("a genuine purchase is granted, with CloudEvents headers; the same job again repeats its event id")
+    func grantAndRedelivery() async throws {
+        let harness = try await WorkerHarness()
+        let purchase = try await harness.purchase(["product_id": "coins.1000", "quantity": 1])
+        try await harness.submit(job("j-grant", order: "order-1", product: "coins.1000", ["receipt": purchase.receipt]))
+        let event = try #require(await harness.result(jobID: "j-grant"))
+        #expect(event["decision"] as? String == "grant")
+        #expect(event["reason"] as? String == "verified")
+        #expect(event["transaction_id"] as? String == purchase.transaction_id)
+        #expect(event["environment"] as? String == "Production")
+        #expect((event["attempts"] as? Int ?? 0) >= 1)
+        let message = try #require(harness.resultMessages(jobID: "j-grant").first)
+        #expect(message.key == Array("order-1".utf8))
+        #expect(message.header("ce_type")?.stringValue == "receipt.granted")
+        #expect(message.header("ce_id")?.stringValue == event["event_id"] as? String)
+        #expect(message.header("ce_specversion")?.stringValue == "1.0")
+
+        try await harness.submit(job("j-grant", order: "order-1", product: "coins.1000", ["receipt": purchase.receipt]))
+        #expect(await eventually { harness.results(jobID: "j-grant").count == 2 })
+        let ids = Set(harness.results(jobID: "j-grant").compactMap { $0["event_id"] as? String })
+        #expect(ids.count == 1)
+        await harness.stop()
+    }
+
+    @Test("one receipt replayed for a second order is duplicate_transaction; a cheap product's receipt is product_mismatch")
+    func replayAndSwap() async throws {
+        let harness = try await WorkerHarness()
+        let cheap = try await harness.purchase(["product_id": "coins.100"])
+        try await harness.submit(job("j-first", order: "order-a", product: "coins.100", ["receipt": cheap.receipt]))
+        #expect(await harness.result(jobID: "j-first")?["decision"] as? String == "grant")
+        try await harness.submit(job("j-replay", order: "order-b", product: "coins.100", ["receipt": cheap.receipt]))
+        #expect(await harness.result(jobID: "j-replay")?["reason"] as? String == "duplicate_transaction")
+        try await harness.submit(job("j-swap", order: "order-c", product: "coins.10000",
+                                     ["receipt": cheap.receipt, "transaction_id": cheap.transaction_id]))
+        #expect(await harness.result(jobID: "j-swap")?["reason"] as? String == "product_mismatch")
+        await harness.stop()
+    }
+
+    @Test("sandbox purchases are denied unless allowed", arguments: [false, true])
+    func sandbox(allowed: Bool) async throws {
+        let harness = try await WorkerHarness(allowSandbox: allowed)
+        let first = try await harness.purchase(["product_id": "coins.100", "environment": "Sandbox"])
+        let second = try await harness.purchase(["product_id": "coins.100", "environment": "Sandbox"])
+        try await harness.submit(job("j-receipt", order: "o-1", product: "coins.100", ["receipt": first.receipt]))
+        try await harness.submit(job("j-signed", order: "o-2", product: "coins.100", ["signed_transaction": second.signed_transaction]))
+        let viaReceipt = await harness.result(jobID: "j-receipt")
+        let viaSigned = await harness.result(jobID: "j-signed")
+        #expect(viaReceipt?["reason"] as? String == (allowed ? "verified" : "sandbox_not_allowed"))
+        #expect(viaSigned?["reason"] as? String == (allowed ? "verified" : "sandbox_not_allowed"))
+        if allowed {
+            #expect(viaReceipt?["environment"] as? String == "Sandbox")
+            // The 21007 redirect costs a second call.
+            #expect(viaReceipt?["attempts"] as? Int == 2)
+        }
+        await harness.stop()
+    }
+
+    @Test("malformed messages go to the DLQ unchanged with their headers, an invalid job is also denied, the worker goes on")
+    func malformed() async throws {
+        let harness = try await WorkerHarness()
+        try await harness.submit(raw: Data("definitely not json".utf8), key: "k1")
+        try await harness.submit(raw: Data(#"{"job_id":"j-bad","order_id":"o-bad","user_id":"u","product_id":"p","quantity":0,"receipt":"QUJD"}"#.utf8), key: "o-bad")
+        try await harness.submit(raw: Data(#"{"job_id":"x","order_id":"o-big","pad":"\#(String(repeating: "x", count: 300_000))"}"#.utf8), key: "o-big")
+        let purchase = try await harness.purchase(["product_id": "coins.100"])
+        try await harness.submit(job("j-after", order: "o-after", product: "coins.100", ["receipt": purchase.receipt]))
+
+        #expect(await harness.result(jobID: "j-after")?["decision"] as? String == "grant")
+        #expect(await harness.result(jobID: "j-bad")?["reason"] as? String == "malformed_job")
+        #expect(await eventually { harness.deadLetters.count == 3 })
+        let letters = harness.deadLetters
+        let notJSON = try #require(letters.first { $0.key == Array("k1".utf8) })
+        #expect(notJSON.value == Array("definitely not json".utf8))
+        #expect(notJSON.header("dlq_reason")?.stringValue == "malformed_job")
+        #expect(notJSON.header("dlq_source_topic")?.stringValue == harness.topics.jobs)
+        #expect(notJSON.header("dlq_source_offset") != nil && notJSON.header("dlq_source_partition") != nil)
+        #expect(notJSON.header("dlq_attempts")?.stringValue == "0")
+        #expect(letters.contains { $0.header("dlq_error")?.stringValue?.contains("jobs.max_bytes") == true })
+        #expect(letters.contains { $0.header("dlq_error")?.stringValue?.contains("quantity") == true })
+        await harness.stop()
+    }
+
+    @Test("during an Apple outage (5xx then 21005) nothing is denied; every job is granted after recovery")
+    func outage() async throws {
+        let harness = try await WorkerHarness(maxAttempts: 100)
+        var purchases: [WorkerHarness.Purchase] = []
+        for index in 0..<10 { purchases.append(try await harness.purchase(["product_id": "coins.\(index)"])) }
+        try await harness.faults(["outage_start_in_ms": 0, "outage_seconds": 3, "outage_mode": "http_5xx"])
+        for (index, purchase) in purchases.enumerated() {
+            try await harness.submit(job("j-\(index)", order: "o-\(index)", product: "coins.\(index)", ["receipt": purchase.receipt]))
+        }
+        let allGranted = await eventually(timeout: .seconds(60)) {
+            (0..<10).allSatisfy { harness.results(jobID: "j-\($0)").first?["decision"] as? String == "grant" }
+        }
+        #expect(allGranted)
+        #expect((0..<10).allSatisfy { index in harness.results(jobID: "j-\(index)").allSatisfy { $0["decision"] as? String == "grant" } })
+        #expect(harness.deadLetters.isEmpty)
+        await harness.stop()
+    }
+
+    @Test("retries exhausted: the job goes to the DLQ with retries_exhausted and its attempts, never to a deny")
+    func retriesExhausted() async throws {
+        let harness = try await WorkerHarness(maxAttempts: 3)
+        let purchase = try await harness.purchase(["product_id": "coins.100"])
+        try await harness.faults(["status_21005_rate": 1.0])
+        try await harness.submit(job("j-doomed", order: "o-doomed", product: "coins.100", ["receipt": purchase.receipt]))
+        #expect(await eventually(timeout: .seconds(40)) { !harness.deadLetters.isEmpty })
+        let letter = try #require(harness.deadLetters.first)
+        #expect(letter.header("dlq_reason")?.stringValue == "retries_exhausted")
+        #expect(letter.header("dlq_attempts")?.stringValue == "3")
+        #expect(harness.results(jobID: "j-doomed").isEmpty)
+        #expect(letter.header("dlq_error")?.stringValue?.contains(purchase.receipt) == false)
+        await harness.stop()
+    }
+}

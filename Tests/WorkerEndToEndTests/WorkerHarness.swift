@@ -1,0 +1,144 @@
+import AppStoreSimulator
+import Foundation
+import HTTPClient
+import Kafka
+import Observability
+import ReceiptWorker
+import Synchronization
+import TestSupport
+import Testing
+
+/// One worker with its own topics, a simulator, a SQLite ledger, and a reader of results and dead letters.
+final class WorkerHarness: Sendable {
+    let simulator: AppStoreSimulator
+    let worker: Worker
+    let producer: KafkaProducer
+    let reader: KafkaConsumer
+    let topics: WorkerConfiguration.Topics
+    let http: HTTPClient
+    private let received = Mutex<[KafkaMessage]>([])
+    private let tasks = Mutex<[Task<Void, Never>]>([])
+    static let logger = Logger(label: "e2e", minimumLevel: .error)
+
+    static var bootstrap: String {
+        guard let value = ProcessInfo.processInfo.environment["KAFKA_BOOTSTRAP"] else {
+            Issue.record("KAFKA_BOOTSTRAP is not set: run the tests with scripts/test.sh")
+            return "127.0.0.1:1"
+        }
+        return value
+    }
+
+    init(allowSandbox: Bool = false, maxAttempts: Int = 6, configure: (inout WorkerConfiguration) -> Void = { _ in }) async throws {
+        simulator = try AppStoreSimulator()
+        simulator.start()
+        http = HTTPClient(logger: Self.logger)
+        let suffix = UUID().uuidString.prefix(8).lowercased()
+        var configuration = WorkerConfiguration()
+        configuration.topics.jobs = "jobs-\(suffix)"
+        configuration.topics.results = "results-\(suffix)"
+        configuration.topics.dlq = "dlq-\(suffix)"
+        topics = configuration.topics
+        try await KafkaAdmin.createTopics(
+            bootstrapServers: Self.bootstrap,
+            topics: [(configuration.topics.jobs, 2), (configuration.topics.results, 1), (configuration.topics.dlq, 1)],
+            logger: Self.logger)
+        configuration.apple.bundleID = "com.example"
+        configuration.apple.allowSandbox = allowSandbox
+        configuration.apple.verifyReceiptProductionURL = "\(simulator.baseURL)/production/verifyReceipt"
+        configuration.apple.verifyReceiptSandboxURL = "\(simulator.baseURL)/sandbox/verifyReceipt"
+        configuration.apple.rootCertificates = [Data(AppStoreSimulator.testRootPEM.utf8)]
+        configuration.ledgerURL = "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("e2e-\(suffix).sqlite").path
+        configuration.retry.maxAttempts = maxAttempts
+        configuration.retry.initialBackoff = .milliseconds(20)
+        configuration.retry.maxBackoff = .milliseconds(200)
+        configuration.drainTimeout = .seconds(5)
+        configuration.kafka = [
+            "bootstrap.servers": Self.bootstrap, "group.id": "worker-\(suffix)", "session.timeout.ms": "6000",
+            "heartbeat.interval.ms": "500", "max.poll.interval.ms": "10000", "auto.offset.reset": "earliest",
+        ]
+        configure(&configuration)
+        worker = try await WorkerAssembly.make(configuration, logger: Self.logger)
+        producer = try KafkaProducer(configuration: .init(bootstrapServers: Self.bootstrap), logger: Self.logger)
+        reader = try KafkaConsumer(
+            configuration: .init(
+                bootstrapServers: Self.bootstrap, groupID: "reader-\(suffix)",
+                properties: ["session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "max.poll.interval.ms": "10000"]),
+            logger: Self.logger)
+        try reader.subscribe(topics: [configuration.topics.results, configuration.topics.dlq])
+        let worker = self.worker
+        let reader = self.reader
+        let running = Task { do { try await worker.run() } catch { Issue.record("worker failed: \(error)") } }
+        let reading = Task { [self] in
+            for await event in reader.events {
+                if case .message(let message) = event { self.received.withLock { $0.append(message) } }
+                if case .partitionsRevoked(let revocation) = event { revocation.done() }
+            }
+        }
+        tasks.withLock { $0 = [running, reading] }
+    }
+
+    func stop() async {
+        worker.shutdown()
+        let all = tasks.withLock { $0 }
+        await all[0].value
+        await reader.close()
+        await all[1].value
+        await producer.close()
+        http.shutdown()
+        simulator.stop()
+    }
+
+    struct Purchase: Decodable {
+        let transaction_id: String
+        let receipt: String
+        let signed_transaction: String
+    }
+
+    func purchase(_ fields: [String: Any]) async throws -> Purchase {
+        let response = try await http.execute(HTTPRequest(
+            method: .post, url: "\(simulator.baseURL)/admin/purchases", body: try JSONSerialization.data(withJSONObject: fields)))
+        return try JSONDecoder().decode(Purchase.self, from: response.body)
+    }
+
+    func faults(_ fields: [String: Any]) async throws {
+        _ = try await http.execute(HTTPRequest(
+            method: .put, url: "\(simulator.baseURL)/admin/faults", body: try JSONSerialization.data(withJSONObject: fields)))
+    }
+
+    func submit(_ job: [String: Any], key: String? = nil) async throws {
+        try await submit(raw: try JSONSerialization.data(withJSONObject: job), key: key ?? job["order_id"] as? String)
+    }
+
+    func submit(raw: Data, key: String?) async throws {
+        _ = try await producer.send(KafkaProducerMessage(topic: topics.jobs, key: key.map { Array($0.utf8) }, value: Array(raw)))
+    }
+
+    /// Result events of one job, decoded, as they arrived.
+    func results(jobID: String) -> [[String: Any]] {
+        received.withLock { $0 }.filter { $0.topic == topics.results }.compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.value))) as? [String: Any]
+        }.filter { $0["job_id"] as? String == jobID }
+    }
+
+    func resultMessages(jobID: String) -> [KafkaMessage] {
+        received.withLock { $0 }.filter {
+            $0.topic == topics.results
+                && ((try? JSONSerialization.jsonObject(with: Data($0.value))) as? [String: Any])?["job_id"] as? String == jobID
+        }
+    }
+
+    var deadLetters: [KafkaMessage] { received.withLock { $0 }.filter { $0.topic == topics.dlq } }
+
+    /// Waits for the first result of `jobID`.
+    func result(jobID: String, timeout: Duration = .seconds(40)) async -> [String: Any]? {
+        _ = await eventually(timeout: timeout) { !self.results(jobID: jobID).isEmpty }
+        return results(jobID: jobID).first
+    }
+}
+
+func job(_ id: String, order: String, product: String, _ proof: [String: Any], quantity: Int? = nil) -> [String: Any] {
+    var job: [String: Any] = ["job_id": id, "order_id": order, "user_id": "player-1", "product_id": product]
+    job.merge(proof) { $1 }
+    if let quantity { job["quantity"] = quantity }
+    return job
+}
