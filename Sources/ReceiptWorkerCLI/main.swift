@@ -17,13 +17,6 @@ func fail(_ message: String, code: Int32) -> Never {
     exit(code)
 }
 
-// SIGINT and SIGTERM are blocked in every thread from the start and taken by one sigwait thread below.
-var stopSignals = sigset_t()
-sigemptyset(&stopSignals)
-sigaddset(&stopSignals, SIGINT)
-sigaddset(&stopSignals, SIGTERM)
-pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
-
 var arguments = Array(CommandLine.arguments.dropFirst())
 guard let command = arguments.first, ["run", "check-config"].contains(command) else {
     if arguments.first == "--help" || arguments.first == "-h" || arguments.isEmpty {
@@ -69,15 +62,10 @@ do {
 } catch {
     fail("\(error)", code: 1)
 }
-let waitedSignals = stopSignals
-let signalThread = Thread {
-    var signals = waitedSignals
-    var received: Int32 = 0
-    sigwait(&signals, &received)
+TerminationSignals.install { received in
     logger.notice("signal received; draining", ["signal": received == SIGTERM ? "SIGTERM" : "SIGINT"])
     worker.shutdown()
 }
-signalThread.start()
 do {
     try await worker.run()
     exit(0)

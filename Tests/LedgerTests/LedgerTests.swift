@@ -1,5 +1,6 @@
 import Foundation
 import Ledger
+import TestSupport
 import Testing
 
 /// The same behaviour from both backends: SQLite in a temporary file, and the real PostgreSQL the test
@@ -13,32 +14,9 @@ enum Backend: String, CaseIterable, Sendable {
             let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path
             return try await LedgerFactory.open(url: "sqlite:\(path)")
         case .postgresql:
-            guard let base = ProcessInfo.processInfo.environment["POSTGRES_URL"] else {
-                Issue.record("POSTGRES_URL is not set: run the tests with scripts/test.sh, which starts PostgreSQL")
-                throw LedgerError("no PostgreSQL")
-            }
-            let name = "ledger_\(UUID().uuidString.prefix(8).lowercased())"
-            try createDatabase(base: base, name: name)
-            let url = String(base[..<(base.lastIndex(of: "/") ?? base.endIndex)]) + "/\(name)"
-            return try await LedgerFactory.open(url: url, poolSize: 8)
+            return try await LedgerFactory.open(url: try makePostgresDatabase(), poolSize: 8)
         }
     }
-
-    private func createDatabase(base: String, name: String) throws {
-        let status = try runPsql(base, "CREATE DATABASE \(name)")
-        if status != 0 { throw LedgerError("CREATE DATABASE failed") }
-    }
-}
-
-func runPsql(_ url: String, _ sql: String) throws -> Int32 {
-    var pid: pid_t = 0
-    let arguments: [String] = ["/usr/bin/psql", url, "-qtAc", sql]
-    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-    defer { argv.forEach { free($0) } }
-    guard posix_spawn(&pid, "/usr/bin/psql", nil, nil, &argv, environ) == 0 else { return -1 }
-    var status: Int32 = 0
-    waitpid(pid, &status, 0)
-    return (status >> 8) & 0xff
 }
 
 @Suite("The ledger, on SQLite and on a real PostgreSQL", .timeLimit(.minutes(1)))

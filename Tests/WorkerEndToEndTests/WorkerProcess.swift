@@ -1,0 +1,61 @@
+import AppStoreSimulator
+import Foundation
+import Testing
+
+/// `receipt-worker run` as a real process, started from a config file the test writes.
+final class WorkerProcess: Sendable {
+    let pid: pid_t
+    let logPath: String
+
+    /// The binary beside the test bundle (`swift build --build-tests` builds every product).
+    static var binary: String {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("receipt-worker").path
+    }
+
+    static func writeConfig(_ lines: [String: String]) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("worker-\(UUID()).properties").path
+        let text = "# written by the end-to-end tests\n" + lines.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "\n")
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    init(config: String) throws {
+        logPath = FileManager.default.temporaryDirectory.appendingPathComponent("worker-\(UUID()).log").path
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 2, logPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        let arguments: [String] = [Self.binary, "run", "--config", config]
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, Self.binary, &actions, nil, &argv, environ)
+        guard status == 0 else { throw ProcessError("posix_spawn receipt-worker: \(status)") }
+        self.pid = pid
+    }
+
+    /// Sends `signal` and, for SIGTERM/SIGKILL, waits for the exit status.
+    @discardableResult
+    func stop(_ signal: Int32, timeout: Duration = .seconds(30)) -> Int32? {
+        kill(pid, signal)
+        let deadline = ContinuousClock.now + timeout
+        var status: Int32 = 0
+        while ContinuousClock.now < deadline {
+            if waitpid(pid, &status, WNOHANG) == pid {
+                return (status & 0x7f) == 0 ? (status >> 8) & 0xff : -(status & 0x7f)
+            }
+            usleep(20_000)
+        }
+        kill(pid, SIGKILL)
+        waitpid(pid, &status, 0)
+        return nil
+    }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+}
+
+struct ProcessError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,182 @@
+import AppStoreSimulator
+import Foundation
+import HTTPClient
+import Kafka
+import Observability
+import Synchronization
+import TestSupport
+import Testing
+
+/// Worker processes against a broker, the simulator and a ledger, with a reader of what they publish.
+final class ProcessHarness: Sendable {
+    let simulator: AppStoreSimulator
+    let http: HTTPClient
+    let producer: KafkaProducer
+    let reader: KafkaConsumer
+    let suffix = UUID().uuidString.prefix(8).lowercased()
+    private let received = Mutex<[String: [Data]]>([:])  // job id -> raw result events
+    private let readerTask = Mutex<Task<Void, Never>?>(nil)
+    static let logger = Logger(label: "e2e-process", minimumLevel: .error)
+
+    init() async throws {
+        simulator = try AppStoreSimulator()
+        simulator.start()
+        http = HTTPClient(logger: Self.logger)
+        let bootstrap = WorkerHarness.bootstrap
+        try await KafkaAdmin.createTopics(
+            bootstrapServers: bootstrap, topics: [("jobs-\(suffix)", 4), ("results-\(suffix)", 1), ("dlq-\(suffix)", 1)],
+            logger: Self.logger)
+        producer = try KafkaProducer(configuration: .init(bootstrapServers: bootstrap), logger: Self.logger)
+        reader = try KafkaConsumer(
+            configuration: .init(
+                bootstrapServers: bootstrap, groupID: "reader-\(suffix)",
+                properties: ["session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "max.poll.interval.ms": "10000"]),
+            logger: Self.logger)
+        try reader.subscribe(topics: ["results-\(suffix)"])
+        let task = Task { [self] in
+            for await event in self.reader.events {
+                guard case .message(let message) = event,
+                    let object = (try? JSONSerialization.jsonObject(with: Data(message.value))) as? [String: Any],
+                    let jobID = object["job_id"] as? String
+                else { continue }
+                let value = Data(message.value)
+                self.received.withLock { $0[jobID, default: []].append(value) }
+            }
+        }
+        readerTask.withLock { $0 = task }
+    }
+
+    func config(ledger: String, extra: [String: String] = [:]) throws -> String {
+        try WorkerProcess.writeConfig([
+            "apple.bundle_id": "com.example",
+            "apple.verify_receipt.production_url": "\(simulator.baseURL)/production/verifyReceipt",
+            "apple.verify_receipt.sandbox_url": "\(simulator.baseURL)/sandbox/verifyReceipt",
+            "apple.root_certificates": try rootFile(),
+            "ledger.url": ledger, "topics.jobs": "jobs-\(suffix)", "topics.results": "results-\(suffix)",
+            "topics.dlq": "dlq-\(suffix)", "retry.initial_backoff_ms": "20", "retry.max_backoff_ms": "500",
+            "worker.drain_timeout_ms": "5000", "kafka.bootstrap.servers": WorkerHarness.bootstrap,
+            "kafka.group.id": "workers-\(suffix)", "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "500",
+            "kafka.max.poll.interval.ms": "10000",
+        ].merging(extra) { $1 })
+    }
+
+    private func rootFile() throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("sim-root-\(suffix).pem").path
+        try AppStoreSimulator.testRootPEM.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    func purchase(product: String) async throws -> (transaction: String, receipt: String) {
+        let response = try await http.execute(HTTPRequest(
+            method: .post, url: "\(simulator.baseURL)/admin/purchases",
+            body: try JSONSerialization.data(withJSONObject: ["product_id": product])))
+        let object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
+        return (object?["transaction_id"] as? String ?? "", object?["receipt"] as? String ?? "")
+    }
+
+    func faults(_ fields: [String: Any]) async throws {
+        _ = try await http.execute(HTTPRequest(
+            method: .put, url: "\(simulator.baseURL)/admin/faults", body: try JSONSerialization.data(withJSONObject: fields)))
+    }
+
+    func submit(_ jobs: [[String: Any]]) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, job) in jobs.enumerated() {
+                if index >= 500 { try await group.next() }
+                let value = try JSONSerialization.data(withJSONObject: job)
+                let key = job["order_id"] as? String ?? ""
+                group.addTask {
+                    _ = try await self.producer.send(KafkaProducerMessage(topic: "jobs-\(self.suffix)", key: Array(key.utf8), value: Array(value)))
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// Jobs answered so far (cheap: no decoding).
+    var answeredJobs: Int { received.withLock { $0.count } }
+
+    /// Every job's result events, decoded.
+    var results: [String: [[String: Any]]] {
+        received.withLock { $0 }.mapValues { events in
+            events.compactMap { (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any] }
+        }
+    }
+
+    func stop() async {
+        await reader.close()
+        await readerTask.withLock { $0 }?.value
+        await producer.close()
+        http.shutdown()
+        simulator.stop()
+    }
+}
+
+@Suite("Worker processes", .serialized, .timeLimit(.minutes(5)))
+struct WorkerProcessTests {
+    @Test("two worker processes sharing PostgreSQL, each receipt submitted under two orders at once: exactly one grant each; SIGTERM exits 0")
+    func twoWorkersOnePostgres() async throws {
+        let harness = try await ProcessHarness()
+        let config = try harness.config(ledger: try makePostgresDatabase())
+        let workers = [try WorkerProcess(config: config), try WorkerProcess(config: config)]
+        // Both must be in the group before the jobs arrive, or one worker would take them all.
+        #expect(await eventually(timeout: .seconds(40)) { workers.allSatisfy { $0.log.contains("partitions assigned") } })
+        var jobs: [[String: Any]] = []
+        for index in 0..<40 {
+            let purchase = try await harness.purchase(product: "coins")
+            for side in ["a", "b"] {
+                jobs.append(job("\(side)-\(index)", order: "order-\(side)-\(index)", product: "coins", ["receipt": purchase.receipt]))
+            }
+        }
+        try await harness.submit(jobs)
+        #expect(await eventually(timeout: .seconds(60)) { harness.answeredJobs == 80 })
+        let results = harness.results
+        for index in 0..<40 {
+            let decisions = ["a", "b"].compactMap { results["\($0)-\(index)"]?.first }
+            #expect(decisions.filter { $0["decision"] as? String == "grant" }.count == 1)
+            #expect(decisions.filter { $0["reason"] as? String == "duplicate_transaction" }.count == 1)
+        }
+        for worker in workers { #expect(worker.stop(SIGTERM) == 0, "exit status after SIGTERM; log:\n\(worker.log.suffix(2000))") }
+        await harness.stop()
+    }
+
+    @Test("kill -9 in the middle of 5,000 jobs, then a restart: every job has a result, no transaction granted twice")
+    func killNine() async throws {
+        let harness = try await ProcessHarness()
+        let ledger = "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("kill9-\(harness.suffix).sqlite").path
+        let config = try harness.config(ledger: ledger, extra: ["worker.max_in_flight": "200"])
+        try await harness.faults(["latency_ms": 20])
+        var jobs: [[String: Any]] = []
+        var receipts: [String] = []
+        for index in 0..<4_500 {
+            let purchase = try await harness.purchase(product: "coins")
+            receipts.append(purchase.receipt)
+            jobs.append(job("job-\(index)", order: "order-\(index)", product: "coins", ["receipt": purchase.receipt]))
+        }
+        for index in 0..<500 {  // the same receipts replayed under new orders
+            jobs.append(job("replay-\(index)", order: "replay-order-\(index)", product: "coins", ["receipt": receipts[index * 9]]))
+        }
+        try await harness.submit(jobs.shuffled())
+
+        let first = try WorkerProcess(config: config)
+        #expect(await eventually(timeout: .seconds(60)) { harness.answeredJobs >= 1_000 })
+        #expect(harness.answeredJobs < 5_000, "the worker finished before it could be killed")
+        first.stop(SIGKILL)
+        let second = try WorkerProcess(config: config)
+        let complete = await eventually(timeout: .seconds(120)) { harness.answeredJobs == 5_000 }
+        #expect(complete, "\(harness.answeredJobs) of 5,000 jobs answered")
+        #expect(second.stop(SIGTERM) == 0)
+
+        let results = harness.results
+        var ordersByTransaction: [String: Set<String>] = [:]
+        for (_, events) in results {
+            #expect(Set(events.compactMap { $0["event_id"] as? String }).count == 1, "a job answered twice differently")
+            for event in events where event["decision"] as? String == "grant" {
+                ordersByTransaction[event["transaction_id"] as? String ?? "", default: []].insert(event["order_id"] as? String ?? "")
+            }
+        }
+        #expect(ordersByTransaction.values.allSatisfy { $0.count == 1 }, "a transaction was granted to two orders")
+        #expect(ordersByTransaction.count == 4_500)
+        await harness.stop()
+    }
+}
