@@ -24,6 +24,7 @@ let package = Package(
         .executable(name: "jws-bench", targets: ["JWSBench"]),
         .executable(name: "appstore-sim", targets: ["AppStoreSimulatorCLI"]),
         .executable(name: "http-bench", targets: ["HTTPBench"]),
+        .executable(name: "worker-bench", targets: ["WorkerBench"]),
     ],
     targets: [
         // C libraries, through their C APIs. Each shim only includes the real header.
@@ -62,6 +63,9 @@ let package = Package(
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
         .executableTarget(name: "AppStoreSimulatorCLI", dependencies: ["AppStoreSimulator"], swiftSettings: strict),
+        .executableTarget(
+            name: "WorkerBench", dependencies: ["Kafka", "HTTPClient", "Observability"],
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "HTTPBench", dependencies: ["HTTPClient", "Observability"], swiftSettings: strict),
         .executableTarget(name: "JWSBench", dependencies: ["AppleVerification"], swiftSettings: strict),
 

@@ -18,6 +18,7 @@ public final class Worker: Sendable {
     let apple: AppleVerifier
     let breaker = CircuitBreaker()
     let state = WorkerState()
+    let slots: JobSlots
     private let stopping = Atomic<Bool>(false)
     private let paused = Atomic<Bool>(false)
 
@@ -31,6 +32,7 @@ public final class Worker: Sendable {
         self.ledger = ledger
         self.apple = apple
         self.logger = logger
+        self.slots = JobSlots(configuration.maxInFlight)
     }
 
     /// Asks `run` to stop taking jobs, drain, commit and return.
@@ -52,12 +54,17 @@ public final class Worker: Sendable {
                 if isStopping { break }
                 switch event {
                 case .message(let message):
-                    guard state.start(message.topicPartition, offset: message.offset) else { continue }
+                    adjustIntake()
+                    await slots.acquire()  // the budget holds even for messages fetched before a pause
+                    guard state.start(message.topicPartition, offset: message.offset) else {
+                        slots.release()
+                        continue
+                    }
                     group.addTask {
                         await self.handle(message)
                         self.state.finish(message.topicPartition, offset: message.offset)
+                        self.slots.release()
                     }
-                    adjustIntake()
                 case .partitionsAssigned(let partitions):
                     state.assign(partitions)
                     if paused.load(ordering: .relaxed) { try? consumer.pause(partitions) }

@@ -53,13 +53,15 @@ public enum WorkerAssembly {
         guard let bootstrap = kafka.removeValue(forKey: "bootstrap.servers"), let group = kafka.removeValue(forKey: "group.id") else {
             throw ConfigurationError(key: "kafka.bootstrap.servers", reason: "kafka.bootstrap.servers and kafka.group.id are required")
         }
-        // Bound what librdkafka prefetches, so memory stays flat when Apple is slow and intake pauses.
-        var consumerProperties = ["queued.max.messages.kbytes": "16384"]
+        // Bound what librdkafka prefetches, so memory stays flat when Apple is slow and intake pauses; and
+        // answer fetches quickly: librdkafka's 500 ms fetch wait would sit in every job's latency.
+        var consumerProperties = ["queued.max.messages.kbytes": "16384", "fetch.wait.max.ms": "10"]
         consumerProperties.merge(kafka) { _, configured in configured }
         let consumer = try KafkaConsumer(
             configuration: KafkaConsumer.Configuration(bootstrapServers: bootstrap, groupID: group, properties: consumerProperties),
             logger: logger)
-        let producerProperties = kafka.filter { !Self.consumerOnly.contains($0.key) }
+        // One event per job, awaited: batching longer than 1 ms only adds latency.
+        let producerProperties = ["linger.ms": "1"].merging(kafka.filter { !Self.consumerOnly.contains($0.key) }) { $1 }
         let producer = try KafkaProducer(
             configuration: KafkaProducer.Configuration(bootstrapServers: bootstrap, properties: producerProperties), logger: logger)
         let ledger = try await LedgerFactory.open(url: configuration.ledgerURL)
@@ -70,6 +72,6 @@ public enum WorkerAssembly {
     static let consumerOnly: Set<String> = [
         "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms", "auto.offset.reset",
         "partition.assignment.strategy", "queued.max.messages.kbytes", "fetch.max.bytes", "group.instance.id",
-        "enable.auto.commit", "isolation.level",
+        "enable.auto.commit", "isolation.level", "fetch.wait.max.ms",
     ]
 }

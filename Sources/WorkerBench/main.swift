@@ -1,0 +1,158 @@
+import Foundation
+import HTTPClient
+import Kafka
+import Observability
+import Synchronization
+
+// The worker benchmark's driver (scripts/bench-worker.sh runs it around a real receipt-worker process).
+//   worker-bench prepare --bootstrap B --sim URL --topic JOBS --jobs N
+//       creates N purchases in the simulator and queues one job for each
+//   worker-bench drain --bootstrap B --topic RESULTS --jobs N
+//       waits for N results; prints jobs/s from the first result to the last
+//   worker-bench paced --bootstrap B --sim URL --topic JOBS --results RESULTS --rate R --seconds S
+//       submits R jobs/s for S seconds and prints p50/p99 of submit-to-result latency
+
+func option(_ name: String) -> String? {
+    let arguments = CommandLine.arguments
+    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
+    return arguments[index + 1]
+}
+
+func required(_ name: String) -> String {
+    guard let value = option(name) else {
+        FileHandle.standardError.write(Data("worker-bench: \(name) is required\n".utf8))
+        exit(2)
+    }
+    return value
+}
+
+let logger = Logger(label: "worker-bench", minimumLevel: .error)
+let bootstrap = required("--bootstrap")
+
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+/// Creates purchases in the simulator, `concurrency` at a time; returns their receipts.
+func purchases(_ count: Int, sim: String) async throws -> [String] {
+    let http = HTTPClient(logger: logger)
+    defer { http.shutdown() }
+    return try await withThrowingTaskGroup(of: [String].self) { group in
+        let slices = 64
+        for slice in 0..<slices {
+            group.addTask {
+                var receipts: [String] = []
+                for _ in stride(from: slice, to: count, by: slices) {
+                    let response = try await http.execute(HTTPRequest(
+                        method: .post, url: "\(sim)/admin/purchases", body: Data(#"{"product_id":"coins.1000"}"#.utf8)))
+                    let object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
+                    receipts.append(object?["receipt"] as? String ?? "")
+                }
+                return receipts
+            }
+        }
+        return try await group.reduce(into: []) { $0 += $1 }
+    }
+}
+
+func jobValue(id: String, receipt: String) -> [UInt8] {
+    Array(#"{"job_id":"\#(id)","order_id":"order-\#(id)","user_id":"player","product_id":"coins.1000","receipt":"\#(receipt)"}"#.utf8)
+}
+
+func resultsConsumer(topic: String) throws -> KafkaConsumer {
+    let consumer = try KafkaConsumer(
+        configuration: .init(
+            bootstrapServers: bootstrap, groupID: "bench-reader-\(UUID())",
+            properties: [
+                "session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "max.poll.interval.ms": "10000",
+                "fetch.wait.max.ms": "10",  // the reader is part of the measured chain: no 500 ms fetch wait
+            ]),
+        logger: logger)
+    try consumer.subscribe(topics: [topic])
+    return consumer
+}
+
+/// The job id of a result event, read without a full JSON decode.
+func jobID(of value: [UInt8]) -> String? {
+    guard let text = String(validating: value, as: UTF8.self), let range = text.range(of: #""job_id":""#) else { return nil }
+    let rest = text[range.upperBound...]
+    return rest.firstIndex(of: "\"").map { String(rest[..<$0]) }
+}
+
+switch CommandLine.arguments.dropFirst().first {
+case "prepare":
+    let count = Int(required("--jobs")) ?? 0
+    let receipts = try await purchases(count, sim: required("--sim"))
+    let producer = try KafkaProducer(configuration: .init(bootstrapServers: bootstrap), logger: logger)
+    let topic = required("--topic")
+    for (index, receipt) in receipts.enumerated() {
+        while true {
+            do {
+                try producer.enqueue(KafkaProducerMessage(topic: topic, key: Array("order-\(index)".utf8), value: jobValue(id: "b\(index)", receipt: receipt))) { _ in }
+                break
+            } catch { try await Task.sleep(for: .milliseconds(1)) }
+        }
+    }
+    try await producer.flush(timeout: .seconds(60))
+    await producer.close()
+    print("prepared \(count) jobs")
+
+case "drain":
+    let count = Int(required("--jobs")) ?? 0
+    let consumer = try resultsConsumer(topic: required("--topic"))
+    var seen = Set<String>()
+    var first: ContinuousClock.Instant?
+    for await event in consumer.events {
+        guard case .message(let message) = event, let id = jobID(of: message.value) else { continue }
+        if first == nil { first = .now }
+        seen.insert(id)
+        if seen.count >= count { break }
+    }
+    let elapsed = ContinuousClock.now - (first ?? .now)
+    await consumer.close()
+    print("\(Int(Double(count) / max(seconds(elapsed), 0.001))) jobs/s (\(count) jobs in \(String(format: "%.1f", seconds(elapsed))) s)")
+
+case "paced":
+    let rate = Double(required("--rate")) ?? 100
+    let duration = Double(required("--seconds")) ?? 10
+    let total = Int(rate * duration)
+    let receipts = try await purchases(total, sim: required("--sim"))
+    let consumer = try resultsConsumer(topic: required("--results"))
+    let submitted = Mutex<[String: ContinuousClock.Instant]>([:])
+    let latencies = Mutex<[Double]>([])
+    let reader = Task {
+        for await event in consumer.events {
+            guard case .message(let message) = event, let id = jobID(of: message.value) else { continue }
+            let now = ContinuousClock.now
+            if let start = submitted.withLock({ $0.removeValue(forKey: id) }) {
+                latencies.withLock { $0.append(seconds(now - start) * 1000) }
+            }
+            if latencies.withLock({ $0.count }) >= total { break }
+        }
+    }
+    try await Task.sleep(for: .seconds(4))  // let the reader join its group before timing starts
+    var paced = KafkaProducer.Configuration(bootstrapServers: bootstrap)
+    paced.linger = .milliseconds(1)
+    let producer = try KafkaProducer(configuration: paced, logger: logger)
+    let start = ContinuousClock.now
+    for (index, receipt) in receipts.enumerated() {
+        let due = start + .microseconds(Int64(Double(index) / rate * 1_000_000))
+        if due > .now { try await Task.sleep(until: due, clock: .continuous) }
+        let id = "p\(index)-\(UUID().uuidString.prefix(6))"
+        submitted.withLock { $0[id] = .now }
+        try producer.enqueue(KafkaProducerMessage(topic: required("--topic"), key: Array(id.utf8), value: jobValue(id: id, receipt: receipt))) { _ in }
+    }
+    let deadline = ContinuousClock.now + .seconds(60)
+    while latencies.withLock({ $0.count }) < total && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+    reader.cancel()
+    await producer.close()
+    await consumer.close()
+    let sorted = latencies.withLock { $0 }.sorted()
+    guard !sorted.isEmpty else { print("no results"); exit(1) }
+    func percentile(_ p: Double) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+    print(String(format: "p50 %.1f ms, p99 %.1f ms at %.0f jobs/s (%d of %d answered)", percentile(0.5), percentile(0.99), rate, sorted.count, total))
+
+default:
+    FileHandle.standardError.write(Data("usage: worker-bench prepare|drain|paced ...\n".utf8))
+    exit(2)
+}

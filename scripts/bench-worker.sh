@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# End-to-end worker benchmark: broker -> receipt-worker -> App Store simulator -> ledger -> broker, all
+# real processes on this machine. For each ledger (SQLite, PostgreSQL) and simulated Apple latency (0 and
+# 100 ms): throughput over N queued jobs, p50/p99 job latency while submitting at half that throughput, and
+# the worker's peak memory. Then the naive design (one job at a time, worker.max_in_flight=1) for the ratio.
+#   scripts/bench-worker.sh [JOBS]      (default 50000)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+jobs="${1:-50000}"
+bash scripts/setup.sh
+swift build -c release --product receipt-worker >/dev/null
+swift build -c release --product appstore-sim >/dev/null
+swift build -c release --product worker-bench >/dev/null
+source scripts/lib/services.sh
+work="$(mktemp -d)"
+worker_pid=""; sim_pid=""
+cleanup() {
+    [ -n "$worker_pid" ] && kill -9 "$worker_pid" 2>/dev/null || true
+    [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null || true
+    services_stop
+    rm -rf "$work"
+}
+trap cleanup EXIT
+services_start_postgres
+pg_base="${POSTGRES_URL%/*}"
+bench=.build/release/worker-bench
+
+start_sim() {
+    .build/release/appstore-sim --port 0 >"$work/sim.out" &
+    sim_pid=$!
+    for _ in $(seq 100); do grep -q listening "$work/sim.out" && break; sleep 0.05; done
+    sim="$(sed -n 's/^listening on //p' "$work/sim.out")"
+    .build/release/appstore-sim --print-test-root >"$work/root.pem"
+    curl -sf -X PUT "$sim/admin/faults" -d "{\"latency_ms\": $1}" >/dev/null
+}
+
+stop_sim() { kill "$sim_pid" 2>/dev/null; wait "$sim_pid" 2>/dev/null || true; sim_pid=""; }
+
+# run LEDGER LATENCY MAX_IN_FLIGHT JOBS PACED: prints "throughput|latency|peak"
+run() {
+    local ledger_kind="$1" latency="$2" in_flight="$3" count="$4" paced="$5"
+    services_stop; SERVICES_DIR=""; services_start_kafka 2>/dev/null
+    services_start_postgres 2>/dev/null; pg_base="${POSTGRES_URL%/*}"
+    start_sim "$latency"
+    local suffix; suffix="$(date +%s%N)"
+    for topic in jobs results dlq; do
+        .deps/tools/tansu topic create "$topic-$suffix" --partitions 4 --broker "tcp://$KAFKA_BOOTSTRAP" >/dev/null
+    done
+    local ledger="sqlite:$work/ledger-$suffix.sqlite"
+    if [ "$ledger_kind" = postgresql ]; then
+        psql "$POSTGRES_URL" -qtAc "CREATE DATABASE bench_$suffix" >/dev/null
+        ledger="$pg_base/bench_$suffix"
+    fi
+    cat >"$work/worker.properties" <<PROPS
+apple.bundle_id=com.example
+apple.verify_receipt.production_url=$sim/production/verifyReceipt
+apple.verify_receipt.sandbox_url=$sim/sandbox/verifyReceipt
+apple.root_certificates=$work/root.pem
+ledger.url=$ledger
+topics.jobs=jobs-$suffix
+topics.results=results-$suffix
+topics.dlq=dlq-$suffix
+worker.max_in_flight=$in_flight
+kafka.bootstrap.servers=$KAFKA_BOOTSTRAP
+kafka.group.id=bench-$suffix
+kafka.session.timeout.ms=6000
+kafka.heartbeat.interval.ms=500
+kafka.max.poll.interval.ms=10000
+PROPS
+    "$bench" prepare --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" --jobs "$count" >/dev/null
+    LOG_LEVEL=warning .build/release/receipt-worker run --config "$work/worker.properties" 2>"$work/worker.log" &
+    worker_pid=$!
+    local throughput; throughput="$("$bench" drain --bootstrap "$KAFKA_BOOTSTRAP" --topic "results-$suffix" --jobs "$count")"
+    local latency_line="-"
+    if [ "$paced" = yes ]; then
+        local rate; rate=$(( $(grep -oE '^[0-9]+' <<<"$throughput") / 2 ))
+        latency_line="$("$bench" paced --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" \
+            --results "results-$suffix" --rate "$rate" --seconds 10)"
+    fi
+    local peak; peak="$(awk '/VmHWM/ {printf "%.0f MiB", $2/1024}' "/proc/$worker_pid/status")"
+    kill -TERM "$worker_pid"; wait "$worker_pid" || true; worker_pid=""
+    stop_sim
+    echo "$throughput|$latency_line|$peak"
+}
+
+echo "Worker benchmark: $jobs jobs per configuration, 4 partitions, worker.max_in_flight=1000, 2 cores shared by"
+echo "broker, simulator, PostgreSQL, worker and driver"
+printf '%-11s %-8s %-34s %-52s %s\n' ledger latency throughput "latency at half throughput (submit -> result)" "worker peak RSS"
+declare -A rates
+for ledger in sqlite postgresql; do
+    for latency in 0 100; do
+        IFS='|' read -r throughput latency_line peak <<<"$(run "$ledger" "$latency" 1000 "$jobs" yes)"
+        rates["$ledger-$latency"]="$(grep -oE '^[0-9]+' <<<"$throughput")"
+        printf '%-11s %-8s %-34s %-52s %s\n' "$ledger" "${latency} ms" "$throughput" "$latency_line" "$peak"
+    done
+done
+echo
+echo "Naive design (worker.max_in_flight=1, one job at a time), PostgreSQL:"
+for latency in 0 100; do
+    count=$([ "$latency" = 0 ] && echo 2000 || echo 100)
+    IFS='|' read -r throughput _ peak <<<"$(run postgresql "$latency" 1 "$count" no)"
+    naive="$(grep -oE '^[0-9]+' <<<"$throughput")"
+    printf '  %-7s %-34s concurrent/naive = %sx\n' "${latency} ms" "$throughput" \
+        "$(python3 -c "print(round(${rates[postgresql-$latency]} / max($naive, 1), 1))")"
+done
