@@ -19,9 +19,11 @@ extension Worker {
                 reason: "malformed_job", productID: identity.productID, quantity: identity.quantity, transactionID: nil,
                 originalTransactionID: nil, environment: nil, purchaseDate: nil, expiresDate: nil, verifiedAt: Date(),
                 attempts: 0, detail: reason)
-            let stored = identity.jobID.isEmpty ? event.json() : await record(jobID: identity.jobID, claim: .deny, event: event)
-            guard let stored else { return }
-            await publishResult(stored, key: identity.orderID)
+            let published = identity.jobID.isEmpty
+                ? (event.json(), event.headers(source: configuration.eventSource))
+                : await record(jobID: identity.jobID, claim: .deny, event: event)
+            guard let published else { return }
+            await publishResult(published.json, key: identity.orderID, headers: published.headers)
             await deadLetter(message, reason: "malformed_job", error: reason, attempts: 0)
         case .job(let job):
             await process(job, message: message)
@@ -81,35 +83,37 @@ extension Worker {
                 purchaseDate: transaction?.purchaseDate, expiresDate: transaction?.expiresDate, verifiedAt: now,
                 attempts: attempts, detail: detail)
         }
-        let stored: Data?
+        let published: (json: Data, headers: [KafkaHeader]?)?
         switch outcome {
         case .deny(let reason, let detail, let transaction, let environment):
-            stored = await record(jobID: job.jobID, claim: .deny, event: event(.deny, reason, transaction, environment, detail))
+            published = await record(jobID: job.jobID, claim: .deny, event: event(.deny, reason, transaction, environment, detail))
         case .grant(let transaction, let environment):
             let grant = event(.grant, "verified", transaction, environment, nil)
+            let bytes = grant.json()
             let claim = LedgerClaim.grant(orderID: job.orderID, transactionID: transaction.transactionID)
-            switch await retrying("ledger", { try await self.ledger.record(jobID: job.jobID, claim: claim, event: grant.json()) }) {
-            case .recorded?: stored = grant.json()
-            case .replay(let data)?: stored = data
+            switch await retrying("ledger", { try await self.ledger.record(jobID: job.jobID, claim: claim, event: bytes) }) {
+            case .recorded?: published = (bytes, grant.headers(source: configuration.eventSource))
+            case .replay(let data)?: published = (data, nil)
             case .duplicateTransaction?:
-                stored = await record(jobID: job.jobID, claim: .deny, event: event(
+                published = await record(jobID: job.jobID, claim: .deny, event: event(
                     .deny, "duplicate_transaction", transaction, environment, "the transaction was granted to another order"))
             case .orderAlreadyFulfilled?:
-                stored = await record(jobID: job.jobID, claim: .deny, event: event(
+                published = await record(jobID: job.jobID, claim: .deny, event: event(
                     .deny, "order_already_fulfilled", transaction, environment, "the order was granted with another transaction"))
-            case nil: stored = nil
+            case nil: published = nil
             }
         }
-        if let stored { await publishResult(stored, key: job.orderID) }
+        if let published { await publishResult(published.json, key: job.orderID, headers: published.headers) }
     }
 
-    /// Stores a decision; returns the event to publish (the stored one when the job was decided before).
-    func record(jobID: String, claim: LedgerClaim, event: ResultEvent) async -> Data? {
+    /// Stores a decision; returns the event to publish: this one with its headers, or the stored one (its
+    /// headers to be read back) when the job was decided before. Nil when the worker stopped first.
+    func record(jobID: String, claim: LedgerClaim, event: ResultEvent) async -> (json: Data, headers: [KafkaHeader]?)? {
         let bytes = event.json()
         switch await retrying("ledger", { try await self.ledger.record(jobID: jobID, claim: claim, event: bytes) }) {
-        case .replay(let data)?: return data
+        case .replay(let data)?: return (data, nil)
         case nil: return nil
-        default: return bytes
+        default: return (bytes, event.headers(source: configuration.eventSource))
         }
     }
 

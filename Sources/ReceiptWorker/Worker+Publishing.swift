@@ -2,9 +2,10 @@ import Foundation
 import Kafka
 
 extension Worker {
-    /// Publishes a result event (stored JSON) with its CloudEvents headers, until the broker acknowledges it.
-    func publishResult(_ json: Data, key: String) async {
-        let headers = ResultEvent.headers(storedJSON: json, source: configuration.eventSource)
+    /// Publishes a result event with its CloudEvents headers, until the broker acknowledges it. `headers`
+    /// are read back from the stored JSON when not given (a replayed event keeps its id, type and time).
+    func publishResult(_ json: Data, key: String, headers given: [KafkaHeader]? = nil) async {
+        let headers = given ?? ResultEvent.headers(storedJSON: json, source: configuration.eventSource)
         let message = KafkaProducerMessage(
             topic: configuration.topics.results, key: Array(key.utf8), value: Array(json), headers: headers)
         let report = await retrying("publishing a result") { try await self.producer.send(message) }
