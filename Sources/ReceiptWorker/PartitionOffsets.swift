@@ -11,12 +11,16 @@ public struct PartitionOffsets: Sendable {
     /// Jobs taken and not yet finished.
     public var outstanding: Int { finished[head...].lazy.filter { !$0 }.count }
 
-    /// Records a job taken from the partition. Offsets arrive in increasing order.
-    public mutating func start(_ offset: Int64) {
-        precondition(offset > highestSeen, "offsets of a partition arrive in order")
+    /// Records a job taken from the partition. False for an offset at or below one already taken: the
+    /// consumer can deliver a message again (seen after pause and resume), and that job is already in
+    /// flight or finished here.
+    @discardableResult
+    public mutating func start(_ offset: Int64) -> Bool {
+        guard offset > highestSeen else { return false }
         offsets.append(offset)
         finished.append(false)
         highestSeen = offset
+        return true
     }
 
     /// Marks a job finished (its result acknowledged by the broker). False when it was not in flight here.

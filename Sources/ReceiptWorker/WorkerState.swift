@@ -22,11 +22,11 @@ final class WorkerState: Sendable {
 
     var assigned: [KafkaTopicPartition] { state.withLock { Array($0.partitions.keys) } }
 
-    /// Records a job taken; false when its partition is not (or no longer) assigned here.
+    /// Records a job taken; false when its partition is not (or no longer) assigned here, or when this
+    /// offset was taken before (a second delivery of a job already in flight or finished).
     func start(_ partition: KafkaTopicPartition, offset: Int64) -> Bool {
         state.withLock { state in
-            guard state.partitions[partition] != nil else { return false }
-            state.partitions[partition]?.start(offset)
+            guard state.partitions[partition]?.start(offset) == true else { return false }
             state.inFlight += 1
             return true
         }

@@ -101,6 +101,18 @@ struct RetryAndOffsetTests {
         #expect(partition.outstanding == 0)
     }
 
+    @Test("an offset delivered again is refused, in flight or finished, and changes nothing")
+    func redelivered() {
+        var partition = PartitionOffsets()
+        let first = [partition.start(5), partition.start(6), partition.start(5)]
+        #expect(first == [true, true, false])
+        partition.finish(5)
+        let again = [partition.start(5), partition.start(4)]
+        #expect(again == [false, false])
+        #expect(partition.committable == 6)
+        #expect(partition.outstanding == 1)
+    }
+
     @Test("a long run of jobs finishing in reverse order keeps exact offsets")
     func longRun() {
         var partition = PartitionOffsets()
