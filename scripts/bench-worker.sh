@@ -3,7 +3,7 @@
 # real processes on this machine. For each ledger (SQLite, PostgreSQL) and simulated Apple latency (0 and
 # 100 ms): throughput over N queued jobs, p50/p99 job latency while submitting at half that throughput, and
 # the worker's peak memory. Then the naive design (one job at a time, worker.max_in_flight=1) for the ratio.
-#   scripts/bench-worker.sh [JOBS]      (default 50000)
+#   scripts/bench-worker.sh [JOBS]      (default 50000; LEDGERS="postgresql" runs one ledger only)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${1:-50000}"
@@ -87,7 +87,7 @@ echo "Worker benchmark: $jobs jobs per configuration, 4 partitions, worker.max_i
 echo "broker, simulator, PostgreSQL, worker and driver"
 printf '%-11s %-8s %-34s %-52s %s\n' ledger latency throughput "latency at half throughput (submit -> result)" "worker peak RSS"
 declare -A rates
-for ledger in sqlite postgresql; do
+for ledger in ${LEDGERS:-sqlite postgresql}; do
     for latency in 0 100; do
         IFS='|' read -r throughput latency_line peak <<<"$(run "$ledger" "$latency" 1000 "$jobs" yes)"
         rates["$ledger-$latency"]="$(grep -oE '^[0-9]+' <<<"$throughput")"

@@ -26,7 +26,12 @@ final class PostgresConnection: @unchecked Sendable {
     /// Runs one statement with text parameters; returns the rows' first column (nil for SQL NULL).
     @discardableResult
     func query(_ sql: String, _ parameters: [String] = []) throws -> [String?] {
-        let cParameters = parameters.map { strdup($0) }
+        try rows(sql, parameters).map { $0.first ?? nil }
+    }
+
+    /// Runs one statement with text parameters (nil is SQL NULL); returns every row's columns.
+    func rows(_ sql: String, _ parameters: [String?]) throws -> [[String?]] {
+        let cParameters = parameters.map { $0.map { strdup($0) } ?? nil }
         defer { cParameters.forEach { free($0) } }
         let result = cParameters.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: UnsafePointer<CChar>?.self) { pointers in
@@ -40,7 +45,9 @@ final class PostgresConnection: @unchecked Sendable {
             throw LedgerError("postgresql: \(message)")
         }
         return (0..<PQntuples(result)).map { row in
-            PQgetisnull(result, row, 0) == 1 ? nil : String(cString: PQgetvalue(result, row, 0))
+            (0..<PQnfields(result)).map { column in
+                PQgetisnull(result, row, column) == 1 ? nil : String(cString: PQgetvalue(result, row, column))
+            }
         }
     }
 }

@@ -41,6 +41,7 @@ public final class PostgresLedger: Ledger, Sendable {
                     event TEXT NOT NULL,
                     decided_at TIMESTAMPTZ NOT NULL DEFAULT now())
                 """)
+            try connection.query(Self.recordFunction)
             try connection.query("COMMIT")
         } catch {
             _ = try? connection.query("ROLLBACK")
@@ -49,48 +50,64 @@ public final class PostgresLedger: Ledger, Sendable {
     }
 
     public func record(jobID: String, claim: LedgerClaim, event: Data) async throws -> LedgerOutcome {
-        let eventText = String(decoding: event, as: UTF8.self)
+        let (transactionID, orderID): (String?, String?) =
+            switch claim {
+            case .grant(let order, let transaction): (transaction, order)
+            case .deny: (nil, nil)
+            }
+        let parameters = [jobID, transactionID, orderID, String(decoding: event, as: UTF8.self)]
         return try await withConnection { connection in
-            try connection.query("BEGIN")
-            do {
-                let outcome = try Self.record(on: connection, jobID: jobID, claim: claim, event: eventText)
-                try connection.query(outcome == .recorded ? "COMMIT" : "ROLLBACK")
-                return outcome
-            } catch {
-                _ = try? connection.query("ROLLBACK")  // the original error is the one to report
-                throw error
+            let row = try connection.rows("SELECT outcome, stored FROM receipt_worker_record($1, $2, $3, $4)", parameters).first
+            let outcome = row?.first ?? nil
+            let stored = (row?.count ?? 0) > 1 ? row?[1] ?? nil : nil
+            switch outcome {
+            case "recorded": return .recorded
+            case "duplicate_transaction": return .duplicateTransaction
+            case "order_already_fulfilled": return .orderAlreadyFulfilled
+            case "replay": return .replay(Data((stored ?? "").utf8))
+            default: throw LedgerError("unexpected answer from receipt_worker_record")
             }
         }
     }
 
-    private static func record(on connection: PostgresConnection, jobID: String, claim: LedgerClaim, event: String)
-        throws -> LedgerOutcome
-    {
-        if let stored = try connection.query("SELECT event FROM results WHERE job_id = $1", [jobID]).first, let stored {
-            return .replay(Data(stored.utf8))
-        }
-        if case .grant(let orderID, let transactionID) = claim {
-            let inserted = try connection.query(
-                "INSERT INTO grants (transaction_id, order_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING 1",
-                [transactionID, orderID])
-            if inserted.isEmpty {
-                switch try connection.query("SELECT order_id FROM grants WHERE transaction_id = $1", [transactionID]).first {
-                case .some(.some(orderID)): break  // the same grant again, from another job of this order
-                case .some: return .duplicateTransaction
-                case .none: return .orderAlreadyFulfilled
-                }
-            }
-        }
-        let stored = try connection.query(
-            "INSERT INTO results (job_id, event) VALUES ($1, $2) ON CONFLICT (job_id) DO NOTHING RETURNING 1", [jobID, event])
-        if stored.isEmpty {
-            // Another replica decided this job meanwhile: its answer stands.
-            let winner = try connection.query("SELECT event FROM results WHERE job_id = $1", [jobID]).first ?? nil
-            guard let winner else { throw LedgerError("result of job \(jobID) vanished") }
-            return .replay(Data(winner.utf8))
-        }
-        return .recorded
-    }
+    /// The claim and the decision in one round trip, one transaction. Each statement of a PL/pgSQL function
+    /// takes a fresh snapshot under READ COMMITTED, so a grant committed meanwhile by another replica is seen
+    /// (one SQL statement with CTEs would share a single snapshot and miss it). When another replica stored
+    /// this job's decision meanwhile, the function raises: the grant it made rolls back, and the retry finds
+    /// the stored answer.
+    static let recordFunction = """
+        CREATE OR REPLACE FUNCTION receipt_worker_record(p_job TEXT, p_transaction TEXT, p_order TEXT, p_event TEXT)
+        RETURNS TABLE (outcome TEXT, stored TEXT) LANGUAGE plpgsql AS $$
+        DECLARE
+            v_event TEXT;
+            v_owner TEXT;
+        BEGIN
+            SELECT event INTO v_event FROM results WHERE job_id = p_job;
+            IF FOUND THEN
+                RETURN QUERY SELECT 'replay'::TEXT, v_event;
+                RETURN;
+            END IF;
+            IF p_transaction IS NOT NULL THEN
+                INSERT INTO grants (transaction_id, order_id) VALUES (p_transaction, p_order) ON CONFLICT DO NOTHING;
+                IF NOT FOUND THEN
+                    SELECT order_id INTO v_owner FROM grants WHERE transaction_id = p_transaction;
+                    IF NOT FOUND THEN
+                        RETURN QUERY SELECT 'order_already_fulfilled'::TEXT, NULL::TEXT;
+                        RETURN;
+                    ELSIF v_owner <> p_order THEN
+                        RETURN QUERY SELECT 'duplicate_transaction'::TEXT, NULL::TEXT;
+                        RETURN;
+                    END IF;
+                END IF;
+            END IF;
+            INSERT INTO results (job_id, event) VALUES (p_job, p_event) ON CONFLICT (job_id) DO NOTHING;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'job % was decided concurrently', p_job;
+            END IF;
+            RETURN QUERY SELECT 'recorded'::TEXT, NULL::TEXT;
+        END
+        $$
+        """
 
     public func storedEvent(jobID: String) async throws -> Data? {
         try await withConnection { connection in
