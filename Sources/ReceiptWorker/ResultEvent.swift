@@ -49,12 +49,16 @@ public struct ResultEvent: Sendable, Equatable {
 
     /// CloudEvents 1.0, Kafka binary mode: the attributes as `ce_` headers.
     public func headers(source: String) -> [KafkaHeader] {
+        Self.headers(eventID: eventID, granted: decision == .grant, time: Timestamp.rfc3339(verifiedAt), source: source)
+    }
+
+    static func headers(eventID: String, granted: Bool, time: String, source: String) -> [KafkaHeader] {
         [
             KafkaHeader(name: "ce_specversion", string: "1.0"),
             KafkaHeader(name: "ce_id", string: eventID),
             KafkaHeader(name: "ce_source", string: source),
-            KafkaHeader(name: "ce_type", string: decision == .grant ? "receipt.granted" : "receipt.denied"),
-            KafkaHeader(name: "ce_time", string: Timestamp.rfc3339(verifiedAt)),
+            KafkaHeader(name: "ce_type", string: granted ? "receipt.granted" : "receipt.denied"),
+            KafkaHeader(name: "ce_time", string: time),
             KafkaHeader(name: "content-type", string: "application/json"),
         ]
     }

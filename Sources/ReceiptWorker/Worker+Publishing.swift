@@ -33,14 +33,8 @@ extension ResultEvent {
     /// The CloudEvents headers of an event stored as JSON (a replayed event keeps its id, type and time).
     static func headers(storedJSON json: Data, source: String) -> [KafkaHeader] {
         let object = (try? JSONSerialization.jsonObject(with: json)) as? [String: Any] ?? [:]
-        let decision = object["decision"] as? String ?? "deny"
-        return [
-            KafkaHeader(name: "ce_specversion", string: "1.0"),
-            KafkaHeader(name: "ce_id", string: object["event_id"] as? String ?? ""),
-            KafkaHeader(name: "ce_source", string: source),
-            KafkaHeader(name: "ce_type", string: decision == "grant" ? "receipt.granted" : "receipt.denied"),
-            KafkaHeader(name: "ce_time", string: object["verified_at"] as? String ?? ""),
-            KafkaHeader(name: "content-type", string: "application/json"),
-        ]
+        return headers(
+            eventID: object["event_id"] as? String ?? "", granted: object["decision"] as? String == "grant",
+            time: object["verified_at"] as? String ?? "", source: source)
     }
 }
