@@ -36,6 +36,28 @@ start_sim() {
 
 stop_sim() { kill "$sim_pid" 2>/dev/null; wait "$sim_pid" 2>/dev/null || true; sim_pid=""; }
 
+# CPU ticks (user+system) used so far by the given processes.
+cpu_ticks() {
+    local total=0 pid
+    for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0))); done
+    echo "$total"
+}
+# "worker simulator broker postgresql" CPU ticks now.
+cpu_snapshot() {
+    echo "$(cpu_ticks "$worker_pid") $(cpu_ticks "$sim_pid") $(cpu_ticks "$(cat "$SERVICES_DIR/tansu.pid")")" \
+        "$(cpu_ticks $(pgrep -u postgres postgres | tr '\n' ' '))"
+}
+# CPU microseconds per job of each process between two snapshots.
+cpu_per_job() {
+    python3 - "$1" "$2" "$3" "$(getconf CLK_TCK)" <<'PY'
+import sys
+before, after, jobs, hz = sys.argv[1].split(), sys.argv[2].split(), int(sys.argv[3]), int(sys.argv[4])
+names = ["worker", "simulator", "broker", "PostgreSQL"]
+parts = [f"{name} {(int(a) - int(b)) / hz / jobs * 1e6:.0f}" for name, b, a in zip(names, before, after)]
+print("CPU per job (us): " + ", ".join(parts))
+PY
+}
+
 # run LEDGER LATENCY MAX_IN_FLIGHT JOBS PACED: prints "throughput|latency|peak"
 run() {
     local ledger_kind="$1" latency="$2" in_flight="$3" count="$4" paced="$5"
@@ -70,7 +92,9 @@ PROPS
     "$bench" prepare --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" --jobs "$count" >/dev/null
     LOG_LEVEL=warning .build/release/receipt-worker run --config "$work/worker.properties" 2>"$work/worker.log" &
     worker_pid=$!
+    local before; before="$(cpu_snapshot)"
     local throughput; throughput="$("$bench" drain --bootstrap "$KAFKA_BOOTSTRAP" --topic "results-$suffix" --jobs "$count")"
+    echo "  $ledger_kind ${latency} ms, $(cpu_per_job "$before" "$(cpu_snapshot)" "$count")" >&2
     local latency_line="-"
     if [ "$paced" = yes ]; then
         local rate; rate=$(( $(grep -oE '^[0-9]+' <<<"$throughput") / 2 ))
