@@ -70,7 +70,7 @@ let package = Package(
         .executableTarget(name: "JWSBench", dependencies: ["AppleVerification"], swiftSettings: strict),
 
         // Tests. TestSupport holds helpers shared by test targets only; no product depends on it.
-        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
+        .target(name: "TestSupport", dependencies: ["HTTPClient"], path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(
             name: "KafkaTests", dependencies: ["Kafka", "Observability", "TestSupport"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),

@@ -3,6 +3,7 @@ import AppleVerification
 import Foundation
 import HTTPClient
 import Observability
+import TestSupport
 
 /// A simulator on a loopback socket and the clients pointed at it, for one test.
 final class SimulatorHarness: Sendable {
@@ -56,20 +57,11 @@ final class SimulatorHarness: Sendable {
         return try SignedDataVerifier(configuration: configuration)
     }
 
-    struct Purchase: Decodable {
-        let transaction_id: String
-        let receipt: String
-        let signed_transaction: String
-    }
+    typealias Purchase = SimulatorAdmin.Purchase
 
-    func purchase(_ fields: [String: Any]) async throws -> Purchase {
-        let response = try await http.execute(HTTPRequest(
-            method: .post, url: "\(base)/admin/purchases", body: try JSONSerialization.data(withJSONObject: fields)))
-        return try JSONDecoder().decode(Purchase.self, from: response.body)
-    }
+    var admin: SimulatorAdmin { SimulatorAdmin(baseURL: base, http: http) }
 
-    func faults(_ fields: [String: Any]) async throws {
-        _ = try await http.execute(HTTPRequest(
-            method: .put, url: "\(base)/admin/faults", body: try JSONSerialization.data(withJSONObject: fields)))
-    }
+    func purchase(_ fields: [String: Any]) async throws -> Purchase { try await admin.purchase(fields) }
+
+    func faults(_ fields: [String: Any]) async throws { try await admin.faults(fields) }
 }

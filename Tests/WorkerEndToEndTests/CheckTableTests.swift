@@ -32,9 +32,7 @@ struct CheckTableTests {
             ]))
         case .revoked:
             let purchase = try await harness.purchase(["product_id": "p"])
-            _ = try await harness.http.execute(.init(
-                method: .post, url: "\(harness.simulator.baseURL)/admin/refunds",
-                body: try JSONSerialization.data(withJSONObject: ["transaction_id": purchase.transaction_id])))
+            try await harness.admin.refund(transactionID: purchase.transaction_id)
             try await harness.submit(job("j", order: "o", product: "p", ["receipt": purchase.receipt]))
         case .expired:
             let purchase = try await harness.purchase(["product_id": "p", "type": "subscription", "expires_in_seconds": -60])

@@ -88,22 +88,13 @@ final class WorkerHarness: Sendable {
         simulator.stop()
     }
 
-    struct Purchase: Decodable {
-        let transaction_id: String
-        let receipt: String
-        let signed_transaction: String
-    }
+    typealias Purchase = SimulatorAdmin.Purchase
 
-    func purchase(_ fields: [String: Any]) async throws -> Purchase {
-        let response = try await http.execute(HTTPRequest(
-            method: .post, url: "\(simulator.baseURL)/admin/purchases", body: try JSONSerialization.data(withJSONObject: fields)))
-        return try JSONDecoder().decode(Purchase.self, from: response.body)
-    }
+    var admin: SimulatorAdmin { SimulatorAdmin(baseURL: simulator.baseURL, http: http) }
 
-    func faults(_ fields: [String: Any]) async throws {
-        _ = try await http.execute(HTTPRequest(
-            method: .put, url: "\(simulator.baseURL)/admin/faults", body: try JSONSerialization.data(withJSONObject: fields)))
-    }
+    func purchase(_ fields: [String: Any]) async throws -> Purchase { try await admin.purchase(fields) }
+
+    func faults(_ fields: [String: Any]) async throws { try await admin.faults(fields) }
 
     func submit(_ job: [String: Any], key: String? = nil) async throws {
         try await submit(raw: try JSONSerialization.data(withJSONObject: job), key: key ?? job["order_id"] as? String)

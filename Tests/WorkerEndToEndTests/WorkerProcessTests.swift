@@ -66,18 +66,14 @@ final class ProcessHarness: Sendable {
         return path
     }
 
+    var admin: SimulatorAdmin { SimulatorAdmin(baseURL: simulator.baseURL, http: http) }
+
     func purchase(product: String) async throws -> (transaction: String, receipt: String) {
-        let response = try await http.execute(HTTPRequest(
-            method: .post, url: "\(simulator.baseURL)/admin/purchases",
-            body: try JSONSerialization.data(withJSONObject: ["product_id": product])))
-        let object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
-        return (object?["transaction_id"] as? String ?? "", object?["receipt"] as? String ?? "")
+        let purchase = try await admin.purchase(["product_id": product])
+        return (purchase.transaction_id, purchase.receipt)
     }
 
-    func faults(_ fields: [String: Any]) async throws {
-        _ = try await http.execute(HTTPRequest(
-            method: .put, url: "\(simulator.baseURL)/admin/faults", body: try JSONSerialization.data(withJSONObject: fields)))
-    }
+    func faults(_ fields: [String: Any]) async throws { try await admin.faults(fields) }
 
     func submit(_ jobs: [[String: Any]]) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in

@@ -1,0 +1,39 @@
+import Foundation
+import HTTPClient
+
+/// The App Store simulator's admin API, as tests use it: purchases, refunds, faults.
+public struct SimulatorAdmin: Sendable {
+    public let baseURL: String
+    public let http: HTTPClient
+
+    public init(baseURL: String, http: HTTPClient) {
+        self.baseURL = baseURL
+        self.http = http
+    }
+
+    /// What the app would send for a purchase.
+    public struct Purchase: Decodable, Sendable {
+        public let transaction_id: String
+        public let receipt: String
+        public let signed_transaction: String
+    }
+
+    public func purchase(_ fields: [String: Any]) async throws -> Purchase {
+        let response = try await post("/admin/purchases", fields)
+        return try JSONDecoder().decode(Purchase.self, from: response.body)
+    }
+
+    public func refund(transactionID: String) async throws {
+        _ = try await post("/admin/refunds", ["transaction_id": transactionID])
+    }
+
+    public func faults(_ fields: [String: Any]) async throws {
+        _ = try await http.execute(HTTPRequest(
+            method: .put, url: "\(baseURL)/admin/faults", body: try JSONSerialization.data(withJSONObject: fields)))
+    }
+
+    private func post(_ path: String, _ fields: [String: Any]) async throws -> HTTPResponse {
+        try await http.execute(HTTPRequest(
+            method: .post, url: "\(baseURL)\(path)", body: try JSONSerialization.data(withJSONObject: fields)))
+    }
+}
