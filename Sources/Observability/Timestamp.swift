@@ -3,12 +3,39 @@ import Foundation
 /// RFC 3339 timestamps in UTC with milliseconds, the form every event and log line uses.
 public enum Timestamp {
     public static func rfc3339(_ date: Date) -> String {
-        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
-        let millis = Int((date.timeIntervalSince1970 - Double(seconds)) * 1000)
+        // Round to the millisecond first: Apple's millisecond times come back from Double as x.122999…, and
+        // truncating them would print one millisecond early.
+        let totalMillis = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        var seconds = time_t(totalMillis >= 0 ? totalMillis / 1000 : (totalMillis - 999) / 1000)
+        let millis = Int(totalMillis - Int64(seconds) * 1000)
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        return String(
-            format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
-            Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), min(millis, 999))
+        // Digits by hand: String(format:) goes through NSString and a locale, on every event and log line.
+        var text: [UInt8] = []
+        text.reserveCapacity(24)
+        func append(_ value: Int, width: Int) {
+            var digits = [UInt8](repeating: UInt8(ascii: "0"), count: width)
+            var rest = value
+            for index in stride(from: width - 1, through: 0, by: -1) {
+                digits[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            }
+            text += digits
+        }
+        append(Int(parts.tm_year) + 1900, width: 4)
+        text.append(UInt8(ascii: "-"))
+        append(Int(parts.tm_mon) + 1, width: 2)
+        text.append(UInt8(ascii: "-"))
+        append(Int(parts.tm_mday), width: 2)
+        text.append(UInt8(ascii: "T"))
+        append(Int(parts.tm_hour), width: 2)
+        text.append(UInt8(ascii: ":"))
+        append(Int(parts.tm_min), width: 2)
+        text.append(UInt8(ascii: ":"))
+        append(Int(parts.tm_sec), width: 2)
+        text.append(UInt8(ascii: "."))
+        append(min(max(millis, 0), 999), width: 3)
+        text.append(UInt8(ascii: "Z"))
+        return String(decoding: text, as: UTF8.self)
     }
 }

@@ -1,6 +1,7 @@
 import AppleVerification
 import Foundation
 import Kafka
+import Observability
 import Testing
 
 @testable import ReceiptWorker
@@ -118,5 +119,27 @@ struct ResultEventTests {
         #expect(headers["ce_id"] == value.eventID)
         #expect(headers["ce_type"] == "receipt.granted")
         #expect(headers["content-type"] == "application/json")
+    }
+}
+
+@Suite("Formatting on the hot path")
+struct FormattingTests {
+    @Test("RFC 3339 timestamps in UTC with milliseconds", arguments: [
+        (0.0, "1970-01-01T00:00:00.000Z"), (1.5, "1970-01-01T00:00:01.500Z"),
+        (1_795_946_400.123, "2026-11-29T10:00:00.123Z"), (951_782_400.999, "2000-02-29T00:00:00.999Z"),
+    ])
+    func timestamps(seconds: Double, expected: String) {
+        #expect(Timestamp.rfc3339(Date(timeIntervalSince1970: seconds)) == expected)
+    }
+
+    @Test("event ids are lower-case UUID text with the RFC 9562 version 8 and variant bits")
+    func uuidShape() {
+        let id = ResultEvent.eventID(decision: .grant, jobID: "j", orderID: "o", transactionID: "t")
+        let parts = id.split(separator: "-").map(\.count)
+        #expect(parts == [8, 4, 4, 4, 12])
+        #expect(id.allSatisfy { "0123456789abcdef-".contains($0) })
+        #expect(Array(id)[14] == "8")
+        #expect("89ab".contains(Array(id)[19]))
+        #expect(UUID(uuidString: id) != nil)
     }
 }
