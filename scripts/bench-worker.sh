@@ -21,8 +21,6 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-services_start_postgres
-pg_base="${POSTGRES_URL%/*}"
 bench=.build/release/worker-bench
 
 start_sim() {

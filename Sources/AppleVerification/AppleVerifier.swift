@@ -1,7 +1,7 @@
 import Foundation
 
 /// What the app sent as proof of purchase.
-public enum PurchaseProof: Sendable {
+public enum PurchaseProof: Sendable, Equatable {
     /// An app receipt or an iOS 6 transaction receipt, base64, as sent to verifyReceipt.
     case receipt(String)
     /// StoreKit 2 `Transaction.jwsRepresentation`.
@@ -28,17 +28,15 @@ public enum AppleRejection: String, Sendable {
 /// retriable ``AppleVerificationError`` and are never a rejection.
 public final class AppleVerifier: Sendable {
     public let bundleID: String
-    public let allowSandbox: Bool
     private let receipts: VerifyReceiptClient
     private let api: AppStoreServerAPIClient?
     private let signedData: SignedDataVerifier
 
     public init(
-        bundleID: String, allowSandbox: Bool, receipts: VerifyReceiptClient, api: AppStoreServerAPIClient?,
+        bundleID: String, receipts: VerifyReceiptClient, api: AppStoreServerAPIClient?,
         signedData: SignedDataVerifier
     ) {
         self.bundleID = bundleID
-        self.allowSandbox = allowSandbox
         self.receipts = receipts
         self.api = api
         self.signedData = signedData

@@ -91,7 +91,7 @@ final class CurlEventLoop: @unchecked Sendable {
     private func start(_ transfer: Transfer) {
         do {
             let easy = try EasyTransfer(transfer: transfer, configuration: configuration)
-            active[easy.key] = easy
+            active[easy.handle] = easy
             activeCount.add(1, ordering: .relaxed)
             curl_multi_add_handle(multi, easy.handle)
         } catch {
@@ -108,7 +108,7 @@ final class CurlEventLoop: @unchecked Sendable {
 
     private func remove(_ easy: EasyTransfer) {
         curl_multi_remove_handle(multi, easy.handle)
-        active[easy.key] = nil
+        active[easy.handle] = nil
         activeCount.subtract(1, ordering: .relaxed)
     }
 

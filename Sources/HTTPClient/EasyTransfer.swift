@@ -1,5 +1,6 @@
 import CCurl
 import Foundation
+import Observability
 
 /// A libcurl easy handle with the buffers of one transfer. Lives on the event-loop thread only.
 final class EasyTransfer {
@@ -8,8 +9,6 @@ final class EasyTransfer {
     private var body = Data()
     private var headers: [(name: String, value: String)] = []
     private var headerList: UnsafeMutablePointer<curl_slist>?
-
-    var key: UnsafeMutableRawPointer { handle }
 
     init(transfer: Transfer, configuration: HTTPClient.Configuration) throws(HTTPClientError) {
         guard let handle = curl_easy_init() else { throw HTTPClientError(kind: .other, reason: "curl_easy_init failed") }
@@ -115,11 +114,4 @@ private let headerCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, I
     Unmanaged<EasyTransfer>.fromOpaque(context).takeUnretainedValue()
         .append(headerLine: UnsafeRawBufferPointer(start: data, count: length))
     return length
-}
-
-extension Duration {
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
-    }
 }

@@ -18,8 +18,8 @@ public final class PostgresLedger: Ledger, Sendable {
     public init(url: String, poolSize: Int) async throws {
         self.url = url
         var connections: [PostgresConnection] = []
-        for _ in 0..<max(1, poolSize) { connections.append(try await Self.blocking(queue) { try PostgresConnection(url: url) }) }
-        try await Self.blocking(queue) { [connections] in try Self.createSchema(on: connections[0]) }
+        for _ in 0..<max(1, poolSize) { connections.append(try await queue.perform { try PostgresConnection(url: url) }) }
+        try await queue.perform { [connections] in try Self.createSchema(on: connections[0]) }
         pool.withLock { $0.idle = connections }
     }
 
@@ -126,7 +126,7 @@ public final class PostgresLedger: Ledger, Sendable {
     private func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> T) async throws -> T {
         let connection = await acquire()
         do {
-            let result = try await Self.blocking(queue) { try body(connection) }
+            let result = try await queue.perform { try body(connection) }
             release(connection)
             return result
         } catch {
@@ -154,11 +154,5 @@ public final class PostgresLedger: Ledger, Sendable {
             return nil
         }
         waiter?.resume(returning: connection)
-    }
-
-    private static func blocking<T: Sendable>(_ queue: DispatchQueue, _ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            queue.async { continuation.resume(with: Result { try body() }) }
-        }
     }
 }

@@ -39,15 +39,15 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
     }
 
     public func record(jobID: String, claim: LedgerClaim, event: Data) async throws -> LedgerOutcome {
-        try await onQueue { try self.recordNow(jobID: jobID, claim: claim, event: event) }
+        try await queue.perform { try self.recordNow(jobID: jobID, claim: claim, event: event) }
     }
 
     public func storedEvent(jobID: String) async throws -> Data? {
-        try await onQueue { try self.queryBlob("SELECT event FROM results WHERE job_id = ?1", [jobID]) }
+        try await queue.perform { try self.queryBlob("SELECT event FROM results WHERE job_id = ?1", [jobID]) }
     }
 
     public func ping() async throws {
-        try await onQueue { try self.execute("SELECT 1") }
+        try await queue.perform { try self.execute("SELECT 1") }
     }
 
     public func close() async {
@@ -86,12 +86,6 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         } catch {
             try? execute("ROLLBACK")  // the original error is the one to report
             throw error
-        }
-    }
-
-    private func onQueue<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            queue.async { continuation.resume(with: Result { try body() }) }
         }
     }
 

@@ -10,24 +10,11 @@ public struct ReceiptJob: Sendable, Equatable {
     public var quantity: Int
     /// Lower-cased UUID text, when the order has one.
     public var appAccountToken: String?
-    public var proof: Proof
+    public var proof: PurchaseProof
     /// The id the app reported; beside a receipt it selects the entry to check.
     public var transactionID: String?
     public var submittedAt: Date?
 
-    public enum Proof: Sendable, Equatable {
-        case receipt(String)
-        case signedTransaction(String)
-        case transactionID(String)
-    }
-
-    public var purchaseProof: PurchaseProof {
-        switch proof {
-        case .receipt(let receipt): .receipt(receipt)
-        case .signedTransaction(let jws): .signedTransaction(jws)
-        case .transactionID(let id): .transactionID(id)
-        }
-    }
 }
 
 /// The outcome of reading one message of the jobs topic.
@@ -91,7 +78,7 @@ public enum JobParser {
         where object[key] != nil && !(object[key] is NSNull) && (present == nil || present!.isEmpty) {
             return invalid("\(key) must be a non-empty string")
         }
-        let proof: ReceiptJob.Proof
+        let proof: PurchaseProof
         switch (receipt, signed, transactionID) {
         case (let receipt?, nil, _):
             guard Data(base64Encoded: receipt, options: .ignoreUnknownCharacters) != nil else {

@@ -45,7 +45,7 @@ extension Worker {
             if isStopping { return }
             let before = attempts
             do {
-                verdict = try await apple.verify(job.purchaseProof, attempts: &attempts)
+                verdict = try await apple.verify(job.proof, attempts: &attempts)
                 breaker.record(success: true)
                 break
             } catch {

@@ -46,8 +46,7 @@ public enum WorkerAssembly {
             throw ConfigurationError(key: "apple.root_certificates", reason: error.reason)
         }
         let apple = AppleVerifier(
-            bundleID: configuration.apple.bundleID, allowSandbox: configuration.apple.allowSandbox,
-            receipts: VerifyReceiptClient(configuration: receipts, http: client), api: api, signedData: verifier)
+            bundleID: configuration.apple.bundleID, receipts: VerifyReceiptClient(configuration: receipts, http: client), api: api, signedData: verifier)
 
         var kafka = configuration.kafka
         guard let bootstrap = kafka.removeValue(forKey: "bootstrap.servers"), let group = kafka.removeValue(forKey: "group.id") else {

@@ -9,7 +9,7 @@ struct AppleVerifierTests {
         var signed = SignedDataVerifier.Configuration(rootCertificates: [Data(AppStoreSimulator.testRootPEM.utf8)], bundleID: bundleID)
         signed.allowedEnvironments = allowSandbox ? [.production, .sandbox] : [.production]
         return AppleVerifier(
-            bundleID: bundleID, allowSandbox: allowSandbox, receipts: harness.receiptClient(allowSandbox: allowSandbox),
+            bundleID: bundleID, receipts: harness.receiptClient(allowSandbox: allowSandbox),
             api: try harness.apiClient(allowSandbox: allowSandbox), signedData: try SignedDataVerifier(configuration: signed))
     }
 

@@ -1,3 +1,4 @@
+import AppleVerification
 import Foundation
 import Testing
 
@@ -23,10 +24,10 @@ struct JobParserTests {
     }
 
     @Test("each proof form is read", arguments: [
-        (#""signed_transaction":"a.b.c""#, ReceiptJob.Proof.signedTransaction("a.b.c")),
+        (#""signed_transaction":"a.b.c""#, PurchaseProof.signedTransaction("a.b.c")),
         (#""transaction_id":"2000000000000001""#, .transactionID("2000000000000001")),
     ])
-    func proofs(field: String, proof: ReceiptJob.Proof) {
+    func proofs(field: String, proof: PurchaseProof) {
         guard case .job(let job) = parse("{\(base),\(field)}") else { Issue.record("not a job"); return }
         #expect(job.proof == proof)
     }

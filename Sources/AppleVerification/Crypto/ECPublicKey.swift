@@ -47,14 +47,6 @@ package final class ECPublicKey: @unchecked Sendable {
         if result != 1 { ERR_clear_error() }
         return result == 1
     }
-
-    /// PEM `PUBLIC KEY` text.
-    package func pem() -> String {
-        guard let bio = BIO_new(BIO_s_mem()) else { return "" }
-        defer { BIO_free(bio) }
-        PEM_write_bio_PUBKEY(bio, pointer)
-        return ECPrivateKey.drain(bio)
-    }
 }
 
 /// Conversions between JWS raw (r‖s) and DER ECDSA signatures.

@@ -1,0 +1,7 @@
+extension Duration {
+    /// Whole milliseconds, rounded down: what librdkafka and libcurl take for their timeouts.
+    public var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}
