@@ -48,15 +48,16 @@ let package = Package(
         .target(
             name: "AppleVerification", dependencies: ["COpenSSL", "HTTPClient", "Observability"], swiftSettings: strict),
 
-        .target(name: "AppStoreSimulator", dependencies: ["AppleVerification", "CLinux"], swiftSettings: strict),
+        .target(name: "HTTPServerKit", dependencies: ["CLinux"], swiftSettings: strict),
+        .target(name: "AppStoreSimulator", dependencies: ["AppleVerification", "HTTPServerKit"], swiftSettings: strict),
 
         .target(
-            name: "ReceiptWorker", dependencies: ["AppleVerification", "Kafka", "Ledger", "Observability", "COpenSSL"],
+            name: "ReceiptWorker", dependencies: ["AppleVerification", "HTTPServerKit", "Kafka", "Ledger", "Observability", "COpenSSL"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
         // Executables only wire the libraries together.
         .executableTarget(
-            name: "ReceiptWorkerCLI", dependencies: ["ReceiptWorker", "Observability"],
+            name: "ReceiptWorkerCLI", dependencies: ["ReceiptWorker", "Kafka", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(
             name: "KafkaBench", dependencies: ["Kafka", "Observability"],

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPServerKit
 
 extension AppStoreSimulator {
     /// The admin API, for tests, benchmarks and the demo:

@@ -1,5 +1,6 @@
 import AppleVerification
 import Foundation
+import HTTPServerKit
 
 extension AppStoreSimulator {
     /// Get Transaction Info: checks the bearer token like Apple (ES256 with the configured key, kid, iss,

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPServerKit
 
 extension AppStoreSimulator {
     /// verifyReceipt as Apple documents it: HTTP 200 with `status` in the body; 21007 for a sandbox receipt

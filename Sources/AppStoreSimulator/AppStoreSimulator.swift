@@ -1,5 +1,6 @@
 import AppleVerification
 import Foundation
+import HTTPServerKit
 import Synchronization
 
 /// An App Store simulator speaking Apple's documented protocols over real HTTP: verifyReceipt in the

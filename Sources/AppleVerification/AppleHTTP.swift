@@ -1,16 +1,40 @@
 import Foundation
 import HTTPClient
 
+/// Told of every HTTP call to Apple: the call (`verify_receipt_production`, `verify_receipt_sandbox`,
+/// `transaction_info_production`, `transaction_info_sandbox`), its outcome (`ok`, `rate_limited`,
+/// `http_4xx`, `http_5xx`, `timeout`, `transport_error`) and how long it took. Called on the HTTP client's
+/// thread: it must be quick.
+public typealias AppleCallObserver = @Sendable (_ call: String, _ outcome: String, _ duration: Duration) -> Void
+
 /// What the Apple clients share about HTTP: transport errors and statuses mapped to
 /// ``AppleVerificationError`` with Apple's transient set, and `Retry-After` read both ways Apple is seen to send it.
 enum AppleHTTP {
-    static func execute(_ request: HTTPRequest, with http: HTTPClient, endpoint: String) async throws -> HTTPResponse {
+    /// Makes one call. `observe` (for metrics) learns how long it took and how it ended; `call` names the
+    /// endpoint and environment there (`verify_receipt_production`, ...).
+    static func execute(
+        _ request: HTTPRequest, with http: HTTPClient, endpoint: String, call: String, observe: AppleCallObserver?
+    ) async throws -> HTTPResponse {
+        let started = ContinuousClock.now
         do {
-            return try await http.execute(request)
+            let response = try await http.execute(request)
+            observe?(call, outcome(status: response.status), ContinuousClock.now - started)
+            return response
         } catch let error as HTTPClientError {
+            observe?(call, error.kind == .timeout ? "timeout" : "transport_error", ContinuousClock.now - started)
             let code: AppleVerificationError.Code = error.kind == .timeout ? .timeout : .transport
             // Any failure to get an answer is transient for the job: Apple may answer next time.
             throw AppleVerificationError(code, "\(endpoint): \(error.reason)", isRetriable: error.kind != .cancelled)
+        }
+    }
+
+    /// The outcome label of an answered call: `ok`, `rate_limited`, `http_4xx` or `http_5xx`.
+    static func outcome(status: Int) -> String {
+        switch status {
+        case 200..<300: "ok"
+        case 429: "rate_limited"
+        case 500...: "http_5xx"
+        default: "http_4xx"
         }
     }
 

@@ -120,6 +120,23 @@ public final class KafkaConsumer: Sendable {
         return list.offsets().filter { $0.value >= 0 }
     }
 
+    /// The first offset held and the offset the next record will get (the high watermark), asked of the
+    /// broker. Tools use it to read a topic up to where it ended when they started.
+    public func watermarks(_ partition: KafkaTopicPartition, timeout: Duration = .seconds(10)) async throws
+        -> (low: Int64, high: Int64)
+    {
+        let client = self.client
+        let (err, low, high) = await Blocking.run {
+            var low: Int64 = 0
+            var high: Int64 = 0
+            let err = rd_kafka_query_watermark_offsets(
+                client.handle, partition.topic, partition.partition, &low, &high, Int32(clamping: timeout.milliseconds))
+            return (err, low, high)
+        }
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+        return (low, high)
+    }
+
     /// Stops fetching these partitions until ``resume(_:)``. Their assignment is kept.
     public func pause(_ partitions: [KafkaTopicPartition]) throws {
         let list = TopicPartitionList(partitions)

@@ -1,11 +1,26 @@
 import AppleVerification
 import Foundation
 
-/// Reads `key=value` properties (`#` and `!` start comments) and `--set key=value` overrides into a
-/// ``WorkerConfiguration``. Unknown keys, bad values and unreadable files stop start-up with the key's name.
+/// Reads `key=value` properties (`#` and `!` start comments), then `RECEIPT_WORKER_*` environment
+/// variables, then `--set key=value` overrides (later wins) into a ``WorkerConfiguration``. Unknown keys,
+/// bad values and unreadable files stop start-up with the key's name.
+///
+/// Environment variables: `RECEIPT_WORKER_` + the key in capitals with each `.` written `__`; `_` stays:
+/// `apple.bundle_id` is `RECEIPT_WORKER_APPLE__BUNDLE_ID`, `kafka.bootstrap.servers` is
+/// `RECEIPT_WORKER_KAFKA__BOOTSTRAP__SERVERS`. Keys under `kafka.` are lower-cased back, as librdkafka's are.
 public enum ConfigurationLoader {
-    public static func load(file: String?, overrides: [String]) throws -> WorkerConfiguration {
+    public static let environmentPrefix = "RECEIPT_WORKER_"
+
+    /// What the configuration is for: the worker needs `apple.bundle_id`; the command-line tools
+    /// (`enqueue`, `results`, `dlq replay`) only read the Kafka and topic keys.
+    public enum Purpose: Sendable { case worker, tool }
+
+    public static func load(
+        file: String?, overrides: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
+        purpose: Purpose = .worker
+    ) throws -> WorkerConfiguration {
         var properties: [(key: String, value: String)] = []
+        var fromEnvironment: [String: String] = [:]  // key -> the variable that set it last
         if let file {
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
                 throw ConfigurationError(key: "--config", reason: "cannot read \(file)")
@@ -20,16 +35,36 @@ public enum ConfigurationLoader {
                                    line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)))
             }
         }
+        for (variable, value) in environment.sorted(by: { $0.key < $1.key }) where variable.hasPrefix(environmentPrefix) {
+            properties.append((key(forEnvironmentVariable: variable), value))
+            fromEnvironment[key(forEnvironmentVariable: variable)] = variable
+        }
         for override in overrides {
             guard let equals = override.firstIndex(of: "=") else {
                 throw ConfigurationError(key: "--set", reason: "expected key=value")
             }
             properties.append((String(override[..<equals]), String(override[override.index(after: equals)...])))
+            fromEnvironment[String(override[..<equals])] = nil
         }
-        return try build(properties)
+        do {
+            return try build(properties, purpose: purpose)
+        } catch let error as ConfigurationError {
+            guard let variable = fromEnvironment[error.key] else { throw error }
+            throw ConfigurationError(key: "\(error.key) (from \(variable))", reason: error.reason)
+        }
     }
 
-    static func build(_ properties: [(key: String, value: String)]) throws -> WorkerConfiguration {
+    /// `RECEIPT_WORKER_APPLE__BUNDLE_ID` → `apple.bundle_id`.
+    public static func key(forEnvironmentVariable variable: String) -> String {
+        variable.dropFirst(environmentPrefix.count).lowercased().replacingOccurrences(of: "__", with: ".")
+    }
+
+    /// `apple.bundle_id` → `RECEIPT_WORKER_APPLE__BUNDLE_ID`.
+    public static func environmentVariable(forKey key: String) -> String {
+        environmentPrefix + key.uppercased().replacingOccurrences(of: ".", with: "__")
+    }
+
+    static func build(_ properties: [(key: String, value: String)], purpose: Purpose = .worker) throws -> WorkerConfiguration {
         var configuration = WorkerConfiguration()
         var sharedSecretFile: String?
         var rootFiles: [String]?
@@ -71,11 +106,10 @@ public enum ConfigurationLoader {
             case "apple.api.issuer_id": configuration.apple.apiIssuerID = try nonEmpty(key, value)
             case "apple.api.private_key_file": configuration.apple.apiPrivateKeyPEM = try read(key, value)
             case "apple.root_certificates": rootFiles = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-            case "ledger.url":
-                guard value.hasPrefix("sqlite:") || value.hasPrefix("postgresql://") || value.hasPrefix("postgres://") else {
-                    throw ConfigurationError(key: key, reason: "must start with sqlite: or postgresql://")
-                }
-                configuration.ledgerURL = value
+            case "ledger.url": configuration.ledgerURL = try ledgerURL(key, value)
+            case "ledger.url_file":
+                // A PostgreSQL URL carries its password: it may live in a mounted secret instead.
+                configuration.ledgerURL = try ledgerURL(key, read(key, value).trimmingCharacters(in: .whitespacesAndNewlines))
             case "worker.max_in_flight": configuration.maxInFlight = try integer(1...100_000)
             case "worker.drain_timeout_ms": configuration.drainTimeout = .milliseconds(try integer(0...600_000))
             case "retry.max_attempts": configuration.retry.maxAttempts = try integer(1...100)
@@ -85,10 +119,16 @@ public enum ConfigurationLoader {
             case "http.ca_file": configuration.httpCAFile = try readable(key, value)
             case "events.source": configuration.eventSource = try nonEmpty(key, value)
             case "metrics.listen":
-                guard let colon = value.lastIndex(of: ":"), UInt16(value[value.index(after: colon)...]) != nil else {
-                    throw ConfigurationError(key: key, reason: "must be host:port")
+                guard let colon = value.lastIndex(of: ":"), UInt16(value[value.index(after: colon)...]) != nil,
+                    value[..<colon].isEmpty || value[..<colon] == "localhost" || value[..<colon].split(separator: ".").count == 4
+                        && value[..<colon].split(separator: ".").allSatisfy({ UInt8($0) != nil })
+                else {
+                    throw ConfigurationError(key: key, reason: "must be host:port with an IPv4 host (0.0.0.0:9100, 127.0.0.1:9100, :9100)")
                 }
                 configuration.metricsListen = value
+            case _ where key.hasPrefix("kafka.") && key.hasSuffix("_file") && key.count > 11:
+                // A secret librdkafka reads as a value (sasl.password, ssl.key.password, ...), kept in a file.
+                configuration.kafka[String(key.dropFirst(6).dropLast(5))] = try read(key, value).trimmingCharacters(in: .whitespacesAndNewlines)
             case _ where key.hasPrefix("kafka.") && key.count > 6:
                 configuration.kafka[String(key.dropFirst(6))] = value
             default:
@@ -109,7 +149,7 @@ public enum ConfigurationLoader {
         } else {
             configuration.apple.rootCertificates = [AppleRootCertificates.appleRootCAG3]
         }
-        guard !configuration.apple.bundleID.isEmpty else {
+        guard !configuration.apple.bundleID.isEmpty || purpose == .tool else {
             throw ConfigurationError(key: "apple.bundle_id", reason: "is required")
         }
         if configuration.retry.initialBackoff > configuration.retry.maxBackoff {
@@ -121,6 +161,13 @@ public enum ConfigurationLoader {
                 key: "apple.api.key_id", reason: "apple.api.key_id, apple.api.issuer_id and apple.api.private_key_file go together")
         }
         return configuration
+    }
+
+    private static func ledgerURL(_ key: String, _ value: String) throws -> String {
+        guard value.hasPrefix("sqlite:") || value.hasPrefix("postgresql://") || value.hasPrefix("postgres://") else {
+            throw ConfigurationError(key: key, reason: "must start with sqlite: or postgresql://")
+        }
+        return value
     }
 
     private static func nonEmpty(_ key: String, _ value: String) throws -> String {

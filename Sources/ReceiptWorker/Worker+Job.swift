@@ -19,9 +19,13 @@ extension Worker {
                 reason: "malformed_job", productID: identity.productID, quantity: identity.quantity, transactionID: nil,
                 originalTransactionID: nil, environment: nil, purchaseDate: nil, expiresDate: nil, verifiedAt: Date(),
                 attempts: 0, detail: reason)
-            let published = identity.jobID.isEmpty
-                ? (event.json(), event.headers(source: configuration.eventSource))
-                : await record(jobID: identity.jobID, claim: .deny, event: event)
+            let published: (json: Data, headers: [KafkaHeader]?)?
+            if identity.jobID.isEmpty {
+                metrics.decision("deny", reason: "malformed_job").increment()
+                published = (event.json(), event.headers(source: configuration.eventSource))
+            } else {
+                published = await record(jobID: identity.jobID, claim: .deny, event: event)
+            }
             guard let published else { return }
             await publishResult(published.json, key: identity.orderID, headers: published.headers)
             await deadLetter(message, reason: "malformed_job", error: reason, attempts: 0)
@@ -35,6 +39,7 @@ extension Worker {
         // Two levels: nil when the worker stopped before the ledger answered, .some(nil) when the job is new.
         guard let lookup = await retrying("ledger lookup", { try await self.ledger.storedEvent(jobID: job.jobID) }) else { return }
         if let stored = lookup {
+            metrics.replayedResults.increment()
             await publishResult(stored, key: job.orderID)  // a re-delivered job: its first answer, unchanged
             return
         }
@@ -60,6 +65,7 @@ extension Worker {
                     await deadLetter(message, reason: "retries_exhausted", error: appleError?.reason ?? "\(error)", attempts: attempts)
                     return
                 }
+                metrics.appleRetries.increment()
                 let delay = configuration.retry.delay(afterAttempts: attempts, retryAfter: appleError?.retryAfter)
                 logger.debug("Apple transient failure; retrying", ["job_id": job.jobID, "attempts": String(attempts), "error": "\(error)"])
                 try? await Task.sleep(for: delay)
@@ -92,8 +98,12 @@ extension Worker {
             let bytes = grant.json()
             let claim = LedgerClaim.grant(orderID: job.orderID, transactionID: transaction.transactionID)
             switch await retrying("ledger", { try await self.ledger.record(jobID: job.jobID, claim: claim, event: bytes) }) {
-            case .recorded?: published = (bytes, grant.headers(source: configuration.eventSource))
-            case .replay(let data)?: published = (data, nil)
+            case .recorded?:
+                metrics.decision("grant", reason: "verified").increment()
+                published = (bytes, grant.headers(source: configuration.eventSource))
+            case .replay(let data)?:
+                metrics.replayedResults.increment()
+                published = (data, nil)
             case .duplicateTransaction?:
                 published = await record(jobID: job.jobID, claim: .deny, event: event(
                     .deny, "duplicate_transaction", transaction, environment, "the transaction was granted to another order"))
@@ -111,9 +121,13 @@ extension Worker {
     func record(jobID: String, claim: LedgerClaim, event: ResultEvent) async -> (json: Data, headers: [KafkaHeader]?)? {
         let bytes = event.json()
         switch await retrying("ledger", { try await self.ledger.record(jobID: jobID, claim: claim, event: bytes) }) {
-        case .replay(let data)?: return (data, nil)
+        case .replay(let data)?:
+            metrics.replayedResults.increment()
+            return (data, nil)
         case nil: return nil
-        default: return (bytes, event.headers(source: configuration.eventSource))
+        default:
+            metrics.decision(event.decision.rawValue, reason: event.reason).increment()
+            return (bytes, event.headers(source: configuration.eventSource))
         }
     }
 

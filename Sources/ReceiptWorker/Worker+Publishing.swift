@@ -25,7 +25,9 @@ extension Worker {
             KafkaHeader(name: "dlq_attempts", string: String(attempts)),
         ]
         let letter = KafkaProducerMessage(topic: configuration.topics.dlq, key: message.key, value: message.value, headers: headers)
-        _ = await retrying("publishing a dead letter") { try await self.producer.send(letter) }
+        if await retrying("publishing a dead letter", { try await self.producer.send(letter) }) != nil {
+            metrics.deadLetter(reason: reason).increment()
+        }
     }
 }
 

@@ -19,20 +19,29 @@ public final class Worker: Sendable {
     let breaker = CircuitBreaker()
     let state = WorkerState()
     let slots: JobSlots
+    public let metrics: WorkerMetrics
     private let stopping = Atomic<Bool>(false)
     private let paused = Atomic<Bool>(false)
+    private let ledgerReachable = Atomic<Bool>(false)
 
     public init(
         configuration: WorkerConfiguration, consumer: KafkaConsumer, producer: KafkaProducer, ledger: any Ledger,
-        apple: AppleVerifier, logger: Logger
+        apple: AppleVerifier, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
     ) {
         self.configuration = configuration
         self.consumer = consumer
         self.producer = producer
         self.ledger = ledger
         self.apple = apple
+        self.metrics = metrics
         self.logger = logger
         self.slots = JobSlots(configuration.maxInFlight)
+        registerStateMetrics()
+    }
+
+    /// Ready for traffic: partitions assigned, the ledger answered its last health check, not stopping.
+    public var isReady: Bool {
+        !isStopping && ledgerReachable.load(ordering: .relaxed) && !state.assigned.isEmpty
     }
 
     /// Asks `run` to stop taking jobs, drain, commit and return.
@@ -50,10 +59,12 @@ public final class Worker: Sendable {
         logger.info("worker started", ["topic": configuration.topics.jobs, "max_in_flight": String(configuration.maxInFlight)])
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { await self.commitLoop() }
+            group.addTask { await self.ledgerHealthLoop() }
             for await event in consumer.events {
                 if isStopping { break }
                 switch event {
                 case .message(let message):
+                    metrics.jobsConsumed.increment()
                     adjustIntake()
                     await slots.acquire()  // the budget holds even for messages fetched before a pause
                     guard state.start(message.topicPartition, offset: message.offset) else {
@@ -61,7 +72,9 @@ public final class Worker: Sendable {
                         continue
                     }
                     group.addTask {
+                        let started = ContinuousClock.now
                         await self.handle(message)
+                        self.metrics.jobDuration.observe(ContinuousClock.now - started)
                         self.state.finish(message.topicPartition, offset: message.offset)
                         self.slots.release()
                     }
@@ -111,6 +124,22 @@ public final class Worker: Sendable {
         }
     }
 
+    /// Checks the ledger every 5 s for `/readyz` and `receipt_worker_ledger_up`.
+    private func ledgerHealthLoop() async {
+        while !Task.isCancelled {
+            let reachable: Bool
+            do {
+                try await ledger.ping()
+                reachable = true
+            } catch {
+                reachable = false
+                logger.warning("ledger health check failed", ["error": "\(error)"])
+            }
+            ledgerReachable.store(reachable, ordering: .relaxed)
+            try? await Task.sleep(for: .seconds(5))
+        }
+    }
+
     private func commit(_ offsets: [KafkaTopicPartition: Int64]) async {
         guard !offsets.isEmpty else { return }
         do {
@@ -132,5 +161,42 @@ public final class Worker: Sendable {
             logger.warning("drain deadline passed; jobs left to the next owner", ["jobs": String(abandoned)])
         }
         if shouldCommit { await commit(state.committable(only: Set(partitions))) }
+    }
+}
+
+extension Worker {
+    /// Gauges read at scrape time from the state the worker already keeps.
+    private func registerStateMetrics() {
+        let registry = metrics.registry
+        registry.gauges("receipt_worker_jobs_in_flight", help: "Jobs taken and not yet finished.") { [state] in
+            [(Labels.none, Double(state.inFlight))]
+        }
+        registry.gauges("receipt_worker_intake_paused", help: "1 while intake is paused (budget spent or circuit open).") {
+            [weak self] in [(Labels.none, self?.paused.load(ordering: .relaxed) == true ? 1 : 0)]
+        }
+        registry.gauges("receipt_worker_circuit_state", help: "1 for the circuit breaker's current state (closed, open, half_open).") {
+            [breaker] in
+            let current = breaker.state
+            return [CircuitBreaker.State.closed, .open, .halfOpen].map { (["state": $0.rawValue], $0 == current ? 1 : 0) }
+        }
+        registry.gauges("receipt_worker_ledger_up", help: "1 when the ledger answered its last health check (every 5 s).") {
+            [weak self] in [(Labels.none, self?.ledgerReachable.load(ordering: .relaxed) == true ? 1 : 0)]
+        }
+        registry.gauges("receipt_worker_ready", help: "1 when /readyz answers 200.") { [weak self] in
+            [(Labels.none, self?.isReady == true ? 1 : 0)]
+        }
+        registry.gauges("receipt_worker_partition_committed_offset", help: "The next offset committed, per assigned partition.") {
+            [state] in
+            state.partitionsSnapshot().compactMap { partition in
+                partition.committed.map { (Self.labels(partition.partition), Double($0)) }
+            }
+        }
+        registry.gauges("receipt_worker_partition_outstanding_jobs", help: "Jobs of the partition not yet finished (holding its commits back).") {
+            [state] in state.partitionsSnapshot().map { (Self.labels($0.partition), Double($0.outstanding)) }
+        }
+    }
+
+    private static func labels(_ partition: KafkaTopicPartition) -> Labels {
+        ["topic": partition.topic, "partition": String(partition.partition)]
     }
 }

@@ -7,6 +7,8 @@ import Observability
 /// Builds a ``Worker`` and everything it needs from a validated configuration.
 public enum WorkerAssembly {
     public static func make(_ configuration: WorkerConfiguration, logger: Logger) async throws -> Worker {
+        let metrics = WorkerMetrics()
+        let observer: AppleCallObserver = { metrics.observeAppleCall($0, outcome: $1, duration: $2) }
         var http = HTTPClient.Configuration()
         http.caFile = configuration.httpCAFile
         let client = HTTPClient(configuration: http, logger: logger)
@@ -17,6 +19,7 @@ public enum WorkerAssembly {
         receipts.sharedSecret = configuration.apple.sharedSecret
         receipts.allowSandbox = configuration.apple.allowSandbox
         receipts.timeout = configuration.httpTimeout
+        receipts.observer = observer
 
         var api: AppStoreServerAPIClient?
         if let keyID = configuration.apple.apiKeyID, let issuerID = configuration.apple.apiIssuerID,
@@ -33,6 +36,7 @@ public enum WorkerAssembly {
             apiConfiguration.sandboxURL = configuration.apple.apiSandboxURL
             apiConfiguration.allowSandbox = configuration.apple.allowSandbox
             apiConfiguration.timeout = configuration.httpTimeout
+            apiConfiguration.observer = observer
             api = AppStoreServerAPIClient(configuration: apiConfiguration, tokens: tokens, http: client)
         }
 
@@ -64,11 +68,12 @@ public enum WorkerAssembly {
         let producer = try KafkaProducer(
             configuration: KafkaProducer.Configuration(bootstrapServers: bootstrap, properties: producerProperties), logger: logger)
         let ledger = try await LedgerFactory.open(url: configuration.ledgerURL)
-        return Worker(configuration: configuration, consumer: consumer, producer: producer, ledger: ledger, apple: apple, logger: logger)
+        return Worker(configuration: configuration, consumer: consumer, producer: producer, ledger: ledger, apple: apple, metrics: metrics,
+            logger: logger)
     }
 
     /// Consumer properties that librdkafka would warn about on a producer.
-    static let consumerOnly: Set<String> = [
+    public static let consumerOnly: Set<String> = [
         "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms", "auto.offset.reset",
         "partition.assignment.strategy", "queued.max.messages.kbytes", "fetch.max.bytes", "group.instance.id",
         "enable.auto.commit", "isolation.level", "fetch.wait.max.ms",

@@ -60,6 +60,13 @@ final class WorkerState: Sendable {
         }
     }
 
+    /// Per assigned partition: the offset last committed and the jobs not finished.
+    func partitionsSnapshot() -> [(partition: KafkaTopicPartition, committed: Int64?, outstanding: Int)] {
+        state.withLock { state in
+            state.partitions.map { partition, offsets in (partition, state.committed[partition], offsets.outstanding) }
+        }
+    }
+
     func release(_ partitions: [KafkaTopicPartition]) {
         state.withLock { state in
             for partition in partitions {

@@ -3,13 +3,22 @@ import Observability
 import ReceiptWorker
 
 // receipt-worker: verifies Apple in-app purchases from Kafka jobs (see README.md).
-//   receipt-worker run --config FILE [--set key=value]...
-//   receipt-worker check-config --config FILE [--set key=value]...
-// Exit codes: 0 stopped gracefully / configuration valid; 1 runtime failure; 2 usage or configuration error.
+// Exit codes, every subcommand: 0 success (for `run`, a graceful stop); 1 a runtime failure (the broker,
+// the ledger); 2 a usage or configuration error, which names the option or key.
 
-let usage = """
-    usage: receipt-worker run --config FILE [--set key=value]...
-           receipt-worker check-config --config FILE [--set key=value]...
+let topUsage = """
+    usage: receipt-worker <command> [options]
+
+    commands:
+      run            consume receipt jobs, verify them with Apple, publish grants and denials
+      check-config   validate the configuration without connecting to anything
+      enqueue        submit a receipt job (from flags or a JSON file)
+      results        follow the results topic, one readable line per event
+      dlq replay     send dead letters back to the jobs topic (filters, dry run)
+
+    `receipt-worker <command> --help` describes a command and its options.
+    Configuration: --config FILE (key=value), RECEIPT_WORKER_* environment variables, --set key=value.
+    Exit codes: 0 success; 1 runtime failure; 2 usage or configuration error.
     """
 
 func fail(_ message: String, code: Int32) -> Never {
@@ -17,59 +26,45 @@ func fail(_ message: String, code: Int32) -> Never {
     exit(code)
 }
 
-var arguments = Array(CommandLine.arguments.dropFirst())
-guard let command = arguments.first, ["run", "check-config"].contains(command) else {
-    if arguments.first == "--help" || arguments.first == "-h" || arguments.isEmpty {
-        print(usage)
-        exit(arguments.isEmpty ? 2 : 0)
-    }
-    fail("unknown command \(arguments[0])\n\(usage)", code: 2)
-}
-arguments.removeFirst()
-var configFile: String?
-var overrides: [String] = []
-while !arguments.isEmpty {
-    let flag = arguments.removeFirst()
-    if flag == "--help" || flag == "-h" {
-        print(usage)
-        exit(0)
-    }
-    guard !arguments.isEmpty else { fail("\(flag) needs a value", code: 2) }
-    switch flag {
-    case "--config": configFile = arguments.removeFirst()
-    case "--set": overrides.append(arguments.removeFirst())
-    default: fail("unknown option \(flag)\n\(usage)", code: 2)
-    }
+/// One subcommand: its help text and what it does with its arguments.
+struct Command {
+    let help: String
+    let run: ([String]) async throws -> Int32
 }
 
-let configuration: WorkerConfiguration
-do {
-    configuration = try ConfigurationLoader.load(file: configFile, overrides: overrides)
-} catch {
-    fail("\(error)", code: 2)
+let commands: [String: Command] = [
+    "run": Command(help: RunCommand.help, run: { try await RunCommand.run($0) }),
+    "check-config": Command(help: CheckConfigCommand.help, run: { try CheckConfigCommand.run($0) }),
+    "enqueue": Command(help: EnqueueCommand.help, run: { try await EnqueueCommand.run($0) }),
+    "results": Command(help: ResultsCommand.help, run: { try await ResultsCommand.run($0) }),
+    "dlq replay": Command(help: DeadLetterReplayCommand.help, run: { try await DeadLetterReplayCommand.run($0) }),
+]
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.isEmpty {
+    FileHandle.standardError.write(Data((topUsage + "\n").utf8))
+    exit(2)
 }
-if command == "check-config" {
-    print("configuration is valid")
+if ["--help", "-h", "help"].contains(arguments[0]) {
+    print(topUsage)
     exit(0)
 }
-
-let logger = Logger(label: "receipt-worker")
-let worker: Worker
+var name = arguments.removeFirst()
+if name == "dlq" {
+    guard arguments.first == "replay" else { fail("dlq needs a subcommand: dlq replay\n\n\(topUsage)", code: 2) }
+    name += " " + arguments.removeFirst()
+}
+guard let command = commands[name] else { fail("unknown command \(name)\n\n\(topUsage)", code: 2) }
+if arguments.contains("--help") || arguments.contains("-h") {
+    print(command.help)
+    exit(0)
+}
 do {
-    worker = try await WorkerAssembly.make(configuration, logger: logger)
+    exit(try await command.run(arguments))
+} catch let error as UsageError {
+    fail("\(error)\n\n\(command.help)", code: 2)
 } catch let error as ConfigurationError {
     fail("\(error)", code: 2)
 } catch {
     fail("\(error)", code: 1)
-}
-TerminationSignals.install { received in
-    logger.notice("signal received; draining", ["signal": received == SIGTERM ? "SIGTERM" : "SIGINT"])
-    worker.shutdown()
-}
-do {
-    try await worker.run()
-    exit(0)
-} catch {
-    logger.critical("worker failed", ["error": "\(error)"])
-    exit(1)
 }

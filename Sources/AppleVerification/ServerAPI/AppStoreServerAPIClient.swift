@@ -12,6 +12,8 @@ public final class AppStoreServerAPIClient: Sendable {
         public var allowSandbox = false
         /// Per request. Default: 10 s.
         public var timeout: Duration = .seconds(10)
+        /// Told of every call (for metrics).
+        public var observer: AppleCallObserver?
 
         public init() {}
     }
@@ -47,18 +49,19 @@ public final class AppStoreServerAPIClient: Sendable {
             return .rejected(errorCode: 4000006)
         }
         attempts += 1
-        let production = try await lookup(id: id, base: configuration.productionURL)
+        let production = try await lookup(id: id, base: configuration.productionURL, call: "transaction_info_production")
         guard case .notFound = production, configuration.allowSandbox else { return production }
         attempts += 1
-        return try await lookup(id: id, base: configuration.sandboxURL)
+        return try await lookup(id: id, base: configuration.sandboxURL, call: "transaction_info_sandbox")
     }
 
-    private func lookup(id: String, base: String) async throws -> Outcome {
+    private func lookup(id: String, base: String, call: String) async throws -> Outcome {
         let request = HTTPRequest(
             url: "\(base)/inApps/v1/transactions/\(id)",
             headers: [("Authorization", "Bearer \(try tokens.token())"), ("Accept", "application/json")],
             timeout: configuration.timeout)
-        let response = try await AppleHTTP.execute(request, with: http, endpoint: "transactionInfo")
+        let response = try await AppleHTTP.execute(
+            request, with: http, endpoint: "transactionInfo", call: call, observe: configuration.observer)
         if response.status == 200 {
             guard let body = try? JSONDecoder().decode(TransactionInfoResponse.self, from: response.body),
                 let signed = body.signedTransactionInfo

@@ -15,6 +15,8 @@ public final class VerifyReceiptClient: Sendable {
         public var allowSandbox = false
         /// Per request. Default: 10 s.
         public var timeout: Duration = .seconds(10)
+        /// Told of every call (for metrics).
+        public var observer: AppleCallObserver?
 
         public init() {}
     }
@@ -46,7 +48,8 @@ public final class VerifyReceiptClient: Sendable {
         var environment = "Production"
         for _ in 0..<2 {
             attempts += 1
-            let response = try await post(receipt: receipt, to: url)
+            let response = try await post(
+                receipt: receipt, to: url, call: environment == "Sandbox" ? "verify_receipt_sandbox" : "verify_receipt_production")
             switch VerifyReceiptStatus(status: response.status, isRetryable: response.isRetryable) {
             case .valid:
                 return .valid(response, environment: response.environment ?? environment)
@@ -65,13 +68,14 @@ public final class VerifyReceiptClient: Sendable {
         throw AppleVerificationError(.appleStatus, "verifyReceipt redirected between environments twice", isRetriable: true)
     }
 
-    private func post(receipt: String, to url: String) async throws -> VerifyReceiptResponse {
+    private func post(receipt: String, to url: String, call: String) async throws -> VerifyReceiptResponse {
         var body: [String: Any] = ["receipt-data": receipt, "exclude-old-transactions": false]
         if let secret = configuration.sharedSecret { body["password"] = secret }
         let request = HTTPRequest(
             method: .post, url: url, headers: [("Content-Type", "application/json")],
             body: try JSONSerialization.data(withJSONObject: body), timeout: configuration.timeout)
-        let response = try await AppleHTTP.execute(request, with: http, endpoint: "verifyReceipt")
+        let response = try await AppleHTTP.execute(
+            request, with: http, endpoint: "verifyReceipt", call: call, observe: configuration.observer)
         guard response.status == 200 else { throw AppleHTTP.statusError(response, endpoint: "verifyReceipt") }
         do {
             return try decoder.decode(VerifyReceiptResponse.self, from: response.body)

@@ -1,34 +1,34 @@
 import Foundation
 import Synchronization
 
-/// A request as the simulator's handler sees it. Header names are lower-cased.
-struct ServerRequest: Sendable {
-    let method: String
-    let path: String
-    let query: [String: String]
-    let headers: [String: String]
-    let body: Data
+/// A request as a handler sees it. Header names are lower-cased.
+public struct ServerRequest: Sendable {
+    public let method: String
+    public let path: String
+    public let query: [String: String]
+    public let headers: [String: String]
+    public let body: Data
 }
 
 /// What the handler wants done with a request.
-enum ServerReply: Sendable {
+public enum ServerReply: Sendable {
     case respond(status: Int, headers: [(String, String)], body: Data, after: Duration)
     /// Close the connection without answering (a dropped connection).
     case drop(after: Duration)
 
-    static func json(_ status: Int, _ body: Data, headers: [(String, String)] = [], after delay: Duration = .zero) -> ServerReply {
+    public static func json(_ status: Int, _ body: Data, headers: [(String, String)] = [], after delay: Duration = .zero) -> ServerReply {
         .respond(status: status, headers: [("Content-Type", "application/json")] + headers, body: body, after: delay)
     }
 }
 
 /// A small HTTP/1.1 server on epoll: one event loop per thread, each with its own `SO_REUSEPORT` listening
 /// socket, keep-alive, Content-Length bodies, and replies that can be delayed (simulated latency) without
-/// holding a thread. Enough for a simulator and a benchmark; not a general-purpose web server.
-final class HTTPServer: Sendable {
-    let port: UInt16
+/// holding a thread. Enough for the App Store simulator and the worker's metrics endpoint; not a general-purpose web server.
+public final class HTTPServer: Sendable {
+    public let port: UInt16
     private let loops: [ServerLoop]
 
-    init(host: String, port: UInt16, threads: Int, handler: @escaping @Sendable (ServerRequest) -> ServerReply) throws {
+    public init(host: String, port: UInt16, threads: Int, handler: @escaping @Sendable (ServerRequest) -> ServerReply) throws {
         var loops: [ServerLoop] = []
         var boundPort = port
         for _ in 0..<max(1, threads) {
@@ -40,7 +40,7 @@ final class HTTPServer: Sendable {
         self.loops = loops
     }
 
-    func start() {
+    public func start() {
         for (index, loop) in loops.enumerated() {
             let thread = Thread { loop.run() }
             thread.name = "http-server-\(index)"
@@ -48,13 +48,13 @@ final class HTTPServer: Sendable {
         }
     }
 
-    func stop() {
+    public func stop() {
         for loop in loops { loop.stop() }
     }
 }
 
 /// Errors setting up a socket.
-struct ServerError: Error, CustomStringConvertible {
-    let description: String
+public struct ServerError: Error, CustomStringConvertible {
+    public let description: String
     init(_ what: String) { description = "\(what): \(String(cString: strerror(errno)))" }
 }

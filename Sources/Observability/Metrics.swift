@@ -1,0 +1,174 @@
+import Foundation
+import Synchronization
+
+/// Prometheus metrics: counters, gauges and histograms with labels, and values read at scrape time.
+/// Updating a series is one atomic add (counters, gauges) or one short lock (histograms); series are
+/// looked up once and kept by the caller on hot paths.
+public final class MetricsRegistry: Sendable {
+    public enum Kind: String, Sendable { case counter, gauge, histogram }
+
+    private struct Family {
+        let name: String
+        let help: String
+        let kind: Kind
+        var series: [Labels: any MetricSeries] = [:]
+        /// For values read at scrape time (gauges of state owned elsewhere).
+        var collect: (@Sendable () -> [(Labels, Double)])?
+    }
+
+    private let families = Mutex<[Family]>([])
+
+    public init() {}
+
+    public func counter(_ name: String, help: String, labels: Labels = [:]) -> Counter {
+        series(name, help: help, kind: .counter, labels: labels) { Counter() }
+    }
+
+    public func gauge(_ name: String, help: String, labels: Labels = [:]) -> Gauge {
+        series(name, help: help, kind: .gauge, labels: labels) { Gauge() }
+    }
+
+    public func histogram(_ name: String, help: String, buckets: [Double], labels: Labels = [:]) -> Histogram {
+        series(name, help: help, kind: .histogram, labels: labels) { Histogram(buckets: buckets) }
+    }
+
+    /// A gauge family whose series are read from `values` on every scrape.
+    public func gauges(_ name: String, help: String, values: @escaping @Sendable () -> [(Labels, Double)]) {
+        families.withLock { families in
+            families.removeAll { $0.name == name }
+            families.append(Family(name: name, help: help, kind: .gauge, collect: values))
+        }
+    }
+
+    private func series<S: MetricSeries>(_ name: String, help: String, kind: Kind, labels: Labels, make: () -> S) -> S {
+        families.withLock { families in
+            let index = families.firstIndex { $0.name == name } ?? {
+                families.append(Family(name: name, help: help, kind: kind))
+                return families.count - 1
+            }()
+            precondition(families[index].kind == kind, "metric \(name) registered as \(families[index].kind)")
+            if let existing = families[index].series[labels] as? S { return existing }
+            let created = make()
+            families[index].series[labels] = created
+            return created
+        }
+    }
+
+    /// Every metric in the Prometheus text exposition format (version 0.0.4).
+    public func render() -> String {
+        let snapshot = families.withLock { $0 }
+        var out = ""
+        out.reserveCapacity(8_192)
+        for family in snapshot {
+            out += "# HELP \(family.name) \(family.help)\n# TYPE \(family.name) \(family.kind.rawValue)\n"
+            if let collect = family.collect {
+                for (labels, value) in collect().sorted(by: { $0.0.rendered < $1.0.rendered }) {
+                    out += "\(family.name)\(labels.rendered) \(Self.format(value))\n"
+                }
+            }
+            for (labels, series) in family.series.sorted(by: { $0.key.rendered < $1.key.rendered }) {
+                series.render(name: family.name, labels: labels, into: &out)
+            }
+        }
+        return out
+    }
+
+    static func format(_ value: Double) -> String {
+        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+        return value.isInfinite ? (value > 0 ? "+Inf" : "-Inf") : String(value)
+    }
+}
+
+/// Label names and values of one series. Rendered sorted by name, values escaped as Prometheus requires.
+public struct Labels: Hashable, Sendable, ExpressibleByDictionaryLiteral {
+    public let pairs: [String: String]
+    public init(dictionaryLiteral elements: (String, String)...) {
+        pairs = Dictionary(elements, uniquingKeysWith: { $1 })
+    }
+    public init(_ pairs: [String: String]) { self.pairs = pairs }
+    /// A series without labels.
+    public static let none = Labels([:])
+
+    var rendered: String { rendered(adding: nil) }
+
+    func rendered(adding extra: (String, String)?) -> String {
+        var all = pairs.sorted { $0.key < $1.key }
+        if let extra { all.append(extra) }
+        guard !all.isEmpty else { return "" }
+        let body = all.map { name, value in
+            let escaped = value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+                .replacingOccurrences(of: "\n", with: "\\n")
+            return "\(name)=\"\(escaped)\""
+        }
+        return "{" + body.joined(separator: ",") + "}"
+    }
+}
+
+protocol MetricSeries: Sendable {
+    func render(name: String, labels: Labels, into out: inout String)
+}
+
+/// A count that only goes up.
+public final class Counter: MetricSeries {
+    private let count = Atomic<Int>(0)
+    public func increment(by amount: Int = 1) { count.add(amount, ordering: .relaxed) }
+    public var value: Int { count.load(ordering: .relaxed) }
+    func render(name: String, labels: Labels, into out: inout String) {
+        out += "\(name)\(labels.rendered) \(value)\n"
+    }
+}
+
+/// A value that goes up and down.
+public final class Gauge: MetricSeries {
+    private let current = Atomic<Int>(0)
+    public func set(_ value: Int) { current.store(value, ordering: .relaxed) }
+    public func add(_ amount: Int) { current.add(amount, ordering: .relaxed) }
+    public var value: Int { current.load(ordering: .relaxed) }
+    func render(name: String, labels: Labels, into out: inout String) {
+        out += "\(name)\(labels.rendered) \(value)\n"
+    }
+}
+
+/// Observations counted into cumulative buckets, with their sum and count.
+public final class Histogram: MetricSeries {
+    public let buckets: [Double]
+    private struct State {
+        var counts: [Int]
+        var sum = 0.0
+        var count = 0
+    }
+    private let state: Mutex<State>
+
+    init(buckets: [Double]) {
+        self.buckets = buckets.sorted()
+        state = Mutex(State(counts: Array(repeating: 0, count: buckets.count)))
+    }
+
+    public func observe(_ value: Double) {
+        let index = buckets.firstIndex { value <= $0 }
+        state.withLock { state in
+            if let index { state.counts[index] += 1 }
+            state.sum += value
+            state.count += 1
+        }
+    }
+
+    public func observe(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        observe(Double(seconds) + Double(attoseconds) / 1e18)
+    }
+
+    public var count: Int { state.withLock { $0.count } }
+
+    func render(name: String, labels: Labels, into out: inout String) {
+        let snapshot = state.withLock { $0 }
+        var cumulative = 0
+        for (bound, count) in zip(buckets, snapshot.counts) {
+            cumulative += count
+            out += "\(name)_bucket\(labels.rendered(adding: ("le", MetricsRegistry.format(bound)))) \(cumulative)\n"
+        }
+        out += "\(name)_bucket\(labels.rendered(adding: ("le", "+Inf"))) \(snapshot.count)\n"
+        out += "\(name)_sum\(labels.rendered) \(snapshot.sum)\n"
+        out += "\(name)_count\(labels.rendered) \(snapshot.count)\n"
+    }
+}

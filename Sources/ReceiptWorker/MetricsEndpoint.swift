@@ -1,0 +1,44 @@
+import Foundation
+import HTTPServerKit
+
+/// Serves `metrics.listen`: `/metrics` (Prometheus text), `/healthz` (the process answers), `/readyz`
+/// (partitions assigned and the ledger reachable; 503 otherwise, so a load balancer or Kubernetes waits).
+public final class MetricsEndpoint: Sendable {
+    private let server: HTTPServer
+    public var port: UInt16 { server.port }
+
+    /// Binds `listen` (`host:port`, IPv4; an empty host means every interface). Throws a configuration
+    /// error naming `metrics.listen` when the address cannot be bound.
+    public init(listen: String, worker: Worker) throws {
+        let colon = listen.lastIndex(of: ":")!  // validated by ConfigurationLoader
+        let host = listen[..<colon].isEmpty ? "0.0.0.0" : String(listen[..<colon])
+        let port = UInt16(listen[listen.index(after: colon)...])!
+        do {
+            server = try HTTPServer(host: host == "localhost" ? "127.0.0.1" : host, port: port, threads: 1) { request in
+                Self.route(request, worker: worker)
+            }
+        } catch {
+            throw ConfigurationError(key: "metrics.listen", reason: "cannot listen on \(listen): \(error)")
+        }
+    }
+
+    public func start() { server.start() }
+    public func stop() { server.stop() }
+
+    static func route(_ request: ServerRequest, worker: Worker) -> ServerReply {
+        let text = [("Content-Type", "text/plain; charset=utf-8")]
+        switch (request.method, request.path) {
+        case ("GET", "/metrics"):
+            return .respond(
+                status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
+                body: Data(worker.metrics.registry.render().utf8), after: .zero)
+        case ("GET", "/healthz"):
+            return .respond(status: 200, headers: text, body: Data("ok\n".utf8), after: .zero)
+        case ("GET", "/readyz"):
+            let ready = worker.isReady
+            return .respond(status: ready ? 200 : 503, headers: text, body: Data((ready ? "ready\n" : "not ready\n").utf8), after: .zero)
+        default:
+            return .respond(status: 404, headers: text, body: Data("not found\n".utf8), after: .zero)
+        }
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+import Observability
+
+/// The worker's Prometheus metrics (README, "Metrics"). Counters on the hot path are resolved once here;
+/// state owned elsewhere (jobs in flight, partitions, the circuit) is read at scrape time by ``Worker``.
+public final class WorkerMetrics: Sendable {
+    public let registry: MetricsRegistry
+    let jobsConsumed: Counter
+    let appleRetries: Counter
+    let replayedResults: Counter
+    let jobDuration: Histogram
+    private let decisions: [String: Counter]
+    private let deadLetters: [String: Counter]
+
+    /// Every deny reason of the contract, so each series exists (at 0) from the start.
+    static let denyReasons = [
+        "invalid_receipt", "bundle_mismatch", "sandbox_not_allowed", "transaction_not_found", "product_mismatch",
+        "quantity_mismatch", "account_mismatch", "revoked", "expired", "duplicate_transaction", "order_already_fulfilled",
+        "malformed_job",
+    ]
+    static let deadLetterReasons = ["malformed_job", "retries_exhausted", "cannot_verify"]
+
+    /// Seconds; from a fast local answer to Apple's slowest tail and the default 10 s timeout.
+    static let appleBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10]
+    static let jobBuckets = [0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
+
+    public init(registry: MetricsRegistry = MetricsRegistry()) {
+        self.registry = registry
+        jobsConsumed = registry.counter("receipt_worker_jobs_consumed_total", help: "Job messages taken from the jobs topic.")
+        var decisions = ["grant/verified": registry.counter(
+            "receipt_worker_decisions_total", help: "Result events decided, by decision and reason (re-emitted replays not included).",
+            labels: ["decision": "grant", "reason": "verified"])]
+        for reason in Self.denyReasons {
+            decisions["deny/\(reason)"] = registry.counter(
+                "receipt_worker_decisions_total", help: "", labels: ["decision": "deny", "reason": reason])
+        }
+        self.decisions = decisions
+        replayedResults = registry.counter(
+            "receipt_worker_replayed_results_total", help: "Stored result events published again for re-delivered jobs.")
+        appleRetries = registry.counter(
+            "receipt_worker_apple_retries_total", help: "Verifications retried after a transient Apple failure.")
+        deadLetters = Dictionary(uniqueKeysWithValues: Self.deadLetterReasons.map { reason in
+            (reason, registry.counter("receipt_worker_dlq_messages_total", help: "Messages sent to the dead-letter topic, by reason.",
+                                      labels: ["reason": reason]))
+        })
+        jobDuration = registry.histogram(
+            "receipt_worker_job_duration_seconds", help: "From taking a job to its result (or dead letter) acknowledged by the broker.",
+            buckets: Self.jobBuckets)
+        for call in ["verify_receipt_production", "verify_receipt_sandbox", "transaction_info_production", "transaction_info_sandbox"] {
+            _ = appleHistogram(call: call, outcome: "ok")
+        }
+    }
+
+    func decision(_ decision: String, reason: String) -> Counter {
+        decisions["\(decision)/\(reason)"] ?? registry.counter(
+            "receipt_worker_decisions_total", help: "", labels: ["decision": decision, "reason": reason])
+    }
+
+    func deadLetter(reason: String) -> Counter {
+        deadLetters[reason] ?? registry.counter("receipt_worker_dlq_messages_total", help: "", labels: ["reason": reason])
+    }
+
+    /// For ``AppleCallObserver``.
+    func observeAppleCall(_ call: String, outcome: String, duration: Duration) {
+        appleHistogram(call: call, outcome: outcome).observe(duration)
+    }
+
+    private func appleHistogram(call: String, outcome: String) -> Histogram {
+        registry.histogram(
+            "receipt_worker_apple_request_duration_seconds", help: "HTTP calls to Apple, by endpoint (and environment) and outcome.",
+            buckets: Self.appleBuckets, labels: ["endpoint": call, "outcome": outcome])
+    }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import Kafka
+import Observability
+import ReceiptWorker
+
+enum DeadLetterReplayCommand {
+    static let help = """
+        usage: receipt-worker dlq replay [--config FILE] [--set key=value]... [--reason REASON]...
+                                         [--since TIME] [--until TIME] [--dry-run]
+
+        Reads topics.dlq from its oldest letter to where it ended when the command started, and sends each
+        matching letter back to topics.jobs with its original key and value (and a dlq_replayed_from
+        header). One line per letter, then a summary. Replaying is safe to repeat: the worker answers a
+        job_id it already decided with its stored event, so a letter replayed twice is not granted twice.
+        Typical use: after an Apple outage outlasted retry.max_attempts, replay --reason retries_exhausted.
+
+        options:
+          --reason REASON   only letters with this dlq_reason (repeatable): malformed_job,
+                            retries_exhausted, cannot_verify
+          --since TIME      only letters written at or after TIME (RFC 3339, e.g. 2026-11-29T03:00:00Z)
+          --until TIME      only letters written before TIME
+          --dry-run         print what would be replayed; send nothing
+          --config FILE, --set key=value    kafka.*, topics.dlq and topics.jobs, as for `run`
+
+        Exit codes: 0 done (also when nothing matched); 1 broker failure, or the topic has no partitions
+        (does it exist?); 2 usage error.
+        """
+
+    struct Filter {
+        var reasons: Set<String>
+        var since: Date?
+        var until: Date?
+
+        func matches(_ letter: KafkaMessage) -> Bool {
+            if !reasons.isEmpty && !reasons.contains(letter.header("dlq_reason")?.stringValue ?? "") { return false }
+            let written = letter.timestamp ?? .distantPast
+            if let since, written < since { return false }
+            if let until, written >= until { return false }
+            return true
+        }
+    }
+
+    static func run(_ arguments: [String]) async throws -> Int32 {
+        let options = try Options(
+            arguments, valued: Options.configurationOptions.union(["--reason", "--since", "--until"]), flags: ["--dry-run"])
+        let configuration = try options.configuration(purpose: .tool)
+        let filter = Filter(reasons: Set(options.all("--reason")), since: try time(options, "--since"), until: try time(options, "--until"))
+        let dryRun = options.has("--dry-run")
+
+        let consumer = try ToolKafka.reader(configuration, tool: "dlq-replay", fromBeginning: true)
+        let producer = dryRun ? nil : try ToolKafka.producer(configuration)
+        try consumer.subscribe(topics: [configuration.topics.dlq])
+        TerminationSignals.install { _ in consumer.endEvents() }
+        let noAssignment = Timeout(seconds: 30) { consumer.endEvents() }
+
+        var ends: [KafkaTopicPartition: Int64] = [:]  // the offset each partition ended at when we started
+        var unfinished: Set<KafkaTopicPartition> = []
+        var assigned = false
+        var (read, replayed) = (0, 0)
+        var failure: Error?
+        reading: for await event in consumer.events {
+            switch event {
+            case .partitionsAssigned(let partitions):
+                assigned = true
+                for partition in partitions {
+                    do {
+                        let marks = try await consumer.watermarks(partition)
+                        ends[partition] = marks.high
+                        if marks.high > marks.low { unfinished.insert(partition) }
+                    } catch {
+                        failure = error
+                        break reading
+                    }
+                }
+                if unfinished.isEmpty { break reading }
+            case .message(let letter):
+                guard let end = ends[letter.topicPartition], letter.offset < end else {
+                    unfinished.remove(letter.topicPartition)
+                    if unfinished.isEmpty { break reading } else { continue }
+                }
+                read += 1
+                let reason = letter.header("dlq_reason")?.stringValue ?? "-"
+                let matched = filter.matches(letter)
+                let written = letter.timestamp.map { Timestamp.rfc3339($0) } ?? "-"
+                let action = !matched ? "skipped " : dryRun ? "would replay" : "replayed"
+                if matched, let producer {
+                    let job = KafkaProducerMessage(
+                        topic: configuration.topics.jobs, key: letter.key, value: letter.value,
+                        headers: [KafkaHeader(name: "dlq_replayed_from", string: "\(letter.topicPartition)@\(letter.offset)")])
+                    do {
+                        _ = try await producer.send(job)
+                    } catch {
+                        failure = error
+                        break reading
+                    }
+                }
+                if matched { replayed += 1 }
+                emit("\(action)  \(letter.topicPartition)@\(letter.offset)  \(reason)  \(written)  \(letter.header("dlq_error")?.stringValue ?? "")")
+                if letter.offset >= end - 1 {
+                    unfinished.remove(letter.topicPartition)
+                    if unfinished.isEmpty { break reading }
+                }
+            case .fatalError(let error):
+                failure = error
+                break reading
+            case .partitionsRevoked:
+                continue
+            }
+        }
+        await consumer.close()
+        await producer?.close()
+        if let failure {
+            FileHandle.standardError.write(Data("receipt-worker: \(failure)\n".utf8))
+            return 1
+        }
+        if !assigned && noAssignment.fired {
+            FileHandle.standardError.write(Data("receipt-worker: no partition of \(configuration.topics.dlq) after 30 s (does the topic exist?)\n".utf8))
+            return 1
+        }
+        emit("\(dryRun ? "would replay" : "replayed") \(replayed) of \(read) dead letters from \(configuration.topics.dlq) to \(configuration.topics.jobs)")
+        return 0
+    }
+
+    static func time(_ options: Options, _ name: String) throws -> Date? {
+        guard let text = options.value(name) else { return nil }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        guard let date = formatter.date(from: text) ?? ISO8601DateFormatter().date(from: text) else {
+            throw UsageError("\(name) must be an RFC 3339 time such as 2026-11-29T03:00:00Z")
+        }
+        return date
+    }
+}

@@ -1,0 +1,109 @@
+import Foundation
+import Kafka
+import ReceiptWorker
+
+enum ResultsCommand {
+    static let help = """
+        usage: receipt-worker results [--config FILE] [--set key=value]... [--from-beginning] [--order-id ID]
+                                      [--count N] [--timeout SECONDS] [--json]
+
+        Follows topics.results and prints one line per result event, as they arrive:
+
+          VERIFIED AT               DECISION  REASON                   ORDER            PRODUCT           TRANSACTION  ENVIRONMENT  ATTEMPTS
+
+        It reads in a consumer group of its own and commits nothing: the workers and grant services are
+        not disturbed. Ctrl-C stops it.
+
+        options:
+          --from-beginning   start at the oldest event kept (default: only events from now on)
+          --order-id ID      only this order's events (repeatable)
+          --count N          exit after N events
+          --timeout SECONDS  exit with code 1 if --count events have not arrived by then
+          --json             print each event's JSON as published instead of a line
+          --config FILE, --set key=value    kafka.* and topics.results, as for `run`
+
+        Exit codes: 0 Ctrl-C or --count reached; 1 broker failure or --timeout passed; 2 usage error.
+        """
+
+    static let header = line(["VERIFIED AT", "DECISION", "REASON", "ORDER", "PRODUCT", "TRANSACTION", "ENVIRONMENT", "ATTEMPTS"])
+
+    static func run(_ arguments: [String]) async throws -> Int32 {
+        let options = try Options(
+            arguments, valued: Options.configurationOptions.union(["--order-id", "--count", "--timeout"]),
+            flags: ["--from-beginning", "--json"])
+        let configuration = try options.configuration(purpose: .tool)
+        let count = try options.integer("--count", in: 1...Int.max)
+        let timeout = try options.integer("--timeout", in: 1...86_400)
+        let orders = Set(options.all("--order-id"))
+        let json = options.has("--json")
+
+        let consumer = try ToolKafka.reader(configuration, tool: "results", fromBeginning: options.has("--from-beginning"))
+        try consumer.subscribe(topics: [configuration.topics.results])
+        TerminationSignals.install { _ in consumer.endEvents() }
+        let timedOut = Timeout(seconds: timeout) { consumer.endEvents() }
+        if !json { emit(header) }
+        var printed = 0
+        var failure: KafkaError?
+        reading: for await event in consumer.events {
+            switch event {
+            case .message(let message):
+                let object = (try? JSONSerialization.jsonObject(with: Data(message.value))) as? [String: Any] ?? [:]
+                if !orders.isEmpty && !orders.contains(object["order_id"] as? String ?? "") { continue }
+                emit(json ? String(decoding: message.value, as: UTF8.self) : describe(object))
+                printed += 1
+                if let count, printed >= count { break reading }
+            case .fatalError(let error):
+                failure = error
+                break reading
+            case .partitionsAssigned, .partitionsRevoked:
+                continue
+            }
+        }
+        await consumer.close()
+        if let failure {
+            FileHandle.standardError.write(Data("receipt-worker: \(failure)\n".utf8))
+            return 1
+        }
+        if timedOut.fired, let count, printed < count {
+            FileHandle.standardError.write(Data("receipt-worker: \(printed) of \(count) events before the timeout\n".utf8))
+            return 1
+        }
+        return 0
+    }
+
+    static func describe(_ event: [String: Any]) -> String {
+        func field(_ name: String) -> String {
+            switch event[name] {
+            case let text as String: text
+            case let number as NSNumber: number.stringValue
+            default: "-"
+            }
+        }
+        return line([
+            field("verified_at"), field("decision"), field("reason"), field("order_id"), field("product_id"),
+            field("transaction_id"), field("environment"), field("attempts"),
+        ])
+    }
+
+    static func line(_ columns: [String]) -> String {
+        let widths = [25, 8, 23, 16, 16, 12, 11, 8]
+        return zip(columns, widths).map { text, width in
+            text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
+        }.joined(separator: "  ").trimmingCharacters(in: .whitespaces)
+    }
+}
+
+/// Calls `action` once after `seconds` (never when nil), on a thread of its own.
+final class Timeout: Sendable {
+    private let done = AtomicFlag()
+    var fired: Bool { done.isSet }
+
+    init(seconds: Int?, action: @escaping @Sendable () -> Void) {
+        guard let seconds else { return }
+        let done = self.done
+        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds)) {
+            done.set()
+            action()
+        }
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import Observability
+import ReceiptWorker
+
+enum RunCommand {
+    static let help = """
+        usage: receipt-worker run [--config FILE] [--set key=value]...
+
+        Consumes receipt jobs, verifies each with Apple, runs the contract's checks, records the decision
+        in the ledger and publishes a grant or deny event. Serves /metrics, /healthz and /readyz on
+        metrics.listen when set. SIGTERM or SIGINT: stop taking jobs, finish those in flight within
+        worker.drain_timeout_ms, commit, flush, exit 0.
+
+        options:
+          --config FILE      a properties file (key=value; # comments)
+          --set key=value    override one key (repeatable; wins over the file and the environment)
+
+        Every key can also come from the environment: RECEIPT_WORKER_ + the key in capitals with each
+        "." written "__" (apple.bundle_id: RECEIPT_WORKER_APPLE__BUNDLE_ID).
+        Logs: JSON lines on standard error; LOG_LEVEL=debug|info|warning|error (default info).
+        Exit codes: 0 stopped gracefully; 1 runtime failure (fatal Kafka error); 2 configuration error.
+        """
+
+    static func run(_ arguments: [String]) async throws -> Int32 {
+        let options = try Options(arguments, valued: Options.configurationOptions, flags: [])
+        let configuration = try options.configuration(purpose: .worker)
+        let logger = Logger(label: "receipt-worker")
+        let worker = try await WorkerAssembly.make(configuration, logger: logger)
+        var endpoint: MetricsEndpoint?
+        if let listen = configuration.metricsListen {
+            endpoint = try MetricsEndpoint(listen: listen, worker: worker)
+            endpoint?.start()
+            logger.info("metrics endpoint listening", ["listen": listen, "port": String(endpoint?.port ?? 0)])
+        }
+        TerminationSignals.install { received in
+            logger.notice("signal received; draining", ["signal": received == SIGTERM ? "SIGTERM" : "SIGINT"])
+            worker.shutdown()
+        }
+        do {
+            try await worker.run()
+            endpoint?.stop()
+            return 0
+        } catch {
+            logger.critical("worker failed", ["error": "\(error)"])
+            return 1
+        }
+    }
+}
+
+enum CheckConfigCommand {
+    static let help = """
+        usage: receipt-worker check-config [--config FILE] [--set key=value]...
+
+        Validates the configuration (file, RECEIPT_WORKER_* environment, --set) as `run` would, without
+        connecting to anything: unknown keys, bad values and unreadable files are reported with the key.
+
+        Exit codes: 0 valid; 2 invalid (the message names the key).
+        """
+
+    static func run(_ arguments: [String]) throws -> Int32 {
+        let options = try Options(arguments, valued: Options.configurationOptions, flags: [])
+        _ = try options.configuration(purpose: .worker)
+        print("configuration is valid")
+        return 0
+    }
+}
