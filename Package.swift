@@ -82,7 +82,7 @@ let package = Package(
             name: "AppleClientTests", dependencies: ["AppleVerification", "AppStoreSimulator", "HTTPClient", "Observability", "TestSupport"],
             resources: [.copy("testSigningKey.p8")], swiftSettings: strict),
         .testTarget(
-            name: "ReceiptWorkerTests", dependencies: ["ReceiptWorker", "AppleVerification", "Kafka"],
+            name: "ReceiptWorkerTests", dependencies: ["ReceiptWorker", "AppleVerification", "Kafka", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
             name: "WorkerEndToEndTests",

@@ -87,6 +87,10 @@ public final class KafkaConsumer: Sendable {
         let list = TopicPartitionList(topics.map { KafkaTopicPartition(topic: $0, partition: RD_KAFKA_PARTITION_UA) })
         let err = rd_kafka_subscribe(client.handle, list.pointer)
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+        startPolling()
+    }
+
+    private func startPolling() {
         poller.withLock { poller in
             guard poller == nil else { return }
             let loop = ConsumerPollLoop(client: client, channel: channel, configuration: configuration, logger: logger)
@@ -118,6 +122,39 @@ public final class KafkaConsumer: Sendable {
         }
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
         return list.offsets().filter { $0.value >= 0 }
+    }
+
+    /// Where ``assign(topic:from:timeout:)`` starts reading.
+    public enum StartOffset: Sendable { case beginning, end }
+
+    /// Reads every partition of `topic` outside any consumer group (no join, no rebalance, nothing that
+    /// could take partitions from a group's members) and starts polling. Returns the partitions; throws
+    /// when the topic does not exist. For tools; commits are meaningless here.
+    public func assign(topic: String, from start: StartOffset, timeout: Duration = .seconds(10)) async throws -> [KafkaTopicPartition] {
+        guard !closed.load(ordering: .acquiring) else { throw KafkaError.closed }
+        let client = self.client
+        let count: Int32 = try await Blocking.run { () -> Result<Int32, KafkaError> in
+            guard let handle = rd_kafka_topic_new(client.handle, topic, nil) else {
+                return .failure(KafkaError(code: .invalidConfiguration, reason: "topic \(topic)"))
+            }
+            defer { rd_kafka_topic_destroy(handle) }
+            var metadata: UnsafePointer<rd_kafka_metadata_t>?
+            let err = rd_kafka_metadata(client.handle, 0, handle, &metadata, Int32(clamping: timeout.milliseconds))
+            guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else { return .failure(KafkaError(err)) }
+            defer { rd_kafka_metadata_destroy(metadata) }
+            guard metadata.pointee.topic_cnt == 1, metadata.pointee.topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+                return .failure(KafkaError(metadata.pointee.topic_cnt == 1 ? metadata.pointee.topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC))
+            }
+            return .success(metadata.pointee.topics[0].partition_cnt)
+        }.get()
+        guard count > 0 else { throw KafkaError(RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC) }
+        let partitions = (0..<count).map { KafkaTopicPartition(topic: topic, partition: $0) }
+        let offset = start == .beginning ? Int64(RD_KAFKA_OFFSET_BEGINNING) : Int64(RD_KAFKA_OFFSET_END)
+        let list = TopicPartitionList(partitions, offsets: Dictionary(uniqueKeysWithValues: partitions.map { ($0, offset) }))
+        let err = rd_kafka_assign(client.handle, list.pointer)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+        startPolling()
+        return partitions
     }
 
     /// The first offset held and the offset the next record will get (the high watermark), asked of the

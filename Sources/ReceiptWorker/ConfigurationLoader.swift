@@ -15,6 +15,17 @@ public enum ConfigurationLoader {
     /// (`enqueue`, `results`, `dlq replay`) only read the Kafka and topic keys.
     public enum Purpose: Sendable { case worker, tool }
 
+    /// Every key `build` accepts besides `kafka.*` (and the two `kafka.*` keys every deployment sets).
+    /// config/worker.properties shows each one; a test holds the two together.
+    public static let documentedKeys = [
+        "topics.jobs", "topics.results", "topics.retries", "topics.dlq", "jobs.max_bytes", "apple.bundle_id",
+        "apple.allow_sandbox", "apple.verify_receipt.production_url", "apple.verify_receipt.sandbox_url", "apple.shared_secret",
+        "apple.shared_secret_file", "apple.api.production_url", "apple.api.sandbox_url", "apple.api.key_id", "apple.api.issuer_id",
+        "apple.api.private_key_file", "apple.root_certificates", "ledger.url", "ledger.url_file", "worker.max_in_flight",
+        "worker.drain_timeout_ms", "retry.max_attempts", "retry.initial_backoff_ms", "retry.max_backoff_ms", "http.timeout_ms",
+        "http.ca_file", "events.source", "metrics.listen", "kafka.bootstrap.servers", "kafka.group.id",
+    ]
+
     public static func load(
         file: String?, overrides: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
         purpose: Purpose = .worker
@@ -46,6 +57,9 @@ public enum ConfigurationLoader {
             properties.append((String(override[..<equals]), String(override[override.index(after: equals)...])))
             fromEnvironment[String(override[..<equals])] = nil
         }
+        // Later sources win: only each key's last value is validated (a bad value overridden is no error).
+        var seen: Set<String> = []
+        properties = properties.reversed().filter { seen.insert($0.key).inserted }.reversed()
         do {
             return try build(properties, purpose: purpose)
         } catch let error as ConfigurationError {

@@ -22,8 +22,7 @@ enum DeadLetterReplayCommand {
           --dry-run         print what would be replayed; send nothing
           --config FILE, --set key=value    kafka.*, topics.dlq and topics.jobs, as for `run`
 
-        Exit codes: 0 done (also when nothing matched); 1 broker failure, or the topic has no partitions
-        (does it exist?); 2 usage error.
+        Exit codes: 0 done (also when nothing matched); 1 broker failure or no such topic; 2 usage error.
         """
 
     struct Filter {
@@ -47,32 +46,21 @@ enum DeadLetterReplayCommand {
         let filter = Filter(reasons: Set(options.all("--reason")), since: try time(options, "--since"), until: try time(options, "--until"))
         let dryRun = options.has("--dry-run")
 
-        let consumer = try ToolKafka.reader(configuration, tool: "dlq-replay", fromBeginning: true)
+        let consumer = try ToolKafka.reader(configuration)
         let producer = dryRun ? nil : try ToolKafka.producer(configuration)
-        try consumer.subscribe(topics: [configuration.topics.dlq])
-        TerminationSignals.install { _ in consumer.endEvents() }
-        let noAssignment = Timeout(seconds: 30) { consumer.endEvents() }
-
         var ends: [KafkaTopicPartition: Int64] = [:]  // the offset each partition ended at when we started
         var unfinished: Set<KafkaTopicPartition> = []
-        var assigned = false
+        for partition in try await consumer.assign(topic: configuration.topics.dlq, from: .beginning) {
+            let marks = try await consumer.watermarks(partition)
+            ends[partition] = marks.high
+            if marks.high > marks.low { unfinished.insert(partition) }
+        }
+        TerminationSignals.install { _ in consumer.endEvents() }
         var (read, replayed) = (0, 0)
         var failure: Error?
+        if unfinished.isEmpty { consumer.endEvents() }  // an empty topic: nothing to read
         reading: for await event in consumer.events {
             switch event {
-            case .partitionsAssigned(let partitions):
-                assigned = true
-                for partition in partitions {
-                    do {
-                        let marks = try await consumer.watermarks(partition)
-                        ends[partition] = marks.high
-                        if marks.high > marks.low { unfinished.insert(partition) }
-                    } catch {
-                        failure = error
-                        break reading
-                    }
-                }
-                if unfinished.isEmpty { break reading }
             case .message(let letter):
                 guard let end = ends[letter.topicPartition], letter.offset < end else {
                     unfinished.remove(letter.topicPartition)
@@ -103,7 +91,7 @@ enum DeadLetterReplayCommand {
             case .fatalError(let error):
                 failure = error
                 break reading
-            case .partitionsRevoked:
+            case .partitionsAssigned, .partitionsRevoked:
                 continue
             }
         }
@@ -111,10 +99,6 @@ enum DeadLetterReplayCommand {
         await producer?.close()
         if let failure {
             FileHandle.standardError.write(Data("receipt-worker: \(failure)\n".utf8))
-            return 1
-        }
-        if !assigned && noAssignment.fired {
-            FileHandle.standardError.write(Data("receipt-worker: no partition of \(configuration.topics.dlq) after 30 s (does the topic exist?)\n".utf8))
             return 1
         }
         emit("\(dryRun ? "would replay" : "replayed") \(replayed) of \(read) dead letters from \(configuration.topics.dlq) to \(configuration.topics.jobs)")

@@ -11,8 +11,8 @@ enum ResultsCommand {
 
           VERIFIED AT               DECISION  REASON                   ORDER            PRODUCT           TRANSACTION  ENVIRONMENT  ATTEMPTS
 
-        It reads in a consumer group of its own and commits nothing: the workers and grant services are
-        not disturbed. Ctrl-C stops it.
+        It reads outside any consumer group and commits nothing: the workers and grant services are not
+        disturbed. Ctrl-C stops it.
 
         options:
           --from-beginning   start at the oldest event kept (default: only events from now on)
@@ -37,8 +37,8 @@ enum ResultsCommand {
         let orders = Set(options.all("--order-id"))
         let json = options.has("--json")
 
-        let consumer = try ToolKafka.reader(configuration, tool: "results", fromBeginning: options.has("--from-beginning"))
-        try consumer.subscribe(topics: [configuration.topics.results])
+        let consumer = try ToolKafka.reader(configuration)
+        _ = try await consumer.assign(topic: configuration.topics.results, from: options.has("--from-beginning") ? .beginning : .end)
         TerminationSignals.install { _ in consumer.endEvents() }
         let timedOut = Timeout(seconds: timeout) { consumer.endEvents() }
         if !json { emit(header) }

@@ -17,16 +17,16 @@ enum ToolKafka {
             configuration: KafkaProducer.Configuration(bootstrapServers: bootstrap, properties: properties), logger: logger)
     }
 
-    /// A consumer in a group of its own (never committed), so a tool reading a topic never takes
-    /// partitions from the workers or moves anyone's offsets.
-    static func reader(_ configuration: WorkerConfiguration, tool: String, fromBeginning: Bool) throws -> KafkaConsumer {
+    /// A consumer that reads by assignment, outside any group (see ``KafkaConsumer/assign(topic:from:timeout:)``):
+    /// a tool never takes partitions from the workers, moves anyone's offsets, or waits for a group join.
+    static func reader(_ configuration: WorkerConfiguration) throws -> KafkaConsumer {
         var properties = configuration.kafka
         let bootstrap = properties.removeValue(forKey: "bootstrap.servers") ?? "127.0.0.1:9092"
         properties.removeValue(forKey: "group.id")
         properties["fetch.wait.max.ms"] = properties["fetch.wait.max.ms"] ?? "100"
-        var consumer = KafkaConsumer.Configuration(
-            bootstrapServers: bootstrap, groupID: "receipt-worker-\(tool)-\(UUID().uuidString.lowercased())", properties: properties)
-        consumer.autoOffsetReset = fromBeginning ? "earliest" : "latest"
-        return try KafkaConsumer(configuration: consumer, logger: logger)
+        return try KafkaConsumer(
+            configuration: KafkaConsumer.Configuration(
+                bootstrapServers: bootstrap, groupID: "receipt-worker-tool-\(UUID().uuidString.lowercased())", properties: properties),
+            logger: logger)
     }
 }

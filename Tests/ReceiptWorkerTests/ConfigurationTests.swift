@@ -5,10 +5,10 @@ import Testing
 
 @Suite("Worker configuration")
 struct ConfigurationTests {
-    func load(_ lines: [String], overrides: [String] = []) throws -> WorkerConfiguration {
+    func load(_ lines: [String], overrides: [String] = [], environment: [String: String] = [:]) throws -> WorkerConfiguration {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).properties").path
         try lines.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
-        return try ConfigurationLoader.load(file: path, overrides: overrides)
+        return try ConfigurationLoader.load(file: path, overrides: overrides, environment: environment)
     }
 
     @Test("a properties file with comments, then --set overrides")
@@ -58,5 +58,61 @@ struct ConfigurationTests {
             try ConfigurationLoader.load(file: "/nonexistent/worker.properties", overrides: [])
         }
         #expect(error?.key == "--config")
+    }
+
+    @Test("environment variables: RECEIPT_WORKER_ + the key in capitals, . as __; file < environment < --set")
+    func environment() throws {
+        #expect(ConfigurationLoader.key(forEnvironmentVariable: "RECEIPT_WORKER_APPLE__BUNDLE_ID") == "apple.bundle_id")
+        #expect(ConfigurationLoader.environmentVariable(forKey: "kafka.bootstrap.servers") == "RECEIPT_WORKER_KAFKA__BOOTSTRAP__SERVERS")
+        let configuration = try load(
+            ["apple.bundle_id=from.file", "worker.max_in_flight=10", "retry.max_attempts=4"],
+            overrides: ["retry.max_attempts=6"],
+            environment: [
+                "RECEIPT_WORKER_WORKER__MAX_IN_FLIGHT": "20", "RECEIPT_WORKER_KAFKA__SASL__USERNAME": "svc",
+                "RECEIPT_WORKER_RETRY__MAX_ATTEMPTS": "0", "UNRELATED": "x",
+            ])
+        #expect(configuration.apple.bundleID == "from.file")
+        #expect(configuration.maxInFlight == 20)
+        #expect(configuration.retry.maxAttempts == 6)  // the environment's bad 0 was overridden, so no error
+        #expect(configuration.kafka["sasl.username"] == "svc")
+        let error = #expect(throws: ConfigurationError.self) {
+            try load(["apple.bundle_id=b"], environment: ["RECEIPT_WORKER_WORKER__MAX_INFLIGHT": "5"])
+        }
+        #expect(error?.key == "worker.max_inflight (from RECEIPT_WORKER_WORKER__MAX_INFLIGHT)")
+    }
+
+    @Test("secrets from files: kafka.*_file and ledger.url_file")
+    func secretFiles() throws {
+        let directory = FileManager.default.temporaryDirectory
+        let password = directory.appendingPathComponent("sasl-\(UUID())").path
+        try "p4ss\n".write(toFile: password, atomically: true, encoding: .utf8)
+        let url = directory.appendingPathComponent("ledger-\(UUID())").path
+        try "postgresql://worker:pw@db/ledger\n".write(toFile: url, atomically: true, encoding: .utf8)
+        let configuration = try load(["apple.bundle_id=b", "kafka.sasl.password_file=\(password)", "ledger.url_file=\(url)"])
+        #expect(configuration.kafka["sasl.password"] == "p4ss")
+        #expect(configuration.ledgerURL == "postgresql://worker:pw@db/ledger")
+        let error = #expect(throws: ConfigurationError.self) { try load(["apple.bundle_id=b", "kafka.sasl.password_file=/nonexistent"]) }
+        #expect(error?.key == "kafka.sasl.password_file")
+    }
+
+    @Test("the command-line tools need no apple.bundle_id")
+    func toolPurpose() throws {
+        let configuration = try ConfigurationLoader.load(
+            file: nil, overrides: ["topics.jobs=j"], environment: [:], purpose: .tool)
+        #expect(configuration.topics.jobs == "j")
+        #expect(throws: ConfigurationError.self) { try ConfigurationLoader.load(file: nil, overrides: [], environment: [:]) }
+    }
+
+    @Test("every key in config/worker.properties is known and the file is valid as shipped")
+    func shippedExample() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let example = root.appendingPathComponent("config/worker.properties").path
+        let configuration = try ConfigurationLoader.load(file: example, overrides: [], environment: [:])
+        #expect(configuration.apple.bundleID == "com.example.game")
+        // Every key of the contract and the extensions appears in the example, commented or not.
+        let text = try String(contentsOfFile: example, encoding: .utf8)
+        for key in ConfigurationLoader.documentedKeys {
+            #expect(text.contains("\(key)="), "config/worker.properties does not show \(key)")
+        }
     }
 }
