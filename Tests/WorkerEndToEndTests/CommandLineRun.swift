@@ -6,11 +6,12 @@ struct CommandLineRun: Sendable {
     let output: String
     let errors: String
 
-    /// Runs `receipt-worker ARGUMENTS` with `environment` added to this process's, and waits for it (up to
-    /// `timeout`, then it is killed and the status is -9).
-    static func run(_ arguments: [String], environment: [String: String] = [:], timeout: Duration = .seconds(60)) async throws
-        -> CommandLineRun
-    {
+    /// Runs `receipt-worker ARGUMENTS` (or another `executable`) with `environment` added to this
+    /// process's, and waits for it (up to `timeout`, then it is killed and the status is -9).
+    static func run(
+        _ arguments: [String], executable: String = WorkerProcess.binary, environment: [String: String] = [:],
+        timeout: Duration = .seconds(60)
+    ) async throws -> CommandLineRun {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cli-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let (out, err) = (directory.appendingPathComponent("out").path, directory.appendingPathComponent("err").path)
@@ -20,7 +21,7 @@ struct CommandLineRun: Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        let binary = WorkerProcess.binary
+        let binary = executable
         var argv: [UnsafeMutablePointer<CChar>?] = ([binary] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         let merged = ProcessInfo.processInfo.environment.merging(environment) { $1 }

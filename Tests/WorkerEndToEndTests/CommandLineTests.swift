@@ -144,8 +144,8 @@ import Testing
     private func jobsIn(_ topic: String, expecting: Int) async throws -> [KafkaMessage] {
         let consumer = try KafkaConsumer(
             configuration: .init(bootstrapServers: WorkerHarness.bootstrap, groupID: "check-\(UUID())"), logger: WorkerHarness.logger)
-        try consumer.subscribe(topics: [topic])
-        let deadline = ContinuousClock.now + (expecting == 0 ? .seconds(5) : .seconds(30))
+        _ = try await consumer.assign(topic: topic, from: .beginning)
+        let deadline = ContinuousClock.now + (expecting == 0 ? .seconds(3) : .seconds(30))
         var messages: [KafkaMessage] = []
         let stopper = Task {
             try? await Task.sleep(until: deadline)

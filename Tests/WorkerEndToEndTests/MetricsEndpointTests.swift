@@ -1,0 +1,76 @@
+import Foundation
+import HTTPClient
+import ReceiptWorker
+import TestSupport
+import Testing
+
+/// `/metrics`, `/healthz` and `/readyz` of a worker that handles real jobs.
+@Suite("Metrics endpoint") struct MetricsEndpointTests {
+    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    @Test("counters move with the jobs; /readyz turns ready once partitions are assigned; dashboards name real metrics")
+    func metricsMove() async throws {
+        let harness = try await WorkerHarness()
+        let endpoint = try MetricsEndpoint(listen: "127.0.0.1:0", worker: harness.worker)
+        endpoint.start()
+        let base = "http://127.0.0.1:\(endpoint.port)"
+        func get(_ path: String) async throws -> (status: Int, body: String) {
+            let response = try await harness.http.execute(HTTPRequest(url: base + path))
+            return (response.status, String(decoding: response.body, as: UTF8.self))
+        }
+        #expect(try await get("/healthz").status == 200)
+        #expect(try await get("/nowhere").status == 404)
+        #expect(await eventually(timeout: .seconds(30)) { (try? await get("/readyz").status) == 200 })
+
+        let purchase = try await harness.purchase(["product_id": "coins_100"])
+        try await harness.submit(job("m-1", order: "m-order-1", product: "coins_100", ["receipt": purchase.receipt]))
+        try await harness.submit(raw: Data("not json".utf8), key: "m-bad")
+        #expect(await harness.result(jobID: "m-1") != nil)
+        #expect(await eventually { harness.deadLetters.count == 1 })
+
+        let scraped = await eventually(timeout: .seconds(10)) {
+            let text = (try? await get("/metrics").body) ?? ""
+            return text.contains("receipt_worker_jobs_consumed_total 2\n")
+                && text.contains("receipt_worker_jobs_in_flight 0\n") && text.contains("receipt_worker_partition_committed_offset{")
+        }
+        #expect(scraped)
+        let text = try await get("/metrics").body
+        #expect(text.contains("receipt_worker_decisions_total{decision=\"grant\",reason=\"verified\"} 1\n"))
+        #expect(text.contains("receipt_worker_decisions_total{decision=\"deny\",reason=\"product_mismatch\"} 0\n"))
+        #expect(text.contains("receipt_worker_dlq_messages_total{reason=\"malformed_job\"} 1\n"))
+        #expect(text.contains("receipt_worker_apple_request_duration_seconds_count{endpoint=\"verify_receipt_production\",outcome=\"ok\"} 1\n"))
+        #expect(text.contains("receipt_worker_circuit_state{state=\"closed\"} 1\n"))
+        #expect(text.contains("receipt_worker_ledger_up 1\n"))
+        #expect(text.contains("receipt_worker_ready 1\n"))
+        #expect(!text.contains(purchase.receipt))
+
+        // Every metric the Grafana dashboard and the Prometheus rules query is one the worker exports.
+        let exported = Set(text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map { String($0.split(separator: " ")[2]) })
+        for file in ["deploy/grafana/receipt-worker-dashboard.json", "deploy/prometheus/receipt-worker-rules.yaml"] {
+            let queried = try Self.metricNames(in: Self.repositoryRoot.appendingPathComponent(file))
+            #expect(!queried.isEmpty, "\(file) names no metric")
+            #expect(queried.subtracting(exported).isEmpty, "\(file) queries metrics the worker does not export: \(queried.subtracting(exported))")
+        }
+
+        harness.worker.shutdown()
+        #expect(await eventually { (try? await get("/readyz").status) == 503 })
+        endpoint.stop()
+        await harness.stop()
+    }
+
+    /// `receipt_worker_*` names in a file, with histogram suffixes taken back to the family's name.
+    static func metricNames(in file: URL) throws -> Set<String> {
+        let text = try String(contentsOf: file, encoding: .utf8)
+        let regex = try NSRegularExpression(pattern: "receipt_worker_[a-z_]+")
+        let names = regex.matches(in: text, range: NSRange(text.startIndex..., in: text)).map { match in
+            String(text[Range(match.range, in: text)!])
+        }
+        return Set(names.filter { !$0.hasSuffix("_") }.map { name in
+            for suffix in ["_bucket", "_sum", "_count"] where name.hasSuffix(suffix) && name.contains("_seconds") {
+                return String(name.dropLast(suffix.count))
+            }
+            return name
+        })
+    }
+}
