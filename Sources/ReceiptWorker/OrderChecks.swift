@@ -14,7 +14,9 @@ public enum OrderChecks {
         let purchase: VerifiedPurchase
         switch verdict {
         case .rejected(let rejection, let detail):
-            return .deny(reason: rejection.rawValue, detail: detail, transaction: nil, environment: nil)
+            // A sandbox receipt refused by policy is known to be Sandbox: say so to the grant service.
+            return .deny(
+                reason: rejection.rawValue, detail: detail, transaction: nil, environment: rejection == .sandboxNotAllowed ? "Sandbox" : nil)
         case .verified(let verified):
             purchase = verified
         }

@@ -9,7 +9,7 @@ enum ResultsCommand {
 
         Follows topics.results and prints one line per result event, as they arrive:
 
-          VERIFIED AT               DECISION  REASON                   ORDER            PRODUCT           TRANSACTION  ENVIRONMENT  ATTEMPTS
+          VERIFIED AT  DECISION  REASON  ORDER  PRODUCT  TRANSACTION  ENVIRONMENT  ATTEMPTS
 
         It reads outside any consumer group and commits nothing: the workers and grant services are not
         disturbed. Ctrl-C stops it.
@@ -86,7 +86,7 @@ enum ResultsCommand {
     }
 
     static func line(_ columns: [String]) -> String {
-        let widths = [25, 8, 23, 16, 16, 12, 11, 8]
+        let widths = [24, 8, 23, 16, 16, 19, 11, 8]
         return zip(columns, widths).map { text, width in
             text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
         }.joined(separator: "  ").trimmingCharacters(in: .whitespaces)

@@ -34,7 +34,8 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 services_start_kafka() {
     services_dir
     local port; port="$(free_port)"
-    "$TANSU_BIN" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
+    # setsid: a Ctrl-C meant for the script must not stop the broker before the script stops the rest.
+    setsid "$TANSU_BIN" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
         >"$SERVICES_DIR/tansu.log" 2>&1 &
     echo $! >"$SERVICES_DIR/tansu.pid"
     wait_for "Kafka broker on port $port" 20 port_open "$port" || { cat "$SERVICES_DIR/tansu.log" >&2; return 1; }

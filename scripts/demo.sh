@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The local demo: installs what is missing, builds, starts a Kafka broker (Tansu), the App Store simulator
+# and the worker on the SQLite ledger, submits five sample purchases, and prints the results as they
+# arrive. Ctrl-C stops everything cleanly (the worker drains and exits 0).
+#   scripts/demo.sh           runs until Ctrl-C
+#   scripts/demo.sh --once    stops by itself once the five results are in (for scripts and CI)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+once=false; [ "${1:-}" = "--once" ] && once=true
+
+say() { printf '\033[1m%s\033[0m\n' "$*" >&2; }
+
+bash scripts/setup.sh
+say "building (release) ..."
+swift build -c release --product receipt-worker >/dev/null
+swift build -c release --product appstore-sim >/dev/null
+bin=.build/release
+
+# Demo state is thrown away on every run: the simulator numbers its transactions from the start again.
+rm -rf .demo && mkdir -p .demo
+source scripts/lib/services.sh
+pids=()
+cleanup() {
+    trap - INT TERM EXIT
+    [ -n "${results_pid:-}" ] && kill "$results_pid" 2>/dev/null || true
+    if [ -n "${worker_pid:-}" ] && kill -0 "$worker_pid" 2>/dev/null; then
+        say "stopping the worker (SIGTERM: drain, commit, flush) ..."
+        kill -TERM "$worker_pid"
+        status=0; wait "$worker_pid" || status=$?
+        say "worker exited with status $status"
+    fi
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    services_stop
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+services_start_kafka
+for topic in receipt-jobs:4 receipt-results:1 receipt-dlq:1; do
+    "$TANSU_BIN" topic create "${topic%%:*}" --partitions "${topic##*:}" --broker "tcp://$KAFKA_BOOTSTRAP" >/dev/null 2>&1
+done
+
+sim_port="$(free_port)"
+sim="http://127.0.0.1:$sim_port"
+setsid "$bin/appstore-sim" --port "$sim_port" --bundle-id com.example >.demo/simulator.log 2>&1 &
+pids+=($!)
+"$bin/appstore-sim" --print-test-root >.demo/simulator-root.pem
+wait_for "App Store simulator" 20 port_open "$sim_port"
+say "App Store simulator on $sim (logs: .demo/simulator.log)"
+
+metrics_port="$(free_port)"
+# setsid: Ctrl-C reaches the script only; it stops the worker first (SIGTERM), then the rest.
+setsid "$bin/receipt-worker" run --config config/local.properties \
+    --set "kafka.bootstrap.servers=$KAFKA_BOOTSTRAP" \
+    --set "apple.verify_receipt.production_url=$sim/production/verifyReceipt" \
+    --set "apple.verify_receipt.sandbox_url=$sim/sandbox/verifyReceipt" \
+    --set "metrics.listen=127.0.0.1:$metrics_port" >.demo/worker.log 2>&1 &
+worker_pid=$!
+wait_for "the worker's metrics endpoint" 30 port_open "$metrics_port"
+ready() { curl -sf "http://127.0.0.1:$metrics_port/readyz"; }
+wait_for "the worker to join its group (/readyz)" 60 ready
+say "worker running (logs: .demo/worker.log); metrics: curl -s http://127.0.0.1:$metrics_port/metrics | grep receipt_worker_"
+
+# purchase JSON: asks the simulator to make a purchase, as the App Store would after a player pays.
+purchase() { curl -sf -X POST "$sim/admin/purchases" -d "$1"; }
+field() { python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+enqueue() { "$bin/receipt-worker" enqueue --set "kafka.bootstrap.servers=$KAFKA_BOOTSTRAP" --user-id player-42 "$@" >/dev/null; }
+
+coins="$(purchase '{"product_id":"coins_100"}')"
+cheap="$(purchase '{"product_id":"coins_100"}')"
+sandbox="$(purchase '{"product_id":"coins_100","environment":"Sandbox"}')"
+during_outage="$(purchase '{"product_id":"gems_500"}')"
+
+say ""
+say "sample purchases (order: what happens)"
+say "  demo-grant:    a genuine purchase of coins_100                        -> grant"
+say "  demo-replay:   the same receipt again, for a second order             -> deny duplicate_transaction"
+say "  demo-swap:     a coins_100 receipt presented for a gems_5000 order    -> deny product_mismatch"
+say "  demo-sandbox:  a sandbox (tester) receipt, production policy          -> deny sandbox_not_allowed"
+say "  demo-outage:   verified while Apple answers 503 for 6 s               -> grant after retries (ATTEMPTS > 1)"
+say ""
+
+"$bin/receipt-worker" results --set "kafka.bootstrap.servers=$KAFKA_BOOTSTRAP" --from-beginning \
+    $($once && echo "--count 5 --timeout 120") &
+results_pid=$!
+
+enqueue --order-id demo-grant --product-id coins_100 --receipt "$(field receipt <<<"$coins")"
+sleep 1  # so the replay comes second: the first order keeps the grant
+enqueue --order-id demo-replay --product-id coins_100 --receipt "$(field receipt <<<"$coins")"
+# The app reports the transaction it bought with the receipt; the worker checks that transaction's product.
+enqueue --order-id demo-swap --product-id gems_5000 --receipt "$(field receipt <<<"$cheap")" \
+    --transaction-id "$(field transaction_id <<<"$cheap")"
+enqueue --order-id demo-sandbox --product-id coins_100 --receipt "$(field receipt <<<"$sandbox")"
+decided() { [ "$(curl -s "http://127.0.0.1:$metrics_port/metrics" | grep -c '^receipt_worker_decisions_total{.*} [1-9]')" -ge 3 ]; }
+wait_for "the first four results" 60 decided
+curl -sf -X PUT "$sim/admin/faults" -d '{"outage_start_in_ms":0,"outage_seconds":6,"outage_mode":"http_5xx"}' >/dev/null
+enqueue --order-id demo-outage --product-id gems_500 --receipt "$(field receipt <<<"$during_outage")"
+
+if $once; then
+    status=0; wait "$results_pid" || status=$?
+    results_pid=""
+    say ""
+    say "metrics after the run:"
+    curl -s "http://127.0.0.1:$metrics_port/metrics" | grep -E '^receipt_worker_(jobs_consumed_total|decisions_total\{.*\} [1-9]|apple_retries_total|ready )' >&2
+    exit "$status"
+fi
+say "(Ctrl-C stops everything)"
+wait "$results_pid"
