@@ -37,13 +37,16 @@ struct VerifyReceiptClientTests {
         #expect(attempts == 2)
     }
 
-    @Test("a wrong shared secret is Apple's 21004, a final answer")
+    @Test("a wrong shared secret (21004) is our configuration: retriable, never a verdict on the receipt")
     func sharedSecret() async throws {
         let harness = try SimulatorHarness(sharedSecret: "right")
         let purchase = try await harness.purchase(["product_id": "sub.monthly", "type": "subscription"])
         var attempts = 0
-        let wrong = try await harness.receiptClient(secret: "wrong").verify(receipt: purchase.receipt, attempts: &attempts)
-        guard case .invalid(21004) = wrong else { Issue.record("expected 21004, got \(wrong)"); return }
+        let error = await #expect(throws: AppleVerificationError.self) {
+            try await harness.receiptClient(secret: "wrong").verify(receipt: purchase.receipt, attempts: &attempts)
+        }
+        #expect(error?.isRetriable == true)
+        #expect(error?.reason.contains("21004") == true && error?.reason.contains("wrong") == false)
         let right = try await harness.receiptClient(secret: "right").verify(receipt: purchase.receipt, attempts: &attempts)
         guard case .valid(let response, _) = right else { Issue.record("expected valid, got \(right)"); return }
         #expect(response.latestReceiptInfo?.first?.expiresDateMs != nil)

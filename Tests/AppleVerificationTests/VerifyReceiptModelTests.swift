@@ -8,7 +8,7 @@ struct VerifyReceiptModelTests {
     @Test("every documented status is classified", arguments: [
         (0, nil, VerifyReceiptStatus.valid),
         (21000, nil, .invalid(21000)), (21001, nil, .invalid(21001)), (21002, nil, .invalid(21002)),
-        (21003, nil, .invalid(21003)), (21004, nil, .invalid(21004)), (21005, nil, .retryable(21005)),
+        (21003, nil, .invalid(21003)), (21004, nil, .sharedSecretMismatch), (21005, nil, .retryable(21005)),
         (21006, nil, .invalid(21006)), (21007, nil, .sandboxReceipt), (21008, nil, .productionReceipt),
         (21009, nil, .retryable(21009)), (21010, nil, .invalid(21010)),
         (21100, true, .retryable(21100)), (21150, true, .retryable(21150)), (21199, true, .retryable(21199)),

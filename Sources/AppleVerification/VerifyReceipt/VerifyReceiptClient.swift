@@ -42,7 +42,7 @@ public final class VerifyReceiptClient: Sendable {
 
     /// Verifies one receipt. `attempts` counts the HTTP calls made, sandbox redirects included. Throws a
     /// retriable ``AppleVerificationError`` for transient failures (timeouts, 5xx, 429, 21005, 21009,
-    /// retryable 211xx): those are never a rejection.
+    /// retryable 211xx) and for a wrong shared secret (21004): those are never a rejection.
     public func verify(receipt: String, attempts: inout Int) async throws -> Outcome {
         var url = configuration.productionURL
         var environment = "Production"
@@ -61,6 +61,12 @@ public final class VerifyReceiptClient: Sendable {
             case .retryable(let status):
                 throw AppleVerificationError(
                     .appleStatus, "verifyReceipt status \(status): \(VerifyReceiptStatus.describe(status))", isRetriable: true)
+            case .sharedSecretMismatch:
+                // Retried (and dead-lettered when it lasts), so no genuine purchase is denied while the
+                // secret is being rotated or fixed; the circuit breaker pauses intake if every call fails.
+                throw AppleVerificationError(
+                    .unauthorized, "verifyReceipt status 21004: the shared secret does not match (check apple.shared_secret)",
+                    isRetriable: true)
             case .invalid(let status):
                 return .invalid(status: status)
             }

@@ -8,7 +8,10 @@ public enum VerifyReceiptStatus: Equatable, Sendable {
     case productionReceipt
     /// 21005, 21009, and 21100-21199 when Apple marks them retryable: ask again later.
     case retryable(Int)
-    /// Everything else (21000-21004, 21006, 21010, non-retryable 211xx, unknown): Apple's final answer.
+    /// 21004: the shared secret is not the account's. Our configuration (a rotation half done, a typo),
+    /// never the player's purchase: not a verdict on the receipt.
+    case sharedSecretMismatch
+    /// Everything else (21000-21003, 21006, 21010, non-retryable 211xx, unknown): Apple's final answer.
     case invalid(Int)
 
     /// `isRetryable` is the response's `is_retryable` or `is-retryable` (Apple has used both spellings).
@@ -17,6 +20,7 @@ public enum VerifyReceiptStatus: Equatable, Sendable {
         case 0: self = .valid
         case 21007: self = .sandboxReceipt
         case 21008: self = .productionReceipt
+        case 21004: self = .sharedSecretMismatch
         case 21005, 21009: self = .retryable(status)
         case 21100...21199: self = isRetryable == true ? .retryable(status) : .invalid(status)
         default: self = .invalid(status)
