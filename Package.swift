@@ -44,7 +44,7 @@ let package = Package(
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
         .target(name: "Ledger", dependencies: ["CSQLite", "CPostgres"], swiftSettings: strict),
-        .target(name: "HTTPClient", dependencies: ["CCurl", "Observability"], swiftSettings: strict),
+        .target(name: "HTTPClient", dependencies: ["CCurl", "CLinux", "Observability"], swiftSettings: strict),
         .target(
             name: "AppleVerification", dependencies: ["COpenSSL", "HTTPClient", "Observability"], swiftSettings: strict),
 

@@ -3,7 +3,9 @@
 # real processes on this machine. For each ledger (SQLite, PostgreSQL) and simulated Apple latency (0 and
 # 100 ms): throughput over N queued jobs, p50/p99 job latency while submitting at half that throughput, and
 # the worker's peak memory. Then the naive design (one job at a time, worker.max_in_flight=1) for the ratio.
-#   scripts/bench-worker.sh [JOBS]      (default 50000; LEDGERS="postgresql" runs one ledger only)
+#   scripts/bench-worker.sh [JOBS]      (default 50000)
+# For quicker runs while profiling: LEDGERS="postgresql" (one ledger), LATENCIES="100", NAIVE=no;
+# PERF=/tmp/worker records a perf profile of the worker during each burst (/tmp/worker-LEDGER-LATENCY.data).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${1:-50000}"
@@ -56,6 +58,38 @@ print("CPU per job (us): " + ", ".join(parts))
 PY
 }
 
+# The worker's own p50/p99 (job taken -> result acknowledged) during the paced phase, from the difference
+# of two scrapes of receipt_worker_job_duration_seconds, interpolated within buckets.
+worker_quantiles() {
+    python3 - "$@" <<'PY'
+import re, sys
+def buckets(path, series):
+    found = {}
+    for line in open(path):
+        m = re.match(series + r'_bucket\{(.*?)le="([^"]+)"\} (\d+)', line)
+        if m: found.setdefault(m.group(1), {})[float("inf") if m.group(2) == "+Inf" else float(m.group(2))] = int(m.group(3))
+    return found
+def quantile(before, after, q):
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0) for b in bounds]
+    rank, lower, below = q * counts[-1], 0.0, 0
+    for bound, cumulative in zip(bounds, counts):
+        if cumulative >= rank:
+            return lower if bound == float("inf") else lower + (bound - lower) * (rank - below) / max(cumulative - below, 1)
+        lower, below = bound, cumulative
+    return lower
+before_path, after_path, series = sys.argv[1], sys.argv[2], sys.argv[3]
+before, after = buckets(before_path, series), buckets(after_path, series)
+parts = []
+for labels in sorted(after):
+    b, a = before.get(labels, {}), after[labels]
+    if a[float("inf")] - b.get(float("inf"), 0) == 0: continue
+    name = labels.rstrip(",").replace('"', "") + " " if labels else ""
+    parts.append(f"{name}p50 {quantile(b, a, 0.5) * 1000:.1f} ms, p99 {quantile(b, a, 0.99) * 1000:.1f} ms")
+print("; ".join(parts))
+PY
+}
+
 # run LEDGER LATENCY MAX_IN_FLIGHT JOBS PACED: prints "throughput|latency|peak"
 run() {
     local ledger_kind="$1" latency="$2" in_flight="$3" count="$4" paced="$5"
@@ -67,6 +101,7 @@ run() {
         .deps/tools/tansu topic create "$topic-$suffix" --partitions 4 --broker "tcp://$KAFKA_BOOTSTRAP" >/dev/null
     done
     local ledger="sqlite:$work/ledger-$suffix.sqlite"
+    metrics_port="$(free_port)"
     if [ "$ledger_kind" = postgresql ]; then
         psql "$POSTGRES_URL" -qtAc "CREATE DATABASE bench_$suffix" >/dev/null
         ledger="$pg_base/bench_$suffix"
@@ -86,18 +121,29 @@ kafka.group.id=bench-$suffix
 kafka.session.timeout.ms=6000
 kafka.heartbeat.interval.ms=500
 kafka.max.poll.interval.ms=10000
+metrics.listen=127.0.0.1:$metrics_port
 PROPS
     "$bench" prepare --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" --jobs "$count" >/dev/null
     LOG_LEVEL=warning .build/release/receipt-worker run --config "$work/worker.properties" 2>"$work/worker.log" &
     worker_pid=$!
     local before; before="$(cpu_snapshot)"
+    local perf_pid=""
+    if [ -n "${PERF:-}" ]; then  # PERF=FILE: a perf profile of the worker during the burst, as FILE
+        perf record -F 499 -g -p "$worker_pid" -o "$PERF-$ledger_kind-$latency.data" >/dev/null 2>&1 &
+        perf_pid=$!
+    fi
     local throughput; throughput="$("$bench" drain --bootstrap "$KAFKA_BOOTSTRAP" --topic "results-$suffix" --jobs "$count")"
+    [ -n "$perf_pid" ] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
     echo "  $ledger_kind ${latency} ms, $(cpu_per_job "$before" "$(cpu_snapshot)" "$count")" >&2
     local latency_line="-"
     if [ "$paced" = yes ]; then
         local rate; rate=$(( $(grep -oE '^[0-9]+' <<<"$throughput") / 2 ))
+        curl -s "http://127.0.0.1:$metrics_port/metrics" >"$work/metrics-before"
         latency_line="$("$bench" paced --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" \
             --results "results-$suffix" --rate "$rate" --seconds 10)"
+        curl -s "http://127.0.0.1:$metrics_port/metrics" >"$work/metrics-after"
+        latency_line="$latency_line; in the worker $(worker_quantiles "$work/metrics-before" "$work/metrics-after" receipt_worker_job_duration_seconds)"
+        echo "  $ledger_kind ${latency} ms, stages: $(worker_quantiles "$work/metrics-before" "$work/metrics-after" 'receipt_worker_(?:stage|apple_request)_duration_seconds')" >&2
     fi
     local peak; peak="$(awk '/VmHWM/ {printf "%.0f MiB", $2/1024}' "/proc/$worker_pid/status")"
     kill -TERM "$worker_pid"; wait "$worker_pid" || true; worker_pid=""
@@ -107,15 +153,16 @@ PROPS
 
 echo "Worker benchmark: $jobs jobs per configuration, 4 partitions, worker.max_in_flight=1000, 2 cores shared by"
 echo "broker, simulator, PostgreSQL, worker and driver"
-printf '%-11s %-8s %-34s %-52s %s\n' ledger latency throughput "latency at half throughput (submit -> result)" "worker peak RSS"
+printf '%-11s %-8s %-34s %-96s %s\n' ledger latency throughput "latency at half throughput: submit -> result; in the worker: taken -> result acked" "worker peak RSS"
 declare -A rates
 for ledger in ${LEDGERS:-sqlite postgresql}; do
-    for latency in 0 100; do
+    for latency in ${LATENCIES:-0 100}; do
         IFS='|' read -r throughput latency_line peak <<<"$(run "$ledger" "$latency" 1000 "$jobs" yes)"
         rates["$ledger-$latency"]="$(grep -oE '^[0-9]+' <<<"$throughput")"
-        printf '%-11s %-8s %-34s %-52s %s\n' "$ledger" "${latency} ms" "$throughput" "$latency_line" "$peak"
+        printf '%-11s %-8s %-34s %-96s %s\n' "$ledger" "${latency} ms" "$throughput" "$latency_line" "$peak"
     done
 done
+[ "${NAIVE:-yes}" = no ] && exit 0
 echo
 echo "Naive design (worker.max_in_flight=1, one job at a time), PostgreSQL:"
 for latency in 0 100; do

@@ -1,12 +1,20 @@
 import CCurl
+import CLinux
 import Foundation
 import Observability
 import Synchronization
 
 /// The thread that owns the `CURLM` handle and every easy handle. Only `submit`, `cancel`, `shutdown` and
-/// `inFlight` are called from other threads; they touch the locked inbox and `curl_multi_wakeup` only.
+/// `inFlight` are called from other threads; they touch the locked inbox and the wake-up eventfd only.
 ///
-/// `@unchecked Sendable`: `multi` and `active` are used on the loop thread only; the rest is locked or atomic.
+/// libcurl's multi_socket API on epoll: libcurl says which sockets to watch (the socket callback) and when
+/// it next needs time (the timer callback); each ready socket is handed back alone. The cost of an event
+/// stays flat however many transfers are in flight, where `curl_multi_perform` + `curl_multi_poll` walk
+/// every handle and poll every socket on each wake-up (measured: that was a fifth of the worker's CPU with
+/// 1,000 requests in flight).
+///
+/// `@unchecked Sendable`: `multi`, `active` and `timerDeadline` are used on the loop thread only (libcurl
+/// calls the callbacks from inside `curl_multi_socket_action` there); the rest is locked or atomic.
 final class CurlEventLoop: @unchecked Sendable {
     private struct Inbox {
         var submitted: [Transfer] = []
@@ -21,6 +29,9 @@ final class CurlEventLoop: @unchecked Sendable {
     private let activeCount = Atomic<Int>(0)
     private let exited = DispatchSemaphore(value: 0)
     private var active: [UnsafeMutableRawPointer: EasyTransfer] = [:]
+    private let epoll: Int32
+    private let wakeup: Int32
+    private var timerDeadline: ContinuousClock.Instant?
 
     init(configuration: HTTPClient.Configuration, logger: Logger) {
         CurlGlobal.initialize()
@@ -30,6 +41,24 @@ final class CurlEventLoop: @unchecked Sendable {
         ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxConnectionsPerHost)
         self.configuration = configuration
         self.logger = logger
+        epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
+        wakeup = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue
+        event.data.fd = wakeup
+        epoll_ctl(epoll, EPOLL_CTL_ADD, wakeup, &event)
+        let this = Unmanaged.passUnretained(self).toOpaque()  // the loop outlives the multi handle
+        ccurl_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, this)
+        ccurl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, this)
+        ccurl_multi_setopt_socketfunction(multi) { _, socket, what, loop, _ in
+            Unmanaged<CurlEventLoop>.fromOpaque(loop!).takeUnretainedValue().watch(socket, what: what)
+            return 0
+        }
+        ccurl_multi_setopt_timerfunction(multi) { _, milliseconds, loop in
+            let this = Unmanaged<CurlEventLoop>.fromOpaque(loop!).takeUnretainedValue()
+            this.timerDeadline = milliseconds < 0 ? nil : .now + .milliseconds(milliseconds)
+            return 0
+        }
         let thread = Thread { [self] in run() }
         thread.name = "http-client-loop"
         thread.start()
@@ -46,12 +75,17 @@ final class CurlEventLoop: @unchecked Sendable {
         guard accepted else {
             return transfer.finish(.failure(HTTPClientError(kind: .shutdown, reason: "the HTTP client is shut down")))
         }
-        curl_multi_wakeup(multi)
+        wake()
     }
 
     func cancel(_ transfer: Transfer) {
         inbox.withLock { $0.cancelled.append(transfer) }
-        curl_multi_wakeup(multi)
+        wake()
+    }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = write(wakeup, &one, 8)
     }
 
     func shutdown() {
@@ -60,12 +94,13 @@ final class CurlEventLoop: @unchecked Sendable {
             return !inbox.stopping
         }
         guard first else { return }
-        curl_multi_wakeup(multi)
+        wake()
         exited.wait()
     }
 
     private func run() {
-        var stillRunning: Int32 = 0
+        var running: Int32 = 0
+        var events = [epoll_event](repeating: epoll_event(), count: 256)
         while true {
             let (submitted, cancelled, stopping) = inbox.withLock { inbox in
                 defer {
@@ -77,15 +112,56 @@ final class CurlEventLoop: @unchecked Sendable {
             for transfer in submitted { start(transfer) }
             for transfer in cancelled { abort(transfer, HTTPClientError(kind: .cancelled, reason: "the request was cancelled")) }
             if stopping { break }
-            curl_multi_perform(multi, &stillRunning)
+            let count = epoll_wait(epoll, &events, Int32(events.count), waitMilliseconds())
+            for index in 0..<max(0, Int(count)) {
+                let fd = events[index].data.fd
+                let ready = events[index].events
+                if fd == wakeup {
+                    var value: UInt64 = 0
+                    _ = read(wakeup, &value, 8)
+                    continue
+                }
+                var flags: Int32 = 0
+                if ready & EPOLLIN.rawValue != 0 { flags |= CURL_CSELECT_IN }
+                if ready & EPOLLOUT.rawValue != 0 { flags |= CURL_CSELECT_OUT }
+                if ready & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 { flags |= CURL_CSELECT_ERR }
+                curl_multi_socket_action(multi, fd, flags, &running)
+            }
+            if let deadline = timerDeadline, deadline <= .now {
+                timerDeadline = nil
+                curl_multi_socket_action(multi, ccurl_socket_timeout(), 0, &running)
+            }
             collectFinished()
-            curl_multi_poll(multi, nil, 0, 1000, nil)
         }
         for transfer in active.values.map(\.transfer) {
             abort(transfer, HTTPClientError(kind: .shutdown, reason: "the HTTP client shut down"))
         }
         curl_multi_cleanup(multi)
+        close(epoll)
+        close(wakeup)
         exited.signal()
+    }
+
+    /// Until libcurl's next timeout (at most a second: the inbox is also woken by its eventfd).
+    private func waitMilliseconds() -> Int32 {
+        guard let deadline = timerDeadline else { return 1_000 }
+        let remaining = deadline - .now
+        guard remaining > .zero else { return 0 }
+        return Int32(clamping: min(1_000, max(1, remaining.milliseconds)))
+    }
+
+    /// libcurl's socket callback: watch `socket` for what it needs, or stop watching it.
+    private func watch(_ socket: curl_socket_t, what: Int32) {
+        if what == CURL_POLL_REMOVE {
+            epoll_ctl(epoll, EPOLL_CTL_DEL, socket, nil)  // fails harmlessly when libcurl already closed it
+            return
+        }
+        var event = epoll_event()
+        event.events = (what & CURL_POLL_IN != 0 ? EPOLLIN.rawValue : 0) | (what & CURL_POLL_OUT != 0 ? EPOLLOUT.rawValue : 0)
+        event.data.fd = socket
+        if epoll_ctl(epoll, EPOLL_CTL_MOD, socket, &event) != 0 {
+            epoll_ctl(epoll, EPOLL_CTL_ADD, socket, &event)
+        }
     }
 
     private func start(_ transfer: Transfer) {

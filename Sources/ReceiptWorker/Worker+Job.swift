@@ -2,6 +2,7 @@ import AppleVerification
 import Foundation
 import Kafka
 import Ledger
+import Observability
 
 extension Worker {
     /// Takes one message from receipt to published answer. Never throws: whatever happens ends as a
@@ -37,7 +38,7 @@ extension Worker {
     private func process(_ job: ReceiptJob, message: KafkaMessage) async {
         logger.debug("job received", ["job_id": job.jobID, "partition": message.topicPartition.description, "offset": String(message.offset)])
         // Two levels: nil when the worker stopped before the ledger answered, .some(nil) when the job is new.
-        guard let lookup = await retrying("ledger lookup", { try await self.ledger.storedEvent(jobID: job.jobID) }) else { return }
+        guard let lookup = await retrying("ledger lookup", stage: metrics.ledgerLookup, { try await self.ledger.storedEvent(jobID: job.jobID) }) else { return }
         if let stored = lookup {
             metrics.replayedResults.increment()
             await publishResult(stored, key: job.orderID)  // a re-delivered job: its first answer, unchanged
@@ -97,7 +98,7 @@ extension Worker {
             let grant = event(.grant, "verified", transaction, environment, nil)
             let bytes = grant.json()
             let claim = LedgerClaim.grant(orderID: job.orderID, transactionID: transaction.transactionID)
-            switch await retrying("ledger", { try await self.ledger.record(jobID: job.jobID, claim: claim, event: bytes) }) {
+            switch await retrying("ledger", stage: metrics.ledgerRecord, { try await self.ledger.record(jobID: job.jobID, claim: claim, event: bytes) }) {
             case .recorded?:
                 metrics.decision("grant", reason: "verified").increment()
                 published = (bytes, grant.headers(source: configuration.eventSource))
@@ -120,7 +121,7 @@ extension Worker {
     /// headers to be read back) when the job was decided before. Nil when the worker stopped first.
     func record(jobID: String, claim: LedgerClaim, event: ResultEvent) async -> (json: Data, headers: [KafkaHeader]?)? {
         let bytes = event.json()
-        switch await retrying("ledger", { try await self.ledger.record(jobID: jobID, claim: claim, event: bytes) }) {
+        switch await retrying("ledger", stage: metrics.ledgerRecord, { try await self.ledger.record(jobID: jobID, claim: claim, event: bytes) }) {
         case .replay(let data)?:
             metrics.replayedResults.increment()
             return (data, nil)
@@ -133,7 +134,9 @@ extension Worker {
 
     /// Repeats `body` with backoff until it succeeds or the worker stops (then nil): for the ledger and
     /// the broker, whose failures are never the player's.
-    func retrying<T: Sendable>(_ what: String, _ body: @Sendable () async throws -> T) async -> T? {
+    func retrying<T: Sendable>(_ what: String, stage: Histogram? = nil, _ body: @Sendable () async throws -> T) async -> T? {
+        let started = ContinuousClock.now
+        defer { stage?.observe(ContinuousClock.now - started) }
         var attempt = 0
         while !isStopping || attempt == 0 {
             attempt += 1

@@ -8,7 +8,7 @@ extension Worker {
         let headers = given ?? ResultEvent.headers(storedJSON: json, source: configuration.eventSource)
         let message = KafkaProducerMessage(
             topic: configuration.topics.results, key: Array(key.utf8), value: Array(json), headers: headers)
-        let report = await retrying("publishing a result") { try await self.producer.send(message) }
+        let report = await retrying("publishing a result", stage: metrics.publish) { try await self.producer.send(message) }
         logger.debug("result published", ["offset": report.map { String($0.offset) } ?? "none"])
     }
 

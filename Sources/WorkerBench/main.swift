@@ -11,6 +11,9 @@ import Synchronization
 //       waits for N results; prints jobs/s from the first result to the last
 //   worker-bench paced --bootstrap B --sim URL --topic JOBS --results RESULTS --rate R --seconds S
 //       submits R jobs/s for S seconds and prints p50/p99 of submit-to-result latency
+//   worker-bench hop --bootstrap B --topic T --rate R --seconds S
+//       the broker alone, with the worker's client settings: R records/s for S seconds; prints p50/p99 of
+//       send -> acknowledged and send -> received (the floor under every Kafka hop of a job)
 
 func option(_ name: String) -> String? {
     let arguments = CommandLine.arguments
@@ -152,7 +155,72 @@ case "paced":
     func percentile(_ p: Double) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
     print(String(format: "p50 %.1f ms, p99 %.1f ms at %.0f jobs/s (%d of %d answered)", percentile(0.5), percentile(0.99), rate, sorted.count, total))
 
+case "hop":
+    try await hop(rate: Double(required("--rate")) ?? 100, seconds: Double(required("--seconds")) ?? 10, topic: required("--topic"))
+
 default:
     FileHandle.standardError.write(Data("usage: worker-bench prepare|drain|paced ...\n".utf8))
     exit(2)
+}
+
+/// Latencies in milliseconds, shared by tasks.
+final class Samples: Sendable {
+    private let values = Mutex<[Double]>([])
+    func add(_ value: Double) { values.withLock { $0.append(value) } }
+    var count: Int { values.withLock { $0.count } }
+    var summary: String {
+        let sorted = values.withLock { $0 }.sorted()
+        guard !sorted.isEmpty else { return "none" }
+        func percentile(_ p: Double) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+        return String(format: "p50 %.1f ms, p99 %.1f ms", percentile(0.5), percentile(0.99))
+    }
+}
+
+final class SendTimes: Sendable {
+    private let times = Mutex<[String: ContinuousClock.Instant]>([:])
+    subscript(id: String) -> ContinuousClock.Instant? {
+        get { times.withLock { $0[id] } }
+        set { times.withLock { $0[id] = newValue } }
+    }
+}
+
+/// The broker alone with the worker's producer settings: one awaited send per record at `rate`.
+func hop(rate: Double, seconds duration: Double, topic: String) async throws {
+    let total = Int(rate * duration)
+    let consumer = try resultsConsumer(topic: topic)
+    let sent = SendTimes()
+    let received = Samples()
+    let acknowledged = Samples()
+    let reader = Task {
+        for await event in consumer.events {
+            guard case .message(let message) = event, let id = jobID(of: message.value) else { continue }
+            let now = ContinuousClock.now
+            if let start = sent[id] { received.add(seconds(now - start) * 1000) }
+            if received.count >= total { break }
+        }
+    }
+    try await Task.sleep(for: .seconds(4))  // let the reader join its group before timing starts
+    // As the worker publishes: idempotent, acks=all, linger.ms=1, one awaited send per record.
+    let producer = try KafkaProducer(
+        configuration: .init(bootstrapServers: bootstrap, properties: ["linger.ms": "1"]), logger: logger)
+    let start = ContinuousClock.now
+    try await withThrowingDiscardingTaskGroup { group in
+        for index in 0..<total {
+            let due = start + .microseconds(Int64(Double(index) / rate * 1_000_000))
+            if due > .now { try await Task.sleep(until: due, clock: .continuous) }
+            let id = "h\(index)"
+            let at = ContinuousClock.now
+            sent[id] = at
+            group.addTask {
+                _ = try await producer.send(KafkaProducerMessage(topic: topic, key: Array(id.utf8), value: Array(#"{"job_id":"\#(id)"}"#.utf8)))
+                acknowledged.add(seconds(ContinuousClock.now - at) * 1000)
+            }
+        }
+    }
+    let deadline = ContinuousClock.now + .seconds(30)
+    while received.count < total && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+    reader.cancel()
+    await producer.close()
+    await consumer.close()
+    print("at \(Int(rate)) records/s: send -> acknowledged \(acknowledged.summary); send -> received \(received.summary)")
 }

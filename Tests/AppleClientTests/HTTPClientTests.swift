@@ -1,0 +1,77 @@
+import Foundation
+import HTTPClient
+import Synchronization
+import TestSupport
+import Testing
+
+/// The HTTP client's event loop (libcurl multi_socket on epoll) against the simulator over real sockets.
+@Suite("HTTP client")
+struct HTTPClientTests {
+    @Test("a thousand requests in flight at once, each answered")
+    func manyInFlight() async throws {
+        let harness = try SimulatorHarness()
+        try await harness.faults(["latency_ms": 200])
+        let peak = Atomic<Int>(0)
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<1_000 {
+                group.addTask {
+                    try await harness.http.execute(HTTPRequest(
+                        method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8))).status
+                }
+            }
+            // While Apple "thinks", every request is in flight at once, none waiting for another.
+            _ = await eventually(timeout: .seconds(5)) {
+                peak.store(max(peak.load(ordering: .relaxed), harness.http.inFlight), ordering: .relaxed)
+                return peak.load(ordering: .relaxed) == 1_000
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(peak.load(ordering: .relaxed) == 1_000)
+        #expect(statuses.count == 1_000 && statuses.allSatisfy { $0 == 200 })
+        #expect(harness.http.inFlight == 0)
+    }
+
+    @Test("a request slower than its timeout fails as a timeout, on time")
+    func timeout() async throws {
+        let harness = try SimulatorHarness()
+        try await harness.faults(["latency_ms": 3_000])
+        let started = ContinuousClock.now
+        let error = await #expect(throws: HTTPClientError.self) {
+            try await harness.http.execute(HTTPRequest(
+                method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8), timeout: .milliseconds(200)))
+        }
+        #expect(error?.kind == .timeout)
+        #expect(ContinuousClock.now - started < .seconds(2))
+    }
+
+    @Test("cancelling the calling task aborts the transfer")
+    func cancellation() async throws {
+        let harness = try SimulatorHarness()
+        try await harness.faults(["latency_ms": 5_000])
+        let task = Task {
+            try await harness.http.execute(HTTPRequest(method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8)))
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        let started = ContinuousClock.now
+        task.cancel()
+        let result = await task.result
+        #expect(ContinuousClock.now - started < .seconds(1))
+        guard case .failure(let error as HTTPClientError) = result else { Issue.record("expected a failure, got \(result)"); return }
+        #expect(error.kind == .cancelled)
+        #expect(await eventually { harness.http.inFlight == 0 })
+    }
+
+    @Test("a dropped connection and a refused one are connection errors, retriable")
+    func connectionErrors() async throws {
+        let harness = try SimulatorHarness()
+        try await harness.faults(["drop_rate": 1.0])
+        let dropped = await #expect(throws: HTTPClientError.self) {
+            try await harness.http.execute(HTTPRequest(method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8)))
+        }
+        #expect(dropped?.isRetriable == true)
+        let refused = await #expect(throws: HTTPClientError.self) {
+            try await harness.http.execute(HTTPRequest(url: "http://127.0.0.1:1/nothing", timeout: .seconds(2)))
+        }
+        #expect(refused?.isRetriable == true)
+    }
+}
