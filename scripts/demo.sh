@@ -42,15 +42,15 @@ done
 
 sim_port="$(free_port)"
 sim="http://127.0.0.1:$sim_port"
-setsid "$bin/appstore-sim" --port "$sim_port" --bundle-id com.example >.demo/simulator.log 2>&1 &
+own_process_group "$bin/appstore-sim" --port "$sim_port" --bundle-id com.example >.demo/simulator.log 2>&1 &
 pids+=($!)
 "$bin/appstore-sim" --print-test-root >.demo/simulator-root.pem
 wait_for "App Store simulator" 20 port_open "$sim_port"
 say "App Store simulator on $sim (logs: .demo/simulator.log)"
 
 metrics_port="$(free_port)"
-# setsid: Ctrl-C reaches the script only; it stops the worker first (SIGTERM), then the rest.
-setsid "$bin/receipt-worker" run --config config/local.properties \
+# Ctrl-C reaches the script only; it stops the worker first (SIGTERM), then the rest.
+own_process_group "$bin/receipt-worker" run --config config/local.properties \
     --set "kafka.bootstrap.servers=$KAFKA_BOOTSTRAP" \
     --set "apple.verify_receipt.production_url=$sim/production/verifyReceipt" \
     --set "apple.verify_receipt.sandbox_url=$sim/sandbox/verifyReceipt" \

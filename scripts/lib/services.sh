@@ -29,13 +29,19 @@ wait_for() {
     done
 }
 
+# own_process_group CMD... &: runs CMD in a new process group, out of reach of the terminal's Ctrl-C (the
+# script that started it stops it), keeping $! its pid: the backgrounded subshell execs perl, which
+# execs CMD. Only ever call it with & (it execs). (setsid would fork and lose the pid.)
+own_process_group() { exec perl -e 'setpgrp(0, 0); exec @ARGV or die "exec $ARGV[0]: $!\n"' -- "$@"; }
+
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 services_start_kafka() {
     services_dir
     local port; port="$(free_port)"
-    # setsid: a Ctrl-C meant for the script must not stop the broker before the script stops the rest.
-    setsid "$TANSU_BIN" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
+    # In a process group of its own: a Ctrl-C meant for the script must not stop the broker before the
+    # script stops the rest.
+    own_process_group "$TANSU_BIN" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
         >"$SERVICES_DIR/tansu.log" 2>&1 &
     echo $! >"$SERVICES_DIR/tansu.pid"
     wait_for "Kafka broker on port $port" 20 port_open "$port" || { cat "$SERVICES_DIR/tansu.log" >&2; return 1; }
