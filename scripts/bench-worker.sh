@@ -93,7 +93,8 @@ PY
 # run LEDGER LATENCY MAX_IN_FLIGHT JOBS PACED: prints "throughput|latency|peak"
 run() {
     local ledger_kind="$1" latency="$2" in_flight="$3" count="$4" paced="$5"
-    services_stop; SERVICES_DIR=""; services_start_kafka 2>/dev/null
+    # run is called in $(...), a subshell: it starts and stops its own services, or they would outlive it.
+    SERVICES_DIR=""; services_start_kafka 2>/dev/null
     services_start_postgres 2>/dev/null; pg_base="${POSTGRES_URL%/*}"
     start_sim "$latency"
     local suffix; suffix="$(date +%s%N)"
@@ -134,6 +135,10 @@ PROPS
     fi
     local throughput; throughput="$("$bench" drain --bootstrap "$KAFKA_BOOTSTRAP" --topic "results-$suffix" --jobs "$count")"
     [ -n "$perf_pid" ] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
+    # Where the burst's time went inside the worker (its metrics start at zero with the process).
+    curl -s "http://127.0.0.1:$metrics_port/metrics" >"$work/metrics-burst"
+    : >"$work/metrics-empty"
+    echo "  $ledger_kind ${latency} ms, burst: job $(worker_quantiles "$work/metrics-empty" "$work/metrics-burst" receipt_worker_job_duration_seconds); $(worker_quantiles "$work/metrics-empty" "$work/metrics-burst" 'receipt_worker_(?:stage|apple_request)_duration_seconds')" >&2
     echo "  $ledger_kind ${latency} ms, $(cpu_per_job "$before" "$(cpu_snapshot)" "$count")" >&2
     local latency_line="-"
     if [ "$paced" = yes ]; then
@@ -148,6 +153,7 @@ PROPS
     local peak; peak="$(awk '/VmHWM/ {printf "%.0f MiB", $2/1024}' "/proc/$worker_pid/status")"
     kill -TERM "$worker_pid"; wait "$worker_pid" || true; worker_pid=""
     stop_sim
+    services_stop
     echo "$throughput|$latency_line|$peak"
 }
 

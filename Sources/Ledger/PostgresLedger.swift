@@ -6,9 +6,15 @@ import Synchronization
 /// an order granted once) make the claim safe under any number of concurrent writers: a second writer
 /// of the same row waits for the first to commit, then sees its row.
 public final class PostgresLedger: Ledger, Sendable {
+    /// A connection and the thread its blocking calls run on.
+    private struct Session: Sendable {
+        var connection: PostgresConnection
+        let thread: BlockingThread
+    }
+
     private struct Pool {
-        var idle: [PostgresConnection] = []
-        var waiters: [CheckedContinuation<PostgresConnection, Never>] = []
+        var idle: [Session] = []
+        var waiters: [CheckedContinuation<Session, Never>] = []
     }
 
     private let url: String
@@ -20,7 +26,8 @@ public final class PostgresLedger: Ledger, Sendable {
         var connections: [PostgresConnection] = []
         for _ in 0..<max(1, poolSize) { connections.append(try await queue.perform { try PostgresConnection(url: url) }) }
         try await queue.perform { [connections] in try Self.createSchema(on: connections[0]) }
-        pool.withLock { $0.idle = connections }
+        let sessions = connections.enumerated().map { Session(connection: $1, thread: BlockingThread(name: "ledger-\($0)")) }
+        pool.withLock { $0.idle = sessions }
     }
 
     /// Creates the tables once. Replicas starting together would race on CREATE TABLE IF NOT EXISTS
@@ -120,26 +127,32 @@ public final class PostgresLedger: Ledger, Sendable {
     }
 
     public func close() async {
-        pool.withLock { $0.idle.removeAll() }
+        let sessions = pool.withLock { pool in
+            defer { pool.idle.removeAll() }
+            return pool.idle
+        }
+        for session in sessions { session.thread.stop() }
     }
 
     private func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> T) async throws -> T {
-        let connection = await acquire()
+        var session = await acquire()
         do {
-            let result = try await queue.perform { try body(connection) }
-            release(connection)
+            let connection = session.connection
+            let result = try await session.thread.perform { try body(connection) }
+            release(session)
             return result
         } catch {
             // A broken connection is replaced, so the pool heals after a database restart.
-            release(connection.isHealthy ? connection : (try? PostgresConnection(url: url)) ?? connection)
+            if !session.connection.isHealthy, let fresh = try? PostgresConnection(url: url) { session.connection = fresh }
+            release(session)
             throw error
         }
     }
 
-    private func acquire() async -> PostgresConnection {
+    private func acquire() async -> Session {
         await withCheckedContinuation { continuation in
-            let idle: PostgresConnection? = pool.withLock { pool in
-                if let connection = pool.idle.popLast() { return connection }
+            let idle: Session? = pool.withLock { pool in
+                if let session = pool.idle.popLast() { return session }
                 pool.waiters.append(continuation)
                 return nil
             }
@@ -147,12 +160,12 @@ public final class PostgresLedger: Ledger, Sendable {
         }
     }
 
-    private func release(_ connection: PostgresConnection) {
-        let waiter = pool.withLock { pool -> CheckedContinuation<PostgresConnection, Never>? in
+    private func release(_ session: Session) {
+        let waiter = pool.withLock { pool -> CheckedContinuation<Session, Never>? in
             if !pool.waiters.isEmpty { return pool.waiters.removeFirst() }
-            pool.idle.append(connection)
+            pool.idle.append(session)
             return nil
         }
-        waiter?.resume(returning: connection)
+        waiter?.resume(returning: session)
     }
 }

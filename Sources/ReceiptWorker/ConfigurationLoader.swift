@@ -21,7 +21,7 @@ public enum ConfigurationLoader {
         "topics.jobs", "topics.results", "topics.retries", "topics.dlq", "jobs.max_bytes", "apple.bundle_id",
         "apple.allow_sandbox", "apple.verify_receipt.production_url", "apple.verify_receipt.sandbox_url", "apple.shared_secret",
         "apple.shared_secret_file", "apple.api.production_url", "apple.api.sandbox_url", "apple.api.key_id", "apple.api.issuer_id",
-        "apple.api.private_key_file", "apple.root_certificates", "ledger.url", "ledger.url_file", "worker.max_in_flight",
+        "apple.api.private_key_file", "apple.root_certificates", "ledger.url", "ledger.url_file", "ledger.pool_size", "worker.max_in_flight",
         "worker.drain_timeout_ms", "retry.max_attempts", "retry.initial_backoff_ms", "retry.max_backoff_ms", "http.timeout_ms",
         "http.ca_file", "events.source", "metrics.listen", "kafka.bootstrap.servers", "kafka.group.id",
     ]
@@ -121,6 +121,7 @@ public enum ConfigurationLoader {
             case "apple.api.private_key_file": configuration.apple.apiPrivateKeyPEM = try read(key, value)
             case "apple.root_certificates": rootFiles = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
             case "ledger.url": configuration.ledgerURL = try ledgerURL(key, value)
+            case "ledger.pool_size": configuration.ledgerPoolSize = try integer(1...256)
             case "ledger.url_file":
                 // A PostgreSQL URL carries its password: it may live in a mounted secret instead.
                 configuration.ledgerURL = try ledgerURL(key, read(key, value).trimmingCharacters(in: .whitespacesAndNewlines))

@@ -67,7 +67,7 @@ public enum WorkerAssembly {
         let producerProperties = ["linger.ms": "1"].merging(kafka.filter { !Self.consumerOnly.contains($0.key) }) { $1 }
         let producer = try KafkaProducer(
             configuration: KafkaProducer.Configuration(bootstrapServers: bootstrap, properties: producerProperties), logger: logger)
-        let ledger = try await LedgerFactory.open(url: configuration.ledgerURL)
+        let ledger = try await LedgerFactory.open(url: configuration.ledgerURL, poolSize: configuration.ledgerPoolSize)
         return Worker(configuration: configuration, consumer: consumer, producer: producer, ledger: ledger, apple: apple, metrics: metrics,
             logger: logger)
     }

@@ -40,6 +40,8 @@ public struct WorkerConfiguration: Sendable {
     public var jobsMaxBytes = 262_144
     /// `ledger.url`. Default: sqlite:receipt-worker.sqlite.
     public var ledgerURL = "sqlite:receipt-worker.sqlite"
+    /// `ledger.pool_size`: PostgreSQL connections per replica, each with a thread of its own. Default: 16.
+    public var ledgerPoolSize = 16
     /// `worker.max_in_flight`: jobs being verified at once. Default: 1,000.
     public var maxInFlight = 1_000
     /// `worker.drain_timeout_ms`: how long revoked partitions and shutdown wait for jobs in flight. Default: 20 s.
