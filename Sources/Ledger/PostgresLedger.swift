@@ -6,28 +6,29 @@ import Synchronization
 /// an order granted once) make the claim safe under any number of concurrent writers: a second writer
 /// of the same row waits for the first to commit, then sees its row.
 public final class PostgresLedger: Ledger, Sendable {
-    /// A connection and the thread its blocking calls run on.
-    private struct Session: Sendable {
-        var connection: PostgresConnection
-        let thread: BlockingThread
-    }
+    private let pool: PostgresPool
+    /// Lookups and records go in batches, one round trip and one transaction each (see ``Batcher``).
+    private let lookups: Batcher<String, Data?>
+    private let records: Batcher<RecordRequest, LedgerOutcome?>
 
-    private struct Pool {
-        var idle: [Session] = []
-        var waiters: [CheckedContinuation<Session, Never>] = []
+    struct RecordRequest: Sendable {
+        let jobID: String
+        let transactionID: String?
+        let orderID: String?
+        let event: String
     }
-
-    private let url: String
-    private let pool = Mutex(Pool())
-    private let queue = DispatchQueue(label: "ledger.postgresql", attributes: .concurrent)
 
     public init(url: String, poolSize: Int) async throws {
-        self.url = url
-        var connections: [PostgresConnection] = []
-        for _ in 0..<max(1, poolSize) { connections.append(try await queue.perform { try PostgresConnection(url: url) }) }
-        try await queue.perform { [connections] in try Self.createSchema(on: connections[0]) }
-        let sessions = connections.enumerated().map { Session(connection: $1, thread: BlockingThread(name: "ledger-\($0)")) }
-        pool.withLock { $0.idle = sessions }
+        let pool = try await PostgresPool(url: url, size: poolSize, prepare: Self.createSchema)
+        self.pool = pool
+        // Half the connections each, so a burst of one kind never starves the other.
+        let concurrent = max(1, poolSize / 2)
+        lookups = Batcher(maxBatch: 256, maxConcurrent: concurrent) { jobIDs in
+            try await pool.withConnection { try Self.storedEvents(jobIDs, on: $0) }
+        }
+        records = Batcher(maxBatch: 256, maxConcurrent: concurrent) { requests in
+            try await pool.withConnection { try Self.record(requests, on: $0) }
+        }
     }
 
     /// Creates the tables once. Replicas starting together would race on CREATE TABLE IF NOT EXISTS
@@ -49,31 +50,11 @@ public final class PostgresLedger: Ledger, Sendable {
                     decided_at TIMESTAMPTZ NOT NULL DEFAULT now())
                 """)
             try connection.query(Self.recordFunction)
+            try connection.query(Self.recordBatchFunction)
             try connection.query("COMMIT")
         } catch {
             _ = try? connection.query("ROLLBACK")
             throw error
-        }
-    }
-
-    public func record(jobID: String, claim: LedgerClaim, event: Data) async throws -> LedgerOutcome {
-        let (transactionID, orderID): (String?, String?) =
-            switch claim {
-            case .grant(let order, let transaction): (transaction, order)
-            case .deny: (nil, nil)
-            }
-        let parameters = [jobID, transactionID, orderID, String(decoding: event, as: UTF8.self)]
-        return try await withConnection { connection in
-            let row = try connection.rows("SELECT outcome, stored FROM receipt_worker_record($1, $2, $3, $4)", parameters).first
-            let outcome = row?.first ?? nil
-            let stored = (row?.count ?? 0) > 1 ? row?[1] ?? nil : nil
-            switch outcome {
-            case "recorded": return .recorded
-            case "duplicate_transaction": return .duplicateTransaction
-            case "order_already_fulfilled": return .orderAlreadyFulfilled
-            case "replay": return .replay(Data((stored ?? "").utf8))
-            default: throw LedgerError("unexpected answer from receipt_worker_record")
-            }
         }
     }
 
@@ -116,56 +97,87 @@ public final class PostgresLedger: Ledger, Sendable {
         $$
         """
 
-    public func storedEvent(jobID: String) async throws -> Data? {
-        try await withConnection { connection in
-            (try connection.query("SELECT event FROM results WHERE job_id = $1", [jobID]).first ?? nil).map { Data($0.utf8) }
+    public func record(jobID: String, claim: LedgerClaim, event: Data) async throws -> LedgerOutcome {
+        let (transactionID, orderID): (String?, String?) =
+            switch claim {
+            case .grant(let order, let transaction): (transaction, order)
+            case .deny: (nil, nil)
+            }
+        let request = RecordRequest(jobID: jobID, transactionID: transactionID, orderID: orderID, event: String(decoding: event, as: UTF8.self))
+        guard let outcome = try await records.submit(request) else {
+            // Decided meanwhile by another replica (or another batch): the retry finds the stored answer.
+            throw LedgerError("job \(jobID) was decided concurrently; retrying")
         }
+        return outcome
+    }
+
+    public func storedEvent(jobID: String) async throws -> Data? {
+        try await lookups.submit(jobID)
     }
 
     public func ping() async throws {
-        _ = try await withConnection { try $0.query("SELECT 1") }
+        _ = try await pool.withConnection { try $0.query("SELECT 1") }
     }
 
     public func close() async {
-        let sessions = pool.withLock { pool in
-            defer { pool.idle.removeAll() }
-            return pool.idle
-        }
-        for session in sessions { session.thread.stop() }
+        pool.close()
     }
 
-    private func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> T) async throws -> T {
-        var session = await acquire()
-        do {
-            let connection = session.connection
-            let result = try await session.thread.perform { try body(connection) }
-            release(session)
-            return result
-        } catch {
-            // A broken connection is replaced, so the pool heals after a database restart.
-            if !session.connection.isHealthy, let fresh = try? PostgresConnection(url: url) { session.connection = fresh }
-            release(session)
-            throw error
+    /// One query for many jobs' stored events.
+    static func storedEvents(_ jobIDs: [String], on connection: PostgresConnection) throws -> [Data?] {
+        let rows = try connection.rows(
+            "SELECT job_id, event FROM results WHERE job_id = ANY($1::text[])", [PostgresArray.literal(jobIDs)])
+        var found: [String: Data] = [:]
+        for row in rows where row.count == 2 {
+            if let id = row[0], let event = row[1] { found[id] = Data(event.utf8) }
         }
+        return jobIDs.map { found[$0] }
     }
 
-    private func acquire() async -> Session {
-        await withCheckedContinuation { continuation in
-            let idle: Session? = pool.withLock { pool in
-                if let session = pool.idle.popLast() { return session }
-                pool.waiters.append(continuation)
-                return nil
+    /// One call of `receipt_worker_record_batch` for many decisions. Grants are sent in transaction-id
+    /// order, so two batches claiming the same transactions lock them in the same order. Nil for an item
+    /// that met a concurrent decision (to be retried alone).
+    static func record(_ requests: [RecordRequest], on connection: PostgresConnection) throws -> [LedgerOutcome?] {
+        let order = requests.indices.sorted { (requests[$0].transactionID ?? "") < (requests[$1].transactionID ?? "") }
+        let sorted = order.map { requests[$0] }
+        let rows = try connection.rows(
+            "SELECT outcome, stored FROM receipt_worker_record_batch($1::text[], $2::text[], $3::text[], $4::text[])",
+            [
+                PostgresArray.literal(sorted.map(\.jobID)), PostgresArray.literal(sorted.map(\.transactionID)),
+                PostgresArray.literal(sorted.map(\.orderID)), PostgresArray.literal(sorted.map(\.event)),
+            ])
+        guard rows.count == requests.count else { throw LedgerError("receipt_worker_record_batch answered \(rows.count) of \(requests.count)") }
+        var outcomes = [LedgerOutcome?](repeating: nil, count: requests.count)
+        for (position, row) in zip(order, rows) {
+            let stored = row.count > 1 ? row[1] : nil
+            switch row.first ?? nil {
+            case "recorded": outcomes[position] = .recorded
+            case "duplicate_transaction": outcomes[position] = .duplicateTransaction
+            case "order_already_fulfilled": outcomes[position] = .orderAlreadyFulfilled
+            case "replay": outcomes[position] = .replay(Data((stored ?? "").utf8))
+            case "conflict": outcomes[position] = nil
+            default: throw LedgerError("unexpected answer from receipt_worker_record_batch")
             }
-            if let idle { continuation.resume(returning: idle) }
         }
+        return outcomes
     }
 
-    private func release(_ session: Session) {
-        let waiter = pool.withLock { pool -> CheckedContinuation<Session, Never>? in
-            if !pool.waiters.isEmpty { return pool.waiters.removeFirst() }
-            pool.idle.append(session)
-            return nil
-        }
-        waiter?.resume(returning: session)
-    }
+    /// The batch form of `receipt_worker_record`: one row per item, in order. Each item runs in a
+    /// subtransaction, so an item that meets a concurrent decision (or a deadlock with another batch) rolls
+    /// back alone and answers `conflict`, to be retried; the others are kept.
+    static let recordBatchFunction = """
+        CREATE OR REPLACE FUNCTION receipt_worker_record_batch(p_jobs TEXT[], p_transactions TEXT[], p_orders TEXT[], p_events TEXT[])
+        RETURNS TABLE (outcome TEXT, stored TEXT) LANGUAGE plpgsql AS $$
+        BEGIN
+            FOR i IN 1 .. coalesce(array_length(p_jobs, 1), 0) LOOP
+                BEGIN
+                    RETURN QUERY SELECT r.outcome, r.stored FROM receipt_worker_record(p_jobs[i], p_transactions[i], p_orders[i], p_events[i]) AS r;
+                EXCEPTION WHEN OTHERS THEN
+                    RETURN QUERY SELECT 'conflict'::TEXT, NULL::TEXT;
+                END;
+            END LOOP;
+        END
+        $$
+        """
+
 }

@@ -82,6 +82,61 @@ struct LedgerTests {
         await ledger.close()
     }
 
+    @Test("ids and events with quotes, backslashes, commas, braces and non-ASCII survive batched calls", arguments: Backend.allCases)
+    func awkwardText(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        let ids = (0..<300).map { #"job "\#($0)", {x}\y, NULL, é✓"# }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, id) in ids.enumerated() {
+                group.addTask {
+                    let event = Data(#"{"job_id":"\#(index)","detail":"a \"quoted\" \\ value, {braces}"}"#.utf8)
+                    let claim = LedgerClaim.grant(orderID: #"order "\#(index)""#, transactionID: "t,\(index)")
+                    let outcome = try await ledger.record(jobID: id, claim: claim, event: event)
+                    let stored = try await ledger.storedEvent(jobID: id)
+                    #expect(outcome == .recorded)
+                    #expect(stored == event)
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await ledger.storedEvent(jobID: "NULL") == nil)
+        await ledger.close()
+    }
+
+    @Test("two replicas racing for the same 100 transactions in opposite orders: each granted once, no deadlock surfaces")
+    func replicasRace() async throws {
+        let url = try makePostgresDatabase()
+        let first = try await LedgerFactory.open(url: url, poolSize: 4)
+        let second = try await LedgerFactory.open(url: url, poolSize: 4)
+        let outcomes = try await withThrowingTaskGroup(of: (String, LedgerOutcome).self) { group in
+            for (side, ledger, order) in [("a", first, Array(0..<100)), ("b", second, Array((0..<100).reversed()))] {
+                for transaction in order {
+                    group.addTask {
+                        // The worker retries a ledger error; so does this test.
+                        for _ in 0..<20 {
+                            if let outcome = try? await ledger.record(
+                                jobID: "\(side)-\(transaction)", claim: .grant(orderID: "\(side)-order-\(transaction)", transactionID: "t\(transaction)"),
+                                event: grantEvent)
+                            {
+                                return ("t\(transaction)", outcome)
+                            }
+                            try await Task.sleep(for: .milliseconds(20))
+                        }
+                        throw LedgerError("no answer for t\(transaction)")
+                    }
+                }
+            }
+            return try await group.reduce(into: [(String, LedgerOutcome)]()) { $0.append($1) }
+        }
+        for transaction in 0..<100 {
+            let answers = outcomes.filter { $0.0 == "t\(transaction)" }.map(\.1)
+            #expect(answers.filter { $0 == .recorded }.count == 1, "t\(transaction): \(answers)")
+            #expect(answers.filter { $0 == .duplicateTransaction }.count == 1, "t\(transaction): \(answers)")
+        }
+        await first.close()
+        await second.close()
+    }
+
     @Test("a ledger answers ping", arguments: Backend.allCases)
     func ping(backend: Backend) async throws {
         let ledger = try await backend.open()
