@@ -25,7 +25,7 @@ public final class WorkerMetrics: Sendable {
     static let deadLetterReasons = ["malformed_job", "retries_exhausted", "cannot_verify"]
 
     /// Seconds; from a fast local answer to Apple's slowest tail and the default 10 s timeout.
-    static let appleBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10]
+    static let appleBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.102, 0.105, 0.11, 0.12, 0.15, 0.25, 0.5, 1, 2.5, 5, 10]
     static let stageBuckets = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 5]
     /// Fine around 100 ms (Apple's usual latency) so the benchmark can read the worker's own p99 from it.
     static let jobBuckets = [
