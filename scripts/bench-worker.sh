@@ -165,9 +165,18 @@ for ledger in ${LEDGERS:-sqlite postgresql}; do
     for latency in ${LATENCIES:-0 100}; do
         IFS='|' read -r throughput latency_line peak <<<"$(run "$ledger" "$latency" 1000 "$jobs" yes)"
         rates["$ledger-$latency"]="$(grep -oE '^[0-9]+' <<<"$throughput")"
+        last_rate="${rates["$ledger-$latency"]}"
         printf '%-11s %-8s %-34s %-96s %s\n' "$ledger" "${latency} ms" "$throughput" "$latency_line" "$peak"
     done
 done
+# The floor under the latency: the broker alone, with the worker's producer and consumer settings, at
+# half the last configuration's throughput. A job crosses it twice (job in, result out).
+(
+    SERVICES_DIR=""; services_start_kafka 2>/dev/null
+    .deps/tools/tansu topic create hop --partitions 4 --broker "tcp://$KAFKA_BOOTSTRAP" >/dev/null
+    echo "broker alone (one hop), $("$bench" hop --bootstrap "$KAFKA_BOOTSTRAP" --topic hop --rate "$(( ${last_rate:-2000} / 2 ))" --seconds 10)"
+    services_stop
+)
 [ "${NAIVE:-yes}" = no ] && exit 0
 echo
 echo "Naive design (worker.max_in_flight=1, one job at a time), PostgreSQL:"
