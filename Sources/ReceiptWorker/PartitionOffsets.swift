@@ -26,7 +26,14 @@ public struct PartitionOffsets: Sendable {
     /// Marks a job finished (its result acknowledged by the broker). False when it was not in flight here.
     @discardableResult
     public mutating func finish(_ offset: Int64) -> Bool {
-        guard let index = offsets[head...].firstIndex(of: offset), !finished[index] else { return false }
+        // Offsets are taken in increasing order: a binary search finds one among thousands in flight.
+        var (low, high) = (head, offsets.count)
+        while low < high {
+            let middle = (low + high) / 2
+            if offsets[middle] < offset { low = middle + 1 } else { high = middle }
+        }
+        guard low < offsets.count, offsets[low] == offset, !finished[low] else { return false }
+        let index = low
         finished[index] = true
         while head < finished.count && finished[head] { head += 1 }
         if head > 1024 && head * 2 > offsets.count {  // drop the finished prefix now and then

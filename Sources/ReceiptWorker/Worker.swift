@@ -19,6 +19,7 @@ public final class Worker: Sendable {
     let breaker = CircuitBreaker()
     let state = WorkerState()
     let slots: JobSlots
+    let waiting = WaitingJobs()
     public let metrics: WorkerMetrics
     private let stopping = Atomic<Bool>(false)
     private let paused = Atomic<Bool>(false)
@@ -60,28 +61,22 @@ public final class Worker: Sendable {
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { await self.commitLoop() }
             group.addTask { await self.ledgerHealthLoop() }
+            group.addTask { await self.startJobs() }
+            // This loop never waits for a slot: it keeps reading, so rebalances are served at once and the
+            // poll thread never stalls (a stalled poll past max.poll.interval.ms would leave the group).
             for await event in consumer.events {
                 if isStopping { break }
                 switch event {
                 case .message(let message):
                     metrics.jobsConsumed.increment()
+                    waiting.append(message)
                     adjustIntake()
-                    await slots.acquire()  // the budget holds even for messages fetched before a pause
-                    guard state.start(message.topicPartition, offset: message.offset) else {
-                        slots.release()
-                        continue
-                    }
-                    group.addTask {
-                        let started = ContinuousClock.now
-                        await self.handle(message)
-                        self.metrics.jobDuration.observe(ContinuousClock.now - started)
-                        self.state.finish(message.topicPartition, offset: message.offset)
-                        self.slots.release()
-                    }
                 case .partitionsAssigned(let partitions):
                     state.assign(partitions)
                     if paused.load(ordering: .relaxed) { try? consumer.pause(partitions) }
                 case .partitionsRevoked(let revocation):
+                    state.stopTaking(revocation.partitions)
+                    waiting.remove(Set(revocation.partitions))
                     await drain(revocation.partitions, commit: !revocation.isLost)
                     state.release(revocation.partitions)
                     revocation.done()
@@ -91,6 +86,7 @@ public final class Worker: Sendable {
                 if isStopping { break }
             }
             stopping.store(true, ordering: .releasing)
+            waiting.finish()
             let all = state.assigned
             await drain(all, commit: true)
             group.cancelAll()
@@ -100,9 +96,32 @@ public final class Worker: Sendable {
         logger.info("worker stopped")
     }
 
-    /// Pauses intake when the in-flight budget is spent or Apple fails broadly; resumes at half the budget.
+    /// Starts waiting jobs in arrival order, each with a slot of the in-flight budget (which so holds even
+    /// for messages fetched before a pause). Jobs run in a group of their own, cancelled at shutdown
+    /// after the drain.
+    private func startJobs() async {
+        await withDiscardingTaskGroup { jobs in
+            while let message = await waiting.next() {
+                await slots.acquire()
+                guard !isStopping, state.start(message.topicPartition, offset: message.offset) else {
+                    slots.release()
+                    continue
+                }
+                jobs.addTask {
+                    let started = ContinuousClock.now
+                    await self.handle(message)
+                    self.metrics.jobDuration.observe(ContinuousClock.now - started)
+                    self.state.finish(message.topicPartition, offset: message.offset)
+                    self.slots.release()
+                }
+            }
+        }
+    }
+
+    /// Pauses intake when the in-flight budget is spent (jobs running plus jobs waiting for a slot) or
+    /// Apple fails broadly; resumes at half the budget.
     func adjustIntake() {
-        let inFlight = state.inFlight
+        let inFlight = state.inFlight + waiting.count
         let breakerOpen = breaker.state == .open
         let shouldPause = inFlight >= configuration.maxInFlight || breakerOpen
         let shouldResume = inFlight <= configuration.maxInFlight / 2 && !breakerOpen
@@ -170,6 +189,9 @@ extension Worker {
         let registry = metrics.registry
         registry.gauges("receipt_worker_jobs_in_flight", help: "Jobs taken and not yet finished.") { [state] in
             [(Labels.none, Double(state.inFlight))]
+        }
+        registry.gauges("receipt_worker_jobs_waiting", help: "Jobs taken from Kafka and waiting for a slot of worker.max_in_flight.") {
+            [waiting] in [(Labels.none, Double(waiting.count))]
         }
         registry.gauges("receipt_worker_intake_paused", help: "1 while intake is paused (budget spent or circuit open).") {
             [weak self] in [(Labels.none, self?.paused.load(ordering: .relaxed) == true ? 1 : 0)]

@@ -8,6 +8,8 @@ final class WorkerState: Sendable {
         var partitions: [KafkaTopicPartition: PartitionOffsets] = [:]
         var committed: [KafkaTopicPartition: Int64] = [:]
         var inFlight = 0
+        /// Partitions being revoked: assigned until their drain ends, but no new job starts there.
+        var closing: Set<KafkaTopicPartition> = []
     }
 
     private let state = Mutex(State())
@@ -26,7 +28,7 @@ final class WorkerState: Sendable {
     /// offset was taken before (a second delivery of a job already in flight or finished).
     func start(_ partition: KafkaTopicPartition, offset: Int64) -> Bool {
         state.withLock { state in
-            guard state.partitions[partition]?.start(offset) == true else { return false }
+            guard !state.closing.contains(partition), state.partitions[partition]?.start(offset) == true else { return false }
             state.inFlight += 1
             return true
         }
@@ -67,9 +69,15 @@ final class WorkerState: Sendable {
         }
     }
 
+    /// No new job of these partitions starts from now on (their revocation is draining).
+    func stopTaking(_ partitions: [KafkaTopicPartition]) {
+        state.withLock { $0.closing.formUnion(partitions) }
+    }
+
     func release(_ partitions: [KafkaTopicPartition]) {
         state.withLock { state in
             for partition in partitions {
+                state.closing.remove(partition)
                 state.inFlight -= state.partitions[partition]?.outstanding ?? 0
                 state.partitions[partition] = nil
                 state.committed[partition] = nil

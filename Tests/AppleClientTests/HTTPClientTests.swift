@@ -10,7 +10,8 @@ struct HTTPClientTests {
     @Test("a thousand requests in flight at once, each answered")
     func manyInFlight() async throws {
         let harness = try SimulatorHarness()
-        try await harness.faults(["latency_ms": 200])
+        // Long enough that all are in flight together even on a loaded machine.
+        try await harness.faults(["latency_ms": 2_000])
         let peak = Atomic<Int>(0)
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
             for _ in 0..<1_000 {
@@ -20,7 +21,7 @@ struct HTTPClientTests {
                 }
             }
             // While Apple "thinks", every request is in flight at once, none waiting for another.
-            _ = await eventually(timeout: .seconds(5)) {
+            _ = await eventually(timeout: .seconds(20)) {
                 peak.store(max(peak.load(ordering: .relaxed), harness.http.inFlight), ordering: .relaxed)
                 return peak.load(ordering: .relaxed) == 1_000
             }

@@ -74,3 +74,38 @@ import Testing
         })
     }
 }
+
+/// The in-flight budget with a slow Apple: jobs beyond it wait for a slot while the consumer goes on
+/// reading (so rebalances and the poll loop are never held up by busy slots), then all are answered.
+@Suite("In-flight budget") struct InFlightBudgetTests {
+    @Test("with every slot busy, jobs wait, intake pauses, and the worker keeps reading; all are answered")
+    func budgetHolds() async throws {
+        let harness = try await WorkerHarness { $0.maxInFlight = 2 }
+        try await harness.faults(["latency_ms": 400])
+        let registry = harness.worker.metrics.registry
+        func gauge(_ name: String) -> Int {
+            let line = registry.render().split(separator: "\n").first { $0.hasPrefix(name + " ") }
+            return line.flatMap { Int($0.split(separator: " ")[1]) } ?? -1
+        }
+        var ids: [String] = []
+        for index in 0..<12 {
+            let purchase = try await harness.purchase(["product_id": "coins_100"])
+            let id = "budget-\(index)"
+            ids.append(id)
+            try await harness.submit(job(id, order: "budget-order-\(index)", product: "coins_100", ["receipt": purchase.receipt]))
+        }
+        var sawWaiting = false
+        let busy = await eventually(timeout: .seconds(30)) {
+            let inFlight = gauge("receipt_worker_jobs_in_flight")
+            #expect(inFlight <= 2)
+            if gauge("receipt_worker_jobs_waiting") > 0 && inFlight == 2 && gauge("receipt_worker_intake_paused") == 1 {
+                sawWaiting = true
+            }
+            return sawWaiting
+        }
+        #expect(busy, "never saw jobs waiting behind a full budget with intake paused")
+        for id in ids { #expect(await harness.result(jobID: id)?["decision"] as? String == "grant", "\(id)") }
+        #expect(gauge("receipt_worker_jobs_waiting") == 0)
+        await harness.stop()
+    }
+}
