@@ -5,7 +5,8 @@
 # the worker's peak memory. Then the naive design (one job at a time, worker.max_in_flight=1) for the ratio.
 #   scripts/bench-worker.sh [JOBS]      (default 50000)
 # For quicker runs while profiling: LEDGERS="postgresql" (one ledger), LATENCIES="100", NAIVE=no;
-# PERF=/tmp/worker records a perf profile of the worker during each burst (/tmp/worker-LEDGER-LATENCY.data).
+# PERF=/tmp/worker records a perf profile of the worker during each burst (/tmp/worker-LEDGER-LATENCY.data);
+# PACED_DIVISOR=10 measures latency at a tenth of the throughput instead of half.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${1:-50000}"
@@ -142,7 +143,7 @@ PROPS
     echo "  $ledger_kind ${latency} ms, $(cpu_per_job "$before" "$(cpu_snapshot)" "$count")" >&2
     local latency_line="-"
     if [ "$paced" = yes ]; then
-        local rate; rate=$(( $(grep -oE '^[0-9]+' <<<"$throughput") / 2 ))
+        local rate; rate=$(( $(grep -oE '^[0-9]+' <<<"$throughput") / ${PACED_DIVISOR:-2} ))
         curl -s "http://127.0.0.1:$metrics_port/metrics" >"$work/metrics-before"
         latency_line="$("$bench" paced --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" \
             --results "results-$suffix" --rate "$rate" --seconds 10)"
