@@ -11,9 +11,17 @@ enum PostgresArray {
                 continue
             }
             out += "\""
-            for character in value.unicodeScalars {
-                if character == "\"" || character == "\\" { out += "\\" }
-                out.unicodeScalars.append(character)
+            if value.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+                // Escaping byte by byte is safe in UTF-8: neither byte occurs inside a multi-byte sequence.
+                var bytes: [UInt8] = []
+                bytes.reserveCapacity(value.utf8.count + 16)
+                for byte in value.utf8 {
+                    if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
+                    bytes.append(byte)
+                }
+                out += String(decoding: bytes, as: UTF8.self)
+            } else {
+                out += value  // the common case, ids and the like: no escape, one append
             }
             out += "\""
         }

@@ -1,6 +1,10 @@
 /// Minimal JSON string quoting, for hand-built lines on hot paths (logs, metrics labels).
 public enum JSONString {
     public static func quote(_ string: String) -> String {
+        // Most strings (ids, dates, base64) need no escape: one byte scan, one concatenation.
+        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            return "\"" + string + "\""
+        }
         var out = "\""
         out.reserveCapacity(string.utf8.count + 2)
         for scalar in string.unicodeScalars {

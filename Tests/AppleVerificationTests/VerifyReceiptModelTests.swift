@@ -110,3 +110,18 @@ struct ServerAPIModelTests {
         #expect(purchase.select(transactionID: nil, productID: "z") == nil)
     }
 }
+
+@Suite("verifyReceipt request body")
+struct VerifyReceiptRequestBodyTests {
+    @Test("the body is Apple's JSON, with the receipt, exclude-old-transactions and an escaped password")
+    func body() throws {
+        let data = VerifyReceiptClient.requestBody(receipt: "TUlJ+/=", sharedSecret: #"se"cr\et"#)
+        let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect(object["receipt-data"] as? String == "TUlJ+/=")
+        #expect(object["exclude-old-transactions"] as? Bool == false)
+        #expect(object["password"] as? String == #"se"cr\et"#)
+        let withoutSecret = try #require(
+            try JSONSerialization.jsonObject(with: VerifyReceiptClient.requestBody(receipt: "x", sharedSecret: nil)) as? [String: Any])
+        #expect(withoutSecret["password"] == nil)
+    }
+}
