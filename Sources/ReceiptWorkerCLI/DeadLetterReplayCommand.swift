@@ -98,7 +98,7 @@ enum DeadLetterReplayCommand {
         await consumer.close()
         await producer?.close()
         if let failure {
-            FileHandle.standardError.write(Data("receipt-worker: \(failure)\n".utf8))
+            complain("\(failure)")
             return 1
         }
         emit("\(dryRun ? "would replay" : "replayed") \(replayed) of \(read) dead letters from \(configuration.topics.dlq) to \(configuration.topics.jobs)")

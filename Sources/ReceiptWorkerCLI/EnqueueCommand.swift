@@ -53,7 +53,7 @@ enum EnqueueCommand {
                 emit("enqueued \(parsed.jobID) \(report.topic)[\(report.partition)]@\(report.offset)")
             } catch {
                 failures += 1
-                FileHandle.standardError.write(Data("receipt-worker: job \(parsed.jobID) not enqueued: \(error)\n".utf8))
+                complain("job \(parsed.jobID) not enqueued: \(error)")
             }
         }
         await producer.close()

@@ -12,3 +12,8 @@ final class AtomicFlag: Sendable {
 func emit(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
+
+/// Writes "receipt-worker: MESSAGE" to standard error: problems, never results.
+func complain(_ message: String) {
+    FileHandle.standardError.write(Data("receipt-worker: \(message)\n".utf8))
+}

@@ -61,11 +61,11 @@ enum ResultsCommand {
         }
         await consumer.close()
         if let failure {
-            FileHandle.standardError.write(Data("receipt-worker: \(failure)\n".utf8))
+            complain("\(failure)")
             return 1
         }
         if timedOut.fired, let count, printed < count {
-            FileHandle.standardError.write(Data("receipt-worker: \(printed) of \(count) events before the timeout\n".utf8))
+            complain("\(printed) of \(count) events before the timeout")
             return 1
         }
         return 0

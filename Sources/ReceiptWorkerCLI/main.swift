@@ -22,7 +22,7 @@ let topUsage = """
     """
 
 func fail(_ message: String, code: Int32) -> Never {
-    FileHandle.standardError.write(Data("receipt-worker: \(message)\n".utf8))
+    complain("\(message)")
     exit(code)
 }
 
