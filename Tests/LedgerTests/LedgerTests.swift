@@ -137,6 +137,27 @@ struct LedgerTests {
         await second.close()
     }
 
+    @Test("after PostgreSQL drops every connection, the pool replaces them and the ledger answers again")
+    func poolHeals() async throws {
+        let url = try makePostgresDatabase()
+        let ledger = try await LedgerFactory.open(url: url, poolSize: 4)
+        #expect(try await ledger.record(jobID: "before", claim: .deny, event: grantEvent) == .recorded)
+        let database = String(url[url.index(after: url.lastIndex(of: "/")!)...])
+        #expect(runPsql(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(database)' AND pid <> pg_backend_pid()") == 0)
+        // Each broken connection fails one call (the worker retries it) and is replaced.
+        var answered = false
+        for _ in 0..<20 where !answered {
+            answered = (try? await ledger.storedEvent(jobID: "before")) == grantEvent
+        }
+        #expect(answered)
+        var recorded: LedgerOutcome?
+        for _ in 0..<20 where recorded == nil {
+            recorded = try? await ledger.record(jobID: "after", claim: .deny, event: grantEvent)
+        }
+        #expect(recorded == .recorded)
+        await ledger.close()
+    }
+
     @Test("a ledger answers ping", arguments: Backend.allCases)
     func ping(backend: Backend) async throws {
         let ledger = try await backend.open()
