@@ -43,7 +43,7 @@ let package = Package(
             name: "Kafka", dependencies: ["CRdKafka", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
-        .target(name: "Ledger", dependencies: ["CSQLite", "CPostgres"], swiftSettings: strict),
+        .target(name: "Ledger", dependencies: ["CSQLite", "CPostgres", "Observability"], swiftSettings: strict),
         .target(name: "HTTPClient", dependencies: ["CCurl", "CLinux", "Observability"], swiftSettings: strict),
         .target(
             name: "AppleVerification", dependencies: ["COpenSSL", "HTTPClient", "Observability"], swiftSettings: strict),

@@ -1,5 +1,6 @@
 import CPostgres
 import Foundation
+import Observability
 
 /// One libpq connection. Used by one caller at a time (the pool hands it out), on a blocking queue.
 ///
@@ -15,7 +16,17 @@ final class PostgresConnection: @unchecked Sendable {
             throw LedgerError("postgresql: \(message)")
         }
         self.handle = handle
+        // libpq prints server notices on standard error, which is for JSON log lines only. Notices (such as
+        // "relation already exists, skipping") are not wanted; warnings and up still are, as log lines.
+        PQsetNoticeProcessor(handle, { _, message in
+            guard let message else { return }
+            let text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+            PostgresConnection.logger.warning("postgresql: \(text)")
+        }, nil)
+        _ = try? query("SET client_min_messages TO warning")
     }
+
+    static let logger = Logger(label: "ledger")
 
     deinit {
         PQfinish(handle)

@@ -19,7 +19,8 @@ final class WorkerProcess: Sendable {
         return path
     }
 
-    init(config: String) throws {
+    /// `environment` is added to this process's (LOG_LEVEL=debug, say).
+    init(config: String, environment: [String: String] = [:]) throws {
         logPath = FileManager.default.temporaryDirectory.appendingPathComponent("worker-\(UUID()).log").path
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -30,7 +31,10 @@ final class WorkerProcess: Sendable {
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
-        let status = posix_spawn(&pid, Self.binary, &actions, nil, &argv, environ)
+        let merged = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        var envp: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { envp.forEach { free($0) } }
+        let status = posix_spawn(&pid, Self.binary, &actions, nil, &argv, &envp)
         guard status == 0 else { throw ProcessError("posix_spawn receipt-worker: \(status)") }
         self.pid = pid
     }

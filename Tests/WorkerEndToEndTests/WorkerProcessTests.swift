@@ -113,13 +113,18 @@ struct WorkerProcessTests {
     @Test("two worker processes sharing PostgreSQL, each receipt submitted under two orders at once: exactly one grant each; SIGTERM exits 0")
     func twoWorkersOnePostgres() async throws {
         let harness = try await ProcessHarness()
-        let config = try harness.config(ledger: try makePostgresDatabase())
-        let workers = [try WorkerProcess(config: config), try WorkerProcess(config: config)]
+        let secret = "s3cret-\(UUID().uuidString)"
+        // kafka.debug: librdkafka's own lines, routed into the worker's log.
+        let config = try harness.config(ledger: try makePostgresDatabase(), extra: ["apple.shared_secret": secret, "kafka.debug": "cgrp"])
+        let debug = ["LOG_LEVEL": "debug"]  // the most a log says: still no receipt, no secret
+        let workers = [try WorkerProcess(config: config, environment: debug), try WorkerProcess(config: config, environment: debug)]
         // Both must be in the group before the jobs arrive, or one worker would take them all.
         #expect(await eventually(timeout: .seconds(40)) { workers.allSatisfy { $0.log.contains("partitions assigned") } })
         var jobs: [[String: Any]] = []
+        var receipts: [String] = []
         for index in 0..<40 {
             let purchase = try await harness.purchase(product: "coins")
+            receipts.append(purchase.receipt)
             for side in ["a", "b"] {
                 jobs.append(job("\(side)-\(index)", order: "order-\(side)-\(index)", product: "coins", ["receipt": purchase.receipt]))
             }
@@ -133,6 +138,18 @@ struct WorkerProcessTests {
             #expect(decisions.filter { $0["reason"] as? String == "duplicate_transaction" }.count == 1)
         }
         for worker in workers { #expect(worker.stop(SIGTERM) == 0, "exit status after SIGTERM; log:\n\(worker.log.suffix(2000))") }
+        // Logs: one JSON object per line with a level, librdkafka's among them, never a receipt or the secret.
+        for worker in workers {
+            let lines = worker.log.split(separator: "\n")
+            #expect(lines.count > 10)
+            for line in lines {
+                let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+                #expect(object?["level"] is String && object?["message"] is String, "not a log object: \(line.prefix(200))")
+            }
+            #expect(!worker.log.contains(secret))
+            #expect(!receipts.contains { worker.log.contains($0) })
+            #expect(worker.log.contains("\"source\":\"librdkafka\""))
+        }
         await harness.stop()
     }
 
