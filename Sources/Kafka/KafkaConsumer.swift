@@ -124,13 +124,18 @@ public final class KafkaConsumer: Sendable {
         return list.offsets().filter { $0.value >= 0 }
     }
 
-    /// Where ``assign(topic:from:timeout:)`` starts reading.
-    public enum StartOffset: Sendable { case beginning, end }
+    /// Where ``assign(topic:from:timeout:)`` starts reading: the oldest record kept, the end, or the first
+    /// record written at or after a time (found by the broker's time index).
+    public enum StartOffset: Sendable { case beginning, end, time(Date) }
 
     /// Reads every partition of `topic` outside any consumer group (no join, no rebalance, nothing that
-    /// could take partitions from a group's members) and starts polling. Returns the partitions; throws
-    /// when the topic does not exist. For tools; commits are meaningless here.
-    public func assign(topic: String, from start: StartOffset, timeout: Duration = .seconds(10)) async throws -> [KafkaTopicPartition] {
+    /// could take partitions from a group's members) and starts polling. Returns each partition with the
+    /// offset reading starts at (for `.time`; nil for the symbolic beginning and end); throws when the topic
+    /// does not exist. For tools; commits are meaningless here.
+    @discardableResult
+    public func assign(topic: String, from start: StartOffset, timeout: Duration = .seconds(10)) async throws
+        -> [(partition: KafkaTopicPartition, start: Int64?)]
+    {
         guard !closed.load(ordering: .acquiring) else { throw KafkaError.closed }
         let client = self.client
         let count: Int32 = try await Blocking.run { () -> Result<Int32, KafkaError> in
@@ -149,12 +154,24 @@ public final class KafkaConsumer: Sendable {
         }.get()
         guard count > 0 else { throw KafkaError(RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC) }
         let partitions = (0..<count).map { KafkaTopicPartition(topic: topic, partition: $0) }
-        let offset = start == .beginning ? Int64(RD_KAFKA_OFFSET_BEGINNING) : Int64(RD_KAFKA_OFFSET_END)
-        let list = TopicPartitionList(partitions, offsets: Dictionary(uniqueKeysWithValues: partitions.map { ($0, offset) }))
+        var offsets: [KafkaTopicPartition: Int64]
+        var resolved: [KafkaTopicPartition: Int64] = [:]
+        switch start {
+        case .beginning: offsets = Dictionary(uniqueKeysWithValues: partitions.map { ($0, Int64(RD_KAFKA_OFFSET_BEGINNING)) })
+        case .end: offsets = Dictionary(uniqueKeysWithValues: partitions.map { ($0, Int64(RD_KAFKA_OFFSET_END)) })
+        case .time(let date):
+            let millis = Int64(date.timeIntervalSince1970 * 1000)
+            let query = TopicPartitionList(partitions, offsets: Dictionary(uniqueKeysWithValues: partitions.map { ($0, millis) }))
+            let err = await Blocking.run { rd_kafka_offsets_for_times(client.handle, query.pointer, Int32(clamping: timeout.milliseconds)) }
+            guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+            offsets = query.offsets()  // -1 where nothing was written since: read from the end
+            resolved = offsets
+        }
+        let list = TopicPartitionList(partitions, offsets: offsets)
         let err = rd_kafka_assign(client.handle, list.pointer)
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
         startPolling()
-        return partitions
+        return partitions.map { ($0, resolved[$0]) }
     }
 
     /// The first offset held and the offset the next record will get (the high watermark), asked of the

@@ -8,7 +8,8 @@ enum DeadLetterReplayCommand {
         usage: receipt-worker dlq replay [--config FILE] [--set key=value]... [--reason REASON]...
                                          [--since TIME] [--until TIME] [--dry-run]
 
-        Reads topics.dlq from its oldest letter to where it ended when the command started, and sends each
+        Reads topics.dlq from its oldest letter (or the first written at --since) to where it ended when the
+        command started, and sends each
         matching letter back to topics.jobs with its original key and value (and a dlq_replayed_from
         header). One line per letter, then a summary. Replaying is safe to repeat: the worker answers a
         job_id it already decided with its stored event, so a letter replayed twice is not granted twice.
@@ -50,10 +51,13 @@ enum DeadLetterReplayCommand {
         let producer = dryRun ? nil : try ToolKafka.producer(configuration)
         var ends: [KafkaTopicPartition: Int64] = [:]  // the offset each partition ended at when we started
         var unfinished: Set<KafkaTopicPartition> = []
-        for partition in try await consumer.assign(topic: configuration.topics.dlq, from: .beginning) {
+        // With --since, the broker's time index skips what was written before: no need to read it all.
+        let from: KafkaConsumer.StartOffset = filter.since.map { .time($0) } ?? .beginning
+        for (partition, start) in try await consumer.assign(topic: configuration.topics.dlq, from: from) {
             let marks = try await consumer.watermarks(partition)
             ends[partition] = marks.high
-            if marks.high > marks.low { unfinished.insert(partition) }
+            let first = start.map { $0 < 0 ? marks.high : $0 } ?? marks.low
+            if marks.high > first { unfinished.insert(partition) }
         }
         TerminationSignals.install { _ in consumer.endEvents() }
         var (read, replayed) = (0, 0)
