@@ -172,10 +172,19 @@ for ledger in ${LEDGERS:-sqlite postgresql}; do
 done
 # The floor under the latency: the broker alone, with the worker's producer and consumer settings, at
 # half the last configuration's throughput. A job crosses it twice (job in, result out).
+# Then two such streams at once, as in the benchmark (jobs in, results out: two producers, two consumers).
 (
     SERVICES_DIR=""; services_start_kafka 2>/dev/null
-    .deps/tools/tansu topic create hop --partitions 4 --broker "tcp://$KAFKA_BOOTSTRAP" >/dev/null
-    echo "broker alone (one hop), $("$bench" hop --bootstrap "$KAFKA_BOOTSTRAP" --topic hop --rate "$(( ${last_rate:-2000} / 2 ))" --seconds 10)"
+    for topic in hop hop-a hop-b; do
+        .deps/tools/tansu topic create "$topic" --partitions 4 --broker "tcp://$KAFKA_BOOTSTRAP" >/dev/null
+    done
+    half=$(( ${last_rate:-2000} / 2 ))
+    echo "broker alone, one stream: $("$bench" hop --bootstrap "$KAFKA_BOOTSTRAP" --topic hop --rate "$half" --seconds 10)"
+    "$bench" hop --bootstrap "$KAFKA_BOOTSTRAP" --topic hop-a --rate "$half" --seconds 10 >"$work/hop-a" &
+    first_pid=$!
+    second="$("$bench" hop --bootstrap "$KAFKA_BOOTSTRAP" --topic hop-b --rate "$half" --seconds 10)"
+    wait "$first_pid"  # not a bare wait: the broker is a background job of this subshell too
+    echo "broker alone, two streams at once: $(cat "$work/hop-a") | $second"
     services_stop
 )
 [ "${NAIVE:-yes}" = no ] && exit 0
