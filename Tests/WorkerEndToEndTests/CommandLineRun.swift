@@ -46,6 +46,8 @@ struct CommandLineRun: Sendable {
             try? await Task.sleep(for: .milliseconds(20))
         }
         let read = { (path: String) in (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
-        return CommandLineRun(status: exitStatus, output: read(out), errors: read(err))
+        let run = CommandLineRun(status: exitStatus, output: read(out), errors: read(err))
+        try? FileManager.default.removeItem(at: directory)
+        return run
     }
 }
