@@ -45,18 +45,24 @@ public enum JobParser {
         }
         guard let object = (try? JSONSerialization.jsonObject(with: Data(value), options: [.fragmentsAllowed])) as? [String: Any]
         else { return .unreadable(reason: "the message is not a JSON object") }
-        guard let orderID = object["order_id"] as? String, (1...128).contains(orderID.count) else {
-            return .unreadable(reason: "order_id is missing or not a string of 1 to 128 characters")
+        guard let orderID = object["order_id"] as? String, (1...128).contains(orderID.count), !hasControlCharacters(orderID) else {
+            return .unreadable(reason: "order_id is missing or not a string of 1 to 128 characters without control characters")
         }
+        // An id with control characters (a NUL above all: database parameters are C strings) is never stored.
+        let rawJobID = object["job_id"] as? String ?? ""
         var identity = JobIdentity(
-            jobID: object["job_id"] as? String ?? "", orderID: orderID, userID: object["user_id"] as? String ?? "",
+            jobID: hasControlCharacters(rawJobID) ? "" : rawJobID, orderID: orderID, userID: object["user_id"] as? String ?? "",
             productID: object["product_id"] as? String ?? "", quantity: 1)
         func invalid(_ reason: String) -> JobParseResult { .invalidJob(identity, reason: reason) }
 
-        guard let jobID = text(object, "job_id", 1...128) else { return invalid("job_id must be a string of 1 to 128 characters") }
-        guard let userID = text(object, "user_id", 1...128) else { return invalid("user_id must be a string of 1 to 128 characters") }
+        guard let jobID = text(object, "job_id", 1...128) else {
+            return invalid("job_id must be a string of 1 to 128 characters without control characters")
+        }
+        guard let userID = text(object, "user_id", 1...128) else {
+            return invalid("user_id must be a string of 1 to 128 characters without control characters")
+        }
         guard let productID = text(object, "product_id", 1...255) else {
-            return invalid("product_id must be a string of 1 to 255 characters")
+            return invalid("product_id must be a string of 1 to 255 characters without control characters")
         }
         // JSONDecoder is strict where JSONSerialization is not: true, "1" and 1.5 are not an Int.
         guard let quantityField = try? JSONDecoder().decode(QuantityField.self, from: Data(value)),
@@ -111,8 +117,12 @@ public enum JobParser {
     }
 
     private static func text(_ object: [String: Any], _ key: String, _ lengths: ClosedRange<Int>) -> String? {
-        guard let value = object[key] as? String, lengths.contains(value.count) else { return nil }
+        guard let value = object[key] as? String, lengths.contains(value.count), !hasControlCharacters(value) else { return nil }
         return value
+    }
+
+    static func hasControlCharacters(_ value: String) -> Bool {
+        value.utf8.contains { $0 < 0x20 || $0 == 0x7F }
     }
 }
 

@@ -39,6 +39,19 @@ struct JobParserTests {
         guard case .unreadable = parse(json) else { Issue.record("\(json) was read"); return }
     }
 
+    @Test("ids with control characters (a NUL above all) are refused, and such a job_id is never kept for the ledger")
+    func controlCharacters() {
+        guard case .invalidJob(let identity, let reason) = parse(#"{"job_id":"j\u0000x","order_id":"o1","user_id":"u1","product_id":"p","receipt":"QUJD"}"#)
+        else { Issue.record("a NUL in job_id was accepted"); return }
+        #expect(identity.jobID.isEmpty)  // not recorded in the ledger under a truncated id
+        #expect(reason.contains("job_id"))
+        guard case .invalidJob(_, let userReason) = parse(#"{"job_id":"j1","order_id":"o1","user_id":"u\n1","product_id":"p","receipt":"QUJD"}"#)
+        else { Issue.record("a newline in user_id was accepted"); return }
+        #expect(userReason.contains("user_id"))
+        guard case .unreadable = parse(#"{"job_id":"j1","order_id":"o\u00001","user_id":"u1","product_id":"p","receipt":"QUJD"}"#)
+        else { Issue.record("a NUL in order_id was accepted"); return }
+    }
+
     @Test("a message over jobs.max_bytes is unreadable")
     func oversized() {
         guard case .unreadable(let reason) = parse("{\(base),\"receipt\":\"\(String(repeating: "A", count: 400))\"}", maxBytes: 300)
