@@ -39,9 +39,10 @@ final class WorkerProcess: Sendable {
         self.pid = pid
     }
 
-    /// Sends `signal` and, for SIGTERM/SIGKILL, waits for the exit status.
+    /// Sends `signal` and, for SIGTERM/SIGKILL, waits for the exit status. Polls with Task.sleep: a blocking
+    /// wait here would hold one of the few cooperative threads every concurrent test shares.
     @discardableResult
-    func stop(_ signal: Int32, timeout: Duration = .seconds(30)) -> Int32? {
+    func stop(_ signal: Int32, timeout: Duration = .seconds(30)) async -> Int32? {
         kill(pid, signal)
         let deadline = ContinuousClock.now + timeout
         var status: Int32 = 0
@@ -49,7 +50,7 @@ final class WorkerProcess: Sendable {
             if waitpid(pid, &status, WNOHANG) == pid {
                 return (status & 0x7f) == 0 ? (status >> 8) & 0xff : -(status & 0x7f)
             }
-            usleep(20_000)
+            try? await Task.sleep(for: .milliseconds(20))
         }
         kill(pid, SIGKILL)
         waitpid(pid, &status, 0)

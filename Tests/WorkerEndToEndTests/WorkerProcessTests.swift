@@ -137,7 +137,7 @@ struct WorkerProcessTests {
             #expect(decisions.filter { $0["decision"] as? String == "grant" }.count == 1)
             #expect(decisions.filter { $0["reason"] as? String == "duplicate_transaction" }.count == 1)
         }
-        for worker in workers { #expect(worker.stop(SIGTERM) == 0, "exit status after SIGTERM; log:\n\(worker.log.suffix(2000))") }
+        for worker in workers { #expect(await worker.stop(SIGTERM) == 0, "exit status after SIGTERM; log:\n\(worker.log.suffix(2000))") }
         // Logs: one JSON object per line with a level, librdkafka's among them, never a receipt or the secret.
         for worker in workers {
             let lines = worker.log.split(separator: "\n")
@@ -174,11 +174,11 @@ struct WorkerProcessTests {
         let first = try WorkerProcess(config: config)
         #expect(await eventually(timeout: .seconds(60)) { harness.answeredJobs >= 1_000 })
         #expect(harness.answeredJobs < 5_000, "the worker finished before it could be killed")
-        first.stop(SIGKILL)
+        await first.stop(SIGKILL)
         let second = try WorkerProcess(config: config)
         let complete = await eventually(timeout: .seconds(120)) { harness.answeredJobs == 5_000 }
         #expect(complete, "\(harness.answeredJobs) of 5,000 jobs answered")
-        #expect(second.stop(SIGTERM) == 0)
+        #expect(await second.stop(SIGTERM) == 0)
 
         let results = harness.results
         var ordersByTransaction: [String: Set<String>] = [:]
