@@ -60,7 +60,9 @@ def kubernetes(binary):
 
     # The grace period covers preStop, the drain, and closing (consumer close + producer flush, 10 s).
     drain = int(config.get("worker.drain_timeout_ms", "20000")) / 1000
-    pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
+    hook = container.get("lifecycle", {}).get("preStop", {})
+    command = hook.get("exec", {}).get("command", [])
+    pre_stop = hook.get("sleep", {}).get("seconds") or (int(command[1]) if command[:1] == ["sleep"] else 0)
     grace = pod["terminationGracePeriodSeconds"]
     check("terminationGracePeriodSeconds >= preStop + drain + 10 s to close",
           grace >= pre_stop + drain + 10, f"{grace} < {pre_stop} + {drain} + 10")
