@@ -37,8 +37,13 @@ struct KafkaProperties {
         return conf
     }
 
-    /// Keys whose values are credentials, so never echoed in errors or logs.
-    static func isSensitive(_ key: String) -> Bool {
+    static func isSensitive(_ key: String) -> Bool { KafkaError.isSensitiveProperty(key) }
+}
+
+extension KafkaError {
+    /// Whether a librdkafka property's value is a credential, never to be echoed in errors, logs or
+    /// printed configuration.
+    public static func isSensitiveProperty(_ key: String) -> Bool {
         let lowered = key.lowercased()
         return ["password", "secret", "jaas", "token", "ssl.key", "keystore", "oauthbearer.config"]
             .contains { lowered.contains($0) }

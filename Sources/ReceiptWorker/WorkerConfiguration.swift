@@ -1,4 +1,5 @@
 import Foundation
+import Kafka
 
 /// Everything `receipt-worker run` is configured with (CONTRACT.md §6), validated once.
 public struct WorkerConfiguration: Sendable {
@@ -60,6 +61,45 @@ public struct WorkerConfiguration: Sendable {
     public var kafka: [String: String] = ["bootstrap.servers": "127.0.0.1:9092", "group.id": "receipt-worker"]
 
     public init() {}
+}
+
+extension WorkerConfiguration {
+    /// Every key in effect, defaults included, as `key=value` lines for `check-config --print`. Secrets
+    /// (the shared secret, the API key, the ledger URL's password, credential-bearing kafka.* values) are
+    /// shown as `<set>`, never their value.
+    public var effectiveProperties: [String] {
+        func duration(_ value: Duration) -> String { String(value.milliseconds) }
+        var lines = [
+            "topics.jobs=\(topics.jobs)", "topics.results=\(topics.results)", "topics.retries=\(topics.retries)",
+            "topics.dlq=\(topics.dlq)", "jobs.max_bytes=\(jobsMaxBytes)", "apple.bundle_id=\(apple.bundleID)",
+            "apple.allow_sandbox=\(apple.allowSandbox)",
+            "apple.verify_receipt.production_url=\(apple.verifyReceiptProductionURL)",
+            "apple.verify_receipt.sandbox_url=\(apple.verifyReceiptSandboxURL)",
+            "apple.shared_secret=\(apple.sharedSecret == nil ? "<not set>" : "<set>")",
+            "apple.api.production_url=\(apple.apiProductionURL)", "apple.api.sandbox_url=\(apple.apiSandboxURL)",
+            "apple.api.key_id=\(apple.apiKeyID ?? "<not set>")", "apple.api.issuer_id=\(apple.apiIssuerID ?? "<not set>")",
+            "apple.api.private_key=\(apple.apiPrivateKeyPEM == nil ? "<not set>" : "<set>")",
+            "apple.root_certificates=\(apple.rootCertificates.count) certificate(s)",
+            "ledger.url=\(Self.withoutPassword(ledgerURL))", "ledger.pool_size=\(ledgerPoolSize)",
+            "worker.max_in_flight=\(maxInFlight)", "worker.drain_timeout_ms=\(duration(drainTimeout))",
+            "retry.max_attempts=\(retry.maxAttempts)", "retry.initial_backoff_ms=\(duration(retry.initialBackoff))",
+            "retry.max_backoff_ms=\(duration(retry.maxBackoff))", "http.timeout_ms=\(duration(httpTimeout))",
+            "http.ca_file=\(httpCAFile ?? "<system>")", "events.source=\(eventSource)",
+            "metrics.listen=\(metricsListen ?? "<off>")",
+        ]
+        for (key, value) in kafka.sorted(by: { $0.key < $1.key }) {
+            lines.append("kafka.\(key)=\(KafkaError.isSensitiveProperty(key) ? "<set>" : value)")
+        }
+        return lines
+    }
+
+    /// `postgresql://user:secret@host/db` → `postgresql://user:<set>@host/db`.
+    static func withoutPassword(_ url: String) -> String {
+        guard let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].lastIndex(of: "@"),
+            let colon = url[scheme.upperBound..<at].firstIndex(of: ":")
+        else { return url }
+        return String(url[..<url.index(after: colon)]) + "<set>" + String(url[at...])
+    }
 }
 
 /// A configuration problem, naming the key. Never repeats a secret's value.

@@ -49,18 +49,22 @@ enum RunCommand {
 
 enum CheckConfigCommand {
     static let help = """
-        usage: receipt-worker check-config [--config FILE] [--set key=value]...
+        usage: receipt-worker check-config [--config FILE] [--set key=value]... [--print]
 
         Validates the configuration (file, RECEIPT_WORKER_* environment, --set) as `run` would, without
         connecting to anything: unknown keys, bad values and unreadable files are reported with the key.
+
+        options:
+          --print            also print every key in effect, defaults included, secrets as <set>
 
         Exit codes: 0 valid; 2 invalid (the message names the key).
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
-        let options = try Options(arguments, valued: Options.configurationOptions, flags: [])
-        _ = try options.configuration(purpose: .worker)
-        print("configuration is valid")
+        let options = try Options(arguments, valued: Options.configurationOptions, flags: ["--print"])
+        let configuration = try options.configuration(purpose: .worker)
+        if options.has("--print") { configuration.effectiveProperties.forEach { emit($0) } }
+        emit("configuration is valid")
         return 0
     }
 }

@@ -57,6 +57,24 @@ import Testing
         #expect(overridden.status == 0)
     }
 
+    @Test("check-config --print shows every key in effect, and no secret")
+    func printConfiguration() async throws {
+        let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("secret-\(UUID())").path
+        try "shared-s3cret-value".write(toFile: secretFile, atomically: true, encoding: .utf8)
+        let run = try await CommandLineRun.run([
+            "check-config", "--print", "--set", "apple.bundle_id=com.example", "--set", "apple.shared_secret_file=\(secretFile)",
+            "--set", "ledger.url=postgresql://worker:db-pa55@db/ledger", "--set", "kafka.sasl.password=kafka-pa55",
+        ], environment: ["RECEIPT_WORKER_WORKER__MAX_IN_FLIGHT": "250"])
+        #expect(run.status == 0, "\(run.errors)")
+        let lines = Set(run.output.split(separator: "\n").map(String.init))
+        #expect(lines.contains("worker.max_in_flight=250"))
+        #expect(lines.contains("retry.max_attempts=8"))  // a default
+        #expect(lines.contains("apple.shared_secret=<set>"))
+        #expect(lines.contains("ledger.url=postgresql://worker:<set>@db/ledger"))
+        #expect(lines.contains("kafka.sasl.password=<set>"))
+        for secret in ["shared-s3cret-value", "db-pa55", "kafka-pa55"] { #expect(!run.output.contains(secret)) }
+    }
+
     @Test("a secret file's contents never appear in an error")
     func secretsStayOut() async throws {
         let secret = FileManager.default.temporaryDirectory.appendingPathComponent("password-\(UUID())").path
