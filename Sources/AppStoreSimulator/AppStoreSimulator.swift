@@ -91,7 +91,7 @@ public final class AppStoreSimulator: Sendable {
         case .drop:
             return .drop(after: delay)
         case .httpError(let status):
-            return .respond(status: status, headers: [("Content-Type", "text/plain")], body: Data("unavailable".utf8), after: delay)
+            return .text(status, "unavailable", contentType: "text/plain", after: delay)
         case .rateLimited(let seconds):
             let retryAt = Int64((Date().timeIntervalSince1970 + seconds) * 1000)  // Apple: UNIX time in ms
             return .json(429, Self.error(4290000, "Rate limit exceeded."), headers: [("Retry-After", String(retryAt))], after: delay)

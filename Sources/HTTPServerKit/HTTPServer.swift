@@ -19,6 +19,12 @@ public enum ServerReply: Sendable {
     public static func json(_ status: Int, _ body: Data, headers: [(String, String)] = [], after delay: Duration = .zero) -> ServerReply {
         .respond(status: status, headers: [("Content-Type", "application/json")] + headers, body: body, after: delay)
     }
+
+    public static func text(
+        _ status: Int, _ body: String, contentType: String = "text/plain; charset=utf-8", after delay: Duration = .zero
+    ) -> ServerReply {
+        .respond(status: status, headers: [("Content-Type", contentType)], body: Data(body.utf8), after: delay)
+    }
 }
 
 /// A small HTTP/1.1 server on epoll: one event loop per thread, each with its own `SO_REUSEPORT` listening

@@ -1,6 +1,4 @@
-import Dispatch
 import Foundation
-import Synchronization
 
 /// The ledger in PostgreSQL, shared by every replica. Unique constraints (a transaction id granted once,
 /// an order granted once) make the claim safe under any number of concurrent writers: a second writer

@@ -26,19 +26,15 @@ public final class MetricsEndpoint: Sendable {
     public func stop() { server.stop() }
 
     static func route(_ request: ServerRequest, worker: Worker) -> ServerReply {
-        let text = [("Content-Type", "text/plain; charset=utf-8")]
         switch (request.method, request.path) {
         case ("GET", "/metrics"):
-            return .respond(
-                status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
-                body: Data(worker.metrics.registry.render().utf8), after: .zero)
+            return .text(200, worker.metrics.registry.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
         case ("GET", "/healthz"):
-            return .respond(status: 200, headers: text, body: Data("ok\n".utf8), after: .zero)
+            return .text(200, "ok\n")
         case ("GET", "/readyz"):
-            let ready = worker.isReady
-            return .respond(status: ready ? 200 : 503, headers: text, body: Data((ready ? "ready\n" : "not ready\n").utf8), after: .zero)
+            return worker.isReady ? .text(200, "ready\n") : .text(503, "not ready\n")
         default:
-            return .respond(status: 404, headers: text, body: Data("not found\n".utf8), after: .zero)
+            return .text(404, "not found\n")
         }
     }
 }

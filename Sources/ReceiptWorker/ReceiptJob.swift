@@ -131,8 +131,9 @@ private struct QuantityField: Decodable {
 }
 
 /// RFC 3339 times, with or without fractional seconds.
-enum RFC3339 {
-    static func parse(_ text: String) -> Date? {
+/// RFC 3339 times, with or without fractional seconds.
+public enum RFC3339 {
+    public static func parse(_ text: String) -> Date? {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         if let date = formatter.date(from: text) { return date }

@@ -111,9 +111,7 @@ enum DeadLetterReplayCommand {
 
     static func time(_ options: Options, _ name: String) throws -> Date? {
         guard let text = options.value(name) else { return nil }
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        guard let date = formatter.date(from: text) ?? ISO8601DateFormatter().date(from: text) else {
+        guard let date = RFC3339.parse(text) else {
             throw UsageError("\(name) must be an RFC 3339 time such as 2026-11-29T03:00:00Z")
         }
         return date

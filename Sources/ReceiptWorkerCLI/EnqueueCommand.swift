@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import Observability
 import ReceiptWorker
 
 enum EnqueueCommand {
@@ -34,19 +35,17 @@ enum EnqueueCommand {
         let valued = Options.configurationOptions.union(fieldOptions.map(\.option)).union(["--file", "--quantity", "--receipt-file"])
         let options = try Options(arguments, valued: valued, flags: [])
         let configuration = try options.configuration(purpose: .tool)
-        let jobs = try options.value("--file").map(readJobs) ?? [try jobFromFlags(options)]
-        for (index, job) in jobs.enumerated() {
-            if case .unreadable(let reason) = JobParser.parse(job, maxBytes: configuration.jobsMaxBytes) {
-                throw UsageError("job \(index + 1): \(reason)")
-            }
-            if case .invalidJob(_, let reason) = JobParser.parse(job, maxBytes: configuration.jobsMaxBytes) {
-                throw UsageError("job \(index + 1): \(reason)")
+        let values = try options.value("--file").map(readJobs) ?? [try jobFromFlags(options)]
+        // Every job is checked before any is sent: one bad line sends nothing.
+        let jobs = try values.enumerated().map { index, value -> (value: [UInt8], parsed: ReceiptJob) in
+            switch JobParser.parse(value, maxBytes: configuration.jobsMaxBytes) {
+            case .job(let parsed): return (value, parsed)
+            case .unreadable(let reason), .invalidJob(_, let reason): throw UsageError("job \(index + 1): \(reason)")
             }
         }
         let producer = try ToolKafka.producer(configuration)
         var failures = 0
-        for job in jobs {
-            guard case .job(let parsed) = JobParser.parse(job, maxBytes: configuration.jobsMaxBytes) else { continue }
+        for (job, parsed) in jobs {
             do {
                 let report = try await producer.send(
                     KafkaProducerMessage(topic: configuration.topics.jobs, key: Array(parsed.orderID.utf8), value: job))
@@ -78,7 +77,7 @@ enum EnqueueCommand {
         if job["receipt"] == nil && job["signed_transaction"] == nil && job["transaction_id"] == nil {
             throw UsageError("one of --receipt, --receipt-file, --signed-transaction or --transaction-id is required")
         }
-        job["submitted_at"] = ISO8601DateFormatter().string(from: Date())
+        job["submitted_at"] = Timestamp.rfc3339(Date())
         return Array(try JSONSerialization.data(withJSONObject: job, options: [.sortedKeys]))
     }
 

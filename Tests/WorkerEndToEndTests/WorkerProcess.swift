@@ -22,39 +22,15 @@ final class WorkerProcess: Sendable {
     /// `environment` is added to this process's (LOG_LEVEL=debug, say).
     init(config: String, environment: [String: String] = [:]) throws {
         logPath = FileManager.default.temporaryDirectory.appendingPathComponent("worker-\(UUID()).log").path
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 2, logPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        let arguments: [String] = [Self.binary, "run", "--config", config]
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let merged = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        var envp: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { envp.forEach { free($0) } }
-        let status = posix_spawn(&pid, Self.binary, &actions, nil, &argv, &envp)
-        guard status == 0 else { throw ProcessError("posix_spawn receipt-worker: \(status)") }
-        self.pid = pid
+        pid = try spawnProcess(
+            Self.binary, ["run", "--config", config], environment: environment, output: "/dev/null", errors: logPath)
     }
 
-    /// Sends `signal` and, for SIGTERM/SIGKILL, waits for the exit status. Polls with Task.sleep: a blocking
-    /// wait here would hold one of the few cooperative threads every concurrent test shares.
+    /// Sends `signal` and, for SIGTERM/SIGKILL, waits for the exit status (nil when it had to be killed).
     @discardableResult
     func stop(_ signal: Int32, timeout: Duration = .seconds(30)) async -> Int32? {
         kill(pid, signal)
-        let deadline = ContinuousClock.now + timeout
-        var status: Int32 = 0
-        while ContinuousClock.now < deadline {
-            if waitpid(pid, &status, WNOHANG) == pid {
-                return (status & 0x7f) == 0 ? (status >> 8) & 0xff : -(status & 0x7f)
-            }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        kill(pid, SIGKILL)
-        waitpid(pid, &status, 0)
-        return nil
+        return await exitStatus(of: pid, killedAfter: timeout)
     }
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
@@ -63,4 +39,43 @@ final class WorkerProcess: Sendable {
 struct ProcessError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+}
+
+/// Starts `executable` with `arguments` and this process's environment plus `environment`; standard input
+/// from /dev/null, standard output and error to the files `output` and `errors`. Returns its pid.
+func spawnProcess(
+    _ executable: String, _ arguments: [String], environment: [String: String], output: String, errors: String
+) throws -> pid_t {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    posix_spawn_file_actions_addopen(&actions, 2, errors, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    var argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    let merged = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    var envp: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer { envp.forEach { free($0) } }
+    var pid: pid_t = 0
+    let spawned = posix_spawn(&pid, executable, &actions, nil, &argv, &envp)
+    guard spawned == 0 else { throw ProcessError("posix_spawn \(executable): \(spawned)") }
+    return pid
+}
+
+/// Waits for `pid` to exit and returns its exit code (minus the signal number when a signal ended it). Past
+/// `timeout` it is killed, reaped, and the answer is nil. Polls with Task.sleep: a blocking wait would hold
+/// one of the few cooperative threads every concurrent test shares.
+func exitStatus(of pid: pid_t, killedAfter timeout: Duration) async -> Int32? {
+    let deadline = ContinuousClock.now + timeout
+    var status: Int32 = 0
+    while ContinuousClock.now < deadline {
+        if waitpid(pid, &status, WNOHANG) == pid {
+            return (status & 0x7f) == 0 ? (status >> 8) & 0xff : -(status & 0x7f)
+        }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    kill(pid, SIGKILL)
+    waitpid(pid, &status, 0)
+    return nil
 }
