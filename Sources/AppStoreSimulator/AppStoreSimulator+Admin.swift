@@ -16,7 +16,9 @@ extension AppStoreSimulator {
         case ("POST", ["purchases"]):
             return createPurchase(body)
         case ("POST", ["refunds"]):
-            guard let id = body["transaction_id"] as? String else { return .json(400, Self.error(4000000, "transaction_id")) }
+            guard let id = body["transaction_id"] as? String else {
+                return .json(400, Self.error(4000000, "transaction_id"))
+            }
             let found = state.withLock { state -> Bool in
                 guard state.purchases[id] != nil else { return false }
                 state.purchases[id]?.revocationDate = Date()
@@ -65,10 +67,12 @@ extension AppStoreSimulator {
             state.nextTransaction += 1
             let id = String(state.nextTransaction)
             let purchase = Purchase(
-                transactionID: id, originalTransactionID: id, bundleID: body["bundle_id"] as? String ?? configuration.bundleID,
+                transactionID: id, originalTransactionID: id,
+                bundleID: body["bundle_id"] as? String ?? configuration.bundleID,
                 productID: productID, kind: kind, environment: environment, quantity: body["quantity"] as? Int ?? 1,
                 appAccountToken: body["app_account_token"] as? String, purchaseDate: now,
-                expiresDate: kind == .subscription ? now.addingTimeInterval(body["expires_in_seconds"] as? Double ?? 2_592_000) : nil,
+                expiresDate: kind == .subscription
+                    ? now.addingTimeInterval(body["expires_in_seconds"] as? Double ?? 2_592_000) : nil,
                 revocationDate: nil)
             state.purchases[id] = purchase
             state.receipts[receiptToken] = ReceiptRecord(
@@ -78,9 +82,11 @@ extension AppStoreSimulator {
         guard let signed = try? signedTransaction(purchase) else {
             return .json(500, Self.error(5000000, "signing failed"))
         }
-        return .json(201, Self.json([
-            "transaction_id": purchase.transactionID, "original_transaction_id": purchase.originalTransactionID,
-            "receipt": receiptToken, "signed_transaction": signed, "environment": environment,
-        ]))
+        return .json(
+            201,
+            Self.json([
+                "transaction_id": purchase.transactionID, "original_transaction_id": purchase.originalTransactionID,
+                "receipt": receiptToken, "signed_transaction": signed, "environment": environment,
+            ]))
     }
 }

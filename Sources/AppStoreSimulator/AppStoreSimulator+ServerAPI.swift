@@ -63,7 +63,8 @@ extension AppStoreSimulator {
         guard signed, header["alg"] as? String == "ES256", header["kid"] as? String == configuration.apiKeyID,
             claims["iss"] as? String == configuration.apiIssuerID, claims["aud"] as? String == "appstoreconnect-v1",
             claims["bid"] as? String == configuration.bundleID,
-            let issuedAt = (claims["iat"] as? NSNumber)?.doubleValue, let expires = (claims["exp"] as? NSNumber)?.doubleValue
+            let issuedAt = (claims["iat"] as? NSNumber)?.doubleValue,
+            let expires = (claims["exp"] as? NSNumber)?.doubleValue
         else { return false }
         return expires > now && issuedAt <= now + 60 && expires - issuedAt <= 3600
     }

@@ -18,7 +18,8 @@ extension AppStoreSimulator {
         }
         guard let record else { return .json(200, Self.encode(StatusOnly(status: 21002, environment: nil))) }
         if record.environment != role {
-            return .json(200, Self.encode(StatusOnly(status: record.environment == "Sandbox" ? 21007 : 21008, environment: nil)))
+            return .json(
+                200, Self.encode(StatusOnly(status: record.environment == "Sandbox" ? 21007 : 21008, environment: nil)))
         }
         if let secret = configuration.sharedSecret, !record.ios6, body.password != secret {
             return .json(200, Self.encode(StatusOnly(status: 21004, environment: role)))
@@ -39,8 +40,9 @@ extension AppStoreSimulator {
             response.latest_receipt_info = body.excludeOldTransactions == true ? Array(latest.prefix(1)) : latest
             response.latest_receipt = receiptData
             response.pending_renewal_info = subscriptions.map {
-                PendingRenewal(auto_renew_product_id: $0.productID, product_id: $0.productID,
-                               original_transaction_id: $0.originalTransactionID, auto_renew_status: "1")
+                PendingRenewal(
+                    auto_renew_product_id: $0.productID, product_id: $0.productID,
+                    original_transaction_id: $0.originalTransactionID, auto_renew_status: "1")
             }
         }
         return .json(200, Self.encode(response))

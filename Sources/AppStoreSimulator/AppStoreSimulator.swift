@@ -94,13 +94,16 @@ public final class AppStoreSimulator: Sendable {
             return .text(status, "unavailable", contentType: "text/plain", after: delay)
         case .rateLimited(let seconds):
             let retryAt = Int64((Date().timeIntervalSince1970 + seconds) * 1000)  // Apple: UNIX time in ms
-            return .json(429, Self.error(4290000, "Rate limit exceeded."), headers: [("Retry-After", String(retryAt))], after: delay)
+            return .json(
+                429, Self.error(4290000, "Rate limit exceeded."), headers: [("Retry-After", String(retryAt))],
+                after: delay)
         case .status21005 where endpoint == "verifyReceipt":
             return .json(200, Self.json(["status": 21005, "environment": role]), after: delay)
         case .status21005:
             return .json(500, Self.error(5000001, "An unknown retryable error occurred."), after: delay)
         case .none:
-            let reply = endpoint == "verifyReceipt"
+            let reply =
+                endpoint == "verifyReceipt"
                 ? verifyReceipt(request, role: role) : transactionInfo(request, role: role, id: rest[3])
             guard case .respond(let status, let headers, let body, _) = reply else { return reply }
             return .respond(status: status, headers: headers, body: body, after: delay)

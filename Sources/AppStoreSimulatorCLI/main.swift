@@ -8,7 +8,10 @@ import Foundation
 var configuration = AppStoreSimulator.Configuration()
 var arguments = Array(CommandLine.arguments.dropFirst()).makeIterator()
 func usage(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("appstore-sim: \(message)\nusage: appstore-sim [--host H] [--port P] [--threads N] [--bundle-id B] [--shared-secret-file F] [--print-test-root]\n".utf8))
+    FileHandle.standardError.write(
+        Data(
+            "appstore-sim: \(message)\nusage: appstore-sim [--host H] [--port P] [--threads N] [--bundle-id B] [--shared-secret-file F] [--print-test-root]\n"
+                .utf8))
     exit(2)
 }
 while let flag = arguments.next() {

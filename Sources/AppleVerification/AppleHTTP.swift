@@ -42,10 +42,12 @@ enum AppleHTTP {
     static func statusError(_ response: HTTPResponse, endpoint: String) -> AppleVerificationError {
         let retryAfter = retryAfterSeconds(response.header("retry-after"))
         if response.status == 429 {
-            return AppleVerificationError(.rateLimited, "\(endpoint): rate limited (HTTP 429)", isRetriable: true, retryAfter: retryAfter)
+            return AppleVerificationError(
+                .rateLimited, "\(endpoint): rate limited (HTTP 429)", isRetriable: true, retryAfter: retryAfter)
         }
         return AppleVerificationError(
-            .httpStatus, "\(endpoint): HTTP \(response.status)", isRetriable: response.status >= 500 || response.status == 408,
+            .httpStatus, "\(endpoint): HTTP \(response.status)",
+            isRetriable: response.status >= 500 || response.status == 408,
             retryAfter: retryAfter)
     }
 
@@ -53,7 +55,9 @@ enum AppleHTTP {
     /// HTTP's own form is a number of seconds. Both are accepted: a number past 10^12 is epoch
     /// milliseconds, past 10^9 epoch seconds, else a delay in seconds.
     static func retryAfterSeconds(_ value: String?, now: Date = Date()) -> Double? {
-        guard let value, let number = Double(value.trimmingCharacters(in: .whitespaces)), number >= 0 else { return nil }
+        guard let value, let number = Double(value.trimmingCharacters(in: .whitespaces)), number >= 0 else {
+            return nil
+        }
         let seconds: Double
         if number >= 1e12 {
             seconds = number / 1000 - now.timeIntervalSince1970

@@ -56,7 +56,8 @@ public final class AppleVerifier: Sendable {
             switch try await api.transactionInfo(id: id, attempts: &attempts) {
             case .found(let jws): return verifySigned(jws, source: .serverAPI)
             case .notFound: return .rejected(.transactionNotFound, detail: "Apple knows no transaction \(id)")
-            case .rejected(let code): return .rejected(.transactionNotFound, detail: "Apple refused the transaction id (error \(code))")
+            case .rejected(let code):
+                return .rejected(.transactionNotFound, detail: "Apple refused the transaction id (error \(code))")
             }
         }
     }
@@ -66,7 +67,8 @@ public final class AppleVerifier: Sendable {
         case .sandboxNotAllowed:
             return .rejected(.sandboxNotAllowed, detail: "a sandbox receipt, and apple.allow_sandbox is false")
         case .invalid(let status):
-            return .rejected(.invalidReceipt, detail: "verifyReceipt status \(status): \(VerifyReceiptStatus.describe(status))")
+            return .rejected(
+                .invalidReceipt, detail: "verifyReceipt status \(status): \(VerifyReceiptStatus.describe(status))")
         case .valid(let response, let environment):
             let body = response.receipt
             let receiptBundle = body?.bundleId ?? body?.bid
@@ -76,10 +78,13 @@ public final class AppleVerifier: Sendable {
             var entries = (body?.inApp ?? []) + (response.latestReceiptInfo ?? [])
             if let ios6 = body?.ios6Transaction { entries.append(ios6) }
             var seen = Set<String>()
-            let transactions = entries.compactMap(AppleTransaction.init).filter { seen.insert($0.transactionID).inserted }
+            let transactions = entries.compactMap(AppleTransaction.init).filter {
+                seen.insert($0.transactionID).inserted
+            }
             return .verified(
-                VerifiedPurchase(source: .receipt, bundleID: receiptBundle, environment: AppleEnvironment(rawValue: environment),
-                                 transactions: transactions))
+                VerifiedPurchase(
+                    source: .receipt, bundleID: receiptBundle, environment: AppleEnvironment(rawValue: environment),
+                    transactions: transactions))
         }
     }
 
@@ -90,8 +95,9 @@ public final class AppleVerifier: Sendable {
                 return .rejected(.invalidReceipt, detail: "the signed transaction has no transaction id")
             }
             return .verified(
-                VerifiedPurchase(source: source, bundleID: transaction.bundleId, environment: transaction.environment ?? .production,
-                                 transactions: [AppleTransaction(transaction)]))
+                VerifiedPurchase(
+                    source: source, bundleID: transaction.bundleId, environment: transaction.environment ?? .production,
+                    transactions: [AppleTransaction(transaction)]))
         } catch {
             switch error.code {
             case .bundleMismatch: return .rejected(.bundleMismatch, detail: error.reason)

@@ -14,7 +14,8 @@ func option(_ name: String, _ fallback: String? = nil) -> String? {
 }
 
 guard let url = option("--url") else {
-    FileHandle.standardError.write(Data("usage: http-bench --url URL [--body JSON] [--in-flight N] [--seconds S]\n".utf8))
+    FileHandle.standardError.write(
+        Data("usage: http-bench --url URL [--body JSON] [--in-flight N] [--seconds S]\n".utf8))
     exit(2)
 }
 let body = option("--body").map { Data($0.utf8) }
@@ -34,12 +35,17 @@ await withTaskGroup(of: Void.self) { group in
     for _ in 0..<inFlight {
         group.addTask {
             let request = HTTPRequest(
-                method: body == nil ? .get : .post, url: url, headers: [("Content-Type", "application/json")], body: body,
+                method: body == nil ? .get : .post, url: url, headers: [("Content-Type", "application/json")],
+                body: body,
                 timeout: .seconds(10))
             while ContinuousClock.now < deadline {
                 do {
                     let response = try await client.execute(request)
-                    if response.status == 200 { counters.ok.add(1, ordering: .relaxed) } else { counters.failed.add(1, ordering: .relaxed) }
+                    if response.status == 200 {
+                        counters.ok.add(1, ordering: .relaxed)
+                    } else {
+                        counters.failed.add(1, ordering: .relaxed)
+                    }
                 } catch {
                     counters.failed.add(1, ordering: .relaxed)
                 }
@@ -49,5 +55,7 @@ await withTaskGroup(of: Void.self) { group in
 }
 let elapsed = ContinuousClock.now - started
 let total = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-print("\(Int(Double(counters.ok.load(ordering: .relaxed)) / total)) requests/s, \(counters.failed.load(ordering: .relaxed)) failed")
+print(
+    "\(Int(Double(counters.ok.load(ordering: .relaxed)) / total)) requests/s, \(counters.failed.load(ordering: .relaxed)) failed"
+)
 client.shutdown()

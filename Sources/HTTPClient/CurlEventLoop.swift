@@ -110,7 +110,9 @@ final class CurlEventLoop: @unchecked Sendable {
                 return (inbox.submitted, inbox.cancelled, inbox.stopping)
             }
             for transfer in submitted { start(transfer) }
-            for transfer in cancelled { abort(transfer, HTTPClientError(kind: .cancelled, reason: "the request was cancelled")) }
+            for transfer in cancelled {
+                abort(transfer, HTTPClientError(kind: .cancelled, reason: "the request was cancelled"))
+            }
             if stopping { break }
             let count = epoll_wait(epoll, &events, Int32(events.count), waitMilliseconds())
             for index in 0..<max(0, Int(count)) {
@@ -157,7 +159,8 @@ final class CurlEventLoop: @unchecked Sendable {
             return
         }
         var event = epoll_event()
-        event.events = (what & CURL_POLL_IN != 0 ? EPOLLIN.rawValue : 0) | (what & CURL_POLL_OUT != 0 ? EPOLLOUT.rawValue : 0)
+        event.events =
+            (what & CURL_POLL_IN != 0 ? EPOLLIN.rawValue : 0) | (what & CURL_POLL_OUT != 0 ? EPOLLOUT.rawValue : 0)
         event.data.fd = socket
         if epoll_ctl(epoll, EPOLL_CTL_MOD, socket, &event) != 0 {
             epoll_ctl(epoll, EPOLL_CTL_ADD, socket, &event)

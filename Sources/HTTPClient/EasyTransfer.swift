@@ -11,7 +11,9 @@ final class EasyTransfer {
     private var headerList: UnsafeMutablePointer<curl_slist>?
 
     init(transfer: Transfer, configuration: HTTPClient.Configuration) throws(HTTPClientError) {
-        guard let handle = curl_easy_init() else { throw HTTPClientError(kind: .other, reason: "curl_easy_init failed") }
+        guard let handle = curl_easy_init() else {
+            throw HTTPClientError(kind: .other, reason: "curl_easy_init failed")
+        }
         self.handle = handle
         self.transfer = transfer
         let request = transfer.request
@@ -19,7 +21,10 @@ final class EasyTransfer {
         var ok = ccurl_easy_setopt_ptr(handle, CURLOPT_URL, request.url) == CURLE_OK
         ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1) == CURLE_OK
         ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(request.timeout.milliseconds)) == CURLE_OK
-        ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout.milliseconds)) == CURLE_OK
+        ok =
+            ok
+            && ccurl_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout.milliseconds))
+                == CURLE_OK
         ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS)) == CURLE_OK
         ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1) == CURLE_OK
         ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2) == CURLE_OK
@@ -34,12 +39,18 @@ final class EasyTransfer {
         switch request.method {
         case .get: break
         case .post: ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_POST, 1) == CURLE_OK
-        case .put, .delete: ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_CUSTOMREQUEST, request.method.rawValue) == CURLE_OK
+        case .put, .delete:
+            ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_CUSTOMREQUEST, request.method.rawValue) == CURLE_OK
         }
         if let payload = request.body {
             ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_POSTFIELDSIZE, payload.count) == CURLE_OK
             // COPYPOSTFIELDS: libcurl keeps its own copy, so the Data need not outlive this call.
-            ok = ok && payload.withUnsafeBytes { ccurl_easy_setopt_ptr(handle, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)) } == CURLE_OK
+            ok =
+                ok
+                && payload.withUnsafeBytes {
+                    ccurl_easy_setopt_ptr(
+                        handle, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
+                } == CURLE_OK
         }
         // No "Expect: 100-continue" round trip for bodies.
         for header in request.headers + [("Expect", "")] {
@@ -77,8 +88,9 @@ final class EasyTransfer {
         var version = 0
         _ = ccurl_easy_getinfo_long(handle, CURLINFO_HTTP_VERSION, &version)
         return .success(
-            HTTPResponse(status: status, headers: headers, body: body,
-                         httpVersion: version == Int(CURL_HTTP_VERSION_2_0) ? "2" : "1.1"))
+            HTTPResponse(
+                status: status, headers: headers, body: body,
+                httpVersion: version == Int(CURL_HTTP_VERSION_2_0) ? "2" : "1.1"))
     }
 
     static func error(_ code: CURLcode) -> HTTPClientError {

@@ -23,7 +23,8 @@ enum HTTPRequestParser {
         var headers: [String: String] = [:]
         for line in lines {
             guard let colon = line.firstIndex(of: ":") else { return .invalid }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                in: .whitespaces)
         }
         let length = Int(headers["content-length"] ?? "0") ?? -1
         guard length >= 0, length <= maximumBodyBytes, headers["transfer-encoding"] == nil else { return .invalid }
@@ -42,10 +43,13 @@ enum HTTPRequestParser {
                 query[key] = parts.count > 1 ? (String(parts[1]).removingPercentEncoding ?? String(parts[1])) : ""
             }
         }
-        let keepAlive = requestLine[2] == "HTTP/1.1" ? headers["connection"]?.lowercased() != "close"
+        let keepAlive =
+            requestLine[2] == "HTTP/1.1"
+            ? headers["connection"]?.lowercased() != "close"
             : headers["connection"]?.lowercased() == "keep-alive"
         let request = ServerRequest(
-            method: String(requestLine[0]), path: String(target[..<pathEnd]), query: query, headers: headers, body: body)
+            method: String(requestLine[0]), path: String(target[..<pathEnd]), query: query, headers: headers, body: body
+        )
         return .request(request, keepAlive: keepAlive)
     }
 

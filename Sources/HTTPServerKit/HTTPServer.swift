@@ -16,7 +16,9 @@ public enum ServerReply: Sendable {
     /// Close the connection without answering (a dropped connection).
     case drop(after: Duration)
 
-    public static func json(_ status: Int, _ body: Data, headers: [(String, String)] = [], after delay: Duration = .zero) -> ServerReply {
+    public static func json(
+        _ status: Int, _ body: Data, headers: [(String, String)] = [], after delay: Duration = .zero
+    ) -> ServerReply {
         .respond(status: status, headers: [("Content-Type", "application/json")] + headers, body: body, after: delay)
     }
 
@@ -34,7 +36,9 @@ public final class HTTPServer: Sendable {
     public let port: UInt16
     private let loops: [ServerLoop]
 
-    public init(host: String, port: UInt16, threads: Int, handler: @escaping @Sendable (ServerRequest) -> ServerReply) throws {
+    public init(host: String, port: UInt16, threads: Int, handler: @escaping @Sendable (ServerRequest) -> ServerReply)
+        throws
+    {
         var loops: [ServerLoop] = []
         var boundPort = port
         for _ in 0..<max(1, threads) {

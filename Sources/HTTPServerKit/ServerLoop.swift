@@ -134,12 +134,17 @@ final class ServerLoop: @unchecked Sendable {
                     }
                 }
             case .drop(let delay):
-                if delay <= .zero { close(connection) } else { timers.push(at: .now + delay) { [self] in close(connection) } }
+                if delay <= .zero {
+                    close(connection)
+                } else {
+                    timers.push(at: .now + delay) { [self] in close(connection) }
+                }
             }
         }
     }
 
-    private func send(_ connection: Connection, status: Int, headers: [(String, String)], body: Data, closeAfter: Bool) {
+    private func send(_ connection: Connection, status: Int, headers: [(String, String)], body: Data, closeAfter: Bool)
+    {
         guard connection.isOpen else { return }
         var head = "HTTP/1.1 \(status) \(HTTPStatusText.text(status))\r\nContent-Length: \(body.count)\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
@@ -253,6 +258,7 @@ struct TimerHeap {
     }
 
     private func earlier(_ a: Int, _ b: Int) -> Bool {
-        items[a].deadline < items[b].deadline || (items[a].deadline == items[b].deadline && items[a].sequence < items[b].sequence)
+        items[a].deadline < items[b].deadline
+            || (items[a].deadline == items[b].deadline && items[a].sequence < items[b].sequence)
     }
 }

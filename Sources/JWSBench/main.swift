@@ -49,7 +49,9 @@ case "make":
     else { fail("make needs --key, --chain and --out") }
     do {
         let key = try ECPrivateKey(pem: String(contentsOfFile: keyPath, encoding: .utf8))
-        let x5c = try chain.split(separator: ",").flatMap { try certificatesDER(Data(contentsOf: URL(fileURLWithPath: String($0)))) }
+        let x5c = try chain.split(separator: ",").flatMap {
+            try certificatesDER(Data(contentsOf: URL(fileURLWithPath: String($0))))
+        }
         let jws = try JWSSigner(key: key, x5c: x5c).sign(sampleTransaction())
         try jws.write(toFile: out, atomically: true, encoding: .utf8)
     } catch {

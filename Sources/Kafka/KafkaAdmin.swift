@@ -18,7 +18,8 @@ public enum KafkaAdmin {
             var newTopics: [OpaquePointer?] = []
             defer { newTopics.forEach { rd_kafka_NewTopic_destroy($0) } }
             for topic in topics {
-                guard let newTopic = rd_kafka_NewTopic_new(topic.name, Int32(topic.partitions), -1, &errstr, errstr.count)
+                guard
+                    let newTopic = rd_kafka_NewTopic_new(topic.name, Int32(topic.partitions), -1, &errstr, errstr.count)
                 else { return KafkaError(code: .invalidConfiguration, reason: errstr.string) }
                 newTopics.append(newTopic)
             }
@@ -47,7 +48,8 @@ public enum KafkaAdmin {
                 let topicErr = rd_kafka_topic_result_error(results[index])
                 if topicErr != RD_KAFKA_RESP_ERR_NO_ERROR && topicErr != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS {
                     let name = String(cString: rd_kafka_topic_result_name(results[index]))
-                    return KafkaError(topicErr, reason: "create topic \(name): \(String(cString: rd_kafka_err2str(topicErr)))")
+                    return KafkaError(
+                        topicErr, reason: "create topic \(name): \(String(cString: rd_kafka_err2str(topicErr)))")
                 }
             }
             return nil

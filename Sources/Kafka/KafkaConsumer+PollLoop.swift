@@ -101,7 +101,8 @@ final class ConsumerPollLoop: @unchecked Sendable {
 
     /// Called by librdkafka inside `rd_kafka_consumer_poll`, on the poll thread.
     func rebalance(
-        _ rk: OpaquePointer, _ err: rd_kafka_resp_err_t, _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+        _ rk: OpaquePointer, _ err: rd_kafka_resp_err_t,
+        _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
     ) {
         let cooperative = String(cString: rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE"
         let list = TopicPartitionList.borrowing(partitions)

@@ -148,7 +148,10 @@ public final class KafkaConsumer: Sendable {
             guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else { return .failure(KafkaError(err)) }
             defer { rd_kafka_metadata_destroy(metadata) }
             guard metadata.pointee.topic_cnt == 1, metadata.pointee.topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR else {
-                return .failure(KafkaError(metadata.pointee.topic_cnt == 1 ? metadata.pointee.topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC))
+                return .failure(
+                    KafkaError(
+                        metadata.pointee.topic_cnt == 1
+                            ? metadata.pointee.topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC))
             }
             return .success(metadata.pointee.topics[0].partition_cnt)
         }.get()
@@ -157,12 +160,16 @@ public final class KafkaConsumer: Sendable {
         var offsets: [KafkaTopicPartition: Int64]
         var resolved: [KafkaTopicPartition: Int64] = [:]
         switch start {
-        case .beginning: offsets = Dictionary(uniqueKeysWithValues: partitions.map { ($0, Int64(RD_KAFKA_OFFSET_BEGINNING)) })
+        case .beginning:
+            offsets = Dictionary(uniqueKeysWithValues: partitions.map { ($0, Int64(RD_KAFKA_OFFSET_BEGINNING)) })
         case .end: offsets = Dictionary(uniqueKeysWithValues: partitions.map { ($0, Int64(RD_KAFKA_OFFSET_END)) })
         case .time(let date):
             let millis = Int64(date.timeIntervalSince1970 * 1000)
-            let query = TopicPartitionList(partitions, offsets: Dictionary(uniqueKeysWithValues: partitions.map { ($0, millis) }))
-            let err = await Blocking.run { rd_kafka_offsets_for_times(client.handle, query.pointer, Int32(clamping: timeout.milliseconds)) }
+            let query = TopicPartitionList(
+                partitions, offsets: Dictionary(uniqueKeysWithValues: partitions.map { ($0, millis) }))
+            let err = await Blocking.run {
+                rd_kafka_offsets_for_times(client.handle, query.pointer, Int32(clamping: timeout.milliseconds))
+            }
             guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
             offsets = query.offsets()  // -1 where nothing was written since: read from the end
             resolved = offsets

@@ -26,7 +26,8 @@ public final class KafkaProducer: Sendable {
 
         func librdkafkaProperties() throws(KafkaError) -> KafkaProperties {
             let required = ["enable.idempotence": "true", "acks": "all"]
-            for (key, value) in required where properties[key].map({ $0 != value && !($0 == "-1" && key == "acks") }) == true {
+            for (key, value) in required
+            where properties[key].map({ $0 != value && !($0 == "-1" && key == "acks") }) == true {
                 throw .invalidConfiguration(key: key, reason: "must be \(value): no record may be lost or duplicated")
             }
             return KafkaProperties(
@@ -190,7 +191,8 @@ private let deliveryReportCallback:
         if err == RD_KAFKA_RESP_ERR_NO_ERROR {
             box.onDelivery(
                 .success(
-                    KafkaDeliveryReport(topic: box.topic, partition: message.pointee.partition, offset: message.pointee.offset)))
+                    KafkaDeliveryReport(
+                        topic: box.topic, partition: message.pointee.partition, offset: message.pointee.offset)))
         } else {
             box.onDelivery(.failure(KafkaError(err)))
         }

@@ -14,7 +14,8 @@ final class RDKafkaClient: @unchecked Sendable {
     final class CallbackContext: @unchecked Sendable {
         let logger: Logger
         /// Set by the consumer before it subscribes; read only on the poll thread.
-        var rebalance: ((OpaquePointer, rd_kafka_resp_err_t, UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) -> Void)?
+        var rebalance:
+            ((OpaquePointer, rd_kafka_resp_err_t, UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) -> Void)?
 
         init(logger: Logger) { self.logger = logger }
     }
@@ -67,8 +68,10 @@ private let logCallback: @convention(c) (OpaquePointer?, Int32, UnsafePointer<CC
             }
         context.logger.log(
             mapped, message.map { String(cString: $0) } ?? "",
-            ["source": "librdkafka", "facility": facility.map { String(cString: $0) } ?? "",
-             "client": String(cString: rd_kafka_name(rk))])
+            [
+                "source": "librdkafka", "facility": facility.map { String(cString: $0) } ?? "",
+                "client": String(cString: rd_kafka_name(rk)),
+            ])
     }
 
 extension Array where Element == CChar {

@@ -32,14 +32,17 @@ final class TopicPartitionList: @unchecked Sendable {
 
     func offsets() -> [KafkaTopicPartition: Int64] {
         Dictionary(
-            elements.map { (KafkaTopicPartition(topic: String(cString: $0.topic), partition: $0.partition), $0.offset) },
+            elements.map {
+                (KafkaTopicPartition(topic: String(cString: $0.topic), partition: $0.partition), $0.offset)
+            },
             uniquingKeysWith: { _, last in last })
     }
 
     /// The first per-partition error, if any.
     func firstError() -> KafkaError? {
         guard let failed = elements.first(where: { $0.err != RD_KAFKA_RESP_ERR_NO_ERROR }) else { return nil }
-        let reason = "\(String(cString: failed.topic))[\(failed.partition)]: \(String(cString: rd_kafka_err2str(failed.err)))"
+        let reason =
+            "\(String(cString: failed.topic))[\(failed.partition)]: \(String(cString: rd_kafka_err2str(failed.err)))"
         return KafkaError(failed.err, reason: reason)
     }
 }

@@ -35,7 +35,9 @@ final class Batcher<Request: Sendable, Response: Sendable>: Sendable {
     }
 
     /// The next batch to run, if a slot is free; counts it as running.
-    private func takeBatch(_ state: inout State) -> [(request: Request, continuation: CheckedContinuation<Response, any Error>)]? {
+    private func takeBatch(_ state: inout State) -> [(
+        request: Request, continuation: CheckedContinuation<Response, any Error>
+    )]? {
         guard state.running < maxConcurrent, !state.pending.isEmpty else { return nil }
         state.running += 1
         let count = min(maxBatch, state.pending.count)

@@ -18,11 +18,13 @@ final class PostgresConnection: @unchecked Sendable {
         self.handle = handle
         // libpq prints server notices on standard error, which is for JSON log lines only. Notices (such as
         // "relation already exists, skipping") are not wanted; warnings and up still are, as log lines.
-        PQsetNoticeProcessor(handle, { _, message in
-            guard let message else { return }
-            let text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
-            PostgresConnection.logger.warning("postgresql: \(text)")
-        }, nil)
+        PQsetNoticeProcessor(
+            handle,
+            { _, message in
+                guard let message else { return }
+                let text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+                PostgresConnection.logger.warning("postgresql: \(text)")
+            }, nil)
         _ = try? query("SET client_min_messages TO warning")
     }
 

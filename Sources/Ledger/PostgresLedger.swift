@@ -35,13 +35,15 @@ public final class PostgresLedger: Ledger, Sendable {
         try connection.query("BEGIN")
         do {
             try connection.query("SELECT pg_advisory_xact_lock(7261115)")  // any constant private to this schema
-            try connection.query("""
+            try connection.query(
+                """
                 CREATE TABLE IF NOT EXISTS grants (
                     transaction_id TEXT PRIMARY KEY,
                     order_id TEXT NOT NULL UNIQUE,
                     granted_at TIMESTAMPTZ NOT NULL DEFAULT now())
                 """)
-            try connection.query("""
+            try connection.query(
+                """
                 CREATE TABLE IF NOT EXISTS results (
                     job_id TEXT PRIMARY KEY,
                     event TEXT NOT NULL,
@@ -101,7 +103,8 @@ public final class PostgresLedger: Ledger, Sendable {
             case .grant(let order, let transaction): (transaction, order)
             case .deny: (nil, nil)
             }
-        let request = RecordRequest(jobID: jobID, transactionID: transactionID, orderID: orderID, event: String(decoding: event, as: UTF8.self))
+        let request = RecordRequest(
+            jobID: jobID, transactionID: transactionID, orderID: orderID, event: String(decoding: event, as: UTF8.self))
         guard let outcome = try await records.submit(request) else {
             // Decided meanwhile by another replica (or another batch): the retry finds the stored answer.
             throw LedgerError("job \(jobID) was decided concurrently; retrying")
@@ -144,7 +147,9 @@ public final class PostgresLedger: Ledger, Sendable {
                 PostgresArray.literal(sorted.map(\.jobID)), PostgresArray.literal(sorted.map(\.transactionID)),
                 PostgresArray.literal(sorted.map(\.orderID)), PostgresArray.literal(sorted.map(\.event)),
             ])
-        guard rows.count == requests.count else { throw LedgerError("receipt_worker_record_batch answered \(rows.count) of \(requests.count)") }
+        guard rows.count == requests.count else {
+            throw LedgerError("receipt_worker_record_batch answered \(rows.count) of \(requests.count)")
+        }
         var outcomes = [LedgerOutcome?](repeating: nil, count: requests.count)
         for (position, row) in zip(order, rows) {
             let stored = row.count > 1 ? row[1] : nil

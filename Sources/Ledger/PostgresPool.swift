@@ -48,7 +48,9 @@ final class PostgresPool: Sendable {
             release(session)
             return result
         } catch {
-            if !session.connection.isHealthy, let fresh = try? await session.thread.perform({ [url] in try PostgresConnection(url: url) }) {
+            if !session.connection.isHealthy,
+                let fresh = try? await session.thread.perform({ [url] in try PostgresConnection(url: url) })
+            {
                 session.connection = fresh
             }
             release(session)

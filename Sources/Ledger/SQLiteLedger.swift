@@ -19,7 +19,8 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             throw LedgerError("sqlite \(path): \(message)")
         }
         db = handle
-        try execute("""
+        try execute(
+            """
             PRAGMA journal_mode = WAL;
             PRAGMA synchronous = NORMAL;
             PRAGMA busy_timeout = 5000;
@@ -107,7 +108,8 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         }
         if let blob {
             _ = blob.withUnsafeBytes {
-                sqlite3_bind_blob(statement, Int32(texts.count + 1), $0.baseAddress, Int32($0.count), csqlite_transient())
+                sqlite3_bind_blob(
+                    statement, Int32(texts.count + 1), $0.baseAddress, Int32($0.count), csqlite_transient())
             }
         }
         return statement

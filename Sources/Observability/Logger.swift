@@ -40,7 +40,9 @@ public struct Logger: Sendable {
     /// The message and the fields are built only when the level is logged: a disabled debug line on a
     /// hot path costs a comparison (a field such as "\(outcome)" formatted eagerly once cost 12 % of the
     /// worker's CPU through reflection).
-    public func log(_ level: Level, _ message: @autoclosure () -> String, _ fields: @autoclosure () -> [String: String] = [:]) {
+    public func log(
+        _ level: Level, _ message: @autoclosure () -> String, _ fields: @autoclosure () -> [String: String] = [:]
+    ) {
         guard level >= minimumLevel else { return }
         sink.write(Self.format(level: level, label: label, message: message(), fields: fields()))
     }

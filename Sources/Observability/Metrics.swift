@@ -42,10 +42,12 @@ public final class MetricsRegistry: Sendable {
 
     private func series<S: MetricSeries>(_ name: String, help: String, kind: Kind, labels: Labels, make: () -> S) -> S {
         families.withLock { families in
-            let index = families.firstIndex { $0.name == name } ?? {
-                families.append(Family(name: name, help: help, kind: kind))
-                return families.count - 1
-            }()
+            let index =
+                families.firstIndex { $0.name == name }
+                ?? {
+                    families.append(Family(name: name, help: help, kind: kind))
+                    return families.count - 1
+                }()
             precondition(families[index].kind == kind, "metric \(name) registered as \(families[index].kind)")
             if let existing = families[index].series[labels] as? S { return existing }
             let created = make()
@@ -96,8 +98,10 @@ public struct Labels: Hashable, Sendable, ExpressibleByDictionaryLiteral {
         if let extra { all.append(extra) }
         guard !all.isEmpty else { return "" }
         let body = all.map { name, value in
-            let escaped = value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-                .replacingOccurrences(of: "\n", with: "\\n")
+            let escaped = value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(
+                of: "\"", with: "\\\""
+            )
+            .replacingOccurrences(of: "\n", with: "\\n")
             return "\(name)=\"\(escaped)\""
         }
         return "{" + body.joined(separator: ",") + "}"

@@ -19,10 +19,14 @@ public enum ConfigurationLoader {
     /// config/worker.properties shows each one; a test holds the two together.
     public static let documentedKeys = [
         "topics.jobs", "topics.results", "topics.retries", "topics.dlq", "jobs.max_bytes", "apple.bundle_id",
-        "apple.allow_sandbox", "apple.verify_receipt.production_url", "apple.verify_receipt.sandbox_url", "apple.shared_secret",
-        "apple.shared_secret_file", "apple.api.production_url", "apple.api.sandbox_url", "apple.api.key_id", "apple.api.issuer_id",
-        "apple.api.private_key_file", "apple.root_certificates", "ledger.url", "ledger.url_file", "ledger.pool_size", "worker.max_in_flight",
-        "worker.drain_timeout_ms", "retry.max_attempts", "retry.initial_backoff_ms", "retry.max_backoff_ms", "http.timeout_ms",
+        "apple.allow_sandbox", "apple.verify_receipt.production_url", "apple.verify_receipt.sandbox_url",
+        "apple.shared_secret",
+        "apple.shared_secret_file", "apple.api.production_url", "apple.api.sandbox_url", "apple.api.key_id",
+        "apple.api.issuer_id",
+        "apple.api.private_key_file", "apple.root_certificates", "ledger.url", "ledger.url_file", "ledger.pool_size",
+        "worker.max_in_flight",
+        "worker.drain_timeout_ms", "retry.max_attempts", "retry.initial_backoff_ms", "retry.max_backoff_ms",
+        "http.timeout_ms",
         "http.ca_file", "events.source", "metrics.listen", "kafka.bootstrap.servers", "kafka.group.id",
     ]
 
@@ -42,11 +46,15 @@ public enum ConfigurationLoader {
                 guard let equals = line.firstIndex(of: "=") else {
                     throw ConfigurationError(key: "\(file):\(number + 1)", reason: "expected key=value")
                 }
-                properties.append((line[..<equals].trimmingCharacters(in: .whitespaces),
-                                   line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)))
+                properties.append(
+                    (
+                        line[..<equals].trimmingCharacters(in: .whitespaces),
+                        line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+                    ))
             }
         }
-        for (variable, value) in environment.sorted(by: { $0.key < $1.key }) where variable.hasPrefix(environmentPrefix) {
+        for (variable, value) in environment.sorted(by: { $0.key < $1.key }) where variable.hasPrefix(environmentPrefix)
+        {
             properties.append((key(forEnvironmentVariable: variable), value))
             fromEnvironment[key(forEnvironmentVariable: variable)] = variable
         }
@@ -78,14 +86,17 @@ public enum ConfigurationLoader {
         environmentPrefix + key.uppercased().replacingOccurrences(of: ".", with: "__")
     }
 
-    static func build(_ properties: [(key: String, value: String)], purpose: Purpose = .worker) throws -> WorkerConfiguration {
+    static func build(_ properties: [(key: String, value: String)], purpose: Purpose = .worker) throws
+        -> WorkerConfiguration
+    {
         var configuration = WorkerConfiguration()
         var sharedSecretFile: String?
         var rootFiles: [String]?
         for (key, value) in properties {
             func integer(_ range: ClosedRange<Int>) throws -> Int {
                 guard let number = Int(value), range.contains(number) else {
-                    throw ConfigurationError(key: key, reason: "must be an integer from \(range.lowerBound) to \(range.upperBound)")
+                    throw ConfigurationError(
+                        key: key, reason: "must be an integer from \(range.lowerBound) to \(range.upperBound)")
                 }
                 return number
             }
@@ -119,31 +130,37 @@ public enum ConfigurationLoader {
             case "apple.api.key_id": configuration.apple.apiKeyID = try nonEmpty(key, value)
             case "apple.api.issuer_id": configuration.apple.apiIssuerID = try nonEmpty(key, value)
             case "apple.api.private_key_file": configuration.apple.apiPrivateKeyPEM = try read(key, value)
-            case "apple.root_certificates": rootFiles = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            case "apple.root_certificates":
+                rootFiles = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
             case "ledger.url": configuration.ledgerURL = try ledgerURL(key, value)
             case "ledger.pool_size": configuration.ledgerPoolSize = try integer(1...256)
             case "ledger.url_file":
                 // A PostgreSQL URL carries its password: it may live in a mounted secret instead.
-                configuration.ledgerURL = try ledgerURL(key, read(key, value).trimmingCharacters(in: .whitespacesAndNewlines))
+                configuration.ledgerURL = try ledgerURL(
+                    key, read(key, value).trimmingCharacters(in: .whitespacesAndNewlines))
             case "worker.max_in_flight": configuration.maxInFlight = try integer(1...100_000)
             case "worker.drain_timeout_ms": configuration.drainTimeout = .milliseconds(try integer(0...600_000))
             case "retry.max_attempts": configuration.retry.maxAttempts = try integer(1...100)
-            case "retry.initial_backoff_ms": configuration.retry.initialBackoff = .milliseconds(try integer(1...600_000))
+            case "retry.initial_backoff_ms":
+                configuration.retry.initialBackoff = .milliseconds(try integer(1...600_000))
             case "retry.max_backoff_ms": configuration.retry.maxBackoff = .milliseconds(try integer(1...3_600_000))
             case "http.timeout_ms": configuration.httpTimeout = .milliseconds(try integer(100...600_000))
             case "http.ca_file": configuration.httpCAFile = try readable(key, value)
             case "events.source": configuration.eventSource = try nonEmpty(key, value)
             case "metrics.listen":
                 guard let colon = value.lastIndex(of: ":"), UInt16(value[value.index(after: colon)...]) != nil,
-                    value[..<colon].isEmpty || value[..<colon] == "localhost" || value[..<colon].split(separator: ".").count == 4
-                        && value[..<colon].split(separator: ".").allSatisfy({ UInt8($0) != nil })
+                    value[..<colon].isEmpty || value[..<colon] == "localhost"
+                        || value[..<colon].split(separator: ".").count == 4
+                            && value[..<colon].split(separator: ".").allSatisfy({ UInt8($0) != nil })
                 else {
-                    throw ConfigurationError(key: key, reason: "must be host:port with an IPv4 host (0.0.0.0:9100, 127.0.0.1:9100, :9100)")
+                    throw ConfigurationError(
+                        key: key, reason: "must be host:port with an IPv4 host (0.0.0.0:9100, 127.0.0.1:9100, :9100)")
                 }
                 configuration.metricsListen = value
             case _ where key.hasPrefix("kafka.") && key.hasSuffix("_file") && key.count > 11:
                 // A secret librdkafka reads as a value (sasl.password, ssl.key.password, ...), kept in a file.
-                configuration.kafka[String(key.dropFirst(6).dropLast(5))] = try read(key, value).trimmingCharacters(in: .whitespacesAndNewlines)
+                configuration.kafka[String(key.dropFirst(6).dropLast(5))] = try read(key, value).trimmingCharacters(
+                    in: .whitespacesAndNewlines)
             case _ where key.hasPrefix("kafka.") && key.count > 6:
                 configuration.kafka[String(key.dropFirst(6))] = value
             default:
@@ -173,7 +190,8 @@ public enum ConfigurationLoader {
         let api = [configuration.apple.apiKeyID, configuration.apple.apiIssuerID, configuration.apple.apiPrivateKeyPEM]
         if api.contains(where: { $0 != nil }) && api.contains(where: { $0 == nil }) {
             throw ConfigurationError(
-                key: "apple.api.key_id", reason: "apple.api.key_id, apple.api.issuer_id and apple.api.private_key_file go together")
+                key: "apple.api.key_id",
+                reason: "apple.api.key_id, apple.api.issuer_id and apple.api.private_key_file go together")
         }
         return configuration
     }

@@ -16,13 +16,15 @@ public enum OrderChecks {
         case .rejected(let rejection, let detail):
             // A sandbox receipt refused by policy is known to be Sandbox: say so to the grant service.
             return .deny(
-                reason: rejection.rawValue, detail: detail, transaction: nil, environment: rejection == .sandboxNotAllowed ? "Sandbox" : nil)
+                reason: rejection.rawValue, detail: detail, transaction: nil,
+                environment: rejection == .sandboxNotAllowed ? "Sandbox" : nil)
         case .verified(let verified):
             purchase = verified
         }
         let environment = purchase.environment.rawValue
         guard let transaction = purchase.select(transactionID: job.transactionID, productID: job.productID) else {
-            let detail = job.transactionID.map { "no transaction \($0) in the proof" }
+            let detail =
+                job.transactionID.map { "no transaction \($0) in the proof" }
                 ?? "no transaction for product \(job.productID) in the proof"
             return .deny(reason: "transaction_not_found", detail: detail, transaction: nil, environment: environment)
         }

@@ -43,15 +43,21 @@ public enum JobParser {
         guard value.count <= maxBytes else {
             return .unreadable(reason: "the message is \(value.count) bytes, over jobs.max_bytes (\(maxBytes))")
         }
-        guard let object = (try? JSONSerialization.jsonObject(with: Data(value), options: [.fragmentsAllowed])) as? [String: Any]
+        guard
+            let object = (try? JSONSerialization.jsonObject(with: Data(value), options: [.fragmentsAllowed]))
+                as? [String: Any]
         else { return .unreadable(reason: "the message is not a JSON object") }
-        guard let orderID = object["order_id"] as? String, (1...128).contains(orderID.count), !hasControlCharacters(orderID) else {
-            return .unreadable(reason: "order_id is missing or not a string of 1 to 128 characters without control characters")
+        guard let orderID = object["order_id"] as? String, (1...128).contains(orderID.count),
+            !hasControlCharacters(orderID)
+        else {
+            return .unreadable(
+                reason: "order_id is missing or not a string of 1 to 128 characters without control characters")
         }
         // An id with control characters (a NUL above all: database parameters are C strings) is never stored.
         let rawJobID = object["job_id"] as? String ?? ""
         var identity = JobIdentity(
-            jobID: hasControlCharacters(rawJobID) ? "" : rawJobID, orderID: orderID, userID: object["user_id"] as? String ?? "",
+            jobID: hasControlCharacters(rawJobID) ? "" : rawJobID, orderID: orderID,
+            userID: object["user_id"] as? String ?? "",
             productID: object["product_id"] as? String ?? "", quantity: 1)
         func invalid(_ reason: String) -> JobParseResult { .invalidJob(identity, reason: reason) }
 
@@ -101,7 +107,8 @@ public enum JobParser {
         case (nil, nil, nil):
             return invalid("one of receipt, signed_transaction or transaction_id is required")
         default:
-            return invalid("give one of receipt, signed_transaction or transaction_id (transaction_id may go beside receipt)")
+            return invalid(
+                "give one of receipt, signed_transaction or transaction_id (transaction_id may go beside receipt)")
         }
         var submittedAt: Date?
         if let raw = object["submitted_at"], !(raw is NSNull) {
@@ -117,7 +124,9 @@ public enum JobParser {
     }
 
     private static func text(_ object: [String: Any], _ key: String, _ lengths: ClosedRange<Int>) -> String? {
-        guard let value = object[key] as? String, lengths.contains(value.count), !hasControlCharacters(value) else { return nil }
+        guard let value = object[key] as? String, lengths.contains(value.count), !hasControlCharacters(value) else {
+            return nil
+        }
         return value
     }
 

@@ -40,7 +40,8 @@ public struct ResultEvent: Sendable, Equatable {
         var out = "{\"event_id\":\(string(eventID)),\"job_id\":\(string(jobID)),\"order_id\":\(string(orderID))"
         out += ",\"user_id\":\(string(userID)),\"decision\":\"\(decision.rawValue)\",\"reason\":\(string(reason))"
         out += ",\"product_id\":\(string(productID)),\"quantity\":\(quantity)"
-        out += ",\"transaction_id\":\(string(transactionID)),\"original_transaction_id\":\(string(originalTransactionID))"
+        out +=
+            ",\"transaction_id\":\(string(transactionID)),\"original_transaction_id\":\(string(originalTransactionID))"
         out += ",\"environment\":\(string(environment)),\"purchase_date\":\(time(purchaseDate))"
         out += ",\"expires_date\":\(time(expiresDate)),\"verified_at\":\(time(verifiedAt)),\"attempts\":\(attempts)"
         out += ",\"detail\":\(string(detail))}"

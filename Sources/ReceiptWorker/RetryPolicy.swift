@@ -14,7 +14,8 @@ public struct RetryPolicy: Sendable {
 
     /// The wait before the next call, after `attempts` calls: uniform in [0, min(max, initial × 2^(attempts-1))]
     /// ("full jitter", so retries of many jobs spread out), and at least `retryAfter` seconds when Apple said.
-    public func delay(afterAttempts attempts: Int, retryAfter: Double?, random: Double = .random(in: 0...1)) -> Duration {
+    public func delay(afterAttempts attempts: Int, retryAfter: Double?, random: Double = .random(in: 0...1)) -> Duration
+    {
         let exponent = min(max(attempts - 1, 0), 30)
         let ceiling = min(maxBackoff, initialBackoff * (1 << exponent))
         let jittered = ceiling * random

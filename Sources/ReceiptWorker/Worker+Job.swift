@@ -14,7 +14,8 @@ extension Worker {
         case .invalidJob(let identity, let reason):
             let event = ResultEvent(
                 eventID: ResultEvent.eventID(
-                    decision: .deny, jobID: identity.jobID.isEmpty ? "\(message.topicPartition)@\(message.offset)" : identity.jobID,
+                    decision: .deny,
+                    jobID: identity.jobID.isEmpty ? "\(message.topicPartition)@\(message.offset)" : identity.jobID,
                     orderID: identity.orderID, transactionID: nil),
                 jobID: identity.jobID, orderID: identity.orderID, userID: identity.userID, decision: .deny,
                 reason: "malformed_job", productID: identity.productID, quantity: identity.quantity, transactionID: nil,
@@ -36,9 +37,14 @@ extension Worker {
     }
 
     private func process(_ job: ReceiptJob, message: KafkaMessage) async {
-        logger.debug("job received", ["job_id": job.jobID, "partition": message.topicPartition.description, "offset": String(message.offset)])
+        logger.debug(
+            "job received",
+            ["job_id": job.jobID, "partition": message.topicPartition.description, "offset": String(message.offset)])
         // Two levels: nil when the worker stopped before the ledger answered, .some(nil) when the job is new.
-        guard let lookup = await retrying("ledger lookup", stage: metrics.ledgerLookup, { try await self.ledger.storedEvent(jobID: job.jobID) }) else { return }
+        guard
+            let lookup = await retrying(
+                "ledger lookup", stage: metrics.ledgerLookup, { try await self.ledger.storedEvent(jobID: job.jobID) })
+        else { return }
         if let stored = lookup {
             metrics.replayedResults.increment()
             await publishResult(stored, key: job.orderID)  // a re-delivered job: its first answer, unchanged
@@ -58,17 +64,22 @@ extension Worker {
                 attempts = max(attempts, before + 1)
                 let appleError = error as? AppleVerificationError
                 guard appleError?.isRetriable ?? true else {
-                    await deadLetter(message, reason: "cannot_verify", error: appleError?.reason ?? "\(error)", attempts: attempts)
+                    await deadLetter(
+                        message, reason: "cannot_verify", error: appleError?.reason ?? "\(error)", attempts: attempts)
                     return
                 }
                 breaker.record(success: false)
                 guard configuration.retry.mayRetry(afterAttempts: attempts) else {
-                    await deadLetter(message, reason: "retries_exhausted", error: appleError?.reason ?? "\(error)", attempts: attempts)
+                    await deadLetter(
+                        message, reason: "retries_exhausted", error: appleError?.reason ?? "\(error)",
+                        attempts: attempts)
                     return
                 }
                 metrics.appleRetries.increment()
                 let delay = configuration.retry.delay(afterAttempts: attempts, retryAfter: appleError?.retryAfter)
-                logger.debug("Apple transient failure; retrying", ["job_id": job.jobID, "attempts": String(attempts), "error": "\(error)"])
+                logger.debug(
+                    "Apple transient failure; retrying",
+                    ["job_id": job.jobID, "attempts": String(attempts), "error": "\(error)"])
                 try? await Task.sleep(for: delay)
                 if isStopping { return }
             }
@@ -80,10 +91,15 @@ extension Worker {
 
     private func decide(_ job: ReceiptJob, outcome: OrderChecks.Outcome, attempts: Int) async {
         let now = Date()
-        func event(_ decision: ResultEvent.Decision, _ reason: String, _ transaction: AppleTransaction?, _ environment: String?,
-                   _ detail: String?) -> ResultEvent {
+        func event(
+            _ decision: ResultEvent.Decision, _ reason: String, _ transaction: AppleTransaction?,
+            _ environment: String?,
+            _ detail: String?
+        ) -> ResultEvent {
             ResultEvent(
-                eventID: ResultEvent.eventID(decision: decision, jobID: job.jobID, orderID: job.orderID, transactionID: transaction?.transactionID),
+                eventID: ResultEvent.eventID(
+                    decision: decision, jobID: job.jobID, orderID: job.orderID,
+                    transactionID: transaction?.transactionID),
                 jobID: job.jobID, orderID: job.orderID, userID: job.userID, decision: decision, reason: reason,
                 productID: job.productID, quantity: job.quantity, transactionID: transaction?.transactionID,
                 originalTransactionID: transaction?.originalTransactionID, environment: environment,
@@ -93,12 +109,16 @@ extension Worker {
         let published: (json: Data, headers: [KafkaHeader]?)?
         switch outcome {
         case .deny(let reason, let detail, let transaction, let environment):
-            published = await record(jobID: job.jobID, claim: .deny, event: event(.deny, reason, transaction, environment, detail))
+            published = await record(
+                jobID: job.jobID, claim: .deny, event: event(.deny, reason, transaction, environment, detail))
         case .grant(let transaction, let environment):
             let grant = event(.grant, "verified", transaction, environment, nil)
             let bytes = grant.json()
             let claim = LedgerClaim.grant(orderID: job.orderID, transactionID: transaction.transactionID)
-            switch await retrying("ledger", stage: metrics.ledgerRecord, { try await self.ledger.record(jobID: job.jobID, claim: claim, event: bytes) }) {
+            switch await retrying(
+                "ledger", stage: metrics.ledgerRecord,
+                { try await self.ledger.record(jobID: job.jobID, claim: claim, event: bytes) })
+            {
             case .recorded?:
                 metrics.decision("grant", reason: "verified").increment()
                 published = (bytes, grant.headers(source: configuration.eventSource))
@@ -106,11 +126,17 @@ extension Worker {
                 metrics.replayedResults.increment()
                 published = (data, nil)
             case .duplicateTransaction?:
-                published = await record(jobID: job.jobID, claim: .deny, event: event(
-                    .deny, "duplicate_transaction", transaction, environment, "the transaction was granted to another order"))
+                published = await record(
+                    jobID: job.jobID, claim: .deny,
+                    event: event(
+                        .deny, "duplicate_transaction", transaction, environment,
+                        "the transaction was granted to another order"))
             case .orderAlreadyFulfilled?:
-                published = await record(jobID: job.jobID, claim: .deny, event: event(
-                    .deny, "order_already_fulfilled", transaction, environment, "the order was granted with another transaction"))
+                published = await record(
+                    jobID: job.jobID, claim: .deny,
+                    event: event(
+                        .deny, "order_already_fulfilled", transaction, environment,
+                        "the order was granted with another transaction"))
             case nil: published = nil
             }
         }
@@ -121,7 +147,10 @@ extension Worker {
     /// headers to be read back) when the job was decided before. Nil when the worker stopped first.
     func record(jobID: String, claim: LedgerClaim, event: ResultEvent) async -> (json: Data, headers: [KafkaHeader]?)? {
         let bytes = event.json()
-        switch await retrying("ledger", stage: metrics.ledgerRecord, { try await self.ledger.record(jobID: jobID, claim: claim, event: bytes) }) {
+        switch await retrying(
+            "ledger", stage: metrics.ledgerRecord,
+            { try await self.ledger.record(jobID: jobID, claim: claim, event: bytes) })
+        {
         case .replay(let data)?:
             metrics.replayedResults.increment()
             return (data, nil)
@@ -134,7 +163,9 @@ extension Worker {
 
     /// Repeats `body` with backoff until it succeeds or the worker stops (then nil): for the ledger and
     /// the broker, whose failures are never the player's.
-    func retrying<T: Sendable>(_ what: String, stage: Histogram? = nil, _ body: @Sendable () async throws -> T) async -> T? {
+    func retrying<T: Sendable>(_ what: String, stage: Histogram? = nil, _ body: @Sendable () async throws -> T) async
+        -> T?
+    {
         let started = ContinuousClock.now
         defer { stage?.observe(ContinuousClock.now - started) }
         var attempt = 0

@@ -57,7 +57,8 @@ public final class Worker: Sendable {
     /// Kafka error (thrown).
     public func run() async throws {
         try consumer.subscribe(topics: [configuration.topics.jobs])
-        logger.info("worker started", ["topic": configuration.topics.jobs, "max_in_flight": String(configuration.maxInFlight)])
+        logger.info(
+            "worker started", ["topic": configuration.topics.jobs, "max_in_flight": String(configuration.maxInFlight)])
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { await self.commitLoop() }
             group.addTask { await self.ledgerHealthLoop() }
@@ -190,30 +191,45 @@ extension Worker {
         registry.gauges("receipt_worker_jobs_in_flight", help: "Jobs taken and not yet finished.") { [state] in
             [(Labels.none, Double(state.inFlight))]
         }
-        registry.gauges("receipt_worker_jobs_waiting", help: "Jobs taken from Kafka and waiting for a slot of worker.max_in_flight.") {
+        registry.gauges(
+            "receipt_worker_jobs_waiting", help: "Jobs taken from Kafka and waiting for a slot of worker.max_in_flight."
+        ) {
             [waiting] in [(Labels.none, Double(waiting.count))]
         }
-        registry.gauges("receipt_worker_intake_paused", help: "1 while intake is paused (budget spent or circuit open).") {
+        registry.gauges(
+            "receipt_worker_intake_paused", help: "1 while intake is paused (budget spent or circuit open)."
+        ) {
             [weak self] in [(Labels.none, self?.paused.load(ordering: .relaxed) == true ? 1 : 0)]
         }
-        registry.gauges("receipt_worker_circuit_state", help: "1 for the circuit breaker's current state (closed, open, half_open).") {
+        registry.gauges(
+            "receipt_worker_circuit_state", help: "1 for the circuit breaker's current state (closed, open, half_open)."
+        ) {
             [breaker] in
             let current = breaker.state
-            return [CircuitBreaker.State.closed, .open, .halfOpen].map { (["state": $0.rawValue], $0 == current ? 1 : 0) }
+            return [CircuitBreaker.State.closed, .open, .halfOpen].map {
+                (["state": $0.rawValue], $0 == current ? 1 : 0)
+            }
         }
-        registry.gauges("receipt_worker_ledger_up", help: "1 when the ledger answered its last health check (every 5 s).") {
+        registry.gauges(
+            "receipt_worker_ledger_up", help: "1 when the ledger answered its last health check (every 5 s)."
+        ) {
             [weak self] in [(Labels.none, self?.ledgerReachable.load(ordering: .relaxed) == true ? 1 : 0)]
         }
         registry.gauges("receipt_worker_ready", help: "1 when /readyz answers 200.") { [weak self] in
             [(Labels.none, self?.isReady == true ? 1 : 0)]
         }
-        registry.gauges("receipt_worker_partition_committed_offset", help: "The next offset committed, per assigned partition.") {
+        registry.gauges(
+            "receipt_worker_partition_committed_offset", help: "The next offset committed, per assigned partition."
+        ) {
             [state] in
             state.partitionsSnapshot().compactMap { partition in
                 partition.committed.map { (Self.labels(partition.partition), Double($0)) }
             }
         }
-        registry.gauges("receipt_worker_partition_outstanding_jobs", help: "Jobs of the partition not yet finished (holding its commits back).") {
+        registry.gauges(
+            "receipt_worker_partition_outstanding_jobs",
+            help: "Jobs of the partition not yet finished (holding its commits back)."
+        ) {
             [state] in state.partitionsSnapshot().map { (Self.labels($0.partition), Double($0.outstanding)) }
         }
     }

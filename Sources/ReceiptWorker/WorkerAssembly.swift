@@ -27,9 +27,11 @@ public enum WorkerAssembly {
         {
             let tokens: APITokenIssuer
             do {
-                tokens = try APITokenIssuer(privateKeyPEM: pem, keyID: keyID, issuerID: issuerID, bundleID: configuration.apple.bundleID)
+                tokens = try APITokenIssuer(
+                    privateKeyPEM: pem, keyID: keyID, issuerID: issuerID, bundleID: configuration.apple.bundleID)
             } catch {
-                throw ConfigurationError(key: "apple.api.private_key_file", reason: "not a PEM elliptic-curve private key")
+                throw ConfigurationError(
+                    key: "apple.api.private_key_file", reason: "not a PEM elliptic-curve private key")
             }
             var apiConfiguration = AppStoreServerAPIClient.Configuration()
             apiConfiguration.productionURL = configuration.apple.apiProductionURL
@@ -50,25 +52,33 @@ public enum WorkerAssembly {
             throw ConfigurationError(key: "apple.root_certificates", reason: error.reason)
         }
         let apple = AppleVerifier(
-            bundleID: configuration.apple.bundleID, receipts: VerifyReceiptClient(configuration: receipts, http: client), api: api, signedData: verifier)
+            bundleID: configuration.apple.bundleID,
+            receipts: VerifyReceiptClient(configuration: receipts, http: client), api: api, signedData: verifier)
 
         var kafka = configuration.kafka
-        guard let bootstrap = kafka.removeValue(forKey: "bootstrap.servers"), let group = kafka.removeValue(forKey: "group.id") else {
-            throw ConfigurationError(key: "kafka.bootstrap.servers", reason: "kafka.bootstrap.servers and kafka.group.id are required")
+        guard let bootstrap = kafka.removeValue(forKey: "bootstrap.servers"),
+            let group = kafka.removeValue(forKey: "group.id")
+        else {
+            throw ConfigurationError(
+                key: "kafka.bootstrap.servers", reason: "kafka.bootstrap.servers and kafka.group.id are required")
         }
         // Bound what librdkafka prefetches, so memory stays flat when Apple is slow and intake pauses; and
         // answer fetches quickly: librdkafka's 500 ms fetch wait would sit in every job's latency.
         var consumerProperties = ["queued.max.messages.kbytes": "16384", "fetch.wait.max.ms": "10"]
         consumerProperties.merge(kafka) { _, configured in configured }
         let consumer = try KafkaConsumer(
-            configuration: KafkaConsumer.Configuration(bootstrapServers: bootstrap, groupID: group, properties: consumerProperties),
+            configuration: KafkaConsumer.Configuration(
+                bootstrapServers: bootstrap, groupID: group, properties: consumerProperties),
             logger: logger)
         // One event per job, awaited: batching longer than 1 ms only adds latency.
         let producerProperties = ["linger.ms": "1"].merging(kafka.filter { !Self.consumerOnly.contains($0.key) }) { $1 }
         let producer = try KafkaProducer(
-            configuration: KafkaProducer.Configuration(bootstrapServers: bootstrap, properties: producerProperties), logger: logger)
+            configuration: KafkaProducer.Configuration(bootstrapServers: bootstrap, properties: producerProperties),
+            logger: logger)
         let ledger = try await LedgerFactory.open(url: configuration.ledgerURL, poolSize: configuration.ledgerPoolSize)
-        return Worker(configuration: configuration, consumer: consumer, producer: producer, ledger: ledger, apple: apple, metrics: metrics,
+        return Worker(
+            configuration: configuration, consumer: consumer, producer: producer, ledger: ledger, apple: apple,
+            metrics: metrics,
             logger: logger)
     }
 

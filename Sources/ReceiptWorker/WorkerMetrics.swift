@@ -19,7 +19,8 @@ public final class WorkerMetrics: Sendable {
     /// Every deny reason of the contract, so each series exists (at 0) from the start.
     static let denyReasons = [
         "invalid_receipt", "bundle_mismatch", "sandbox_not_allowed", "transaction_not_found", "product_mismatch",
-        "quantity_mismatch", "account_mismatch", "revoked", "expired", "duplicate_transaction", "order_already_fulfilled",
+        "quantity_mismatch", "account_mismatch", "revoked", "expired", "duplicate_transaction",
+        "order_already_fulfilled",
         "malformed_job",
     ]
     static let deadLetterReasons = ["malformed_job", "retries_exhausted", "cannot_verify"]
@@ -29,51 +30,69 @@ public final class WorkerMetrics: Sendable {
     static let stageBuckets = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 5]
     /// Fine around 100 ms (Apple's usual latency) so the benchmark can read the worker's own p99 from it.
     static let jobBuckets = [
-        0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.105, 0.11, 0.12, 0.135, 0.15, 0.2, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+        0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.105, 0.11, 0.12, 0.135, 0.15, 0.2, 0.25, 0.5, 1, 2.5, 5, 10,
+        30, 60,
     ]
 
     public init(registry: MetricsRegistry = MetricsRegistry()) {
         self.registry = registry
-        jobsConsumed = registry.counter("receipt_worker_jobs_consumed_total", help: "Job messages taken from the jobs topic.")
-        var decisions = ["grant/verified": registry.counter(
-            "receipt_worker_decisions_total", help: "Result events decided, by decision and reason (re-emitted replays not included).",
-            labels: ["decision": "grant", "reason": "verified"])]
+        jobsConsumed = registry.counter(
+            "receipt_worker_jobs_consumed_total", help: "Job messages taken from the jobs topic.")
+        var decisions = [
+            "grant/verified": registry.counter(
+                "receipt_worker_decisions_total",
+                help: "Result events decided, by decision and reason (re-emitted replays not included).",
+                labels: ["decision": "grant", "reason": "verified"])
+        ]
         for reason in Self.denyReasons {
             decisions["deny/\(reason)"] = registry.counter(
                 "receipt_worker_decisions_total", help: "", labels: ["decision": "deny", "reason": reason])
         }
         self.decisions = decisions
         replayedResults = registry.counter(
-            "receipt_worker_replayed_results_total", help: "Stored result events published again for re-delivered jobs.")
+            "receipt_worker_replayed_results_total", help: "Stored result events published again for re-delivered jobs."
+        )
         appleRetries = registry.counter(
             "receipt_worker_apple_retries_total", help: "Verifications retried after a transient Apple failure.")
-        deadLetters = Dictionary(uniqueKeysWithValues: Self.deadLetterReasons.map { reason in
-            (reason, registry.counter("receipt_worker_dlq_messages_total", help: "Messages sent to the dead-letter topic, by reason.",
-                                      labels: ["reason": reason]))
-        })
+        deadLetters = Dictionary(
+            uniqueKeysWithValues: Self.deadLetterReasons.map { reason in
+                (
+                    reason,
+                    registry.counter(
+                        "receipt_worker_dlq_messages_total", help: "Messages sent to the dead-letter topic, by reason.",
+                        labels: ["reason": reason])
+                )
+            })
         jobDuration = registry.histogram(
-            "receipt_worker_job_duration_seconds", help: "From taking a job to its result (or dead letter) acknowledged by the broker.",
+            "receipt_worker_job_duration_seconds",
+            help: "From taking a job to its result (or dead letter) acknowledged by the broker.",
             buckets: Self.jobBuckets)
         func stage(_ name: String) -> Histogram {
             registry.histogram(
-                "receipt_worker_stage_duration_seconds", help: "Time spent in the ledger and publishing to Kafka per job, by stage.",
+                "receipt_worker_stage_duration_seconds",
+                help: "Time spent in the ledger and publishing to Kafka per job, by stage.",
                 buckets: Self.stageBuckets, labels: ["stage": name])
         }
         ledgerLookup = stage("ledger_lookup")
         ledgerRecord = stage("ledger_record")
         publish = stage("publish")
-        for call in ["verify_receipt_production", "verify_receipt_sandbox", "transaction_info_production", "transaction_info_sandbox"] {
+        for call in [
+            "verify_receipt_production", "verify_receipt_sandbox", "transaction_info_production",
+            "transaction_info_sandbox",
+        ] {
             _ = appleHistogram(call: call, outcome: "ok")
         }
     }
 
     func decision(_ decision: String, reason: String) -> Counter {
-        decisions["\(decision)/\(reason)"] ?? registry.counter(
-            "receipt_worker_decisions_total", help: "", labels: ["decision": decision, "reason": reason])
+        decisions["\(decision)/\(reason)"]
+            ?? registry.counter(
+                "receipt_worker_decisions_total", help: "", labels: ["decision": decision, "reason": reason])
     }
 
     func deadLetter(reason: String) -> Counter {
-        deadLetters[reason] ?? registry.counter("receipt_worker_dlq_messages_total", help: "", labels: ["reason": reason])
+        deadLetters[reason]
+            ?? registry.counter("receipt_worker_dlq_messages_total", help: "", labels: ["reason": reason])
     }
 
     /// For ``AppleCallObserver``.
@@ -83,7 +102,8 @@ public final class WorkerMetrics: Sendable {
 
     private func appleHistogram(call: String, outcome: String) -> Histogram {
         registry.histogram(
-            "receipt_worker_apple_request_duration_seconds", help: "HTTP calls to Apple, by endpoint (and environment) and outcome.",
+            "receipt_worker_apple_request_duration_seconds",
+            help: "HTTP calls to Apple, by endpoint (and environment) and outcome.",
             buckets: Self.appleBuckets, labels: ["endpoint": call, "outcome": outcome])
     }
 }

@@ -18,7 +18,9 @@ final class WorkerState: Sendable {
 
     func assign(_ partitions: [KafkaTopicPartition]) {
         state.withLock { state in
-            for partition in partitions where state.partitions[partition] == nil { state.partitions[partition] = PartitionOffsets() }
+            for partition in partitions where state.partitions[partition] == nil {
+                state.partitions[partition] = PartitionOffsets()
+            }
         }
     }
 
@@ -28,7 +30,9 @@ final class WorkerState: Sendable {
     /// offset was taken before (a second delivery of a job already in flight or finished).
     func start(_ partition: KafkaTopicPartition, offset: Int64) -> Bool {
         state.withLock { state in
-            guard !state.closing.contains(partition), state.partitions[partition]?.start(offset) == true else { return false }
+            guard !state.closing.contains(partition), state.partitions[partition]?.start(offset) == true else {
+                return false
+            }
             state.inFlight += 1
             return true
         }
@@ -58,7 +62,9 @@ final class WorkerState: Sendable {
 
     func markCommitted(_ offsets: [KafkaTopicPartition: Int64]) {
         state.withLock { state in
-            for (partition, offset) in offsets where state.partitions[partition] != nil { state.committed[partition] = offset }
+            for (partition, offset) in offsets where state.partitions[partition] != nil {
+                state.committed[partition] = offset
+            }
         }
     }
 

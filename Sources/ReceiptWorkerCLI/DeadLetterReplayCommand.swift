@@ -42,9 +42,12 @@ enum DeadLetterReplayCommand {
 
     static func run(_ arguments: [String]) async throws -> Int32 {
         let options = try Options(
-            arguments, valued: Options.configurationOptions.union(["--reason", "--since", "--until"]), flags: ["--dry-run"])
+            arguments, valued: Options.configurationOptions.union(["--reason", "--since", "--until"]),
+            flags: ["--dry-run"])
         let configuration = try options.configuration(purpose: .tool)
-        let filter = Filter(reasons: Set(options.all("--reason")), since: try time(options, "--since"), until: try time(options, "--until"))
+        let filter = Filter(
+            reasons: Set(options.all("--reason")), since: try time(options, "--since"),
+            until: try time(options, "--until"))
         let dryRun = options.has("--dry-run")
 
         let consumer = try ToolKafka.reader(configuration)
@@ -78,7 +81,9 @@ enum DeadLetterReplayCommand {
                 if matched, let producer {
                     let job = KafkaProducerMessage(
                         topic: configuration.topics.jobs, key: letter.key, value: letter.value,
-                        headers: [KafkaHeader(name: "dlq_replayed_from", string: "\(letter.topicPartition)@\(letter.offset)")])
+                        headers: [
+                            KafkaHeader(name: "dlq_replayed_from", string: "\(letter.topicPartition)@\(letter.offset)")
+                        ])
                     do {
                         _ = try await producer.send(job)
                     } catch {
@@ -87,7 +92,9 @@ enum DeadLetterReplayCommand {
                     }
                 }
                 if matched { replayed += 1 }
-                emit("\(action)  \(letter.topicPartition)@\(letter.offset)  \(reason)  \(written)  \(letter.header("dlq_error")?.stringValue ?? "")")
+                emit(
+                    "\(action)  \(letter.topicPartition)@\(letter.offset)  \(reason)  \(written)  \(letter.header("dlq_error")?.stringValue ?? "")"
+                )
                 if letter.offset >= end - 1 {
                     unfinished.remove(letter.topicPartition)
                     if unfinished.isEmpty { break reading }
@@ -105,7 +112,9 @@ enum DeadLetterReplayCommand {
             complain("\(failure)")
             return 1
         }
-        emit("\(dryRun ? "would replay" : "replayed") \(replayed) of \(read) dead letters from \(configuration.topics.dlq) to \(configuration.topics.jobs)")
+        emit(
+            "\(dryRun ? "would replay" : "replayed") \(replayed) of \(read) dead letters from \(configuration.topics.dlq) to \(configuration.topics.jobs)"
+        )
         return 0
     }
 

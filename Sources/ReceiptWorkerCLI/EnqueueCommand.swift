@@ -27,12 +27,15 @@ enum EnqueueCommand {
 
     static let fieldOptions: [(option: String, field: String)] = [
         ("--job-id", "job_id"), ("--order-id", "order_id"), ("--user-id", "user_id"), ("--product-id", "product_id"),
-        ("--app-account-token", "app_account_token"), ("--receipt", "receipt"), ("--signed-transaction", "signed_transaction"),
+        ("--app-account-token", "app_account_token"), ("--receipt", "receipt"),
+        ("--signed-transaction", "signed_transaction"),
         ("--transaction-id", "transaction_id"),
     ]
 
     static func run(_ arguments: [String]) async throws -> Int32 {
-        let valued = Options.configurationOptions.union(fieldOptions.map(\.option)).union(["--file", "--quantity", "--receipt-file"])
+        let valued = Options.configurationOptions.union(fieldOptions.map(\.option)).union([
+            "--file", "--quantity", "--receipt-file",
+        ])
         let options = try Options(arguments, valued: valued, flags: [])
         let configuration = try options.configuration(purpose: .tool)
         let values = try options.value("--file").map(readJobs) ?? [try jobFromFlags(options)]
@@ -66,7 +69,9 @@ enum EnqueueCommand {
         }
         if let quantity = try options.integer("--quantity", in: 1...1_000) { job["quantity"] = quantity }
         if let path = options.value("--receipt-file") {
-            guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("--receipt-file: cannot read \(path)") }
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw UsageError("--receipt-file: cannot read \(path)")
+            }
             let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             job["receipt"] = Data(base64Encoded: text) != nil ? text : data.base64EncodedString()
         }
@@ -87,7 +92,9 @@ enum EnqueueCommand {
         if path == "-" {
             data = FileHandle.standardInput.readDataToEndOfFile()
         } else {
-            guard let contents = FileManager.default.contents(atPath: path) else { throw UsageError("--file: cannot read \(path)") }
+            guard let contents = FileManager.default.contents(atPath: path) else {
+                throw UsageError("--file: cannot read \(path)")
+            }
             data = contents
         }
         if (try? JSONSerialization.jsonObject(with: data)) is [String: Any] {

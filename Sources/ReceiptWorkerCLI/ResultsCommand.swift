@@ -25,7 +25,9 @@ enum ResultsCommand {
         Exit codes: 0 Ctrl-C or --count reached; 1 broker failure or --timeout passed; 2 usage error.
         """
 
-    static let header = line(["VERIFIED AT", "DECISION", "REASON", "ORDER", "PRODUCT", "TRANSACTION", "ENVIRONMENT", "ATTEMPTS"])
+    static let header = line([
+        "VERIFIED AT", "DECISION", "REASON", "ORDER", "PRODUCT", "TRANSACTION", "ENVIRONMENT", "ATTEMPTS",
+    ])
 
     static func run(_ arguments: [String]) async throws -> Int32 {
         let options = try Options(
@@ -38,7 +40,8 @@ enum ResultsCommand {
         let json = options.has("--json")
 
         let consumer = try ToolKafka.reader(configuration)
-        _ = try await consumer.assign(topic: configuration.topics.results, from: options.has("--from-beginning") ? .beginning : .end)
+        _ = try await consumer.assign(
+            topic: configuration.topics.results, from: options.has("--from-beginning") ? .beginning : .end)
         TerminationSignals.install { _ in consumer.endEvents() }
         let timedOut = Timeout(seconds: timeout) { consumer.endEvents() }
         if !json { emit(header) }

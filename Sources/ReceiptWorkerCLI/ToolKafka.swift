@@ -14,7 +14,8 @@ enum ToolKafka {
         properties.removeValue(forKey: "group.id")
         for key in WorkerAssembly.consumerOnly { properties.removeValue(forKey: key) }
         return try KafkaProducer(
-            configuration: KafkaProducer.Configuration(bootstrapServers: bootstrap, properties: properties), logger: logger)
+            configuration: KafkaProducer.Configuration(bootstrapServers: bootstrap, properties: properties),
+            logger: logger)
     }
 
     /// A consumer that reads by assignment, outside any group (see ``KafkaConsumer/assign(topic:from:timeout:)``):
@@ -26,7 +27,8 @@ enum ToolKafka {
         properties["fetch.wait.max.ms"] = properties["fetch.wait.max.ms"] ?? "100"
         return try KafkaConsumer(
             configuration: KafkaConsumer.Configuration(
-                bootstrapServers: bootstrap, groupID: "receipt-worker-tool-\(UUID().uuidString.lowercased())", properties: properties),
+                bootstrapServers: bootstrap, groupID: "receipt-worker-tool-\(UUID().uuidString.lowercased())",
+                properties: properties),
             logger: logger)
     }
 }

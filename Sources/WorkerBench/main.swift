@@ -46,8 +46,10 @@ func purchases(_ count: Int, sim: String) async throws -> [String] {
             group.addTask {
                 var receipts: [String] = []
                 for _ in stride(from: slice, to: count, by: slices) {
-                    let response = try await http.execute(HTTPRequest(
-                        method: .post, url: "\(sim)/admin/purchases", body: Data(#"{"product_id":"coins.1000"}"#.utf8)))
+                    let response = try await http.execute(
+                        HTTPRequest(
+                            method: .post, url: "\(sim)/admin/purchases",
+                            body: Data(#"{"product_id":"coins.1000"}"#.utf8)))
                     let object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
                     receipts.append(object?["receipt"] as? String ?? "")
                 }
@@ -59,7 +61,9 @@ func purchases(_ count: Int, sim: String) async throws -> [String] {
 }
 
 func jobValue(id: String, receipt: String) -> [UInt8] {
-    Array(#"{"job_id":"\#(id)","order_id":"order-\#(id)","user_id":"player","product_id":"coins.1000","receipt":"\#(receipt)"}"#.utf8)
+    Array(
+        #"{"job_id":"\#(id)","order_id":"order-\#(id)","user_id":"player","product_id":"coins.1000","receipt":"\#(receipt)"}"#
+            .utf8)
 }
 
 func resultsConsumer(topic: String) throws -> KafkaConsumer {
@@ -77,7 +81,9 @@ func resultsConsumer(topic: String) throws -> KafkaConsumer {
 
 /// The job id of a result event, read without a full JSON decode.
 func jobID(of value: [UInt8]) -> String? {
-    guard let text = String(validating: value, as: UTF8.self), let range = text.range(of: #""job_id":""#) else { return nil }
+    guard let text = String(validating: value, as: UTF8.self), let range = text.range(of: #""job_id":""#) else {
+        return nil
+    }
     let rest = text[range.upperBound...]
     return rest.firstIndex(of: "\"").map { String(rest[..<$0]) }
 }
@@ -91,7 +97,11 @@ case "prepare":
     for (index, receipt) in receipts.enumerated() {
         while true {
             do {
-                try producer.enqueue(KafkaProducerMessage(topic: topic, key: Array("order-\(index)".utf8), value: jobValue(id: "b\(index)", receipt: receipt))) { _ in }
+                try producer.enqueue(
+                    KafkaProducerMessage(
+                        topic: topic, key: Array("order-\(index)".utf8),
+                        value: jobValue(id: "b\(index)", receipt: receipt))
+                ) { _ in }
                 break
             } catch { try await Task.sleep(for: .milliseconds(1)) }
         }
@@ -113,7 +123,9 @@ case "drain":
     }
     let elapsed = ContinuousClock.now - (first ?? .now)
     await consumer.close()
-    print("\(Int(Double(count) / max(seconds(elapsed), 0.001))) jobs/s (\(count) jobs in \(String(format: "%.1f", seconds(elapsed))) s)")
+    print(
+        "\(Int(Double(count) / max(seconds(elapsed), 0.001))) jobs/s (\(count) jobs in \(String(format: "%.1f", seconds(elapsed))) s)"
+    )
 
 case "paced":
     let rate = Double(required("--rate")) ?? 100
@@ -143,20 +155,30 @@ case "paced":
         if due > .now { try await Task.sleep(until: due, clock: .continuous) }
         let id = "p\(index)-\(UUID().uuidString.prefix(6))"
         submitted.withLock { $0[id] = .now }
-        try producer.enqueue(KafkaProducerMessage(topic: required("--topic"), key: Array(id.utf8), value: jobValue(id: id, receipt: receipt))) { _ in }
+        try producer.enqueue(
+            KafkaProducerMessage(
+                topic: required("--topic"), key: Array(id.utf8), value: jobValue(id: id, receipt: receipt))
+        ) { _ in }
     }
     let deadline = ContinuousClock.now + .seconds(60)
-    while latencies.withLock({ $0.count }) < total && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+    while latencies.withLock({ $0.count }) < total && ContinuousClock.now < deadline {
+        try await Task.sleep(for: .milliseconds(50))
+    }
     reader.cancel()
     await producer.close()
     await consumer.close()
     let sorted = latencies.withLock { $0 }.sorted()
     guard !sorted.isEmpty else { print("no results"); exit(1) }
     func percentile(_ p: Double) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
-    print(String(format: "p50 %.1f ms, p99 %.1f ms at %.0f jobs/s (%d of %d answered)", percentile(0.5), percentile(0.99), rate, sorted.count, total))
+    print(
+        String(
+            format: "p50 %.1f ms, p99 %.1f ms at %.0f jobs/s (%d of %d answered)", percentile(0.5), percentile(0.99),
+            rate, sorted.count, total))
 
 case "hop":
-    try await hop(rate: Double(required("--rate")) ?? 100, seconds: Double(required("--seconds")) ?? 10, topic: required("--topic"))
+    try await hop(
+        rate: Double(required("--rate")) ?? 100, seconds: Double(required("--seconds")) ?? 10,
+        topic: required("--topic"))
 
 default:
     FileHandle.standardError.write(Data("usage: worker-bench prepare|drain|paced ...\n".utf8))
@@ -212,7 +234,8 @@ func hop(rate: Double, seconds duration: Double, topic: String) async throws {
             let at = ContinuousClock.now
             sent[id] = at
             group.addTask {
-                _ = try await producer.send(KafkaProducerMessage(topic: topic, key: Array(id.utf8), value: Array(#"{"job_id":"\#(id)"}"#.utf8)))
+                _ = try await producer.send(
+                    KafkaProducerMessage(topic: topic, key: Array(id.utf8), value: Array(#"{"job_id":"\#(id)"}"#.utf8)))
                 acknowledged.add(seconds(ContinuousClock.now - at) * 1000)
             }
         }
@@ -222,5 +245,6 @@ func hop(rate: Double, seconds duration: Double, topic: String) async throws {
     reader.cancel()
     await producer.close()
     await consumer.close()
-    print("at \(Int(rate)) records/s: send -> acknowledged \(acknowledged.summary); send -> received \(received.summary)")
+    print(
+        "at \(Int(rate)) records/s: send -> acknowledged \(acknowledged.summary); send -> received \(received.summary)")
 }

@@ -5,12 +5,16 @@ import Testing
 
 @Suite("Apple verdicts on every kind of proof, against the simulator", .timeLimit(.minutes(1)))
 struct AppleVerifierTests {
-    func verifier(_ harness: SimulatorHarness, allowSandbox: Bool = false, bundleID: String = "com.example") throws -> AppleVerifier {
-        var signed = SignedDataVerifier.Configuration(rootCertificates: [Data(AppStoreSimulator.testRootPEM.utf8)], bundleID: bundleID)
+    func verifier(_ harness: SimulatorHarness, allowSandbox: Bool = false, bundleID: String = "com.example") throws
+        -> AppleVerifier
+    {
+        var signed = SignedDataVerifier.Configuration(
+            rootCertificates: [Data(AppStoreSimulator.testRootPEM.utf8)], bundleID: bundleID)
         signed.allowedEnvironments = allowSandbox ? [.production, .sandbox] : [.production]
         return AppleVerifier(
             bundleID: bundleID, receipts: harness.receiptClient(allowSandbox: allowSandbox),
-            api: try harness.apiClient(allowSandbox: allowSandbox), signedData: try SignedDataVerifier(configuration: signed))
+            api: try harness.apiClient(allowSandbox: allowSandbox),
+            signedData: try SignedDataVerifier(configuration: signed))
     }
 
     @Test("a receipt, a signed transaction and a transaction id of one purchase verify to the same transaction")
@@ -18,7 +22,10 @@ struct AppleVerifierTests {
         let harness = try SimulatorHarness()
         let purchase = try await harness.purchase(["product_id": "gems.500", "quantity": 2])
         let verifier = try verifier(harness)
-        for proof in [PurchaseProof.receipt(purchase.receipt), .signedTransaction(purchase.signed_transaction), .transactionID(purchase.transaction_id)] {
+        for proof in [
+            PurchaseProof.receipt(purchase.receipt), .signedTransaction(purchase.signed_transaction),
+            .transactionID(purchase.transaction_id),
+        ] {
             var attempts = 0
             let verdict = try await verifier.verify(proof, attempts: &attempts)
             guard case .verified(let verified) = verdict else { Issue.record("\(proof): \(verdict)"); continue }
@@ -42,7 +49,9 @@ struct AppleVerifierTests {
             }
         }
         var attempts = 0
-        guard case .rejected(.transactionNotFound, _) = try await verifier.verify(.transactionID(purchase.transaction_id), attempts: &attempts)
+        guard
+            case .rejected(.transactionNotFound, _) = try await verifier.verify(
+                .transactionID(purchase.transaction_id), attempts: &attempts)
         else { Issue.record("a sandbox transaction id was found in production"); return }
     }
 
@@ -52,16 +61,23 @@ struct AppleVerifierTests {
         let purchase = try await harness.purchase(["product_id": "gems.500", "bundle_id": "com.other.game"])
         let verifier = try verifier(harness)
         var attempts = 0
-        guard case .rejected(.bundleMismatch, _) = try await verifier.verify(.receipt(purchase.receipt), attempts: &attempts) else {
+        guard
+            case .rejected(.bundleMismatch, _) = try await verifier.verify(
+                .receipt(purchase.receipt), attempts: &attempts)
+        else {
             Issue.record("receipt of another bundle accepted"); return
         }
-        guard case .rejected(.bundleMismatch, _) = try await verifier.verify(.signedTransaction(purchase.signed_transaction), attempts: &attempts)
+        guard
+            case .rejected(.bundleMismatch, _) = try await verifier.verify(
+                .signedTransaction(purchase.signed_transaction), attempts: &attempts)
         else { Issue.record("signed transaction of another bundle accepted"); return }
         let parts = purchase.signed_transaction.split(separator: ".")
         let forged = "\(parts[0]).\(parts[1]).\(parts[2].dropLast(4))AAAA"
-        guard case .rejected(.invalidReceipt, _) = try await verifier.verify(.signedTransaction(forged), attempts: &attempts) else {
+        guard
+            case .rejected(.invalidReceipt, _) = try await verifier.verify(
+                .signedTransaction(forged), attempts: &attempts)
+        else {
             Issue.record("forged signature accepted"); return
         }
     }
 }
-

@@ -16,9 +16,11 @@ struct HTTPClientTests {
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
             for _ in 0..<1_000 {
                 group.addTask {
-                    try await harness.http.execute(HTTPRequest(
-                        method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8),
-                        timeout: .seconds(60))).status
+                    try await harness.http.execute(
+                        HTTPRequest(
+                            method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8),
+                            timeout: .seconds(60))
+                    ).status
                 }
             }
             // While Apple "thinks", every request is in flight at once, none waiting for another.
@@ -39,8 +41,10 @@ struct HTTPClientTests {
         try await harness.faults(["latency_ms": 20_000])
         let started = ContinuousClock.now
         let error = await #expect(throws: HTTPClientError.self) {
-            try await harness.http.execute(HTTPRequest(
-                method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8), timeout: .milliseconds(200)))
+            try await harness.http.execute(
+                HTTPRequest(
+                    method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8),
+                    timeout: .milliseconds(200)))
         }
         #expect(error?.kind == .timeout)
         #expect(ContinuousClock.now - started < .seconds(10))  // the answer would have taken 20 s
@@ -51,14 +55,17 @@ struct HTTPClientTests {
         let harness = try SimulatorHarness()
         try await harness.faults(["latency_ms": 20_000])
         let task = Task {
-            try await harness.http.execute(HTTPRequest(method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8)))
+            try await harness.http.execute(
+                HTTPRequest(method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8)))
         }
         try await Task.sleep(for: .milliseconds(100))
         let started = ContinuousClock.now
         task.cancel()
         let result = await task.result
         #expect(ContinuousClock.now - started < .seconds(10))  // the answer would have taken 20 s
-        guard case .failure(let error as HTTPClientError) = result else { Issue.record("expected a failure, got \(result)"); return }
+        guard case .failure(let error as HTTPClientError) = result else {
+            Issue.record("expected a failure, got \(result)"); return
+        }
         #expect(error.kind == .cancelled)
         #expect(await eventually { harness.http.inFlight == 0 })
     }
@@ -68,7 +75,8 @@ struct HTTPClientTests {
         let harness = try SimulatorHarness()
         try await harness.faults(["drop_rate": 1.0])
         let dropped = await #expect(throws: HTTPClientError.self) {
-            try await harness.http.execute(HTTPRequest(method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8)))
+            try await harness.http.execute(
+                HTTPRequest(method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8)))
         }
         #expect(dropped?.isRetriable == true)
         let refused = await #expect(throws: HTTPClientError.self) {

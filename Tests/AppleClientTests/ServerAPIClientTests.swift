@@ -8,8 +8,10 @@ struct ServerAPIClientTests {
     @Test("Get Transaction Info returns a signed transaction that verifies against the simulator's root")
     func found() async throws {
         let harness = try SimulatorHarness()
-        let purchase = try await harness.purchase(["product_id": "level.pack", "type": "non_consumable",
-                                                   "app_account_token": "7e3fb20b-4cdb-47cc-936d-99d65f608138"])
+        let purchase = try await harness.purchase([
+            "product_id": "level.pack", "type": "non_consumable",
+            "app_account_token": "7e3fb20b-4cdb-47cc-936d-99d65f608138",
+        ])
         var attempts = 0
         let outcome = try await harness.apiClient().transactionInfo(id: purchase.transaction_id, attempts: &attempts)
         guard case .found(let jws) = outcome else { Issue.record("not found: \(outcome)"); return }
@@ -25,11 +27,13 @@ struct ServerAPIClientTests {
         let harness = try SimulatorHarness()
         let purchase = try await harness.purchase(["product_id": "coins", "environment": "Sandbox"])
         var attempts = 0
-        let production = try await harness.apiClient(allowSandbox: false).transactionInfo(id: purchase.transaction_id, attempts: &attempts)
+        let production = try await harness.apiClient(allowSandbox: false).transactionInfo(
+            id: purchase.transaction_id, attempts: &attempts)
         guard case .notFound = production else { Issue.record("expected notFound, got \(production)"); return }
         #expect(attempts == 1)
         attempts = 0
-        let sandbox = try await harness.apiClient(allowSandbox: true).transactionInfo(id: purchase.transaction_id, attempts: &attempts)
+        let sandbox = try await harness.apiClient(allowSandbox: true).transactionInfo(
+            id: purchase.transaction_id, attempts: &attempts)
         guard case .found = sandbox else { Issue.record("expected found, got \(sandbox)"); return }
         #expect(attempts == 2)
     }
@@ -47,15 +51,18 @@ struct ServerAPIClientTests {
             """
         var attempts = 0
         let error = await #expect(throws: AppleVerificationError.self) {
-            _ = try await harness.apiClient(keyPEM: otherKey).transactionInfo(id: "2000000000000001", attempts: &attempts)
+            _ = try await harness.apiClient(keyPEM: otherKey).transactionInfo(
+                id: "2000000000000001", attempts: &attempts)
         }
         #expect(error?.code == .unauthorized)
         #expect(error?.isRetriable == true)
     }
 
-    @Test("429 and Apple's retryable 5000001 are retriable", arguments: [
-        ["rate_limit_rate": 1.0], ["status_21005_rate": 1.0],
-    ] as [[String: Double]])
+    @Test(
+        "429 and Apple's retryable 5000001 are retriable",
+        arguments: [
+            ["rate_limit_rate": 1.0], ["status_21005_rate": 1.0],
+        ] as [[String: Double]])
     func retriable(faults: [String: Double]) async throws {
         let harness = try SimulatorHarness()
         let purchase = try await harness.purchase(["product_id": "coins"])
@@ -107,14 +114,19 @@ struct APITokenTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         try Data("\(parts[0]).\(parts[1])".utf8).write(to: directory.appendingPathComponent("input"))
-        try Data(derSignature(r: Array(raw[0..<32]), s: Array(raw[32..<64]))).write(to: directory.appendingPathComponent("sig"))
+        try Data(derSignature(r: Array(raw[0..<32]), s: Array(raw[32..<64]))).write(
+            to: directory.appendingPathComponent("sig"))
         try Data(SimulatorHarness.apiKeyPEM.utf8).write(to: directory.appendingPathComponent("key.p8"))
-        let publicKey = try run("/usr/bin/openssl", ["pkey", "-in", directory.appendingPathComponent("key.p8").path, "-pubout"])
+        let publicKey = try run(
+            "/usr/bin/openssl", ["pkey", "-in", directory.appendingPathComponent("key.p8").path, "-pubout"])
         try Data(publicKey.output.utf8).write(to: directory.appendingPathComponent("pub.pem"))
-        let verified = try run("/usr/bin/openssl", [
-            "dgst", "-sha256", "-verify", directory.appendingPathComponent("pub.pem").path,
-            "-signature", directory.appendingPathComponent("sig").path, directory.appendingPathComponent("input").path,
-        ])
+        let verified = try run(
+            "/usr/bin/openssl",
+            [
+                "dgst", "-sha256", "-verify", directory.appendingPathComponent("pub.pem").path,
+                "-signature", directory.appendingPathComponent("sig").path,
+                directory.appendingPathComponent("input").path,
+            ])
         #expect(verified.status == 0)
         #expect(verified.output.contains("Verified OK"))
     }

@@ -31,7 +31,9 @@ final class SimulatorHarness: Sendable {
 
     var base: String { simulator.baseURL }
 
-    func receiptClient(allowSandbox: Bool = false, secret: String? = nil, timeout: Duration = .seconds(5)) -> VerifyReceiptClient {
+    func receiptClient(allowSandbox: Bool = false, secret: String? = nil, timeout: Duration = .seconds(5))
+        -> VerifyReceiptClient
+    {
         var configuration = VerifyReceiptClient.Configuration()
         configuration.productionURL = "\(base)/production/verifyReceipt"
         configuration.sandboxURL = "\(base)/sandbox/verifyReceipt"
@@ -41,12 +43,15 @@ final class SimulatorHarness: Sendable {
         return VerifyReceiptClient(configuration: configuration, http: http)
     }
 
-    func apiClient(allowSandbox: Bool = false, keyPEM: String = SimulatorHarness.apiKeyPEM) throws -> AppStoreServerAPIClient {
+    func apiClient(allowSandbox: Bool = false, keyPEM: String = SimulatorHarness.apiKeyPEM) throws
+        -> AppStoreServerAPIClient
+    {
         var configuration = AppStoreServerAPIClient.Configuration()
         configuration.productionURL = "\(base)/production"
         configuration.sandboxURL = "\(base)/sandbox"
         configuration.allowSandbox = allowSandbox
-        let tokens = try APITokenIssuer(privateKeyPEM: keyPEM, keyID: "keyId", issuerID: "issuerId", bundleID: "com.example")
+        let tokens = try APITokenIssuer(
+            privateKeyPEM: keyPEM, keyID: "keyId", issuerID: "issuerId", bundleID: "com.example")
         return AppStoreServerAPIClient(configuration: configuration, tokens: tokens, http: http)
     }
 

@@ -12,7 +12,9 @@ struct VerifyReceiptClientTests {
         let purchase = try await harness.purchase(["product_id": "coins.100", "quantity": 3])
         var attempts = 0
         let outcome = try await harness.receiptClient().verify(receipt: purchase.receipt, attempts: &attempts)
-        guard case .valid(let response, let environment) = outcome else { Issue.record("not valid: \(outcome)"); return }
+        guard case .valid(let response, let environment) = outcome else {
+            Issue.record("not valid: \(outcome)"); return
+        }
         #expect(environment == "Production")
         #expect(attempts == 1)
         let entry = try #require(response.receipt?.inApp?.first)
@@ -21,17 +23,23 @@ struct VerifyReceiptClientTests {
         #expect(entry.purchaseDateMs.flatMap(Double.init) != nil)
     }
 
-    @Test("a sandbox receipt: refused without asking the sandbox when not allowed; verified there after 21007 when allowed")
+    @Test(
+        "a sandbox receipt: refused without asking the sandbox when not allowed; verified there after 21007 when allowed"
+    )
     func sandboxRedirect() async throws {
         let harness = try SimulatorHarness()
         let purchase = try await harness.purchase(["product_id": "coins.100", "environment": "Sandbox"])
         var attempts = 0
-        let refused = try await harness.receiptClient(allowSandbox: false).verify(receipt: purchase.receipt, attempts: &attempts)
-        guard case .sandboxNotAllowed = refused else { Issue.record("expected sandboxNotAllowed, got \(refused)"); return }
+        let refused = try await harness.receiptClient(allowSandbox: false).verify(
+            receipt: purchase.receipt, attempts: &attempts)
+        guard case .sandboxNotAllowed = refused else {
+            Issue.record("expected sandboxNotAllowed, got \(refused)"); return
+        }
         #expect(attempts == 1)
 
         attempts = 0
-        let allowed = try await harness.receiptClient(allowSandbox: true).verify(receipt: purchase.receipt, attempts: &attempts)
+        let allowed = try await harness.receiptClient(allowSandbox: true).verify(
+            receipt: purchase.receipt, attempts: &attempts)
         guard case .valid(_, let environment) = allowed else { Issue.record("expected valid, got \(allowed)"); return }
         #expect(environment == "Sandbox")
         #expect(attempts == 2)
@@ -47,7 +55,8 @@ struct VerifyReceiptClientTests {
         }
         #expect(error?.isRetriable == true)
         #expect(error?.reason.contains("21004") == true && error?.reason.contains("wrong") == false)
-        let right = try await harness.receiptClient(secret: "right").verify(receipt: purchase.receipt, attempts: &attempts)
+        let right = try await harness.receiptClient(secret: "right").verify(
+            receipt: purchase.receipt, attempts: &attempts)
         guard case .valid(let response, _) = right else { Issue.record("expected valid, got \(right)"); return }
         #expect(response.latestReceiptInfo?.first?.expiresDateMs != nil)
     }
@@ -68,16 +77,19 @@ struct VerifyReceiptClientTests {
         var attempts = 0
         let started = ContinuousClock.now
         let error = await #expect(throws: AppleVerificationError.self) {
-            _ = try await harness.receiptClient(timeout: .milliseconds(300)).verify(receipt: purchase.receipt, attempts: &attempts)
+            _ = try await harness.receiptClient(timeout: .milliseconds(300)).verify(
+                receipt: purchase.receipt, attempts: &attempts)
         }
         #expect(error?.code == .timeout)
         #expect(error?.isRetriable == true)
         #expect(ContinuousClock.now - started < .seconds(2))
     }
 
-    @Test("dropped connections, 5xx and 21005 are retriable", arguments: [
-        ["drop_rate": 1.0], ["error_rate": 1.0, "error_status": 503], ["status_21005_rate": 1.0],
-    ] as [[String: Double]])
+    @Test(
+        "dropped connections, 5xx and 21005 are retriable",
+        arguments: [
+            ["drop_rate": 1.0], ["error_rate": 1.0, "error_status": 503], ["status_21005_rate": 1.0],
+        ] as [[String: Double]])
     func transientFailures(faults: [String: Double]) async throws {
         let harness = try SimulatorHarness()
         let purchase = try await harness.purchase(["product_id": "coins.100"])
@@ -109,7 +121,8 @@ struct VerifyReceiptClientTests {
         let harness = try SimulatorHarness()
         try await harness.faults(["latency_ms": 5000])
         let task = Task {
-            try await harness.http.execute(HTTPRequest(method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8)))
+            try await harness.http.execute(
+                HTTPRequest(method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8)))
         }
         #expect(await eventually(timeout: .seconds(5)) { harness.http.inFlight == 1 })
         let started = ContinuousClock.now

@@ -5,7 +5,9 @@ import Testing
 
 @Suite("Signed data (JWS) verification with Apple's test vectors")
 struct SignedDataVerifierTests {
-    func verifier(environments: Set<AppleEnvironment> = [.sandbox], bundleID: String = "com.example", appAppleID: Int64? = nil)
+    func verifier(
+        environments: Set<AppleEnvironment> = [.sandbox], bundleID: String = "com.example", appAppleID: Int64? = nil
+    )
         throws -> SignedDataVerifier
     {
         var configuration = SignedDataVerifier.Configuration(
@@ -40,7 +42,9 @@ struct SignedDataVerifierTests {
             try verifier(environments: [.production]).verifyNotification(jws)
         }
         #expect(production?.code == .environmentNotAllowed)
-        let otherApp = #expect(throws: AppleVerificationError.self) { try verifier(appAppleID: 1235).verifyNotification(jws) }
+        let otherApp = #expect(throws: AppleVerificationError.self) {
+            try verifier(appAppleID: 1235).verifyNotification(jws)
+        }
         #expect(otherApp?.code == .bundleMismatch)
     }
 
@@ -66,8 +70,11 @@ struct SignedDataVerifierTests {
         #expect(error?.code == .malformed)
     }
 
-    @Test("Xcode StoreKit-testing transactions (1-certificate chain, fractional dates) are rejected",
-          arguments: ["xcode/xcode-signed-transaction", "xcode/xcode-signed-renewal-info", "xcode/xcode-signed-app-transaction"])
+    @Test(
+        "Xcode StoreKit-testing transactions (1-certificate chain, fractional dates) are rejected",
+        arguments: [
+            "xcode/xcode-signed-transaction", "xcode/xcode-signed-renewal-info", "xcode/xcode-signed-app-transaction",
+        ])
     func xcodeRejected(path: String) throws {
         let jws = try Fixtures.text(path)
         let error = #expect(throws: AppleVerificationError.self) {
@@ -82,7 +89,8 @@ struct SignedDataVerifierTests {
             rootCertificates: [AppleRootCertificates.appleRootCAG3], bundleID: "com.example")
         configuration.allowedEnvironments = [.sandbox]
         let error = #expect(throws: AppleVerificationError.self) {
-            try SignedDataVerifier(configuration: configuration).verifyTransaction(try Fixtures.text("mock_signed_data/transactionInfo"))
+            try SignedDataVerifier(configuration: configuration).verifyTransaction(
+                try Fixtures.text("mock_signed_data/transactionInfo"))
         }
         #expect(error?.code == .invalidChain)
     }
@@ -96,7 +104,8 @@ struct SignedDataVerifierTests {
     func tamperedPayload() throws {
         let jws = try Fixtures.text("mock_signed_data/transactionInfo")
         let parts = jws.split(separator: ".")
-        let forged = Base64URL.encode(Data(#"{"environment":"Production","bundleId":"com.example","signedDate":1672956154000}"#.utf8))
+        let forged = Base64URL.encode(
+            Data(#"{"environment":"Production","bundleId":"com.example","signedDate":1672956154000}"#.utf8))
         let error = #expect(throws: AppleVerificationError.self) {
             try verifier(environments: [.production]).verifyTransaction("\(parts[0]).\(forged).\(parts[2])")
         }
@@ -123,10 +132,15 @@ struct ChainVerifierTests {
         try verify(["chain/leaf_cert.der", "chain/intermediate_ca.der", "chain/root_ca.der"])
     }
 
-    @Test("wrong OIDs are rejected", arguments: [
-        ["chain/leaf_cert_invalid_oid.der", "chain/intermediate_ca.der", "chain/root_ca.der"],
-        ["chain/leaf_cert_for_intermediate_ca_invalid_oid.der", "chain/intermediate_ca_invalid_oid.der", "chain/root_ca.der"],
-    ])
+    @Test(
+        "wrong OIDs are rejected",
+        arguments: [
+            ["chain/leaf_cert_invalid_oid.der", "chain/intermediate_ca.der", "chain/root_ca.der"],
+            [
+                "chain/leaf_cert_for_intermediate_ca_invalid_oid.der", "chain/intermediate_ca_invalid_oid.der",
+                "chain/root_ca.der",
+            ],
+        ])
     func invalidOIDs(paths: [String]) throws {
         let error = #expect(throws: AppleVerificationError.self) { try verify(paths) }
         #expect(error?.code == .invalidCertificate)
@@ -152,8 +166,9 @@ struct ChainVerifierTests {
     @Test("the test chain is rejected against the real G3 root")
     func realRoot() throws {
         let error = #expect(throws: AppleVerificationError.self) {
-            try verify(["chain/leaf_cert.der", "chain/intermediate_ca.der", "chain/root_ca.der"],
-                       with: try chains(root: "chain/real_apple_root.der"))
+            try verify(
+                ["chain/leaf_cert.der", "chain/intermediate_ca.der", "chain/root_ca.der"],
+                with: try chains(root: "chain/real_apple_root.der"))
         }
         #expect(error?.code == .invalidChain)
     }
@@ -161,7 +176,8 @@ struct ChainVerifierTests {
     @Test("the chain is expired at a 2042 date, also when it was cached as valid before")
     func expired() throws {
         let chains = try chains()
-        let certificates = try ["chain/leaf_cert.der", "chain/intermediate_ca.der", "chain/root_ca.der"].map(Fixtures.x5c)
+        let certificates = try ["chain/leaf_cert.der", "chain/intermediate_ca.der", "chain/root_ca.der"].map(
+            Fixtures.x5c)
         _ = try chains.leafKey(cacheKey: "same", certificates: { certificates }, at: date)
         let in2042 = 2_272_147_200.0
         let cached = #expect(throws: AppleVerificationError.self) {

@@ -5,22 +5,27 @@ import Testing
 
 @Suite("verifyReceipt statuses and bodies")
 struct VerifyReceiptModelTests {
-    @Test("every documented status is classified", arguments: [
-        (0, nil, VerifyReceiptStatus.valid),
-        (21000, nil, .invalid(21000)), (21001, nil, .invalid(21001)), (21002, nil, .invalid(21002)),
-        (21003, nil, .invalid(21003)), (21004, nil, .sharedSecretMismatch), (21005, nil, .retryable(21005)),
-        (21006, nil, .invalid(21006)), (21007, nil, .sandboxReceipt), (21008, nil, .productionReceipt),
-        (21009, nil, .retryable(21009)), (21010, nil, .invalid(21010)),
-        (21100, true, .retryable(21100)), (21150, true, .retryable(21150)), (21199, true, .retryable(21199)),
-        (21100, false, .invalid(21100)), (21199, nil, .invalid(21199)), (99999, nil, .invalid(99999)),
-    ] as [(Int, Bool?, VerifyReceiptStatus)])
+    @Test(
+        "every documented status is classified",
+        arguments: [
+            (0, nil, VerifyReceiptStatus.valid),
+            (21000, nil, .invalid(21000)), (21001, nil, .invalid(21001)), (21002, nil, .invalid(21002)),
+            (21003, nil, .invalid(21003)), (21004, nil, .sharedSecretMismatch), (21005, nil, .retryable(21005)),
+            (21006, nil, .invalid(21006)), (21007, nil, .sandboxReceipt), (21008, nil, .productionReceipt),
+            (21009, nil, .retryable(21009)), (21010, nil, .invalid(21010)),
+            (21100, true, .retryable(21100)), (21150, true, .retryable(21150)), (21199, true, .retryable(21199)),
+            (21100, false, .invalid(21100)), (21199, nil, .invalid(21199)), (99999, nil, .invalid(99999)),
+        ] as [(Int, Bool?, VerifyReceiptStatus)])
     func statusTable(status: Int, isRetryable: Bool?, expected: VerifyReceiptStatus) {
         #expect(VerifyReceiptStatus(status: status, isRetryable: isRetryable) == expected)
     }
 
-    @Test("is_retryable and is-retryable are both read, as booleans, numbers or strings",
-          arguments: [#"{"status":21101,"is_retryable":true}"#, #"{"status":21101,"is-retryable":true}"#,
-                      #"{"status":21101,"is-retryable":1}"#, #"{"status":21101,"is_retryable":"true"}"#])
+    @Test(
+        "is_retryable and is-retryable are both read, as booleans, numbers or strings",
+        arguments: [
+            #"{"status":21101,"is_retryable":true}"#, #"{"status":21101,"is-retryable":true}"#,
+            #"{"status":21101,"is-retryable":1}"#, #"{"status":21101,"is_retryable":"true"}"#,
+        ])
     func retryableSpellings(body: String) throws {
         let response = try JSONDecoder().decode(VerifyReceiptResponse.self, from: Data(body.utf8))
         #expect(VerifyReceiptStatus(status: response.status, isRetryable: response.isRetryable) == .retryable(21101))
@@ -42,7 +47,9 @@ struct VerifyReceiptModelTests {
 
     @Test("the transaction id of an iOS 6 transaction receipt is read locally: 33993399")
     func legacyTransactionID() throws {
-        #expect(LegacyTransactionReceipt.transactionID(fromBase64: try Fixtures.text("mock_signed_data/legacyTransaction")) == "33993399")
+        #expect(
+            LegacyTransactionReceipt.transactionID(fromBase64: try Fixtures.text("mock_signed_data/legacyTransaction"))
+                == "33993399")
         #expect(LegacyTransactionReceipt.transactionID(fromBase64: "bm90IGEgcGxpc3Q=") == nil)
     }
 
@@ -59,11 +66,13 @@ struct VerifyReceiptModelTests {
 
 @Suite("App Store Server API bodies from Apple's tests")
 struct ServerAPIModelTests {
-    @Test("error bodies keep their code, an unknown one raw", arguments: [
-        ("models/apiException.json", 5000000), ("models/apiTooManyRequestsException.json", 4290000),
-        ("models/apiUnknownError.json", 9990000), ("models/transactionIdNotFoundError.json", 4040010),
-        ("models/invalidTransactionIdError.json", 4000006),
-    ])
+    @Test(
+        "error bodies keep their code, an unknown one raw",
+        arguments: [
+            ("models/apiException.json", 5000000), ("models/apiTooManyRequestsException.json", 4290000),
+            ("models/apiUnknownError.json", 9990000), ("models/transactionIdNotFoundError.json", 4040010),
+            ("models/invalidTransactionIdError.json", 4000006),
+        ])
     func errorBodies(path: String, code: Int) throws {
         #expect(try JSONDecoder().decode(APIErrorBody.self, from: Fixtures.data(path)).errorCode == code)
     }
@@ -75,7 +84,8 @@ struct ServerAPIModelTests {
 
     @Test("a decoded transaction with every field, an environment Apple may add, and a revocation")
     func signedTransactionModel() throws {
-        let transaction = try JSONDecoder().decode(JWSTransaction.self, from: Fixtures.data("models/signedTransaction.json"))
+        let transaction = try JSONDecoder().decode(
+            JWSTransaction.self, from: Fixtures.data("models/signedTransaction.json"))
         #expect(transaction.environment?.rawValue == "LocalTesting")
         #expect(transaction.productType == .autoRenewableSubscription)
         #expect(transaction.price == 10990)
@@ -88,7 +98,8 @@ struct ServerAPIModelTests {
 
     @Test("an unknown product type and environment decode, raw value kept")
     func openValues() throws {
-        let json = #"{"transactionId":"1","type":"Hologram Subscription","environment":"Metaverse","purchaseDate":1697679936049.7297}"#
+        let json =
+            #"{"transactionId":"1","type":"Hologram Subscription","environment":"Metaverse","purchaseDate":1697679936049.7297}"#
         let transaction = try JSONDecoder().decode(JWSTransaction.self, from: Data(json.utf8))
         #expect(transaction.productType == .other("Hologram Subscription"))
         #expect(transaction.environment?.rawValue == "Metaverse")
@@ -121,7 +132,8 @@ struct VerifyReceiptRequestBodyTests {
         #expect(object["exclude-old-transactions"] as? Bool == false)
         #expect(object["password"] as? String == #"se"cr\et"#)
         let withoutSecret = try #require(
-            try JSONSerialization.jsonObject(with: VerifyReceiptClient.requestBody(receipt: "x", sharedSecret: nil)) as? [String: Any])
+            try JSONSerialization.jsonObject(with: VerifyReceiptClient.requestBody(receipt: "x", sharedSecret: nil))
+                as? [String: Any])
         #expect(withoutSecret["password"] == nil)
     }
 }

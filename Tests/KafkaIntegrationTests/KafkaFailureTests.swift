@@ -10,7 +10,8 @@ struct KafkaFailureTests {
     func sendToStoppedBroker() async throws {
         let broker = try PrivateBroker.start()
         defer { broker.stop() }
-        try await KafkaAdmin.createTopics(bootstrapServers: broker.bootstrap, topics: [("t", 1)], logger: TestBroker.logger)
+        try await KafkaAdmin.createTopics(
+            bootstrapServers: broker.bootstrap, topics: [("t", 1)], logger: TestBroker.logger)
         var configuration = KafkaProducer.Configuration(bootstrapServers: broker.bootstrap)
         configuration.deliveryTimeout = .seconds(3)
         let producer = try KafkaProducer(configuration: configuration, logger: TestBroker.logger)

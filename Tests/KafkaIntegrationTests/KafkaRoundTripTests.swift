@@ -15,7 +15,8 @@ struct KafkaRoundTripTests {
             KafkaHeader(name: "empty", value: nil),
             KafkaHeader(name: "ce_type", string: "repeated names are kept"),
         ]
-        let sent = KafkaProducerMessage(topic: topic, key: Array("order-42".utf8), value: Array("{\"a\":1}".utf8), headers: headers)
+        let sent = KafkaProducerMessage(
+            topic: topic, key: Array("order-42".utf8), value: Array("{\"a\":1}".utf8), headers: headers)
         let report = try await producer.send(sent)
         #expect(report.topic == topic)
         #expect(report.offset >= 0)

@@ -10,7 +10,8 @@ struct KafkaConfigurationTests {
 
     @Test("an unknown librdkafka property stops start-up with the key's name")
     func unknownPropertyNamesKey() throws {
-        let configuration = KafkaProducer.Configuration(bootstrapServers: "127.0.0.1:1", properties: ["no.such.key": "1"])
+        let configuration = KafkaProducer.Configuration(
+            bootstrapServers: "127.0.0.1:1", properties: ["no.such.key": "1"])
         let error = #expect(throws: KafkaError.self) { try KafkaProducer(configuration: configuration, logger: quiet) }
         #expect(error?.code == .invalidConfiguration)
         #expect(error?.reason.contains("kafka.no.such.key") == true)
@@ -54,7 +55,8 @@ struct KafkaConfigurationTests {
     @Test("librdkafka's own log lines reach the project's logger")
     func librdkafkaLogsRouted() throws {
         let lines = Mutex<[String]>([])
-        let logger = Logger(label: "kafka", minimumLevel: .debug, sink: LogSink { line in lines.withLock { $0.append(line) } })
+        let logger = Logger(
+            label: "kafka", minimumLevel: .debug, sink: LogSink { line in lines.withLock { $0.append(line) } })
         // A consumer-only property on a producer makes librdkafka warn (CONFWARN) while it starts.
         let configuration = KafkaProducer.Configuration(
             bootstrapServers: "127.0.0.1:1", properties: ["auto.offset.reset": "earliest"])

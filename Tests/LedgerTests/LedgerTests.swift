@@ -23,10 +23,13 @@ enum Backend: String, CaseIterable, Sendable {
 struct LedgerTests {
     let grantEvent = Data(#"{"decision":"grant","event_id":"e1"}"#.utf8)
 
-    @Test("a grant is recorded once; the same job again replays the stored event unchanged", arguments: Backend.allCases)
+    @Test(
+        "a grant is recorded once; the same job again replays the stored event unchanged", arguments: Backend.allCases)
     func replay(backend: Backend) async throws {
         let ledger = try await backend.open()
-        #expect(try await ledger.record(jobID: "j1", claim: .grant(orderID: "o1", transactionID: "t1"), event: grantEvent) == .recorded)
+        #expect(
+            try await ledger.record(jobID: "j1", claim: .grant(orderID: "o1", transactionID: "t1"), event: grantEvent)
+                == .recorded)
         let again = try await ledger.record(
             jobID: "j1", claim: .grant(orderID: "o1", transactionID: "t1"), event: Data("different".utf8))
         #expect(again == .replay(grantEvent))
@@ -39,12 +42,14 @@ struct LedgerTests {
     func duplicateTransaction(backend: Backend) async throws {
         let ledger = try await backend.open()
         _ = try await ledger.record(jobID: "j1", claim: .grant(orderID: "o1", transactionID: "t1"), event: grantEvent)
-        #expect(try await ledger.record(jobID: "j2", claim: .grant(orderID: "o2", transactionID: "t1"), event: grantEvent)
+        #expect(
+            try await ledger.record(jobID: "j2", claim: .grant(orderID: "o2", transactionID: "t1"), event: grantEvent)
                 == .duplicateTransaction)
         // The deny is then recorded for that job, and replayed on re-delivery.
         let deny = Data(#"{"decision":"deny"}"#.utf8)
         #expect(try await ledger.record(jobID: "j2", claim: .deny, event: deny) == .recorded)
-        #expect(try await ledger.record(jobID: "j2", claim: .grant(orderID: "o2", transactionID: "t1"), event: grantEvent)
+        #expect(
+            try await ledger.record(jobID: "j2", claim: .grant(orderID: "o2", transactionID: "t1"), event: grantEvent)
                 == .replay(deny))
         await ledger.close()
     }
@@ -53,7 +58,8 @@ struct LedgerTests {
     func orderAlreadyFulfilled(backend: Backend) async throws {
         let ledger = try await backend.open()
         _ = try await ledger.record(jobID: "j1", claim: .grant(orderID: "o1", transactionID: "t1"), event: grantEvent)
-        #expect(try await ledger.record(jobID: "j2", claim: .grant(orderID: "o1", transactionID: "t2"), event: grantEvent)
+        #expect(
+            try await ledger.record(jobID: "j2", claim: .grant(orderID: "o1", transactionID: "t2"), event: grantEvent)
                 == .orderAlreadyFulfilled)
         await ledger.close()
     }
@@ -62,17 +68,22 @@ struct LedgerTests {
     func sameGrantTwice(backend: Backend) async throws {
         let ledger = try await backend.open()
         _ = try await ledger.record(jobID: "j1", claim: .grant(orderID: "o1", transactionID: "t1"), event: grantEvent)
-        #expect(try await ledger.record(jobID: "j2", claim: .grant(orderID: "o1", transactionID: "t1"), event: grantEvent) == .recorded)
+        #expect(
+            try await ledger.record(jobID: "j2", claim: .grant(orderID: "o1", transactionID: "t1"), event: grantEvent)
+                == .recorded)
         await ledger.close()
     }
 
-    @Test("one transaction claimed by 50 orders at the same moment is granted exactly once", arguments: Backend.allCases)
+    @Test(
+        "one transaction claimed by 50 orders at the same moment is granted exactly once", arguments: Backend.allCases)
     func concurrentClaims(backend: Backend) async throws {
         let ledger = try await backend.open()
         let outcomes = try await withThrowingTaskGroup(of: LedgerOutcome.self) { group in
             for order in 0..<50 {
                 group.addTask {
-                    try await ledger.record(jobID: "job-\(order)", claim: .grant(orderID: "order-\(order)", transactionID: "same"), event: grantEvent)
+                    try await ledger.record(
+                        jobID: "job-\(order)", claim: .grant(orderID: "order-\(order)", transactionID: "same"),
+                        event: grantEvent)
                 }
             }
             return try await group.reduce(into: []) { $0.append($1) }
@@ -82,7 +93,9 @@ struct LedgerTests {
         await ledger.close()
     }
 
-    @Test("ids and events with quotes, backslashes, commas, braces and non-ASCII survive batched calls", arguments: Backend.allCases)
+    @Test(
+        "ids and events with quotes, backslashes, commas, braces and non-ASCII survive batched calls",
+        arguments: Backend.allCases)
     func awkwardText(backend: Backend) async throws {
         let ledger = try await backend.open()
         let ids = (0..<300).map { #"job "\#($0)", {x}\y, NULL, é✓"# }
@@ -103,7 +116,8 @@ struct LedgerTests {
         await ledger.close()
     }
 
-    @Test("two replicas racing for the same 100 transactions in opposite orders: each granted once, no deadlock surfaces")
+    @Test(
+        "two replicas racing for the same 100 transactions in opposite orders: each granted once, no deadlock surfaces")
     func replicasRace() async throws {
         let url = try makePostgresDatabase()
         let first = try await LedgerFactory.open(url: url, poolSize: 4)
@@ -115,7 +129,9 @@ struct LedgerTests {
                         // The worker retries a ledger error; so does this test.
                         for _ in 0..<20 {
                             if let outcome = try? await ledger.record(
-                                jobID: "\(side)-\(transaction)", claim: .grant(orderID: "\(side)-order-\(transaction)", transactionID: "t\(transaction)"),
+                                jobID: "\(side)-\(transaction)",
+                                claim: .grant(
+                                    orderID: "\(side)-order-\(transaction)", transactionID: "t\(transaction)"),
                                 event: grantEvent)
                             {
                                 return ("t\(transaction)", outcome)
@@ -143,7 +159,11 @@ struct LedgerTests {
         let ledger = try await LedgerFactory.open(url: url, poolSize: 4)
         #expect(try await ledger.record(jobID: "before", claim: .deny, event: grantEvent) == .recorded)
         let database = String(url[url.index(after: url.lastIndex(of: "/")!)...])
-        #expect(runPsql(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(database)' AND pid <> pg_backend_pid()") == 0)
+        #expect(
+            runPsql(
+                url,
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(database)' AND pid <> pg_backend_pid()"
+            ) == 0)
         // Each broken connection fails one call (the worker retries it) and is replaced.
         var answered = false
         for _ in 0..<20 where !answered {

@@ -5,7 +5,9 @@ import Testing
 
 @Suite("Worker configuration")
 struct ConfigurationTests {
-    func load(_ lines: [String], overrides: [String] = [], environment: [String: String] = [:]) throws -> WorkerConfiguration {
+    func load(_ lines: [String], overrides: [String] = [], environment: [String: String] = [:]) throws
+        -> WorkerConfiguration
+    {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).properties").path
         try lines.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
         return try ConfigurationLoader.load(file: path, overrides: overrides, environment: environment)
@@ -14,8 +16,10 @@ struct ConfigurationTests {
     @Test("a properties file with comments, then --set overrides")
     func loads() throws {
         let configuration = try load(
-            ["# comment", "! also a comment", "", "apple.bundle_id = com.example.game", "worker.max_in_flight=50",
-             "kafka.bootstrap.servers=broker:9092", "apple.allow_sandbox=true"],
+            [
+                "# comment", "! also a comment", "", "apple.bundle_id = com.example.game", "worker.max_in_flight=50",
+                "kafka.bootstrap.servers=broker:9092", "apple.allow_sandbox=true",
+            ],
             overrides: ["worker.max_in_flight=75", "kafka.client.id=w1"])
         #expect(configuration.apple.bundleID == "com.example.game")
         #expect(configuration.maxInFlight == 75)
@@ -25,20 +29,28 @@ struct ConfigurationTests {
         #expect(configuration.apple.rootCertificates.count == 1)  // the compiled-in G3 root by default
     }
 
-    @Test("errors name the key", arguments: [
-        (["apple.bundle_id=b", "no.such.key=1"], "no.such.key"),
-        (["worker.max_in_flight=1"], "apple.bundle_id"),
-        (["apple.bundle_id=b", "worker.max_in_flight=zero"], "worker.max_in_flight"),
-        (["apple.bundle_id=b", "apple.allow_sandbox=yes"], "apple.allow_sandbox"),
-        (["apple.bundle_id=b", "ledger.url=mysql://x"], "ledger.url"),
-        (["apple.bundle_id=b", "apple.verify_receipt.production_url=ftp://x"], "apple.verify_receipt.production_url"),
-        (["apple.bundle_id=b", "apple.shared_secret_file=/nonexistent/secret"], "apple.shared_secret_file"),
-        (["apple.bundle_id=b", "apple.root_certificates=/nonexistent/root.pem"], "apple.root_certificates"),
-        (["apple.bundle_id=b", "apple.api.key_id=K"], "apple.api.key_id"),
-        (["apple.bundle_id=b", "retry.initial_backoff_ms=5000", "retry.max_backoff_ms=100"], "retry.initial_backoff_ms"),
-        (["apple.bundle_id=b", "metrics.listen=nowhere"], "metrics.listen"),
-        (["apple.bundle_id=b", "just a line"], "properties:2"),
-    ])
+    @Test(
+        "errors name the key",
+        arguments: [
+            (["apple.bundle_id=b", "no.such.key=1"], "no.such.key"),
+            (["worker.max_in_flight=1"], "apple.bundle_id"),
+            (["apple.bundle_id=b", "worker.max_in_flight=zero"], "worker.max_in_flight"),
+            (["apple.bundle_id=b", "apple.allow_sandbox=yes"], "apple.allow_sandbox"),
+            (["apple.bundle_id=b", "ledger.url=mysql://x"], "ledger.url"),
+            (
+                ["apple.bundle_id=b", "apple.verify_receipt.production_url=ftp://x"],
+                "apple.verify_receipt.production_url"
+            ),
+            (["apple.bundle_id=b", "apple.shared_secret_file=/nonexistent/secret"], "apple.shared_secret_file"),
+            (["apple.bundle_id=b", "apple.root_certificates=/nonexistent/root.pem"], "apple.root_certificates"),
+            (["apple.bundle_id=b", "apple.api.key_id=K"], "apple.api.key_id"),
+            (
+                ["apple.bundle_id=b", "retry.initial_backoff_ms=5000", "retry.max_backoff_ms=100"],
+                "retry.initial_backoff_ms"
+            ),
+            (["apple.bundle_id=b", "metrics.listen=nowhere"], "metrics.listen"),
+            (["apple.bundle_id=b", "just a line"], "properties:2"),
+        ])
     func errorsNameTheKey(lines: [String], key: String) throws {
         let error = #expect(throws: ConfigurationError.self) { try load(lines) }
         #expect(error?.description.contains(key) == true, "\(error.map { "\($0)" } ?? "no error")")
@@ -63,7 +75,9 @@ struct ConfigurationTests {
     @Test("environment variables: RECEIPT_WORKER_ + the key in capitals, . as __; file < environment < --set")
     func environment() throws {
         #expect(ConfigurationLoader.key(forEnvironmentVariable: "RECEIPT_WORKER_APPLE__BUNDLE_ID") == "apple.bundle_id")
-        #expect(ConfigurationLoader.environmentVariable(forKey: "kafka.bootstrap.servers") == "RECEIPT_WORKER_KAFKA__BOOTSTRAP__SERVERS")
+        #expect(
+            ConfigurationLoader.environmentVariable(forKey: "kafka.bootstrap.servers")
+                == "RECEIPT_WORKER_KAFKA__BOOTSTRAP__SERVERS")
         let configuration = try load(
             ["apple.bundle_id=from.file", "worker.max_in_flight=10", "retry.max_attempts=4"],
             overrides: ["retry.max_attempts=6"],
@@ -88,10 +102,14 @@ struct ConfigurationTests {
         try "p4ss\n".write(toFile: password, atomically: true, encoding: .utf8)
         let url = directory.appendingPathComponent("ledger-\(UUID())").path
         try "postgresql://worker:pw@db/ledger\n".write(toFile: url, atomically: true, encoding: .utf8)
-        let configuration = try load(["apple.bundle_id=b", "kafka.sasl.password_file=\(password)", "ledger.url_file=\(url)"])
+        let configuration = try load([
+            "apple.bundle_id=b", "kafka.sasl.password_file=\(password)", "ledger.url_file=\(url)",
+        ])
         #expect(configuration.kafka["sasl.password"] == "p4ss")
         #expect(configuration.ledgerURL == "postgresql://worker:pw@db/ledger")
-        let error = #expect(throws: ConfigurationError.self) { try load(["apple.bundle_id=b", "kafka.sasl.password_file=/nonexistent"]) }
+        let error = #expect(throws: ConfigurationError.self) {
+            try load(["apple.bundle_id=b", "kafka.sasl.password_file=/nonexistent"])
+        }
         #expect(error?.key == "kafka.sasl.password_file")
     }
 
@@ -100,12 +118,15 @@ struct ConfigurationTests {
         let configuration = try ConfigurationLoader.load(
             file: nil, overrides: ["topics.jobs=j"], environment: [:], purpose: .tool)
         #expect(configuration.topics.jobs == "j")
-        #expect(throws: ConfigurationError.self) { try ConfigurationLoader.load(file: nil, overrides: [], environment: [:]) }
+        #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader.load(file: nil, overrides: [], environment: [:])
+        }
     }
 
     @Test("every key in config/worker.properties is known and the file is valid as shipped")
     func shippedExample() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         let example = root.appendingPathComponent("config/worker.properties").path
         let configuration = try ConfigurationLoader.load(file: example, overrides: [], environment: [:])
         #expect(configuration.apple.bundleID == "com.example.game")

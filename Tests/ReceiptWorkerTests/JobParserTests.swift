@@ -14,7 +14,10 @@ struct JobParserTests {
 
     @Test("a full job is read, token lower-cased, quantity defaulting to 1")
     func fullJob() throws {
-        guard case .job(let job) = parse("{\(base),\"receipt\":\"QUJD\",\"transaction_id\":\"42\",\"app_account_token\":\"7E3FB20B-4CDB-47CC-936D-99D65F608138\",\"submitted_at\":\"2026-11-29T10:00:00.5Z\",\"extra\":1}")
+        guard
+            case .job(let job) = parse(
+                "{\(base),\"receipt\":\"QUJD\",\"transaction_id\":\"42\",\"app_account_token\":\"7E3FB20B-4CDB-47CC-936D-99D65F608138\",\"submitted_at\":\"2026-11-29T10:00:00.5Z\",\"extra\":1}"
+            )
         else { Issue.record("not a job"); return }
         #expect(job.quantity == 1)
         #expect(job.proof == .receipt("QUJD"))
@@ -23,58 +26,101 @@ struct JobParserTests {
         #expect(job.submittedAt == Date(timeIntervalSince1970: 1_795_946_400.5))
     }
 
-    @Test("each proof form is read", arguments: [
-        (#""signed_transaction":"a.b.c""#, PurchaseProof.signedTransaction("a.b.c")),
-        (#""transaction_id":"2000000000000001""#, .transactionID("2000000000000001")),
-    ])
+    @Test(
+        "each proof form is read",
+        arguments: [
+            (#""signed_transaction":"a.b.c""#, PurchaseProof.signedTransaction("a.b.c")),
+            (#""transaction_id":"2000000000000001""#, .transactionID("2000000000000001")),
+        ])
     func proofs(field: String, proof: PurchaseProof) {
         guard case .job(let job) = parse("{\(base),\(field)}") else { Issue.record("not a job"); return }
         #expect(job.proof == proof)
     }
 
-    @Test("not JSON, not an object, oversized, or no order_id: to the DLQ unchanged", arguments: [
-        "not json", "[1,2]", "\"text\"", #"{"job_id":"j"}"#, #"{"order_id":""}"#, #"{"order_id":7}"#,
-    ])
+    @Test(
+        "not JSON, not an object, oversized, or no order_id: to the DLQ unchanged",
+        arguments: [
+            "not json", "[1,2]", "\"text\"", #"{"job_id":"j"}"#, #"{"order_id":""}"#, #"{"order_id":7}"#,
+        ])
     func unreadable(json: String) {
         guard case .unreadable = parse(json) else { Issue.record("\(json) was read"); return }
     }
 
     @Test("ids with control characters (a NUL above all) are refused, and such a job_id is never kept for the ledger")
     func controlCharacters() {
-        guard case .invalidJob(let identity, let reason) = parse(#"{"job_id":"j\u0000x","order_id":"o1","user_id":"u1","product_id":"p","receipt":"QUJD"}"#)
+        guard
+            case .invalidJob(let identity, let reason) = parse(
+                #"{"job_id":"j\u0000x","order_id":"o1","user_id":"u1","product_id":"p","receipt":"QUJD"}"#)
         else { Issue.record("a NUL in job_id was accepted"); return }
         #expect(identity.jobID.isEmpty)  // not recorded in the ledger under a truncated id
         #expect(reason.contains("job_id"))
-        guard case .invalidJob(_, let userReason) = parse(#"{"job_id":"j1","order_id":"o1","user_id":"u\n1","product_id":"p","receipt":"QUJD"}"#)
+        guard
+            case .invalidJob(_, let userReason) = parse(
+                #"{"job_id":"j1","order_id":"o1","user_id":"u\n1","product_id":"p","receipt":"QUJD"}"#)
         else { Issue.record("a newline in user_id was accepted"); return }
         #expect(userReason.contains("user_id"))
-        guard case .unreadable = parse(#"{"job_id":"j1","order_id":"o\u00001","user_id":"u1","product_id":"p","receipt":"QUJD"}"#)
+        guard
+            case .unreadable = parse(
+                #"{"job_id":"j1","order_id":"o\u00001","user_id":"u1","product_id":"p","receipt":"QUJD"}"#)
         else { Issue.record("a NUL in order_id was accepted"); return }
     }
 
     @Test("a message over jobs.max_bytes is unreadable")
     func oversized() {
-        guard case .unreadable(let reason) = parse("{\(base),\"receipt\":\"\(String(repeating: "A", count: 400))\"}", maxBytes: 300)
+        guard
+            case .unreadable(let reason) = parse(
+                "{\(base),\"receipt\":\"\(String(repeating: "A", count: 400))\"}", maxBytes: 300)
         else { Issue.record("read"); return }
         #expect(reason.contains("jobs.max_bytes"))
     }
 
-    @Test("an order with a missing or invalid field is malformed, named, and keeps what could be read", arguments: [
-        (#"{"order_id":"o1","user_id":"u1","product_id":"p","receipt":"QUJD"}"#, "job_id"),
-        (#"{"job_id":"j1","order_id":"o1","product_id":"p","receipt":"QUJD"}"#, "user_id"),
-        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"quantity\":0}", "quantity"),
-        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"quantity\":1.5}", "quantity"),
-        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"quantity\":true}", "quantity"),
-        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"quantity\":\"2\"}", "quantity"),
-        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"app_account_token\":\"nope\"}", "app_account_token"),
-        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#)}", "one of receipt"),
-        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"signed_transaction\":\"a.b.c\"}", "one of"),
-        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"not base64!!\"}", "receipt"),
-        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"signed_transaction\":\"abc\"}", "signed_transaction"),
-        ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"submitted_at\":\"yesterday\"}", "submitted_at"),
-    ])
+    @Test(
+        "an order with a missing or invalid field is malformed, named, and keeps what could be read",
+        arguments: [
+            (#"{"order_id":"o1","user_id":"u1","product_id":"p","receipt":"QUJD"}"#, "job_id"),
+            (#"{"job_id":"j1","order_id":"o1","product_id":"p","receipt":"QUJD"}"#, "user_id"),
+            (
+                "{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"quantity\":0}",
+                "quantity"
+            ),
+            (
+                "{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"quantity\":1.5}",
+                "quantity"
+            ),
+            (
+                "{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"quantity\":true}",
+                "quantity"
+            ),
+            (
+                "{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"quantity\":\"2\"}",
+                "quantity"
+            ),
+            (
+                "{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"app_account_token\":\"nope\"}",
+                "app_account_token"
+            ),
+            ("{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#)}", "one of receipt"),
+            (
+                "{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"signed_transaction\":\"a.b.c\"}",
+                "one of"
+            ),
+            (
+                "{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"not base64!!\"}",
+                "receipt"
+            ),
+            (
+                "{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"signed_transaction\":\"abc\"}",
+                "signed_transaction"
+            ),
+            (
+                "{\(#""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#),\"receipt\":\"QUJD\",\"submitted_at\":\"yesterday\"}",
+                "submitted_at"
+            ),
+        ])
     func invalid(json: String, field: String) {
-        guard case .invalidJob(let identity, let reason) = parse(json) else { Issue.record("\(json) not invalid"); return }
+        guard case .invalidJob(let identity, let reason) = parse(json) else {
+            Issue.record("\(json) not invalid"); return
+        }
         #expect(identity.orderID == "o1")
         #expect(reason.contains(field))
         #expect(!reason.contains("QUJD"))

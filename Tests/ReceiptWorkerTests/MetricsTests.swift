@@ -7,7 +7,8 @@ struct MetricsTests {
     @Test("counters, gauges and scrape-time values render in the Prometheus text format")
     func rendersText() {
         let registry = MetricsRegistry()
-        let granted = registry.counter("rw_decisions_total", help: "Decisions.", labels: ["decision": "grant", "reason": "verified"])
+        let granted = registry.counter(
+            "rw_decisions_total", help: "Decisions.", labels: ["decision": "grant", "reason": "verified"])
         granted.increment()
         granted.increment(by: 2)
         registry.gauge("rw_in_flight", help: "In flight.").set(7)
@@ -22,7 +23,8 @@ struct MetricsTests {
     @Test("a histogram has cumulative buckets, +Inf, sum and count")
     func histogram() {
         let registry = MetricsRegistry()
-        let latency = registry.histogram("rw_seconds", help: "Latency.", buckets: [0.1, 0.5, 1], labels: ["endpoint": "x"])
+        let latency = registry.histogram(
+            "rw_seconds", help: "Latency.", buckets: [0.1, 0.5, 1], labels: ["endpoint": "x"])
         for value in [0.05, 0.2, 0.3, 2.0] { latency.observe(value) }
         latency.observe(.milliseconds(100))
         let text = registry.render()

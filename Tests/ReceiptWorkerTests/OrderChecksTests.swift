@@ -10,15 +10,19 @@ import Testing
 struct OrderChecksTests {
     let job = ReceiptJob(
         jobID: "j1", orderID: "o1", userID: "u1", productID: "coins.100", quantity: 2,
-        appAccountToken: "7e3fb20b-4cdb-47cc-936d-99d65f608138", proof: .receipt("QUJD"), transactionID: nil, submittedAt: nil)
+        appAccountToken: "7e3fb20b-4cdb-47cc-936d-99d65f608138", proof: .receipt("QUJD"), transactionID: nil,
+        submittedAt: nil)
 
     func verdict(_ transaction: AppleTransaction, environment: AppleEnvironment = .production) -> AppleVerdict {
-        .verified(VerifiedPurchase(source: .receipt, bundleID: "com.example", environment: environment, transactions: [transaction]))
+        .verified(
+            VerifiedPurchase(
+                source: .receipt, bundleID: "com.example", environment: environment, transactions: [transaction]))
     }
 
     var good: AppleTransaction {
         AppleTransaction(
-            transactionID: "t1", productID: "coins.100", quantity: 2, appAccountToken: "7E3FB20B-4CDB-47CC-936D-99D65F608138",
+            transactionID: "t1", productID: "coins.100", quantity: 2,
+            appAccountToken: "7E3FB20B-4CDB-47CC-936D-99D65F608138",
             purchaseDate: Date(timeIntervalSince1970: 100))
     }
 
@@ -34,7 +38,9 @@ struct OrderChecksTests {
         #expect(reason(OrderChecks.evaluate(job, verdict: verdict(good))) == "verified")
     }
 
-    @Test("Apple's own rejections pass through", arguments: [AppleRejection.invalidReceipt, .bundleMismatch, .sandboxNotAllowed, .transactionNotFound])
+    @Test(
+        "Apple's own rejections pass through",
+        arguments: [AppleRejection.invalidReceipt, .bundleMismatch, .sandboxNotAllowed, .transactionNotFound])
     func appleRejections(rejection: AppleRejection) {
         #expect(reason(OrderChecks.evaluate(job, verdict: .rejected(rejection, detail: "x"))) == rejection.rawValue)
     }
@@ -69,10 +75,16 @@ struct OrderChecksTests {
         transaction.appAccountToken = good.appAccountToken
         transaction.revocationDate = Date(timeIntervalSince1970: 200)
         transaction.expiresDate = Date(timeIntervalSince1970: 150)
-        #expect(reason(OrderChecks.evaluate(job, verdict: verdict(transaction), now: Date(timeIntervalSince1970: 300))) == "revoked")
+        #expect(
+            reason(OrderChecks.evaluate(job, verdict: verdict(transaction), now: Date(timeIntervalSince1970: 300)))
+                == "revoked")
         transaction.revocationDate = nil
-        #expect(reason(OrderChecks.evaluate(job, verdict: verdict(transaction), now: Date(timeIntervalSince1970: 300))) == "expired")
-        #expect(reason(OrderChecks.evaluate(job, verdict: verdict(transaction), now: Date(timeIntervalSince1970: 120))) == "verified")
+        #expect(
+            reason(OrderChecks.evaluate(job, verdict: verdict(transaction), now: Date(timeIntervalSince1970: 300)))
+                == "expired")
+        #expect(
+            reason(OrderChecks.evaluate(job, verdict: verdict(transaction), now: Date(timeIntervalSince1970: 120)))
+                == "verified")
     }
 
     @Test("an order without a token accepts any account")
@@ -90,18 +102,28 @@ struct ResultEventTests {
     func event(_ decision: ResultEvent.Decision, job: String, order: String, transaction: String?) -> ResultEvent {
         ResultEvent(
             eventID: ResultEvent.eventID(decision: decision, jobID: job, orderID: order, transactionID: transaction),
-            jobID: job, orderID: order, userID: "u", decision: decision, reason: decision == .grant ? "verified" : "revoked",
-            productID: "p", quantity: 1, transactionID: transaction, originalTransactionID: nil, environment: "Production",
+            jobID: job, orderID: order, userID: "u", decision: decision,
+            reason: decision == .grant ? "verified" : "revoked",
+            productID: "p", quantity: 1, transactionID: transaction, originalTransactionID: nil,
+            environment: "Production",
             purchaseDate: Date(timeIntervalSince1970: 1), expiresDate: nil, verifiedAt: Date(timeIntervalSince1970: 2),
             attempts: 1, detail: nil)
     }
 
     @Test("every grant of one (order, transaction) has one id whatever the job; other decisions follow the job")
     func stableIDs() {
-        #expect(event(.grant, job: "a", order: "o", transaction: "t").eventID == event(.grant, job: "b", order: "o", transaction: "t").eventID)
-        #expect(event(.grant, job: "a", order: "o", transaction: "t").eventID != event(.grant, job: "a", order: "o2", transaction: "t").eventID)
-        #expect(event(.deny, job: "a", order: "o", transaction: "t").eventID == event(.deny, job: "a", order: "o", transaction: nil).eventID)
-        #expect(event(.deny, job: "a", order: "o", transaction: nil).eventID != event(.deny, job: "b", order: "o", transaction: nil).eventID)
+        #expect(
+            event(.grant, job: "a", order: "o", transaction: "t").eventID
+                == event(.grant, job: "b", order: "o", transaction: "t").eventID)
+        #expect(
+            event(.grant, job: "a", order: "o", transaction: "t").eventID
+                != event(.grant, job: "a", order: "o2", transaction: "t").eventID)
+        #expect(
+            event(.deny, job: "a", order: "o", transaction: "t").eventID
+                == event(.deny, job: "a", order: "o", transaction: nil).eventID)
+        #expect(
+            event(.deny, job: "a", order: "o", transaction: nil).eventID
+                != event(.deny, job: "b", order: "o", transaction: nil).eventID)
         #expect(event(.grant, job: "a", order: "o", transaction: "t").eventID.count == 36)
     }
 
@@ -109,12 +131,16 @@ struct ResultEventTests {
     func json() throws {
         let value = event(.grant, job: "j", order: "o", transaction: "t")
         let object = try #require(try JSONSerialization.jsonObject(with: value.json()) as? [String: Any])
-        #expect(Set(object.keys) == ["event_id", "job_id", "order_id", "user_id", "decision", "reason", "product_id", "quantity",
-                                     "transaction_id", "original_transaction_id", "environment", "purchase_date",
-                                     "expires_date", "verified_at", "attempts", "detail"])
+        #expect(
+            Set(object.keys) == [
+                "event_id", "job_id", "order_id", "user_id", "decision", "reason", "product_id", "quantity",
+                "transaction_id", "original_transaction_id", "environment", "purchase_date",
+                "expires_date", "verified_at", "attempts", "detail",
+            ])
         #expect(object["original_transaction_id"] is NSNull)
         #expect(object["purchase_date"] as? String == "1970-01-01T00:00:01.000Z")
-        let headers = Dictionary(uniqueKeysWithValues: value.headers(source: "receipt-worker").map { ($0.name, $0.stringValue ?? "") })
+        let headers = Dictionary(
+            uniqueKeysWithValues: value.headers(source: "receipt-worker").map { ($0.name, $0.stringValue ?? "") })
         #expect(headers["ce_specversion"] == "1.0")
         #expect(headers["ce_id"] == value.eventID)
         #expect(headers["ce_type"] == "receipt.granted")
@@ -124,10 +150,12 @@ struct ResultEventTests {
 
 @Suite("Formatting on the hot path")
 struct FormattingTests {
-    @Test("RFC 3339 timestamps in UTC with milliseconds", arguments: [
-        (0.0, "1970-01-01T00:00:00.000Z"), (1.5, "1970-01-01T00:00:01.500Z"),
-        (1_795_946_400.123, "2026-11-29T10:00:00.123Z"), (951_782_400.999, "2000-02-29T00:00:00.999Z"),
-    ])
+    @Test(
+        "RFC 3339 timestamps in UTC with milliseconds",
+        arguments: [
+            (0.0, "1970-01-01T00:00:00.000Z"), (1.5, "1970-01-01T00:00:01.500Z"),
+            (1_795_946_400.123, "2026-11-29T10:00:00.123Z"), (951_782_400.999, "2000-02-29T00:00:00.999Z"),
+        ])
     func timestamps(seconds: Double, expected: String) {
         #expect(Timestamp.rfc3339(Date(timeIntervalSince1970: seconds)) == expected)
     }

@@ -6,7 +6,9 @@ public func makePostgresDatabase() throws -> String {
         throw TestSupportError("POSTGRES_URL is not set: run the tests with scripts/test.sh, which starts PostgreSQL")
     }
     let name = "test_\(UUID().uuidString.prefix(8).lowercased())"
-    guard runPsql(base, "CREATE DATABASE \(name)") == 0 else { throw TestSupportError("CREATE DATABASE \(name) failed") }
+    guard runPsql(base, "CREATE DATABASE \(name)") == 0 else {
+        throw TestSupportError("CREATE DATABASE \(name) failed")
+    }
     return String(base[..<(base.lastIndex(of: "/") ?? base.endIndex)]) + "/\(name)"
 }
 

@@ -28,12 +28,14 @@ public struct SimulatorAdmin: Sendable {
     }
 
     public func faults(_ fields: [String: Any]) async throws {
-        _ = try await http.execute(HTTPRequest(
-            method: .put, url: "\(baseURL)/admin/faults", body: try JSONSerialization.data(withJSONObject: fields)))
+        _ = try await http.execute(
+            HTTPRequest(
+                method: .put, url: "\(baseURL)/admin/faults", body: try JSONSerialization.data(withJSONObject: fields)))
     }
 
     private func post(_ path: String, _ fields: [String: Any]) async throws -> HTTPResponse {
-        try await http.execute(HTTPRequest(
-            method: .post, url: "\(baseURL)\(path)", body: try JSONSerialization.data(withJSONObject: fields)))
+        try await http.execute(
+            HTTPRequest(
+                method: .post, url: "\(baseURL)\(path)", body: try JSONSerialization.data(withJSONObject: fields)))
     }
 }

@@ -21,21 +21,28 @@ struct CheckTableTests {
             try await harness.submit(job("j", order: "o", product: "p", ["receipt": purchase.receipt]))
         case .transactionNotFound:
             let purchase = try await harness.purchase(["product_id": "p"])
-            try await harness.submit(job("j", order: "o", product: "p", ["receipt": purchase.receipt, "transaction_id": "999"]))
+            try await harness.submit(
+                job("j", order: "o", product: "p", ["receipt": purchase.receipt, "transaction_id": "999"]))
         case .quantityMismatch:
             let purchase = try await harness.purchase(["product_id": "p", "quantity": 1])
             try await harness.submit(job("j", order: "o", product: "p", ["receipt": purchase.receipt], quantity: 5))
         case .accountMismatch:
             let purchase = try await harness.purchase(["product_id": "p", "app_account_token": token])
-            try await harness.submit(job("j", order: "o", product: "p", [
-                "signed_transaction": purchase.signed_transaction, "app_account_token": "00000000-0000-0000-0000-000000000001",
-            ]))
+            try await harness.submit(
+                job(
+                    "j", order: "o", product: "p",
+                    [
+                        "signed_transaction": purchase.signed_transaction,
+                        "app_account_token": "00000000-0000-0000-0000-000000000001",
+                    ]))
         case .revoked:
             let purchase = try await harness.purchase(["product_id": "p"])
             try await harness.admin.refund(transactionID: purchase.transaction_id)
             try await harness.submit(job("j", order: "o", product: "p", ["receipt": purchase.receipt]))
         case .expired:
-            let purchase = try await harness.purchase(["product_id": "p", "type": "subscription", "expires_in_seconds": -60])
+            let purchase = try await harness.purchase([
+                "product_id": "p", "type": "subscription", "expires_in_seconds": -60,
+            ])
             try await harness.submit(job("j", order: "o", product: "p", ["receipt": purchase.receipt]))
         case .orderAlreadyFulfilled:
             let first = try await harness.purchase(["product_id": "p"])

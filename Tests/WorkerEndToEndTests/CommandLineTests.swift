@@ -28,7 +28,9 @@ import Testing
 
     @Test("check-config names the key of every configuration error, from the file, the environment and --set")
     func checkConfigErrors() async throws {
-        let valid = try WorkerProcess.writeConfig(["apple.bundle_id": "com.example", "metrics.listen": "127.0.0.1:9100"])
+        let valid = try WorkerProcess.writeConfig([
+            "apple.bundle_id": "com.example", "metrics.listen": "127.0.0.1:9100",
+        ])
         #expect(try await CommandLineRun.run(["check-config", "--config", valid]).status == 0)
 
         let cases: [(arguments: [String], environment: [String: String], names: String)] = [
@@ -37,11 +39,18 @@ import Testing
             (["--set", "apple.shared_secret_file=/nonexistent/secret"], [:], "apple.shared_secret_file: cannot read"),
             (["--set", "metrics.listen=metrics.internal:9100"], [:], "metrics.listen: must be host:port"),
             (["--set", "ledger.url=mysql://db"], [:], "ledger.url: must start with"),
-            ([], ["RECEIPT_WORKER_RETRY__MAX_ATTEMPTS": "0"], "retry.max_attempts (from RECEIPT_WORKER_RETRY__MAX_ATTEMPTS)"),
-            ([], ["RECEIPT_WORKER_APPLE__ALLOW_SANDBOX": "yes"], "apple.allow_sandbox (from RECEIPT_WORKER_APPLE__ALLOW_SANDBOX)"),
+            (
+                [], ["RECEIPT_WORKER_RETRY__MAX_ATTEMPTS": "0"],
+                "retry.max_attempts (from RECEIPT_WORKER_RETRY__MAX_ATTEMPTS)"
+            ),
+            (
+                [], ["RECEIPT_WORKER_APPLE__ALLOW_SANDBOX": "yes"],
+                "apple.allow_sandbox (from RECEIPT_WORKER_APPLE__ALLOW_SANDBOX)"
+            ),
         ]
         for (arguments, environment, names) in cases {
-            let run = try await CommandLineRun.run(["check-config", "--config", valid] + arguments, environment: environment)
+            let run = try await CommandLineRun.run(
+                ["check-config", "--config", valid] + arguments, environment: environment)
             #expect(run.status == 2, "\(names)")
             #expect(run.errors.contains(names), "\(run.errors)")
         }
@@ -50,10 +59,12 @@ import Testing
         let noBundle = try await CommandLineRun.run(["check-config"])
         #expect(noBundle.status == 2 && noBundle.errors.contains("apple.bundle_id: is required"))
         // The environment sets what the file does not; --set wins over both.
-        let fromEnvironment = try await CommandLineRun.run(["check-config"], environment: ["RECEIPT_WORKER_APPLE__BUNDLE_ID": "com.example"])
+        let fromEnvironment = try await CommandLineRun.run(
+            ["check-config"], environment: ["RECEIPT_WORKER_APPLE__BUNDLE_ID": "com.example"])
         #expect(fromEnvironment.status == 0)
         let overridden = try await CommandLineRun.run(
-            ["check-config", "--config", valid, "--set", "retry.max_attempts=3"], environment: ["RECEIPT_WORKER_RETRY__MAX_ATTEMPTS": "0"])
+            ["check-config", "--config", valid, "--set", "retry.max_attempts=3"],
+            environment: ["RECEIPT_WORKER_RETRY__MAX_ATTEMPTS": "0"])
         #expect(overridden.status == 0)
     }
 
@@ -61,10 +72,12 @@ import Testing
     func printConfiguration() async throws {
         let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("secret-\(UUID())").path
         try "shared-s3cret-value".write(toFile: secretFile, atomically: true, encoding: .utf8)
-        let run = try await CommandLineRun.run([
-            "check-config", "--print", "--set", "apple.bundle_id=com.example", "--set", "apple.shared_secret_file=\(secretFile)",
-            "--set", "ledger.url=postgresql://worker:db-pa55@db/ledger", "--set", "kafka.sasl.password=kafka-pa55",
-        ], environment: ["RECEIPT_WORKER_WORKER__MAX_IN_FLIGHT": "250"])
+        let run = try await CommandLineRun.run(
+            [
+                "check-config", "--print", "--set", "apple.bundle_id=com.example", "--set",
+                "apple.shared_secret_file=\(secretFile)",
+                "--set", "ledger.url=postgresql://worker:db-pa55@db/ledger", "--set", "kafka.sasl.password=kafka-pa55",
+            ], environment: ["RECEIPT_WORKER_WORKER__MAX_IN_FLIGHT": "250"])
         #expect(run.status == 0, "\(run.errors)")
         let lines = Set(run.output.split(separator: "\n").map(String.init))
         #expect(lines.contains("worker.max_in_flight=250"))
@@ -89,19 +102,24 @@ import Testing
     func enqueueAndResults() async throws {
         let harness = try await WorkerHarness()
         let purchase = try await harness.purchase(["product_id": "coins_100"])
-        let kafka = ["--set", "kafka.bootstrap.servers=\(WorkerHarness.bootstrap)", "--set", "topics.jobs=\(harness.topics.jobs)",
-                     "--set", "topics.results=\(harness.topics.results)"]
-        let submitted = try await CommandLineRun.run(["enqueue"] + kafka + [
-            "--job-id", "cli-job-1", "--order-id", "cli-order-1", "--user-id", "p1", "--product-id", "coins_100",
-            "--receipt", purchase.receipt,
-        ])
+        let kafka = [
+            "--set", "kafka.bootstrap.servers=\(WorkerHarness.bootstrap)", "--set",
+            "topics.jobs=\(harness.topics.jobs)",
+            "--set", "topics.results=\(harness.topics.results)",
+        ]
+        let submitted = try await CommandLineRun.run(
+            ["enqueue"] + kafka + [
+                "--job-id", "cli-job-1", "--order-id", "cli-order-1", "--user-id", "p1", "--product-id", "coins_100",
+                "--receipt", purchase.receipt,
+            ])
         #expect(submitted.status == 0, "\(submitted.errors)")
         #expect(submitted.output.hasPrefix("enqueued cli-job-1 \(harness.topics.jobs)["))
         #expect(!submitted.output.contains(purchase.receipt) && !submitted.errors.contains(purchase.receipt))
 
-        let results = try await CommandLineRun.run(["results"] + kafka + [
-            "--from-beginning", "--order-id", "cli-order-1", "--count", "1", "--timeout", "40",
-        ])
+        let results = try await CommandLineRun.run(
+            ["results"] + kafka + [
+                "--from-beginning", "--order-id", "cli-order-1", "--count", "1", "--timeout", "40",
+            ])
         #expect(results.status == 0, "\(results.errors)")
         let lines = results.output.split(separator: "\n")
         #expect(lines.first?.hasPrefix("VERIFIED AT") == true)
@@ -109,16 +127,19 @@ import Testing
         #expect(Array(words.dropFirst().prefix(4)) == ["grant", "verified", "cli-order-1", "coins_100"])
         #expect(words.contains(purchase.transaction_id) && words.contains("Production"))
 
-        let invalid = try await CommandLineRun.run(["enqueue"] + kafka + [
-            "--order-id", "o", "--user-id", "u", "--product-id", "p", "--receipt", "x", "--quantity", "5000",
-        ])
+        let invalid = try await CommandLineRun.run(
+            ["enqueue"] + kafka + [
+                "--order-id", "o", "--user-id", "u", "--product-id", "p", "--receipt", "x", "--quantity", "5000",
+            ])
         #expect(invalid.status == 2 && invalid.errors.contains("--quantity"))
         let jobFile = FileManager.default.temporaryDirectory.appendingPathComponent("jobs-\(UUID()).jsonl").path
-        try "{\"job_id\":\"a\",\"order_id\":\"o\",\"user_id\":\"u\"}\n".write(toFile: jobFile, atomically: true, encoding: .utf8)
+        try "{\"job_id\":\"a\",\"order_id\":\"o\",\"user_id\":\"u\"}\n".write(
+            toFile: jobFile, atomically: true, encoding: .utf8)
         let incomplete = try await CommandLineRun.run(["enqueue"] + kafka + ["--file", jobFile])
         #expect(incomplete.status == 2 && incomplete.errors.contains("job 1"))
 
-        let timedOut = try await CommandLineRun.run(["results"] + kafka + ["--order-id", "never", "--count", "1", "--timeout", "2"])
+        let timedOut = try await CommandLineRun.run(
+            ["results"] + kafka + ["--order-id", "never", "--count", "1", "--timeout", "2"])
         #expect(timedOut.status == 1 && timedOut.errors.contains("0 of 1 events"))
         await harness.stop()
     }
@@ -128,17 +149,28 @@ import Testing
         let suffix = UUID().uuidString.prefix(8).lowercased()
         let (dlq, jobs) = ("dlq-replay-\(suffix)", "jobs-replay-\(suffix)")
         let logger = WorkerHarness.logger
-        try await KafkaAdmin.createTopics(bootstrapServers: WorkerHarness.bootstrap, topics: [(dlq, 2), (jobs, 1)], logger: logger)
-        let producer = try KafkaProducer(configuration: .init(bootstrapServers: WorkerHarness.bootstrap), logger: logger)
+        try await KafkaAdmin.createTopics(
+            bootstrapServers: WorkerHarness.bootstrap, topics: [(dlq, 2), (jobs, 1)], logger: logger)
+        let producer = try KafkaProducer(
+            configuration: .init(bootstrapServers: WorkerHarness.bootstrap), logger: logger)
         for (index, reason) in ["retries_exhausted", "malformed_job", "retries_exhausted"].enumerated() {
-            _ = try await producer.send(KafkaProducerMessage(
-                topic: dlq, partition: Int32(index % 2), key: Array("order-\(index)".utf8), value: Array("{\"job_id\":\"j\(index)\"}".utf8),
-                headers: [KafkaHeader(name: "dlq_reason", string: reason), KafkaHeader(name: "dlq_error", string: "Apple was down")]))
+            _ = try await producer.send(
+                KafkaProducerMessage(
+                    topic: dlq, partition: Int32(index % 2), key: Array("order-\(index)".utf8),
+                    value: Array("{\"job_id\":\"j\(index)\"}".utf8),
+                    headers: [
+                        KafkaHeader(name: "dlq_reason", string: reason),
+                        KafkaHeader(name: "dlq_error", string: "Apple was down"),
+                    ]))
         }
         await producer.close()
-        let kafka = ["--set", "kafka.bootstrap.servers=\(WorkerHarness.bootstrap)", "--set", "topics.jobs=\(jobs)", "--set", "topics.dlq=\(dlq)"]
+        let kafka = [
+            "--set", "kafka.bootstrap.servers=\(WorkerHarness.bootstrap)", "--set", "topics.jobs=\(jobs)", "--set",
+            "topics.dlq=\(dlq)",
+        ]
 
-        let dryRun = try await CommandLineRun.run(["dlq", "replay"] + kafka + ["--reason", "retries_exhausted", "--dry-run"])
+        let dryRun = try await CommandLineRun.run(
+            ["dlq", "replay"] + kafka + ["--reason", "retries_exhausted", "--dry-run"])
         #expect(dryRun.status == 0, "\(dryRun.errors)")
         #expect(dryRun.output.contains("would replay 2 of 3 dead letters"))
         #expect(try await jobsIn(jobs, expecting: 0).isEmpty)
@@ -147,15 +179,20 @@ import Testing
         // Kafka's time index skips them all; Tansu answers offset 0 and the filter skips them: none is replayed.
         #expect(future.status == 0 && future.output.contains("replayed 0 of"), "\(future.output)\(future.errors)")
 
-        let past = try await CommandLineRun.run(["dlq", "replay"] + kafka + ["--since", "2000-01-01T00:00:00Z", "--dry-run"])
+        let past = try await CommandLineRun.run(
+            ["dlq", "replay"] + kafka + ["--since", "2000-01-01T00:00:00Z", "--dry-run"])
         #expect(past.status == 0 && past.output.contains("would replay 3 of 3"), "\(past.output)\(past.errors)")
 
         let replay = try await CommandLineRun.run(["dlq", "replay"] + kafka + ["--reason", "retries_exhausted"])
         #expect(replay.status == 0, "\(replay.errors)")
         #expect(replay.output.contains("replayed 2 of 3 dead letters"))
         let replayed = try await jobsIn(jobs, expecting: 2)
-        #expect(Set(replayed.map { String(decoding: $0.value, as: UTF8.self) }) == ["{\"job_id\":\"j0\"}", "{\"job_id\":\"j2\"}"])
-        #expect(Set(replayed.compactMap { $0.key.map { String(decoding: $0, as: UTF8.self) } }) == ["order-0", "order-2"])
+        #expect(
+            Set(replayed.map { String(decoding: $0.value, as: UTF8.self) }) == [
+                "{\"job_id\":\"j0\"}", "{\"job_id\":\"j2\"}",
+            ])
+        #expect(
+            Set(replayed.compactMap { $0.key.map { String(decoding: $0, as: UTF8.self) } }) == ["order-0", "order-2"])
         #expect(replayed.allSatisfy { $0.header("dlq_replayed_from") != nil })
 
         let badTime = try await CommandLineRun.run(["dlq", "replay"] + kafka + ["--since", "yesterday"])
@@ -165,7 +202,8 @@ import Testing
     /// What is on `topic`, read until `expecting` messages arrived (or 5 s passed for 0).
     private func jobsIn(_ topic: String, expecting: Int) async throws -> [KafkaMessage] {
         let consumer = try KafkaConsumer(
-            configuration: .init(bootstrapServers: WorkerHarness.bootstrap, groupID: "check-\(UUID())"), logger: WorkerHarness.logger)
+            configuration: .init(bootstrapServers: WorkerHarness.bootstrap, groupID: "check-\(UUID())"),
+            logger: WorkerHarness.logger)
         _ = try await consumer.assign(topic: topic, from: .beginning)
         let deadline = ContinuousClock.now + (expecting == 0 ? .seconds(3) : .seconds(30))
         var messages: [KafkaMessage] = []

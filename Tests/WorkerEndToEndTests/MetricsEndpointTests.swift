@@ -32,25 +32,32 @@ import Testing
         let scraped = await eventually(timeout: .seconds(10)) {
             let text = (try? await get("/metrics").body) ?? ""
             return text.contains("receipt_worker_jobs_consumed_total 2\n")
-                && text.contains("receipt_worker_jobs_in_flight 0\n") && text.contains("receipt_worker_partition_committed_offset{")
+                && text.contains("receipt_worker_jobs_in_flight 0\n")
+                && text.contains("receipt_worker_partition_committed_offset{")
         }
         #expect(scraped)
         let text = try await get("/metrics").body
         #expect(text.contains("receipt_worker_decisions_total{decision=\"grant\",reason=\"verified\"} 1\n"))
         #expect(text.contains("receipt_worker_decisions_total{decision=\"deny\",reason=\"product_mismatch\"} 0\n"))
         #expect(text.contains("receipt_worker_dlq_messages_total{reason=\"malformed_job\"} 1\n"))
-        #expect(text.contains("receipt_worker_apple_request_duration_seconds_count{endpoint=\"verify_receipt_production\",outcome=\"ok\"} 1\n"))
+        #expect(
+            text.contains(
+                "receipt_worker_apple_request_duration_seconds_count{endpoint=\"verify_receipt_production\",outcome=\"ok\"} 1\n"
+            ))
         #expect(text.contains("receipt_worker_circuit_state{state=\"closed\"} 1\n"))
         #expect(text.contains("receipt_worker_ledger_up 1\n"))
         #expect(text.contains("receipt_worker_ready 1\n"))
         #expect(!text.contains(purchase.receipt))
 
         // Every metric the Grafana dashboard and the Prometheus rules query is one the worker exports.
-        let exported = Set(text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map { String($0.split(separator: " ")[2]) })
+        let exported = Set(
+            text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map { String($0.split(separator: " ")[2]) })
         for file in ["deploy/grafana/receipt-worker-dashboard.json", "deploy/prometheus/receipt-worker-rules.yaml"] {
             let queried = try Self.metricNames(in: Self.repositoryRoot.appendingPathComponent(file))
             #expect(!queried.isEmpty, "\(file) names no metric")
-            #expect(queried.subtracting(exported).isEmpty, "\(file) queries metrics the worker does not export: \(queried.subtracting(exported))")
+            #expect(
+                queried.subtracting(exported).isEmpty,
+                "\(file) queries metrics the worker does not export: \(queried.subtracting(exported))")
         }
 
         harness.worker.shutdown()
@@ -66,12 +73,13 @@ import Testing
         let names = regex.matches(in: text, range: NSRange(text.startIndex..., in: text)).map { match in
             String(text[Range(match.range, in: text)!])
         }
-        return Set(names.filter { !$0.hasSuffix("_") }.map { name in
-            for suffix in ["_bucket", "_sum", "_count"] where name.hasSuffix(suffix) && name.contains("_seconds") {
-                return String(name.dropLast(suffix.count))
-            }
-            return name
-        })
+        return Set(
+            names.filter { !$0.hasSuffix("_") }.map { name in
+                for suffix in ["_bucket", "_sum", "_count"] where name.hasSuffix(suffix) && name.contains("_seconds") {
+                    return String(name.dropLast(suffix.count))
+                }
+                return name
+            })
     }
 }
 
@@ -92,7 +100,8 @@ import Testing
             let purchase = try await harness.purchase(["product_id": "coins_100"])
             let id = "budget-\(index)"
             ids.append(id)
-            try await harness.submit(job(id, order: "budget-order-\(index)", product: "coins_100", ["receipt": purchase.receipt]))
+            try await harness.submit(
+                job(id, order: "budget-order-\(index)", product: "coins_100", ["receipt": purchase.receipt]))
         }
         var sawWaiting = false
         let busy = await eventually(timeout: .seconds(30)) {

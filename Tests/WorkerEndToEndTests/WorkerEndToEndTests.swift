@@ -29,7 +29,9 @@ struct WorkerEndToEndTests {
         await harness.stop()
     }
 
-    @Test("one receipt replayed for a second order is duplicate_transaction; a cheap product's receipt is product_mismatch")
+    @Test(
+        "one receipt replayed for a second order is duplicate_transaction; a cheap product's receipt is product_mismatch"
+    )
     func replayAndSwap() async throws {
         let harness = try await WorkerHarness()
         let cheap = try await harness.purchase(["product_id": "coins.100"])
@@ -37,8 +39,10 @@ struct WorkerEndToEndTests {
         #expect(await harness.result(jobID: "j-first")?["decision"] as? String == "grant")
         try await harness.submit(job("j-replay", order: "order-b", product: "coins.100", ["receipt": cheap.receipt]))
         #expect(await harness.result(jobID: "j-replay")?["reason"] as? String == "duplicate_transaction")
-        try await harness.submit(job("j-swap", order: "order-c", product: "coins.10000",
-                                     ["receipt": cheap.receipt, "transaction_id": cheap.transaction_id]))
+        try await harness.submit(
+            job(
+                "j-swap", order: "order-c", product: "coins.10000",
+                ["receipt": cheap.receipt, "transaction_id": cheap.transaction_id]))
         #expect(await harness.result(jobID: "j-swap")?["reason"] as? String == "product_mismatch")
         await harness.stop()
     }
@@ -49,7 +53,8 @@ struct WorkerEndToEndTests {
         let first = try await harness.purchase(["product_id": "coins.100", "environment": "Sandbox"])
         let second = try await harness.purchase(["product_id": "coins.100", "environment": "Sandbox"])
         try await harness.submit(job("j-receipt", order: "o-1", product: "coins.100", ["receipt": first.receipt]))
-        try await harness.submit(job("j-signed", order: "o-2", product: "coins.100", ["signed_transaction": second.signed_transaction]))
+        try await harness.submit(
+            job("j-signed", order: "o-2", product: "coins.100", ["signed_transaction": second.signed_transaction]))
         let viaReceipt = await harness.result(jobID: "j-receipt")
         let viaSigned = await harness.result(jobID: "j-signed")
         #expect(viaReceipt?["reason"] as? String == (allowed ? "verified" : "sandbox_not_allowed"))
@@ -62,12 +67,19 @@ struct WorkerEndToEndTests {
         await harness.stop()
     }
 
-    @Test("malformed messages go to the DLQ unchanged with their headers, an invalid job is also denied, the worker goes on")
+    @Test(
+        "malformed messages go to the DLQ unchanged with their headers, an invalid job is also denied, the worker goes on"
+    )
     func malformed() async throws {
         let harness = try await WorkerHarness()
         try await harness.submit(raw: Data("definitely not json".utf8), key: "k1")
-        try await harness.submit(raw: Data(#"{"job_id":"j-bad","order_id":"o-bad","user_id":"u","product_id":"p","quantity":0,"receipt":"QUJD"}"#.utf8), key: "o-bad")
-        try await harness.submit(raw: Data(#"{"job_id":"x","order_id":"o-big","pad":"\#(String(repeating: "x", count: 300_000))"}"#.utf8), key: "o-big")
+        try await harness.submit(
+            raw: Data(
+                #"{"job_id":"j-bad","order_id":"o-bad","user_id":"u","product_id":"p","quantity":0,"receipt":"QUJD"}"#
+                    .utf8), key: "o-bad")
+        try await harness.submit(
+            raw: Data(#"{"job_id":"x","order_id":"o-big","pad":"\#(String(repeating: "x", count: 300_000))"}"#.utf8),
+            key: "o-big")
         let purchase = try await harness.purchase(["product_id": "coins.100"])
         try await harness.submit(job("j-after", order: "o-after", product: "coins.100", ["receipt": purchase.receipt]))
 
@@ -93,13 +105,17 @@ struct WorkerEndToEndTests {
         for index in 0..<10 { purchases.append(try await harness.purchase(["product_id": "coins.\(index)"])) }
         try await harness.faults(["outage_start_in_ms": 0, "outage_seconds": 3, "outage_mode": "http_5xx"])
         for (index, purchase) in purchases.enumerated() {
-            try await harness.submit(job("j-\(index)", order: "o-\(index)", product: "coins.\(index)", ["receipt": purchase.receipt]))
+            try await harness.submit(
+                job("j-\(index)", order: "o-\(index)", product: "coins.\(index)", ["receipt": purchase.receipt]))
         }
         let allGranted = await eventually(timeout: .seconds(60)) {
             (0..<10).allSatisfy { harness.results(jobID: "j-\($0)").first?["decision"] as? String == "grant" }
         }
         #expect(allGranted)
-        #expect((0..<10).allSatisfy { index in harness.results(jobID: "j-\(index)").allSatisfy { $0["decision"] as? String == "grant" } })
+        #expect(
+            (0..<10).allSatisfy { index in
+                harness.results(jobID: "j-\(index)").allSatisfy { $0["decision"] as? String == "grant" }
+            })
         #expect(harness.deadLetters.isEmpty)
         await harness.stop()
     }
@@ -109,7 +125,8 @@ struct WorkerEndToEndTests {
         let harness = try await WorkerHarness(maxAttempts: 3)
         let purchase = try await harness.purchase(["product_id": "coins.100"])
         try await harness.faults(["status_21005_rate": 1.0])
-        try await harness.submit(job("j-doomed", order: "o-doomed", product: "coins.100", ["receipt": purchase.receipt]))
+        try await harness.submit(
+            job("j-doomed", order: "o-doomed", product: "coins.100", ["receipt": purchase.receipt]))
         #expect(await eventually(timeout: .seconds(40)) { !harness.deadLetters.isEmpty })
         let letter = try #require(harness.deadLetters.first)
         #expect(letter.header("dlq_reason")?.stringValue == "retries_exhausted")

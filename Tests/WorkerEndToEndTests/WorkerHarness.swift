@@ -28,7 +28,9 @@ final class WorkerHarness: Sendable {
         return value
     }
 
-    init(allowSandbox: Bool = false, maxAttempts: Int = 6, configure: (inout WorkerConfiguration) -> Void = { _ in }) async throws {
+    init(allowSandbox: Bool = false, maxAttempts: Int = 6, configure: (inout WorkerConfiguration) -> Void = { _ in })
+        async throws
+    {
         simulator = try AppStoreSimulator()
         simulator.start()
         http = HTTPClient(logger: Self.logger)
@@ -47,7 +49,8 @@ final class WorkerHarness: Sendable {
         configuration.apple.verifyReceiptProductionURL = "\(simulator.baseURL)/production/verifyReceipt"
         configuration.apple.verifyReceiptSandboxURL = "\(simulator.baseURL)/sandbox/verifyReceipt"
         configuration.apple.rootCertificates = [Data(AppStoreSimulator.testRootPEM.utf8)]
-        configuration.ledgerURL = "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("e2e-\(suffix).sqlite").path
+        configuration.ledgerURL =
+            "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("e2e-\(suffix).sqlite").path
         configuration.retry.maxAttempts = maxAttempts
         configuration.retry.initialBackoff = .milliseconds(20)
         configuration.retry.maxBackoff = .milliseconds(200)
@@ -62,7 +65,9 @@ final class WorkerHarness: Sendable {
         reader = try KafkaConsumer(
             configuration: .init(
                 bootstrapServers: Self.bootstrap, groupID: "reader-\(suffix)",
-                properties: ["session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "max.poll.interval.ms": "10000"]),
+                properties: [
+                    "session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "max.poll.interval.ms": "10000",
+                ]),
             logger: Self.logger)
         try reader.subscribe(topics: [configuration.topics.results, configuration.topics.dlq])
         let worker = self.worker
@@ -101,7 +106,8 @@ final class WorkerHarness: Sendable {
     }
 
     func submit(raw: Data, key: String?) async throws {
-        _ = try await producer.send(KafkaProducerMessage(topic: topics.jobs, key: key.map { Array($0.utf8) }, value: Array(raw)))
+        _ = try await producer.send(
+            KafkaProducerMessage(topic: topics.jobs, key: key.map { Array($0.utf8) }, value: Array(raw)))
     }
 
     /// Result events of one job, decoded, as they arrived.
@@ -114,7 +120,8 @@ final class WorkerHarness: Sendable {
     func resultMessages(jobID: String) -> [KafkaMessage] {
         received.withLock { $0 }.filter {
             $0.topic == topics.results
-                && ((try? JSONSerialization.jsonObject(with: Data($0.value))) as? [String: Any])?["job_id"] as? String == jobID
+                && ((try? JSONSerialization.jsonObject(with: Data($0.value))) as? [String: Any])?["job_id"] as? String
+                    == jobID
         }
     }
 

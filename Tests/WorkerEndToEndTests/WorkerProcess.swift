@@ -9,12 +9,16 @@ final class WorkerProcess: Sendable {
 
     /// The binary beside the test bundle (`swift build --build-tests` builds every product).
     static var binary: String {
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("receipt-worker").path
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
+            "receipt-worker"
+        ).path
     }
 
     static func writeConfig(_ lines: [String: String]) throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("worker-\(UUID()).properties").path
-        let text = "# written by the end-to-end tests\n" + lines.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "\n")
+        let text =
+            "# written by the end-to-end tests\n"
+            + lines.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "\n")
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }

@@ -24,13 +24,16 @@ final class ProcessHarness: Sendable {
         http = HTTPClient(logger: Self.logger)
         let bootstrap = WorkerHarness.bootstrap
         try await KafkaAdmin.createTopics(
-            bootstrapServers: bootstrap, topics: [("jobs-\(suffix)", 4), ("results-\(suffix)", 1), ("dlq-\(suffix)", 1)],
+            bootstrapServers: bootstrap,
+            topics: [("jobs-\(suffix)", 4), ("results-\(suffix)", 1), ("dlq-\(suffix)", 1)],
             logger: Self.logger)
         producer = try KafkaProducer(configuration: .init(bootstrapServers: bootstrap), logger: Self.logger)
         reader = try KafkaConsumer(
             configuration: .init(
                 bootstrapServers: bootstrap, groupID: "reader-\(suffix)",
-                properties: ["session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "max.poll.interval.ms": "10000"]),
+                properties: [
+                    "session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "max.poll.interval.ms": "10000",
+                ]),
             logger: Self.logger)
         try reader.subscribe(topics: ["results-\(suffix)"])
         let task = Task { [self] in
@@ -47,17 +50,19 @@ final class ProcessHarness: Sendable {
     }
 
     func config(ledger: String, extra: [String: String] = [:]) throws -> String {
-        try WorkerProcess.writeConfig([
-            "apple.bundle_id": "com.example",
-            "apple.verify_receipt.production_url": "\(simulator.baseURL)/production/verifyReceipt",
-            "apple.verify_receipt.sandbox_url": "\(simulator.baseURL)/sandbox/verifyReceipt",
-            "apple.root_certificates": try rootFile(),
-            "ledger.url": ledger, "topics.jobs": "jobs-\(suffix)", "topics.results": "results-\(suffix)",
-            "topics.dlq": "dlq-\(suffix)", "retry.initial_backoff_ms": "20", "retry.max_backoff_ms": "500",
-            "worker.drain_timeout_ms": "5000", "kafka.bootstrap.servers": WorkerHarness.bootstrap,
-            "kafka.group.id": "workers-\(suffix)", "kafka.session.timeout.ms": "6000", "kafka.heartbeat.interval.ms": "500",
-            "kafka.max.poll.interval.ms": "10000",
-        ].merging(extra) { $1 })
+        try WorkerProcess.writeConfig(
+            [
+                "apple.bundle_id": "com.example",
+                "apple.verify_receipt.production_url": "\(simulator.baseURL)/production/verifyReceipt",
+                "apple.verify_receipt.sandbox_url": "\(simulator.baseURL)/sandbox/verifyReceipt",
+                "apple.root_certificates": try rootFile(),
+                "ledger.url": ledger, "topics.jobs": "jobs-\(suffix)", "topics.results": "results-\(suffix)",
+                "topics.dlq": "dlq-\(suffix)", "retry.initial_backoff_ms": "20", "retry.max_backoff_ms": "500",
+                "worker.drain_timeout_ms": "5000", "kafka.bootstrap.servers": WorkerHarness.bootstrap,
+                "kafka.group.id": "workers-\(suffix)", "kafka.session.timeout.ms": "6000",
+                "kafka.heartbeat.interval.ms": "500",
+                "kafka.max.poll.interval.ms": "10000",
+            ].merging(extra) { $1 })
     }
 
     private func rootFile() throws -> String {
@@ -82,7 +87,8 @@ final class ProcessHarness: Sendable {
                 let value = try JSONSerialization.data(withJSONObject: job)
                 let key = job["order_id"] as? String ?? ""
                 group.addTask {
-                    _ = try await self.producer.send(KafkaProducerMessage(topic: "jobs-\(self.suffix)", key: Array(key.utf8), value: Array(value)))
+                    _ = try await self.producer.send(
+                        KafkaProducerMessage(topic: "jobs-\(self.suffix)", key: Array(key.utf8), value: Array(value)))
                 }
             }
             try await group.waitForAll()
@@ -110,23 +116,33 @@ final class ProcessHarness: Sendable {
 
 @Suite("Worker processes", .serialized, .timeLimit(.minutes(5)))
 struct WorkerProcessTests {
-    @Test("two worker processes sharing PostgreSQL, each receipt submitted under two orders at once: exactly one grant each; SIGTERM exits 0")
+    @Test(
+        "two worker processes sharing PostgreSQL, each receipt submitted under two orders at once: exactly one grant each; SIGTERM exits 0"
+    )
     func twoWorkersOnePostgres() async throws {
         let harness = try await ProcessHarness()
         let secret = "s3cret-\(UUID().uuidString)"
         // kafka.debug: librdkafka's own lines, routed into the worker's log.
-        let config = try harness.config(ledger: try makePostgresDatabase(), extra: ["apple.shared_secret": secret, "kafka.debug": "cgrp"])
+        let config = try harness.config(
+            ledger: try makePostgresDatabase(), extra: ["apple.shared_secret": secret, "kafka.debug": "cgrp"])
         let debug = ["LOG_LEVEL": "debug"]  // the most a log says: still no receipt, no secret
-        let workers = [try WorkerProcess(config: config, environment: debug), try WorkerProcess(config: config, environment: debug)]
+        let workers = [
+            try WorkerProcess(config: config, environment: debug),
+            try WorkerProcess(config: config, environment: debug),
+        ]
         // Both must be in the group before the jobs arrive, or one worker would take them all.
-        #expect(await eventually(timeout: .seconds(40)) { workers.allSatisfy { $0.log.contains("partitions assigned") } })
+        #expect(
+            await eventually(timeout: .seconds(40)) { workers.allSatisfy { $0.log.contains("partitions assigned") } })
         var jobs: [[String: Any]] = []
         var receipts: [String] = []
         for index in 0..<40 {
             let purchase = try await harness.purchase(product: "coins")
             receipts.append(purchase.receipt)
             for side in ["a", "b"] {
-                jobs.append(job("\(side)-\(index)", order: "order-\(side)-\(index)", product: "coins", ["receipt": purchase.receipt]))
+                jobs.append(
+                    job(
+                        "\(side)-\(index)", order: "order-\(side)-\(index)", product: "coins",
+                        ["receipt": purchase.receipt]))
             }
         }
         try await harness.submit(jobs)
@@ -137,14 +153,17 @@ struct WorkerProcessTests {
             #expect(decisions.filter { $0["decision"] as? String == "grant" }.count == 1)
             #expect(decisions.filter { $0["reason"] as? String == "duplicate_transaction" }.count == 1)
         }
-        for worker in workers { #expect(await worker.stop(SIGTERM) == 0, "exit status after SIGTERM; log:\n\(worker.log.suffix(2000))") }
+        for worker in workers {
+            #expect(await worker.stop(SIGTERM) == 0, "exit status after SIGTERM; log:\n\(worker.log.suffix(2000))")
+        }
         // Logs: one JSON object per line with a level, librdkafka's among them, never a receipt or the secret.
         for worker in workers {
             let lines = worker.log.split(separator: "\n")
             #expect(lines.count > 10)
             for line in lines {
                 let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
-                #expect(object?["level"] is String && object?["message"] is String, "not a log object: \(line.prefix(200))")
+                #expect(
+                    object?["level"] is String && object?["message"] is String, "not a log object: \(line.prefix(200))")
             }
             #expect(!worker.log.contains(secret))
             #expect(!receipts.contains { worker.log.contains($0) })
@@ -156,7 +175,9 @@ struct WorkerProcessTests {
     @Test("kill -9 in the middle of 5,000 jobs, then a restart: every job has a result, no transaction granted twice")
     func killNine() async throws {
         let harness = try await ProcessHarness()
-        let ledger = "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("kill9-\(harness.suffix).sqlite").path
+        let ledger =
+            "sqlite:"
+            + FileManager.default.temporaryDirectory.appendingPathComponent("kill9-\(harness.suffix).sqlite").path
         let config = try harness.config(ledger: ledger, extra: ["worker.max_in_flight": "200"])
         try await harness.faults(["latency_ms": 20])
         var jobs: [[String: Any]] = []
@@ -167,7 +188,10 @@ struct WorkerProcessTests {
             jobs.append(job("job-\(index)", order: "order-\(index)", product: "coins", ["receipt": purchase.receipt]))
         }
         for index in 0..<500 {  // the same receipts replayed under new orders
-            jobs.append(job("replay-\(index)", order: "replay-order-\(index)", product: "coins", ["receipt": receipts[index * 9]]))
+            jobs.append(
+                job(
+                    "replay-\(index)", order: "replay-order-\(index)", product: "coins",
+                    ["receipt": receipts[index * 9]]))
         }
         try await harness.submit(jobs.shuffled())
 
@@ -185,7 +209,8 @@ struct WorkerProcessTests {
         for (_, events) in results {
             #expect(Set(events.compactMap { $0["event_id"] as? String }).count == 1, "a job answered twice differently")
             for event in events where event["decision"] as? String == "grant" {
-                ordersByTransaction[event["transaction_id"] as? String ?? "", default: []].insert(event["order_id"] as? String ?? "")
+                ordersByTransaction[event["transaction_id"] as? String ?? "", default: []].insert(
+                    event["order_id"] as? String ?? "")
             }
         }
         #expect(ordersByTransaction.values.allSatisfy { $0.count == 1 }, "a transaction was granted to two orders")

@@ -16,7 +16,8 @@ public struct AppleTransaction: Sendable, Hashable {
 
     public init(
         transactionID: String, originalTransactionID: String? = nil, productID: String? = nil, quantity: Int = 1,
-        appAccountToken: String? = nil, purchaseDate: Date? = nil, expiresDate: Date? = nil, revocationDate: Date? = nil,
+        appAccountToken: String? = nil, purchaseDate: Date? = nil, expiresDate: Date? = nil,
+        revocationDate: Date? = nil,
         productType: ProductType = .unknown
     ) {
         self.transactionID = transactionID
@@ -61,7 +62,9 @@ public struct AppleTransaction: Sendable, Hashable {
 
 /// A purchase proof Apple vouched for: its app, its environment, and the transactions it holds.
 public struct VerifiedPurchase: Sendable {
-    public enum Source: String, Sendable { case receipt, signedTransaction = "signed_transaction", serverAPI = "server_api" }
+    public enum Source: String, Sendable {
+        case receipt, signedTransaction = "signed_transaction", serverAPI = "server_api"
+    }
 
     public var source: Source
     public var bundleID: String?

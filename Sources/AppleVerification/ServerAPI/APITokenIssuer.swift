@@ -21,7 +21,9 @@ public final class APITokenIssuer: Sendable {
     private let cached = Mutex<(token: String, expires: Int64)?>(nil)
 
     /// `privateKeyPEM` is the .p8 file's text. `lifetime` is capped at 60 minutes. Default: 20 minutes.
-    public init(privateKeyPEM: String, keyID: String, issuerID: String, bundleID: String, lifetime: Duration = .seconds(1200))
+    public init(
+        privateKeyPEM: String, keyID: String, issuerID: String, bundleID: String, lifetime: Duration = .seconds(1200)
+    )
         throws
     {
         signer = try JWSSigner(key: ECPrivateKey(pem: privateKeyPEM), headerFields: ["kid": keyID, "typ": "JWT"])

@@ -49,7 +49,8 @@ public final class AppStoreServerAPIClient: Sendable {
             return .rejected(errorCode: 4000006)
         }
         attempts += 1
-        let production = try await lookup(id: id, base: configuration.productionURL, call: "transaction_info_production")
+        let production = try await lookup(
+            id: id, base: configuration.productionURL, call: "transaction_info_production")
         guard case .notFound = production, configuration.allowSandbox else { return production }
         attempts += 1
         return try await lookup(id: id, base: configuration.sandboxURL, call: "transaction_info_sandbox")
@@ -66,11 +67,13 @@ public final class AppStoreServerAPIClient: Sendable {
             guard let body = try? JSONDecoder().decode(TransactionInfoResponse.self, from: response.body),
                 let signed = body.signedTransactionInfo
             else {
-                throw AppleVerificationError(.apiError, "transactionInfo: HTTP 200 without signedTransactionInfo", isRetriable: true)
+                throw AppleVerificationError(
+                    .apiError, "transactionInfo: HTTP 200 without signedTransactionInfo", isRetriable: true)
             }
             return .found(signedTransaction: signed)
         }
-        guard let apiError = try? JSONDecoder().decode(APIErrorBody.self, from: response.body), let code = apiError.errorCode
+        guard let apiError = try? JSONDecoder().decode(APIErrorBody.self, from: response.body),
+            let code = apiError.errorCode
         else {
             if response.status == 401 {
                 // Apple's 401 has no JSON body. In production it also means the app has no production
@@ -87,7 +90,8 @@ public final class AppStoreServerAPIClient: Sendable {
         if Self.retryableErrorCodes.contains(code) || response.status == 429 || response.status >= 500 {
             throw AppleVerificationError(
                 response.status == 429 ? .rateLimited : .apiError,
-                "transactionInfo: Apple error \(code) (HTTP \(response.status))", isRetriable: true, retryAfter: retryAfter)
+                "transactionInfo: Apple error \(code) (HTTP \(response.status))", isRetriable: true,
+                retryAfter: retryAfter)
         }
         return .rejected(errorCode: code)
     }

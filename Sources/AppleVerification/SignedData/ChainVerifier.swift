@@ -102,7 +102,9 @@ final class ChainVerifier: Sendable {
             else { continue }
             let lower = max(window.lowerBound, before)
             let upper = min(window.upperBound, after)
-            guard lower <= upper else { throw AppleVerificationError(.invalidChain, "certificate validity windows do not overlap") }
+            guard lower <= upper else {
+                throw AppleVerificationError(.invalidChain, "certificate validity windows do not overlap")
+            }
             window = lower...upper
         }
         return window

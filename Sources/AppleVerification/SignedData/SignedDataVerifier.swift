@@ -96,7 +96,9 @@ public final class SignedDataVerifier: Sendable {
         let signedLength = utf8.distance(from: utf8.startIndex, to: secondDot)
         var signedText = jws  // contiguous UTF-8, so the signed bytes are read in place
         let valid = signedText.withUTF8 { bytes in
-            key.verifyES256(signature: signature, message: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[..<signedLength])))
+            key.verifyES256(
+                signature: signature,
+                message: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[..<signedLength])))
         }
         guard valid else { throw AppleVerificationError(.invalidSignature, "the JWS signature does not verify") }
         return payload
@@ -109,13 +111,16 @@ public final class SignedDataVerifier: Sendable {
         guard header.alg == "ES256" else {
             throw AppleVerificationError(.malformed, "the JWS algorithm is \(header.alg ?? "missing"), not ES256")
         }
-        guard let x5c = header.x5c else { throw AppleVerificationError(.invalidChainLength, "the JWS header has no x5c") }
+        guard let x5c = header.x5c else {
+            throw AppleVerificationError(.invalidChainLength, "the JWS header has no x5c")
+        }
         return x5c
     }
 
     private func check(bundleID: String? = nil, environment: AppleEnvironment?) throws(AppleVerificationError) {
         if let bundleID, bundleID != configuration.bundleID {
-            throw AppleVerificationError(.bundleMismatch, "signed for bundle \(bundleID), not \(configuration.bundleID)")
+            throw AppleVerificationError(
+                .bundleMismatch, "signed for bundle \(bundleID), not \(configuration.bundleID)")
         }
         guard let environment, configuration.allowedEnvironments.contains(environment) else {
             throw AppleVerificationError(
@@ -148,4 +153,3 @@ public protocol SignedPayload: Decodable {
 extension JWSTransaction: SignedPayload {}
 extension JWSRenewalInfo: SignedPayload {}
 extension NotificationPayload: SignedPayload {}
-

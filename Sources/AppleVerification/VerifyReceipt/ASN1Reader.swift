@@ -49,7 +49,8 @@ struct ASN1Reader {
     private static func endOfContents(_ bytes: [UInt8], from start: Int, limit: Int) -> Int? {
         var reader = ASN1Reader(bytes[start..<limit])
         while true {
-            if reader.offset + 2 <= reader.end, bytes[start + reader.offset] == 0, bytes[start + reader.offset + 1] == 0 {
+            if reader.offset + 2 <= reader.end, bytes[start + reader.offset] == 0, bytes[start + reader.offset + 1] == 0
+            {
                 return start + reader.offset
             }
             guard reader.next() != nil else { return nil }

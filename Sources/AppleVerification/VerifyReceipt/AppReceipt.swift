@@ -116,4 +116,3 @@ public struct AppReceipt: Sendable {
         return entry
     }
 }
-

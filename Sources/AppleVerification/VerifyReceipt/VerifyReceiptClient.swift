@@ -50,7 +50,8 @@ public final class VerifyReceiptClient: Sendable {
         for _ in 0..<2 {
             attempts += 1
             let response = try await post(
-                receipt: receipt, to: url, call: environment == "Sandbox" ? "verify_receipt_sandbox" : "verify_receipt_production")
+                receipt: receipt, to: url,
+                call: environment == "Sandbox" ? "verify_receipt_sandbox" : "verify_receipt_production")
             switch VerifyReceiptStatus(status: response.status, isRetryable: response.isRetryable) {
             case .valid:
                 return .valid(response, environment: response.environment ?? environment)
@@ -61,18 +62,21 @@ public final class VerifyReceiptClient: Sendable {
                 (url, environment) = (configuration.productionURL, "Production")
             case .retryable(let status):
                 throw AppleVerificationError(
-                    .appleStatus, "verifyReceipt status \(status): \(VerifyReceiptStatus.describe(status))", isRetriable: true)
+                    .appleStatus, "verifyReceipt status \(status): \(VerifyReceiptStatus.describe(status))",
+                    isRetriable: true)
             case .sharedSecretMismatch:
                 // Retried (and dead-lettered when it lasts), so no genuine purchase is denied while the
                 // secret is being rotated or fixed; the circuit breaker pauses intake if every call fails.
                 throw AppleVerificationError(
-                    .unauthorized, "verifyReceipt status 21004: the shared secret does not match (check apple.shared_secret)",
+                    .unauthorized,
+                    "verifyReceipt status 21004: the shared secret does not match (check apple.shared_secret)",
                     isRetriable: true)
             case .invalid(let status):
                 return .invalid(status: status)
             }
         }
-        throw AppleVerificationError(.appleStatus, "verifyReceipt redirected between environments twice", isRetriable: true)
+        throw AppleVerificationError(
+            .appleStatus, "verifyReceipt redirected between environments twice", isRetriable: true)
     }
 
     /// `{"receipt-data": …, "exclude-old-transactions": false, "password": …}`, written directly: the
@@ -87,7 +91,8 @@ public final class VerifyReceiptClient: Sendable {
     private func post(receipt: String, to url: String, call: String) async throws -> VerifyReceiptResponse {
         let request = HTTPRequest(
             method: .post, url: url, headers: [("Content-Type", "application/json")],
-            body: Self.requestBody(receipt: receipt, sharedSecret: configuration.sharedSecret), timeout: configuration.timeout)
+            body: Self.requestBody(receipt: receipt, sharedSecret: configuration.sharedSecret),
+            timeout: configuration.timeout)
         let response = try await AppleHTTP.execute(
             request, with: http, endpoint: "verifyReceipt", call: call, observe: configuration.observer)
         guard response.status == 200 else { throw AppleHTTP.statusError(response, endpoint: "verifyReceipt") }

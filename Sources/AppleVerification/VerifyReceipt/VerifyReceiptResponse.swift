@@ -31,7 +31,9 @@ public struct VerifyReceiptResponse: Decodable, Sendable {
     private static func flexibleBool(_ container: KeyedDecodingContainer<CodingKeys>, _ key: CodingKeys) -> Bool? {
         if let value = try? container.decodeIfPresent(Bool.self, forKey: key) { return value }
         if let value = try? container.decodeIfPresent(Int.self, forKey: key) { return value != 0 }
-        if let value = try? container.decodeIfPresent(String.self, forKey: key) { return value == "true" || value == "1" }
+        if let value = try? container.decodeIfPresent(String.self, forKey: key) {
+            return value == "true" || value == "1"
+        }
         return nil
     }
 
