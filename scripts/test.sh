@@ -4,5 +4,6 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
+swift format lint --strict --recursive Sources Tests  # the house style (.swift-format): any finding fails
 swift build --build-tests
 bash scripts/with-services.sh swift test --skip-build "$@"

@@ -31,25 +31,27 @@ extension AppStoreSimulator {
         var response = AppReceiptResponse(
             status: 0, environment: role,
             receipt: AppReceipt(
-                receipt_type: role == "Production" ? "Production" : "ProductionSandbox", bundle_id: record.bundleID,
-                application_version: "1", original_application_version: "1", receipt_creation_date_ms: now,
-                request_date_ms: now, in_app: purchases.map(InAppEntry.init)))
+                receiptType: role == "Production" ? "Production" : "ProductionSandbox", bundleId: record.bundleID,
+                applicationVersion: "1", originalApplicationVersion: "1", receiptCreationDateMs: now,
+                requestDateMs: now, inApp: purchases.map(InAppEntry.init)))
         let subscriptions = purchases.filter { $0.kind == .subscription }
         if !subscriptions.isEmpty {
             let latest = subscriptions.sorted { $0.purchaseDate > $1.purchaseDate }.map(InAppEntry.init)
-            response.latest_receipt_info = body.excludeOldTransactions == true ? Array(latest.prefix(1)) : latest
-            response.latest_receipt = receiptData
-            response.pending_renewal_info = subscriptions.map {
+            response.latestReceiptInfo = body.excludeOldTransactions == true ? Array(latest.prefix(1)) : latest
+            response.latestReceipt = receiptData
+            response.pendingRenewalInfo = subscriptions.map {
                 PendingRenewal(
-                    auto_renew_product_id: $0.productID, product_id: $0.productID,
-                    original_transaction_id: $0.originalTransactionID, auto_renew_status: "1")
+                    autoRenewProductId: $0.productID, productId: $0.productID,
+                    originalTransactionId: $0.originalTransactionID, autoRenewStatus: "1")
             }
         }
         return .json(200, Self.encode(response))
     }
 
     static func encode(_ value: some Encodable) -> Data {
-        (try? JSONEncoder().encode(value)) ?? Data("{}".utf8)
+        let encoder = JSONEncoder()
+        encoder.keyEncodingStrategy = .convertToSnakeCase  // Apple's verifyReceipt keys are snake_case
+        return (try? encoder.encode(value)) ?? Data("{}".utf8)
     }
 
     static func ms(_ date: Date) -> String { String(Int64(date.timeIntervalSince1970 * 1000)) }
@@ -85,59 +87,59 @@ private struct AppReceiptResponse: Encodable {
     let status: Int
     let environment: String
     let receipt: AppReceipt
-    var latest_receipt_info: [InAppEntry]?
-    var latest_receipt: String?
-    var pending_renewal_info: [PendingRenewal]?
+    var latestReceiptInfo: [InAppEntry]?
+    var latestReceipt: String?
+    var pendingRenewalInfo: [PendingRenewal]?
 }
 
 private struct AppReceipt: Encodable {
-    let receipt_type: String
-    let bundle_id: String
-    let application_version: String
-    let original_application_version: String
-    let receipt_creation_date_ms: String
-    let request_date_ms: String
-    let in_app: [InAppEntry]
+    let receiptType: String
+    let bundleId: String
+    let applicationVersion: String
+    let originalApplicationVersion: String
+    let receiptCreationDateMs: String
+    let requestDateMs: String
+    let inApp: [InAppEntry]
 }
 
 private struct PendingRenewal: Encodable {
-    let auto_renew_product_id: String
-    let product_id: String
-    let original_transaction_id: String
-    let auto_renew_status: String
+    let autoRenewProductId: String
+    let productId: String
+    let originalTransactionId: String
+    let autoRenewStatus: String
 }
 
 private struct InAppEntry: Encodable {
     let quantity: String
-    let product_id: String
-    let transaction_id: String
-    let original_transaction_id: String
-    let purchase_date: String
-    let purchase_date_ms: String
-    let original_purchase_date_ms: String
-    let is_trial_period = "false"
-    let in_app_ownership_type = "PURCHASED"
-    let expires_date_ms: String?
-    let expires_date: String?
-    let web_order_line_item_id: String?
-    let cancellation_date_ms: String?
-    let cancellation_reason: String?
-    let app_account_token: String?
+    let productId: String
+    let transactionId: String
+    let originalTransactionId: String
+    let purchaseDate: String
+    let purchaseDateMs: String
+    let originalPurchaseDateMs: String
+    let isTrialPeriod = "false"
+    let inAppOwnershipType = "PURCHASED"
+    let expiresDateMs: String?
+    let expiresDate: String?
+    let webOrderLineItemId: String?
+    let cancellationDateMs: String?
+    let cancellationReason: String?
+    let appAccountToken: String?
 
     init(_ purchase: Purchase) {
         quantity = String(purchase.quantity)
-        product_id = purchase.productID
-        transaction_id = purchase.transactionID
-        original_transaction_id = purchase.originalTransactionID
-        purchase_date = AppStoreSimulator.gmt(purchase.purchaseDate)
-        purchase_date_ms = AppStoreSimulator.ms(purchase.purchaseDate)
-        original_purchase_date_ms = purchase_date_ms
-        expires_date_ms = purchase.expiresDate.map(AppStoreSimulator.ms)
-        expires_date = purchase.expiresDate.map(AppStoreSimulator.gmt)
-        web_order_line_item_id = purchase.expiresDate == nil ? nil : purchase.transactionID
-        cancellation_date_ms = purchase.revocationDate.map(AppStoreSimulator.ms)
-        cancellation_reason = purchase.revocationDate == nil ? nil : "0"
-        app_account_token = purchase.appAccountToken
+        productId = purchase.productID
+        transactionId = purchase.transactionID
+        originalTransactionId = purchase.originalTransactionID
+        purchaseDate = AppStoreSimulator.gmt(purchase.purchaseDate)
+        purchaseDateMs = AppStoreSimulator.ms(purchase.purchaseDate)
+        originalPurchaseDateMs = purchaseDateMs
+        expiresDateMs = purchase.expiresDate.map(AppStoreSimulator.ms)
+        expiresDate = purchase.expiresDate.map(AppStoreSimulator.gmt)
+        webOrderLineItemId = purchase.expiresDate == nil ? nil : purchase.transactionID
+        cancellationDateMs = purchase.revocationDate.map(AppStoreSimulator.ms)
+        cancellationReason = purchase.revocationDate == nil ? nil : "0"
+        appAccountToken = purchase.appAccountToken
     }
 }
 
@@ -151,24 +153,24 @@ private struct IOS6Response: Encodable {
 private struct IOS6Receipt: Encodable {
     let bid: String
     let bvrs = "1"
-    let item_id = "1"
-    let product_id: String
+    let itemId = "1"
+    let productId: String
     let quantity: String
-    let transaction_id: String
-    let original_transaction_id: String
-    let unique_identifier = "sim-device"
-    let purchase_date_ms: String
-    let original_purchase_date_ms: String
-    let cancellation_date_ms: String?
+    let transactionId: String
+    let originalTransactionId: String
+    let uniqueIdentifier = "sim-device"
+    let purchaseDateMs: String
+    let originalPurchaseDateMs: String
+    let cancellationDateMs: String?
 
     init(_ purchase: Purchase) {
         bid = purchase.bundleID
-        product_id = purchase.productID
+        productId = purchase.productID
         quantity = String(purchase.quantity)
-        transaction_id = purchase.transactionID
-        original_transaction_id = purchase.originalTransactionID
-        purchase_date_ms = AppStoreSimulator.ms(purchase.purchaseDate)
-        original_purchase_date_ms = purchase_date_ms
-        cancellation_date_ms = purchase.revocationDate.map(AppStoreSimulator.ms)
+        transactionId = purchase.transactionID
+        originalTransactionId = purchase.originalTransactionID
+        purchaseDateMs = AppStoreSimulator.ms(purchase.purchaseDate)
+        originalPurchaseDateMs = purchaseDateMs
+        cancellationDateMs = purchase.revocationDate.map(AppStoreSimulator.ms)
     }
 }

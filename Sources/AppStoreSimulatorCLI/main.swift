@@ -41,7 +41,8 @@ pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
 do {
     let simulator = try AppStoreSimulator(configuration: configuration)
     simulator.start()
-    FileHandle.standardOutput.write(Data("listening on \(simulator.baseURL)\n".utf8))  // unbuffered: scripts wait for it
+    // Unbuffered: scripts wait for this line.
+    FileHandle.standardOutput.write(Data("listening on \(simulator.baseURL)\n".utf8))
     var received: Int32 = 0
     sigwait(&stopSignals, &received)
     simulator.stop()

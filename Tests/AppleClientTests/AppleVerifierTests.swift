@@ -23,14 +23,14 @@ struct AppleVerifierTests {
         let purchase = try await harness.purchase(["product_id": "gems.500", "quantity": 2])
         let verifier = try verifier(harness)
         for proof in [
-            PurchaseProof.receipt(purchase.receipt), .signedTransaction(purchase.signed_transaction),
-            .transactionID(purchase.transaction_id),
+            PurchaseProof.receipt(purchase.receipt), .signedTransaction(purchase.signedTransaction),
+            .transactionID(purchase.transactionID),
         ] {
             var attempts = 0
             let verdict = try await verifier.verify(proof, attempts: &attempts)
             guard case .verified(let verified) = verdict else { Issue.record("\(proof): \(verdict)"); continue }
             let transaction = try #require(verified.select(transactionID: nil, productID: "gems.500"))
-            #expect(transaction.transactionID == purchase.transaction_id)
+            #expect(transaction.transactionID == purchase.transactionID)
             #expect(transaction.quantity == 2)
             #expect(verified.environment == .production)
         }
@@ -41,7 +41,7 @@ struct AppleVerifierTests {
         let harness = try SimulatorHarness()
         let purchase = try await harness.purchase(["product_id": "gems.500", "environment": "Sandbox"])
         let verifier = try verifier(harness)
-        for proof in [PurchaseProof.receipt(purchase.receipt), .signedTransaction(purchase.signed_transaction)] {
+        for proof in [PurchaseProof.receipt(purchase.receipt), .signedTransaction(purchase.signedTransaction)] {
             var attempts = 0
             guard case .rejected(.sandboxNotAllowed, _) = try await verifier.verify(proof, attempts: &attempts) else {
                 Issue.record("\(proof) was not refused as sandbox")
@@ -51,7 +51,7 @@ struct AppleVerifierTests {
         var attempts = 0
         guard
             case .rejected(.transactionNotFound, _) = try await verifier.verify(
-                .transactionID(purchase.transaction_id), attempts: &attempts)
+                .transactionID(purchase.transactionID), attempts: &attempts)
         else { Issue.record("a sandbox transaction id was found in production"); return }
     }
 
@@ -69,9 +69,9 @@ struct AppleVerifierTests {
         }
         guard
             case .rejected(.bundleMismatch, _) = try await verifier.verify(
-                .signedTransaction(purchase.signed_transaction), attempts: &attempts)
+                .signedTransaction(purchase.signedTransaction), attempts: &attempts)
         else { Issue.record("signed transaction of another bundle accepted"); return }
-        let parts = purchase.signed_transaction.split(separator: ".")
+        let parts = purchase.signedTransaction.split(separator: ".")
         let forged = "\(parts[0]).\(parts[1]).\(parts[2].dropLast(4))AAAA"
         guard
             case .rejected(.invalidReceipt, _) = try await verifier.verify(

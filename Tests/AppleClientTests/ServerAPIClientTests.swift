@@ -13,10 +13,10 @@ struct ServerAPIClientTests {
             "app_account_token": "7e3fb20b-4cdb-47cc-936d-99d65f608138",
         ])
         var attempts = 0
-        let outcome = try await harness.apiClient().transactionInfo(id: purchase.transaction_id, attempts: &attempts)
+        let outcome = try await harness.apiClient().transactionInfo(id: purchase.transactionID, attempts: &attempts)
         guard case .found(let jws) = outcome else { Issue.record("not found: \(outcome)"); return }
         let transaction = try harness.signedDataVerifier().verifyTransaction(jws)
-        #expect(transaction.transactionId == purchase.transaction_id)
+        #expect(transaction.transactionId == purchase.transactionID)
         #expect(transaction.productType == .nonConsumable)
         #expect(transaction.appAccountToken == "7e3fb20b-4cdb-47cc-936d-99d65f608138")
         #expect(attempts == 1)
@@ -28,12 +28,12 @@ struct ServerAPIClientTests {
         let purchase = try await harness.purchase(["product_id": "coins", "environment": "Sandbox"])
         var attempts = 0
         let production = try await harness.apiClient(allowSandbox: false).transactionInfo(
-            id: purchase.transaction_id, attempts: &attempts)
+            id: purchase.transactionID, attempts: &attempts)
         guard case .notFound = production else { Issue.record("expected notFound, got \(production)"); return }
         #expect(attempts == 1)
         attempts = 0
         let sandbox = try await harness.apiClient(allowSandbox: true).transactionInfo(
-            id: purchase.transaction_id, attempts: &attempts)
+            id: purchase.transactionID, attempts: &attempts)
         guard case .found = sandbox else { Issue.record("expected found, got \(sandbox)"); return }
         #expect(attempts == 2)
     }
@@ -69,7 +69,7 @@ struct ServerAPIClientTests {
         try await harness.faults(faults)
         var attempts = 0
         let error = await #expect(throws: AppleVerificationError.self) {
-            _ = try await harness.apiClient().transactionInfo(id: purchase.transaction_id, attempts: &attempts)
+            _ = try await harness.apiClient().transactionInfo(id: purchase.transactionID, attempts: &attempts)
         }
         #expect(error?.isRetriable == true)
     }

@@ -18,7 +18,7 @@ struct VerifyReceiptClientTests {
         #expect(environment == "Production")
         #expect(attempts == 1)
         let entry = try #require(response.receipt?.inApp?.first)
-        #expect(entry.transactionId == purchase.transaction_id)
+        #expect(entry.transactionId == purchase.transactionID)
         #expect(entry.quantity == "3")
         #expect(entry.purchaseDateMs.flatMap(Double.init) != nil)
     }

@@ -13,9 +13,15 @@ public struct SimulatorAdmin: Sendable {
 
     /// What the app would send for a purchase.
     public struct Purchase: Decodable, Sendable {
-        public let transaction_id: String
+        public let transactionID: String
         public let receipt: String
-        public let signed_transaction: String
+        public let signedTransaction: String
+
+        enum CodingKeys: String, CodingKey {
+            case transactionID = "transaction_id"
+            case receipt
+            case signedTransaction = "signed_transaction"
+        }
     }
 
     public func purchase(_ fields: [String: Any]) async throws -> Purchase {

@@ -32,12 +32,12 @@ struct CheckTableTests {
                 job(
                     "j", order: "o", product: "p",
                     [
-                        "signed_transaction": purchase.signed_transaction,
+                        "signed_transaction": purchase.signedTransaction,
                         "app_account_token": "00000000-0000-0000-0000-000000000001",
                     ]))
         case .revoked:
             let purchase = try await harness.purchase(["product_id": "p"])
-            try await harness.admin.refund(transactionID: purchase.transaction_id)
+            try await harness.admin.refund(transactionID: purchase.transactionID)
             try await harness.submit(job("j", order: "o", product: "p", ["receipt": purchase.receipt]))
         case .expired:
             let purchase = try await harness.purchase([

@@ -125,7 +125,7 @@ import Testing
         #expect(lines.first?.hasPrefix("VERIFIED AT") == true)
         let words = lines.dropFirst().first?.split(separator: " ").map(String.init) ?? []
         #expect(Array(words.dropFirst().prefix(4)) == ["grant", "verified", "cli-order-1", "coins_100"])
-        #expect(words.contains(purchase.transaction_id) && words.contains("Production"))
+        #expect(words.contains(purchase.transactionID) && words.contains("Production"))
 
         let invalid = try await CommandLineRun.run(
             ["enqueue"] + kafka + [

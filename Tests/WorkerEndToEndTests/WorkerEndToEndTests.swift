@@ -13,7 +13,7 @@ struct WorkerEndToEndTests {
         let event = try #require(await harness.result(jobID: "j-grant"))
         #expect(event["decision"] as? String == "grant")
         #expect(event["reason"] as? String == "verified")
-        #expect(event["transaction_id"] as? String == purchase.transaction_id)
+        #expect(event["transaction_id"] as? String == purchase.transactionID)
         #expect(event["environment"] as? String == "Production")
         #expect((event["attempts"] as? Int ?? 0) >= 1)
         let message = try #require(harness.resultMessages(jobID: "j-grant").first)
@@ -42,7 +42,7 @@ struct WorkerEndToEndTests {
         try await harness.submit(
             job(
                 "j-swap", order: "order-c", product: "coins.10000",
-                ["receipt": cheap.receipt, "transaction_id": cheap.transaction_id]))
+                ["receipt": cheap.receipt, "transaction_id": cheap.transactionID]))
         #expect(await harness.result(jobID: "j-swap")?["reason"] as? String == "product_mismatch")
         await harness.stop()
     }
@@ -54,7 +54,7 @@ struct WorkerEndToEndTests {
         let second = try await harness.purchase(["product_id": "coins.100", "environment": "Sandbox"])
         try await harness.submit(job("j-receipt", order: "o-1", product: "coins.100", ["receipt": first.receipt]))
         try await harness.submit(
-            job("j-signed", order: "o-2", product: "coins.100", ["signed_transaction": second.signed_transaction]))
+            job("j-signed", order: "o-2", product: "coins.100", ["signed_transaction": second.signedTransaction]))
         let viaReceipt = await harness.result(jobID: "j-receipt")
         let viaSigned = await harness.result(jobID: "j-signed")
         #expect(viaReceipt?["reason"] as? String == (allowed ? "verified" : "sandbox_not_allowed"))

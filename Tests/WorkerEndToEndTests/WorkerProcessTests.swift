@@ -75,7 +75,7 @@ final class ProcessHarness: Sendable {
 
     func purchase(product: String) async throws -> (transaction: String, receipt: String) {
         let purchase = try await admin.purchase(["product_id": product])
-        return (purchase.transaction_id, purchase.receipt)
+        return (purchase.transactionID, purchase.receipt)
     }
 
     func faults(_ fields: [String: Any]) async throws { try await admin.faults(fields) }
