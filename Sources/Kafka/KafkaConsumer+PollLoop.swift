@@ -10,6 +10,7 @@ import Observability
 final class ConsumerPollLoop: @unchecked Sendable {
     private let client: RDKafkaClient
     private let channel: EventChannel<KafkaConsumerEvent>
+    private let gate: IntakeGate
     private let configuration: KafkaConsumer.Configuration
     private let logger: Logger
     private var pending: [KafkaConsumerEvent] = []
@@ -18,11 +19,12 @@ final class ConsumerPollLoop: @unchecked Sendable {
     private var poller: PollThread?
 
     init(
-        client: RDKafkaClient, channel: EventChannel<KafkaConsumerEvent>, configuration: KafkaConsumer.Configuration,
-        logger: Logger
+        client: RDKafkaClient, channel: EventChannel<KafkaConsumerEvent>, gate: IntakeGate,
+        configuration: KafkaConsumer.Configuration, logger: Logger
     ) {
         self.client = client
         self.channel = channel
+        self.gate = gate
         self.configuration = configuration
         self.logger = logger
     }
@@ -108,12 +110,21 @@ final class ConsumerPollLoop: @unchecked Sendable {
         let list = TopicPartitionList.borrowing(partitions)
         switch err {
         case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
-            if cooperative {
-                if let error = rd_kafka_incremental_assign(rk, partitions) {
-                    logger.error("incremental assign failed", ["error": KafkaError(consuming: error).description])
+            do {
+                // The new partitions start in the intake's state (paused or fetching), whatever they were
+                // when this member last held them.
+                try gate.assign(partitions, client: client) {
+                    if cooperative {
+                        if let error = rd_kafka_incremental_assign(rk, partitions) {
+                            logger.error(
+                                "incremental assign failed", ["error": KafkaError(consuming: error).description])
+                        }
+                    } else {
+                        rd_kafka_assign(rk, partitions)
+                    }
                 }
-            } else {
-                rd_kafka_assign(rk, partitions)
+            } catch {
+                logger.error("cannot set the intake state of assigned partitions", ["error": "\(error)"])
             }
             logger.info("partitions assigned", ["partitions": list.map(\.description).joined(separator: ",")])
             pending.append(.partitionsAssigned(list))
@@ -121,16 +132,29 @@ final class ConsumerPollLoop: @unchecked Sendable {
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
             logger.info("partitions revoked", ["partitions": list.map(\.description).joined(separator: ",")])
             if !isClosing { waitForCaller(toRelease: list, lost: rd_kafka_assignment_lost(rk) != 0) }
-            if cooperative {
-                if let error = rd_kafka_incremental_unassign(rk, partitions) {
-                    logger.error("incremental unassign failed", ["error": KafkaError(consuming: error).description])
+            release(partitions) {
+                if cooperative {
+                    if let error = rd_kafka_incremental_unassign(rk, partitions) {
+                        logger.error("incremental unassign failed", ["error": KafkaError(consuming: error).description])
+                    }
+                } else {
+                    rd_kafka_assign(rk, nil)
                 }
-            } else {
-                rd_kafka_assign(rk, nil)
             }
         default:
             logger.error("rebalance failed", ["error": KafkaError(err).description])
-            rd_kafka_assign(rk, nil)
+            release(partitions) { rd_kafka_assign(rk, nil) }
+        }
+    }
+
+    /// Releases partitions without the application's pause, so none comes back to this member paused.
+    private func release(
+        _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>, unassign: () -> Void
+    ) {
+        do {
+            try gate.release(partitions, client: client, unassign)
+        } catch {
+            logger.error("cannot resume released partitions", ["error": "\(error)"])
         }
     }
 

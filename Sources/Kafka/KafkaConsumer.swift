@@ -50,6 +50,7 @@ public final class KafkaConsumer: Sendable {
     private let configuration: Configuration
     private let logger: Logger
     private let channel: EventChannel<KafkaConsumerEvent>
+    private let gate = IntakeGate()
     private let poller = Mutex<PollThread?>(nil)
     private let closed = Atomic<Bool>(false)
 
@@ -93,7 +94,8 @@ public final class KafkaConsumer: Sendable {
     private func startPolling() {
         poller.withLock { poller in
             guard poller == nil else { return }
-            let loop = ConsumerPollLoop(client: client, channel: channel, configuration: configuration, logger: logger)
+            let loop = ConsumerPollLoop(
+                client: client, channel: channel, gate: gate, configuration: configuration, logger: logger)
             client.context.rebalance = { rk, err, partitions in loop.rebalance(rk, err, partitions) }
             poller = PollThread(name: "kafka-consumer-poll") { loop.run($0) }
         }
@@ -198,20 +200,19 @@ public final class KafkaConsumer: Sendable {
         return (low, high)
     }
 
-    /// Stops fetching these partitions until ``resume(_:)``. Their assignment is kept.
-    public func pause(_ partitions: [KafkaTopicPartition]) throws {
-        let list = TopicPartitionList(partitions)
-        let err = rd_kafka_pause_partitions(client.handle, list.pointer)
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
-        if let failed = list.firstError() { throw failed }
-    }
+    /// Stops fetching every assigned partition, and every partition assigned later, until
+    /// ``resumeIntake()``. Returns false when the intake was already paused. Safe from any thread; the
+    /// pause follows the consumer's real assignment through rebalances (see `IntakeGate`).
+    @discardableResult
+    public func pauseIntake() throws -> Bool { try gate.set(paused: true, client: client) }
 
-    public func resume(_ partitions: [KafkaTopicPartition]) throws {
-        let list = TopicPartitionList(partitions)
-        let err = rd_kafka_resume_partitions(client.handle, list.pointer)
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
-        if let failed = list.firstError() { throw failed }
-    }
+    /// Fetches every assigned partition again, and every partition assigned later. Returns false when the
+    /// intake was not paused.
+    @discardableResult
+    public func resumeIntake() throws -> Bool { try gate.set(paused: false, client: client) }
+
+    /// True between ``pauseIntake()`` and ``resumeIntake()``.
+    public var isIntakePaused: Bool { gate.isPaused }
 
     /// The partitions assigned to this member now.
     public func assignment() throws -> [KafkaTopicPartition] {

@@ -25,7 +25,8 @@ public enum ConfigurationLoader {
         "apple.api.issuer_id",
         "apple.api.private_key_file", "apple.root_certificates", "ledger.url", "ledger.url_file", "ledger.pool_size",
         "worker.max_in_flight",
-        "worker.drain_timeout_ms", "retry.max_attempts", "retry.initial_backoff_ms", "retry.max_backoff_ms",
+        "worker.drain_timeout_ms", "worker.stall_timeout_ms", "retry.max_attempts", "retry.initial_backoff_ms",
+        "retry.max_backoff_ms",
         "http.timeout_ms",
         "http.ca_file", "events.source", "metrics.listen", "kafka.bootstrap.servers", "kafka.group.id",
     ]
@@ -140,6 +141,7 @@ public enum ConfigurationLoader {
                     key, read(key, value).trimmingCharacters(in: .whitespacesAndNewlines))
             case "worker.max_in_flight": configuration.maxInFlight = try integer(1...100_000)
             case "worker.drain_timeout_ms": configuration.drainTimeout = .milliseconds(try integer(0...600_000))
+            case "worker.stall_timeout_ms": configuration.stallTimeout = .milliseconds(try integer(1_000...3_600_000))
             case "retry.max_attempts": configuration.retry.maxAttempts = try integer(1...100)
             case "retry.initial_backoff_ms":
                 configuration.retry.initialBackoff = .milliseconds(try integer(1...600_000))

@@ -32,7 +32,9 @@ public final class MetricsEndpoint: Sendable {
         case ("GET", "/healthz"):
             return .text(200, "ok\n")
         case ("GET", "/readyz"):
-            return worker.isReady ? .text(200, "ready\n") : .text(503, "not ready\n")
+            let problems = worker.readiness
+            return problems.isEmpty
+                ? .text(200, "ready\n") : .text(503, "not ready: \(problems.joined(separator: "; "))\n")
         default:
             return .text(404, "not found\n")
         }

@@ -6,10 +6,16 @@ import Synchronization
 /// are served and the poll thread keeps polling (and stays in the group) however long Apple keeps jobs
 /// busy. Bounded: intake pauses the partitions when jobs in flight plus jobs waiting reach the budget.
 final class WaitingJobs: Sendable {
+    /// A message and the assignment of its partition it was read under.
+    struct WaitingJob: Sendable {
+        let message: KafkaMessage
+        let generation: UInt64
+    }
+
     private struct State {
-        var messages: [KafkaMessage] = []
+        var messages: [WaitingJob] = []
         var head = 0
-        var reader: CheckedContinuation<KafkaMessage?, Never>?
+        var reader: CheckedContinuation<WaitingJob?, Never>?
         var finished = false
     }
 
@@ -17,23 +23,23 @@ final class WaitingJobs: Sendable {
 
     var count: Int { state.withLock { $0.messages.count - $0.head } }
 
-    func append(_ message: KafkaMessage) {
-        let reader = state.withLock { state -> CheckedContinuation<KafkaMessage?, Never>? in
+    func append(_ job: WaitingJob) {
+        let reader = state.withLock { state -> CheckedContinuation<WaitingJob?, Never>? in
             guard !state.finished else { return nil }
             if let reader = state.reader {
                 state.reader = nil
                 return reader
             }
-            state.messages.append(message)
+            state.messages.append(job)
             return nil
         }
-        reader?.resume(returning: message)
+        reader?.resume(returning: job)
     }
 
     /// The oldest waiting message; nil once finished.
-    func next() async -> KafkaMessage? {
+    func next() async -> WaitingJob? {
         await withCheckedContinuation { continuation in
-            let ready = state.withLock { state -> KafkaMessage?? in
+            let ready = state.withLock { state -> WaitingJob?? in
                 if state.head < state.messages.count {
                     defer { compact(&state) }
                     state.head += 1
@@ -51,14 +57,14 @@ final class WaitingJobs: Sendable {
     /// partitions' next owner reads them again.
     func remove(_ partitions: Set<KafkaTopicPartition>) {
         state.withLock { state in
-            state.messages = state.messages[state.head...].filter { !partitions.contains($0.topicPartition) }
+            state.messages = state.messages[state.head...].filter { !partitions.contains($0.message.topicPartition) }
             state.head = 0
         }
     }
 
     /// Ends ``next()`` for good (shutdown): what waits is left to be read again after the restart.
     func finish() {
-        let reader = state.withLock { state -> CheckedContinuation<KafkaMessage?, Never>? in
+        let reader = state.withLock { state -> CheckedContinuation<WaitingJob?, Never>? in
             state.finished = true
             state.messages.removeAll()
             state.head = 0

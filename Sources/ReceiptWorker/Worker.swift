@@ -22,7 +22,8 @@ public final class Worker: Sendable {
     let waiting = WaitingJobs()
     public let metrics: WorkerMetrics
     private let stopping = Atomic<Bool>(false)
-    private let paused = Atomic<Bool>(false)
+    /// Per assigned partition, its lag (high watermark minus committed offset) as last measured.
+    let lags = Mutex<[KafkaTopicPartition: Int64]>([:])
     private let ledgerReachable = Atomic<Bool>(false)
 
     public init(
@@ -40,9 +41,21 @@ public final class Worker: Sendable {
         registerStateMetrics()
     }
 
-    /// Ready for traffic: partitions assigned, the ledger answered its last health check, not stopping.
-    public var isReady: Bool {
-        !isStopping && ledgerReachable.load(ordering: .relaxed) && !state.assigned.isEmpty
+    /// Ready for traffic: partitions assigned, the ledger answered its last health check, no partition with
+    /// lag stands still past `worker.stall_timeout_ms`, not stopping.
+    public var isReady: Bool { readiness.isEmpty }
+
+    /// Why the worker is not ready (empty when it is), for `/readyz`.
+    public var readiness: [String] {
+        var problems: [String] = []
+        if isStopping { problems.append("stopping") }
+        if !ledgerReachable.load(ordering: .relaxed) { problems.append("ledger unreachable") }
+        if state.assigned.isEmpty { problems.append("no partition assigned") }
+        for stall in stalledPartitions() {
+            problems.append(
+                "partition \(stall.partition) stalled: lag \(stall.lag), no progress for \(stall.seconds) s")
+        }
+        return problems
     }
 
     /// Asks `run` to stop taking jobs, drain, commit and return.
@@ -63,6 +76,7 @@ public final class Worker: Sendable {
             group.addTask { await self.commitLoop() }
             group.addTask { await self.ledgerHealthLoop() }
             group.addTask { await self.startJobs() }
+            group.addTask { await self.livenessLoop() }
             // This loop never waits for a slot: it keeps reading, so rebalances are served at once and the
             // poll thread never stalls (a stalled poll past max.poll.interval.ms would leave the group).
             for await event in consumer.events {
@@ -70,16 +84,17 @@ public final class Worker: Sendable {
                 switch event {
                 case .message(let message):
                     metrics.jobsConsumed.increment()
-                    waiting.append(message)
+                    waiting.append(.init(message: message, generation: state.generation(of: message.topicPartition)))
                     adjustIntake()
                 case .partitionsAssigned(let partitions):
+                    // The consumer already put them in the intake's state (paused or fetching).
                     state.assign(partitions)
-                    if paused.load(ordering: .relaxed) { try? consumer.pause(partitions) }
                 case .partitionsRevoked(let revocation):
                     state.stopTaking(revocation.partitions)
                     waiting.remove(Set(revocation.partitions))
                     await drain(revocation.partitions, commit: !revocation.isLost)
                     state.release(revocation.partitions)
+                    lags.withLock { lags in for partition in revocation.partitions { lags[partition] = nil } }
                     revocation.done()
                 case .fatalError(let error):
                     throw error
@@ -102,9 +117,12 @@ public final class Worker: Sendable {
     /// after the drain.
     private func startJobs() async {
         await withDiscardingTaskGroup { jobs in
-            while let message = await waiting.next() {
+            while let waitingJob = await waiting.next() {
+                let message = waitingJob.message
                 await slots.acquire()
-                guard !isStopping, state.start(message.topicPartition, offset: message.offset) else {
+                guard !isStopping,
+                    state.start(message.topicPartition, offset: message.offset, generation: waitingJob.generation)
+                else {
                     slots.release()
                     continue
                 }
@@ -120,18 +138,21 @@ public final class Worker: Sendable {
     }
 
     /// Pauses intake when the in-flight budget is spent (jobs running plus jobs waiting for a slot) or
-    /// Apple fails broadly; resumes at half the budget.
+    /// Apple fails broadly; resumes at half the budget. Called by the event loop and the commit loop: the
+    /// consumer serialises the state and the librdkafka calls, and applies them to its real assignment.
     func adjustIntake() {
         let inFlight = state.inFlight + waiting.count
         let breakerOpen = breaker.state == .open
-        let shouldPause = inFlight >= configuration.maxInFlight || breakerOpen
-        let shouldResume = inFlight <= configuration.maxInFlight / 2 && !breakerOpen
-        if shouldPause, !paused.exchange(true, ordering: .acquiringAndReleasing) {
-            try? consumer.pause(state.assigned)
-            logger.debug("intake paused", ["in_flight": String(inFlight), "circuit": breaker.state.rawValue])
-        } else if shouldResume, paused.exchange(false, ordering: .acquiringAndReleasing) {
-            try? consumer.resume(state.assigned)
-            logger.debug("intake resumed", ["in_flight": String(inFlight)])
+        do {
+            if inFlight >= configuration.maxInFlight || breakerOpen {
+                if try consumer.pauseIntake() {
+                    logger.debug("intake paused", ["in_flight": String(inFlight), "circuit": breaker.state.rawValue])
+                }
+            } else if inFlight <= configuration.maxInFlight / 2 {
+                if try consumer.resumeIntake() { logger.debug("intake resumed", ["in_flight": String(inFlight)]) }
+            }
+        } catch {
+            logger.warning("cannot pause or resume intake; it will be tried again", ["error": "\(error)"])
         }
     }
 
@@ -199,7 +220,7 @@ extension Worker {
         registry.gauges(
             "receipt_worker_intake_paused", help: "1 while intake is paused (budget spent or circuit open)."
         ) {
-            [weak self] in [(Labels.none, self?.paused.load(ordering: .relaxed) == true ? 1 : 0)]
+            [consumer] in [(Labels.none, consumer.isIntakePaused ? 1 : 0)]
         }
         registry.gauges(
             "receipt_worker_circuit_state", help: "1 for the circuit breaker's current state (closed, open, half_open)."
@@ -231,6 +252,24 @@ extension Worker {
             help: "Jobs of the partition not yet finished (holding its commits back)."
         ) {
             [state] in state.partitionsSnapshot().map { (Self.labels($0.partition), Double($0.outstanding)) }
+        }
+        registry.gauges(
+            "receipt_worker_partition_lag",
+            help:
+                "Messages of the partition not yet committed (high watermark minus committed offset), measured every few seconds."
+        ) { [weak self] in
+            guard let self else { return [] }
+            let lags = self.lags.withLock { $0 }
+            return state.assigned.compactMap { partition in lags[partition].map { (Self.labels(partition), Double($0)) }
+            }
+        }
+        registry.gauges(
+            "receipt_worker_partition_idle_seconds",
+            help:
+                "Seconds since the partition last made progress while it has lag (0 without lag); above worker.stall_timeout_ms it is stalled."
+        ) { [weak self] in
+            guard let self else { return [] }
+            return idleTimes().map { (Self.labels($0.partition), $0.seconds) }
         }
     }
 

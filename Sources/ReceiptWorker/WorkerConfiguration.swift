@@ -47,6 +47,9 @@ public struct WorkerConfiguration: Sendable {
     public var maxInFlight = 1_000
     /// `worker.drain_timeout_ms`: how long revoked partitions and shutdown wait for jobs in flight. Default: 20 s.
     public var drainTimeout: Duration = .seconds(20)
+    /// `worker.stall_timeout_ms`: a partition with lag that makes no progress this long is reported stalled
+    /// (a warning, `/readyz` 503, `receipt_worker_partition_idle_seconds`). Default: 60 s.
+    public var stallTimeout: Duration = .seconds(60)
     /// `retry.*`.
     public var retry = RetryPolicy()
     /// `http.timeout_ms`. Default: 10 s.
@@ -83,6 +86,7 @@ extension WorkerConfiguration {
             "apple.root_certificates=\(apple.rootCertificates.count) certificate(s)",
             "ledger.url=\(Self.withoutPassword(ledgerURL))", "ledger.pool_size=\(ledgerPoolSize)",
             "worker.max_in_flight=\(maxInFlight)", "worker.drain_timeout_ms=\(duration(drainTimeout))",
+            "worker.stall_timeout_ms=\(duration(stallTimeout))",
             "retry.max_attempts=\(retry.maxAttempts)", "retry.initial_backoff_ms=\(duration(retry.initialBackoff))",
             "retry.max_backoff_ms=\(duration(retry.maxBackoff))", "http.timeout_ms=\(duration(httpTimeout))",
             "http.ca_file=\(httpCAFile ?? "<system>")", "events.source=\(eventSource)",

@@ -4,12 +4,22 @@ import Synchronization
 /// The worker's shared bookkeeping: jobs in flight per partition and what may be committed.
 /// State changes happen under one lock; callers act (commit, pause, resume) outside it.
 final class WorkerState: Sendable {
+    private struct Partition {
+        var offsets = PartitionOffsets()
+        /// The next offset this worker committed, once it committed one during this assignment.
+        var committed: Int64?
+        /// Which assignment of the partition this is: messages read under an earlier one start no job.
+        let generation: UInt64
+        /// When a job was last taken or finished, or the commit moved (at first: when it was assigned).
+        var lastProgress: ContinuousClock.Instant
+    }
+
     private struct State {
-        var partitions: [KafkaTopicPartition: PartitionOffsets] = [:]
-        var committed: [KafkaTopicPartition: Int64] = [:]
+        var partitions: [KafkaTopicPartition: Partition] = [:]
         var inFlight = 0
         /// Partitions being revoked: assigned until their drain ends, but no new job starts there.
         var closing: Set<KafkaTopicPartition> = []
+        var lastGeneration: UInt64 = 0
     }
 
     private let state = Mutex(State())
@@ -17,61 +27,83 @@ final class WorkerState: Sendable {
     var inFlight: Int { state.withLock { $0.inFlight } }
 
     func assign(_ partitions: [KafkaTopicPartition]) {
+        let now = ContinuousClock.now
         state.withLock { state in
             for partition in partitions where state.partitions[partition] == nil {
-                state.partitions[partition] = PartitionOffsets()
+                state.lastGeneration += 1
+                state.partitions[partition] = Partition(generation: state.lastGeneration, lastProgress: now)
             }
         }
     }
 
     var assigned: [KafkaTopicPartition] { state.withLock { Array($0.partitions.keys) } }
 
-    /// Records a job taken; false when its partition is not (or no longer) assigned here, or when this
-    /// offset was taken before (a second delivery of a job already in flight or finished).
-    func start(_ partition: KafkaTopicPartition, offset: Int64) -> Bool {
-        state.withLock { state in
-            guard !state.closing.contains(partition), state.partitions[partition]?.start(offset) == true else {
-                return false
-            }
+    /// The assignment a message of `partition` read now belongs to (0: the partition is not assigned here).
+    func generation(of partition: KafkaTopicPartition) -> UInt64 {
+        state.withLock { $0.partitions[partition]?.generation ?? 0 }
+    }
+
+    /// Records a job taken. False when its partition is not (or no longer) assigned here; when the message
+    /// was read under an earlier assignment of the partition (released, then assigned again: the message is
+    /// read again under this one, and taking the stale copy would make the re-read lower offsets look taken
+    /// and let the commit pass them); or when this offset was taken before (a second delivery of a job
+    /// already in flight or finished).
+    func start(_ partition: KafkaTopicPartition, offset: Int64, generation: UInt64) -> Bool {
+        let now = ContinuousClock.now
+        return state.withLock { state in
+            guard !state.closing.contains(partition), state.partitions[partition]?.generation == generation,
+                state.partitions[partition]?.offsets.start(offset) == true
+            else { return false }
             state.inFlight += 1
+            state.partitions[partition]?.lastProgress = now
             return true
         }
     }
 
     func finish(_ partition: KafkaTopicPartition, offset: Int64) {
+        let now = ContinuousClock.now
         state.withLock { state in
             // A job of a released partition was already taken off the count when it was released.
-            if state.partitions[partition]?.finish(offset) == true { state.inFlight -= 1 }
+            if state.partitions[partition]?.offsets.finish(offset) == true {
+                state.inFlight -= 1
+                state.partitions[partition]?.lastProgress = now
+            }
         }
     }
 
     func outstanding(in partitions: [KafkaTopicPartition]) -> Int {
-        state.withLock { state in partitions.reduce(0) { $0 + (state.partitions[$1]?.outstanding ?? 0) } }
+        state.withLock { state in partitions.reduce(0) { $0 + (state.partitions[$1]?.offsets.outstanding ?? 0) } }
     }
 
     /// Offsets that moved since the last commit (of `only` partitions when given).
     func committable(only: Set<KafkaTopicPartition>? = nil) -> [KafkaTopicPartition: Int64] {
         state.withLock { state in
             var result: [KafkaTopicPartition: Int64] = [:]
-            for (partition, offsets) in state.partitions where only?.contains(partition) ?? true {
-                if let offset = offsets.committable, offset != state.committed[partition] { result[partition] = offset }
+            for (key, partition) in state.partitions where only?.contains(key) ?? true {
+                if let offset = partition.offsets.committable, offset != partition.committed { result[key] = offset }
             }
             return result
         }
     }
 
     func markCommitted(_ offsets: [KafkaTopicPartition: Int64]) {
+        let now = ContinuousClock.now
         state.withLock { state in
-            for (partition, offset) in offsets where state.partitions[partition] != nil {
-                state.committed[partition] = offset
+            for (key, offset) in offsets where state.partitions[key] != nil {
+                state.partitions[key]?.committed = offset
+                state.partitions[key]?.lastProgress = now
             }
         }
     }
 
-    /// Per assigned partition: the offset last committed and the jobs not finished.
-    func partitionsSnapshot() -> [(partition: KafkaTopicPartition, committed: Int64?, outstanding: Int)] {
+    /// Per assigned partition: the offset last committed, the jobs not finished, and the last progress.
+    func partitionsSnapshot() -> [(
+        partition: KafkaTopicPartition, committed: Int64?, outstanding: Int, lastProgress: ContinuousClock.Instant
+    )] {
         state.withLock { state in
-            state.partitions.map { partition, offsets in (partition, state.committed[partition], offsets.outstanding) }
+            state.partitions.map { key, partition in
+                (key, partition.committed, partition.offsets.outstanding, partition.lastProgress)
+            }
         }
     }
 
@@ -84,9 +116,8 @@ final class WorkerState: Sendable {
         state.withLock { state in
             for partition in partitions {
                 state.closing.remove(partition)
-                state.inFlight -= state.partitions[partition]?.outstanding ?? 0
+                state.inFlight -= state.partitions[partition]?.offsets.outstanding ?? 0
                 state.partitions[partition] = nil
-                state.committed[partition] = nil
             }
         }
     }

@@ -65,4 +65,46 @@ struct KafkaGroupTests {
         await first.stop()
         await producer.close()
     }
+
+    /// librdkafka keeps an application pause across a revoke and a re-assign: a partition paused, revoked and
+    /// handed back to the same member was never fetched again.
+    @Test(
+        "a partition paused, revoked and handed back follows the intake: paused while it is, read once resumed",
+        arguments: ["range,roundrobin", "cooperative-sticky"])
+    func pausedPartitionHandedBack(strategy: String) async throws {
+        let topic = try await TestBroker.makeTopic(partitions: 2)
+        let group = "g-\(UUID())"
+        let producer = try TestBroker.producer()
+        let all = Set((0..<2).map { KafkaTopicPartition(topic: topic, partition: Int32($0)) })
+        let first = EventRecorder(try TestBroker.consumer(group: group, strategy: strategy))
+        try first.consumer.subscribe(topics: [topic])
+        #expect(await eventually { first.assigned == all })
+        try first.consumer.pauseIntake()
+
+        // A second member joins and leaves while the first is paused: its partitions go and come back.
+        let second = EventRecorder(try TestBroker.consumer(group: group, strategy: strategy), commits: false)
+        try second.consumer.subscribe(topics: [topic])
+        #expect(await eventually { !second.assigned.isEmpty })
+        await second.stop()
+        #expect(await eventually { first.assigned == all && !first.state.withLock { $0.revocations }.isEmpty })
+
+        try await TestBroker.send(producer, topic: topic, count: 20, prefix: "p")
+        // Still paused: the partitions that came back are not fetched.
+        #expect(await eventually(timeout: .seconds(2)) { !first.messages.isEmpty } == false)
+        try first.consumer.resumeIntake()
+        #expect(await eventually { first.values.count == 20 })
+
+        // And paused again, then resumed with the assignment changing in between: nothing is left behind.
+        try first.consumer.pauseIntake()
+        let third = EventRecorder(try TestBroker.consumer(group: group, strategy: strategy), commits: false)
+        try third.consumer.subscribe(topics: [topic])
+        #expect(await eventually { !third.assigned.isEmpty })
+        try first.consumer.resumeIntake()
+        await third.stop()
+        #expect(await eventually { first.assigned == all })
+        try await TestBroker.send(producer, topic: topic, count: 20, prefix: "q")
+        #expect(await eventually { first.values.filter { $0.hasPrefix("q-") }.count == 20 })
+        await first.stop()
+        await producer.close()
+    }
 }

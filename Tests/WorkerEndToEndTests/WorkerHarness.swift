@@ -15,10 +15,13 @@ final class WorkerHarness: Sendable {
     let producer: KafkaProducer
     let reader: KafkaConsumer
     let topics: WorkerConfiguration.Topics
+    /// The worker's consumer group, for tests that add a member to it.
+    let groupID: String
     let http: HTTPClient
     private let received = Mutex<[KafkaMessage]>([])
     private let tasks = Mutex<[Task<Void, Never>]>([])
-    static let logger = Logger(label: "e2e", minimumLevel: .error)
+    static let logger = Logger(
+        label: "e2e", minimumLevel: ProcessInfo.processInfo.environment["E2E_DEBUG"] != nil ? .debug : .error)
 
     static var bootstrap: String {
         guard let value = ProcessInfo.processInfo.environment["KAFKA_BOOTSTRAP"] else {
@@ -28,7 +31,10 @@ final class WorkerHarness: Sendable {
         return value
     }
 
-    init(allowSandbox: Bool = false, maxAttempts: Int = 6, configure: (inout WorkerConfiguration) -> Void = { _ in })
+    init(
+        allowSandbox: Bool = false, maxAttempts: Int = 6, workerLog: LogSink? = nil,
+        configure: (inout WorkerConfiguration) -> Void = { _ in }
+    )
         async throws
     {
         simulator = try AppStoreSimulator()
@@ -40,6 +46,7 @@ final class WorkerHarness: Sendable {
         configuration.topics.results = "results-\(suffix)"
         configuration.topics.dlq = "dlq-\(suffix)"
         topics = configuration.topics
+        groupID = "worker-\(suffix)"
         try await KafkaAdmin.createTopics(
             bootstrapServers: Self.bootstrap,
             topics: [(configuration.topics.jobs, 2), (configuration.topics.results, 1), (configuration.topics.dlq, 1)],
@@ -56,11 +63,13 @@ final class WorkerHarness: Sendable {
         configuration.retry.maxBackoff = .milliseconds(200)
         configuration.drainTimeout = .seconds(5)
         configuration.kafka = [
-            "bootstrap.servers": Self.bootstrap, "group.id": "worker-\(suffix)", "session.timeout.ms": "6000",
+            "bootstrap.servers": Self.bootstrap, "group.id": groupID, "session.timeout.ms": "6000",
             "heartbeat.interval.ms": "500", "max.poll.interval.ms": "10000", "auto.offset.reset": "earliest",
+
         ]
         configure(&configuration)
-        worker = try await WorkerAssembly.make(configuration, logger: Self.logger)
+        let workerLogger = workerLog.map { Logger(label: "e2e", minimumLevel: .info, sink: $0) } ?? Self.logger
+        worker = try await WorkerAssembly.make(configuration, logger: workerLogger)
         producer = try KafkaProducer(configuration: .init(bootstrapServers: Self.bootstrap), logger: Self.logger)
         reader = try KafkaConsumer(
             configuration: .init(
