@@ -38,10 +38,15 @@ public protocol Ledger: Sendable {
     func close() async
 }
 
-/// A ledger failure. Always retriable from the job's point of view: the decision was not stored.
+/// A ledger failure: the decision was not stored. Retried, unless `isPermanent`: the database refuses the
+/// values themselves (too long for an index, invalid text), which no retry will change.
 public struct LedgerError: Error, Sendable, CustomStringConvertible {
     public let reason: String
-    public init(_ reason: String) { self.reason = reason }
+    public let isPermanent: Bool
+    public init(_ reason: String, isPermanent: Bool = false) {
+        self.reason = reason
+        self.isPermanent = isPermanent
+    }
     public var description: String { "ledger: \(reason)" }
 }
 

@@ -5,11 +5,14 @@ public struct PartitionOffsets: Sendable {
     private var finished: [Bool] = []
     private var head = 0
     private var highestSeen: Int64 = -1
+    /// Jobs left unanswered for the next delivery (the worker stopped first): never finished, so never
+    /// committed past, but nothing to wait for either.
+    private var abandoned: Set<Int64> = []
 
     public init() {}
 
-    /// Jobs taken and not yet finished.
-    public var outstanding: Int { finished[head...].lazy.filter { !$0 }.count }
+    /// Jobs taken, not finished and not abandoned: what a drain waits for.
+    public var outstanding: Int { finished[head...].lazy.filter { !$0 }.count - abandoned.count }
 
     /// Records a job taken from the partition. False for an offset at or below one already taken: the
     /// consumer can deliver a message again (seen after pause and resume), and that job is already in
@@ -23,17 +26,19 @@ public struct PartitionOffsets: Sendable {
         return true
     }
 
+    /// Marks a job left unanswered (the worker is stopping): the commit never passes it, so the job is
+    /// delivered again; a drain no longer waits for it. False when it was not in flight here.
+    @discardableResult
+    public mutating func abandon(_ offset: Int64) -> Bool {
+        guard let index = index(of: offset), !finished[index], !abandoned.contains(offset) else { return false }
+        abandoned.insert(offset)
+        return true
+    }
+
     /// Marks a job finished (its result acknowledged by the broker). False when it was not in flight here.
     @discardableResult
     public mutating func finish(_ offset: Int64) -> Bool {
-        // Offsets are taken in increasing order: a binary search finds one among thousands in flight.
-        var (low, high) = (head, offsets.count)
-        while low < high {
-            let middle = (low + high) / 2
-            if offsets[middle] < offset { low = middle + 1 } else { high = middle }
-        }
-        guard low < offsets.count, offsets[low] == offset, !finished[low] else { return false }
-        let index = low
+        guard let index = index(of: offset), !finished[index], !abandoned.contains(offset) else { return false }
         finished[index] = true
         while head < finished.count && finished[head] { head += 1 }
         if head > 1024 && head * 2 > offsets.count {  // drop the finished prefix now and then
@@ -42,6 +47,16 @@ public struct PartitionOffsets: Sendable {
             head = 0
         }
         return true
+    }
+
+    private func index(of offset: Int64) -> Int? {
+        // Offsets are taken in increasing order: a binary search finds one among thousands in flight.
+        var (low, high) = (head, offsets.count)
+        while low < high {
+            let middle = (low + high) / 2
+            if offsets[middle] < offset { low = middle + 1 } else { high = middle }
+        }
+        return low < offsets.count && offsets[low] == offset ? low : nil
     }
 
     /// The offset to commit (the next to read): the oldest unfinished job's, or one past the last seen when

@@ -4,13 +4,35 @@ import Kafka
 import Ledger
 import Observability
 
+/// One job being handled: its message and the assignment of its partition it started under.
+struct JobTicket: Sendable {
+    let message: KafkaMessage
+    let generation: UInt64
+}
+
+/// How handling a job ended. Only an answered job may be committed past.
+enum JobEnd: Sendable, Equatable {
+    /// Its answer (a result event, a dead letter, or both) was acknowledged by the broker.
+    case answered
+    /// Left unanswered because the worker is stopping or the partition has a new owner: never committed
+    /// past, so the job is delivered again, and the ledger gives it the same answer then.
+    case redeliver
+}
+
+/// A failure that will not heal by retrying (a value the database refuses, a message the broker will never
+/// take): the job ends in the DLQ instead of holding its partition forever.
+struct PermanentFailure: Error, Sendable {
+    let reason: String
+}
+
 extension Worker {
     /// Takes one message from receipt to published answer. Never throws: whatever happens ends as a
-    /// result event, a dead letter, or (at shutdown) an unfinished job that will be delivered again.
-    func handle(_ message: KafkaMessage) async {
+    /// result event, a dead letter, or a job left for its next delivery (``JobEnd/redeliver``).
+    func handle(_ ticket: JobTicket) async -> JobEnd {
+        let message = ticket.message
         switch JobParser.parse(message.value, maxBytes: configuration.jobsMaxBytes) {
         case .unreadable(let reason):
-            await deadLetter(message, reason: "malformed_job", error: reason, attempts: 0)
+            return await deadLetter(ticket, reason: "malformed_job", error: reason, attempts: 0)
         case .invalidJob(let identity, let reason):
             let event = ResultEvent(
                 eventID: ResultEvent.eventID(
@@ -21,59 +43,71 @@ extension Worker {
                 reason: "malformed_job", productID: identity.productID, quantity: identity.quantity, transactionID: nil,
                 originalTransactionID: nil, environment: nil, purchaseDate: nil, expiresDate: nil, verifiedAt: Date(),
                 attempts: 0, detail: reason)
-            let published: (json: Data, headers: [KafkaHeader]?)?
+            let published: (json: Data, headers: [KafkaHeader]?)
             if identity.jobID.isEmpty {
+                // No usable job id (absent, too long, or unfit for a ledger key): nothing to remember it by.
                 metrics.decision("deny", reason: "malformed_job").increment()
                 published = (event.json(), event.headers(source: configuration.eventSource))
             } else {
-                published = await record(jobID: identity.jobID, claim: .deny, event: event)
+                switch await record(ticket, jobID: identity.jobID, claim: .deny, event: event) {
+                case .success(let recorded?): published = recorded
+                case .success(nil): return .redeliver
+                case .failure(let failure):
+                    return await deadLetter(ticket, reason: "malformed_job", error: failure.reason, attempts: 0)
+                }
             }
-            guard let published else { return }
-            await publishResult(published.json, key: identity.orderID, headers: published.headers)
-            await deadLetter(message, reason: "malformed_job", error: reason, attempts: 0)
+            guard await publishResult(ticket, published.json, key: identity.orderID, headers: published.headers)
+            else { return .redeliver }
+            return await deadLetter(ticket, reason: "malformed_job", error: reason, attempts: 0)
         case .job(let job):
-            await process(job, message: message)
+            return await process(job, ticket: ticket)
         }
     }
 
-    private func process(_ job: ReceiptJob, message: KafkaMessage) async {
+    private func process(_ job: ReceiptJob, ticket: JobTicket) async -> JobEnd {
+        let message = ticket.message
         logger.debug(
             "job received",
             ["job_id": job.jobID, "partition": message.topicPartition.description, "offset": String(message.offset)])
-        // Two levels: nil when the worker stopped before the ledger answered, .some(nil) when the job is new.
-        guard
-            let lookup = await retrying(
-                "ledger lookup", stage: metrics.ledgerLookup, { try await self.ledger.storedEvent(jobID: job.jobID) })
-        else { return }
+        let lookup: Data?
+        switch await retrying(
+            "ledger lookup", ticket, stage: metrics.ledgerLookup,
+            { try await self.ledger.storedEvent(jobID: job.jobID) })
+        {
+        case .success(let stored?): lookup = stored
+        case .success(nil): return .redeliver
+        case .failure(let failure):
+            return await deadLetter(ticket, reason: "malformed_job", error: failure.reason, attempts: 0)
+        }
         if let stored = lookup {
             metrics.replayedResults.increment()
-            await publishResult(stored, key: job.orderID)  // a re-delivered job: its first answer, unchanged
-            return
+            // A re-delivered job: its first answer, unchanged.
+            return await publishResult(ticket, stored, key: job.orderID) ? .answered : .redeliver
         }
         var attempts = 0
         let verdict: AppleVerdict
         while true {
             await breaker.waitUntilCallsAllowed()
-            if isStopping { return }
+            if mustLetGo(ticket) { return .redeliver }
             let before = attempts
             do {
                 verdict = try await apple.verify(job.proof, attempts: &attempts)
                 breaker.record(success: true)
                 break
             } catch {
+                // A call cut short by the stop (a cancelled request) says nothing about the purchase.
+                if mustLetGo(ticket) || Task.isCancelled { return .redeliver }
                 attempts = max(attempts, before + 1)
                 let appleError = error as? AppleVerificationError
                 guard appleError?.isRetriable ?? true else {
-                    await deadLetter(
-                        message, reason: "cannot_verify", error: appleError?.reason ?? "\(error)", attempts: attempts)
-                    return
+                    return await deadLetter(
+                        ticket, reason: "cannot_verify", error: appleError?.reason ?? "\(error)", attempts: attempts)
                 }
                 breaker.record(success: false)
                 guard configuration.retry.mayRetry(afterAttempts: attempts) else {
-                    await deadLetter(
-                        message, reason: "retries_exhausted", error: appleError?.reason ?? "\(error)",
+                    return await deadLetter(
+                        ticket, reason: "retries_exhausted", error: appleError?.reason ?? "\(error)",
                         attempts: attempts)
-                    return
                 }
                 metrics.appleRetries.increment()
                 let delay = configuration.retry.delay(afterAttempts: attempts, retryAfter: appleError?.retryAfter)
@@ -81,15 +115,23 @@ extension Worker {
                     "Apple transient failure; retrying",
                     ["job_id": job.jobID, "attempts": String(attempts), "error": "\(error)"])
                 try? await Task.sleep(for: delay)
-                if isStopping { return }
+                if mustLetGo(ticket) { return .redeliver }
             }
         }
         let outcome = OrderChecks.evaluate(job, verdict: verdict)
         logger.debug("job checked", ["job_id": job.jobID, "outcome": "\(outcome)", "attempts": String(attempts)])
-        await decide(job, outcome: outcome, attempts: attempts)
+        return await decide(job, ticket: ticket, outcome: outcome, attempts: attempts)
     }
 
-    private func decide(_ job: ReceiptJob, outcome: OrderChecks.Outcome, attempts: Int) async {
+    /// True when the job must be left for its next delivery: the worker is stopping, or the job's partition
+    /// was released (its new owner runs the job again).
+    func mustLetGo(_ ticket: JobTicket) -> Bool {
+        isStopping || !state.holds(ticket.message.topicPartition, generation: ticket.generation)
+    }
+
+    private func decide(_ job: ReceiptJob, ticket: JobTicket, outcome: OrderChecks.Outcome, attempts: Int) async
+        -> JobEnd
+    {
         let now = Date()
         func event(
             _ decision: ResultEvent.Decision, _ reason: String, _ transaction: AppleTransaction?,
@@ -106,78 +148,97 @@ extension Worker {
                 purchaseDate: transaction?.purchaseDate, expiresDate: transaction?.expiresDate, verifiedAt: now,
                 attempts: attempts, detail: detail)
         }
-        let published: (json: Data, headers: [KafkaHeader]?)?
+        let recorded: Result<(json: Data, headers: [KafkaHeader]?)?, PermanentFailure>
         switch outcome {
         case .deny(let reason, let detail, let transaction, let environment):
-            published = await record(
-                jobID: job.jobID, claim: .deny, event: event(.deny, reason, transaction, environment, detail))
+            recorded = await record(
+                ticket, jobID: job.jobID, claim: .deny, event: event(.deny, reason, transaction, environment, detail))
         case .grant(let transaction, let environment):
             let grant = event(.grant, "verified", transaction, environment, nil)
             let bytes = grant.json()
             let claim = LedgerClaim.grant(orderID: job.orderID, transactionID: transaction.transactionID)
             switch await retrying(
-                "ledger", stage: metrics.ledgerRecord,
+                "ledger", ticket, stage: metrics.ledgerRecord,
                 { try await self.ledger.record(jobID: job.jobID, claim: claim, event: bytes) })
             {
-            case .recorded?:
+            case .success(.recorded?):
                 metrics.decision("grant", reason: "verified").increment()
-                published = (bytes, grant.headers(source: configuration.eventSource))
-            case .replay(let data)?:
+                recorded = .success((bytes, grant.headers(source: configuration.eventSource)))
+            case .success(.replay(let data)?):
                 metrics.replayedResults.increment()
-                published = (data, nil)
-            case .duplicateTransaction?:
-                published = await record(
-                    jobID: job.jobID, claim: .deny,
+                recorded = .success((data, nil))
+            case .success(.duplicateTransaction?):
+                recorded = await record(
+                    ticket, jobID: job.jobID, claim: .deny,
                     event: event(
                         .deny, "duplicate_transaction", transaction, environment,
                         "the transaction was granted to another order"))
-            case .orderAlreadyFulfilled?:
-                published = await record(
-                    jobID: job.jobID, claim: .deny,
+            case .success(.orderAlreadyFulfilled?):
+                recorded = await record(
+                    ticket, jobID: job.jobID, claim: .deny,
                     event: event(
                         .deny, "order_already_fulfilled", transaction, environment,
                         "the order was granted with another transaction"))
-            case nil: published = nil
+            case .success(nil): recorded = .success(nil)
+            case .failure(let failure): recorded = .failure(failure)
             }
         }
-        if let published { await publishResult(published.json, key: job.orderID, headers: published.headers) }
+        switch recorded {
+        case .success(let published?):
+            let acknowledged = await publishResult(ticket, published.json, key: job.orderID, headers: published.headers)
+            return acknowledged ? .answered : .redeliver
+        case .success(nil): return .redeliver
+        case .failure(let failure):
+            return await deadLetter(ticket, reason: "malformed_job", error: failure.reason, attempts: attempts)
+        }
     }
 
     /// Stores a decision; returns the event to publish: this one with its headers, or the stored one (its
-    /// headers to be read back) when the job was decided before. Nil when the worker stopped first.
-    func record(jobID: String, claim: LedgerClaim, event: ResultEvent) async -> (json: Data, headers: [KafkaHeader]?)? {
+    /// headers to be read back) when the job was decided before. Nil when the job must be let go first.
+    func record(_ ticket: JobTicket, jobID: String, claim: LedgerClaim, event: ResultEvent) async
+        -> Result<(json: Data, headers: [KafkaHeader]?)?, PermanentFailure>
+    {
         let bytes = event.json()
         switch await retrying(
-            "ledger", stage: metrics.ledgerRecord,
+            "ledger", ticket, stage: metrics.ledgerRecord,
             { try await self.ledger.record(jobID: jobID, claim: claim, event: bytes) })
         {
-        case .replay(let data)?:
+        case .success(.replay(let data)?):
             metrics.replayedResults.increment()
-            return (data, nil)
-        case nil: return nil
-        default:
+            return .success((data, nil))
+        case .success(nil): return .success(nil)
+        case .success(_?):
             metrics.decision(event.decision.rawValue, reason: event.reason).increment()
-            return (bytes, event.headers(source: configuration.eventSource))
+            return .success((bytes, event.headers(source: configuration.eventSource)))
+        case .failure(let failure): return .failure(failure)
         }
     }
 
-    /// Repeats `body` with backoff until it succeeds or the worker stops (then nil): for the ledger and
-    /// the broker, whose failures are never the player's.
-    func retrying<T: Sendable>(_ what: String, stage: Histogram? = nil, _ body: @Sendable () async throws -> T) async
-        -> T?
-    {
+    /// Repeats `body` with backoff until it succeeds (`.success(value)`), the job must be let go
+    /// (`.success(nil)`: after the first attempt, a stopping worker or a released partition ends it), or it
+    /// fails in a way that will never heal (`.failure`: a ledger error the error itself calls permanent).
+    /// For the ledger and the broker, whose failures are never the player's. One warning per job on the
+    /// first failure and every tenth after, not one per attempt.
+    func retrying<T: Sendable>(
+        _ what: String, _ ticket: JobTicket, stage: Histogram? = nil, _ body: @Sendable () async throws -> T
+    ) async -> Result<T?, PermanentFailure> {
         let started = ContinuousClock.now
         defer { stage?.observe(ContinuousClock.now - started) }
         var attempt = 0
-        while !isStopping || attempt == 0 {
+        while attempt == 0 || !mustLetGo(ticket) {
             attempt += 1
             do {
-                return try await body()
+                return .success(try await body())
+            } catch let error as LedgerError where error.isPermanent {
+                logger.warning("\(what) failed for good", ["error": "\(error)"])
+                return .failure(PermanentFailure(reason: error.description))
             } catch {
-                logger.warning("\(what) failed; retrying", ["error": "\(error)", "attempt": String(attempt)])
+                if attempt == 1 || attempt % 10 == 0 {
+                    logger.warning("\(what) failed; retrying", ["error": "\(error)", "attempt": String(attempt)])
+                }
                 try? await Task.sleep(for: configuration.retry.delay(afterAttempts: min(attempt, 8), retryAfter: nil))
             }
         }
-        return nil
+        return .success(nil)
     }
 }

@@ -2,20 +2,27 @@ import Foundation
 import Kafka
 
 extension Worker {
-    /// Publishes a result event with its CloudEvents headers, until the broker acknowledges it. `headers`
-    /// are read back from the stored JSON when not given (a replayed event keeps its id, type and time).
-    func publishResult(_ json: Data, key: String, headers given: [KafkaHeader]? = nil) async {
+    /// Publishes a result event with its CloudEvents headers, until the broker acknowledges it (true) or the
+    /// job must be let go (false). `headers` are read back from the stored JSON when not given (a replayed
+    /// event keeps its id, type and time).
+    func publishResult(_ ticket: JobTicket, _ json: Data, key: String, headers given: [KafkaHeader]? = nil) async
+        -> Bool
+    {
         let headers = given ?? ResultEvent.headers(storedJSON: json, source: configuration.eventSource)
         let message = KafkaProducerMessage(
             topic: configuration.topics.results, key: Array(key.utf8), value: Array(json), headers: headers)
-        let report = await retrying("publishing a result", stage: metrics.publish) {
+        let report = await retrying("publishing a result", ticket, stage: metrics.publish) {
             try await self.producer.send(message)
         }
-        logger.debug("result published", ["offset": report.map { String($0.offset) } ?? "none"])
+        guard case .success(let acknowledged?) = report else { return false }
+        logger.debug("result published", ["offset": String(acknowledged.offset)])
+        return true
     }
 
-    /// Copies the original message to the DLQ with the contract's headers, until the broker acknowledges it.
-    func deadLetter(_ message: KafkaMessage, reason: String, error: String, attempts: Int) async {
+    /// Copies the original message to the DLQ with the contract's headers, until the broker acknowledges it
+    /// (answered) or the job must be let go (delivered again).
+    func deadLetter(_ ticket: JobTicket, reason: String, error: String, attempts: Int) async -> JobEnd {
+        let message = ticket.message
         logger.warning(
             "job dead-lettered",
             [
@@ -31,9 +38,12 @@ extension Worker {
         ]
         let letter = KafkaProducerMessage(
             topic: configuration.topics.dlq, key: message.key, value: message.value, headers: headers)
-        if await retrying("publishing a dead letter", { try await self.producer.send(letter) }) != nil {
-            metrics.deadLetter(reason: reason).increment()
-        }
+        guard
+            case .success(_?) = await retrying(
+                "publishing a dead letter", ticket, { try await self.producer.send(letter) })
+        else { return .redeliver }
+        metrics.deadLetter(reason: reason).increment()
+        return .answered
     }
 }
 

@@ -128,9 +128,14 @@ public final class Worker: Sendable {
                 }
                 jobs.addTask {
                     let started = ContinuousClock.now
-                    await self.handle(message)
-                    self.metrics.jobDuration.observe(ContinuousClock.now - started)
-                    self.state.finish(message.topicPartition, offset: message.offset)
+                    switch await self.handle(JobTicket(message: message, generation: waitingJob.generation)) {
+                    case .answered:
+                        self.metrics.jobDuration.observe(ContinuousClock.now - started)
+                        self.state.finish(message.topicPartition, offset: message.offset)
+                    case .redeliver:
+                        // Never committed past: read again after the restart, or by the partition's new owner.
+                        self.state.abandon(message.topicPartition, offset: message.offset)
+                    }
                     self.slots.release()
                 }
             }

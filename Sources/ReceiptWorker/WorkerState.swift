@@ -71,6 +71,20 @@ final class WorkerState: Sendable {
         }
     }
 
+    /// Records a job left unanswered for its next delivery: its partition's commits stay behind it, and a
+    /// drain stops waiting for it.
+    func abandon(_ partition: KafkaTopicPartition, offset: Int64) {
+        state.withLock { state in
+            if state.partitions[partition]?.offsets.abandon(offset) == true { state.inFlight -= 1 }
+        }
+    }
+
+    /// True while this assignment of the partition is still this worker's (draining included): a job of a
+    /// partition released since has a new owner, who will run it again.
+    func holds(_ partition: KafkaTopicPartition, generation: UInt64) -> Bool {
+        state.withLock { $0.partitions[partition]?.generation == generation }
+    }
+
     func outstanding(in partitions: [KafkaTopicPartition]) -> Int {
         state.withLock { state in partitions.reduce(0) { $0 + (state.partitions[$1]?.offsets.outstanding ?? 0) } }
     }

@@ -11,7 +11,11 @@ import Testing
 /// One worker with its own topics, a simulator, a SQLite ledger, and a reader of results and dead letters.
 final class WorkerHarness: Sendable {
     let simulator: AppStoreSimulator
-    let worker: Worker
+    private let current: Mutex<Worker>
+    /// The worker running now (``restartWorker()`` replaces it).
+    var worker: Worker { current.withLock { $0 } }
+    let configuration: WorkerConfiguration
+    private let workerLogger: Logger
     let producer: KafkaProducer
     let reader: KafkaConsumer
     let topics: WorkerConfiguration.Topics
@@ -68,8 +72,10 @@ final class WorkerHarness: Sendable {
 
         ]
         configure(&configuration)
-        let workerLogger = workerLog.map { Logger(label: "e2e", minimumLevel: .info, sink: $0) } ?? Self.logger
-        worker = try await WorkerAssembly.make(configuration, logger: workerLogger)
+        workerLogger = workerLog.map { Logger(label: "e2e", minimumLevel: .info, sink: $0) } ?? Self.logger
+        self.configuration = configuration
+        let worker = try await WorkerAssembly.make(configuration, logger: workerLogger)
+        current = Mutex(worker)
         producer = try KafkaProducer(configuration: .init(bootstrapServers: Self.bootstrap), logger: Self.logger)
         reader = try KafkaConsumer(
             configuration: .init(
@@ -79,7 +85,6 @@ final class WorkerHarness: Sendable {
                 ]),
             logger: Self.logger)
         try reader.subscribe(topics: [configuration.topics.results, configuration.topics.dlq])
-        let worker = self.worker
         let reader = self.reader
         let running = Task { do { try await worker.run() } catch { Issue.record("worker failed: \(error)") } }
         let reading = Task { [self] in
@@ -89,6 +94,17 @@ final class WorkerHarness: Sendable {
             }
         }
         tasks.withLock { $0 = [running, reading] }
+    }
+
+    /// Stops the worker as SIGTERM does (drain, commit, close) and starts a new one on the same
+    /// configuration, topics, group and ledger: a restart.
+    func restartWorker() async throws {
+        worker.shutdown()
+        await tasks.withLock { $0 }[0].value
+        let next = try await WorkerAssembly.make(configuration, logger: workerLogger)
+        current.withLock { $0 = next }
+        let running = Task { do { try await next.run() } catch { Issue.record("worker failed: \(error)") } }
+        tasks.withLock { $0[0] = running }
     }
 
     func stop() async {
