@@ -38,9 +38,12 @@ enum AppleHTTP {
         }
     }
 
-    /// An error for a non-success HTTP status without a usable Apple error body.
-    static func statusError(_ response: HTTPResponse, endpoint: String) -> AppleVerificationError {
-        let retryAfter = retryAfterSeconds(response.header("retry-after"))
+    /// An error for a non-success HTTP status without a usable Apple error body. `maximumRetryAfter` bounds
+    /// the wait a `Retry-After` may ask for.
+    static func statusError(_ response: HTTPResponse, endpoint: String, maximumRetryAfter: Duration)
+        -> AppleVerificationError
+    {
+        let retryAfter = retryAfter(response.header("retry-after"), maximum: maximumRetryAfter)
         if response.status == 429 {
             return AppleVerificationError(
                 .rateLimited, "\(endpoint): rate limited (HTTP 429)", isRetriable: true, retryAfter: retryAfter)
@@ -51,21 +54,69 @@ enum AppleHTTP {
             retryAfter: retryAfter)
     }
 
-    /// Seconds from now. Apple documents `Retry-After` on the Server API as a UNIX time in milliseconds;
-    /// HTTP's own form is a number of seconds. Both are accepted: a number past 10^12 is epoch
-    /// milliseconds, past 10^9 epoch seconds, else a delay in seconds.
-    static func retryAfterSeconds(_ value: String?, now: Date = Date()) -> Double? {
-        guard let value, let number = Double(value.trimmingCharacters(in: .whitespaces)), number >= 0 else {
+    /// A `Retry-After` header as a wait from `now`, from zero to `maximum`; nil when absent or unreadable.
+    ///
+    /// Apple documents `Retry-After` on the Server API as a UNIX time in milliseconds; HTTP's own forms are a
+    /// number of seconds and an HTTP-date, and proxies send those. A number of 10^12 or more is epoch
+    /// milliseconds, from 10^9 epoch seconds, below that a delay in seconds; a time already past is a wait
+    /// of zero. The header comes from whatever answered, so it is read as hostile: only digits (with an
+    /// optional fraction) are a number, so `inf`, `nan`, `1e300` and `-5` are unreadable, and a huge number
+    /// or a date centuries away waits `maximum`, never longer.
+    static func retryAfter(_ value: String?, now: Date = Date(), maximum: Duration) -> Duration? {
+        guard let value else { return nil }
+        let text = value.trimmingCharacters(in: .whitespaces)
+        let seconds: Double
+        if let number = decimal(text) {
+            if number >= 1e12 {
+                seconds = number / 1000 - now.timeIntervalSince1970
+            } else if number >= 1e9 {
+                seconds = number - now.timeIntervalSince1970
+            } else {
+                seconds = number
+            }
+        } else if let date = httpDate(text) {
+            seconds = date.timeIntervalSince(now)
+        } else {
             return nil
         }
-        let seconds: Double
-        if number >= 1e12 {
-            seconds = number / 1000 - now.timeIntervalSince1970
-        } else if number >= 1e9 {
-            seconds = number - now.timeIntervalSince1970
-        } else {
-            seconds = number
+        return clamp(seconds: seconds, maximum: maximum)
+    }
+
+    /// `seconds` as a `Duration` in 0...`maximum`, converted only once it is known to fit. Infinity (a
+    /// number with hundreds of digits reads as one) is past any maximum; NaN is no time.
+    static func clamp(seconds: Double, maximum: Duration) -> Duration? {
+        guard !seconds.isNaN, seconds != -.infinity else { return nil }
+        let ceiling = max(maximum, .zero)
+        let ceilingSeconds = Double(ceiling.components.seconds) + Double(ceiling.components.attoseconds) / 1e18
+        guard seconds > 0 else { return .zero }
+        guard seconds < ceilingSeconds, let milliseconds = Int64(exactly: (seconds * 1000).rounded(.up)) else {
+            return ceiling
         }
-        return max(0, seconds)
+        return min(.milliseconds(milliseconds), ceiling)
+    }
+
+    /// A non-negative decimal number (digits, an optional fraction); nil for anything else `Double` would read.
+    private static func decimal(_ text: String) -> Double? {
+        guard let first = text.utf8.first, first >= UInt8(ascii: "0"), first <= UInt8(ascii: "9") else { return nil }
+        var digits = 0
+        var sawPoint = false
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digits += 1
+            case UInt8(ascii: ".") where !sawPoint: sawPoint = true
+            default: return nil
+            }
+        }
+        guard digits > 0, text.utf8.last != UInt8(ascii: ".") else { return nil }
+        return Double(text)
+    }
+
+    /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the HTTP-date form senders must use.
+    private static func httpDate(_ text: String) -> Date? {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.date(from: text)
     }
 }

@@ -33,14 +33,20 @@ public struct AppleVerificationError: Error, Sendable, CustomStringConvertible {
     public let code: Code
     public let reason: String
     public let isRetriable: Bool
-    /// When Apple said when to come back (a `Retry-After`), in seconds from now.
-    public let retryAfter: Double?
+    /// When Apple said to come back (`Retry-After`), as a wait from when the answer came: never negative,
+    /// and never longer than the client's `maximumRetryAfter`, whatever the header held.
+    public let retryDelay: Duration?
 
-    public init(_ code: Code, _ reason: String, isRetriable: Bool = false, retryAfter: Double? = nil) {
+    /// ``retryDelay`` in seconds, for callers that count in seconds. Always finite.
+    public var retryAfter: Double? {
+        retryDelay.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+    }
+
+    public init(_ code: Code, _ reason: String, isRetriable: Bool = false, retryAfter: Duration? = nil) {
         self.code = code
         self.reason = reason
         self.isRetriable = isRetriable
-        self.retryAfter = retryAfter
+        self.retryDelay = retryAfter
     }
 
     public var description: String { "\(code): \(reason)" }

@@ -70,34 +70,66 @@ public final class AppleVerifier: Sendable {
             return .rejected(
                 .invalidReceipt, detail: "verifyReceipt status \(status): \(VerifyReceiptStatus.describe(status))")
         case .valid(let response, let environment):
-            let body = response.receipt
-            let receiptBundle = body?.bundleId ?? body?.bid
-            guard receiptBundle == bundleID else {
-                return .rejected(.bundleMismatch, detail: "the receipt is for bundle \(receiptBundle ?? "unknown")")
-            }
-            var entries = (body?.inApp ?? []) + (response.latestReceiptInfo ?? [])
-            if let ios6 = body?.ios6Transaction { entries.append(ios6) }
-            var seen = Set<String>()
-            let transactions = entries.compactMap(AppleTransaction.init).filter {
-                seen.insert($0.transactionID).inserted
-            }
-            return .verified(
-                VerifiedPurchase(
-                    source: .receipt, bundleID: receiptBundle, environment: AppleEnvironment(rawValue: environment),
-                    transactions: transactions))
+            return Self.verdict(onReceipt: response, environment: environment, bundleID: bundleID)
         }
     }
 
+    /// The verdict on a valid verifyReceipt answer. Every entry of `in_app`, `latest_receipt_info` and an
+    /// iOS 6 receipt is read; entries with one `transaction_id` are merged, a cancellation in either winning.
+    /// An entry with an unreadable or out-of-range date or quantity makes the whole receipt invalid: leaving
+    /// the field out could grant a cancelled or expired purchase, and Apple never sends such an entry.
+    static func verdict(onReceipt response: VerifyReceiptResponse, environment: String, bundleID: String)
+        -> AppleVerdict
+    {
+        let body = response.receipt
+        let receiptBundle = body?.bundleId ?? body?.bid
+        guard receiptBundle == bundleID else {
+            return .rejected(.bundleMismatch, detail: "the receipt is for bundle \(receiptBundle ?? "unknown")")
+        }
+        var entries = (body?.inApp ?? []) + (response.latestReceiptInfo ?? [])
+        if let ios6 = body?.ios6Transaction { entries.append(ios6) }
+        var transactions: [AppleTransaction] = []
+        var positions: [String: Int] = [:]
+        for entry in entries {
+            let transaction: AppleTransaction
+            do {
+                guard let read = try AppleTransaction(entry) else { continue }
+                transaction = read
+            } catch {
+                return .rejected(.invalidReceipt, detail: "verifyReceipt answered with \(error.reason)")
+            }
+            if let position = positions[transaction.transactionID] {
+                transactions[position] = transactions[position].merging(transaction)
+            } else {
+                positions[transaction.transactionID] = transactions.count
+                transactions.append(transaction)
+            }
+        }
+        return .verified(
+            VerifiedPurchase(
+                source: .receipt, bundleID: receiptBundle, environment: AppleEnvironment(rawValue: environment),
+                transactions: transactions))
+    }
+
     private func verifySigned(_ jws: String, source: VerifiedPurchase.Source) -> AppleVerdict {
+        Self.verdict(onSigned: jws, source: source, verifier: signedData)
+    }
+
+    /// The verdict on a signed transaction: its signature, chain, bundle and environment (``SignedDataVerifier``),
+    /// then its fields. A failure of any is a rejection, never a crash: the payload is hostile until verified,
+    /// and a verified payload can still hold numbers no date can be made of.
+    static func verdict(onSigned jws: String, source: VerifiedPurchase.Source, verifier: SignedDataVerifier)
+        -> AppleVerdict
+    {
         do {
-            let transaction = try signedData.verifyTransaction(jws)
+            let transaction = try verifier.verifyTransaction(jws)
             guard let id = transaction.transactionId, !id.isEmpty else {
                 return .rejected(.invalidReceipt, detail: "the signed transaction has no transaction id")
             }
             return .verified(
                 VerifiedPurchase(
                     source: source, bundleID: transaction.bundleId, environment: transaction.environment ?? .production,
-                    transactions: [AppleTransaction(transaction)]))
+                    transactions: [try AppleTransaction(transaction)]))
         } catch {
             switch error.code {
             case .bundleMismatch: return .rejected(.bundleMismatch, detail: error.reason)

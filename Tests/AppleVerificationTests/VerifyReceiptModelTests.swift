@@ -41,7 +41,7 @@ struct VerifyReceiptModelTests {
         let entry = try #require(response.receipt?.ios6Transaction)
         #expect(entry.transactionId == "1000000230566953")
         #expect(entry.productId == "com.sy599.qp.paodekuai.m30")
-        let transaction = try #require(AppleTransaction(entry))
+        let transaction = try #require(try AppleTransaction(entry))
         #expect(transaction.purchaseDate == Date(timeIntervalSince1970: 1_471_579_178.667))
     }
 
@@ -56,11 +56,12 @@ struct VerifyReceiptModelTests {
     @Test("Retry-After as UNIX milliseconds (Apple's documentation), UNIX seconds, or a delay in seconds")
     func retryAfter() {
         let now = Date(timeIntervalSince1970: 1_700_000_000)
-        #expect(AppleHTTP.retryAfterSeconds("1700000002500", now: now) == 2.5)
-        #expect(AppleHTTP.retryAfterSeconds("1700000003", now: now) == 3)
-        #expect(AppleHTTP.retryAfterSeconds("7", now: now) == 7)
-        #expect(AppleHTTP.retryAfterSeconds("1699999999000", now: now) == 0)
-        #expect(AppleHTTP.retryAfterSeconds("soon", now: now) == nil)
+        let maximum = Duration.seconds(60)
+        #expect(AppleHTTP.retryAfter("1700000002500", now: now, maximum: maximum) == .milliseconds(2500))
+        #expect(AppleHTTP.retryAfter("1700000003", now: now, maximum: maximum) == .seconds(3))
+        #expect(AppleHTTP.retryAfter("7", now: now, maximum: maximum) == .seconds(7))
+        #expect(AppleHTTP.retryAfter("1699999999000", now: now, maximum: maximum) == .zero)
+        #expect(AppleHTTP.retryAfter("soon", now: now, maximum: maximum) == nil)
     }
 }
 
@@ -91,7 +92,7 @@ struct ServerAPIModelTests {
         #expect(transaction.price == 10990)
         #expect(transaction.revocationDate == 1_698_148_950_000)
         #expect(transaction.appAccountToken == "7e3fb20b-4cdb-47cc-936d-99d65f608138")
-        let normalised = AppleTransaction(transaction)
+        let normalised = try AppleTransaction(transaction)
         #expect(normalised.revocationDate == Date(timeIntervalSince1970: 1_698_148_950))
         #expect(normalised.isSubscription)
     }

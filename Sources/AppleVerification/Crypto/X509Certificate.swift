@@ -12,7 +12,8 @@ package final class X509Certificate: @unchecked Sendable {
         let parsed: OpaquePointer? =
             isPEM(bytes)
             ? bytes.withUnsafeBytes { raw in
-                let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count))
+                guard let length = Int32(exactly: raw.count) else { return nil }
+                let bio = BIO_new_mem_buf(raw.baseAddress, length)
                 defer { BIO_free(bio) }
                 return PEM_read_bio_X509(bio, nil, nil, nil)
             }

@@ -1,9 +1,16 @@
 import Foundation
 
 /// One transaction as the worker's checks read it, whatever Apple source it came from.
+///
+/// Built only from values that were checked: every date is inside ``AppleTimestamp/validMilliseconds``, and
+/// a source with an out-of-range or unreadable date or quantity is refused rather than read with the field
+/// left out (a missing `cancellation_date` or `expires_date` would grant what must be denied).
 public struct AppleTransaction: Sendable, Hashable {
     public var transactionID: String
     public var originalTransactionID: String?
+    /// `webOrderLineItemId` (signed data) or `web_order_line_item_id` (verifyReceipt): one billing period of
+    /// an auto-renewable subscription, the same id on every device and in every proof of that period.
+    public var webOrderLineItemID: String?
     public var productID: String?
     public var quantity: Int
     public var appAccountToken: String?
@@ -11,17 +18,20 @@ public struct AppleTransaction: Sendable, Hashable {
     public var expiresDate: Date?
     /// A refund or revocation (`cancellation_date`, `revocationDate`).
     public var revocationDate: Date?
-    /// Known for signed transactions; receipts say it only through `expires_date` (then a subscription).
+    /// Signed data says it (`type`, raw value kept in ``ProductType/rawValue``). verifyReceipt entries do
+    /// not: an entry with `expires_date_ms` or `web_order_line_item_id` is an auto-renewable subscription,
+    /// any other `.unknown`.
     public var productType: ProductType
 
     public init(
         transactionID: String, originalTransactionID: String? = nil, productID: String? = nil, quantity: Int = 1,
         appAccountToken: String? = nil, purchaseDate: Date? = nil, expiresDate: Date? = nil,
         revocationDate: Date? = nil,
-        productType: ProductType = .unknown
+        productType: ProductType = .unknown, webOrderLineItemID: String? = nil
     ) {
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID
+        self.webOrderLineItemID = webOrderLineItemID
         self.productID = productID
         self.quantity = quantity
         self.appAccountToken = appAccountToken
@@ -33,30 +43,109 @@ public struct AppleTransaction: Sendable, Hashable {
 
     public var isSubscription: Bool { productType.isSubscription || expiresDate != nil }
 
-    init(_ transaction: JWSTransaction) {
+    /// The purchase this transaction proves, as the ledger claims it (CONTRACT.md §3, "Purchase identity"):
+    /// two proofs of one purchase give one identity, whichever proof (signed transaction, Server API,
+    /// receipt) and whichever device (a StoreKit 1 restore gives an old purchase a new `transaction_id`).
+    ///
+    /// | product type | identity |
+    /// |---|---|
+    /// | consumable, and any type Apple adds | `t:` + `transaction_id` |
+    /// | non-consumable, non-renewing subscription | `t:` + `original_transaction_id`, else `transaction_id` |
+    /// | auto-renewable subscription | `w:` + `web_order_line_item_id`, else `t:` + `transaction_id` |
+    /// | unknown (verifyReceipt entries without `expires_date_ms` or `web_order_line_item_id`) | `t:` + `original_transaction_id`, else `transaction_id` |
+    ///
+    /// The prefix names the id space, so ids from different spaces never collide: `t:` holds Apple
+    /// transaction ids, and an `original_transaction_id` is one (the id of the first purchase), so a
+    /// purchase claimed by its own id and later by a restore's `original_transaction_id` collides, as it
+    /// must; `w:` holds web order line items, a separate sequence whose numbers may equal a transaction id.
+    ///
+    /// verifyReceipt entries do not say whether a product is consumable. Their identity is the original
+    /// transaction: a non-consumable restored on a new device (`original_transaction_id` differs from
+    /// `transaction_id`) is then the purchase it restores, and a consumable, never restored, has its own id as
+    /// its original, so it stays one purchase per transaction as the table asks.
+    public var purchaseIdentity: String {
+        func nonEmpty(_ value: String?) -> String? { value.flatMap { $0.isEmpty ? nil : $0 } }
+        switch productType {
+        case .autoRenewableSubscription:
+            if let line = nonEmpty(webOrderLineItemID) { return "w:" + line }
+            return "t:" + transactionID
+        case .nonConsumable, .nonRenewingSubscription, .unknown:
+            return "t:" + (nonEmpty(originalTransactionID) ?? transactionID)
+        case .consumable, .other:
+            return "t:" + transactionID
+        }
+    }
+
+    /// A signed transaction's payload. Throws `.malformed` for a date outside ``AppleTimestamp``'s range.
+    init(_ transaction: JWSTransaction) throws(AppleVerificationError) {
         self.init(
             transactionID: transaction.transactionId ?? "", originalTransactionID: transaction.originalTransactionId,
             productID: transaction.productId, quantity: transaction.quantity ?? 1,
-            appAccountToken: transaction.appAccountToken, purchaseDate: Self.date(transaction.purchaseDate),
-            expiresDate: Self.date(transaction.expiresDate), revocationDate: Self.date(transaction.revocationDate),
-            productType: transaction.productType)
+            appAccountToken: transaction.appAccountToken,
+            purchaseDate: try Self.date(transaction.purchaseDate, "purchaseDate"),
+            expiresDate: try Self.date(transaction.expiresDate, "expiresDate"),
+            revocationDate: try Self.date(transaction.revocationDate, "revocationDate"),
+            productType: transaction.productType, webOrderLineItemID: transaction.webOrderLineItemId)
     }
 
-    init?(_ entry: VerifyReceiptResponse.InApp) {
+    /// A verifyReceipt entry; nil when it has no transaction id. Throws `.malformed` for a date or a
+    /// quantity that is present but unreadable or out of range: the receipt is then invalid.
+    init?(_ entry: VerifyReceiptResponse.InApp) throws(AppleVerificationError) {
         guard let id = entry.transactionId, !id.isEmpty else { return nil }
+        if let field = entry.unreadableFields.first {
+            throw AppleVerificationError(.malformed, "transaction \(id): \(field) is neither a string nor a number")
+        }
+        var quantity = 1
+        if let text = entry.quantity {
+            guard let value = Int(text), value >= 0 else {
+                throw AppleVerificationError(.malformed, "transaction \(id): quantity is not a whole number")
+            }
+            quantity = value
+        }
+        let expires = try Self.date(entry.expiresDateMs, "expires_date_ms", id)
+        let isAutoRenewable = entry.expiresDateMs != nil || entry.webOrderLineItemId != nil
         self.init(
             transactionID: id, originalTransactionID: entry.originalTransactionId, productID: entry.productId,
-            quantity: entry.quantity.flatMap { Int($0) } ?? 1, appAccountToken: entry.appAccountToken,
-            purchaseDate: Self.date(entry.purchaseDateMs), expiresDate: Self.date(entry.expiresDateMs),
-            revocationDate: Self.date(entry.cancellationDateMs))
+            quantity: quantity, appAccountToken: entry.appAccountToken,
+            purchaseDate: try Self.date(entry.purchaseDateMs, "purchase_date_ms", id), expiresDate: expires,
+            revocationDate: try Self.date(entry.cancellationDateMs, "cancellation_date_ms", id),
+            productType: isAutoRenewable ? .autoRenewableSubscription : .unknown,
+            webOrderLineItemID: entry.webOrderLineItemId)
     }
 
-    static func date(_ milliseconds: Double?) -> Date? {
-        milliseconds.map { Date(timeIntervalSince1970: $0 / 1000) }
+    /// This transaction completed with what `other`, another entry with the same `transaction_id`, adds.
+    /// A refund or revocation in either wins (the earliest when both have one): verifyReceipt lists one
+    /// purchase in `in_app` and in `latest_receipt_info`, and they need not agree.
+    func merging(_ other: AppleTransaction) -> AppleTransaction {
+        var merged = self
+        merged.revocationDate = [revocationDate, other.revocationDate].compactMap { $0 }.min()
+        merged.originalTransactionID = originalTransactionID ?? other.originalTransactionID
+        merged.webOrderLineItemID = webOrderLineItemID ?? other.webOrderLineItemID
+        merged.productID = productID ?? other.productID
+        merged.appAccountToken = appAccountToken ?? other.appAccountToken
+        merged.purchaseDate = purchaseDate ?? other.purchaseDate
+        merged.expiresDate = expiresDate ?? other.expiresDate
+        if productType == .unknown { merged.productType = other.productType }
+        return merged
     }
 
-    static func date(_ milliseconds: String?) -> Date? {
-        milliseconds.flatMap(Double.init).map { Date(timeIntervalSince1970: $0 / 1000) }
+    private static func date(_ milliseconds: Double?, _ field: String) throws(AppleVerificationError) -> Date? {
+        guard let milliseconds else { return nil }
+        guard let date = AppleTimestamp.date(milliseconds: milliseconds) else {
+            throw AppleVerificationError(.malformed, "\(field) is not a time from 1970 to 9999")
+        }
+        return date
+    }
+
+    private static func date(_ milliseconds: String?, _ field: String, _ id: String) throws(AppleVerificationError)
+        -> Date?
+    {
+        guard let milliseconds else { return nil }
+        guard let date = AppleTimestamp.date(millisecondsText: milliseconds) else {
+            throw AppleVerificationError(
+                .malformed, "transaction \(id): \(field) is not a time in milliseconds from 1970 to 9999")
+        }
+        return date
     }
 }
 

@@ -59,5 +59,17 @@ public enum ProductType: Hashable, Sendable {
         }
     }
 
+    /// Apple's `type` string for this type: a type Apple adds later is kept as sent; nil for `.unknown`.
+    public var rawValue: String? {
+        switch self {
+        case .consumable: "Consumable"
+        case .nonConsumable: "Non-Consumable"
+        case .autoRenewableSubscription: "Auto-Renewable Subscription"
+        case .nonRenewingSubscription: "Non-Renewing Subscription"
+        case .other(let value): value
+        case .unknown: nil
+        }
+    }
+
     public var isSubscription: Bool { self == .autoRenewableSubscription || self == .nonRenewingSubscription }
 }

@@ -12,6 +12,9 @@ public final class AppStoreServerAPIClient: Sendable {
         public var allowSandbox = false
         /// Per request. Default: 10 s.
         public var timeout: Duration = .seconds(10)
+        /// The longest wait a `Retry-After` may ask for; a longer one, or a date centuries away, waits this
+        /// long. The worker sets it to `retry.max_backoff_ms`. Default: 30 s.
+        public var maximumRetryAfter: Duration = .seconds(30)
         /// Told of every call (for metrics).
         public var observer: AppleCallObserver?
 
@@ -83,10 +86,12 @@ public final class AppStoreServerAPIClient: Sendable {
                     "transactionInfo: HTTP 401 (check apple.api.key_id, issuer_id and the key; in production, the app may not be released yet)",
                     isRetriable: true)
             }
-            throw AppleHTTP.statusError(response, endpoint: "transactionInfo")
+            throw AppleHTTP.statusError(
+                response, endpoint: "transactionInfo", maximumRetryAfter: configuration.maximumRetryAfter)
         }
         if code == Self.transactionNotFound { return .notFound }
-        let retryAfter = AppleHTTP.retryAfterSeconds(response.header("retry-after"))
+        let retryAfter = AppleHTTP.retryAfter(
+            response.header("retry-after"), maximum: configuration.maximumRetryAfter)
         if Self.retryableErrorCodes.contains(code) || response.status == 429 || response.status >= 500 {
             throw AppleVerificationError(
                 response.status == 429 ? .rateLimited : .apiError,

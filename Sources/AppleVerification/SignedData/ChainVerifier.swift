@@ -83,10 +83,14 @@ final class ChainVerifier: Sendable {
         }
         for root in roots { X509_STORE_add_cert(store, root.pointer) }
         OPENSSL_sk_push(untrusted, UnsafeRawPointer(intermediate.pointer))
+        // `date` comes from the payload, before its signature is checked: a failable conversion, never `time_t(_:)`.
+        guard date.isFinite, let time = time_t(exactly: date.rounded(.down)) else {
+            throw AppleVerificationError(.invalidChain, "the signed date is not a time a certificate can be checked at")
+        }
         guard X509_STORE_CTX_init(context, store, leaf.pointer, untrusted) == 1 else {
             throw AppleVerificationError(.invalidChain, "could not set up chain verification")
         }
-        X509_STORE_CTX_set_time(context, 0, time_t(date))
+        X509_STORE_CTX_set_time(context, 0, time)
         guard X509_verify_cert(context) == 1 else {
             let reason = String(cString: X509_verify_cert_error_string(Int(X509_STORE_CTX_get_error(context))))
             ERR_clear_error()
@@ -94,7 +98,7 @@ final class ChainVerifier: Sendable {
         }
         var window: ClosedRange<Double> = -Double.infinity...Double.infinity
         let path = X509_STORE_CTX_get0_chain(context)
-        for index in 0..<OPENSSL_sk_num(path) {
+        for index in 0..<max(0, OPENSSL_sk_num(path)) {
             guard let raw = OPENSSL_sk_value(path, index) else { continue }
             let certificate = OpaquePointer(raw)
             guard let before = X509Certificate.seconds(X509_get0_notBefore(certificate)),

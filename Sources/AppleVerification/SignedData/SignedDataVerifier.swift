@@ -40,7 +40,8 @@ public final class SignedDataVerifier: Sendable {
     /// Throws ``AppleVerificationError`` with `.bundleMismatch` or `.environmentNotAllowed` for those checks.
     public func verifyTransaction(_ jws: String) throws(AppleVerificationError) -> JWSTransaction {
         let transaction = try verifiedPayload(jws, as: JWSTransaction.self)
-        try check(bundleID: transaction.bundleId, environment: transaction.environment)
+        try check(bundleID: transaction.bundleId)
+        try check(environment: transaction.environment)
         return transaction
     }
 
@@ -55,7 +56,8 @@ public final class SignedDataVerifier: Sendable {
     public func verifyNotification(_ jws: String) throws(AppleVerificationError) -> NotificationPayload {
         let notification = try verifiedPayload(jws, as: NotificationPayload.self)
         let app = notification.data ?? notification.summary
-        try check(bundleID: app?.bundleId, environment: app?.environment)
+        try check(bundleID: app?.bundleId)
+        try check(environment: app?.environment)
         if let expected = configuration.appAppleID, let appAppleId = app?.appAppleId, appAppleId != expected {
             throw AppleVerificationError(.bundleMismatch, "the notification is for another app")
         }
@@ -63,6 +65,8 @@ public final class SignedDataVerifier: Sendable {
     }
 
     /// Verifies the signature and the chain, then decodes the payload. No bundle or environment check.
+    /// Throws `.malformed` when `signedDate` or another time in the payload is outside 1970...9999: the
+    /// signature makes a payload Apple's, not its numbers usable.
     public func verifiedPayload<Payload: SignedPayload>(_ jws: String, as type: Payload.Type)
         throws(AppleVerificationError) -> Payload
     {
@@ -88,7 +92,15 @@ public final class SignedDataVerifier: Sendable {
         } catch {
             throw AppleVerificationError(.malformed, "the JWS payload does not decode: \(Self.describe(error))")
         }
-        let date = payload.signedDate.map { $0 / 1000 } ?? Date().timeIntervalSince1970
+        // `signedDate` picks the date the chain is checked at, before anything vouches for it: range-checked
+        // here, as every time in the payload is below, so no conversion of it can trap.
+        var date = Date().timeIntervalSince1970
+        if let signedDate = payload.signedDate {
+            guard let seconds = AppleTimestamp.seconds(milliseconds: signedDate) else {
+                throw AppleVerificationError(.malformed, "signedDate is not a time from 1970 to 9999")
+            }
+            date = seconds
+        }
         let key = try chains.leafKey(
             cacheKey: headerSegment,
             certificates: { () throws(AppleVerificationError) -> [String] in try self.certificates(in: headerSegment) },
@@ -101,6 +113,11 @@ public final class SignedDataVerifier: Sendable {
                 message: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[..<signedLength])))
         }
         guard valid else { throw AppleVerificationError(.invalidSignature, "the JWS signature does not verify") }
+        for (field, milliseconds) in payload.millisecondTimes {
+            if let milliseconds, AppleTimestamp.date(milliseconds: milliseconds) == nil {
+                throw AppleVerificationError(.malformed, "\(field) is not a time from 1970 to 9999")
+            }
+        }
         return payload
     }
 
@@ -117,11 +134,19 @@ public final class SignedDataVerifier: Sendable {
         return x5c
     }
 
-    private func check(bundleID: String? = nil, environment: AppleEnvironment?) throws(AppleVerificationError) {
-        if let bundleID, bundleID != configuration.bundleID {
+    /// A payload without a bundle id is refused, as Apple's library refuses it: skipping the check would
+    /// accept another app's purchase that merely leaves the field out.
+    private func check(bundleID: String?) throws(AppleVerificationError) {
+        guard let bundleID else {
+            throw AppleVerificationError(.bundleMismatch, "the signed data names no bundle id")
+        }
+        guard bundleID == configuration.bundleID else {
             throw AppleVerificationError(
                 .bundleMismatch, "signed for bundle \(bundleID), not \(configuration.bundleID)")
         }
+    }
+
+    private func check(environment: AppleEnvironment?) throws(AppleVerificationError) {
         guard let environment, configuration.allowedEnvironments.contains(environment) else {
             throw AppleVerificationError(
                 .environmentNotAllowed, "environment \(environment?.rawValue ?? "missing") is not allowed")
@@ -148,8 +173,31 @@ private struct JWSHeader: Decodable {
 /// A payload Apple signs, with the date its signature was made (milliseconds since the epoch).
 public protocol SignedPayload: Decodable {
     var signedDate: Double? { get }
+    /// Every time in the payload (milliseconds since the epoch), named by its field, for the verifier to
+    /// range-check. Default: `signedDate` alone.
+    var millisecondTimes: [(field: String, milliseconds: Double?)] { get }
 }
 
-extension JWSTransaction: SignedPayload {}
-extension JWSRenewalInfo: SignedPayload {}
+extension SignedPayload {
+    public var millisecondTimes: [(field: String, milliseconds: Double?)] { [("signedDate", signedDate)] }
+}
+
+extension JWSTransaction: SignedPayload {
+    public var millisecondTimes: [(field: String, milliseconds: Double?)] {
+        [
+            ("signedDate", signedDate), ("purchaseDate", purchaseDate), ("originalPurchaseDate", originalPurchaseDate),
+            ("expiresDate", expiresDate), ("revocationDate", revocationDate),
+        ]
+    }
+}
+
+extension JWSRenewalInfo: SignedPayload {
+    public var millisecondTimes: [(field: String, milliseconds: Double?)] {
+        [
+            ("signedDate", signedDate), ("gracePeriodExpiresDate", gracePeriodExpiresDate),
+            ("recentSubscriptionStartDate", recentSubscriptionStartDate), ("renewalDate", renewalDate),
+        ]
+    }
+}
+
 extension NotificationPayload: SignedPayload {}

@@ -76,8 +76,11 @@ public struct AppReceipt: Sendable {
             return nil
         }
         defer { PKCS7_free(pkcs7) }
+        // `d` is a union read by the type each level declares: check the type before reading a member, and
+        // the length before making a buffer of it (a negative count traps).
         guard OBJ_obj2nid(pkcs7.pointee.type) == NID_pkcs7_signed, let sign = pkcs7.pointee.d.sign,
-            let contents = sign.pointee.contents, let data = contents.pointee.d.data, let bytes = data.pointee.data
+            let contents = sign.pointee.contents, OBJ_obj2nid(contents.pointee.type) == NID_pkcs7_data,
+            let data = contents.pointee.d.data, let bytes = data.pointee.data, data.pointee.length > 0
         else { return nil }
         return Array(UnsafeBufferPointer(start: bytes, count: Int(data.pointee.length)))
     }

@@ -16,6 +16,9 @@ public final class VerifyReceiptClient: Sendable {
         public var allowSandbox = false
         /// Per request. Default: 10 s.
         public var timeout: Duration = .seconds(10)
+        /// The longest wait a `Retry-After` may ask for; a longer one, or a date centuries away, waits this
+        /// long. The worker sets it to `retry.max_backoff_ms`. Default: 30 s.
+        public var maximumRetryAfter: Duration = .seconds(30)
         /// Told of every call (for metrics).
         public var observer: AppleCallObserver?
 
@@ -95,7 +98,10 @@ public final class VerifyReceiptClient: Sendable {
             timeout: configuration.timeout)
         let response = try await AppleHTTP.execute(
             request, with: http, endpoint: "verifyReceipt", call: call, observe: configuration.observer)
-        guard response.status == 200 else { throw AppleHTTP.statusError(response, endpoint: "verifyReceipt") }
+        guard response.status == 200 else {
+            throw AppleHTTP.statusError(
+                response, endpoint: "verifyReceipt", maximumRetryAfter: configuration.maximumRetryAfter)
+        }
         do {
             return try decoder.decode(VerifyReceiptResponse.self, from: response.body)
         } catch {

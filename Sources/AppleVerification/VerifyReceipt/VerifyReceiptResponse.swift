@@ -74,6 +74,9 @@ public struct VerifyReceiptResponse: Decodable, Sendable {
         public var webOrderLineItemId: String?
         public var appAccountToken: String?
         public var inAppOwnershipType: String?
+        /// Fields present with a value that is neither a string nor a number (an object, a boolean). The
+        /// entry is then unusable: reading such a field as absent could drop a cancellation.
+        var unreadableFields: [String] = []
 
         enum CodingKeys: String, CodingKey {
             case quantity, productId = "product_id", transactionId = "transaction_id"
@@ -83,12 +86,17 @@ public struct VerifyReceiptResponse: Decodable, Sendable {
             case appAccountToken = "app_account_token", inAppOwnershipType = "in_app_ownership_type"
         }
 
-        /// Apple sends these as strings; old receipts sometimes as numbers. Both decode.
+        /// Apple sends these as strings; old receipts sometimes as numbers. Both decode, as text: a number
+        /// that is not a whole `Int64` (`1e30`, `1.5`) keeps its digits, for the reader of the field to refuse.
         public init(from decoder: Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
+            var unreadable: [String] = []
             func text(_ key: CodingKeys) -> String? {
-                if let value = try? container.decodeIfPresent(String.self, forKey: key) { return value }
-                if let value = try? container.decodeIfPresent(Int64.self, forKey: key) { return String(value) }
+                guard container.contains(key), (try? container.decodeNil(forKey: key)) == false else { return nil }
+                if let value = try? container.decode(String.self, forKey: key) { return value }
+                if let value = try? container.decode(Int64.self, forKey: key) { return String(value) }
+                if let value = try? container.decode(Double.self, forKey: key) { return String(value) }
+                unreadable.append(key.stringValue)
                 return nil
             }
             quantity = text(.quantity)
@@ -102,6 +110,7 @@ public struct VerifyReceiptResponse: Decodable, Sendable {
             webOrderLineItemId = text(.webOrderLineItemId)
             appAccountToken = text(.appAccountToken)
             inAppOwnershipType = text(.inAppOwnershipType)
+            unreadableFields = unreadable
         }
     }
 
