@@ -19,7 +19,8 @@ public enum ConfigurationLoader {
     /// config/worker.properties shows each one; a test holds the two together.
     public static let documentedKeys = [
         "topics.jobs", "topics.results", "topics.retries", "topics.dlq", "jobs.max_bytes", "apple.bundle_id",
-        "apple.allow_sandbox", "apple.verify_receipt.production_url", "apple.verify_receipt.sandbox_url",
+        "apple.allow_sandbox", "apple.transaction_id_requires_account_token", "apple.verify_receipt.production_url",
+        "apple.verify_receipt.sandbox_url",
         "apple.shared_secret",
         "apple.shared_secret_file", "apple.api.production_url", "apple.api.sandbox_url", "apple.api.key_id",
         "apple.api.issuer_id",
@@ -122,6 +123,8 @@ public enum ConfigurationLoader {
             case "jobs.max_bytes": configuration.jobsMaxBytes = try integer(1_024...10_485_760)
             case "apple.bundle_id": configuration.apple.bundleID = try nonEmpty(key, value)
             case "apple.allow_sandbox": configuration.apple.allowSandbox = try boolean()
+            case "apple.transaction_id_requires_account_token":
+                configuration.apple.transactionIDRequiresAccountToken = try boolean()
             case "apple.verify_receipt.production_url": configuration.apple.verifyReceiptProductionURL = try url()
             case "apple.verify_receipt.sandbox_url": configuration.apple.verifyReceiptSandboxURL = try url()
             case "apple.shared_secret": configuration.apple.sharedSecret = value.isEmpty ? nil : value

@@ -1,5 +1,6 @@
 import AppleVerification
 import Foundation
+import Observability
 
 /// A verification job, as a front-end service submits it (CONTRACT.md §2), validated.
 public struct ReceiptJob: Sendable, Equatable {
@@ -37,44 +38,57 @@ public struct JobIdentity: Sendable, Equatable {
 }
 
 public enum JobParser {
-    /// Reads one message value. `maxBytes` is `jobs.max_bytes`. Error reasons name the field and never
-    /// repeat a receipt or a signed transaction.
-    public static func parse(_ value: [UInt8], maxBytes: Int) -> JobParseResult {
+    /// Reads one message value. `maxBytes` is `jobs.max_bytes`; `transactionIDRequiresAccountToken` is
+    /// `apple.transaction_id_requires_account_token` (a bare transaction id must come with the order's
+    /// `app_account_token`). Error reasons name the field and never repeat a receipt or a signed transaction.
+    ///
+    /// Lengths are counted in UTF-8 bytes, as the ledger's indexes count them (one letter and 3,000
+    /// combining marks is one "character" and 6,001 bytes).
+    public static func parse(_ value: [UInt8], maxBytes: Int, transactionIDRequiresAccountToken: Bool = true)
+        -> JobParseResult
+    {
         guard value.count <= maxBytes else {
             return .unreadable(reason: "the message is \(value.count) bytes, over jobs.max_bytes (\(maxBytes))")
         }
-        guard
+        // The scanner first: its nesting is bounded, so a hostile depth never reaches a recursive parser.
+        guard let members = JSONObjectScanner.members(value),
             let object = (try? JSONSerialization.jsonObject(with: Data(value), options: [.fragmentsAllowed]))
                 as? [String: Any]
-        else { return .unreadable(reason: "the message is not a JSON object") }
-        guard let orderID = object["order_id"] as? String, (1...128).contains(orderID.count),
-            !hasControlCharacters(orderID)
-        else {
-            return .unreadable(
-                reason: "order_id is missing or not a string of 1 to 128 characters without control characters")
+        else { return .unreadable(reason: "the message is not a JSON object (or nests deeper than 64)") }
+        // A key given twice would be read one way here and another way by whoever reads the job next.
+        var keys = Set<String>()
+        for member in members where !keys.insert(member.key).inserted {
+            return .unreadable(reason: "the key \(JSONString.quote(String(member.key.prefix(64)))) appears twice")
         }
-        // An id with control characters (a NUL above all: database parameters are C strings) is never stored.
-        let rawJobID = object["job_id"] as? String ?? ""
+        guard let orderID = text(object, "order_id", 1...128) else {
+            return .unreadable(
+                reason: "order_id is missing or not a string of 1 to 128 bytes without control characters")
+        }
+        // An id that is too long or holds control characters (a NUL above all: database parameters are C
+        // strings; PostgreSQL's index rows are limited) is never a ledger key.
         var identity = JobIdentity(
-            jobID: hasControlCharacters(rawJobID) ? "" : rawJobID, orderID: orderID,
+            jobID: text(object, "job_id", 1...128) ?? "", orderID: orderID,
             userID: object["user_id"] as? String ?? "",
             productID: object["product_id"] as? String ?? "", quantity: 1)
         func invalid(_ reason: String) -> JobParseResult { .invalidJob(identity, reason: reason) }
 
         guard let jobID = text(object, "job_id", 1...128) else {
-            return invalid("job_id must be a string of 1 to 128 characters without control characters")
+            return invalid("job_id must be a string of 1 to 128 bytes without control characters")
         }
         guard let userID = text(object, "user_id", 1...128) else {
-            return invalid("user_id must be a string of 1 to 128 characters without control characters")
+            return invalid("user_id must be a string of 1 to 128 bytes without control characters")
         }
         guard let productID = text(object, "product_id", 1...255) else {
-            return invalid("product_id must be a string of 1 to 255 characters without control characters")
+            return invalid("product_id must be a string of 1 to 255 bytes without control characters")
         }
-        // JSONDecoder is strict where JSONSerialization is not: true, "1" and 1.5 are not an Int.
-        guard let quantityField = try? JSONDecoder().decode(QuantityField.self, from: Data(value)),
-            (1...1000).contains(quantityField.quantity ?? 1)
-        else { return invalid("quantity must be an integer from 1 to 1000") }
-        let quantity = quantityField.quantity ?? 1
+        // The number as written: 1.0, 1e2, true and "1" are not an integer quantity.
+        var quantity = 1
+        if let raw = members.first(where: { $0.key == "quantity" })?.raw, raw != Array("null".utf8)[...] {
+            guard JSONObjectScanner.isPlainInteger(raw), let number = Int(String(decoding: raw, as: UTF8.self)),
+                (1...1000).contains(number)
+            else { return invalid("quantity must be an integer from 1 to 1000") }
+            quantity = number
+        }
         identity.quantity = quantity
         var token: String?
         if let raw = object["app_account_token"], !(raw is NSNull) {
@@ -87,8 +101,12 @@ public enum JobParser {
         let signed = object["signed_transaction"] as? String
         let transactionID = object["transaction_id"] as? String
         for (key, present) in [("receipt", receipt), ("signed_transaction", signed), ("transaction_id", transactionID)]
-        where object[key] != nil && !(object[key] is NSNull) && (present == nil || present!.isEmpty) {
+        where object[key] != nil && !(object[key] is NSNull) && (present?.isEmpty ?? true) {
             return invalid("\(key) must be a non-empty string")
+        }
+        // It goes into the App Store Server API's URL path and into the ledger: Apple's ids are digits.
+        if let transactionID, transactionID.utf8.count > 64 || !transactionID.utf8.allSatisfy(isIDCharacter) {
+            return invalid("transaction_id must be 1 to 64 letters or digits")
         }
         let proof: PurchaseProof
         switch (receipt, signed, transactionID) {
@@ -103,6 +121,12 @@ public enum JobParser {
             }
             proof = .signedTransaction(signed)
         case (nil, nil, let id?):
+            // A transaction id is no proof of ownership (ids are nearly sequential): the order's account
+            // token, which Apple keeps on the transaction, must vouch for it.
+            guard token != nil || !transactionIDRequiresAccountToken else {
+                return invalid(
+                    "a transaction_id alone needs app_account_token (apple.transaction_id_requires_account_token)")
+            }
             proof = .transactionID(id)
         case (nil, nil, nil):
             return invalid("one of receipt, signed_transaction or transaction_id is required")
@@ -123,11 +147,15 @@ public enum JobParser {
                 appAccountToken: token, proof: proof, transactionID: transactionID, submittedAt: submittedAt))
     }
 
-    private static func text(_ object: [String: Any], _ key: String, _ lengths: ClosedRange<Int>) -> String? {
-        guard let value = object[key] as? String, lengths.contains(value.count), !hasControlCharacters(value) else {
-            return nil
-        }
+    private static func text(_ object: [String: Any], _ key: String, _ bytes: ClosedRange<Int>) -> String? {
+        guard let value = object[key] as? String, bytes.contains(value.utf8.count), !hasControlCharacters(value)
+        else { return nil }
         return value
+    }
+
+    private static func isIDCharacter(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+            || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
     }
 
     static func hasControlCharacters(_ value: String) -> Bool {
@@ -135,11 +163,6 @@ public enum JobParser {
     }
 }
 
-private struct QuantityField: Decodable {
-    let quantity: Int?
-}
-
-/// RFC 3339 times, with or without fractional seconds.
 /// RFC 3339 times, with or without fractional seconds.
 public enum RFC3339 {
     public static func parse(_ text: String) -> Date? {

@@ -13,13 +13,15 @@ public struct RetryPolicy: Sendable {
     public func mayRetry(afterAttempts attempts: Int) -> Bool { attempts < maxAttempts }
 
     /// The wait before the next call, after `attempts` calls: uniform in [0, min(max, initial × 2^(attempts-1))]
-    /// ("full jitter", so retries of many jobs spread out), and at least `retryAfter` seconds when Apple said.
-    public func delay(afterAttempts attempts: Int, retryAfter: Double?, random: Double = .random(in: 0...1)) -> Duration
-    {
+    /// ("full jitter", so retries of many jobs spread out), and at least `retryAfter` when Apple said, but
+    /// never more than `maxBackoff`: a header saying "in a thousand years" must not park a job.
+    public func delay(
+        afterAttempts attempts: Int, retryAfter: Duration?, random: Double = .random(in: 0...1)
+    ) -> Duration {
         let exponent = min(max(attempts - 1, 0), 30)
         let ceiling = min(maxBackoff, initialBackoff * (1 << exponent))
-        let jittered = ceiling * random
-        guard let retryAfter else { return jittered }
-        return max(jittered, .milliseconds(Int64(retryAfter * 1000)))
+        let jittered = ceiling * min(max(random, 0), 1)
+        guard let retryAfter, retryAfter > .zero else { return jittered }
+        return max(jittered, min(retryAfter, maxBackoff))
     }
 }

@@ -30,7 +30,10 @@ extension Worker {
     /// result event, a dead letter, or a job left for its next delivery (``JobEnd/redeliver``).
     func handle(_ ticket: JobTicket) async -> JobEnd {
         let message = ticket.message
-        switch JobParser.parse(message.value, maxBytes: configuration.jobsMaxBytes) {
+        switch JobParser.parse(
+            message.value, maxBytes: configuration.jobsMaxBytes,
+            transactionIDRequiresAccountToken: configuration.apple.transactionIDRequiresAccountToken)
+        {
         case .unreadable(let reason):
             return await deadLetter(ticket, reason: "malformed_job", error: reason, attempts: 0)
         case .invalidJob(let identity, let reason):
@@ -110,7 +113,7 @@ extension Worker {
                         attempts: attempts)
                 }
                 metrics.appleRetries.increment()
-                let delay = configuration.retry.delay(afterAttempts: attempts, retryAfter: appleError?.retryAfter)
+                let delay = configuration.retry.delay(afterAttempts: attempts, retryAfter: appleError?.retryDelay)
                 logger.debug(
                     "Apple transient failure; retrying",
                     ["job_id": job.jobID, "attempts": String(attempts), "error": "\(error)"])

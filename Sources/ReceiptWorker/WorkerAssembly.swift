@@ -19,6 +19,7 @@ public enum WorkerAssembly {
         receipts.sharedSecret = configuration.apple.sharedSecret
         receipts.allowSandbox = configuration.apple.allowSandbox
         receipts.timeout = configuration.httpTimeout
+        receipts.maximumRetryAfter = configuration.retry.maxBackoff
         receipts.observer = observer
 
         var api: AppStoreServerAPIClient?
@@ -38,6 +39,7 @@ public enum WorkerAssembly {
             apiConfiguration.sandboxURL = configuration.apple.apiSandboxURL
             apiConfiguration.allowSandbox = configuration.apple.allowSandbox
             apiConfiguration.timeout = configuration.httpTimeout
+            apiConfiguration.maximumRetryAfter = configuration.retry.maxBackoff
             apiConfiguration.observer = observer
             api = AppStoreServerAPIClient(configuration: apiConfiguration, tokens: tokens, http: client)
         }

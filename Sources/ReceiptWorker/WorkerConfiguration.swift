@@ -19,6 +19,9 @@ public struct WorkerConfiguration: Sendable {
         public var bundleID = ""
         /// `apple.allow_sandbox`. Default: false.
         public var allowSandbox = false
+        /// `apple.transaction_id_requires_account_token`: a job with a bare `transaction_id` must carry the
+        /// order's `app_account_token` (else `malformed_job`, without a call to Apple). Default: true.
+        public var transactionIDRequiresAccountToken = true
         /// `apple.verify_receipt.production_url`, `apple.verify_receipt.sandbox_url`. Default: Apple's.
         public var verifyReceiptProductionURL = "https://buy.itunes.apple.com/verifyReceipt"
         public var verifyReceiptSandboxURL = "https://sandbox.itunes.apple.com/verifyReceipt"
@@ -76,6 +79,7 @@ extension WorkerConfiguration {
             "topics.jobs=\(topics.jobs)", "topics.results=\(topics.results)", "topics.retries=\(topics.retries)",
             "topics.dlq=\(topics.dlq)", "jobs.max_bytes=\(jobsMaxBytes)", "apple.bundle_id=\(apple.bundleID)",
             "apple.allow_sandbox=\(apple.allowSandbox)",
+            "apple.transaction_id_requires_account_token=\(apple.transactionIDRequiresAccountToken)",
             "apple.verify_receipt.production_url=\(apple.verifyReceiptProductionURL)",
             "apple.verify_receipt.sandbox_url=\(apple.verifyReceiptSandboxURL)",
             "apple.shared_secret=\(apple.sharedSecret == nil ? "<not set>" : "<set>")",

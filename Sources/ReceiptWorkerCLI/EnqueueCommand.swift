@@ -41,7 +41,10 @@ enum EnqueueCommand {
         let values = try options.value("--file").map(readJobs) ?? [try jobFromFlags(options)]
         // Every job is checked before any is sent: one bad line sends nothing.
         let jobs = try values.enumerated().map { index, value -> (value: [UInt8], parsed: ReceiptJob) in
-            switch JobParser.parse(value, maxBytes: configuration.jobsMaxBytes) {
+            switch JobParser.parse(
+                value, maxBytes: configuration.jobsMaxBytes,
+                transactionIDRequiresAccountToken: configuration.apple.transactionIDRequiresAccountToken)
+            {
             case .job(let parsed): return (value, parsed)
             case .unreadable(let reason), .invalidJob(_, let reason): throw UsageError("job \(index + 1): \(reason)")
             }

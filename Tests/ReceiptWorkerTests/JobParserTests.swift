@@ -1,13 +1,14 @@
 import AppleVerification
 import Foundation
+import Observability
 import Testing
 
 @testable import ReceiptWorker
 
 @Suite("Reading jobs")
 struct JobParserTests {
-    func parse(_ json: String, maxBytes: Int = 262_144) -> JobParseResult {
-        JobParser.parse(Array(json.utf8), maxBytes: maxBytes)
+    func parse(_ json: String, maxBytes: Int = 262_144, requireToken: Bool = false) -> JobParseResult {
+        JobParser.parse(Array(json.utf8), maxBytes: maxBytes, transactionIDRequiresAccountToken: requireToken)
     }
 
     let base = #""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#
@@ -127,6 +128,109 @@ struct JobParserTests {
     }
 }
 
+@Suite("Reading hostile jobs")
+struct HostileJobTests {
+    let base = #""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#
+
+    func parse(_ json: String, requireToken: Bool = true) -> JobParseResult {
+        JobParser.parse(Array(json.utf8), maxBytes: 262_144, transactionIDRequiresAccountToken: requireToken)
+    }
+
+    func refusal(_ result: JobParseResult) -> String? {
+        switch result {
+        case .job: nil
+        case .invalidJob(_, let reason), .unreadable(let reason): reason
+        }
+    }
+
+    @Test(
+        "a key given twice, however it is written, makes the message unreadable",
+        arguments: [
+            #"{"job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100","quantity":1,"quantity":100,"receipt":"QUJD"}"#,
+            #"{"job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100","product_id":"gems.5000","receipt":"QUJD"}"#,
+            #"{"job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100","quantity":5,"quantity":1,"receipt":"QUJD"}"#,
+        ])
+    func duplicateKeys(json: String) {
+        guard case .unreadable(let reason) = parse(json) else {
+            Issue.record("read as a job")
+            return
+        }
+        #expect(reason.contains("twice"))
+    }
+
+    @Test(
+        "a quantity is a plain integer", arguments: ["1.0", "1e2", "-1", "0", "1001", "true", #""1""#, "1E0", "1.5"])
+    func quantities(raw: String) {
+        guard case .invalidJob(_, let reason) = parse("{\(base),\"quantity\":\(raw),\"receipt\":\"QUJD\"}") else {
+            Issue.record("quantity \(raw) accepted")
+            return
+        }
+        #expect(reason.contains("quantity"))
+    }
+
+    @Test("lengths are counted in bytes: one letter with 3,000 combining marks is not a short id")
+    func combiningMarks() {
+        let marks = "a" + String(repeating: "\u{0301}", count: 3_000)
+        #expect(marks.count == 1)
+        let result = parse(
+            "{\"job_id\":\"\(marks)\",\"order_id\":\"o1\",\"user_id\":\"u1\",\"product_id\":\"p\",\"receipt\":\"QUJD\"}"
+        )
+        guard case .invalidJob(let identity, let reason) = result else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(reason.contains("job_id"))
+        // Such an id is never a ledger key (PostgreSQL's index rows stop at a few KB).
+        #expect(identity.jobID.isEmpty)
+        let longOrder = String(repeating: "é", count: 65)  // 65 characters, 130 bytes
+        #expect(
+            refusal(parse("{\"job_id\":\"j\",\"order_id\":\"\(longOrder)\",\"receipt\":\"QUJD\"}"))?.contains(
+                "order_id")
+                == true)
+    }
+
+    @Test(
+        "a transaction id is 1 to 64 letters or digits (it goes into Apple's URL path)",
+        arguments: ["../../v1/notifications", String(repeating: "9", count: 65), "12 34", "١٢٣"])
+    func transactionIDs(id: String) {
+        let json =
+            "{\(base),\"transaction_id\":\(JSONString.quote(id)),\"app_account_token\":\"7E3FB20B-4CDB-47CC-936D-99D65F608138\"}"
+        #expect(refusal(parse(json))?.contains("transaction_id") == true)
+    }
+
+    @Test("a bare transaction id needs the order's app_account_token unless the rule is off")
+    func bareTransactionID() {
+        let bare = "{\(base),\"transaction_id\":\"2000000000000001\"}"
+        #expect(refusal(parse(bare))?.contains("app_account_token") == true)
+        guard case .job = parse(bare, requireToken: false) else {
+            Issue.record("refused with the rule off")
+            return
+        }
+        let withToken =
+            "{\(base),\"transaction_id\":\"2000000000000001\",\"app_account_token\":\"7E3FB20B-4CDB-47CC-936D-99D65F608138\"}"
+        guard case .job = parse(withToken) else {
+            Issue.record("refused with a token")
+            return
+        }
+        // Beside a receipt the id only selects an entry: the receipt is the proof.
+        guard case .job = parse("{\(base),\"transaction_id\":\"2000000000000001\",\"receipt\":\"QUJD\"}") else {
+            Issue.record("refused beside a receipt")
+            return
+        }
+    }
+
+    @Test("nesting as deep as jobs.max_bytes allows is refused without recursion")
+    func deepNesting() {
+        let deep =
+            "{\(base),\"receipt\":\"QUJD\",\"extra\":" + String(repeating: "[", count: 200_000)
+            + String(repeating: "]", count: 200_000) + "}"
+        guard case .unreadable = parse(deep) else {
+            Issue.record("read")
+            return
+        }
+    }
+}
+
 @Suite("Retry policy and partition offsets")
 struct RetryAndOffsetTests {
     @Test("backoff doubles up to its ceiling, with full jitter, and honours Retry-After")
@@ -139,7 +243,9 @@ struct RetryAndOffsetTests {
         #expect(policy.delay(afterAttempts: 3, retryAfter: nil, random: 1) == .milliseconds(400))
         #expect(policy.delay(afterAttempts: 10, retryAfter: nil, random: 1) == .seconds(1))
         #expect(policy.delay(afterAttempts: 3, retryAfter: nil, random: 0) == .zero)
-        #expect(policy.delay(afterAttempts: 1, retryAfter: 2.5, random: 0.5) == .milliseconds(2500))
+        #expect(policy.delay(afterAttempts: 1, retryAfter: .milliseconds(700), random: 0.5) == .milliseconds(700))
+        // A Retry-After far away is clamped to the ceiling: it must not park a job.
+        #expect(policy.delay(afterAttempts: 1, retryAfter: .seconds(31_536_000_000), random: 0.5) == .seconds(1))
         #expect(policy.mayRetry(afterAttempts: 2))
         #expect(!policy.mayRetry(afterAttempts: 3))
     }

@@ -57,4 +57,16 @@ struct CheckTableTests {
         #expect(event?["detail"] is String)
         await harness.stop()
     }
+
+    @Test("a bare transaction id without the order's app_account_token is malformed_job, without a call to Apple")
+    func bareTransactionID() async throws {
+        let harness = try await WorkerHarness()
+        let purchase = try await harness.purchase(["product_id": "p"])
+        try await harness.submit(job("j", order: "o", product: "p", ["transaction_id": purchase.transactionID]))
+        let event = await harness.result(jobID: "j")
+        #expect(event?["reason"] as? String == "malformed_job")
+        #expect((event?["detail"] as? String)?.contains("app_account_token") == true)
+        #expect(event?["attempts"] as? Int == 0)
+        await harness.stop()
+    }
 }
