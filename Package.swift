@@ -88,7 +88,7 @@ let package = Package(
             name: "WorkerEndToEndTests",
             dependencies: ["ReceiptWorker", "AppStoreSimulator", "HTTPClient", "Kafka", "Observability", "TestSupport"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "LedgerTests", dependencies: ["Ledger", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "LedgerTests", dependencies: ["Ledger", "CSQLite", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "KafkaIntegrationTests", dependencies: ["Kafka", "Observability", "TestSupport"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),

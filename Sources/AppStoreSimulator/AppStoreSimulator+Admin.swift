@@ -5,7 +5,9 @@ extension AppStoreSimulator {
     /// The admin API, for tests, benchmarks and the demo:
     ///   POST /admin/purchases {product_id, type: consumable|non_consumable|subscription,
     ///        environment: Production|Sandbox, quantity, app_account_token, bundle_id, receipt_style: app|ios6,
-    ///        expires_in_seconds}  → {transaction_id, original_transaction_id, receipt, signed_transaction}
+    ///        expires_in_seconds, restore_of}  → {transaction_id, original_transaction_id, receipt, signed_transaction}
+    ///        restore_of: a transaction id; the new purchase is its StoreKit 1 restore on another device (a new
+    ///        transaction id, the same original transaction, product, type and billing period)
     ///   POST /admin/refunds {transaction_id}
     ///   PUT  /admin/faults {latency_ms, latency_jitter_ms, error_rate, error_status, status_21005_rate,
     ///        rate_limit_rate, retry_after_seconds, drop_rate, outage_start_in_ms, outage_seconds, outage_mode}
@@ -63,9 +65,24 @@ extension AppStoreSimulator {
         let now = Date()
         let ios6 = body["receipt_style"] as? String == "ios6"
         let receiptToken = Data((0..<48).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
-        let purchase = state.withLock { state -> Purchase in
+        let restoreOf = body["restore_of"] as? String
+        let purchase = state.withLock { state -> Purchase? in
             state.nextTransaction += 1
             let id = String(state.nextTransaction)
+            if let restoreOf {
+                guard let restored = state.purchases[restoreOf] else { return nil }
+                let purchase = Purchase(
+                    transactionID: id, originalTransactionID: restored.originalTransactionID,
+                    bundleID: restored.bundleID, productID: restored.productID, kind: restored.kind,
+                    environment: restored.environment, quantity: restored.quantity,
+                    appAccountToken: restored.appAccountToken, purchaseDate: restored.purchaseDate,
+                    expiresDate: restored.expiresDate, revocationDate: restored.revocationDate,
+                    webOrderLineItemID: restored.webOrderLineItemID)
+                state.purchases[id] = purchase
+                state.receipts[receiptToken] = ReceiptRecord(
+                    environment: purchase.environment, bundleID: purchase.bundleID, transactionIDs: [id], ios6: ios6)
+                return purchase
+            }
             let purchase = Purchase(
                 transactionID: id, originalTransactionID: id,
                 bundleID: body["bundle_id"] as? String ?? configuration.bundleID,
@@ -73,12 +90,13 @@ extension AppStoreSimulator {
                 appAccountToken: body["app_account_token"] as? String, purchaseDate: now,
                 expiresDate: kind == .subscription
                     ? now.addingTimeInterval(body["expires_in_seconds"] as? Double ?? 2_592_000) : nil,
-                revocationDate: nil)
+                revocationDate: nil, webOrderLineItemID: kind == .subscription ? id : nil)
             state.purchases[id] = purchase
             state.receipts[receiptToken] = ReceiptRecord(
                 environment: environment, bundleID: purchase.bundleID, transactionIDs: [id], ios6: ios6)
             return purchase
         }
+        guard let purchase else { return .json(404, Self.error(4040010, "restore_of: no such transaction")) }
         guard let signed = try? signedTransaction(purchase) else {
             return .json(500, Self.error(5000000, "signing failed"))
         }

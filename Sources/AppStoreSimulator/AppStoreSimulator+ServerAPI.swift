@@ -45,7 +45,7 @@ extension AppStoreSimulator {
         transaction.transactionReason = "PURCHASE"
         transaction.storefront = "USA"
         transaction.storefrontId = "143441"
-        if purchase.kind == .subscription { transaction.webOrderLineItemId = purchase.transactionID }
+        if purchase.kind == .subscription { transaction.webOrderLineItemId = purchase.webOrderLineItemID }
         return try signer.sign(transaction)
     }
 

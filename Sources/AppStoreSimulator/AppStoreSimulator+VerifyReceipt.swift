@@ -136,7 +136,7 @@ private struct InAppEntry: Encodable {
         originalPurchaseDateMs = purchaseDateMs
         expiresDateMs = purchase.expiresDate.map(AppStoreSimulator.ms)
         expiresDate = purchase.expiresDate.map(AppStoreSimulator.gmt)
-        webOrderLineItemId = purchase.expiresDate == nil ? nil : purchase.transactionID
+        webOrderLineItemId = purchase.expiresDate == nil ? nil : purchase.webOrderLineItemID
         cancellationDateMs = purchase.revocationDate.map(AppStoreSimulator.ms)
         cancellationReason = purchase.revocationDate == nil ? nil : "0"
         appAccountToken = purchase.appAccountToken

@@ -25,6 +25,8 @@ struct Purchase: Sendable {
     let purchaseDate: Date
     let expiresDate: Date?
     var revocationDate: Date?
+    /// A subscription's billing period: its own transaction id, or, for a restore, the restored one's.
+    var webOrderLineItemID: String?
 }
 
 /// What a receipt token stands for: an app receipt with its purchases, or an iOS 6 transaction receipt.

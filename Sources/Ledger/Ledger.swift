@@ -2,9 +2,11 @@ import Foundation
 
 /// What a job asks the ledger to record.
 public enum LedgerClaim: Sendable, Equatable {
-    /// Grant `transactionID` to `orderID`: succeeds only if the transaction was granted to no other order
-    /// and the order was granted with no other transaction.
-    case grant(orderID: String, transactionID: String)
+    /// Grant the purchase `purchaseID` (by `transactionID`) to `orderID`: succeeds only if the purchase was
+    /// granted to no other order, whatever transaction id it was presented with (a StoreKit 1 restore gives
+    /// an old purchase a new transaction id on each device), and the order was granted with no other
+    /// transaction. `purchaseID` nil means the transaction itself is the purchase (a consumable).
+    case grant(orderID: String, transactionID: String, purchaseID: String? = nil)
     /// Record a deny (or any decision that claims nothing).
     case deny
 }

@@ -7,13 +7,23 @@ public final class PostgresLedger: Ledger, Sendable {
     private let pool: PostgresPool
     /// Lookups and records go in batches, one round trip and one transaction each (see ``Batcher``).
     private let lookups: Batcher<String, Data?>
-    private let records: Batcher<RecordRequest, LedgerOutcome?>
+    private let records: Batcher<RecordRequest, RecordAnswer>
 
     struct RecordRequest: Sendable {
         let jobID: String
         let transactionID: String?
         let orderID: String?
+        let purchaseID: String?
         let event: String
+    }
+
+    /// One item's answer from a batch.
+    enum RecordAnswer: Sendable {
+        case outcome(LedgerOutcome)
+        /// Met a concurrent decision, a deadlock or a unique violation: retried alone.
+        case conflict
+        /// Failed with this SQLSTATE and message (a read-only server, a value the server refuses).
+        case failed(LedgerError)
     }
 
     public init(url: String, poolSize: Int) async throws {
@@ -49,6 +59,12 @@ public final class PostgresLedger: Ledger, Sendable {
                     event TEXT NOT NULL,
                     decided_at TIMESTAMPTZ NOT NULL DEFAULT now())
                 """)
+            // Version 2: the purchase identity (a restore's new transaction id is the same purchase). Existing
+            // grants get their transaction id, which is the identity of a consumable and of a first purchase.
+            try connection.query("ALTER TABLE grants ADD COLUMN IF NOT EXISTS purchase_id TEXT")
+            try connection.query("UPDATE grants SET purchase_id = transaction_id WHERE purchase_id IS NULL")
+            try connection.query("CREATE UNIQUE INDEX IF NOT EXISTS grants_purchase_id ON grants (purchase_id)")
+            // The functions of version 1 stay for replicas of the previous release during a rolling update.
             try connection.query(Self.recordFunction)
             try connection.query(Self.recordBatchFunction)
             try connection.query("COMMIT")
@@ -64,11 +80,12 @@ public final class PostgresLedger: Ledger, Sendable {
     /// this job's decision meanwhile, the function raises: the grant it made rolls back, and the retry finds
     /// the stored answer.
     static let recordFunction = """
-        CREATE OR REPLACE FUNCTION receipt_worker_record(p_job TEXT, p_transaction TEXT, p_order TEXT, p_event TEXT)
+        CREATE OR REPLACE FUNCTION receipt_worker_record_v2(p_job TEXT, p_transaction TEXT, p_order TEXT, p_purchase TEXT, p_event TEXT)
         RETURNS TABLE (outcome TEXT, stored TEXT) LANGUAGE plpgsql AS $$
         DECLARE
             v_event TEXT;
             v_owner TEXT;
+            v_transaction TEXT;
         BEGIN
             SELECT event INTO v_event FROM results WHERE job_id = p_job;
             IF FOUND THEN
@@ -76,21 +93,25 @@ public final class PostgresLedger: Ledger, Sendable {
                 RETURN;
             END IF;
             IF p_transaction IS NOT NULL THEN
-                INSERT INTO grants (transaction_id, order_id) VALUES (p_transaction, p_order) ON CONFLICT DO NOTHING;
+                INSERT INTO grants (transaction_id, order_id, purchase_id)
+                    VALUES (p_transaction, p_order, coalesce(p_purchase, p_transaction)) ON CONFLICT DO NOTHING;
                 IF NOT FOUND THEN
-                    SELECT order_id INTO v_owner FROM grants WHERE transaction_id = p_transaction;
-                    IF NOT FOUND THEN
-                        RETURN QUERY SELECT 'order_already_fulfilled'::TEXT, NULL::TEXT;
-                        RETURN;
-                    ELSIF v_owner <> p_order THEN
+                    -- Another order's grant of this transaction or purchase first, if there is one.
+                    SELECT order_id, transaction_id INTO v_owner, v_transaction FROM grants
+                        WHERE transaction_id = p_transaction OR purchase_id = coalesce(p_purchase, p_transaction)
+                        ORDER BY order_id = p_order LIMIT 1;
+                    IF FOUND AND v_owner <> p_order THEN
                         RETURN QUERY SELECT 'duplicate_transaction'::TEXT, NULL::TEXT;
+                        RETURN;
+                    ELSIF NOT FOUND OR v_transaction <> p_transaction THEN
+                        RETURN QUERY SELECT 'order_already_fulfilled'::TEXT, NULL::TEXT;
                         RETURN;
                     END IF;
                 END IF;
             END IF;
             INSERT INTO results (job_id, event) VALUES (p_job, p_event) ON CONFLICT (job_id) DO NOTHING;
             IF NOT FOUND THEN
-                RAISE EXCEPTION 'job % was decided concurrently', p_job;
+                RAISE EXCEPTION 'job % was decided concurrently', p_job USING ERRCODE = 'RW001';
             END IF;
             RETURN QUERY SELECT 'recorded'::TEXT, NULL::TEXT;
         END
@@ -98,18 +119,21 @@ public final class PostgresLedger: Ledger, Sendable {
         """
 
     public func record(jobID: String, claim: LedgerClaim, event: Data) async throws -> LedgerOutcome {
-        let (transactionID, orderID): (String?, String?) =
+        let (transactionID, orderID, purchaseID): (String?, String?, String?) =
             switch claim {
-            case .grant(let order, let transaction): (transaction, order)
-            case .deny: (nil, nil)
+            case .grant(let order, let transaction, let purchase): (transaction, order, purchase)
+            case .deny: (nil, nil, nil)
             }
         let request = RecordRequest(
-            jobID: jobID, transactionID: transactionID, orderID: orderID, event: String(decoding: event, as: UTF8.self))
-        guard let outcome = try await records.submit(request) else {
+            jobID: jobID, transactionID: transactionID, orderID: orderID, purchaseID: purchaseID,
+            event: String(decoding: event, as: UTF8.self))
+        switch try await records.submit(request) {
+        case .outcome(let outcome): return outcome
+        case .conflict:
             // Decided meanwhile by another replica (or another batch): the retry finds the stored answer.
             throw LedgerError("job \(jobID) was decided concurrently; retrying")
+        case .failed(let error): throw error
         }
-        return outcome
     }
 
     public func storedEvent(jobID: String) async throws -> Data? {
@@ -138,49 +162,62 @@ public final class PostgresLedger: Ledger, Sendable {
     /// One call of `receipt_worker_record_batch` for many decisions. Grants are sent in transaction-id
     /// order, so two batches claiming the same transactions lock them in the same order. Nil for an item
     /// that met a concurrent decision (to be retried alone).
-    static func record(_ requests: [RecordRequest], on connection: PostgresConnection) throws -> [LedgerOutcome?] {
+    static func record(_ requests: [RecordRequest], on connection: PostgresConnection) throws -> [RecordAnswer] {
         let order = requests.indices.sorted { (requests[$0].transactionID ?? "") < (requests[$1].transactionID ?? "") }
         let sorted = order.map { requests[$0] }
         let rows = try connection.rows(
-            "SELECT outcome, stored FROM receipt_worker_record_batch($1::text[], $2::text[], $3::text[], $4::text[])",
+            """
+            SELECT outcome, stored FROM receipt_worker_record_batch_v2($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+            """,
             [
                 PostgresArray.literal(sorted.map(\.jobID)), PostgresArray.literal(sorted.map(\.transactionID)),
-                PostgresArray.literal(sorted.map(\.orderID)), PostgresArray.literal(sorted.map(\.event)),
+                PostgresArray.literal(sorted.map(\.orderID)), PostgresArray.literal(sorted.map(\.purchaseID)),
+                PostgresArray.literal(sorted.map(\.event)),
             ])
         guard rows.count == requests.count else {
-            throw LedgerError("receipt_worker_record_batch answered \(rows.count) of \(requests.count)")
+            throw LedgerError("receipt_worker_record_batch_v2 answered \(rows.count) of \(requests.count)")
         }
-        var outcomes = [LedgerOutcome?](repeating: nil, count: requests.count)
+        var answers = [RecordAnswer](repeating: .conflict, count: requests.count)
         for (position, row) in zip(order, rows) {
             let stored = row.count > 1 ? row[1] : nil
             switch row.first ?? nil {
-            case "recorded": outcomes[position] = .recorded
-            case "duplicate_transaction": outcomes[position] = .duplicateTransaction
-            case "order_already_fulfilled": outcomes[position] = .orderAlreadyFulfilled
-            case "replay": outcomes[position] = .replay(Data((stored ?? "").utf8))
-            case "conflict": outcomes[position] = nil
-            default: throw LedgerError("unexpected answer from receipt_worker_record_batch")
+            case "recorded": answers[position] = .outcome(.recorded)
+            case "duplicate_transaction": answers[position] = .outcome(.duplicateTransaction)
+            case "order_already_fulfilled": answers[position] = .outcome(.orderAlreadyFulfilled)
+            case "replay": answers[position] = .outcome(.replay(Data((stored ?? "").utf8)))
+            case "conflict": answers[position] = .conflict
+            case "error":
+                // "SQLSTATE message": a data exception (22) or a program limit (54, an index row too large)
+                // will fail the same way forever; anything else (read-only, out of disk) may heal.
+                let text = stored ?? ""
+                answers[position] = .failed(
+                    LedgerError("postgresql: \(text)", isPermanent: text.hasPrefix("22") || text.hasPrefix("54")))
+            default: throw LedgerError("unexpected answer from receipt_worker_record_batch_v2")
             }
         }
-        return outcomes
+        return answers
     }
 
-    /// The batch form of `receipt_worker_record`: one row per item, in order. Each item runs in a
+    /// The batch form of `receipt_worker_record_v2`: one row per item, in order. Each item runs in a
     /// subtransaction, so an item that meets a concurrent decision (or a deadlock with another batch) rolls
-    /// back alone and answers `conflict`, to be retried; the others are kept.
+    /// back alone and answers `conflict`, to be retried; the others are kept. Any other failure answers
+    /// `error` with its SQLSTATE: it is not a race, and must not be retried as one.
     static let recordBatchFunction = """
-        CREATE OR REPLACE FUNCTION receipt_worker_record_batch(p_jobs TEXT[], p_transactions TEXT[], p_orders TEXT[], p_events TEXT[])
+        CREATE OR REPLACE FUNCTION receipt_worker_record_batch_v2(p_jobs TEXT[], p_transactions TEXT[], p_orders TEXT[], p_purchases TEXT[], p_events TEXT[])
         RETURNS TABLE (outcome TEXT, stored TEXT) LANGUAGE plpgsql AS $$
         BEGIN
             FOR i IN 1 .. coalesce(array_length(p_jobs, 1), 0) LOOP
                 BEGIN
-                    RETURN QUERY SELECT r.outcome, r.stored FROM receipt_worker_record(p_jobs[i], p_transactions[i], p_orders[i], p_events[i]) AS r;
-                EXCEPTION WHEN OTHERS THEN
-                    RETURN QUERY SELECT 'conflict'::TEXT, NULL::TEXT;
+                    RETURN QUERY SELECT r.outcome, r.stored
+                        FROM receipt_worker_record_v2(p_jobs[i], p_transactions[i], p_orders[i], p_purchases[i], p_events[i]) AS r;
+                EXCEPTION
+                    WHEN unique_violation OR deadlock_detected OR serialization_failure OR SQLSTATE 'RW001' THEN
+                        RETURN QUERY SELECT 'conflict'::TEXT, NULL::TEXT;
+                    WHEN OTHERS THEN
+                        RETURN QUERY SELECT 'error'::TEXT, SQLSTATE || ' ' || SQLERRM;
                 END;
             END LOOP;
         END
         $$
         """
-
 }

@@ -33,6 +33,29 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                 event BLOB NOT NULL,
                 decided_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
             """)
+        try migrate()
+    }
+
+    /// Schema versions, in `PRAGMA user_version`: 0 the first ledger; 1 adds the purchase identity
+    /// (`grants.purchase_id`, unique), filled for existing grants with their transaction id, which is the
+    /// purchase identity of a consumable and of a first purchase.
+    private func migrate() throws {
+        guard let version = try queryText("PRAGMA user_version", []).flatMap(Int.init), version < 1 else { return }
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let columns = try queryTexts("SELECT name FROM pragma_table_info('grants')")
+            if !columns.contains("purchase_id") { try execute("ALTER TABLE grants ADD COLUMN purchase_id TEXT") }
+            try execute(
+                """
+                UPDATE grants SET purchase_id = transaction_id WHERE purchase_id IS NULL;
+                CREATE UNIQUE INDEX IF NOT EXISTS grants_purchase_id ON grants (purchase_id);
+                PRAGMA user_version = 1;
+                COMMIT;
+                """)
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
     }
 
     deinit {
@@ -68,17 +91,30 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                 try execute("COMMIT")
                 return .replay(stored)
             }
-            if case .grant(let orderID, let transactionID) = claim {
-                if let owner = try queryText("SELECT order_id FROM grants WHERE transaction_id = ?1", [transactionID]) {
-                    if owner != orderID {
+            if case .grant(let orderID, let transactionID, let purchase) = claim {
+                let purchaseID = purchase ?? transactionID
+                // Any grant of this transaction or of this purchase (under another transaction id).
+                let owners = try queryRows(
+                    "SELECT order_id, transaction_id FROM grants WHERE transaction_id = ?1 OR purchase_id = ?2",
+                    [transactionID, purchaseID])
+                if owners.contains(where: { $0.0 != orderID }) {
+                    try execute("ROLLBACK")
+                    return .duplicateTransaction
+                }
+                if !owners.isEmpty {
+                    // This order holds the purchase: the same transaction again is the same grant; another
+                    // transaction of the same purchase (a restore) is not a second grant of the order.
+                    guard owners.contains(where: { $0.1 == transactionID }) else {
                         try execute("ROLLBACK")
-                        return .duplicateTransaction
+                        return .orderAlreadyFulfilled
                     }
                 } else if try queryText("SELECT transaction_id FROM grants WHERE order_id = ?1", [orderID]) != nil {
                     try execute("ROLLBACK")
                     return .orderAlreadyFulfilled
                 } else {
-                    try run("INSERT INTO grants (transaction_id, order_id) VALUES (?1, ?2)", [transactionID, orderID])
+                    try run(
+                        "INSERT INTO grants (transaction_id, order_id, purchase_id) VALUES (?1, ?2, ?3)",
+                        [transactionID, orderID, purchaseID])
                 }
             }
             try run("INSERT INTO results (job_id, event) VALUES (?1, ?2)", [jobID], blob: event)
@@ -128,6 +164,26 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         defer { sqlite3_finalize(statement) }
         guard sqlite3_step(statement) == SQLITE_ROW, let text = sqlite3_column_text(statement, 0) else { return nil }
         return String(cString: text)
+    }
+
+    private func queryRows(_ sql: String, _ texts: [String]) throws -> [(String, String)] {
+        let statement = try prepare(sql, texts)
+        defer { sqlite3_finalize(statement) }
+        var rows: [(String, String)] = []
+        var step = sqlite3_step(statement)
+        while step == SQLITE_ROW {
+            let first = sqlite3_column_text(statement, 0).map { String(cString: $0) } ?? ""
+            let second = sqlite3_column_text(statement, 1).map { String(cString: $0) } ?? ""
+            rows.append((first, second))
+            step = sqlite3_step(statement)
+        }
+        // A read cut short (busy, I/O) must not look like "no grant": that would grant twice.
+        guard step == SQLITE_DONE else { throw LedgerError("sqlite: \(String(cString: sqlite3_errmsg(db)))") }
+        return rows
+    }
+
+    private func queryTexts(_ sql: String) throws -> [String] {
+        try queryRows("SELECT *, '' FROM (\(sql))", []).map(\.0)
     }
 
     private func queryBlob(_ sql: String, _ texts: [String]) throws -> Data? {

@@ -126,6 +126,14 @@ extension Worker {
         return await decide(job, ticket: ticket, outcome: outcome, attempts: attempts)
     }
 
+    /// The purchase identity as the ledger keys it. Ledgers written before purchase identities hold each
+    /// grant's transaction id as its key; a `t:` identity (a transaction or original transaction id) is
+    /// stored bare so that those grants and new claims of the same purchase meet. `w:` (a billing period)
+    /// keeps its prefix: web order line item ids are another number sequence.
+    static func ledgerPurchaseID(_ identity: String) -> String {
+        identity.hasPrefix("t:") ? String(identity.dropFirst(2)) : identity
+    }
+
     /// True when the job must be left for its next delivery: the worker is stopping, or the job's partition
     /// was released (its new owner runs the job again).
     func mustLetGo(_ ticket: JobTicket) -> Bool {
@@ -159,7 +167,9 @@ extension Worker {
         case .grant(let transaction, let environment):
             let grant = event(.grant, "verified", transaction, environment, nil)
             let bytes = grant.json()
-            let claim = LedgerClaim.grant(orderID: job.orderID, transactionID: transaction.transactionID)
+            let claim = LedgerClaim.grant(
+                orderID: job.orderID, transactionID: transaction.transactionID,
+                purchaseID: Self.ledgerPurchaseID(transaction.purchaseIdentity))
             switch await retrying(
                 "ledger", ticket, stage: metrics.ledgerRecord,
                 { try await self.ledger.record(jobID: job.jobID, claim: claim, event: bytes) })

@@ -135,4 +135,24 @@ struct WorkerEndToEndTests {
         #expect(letter.header("dlq_error")?.stringValue?.contains(purchase.receipt) == false)
         await harness.stop()
     }
+
+    @Test(
+        "a restored purchase (new transaction id on another device) is duplicate_transaction for a second order",
+        arguments: ["non_consumable", "subscription"], ["receipt", "signed_transaction"])
+    func restoredPurchase(kind: String, proof: String) async throws {
+        let harness = try await WorkerHarness()
+        let original = try await harness.purchase(["product_id": "level.pack", "type": kind])
+        let restore = try await harness.purchase(["product_id": "level.pack", "restore_of": original.transactionID])
+        #expect(restore.transactionID != original.transactionID)
+        func evidence(_ purchase: WorkerHarness.Purchase) -> [String: Any] {
+            proof == "receipt" ? ["receipt": purchase.receipt] : ["signed_transaction": purchase.signedTransaction]
+        }
+        try await harness.submit(job("j-first", order: "o-first", product: "level.pack", evidence(original)))
+        #expect(await harness.result(jobID: "j-first")?["decision"] as? String == "grant")
+        try await harness.submit(job("j-restore", order: "o-second", product: "level.pack", evidence(restore)))
+        let denied = await harness.result(jobID: "j-restore")
+        #expect(denied?["reason"] as? String == "duplicate_transaction")
+        #expect(denied?["transaction_id"] as? String == restore.transactionID)
+        await harness.stop()
+    }
 }

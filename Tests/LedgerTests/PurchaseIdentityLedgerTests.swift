@@ -1,0 +1,125 @@
+import CSQLite
+import Foundation
+import Ledger
+import TestSupport
+import Testing
+
+@Suite("The ledger claims purchases, not transaction ids", .timeLimit(.minutes(1)))
+struct PurchaseIdentityLedgerTests {
+    let event = Data(#"{"decision":"grant","event_id":"e1"}"#.utf8)
+
+    @Test(
+        "a restore (new transaction id, same purchase) is never granted to a second order",
+        arguments: Backend.allCases)
+    func restore(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        let first = LedgerClaim.grant(orderID: "o1", transactionID: "100", purchaseID: "100")
+        #expect(try await ledger.record(jobID: "j1", claim: first, event: event) == .recorded)
+        // The same non-consumable restored on another device: transaction 200, original 100.
+        let restoredElsewhere = LedgerClaim.grant(orderID: "o2", transactionID: "200", purchaseID: "100")
+        #expect(try await ledger.record(jobID: "j2", claim: restoredElsewhere, event: event) == .duplicateTransaction)
+        // Presented again for the order that holds it: not a second grant of that order.
+        let restoredSameOrder = LedgerClaim.grant(orderID: "o1", transactionID: "200", purchaseID: "100")
+        #expect(try await ledger.record(jobID: "j3", claim: restoredSameOrder, event: event) == .orderAlreadyFulfilled)
+        // The original transaction for its own order, as a new job: the same grant (the same event id follows).
+        #expect(try await ledger.record(jobID: "j4", claim: first, event: event) == .recorded)
+        // A billing period is its own purchase: two periods, two orders.
+        let period1 = LedgerClaim.grant(orderID: "s1", transactionID: "300", purchaseID: "w:9001")
+        let period2 = LedgerClaim.grant(orderID: "s2", transactionID: "301", purchaseID: "w:9002")
+        let period1Again = LedgerClaim.grant(orderID: "s3", transactionID: "302", purchaseID: "w:9001")
+        #expect(try await ledger.record(jobID: "j5", claim: period1, event: event) == .recorded)
+        #expect(try await ledger.record(jobID: "j6", claim: period2, event: event) == .recorded)
+        #expect(try await ledger.record(jobID: "j7", claim: period1Again, event: event) == .duplicateTransaction)
+        await ledger.close()
+    }
+
+    @Test("two replicas racing to grant one purchase under two transaction ids: one grant")
+    func restoreRace() async throws {
+        let url = try makePostgresDatabase()
+        let first = try await LedgerFactory.open(url: url, poolSize: 4)
+        let second = try await LedgerFactory.open(url: url, poolSize: 4)
+        let outcomes = try await withThrowingTaskGroup(of: LedgerOutcome.self) { group in
+            for purchase in 0..<50 {
+                for (side, ledger) in [("a", first), ("b", second)] {
+                    group.addTask {
+                        let claim = LedgerClaim.grant(
+                            orderID: "\(side)-\(purchase)", transactionID: "\(side)\(purchase)",
+                            purchaseID: "p\(purchase)")
+                        for _ in 0..<20 {
+                            if let outcome = try? await ledger.record(
+                                jobID: "\(side)-\(purchase)", claim: claim, event: event)
+                            {
+                                return outcome
+                            }
+                            try await Task.sleep(for: .milliseconds(20))
+                        }
+                        throw LedgerError("no answer")
+                    }
+                }
+            }
+            return try await group.reduce(into: [LedgerOutcome]()) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0 == .recorded }.count == 50)
+        #expect(outcomes.filter { $0 == .duplicateTransaction }.count == 50)
+        await first.close()
+        await second.close()
+    }
+
+    @Test("a SQLite ledger of the first schema is migrated in place: its grants keep their purchases")
+    func migrateSQLite() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("old-\(UUID()).sqlite").path
+        var db: OpaquePointer?
+        #expect(sqlite3_open(path, &db) == SQLITE_OK)
+        let oldSchema = """
+            CREATE TABLE grants (transaction_id TEXT PRIMARY KEY, order_id TEXT NOT NULL UNIQUE,
+                granted_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
+            CREATE TABLE results (job_id TEXT PRIMARY KEY, event BLOB NOT NULL,
+                decided_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
+            INSERT INTO grants (transaction_id, order_id) VALUES ('100', 'old-order');
+            """
+        #expect(sqlite3_exec(db, oldSchema, nil, nil, nil) == SQLITE_OK)
+        sqlite3_close(db)
+        let ledger = try await LedgerFactory.open(url: "sqlite:\(path)")
+        let restore = LedgerClaim.grant(orderID: "new-order", transactionID: "200", purchaseID: "100")
+        #expect(try await ledger.record(jobID: "j", claim: restore, event: event) == .duplicateTransaction)
+        await ledger.close()
+        // Opening it again migrates nothing twice.
+        let again = try await LedgerFactory.open(url: "sqlite:\(path)")
+        #expect(try await again.record(jobID: "k", claim: restore, event: event) == .duplicateTransaction)
+        await again.close()
+    }
+
+    @Test("a PostgreSQL ledger of the first schema is migrated in place: its grants keep their purchases")
+    func migratePostgres() async throws {
+        let url = try makePostgresDatabase()
+        #expect(
+            runPsql(
+                url,
+                """
+                CREATE TABLE grants (transaction_id TEXT PRIMARY KEY, order_id TEXT NOT NULL UNIQUE,
+                    granted_at TIMESTAMPTZ NOT NULL DEFAULT now());
+                CREATE TABLE results (job_id TEXT PRIMARY KEY, event TEXT NOT NULL,
+                    decided_at TIMESTAMPTZ NOT NULL DEFAULT now());
+                INSERT INTO grants (transaction_id, order_id) VALUES ('100', 'old-order');
+                """) == 0)
+        let ledger = try await LedgerFactory.open(url: url, poolSize: 2)
+        let restore = LedgerClaim.grant(orderID: "new-order", transactionID: "200", purchaseID: "100")
+        #expect(try await ledger.record(jobID: "j", claim: restore, event: event) == .duplicateTransaction)
+        await ledger.close()
+    }
+
+    @Test("a value PostgreSQL refuses for good is a permanent error, not a conflict retried forever")
+    func permanentError() async throws {
+        let ledger = try await LedgerFactory.open(url: try makePostgresDatabase(), poolSize: 2)
+        // An index row of this size is past PostgreSQL's limit (program_limit_exceeded, class 54).
+        let huge = (0..<12_000).map { _ in String(UInt32.random(in: 0...UInt32.max), radix: 36) }.joined()
+        do {
+            _ = try await ledger.record(jobID: huge, claim: .deny, event: event)
+            Issue.record("recorded")
+        } catch let error as LedgerError {
+            #expect(error.isPermanent, "\(error)")
+        }
+        #expect(try await ledger.record(jobID: "fine", claim: .deny, event: event) == .recorded)
+        await ledger.close()
+    }
+}
