@@ -83,7 +83,7 @@ public final class AppleVerifier: Sendable {
     {
         let body = response.receipt
         let receiptBundle = body?.bundleId ?? body?.bid
-        guard receiptBundle == bundleID else {
+        guard receiptBundle?.utf8.elementsEqual(bundleID.utf8) == true else {  // bytes, not canonical equivalence
             return .rejected(.bundleMismatch, detail: "the receipt is for bundle \(receiptBundle ?? "unknown")")
         }
         var entries = (body?.inApp ?? []) + (response.latestReceiptInfo ?? [])

@@ -97,14 +97,15 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                 let owners = try queryRows(
                     "SELECT order_id, transaction_id FROM grants WHERE transaction_id = ?1 OR purchase_id = ?2",
                     [transactionID, purchaseID])
-                if owners.contains(where: { $0.0 != orderID }) {
+                // Bytes, as SQLite compares them (Swift's == would call two spellings of "é" one order).
+                if owners.contains(where: { !$0.0.utf8.elementsEqual(orderID.utf8) }) {
                     try execute("ROLLBACK")
                     return .duplicateTransaction
                 }
                 if !owners.isEmpty {
                     // This order holds the purchase: the same transaction again is the same grant; another
                     // transaction of the same purchase (a restore) is not a second grant of the order.
-                    guard owners.contains(where: { $0.1 == transactionID }) else {
+                    guard owners.contains(where: { $0.1.utf8.elementsEqual(transactionID.utf8) }) else {
                         try execute("ROLLBACK")
                         return .orderAlreadyFulfilled
                     }

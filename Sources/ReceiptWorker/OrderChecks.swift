@@ -22,7 +22,16 @@ public enum OrderChecks {
             purchase = verified
         }
         let environment = purchase.environment.rawValue
-        guard let transaction = purchase.select(transactionID: job.transactionID, productID: job.productID) else {
+        // A signed transaction is one purchase: check it, so another product's is product_mismatch. An app
+        // receipt holds many: without a transaction id the entry is chosen by the order's product, and a
+        // receipt without one is transaction_not_found.
+        let selected: AppleTransaction?
+        if case .signedTransaction = job.proof, purchase.transactions.count == 1 {
+            selected = purchase.transactions.first
+        } else {
+            selected = purchase.select(transactionID: job.transactionID, productID: job.productID)
+        }
+        guard let transaction = selected else {
             let detail =
                 job.transactionID.map { "no transaction \($0) in the proof" }
                 ?? "no transaction for product \(job.productID) in the proof"
@@ -31,13 +40,14 @@ public enum OrderChecks {
         func deny(_ reason: String, _ detail: String) -> Outcome {
             .deny(reason: reason, detail: detail, transaction: transaction, environment: environment)
         }
-        if transaction.productID != job.productID {
+        // Compared as bytes, as the database compares them: Swift's == calls "é" and "e\u{301}" equal.
+        if !sameBytes(transaction.productID, job.productID) {
             return deny("product_mismatch", "the transaction is for product \(transaction.productID ?? "unknown")")
         }
         if transaction.quantity != job.quantity {
             return deny("quantity_mismatch", "the transaction is for quantity \(transaction.quantity)")
         }
-        if let expected = job.appAccountToken, transaction.appAccountToken?.lowercased() != expected {
+        if let expected = job.appAccountToken, !sameBytes(transaction.appAccountToken?.lowercased(), expected) {
             return deny("account_mismatch", "the purchase's appAccountToken differs from the order's")
         }
         if let revoked = transaction.revocationDate {
@@ -47,5 +57,10 @@ public enum OrderChecks {
             return deny("expired", "the subscription expired at \(expires)")
         }
         return .grant(transaction, environment: environment)
+    }
+
+    static func sameBytes(_ left: String?, _ right: String) -> Bool {
+        guard let left else { return false }
+        return left.utf8.elementsEqual(right.utf8)
     }
 }

@@ -33,6 +33,21 @@ struct PurchaseIdentityLedgerTests {
         await ledger.close()
     }
 
+    @Test(
+        "two spellings of one accented order id are two orders: the second is duplicate_transaction",
+        arguments: Backend.allCases)
+    func unicodeEquivalentOrders(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        let composed = "caf\u{E9}-order"
+        let decomposed = "cafe\u{301}-order"
+        #expect(composed == decomposed)  // equal to Swift, not to the database
+        let first = LedgerClaim.grant(orderID: composed, transactionID: "500")
+        let second = LedgerClaim.grant(orderID: decomposed, transactionID: "500")
+        #expect(try await ledger.record(jobID: "j1", claim: first, event: event) == .recorded)
+        #expect(try await ledger.record(jobID: "j2", claim: second, event: event) == .duplicateTransaction)
+        await ledger.close()
+    }
+
     @Test("two replicas racing to grant one purchase under two transaction ids: one grant")
     func restoreRace() async throws {
         let url = try makePostgresDatabase()

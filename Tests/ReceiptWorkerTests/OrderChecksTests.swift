@@ -33,6 +33,28 @@ struct OrderChecksTests {
         }
     }
 
+    @Test("a signed transaction of another product is product_mismatch, not transaction_not_found")
+    func signedTransactionOfAnotherProduct() {
+        var signedJob = job
+        signedJob.proof = .signedTransaction("a.b.c")
+        var cheap = good
+        cheap.productID = "coins.10"
+        #expect(reason(OrderChecks.evaluate(signedJob, verdict: verdict(cheap))) == "product_mismatch")
+        // An app receipt holds many purchases: without a transaction id, none of the order's product is found.
+        #expect(reason(OrderChecks.evaluate(job, verdict: verdict(cheap))) == "transaction_not_found")
+    }
+
+    @Test("products are compared as bytes: two spellings of one accented name are two products")
+    func productBytes() {
+        var accented = job
+        accented.productID = "caf\u{E9}.pack"
+        accented.proof = .signedTransaction("a.b.c")
+        var decomposed = good
+        decomposed.productID = "cafe\u{301}.pack"
+        #expect(accented.productID == decomposed.productID)  // Swift's == says equal
+        #expect(reason(OrderChecks.evaluate(accented, verdict: verdict(decomposed))) == "product_mismatch")
+    }
+
     @Test("a matching purchase is granted")
     func grant() {
         #expect(reason(OrderChecks.evaluate(job, verdict: verdict(good))) == "verified")

@@ -140,7 +140,7 @@ public final class SignedDataVerifier: Sendable {
         guard let bundleID else {
             throw AppleVerificationError(.bundleMismatch, "the signed data names no bundle id")
         }
-        guard bundleID == configuration.bundleID else {
+        guard bundleID.utf8.elementsEqual(configuration.bundleID.utf8) else {  // bytes: not canonical equivalence
             throw AppleVerificationError(
                 .bundleMismatch, "signed for bundle \(bundleID), not \(configuration.bundleID)")
         }
