@@ -112,6 +112,7 @@ run() {
 apple.bundle_id=com.example
 apple.verify_receipt.production_url=$sim/production/verifyReceipt
 apple.verify_receipt.sandbox_url=$sim/sandbox/verifyReceipt
+apple.allow_insecure_urls=true
 apple.root_certificates=$work/root.pem
 ledger.url=$ledger
 topics.jobs=jobs-$suffix

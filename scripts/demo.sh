@@ -54,6 +54,7 @@ own_process_group "$bin/receipt-worker" run --config config/local.properties \
     --set "kafka.bootstrap.servers=$KAFKA_BOOTSTRAP" \
     --set "apple.verify_receipt.production_url=$sim/production/verifyReceipt" \
     --set "apple.verify_receipt.sandbox_url=$sim/sandbox/verifyReceipt" \
+    --set "apple.allow_insecure_urls=true" \
     --set "metrics.listen=127.0.0.1:$metrics_port" >.demo/worker.log 2>&1 &
 worker_pid=$!
 wait_for "the worker's metrics endpoint" 30 port_open "$metrics_port"

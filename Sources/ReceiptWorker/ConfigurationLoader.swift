@@ -19,7 +19,8 @@ public enum ConfigurationLoader {
     /// config/worker.properties shows each one; a test holds the two together.
     public static let documentedKeys = [
         "topics.jobs", "topics.results", "topics.retries", "topics.dlq", "jobs.max_bytes", "apple.bundle_id",
-        "apple.allow_sandbox", "apple.transaction_id_requires_account_token", "apple.verify_receipt.production_url",
+        "apple.allow_sandbox", "apple.allow_insecure_urls", "apple.transaction_id_requires_account_token",
+        "apple.verify_receipt.production_url",
         "apple.verify_receipt.sandbox_url",
         "apple.shared_secret",
         "apple.shared_secret_file", "apple.api.production_url", "apple.api.sandbox_url", "apple.api.key_id",
@@ -93,6 +94,7 @@ public enum ConfigurationLoader {
     {
         var configuration = WorkerConfiguration()
         var sharedSecretFile: String?
+        var allowInsecureURLs = false
         var rootFiles: [String]?
         for (key, value) in properties {
             func integer(_ range: ClosedRange<Int>) throws -> Int {
@@ -123,6 +125,7 @@ public enum ConfigurationLoader {
             case "jobs.max_bytes": configuration.jobsMaxBytes = try integer(1_024...10_485_760)
             case "apple.bundle_id": configuration.apple.bundleID = try nonEmpty(key, value)
             case "apple.allow_sandbox": configuration.apple.allowSandbox = try boolean()
+            case "apple.allow_insecure_urls": allowInsecureURLs = try boolean()
             case "apple.transaction_id_requires_account_token":
                 configuration.apple.transactionIDRequiresAccountToken = try boolean()
             case "apple.verify_receipt.production_url": configuration.apple.verifyReceiptProductionURL = try url()
@@ -188,6 +191,18 @@ public enum ConfigurationLoader {
         }
         guard !configuration.apple.bundleID.isEmpty || purpose == .tool else {
             throw ConfigurationError(key: "apple.bundle_id", reason: "is required")
+        }
+        // Over http the shared secret and the API's bearer token travel in clear, and anyone on the path can
+        // answer "status 0": only a test's simulator on loopback, and only when asked for.
+        for (key, url) in [
+            ("apple.verify_receipt.production_url", configuration.apple.verifyReceiptProductionURL),
+            ("apple.verify_receipt.sandbox_url", configuration.apple.verifyReceiptSandboxURL),
+            ("apple.api.production_url", configuration.apple.apiProductionURL),
+            ("apple.api.sandbox_url", configuration.apple.apiSandboxURL),
+        ] where url.hasPrefix("http://") && !allowInsecureURLs {
+            throw ConfigurationError(
+                key: key, reason: "is http://: secrets would travel in clear (apple.allow_insecure_urls=true for tests)"
+            )
         }
         if configuration.retry.initialBackoff > configuration.retry.maxBackoff {
             throw ConfigurationError(key: "retry.initial_backoff_ms", reason: "must not exceed retry.max_backoff_ms")

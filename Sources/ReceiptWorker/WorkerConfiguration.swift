@@ -102,12 +102,23 @@ extension WorkerConfiguration {
         return lines
     }
 
-    /// `postgresql://user:secret@host/db` → `postgresql://user:<set>@host/db`.
+    /// `postgresql://user:secret@host/db?password=secret` → `postgresql://user:<set>@host/db?password=<set>`.
     static func withoutPassword(_ url: String) -> String {
-        guard let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].lastIndex(of: "@"),
+        var url = url
+        if let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].lastIndex(of: "@"),
             let colon = url[scheme.upperBound..<at].firstIndex(of: ":")
-        else { return url }
-        return String(url[..<url.index(after: colon)]) + "<set>" + String(url[at...])
+        {
+            url = String(url[..<url.index(after: colon)]) + "<set>" + String(url[at...])
+        }
+        // libpq also takes the password as a query parameter (any case; percent-encoded names too).
+        guard let query = url.firstIndex(of: "?") else { return url }
+        let parameters = url[url.index(after: query)...].split(separator: "&", omittingEmptySubsequences: false).map {
+            parameter -> String in
+            let name = parameter.split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
+            let decoded = (name.removingPercentEncoding ?? name).lowercased()
+            return decoded == "password" || decoded == "passfile" ? name + "=<set>" : String(parameter)
+        }
+        return String(url[...query]) + parameters.joined(separator: "&")
     }
 }
 

@@ -49,11 +49,36 @@ struct ConfigurationTests {
                 "retry.initial_backoff_ms"
             ),
             (["apple.bundle_id=b", "metrics.listen=nowhere"], "metrics.listen"),
+            (
+                ["apple.bundle_id=b", "apple.api.sandbox_url=http://api.example"],
+                "apple.api.sandbox_url"
+            ),
+            (["apple.bundle_id=b", "worker.stall_timeout_ms=5"], "worker.stall_timeout_ms"),
             (["apple.bundle_id=b", "just a line"], "properties:2"),
         ])
     func errorsNameTheKey(lines: [String], key: String) throws {
         let error = #expect(throws: ConfigurationError.self) { try load(lines) }
         #expect(error?.description.contains(key) == true, "\(error.map { "\($0)" } ?? "no error")")
+    }
+
+    @Test("http:// Apple URLs only with apple.allow_insecure_urls=true")
+    func insecureURLs() throws {
+        let configuration = try load([
+            "apple.bundle_id=b", "apple.verify_receipt.production_url=http://127.0.0.1:9/verifyReceipt",
+            "apple.allow_insecure_urls=true",
+        ])
+        #expect(configuration.apple.verifyReceiptProductionURL.hasPrefix("http://"))
+    }
+
+    @Test("check-config --print hides a PostgreSQL password given in the URL or as a query parameter")
+    func printHidesPasswords() throws {
+        let configuration = try load([
+            "apple.bundle_id=b",
+            "ledger.url=postgresql://worker:hunter2@db/ledger?sslmode=require&PassWord=hunter3&password%3D=x",
+        ])
+        let printed = configuration.effectiveProperties.joined(separator: "\n")
+        #expect(!printed.contains("hunter2") && !printed.contains("hunter3"), "\(printed)")
+        #expect(printed.contains("sslmode=require"))
     }
 
     @Test("a secret's value never appears in an error")

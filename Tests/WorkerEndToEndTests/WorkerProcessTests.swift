@@ -55,6 +55,7 @@ final class ProcessHarness: Sendable {
                 "apple.bundle_id": "com.example",
                 "apple.verify_receipt.production_url": "\(simulator.baseURL)/production/verifyReceipt",
                 "apple.verify_receipt.sandbox_url": "\(simulator.baseURL)/sandbox/verifyReceipt",
+                "apple.allow_insecure_urls": "true",
                 "apple.root_certificates": try rootFile(),
                 "ledger.url": ledger, "topics.jobs": "jobs-\(suffix)", "topics.results": "results-\(suffix)",
                 "topics.dlq": "dlq-\(suffix)", "retry.initial_backoff_ms": "20", "retry.max_backoff_ms": "500",
