@@ -25,6 +25,7 @@ let package = Package(
         .executable(name: "appstore-sim", targets: ["AppStoreSimulatorCLI"]),
         .executable(name: "http-bench", targets: ["HTTPBench"]),
         .executable(name: "worker-bench", targets: ["WorkerBench"]),
+        .executable(name: "chaos-driver", targets: ["ChaosDriver"]),
     ],
     targets: [
         // C libraries, through their C APIs. Each shim only includes the real header.
@@ -66,6 +67,9 @@ let package = Package(
         .executableTarget(name: "AppStoreSimulatorCLI", dependencies: ["AppStoreSimulator"], swiftSettings: strict),
         .executableTarget(
             name: "WorkerBench", dependencies: ["Kafka", "HTTPClient", "Observability"],
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+        .executableTarget(
+            name: "ChaosDriver", dependencies: ["Kafka", "HTTPClient", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "HTTPBench", dependencies: ["HTTPClient", "Observability"], swiftSettings: strict),
         .executableTarget(name: "JWSBench", dependencies: ["AppleVerification"], swiftSettings: strict),

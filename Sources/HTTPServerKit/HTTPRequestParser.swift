@@ -1,8 +1,8 @@
 import Foundation
 
 /// Parses HTTP/1.1 requests with Content-Length bodies out of a connection's input buffer.
-enum HTTPRequestParser {
-    enum Outcome {
+package enum HTTPRequestParser {
+    package enum Outcome {
         case incomplete
         case invalid
         case request(ServerRequest, keepAlive: Bool)
@@ -11,7 +11,7 @@ enum HTTPRequestParser {
     static let maximumHeaderBytes = 65_536
     static let maximumBodyBytes = 4 * 1_048_576
 
-    static func parse(_ buffer: inout [UInt8]) -> Outcome {
+    package static func parse(_ buffer: inout [UInt8]) -> Outcome {
         guard let headerEnd = find([13, 10, 13, 10], in: buffer) else {
             return buffer.count > maximumHeaderBytes ? .invalid : .incomplete
         }

@@ -43,18 +43,7 @@ public enum ConfigurationLoader {
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
                 throw ConfigurationError(key: "--config", reason: "cannot read \(file)")
             }
-            for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-                let line = rawLine.trimmingCharacters(in: .whitespaces)
-                if line.isEmpty || line.hasPrefix("#") || line.hasPrefix("!") { continue }
-                guard let equals = line.firstIndex(of: "=") else {
-                    throw ConfigurationError(key: "\(file):\(number + 1)", reason: "expected key=value")
-                }
-                properties.append(
-                    (
-                        line[..<equals].trimmingCharacters(in: .whitespaces),
-                        line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
-                    ))
-            }
+            properties = try self.properties(text: text, source: file)
         }
         for (variable, value) in environment.sorted(by: { $0.key < $1.key }) where variable.hasPrefix(environmentPrefix)
         {
@@ -79,6 +68,25 @@ public enum ConfigurationLoader {
         }
     }
 
+    /// The `key=value` lines of a properties file's text, in order, keys and values trimmed; blank lines and
+    /// comments (`#`, `!`) skipped. `source` names the file in errors (`worker.properties:12`).
+    package static func properties(text: String, source: String) throws -> [(key: String, value: String)] {
+        var properties: [(key: String, value: String)] = []
+        for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") || line.hasPrefix("!") { continue }
+            guard let equals = line.firstIndex(of: "=") else {
+                throw ConfigurationError(key: "\(source):\(number + 1)", reason: "expected key=value")
+            }
+            properties.append(
+                (
+                    line[..<equals].trimmingCharacters(in: .whitespaces),
+                    line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+                ))
+        }
+        return properties
+    }
+
     /// `RECEIPT_WORKER_APPLE__BUNDLE_ID` → `apple.bundle_id`.
     public static func key(forEnvironmentVariable variable: String) -> String {
         variable.dropFirst(environmentPrefix.count).lowercased().replacingOccurrences(of: "__", with: ".")
@@ -89,7 +97,7 @@ public enum ConfigurationLoader {
         environmentPrefix + key.uppercased().replacingOccurrences(of: ".", with: "__")
     }
 
-    static func build(_ properties: [(key: String, value: String)], purpose: Purpose = .worker) throws
+    package static func build(_ properties: [(key: String, value: String)], purpose: Purpose = .worker) throws
         -> WorkerConfiguration
     {
         var configuration = WorkerConfiguration()

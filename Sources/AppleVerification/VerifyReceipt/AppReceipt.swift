@@ -24,6 +24,12 @@ public struct AppReceipt: Sendable {
         guard let der = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)),
             let payload = Self.payload(der)
         else { return nil }
+        self.init(payload: payload)
+    }
+
+    /// Reads the signed content of a receipt, the DER of its attribute SET, without the PKCS#7 around it.
+    /// Attributes it cannot read are skipped; bytes that are not a SET give a receipt without fields.
+    package init(payload: [UInt8]) {
         var bundleID: String?
         var appVersion: String?
         var inApp: [InApp] = []
