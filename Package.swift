@@ -98,3 +98,26 @@ let package = Package(
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
     ]
 )
+
+// Fuzz targets (libFuzzer), only when RECEIPT_WORKER_FUZZ=1: the normal build and tests never see them.
+// scripts/fuzz.sh sets it and holds the build recipe.
+if ProcessInfo.processInfo.environment["RECEIPT_WORKER_FUZZ"] == "1" {
+    let fuzzTargets: [(name: String, dependencies: [Target.Dependency], kafka: Bool)] = [
+        ("FuzzJobParser", ["ReceiptWorker"], true),
+        ("FuzzSignedData", ["AppleVerification"], false),
+        ("FuzzVerifyReceiptResponse", ["AppleVerification"], false),
+        ("FuzzAppReceipt", ["AppleVerification"], false),
+        ("FuzzHTTPRequestParser", ["HTTPServerKit"], false),
+        ("FuzzProperties", ["ReceiptWorker"], true),
+    ]
+    // libFuzzer's driver, declared (it comes with no header); `-sanitize=fuzzer` links the library itself.
+    package.targets.append(.systemLibrary(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"))
+    for target in fuzzTargets {
+        package.targets.append(
+            .executableTarget(
+                name: target.name, dependencies: ["CLibFuzzer"] + target.dependencies, path: "Fuzz/\(target.name)",
+                swiftSettings: strict + (target.kafka ? rdkafkaSwiftSettings : []),
+                linkerSettings: target.kafka ? rdkafkaLinkerSettings : []))
+        package.products.append(.executable(name: target.name, targets: [target.name]))
+    }
+}

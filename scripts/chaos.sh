@@ -21,14 +21,15 @@ bash scripts/setup.sh >/dev/null
 for product in receipt-worker appstore-sim chaos-driver; do swift build -c release --product "$product" >/dev/null; done
 source scripts/lib/services.sh
 bin=.build/release
-work="$(mktemp -d)"
+# Logs, the plan and the configuration stay in .chaos/ (ignored by git) until the next run.
+work="$PWD/.chaos"
+rm -rf "$work" && mkdir -p "$work"
 sim_pid=""
 declare -a replica_pids=("" "" "")
 cleanup() {
     for pid in "${replica_pids[@]}"; do [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true; done
     [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null || true
     services_stop
-    rm -rf "$work"
 }
 trap cleanup EXIT
 log() { printf '[chaos] %s\n' "$*" >&2; }

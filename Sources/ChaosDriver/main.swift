@@ -121,17 +121,20 @@ func check() async throws {
     let groups = try loadPlan()
     let expected = Set(groups.flatMap(\.jobs).map(\.jobID))
     let timeout = Double(required("--timeout")) ?? 300
-    let consumer = try KafkaConsumer(
-        configuration: .init(bootstrapServers: required("--bootstrap"), groupID: "chaos-check-\(UUID())"),
-        logger: logger)
-    for topic in [required("--results"), required("--dlq")] {
-        try await consumer.assign(topic: topic, from: .beginning)
-    }
+    // One consumer per topic: an assignment replaces the previous one.
     let answers = Answers()
-    let reading = Task {
-        for await event in consumer.events {
-            if case .message(let message) = event { answers.add(message, expected: expected) }
+    var readers: [(KafkaConsumer, Task<Void, Never>)] = []
+    for topic in [required("--results"), required("--dlq")] {
+        let consumer = try KafkaConsumer(
+            configuration: .init(bootstrapServers: required("--bootstrap"), groupID: "chaos-check-\(UUID())"),
+            logger: logger)
+        try await consumer.assign(topic: topic, from: .beginning)
+        let reading = Task {
+            for await event in consumer.events {
+                if case .message(let message) = event { answers.add(message, expected: expected) }
+            }
         }
+        readers.append((consumer, reading))
     }
     let deadline = ContinuousClock.now + .seconds(timeout)
     while answers.answeredCount < expected.count && ContinuousClock.now < deadline {
@@ -139,8 +142,10 @@ func check() async throws {
     }
     // Answers still in flight for a moment (a redelivered job's second event) are read too.
     try await Task.sleep(for: .seconds(2))
-    await consumer.close()
-    await reading.value
+    for (consumer, reading) in readers {
+        await consumer.close()
+        await reading.value
+    }
     let (results, deadLettered) = answers.snapshot
     let verdict = ChaosVerdict(groups: groups, results: results, deadLettered: deadLettered)
     print(verdict.report)

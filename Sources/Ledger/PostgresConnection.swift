@@ -9,7 +9,7 @@ final class PostgresConnection: @unchecked Sendable {
     private let handle: OpaquePointer
 
     init(url: String) throws {
-        guard let handle = PQconnectdb(url) else { throw LedgerError("postgresql: out of memory") }
+        guard let handle = PQconnectdb(Self.withDeadlines(url)) else { throw LedgerError("postgresql: out of memory") }
         guard PQstatus(handle) == CONNECTION_OK else {
             let message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
             PQfinish(handle)
@@ -29,6 +29,24 @@ final class PostgresConnection: @unchecked Sendable {
     }
 
     static let logger = Logger(label: "ledger")
+
+    /// Deadlines a ledger on a payment path needs, added unless the URL sets them: a hung or partitioned
+    /// server must fail a call in seconds (then it is retried, and `/readyz` turns false), not after the
+    /// kernel's TCP timeout of minutes; and a failover replica that is read-only must be refused at
+    /// connection time (`target_session_attrs=read-write`), not loop every job on "read-only transaction".
+    static let defaultParameters: [(String, String)] = [
+        ("connect_timeout", "10"), ("keepalives", "1"), ("keepalives_idle", "10"), ("keepalives_interval", "5"),
+        ("keepalives_count", "3"), ("tcp_user_timeout", "30000"), ("target_session_attrs", "read-write"),
+        ("options", "-c%20statement_timeout%3D30000"),
+    ]
+
+    static func withDeadlines(_ url: String) -> String {
+        let query = url.firstIndex(of: "?").map { url[url.index(after: $0)...] } ?? ""
+        let present = Set(query.split(separator: "&").compactMap { $0.split(separator: "=").first.map(String.init) })
+        let added = defaultParameters.filter { !present.contains($0.0) }.map { "\($0.0)=\($0.1)" }
+        guard !added.isEmpty else { return url }
+        return url + (url.contains("?") ? "&" : "?") + added.joined(separator: "&")
+    }
 
     deinit {
         PQfinish(handle)

@@ -1,4 +1,5 @@
 import Foundation
+import Observability
 
 /// The ledger in PostgreSQL, shared by every replica. Unique constraints (a transaction id granted once,
 /// an order granted once) make the claim safe under any number of concurrent writers: a second writer
@@ -27,7 +28,8 @@ public final class PostgresLedger: Ledger, Sendable {
     }
 
     public init(url: String, poolSize: Int) async throws {
-        let pool = try await PostgresPool(url: url, size: poolSize, prepare: Self.createSchema)
+        let pool = await PostgresPool(
+            url: url, size: poolSize, logger: Logger(label: "ledger"), prepare: Self.createSchema)
         self.pool = pool
         // Half the connections each, so a burst of one kind never starves the other.
         let concurrent = max(1, poolSize / 2)
@@ -141,7 +143,11 @@ public final class PostgresLedger: Ledger, Sendable {
     }
 
     public func ping() async throws {
-        _ = try await pool.withConnection { try $0.query("SELECT 1") }
+        // Writable, not merely reachable: a failover replica answers SELECT 1 but refuses every decision.
+        let readOnly = try await pool.withConnection {
+            try $0.query("SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'")
+        }
+        if readOnly.first == "t" { throw LedgerError("postgresql: the server is read-only (a standby?)") }
     }
 
     public func close() async {

@@ -1,9 +1,12 @@
 import Dispatch
+import Observability
 import Synchronization
 
 /// PostgreSQL connections, each with a thread of its own for its blocking calls, handed out one caller at
-/// a time. A broken connection is replaced after the call that found it broken, so the pool heals after a
-/// database restart.
+/// a time. The pool grows on demand up to its size: a replica starting while the server is at
+/// `max_connections` (a scale-out at the worst moment) opens what it can and waits for the rest instead of
+/// crashing. A broken connection is replaced after the call that found it broken, so the pool heals after
+/// a database restart.
 final class PostgresPool: Sendable {
     /// A connection and the thread its blocking calls run on.
     private struct Session: Sendable {
@@ -13,73 +16,144 @@ final class PostgresPool: Sendable {
 
     private struct State {
         var idle: [Session] = []
-        var waiters: [CheckedContinuation<Session, Never>] = []
+        var opened = 0
+        var waiters: [CheckedContinuation<Session?, Never>] = []
+        var closed = false
     }
 
     private let url: String
+    private let size: Int
     private let state = Mutex(State())
+    private let logger: Logger
 
-    /// Opens `size` connections and runs `prepare` on the first (schema creation) before any is handed out.
-    init(url: String, size: Int, prepare: @escaping @Sendable (PostgresConnection) throws -> Void) async throws {
+    /// Opens one connection and runs `prepare` on it (schema creation), retrying with backoff (up to 30 s
+    /// apart) while the server refuses: a worker that starts before its database, or while the database is
+    /// full, waits for it (unready) instead of exiting into a crash loop.
+    init(
+        url: String, size: Int, logger: Logger, prepare: @escaping @Sendable (PostgresConnection) throws -> Void
+    ) async {
         self.url = url
-        var sessions: [Session] = []
-        for index in 0..<max(1, size) {
-            let thread = BlockingThread(name: "ledger-\(index)")
+        self.size = max(1, size)
+        self.logger = logger
+        var delay = Duration.milliseconds(500)
+        while true {
+            let thread = BlockingThread(name: "ledger-0")
             do {
-                let connection = try await thread.perform { try PostgresConnection(url: url) }
-                sessions.append(Session(connection: connection, thread: thread))
+                let connection = try await thread.perform { [url] in try PostgresConnection(url: url) }
+                try await thread.perform { try prepare(connection) }
+                state.withLock {
+                    $0.idle = [Session(connection: connection, thread: thread)]
+                    $0.opened = 1
+                }
+                return
             } catch {
                 thread.stop()
-                for session in sessions { session.thread.stop() }
-                throw error
+                logger.warning(
+                    "cannot open the ledger; retrying",
+                    ["error": "\(error)", "retry_in_ms": String(delay.milliseconds)])
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(30))
             }
         }
-        let first = sessions[0].connection
-        try await sessions[0].thread.perform { try prepare(first) }
-        state.withLock { $0.idle = sessions }
     }
 
-    /// Runs `body` with a connection of its own, on that connection's thread.
+    /// Runs `body` with a connection of its own, on that connection's thread. Throws (a retriable
+    /// `LedgerError`) when no connection could be opened for it.
     func withConnection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> T) async throws -> T {
-        var session = await acquire()
+        var session = try await acquire()
         do {
             let connection = session.connection
             let result = try await session.thread.perform { try body(connection) }
             release(session)
             return result
         } catch {
-            if !session.connection.isHealthy,
-                let fresh = try? await session.thread.perform({ [url] in try PostgresConnection(url: url) })
-            {
-                session.connection = fresh
+            guard !session.connection.isHealthy else {
+                release(session)
+                throw error
             }
-            release(session)
+            do {
+                session.connection = try await session.thread.perform { [url] in try PostgresConnection(url: url) }
+                release(session)
+            } catch {
+                // The server refuses new connections (down, full, read-only): give the slot back, so the next
+                // call opens afresh and reports why.
+                discard(session)
+            }
             throw error
         }
     }
 
-    /// Stops the idle sessions' threads (call when no caller is left).
-    func close() {
-        let sessions = state.withLock { state in
-            defer { state.idle.removeAll() }
-            return state.idle
+    private func discard(_ session: Session) {
+        session.thread.stop()
+        let waiter = state.withLock { state in
+            state.opened -= 1
+            return state.waiters.isEmpty ? nil : state.waiters.removeFirst()
         }
-        for session in sessions { session.thread.stop() }
+        waiter?.resume(returning: nil)
     }
 
-    private func acquire() async -> Session {
-        await withCheckedContinuation { continuation in
-            let idle: Session? = state.withLock { state in
-                if let session = state.idle.popLast() { return session }
-                state.waiters.append(continuation)
-                return nil
+    /// Stops the idle sessions' threads (call when no caller is left).
+    func close() {
+        let (sessions, waiters) = state.withLock { state in
+            defer {
+                state.idle.removeAll()
+                state.waiters.removeAll()
+                state.closed = true
             }
-            if let idle { continuation.resume(returning: idle) }
+            return (state.idle, state.waiters)
+        }
+        for session in sessions { session.thread.stop() }
+        for waiter in waiters { waiter.resume(returning: nil) }
+    }
+
+    /// What the caller should do: use an idle session, open a new one, or wait for a release.
+    private enum Next { case use(Session), open(Int), wait, closed }
+
+    private func acquire() async throws -> Session {
+        let next = state.withLock { state -> Next in
+            if state.closed { return .closed }
+            if let session = state.idle.popLast() { return .use(session) }
+            if state.opened < size {
+                state.opened += 1
+                return .open(state.opened - 1)
+            }
+            return .wait
+        }
+        switch next {
+        case .use(let session): return session
+        case .closed: throw LedgerError("the ledger is closed")
+        case .open(let index):
+            let thread = BlockingThread(name: "ledger-\(index)")
+            do {
+                let connection = try await thread.perform { [url] in try PostgresConnection(url: url) }
+                return Session(connection: connection, thread: thread)
+            } catch {
+                thread.stop()
+                // A caller waiting for a slot this open would have filled must not wait forever.
+                let waiter = state.withLock { state in
+                    state.opened -= 1
+                    return state.waiters.isEmpty ? nil : state.waiters.removeFirst()
+                }
+                waiter?.resume(returning: nil)
+                throw error
+            }
+        case .wait:
+            let session = await withCheckedContinuation { continuation in
+                let idle: Session?? = state.withLock { state in
+                    if state.closed { return .some(nil) }
+                    if let session = state.idle.popLast() { return .some(session) }
+                    state.waiters.append(continuation)
+                    return nil
+                }
+                if let idle { continuation.resume(returning: idle) }
+            }
+            guard let session else { throw LedgerError("no PostgreSQL connection could be opened") }
+            return session
         }
     }
 
     private func release(_ session: Session) {
-        let waiter = state.withLock { state -> CheckedContinuation<Session, Never>? in
+        let waiter = state.withLock { state -> CheckedContinuation<Session?, Never>? in
             if !state.waiters.isEmpty { return state.waiters.removeFirst() }
             state.idle.append(session)
             return nil

@@ -9,6 +9,10 @@ import Foundation
 public final class SQLiteLedger: Ledger, @unchecked Sendable {
     private let queue = DispatchQueue(label: "ledger.sqlite")
     private var db: OpaquePointer?
+    private let path: String
+    /// The file this ledger opened (device and inode): decisions written after it was deleted or replaced
+    /// would be lost at the next start, and its grants granted again.
+    private let identity: (device: UInt64, inode: UInt64)?
 
     public init(path: String) throws {
         var handle: OpaquePointer?
@@ -19,6 +23,8 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             throw LedgerError("sqlite \(path): \(message)")
         }
         db = handle
+        self.path = path
+        identity = Self.fileIdentity(path)
         try execute(
             """
             PRAGMA journal_mode = WAL;
@@ -63,15 +69,49 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
     }
 
     public func record(jobID: String, claim: LedgerClaim, event: Data) async throws -> LedgerOutcome {
-        try await queue.perform { try self.recordNow(jobID: jobID, claim: claim, event: event) }
+        try await queue.perform {
+            try self.checkFile()
+            return try self.recordNow(jobID: jobID, claim: claim, event: event)
+        }
     }
 
     public func storedEvent(jobID: String) async throws -> Data? {
         try await queue.perform { try self.queryBlob("SELECT event FROM results WHERE job_id = ?1", [jobID]) }
     }
 
+    /// Writes, as a decision would: a lock held by another process, a full disk or a read-only file fail
+    /// here, and a ledger file deleted or replaced under the worker is refused.
     public func ping() async throws {
-        try await queue.perform { try self.execute("SELECT 1") }
+        try await queue.perform {
+            try self.checkFile()
+            try self.execute("BEGIN IMMEDIATE")
+            do {
+                try self.execute(
+                    """
+                    CREATE TABLE IF NOT EXISTS health (id INTEGER PRIMARY KEY, checked_at TEXT NOT NULL);
+                    INSERT OR REPLACE INTO health (id, checked_at) VALUES (1, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+                    COMMIT;
+                    """)
+            } catch {
+                try? self.execute("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    /// Refuses to go on when the ledger's file is no longer the one opened (deleted, or replaced by a
+    /// restore or another file): every decision from then on would be lost at the next start.
+    private func checkFile() throws {
+        guard let identity, let now = Self.fileIdentity(path), now == identity else {
+            throw LedgerError(
+                "sqlite \(path): the ledger file was deleted or replaced; restart the worker on the right file")
+        }
+    }
+
+    private static func fileIdentity(_ path: String) -> (device: UInt64, inode: UInt64)? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return (UInt64(info.st_dev), UInt64(info.st_ino))
     }
 
     public func close() async {

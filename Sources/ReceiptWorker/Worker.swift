@@ -175,7 +175,7 @@ public final class Worker: Sendable {
         while !Task.isCancelled {
             let reachable: Bool
             do {
-                try await ledger.ping()
+                try await pingLedger(within: .seconds(5))
                 reachable = true
             } catch {
                 reachable = false
@@ -184,6 +184,26 @@ public final class Worker: Sendable {
             ledgerReachable.store(reachable, ordering: .relaxed)
             try? await Task.sleep(for: .seconds(5))
         }
+    }
+
+    /// The ledger's health check with a deadline of its own: a ledger hung behind a network partition must
+    /// turn readiness false in seconds, not hold the check as long as it holds every job.
+    private func pingLedger(within deadline: Duration) async throws {
+        let ledger = self.ledger
+        let failure: (any Error)? = await withCheckedContinuation { continuation in
+            let answer = ResumeOnce(continuation)
+            Task {
+                do {
+                    try await ledger.ping()
+                    answer.resume(nil)
+                } catch { answer.resume(error) }
+            }
+            Task {
+                try? await Task.sleep(for: deadline)
+                answer.resume(LedgerError("no answer within \(deadline.milliseconds) ms"))
+            }
+        }
+        if let failure { throw failure }
     }
 
     private func commit(_ offsets: [KafkaTopicPartition: Int64]) async {
@@ -280,5 +300,16 @@ extension Worker {
 
     private static func labels(_ partition: KafkaTopicPartition) -> Labels {
         ["topic": partition.topic, "partition": String(partition.partition)]
+    }
+}
+
+/// Resumes a continuation once, with whichever answer comes first.
+private final class ResumeOnce: Sendable {
+    private let continuation: Mutex<CheckedContinuation<(any Error)?, Never>?>
+
+    init(_ continuation: CheckedContinuation<(any Error)?, Never>) { self.continuation = Mutex(continuation) }
+
+    func resume(_ value: (any Error)?) {
+        continuation.withLock { $0.take() }?.resume(returning: value)
     }
 }

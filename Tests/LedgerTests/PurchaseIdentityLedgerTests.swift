@@ -138,3 +138,58 @@ struct PurchaseIdentityLedgerTests {
         await ledger.close()
     }
 }
+
+@Suite("The ledger's health check tells the truth", .timeLimit(.minutes(1)))
+struct LedgerHealthTests {
+    @Test("a SQLite ledger whose file is deleted or replaced refuses decisions and fails its health check")
+    func sqliteFileReplaced() async throws {
+        for replace in [false, true] {
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("health-\(UUID()).sqlite").path
+            let ledger = try await LedgerFactory.open(url: "sqlite:\(path)")
+            try await ledger.ping()
+            try FileManager.default.removeItem(atPath: path)
+            if replace { #expect(FileManager.default.createFile(atPath: path, contents: Data())) }
+            await #expect(throws: LedgerError.self) { try await ledger.ping() }
+            await #expect(throws: LedgerError.self) {
+                try await ledger.record(jobID: "j", claim: .grant(orderID: "o", transactionID: "1"), event: Data())
+            }
+            await ledger.close()
+        }
+    }
+
+    @Test("a SQLite ledger locked by another process fails its health check")
+    func sqliteLocked() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("locked-\(UUID()).sqlite").path
+        let ledger = try await LedgerFactory.open(url: "sqlite:\(path)")
+        var other: OpaquePointer?
+        #expect(sqlite3_open(path, &other) == SQLITE_OK)
+        #expect(sqlite3_exec(other, "BEGIN EXCLUSIVE", nil, nil, nil) == SQLITE_OK)
+        // busy_timeout is 5 s: the check fails after it.
+        await #expect(throws: LedgerError.self) { try await ledger.ping() }
+        sqlite3_exec(other, "ROLLBACK", nil, nil, nil)
+        sqlite3_close(other)
+        try await ledger.ping()
+        await ledger.close()
+    }
+
+    @Test("a read-only PostgreSQL (a standby after failover) fails the health check")
+    func postgresReadOnly() async throws {
+        let url = try makePostgresDatabase()
+        let database = String(url[url.index(after: url.lastIndex(of: "/")!)...])
+        let ledger = try await LedgerFactory.open(url: url, poolSize: 2)
+        try await ledger.ping()
+        #expect(runPsql(url, "ALTER DATABASE \(database) SET default_transaction_read_only = on") == 0)
+        // Sessions opened from now on are read-only; drop the pool's so it reconnects.
+        #expect(
+            runPsql(
+                url,
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(database)' AND pid <> pg_backend_pid()"
+            ) == 0)
+        var failed = false
+        for _ in 0..<5 where !failed {
+            do { try await ledger.ping() } catch { failed = "\(error)".contains("read-only") }
+        }
+        #expect(failed)
+        await ledger.close()
+    }
+}
