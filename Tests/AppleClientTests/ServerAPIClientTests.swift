@@ -38,7 +38,9 @@ struct ServerAPIClientTests {
         #expect(attempts == 2)
     }
 
-    @Test("a token signed with another key gets the non-JSON 401, reported retriable and without the token")
+    @Test(
+        "a token signed with another key gets the non-JSON 401: one renewed token, then not retriable (cannot_verify), without the token"
+    )
     func unauthorized() async throws {
         let harness = try SimulatorHarness()
         // A throwaway key the simulator does not trust.
@@ -55,7 +57,9 @@ struct ServerAPIClientTests {
                 id: "2000000000000001", attempts: &attempts)
         }
         #expect(error?.code == .unauthorized)
-        #expect(error?.isRetriable == true)
+        #expect(error?.isRetriable == false)
+        #expect(attempts == 2)  // the first token, then a freshly signed one
+        #expect(error.map { "\($0)" }?.contains("eyJ") == false)
     }
 
     @Test(
@@ -137,9 +141,15 @@ struct APITokenTests {
             privateKeyPEM: SimulatorHarness.apiKeyPEM, keyID: "keyId", issuerID: "issuerId", bundleID: "com.example",
             lifetime: .seconds(1200))
         let start = Date()
-        let first = try issuer.token(now: start)
-        #expect(try issuer.token(now: start.addingTimeInterval(600)) == first)
-        #expect(try issuer.token(now: start.addingTimeInterval(1000)) != first)
+        let clock = ContinuousClock.now
+        let first = try issuer.token(now: start, elapsed: clock)
+        #expect(try issuer.token(now: start.addingTimeInterval(600), elapsed: clock + .seconds(600)) == first)
+        #expect(try issuer.token(now: start.addingTimeInterval(1000), elapsed: clock + .seconds(1000)) != first)
+        // The wall clock stepped back an hour: the monotonic clock still renews on time.
+        let second = try issuer.token(now: start.addingTimeInterval(1000), elapsed: clock + .seconds(1000))
+        #expect(try issuer.token(now: start.addingTimeInterval(-2600), elapsed: clock + .seconds(1950)) != second)
+        issuer.invalidate()
+        #expect(try issuer.token(now: start.addingTimeInterval(1000), elapsed: clock + .seconds(1000)) != second)
     }
 
     func base64URL(_ text: String) throws -> Data {

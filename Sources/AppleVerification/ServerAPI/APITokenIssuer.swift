@@ -18,7 +18,9 @@ public final class APITokenIssuer: Sendable {
     private let issuerID: String
     private let bundleID: String
     private let lifetime: Int64
-    private let cached = Mutex<(token: String, expires: Int64)?>(nil)
+    /// The token and when it must be renewed, on the monotonic clock: a wall clock stepped back must not
+    /// keep an expired token in use for minutes.
+    private let cached = Mutex<(token: String, renewAt: ContinuousClock.Instant)?>(nil)
 
     /// `privateKeyPEM` is the .p8 file's text. `lifetime` is capped at 60 minutes. Default: 20 minutes.
     public init(
@@ -32,13 +34,19 @@ public final class APITokenIssuer: Sendable {
         self.lifetime = min(3600, max(60, lifetime.components.seconds))
     }
 
-    /// A valid token: the cached one while more than 5 minutes of it remain, else a new one.
-    public func token(now: Date = Date()) throws -> String {
-        let seconds = Int64(now.timeIntervalSince1970)
-        if let current = cached.withLock({ $0 }), current.expires - seconds > 300 { return current.token }
+    /// A valid token: the cached one while more than 5 minutes of it remain (on the monotonic clock,
+    /// `elapsed`), else a new one (its `iat` from the wall clock, `now`).
+    public func token(now: Date = Date(), elapsed: ContinuousClock.Instant = .now) throws -> String {
+        if let current = cached.withLock({ $0 }), elapsed < current.renewAt { return current.token }
+        let seconds = Int64(now.timeIntervalSince1970.rounded(.down))
         let claims = Claims(iss: issuerID, iat: seconds, exp: seconds + lifetime, bid: bundleID)
         let token = try signer.sign(claims)
-        cached.withLock { $0 = (token, claims.exp) }
+        cached.withLock { $0 = (token, elapsed + .seconds(lifetime - 300)) }
         return token
+    }
+
+    /// Forgets the cached token (Apple answered 401 to it): the next call signs a new one.
+    public func invalidate() {
+        cached.withLock { $0 = nil }
     }
 }

@@ -51,15 +51,17 @@ public final class AppStoreServerAPIClient: Sendable {
         guard !id.isEmpty, id.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
             return .rejected(errorCode: 4000006)
         }
-        attempts += 1
         let production = try await lookup(
-            id: id, base: configuration.productionURL, call: "transaction_info_production")
+            id: id, base: configuration.productionURL, call: "transaction_info_production", attempts: &attempts)
         guard case .notFound = production, configuration.allowSandbox else { return production }
-        attempts += 1
-        return try await lookup(id: id, base: configuration.sandboxURL, call: "transaction_info_sandbox")
+        return try await lookup(
+            id: id, base: configuration.sandboxURL, call: "transaction_info_sandbox", attempts: &attempts)
     }
 
-    private func lookup(id: String, base: String, call: String) async throws -> Outcome {
+    private func lookup(id: String, base: String, call: String, attempts: inout Int, renewedToken: Bool = false)
+        async throws -> Outcome
+    {
+        attempts += 1
         let request = HTTPRequest(
             url: "\(base)/inApps/v1/transactions/\(id)",
             headers: [("Authorization", "Bearer \(try tokens.token())"), ("Accept", "application/json")],
@@ -79,12 +81,18 @@ public final class AppStoreServerAPIClient: Sendable {
             let code = apiError.errorCode
         else {
             if response.status == 401 {
+                // A token Apple no longer takes (a clock step, a revoked key): sign a new one, once.
+                if !renewedToken {
+                    tokens.invalidate()
+                    return try await lookup(id: id, base: base, call: call, attempts: &attempts, renewedToken: true)
+                }
                 // Apple's 401 has no JSON body. In production it also means the app has no production
-                // release yet. Either way it is our configuration, not the player's purchase: never a deny.
+                // release yet. Either way it is our configuration, not the player's purchase: never a deny,
+                // and no retry will fix it: the job goes to the DLQ as cannot_verify (replay once fixed).
                 throw AppleVerificationError(
                     .unauthorized,
                     "transactionInfo: HTTP 401 (check apple.api.key_id, issuer_id and the key; in production, the app may not be released yet)",
-                    isRetriable: true)
+                    isRetriable: false)
             }
             throw AppleHTTP.statusError(
                 response, endpoint: "transactionInfo", maximumRetryAfter: configuration.maximumRetryAfter)

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# libFuzzer targets (Fuzz/<Target>/main.swift) for the parsers that read what clients, Apple, proxies and files send.
+#   scripts/fuzz.sh [TARGET] [SECONDS]   each target, or TARGET alone, for SECONDS (default 60)
+#   scripts/fuzz.sh --ci                 each target for a fixed number of runs from a fixed seed
+# TARGET: JobParser, SignedData, VerifyReceiptResponse, AppReceipt, HTTPRequestParser, Properties.
+# Prints executions, seconds and the verdict per target; exits 1 when any target crashed, with the crashing
+# input saved under Fuzz/Crashes/<Target>/. Replay one: .build-fuzz/debug/Fuzz<Target> Fuzz/Crashes/<Target>/crash-...
+#
+# The recipe. The fuzz targets exist in Package.swift only when RECEIPT_WORKER_FUZZ=1, so the normal build
+# and tests never see them; they are built in their own scratch path:
+#   RECEIPT_WORKER_FUZZ=1 swift build -c debug --scratch-path .build-fuzz \
+#       -Xswiftc -sanitize=fuzzer,address --product FuzzJobParser
+# `-Xswiftc` instruments every module (the parsers' libraries too, or the fuzzer would run blind). What the
+# Swift server projects usually add, `-Xswiftc -parse-as-library`, does not link here: on Linux SwiftPM
+# links an executable's `main` to `<Target>_main` (`--defsym`), the symbol a main.swift's top-level code
+# becomes, so a target without top-level code fails with "undefined symbol FuzzJobParser_main". Each
+# Fuzz/<Target>/main.swift therefore exports `LLVMFuzzerTestOneInput` as libFuzzer expects and ends in
+# top-level code that runs libFuzzer's driver, `LLVMFuzzerRunDriver` (declared in Fuzz/CLibFuzzer, linked
+# by -sanitize=fuzzer). Debug, not release: assertions stay on, and the build is much quicker.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+targets=(JobParser SignedData VerifyReceiptResponse AppReceipt HTTPRequestParser Properties)
+scratch=.build-fuzz
+fixtures=Tests/AppleVerificationTests/Fixtures  # the repository's copy of ../shared/fixtures/apple
+
+# The longest input each target is given: the largest seed, or a little over what the input can usefully be.
+max_len() {
+    case "$1" in
+    JobParser) echo 4096 ;;             # jobs.max_bytes is 256 KiB, but every branch is reached in a few hundred bytes
+    SignedData) echo 4096 ;;            # a JWS with a three-certificate x5c is 2.5 KB
+    VerifyReceiptResponse) echo 4096 ;;
+    AppReceipt) echo 20000 ;;           # the largest fixture receipt is 17 KB of DER
+    HTTPRequestParser) echo 2048 ;;
+    Properties) echo 8192 ;;            # config/worker.properties is 5 KB
+    esac
+}
+
+# Runs for --ci: about 10 to 15 s per target on 2 cores, from a clean corpus of seeds.
+ci_runs() {
+    case "$1" in
+    JobParser) echo 100000 ;;
+    SignedData) echo 20000 ;;
+    VerifyReceiptResponse) echo 100000 ;;
+    AppReceipt) echo 20000 ;;
+    HTTPRequestParser) echo 400000 ;;
+    Properties) echo 100000 ;;
+    esac
+}
+
+# Copies the seeds of target $1 into corpus directory $2: committed seeds (Fuzz/Seeds/<Target>) and fixtures.
+seed() {
+    local target=$1 corpus=$2 file
+    if [[ -d Fuzz/Seeds/$target ]]; then cp Fuzz/Seeds/"$target"/* "$corpus"/; fi
+    case "$target" in
+    SignedData)
+        cp "$fixtures"/mock_signed_data/* "$corpus"/
+        cp "$fixtures"/xcode/xcode-signed-* "$corpus"/
+        ;;
+    VerifyReceiptResponse)
+        cp "$fixtures"/receipts/*_response.json "$corpus"/
+        ;;
+    AppReceipt)
+        # The fuzz target reads its input as DER (and as an iOS 6 property list): the fixtures are base64.
+        for file in "$fixtures"/receipts/*.b64 "$fixtures"/hostile/*.b64 "$fixtures"/xcode/xcode-app-receipt-*; do
+            base64 -d -i "$file" >"$corpus/$(basename "$file" .b64).der"
+            # The signed content alone, for the target's direct reading of the attribute SET (not for iOS 6).
+            command -v openssl >/dev/null || continue
+            openssl cms -verify -noverify -nosigs -binary -inform DER -in "$corpus/$(basename "$file" .b64).der" \
+                -out "$corpus/$(basename "$file" .b64).payload" >/dev/null 2>&1 \
+                || rm -f "$corpus/$(basename "$file" .b64).payload"
+        done
+        ;;
+    Properties)
+        cp config/*.properties "$corpus"/
+        ;;
+    esac
+}
+
+ci=false
+selected=("${targets[@]}")
+seconds=60
+if [[ "${1:-}" == "--ci" ]]; then
+    ci=true
+elif [[ $# -ge 1 ]]; then
+    name="${1#Fuzz}"
+    [[ " ${targets[*]} " == *" $name "* ]] || { echo "fuzz.sh: unknown target $1 (${targets[*]})" >&2; exit 2; }
+    selected=("$name")
+    seconds="${2:-60}"
+fi
+
+# Seconds since $1 (an $EPOCHREALTIME), to a tenth.
+since() { awk -v from="$1" -v to="$EPOCHREALTIME" 'BEGIN { printf "%.1f", to - from }'; }
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+start=$EPOCHREALTIME
+for target in "${selected[@]}"; do
+    # The linker (gold) warns once per ASan helper symbol that it cannot export; those lines are noise.
+    if ! RECEIPT_WORKER_FUZZ=1 swift build -c debug --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address \
+        --product "Fuzz$target" >"$work/build.log" 2>&1; then
+        grep -v "Cannot export local symbol" "$work/build.log" >&2
+        exit 1
+    fi
+done
+echo "built ${#selected[@]} fuzz target(s) in $(since "$start") s"
+
+failed=()
+printf '%-22s %12s %8s  %s\n' target executions seconds result
+for target in "${selected[@]}"; do
+    corpus="$work/$target/corpus"
+    artifacts="$work/$target/artifacts"
+    mkdir -p "$corpus" "$artifacts"
+    seed "$target" "$corpus"
+    options=(-max_len="$(max_len "$target")" -print_final_stats=1 -timeout=10 -artifact_prefix="$artifacts/")
+    if $ci; then
+        options+=(-runs="$(ci_runs "$target")" -seed=1)
+    else
+        options+=(-max_total_time="$seconds")
+    fi
+    began=$EPOCHREALTIME
+    status=0
+    "$scratch/debug/Fuzz$target" "${options[@]}" "$corpus" >"$work/$target/log" 2>&1 || status=$?
+    elapsed="$(since "$began")"
+    executions="$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$target/log")"
+    if [[ $status -eq 0 ]]; then
+        result="no crash"
+    else
+        failed+=("$target")
+        mkdir -p "Fuzz/Crashes/$target"
+        saved=()
+        for artifact in "$artifacts"/*; do
+            [[ -e "$artifact" ]] || continue
+            cp "$artifact" "Fuzz/Crashes/$target/"
+            saved+=("Fuzz/Crashes/$target/$(basename "$artifact")")
+        done
+        result="CRASH (exit $status): ${saved[*]:-no input saved}"
+    fi
+    printf '%-22s %12s %8s  %s\n' "$target" "${executions:-?}" "$elapsed" "$result"
+    if [[ $status -ne 0 ]]; then
+        # The sanitizer's or Swift's report, without libFuzzer's progress lines.
+        grep -v -E '^#[0-9]+|^INFO:' "$work/$target/log" | head -60 >&2
+    fi
+done
+echo "total $(since "$start") s"
+if [[ ${#failed[@]} -gt 0 ]]; then
+    echo "fuzz.sh: crashed: ${failed[*]}" >&2
+    exit 1
+fi
