@@ -94,7 +94,7 @@ PROPS
     "$bin/chaos-driver" prepare --sim "$sim" --jobs "$jobs" --plan "$work/plan.json" --run "$name" >&2
     for n in 0 1 2; do start_replica "$n"; done
 
-    local submit_rate=400 kills=20 duration=60
+    local submit_rate=400 kills=20 duration=60 killed=0 outages=0 bursts=0 terminations=0
     [ "$mode" = dense ] && { submit_rate=300; kills=6; duration=25; }
     "$bin/chaos-driver" submit --bootstrap "$KAFKA_BOOTSTRAP" --topic "jobs-$suffix" --plan "$work/plan.json" \
         --rate "$submit_rate" >&2 &
@@ -107,17 +107,30 @@ PROPS
         sleep "$step"
         local victim=$((RANDOM % 3))
         kill_replica "$victim"
+        killed=$((killed + 1))
         case "$kill" in
-            3 | 10 | 16) faults "{\"latency_ms\": $latency, \"outage_start_in_ms\": 0, \"outage_seconds\": 3}"; log "Apple outage (3 s)" ;;
-            6 | 13 | 19) faults "{\"latency_ms\": $latency, \"rate_limit_rate\": 0.5, \"retry_after_seconds\": 1}"; log "429 burst" ;;
-            8 | 15) [ "$mode" = full ] && log "PostgreSQL dropped $(terminate_connections "$suffix") connections" ;;
+            3 | 10 | 16)
+                faults "{\"latency_ms\": $latency, \"outage_start_in_ms\": 0, \"outage_seconds\": 3}"
+                outages=$((outages + 1)) ;;
+            6 | 13 | 19)
+                faults "{\"latency_ms\": $latency, \"rate_limit_rate\": 0.5, \"retry_after_seconds\": 1}"
+                bursts=$((bursts + 1)) ;;
+            8 | 15)
+                if [ "$mode" = full ]; then
+                    log "PostgreSQL dropped $(terminate_connections "$suffix") connections"
+                    terminations=$((terminations + 1))
+                fi ;;
             *) faults "{\"latency_ms\": $latency}" ;;
         esac
         sleep 0.5
         start_replica "$victim"
     done
-    [ "$mode" = dense ] && log "PostgreSQL dropped $(terminate_connections "$suffix") connections"
+    if [ "$mode" = dense ]; then
+        log "PostgreSQL dropped $(terminate_connections "$suffix") connections"
+        terminations=$((terminations + 1))
+    fi
     wait "$submitter"
+    log "kill -9: $killed, Apple outages: $outages, 429 bursts: $bursts, PostgreSQL connections terminated: $terminations times"
     faults "{\"latency_ms\": 0}"
     local status=0
     "$bin/chaos-driver" check --bootstrap "$KAFKA_BOOTSTRAP" --results "results-$suffix" --dlq "dlq-$suffix" \

@@ -45,7 +45,8 @@ func prepare() async throws {
     let perGroup =
         Double(cycle.map { [.replay, .restore, .redelivery].contains($0) ? 2 : 1 }.reduce(0, +))
         / Double(cycle.count)
-    let count = Int((Double(wanted) / perGroup).rounded(.up))
+    // A few groups more than the average asks for, so the plan holds at least the wanted jobs.
+    let count = Int((Double(wanted) / perGroup).rounded(.up)) + 8
     let groups = try await withThrowingTaskGroup(of: [ChaosGroup].self) { tasks in
         let slices = 32
         for slice in 0..<slices {
