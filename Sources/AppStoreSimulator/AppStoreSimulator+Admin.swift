@@ -10,7 +10,8 @@ extension AppStoreSimulator {
     ///        transaction id, the same original transaction, product, type and billing period)
     ///   POST /admin/refunds {transaction_id}
     ///   PUT  /admin/faults {latency_ms, latency_jitter_ms, error_rate, error_status, status_21005_rate,
-    ///        rate_limit_rate, retry_after_seconds, drop_rate, outage_start_in_ms, outage_seconds, outage_mode}
+    ///        rate_limit_rate, retry_after_seconds, retry_after_header, garbage_rate, drop_rate, outage_start_in_ms,
+    ///        outage_seconds, outage_mode}
     ///   GET  /admin/stats → requests per endpoint
     func admin(_ request: ServerRequest, segments: [String]) -> ServerReply {
         let body = (try? JSONSerialization.jsonObject(with: request.body) as? [String: Any]) ?? [:]
@@ -37,6 +38,8 @@ extension AppStoreSimulator {
             plan.rateLimitRate = body["rate_limit_rate"] as? Double ?? 0
             plan.retryAfterSeconds = body["retry_after_seconds"] as? Double ?? 1
             plan.dropRate = body["drop_rate"] as? Double ?? 0
+            plan.retryAfterHeader = body["retry_after_header"] as? String
+            plan.garbageRate = body["garbage_rate"] as? Double ?? 0
             if let startIn = body["outage_start_in_ms"] as? Double {
                 plan.outageStart = Date().addingTimeInterval(startIn / 1000)
                 plan.outageSeconds = body["outage_seconds"] as? Double ?? 0

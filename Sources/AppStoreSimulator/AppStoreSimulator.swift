@@ -93,10 +93,13 @@ public final class AppStoreSimulator: Sendable {
         case .httpError(let status):
             return .text(status, "unavailable", contentType: "text/plain", after: delay)
         case .rateLimited(let seconds):
-            let retryAt = Int64((Date().timeIntervalSince1970 + seconds) * 1000)  // Apple: UNIX time in ms
+            // Apple: a UNIX time in milliseconds. The fault plan's numbers come from tests: clamped, not trapped.
+            let retryAt = Int64(exactly: ((Date().timeIntervalSince1970 + seconds) * 1000).rounded()) ?? Int64.max
             return .json(
-                429, Self.error(4290000, "Rate limit exceeded."), headers: [("Retry-After", String(retryAt))],
-                after: delay)
+                429, Self.error(4290000, "Rate limit exceeded."),
+                headers: [("Retry-After", faults.retryAfterHeader ?? String(retryAt))], after: delay)
+        case .garbage:
+            return .text(200, "<html><body>502 Bad Gateway</body></html>", contentType: "text/html", after: delay)
         case .status21005 where endpoint == "verifyReceipt":
             return .json(200, Self.json(["status": 21005, "environment": role]), after: delay)
         case .status21005:

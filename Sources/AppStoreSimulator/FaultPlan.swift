@@ -14,6 +14,10 @@ struct FaultPlan: Sendable, Codable {
     /// Share of requests answered 429 with `Retry-After`.
     var rateLimitRate: Double = 0
     var retryAfterSeconds: Double = 1
+    /// When set, 429s carry this `Retry-After` text as it is (hostile values: `inf`, a date in 3000, ...).
+    var retryAfterHeader: String?
+    /// Share of requests answered HTTP 200 with a body that is not JSON (a proxy's error page).
+    var garbageRate: Double = 0
     /// Share of connections dropped without an answer.
     var dropRate: Double = 0
     /// An outage: from `outageStart` for `outageSeconds`, every request fails with `outageMode`.
@@ -26,15 +30,17 @@ struct FaultPlan: Sendable, Codable {
         case latencyMs = "latency_ms", latencyJitterMs = "latency_jitter_ms", errorRate = "error_rate"
         case errorStatus = "error_status", status21005Rate = "status_21005_rate", rateLimitRate = "rate_limit_rate"
         case retryAfterSeconds = "retry_after_seconds", dropRate = "drop_rate", outageStart = "outage_start"
+        case retryAfterHeader = "retry_after_header", garbageRate = "garbage_rate"
         case outageSeconds = "outage_seconds", outageMode = "outage_mode"
     }
 
-    enum Fault { case none, httpError(Int), status21005, rateLimited(Double), drop }
+    enum Fault { case none, httpError(Int), status21005, rateLimited(Double), drop, garbage }
 
     func delay() -> Duration {
         var milliseconds = latencyMs
         if latencyJitterMs > 0 { milliseconds += -latencyJitterMs * log(1 - Double.random(in: 0..<1)) }
-        return .microseconds(Int64(milliseconds * 1000))
+        // A test's plan may say anything: at most an hour, never a trap.
+        return .microseconds(Int64(exactly: (min(max(milliseconds, 0), 3_600_000) * 1000).rounded()) ?? 0)
     }
 
     func draw(now: Date = Date()) -> Fault {
@@ -50,6 +56,7 @@ struct FaultPlan: Sendable, Codable {
         if roll < dropRate + errorRate { return .httpError(errorStatus) }
         if roll < dropRate + errorRate + rateLimitRate { return .rateLimited(retryAfterSeconds) }
         if roll < dropRate + errorRate + rateLimitRate + status21005Rate { return .status21005 }
+        if roll < dropRate + errorRate + rateLimitRate + status21005Rate + garbageRate { return .garbage }
         return .none
     }
 }

@@ -39,6 +39,13 @@ public struct SimulatorAdmin: Sendable {
                 method: .put, url: "\(baseURL)/admin/faults", body: try JSONSerialization.data(withJSONObject: fields)))
     }
 
+    /// Requests the simulator's Apple endpoints answered so far, every endpoint together.
+    public func appleRequests() async throws -> Int {
+        let response = try await http.execute(HTTPRequest(url: "\(baseURL)/admin/stats"))
+        let counts = (try JSONSerialization.jsonObject(with: response.body) as? [String: Int]) ?? [:]
+        return counts.values.reduce(0, +)
+    }
+
     private func post(_ path: String, _ fields: [String: Any]) async throws -> HTTPResponse {
         try await http.execute(
             HTTPRequest(

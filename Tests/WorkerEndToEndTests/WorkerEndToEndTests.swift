@@ -155,4 +155,59 @@ struct WorkerEndToEndTests {
         #expect(denied?["transaction_id"] as? String == restore.transactionID)
         await harness.stop()
     }
+
+    @Test(
+        "a Retry-After from a bad day (inf, 1e300, the year 3000, negative, past Int64) neither crashes nor parks a job",
+        arguments: ["inf", "1e300", "Wed, 01 Jan 3000 00:00:00 GMT", "-5", "99999999999999999999999", "soon"])
+    func hostileRetryAfter(header: String) async throws {
+        let harness = try await WorkerHarness(maxAttempts: 50)
+        let purchase = try await harness.purchase(["product_id": "coins.100"])
+        try await harness.faults(["rate_limit_rate": 1.0, "retry_after_header": header])
+        try await harness.submit(job("j-429", order: "o-429", product: "coins.100", ["receipt": purchase.receipt]))
+        // Two 429s with that header, then Apple is back.
+        #expect(await eventually { (try? await harness.admin.appleRequests()) ?? 0 >= 2 })
+        try await harness.faults([:])
+        // retry.max_backoff_ms is 200 ms here: whatever the header said, the job is tried again soon.
+        let event = await harness.result(jobID: "j-429", timeout: .seconds(10))
+        #expect(event?["decision"] as? String == "grant")
+        #expect((event?["attempts"] as? Int ?? 0) > 1)
+        await harness.stop()
+    }
+
+    @Test("an answer that is not JSON (a proxy's error page with HTTP 200) is retried, never a deny")
+    func garbageAnswers() async throws {
+        let harness = try await WorkerHarness(maxAttempts: 50)
+        let purchase = try await harness.purchase(["product_id": "coins.100"])
+        try await harness.faults(["garbage_rate": 1.0])
+        try await harness.submit(job("j-html", order: "o-html", product: "coins.100", ["receipt": purchase.receipt]))
+        #expect(await eventually { (try? await harness.admin.appleRequests()) ?? 0 >= 2 })
+        #expect(harness.results(jobID: "j-html").isEmpty)
+        try await harness.faults([:])
+        let event = await harness.result(jobID: "j-html", timeout: .seconds(10))
+        #expect(event?["decision"] as? String == "grant")
+        await harness.stop()
+    }
+
+    @Test("a poisoned job (a 6 KB job id) on PostgreSQL costs only itself: the genuine jobs behind it are answered")
+    func poisonedJobOnPostgres() async throws {
+        let url = try makePostgresDatabase()
+        let harness = try await WorkerHarness { $0.ledgerURL = url }
+        let poison = "a" + String(repeating: "\u{0301}", count: 3_000)
+        try await harness.submit(
+            raw: Data(
+                "{\"job_id\":\"\(poison)\",\"order_id\":\"o-poison\",\"user_id\":\"u\",\"product_id\":\"p\",\"receipt\":\"QUJD\"}"
+                    .utf8), key: "same-key")
+        var ids: [String] = []
+        for index in 0..<5 {
+            let purchase = try await harness.purchase(["product_id": "coins.100"])
+            ids.append("after-\(index)")
+            try await harness.submit(
+                job("after-\(index)", order: "o-after-\(index)", product: "coins.100", ["receipt": purchase.receipt]),
+                key: "same-key")
+        }
+        #expect(await eventually(timeout: .seconds(30)) { ids.allSatisfy { !harness.results(jobID: $0).isEmpty } })
+        #expect(await eventually { harness.deadLetters.count == 1 })
+        #expect(harness.deadLetters.first?.header("dlq_reason")?.stringValue == "malformed_job")
+        await harness.stop()
+    }
 }
