@@ -13,6 +13,8 @@ public final class CircuitBreaker: Sendable {
         var state = State.closed
         var openUntil = ContinuousClock.now
         var cooldown: Duration
+        /// When the half-open state's one trial call was let through (nil: none yet).
+        var trialSince: ContinuousClock.Instant?
     }
 
     private let window: Mutex<Window>
@@ -41,17 +43,26 @@ public final class CircuitBreaker: Sendable {
         }
     }
 
-    /// Waits while the breaker is open. Returns at once when closed or half-open.
+    /// A trial whose caller never reported (it was let go at a stop) no longer blocks the next one after this.
+    static let trialTimeout: Duration = .seconds(30)
+
+    /// Waits while the breaker is open. Returns at once when closed. Half-open, it lets exactly one caller
+    /// through (the trial) and holds the others until the trial's outcome closes or re-opens the breaker:
+    /// a thousand waiting jobs must not all test a recovering Apple at once.
     public func waitUntilCallsAllowed() async {
         while true {
             let wait: Duration? = window.withLock { window in
-                guard window.state == .open else { return nil }
-                let remaining = window.openUntil - ContinuousClock.now
-                if remaining <= .zero {
+                let now = ContinuousClock.now
+                if window.state == .open {
+                    let remaining = window.openUntil - now
+                    guard remaining <= .zero else { return remaining }
                     window.state = .halfOpen
-                    return nil
+                    window.trialSince = nil
                 }
-                return remaining
+                guard window.state == .halfOpen else { return nil }
+                if let since = window.trialSince, now - since < Self.trialTimeout { return .milliseconds(50) }
+                window.trialSince = now
+                return nil
             }
             guard let wait else { return }
             try? await Task.sleep(for: min(wait, .milliseconds(500)))

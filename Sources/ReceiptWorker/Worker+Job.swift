@@ -103,6 +103,7 @@ extension Worker {
                 attempts = max(attempts, before + 1)
                 let appleError = error as? AppleVerificationError
                 guard appleError?.isRetriable ?? true else {
+                    breaker.record(success: true)  // Apple answered: it is up (a half-open trial ends here too)
                     return await deadLetter(
                         ticket, reason: "cannot_verify", error: appleError?.reason ?? "\(error)", attempts: attempts)
                 }

@@ -1,0 +1,46 @@
+import Synchronization
+import Testing
+
+@testable import ReceiptWorker
+
+@Suite("The circuit breaker")
+struct CircuitBreakerTests {
+    func openBreaker() -> CircuitBreaker {
+        let breaker = CircuitBreaker(windowSize: 10, minimumCalls: 4, failureRatio: 0.5, cooldown: .milliseconds(50))
+        for _ in 0..<4 { breaker.record(success: false) }
+        return breaker
+    }
+
+    @Test("half-open, it lets one trial through and holds the others until the trial succeeds")
+    func oneTrial() async throws {
+        let breaker = openBreaker()
+        #expect(breaker.state == .open)
+        let passed = Counter()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<20 {
+                group.addTask {
+                    await breaker.waitUntilCallsAllowed()
+                    passed.value.add(1, ordering: .relaxed)
+                }
+            }
+            try await Task.sleep(for: .milliseconds(400))
+            #expect(passed.value.load(ordering: .relaxed) == 1, "one trial, not a stampede")
+            breaker.record(success: true)
+            try await group.waitForAll()
+        }
+        #expect(passed.value.load(ordering: .relaxed) == 20)
+        #expect(breaker.state == .closed)
+    }
+
+    @Test("a failed trial re-opens it for twice the cool-down")
+    func failedTrial() async throws {
+        let breaker = openBreaker()
+        await breaker.waitUntilCallsAllowed()
+        breaker.record(success: false)
+        #expect(breaker.state == .open)
+    }
+}
+
+final class Counter: Sendable {
+    let value = Atomic<Int>(0)
+}
