@@ -140,23 +140,7 @@ public final class KafkaConsumer: Sendable {
     {
         guard !closed.load(ordering: .acquiring) else { throw KafkaError.closed }
         let client = self.client
-        let count: Int32 = try await Blocking.run { () -> Result<Int32, KafkaError> in
-            guard let handle = rd_kafka_topic_new(client.handle, topic, nil) else {
-                return .failure(KafkaError(code: .invalidConfiguration, reason: "topic \(topic)"))
-            }
-            defer { rd_kafka_topic_destroy(handle) }
-            var metadata: UnsafePointer<rd_kafka_metadata_t>?
-            let err = rd_kafka_metadata(client.handle, 0, handle, &metadata, Int32(clamping: timeout.milliseconds))
-            guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else { return .failure(KafkaError(err)) }
-            defer { rd_kafka_metadata_destroy(metadata) }
-            guard metadata.pointee.topic_cnt == 1, metadata.pointee.topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR else {
-                return .failure(
-                    KafkaError(
-                        metadata.pointee.topic_cnt == 1
-                            ? metadata.pointee.topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC))
-            }
-            return .success(metadata.pointee.topics[0].partition_cnt)
-        }.get()
+        let count = try await Blocking.run { client.partitionCount(topic: topic, timeout: timeout) }.get()
         guard count > 0 else { throw KafkaError(RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC) }
         let partitions = (0..<count).map { KafkaTopicPartition(topic: topic, partition: $0) }
         var offsets: [KafkaTopicPartition: Int64]

@@ -40,6 +40,24 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { "Kafka error \(code.name): \(reason)" }
 
+    /// The same record will never be accepted: it is too large for the client or the broker, or invalid.
+    /// (A missing topic or a refused authorization may be fixed by an operator: not permanent.)
+    public var isPermanent: Bool { Self.permanentCodes.contains(code.rawValue) }
+
+    /// The topic does not exist, or this client may not use it: an operator must act.
+    public var isMissingTopic: Bool {
+        [
+            RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC, RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
+            RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+        ].map(\.rawValue).contains(code.rawValue)
+    }
+
+    private static let permanentCodes: Set<Int32> = Set(
+        [
+            RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE,
+            RD_KAFKA_RESP_ERR_INVALID_MSG, RD_KAFKA_RESP_ERR_INVALID_RECORD, RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE,
+        ].map(\.rawValue))
+
     init(code: Code, reason: String, isRetriable: Bool = false, isFatal: Bool = false) {
         self.code = code
         self.reason = reason

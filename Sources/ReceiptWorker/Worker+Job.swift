@@ -74,7 +74,7 @@ extension Worker {
             ["job_id": job.jobID, "partition": message.topicPartition.description, "offset": String(message.offset)])
         let lookup: Data?
         switch await retrying(
-            "ledger lookup", ticket, stage: metrics.ledgerLookup,
+            "ledger_lookup", ticket, stage: metrics.ledgerLookup,
             { try await self.ledger.storedEvent(jobID: job.jobID) })
         {
         case .success(let stored?): lookup = stored
@@ -172,7 +172,7 @@ extension Worker {
                 orderID: job.orderID, transactionID: transaction.transactionID,
                 purchaseID: Self.ledgerPurchaseID(transaction.purchaseIdentity))
             switch await retrying(
-                "ledger", ticket, stage: metrics.ledgerRecord,
+                "ledger_record", ticket, stage: metrics.ledgerRecord,
                 { try await self.ledger.record(jobID: job.jobID, claim: claim, event: bytes) })
             {
             case .success(.recorded?):
@@ -214,7 +214,7 @@ extension Worker {
     {
         let bytes = event.json()
         switch await retrying(
-            "ledger", ticket, stage: metrics.ledgerRecord,
+            "ledger_record", ticket, stage: metrics.ledgerRecord,
             { try await self.ledger.record(jobID: jobID, claim: claim, event: bytes) })
         {
         case .success(.replay(let data)?):
@@ -230,29 +230,50 @@ extension Worker {
 
     /// Repeats `body` with backoff until it succeeds (`.success(value)`), the job must be let go
     /// (`.success(nil)`: after the first attempt, a stopping worker or a released partition ends it), or it
-    /// fails in a way that will never heal (`.failure`: a ledger error the error itself calls permanent).
-    /// For the ledger and the broker, whose failures are never the player's. One warning per job on the
-    /// first failure and every tenth after, not one per attempt.
+    /// fails in a way that will never heal (`.failure`: an error that calls itself permanent). For the
+    /// ledger and the broker, whose failures are never the player's. Each attempt is timed in `stage` and
+    /// each failure counted under `operation`, so a loop that never ends still shows; one warning per job on
+    /// the first failure and every tenth after, not one per attempt.
     func retrying<T: Sendable>(
-        _ what: String, _ ticket: JobTicket, stage: Histogram? = nil, _ body: @Sendable () async throws -> T
+        _ operation: String, _ ticket: JobTicket, stage: Histogram? = nil, _ body: @Sendable () async throws -> T
     ) async -> Result<T?, PermanentFailure> {
-        let started = ContinuousClock.now
-        defer { stage?.observe(ContinuousClock.now - started) }
         var attempt = 0
         while attempt == 0 || !mustLetGo(ticket) {
             attempt += 1
+            let started = ContinuousClock.now
             do {
-                return .success(try await body())
-            } catch let error as LedgerError where error.isPermanent {
-                logger.warning("\(what) failed for good", ["error": "\(error)"])
-                return .failure(PermanentFailure(reason: error.description))
+                let value = try await body()
+                stage?.observe(ContinuousClock.now - started)
+                blockedOperations.withLock { if $0[operation] != nil { $0[operation] = nil } }
+                return .success(value)
             } catch {
+                stage?.observe(ContinuousClock.now - started)
+                metrics.failure(operation).increment()
+                // A topic missing or forbidden, or a ledger that keeps refusing: the worker is not ready,
+                // and says so (once per job, at error level) until the operation succeeds again.
+                if attempt >= 3 || (error as? KafkaError)?.isMissingTopic == true {
+                    blockedOperations.withLock { $0[operation] = "\(error)" }
+                    if attempt == 3 || (attempt == 1 && (error as? KafkaError)?.isMissingTopic == true) {
+                        logger.error("\(operation) keeps failing; not ready", ["error": "\(error)"])
+                    }
+                }
+                if let permanent = Self.permanence(of: error) {
+                    logger.warning("\(operation) failed for good", ["error": permanent])
+                    return .failure(PermanentFailure(reason: permanent))
+                }
                 if attempt == 1 || attempt % 10 == 0 {
-                    logger.warning("\(what) failed; retrying", ["error": "\(error)", "attempt": String(attempt)])
+                    logger.warning("\(operation) failed; retrying", ["error": "\(error)", "attempt": String(attempt)])
                 }
                 try? await Task.sleep(for: configuration.retry.delay(afterAttempts: min(attempt, 8), retryAfter: nil))
             }
         }
         return .success(nil)
+    }
+
+    /// The reason of an error that no retry will heal, or nil.
+    static func permanence(of error: any Error) -> String? {
+        if let ledger = error as? LedgerError, ledger.isPermanent { return ledger.description }
+        if let kafka = error as? KafkaError, kafka.isPermanent { return kafka.description }
+        return nil
     }
 }

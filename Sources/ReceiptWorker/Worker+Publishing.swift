@@ -11,7 +11,7 @@ extension Worker {
         let headers = given ?? ResultEvent.headers(storedJSON: json, source: configuration.eventSource)
         let message = KafkaProducerMessage(
             topic: configuration.topics.results, key: Array(key.utf8), value: Array(json), headers: headers)
-        let report = await retrying("publishing a result", ticket, stage: metrics.publish) {
+        let report = await retrying("publish_result", ticket, stage: metrics.publish) {
             try await self.producer.send(message)
         }
         guard case .success(let acknowledged?) = report else { return false }
@@ -20,7 +20,10 @@ extension Worker {
     }
 
     /// Copies the original message to the DLQ with the contract's headers, until the broker acknowledges it
-    /// (answered) or the job must be let go (delivered again).
+    /// (answered) or the job must be let go (delivered again). A message too large for a Kafka record once
+    /// the headers are added (a 1 MB job on a topic whose limit is 1 MB) becomes a stub: the same key and
+    /// headers, an empty value, `dlq_truncated: true` and `dlq_original_bytes`; the original stays readable
+    /// at its source offset while the jobs topic retains it.
     func deadLetter(_ ticket: JobTicket, reason: String, error: String, attempts: Int) async -> JobEnd {
         let message = ticket.message
         logger.warning(
@@ -36,15 +39,35 @@ extension Worker {
             KafkaHeader(name: "dlq_source_offset", string: String(message.offset)),
             KafkaHeader(name: "dlq_attempts", string: String(attempts)),
         ]
-        let letter = KafkaProducerMessage(
-            topic: configuration.topics.dlq, key: message.key, value: message.value, headers: headers)
-        guard
-            case .success(_?) = await retrying(
-                "publishing a dead letter", ticket, { try await self.producer.send(letter) })
+        let fits = message.value.count + (message.key?.count ?? 0) + 4_096 <= maxRecordBytes
+        if fits {
+            let letter = KafkaProducerMessage(
+                topic: configuration.topics.dlq, key: message.key, value: message.value, headers: headers)
+            switch await retrying("publish_dead_letter", ticket, { try await self.producer.send(letter) }) {
+            case .success(_?):
+                metrics.deadLetter(reason: reason).increment()
+                return .answered
+            case .success(nil): return .redeliver
+            case .failure: break  // the broker's own limit is lower: send the stub below
+            }
+        }
+        let stub = KafkaProducerMessage(
+            topic: configuration.topics.dlq, key: message.key, value: [],
+            headers: headers + [
+                KafkaHeader(name: "dlq_truncated", string: "true"),
+                KafkaHeader(name: "dlq_original_bytes", string: String(message.value.count)),
+            ])
+        guard case .success(_?) = await retrying("publish_dead_letter", ticket, { try await self.producer.send(stub) })
         else { return .redeliver }
+        logger.warning(
+            "dead letter too large for a record: sent as a stub",
+            ["bytes": String(message.value.count), "offset": String(message.offset)])
         metrics.deadLetter(reason: reason).increment()
         return .answered
     }
+
+    /// The largest record the producer sends (`kafka.message.max.bytes`, librdkafka's default 1,000,000).
+    var maxRecordBytes: Int { configuration.kafka["message.max.bytes"].flatMap(Int.init) ?? 1_000_000 }
 }
 
 extension ResultEvent {

@@ -24,6 +24,8 @@ public final class Worker: Sendable {
     private let stopping = Atomic<Bool>(false)
     /// Per assigned partition, its lag (high watermark minus committed offset) as last measured.
     let lags = Mutex<[KafkaTopicPartition: Int64]>([:])
+    /// Operations (publishing, the ledger) failing repeatedly now, with their last error: readiness fails.
+    let blockedOperations = Mutex<[String: String]>([:])
     private let ledgerReachable = Atomic<Bool>(false)
 
     public init(
@@ -51,6 +53,9 @@ public final class Worker: Sendable {
         if isStopping { problems.append("stopping") }
         if !ledgerReachable.load(ordering: .relaxed) { problems.append("ledger unreachable") }
         if state.assigned.isEmpty { problems.append("no partition assigned") }
+        for (operation, error) in blockedOperations.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+            problems.append("\(operation) failing: \(error)")
+        }
         for stall in stalledPartitions() {
             problems.append(
                 "partition \(stall.partition) stalled: lag \(stall.lag), no progress for \(stall.seconds) s")
@@ -69,6 +74,7 @@ public final class Worker: Sendable {
     /// Runs until ``shutdown()`` (then drains within `worker.drain_timeout_ms` and commits) or a fatal
     /// Kafka error (thrown).
     public func run() async throws {
+        try await checkTopics()
         try consumer.subscribe(topics: [configuration.topics.jobs])
         logger.info(
             "worker started", ["topic": configuration.topics.jobs, "max_in_flight": String(configuration.maxInFlight)])
@@ -110,6 +116,36 @@ public final class Worker: Sendable {
         await consumer.close()
         await producer.close()
         logger.info("worker stopped")
+    }
+
+    /// Every topic the worker reads or writes must exist before it takes a job: a missing results or DLQ
+    /// topic on a broker without auto-creation would make every job retry its publish forever. A missing or
+    /// forbidden topic stops start-up as a configuration error naming its key; a broker that does not
+    /// answer yet is waited for.
+    private func checkTopics() async throws {
+        let topics = [
+            ("topics.jobs", configuration.topics.jobs), ("topics.results", configuration.topics.results),
+            ("topics.dlq", configuration.topics.dlq),
+        ]
+        for (key, topic) in topics {
+            var delay = Duration.milliseconds(500)
+            while true {
+                do {
+                    _ = try await KafkaAdmin.partitionCount(
+                        of: topic, properties: configuration.kafka, logger: logger)
+                    break
+                } catch let error as KafkaError where error.isMissingTopic {
+                    throw ConfigurationError(
+                        key: key,
+                        reason: "topic \(topic) cannot be used (\(error.code)); create it first (README, Topics)")
+                } catch {
+                    if isStopping { return }
+                    logger.warning("cannot describe topic \(topic); retrying", ["error": "\(error)"])
+                    try? await Task.sleep(for: delay)
+                    delay = min(delay * 2, .seconds(10))
+                }
+            }
+        }
     }
 
     /// Starts waiting jobs in arrival order, each with a slot of the in-flight budget (which so holds even

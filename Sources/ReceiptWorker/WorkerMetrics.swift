@@ -15,6 +15,10 @@ public final class WorkerMetrics: Sendable {
     let publish: Histogram
     private let decisions: [String: Counter]
     private let deadLetters: [String: Counter]
+    private let failures: [String: Counter]
+
+    /// Operations on the worker's dependencies whose failures are counted (each failed attempt).
+    static let operations = ["ledger_lookup", "ledger_record", "publish_result", "publish_dead_letter", "commit"]
 
     /// Every deny reason of the contract, so each series exists (at 0) from the start.
     static let denyReasons = [
@@ -63,6 +67,16 @@ public final class WorkerMetrics: Sendable {
                         labels: ["reason": reason])
                 )
             })
+        failures = Dictionary(
+            uniqueKeysWithValues: Self.operations.map { operation in
+                (
+                    operation,
+                    registry.counter(
+                        "receipt_worker_failures_total",
+                        help: "Failed attempts at the ledger, at publishing to Kafka and at commits, by operation.",
+                        labels: ["operation": operation])
+                )
+            })
         jobDuration = registry.histogram(
             "receipt_worker_job_duration_seconds",
             help: "From taking a job to its result (or dead letter) acknowledged by the broker.",
@@ -70,7 +84,7 @@ public final class WorkerMetrics: Sendable {
         func stage(_ name: String) -> Histogram {
             registry.histogram(
                 "receipt_worker_stage_duration_seconds",
-                help: "Time spent in the ledger and publishing to Kafka per job, by stage.",
+                help: "Time of each attempt at the ledger and at publishing to Kafka, by stage (failed attempts too).",
                 buckets: Self.stageBuckets, labels: ["stage": name])
         }
         ledgerLookup = stage("ledger_lookup")
@@ -88,6 +102,11 @@ public final class WorkerMetrics: Sendable {
         decisions["\(decision)/\(reason)"]
             ?? registry.counter(
                 "receipt_worker_decisions_total", help: "", labels: ["decision": decision, "reason": reason])
+    }
+
+    func failure(_ operation: String) -> Counter {
+        failures[operation]
+            ?? registry.counter("receipt_worker_failures_total", help: "", labels: ["operation": operation])
     }
 
     func deadLetter(reason: String) -> Counter {

@@ -1,4 +1,5 @@
 import Foundation
+import Kafka
 import Observability
 import ReceiptWorker
 
@@ -40,6 +41,13 @@ enum RunCommand {
             try await worker.run()
             endpoint?.stop()
             return 0
+        } catch let error as ConfigurationError {
+            // Exit 2: the systemd unit and operators must not restart into the same mistake.
+            logger.critical("configuration error", ["error": "\(error)"])
+            return 2
+        } catch let error as KafkaError where error.code == .invalidConfiguration {
+            logger.critical("configuration error", ["error": "\(error)"])
+            return 2
         } catch {
             logger.critical("worker failed", ["error": "\(error)"])
             return 1
