@@ -72,8 +72,16 @@ final class PostgresConnection: @unchecked Sendable {
         defer { PQclear(result) }
         let status = PQresultStatus(result)
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
-            let message = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
-            throw LedgerError("postgresql: \(message)")
+            var message = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
+            // After a lost connection there is no result message: the connection's own says why.
+            if message.isEmpty {
+                message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
+            // A data exception (22) or a program limit (54, an index row too large) fails the same way forever.
+            throw LedgerError(
+                "postgresql: \(message.isEmpty ? "no answer (connection lost)" : message)",
+                isPermanent: state.hasPrefix("22") || state.hasPrefix("54"))
         }
         return (0..<PQntuples(result)).map { row in
             (0..<PQnfields(result)).map { column in

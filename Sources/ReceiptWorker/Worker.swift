@@ -26,6 +26,8 @@ public final class Worker: Sendable {
     let lags = Mutex<[KafkaTopicPartition: Int64]>([:])
     /// Operations (publishing, the ledger) failing repeatedly now, with their last error: readiness fails.
     let blockedOperations = Mutex<[String: String]>([:])
+    /// When a failed commit was last logged (nil: the last commit succeeded).
+    private let commitFailures = Mutex<ContinuousClock.Instant?>(nil)
     private let ledgerReachable = Atomic<Bool>(false)
 
     public init(
@@ -247,8 +249,19 @@ public final class Worker: Sendable {
         do {
             try await consumer.commit(offsets)
             state.markCommitted(offsets)
+            commitFailures.withLock { $0 = nil }
         } catch {
-            logger.warning("commit failed; it will be retried", ["error": "\(error)"])
+            metrics.failure("commit").increment()
+            // Retried every 200 ms: said once, then every 30 s while it lasts.
+            let shouldLog = commitFailures.withLock { since -> Bool in
+                let now = ContinuousClock.now
+                guard let last = since, now - last < .seconds(30) else {
+                    since = now
+                    return true
+                }
+                return false
+            }
+            if shouldLog { logger.warning("commit failed; it will be retried", ["error": "\(error)"]) }
         }
     }
 
