@@ -37,6 +37,7 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CLinux"),
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
 
         // Library targets by concern.
         .target(name: "Observability", swiftSettings: strict),
@@ -49,7 +50,7 @@ let package = Package(
         .target(
             name: "AppleVerification", dependencies: ["COpenSSL", "HTTPClient", "Observability"], swiftSettings: strict),
 
-        .target(name: "HTTPServerKit", dependencies: ["CLinux"], swiftSettings: strict),
+        .target(name: "HTTPServerKit", dependencies: ["CLinux", "CMicroHTTPD"], swiftSettings: strict),
         .target(name: "AppStoreSimulator", dependencies: ["AppleVerification", "HTTPServerKit"], swiftSettings: strict),
 
         .target(
@@ -93,6 +94,7 @@ let package = Package(
             dependencies: ["ReceiptWorker", "AppStoreSimulator", "HTTPClient", "Kafka", "Observability", "TestSupport"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "LedgerTests", dependencies: ["Ledger", "CSQLite", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "HTTPServerKitTests", dependencies: ["HTTPServerKit", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "KafkaIntegrationTests", dependencies: ["Kafka", "Observability", "TestSupport"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),

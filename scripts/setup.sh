@@ -12,7 +12,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 # --- Debian packages --------------------------------------------------------------------------------
 debian_packages=(
     build-essential pkg-config ca-certificates curl python3 python3-yaml systemd
-    libcurl4-openssl-dev libssl-dev openssl libsqlite3-dev libpq-dev postgresql
+    libcurl4-openssl-dev libssl-dev openssl libsqlite3-dev libpq-dev postgresql libmicrohttpd-dev
     zlib1g-dev libzstd-dev liblz4-dev
 )
 missing=()

@@ -1,21 +1,29 @@
 import Foundation
 
 /// Parses HTTP/1.1 requests with Content-Length bodies out of a connection's input buffer.
+///
+/// Linear in the input: a request is parsed in place from where the previous one ended (nothing is shifted per
+/// request), and the search for the end of the headers resumes where the previous call left it, so headers that
+/// arrive a few bytes at a time are scanned once.
 package enum HTTPRequestParser {
     package enum Outcome {
         case incomplete
         case invalid
-        case request(ServerRequest, keepAlive: Bool)
+        /// `end`: the index in the buffer just past this request.
+        case request(ServerRequest, keepAlive: Bool, end: Int)
     }
 
     static let maximumHeaderBytes = 65_536
     static let maximumBodyBytes = 4 * 1_048_576
 
-    package static func parse(_ buffer: inout [UInt8]) -> Outcome {
-        guard let headerEnd = find([13, 10, 13, 10], in: buffer) else {
-            return buffer.count > maximumHeaderBytes ? .invalid : .incomplete
+    /// Parses the request that starts at `start`. `scanned` is where the search for the headers' end resumes; it
+    /// must be `start` for a new request and is advanced here while the headers are incomplete.
+    package static func parse(_ buffer: [UInt8], from start: Int, scanned: inout Int) -> Outcome {
+        guard let headerEnd = find([13, 10, 13, 10], in: buffer, from: max(start, scanned)) else {
+            scanned = max(start, buffer.count - 3)
+            return buffer.count - start > maximumHeaderBytes ? .invalid : .incomplete
         }
-        let head = String(decoding: buffer[..<headerEnd], as: UTF8.self)
+        let head = String(decoding: buffer[start..<headerEnd], as: UTF8.self)
         var lines = head.split(separator: "\r\n", omittingEmptySubsequences: false)
         guard !lines.isEmpty else { return .invalid }
         let requestLine = lines.removeFirst().split(separator: " ")
@@ -31,7 +39,6 @@ package enum HTTPRequestParser {
         let bodyStart = headerEnd + 4
         guard buffer.count >= bodyStart + length else { return .incomplete }
         let body = Data(buffer[bodyStart..<(bodyStart + length)])
-        buffer.removeFirst(bodyStart + length)
 
         let target = String(requestLine[1])
         let pathEnd = target.firstIndex(of: "?") ?? target.endIndex
@@ -50,12 +57,12 @@ package enum HTTPRequestParser {
         let request = ServerRequest(
             method: String(requestLine[0]), path: String(target[..<pathEnd]), query: query, headers: headers, body: body
         )
-        return .request(request, keepAlive: keepAlive)
+        return .request(request, keepAlive: keepAlive, end: bodyStart + length)
     }
 
-    private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
-        guard haystack.count >= needle.count else { return nil }
-        for index in 0...(haystack.count - needle.count)
+    private static func find(_ needle: [UInt8], in haystack: [UInt8], from start: Int) -> Int? {
+        guard haystack.count - start >= needle.count else { return nil }
+        for index in start...(haystack.count - needle.count)
         where haystack[index] == needle[0] && haystack[index + 1] == needle[1] && haystack[index + 2] == needle[2]
             && haystack[index + 3] == needle[3]
         {

@@ -67,4 +67,5 @@ public final class HTTPServer: Sendable {
 public struct ServerError: Error, CustomStringConvertible {
     public let description: String
     init(_ what: String) { description = "\(what): \(String(cString: strerror(errno)))" }
+    init(reason: String) { description = reason }
 }

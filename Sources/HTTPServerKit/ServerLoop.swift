@@ -15,6 +15,11 @@ final class ServerLoop: @unchecked Sendable {
     private let stopping = Atomic<Bool>(false)
     private var connections: [Int32: Connection] = [:]
     private var timers = TimerHeap()
+    /// Connections with parsed-but-unanswered requests left over when their turn's budget ran out.
+    private var backlog: [Connection] = []
+    /// Requests one connection may have answered per turn of the loop, so a pipelining client cannot keep the
+    /// loop from every other connection.
+    private static let requestsPerTurn = 64
 
     init(host: String, port: UInt16, handler: @escaping @Sendable (ServerRequest) -> ServerReply) throws {
         self.handler = handler
@@ -58,7 +63,7 @@ final class ServerLoop: @unchecked Sendable {
     func run() {
         var events = [epoll_event](repeating: epoll_event(), count: 256)
         while !stopping.load(ordering: .acquiring) {
-            let timeout = timers.millisecondsUntilNext(now: .now) ?? 1000
+            let timeout = backlog.isEmpty ? (timers.millisecondsUntilNext(now: .now) ?? 1000) : 0
             let count = epoll_wait(epoll, &events, Int32(events.count), Int32(clamping: timeout))
             for index in 0..<max(0, Int(count)) {
                 let fd = events[index].data.fd
@@ -78,6 +83,12 @@ final class ServerLoop: @unchecked Sendable {
                 }
             }
             fireTimers()
+            let turn = backlog
+            backlog = []
+            for connection in turn {
+                connection.inBacklog = false
+                serveNext(connection)
+            }
         }
         for connection in Array(connections.values) { close(connection) }
         Glibc.close(listener)
@@ -97,9 +108,14 @@ final class ServerLoop: @unchecked Sendable {
         }
     }
 
+    /// Unanswered input one connection may hold: one request of the largest size, plus a read's worth. Past it,
+    /// the connection is not read until requests are answered, so a pipelining client is held back by TCP.
+    private static let maximumPendingInput =
+        HTTPRequestParser.maximumHeaderBytes + HTTPRequestParser.maximumBodyBytes + 16_384
+
     private func readAvailable(_ connection: Connection) {
         var chunk = [UInt8](repeating: 0, count: 16_384)
-        while true {
+        while connection.pendingInput < Self.maximumPendingInput {
             let received = read(connection.fd, &chunk, chunk.count)
             if received > 0 {
                 connection.input.append(contentsOf: chunk[..<received])
@@ -110,36 +126,63 @@ final class ServerLoop: @unchecked Sendable {
             }
             break
         }
+        if connection.pendingInput >= Self.maximumPendingInput {
+            connection.readPaused = true
+            updateInterest(connection)
+        }
         serveNext(connection)
     }
 
-    /// Parses and answers the next complete request, unless one is already being answered.
+    /// Answers the complete requests in the input one after another, until one is answered later (a delayed
+    /// reply), the output backs up, the input runs out, or `requestsPerTurn` were answered. A loop, not
+    /// recursion: a pipeline of any length runs in constant stack. What stops it restarts it: the delayed reply's
+    /// timer, `flush` once the output drains, or the next turn for the backlog.
     private func serveNext(_ connection: Connection) {
-        guard !connection.busy, connection.isOpen else { return }
-        switch HTTPRequestParser.parse(&connection.input) {
-        case .incomplete:
-            return
-        case .invalid:
-            send(connection, status: 400, headers: [], body: Data("bad request".utf8), closeAfter: true)
-        case .request(let request, let keepAlive):
-            connection.busy = true
-            connection.keepAlive = keepAlive
-            switch handler(request) {
-            case .respond(let status, let headers, let body, let delay):
-                if delay <= .zero {
-                    send(connection, status: status, headers: headers, body: body, closeAfter: !keepAlive)
-                } else {
-                    timers.push(at: .now + delay) { [self] in
+        var answered = 0
+        serving: while connection.isOpen && !connection.busy && !connection.waitingToWrite {
+            guard answered < Self.requestsPerTurn else {
+                if !connection.inBacklog {
+                    connection.inBacklog = true
+                    backlog.append(connection)
+                }
+                break serving
+            }
+            answered += 1
+            switch HTTPRequestParser.parse(connection.input, from: connection.consumed, scanned: &connection.scanned) {
+            case .incomplete:
+                break serving
+            case .invalid:
+                send(connection, status: 400, headers: [], body: Data("bad request".utf8), closeAfter: true)
+                return
+            case .request(let request, let keepAlive, let end):
+                connection.consumed = end
+                connection.scanned = end
+                connection.busy = true
+                connection.keepAlive = keepAlive
+                switch handler(request) {
+                case .respond(let status, let headers, let body, let delay):
+                    if delay <= .zero {
                         send(connection, status: status, headers: headers, body: body, closeAfter: !keepAlive)
+                    } else {
+                        timers.push(at: .now + delay) { [self] in
+                            send(connection, status: status, headers: headers, body: body, closeAfter: !keepAlive)
+                            serveNext(connection)
+                        }
+                    }
+                case .drop(let delay):
+                    if delay <= .zero {
+                        close(connection)
+                    } else {
+                        timers.push(at: .now + delay) { [self] in close(connection) }
                     }
                 }
-            case .drop(let delay):
-                if delay <= .zero {
-                    close(connection)
-                } else {
-                    timers.push(at: .now + delay) { [self] in close(connection) }
-                }
             }
+        }
+        guard connection.isOpen else { return }
+        connection.compactInput()
+        if connection.readPaused && connection.pendingInput < Self.maximumPendingInput {
+            connection.readPaused = false
+            updateInterest(connection)
         }
     }
 
@@ -155,7 +198,6 @@ final class ServerLoop: @unchecked Sendable {
         connection.closeAfterWrite = closeAfter
         connection.busy = false
         flush(connection)
-        if connection.isOpen && !closeAfter { serveNext(connection) }
     }
 
     private func flush(_ connection: Connection) {
@@ -168,7 +210,7 @@ final class ServerLoop: @unchecked Sendable {
             } else if errno == EAGAIN || errno == EWOULDBLOCK {
                 if !connection.waitingToWrite {
                     connection.waitingToWrite = true
-                    watch(connection.fd, events: EPOLLIN.rawValue | EPOLLOUT.rawValue, modify: true)
+                    updateInterest(connection)
                 }
                 return
             } else {
@@ -177,11 +219,21 @@ final class ServerLoop: @unchecked Sendable {
         }
         connection.output.removeAll(keepingCapacity: true)
         connection.written = 0
+        if connection.closeAfterWrite { return close(connection) }
         if connection.waitingToWrite {
+            // The output backed up and has drained: answer what was held back (serveNext stopped for it).
             connection.waitingToWrite = false
-            watch(connection.fd, events: EPOLLIN.rawValue, modify: true)
+            updateInterest(connection)
+            serveNext(connection)
         }
-        if connection.closeAfterWrite { close(connection) }
+    }
+
+    /// Read while there is room for input, write while output is waiting.
+    private func updateInterest(_ connection: Connection) {
+        var events: UInt32 = 0
+        if !connection.readPaused { events |= EPOLLIN.rawValue }
+        if connection.waitingToWrite { events |= EPOLLOUT.rawValue }
+        watch(connection.fd, events: events, modify: true)
     }
 
     private func close(_ connection: Connection) {
@@ -202,6 +254,12 @@ final class ServerLoop: @unchecked Sendable {
 final class Connection {
     let fd: Int32
     var input: [UInt8] = []
+    /// Input before this index has been parsed into requests.
+    var consumed = 0
+    /// Where the search for the next request's header end resumes.
+    var scanned = 0
+    var readPaused = false
+    var inBacklog = false
     var output: [UInt8] = []
     var written = 0
     var busy = false
@@ -211,6 +269,16 @@ final class Connection {
     var isOpen = true
 
     init(fd: Int32) { self.fd = fd }
+
+    var pendingInput: Int { input.count - consumed }
+
+    /// Drops parsed input once it is at least half the buffer, so each byte is moved O(1) times on average.
+    func compactInput() {
+        guard consumed > 0, consumed * 2 >= input.count else { return }
+        input.removeFirst(consumed)
+        scanned -= consumed
+        consumed = 0
+    }
 }
 
 /// A binary min-heap of timed actions.

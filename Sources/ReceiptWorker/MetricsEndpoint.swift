@@ -3,8 +3,10 @@ import HTTPServerKit
 
 /// Serves `metrics.listen`: `/metrics` (Prometheus text), `/healthz` (the process answers), `/readyz`
 /// (partitions assigned and the ledger reachable; 503 otherwise, so a load balancer or Kubernetes waits).
+/// On `MicroHTTPServer` with its default limits (connections, idle time, header and body size), so a client that
+/// pipelines without end, stalls or holds connections open is bounded instead of taking the process down.
 public final class MetricsEndpoint: Sendable {
-    private let server: HTTPServer
+    private let server: MicroHTTPServer
     public var port: UInt16 { server.port }
 
     /// Binds `listen` (`host:port`, IPv4; an empty host means every interface). Throws a configuration
@@ -14,7 +16,7 @@ public final class MetricsEndpoint: Sendable {
         let host = listen[..<colon].isEmpty ? "0.0.0.0" : String(listen[..<colon])
         let port = UInt16(listen[listen.index(after: colon)...])!
         do {
-            server = try HTTPServer(host: host == "localhost" ? "127.0.0.1" : host, port: port, threads: 1) { request in
+            server = try MicroHTTPServer(host: host == "localhost" ? "127.0.0.1" : host, port: port) { request in
                 Self.route(request, worker: worker)
             }
         } catch {
