@@ -89,6 +89,10 @@ elif [[ $# -ge 1 ]]; then
     seconds="${2:-60}"
 fi
 
+# Swift's backtracer catches the trap before libFuzzer does, and under ASan it can hang instead of reporting
+# (it reads the stack ASan has poisoned): off, so a Swift trap is a crash libFuzzer records, with ASan's stack.
+export SWIFT_BACKTRACE=enable=no
+
 # Seconds since $1 (an $EPOCHREALTIME), to a tenth.
 since() { awk -v from="$1" -v to="$EPOCHREALTIME" 'BEGIN { printf "%.1f", to - from }'; }
 

@@ -7,10 +7,14 @@ final class EasyTransfer {
     let handle: UnsafeMutableRawPointer
     let transfer: Transfer
     private var body = Data()
+    private let maxBodyBytes: Int
+    /// Set when the body outgrew `maxBodyBytes` (libcurl then reports a write error).
+    private var overflowed = false
     private var headers: [(name: String, value: String)] = []
     private var headerList: UnsafeMutablePointer<curl_slist>?
 
     init(transfer: Transfer, configuration: HTTPClient.Configuration) throws(HTTPClientError) {
+        maxBodyBytes = configuration.maxResponseBytes
         guard let handle = curl_easy_init() else {
             throw HTTPClientError(kind: .other, reason: "curl_easy_init failed")
         }
@@ -67,7 +71,16 @@ final class EasyTransfer {
         curl_slist_free_all(headerList)
     }
 
-    fileprivate func append(body chunk: UnsafeRawBufferPointer) { body.append(contentsOf: chunk) }
+    /// False when the body would outgrow its limit: the transfer is then aborted.
+    fileprivate func append(body chunk: UnsafeRawBufferPointer) -> Bool {
+        guard body.count + chunk.count <= maxBodyBytes else {
+            overflowed = true
+            body = Data()
+            return false
+        }
+        body.append(contentsOf: chunk)
+        return true
+    }
 
     fileprivate func append(headerLine line: UnsafeRawBufferPointer) {
         let text = String(decoding: line, as: UTF8.self)
@@ -82,6 +95,9 @@ final class EasyTransfer {
     }
 
     func result(_ code: CURLcode) -> Result<HTTPResponse, HTTPClientError> {
+        if overflowed {
+            return .failure(HTTPClientError(kind: .tooLarge, reason: "the response is over \(maxBodyBytes) bytes"))
+        }
         guard code == CURLE_OK else { return .failure(Self.error(code)) }
         var status = 0
         _ = ccurl_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
@@ -114,9 +130,9 @@ private let bodyCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int
     data, size, count, context in
     guard let data, let context else { return 0 }
     let length = size * count
-    Unmanaged<EasyTransfer>.fromOpaque(context).takeUnretainedValue()
+    let kept = Unmanaged<EasyTransfer>.fromOpaque(context).takeUnretainedValue()
         .append(body: UnsafeRawBufferPointer(start: data, count: length))
-    return length
+    return kept ? length : 0
 }
 
 private let headerCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {

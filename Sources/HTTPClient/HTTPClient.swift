@@ -17,8 +17,12 @@ public final class HTTPClient: Sendable {
         public var connectTimeout: Duration = .seconds(5)
         /// Idle connections kept for reuse. Default: 2,000.
         public var connectionCacheSize = 2_000
-        /// Connections per host at once; 0 is unlimited. Default: 0.
+        /// Connections per host at once; 0 is unlimited. Beyond it, requests wait for a connection (over
+        /// HTTP/2 they share one). Default: 0.
         public var maxConnectionsPerHost = 0
+        /// The largest response body accepted; a larger one fails the request (`.tooLarge`) instead of
+        /// growing memory without bound. Default: 8 MiB (verifyReceipt's largest answers are about 1 MB).
+        public var maxResponseBytes = 8 * 1_048_576
 
         public init() {}
     }

@@ -40,7 +40,8 @@ public struct HTTPResponse: Sendable {
 /// A failure to get any HTTP response. `isRetriable` is true for timeouts and connection failures.
 public struct HTTPClientError: Error, Sendable, CustomStringConvertible {
     public enum Kind: String, Sendable {
-        case timeout, connection, tls, cancelled, invalidRequest = "invalid_request", shutdown, other
+        case timeout, connection, tls, cancelled, invalidRequest = "invalid_request", shutdown, tooLarge = "too_large",
+            other
     }
 
     public let kind: Kind

@@ -26,7 +26,7 @@ public enum ConfigurationLoader {
         "apple.shared_secret_file", "apple.api.production_url", "apple.api.sandbox_url", "apple.api.key_id",
         "apple.api.issuer_id",
         "apple.api.private_key_file", "apple.root_certificates", "ledger.url", "ledger.url_file", "ledger.pool_size",
-        "worker.max_in_flight",
+        "worker.max_in_flight", "worker.max_in_flight_bytes",
         "worker.drain_timeout_ms", "worker.stall_timeout_ms", "retry.max_attempts", "retry.initial_backoff_ms",
         "retry.max_backoff_ms",
         "http.timeout_ms",
@@ -154,6 +154,8 @@ public enum ConfigurationLoader {
                 configuration.ledgerURL = try ledgerURL(
                     key, read(key, value).trimmingCharacters(in: .whitespacesAndNewlines))
             case "worker.max_in_flight": configuration.maxInFlight = try integer(1...100_000)
+            case "worker.max_in_flight_bytes":
+                configuration.maxInFlightBytes = try integer(1_048_576...17_179_869_184)
             case "worker.drain_timeout_ms": configuration.drainTimeout = .milliseconds(try integer(0...600_000))
             case "worker.stall_timeout_ms": configuration.stallTimeout = .milliseconds(try integer(1_000...3_600_000))
             case "retry.max_attempts": configuration.retry.maxAttempts = try integer(1...100)

@@ -17,11 +17,15 @@ final class WaitingJobs: Sendable {
         var head = 0
         var reader: CheckedContinuation<WaitingJob?, Never>?
         var finished = false
+        var bytes = 0
     }
 
     private let state = Mutex(State())
 
     var count: Int { state.withLock { $0.messages.count - $0.head } }
+
+    /// Bytes of the waiting messages' values.
+    var bytes: Int { state.withLock { $0.bytes } }
 
     func append(_ job: WaitingJob) {
         let reader = state.withLock { state -> CheckedContinuation<WaitingJob?, Never>? in
@@ -31,6 +35,7 @@ final class WaitingJobs: Sendable {
                 return reader
             }
             state.messages.append(job)
+            state.bytes += job.message.value.count
             return nil
         }
         reader?.resume(returning: job)
@@ -43,6 +48,7 @@ final class WaitingJobs: Sendable {
                 if state.head < state.messages.count {
                     defer { compact(&state) }
                     state.head += 1
+                    state.bytes -= state.messages[state.head - 1].message.value.count
                     return .some(state.messages[state.head - 1])
                 }
                 if state.finished { return .some(nil) }
@@ -59,6 +65,7 @@ final class WaitingJobs: Sendable {
         state.withLock { state in
             state.messages = state.messages[state.head...].filter { !partitions.contains($0.message.topicPartition) }
             state.head = 0
+            state.bytes = state.messages.reduce(0) { $0 + $1.message.value.count }
         }
     }
 
@@ -68,6 +75,7 @@ final class WaitingJobs: Sendable {
             state.finished = true
             state.messages.removeAll()
             state.head = 0
+            state.bytes = 0
             defer { state.reader = nil }
             return state.reader
         }

@@ -41,7 +41,7 @@ public final class Worker: Sendable {
         self.apple = apple
         self.metrics = metrics
         self.logger = logger
-        self.slots = JobSlots(configuration.maxInFlight)
+        self.slots = JobSlots(jobs: configuration.maxInFlight, bytes: configuration.maxInFlightBytes)
         registerStateMetrics()
     }
 
@@ -157,11 +157,12 @@ public final class Worker: Sendable {
         await withDiscardingTaskGroup { jobs in
             while let waitingJob = await waiting.next() {
                 let message = waitingJob.message
-                await slots.acquire()
+                let bytes = message.value.count
+                await slots.acquire(bytes: bytes)
                 guard !isStopping,
                     state.start(message.topicPartition, offset: message.offset, generation: waitingJob.generation)
                 else {
-                    slots.release()
+                    slots.release(bytes: bytes)
                     continue
                 }
                 jobs.addTask {
@@ -174,7 +175,7 @@ public final class Worker: Sendable {
                         // Never committed past: read again after the restart, or by the partition's new owner.
                         self.state.abandon(message.topicPartition, offset: message.offset)
                     }
-                    self.slots.release()
+                    self.slots.release(bytes: bytes)
                 }
             }
         }
@@ -185,13 +186,14 @@ public final class Worker: Sendable {
     /// consumer serialises the state and the librdkafka calls, and applies them to its real assignment.
     func adjustIntake() {
         let inFlight = state.inFlight + waiting.count
+        let bytes = slots.bytesInUse + waiting.bytes
         let breakerOpen = breaker.state == .open
         do {
-            if inFlight >= configuration.maxInFlight || breakerOpen {
+            if inFlight >= configuration.maxInFlight || bytes >= configuration.maxInFlightBytes || breakerOpen {
                 if try consumer.pauseIntake() {
                     logger.debug("intake paused", ["in_flight": String(inFlight), "circuit": breaker.state.rawValue])
                 }
-            } else if inFlight <= configuration.maxInFlight / 2 {
+            } else if inFlight <= configuration.maxInFlight / 2 && bytes <= configuration.maxInFlightBytes / 2 {
                 if try consumer.resumeIntake() { logger.debug("intake resumed", ["in_flight": String(inFlight)]) }
             }
         } catch {
@@ -291,6 +293,10 @@ extension Worker {
         ) {
             [waiting] in [(Labels.none, Double(waiting.count))]
         }
+        registry.gauges(
+            "receipt_worker_jobs_in_flight_bytes",
+            help: "Bytes of the job messages being verified (budget: worker.max_in_flight_bytes)."
+        ) { [slots] in [(Labels.none, Double(slots.bytesInUse))] }
         registry.gauges(
             "receipt_worker_intake_paused", help: "1 while intake is paused (budget spent or circuit open)."
         ) {

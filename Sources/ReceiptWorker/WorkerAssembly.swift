@@ -11,6 +11,10 @@ public enum WorkerAssembly {
         let observer: AppleCallObserver = { metrics.observeAppleCall($0, outcome: $1, duration: $2) }
         var http = HTTPClient.Configuration()
         http.caFile = configuration.httpCAFile
+        // Apple speaks HTTP/2 (one connection carries many requests); over HTTP/1.1 each request in flight
+        // holds a socket: at most 512 per host, so a thousand jobs in flight cannot exhaust descriptors,
+        // and 512 × 100 ms is still 5,000 requests a second.
+        http.maxConnectionsPerHost = 512
         let client = HTTPClient(configuration: http, logger: logger)
 
         var receipts = VerifyReceiptClient.Configuration()

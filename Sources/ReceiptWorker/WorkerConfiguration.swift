@@ -48,6 +48,12 @@ public struct WorkerConfiguration: Sendable {
     public var ledgerPoolSize = 16
     /// `worker.max_in_flight`: jobs being verified at once. Default: 1,000.
     public var maxInFlight = 1_000
+    /// `worker.max_in_flight_bytes`: bytes of job messages being verified or waiting at once. Each byte of a
+    /// receipt is held about four times while it is verified (the message, the job, the request, libcurl's
+    /// copy): 32 MiB keeps a replica of the shipped Kubernetes limit (512 Mi) safe even when every job
+    /// carries a 256 KB receipt, and does not limit typical receipts (a few KB) before
+    /// `worker.max_in_flight` does. Default: 33,554,432.
+    public var maxInFlightBytes = 32 * 1_048_576
     /// `worker.drain_timeout_ms`: how long revoked partitions and shutdown wait for jobs in flight. Default: 20 s.
     public var drainTimeout: Duration = .seconds(20)
     /// `worker.stall_timeout_ms`: a partition with lag that makes no progress this long is reported stalled
@@ -89,7 +95,8 @@ extension WorkerConfiguration {
             "apple.api.private_key=\(apple.apiPrivateKeyPEM == nil ? "<not set>" : "<set>")",
             "apple.root_certificates=\(apple.rootCertificates.count) certificate(s)",
             "ledger.url=\(Self.withoutPassword(ledgerURL))", "ledger.pool_size=\(ledgerPoolSize)",
-            "worker.max_in_flight=\(maxInFlight)", "worker.drain_timeout_ms=\(duration(drainTimeout))",
+            "worker.max_in_flight=\(maxInFlight)", "worker.max_in_flight_bytes=\(maxInFlightBytes)",
+            "worker.drain_timeout_ms=\(duration(drainTimeout))",
             "worker.stall_timeout_ms=\(duration(stallTimeout))",
             "retry.max_attempts=\(retry.maxAttempts)", "retry.initial_backoff_ms=\(duration(retry.initialBackoff))",
             "retry.max_backoff_ms=\(duration(retry.maxBackoff))", "http.timeout_ms=\(duration(httpTimeout))",

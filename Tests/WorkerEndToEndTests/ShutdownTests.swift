@@ -46,3 +46,37 @@ struct ShutdownTests {
         await harness.stop()
     }
 }
+
+@Suite("Memory is budgeted in bytes", .timeLimit(.minutes(3)))
+struct ByteBudgetTests {
+    @Test("200 jobs of 250 KB with Apple slow never hold more than worker.max_in_flight_bytes in flight")
+    func bytesInFlight() async throws {
+        let budget = 4 * 1_048_576
+        let harness = try await WorkerHarness {
+            $0.maxInFlightBytes = budget
+            $0.jobsMaxBytes = 300_000
+        }
+        try await harness.faults(["latency_ms": 300])
+        let padding = String(repeating: "p", count: 250_000)
+        var ids: [String] = []
+        for index in 0..<200 {
+            let purchase = try await harness.purchase(["product_id": "coins.100"])
+            var fields = job(
+                "big-\(index)", order: "o-big-\(index)", product: "coins.100", ["receipt": purchase.receipt])
+            fields["padding"] = padding
+            ids.append("big-\(index)")
+            try await harness.submit(fields)
+        }
+        var peak = 0.0
+        let done = await eventually(timeout: .seconds(120), interval: .milliseconds(20)) {
+            let line = harness.worker.metrics.registry.render().split(separator: "\n")
+                .first { $0.hasPrefix("receipt_worker_jobs_in_flight_bytes ") }
+            peak = max(peak, line.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0)
+            return ids.allSatisfy { !harness.results(jobID: $0).isEmpty }
+        }
+        #expect(done)
+        #expect(peak > 0)
+        #expect(peak <= Double(budget), "peak \(peak) bytes in flight")
+        await harness.stop()
+    }
+}
