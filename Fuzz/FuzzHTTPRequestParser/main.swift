@@ -10,8 +10,8 @@ import HTTPServerKit
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let input = Array(UnsafeBufferPointer(start: data, count: size))
     let whole = Transcript(input, readSize: max(size, 1))
-    let trickled = Transcript(input, readSize: 1 + size % 5)
-    precondition(whole == trickled, "reads of \(1 + size % 5) bytes parse \(trickled), one read \(whole)")
+    let trickled = Transcript(input, readSize: 1 + size % 16)
+    precondition(whole == trickled, "reads of \(1 + size % 16) bytes parse \(trickled), one read \(whole)")
     return 0
 }
 
