@@ -193,3 +193,47 @@ struct LedgerHealthTests {
         await ledger.close()
     }
 }
+
+@Suite("PostgreSQL connections beyond the server's limit", .timeLimit(.minutes(1)))
+struct ConnectionLimitTests {
+    @Test(
+        "a replica that cannot connect (the role's limit is reached) waits and starts once one is free; a full pool still answers"
+    )
+    func waitsForAConnection() async throws {
+        let url = try makePostgresDatabase()
+        let role = "limited_\(UUID().uuidString.prefix(8).lowercased())"
+        let database = String(url[url.index(after: url.lastIndex(of: "/")!)...])
+        // Not a superuser (superusers ignore connection limits); owning the database lets it create the schema.
+        #expect(runPsql(url, "CREATE ROLE \(role) LOGIN CONNECTION LIMIT 1") == 0)
+        #expect(runPsql(url, "ALTER DATABASE \(database) OWNER TO \(role)") == 0)
+        let limited = url.replacingOccurrences(of: "://postgres@", with: "://\(role)@")
+        // Pool of 4, one connection allowed: the others fail to open, calls share the one that exists.
+        let first = try await LedgerFactory.open(url: limited, poolSize: 4)
+        async let answers = withThrowingTaskGroup(of: LedgerOutcome?.self) { group in
+            for index in 0..<20 {
+                group.addTask {
+                    for _ in 0..<50 {
+                        if let outcome = try? await first.record(jobID: "j\(index)", claim: .deny, event: Data()) {
+                            return outcome
+                        }
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                    return nil
+                }
+            }
+            return try await group.reduce(into: [LedgerOutcome?]()) { $0.append($1) }
+        }
+        #expect(try await answers.allSatisfy { $0 == .recorded })
+        // A second replica starts while the limit is taken: it waits instead of failing.
+        let opening = Task { try await LedgerFactory.open(url: limited, poolSize: 2) }
+        try await Task.sleep(for: .seconds(2))
+        await first.close()
+        _ = runPsql(
+            url,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '\(role)' AND datname = '\(database)'"
+        )
+        let second = try await opening.value
+        #expect(try await second.record(jobID: "later", claim: .deny, event: Data()) == .recorded)
+        await second.close()
+    }
+}
