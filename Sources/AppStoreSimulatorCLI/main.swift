@@ -7,14 +7,33 @@ import Foundation
 
 var configuration = AppStoreSimulator.Configuration()
 var arguments = Array(CommandLine.arguments.dropFirst()).makeIterator()
+let help = """
+    usage: appstore-sim [--host H] [--port P] [--threads N] [--bundle-id B] [--shared-secret-file F]
+           appstore-sim --print-test-root | --help
+
+    Apple's verifyReceipt and App Store Server API (Get Transaction Info) on loopback, for tests and demos:
+      POST /production/verifyReceipt, /sandbox/verifyReceipt
+      GET  /production/inApps/v1/transactions/{id}, /sandbox/inApps/v1/transactions/{id}
+    Admin API (JSON):
+      POST /admin/purchases {product_id, type, environment, quantity, app_account_token, bundle_id,
+           receipt_style, expires_in_seconds, restore_of} -> {transaction_id, receipt, signed_transaction}
+      POST /admin/refunds {transaction_id}
+      PUT  /admin/faults {latency_ms, latency_jitter_ms, error_rate, error_status, status_21005_rate,
+           rate_limit_rate, retry_after_seconds, retry_after_header, garbage_rate, drop_rate,
+           outage_start_in_ms, outage_seconds, outage_mode}
+      GET  /admin/stats -> requests per endpoint
+    Prints "listening on http://HOST:PORT" once ready; stops on SIGINT or SIGTERM.
+    --print-test-root prints the root certificate its signed data chains to (trust it in tests only).
+    """
 func usage(_ message: String) -> Never {
-    FileHandle.standardError.write(
-        Data(
-            "appstore-sim: \(message)\nusage: appstore-sim [--host H] [--port P] [--threads N] [--bundle-id B] [--shared-secret-file F] [--print-test-root]\n"
-                .utf8))
+    FileHandle.standardError.write(Data("appstore-sim: \(message) (appstore-sim --help for usage)\n".utf8))
     exit(2)
 }
 while let flag = arguments.next() {
+    if flag == "--help" || flag == "-h" {
+        print(help)
+        exit(0)
+    }
     if flag == "--print-test-root" {
         print(AppStoreSimulator.testRootPEM)
         exit(0)

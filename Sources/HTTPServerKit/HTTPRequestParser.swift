@@ -45,7 +45,8 @@ package enum HTTPRequestParser {
         var query: [String: String] = [:]
         if pathEnd < target.endIndex {
             for pair in target[target.index(after: pathEnd)...].split(separator: "&") {
-                let parts = pair.split(separator: "=", maxSplits: 1)
+                // Empty sides kept: `?=` is an empty key (not no parts at all, which trapped), `?=x` the value x.
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
                 let key = String(parts[0]).removingPercentEncoding ?? String(parts[0])
                 query[key] = parts.count > 1 ? (String(parts[1]).removingPercentEncoding ?? String(parts[1])) : ""
             }

@@ -27,7 +27,7 @@ public final class WorkerMetrics: Sendable {
         "order_already_fulfilled",
         "malformed_job",
     ]
-    static let deadLetterReasons = ["malformed_job", "retries_exhausted", "cannot_verify"]
+    static let deadLetterReasons = DeadLetterReasons.all
 
     /// Seconds; from a fast local answer to Apple's slowest tail and the default 10 s timeout.
     static let appleBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.102, 0.105, 0.11, 0.12, 0.15, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -125,4 +125,15 @@ public final class WorkerMetrics: Sendable {
             help: "HTTP calls to Apple, by endpoint (and environment) and outcome.",
             buckets: Self.appleBuckets, labels: ["endpoint": call, "outcome": outcome])
     }
+}
+
+/// The DLQ's `dlq_reason` values (CONTRACT section 5).
+public enum DeadLetterReasons {
+    public static let all = ["malformed_job", "retries_exhausted", "cannot_verify"]
+}
+
+/// What this build is.
+public enum BuildInfo {
+    /// The release, bumped with each tagged release (`receipt-worker --version`).
+    public static let version = "0.3.0"
 }

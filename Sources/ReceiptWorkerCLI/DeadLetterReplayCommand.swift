@@ -44,9 +44,15 @@ enum DeadLetterReplayCommand {
         let options = try Options(
             arguments, valued: Options.configurationOptions.union(["--reason", "--since", "--until"]),
             flags: ["--dry-run"])
+        let reasons = Set(options.all("--reason"))
+        // A reason that never occurs would replay nothing and look like success.
+        for reason in reasons where !DeadLetterReasons.all.contains(reason) {
+            throw UsageError(
+                "--reason \(reason) is not a DLQ reason (\(DeadLetterReasons.all.joined(separator: ", ")))")
+        }
         let configuration = try options.configuration(purpose: .tool)
         let filter = Filter(
-            reasons: Set(options.all("--reason")), since: try time(options, "--since"),
+            reasons: reasons, since: try time(options, "--since"),
             until: try time(options, "--until"))
         let dryRun = options.has("--dry-run")
 

@@ -49,12 +49,20 @@ if ["--help", "-h", "help"].contains(arguments[0]) {
     print(topUsage)
     exit(0)
 }
+if ["--version", "version"].contains(arguments[0]) {
+    print("receipt-worker \(BuildInfo.version)")
+    exit(0)
+}
 var name = arguments.removeFirst()
 if name == "dlq" {
-    guard arguments.first == "replay" else { fail("dlq needs a subcommand: dlq replay\n\n\(topUsage)", code: 2) }
+    if ["--help", "-h"].contains(arguments.first ?? "") {
+        print(DeadLetterReplayCommand.help)
+        exit(0)
+    }
+    guard arguments.first == "replay" else { fail("dlq needs a subcommand: dlq replay (see --help)", code: 2) }
     name += " " + arguments.removeFirst()
 }
-guard let command = commands[name] else { fail("unknown command \(name)\n\n\(topUsage)", code: 2) }
+guard let command = commands[name] else { fail("unknown command \(name) (receipt-worker --help lists them)", code: 2) }
 if arguments.contains("--help") || arguments.contains("-h") {
     print(command.help)
     exit(0)
@@ -62,7 +70,8 @@ if arguments.contains("--help") || arguments.contains("-h") {
 do {
     exit(try await command.run(arguments))
 } catch let error as UsageError {
-    fail("\(error)\n\n\(command.help)", code: 2)
+    // The message says what is wrong; the whole usage text would bury it.
+    fail("\(error)\n(receipt-worker \(name) --help for usage)", code: 2)
 } catch let error as ConfigurationError {
     fail("\(error)", code: 2)
 } catch {

@@ -24,6 +24,24 @@ import Testing
         #expect(badOption.status == 2 && badOption.errors.contains("unknown option --colour"))
         let dlq = try await CommandLineRun.run(["dlq"])
         #expect(dlq.status == 2 && dlq.errors.contains("dlq replay"))
+        let dlqHelp = try await CommandLineRun.run(["dlq", "--help"])
+        #expect(dlqHelp.status == 0 && dlqHelp.output.contains("usage: receipt-worker dlq replay"))
+        let version = try await CommandLineRun.run(["--version"])
+        #expect(version.status == 0 && version.output.hasPrefix("receipt-worker "))
+        // A data error says what is wrong without burying it under the usage text.
+        #expect(!badOption.errors.contains("usage:"))
+        let simulator = URL(fileURLWithPath: WorkerProcess.binary).deletingLastPathComponent()
+            .appendingPathComponent("appstore-sim").path
+        let simulatorHelp = try await CommandLineRun.run(["--help"], executable: simulator)
+        #expect(simulatorHelp.status == 0 && simulatorHelp.output.contains("/admin/faults"))
+    }
+
+    @Test("dlq replay --reason with a reason that does not exist is a usage error, not an empty success")
+    func unknownReason() async throws {
+        let run = try await CommandLineRun.run(
+            ["dlq", "replay", "--reason", "retries_exhaused", "--set", "kafka.bootstrap.servers=127.0.0.1:1"])
+        #expect(run.status == 2)
+        #expect(run.errors.contains("retries_exhaused") && run.errors.contains("retries_exhausted"))
     }
 
     @Test("check-config names the key of every configuration error, from the file, the environment and --set")
