@@ -32,9 +32,11 @@ public struct Logger: Sendable {
         self.sink = sink
     }
 
-    /// The level new loggers start with: `LOG_LEVEL` from the environment, else `info`.
+    /// The level new loggers start with: `RECEIPT_WORKER_LOG_LEVEL` or `LOG_LEVEL` from the environment
+    /// (the first wins), else `info`. An invalid value is refused at start-up by the configuration loader.
     public static var defaultLevel: Level {
-        ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Level.init(name:)) ?? .info
+        let environment = ProcessInfo.processInfo.environment
+        return (environment["RECEIPT_WORKER_LOG_LEVEL"] ?? environment["LOG_LEVEL"]).flatMap(Level.init(name:)) ?? .info
     }
 
     /// The message and the fields are built only when the level is logged: a disabled debug line on a

@@ -1,5 +1,6 @@
 import AppleVerification
 import Foundation
+import Observability
 
 /// Reads `key=value` properties (`#` and `!` start comments), then `RECEIPT_WORKER_*` environment
 /// variables, then `--set key=value` overrides (later wins) into a ``WorkerConfiguration``. Unknown keys,
@@ -45,10 +46,16 @@ public enum ConfigurationLoader {
             }
             properties = try self.properties(text: text, source: file)
         }
-        for (variable, value) in environment.sorted(by: { $0.key < $1.key }) where variable.hasPrefix(environmentPrefix)
-        {
+        for (variable, value) in environment.sorted(by: { $0.key < $1.key }) where isKeyVariable(variable) {
             properties.append((key(forEnvironmentVariable: variable), value))
             fromEnvironment[key(forEnvironmentVariable: variable)] = variable
+        }
+        for variable in ["LOG_LEVEL", environmentPrefix + "LOG_LEVEL"] {
+            if let level = environment[variable], Logger.Level(name: level) == nil {
+                throw ConfigurationError(
+                    key: variable,
+                    reason: "must be one of \(Logger.Level.allCases.map(\.name).joined(separator: ", "))")
+            }
         }
         for override in overrides {
             guard let equals = override.firstIndex(of: "=") else {
@@ -72,19 +79,53 @@ public enum ConfigurationLoader {
     /// comments (`#`, `!`) skipped. `source` names the file in errors (`worker.properties:12`).
     package static func properties(text: String, source: String) throws -> [(key: String, value: String)] {
         var properties: [(key: String, value: String)] = []
+        var lines: [String: Int] = [:]  // key -> the line that set it
         for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = rawLine.trimmingCharacters(in: .whitespaces)
             if line.isEmpty || line.hasPrefix("#") || line.hasPrefix("!") { continue }
             guard let equals = line.firstIndex(of: "=") else {
                 throw ConfigurationError(key: "\(source):\(number + 1)", reason: "expected key=value")
             }
-            properties.append(
-                (
-                    line[..<equals].trimmingCharacters(in: .whitespaces),
-                    line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
-                ))
+            let key = line[..<equals].trimmingCharacters(in: .whitespaces)
+            // Two lines for one key: one of them is a mistake, and which one wins is not obvious.
+            if let first = lines[key] {
+                throw ConfigurationError(
+                    key: "\(source):\(number + 1)", reason: "\(key) is already set at line \(first)")
+            }
+            lines[key] = number + 1
+            properties.append((key, line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)))
         }
         return properties
+    }
+
+    /// "; did you mean apple.bundle_id?" for a key a typo away from a known one, else "".
+    static func suggestion(for key: String) -> String {
+        let scored = documentedKeys.map { ($0, editDistance(key, $0)) }.min { $0.1 < $1.1 }
+        guard let (known, distance) = scored, distance <= max(2, key.count / 5) else { return "" }
+        return "; did you mean \(known)?"
+    }
+
+    private static func editDistance(_ left: String, _ right: String) -> Int {
+        let a = Array(left.utf8)
+        let b = Array(right.utf8)
+        guard a.count < 200, b.count < 200 else { return Int.max }
+        var previous = Array(0...b.count)
+        for i in 1...max(a.count, 1) where !a.isEmpty {
+            var current = [i] + Array(repeating: 0, count: b.count)
+            for j in 1...max(b.count, 1) where !b.isEmpty {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            previous = current
+        }
+        return previous[b.count]
+    }
+
+    /// Whether a `RECEIPT_WORKER_*` variable names a key. Every key has a dot, so its variable has `__`;
+    /// others are not configuration and are ignored on purpose: Kubernetes injects
+    /// `RECEIPT_WORKER_PORT`, `RECEIPT_WORKER_SERVICE_HOST`, ... for a Service of that name, and
+    /// `RECEIPT_WORKER_LOG_LEVEL` is the log level (like `LOG_LEVEL`).
+    static func isKeyVariable(_ variable: String) -> Bool {
+        variable.hasPrefix(environmentPrefix) && variable.dropFirst(environmentPrefix.count).contains("__")
     }
 
     /// `RECEIPT_WORKER_APPLE__BUNDLE_ID` → `apple.bundle_id`.
@@ -182,7 +223,7 @@ public enum ConfigurationLoader {
             case _ where key.hasPrefix("kafka.") && key.count > 6:
                 configuration.kafka[String(key.dropFirst(6))] = value
             default:
-                throw ConfigurationError(key: key, reason: "unknown key")
+                throw ConfigurationError(key: key, reason: "unknown key" + suggestion(for: key))
             }
         }
         if let sharedSecretFile {

@@ -61,6 +61,40 @@ struct ConfigurationTests {
         #expect(error?.description.contains(key) == true, "\(error.map { "\($0)" } ?? "no error")")
     }
 
+    @Test(
+        "Kubernetes service-link variables (RECEIPT_WORKER_PORT, ...) are not keys; RECEIPT_WORKER_LOG_LEVEL is accepted"
+    )
+    func serviceLinks() throws {
+        let configuration = try load(
+            ["apple.bundle_id=b"],
+            environment: [
+                "RECEIPT_WORKER_PORT": "tcp://10.0.0.7:9090", "RECEIPT_WORKER_SERVICE_HOST": "10.0.0.7",
+                "RECEIPT_WORKER_PORT_9090_TCP_ADDR": "10.0.0.7", "RECEIPT_WORKER_LOG_LEVEL": "debug",
+                "RECEIPT_WORKER_WORKER__MAX_IN_FLIGHT": "7",
+            ])
+        #expect(configuration.maxInFlight == 7)
+    }
+
+    @Test("a log level that does not exist stops start-up, naming the variable")
+    func badLogLevel() {
+        for variable in ["LOG_LEVEL", "RECEIPT_WORKER_LOG_LEVEL"] {
+            let error = #expect(throws: ConfigurationError.self) {
+                try load(["apple.bundle_id=b"], environment: [variable: "verbose"])
+            }
+            #expect(error?.key == variable)
+        }
+    }
+
+    @Test("a key given twice in one file is refused with both lines; a typo gets a suggestion")
+    func duplicatesAndTypos() {
+        let duplicate = #expect(throws: ConfigurationError.self) {
+            try load(["apple.bundle_id=a", "worker.max_in_flight=5", "apple.bundle_id=b"])
+        }
+        #expect(duplicate?.description.contains(":3") == true && duplicate?.description.contains("line 1") == true)
+        let typo = #expect(throws: ConfigurationError.self) { try load(["apple.bundle_id=b", "apple.bundel_id=c"]) }
+        #expect(typo?.description.contains("did you mean apple.bundle_id?") == true)
+    }
+
     @Test("http:// Apple URLs only with apple.allow_insecure_urls=true")
     func insecureURLs() throws {
         let configuration = try load([
