@@ -32,6 +32,12 @@ public final class KafkaConsumer: Sendable {
             self.properties = properties
         }
 
+        /// Checks the configuration as the client's creation would, without creating a client (nothing
+        /// connects): guarded properties, unknown librdkafka properties, invalid values.
+        public func validate() throws(KafkaError) {
+            rd_kafka_conf_destroy(try librdkafkaProperties().makeConf())
+        }
+
         func librdkafkaProperties() throws(KafkaError) -> KafkaProperties {
             if properties["enable.auto.commit"].map({ $0 != "false" }) == true {
                 throw .invalidConfiguration(

@@ -24,6 +24,12 @@ public final class KafkaProducer: Sendable {
             self.properties = properties
         }
 
+        /// Checks the configuration as the client's creation would, without creating a client (nothing
+        /// connects): guarded properties, unknown librdkafka properties, invalid values.
+        public func validate() throws(KafkaError) {
+            rd_kafka_conf_destroy(try librdkafkaProperties().makeConf())
+        }
+
         func librdkafkaProperties() throws(KafkaError) -> KafkaProperties {
             let required = ["enable.idempotence": "true", "acks": "all"]
             for (key, value) in required

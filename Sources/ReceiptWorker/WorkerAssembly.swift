@@ -27,17 +27,7 @@ public enum WorkerAssembly {
         receipts.observer = observer
 
         var api: AppStoreServerAPIClient?
-        if let keyID = configuration.apple.apiKeyID, let issuerID = configuration.apple.apiIssuerID,
-            let pem = configuration.apple.apiPrivateKeyPEM
-        {
-            let tokens: APITokenIssuer
-            do {
-                tokens = try APITokenIssuer(
-                    privateKeyPEM: pem, keyID: keyID, issuerID: issuerID, bundleID: configuration.apple.bundleID)
-            } catch {
-                throw ConfigurationError(
-                    key: "apple.api.private_key_file", reason: "not a PEM elliptic-curve private key")
-            }
+        if let tokens = try tokenIssuer(configuration) {
             var apiConfiguration = AppStoreServerAPIClient.Configuration()
             apiConfiguration.productionURL = configuration.apple.apiProductionURL
             apiConfiguration.sandboxURL = configuration.apple.apiSandboxURL
@@ -48,19 +38,61 @@ public enum WorkerAssembly {
             api = AppStoreServerAPIClient(configuration: apiConfiguration, tokens: tokens, http: client)
         }
 
-        var signed = SignedDataVerifier.Configuration(
-            rootCertificates: configuration.apple.rootCertificates, bundleID: configuration.apple.bundleID)
-        signed.allowedEnvironments = configuration.apple.allowSandbox ? [.production, .sandbox] : [.production]
-        let verifier: SignedDataVerifier
-        do {
-            verifier = try SignedDataVerifier(configuration: signed)
-        } catch {
-            throw ConfigurationError(key: "apple.root_certificates", reason: error.reason)
-        }
+        let verifier = try signedDataVerifier(configuration)
         let apple = AppleVerifier(
             bundleID: configuration.apple.bundleID,
             receipts: VerifyReceiptClient(configuration: receipts, http: client), api: api, signedData: verifier)
 
+        let kafka = try kafkaConfigurations(configuration)
+        let consumer = try KafkaConsumer(configuration: kafka.consumer, logger: logger)
+        let producer = try KafkaProducer(configuration: kafka.producer, logger: logger)
+        let ledger = try await LedgerFactory.open(url: configuration.ledgerURL, poolSize: configuration.ledgerPoolSize)
+        return Worker(
+            configuration: configuration, consumer: consumer, producer: producer, ledger: ledger, apple: apple,
+            metrics: metrics,
+            logger: logger)
+    }
+
+    /// Builds everything ``make(_:logger:)`` builds short of connecting (the librdkafka configurations, the
+    /// API key, the root certificates), failing the same way: for `check-config`.
+    public static func validate(_ configuration: WorkerConfiguration) throws {
+        _ = try tokenIssuer(configuration)
+        _ = try signedDataVerifier(configuration)
+        let kafka = try kafkaConfigurations(configuration)
+        do {
+            try kafka.consumer.validate()
+            try kafka.producer.validate()
+        } catch {
+            throw configurationError(error)
+        }
+    }
+
+    static func tokenIssuer(_ configuration: WorkerConfiguration) throws -> APITokenIssuer? {
+        guard let keyID = configuration.apple.apiKeyID, let issuerID = configuration.apple.apiIssuerID,
+            let pem = configuration.apple.apiPrivateKeyPEM
+        else { return nil }
+        do {
+            return try APITokenIssuer(
+                privateKeyPEM: pem, keyID: keyID, issuerID: issuerID, bundleID: configuration.apple.bundleID)
+        } catch {
+            throw ConfigurationError(key: "apple.api.private_key_file", reason: "not a PEM elliptic-curve private key")
+        }
+    }
+
+    static func signedDataVerifier(_ configuration: WorkerConfiguration) throws -> SignedDataVerifier {
+        var signed = SignedDataVerifier.Configuration(
+            rootCertificates: configuration.apple.rootCertificates, bundleID: configuration.apple.bundleID)
+        signed.allowedEnvironments = configuration.apple.allowSandbox ? [.production, .sandbox] : [.production]
+        do {
+            return try SignedDataVerifier(configuration: signed)
+        } catch {
+            throw ConfigurationError(key: "apple.root_certificates", reason: error.reason)
+        }
+    }
+
+    static func kafkaConfigurations(_ configuration: WorkerConfiguration) throws -> (
+        consumer: KafkaConsumer.Configuration, producer: KafkaProducer.Configuration
+    ) {
         var kafka = configuration.kafka
         guard let bootstrap = kafka.removeValue(forKey: "bootstrap.servers"),
             let group = kafka.removeValue(forKey: "group.id")
@@ -72,20 +104,22 @@ public enum WorkerAssembly {
         // answer fetches quickly: librdkafka's 500 ms fetch wait would sit in every job's latency.
         var consumerProperties = ["queued.max.messages.kbytes": "16384", "fetch.wait.max.ms": "10"]
         consumerProperties.merge(kafka) { _, configured in configured }
-        let consumer = try KafkaConsumer(
-            configuration: KafkaConsumer.Configuration(
-                bootstrapServers: bootstrap, groupID: group, properties: consumerProperties),
-            logger: logger)
         // One event per job, awaited: batching longer than 1 ms only adds latency.
         let producerProperties = ["linger.ms": "1"].merging(kafka.filter { !Self.consumerOnly.contains($0.key) }) { $1 }
-        let producer = try KafkaProducer(
-            configuration: KafkaProducer.Configuration(bootstrapServers: bootstrap, properties: producerProperties),
-            logger: logger)
-        let ledger = try await LedgerFactory.open(url: configuration.ledgerURL, poolSize: configuration.ledgerPoolSize)
-        return Worker(
-            configuration: configuration, consumer: consumer, producer: producer, ledger: ledger, apple: apple,
-            metrics: metrics,
-            logger: logger)
+        return (
+            KafkaConsumer.Configuration(bootstrapServers: bootstrap, groupID: group, properties: consumerProperties),
+            KafkaProducer.Configuration(bootstrapServers: bootstrap, properties: producerProperties)
+        )
+    }
+
+    /// A Kafka configuration error as the configuration's own: `kafka.acks: must be all` names `kafka.acks`.
+    static func configurationError(_ error: any Error) -> any Error {
+        guard let kafka = error as? KafkaError, kafka.code == .invalidConfiguration else { return error }
+        let parts = kafka.reason.split(separator: ":", maxSplits: 1)
+        guard parts.count == 2, parts[0].hasPrefix("kafka.") else {
+            return ConfigurationError(key: "kafka", reason: kafka.reason)
+        }
+        return ConfigurationError(key: String(parts[0]), reason: parts[1].trimmingCharacters(in: .whitespaces))
     }
 
     /// Consumer properties that librdkafka would warn about on a producer.

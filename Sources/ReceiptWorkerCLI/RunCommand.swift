@@ -60,7 +60,9 @@ enum CheckConfigCommand {
         usage: receipt-worker check-config [--config FILE] [--set key=value]... [--print]
 
         Validates the configuration (file, RECEIPT_WORKER_* environment, --set) as `run` would, without
-        connecting to anything: unknown keys, bad values and unreadable files are reported with the key.
+        connecting to anything: unknown keys, bad values and unreadable files are reported with the key, and
+        what `run` builds is built (librdkafka's configuration, guarded Kafka settings, the API key, the root
+        certificates), so what passes here does not fail at start-up for its configuration.
 
         options:
           --print            also print every key in effect, defaults included, secrets as <set>
@@ -71,6 +73,7 @@ enum CheckConfigCommand {
     static func run(_ arguments: [String]) throws -> Int32 {
         let options = try Options(arguments, valued: Options.configurationOptions, flags: ["--print"])
         let configuration = try options.configuration(purpose: .worker)
+        try WorkerAssembly.validate(configuration)
         if options.has("--print") { configuration.effectiveProperties.forEach { emit($0) } }
         emit("configuration is valid")
         return 0

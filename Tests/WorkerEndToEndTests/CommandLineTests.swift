@@ -57,6 +57,17 @@ import Testing
             (["--set", "apple.shared_secret_file=/nonexistent/secret"], [:], "apple.shared_secret_file: cannot read"),
             (["--set", "metrics.listen=metrics.internal:9100"], [:], "metrics.listen: must be host:port"),
             (["--set", "ledger.url=mysql://db"], [:], "ledger.url: must start with"),
+            // What run builds, check-config builds: guarded and unknown librdkafka settings, the API key.
+            (["--set", "kafka.acks=1"], [:], "kafka.acks: must be all"),
+            (["--set", "kafka.enable.idempotence=false"], [:], "kafka.enable.idempotence: must be true"),
+            (["--set", "kafka.enable.auto.commit=true"], [:], "kafka.enable.auto.commit: must be false"),
+            (["--set", "kafka.bogus.thing=1"], [:], "kafka.bogus.thing"),
+            (
+                [
+                    "--set", "apple.api.key_id=K", "--set", "apple.api.issuer_id=I", "--set",
+                    "apple.api.private_key_file=\(valid)",
+                ], [:], "apple.api.private_key_file: not a PEM elliptic-curve private key"
+            ),
             (
                 [], ["RECEIPT_WORKER_RETRY__MAX_ATTEMPTS": "0"],
                 "retry.max_attempts (from RECEIPT_WORKER_RETRY__MAX_ATTEMPTS)"
