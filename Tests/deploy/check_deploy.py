@@ -99,7 +99,10 @@ def kubernetes(binary):
 
     # The ConfigMap's properties, validated by the worker itself, with the secret files stubbed.
     with tempfile.TemporaryDirectory() as stubs:
-        stub_values = {"ledger.url_file": "postgresql://u:p@db/ledger\n"}
+        # check-config builds the API key as run does: the stub is Apple's public test key.
+        test_key = os.path.join(os.path.dirname(__file__), "..", "AppleClientTests", "testSigningKey.p8")
+        stub_values = {"ledger.url_file": "postgresql://u:p@db/ledger\n",
+                       "apple.api.private_key_file": open(test_key).read()}
         arguments = [binary, "check-config", "--config", os.path.join(stubs, "worker.properties")]
         text = documents["ConfigMap"][0]["data"]["worker.properties"]
         for key in [k for k in config if k.endswith("_file")]:
