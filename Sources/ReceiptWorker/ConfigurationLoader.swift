@@ -143,6 +143,7 @@ public enum ConfigurationLoader {
     {
         var configuration = WorkerConfiguration()
         var sharedSecretFile: String?
+        var apiKeyFileGiven = false
         var allowInsecureURLs = false
         var rootFiles: [String]?
         for (key, value) in properties {
@@ -185,11 +186,16 @@ public enum ConfigurationLoader {
             case "apple.api.sandbox_url": configuration.apple.apiSandboxURL = try url()
             case "apple.api.key_id": configuration.apple.apiKeyID = try nonEmpty(key, value)
             case "apple.api.issuer_id": configuration.apple.apiIssuerID = try nonEmpty(key, value)
-            case "apple.api.private_key_file": configuration.apple.apiPrivateKeyPEM = try read(key, value)
+            case "apple.api.private_key_file":
+                // The Kafka-only tools (enqueue, results, dlq replay) never call Apple: an on-call engineer
+                // running them must not need the App Store key readable.
+                if purpose == .worker { configuration.apple.apiPrivateKeyPEM = try read(key, value) }
+                apiKeyFileGiven = true
             case "apple.root_certificates":
                 rootFiles = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
             case "ledger.url": configuration.ledgerURL = try ledgerURL(key, value)
             case "ledger.pool_size": configuration.ledgerPoolSize = try integer(1...256)
+            case "ledger.url_file" where purpose == .tool: break  // the tools never open the ledger
             case "ledger.url_file":
                 // A PostgreSQL URL carries its password: it may live in a mounted secret instead.
                 configuration.ledgerURL = try ledgerURL(
@@ -226,11 +232,11 @@ public enum ConfigurationLoader {
                 throw ConfigurationError(key: key, reason: "unknown key" + suggestion(for: key))
             }
         }
-        if let sharedSecretFile {
+        if let sharedSecretFile, purpose == .worker {
             configuration.apple.sharedSecret = try read("apple.shared_secret_file", sharedSecretFile)
                 .trimmingCharacters(in: .whitespacesAndNewlines)
         }
-        if let rootFiles {
+        if let rootFiles, purpose == .worker {
             configuration.apple.rootCertificates = try rootFiles.map { path in
                 guard let data = FileManager.default.contents(atPath: path) else {
                     throw ConfigurationError(key: "apple.root_certificates", reason: "cannot read \(path)")
@@ -258,8 +264,8 @@ public enum ConfigurationLoader {
         if configuration.retry.initialBackoff > configuration.retry.maxBackoff {
             throw ConfigurationError(key: "retry.initial_backoff_ms", reason: "must not exceed retry.max_backoff_ms")
         }
-        let api = [configuration.apple.apiKeyID, configuration.apple.apiIssuerID, configuration.apple.apiPrivateKeyPEM]
-        if api.contains(where: { $0 != nil }) && api.contains(where: { $0 == nil }) {
+        let api = [configuration.apple.apiKeyID != nil, configuration.apple.apiIssuerID != nil, apiKeyFileGiven]
+        if api.contains(true) && api.contains(false) {
             throw ConfigurationError(
                 key: "apple.api.key_id",
                 reason: "apple.api.key_id, apple.api.issuer_id and apple.api.private_key_file go together")

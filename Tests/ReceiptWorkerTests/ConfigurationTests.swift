@@ -95,6 +95,24 @@ struct ConfigurationTests {
         #expect(typo?.description.contains("did you mean apple.bundle_id?") == true)
     }
 
+    @Test(
+        "the Kafka-only tools do not read the App Store key, the shared secret, root certificates or the ledger URL file"
+    )
+    func toolsNeedNoSecrets() throws {
+        let lines = [
+            "apple.bundle_id=b", "apple.api.key_id=K", "apple.api.issuer_id=I",
+            "apple.api.private_key_file=/root-only/AuthKey.p8", "apple.shared_secret_file=/root-only/secret",
+            "apple.root_certificates=/root-only/root.pem", "ledger.url_file=/root-only/ledger-url",
+        ]
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("tool-\(UUID()).properties").path
+        try lines.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        let tool = try ConfigurationLoader.load(file: path, overrides: [], environment: [:], purpose: .tool)
+        #expect(tool.apple.apiPrivateKeyPEM == nil && tool.apple.sharedSecret == nil)
+        #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader.load(file: path, overrides: [], environment: [:], purpose: .worker)
+        }
+    }
+
     @Test("http:// Apple URLs only with apple.allow_insecure_urls=true")
     func insecureURLs() throws {
         let configuration = try load([
