@@ -61,6 +61,11 @@ wait_for "the worker's metrics endpoint" 30 port_open "$metrics_port"
 ready() { curl -sf "http://127.0.0.1:$metrics_port/readyz"; }
 wait_for "the worker to join its group (/readyz)" 60 ready
 say "worker running (logs: .demo/worker.log); metrics: curl -s http://127.0.0.1:$metrics_port/metrics | grep receipt_worker_"
+say ""
+say "to try the README's commands in a second terminal, paste:"
+say "  export PATH=\"$PWD/$bin:\$PATH\" RECEIPT_WORKER_KAFKA__BOOTSTRAP__SERVERS=$KAFKA_BOOTSTRAP SIMULATOR=$sim"
+say "  receipt-worker results --from-beginning --count 5 --timeout 30"
+say "  curl -s -X POST \$SIMULATOR/admin/purchases -d '{\"product_id\":\"coins_100\"}'"
 
 # purchase JSON: asks the simulator to make a purchase, as the App Store would after a player pays.
 purchase() { curl -sf -X POST "$sim/admin/purchases" -d "$1"; }
