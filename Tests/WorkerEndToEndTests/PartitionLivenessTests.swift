@@ -10,9 +10,12 @@ struct PartitionLivenessTests {
     /// The stall of a partition paused by the intake and handed back by a rebalance: librdkafka keeps the
     /// application's pause across a revoke and a re-assign, so a partition that came back paused was never
     /// fetched again.
-    @Test("a partition paused by the intake, revoked and handed back is read again: every job is answered")
-    func pausedPartitionComesBack() async throws {
+    @Test(
+        "a partition paused by the intake, revoked and handed back is read again: every job is answered",
+        arguments: ["range,roundrobin", "cooperative-sticky"])
+    func pausedPartitionComesBack(strategy: String) async throws {
         let harness = try await WorkerHarness {
+            $0.kafka["partition.assignment.strategy"] = strategy
             $0.maxInFlight = 4
             $0.drainTimeout = .zero  // revoked partitions are released at once, with their jobs still in flight
         }
@@ -36,6 +39,7 @@ struct PartitionLivenessTests {
                 bootstrapServers: WorkerHarness.bootstrap, groupID: harness.groupID,
                 properties: [
                     "session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "max.poll.interval.ms": "10000",
+                    "partition.assignment.strategy": strategy,
                 ]),
             logger: Logger(label: "member", minimumLevel: .error))
         try member.subscribe(topics: [harness.topics.jobs])
