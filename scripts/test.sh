@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
-swift format lint --strict --recursive Sources Tests  # the house style (.swift-format): any finding fails
+swift format lint --strict --recursive Sources Tests Fuzz  # the house style (.swift-format): any finding fails
 swift build --build-tests
+# Every parser fuzzed for a fixed number of runs from a fixed seed (about 2 minutes, build included);
+# `scripts/fuzz.sh [TARGET] [SECONDS]` fuzzes for longer. Skipped when the tests are filtered.
+if [ "$#" -eq 0 ]; then bash scripts/fuzz.sh --ci; fi
 bash scripts/with-services.sh swift test --skip-build "$@"

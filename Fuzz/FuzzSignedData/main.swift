@@ -41,6 +41,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     return 0
 }
 
+// Made before fuzzing starts, so that no run pays for it (Fuzz/lsan.supp says why LeakSanitizer ignores it).
+_ = Harness.verifier
 // SwiftPM makes an executable's `main` of this file's top-level code (on Linux it links `main` to it by name), so
 // libFuzzer's own `main` cannot be used: its driver is run from here instead. scripts/fuzz.sh has the recipe.
 var argc = CommandLine.argc

@@ -80,7 +80,11 @@ public enum ConfigurationLoader {
     package static func properties(text: String, source: String) throws -> [(key: String, value: String)] {
         var properties: [(key: String, value: String)] = []
         var lines: [String: Int] = [:]  // key -> the line that set it
-        for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // Any line ending: "\r\n" is one Character in Swift, so splitting on "\n" would keep a Windows file
+        // as one line (a first-line comment would swallow every setting).
+        for (number, rawLine) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
+            .enumerated()
+        {
             let line = rawLine.trimmingCharacters(in: .whitespaces)
             if line.isEmpty || line.hasPrefix("#") || line.hasPrefix("!") { continue }
             guard let equals = line.firstIndex(of: "=") else {

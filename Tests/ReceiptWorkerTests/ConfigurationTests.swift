@@ -113,6 +113,16 @@ struct ConfigurationTests {
         }
     }
 
+    @Test("a properties file with Windows line endings is read line by line")
+    func windowsLineEndings() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("crlf-\(UUID()).properties").path
+        try "# written on Windows\r\napple.bundle_id=com.example\r\nworker.max_in_flight=9\r\n".write(
+            toFile: path, atomically: true, encoding: .utf8)
+        let configuration = try ConfigurationLoader.load(file: path, overrides: [], environment: [:])
+        #expect(configuration.apple.bundleID == "com.example")
+        #expect(configuration.maxInFlight == 9)
+    }
+
     @Test("http:// Apple URLs only with apple.allow_insecure_urls=true")
     func insecureURLs() throws {
         let configuration = try load([
