@@ -127,8 +127,11 @@ enum JSONObjectScanner {
         }
     }
 
-    /// A JSON string token, unescaped by Foundation (so `\u0079` and `y` are the same key).
+    /// A JSON string token's text: its bytes when it has no escape (the usual key, read without a parser),
+    /// else unescaped by Foundation (so `\u0079` and `y` are the same key).
     private static func decodeString(_ token: ArraySlice<UInt8>) -> String? {
-        try? JSONSerialization.jsonObject(with: Data(token), options: [.fragmentsAllowed]) as? String
+        let inner = token.dropFirst().dropLast()
+        if !inner.contains(UInt8(ascii: "\\")) { return String(validating: inner, as: UTF8.self) }
+        return try? JSONSerialization.jsonObject(with: Data(token), options: [.fragmentsAllowed]) as? String
     }
 }
