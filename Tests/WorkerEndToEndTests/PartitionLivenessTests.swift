@@ -29,7 +29,7 @@ struct PartitionLivenessTests {
         }
         #expect(
             await eventually(timeout: .seconds(20)) {
-                harness.worker.metrics.registry.render().contains("receipt_worker_intake_paused 1")
+                harness.worker.metrics.registry.render().contains("\nreceipt_worker_intake_paused 1\n")
             })
 
         // A second member joins: every partition is revoked from the worker, which drains; then it leaves
