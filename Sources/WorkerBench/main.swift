@@ -5,8 +5,8 @@ import Observability
 import Synchronization
 
 // The worker benchmark's driver (scripts/bench-worker.sh runs it around a real receipt-worker process).
-//   worker-bench prepare --bootstrap B --sim URL --topic JOBS --jobs N
-//       creates N purchases in the simulator and queues one job for each
+//   worker-bench prepare --bootstrap B --sim URL --topic JOBS --jobs N [--padding BYTES]
+//       creates N purchases in the simulator and queues one job for each (each BYTES larger)
 //   worker-bench drain --bootstrap B --topic RESULTS --jobs N
 //       waits for N results; prints jobs/s from the first result to the last
 //   worker-bench paced --bootstrap B --sim URL --topic JOBS --results RESULTS --rate R --seconds S
@@ -60,9 +60,13 @@ func purchases(_ count: Int, sim: String) async throws -> [String] {
     }
 }
 
+/// `--padding N` adds an N-byte field to every job (receipts of that size, for memory measurements).
+let padding = option("--padding").flatMap(Int.init).map { String(repeating: "p", count: $0) }
+
 func jobValue(id: String, receipt: String) -> [UInt8] {
-    Array(
-        #"{"job_id":"\#(id)","order_id":"order-\#(id)","user_id":"player","product_id":"coins.1000","receipt":"\#(receipt)"}"#
+    let extra = padding.map { #","padding":"\#($0)""# } ?? ""
+    return Array(
+        #"{"job_id":"\#(id)","order_id":"order-\#(id)","user_id":"player","product_id":"coins.1000","receipt":"\#(receipt)"\#(extra)}"#
             .utf8)
 }
 
