@@ -73,7 +73,8 @@ struct VerifyReceiptClientTests {
     func timeout() async throws {
         let harness = try SimulatorHarness()
         let purchase = try await harness.purchase(["product_id": "coins.100"])
-        try await harness.faults(["latency_ms": 2000])
+        // The answer would come after 20 s: a timeout well before it is the client's, whatever the load.
+        try await harness.faults(["latency_ms": 20_000])
         var attempts = 0
         let started = ContinuousClock.now
         let error = await #expect(throws: AppleVerificationError.self) {
@@ -82,7 +83,7 @@ struct VerifyReceiptClientTests {
         }
         #expect(error?.code == .timeout)
         #expect(error?.isRetriable == true)
-        #expect(ContinuousClock.now - started < .seconds(2))
+        #expect(ContinuousClock.now - started < .seconds(10))
     }
 
     @Test(
@@ -119,7 +120,7 @@ struct VerifyReceiptClientTests {
     @Test("cancelling the caller aborts the request")
     func cancellation() async throws {
         let harness = try SimulatorHarness()
-        try await harness.faults(["latency_ms": 5000])
+        try await harness.faults(["latency_ms": 20_000])  // cancelled well before this answer
         let task = Task {
             try await harness.http.execute(
                 HTTPRequest(method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8)))
@@ -129,7 +130,7 @@ struct VerifyReceiptClientTests {
         task.cancel()
         let error = await #expect(throws: HTTPClientError.self) { try await task.value }
         #expect(error?.kind == .cancelled)
-        #expect(ContinuousClock.now - started < .seconds(1))
+        #expect(ContinuousClock.now - started < .seconds(10))
         #expect(await eventually(timeout: .seconds(5)) { harness.http.inFlight == 0 })
     }
 }
