@@ -170,10 +170,12 @@ public final class Worker: Sendable {
                     switch await self.handle(JobTicket(message: message, generation: waitingJob.generation)) {
                     case .answered:
                         self.metrics.jobDuration.observe(ContinuousClock.now - started)
-                        self.state.finish(message.topicPartition, offset: message.offset)
+                        self.state.finish(
+                            message.topicPartition, offset: message.offset, generation: waitingJob.generation)
                     case .redeliver:
                         // Never committed past: read again after the restart, or by the partition's new owner.
-                        self.state.abandon(message.topicPartition, offset: message.offset)
+                        self.state.abandon(
+                            message.topicPartition, offset: message.offset, generation: waitingJob.generation)
                     }
                     self.slots.release(bytes: bytes)
                 }

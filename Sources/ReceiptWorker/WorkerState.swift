@@ -60,10 +60,12 @@ final class WorkerState: Sendable {
         }
     }
 
-    func finish(_ partition: KafkaTopicPartition, offset: Int64) {
+    /// Records a job answered. A job of an earlier assignment of the partition changes nothing: it was taken
+    /// off the count when the partition was released, and the same offset may be in flight again now.
+    func finish(_ partition: KafkaTopicPartition, offset: Int64, generation: UInt64) {
         let now = ContinuousClock.now
         state.withLock { state in
-            // A job of a released partition was already taken off the count when it was released.
+            guard state.partitions[partition]?.generation == generation else { return }
             if state.partitions[partition]?.offsets.finish(offset) == true {
                 state.inFlight -= 1
                 state.partitions[partition]?.lastProgress = now
@@ -73,8 +75,10 @@ final class WorkerState: Sendable {
 
     /// Records a job left unanswered for its next delivery: its partition's commits stay behind it, and a
     /// drain stops waiting for it.
-    func abandon(_ partition: KafkaTopicPartition, offset: Int64) {
+    func abandon(_ partition: KafkaTopicPartition, offset: Int64, generation: UInt64) {
         state.withLock { state in
+            // A job of an earlier assignment must not mark the same offset, in flight again, as abandoned.
+            guard state.partitions[partition]?.generation == generation else { return }
             if state.partitions[partition]?.offsets.abandon(offset) == true { state.inFlight -= 1 }
         }
     }
