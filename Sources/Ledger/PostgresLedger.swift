@@ -66,6 +66,23 @@ public final class PostgresLedger: Ledger, Sendable {
             try connection.query("ALTER TABLE grants ADD COLUMN IF NOT EXISTS purchase_id TEXT")
             try connection.query("UPDATE grants SET purchase_id = transaction_id WHERE purchase_id IS NULL")
             try connection.query("CREATE UNIQUE INDEX IF NOT EXISTS grants_purchase_id ON grants (purchase_id)")
+            // Replicas of the previous release (during a rolling update) insert grants without purchase_id:
+            // give them their transaction id, as the migration did, or a restore would not meet them.
+            try connection.query(
+                """
+                CREATE OR REPLACE FUNCTION receipt_worker_fill_purchase_id() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    NEW.purchase_id := coalesce(NEW.purchase_id, NEW.transaction_id);
+                    RETURN NEW;
+                END
+                $$
+                """)
+            try connection.query("DROP TRIGGER IF EXISTS grants_fill_purchase_id ON grants")
+            try connection.query(
+                """
+                CREATE TRIGGER grants_fill_purchase_id BEFORE INSERT ON grants
+                    FOR EACH ROW EXECUTE FUNCTION receipt_worker_fill_purchase_id()
+                """)
             // The functions of version 1 stay for replicas of the previous release during a rolling update.
             try connection.query(Self.recordFunction)
             try connection.query(Self.recordBatchFunction)
@@ -101,6 +118,7 @@ public final class PostgresLedger: Ledger, Sendable {
                     -- Another order's grant of this transaction or purchase first, if there is one.
                     SELECT order_id, transaction_id INTO v_owner, v_transaction FROM grants
                         WHERE transaction_id = p_transaction OR purchase_id = coalesce(p_purchase, p_transaction)
+                            OR transaction_id = coalesce(p_purchase, p_transaction)
                         ORDER BY order_id = p_order LIMIT 1;
                     IF FOUND AND v_owner <> p_order THEN
                         RETURN QUERY SELECT 'duplicate_transaction'::TEXT, NULL::TEXT;

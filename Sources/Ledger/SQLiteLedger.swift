@@ -55,6 +55,9 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                 """
                 UPDATE grants SET purchase_id = transaction_id WHERE purchase_id IS NULL;
                 CREATE UNIQUE INDEX IF NOT EXISTS grants_purchase_id ON grants (purchase_id);
+                CREATE TRIGGER IF NOT EXISTS grants_fill_purchase_id AFTER INSERT ON grants
+                    WHEN NEW.purchase_id IS NULL
+                    BEGIN UPDATE grants SET purchase_id = NEW.transaction_id WHERE rowid = NEW.rowid; END;
                 PRAGMA user_version = 1;
                 COMMIT;
                 """)
@@ -135,7 +138,8 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                 let purchaseID = purchase ?? transactionID
                 // Any grant of this transaction or of this purchase (under another transaction id).
                 let owners = try queryRows(
-                    "SELECT order_id, transaction_id FROM grants WHERE transaction_id = ?1 OR purchase_id = ?2",
+                    "SELECT order_id, transaction_id FROM grants"
+                        + " WHERE transaction_id = ?1 OR purchase_id = ?2 OR transaction_id = ?2",
                     [transactionID, purchaseID])
                 // Bytes, as SQLite compares them (Swift's == would call two spellings of "é" one order).
                 if owners.contains(where: { !$0.0.utf8.elementsEqual(orderID.utf8) }) {

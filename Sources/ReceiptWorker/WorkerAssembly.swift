@@ -106,8 +106,12 @@ public enum WorkerAssembly {
         consumerProperties.merge(kafka) { _, configured in configured }
         // One event per job, awaited: batching longer than 1 ms only adds latency.
         let producerProperties = ["linger.ms": "1"].merging(kafka.filter { !Self.consumerOnly.contains($0.key) }) { $1 }
+        var consumer = KafkaConsumer.Configuration(
+            bootstrapServers: bootstrap, groupID: group, properties: consumerProperties)
+        // A revocation waits for the drain: librdkafka must not release the partitions first.
+        consumer.revocationTimeout = configuration.drainTimeout + .seconds(5)
         return (
-            KafkaConsumer.Configuration(bootstrapServers: bootstrap, groupID: group, properties: consumerProperties),
+            consumer,
             KafkaProducer.Configuration(bootstrapServers: bootstrap, properties: producerProperties)
         )
     }

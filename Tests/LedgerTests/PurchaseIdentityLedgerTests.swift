@@ -120,6 +120,10 @@ struct PurchaseIdentityLedgerTests {
         let ledger = try await LedgerFactory.open(url: url, poolSize: 2)
         let restore = LedgerClaim.grant(orderID: "new-order", transactionID: "200", purchaseID: "100")
         #expect(try await ledger.record(jobID: "j", claim: restore, event: event) == .duplicateTransaction)
+        // A replica of the previous release, still running during a rolling update, grants the old way.
+        #expect(runPsql(url, "INSERT INTO grants (transaction_id, order_id) VALUES ('300', 'rolling-order')") == 0)
+        let restoreOfIt = LedgerClaim.grant(orderID: "other-order", transactionID: "301", purchaseID: "300")
+        #expect(try await ledger.record(jobID: "k", claim: restoreOfIt, event: event) == .duplicateTransaction)
         await ledger.close()
     }
 
