@@ -1,5 +1,6 @@
 import Foundation
 import HTTPClient
+import Observability
 
 /// Told of every HTTP call to Apple: the call (`verify_receipt_production`, `verify_receipt_sandbox`,
 /// `transaction_info_production`, `transaction_info_sandbox`), its outcome (`ok`, `rate_limited`,
@@ -87,7 +88,7 @@ enum AppleHTTP {
     static func clamp(seconds: Double, maximum: Duration) -> Duration? {
         guard !seconds.isNaN, seconds != -.infinity else { return nil }
         let ceiling = max(maximum, .zero)
-        let ceilingSeconds = Double(ceiling.components.seconds) + Double(ceiling.components.attoseconds) / 1e18
+        let ceilingSeconds = ceiling.inSeconds
         guard seconds > 0 else { return .zero }
         guard seconds < ceilingSeconds, let milliseconds = Int64(exactly: (seconds * 1000).rounded(.up)) else {
             return ceiling

@@ -1,3 +1,5 @@
+import Observability
+
 /// An error from verifying something with Apple.
 ///
 /// `isRetriable` says a later attempt may succeed (Apple unavailable, rate limited, a timeout); the retry
@@ -39,7 +41,7 @@ public struct AppleVerificationError: Error, Sendable, CustomStringConvertible {
 
     /// ``retryDelay`` in seconds, for callers that count in seconds. Always finite.
     public var retryAfter: Double? {
-        retryDelay.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+        retryDelay?.inSeconds
     }
 
     public init(_ code: Code, _ reason: String, isRetriable: Bool = false, retryAfter: Duration? = nil) {

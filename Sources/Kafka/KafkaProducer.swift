@@ -72,13 +72,6 @@ public final class KafkaProducer: Sendable {
         poller.stop()
     }
 
-    /// The partition count of `topic`; throws when the topic does not exist (or cannot be described, such as
-    /// when authorization is refused). For start-up checks.
-    public func partitionCount(of topic: String, timeout: Duration = .seconds(10)) async throws -> Int {
-        let client = self.client
-        return Int(try await Blocking.run { client.partitionCount(topic: topic, timeout: timeout) }.get())
-    }
-
     /// Records waiting to be sent or acknowledged.
     public var outstanding: Int { Int(rd_kafka_outq_len(client.handle)) }
 

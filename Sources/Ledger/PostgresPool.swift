@@ -77,14 +77,16 @@ final class PostgresPool: Sendable {
             } catch {
                 // The server refuses new connections (down, full, read-only): give the slot back, so the next
                 // call opens afresh and reports why.
-                discard(session)
+                giveBackSlot(of: session.thread)
             }
             throw error
         }
     }
 
-    private func discard(_ session: Session) {
-        session.thread.stop()
+    /// Frees the pool slot of a connection that failed to open or was dropped, stopping its thread. A caller
+    /// waiting for a slot is woken (with nil: it retries and may open the freed slot), never left waiting.
+    private func giveBackSlot(of thread: BlockingThread) {
+        thread.stop()
         let waiter = state.withLock { state in
             state.opened -= 1
             return state.waiters.isEmpty ? nil : state.waiters.removeFirst()
@@ -128,13 +130,7 @@ final class PostgresPool: Sendable {
                 let connection = try await thread.perform { [url] in try PostgresConnection(url: url) }
                 return Session(connection: connection, thread: thread)
             } catch {
-                thread.stop()
-                // A caller waiting for a slot this open would have filled must not wait forever.
-                let waiter = state.withLock { state in
-                    state.opened -= 1
-                    return state.waiters.isEmpty ? nil : state.waiters.removeFirst()
-                }
-                waiter?.resume(returning: nil)
+                giveBackSlot(of: thread)
                 throw error
             }
         case .wait:

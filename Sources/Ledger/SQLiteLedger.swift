@@ -49,7 +49,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         guard let version = try queryText("PRAGMA user_version", []).flatMap(Int.init), version < 1 else { return }
         try execute("BEGIN IMMEDIATE")
         do {
-            let columns = try queryTexts("SELECT name FROM pragma_table_info('grants')")
+            let columns = try queryRows("SELECT name, '' FROM pragma_table_info('grants')", []).map(\.0)
             if !columns.contains("purchase_id") { try execute("ALTER TABLE grants ADD COLUMN purchase_id TEXT") }
             try execute(
                 """
@@ -225,10 +225,6 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         // A read cut short (busy, I/O) must not look like "no grant": that would grant twice.
         guard step == SQLITE_DONE else { throw LedgerError("sqlite: \(String(cString: sqlite3_errmsg(db)))") }
         return rows
-    }
-
-    private func queryTexts(_ sql: String) throws -> [String] {
-        try queryRows("SELECT *, '' FROM (\(sql))", []).map(\.0)
     }
 
     private func queryBlob(_ sql: String, _ texts: [String]) throws -> Data? {

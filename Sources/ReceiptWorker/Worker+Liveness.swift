@@ -39,21 +39,20 @@ extension Worker {
 
     /// Partitions with lag that made no progress for `worker.stall_timeout_ms`.
     func stalledPartitions() -> [PartitionStall] {
-        let timeout = configuration.stallTimeout.components.seconds
-        return idleTimes().compactMap { idle in
-            guard Int64(idle.seconds) >= timeout, let lag = lags.withLock({ $0[idle.partition] }) else { return nil }
+        let timeout = configuration.stallTimeout.inSeconds
+        return idleness().compactMap { idle in
+            guard let lag = idle.lag, idle.seconds >= timeout else { return nil }
             return PartitionStall(partition: idle.partition, lag: lag, seconds: Int(idle.seconds))
         }
     }
 
-    /// Per assigned partition, seconds since its last progress while it has lag; 0 without lag.
-    func idleTimes() -> [(partition: KafkaTopicPartition, seconds: Double)] {
+    /// Per assigned partition: its lag when it has some, and seconds since its last progress (0 without lag).
+    func idleness() -> [(partition: KafkaTopicPartition, lag: Int64?, seconds: Double)] {
         let lags = self.lags.withLock { $0 }
         let now = ContinuousClock.now
         return state.partitionsSnapshot().map { partition in
-            guard let lag = lags[partition.partition], lag > 0 else { return (partition.partition, 0) }
-            let idle = now - partition.lastProgress
-            return (partition.partition, Double(idle.components.seconds) + Double(idle.components.attoseconds) / 1e18)
+            guard let lag = lags[partition.partition], lag > 0 else { return (partition.partition, nil, 0) }
+            return (partition.partition, lag, (now - partition.lastProgress).inSeconds)
         }
     }
 

@@ -351,7 +351,7 @@ extension Worker {
                 "Seconds since the partition last made progress while it has lag (0 without lag); above worker.stall_timeout_ms it is stalled."
         ) { [weak self] in
             guard let self else { return [] }
-            return idleTimes().map { (Self.labels($0.partition), $0.seconds) }
+            return idleness().map { (Self.labels($0.partition), $0.seconds) }
         }
     }
 

@@ -126,14 +126,3 @@ public final class WorkerMetrics: Sendable {
             buckets: Self.appleBuckets, labels: ["endpoint": call, "outcome": outcome])
     }
 }
-
-/// The DLQ's `dlq_reason` values (CONTRACT section 5).
-public enum DeadLetterReasons {
-    public static let all = ["malformed_job", "retries_exhausted", "cannot_verify"]
-}
-
-/// What this build is.
-public enum BuildInfo {
-    /// The release, bumped with each tagged release (`receipt-worker --version`).
-    public static let version = "0.3.0"
-}

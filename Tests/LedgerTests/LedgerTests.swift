@@ -19,6 +19,17 @@ enum Backend: String, CaseIterable, Sendable {
     }
 }
 
+/// Records as the worker does, retrying a ledger error (up to `attempts` times, 20 ms apart).
+func recordRetrying(
+    _ ledger: any Ledger, jobID: String, claim: LedgerClaim, event: Data, attempts: Int = 20
+) async throws -> LedgerOutcome {
+    for _ in 0..<attempts {
+        if let outcome = try? await ledger.record(jobID: jobID, claim: claim, event: event) { return outcome }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    throw LedgerError("no answer for \(jobID)")
+}
+
 @Suite("The ledger, on SQLite and on a real PostgreSQL", .timeLimit(.minutes(1)))
 struct LedgerTests {
     let grantEvent = Data(#"{"decision":"grant","event_id":"e1"}"#.utf8)
@@ -126,19 +137,11 @@ struct LedgerTests {
             for (side, ledger, order) in [("a", first, Array(0..<100)), ("b", second, Array((0..<100).reversed()))] {
                 for transaction in order {
                     group.addTask {
-                        // The worker retries a ledger error; so does this test.
-                        for _ in 0..<20 {
-                            if let outcome = try? await ledger.record(
-                                jobID: "\(side)-\(transaction)",
-                                claim: .grant(
-                                    orderID: "\(side)-order-\(transaction)", transactionID: "t\(transaction)"),
-                                event: grantEvent)
-                            {
-                                return ("t\(transaction)", outcome)
-                            }
-                            try await Task.sleep(for: .milliseconds(20))
-                        }
-                        throw LedgerError("no answer for t\(transaction)")
+                        let claim = LedgerClaim.grant(
+                            orderID: "\(side)-order-\(transaction)", transactionID: "t\(transaction)")
+                        let outcome = try await recordRetrying(
+                            ledger, jobID: "\(side)-\(transaction)", claim: claim, event: grantEvent)
+                        return ("t\(transaction)", outcome)
                     }
                 }
             }

@@ -60,15 +60,8 @@ struct PurchaseIdentityLedgerTests {
                         let claim = LedgerClaim.grant(
                             orderID: "\(side)-\(purchase)", transactionID: "\(side)\(purchase)",
                             purchaseID: "p\(purchase)")
-                        for _ in 0..<20 {
-                            if let outcome = try? await ledger.record(
-                                jobID: "\(side)-\(purchase)", claim: claim, event: event)
-                            {
-                                return outcome
-                            }
-                            try await Task.sleep(for: .milliseconds(20))
-                        }
-                        throw LedgerError("no answer")
+                        return try await recordRetrying(
+                            ledger, jobID: "\(side)-\(purchase)", claim: claim, event: event)
                     }
                 }
             }
@@ -213,19 +206,13 @@ struct ConnectionLimitTests {
         let limited = url.replacingOccurrences(of: "://postgres@", with: "://\(role)@")
         // Pool of 4, one connection allowed: the others fail to open, calls share the one that exists.
         let first = try await LedgerFactory.open(url: limited, poolSize: 4)
-        async let answers = withThrowingTaskGroup(of: LedgerOutcome?.self) { group in
+        async let answers = withThrowingTaskGroup(of: LedgerOutcome.self) { group in
             for index in 0..<20 {
                 group.addTask {
-                    for _ in 0..<50 {
-                        if let outcome = try? await first.record(jobID: "j\(index)", claim: .deny, event: Data()) {
-                            return outcome
-                        }
-                        try await Task.sleep(for: .milliseconds(20))
-                    }
-                    return nil
+                    try await recordRetrying(first, jobID: "j\(index)", claim: .deny, event: Data(), attempts: 50)
                 }
             }
-            return try await group.reduce(into: [LedgerOutcome?]()) { $0.append($1) }
+            return try await group.reduce(into: [LedgerOutcome]()) { $0.append($1) }
         }
         #expect(try await answers.allSatisfy { $0 == .recorded })
         // A second replica starts while the limit is taken: it waits instead of failing.
