@@ -18,11 +18,8 @@ cleanup() {
 trap cleanup EXIT
 services_start_kafka 2>/dev/null
 bin=.build/release
-"$bin/appstore-sim" --port 0 >"$work/sim.out" &
-sim_pid=$!
-for _ in $(seq 100); do grep -q listening "$work/sim.out" && break; sleep 0.05; done
-sim="$(sed -n 's/^listening on //p' "$work/sim.out")"
-"$bin/appstore-sim" --print-test-root >"$work/root.pem"
+services_start_simulator "$work"
+sim_pid=$SIM_PID sim=$SIM_URL
 curl -sf -X PUT "$sim/admin/faults" -d '{"latency_ms": 300}' >/dev/null
 for topic in jobs results dlq; do
     .deps/tools/tansu topic create "$topic" --partitions 4 --broker "tcp://$KAFKA_BOOTSTRAP" >/dev/null

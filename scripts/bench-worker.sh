@@ -27,11 +27,8 @@ trap cleanup EXIT
 bench=.build/release/worker-bench
 
 start_sim() {
-    .build/release/appstore-sim --port 0 >"$work/sim.out" &
-    sim_pid=$!
-    for _ in $(seq 100); do grep -q listening "$work/sim.out" && break; sleep 0.05; done
-    sim="$(sed -n 's/^listening on //p' "$work/sim.out")"
-    .build/release/appstore-sim --print-test-root >"$work/root.pem"
+    services_start_simulator "$work"
+    sim_pid=$SIM_PID sim=$SIM_URL
     curl -sf -X PUT "$sim/admin/faults" -d "{\"latency_ms\": $1}" >/dev/null
 }
 

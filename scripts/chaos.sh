@@ -36,11 +36,8 @@ log() { printf '[chaos] %s\n' "$*" >&2; }
 
 services_start_kafka 2>/dev/null
 services_start_postgres 2>/dev/null
-"$bin/appstore-sim" --port 0 >"$work/sim.out" &
-sim_pid=$!
-for _ in $(seq 100); do grep -q listening "$work/sim.out" && break; sleep 0.05; done
-sim="$(sed -n 's/^listening on //p' "$work/sim.out")"
-"$bin/appstore-sim" --print-test-root >"$work/root.pem"
+services_start_simulator "$work"
+sim_pid=$SIM_PID sim=$SIM_URL
 faults() { curl -sf -X PUT "$sim/admin/faults" -d "$1" >/dev/null; }
 
 # start_replica N: (re)starts replica N on the round's configuration.

@@ -72,6 +72,17 @@ services_start_postgres() {
     echo "[services] PostgreSQL on 127.0.0.1:$port" >&2
 }
 
+# services_start_simulator DIR: the release build's App Store simulator on a free loopback port; sets SIM_URL
+# and SIM_PID (the caller stops it), and writes the root its signed data chains to as DIR/root.pem.
+services_start_simulator() {
+    local dir="$1" bin="$SERVICES_ROOT/.build/release"
+    "$bin/appstore-sim" --port 0 >"$dir/sim.out" &
+    SIM_PID=$!
+    for _ in $(seq 100); do grep -q listening "$dir/sim.out" && break; sleep 0.05; done
+    SIM_URL="$(sed -n 's/^listening on //p' "$dir/sim.out")"
+    "$bin/appstore-sim" --print-test-root >"$dir/root.pem"
+}
+
 services_stop() {
     [ -n "$SERVICES_DIR" ] && [ -d "$SERVICES_DIR" ] || return 0
     if [ -f "$SERVICES_DIR/tansu.pid" ]; then
