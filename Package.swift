@@ -59,7 +59,7 @@ let package = Package(
 
         // Executables only wire the libraries together.
         .executableTarget(
-            name: "ReceiptWorkerCLI", dependencies: ["ReceiptWorker", "Kafka", "Observability"],
+            name: "ReceiptWorkerCLI", dependencies: ["ReceiptWorker", "Kafka", "Ledger", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(
             name: "KafkaBench", dependencies: ["Kafka", "Observability"],

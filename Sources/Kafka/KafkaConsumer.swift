@@ -38,6 +38,11 @@ public final class KafkaConsumer: Sendable {
             rd_kafka_conf_destroy(try librdkafkaProperties().makeConf())
         }
 
+        /// The properties librdkafka is given, in order (the guarded ones checked): for `check-config --print`.
+        public func effectiveProperties() throws(KafkaError) -> [(key: String, value: String)] {
+            try librdkafkaProperties().entries
+        }
+
         func librdkafkaProperties() throws(KafkaError) -> KafkaProperties {
             if properties["enable.auto.commit"].map({ $0 != "false" }) == true {
                 throw .invalidConfiguration(

@@ -30,6 +30,11 @@ public final class KafkaProducer: Sendable {
             rd_kafka_conf_destroy(try librdkafkaProperties().makeConf())
         }
 
+        /// The properties librdkafka is given, in order (the guarded ones checked): for `check-config --print`.
+        public func effectiveProperties() throws(KafkaError) -> [(key: String, value: String)] {
+            try librdkafkaProperties().entries
+        }
+
         func librdkafkaProperties() throws(KafkaError) -> KafkaProperties {
             let required = ["enable.idempotence": "true", "acks": "all"]
             for (key, value) in required

@@ -34,6 +34,11 @@ public protocol Ledger: Sendable {
     /// without asking Apple again.
     func storedEvent(jobID: String) async throws -> Data?
 
+    /// Deletes the results (stored for re-delivered jobs) decided before `cutoff`; returns how many. Grants are
+    /// never deleted: they are what stops a purchase from being granted twice. A job delivered again after
+    /// its result went is verified again, and its grant, if any, meets itself in the ledger: the same event.
+    func pruneResults(decidedBefore cutoff: Date) async throws -> Int
+
     /// Whether the ledger answers (for `/readyz`).
     func ping() async throws
 
@@ -54,12 +59,18 @@ public struct LedgerError: Error, Sendable, CustomStringConvertible {
 
 /// Opens the ledger a `ledger.url` names: `sqlite:PATH` or `postgresql://...`.
 public enum LedgerFactory {
-    public static func open(url: String, poolSize: Int = 8) async throws -> any Ledger {
+    /// `schema`: the PostgreSQL schema of the ledger's tables (`ledger.schema`); SQLite has none.
+    public static func open(url: String, poolSize: Int = 8, schema: String = PostgresSchema.defaultName) async throws
+        -> any Ledger
+    {
         if url.hasPrefix("sqlite:") {
             return try SQLiteLedger(path: String(url.dropFirst("sqlite:".count)))
         }
         if url.hasPrefix("postgresql://") || url.hasPrefix("postgres://") {
-            return try await PostgresLedger(url: url, poolSize: poolSize)
+            guard let schema = PostgresSchema(name: schema) else {
+                throw LedgerError("ledger.schema must be a lower-case SQL name (a-z, 0-9, _)")
+            }
+            return try await PostgresLedger(url: url, poolSize: poolSize, schema: schema)
         }
         throw LedgerError("ledger.url must start with sqlite: or postgresql://")
     }

@@ -27,116 +27,28 @@ public final class PostgresLedger: Ledger, Sendable {
         case failed(LedgerError)
     }
 
-    public init(url: String, poolSize: Int) async throws {
-        let pool = await PostgresPool(
-            url: url, size: poolSize, logger: Logger(label: "ledger"), prepare: Self.createSchema)
+    private let schema: PostgresSchema
+
+    public init(url: String, poolSize: Int, schema: PostgresSchema) async throws {
+        let logger = Logger(label: "ledger")
+        let pool = await PostgresPool(url: url, size: poolSize, logger: logger) { connection in
+            for migration in try schema.migrate(on: connection) {
+                logger.notice(
+                    "ledger schema migrated",
+                    ["schema": schema.name, "version": String(migration.version), "migration": migration.description])
+            }
+        }
         self.pool = pool
+        self.schema = schema
         // Half the connections each, so a burst of one kind never starves the other.
         let concurrent = max(1, poolSize / 2)
         lookups = Batcher(maxBatch: 256, maxConcurrent: concurrent) { jobIDs in
-            try await pool.withConnection { try Self.storedEvents(jobIDs, on: $0) }
+            try await pool.withConnection { try Self.storedEvents(jobIDs, schema: schema, on: $0) }
         }
         records = Batcher(maxBatch: 256, maxConcurrent: concurrent) { requests in
-            try await pool.withConnection { try Self.record(requests, on: $0) }
+            try await pool.withConnection { try Self.record(requests, schema: schema, on: $0) }
         }
     }
-
-    /// Creates the tables once. Replicas starting together would race on CREATE TABLE IF NOT EXISTS
-    /// (PostgreSQL then fails on its catalog's unique index), so creation holds an advisory lock.
-    private static func createSchema(on connection: PostgresConnection) throws {
-        try connection.query("BEGIN")
-        do {
-            try connection.query("SELECT pg_advisory_xact_lock(7261115)")  // any constant private to this schema
-            try connection.query(
-                """
-                CREATE TABLE IF NOT EXISTS grants (
-                    transaction_id TEXT PRIMARY KEY,
-                    order_id TEXT NOT NULL UNIQUE,
-                    granted_at TIMESTAMPTZ NOT NULL DEFAULT now())
-                """)
-            try connection.query(
-                """
-                CREATE TABLE IF NOT EXISTS results (
-                    job_id TEXT PRIMARY KEY,
-                    event TEXT NOT NULL,
-                    decided_at TIMESTAMPTZ NOT NULL DEFAULT now())
-                """)
-            // Version 2: the purchase identity (a restore's new transaction id is the same purchase). Existing
-            // grants get their transaction id, which is the identity of a consumable and of a first purchase.
-            try connection.query("ALTER TABLE grants ADD COLUMN IF NOT EXISTS purchase_id TEXT")
-            try connection.query("UPDATE grants SET purchase_id = transaction_id WHERE purchase_id IS NULL")
-            try connection.query("CREATE UNIQUE INDEX IF NOT EXISTS grants_purchase_id ON grants (purchase_id)")
-            // Replicas of the previous release (during a rolling update) insert grants without purchase_id:
-            // give them their transaction id, as the migration did, or a restore would not meet them.
-            try connection.query(
-                """
-                CREATE OR REPLACE FUNCTION receipt_worker_fill_purchase_id() RETURNS trigger LANGUAGE plpgsql AS $$
-                BEGIN
-                    NEW.purchase_id := coalesce(NEW.purchase_id, NEW.transaction_id);
-                    RETURN NEW;
-                END
-                $$
-                """)
-            try connection.query("DROP TRIGGER IF EXISTS grants_fill_purchase_id ON grants")
-            try connection.query(
-                """
-                CREATE TRIGGER grants_fill_purchase_id BEFORE INSERT ON grants
-                    FOR EACH ROW EXECUTE FUNCTION receipt_worker_fill_purchase_id()
-                """)
-            // The functions of version 1 stay for replicas of the previous release during a rolling update.
-            try connection.query(Self.recordFunction)
-            try connection.query(Self.recordBatchFunction)
-            try connection.query("COMMIT")
-        } catch {
-            _ = try? connection.query("ROLLBACK")
-            throw error
-        }
-    }
-
-    /// The claim and the decision in one round trip, one transaction. Each statement of a PL/pgSQL function
-    /// takes a fresh snapshot under READ COMMITTED, so a grant committed meanwhile by another replica is seen
-    /// (one SQL statement with CTEs would share a single snapshot and miss it). When another replica stored
-    /// this job's decision meanwhile, the function raises: the grant it made rolls back, and the retry finds
-    /// the stored answer.
-    static let recordFunction = """
-        CREATE OR REPLACE FUNCTION receipt_worker_record_v2(p_job TEXT, p_transaction TEXT, p_order TEXT, p_purchase TEXT, p_event TEXT)
-        RETURNS TABLE (outcome TEXT, stored TEXT) LANGUAGE plpgsql AS $$
-        DECLARE
-            v_event TEXT;
-            v_owner TEXT;
-            v_transaction TEXT;
-        BEGIN
-            SELECT event INTO v_event FROM results WHERE job_id = p_job;
-            IF FOUND THEN
-                RETURN QUERY SELECT 'replay'::TEXT, v_event;
-                RETURN;
-            END IF;
-            IF p_transaction IS NOT NULL THEN
-                INSERT INTO grants (transaction_id, order_id, purchase_id)
-                    VALUES (p_transaction, p_order, coalesce(p_purchase, p_transaction)) ON CONFLICT DO NOTHING;
-                IF NOT FOUND THEN
-                    -- Another order's grant of this transaction or purchase first, if there is one.
-                    SELECT order_id, transaction_id INTO v_owner, v_transaction FROM grants
-                        WHERE transaction_id = p_transaction OR purchase_id = coalesce(p_purchase, p_transaction)
-                            OR transaction_id = coalesce(p_purchase, p_transaction)
-                        ORDER BY order_id = p_order LIMIT 1;
-                    IF FOUND AND v_owner <> p_order THEN
-                        RETURN QUERY SELECT 'duplicate_transaction'::TEXT, NULL::TEXT;
-                        RETURN;
-                    ELSIF NOT FOUND OR v_transaction <> p_transaction THEN
-                        RETURN QUERY SELECT 'order_already_fulfilled'::TEXT, NULL::TEXT;
-                        RETURN;
-                    END IF;
-                END IF;
-            END IF;
-            INSERT INTO results (job_id, event) VALUES (p_job, p_event) ON CONFLICT (job_id) DO NOTHING;
-            IF NOT FOUND THEN
-                RAISE EXCEPTION 'job % was decided concurrently', p_job USING ERRCODE = 'RW001';
-            END IF;
-            RETURN QUERY SELECT 'recorded'::TEXT, NULL::TEXT;
-        END
-        $$
-        """
 
     public func record(jobID: String, claim: LedgerClaim, event: Data) async throws -> LedgerOutcome {
         let (transactionID, orderID, purchaseID): (String?, String?, String?) =
@@ -172,10 +84,59 @@ public final class PostgresLedger: Ledger, Sendable {
         pool.close()
     }
 
+    /// Deletes stored results decided before `cutoff`, 10,000 rows a transaction (short locks, a bounded
+    /// WAL burst). Under a try-lock: with many replicas pruning on a timer, one does the work at a time and
+    /// the others return 0 at once.
+    public func pruneResults(decidedBefore cutoff: Date) async throws -> Int {
+        let name = schema.name
+        let since = Timestamp.rfc3339(cutoff)
+        var total = 0
+        while true {
+            let deleted = try await pool.withConnection { connection -> Int? in
+                try connection.query("BEGIN")
+                do {
+                    guard
+                        try connection.query("SELECT pg_try_advisory_xact_lock(\(PostgresSchema.pruneLock))").first
+                            == "t"
+                    else {
+                        try connection.query("ROLLBACK")
+                        return nil
+                    }
+                    let rows = try connection.query(
+                        """
+                        WITH doomed AS (SELECT job_id FROM \(name).results WHERE decided_at < $1::timestamptz LIMIT 10000)
+                        DELETE FROM \(name).results r USING doomed WHERE r.job_id = doomed.job_id RETURNING 1
+                        """, [since])
+                    try connection.query("COMMIT")
+                    return rows.count
+                } catch {
+                    _ = try? connection.query("ROLLBACK")
+                    throw error
+                }
+            }
+            guard let deleted else { return total }
+            total += deleted
+            if deleted < 10_000 { return total }
+        }
+    }
+
+    /// Applies the schema's missing migrations without opening a ledger (`receipt-worker ledger migrate`).
+    public static func migrate(url: String, schema: PostgresSchema) async throws -> [PostgresSchema.Migration] {
+        let thread = BlockingThread(name: "ledger-migrate")
+        defer { thread.stop() }
+        return try await thread.perform {
+            let connection = try PostgresConnection(url: url)
+            return try schema.migrate(on: connection)
+        }
+    }
+
     /// One query for many jobs' stored events.
-    static func storedEvents(_ jobIDs: [String], on connection: PostgresConnection) throws -> [Data?] {
+    static func storedEvents(_ jobIDs: [String], schema: PostgresSchema, on connection: PostgresConnection) throws
+        -> [Data?]
+    {
         let rows = try connection.rows(
-            "SELECT job_id, event FROM results WHERE job_id = ANY($1::text[])", [PostgresArray.literal(jobIDs)])
+            "SELECT job_id, event FROM \(schema.name).results WHERE job_id = ANY($1::text[])",
+            [PostgresArray.literal(jobIDs)])
         var found: [String: Data] = [:]
         for row in rows where row.count == 2 {
             if let id = row[0], let event = row[1] { found[id] = Data(event.utf8) }
@@ -183,15 +144,17 @@ public final class PostgresLedger: Ledger, Sendable {
         return jobIDs.map { found[$0] }
     }
 
-    /// One call of `receipt_worker_record_batch` for many decisions. Grants are sent in transaction-id
+    /// One call of `record_batch_v2` for many decisions. Grants are sent in transaction-id
     /// order, so two batches claiming the same transactions lock them in the same order. Nil for an item
     /// that met a concurrent decision (to be retried alone).
-    static func record(_ requests: [RecordRequest], on connection: PostgresConnection) throws -> [RecordAnswer] {
+    static func record(_ requests: [RecordRequest], schema: PostgresSchema, on connection: PostgresConnection) throws
+        -> [RecordAnswer]
+    {
         let order = requests.indices.sorted { (requests[$0].transactionID ?? "") < (requests[$1].transactionID ?? "") }
         let sorted = order.map { requests[$0] }
         let rows = try connection.rows(
             """
-            SELECT outcome, stored FROM receipt_worker_record_batch_v2($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+            SELECT outcome, stored FROM \(schema.name).record_batch_v2($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
             """,
             [
                 PostgresArray.literal(sorted.map(\.jobID)), PostgresArray.literal(sorted.map(\.transactionID)),
@@ -199,7 +162,7 @@ public final class PostgresLedger: Ledger, Sendable {
                 PostgresArray.literal(sorted.map(\.event)),
             ])
         guard rows.count == requests.count else {
-            throw LedgerError("receipt_worker_record_batch_v2 answered \(rows.count) of \(requests.count)")
+            throw LedgerError("record_batch_v2 answered \(rows.count) of \(requests.count)")
         }
         var answers = [RecordAnswer](repeating: .conflict, count: requests.count)
         for (position, row) in zip(order, rows) {
@@ -216,32 +179,9 @@ public final class PostgresLedger: Ledger, Sendable {
                 let text = stored ?? ""
                 answers[position] = .failed(
                     LedgerError("postgresql: \(text)", isPermanent: text.hasPrefix("22") || text.hasPrefix("54")))
-            default: throw LedgerError("unexpected answer from receipt_worker_record_batch_v2")
+            default: throw LedgerError("unexpected answer from record_batch_v2")
             }
         }
         return answers
     }
-
-    /// The batch form of `receipt_worker_record_v2`: one row per item, in order. Each item runs in a
-    /// subtransaction, so an item that meets a concurrent decision (or a deadlock with another batch) rolls
-    /// back alone and answers `conflict`, to be retried; the others are kept. Any other failure answers
-    /// `error` with its SQLSTATE: it is not a race, and must not be retried as one.
-    static let recordBatchFunction = """
-        CREATE OR REPLACE FUNCTION receipt_worker_record_batch_v2(p_jobs TEXT[], p_transactions TEXT[], p_orders TEXT[], p_purchases TEXT[], p_events TEXT[])
-        RETURNS TABLE (outcome TEXT, stored TEXT) LANGUAGE plpgsql AS $$
-        BEGIN
-            FOR i IN 1 .. coalesce(array_length(p_jobs, 1), 0) LOOP
-                BEGIN
-                    RETURN QUERY SELECT r.outcome, r.stored
-                        FROM receipt_worker_record_v2(p_jobs[i], p_transactions[i], p_orders[i], p_purchases[i], p_events[i]) AS r;
-                EXCEPTION
-                    WHEN unique_violation OR deadlock_detected OR serialization_failure OR SQLSTATE 'RW001' THEN
-                        RETURN QUERY SELECT 'conflict'::TEXT, NULL::TEXT;
-                    WHEN OTHERS THEN
-                        RETURN QUERY SELECT 'error'::TEXT, SQLSTATE || ' ' || SQLERRM;
-                END;
-            END LOOP;
-        END
-        $$
-        """
 }

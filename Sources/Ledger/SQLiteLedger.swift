@@ -1,6 +1,7 @@
 import CSQLite
 import Dispatch
 import Foundation
+import Observability
 
 /// The ledger in one SQLite file, for a single host. Every statement runs on one serial queue (SQLite has
 /// one writer at a time anyway), off Swift's cooperative pool; WAL keeps readers out of the writer's way.
@@ -80,6 +81,23 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
 
     public func storedEvent(jobID: String) async throws -> Data? {
         try await queue.perform { try self.queryBlob("SELECT event FROM results WHERE job_id = ?1", [jobID]) }
+    }
+
+    public func pruneResults(decidedBefore cutoff: Date) async throws -> Int {
+        // decided_at is RFC 3339 in UTC with milliseconds: text order is time order.
+        let since = Timestamp.rfc3339(cutoff)
+        var total = 0
+        while true {
+            let deleted = try await queue.perform {
+                try self.checkFile()
+                try self.run(
+                    "DELETE FROM results WHERE rowid IN (SELECT rowid FROM results WHERE decided_at < ?1 LIMIT 10000)",
+                    [since])
+                return Int(sqlite3_changes(self.db))
+            }
+            total += deleted
+            if deleted < 10_000 { return total }
+        }
     }
 
     /// Writes, as a decision would: a lock held by another process, a full disk or a read-only file fail

@@ -1,5 +1,7 @@
 import AppleVerification
 import Foundation
+import Kafka
+import Ledger
 import Observability
 
 /// Reads `key=value` properties (`#` and `!` start comments), then `RECEIPT_WORKER_*` environment
@@ -13,8 +15,9 @@ public enum ConfigurationLoader {
     public static let environmentPrefix = "RECEIPT_WORKER_"
 
     /// What the configuration is for: the worker needs `apple.bundle_id`; the command-line tools
-    /// (`enqueue`, `results`, `dlq replay`) only read the Kafka and topic keys.
-    public enum Purpose: Sendable { case worker, tool }
+    /// (`enqueue`, `results`, `dlq replay`) only read the Kafka and topic keys; `ledger` commands only the
+    /// ledger's. Neither kind of tool reads Apple's key, shared secret or roots.
+    public enum Purpose: Sendable { case worker, tool, ledger }
 
     /// Every key `build` accepts besides `kafka.*` (and the two `kafka.*` keys every deployment sets).
     /// config/worker.properties shows each one; a test holds the two together.
@@ -27,6 +30,7 @@ public enum ConfigurationLoader {
         "apple.shared_secret_file", "apple.api.production_url", "apple.api.sandbox_url", "apple.api.key_id",
         "apple.api.issuer_id",
         "apple.api.private_key_file", "apple.root_certificates", "ledger.url", "ledger.url_file", "ledger.pool_size",
+        "ledger.schema", "ledger.results_retention_days",
         "worker.max_in_flight", "worker.max_in_flight_bytes",
         "worker.drain_timeout_ms", "worker.stall_timeout_ms", "retry.max_attempts", "retry.initial_backoff_ms",
         "retry.max_backoff_ms",
@@ -38,17 +42,28 @@ public enum ConfigurationLoader {
         file: String?, overrides: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
         purpose: Purpose = .worker
     ) throws -> WorkerConfiguration {
-        var properties: [(key: String, value: String)] = []
-        var fromEnvironment: [String: String] = [:]  // key -> the variable that set it last
+        try loadWithSources(file: file, overrides: overrides, environment: environment, purpose: purpose).configuration
+    }
+
+    /// ``load(file:overrides:environment:purpose:)``, keeping each key's winning value and where it came from
+    /// (for `check-config --print`). An error about a key names its source and, unless it is a secret, its
+    /// value: `worker.max_in_flight=lots (from worker.properties:12): must be an integer ...`.
+    public static func loadWithSources(
+        file: String?, overrides: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
+        purpose: Purpose = .worker
+    ) throws -> LoadedConfiguration {
+        var settings: [LoadedConfiguration.Setting] = []
         if let file {
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
                 throw ConfigurationError(key: "--config", reason: "cannot read \(file)")
             }
-            properties = try self.properties(text: text, source: file)
+            settings = try numberedProperties(text: text, source: file).map {
+                .init(key: $0.key, value: $0.value, source: .file(path: file, line: $0.line))
+            }
         }
         for (variable, value) in environment.sorted(by: { $0.key < $1.key }) where isKeyVariable(variable) {
-            properties.append((key(forEnvironmentVariable: variable), value))
-            fromEnvironment[key(forEnvironmentVariable: variable)] = variable
+            settings.append(
+                .init(key: key(forEnvironmentVariable: variable), value: value, source: .environment(variable)))
         }
         for variable in ["LOG_LEVEL", environmentPrefix + "LOG_LEVEL"] {
             if let level = environment[variable], Logger.Level(name: level) == nil {
@@ -61,24 +76,52 @@ public enum ConfigurationLoader {
             guard let equals = override.firstIndex(of: "=") else {
                 throw ConfigurationError(key: "--set", reason: "expected key=value")
             }
-            properties.append((String(override[..<equals]), String(override[override.index(after: equals)...])))
-            fromEnvironment[String(override[..<equals])] = nil
+            settings.append(
+                .init(
+                    key: String(override[..<equals]), value: String(override[override.index(after: equals)...]),
+                    source: .commandLine))
         }
         // Later sources win: only each key's last value is validated (a bad value overridden is no error).
         var seen: Set<String> = []
-        properties = properties.reversed().filter { seen.insert($0.key).inserted }.reversed()
+        settings = settings.reversed().filter { seen.insert($0.key).inserted }.reversed()
         do {
-            return try build(properties, purpose: purpose)
+            let configuration = try build(settings.map { ($0.key, $0.value) }, purpose: purpose)
+            return LoadedConfiguration(configuration: configuration, settings: settings)
         } catch let error as ConfigurationError {
-            guard let variable = fromEnvironment[error.key] else { throw error }
-            throw ConfigurationError(key: "\(error.key) (from \(variable))", reason: error.reason)
+            guard let setting = settings.last(where: { $0.key == error.key }) else { throw error }
+            let shown = printable(setting.key, setting.value).map { "=" + displayed($0) } ?? ""
+            throw ConfigurationError(key: "\(error.key)\(shown) (from \(setting.source))", reason: error.reason)
         }
+    }
+
+    /// A key's value as it may be shown in an error or by `check-config --print`; nil for a secret (the
+    /// shared secret, a password-bearing ledger URL, librdkafka's credentials). The `*_file` keys hold
+    /// paths, which are not secret.
+    public static func printable(_ key: String, _ value: String) -> String? {
+        if key.hasSuffix("_file") { return value }
+        if key == "apple.shared_secret" { return nil }
+        if key.hasPrefix("kafka.") && KafkaError.isSensitiveProperty(String(key.dropFirst(6))) { return nil }
+        if key == "ledger.url" && WorkerConfiguration.withoutPassword(value) != value { return nil }
+        return value
+    }
+
+    /// A value as an error shows it: quoted when it has spaces, control characters replaced, at most 80
+    /// characters (a value may be anything a file or a variable holds).
+    static func displayed(_ value: String) -> String {
+        var text = String(
+            value.unicodeScalars.prefix(80).map { $0.properties.generalCategory == .control ? "?" : Character($0) })
+        if value.unicodeScalars.count > 80 { text += "..." }
+        return text.isEmpty || text.contains(" ") ? "\"\(text)\"" : text
     }
 
     /// The `key=value` lines of a properties file's text, in order, keys and values trimmed; blank lines and
     /// comments (`#`, `!`) skipped. `source` names the file in errors (`worker.properties:12`).
     package static func properties(text: String, source: String) throws -> [(key: String, value: String)] {
-        var properties: [(key: String, value: String)] = []
+        try numberedProperties(text: text, source: source).map { ($0.key, $0.value) }
+    }
+
+    static func numberedProperties(text: String, source: String) throws -> [(key: String, value: String, line: Int)] {
+        var properties: [(key: String, value: String, line: Int)] = []
         var lines: [String: Int] = [:]  // key -> the line that set it
         // Any line ending: "\r\n" is one Character in Swift, so splitting on "\n" would keep a Windows file
         // as one line (a first-line comment would swallow every setting).
@@ -97,7 +140,8 @@ public enum ConfigurationLoader {
                     key: "\(source):\(number + 1)", reason: "\(key) is already set at line \(first)")
             }
             lines[key] = number + 1
-            properties.append((key, line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)))
+            properties.append(
+                (key, line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces), number + 1))
         }
         return properties
     }
@@ -199,6 +243,12 @@ public enum ConfigurationLoader {
                 rootFiles = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
             case "ledger.url": configuration.ledgerURL = try ledgerURL(key, value)
             case "ledger.pool_size": configuration.ledgerPoolSize = try integer(1...256)
+            case "ledger.schema":
+                guard PostgresSchema(name: value) != nil else {
+                    throw ConfigurationError(key: key, reason: "must be a lower-case SQL name: a-z, 0-9 and _, 1 to 63")
+                }
+                configuration.ledgerSchema = value
+            case "ledger.results_retention_days": configuration.resultsRetentionDays = try integer(0...36_500)
             case "ledger.url_file" where purpose == .tool: break  // the tools never open the ledger
             case "ledger.url_file":
                 // A PostgreSQL URL carries its password: it may live in a mounted secret instead.
@@ -250,7 +300,7 @@ public enum ConfigurationLoader {
         } else {
             configuration.apple.rootCertificates = [AppleRootCertificates.appleRootCAG3]
         }
-        guard !configuration.apple.bundleID.isEmpty || purpose == .tool else {
+        guard !configuration.apple.bundleID.isEmpty || purpose != .worker else {
             throw ConfigurationError(key: "apple.bundle_id", reason: "is required")
         }
         // Over http the shared secret and the API's bearer token travel in clear, and anyone on the path can

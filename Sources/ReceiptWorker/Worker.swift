@@ -83,6 +83,7 @@ public final class Worker: Sendable {
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { await self.commitLoop() }
             group.addTask { await self.ledgerHealthLoop() }
+            group.addTask { await self.resultsPruneLoop() }
             group.addTask { await self.startJobs() }
             group.addTask { await self.livenessLoop() }
             // This loop never waits for a slot: it keeps reading, so rebalances are served at once and the

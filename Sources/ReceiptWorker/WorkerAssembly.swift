@@ -46,7 +46,8 @@ public enum WorkerAssembly {
         let kafka = try kafkaConfigurations(configuration)
         let consumer = try KafkaConsumer(configuration: kafka.consumer, logger: logger)
         let producer = try KafkaProducer(configuration: kafka.producer, logger: logger)
-        let ledger = try await LedgerFactory.open(url: configuration.ledgerURL, poolSize: configuration.ledgerPoolSize)
+        let ledger = try await LedgerFactory.open(
+            url: configuration.ledgerURL, poolSize: configuration.ledgerPoolSize, schema: configuration.ledgerSchema)
         return Worker(
             configuration: configuration, consumer: consumer, producer: producer, ledger: ledger, apple: apple,
             metrics: metrics,

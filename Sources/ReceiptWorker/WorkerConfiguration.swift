@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import Ledger
 
 /// Everything `receipt-worker run` is configured with (CONTRACT.md §6), validated once.
 public struct WorkerConfiguration: Sendable {
@@ -46,6 +47,11 @@ public struct WorkerConfiguration: Sendable {
     public var ledgerURL = "sqlite:receipt-worker.sqlite"
     /// `ledger.pool_size`: PostgreSQL connections per replica, each with a thread of its own. Default: 16.
     public var ledgerPoolSize = 16
+    /// `ledger.schema`: the PostgreSQL schema of the ledger's tables and functions. Default: receipt_worker.
+    public var ledgerSchema = PostgresSchema.defaultName
+    /// `ledger.results_retention_days`: results stored for re-delivered jobs are deleted after this many
+    /// days (grants never are); 0 keeps them forever. Default: 30.
+    public var resultsRetentionDays = 30
     /// `worker.max_in_flight`: jobs being verified at once. Default: 1,000.
     public var maxInFlight = 1_000
     /// `worker.max_in_flight_bytes`: bytes of job messages being verified or waiting at once. Each byte of a
@@ -76,38 +82,42 @@ public struct WorkerConfiguration: Sendable {
 }
 
 extension WorkerConfiguration {
-    /// Every key in effect, defaults included, as `key=value` lines for `check-config --print`. Secrets
-    /// (the shared secret, the API key, the ledger URL's password, credential-bearing kafka.* values) are
-    /// shown as `<set>`, never their value.
-    public var effectiveProperties: [String] {
+    /// Each documented key's default, as a properties file writes it; nil for a key with no default (not
+    /// set, or a file's path).
+    static var defaultProperties: [String: String?] {
+        let defaults = WorkerConfiguration()
         func duration(_ value: Duration) -> String { String(value.milliseconds) }
-        var lines = [
-            "topics.jobs=\(topics.jobs)", "topics.results=\(topics.results)", "topics.retries=\(topics.retries)",
-            "topics.dlq=\(topics.dlq)", "jobs.max_bytes=\(jobsMaxBytes)", "apple.bundle_id=\(apple.bundleID)",
-            "apple.allow_sandbox=\(apple.allowSandbox)",
-            "apple.transaction_id_requires_account_token=\(apple.transactionIDRequiresAccountToken)",
-            "apple.verify_receipt.production_url=\(apple.verifyReceiptProductionURL)",
-            "apple.verify_receipt.sandbox_url=\(apple.verifyReceiptSandboxURL)",
-            "apple.shared_secret=\(apple.sharedSecret == nil ? "<not set>" : "<set>")",
-            "apple.api.production_url=\(apple.apiProductionURL)", "apple.api.sandbox_url=\(apple.apiSandboxURL)",
-            "apple.api.key_id=\(apple.apiKeyID ?? "<not set>")",
-            "apple.api.issuer_id=\(apple.apiIssuerID ?? "<not set>")",
-            "apple.api.private_key=\(apple.apiPrivateKeyPEM == nil ? "<not set>" : "<set>")",
-            "apple.root_certificates=\(apple.rootCertificates.count) certificate(s)",
-            "ledger.url=\(Self.withoutPassword(ledgerURL))", "ledger.pool_size=\(ledgerPoolSize)",
-            "worker.max_in_flight=\(maxInFlight)", "worker.max_in_flight_bytes=\(maxInFlightBytes)",
-            "worker.drain_timeout_ms=\(duration(drainTimeout))",
-            "worker.stall_timeout_ms=\(duration(stallTimeout))",
-            "retry.max_attempts=\(retry.maxAttempts)", "retry.initial_backoff_ms=\(duration(retry.initialBackoff))",
-            "retry.max_backoff_ms=\(duration(retry.maxBackoff))", "http.timeout_ms=\(duration(httpTimeout))",
-            "http.ca_file=\(httpCAFile ?? "<system>")", "events.source=\(eventSource)",
-            "metrics.listen=\(metricsListen ?? "<off>")",
+        return [
+            "topics.jobs": defaults.topics.jobs, "topics.results": defaults.topics.results,
+            "topics.retries": defaults.topics.retries, "topics.dlq": defaults.topics.dlq,
+            "jobs.max_bytes": String(defaults.jobsMaxBytes),
+            "apple.allow_sandbox": String(defaults.apple.allowSandbox), "apple.allow_insecure_urls": "false",
+            "apple.transaction_id_requires_account_token": String(defaults.apple.transactionIDRequiresAccountToken),
+            "apple.verify_receipt.production_url": defaults.apple.verifyReceiptProductionURL,
+            "apple.verify_receipt.sandbox_url": defaults.apple.verifyReceiptSandboxURL,
+            "apple.api.production_url": defaults.apple.apiProductionURL,
+            "apple.api.sandbox_url": defaults.apple.apiSandboxURL,
+            "ledger.url": defaults.ledgerURL, "ledger.pool_size": String(defaults.ledgerPoolSize),
+            "ledger.schema": defaults.ledgerSchema,
+            "ledger.results_retention_days": String(defaults.resultsRetentionDays),
+            "worker.max_in_flight": String(defaults.maxInFlight),
+            "worker.max_in_flight_bytes": String(defaults.maxInFlightBytes),
+            "worker.drain_timeout_ms": duration(defaults.drainTimeout),
+            "worker.stall_timeout_ms": duration(defaults.stallTimeout),
+            "retry.max_attempts": String(defaults.retry.maxAttempts),
+            "retry.initial_backoff_ms": duration(defaults.retry.initialBackoff),
+            "retry.max_backoff_ms": duration(defaults.retry.maxBackoff),
+            "http.timeout_ms": duration(defaults.httpTimeout), "events.source": defaults.eventSource,
+            "kafka.bootstrap.servers": defaults.kafka["bootstrap.servers"],
+            "kafka.group.id": defaults.kafka["group.id"],
         ]
-        for (key, value) in kafka.sorted(by: { $0.key < $1.key }) {
-            lines.append("kafka.\(key)=\(KafkaError.isSensitiveProperty(key) ? "<set>" : value)")
-        }
-        return lines
     }
+
+    /// Keys set another way: `ledger.url` from `ledger.url_file`, and the like.
+    static let alternatives = [
+        "ledger.url": "ledger.url_file", "ledger.url_file": "ledger.url",
+        "apple.shared_secret": "apple.shared_secret_file", "apple.shared_secret_file": "apple.shared_secret",
+    ]
 
     /// `postgresql://user:secret@host/db?password=secret` → `postgresql://user:<set>@host/db?password=<set>`.
     static func withoutPassword(_ url: String) -> String {

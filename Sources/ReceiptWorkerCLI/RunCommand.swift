@@ -65,16 +65,19 @@ enum CheckConfigCommand {
         certificates), so what passes here does not fail at start-up for its configuration.
 
         options:
-          --print            also print every key in effect, defaults included, secrets as <set>
+          --print            also print the configuration in effect as a properties file that --config
+                             reads back: each key grouped by where it was set, the defaults, and the
+                             settings librdkafka is given; secrets commented out, never printed
 
         Exit codes: 0 valid; 2 invalid (the message names the key).
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
         let options = try Options(arguments, valued: Options.configurationOptions, flags: ["--print"])
-        let configuration = try options.configuration(purpose: .worker)
-        try WorkerAssembly.validate(configuration)
-        if options.has("--print") { configuration.effectiveProperties.forEach { emit($0) } }
+        let loaded = try ConfigurationLoader.loadWithSources(
+            file: options.value("--config"), overrides: options.all("--set"), purpose: .worker)
+        try WorkerAssembly.validate(loaded.configuration)
+        if options.has("--print") { print(loaded.propertiesText()) }
         emit("configuration is valid")
         return 0
     }

@@ -15,6 +15,7 @@ let topUsage = """
       enqueue        submit a receipt job (from flags or a JSON file)
       results        follow the results topic, one readable line per event
       dlq replay     send dead letters back to the jobs topic (filters, dry run)
+      ledger         migrate the PostgreSQL ledger's schema (or print its SQL); prune stored results
 
     `receipt-worker <command> --help` describes a command and its options.
     Configuration: --config FILE (key=value), RECEIPT_WORKER_* environment variables, --set key=value.
@@ -38,6 +39,7 @@ let commands: [String: Command] = [
     "enqueue": Command(help: EnqueueCommand.help, run: { try await EnqueueCommand.run($0) }),
     "results": Command(help: ResultsCommand.help, run: { try await ResultsCommand.run($0) }),
     "dlq replay": Command(help: DeadLetterReplayCommand.help, run: { try await DeadLetterReplayCommand.run($0) }),
+    "ledger": Command(help: LedgerCommand.help, run: { try await LedgerCommand.run($0) }),
 ]
 
 var arguments = Array(CommandLine.arguments.dropFirst())

@@ -97,7 +97,9 @@ struct PurchaseIdentityLedgerTests {
         await again.close()
     }
 
-    @Test("a PostgreSQL ledger of the first schema is migrated in place: its grants keep their purchases")
+    @Test(
+        "a PostgreSQL ledger of the first schema, in the default schema, moves into ledger.schema: its grants keep their purchases"
+    )
     func migratePostgres() async throws {
         let url = try makePostgresDatabase()
         #expect(
@@ -108,13 +110,22 @@ struct PurchaseIdentityLedgerTests {
                     granted_at TIMESTAMPTZ NOT NULL DEFAULT now());
                 CREATE TABLE results (job_id TEXT PRIMARY KEY, event TEXT NOT NULL,
                     decided_at TIMESTAMPTZ NOT NULL DEFAULT now());
+                CREATE FUNCTION receipt_worker_record(p_job TEXT) RETURNS TEXT LANGUAGE sql AS 'SELECT p_job';
                 INSERT INTO grants (transaction_id, order_id) VALUES ('100', 'old-order');
+                INSERT INTO results (job_id, event) VALUES ('old-job', '{"old":true}');
                 """) == 0)
         let ledger = try await LedgerFactory.open(url: url, poolSize: 2)
         let restore = LedgerClaim.grant(orderID: "new-order", transactionID: "200", purchaseID: "100")
         #expect(try await ledger.record(jobID: "j", claim: restore, event: event) == .duplicateTransaction)
-        // A replica of the previous release, still running during a rolling update, grants the old way.
-        #expect(runPsql(url, "INSERT INTO grants (transaction_id, order_id) VALUES ('300', 'rolling-order')") == 0)
+        #expect(try await ledger.storedEvent(jobID: "old-job") == Data(#"{"old":true}"#.utf8))
+        // The rows moved with their tables; the previous release's functions are gone, so a replica of it
+        // still running during a rolling update fails its writes (and retries) instead of granting alone.
+        #expect(runPsql(url, "SELECT 1 FROM receipt_worker.grants WHERE transaction_id = '100'") == 0)
+        #expect(runPsql(url, "INSERT INTO public.grants (transaction_id, order_id) VALUES ('300', 'x')") != 0)
+        #expect(runPsql(url, "SELECT receipt_worker_record('x')") != 0)
+        // A grant inserted without purchase_id (by hand, or an older writer) still gets its identity.
+        #expect(
+            runPsql(url, "INSERT INTO receipt_worker.grants (transaction_id, order_id) VALUES ('300', 'manual')") == 0)
         let restoreOfIt = LedgerClaim.grant(orderID: "other-order", transactionID: "301", purchaseID: "300")
         #expect(try await ledger.record(jobID: "k", claim: restoreOfIt, event: event) == .duplicateTransaction)
         await ledger.close()

@@ -134,13 +134,78 @@ struct ConfigurationTests {
 
     @Test("check-config --print hides a PostgreSQL password given in the URL or as a query parameter")
     func printHidesPasswords() throws {
-        let configuration = try load([
-            "apple.bundle_id=b",
-            "ledger.url=postgresql://worker:hunter2@db/ledger?sslmode=require&PassWord=hunter3&password%3D=x",
-        ])
-        let printed = configuration.effectiveProperties.joined(separator: "\n")
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).properties").path
+        try
+            "apple.bundle_id=b\nledger.url=postgresql://worker:hunter2@db/ledger?sslmode=require&PassWord=hunter3&password%3D=x"
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        let printed = try ConfigurationLoader.loadWithSources(file: path, overrides: [], environment: [:])
+            .propertiesText()
         #expect(!printed.contains("hunter2") && !printed.contains("hunter3"), "\(printed)")
-        #expect(printed.contains("sslmode=require"))
+        #expect(printed.contains("# ledger.url=postgresql://worker:<set>@db/ledger?sslmode=require"))
+    }
+
+    @Test("check-config --print reads back as a configuration file to the same configuration, sources named")
+    func printedConfigurationReadsBack() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).properties").path
+        try "apple.bundle_id=com.example\nworker.max_in_flight=50\nledger.url=sqlite:/tmp/x.sqlite\n"
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        let loaded = try ConfigurationLoader.loadWithSources(
+            file: path, overrides: ["retry.max_attempts=3", "apple.shared_secret=s3cr3t"],
+            environment: ["RECEIPT_WORKER_KAFKA__CLIENT__ID": "w1"])
+        let printed = loaded.propertiesText()
+        #expect(printed.contains("# ---- from the file \(path) ----\napple.bundle_id=com.example\n"))
+        #expect(printed.contains("# ---- from the environment ----\nkafka.client.id=w1\n"))
+        #expect(printed.contains("# ---- from --set ----\nretry.max_attempts=3\n"))
+        #expect(printed.contains("\nretry.initial_backoff_ms=200\n"))  // a default
+        #expect(printed.contains("\n# metrics.listen=  (not set)\n"))
+        // The settings the worker forces are shown, for reference, commented.
+        #expect(printed.contains("\n# enable.auto.commit=false\n") && printed.contains("\n# enable.idempotence=true\n"))
+        #expect(!printed.contains("s3cr3t"))
+        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("printed-\(UUID()).properties").path
+        try printed.write(toFile: copy, atomically: true, encoding: .utf8)
+        let again = try ConfigurationLoader.loadWithSources(
+            file: copy, overrides: ["apple.shared_secret=s3cr3t"], environment: [:])
+        #expect(again.configuration.maxInFlight == 50 && again.configuration.retry.maxAttempts == 3)
+        #expect(again.configuration.kafka == loaded.configuration.kafka)
+        #expect(again.configuration.ledgerURL == "sqlite:/tmp/x.sqlite")
+        #expect(again.configuration.apple.sharedSecret == "s3cr3t")
+        // Printed again, it says the same (but for where each value came from).
+        let strip = { (text: String) in text.split(separator: "\n").filter { !$0.hasPrefix("#") }.sorted() }
+        #expect(strip(again.propertiesText()) == strip(printed))
+    }
+
+    @Test("an error names the key's source and value (a file's line, a variable), never a secret's value")
+    func errorsShowSourceAndValue() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).properties").path
+        try "apple.bundle_id=b\n\n# comment\nworker.max_in_flight=lots\n".write(
+            toFile: path, atomically: true, encoding: .utf8)
+        let fromFile = #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader.load(file: path, overrides: [], environment: [:])
+        }
+        #expect(
+            fromFile.map { "\($0)" }?.contains("worker.max_in_flight=lots (from \(path):4): must be an integer") == true
+        )
+        let fromVariable = #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader.load(
+                file: path, overrides: ["worker.max_in_flight=5"],
+                environment: ["RECEIPT_WORKER_HTTP__TIMEOUT_MS": "1 000"])
+        }
+        #expect(
+            fromVariable.map { "\($0)" }?.contains("http.timeout_ms=\"1 000\" (from RECEIPT_WORKER_HTTP__TIMEOUT_MS)")
+                == true)
+        let secret = #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader.load(
+                file: path, overrides: ["worker.max_in_flight=5", "ledger.url=mysql://u:pa55@db/x"], environment: [:])
+        }
+        #expect(secret.map { "\($0)" }?.contains("ledger.url (from --set): must start with") == true)
+        #expect(secret.map { "\($0)" }?.contains("pa55") == false)
+        let controls = #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader.load(
+                file: path, overrides: ["worker.max_in_flight=\u{1b}[2J" + String(repeating: "9", count: 500)],
+                environment: [:])
+        }
+        let text = controls.map { "\($0)" } ?? ""
+        #expect(!text.contains("\u{1b}") && text.count < 300, "\(text)")
     }
 
     @Test("a secret's value never appears in an error")
@@ -179,7 +244,7 @@ struct ConfigurationTests {
         let error = #expect(throws: ConfigurationError.self) {
             try load(["apple.bundle_id=b"], environment: ["RECEIPT_WORKER_WORKER__MAX_INFLIGHT": "5"])
         }
-        #expect(error?.key == "worker.max_inflight (from RECEIPT_WORKER_WORKER__MAX_INFLIGHT)")
+        #expect(error?.key == "worker.max_inflight=5 (from RECEIPT_WORKER_WORKER__MAX_INFLIGHT)")
     }
 
     @Test("secrets from files: kafka.*_file and ledger.url_file")
@@ -197,7 +262,7 @@ struct ConfigurationTests {
         let error = #expect(throws: ConfigurationError.self) {
             try load(["apple.bundle_id=b", "kafka.sasl.password_file=/nonexistent"])
         }
-        #expect(error?.key == "kafka.sasl.password_file")
+        #expect(error?.key.hasPrefix("kafka.sasl.password_file=/nonexistent (from ") == true)
     }
 
     @Test("the command-line tools need no apple.bundle_id")

@@ -10,7 +10,7 @@ import Testing
     func helpAndUsage() async throws {
         let top = try await CommandLineRun.run(["--help"])
         #expect(top.status == 0)
-        for command in [["run"], ["check-config"], ["enqueue"], ["results"], ["dlq", "replay"]] {
+        for command in [["run"], ["check-config"], ["enqueue"], ["results"], ["dlq", "replay"], ["ledger"]] {
             #expect(top.output.contains(command.joined(separator: " ")))
             let help = try await CommandLineRun.run(command + ["--help"])
             #expect(help.status == 0, "\(command)")
@@ -52,11 +52,20 @@ import Testing
         #expect(try await CommandLineRun.run(["check-config", "--config", valid]).status == 0)
 
         let cases: [(arguments: [String], environment: [String: String], names: String)] = [
-            (["--set", "apple.bundel_id=x"], [:], "apple.bundel_id: unknown key"),
-            (["--set", "worker.max_in_flight=lots"], [:], "worker.max_in_flight: must be an integer"),
-            (["--set", "apple.shared_secret_file=/nonexistent/secret"], [:], "apple.shared_secret_file: cannot read"),
-            (["--set", "metrics.listen=metrics.internal:9100"], [:], "metrics.listen: must be host:port"),
-            (["--set", "ledger.url=mysql://db"], [:], "ledger.url: must start with"),
+            (["--set", "apple.bundel_id=x"], [:], "apple.bundel_id=x (from --set): unknown key"),
+            (
+                ["--set", "worker.max_in_flight=lots"], [:],
+                "worker.max_in_flight=lots (from --set): must be an integer"
+            ),
+            (
+                ["--set", "apple.shared_secret_file=/nonexistent/secret"], [:],
+                "apple.shared_secret_file=/nonexistent/secret (from --set): cannot read"
+            ),
+            (
+                ["--set", "metrics.listen=metrics.internal:9100"], [:],
+                "metrics.listen=metrics.internal:9100 (from --set): must be host:port"
+            ),
+            (["--set", "ledger.url=mysql://db"], [:], "ledger.url=mysql://db (from --set): must start with"),
             // What run builds, check-config builds: guarded and unknown librdkafka settings, the API key.
             (["--set", "kafka.acks=1"], [:], "kafka.acks: must be all"),
             (["--set", "kafka.enable.idempotence=false"], [:], "kafka.enable.idempotence: must be true"),
@@ -70,11 +79,11 @@ import Testing
             ),
             (
                 [], ["RECEIPT_WORKER_RETRY__MAX_ATTEMPTS": "0"],
-                "retry.max_attempts (from RECEIPT_WORKER_RETRY__MAX_ATTEMPTS)"
+                "retry.max_attempts=0 (from RECEIPT_WORKER_RETRY__MAX_ATTEMPTS)"
             ),
             (
                 [], ["RECEIPT_WORKER_APPLE__ALLOW_SANDBOX": "yes"],
-                "apple.allow_sandbox (from RECEIPT_WORKER_APPLE__ALLOW_SANDBOX)"
+                "apple.allow_sandbox=yes (from RECEIPT_WORKER_APPLE__ALLOW_SANDBOX)"
             ),
         ]
         for (arguments, environment, names) in cases {
@@ -111,10 +120,47 @@ import Testing
         let lines = Set(run.output.split(separator: "\n").map(String.init))
         #expect(lines.contains("worker.max_in_flight=250"))
         #expect(lines.contains("retry.max_attempts=8"))  // a default
-        #expect(lines.contains("apple.shared_secret=<set>"))
-        #expect(lines.contains("ledger.url=postgresql://worker:<set>@db/ledger"))
-        #expect(lines.contains("kafka.sasl.password=<set>"))
+        #expect(lines.contains("apple.shared_secret_file=\(secretFile)"))  // a path, not the secret
+        #expect(
+            lines.contains("# ledger.url=postgresql://worker:<set>@db/ledger (a secret: not printed; set it again)"))
+        #expect(lines.contains("# kafka.sasl.password=<set> (a secret: not printed; set it again)"))
         for secret in ["shared-s3cret-value", "db-pa55", "kafka-pa55"] { #expect(!run.output.contains(secret)) }
+    }
+
+    @Test(
+        "ledger migrate applies the missing migrations once and reports the version; --print shows the SQL; prune deletes old results; none needs Apple's keys"
+    )
+    func ledgerCommands() async throws {
+        let url = try makePostgresDatabase()
+        // Apple's key is named but unreadable: a DBA running these does not hold it.
+        let common = [
+            "--set", "ledger.url=\(url)", "--set", "apple.api.private_key_file=/nonexistent/key.p8", "--set",
+            "apple.api.key_id=K", "--set", "apple.api.issuer_id=I",
+        ]
+        let first = try await CommandLineRun.run(["ledger", "migrate"] + common)
+        #expect(first.status == 0, "\(first.errors)")
+        #expect(first.output.contains("applied 1: grants and results") && first.output.contains("applied 4:"))
+        #expect(first.output.contains("ledger schema receipt_worker is at version 4"))
+        let second = try await CommandLineRun.run(["ledger", "migrate"] + common)
+        #expect(second.status == 0 && !second.output.contains("applied") && second.output.contains("version 4"))
+        let printed = try await CommandLineRun.run(["ledger", "migrate", "--print", "--grant-to", "rw_app"])
+        #expect(printed.status == 0)
+        #expect(printed.output.contains("CREATE TABLE IF NOT EXISTS receipt_worker.grants"))
+        #expect(printed.output.contains("GRANT USAGE ON SCHEMA receipt_worker TO rw_app;"))
+        #expect(printed.output.hasPrefix("BEGIN;") && printed.output.hasSuffix("COMMIT;\n"))
+        let injected = try await CommandLineRun.run(["ledger", "migrate", "--print", "--grant-to", "x; DROP TABLE y"])
+        #expect(injected.status == 2)
+        let badSchema = try await CommandLineRun.run(["ledger", "migrate", "--set", "ledger.schema=Public"])
+        #expect(badSchema.status == 2 && badSchema.errors.contains("ledger.schema=Public (from --set)"))
+        #expect(
+            runPsql(
+                url,
+                "INSERT INTO receipt_worker.results (job_id, event, decided_at) VALUES ('old', '{}', now() - interval '9 days'), ('new', '{}', now())"
+            ) == 0)
+        let prune = try await CommandLineRun.run(["ledger", "prune", "--older-than-days", "7"] + common)
+        #expect(prune.status == 0, "\(prune.errors)")
+        #expect(prune.output.contains("deleted 1 stored result(s) decided more than 7 day(s) ago"))
+        #expect(try await CommandLineRun.run(["ledger", "vacuum"]).status == 2)
     }
 
     @Test("a secret file's contents never appear in an error")

@@ -1,0 +1,280 @@
+/// The PostgreSQL ledger's tables and functions, in a schema of their own (`ledger.schema`), as numbered
+/// migrations. The worker applies what is missing at start-up; a DBA can apply them by hand instead
+/// (`receipt-worker ledger migrate --print`) and let the worker run under a role that cannot create
+/// anything. Every statement is idempotent, so the printed script can be run again safely.
+public struct PostgresSchema: Sendable {
+    public struct Migration: Sendable {
+        public let version: Int
+        public let description: String
+        public let statements: [String]
+    }
+
+    /// A lower-case SQL identifier, so it is never quoted and never injected.
+    public let name: String
+
+    public static let defaultName = "receipt_worker"
+
+    /// Takes the advisory lock of migrations: replicas starting together would race on CREATE ... IF NOT
+    /// EXISTS (PostgreSQL then fails on its catalog's unique index). Any constant private to this ledger.
+    static let migrationLock = 7_261_115
+    /// Taken (try-lock) by pruning, so that of many replicas one prunes at a time.
+    static let pruneLock = 7_261_116
+
+    /// Nil unless `name` is a plain identifier (see ``isIdentifier(_:)``).
+    public init?(name: String) {
+        guard Self.isIdentifier(name) else { return nil }
+        self.name = name
+    }
+
+    /// 1 to 63 of `a-z`, `0-9`, `_`, not starting with a digit: never quoted, never injected.
+    public static func isIdentifier(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        let digits = UInt8(ascii: "0")...UInt8(ascii: "9")
+        return (1...63).contains(bytes.count) && !digits.contains(bytes[0])
+            && bytes.allSatisfy {
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || digits.contains($0) || $0 == 95
+            }
+    }
+
+    /// What a role needs to run the worker on a migrated schema, and nothing more: read and write the
+    /// ledger's rows (delete only stored results, for pruning), call its functions. No CREATE anywhere.
+    public func grants(to role: String) -> [String] {
+        [
+            "GRANT USAGE ON SCHEMA \(name) TO \(role)",
+            "GRANT SELECT ON \(name).schema_migrations TO \(role)",
+            "GRANT SELECT, INSERT ON \(name).grants TO \(role)",
+            "GRANT SELECT, INSERT, DELETE ON \(name).results TO \(role)",
+            "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \(name) TO \(role)",
+        ]
+    }
+
+    public var latestVersion: Int { migrations.last?.version ?? 0 }
+
+    /// Every migration as one script for psql: the schema, the version table, then each migration and the
+    /// row that records it, in one transaction; then, with `role`, the grants of the worker's role.
+    public func script(grantingTo role: String? = nil) -> String {
+        var parts = ["BEGIN", "SELECT pg_advisory_xact_lock(\(Self.migrationLock))"] + bootstrap
+        for migration in migrations {
+            parts.append("-- \(migration.version): \(migration.description)")
+            parts += migration.statements
+            parts.append(record(migration))
+        }
+        if let role {
+            parts.append("-- the worker's role: rows and functions, nothing to create")
+            parts += grants(to: role)
+        }
+        parts.append("COMMIT")
+        return parts.map { $0.hasPrefix("--") ? $0 : $0 + ";" }.joined(separator: "\n\n") + "\n"
+    }
+
+    /// The schema and the table of applied versions.
+    var bootstrap: [String] {
+        [
+            // Not CREATE SCHEMA IF NOT EXISTS: that needs CREATE on the database even when the schema exists,
+            // which the schema's owner (made by a DBA) need not have.
+            """
+            DO $$ BEGIN
+                IF NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = '\(name)') THEN CREATE SCHEMA \(name); END IF;
+            END $$
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS \(name).schema_migrations (
+                version INTEGER PRIMARY KEY,
+                description TEXT NOT NULL,
+                applied_at TIMESTAMPTZ NOT NULL DEFAULT now())
+            """,
+        ]
+    }
+
+    func record(_ migration: Migration) -> String {
+        """
+        INSERT INTO \(name).schema_migrations (version, description)
+            VALUES (\(migration.version), '\(migration.description)') ON CONFLICT (version) DO NOTHING
+        """
+    }
+
+    public var migrations: [Migration] {
+        [
+            Migration(version: 1, description: "grants and results", statements: tables),
+            Migration(version: 2, description: "purchase identity", statements: purchaseIdentity),
+            Migration(version: 3, description: "record functions", statements: [recordFunction, recordBatchFunction]),
+            Migration(
+                version: 4, description: "results retention",
+                statements: ["CREATE INDEX IF NOT EXISTS results_decided_at ON \(name).results (decided_at)"]),
+        ]
+    }
+
+    /// Releases up to 0.3 kept the tables in the default schema (`public`): they move here, with their
+    /// rows, and that release's functions go (its replicas, during a rolling update, fail their writes and
+    /// retry until replaced: they never grant without the ledger).
+    private var tables: [String] {
+        [
+            """
+            DO $$
+            DECLARE
+                f regprocedure;
+            BEGIN
+                IF to_regclass('public.grants') IS NOT NULL AND to_regclass('\(name).grants') IS NULL THEN
+                    ALTER TABLE public.grants SET SCHEMA \(name);
+                END IF;
+                IF to_regclass('public.results') IS NOT NULL AND to_regclass('\(name).results') IS NULL THEN
+                    ALTER TABLE public.results SET SCHEMA \(name);
+                END IF;
+                FOR f IN SELECT p.oid::regprocedure FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                    WHERE n.nspname = 'public' AND p.proname LIKE 'receipt\\_worker\\_%'
+                LOOP
+                    EXECUTE 'DROP FUNCTION ' || f || ' CASCADE';
+                END LOOP;
+            END
+            $$
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS \(name).grants (
+                transaction_id TEXT PRIMARY KEY,
+                order_id TEXT NOT NULL UNIQUE,
+                granted_at TIMESTAMPTZ NOT NULL DEFAULT now())
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS \(name).results (
+                job_id TEXT PRIMARY KEY,
+                event TEXT NOT NULL,
+                decided_at TIMESTAMPTZ NOT NULL DEFAULT now())
+            """,
+        ]
+    }
+
+    /// The purchase identity (a restore's new transaction id is the same purchase). Existing grants get their
+    /// transaction id, which is the identity of a consumable and of a first purchase; so do grants inserted
+    /// without one (by hand, or by an older writer), by trigger.
+    private var purchaseIdentity: [String] {
+        [
+            "ALTER TABLE \(name).grants ADD COLUMN IF NOT EXISTS purchase_id TEXT",
+            "UPDATE \(name).grants SET purchase_id = transaction_id WHERE purchase_id IS NULL",
+            "CREATE UNIQUE INDEX IF NOT EXISTS grants_purchase_id ON \(name).grants (purchase_id)",
+            """
+            CREATE OR REPLACE FUNCTION \(name).fill_purchase_id() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                NEW.purchase_id := coalesce(NEW.purchase_id, NEW.transaction_id);
+                RETURN NEW;
+            END
+            $$
+            """,
+            "DROP TRIGGER IF EXISTS grants_fill_purchase_id ON \(name).grants",
+            """
+            CREATE TRIGGER grants_fill_purchase_id BEFORE INSERT ON \(name).grants
+                FOR EACH ROW EXECUTE FUNCTION \(name).fill_purchase_id()
+            """,
+        ]
+    }
+
+    /// The claim and the decision in one round trip, one transaction. Each statement of a PL/pgSQL function
+    /// takes a fresh snapshot under READ COMMITTED, so a grant committed meanwhile by another replica is seen
+    /// (one SQL statement with CTEs would share a single snapshot and miss it). When another replica stored
+    /// this job's decision meanwhile, the function raises: the grant it made rolls back, and the retry finds
+    /// the stored answer.
+    private var recordFunction: String {
+        """
+        CREATE OR REPLACE FUNCTION \(name).record_v2(p_job TEXT, p_transaction TEXT, p_order TEXT, p_purchase TEXT, p_event TEXT)
+        RETURNS TABLE (outcome TEXT, stored TEXT) LANGUAGE plpgsql AS $$
+        DECLARE
+            v_event TEXT;
+            v_owner TEXT;
+            v_transaction TEXT;
+        BEGIN
+            SELECT event INTO v_event FROM \(name).results WHERE job_id = p_job;
+            IF FOUND THEN
+                RETURN QUERY SELECT 'replay'::TEXT, v_event;
+                RETURN;
+            END IF;
+            IF p_transaction IS NOT NULL THEN
+                INSERT INTO \(name).grants (transaction_id, order_id, purchase_id)
+                    VALUES (p_transaction, p_order, coalesce(p_purchase, p_transaction)) ON CONFLICT DO NOTHING;
+                IF NOT FOUND THEN
+                    -- Another order's grant of this transaction or purchase first, if there is one.
+                    SELECT order_id, transaction_id INTO v_owner, v_transaction FROM \(name).grants
+                        WHERE transaction_id = p_transaction OR purchase_id = coalesce(p_purchase, p_transaction)
+                            OR transaction_id = coalesce(p_purchase, p_transaction)
+                        ORDER BY order_id = p_order LIMIT 1;
+                    IF FOUND AND v_owner <> p_order THEN
+                        RETURN QUERY SELECT 'duplicate_transaction'::TEXT, NULL::TEXT;
+                        RETURN;
+                    ELSIF NOT FOUND OR v_transaction <> p_transaction THEN
+                        RETURN QUERY SELECT 'order_already_fulfilled'::TEXT, NULL::TEXT;
+                        RETURN;
+                    END IF;
+                END IF;
+            END IF;
+            INSERT INTO \(name).results (job_id, event) VALUES (p_job, p_event) ON CONFLICT (job_id) DO NOTHING;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'job % was decided concurrently', p_job USING ERRCODE = 'RW001';
+            END IF;
+            RETURN QUERY SELECT 'recorded'::TEXT, NULL::TEXT;
+        END
+        $$
+        """
+    }
+
+    /// The batch form of `record_v2`: one row per item, in order. Each item runs in a subtransaction, so an
+    /// item that meets a concurrent decision (or a deadlock with another batch) rolls back alone and answers
+    /// `conflict`, to be retried; the others are kept. Any other failure answers `error` with its SQLSTATE:
+    /// it is not a race, and must not be retried as one.
+    private var recordBatchFunction: String {
+        """
+        CREATE OR REPLACE FUNCTION \(name).record_batch_v2(p_jobs TEXT[], p_transactions TEXT[], p_orders TEXT[], p_purchases TEXT[], p_events TEXT[])
+        RETURNS TABLE (outcome TEXT, stored TEXT) LANGUAGE plpgsql AS $$
+        BEGIN
+            FOR i IN 1 .. coalesce(array_length(p_jobs, 1), 0) LOOP
+                BEGIN
+                    RETURN QUERY SELECT r.outcome, r.stored
+                        FROM \(name).record_v2(p_jobs[i], p_transactions[i], p_orders[i], p_purchases[i], p_events[i]) AS r;
+                EXCEPTION
+                    WHEN unique_violation OR deadlock_detected OR serialization_failure OR SQLSTATE 'RW001' THEN
+                        RETURN QUERY SELECT 'conflict'::TEXT, NULL::TEXT;
+                    WHEN OTHERS THEN
+                        RETURN QUERY SELECT 'error'::TEXT, SQLSTATE || ' ' || SQLERRM;
+                END;
+            END LOOP;
+        END
+        $$
+        """
+    }
+}
+
+extension PostgresSchema {
+    /// Applies the migrations the database lacks, in one transaction under the migration lock; returns them.
+    /// A database already at the latest version is only read (a role without CREATE rights starts fine).
+    func migrate(on connection: PostgresConnection) throws -> [Migration] {
+        try connection.query("BEGIN")
+        do {
+            try connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))")
+            var applied: Set<Int> = []
+            if try connection.query("SELECT to_regclass('\(name).schema_migrations')::text").first ?? nil != nil {
+                applied = Set(
+                    try connection.query("SELECT version FROM \(name).schema_migrations").compactMap {
+                        $0.flatMap(Int.init)
+                    })
+            }
+            let pending = migrations.filter { !applied.contains($0.version) }
+            do {
+                if !pending.isEmpty {
+                    for statement in bootstrap { try connection.query(statement) }
+                    for migration in pending {
+                        for statement in migration.statements { try connection.query(statement) }
+                        try connection.query(record(migration))
+                    }
+                }
+            } catch let error as LedgerError where error.reason.contains("permission denied") {
+                // A least-privilege role meeting a schema not yet migrated: say who must do what.
+                throw LedgerError(
+                    "schema \(name) lacks migrations \(pending.map { String($0.version) }.joined(separator: ", ")) and"
+                        + " this role may not apply them: run `receipt-worker ledger migrate` as the schema's owner"
+                        + " (\(error.reason))")
+            }
+            try connection.query("COMMIT")
+            return pending
+        } catch {
+            _ = try? connection.query("ROLLBACK")
+            throw error
+        }
+    }
+}

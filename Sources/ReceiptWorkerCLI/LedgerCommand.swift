@@ -1,0 +1,79 @@
+import Foundation
+import Ledger
+import ReceiptWorker
+
+/// `receipt-worker ledger migrate` and `ledger prune`: the ledger's upkeep, by its owner or by cron.
+enum LedgerCommand {
+    static let help = """
+        usage: receipt-worker ledger migrate [--config FILE] [--set key=value]... [--print [--grant-to ROLE]]
+               receipt-worker ledger prune [--config FILE] [--set key=value]... [--older-than-days N]
+
+        migrate  applies the PostgreSQL ledger's missing migrations in ledger.schema (default
+                 receipt_worker) and lists them. Run it as the schema's owner; the worker can then run
+                 as a role that may only read and write (see README, "PostgreSQL"). The worker also applies
+                 missing migrations at start-up when its role may.
+                 --print: print every migration's SQL (idempotent, one transaction) and connect to
+                 nothing, for a DBA to review and run with psql; --grant-to ROLE appends the grants
+                 the worker's role needs on the schema (rows and functions; nothing to create).
+        prune    deletes the results stored for re-delivered jobs that were decided more than
+                 ledger.results_retention_days (or N) days ago, and prints how many. Grants are never
+                 deleted. The worker prunes hourly by itself; this is for a one-off or a cron job.
+
+        Reads only the ledger's keys (ledger.url or ledger.url_file, ledger.schema, ...): not Apple's.
+        Exit codes: 0 done; 1 the ledger failed; 2 usage or configuration error.
+        """
+
+    static func run(_ arguments: [String]) async throws -> Int32 {
+        guard let action = arguments.first, ["migrate", "prune"].contains(action) else {
+            throw UsageError("ledger needs a subcommand: migrate or prune")
+        }
+        let rest = Array(arguments.dropFirst())
+        switch action {
+        case "migrate":
+            let options = try Options(
+                rest, valued: Options.configurationOptions.union(["--grant-to"]), flags: ["--print"])
+            let role = options.value("--grant-to")
+            if let role, !PostgresSchema.isIdentifier(role) {
+                throw UsageError("--grant-to must be a lower-case SQL name: a-z, 0-9 and _")
+            }
+            if role != nil && !options.has("--print") { throw UsageError("--grant-to goes with --print") }
+            let configuration = try options.configuration(purpose: .ledger)
+            return try await migrate(configuration, printOnly: options.has("--print"), grantingTo: role)
+        default:
+            let options = try Options(
+                rest, valued: Options.configurationOptions.union(["--older-than-days"]), flags: [])
+            let configuration = try options.configuration(purpose: .ledger)
+            let days = try options.integer("--older-than-days", in: 1...36_500) ?? configuration.resultsRetentionDays
+            guard days > 0 else {
+                throw UsageError("ledger.results_retention_days is 0 (keep forever): give --older-than-days N")
+            }
+            let ledger = try await LedgerFactory.open(
+                url: configuration.ledgerURL, poolSize: 1, schema: configuration.ledgerSchema)
+            let cutoff = Date(timeIntervalSinceNow: -Double(days) * 86_400)
+            let deleted = try await ledger.pruneResults(decidedBefore: cutoff)
+            await ledger.close()
+            emit("deleted \(deleted) stored result(s) decided more than \(days) day(s) ago")
+            return 0
+        }
+    }
+
+    private static func migrate(_ configuration: WorkerConfiguration, printOnly: Bool, grantingTo role: String?)
+        async throws -> Int32
+    {
+        // The loader validated the name already.
+        guard let schema = PostgresSchema(name: configuration.ledgerSchema) else { return 2 }
+        if printOnly {
+            print(schema.script(grantingTo: role), terminator: "")
+            return 0
+        }
+        guard !configuration.ledgerURL.hasPrefix("sqlite:") else {
+            // SQLite has one writer, the worker, which migrates its file when it opens it.
+            emit("ledger.url is SQLite: the worker migrates its file itself; nothing to do")
+            return 0
+        }
+        let applied = try await PostgresLedger.migrate(url: configuration.ledgerURL, schema: schema)
+        for migration in applied { emit("applied \(migration.version): \(migration.description)") }
+        emit("ledger schema \(schema.name) is at version \(schema.latestVersion)")
+        return 0
+    }
+}

@@ -1,0 +1,132 @@
+import CSQLite
+import Foundation
+import Ledger
+import TestSupport
+import Testing
+
+/// The ledger's upkeep: its own PostgreSQL schema with versioned migrations, a role that may not create
+/// anything, and stored results pruned after their retention while grants stay.
+@Suite("The ledger's schema, role and retention", .timeLimit(.minutes(2)))
+struct LedgerUpkeepTests {
+    let event = Data(#"{"decision":"grant","event_id":"e1"}"#.utf8)
+
+    /// Records `old-1`, `old-2` (a grant of transaction 100) and `new-1`, then ages the old ones by 40 days
+    /// with `age` (the backend's SQL) and adds 25,000 aged results (more than one pruning chunk).
+    private func pruneScenario(_ ledger: any Ledger, age: (String) -> Void) async throws {
+        #expect(try await ledger.record(jobID: "old-1", claim: .deny, event: event) == .recorded)
+        let grant = LedgerClaim.grant(orderID: "order-1", transactionID: "100")
+        #expect(try await ledger.record(jobID: "old-2", claim: grant, event: event) == .recorded)
+        #expect(try await ledger.record(jobID: "new-1", claim: .deny, event: event) == .recorded)
+        age("old-%")
+        let cutoff = Date(timeIntervalSinceNow: -30 * 86_400)
+        #expect(try await ledger.pruneResults(decidedBefore: cutoff) == 25_002)
+        #expect(try await ledger.storedEvent(jobID: "old-1") == nil)
+        #expect(try await ledger.storedEvent(jobID: "old-2") == nil)
+        #expect(try await ledger.storedEvent(jobID: "new-1") == event)
+        // The grant outlives its result: the purchase is still taken for any other order...
+        let other = LedgerClaim.grant(orderID: "order-2", transactionID: "100")
+        #expect(try await ledger.record(jobID: "later", claim: other, event: event) == .duplicateTransaction)
+        // ...and the pruned job, delivered again, meets its own grant: the same grant, recorded again.
+        #expect(try await ledger.record(jobID: "old-2", claim: grant, event: event) == .recorded)
+        #expect(try await ledger.pruneResults(decidedBefore: cutoff) == 0)
+    }
+
+    @Test("SQLite: results past the retention are pruned in chunks, grants stay and still refuse a second order")
+    func pruneSQLite() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("prune-\(UUID()).sqlite").path
+        let ledger = try await LedgerFactory.open(url: "sqlite:\(path)")
+        try await pruneScenario(ledger) { pattern in
+            var db: OpaquePointer?
+            #expect(sqlite3_open(path, &db) == SQLITE_OK)
+            let sql = """
+                UPDATE results SET decided_at = '2020-01-01T00:00:00.000Z' WHERE job_id LIKE '\(pattern)';
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 25000)
+                    INSERT INTO results (job_id, event, decided_at) SELECT 'bulk-' || i, '{}', '2020-01-01T00:00:00.000Z' FROM n;
+                """
+            #expect(sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK)
+            sqlite3_close(db)
+        }
+        await ledger.close()
+    }
+
+    @Test("PostgreSQL: results past the retention are pruned in chunks, grants stay and still refuse a second order")
+    func prunePostgres() async throws {
+        let url = try makePostgresDatabase()
+        let ledger = try await LedgerFactory.open(url: url, poolSize: 2)
+        try await pruneScenario(ledger) { pattern in
+            let sql = """
+                UPDATE receipt_worker.results SET decided_at = now() - interval '40 days' WHERE job_id LIKE '\(pattern)';
+                INSERT INTO receipt_worker.results (job_id, event, decided_at)
+                    SELECT 'bulk-' || g, '{}', now() - interval '40 days' FROM generate_series(1, 25000) g;
+                """
+            #expect(runPsql(url, sql) == 0)
+        }
+        await ledger.close()
+    }
+
+    @Test("the ledger lives in ledger.schema, not in the database's default schema")
+    func ownSchema() async throws {
+        let url = try makePostgresDatabase()
+        let ledger = try await LedgerFactory.open(url: url, poolSize: 2, schema: "games_ledger")
+        #expect(
+            try await ledger.record(jobID: "j", claim: .grant(orderID: "o", transactionID: "1"), event: event)
+                == .recorded)
+        await ledger.close()
+        #expect(runPsql(url, "SELECT 1 FROM games_ledger.grants WHERE transaction_id = '1'") == 0)
+        #expect(runPsql(url, "SELECT max(version) FROM games_ledger.schema_migrations HAVING max(version) = 4") == 0)
+        // Nothing of the ledger's in public, where an application's own tables live.
+        #expect(runPsql(url, "SELECT 1 FROM public.grants") != 0)
+        #expect(
+            runPsql(
+                url,
+                "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public' AND p.proname LIKE '%record%') THEN RAISE 'found'; END IF; END $$"
+            ) == 0)
+    }
+
+    @Test(
+        "a DBA migrates with the printed script as the schema's owner; the worker's role, granted as printed, records and prunes but cannot create"
+    )
+    func leastPrivilege() async throws {
+        let url = try makePostgresDatabase()
+        let suffix = UUID().uuidString.prefix(8).lowercased()
+        let owner = "ledger_owner_\(suffix)"
+        let app = "ledger_app_\(suffix)"
+        #expect(runPsql(url, "CREATE ROLE \(owner) LOGIN; CREATE ROLE \(app) LOGIN") == 0)
+        // The owner may not create schemas in the database: a DBA made the schema for it.
+        #expect(runPsql(url, "CREATE SCHEMA receipt_worker AUTHORIZATION \(owner)") == 0)
+        let ownerURL = url.replacingOccurrences(of: "://postgres@", with: "://\(owner)@")
+        let appURL = url.replacingOccurrences(of: "://postgres@", with: "://\(app)@")
+        let script = PostgresSchema(name: "receipt_worker")!.script(grantingTo: app)
+        #expect(runPsql(ownerURL, script) == 0)
+        // Run twice: every statement is idempotent.
+        #expect(runPsql(ownerURL, script) == 0)
+
+        let ledger = try await LedgerFactory.open(url: appURL, poolSize: 2)
+        let grant = LedgerClaim.grant(orderID: "o", transactionID: "7", purchaseID: "7")
+        #expect(try await ledger.record(jobID: "j", claim: grant, event: event) == .recorded)
+        #expect(try await ledger.record(jobID: "j", claim: grant, event: event) == .replay(event))
+        #expect(try await ledger.storedEvent(jobID: "j") == event)
+        #expect(try await ledger.pruneResults(decidedBefore: Date(timeIntervalSinceNow: 60)) == 1)
+        await ledger.close()
+        #expect(runPsql(appURL, "CREATE TABLE receipt_worker.mine (a int)") != 0)
+        #expect(runPsql(appURL, "DELETE FROM receipt_worker.grants") != 0)
+    }
+
+    @Test("a worker whose role cannot create waits on a schema not yet migrated, and starts once its owner migrates it")
+    func unmigratedSchemaWithoutRights() async throws {
+        let url = try makePostgresDatabase()
+        let suffix = UUID().uuidString.prefix(8).lowercased()
+        let app = "ledger_app_\(suffix)"
+        let database = String(url[url.index(after: url.lastIndex(of: "/")!)...])
+        #expect(runPsql(url, "CREATE ROLE \(app) LOGIN; REVOKE CREATE ON DATABASE \(database) FROM PUBLIC") == 0)
+        let appURL = url.replacingOccurrences(of: "://postgres@", with: "://\(app)@")
+        let opening = Task { try await LedgerFactory.open(url: appURL, poolSize: 2) }
+        try await Task.sleep(for: .seconds(1))
+        // Still opening (retrying with "permission denied" in its log), until the owner migrates.
+        let script = PostgresSchema(name: "receipt_worker")!.script(grantingTo: app)
+        #expect(runPsql(url, script) == 0)
+        let ledger = try await opening.value
+        #expect(try await ledger.record(jobID: "j", claim: .deny, event: event) == .recorded)
+        await ledger.close()
+    }
+}
