@@ -1,13 +1,17 @@
 #!/usr/bin/python3
-"""Checks what can be checked here of deploy/: manifests parse and agree with each other and with the
-worker's configuration, the ConfigMap's properties pass `receipt-worker check-config`, the systemd unit
-passes `systemd-analyze verify` without a warning, the alert rules and the dashboard are well formed, and
-the Dockerfile builds librdkafka with the set-up's own script. (That the dashboard and the rules name only
-metrics the worker exports is checked against a live /metrics by MetricsEndpointTests.)
+"""Checks what can be checked here of deploy/: the Kubernetes manifests are rendered as `kubectl kustomize`
+does (Tests/deploy/kustomize_render.py, compared with kubectl where it is installed), every rendered object
+is validated against the Kubernetes JSON schemas (kubernetes-validate) or, for KEDA's kinds, against
+Tests/deploy/keda-schema.json, and the objects agree with each other, with deploy/README.md's topics and
+with the worker's configuration; the ConfigMap's properties pass `receipt-worker check-config`, the systemd
+unit passes `systemd-analyze verify` without a warning, the alert rules and the dashboard are well formed,
+and the Dockerfile builds librdkafka with the set-up's own script. (That the dashboard and the rules name
+only metrics the worker exports is checked against a live /metrics by MetricsEndpointTests.)
 
-    /usr/bin/python3 Tests/deploy/check_deploy.py --binary .build/debug/receipt-worker
+    .deps/venv/bin/python Tests/deploy/check_deploy.py --binary .build/debug/receipt-worker
 
-Prints one line per check; exit 1 when any fails."""
+(.deps/venv: scripts/setup.sh, from scripts/requirements-test.txt.) Prints one line per check (`skip` for
+the comparison with kubectl when kubectl is not installed); exit 1 when any fails."""
 import argparse, json, os, re, shutil, subprocess, sys, tempfile
 import yaml
 
@@ -255,7 +259,8 @@ def kubernetes(binary):
     check("KEDA's sasl, username and tls agree with the worker's kafka.* settings",
           keda.get("sasl", "none") == (sasl if protocol.startswith("SASL") else "none")
           and keda.get("username") == config.get("kafka.sasl.username")
-          and keda.get("tls", "disable") == ("enable" if protocol in ("SSL", "SASL_SSL") else "disable"), keda)
+          and keda.get("tls", "disable") == ("enable" if protocol in ("SSL", "SASL_SSL") else "disable"),
+          {k: keda.get(k) for k in ("sasl", "username", "tls")})
     by_parameter = {r["parameter"]: r for r in refs}
     password = config.get("kafka.sasl.password_file")
     check("KEDA's password is the worker's (one copy in the worker's Secret)", password is None or (
