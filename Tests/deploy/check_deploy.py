@@ -1,15 +1,22 @@
 #!/usr/bin/python3
-"""Checks what can be checked here of deploy/: manifests parse and agree with each other and with the
-worker's configuration, the ConfigMap's properties pass `receipt-worker check-config`, the systemd unit
-passes `systemd-analyze verify` without a warning, the alert rules and the dashboard are well formed, and
-the Dockerfile builds librdkafka with the set-up's own script. (That the dashboard and the rules name only
-metrics the worker exports is checked against a live /metrics by MetricsEndpointTests.)
+"""Checks what can be checked here of deploy/: the Kubernetes manifests are rendered as `kubectl kustomize`
+does (Tests/deploy/kustomize_render.py, compared with kubectl where it is installed), every rendered object
+is validated against the Kubernetes JSON schemas (kubernetes-validate) or, for KEDA's kinds, against
+Tests/deploy/keda-schema.json, and the objects agree with each other, with deploy/README.md's topics and
+with the worker's configuration; the ConfigMap's properties pass `receipt-worker check-config`, the systemd
+unit passes `systemd-analyze verify` without a warning, the alert rules and the dashboard are well formed,
+and the Dockerfile builds librdkafka with the set-up's own script. (That the dashboard and the rules name
+only metrics the worker exports is checked against a live /metrics by MetricsEndpointTests.)
 
-    /usr/bin/python3 Tests/deploy/check_deploy.py --binary .build/debug/receipt-worker
+    .deps/venv/bin/python Tests/deploy/check_deploy.py --binary .build/debug/receipt-worker
 
-Prints one line per check; exit 1 when any fails."""
+(.deps/venv: scripts/setup.sh, from scripts/requirements-test.txt.) Prints one line per check (`skip` for
+the comparison with kubectl when kubectl is not installed); exit 1 when any fails."""
 import argparse, json, os, re, shutil, subprocess, sys, tempfile
 import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kustomize_render  # noqa: E402
 
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 deploy = os.path.join(root, "deploy")
@@ -32,31 +39,150 @@ def properties(text):
     return pairs
 
 
+# The Kubernetes versions the rendered objects are validated against (kubernetes-validate's schemas,
+# strict: an unknown field fails): the oldest minor we still support, and the newest the package knows.
+OLDEST_KUBERNETES = "1.27"
+
+
+def secret_files(config):
+    """The properties that name a file of the mounted Secret: every *_file key, and librdkafka's CA."""
+    return {k: v for k, v in config.items() if k.endswith("_file") or k == "kafka.ssl.ca.location"}
+
+
+def compare_with_kubectl(folder, rendered):
+    kubectl = shutil.which("kubectl")
+    if not kubectl:
+        print("skip  the renderer agrees with kubectl kustomize: kubectl is not installed")
+        return
+    run = subprocess.run([kubectl, "kustomize", folder], capture_output=True, text=True)
+    if run.returncode != 0:
+        check("kubectl kustomize renders the kustomization", False, run.stderr.strip())
+        return
+    theirs = {kustomize_render.identity(d): d for d in yaml.safe_load_all(run.stdout) if d}
+    mine = {kustomize_render.identity(d): d for d in rendered}
+    different = sorted(str(k) for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
+    check("the renderer's output equals kubectl kustomize's, object for object", not different, different)
+
+
+def validate_schemas(rendered):
+    try:
+        import jsonschema, kubernetes_validate
+    except ImportError as error:
+        check("kubernetes-validate is installed (bash scripts/setup.sh; run with .deps/venv/bin/python)", False, error)
+        return
+    versions = [OLDEST_KUBERNETES, kubernetes_validate.utils.latest_version()]
+    keda = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "keda-schema.json")))
+    for resource in rendered:
+        name = f"{resource['kind']} {resource['metadata']['name']}"
+        if resource["apiVersion"].startswith("keda.sh/"):
+            schema = dict(keda["kinds"].get(resource["kind"], {"not": {}}), **{"$defs": keda["$defs"]})
+            errors = [f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
+                      for e in jsonschema.Draft202012Validator(schema).iter_errors(resource)]
+            check(f"{name} is valid for KEDA's {resource['kind']} (Tests/deploy/keda-schema.json)", not errors, errors)
+            continue
+        errors = []
+        for version in versions:
+            try:
+                kubernetes_validate.validate(resource, version, strict=True)
+            except kubernetes_validate.ValidationError as e:
+                errors.append(f"{version}: {'.'.join(map(str, e.path))}: {e.message}")
+            except (kubernetes_validate.SchemaNotFoundError, kubernetes_validate.InvalidSchemaError) as e:
+                errors.append(f"{version}: {e.message}")
+        check(f"{name} is valid for Kubernetes {' and '.join(versions)} (strict schema)", not errors, errors)
+
+
+def readme_topics():
+    """The topics deploy/README.md creates: {name: {option: value}} from its kafka-topics.sh --create lines."""
+    text = open(os.path.join(deploy, "README.md")).read().replace("\\\n", " ")
+    topics = {}
+    for line in text.splitlines():
+        if "kafka-topics.sh" in line and "--create" in line:
+            options = dict(re.findall(r"--(topic|partitions|replication-factor)[ =](\S+)", line))
+            configs = dict(c.split("=", 1) for c in re.findall(r"--config[ =](\S+=\S+)", line))
+            topics[options.get("topic")] = {**options, **configs}
+    return topics
+
+
 def kubernetes(binary):
     folder = os.path.join(deploy, "kubernetes")
-    documents = {}
+    sources = {}
     for name in sorted(os.listdir(folder)):
         if name.endswith(".yaml"):
             with open(os.path.join(folder, name)) as f:
                 try:
-                    docs = [d for d in yaml.safe_load_all(f) if d]
+                    sources[name] = [d for d in yaml.safe_load_all(f) if d]
                     check(f"kubernetes/{name} parses", True)
                 except yaml.YAMLError as error:
                     check(f"kubernetes/{name} parses", False, error)
-                    continue
-            for d in docs:
-                documents.setdefault(d.get("kind"), []).append(d)
-    kustomization = documents["Kustomization"][0]
-    check("kustomization lists existing files",
-          all(os.path.exists(os.path.join(folder, r)) for r in kustomization["resources"]), kustomization["resources"])
-    for kind in ["Deployment", "ConfigMap", "Service", "PodDisruptionBudget", "ScaledObject", "TriggerAuthentication"]:
+    kustomization = sources["kustomization.yaml"][0]
+    listed = kustomization["resources"]
+    check("kustomization lists existing files", all(os.path.exists(os.path.join(folder, r)) for r in listed), listed)
+    unlisted = [n for n in sources if n not in listed and n not in ("kustomization.yaml", "secret-example.yaml")]
+    check("every manifest is in the kustomization", not unlisted, unlisted)
+    check("secret-example.yaml is not applied (it would overwrite the real Secrets)", "secret-example.yaml" not in listed)
+    check("the ConfigMap is generated from worker.properties (a change gives a new name and rolls the pods)",
+          any("worker.properties" in g.get("files", []) for g in kustomization.get("configMapGenerator", [])))
+
+    # Everything below is checked on the objects as `kubectl apply -k` would send them.
+    try:
+        rendered = kustomize_render.render(folder)
+        check("the kustomization renders (Tests/deploy/kustomize_render.py)", True)
+    except (kustomize_render.RenderError, OSError, yaml.YAMLError) as error:
+        check("the kustomization renders (Tests/deploy/kustomize_render.py)", False, error)
+        return
+    compare_with_kubectl(folder, rendered)
+    validate_schemas(rendered)
+    documents = {}
+    for d in rendered:
+        documents.setdefault(d.get("kind"), []).append(d)
+    for kind in ["Namespace", "ServiceAccount", "Deployment", "ConfigMap", "Service", "PodDisruptionBudget",
+                 "NetworkPolicy", "ScaledObject", "TriggerAuthentication"]:
         check(f"a {kind}", kind in documents)
+
+    namespace = kustomization["namespace"]
+    check("a Namespace manifest creates the kustomization's namespace",
+          [n["metadata"]["name"] for n in documents.get("Namespace", [])] == [namespace])
+    outside = [f"{d['kind']}/{d['metadata']['name']}" for d in rendered
+               if d["kind"] != "Namespace" and d["metadata"].get("namespace") != namespace]
+    check(f"every other object is in the namespace {namespace}", not outside, outside)
 
     deployment = documents["Deployment"][0]
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
     labels = deployment["spec"]["template"]["metadata"]["labels"]
-    config = properties(documents["ConfigMap"][0]["data"]["worker.properties"])
+    config_map = documents["ConfigMap"][0]
+    config = properties(config_map["data"]["worker.properties"])
+    check("the Deployment has no replicas (KEDA owns the count; apply -k would reset it)",
+          "replicas" not in deployment["spec"], deployment["spec"].get("replicas"))
+
+    # The generated ConfigMap: named with the hash of its content, and a change of content renames it.
+    base = kustomization["configMapGenerator"][0]["name"]
+    suffix = kustomize_render.content_hash(config_map)
+    check("the ConfigMap's name carries the hash of its content",
+          config_map["metadata"]["name"] == f"{base}-{suffix}", config_map["metadata"]["name"])
+    with tempfile.TemporaryDirectory() as copy:
+        changed = os.path.join(copy, "kubernetes")
+        shutil.copytree(folder, changed)
+        with open(os.path.join(changed, "worker.properties"), "a") as f:
+            f.write("worker.max_in_flight=999\n")
+        template = next(d for d in kustomize_render.render(changed) if d["kind"] == "Deployment")["spec"]["template"]
+        check("a change of worker.properties changes the pod template (the replicas roll)",
+              template != deployment["spec"]["template"])
+
+    # The image: a placeholder in deployment.yaml, set by kustomize's images transformer.
+    source_image = next(d for d in sources["deployment.yaml"] if d["kind"] == "Deployment")[
+        "spec"]["template"]["spec"]["containers"][0]["image"]
+    images = {i["name"]: i for i in kustomization.get("images", [])}
+    check("deployment.yaml's image is a placeholder that kustomization.yaml's images: sets",
+          source_image in images and container["image"] != source_image and "/" in container["image"],
+          f"{source_image} -> {container['image']}")
+
+    # The service account: the worker never calls the API, so no token is mounted.
+    account = documents["ServiceAccount"][0]
+    check("the pods run as the ServiceAccount, which mounts no API token",
+          pod.get("serviceAccountName") == account["metadata"]["name"]
+          and account.get("automountServiceAccountToken") is False
+          and pod.get("automountServiceAccountToken") is not True)
 
     # The grace period covers preStop, the drain, and closing (consumer close + producer flush, 10 s).
     drain = int(config.get("worker.drain_timeout_ms", "20000")) / 1000
@@ -77,25 +203,88 @@ def kubernetes(binary):
     volumes = {v["name"]: v for v in pod["volumes"]}
     secret_dir = mounts["secrets"]
     secret_name = volumes["secrets"]["secret"]["secretName"]
-    example = next(d for d in yaml.safe_load_all(open(os.path.join(folder, "secret-example.yaml"))) if d)
-    files = [v for k, v in config.items() if k.endswith("_file")]
-    check("every *_file key points into the mounted Secret", all(f.startswith(secret_dir + "/") for f in files), files)
-    missing = [f for f in files if os.path.basename(f) not in example["stringData"]]
-    check("secret-example.yaml has every key the config reads", not missing and example["metadata"]["name"] == secret_name, missing)
+    examples = {d["metadata"]["name"]: d for d in sources["secret-example.yaml"]}
+    example = examples.get(secret_name, {"stringData": {}, "metadata": {"name": None}})
+    files = secret_files(config)
+    check("every secret file of the config is in the mounted Secret", all(
+        f.startswith(secret_dir + "/") for f in files.values()), files)
+    missing = [f for f in files.values() if os.path.basename(f) not in example["stringData"]]
+    check("secret-example.yaml has every key the config reads", not missing and secret_name in examples, missing)
     check("the config file is mounted where args read it",
           any(a.startswith(mounts["config"]) for a in container["args"]) and volumes["config"]["configMap"]["name"]
-          == documents["ConfigMap"][0]["metadata"]["name"])
+          == config_map["metadata"]["name"])
 
     for kind in ["Service", "PodDisruptionBudget"]:
         spec = documents[kind][0]["spec"]
         selector = spec["selector"].get("matchLabels", spec["selector"])
         check(f"the {kind} selects the Deployment's pods", all(labels.get(k) == v for k, v in selector.items()), selector)
+
+    # The NetworkPolicy: the pods' traffic and no more.
+    policy = documents["NetworkPolicy"][0]["spec"]
+    selector = policy["podSelector"].get("matchLabels", {})
+    check("the NetworkPolicy selects the Deployment's pods",
+          selector and all(labels.get(k) == v for k, v in selector.items()), selector)
+    check("it restricts both directions", sorted(policy.get("policyTypes", [])) == ["Egress", "Ingress"])
+    allowed = {(p.get("protocol", "TCP"), p["port"]) for rule in policy.get("egress", []) for p in rule.get("ports", [])}
+    kafka_ports = {int(s.rsplit(":", 1)[1]) for s in config["kafka.bootstrap.servers"].split(",")}
+    needed = {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 5432), ("TCP", 9092), ("TCP", 9093)}
+    needed |= {("TCP", p) for p in kafka_ports}
+    check("egress allows DNS, Apple (443), Kafka (the brokers' ports) and PostgreSQL (5432)",
+          needed <= allowed, sorted(needed - allowed))
+    check("every egress rule names its ports", all(rule.get("ports") for rule in policy.get("egress", [])))
+    ingress = policy.get("ingress", [])
+    open_rules = [r for r in ingress if not r.get("from") or not r.get("ports")]
+    check("every ingress rule names its sources and ports (nothing open to all)", not open_rules, open_rules)
+    unknown = [p["port"] for r in ingress for p in r["ports"] if p["port"] not in ports and p["port"] not in ports.values()]
+    check("ingress reaches only ports the container has", not unknown, unknown)
+    check("the metrics port is reachable (by Prometheus)",
+          any(p["port"] in ("metrics", port) for r in ingress for p in r["ports"]))
+
     scaled = documents["ScaledObject"][0]["spec"]
     trigger = scaled["triggers"][0]["metadata"]
     check("KEDA scales the Deployment", scaled["scaleTargetRef"]["name"] == deployment["metadata"]["name"])
     check("KEDA watches the workers' group and jobs topic",
           trigger["consumerGroup"] == config["kafka.group.id"] and trigger["topic"] == config.get("topics.jobs", "receipt-jobs"))
     check("KEDA's brokers are the workers'", trigger["bootstrapServers"] == config["kafka.bootstrap.servers"])
+
+    # KEDA's credentials: every key the TriggerAuthentication reads exists in the example Secrets, and
+    # says what the worker's configuration says.
+    refs = documents["TriggerAuthentication"][0]["spec"]["secretTargetRef"]
+    absent = [f"{r['name']}/{r['key']}" for r in refs if r["key"] not in examples.get(r["name"], {}).get("stringData", {})]
+    check("secret-example.yaml has every key KEDA's TriggerAuthentication reads", not absent, absent)
+    keda = {r["parameter"]: examples.get(r["name"], {}).get("stringData", {}).get(r["key"]) for r in refs}
+    mechanism = config.get("kafka.sasl.mechanisms", "")
+    protocol = config.get("kafka.security.protocol", "PLAINTEXT")
+    sasl = {"SCRAM-SHA-512": "scram_sha512", "SCRAM-SHA-256": "scram_sha256", "PLAIN": "plaintext"}.get(mechanism, "none")
+    check("KEDA's sasl, username and tls agree with the worker's kafka.* settings",
+          keda.get("sasl", "none") == (sasl if protocol.startswith("SASL") else "none")
+          and keda.get("username") == config.get("kafka.sasl.username")
+          and keda.get("tls", "disable") == ("enable" if protocol in ("SSL", "SASL_SSL") else "disable"),
+          {k: keda.get(k) for k in ("sasl", "username", "tls")})
+    by_parameter = {r["parameter"]: r for r in refs}
+    password = config.get("kafka.sasl.password_file")
+    check("KEDA's password is the worker's (one copy in the worker's Secret)", password is None or (
+        by_parameter.get("password", {}).get("name") == secret_name
+        and by_parameter["password"]["key"] == os.path.basename(password)))
+    ca = config.get("kafka.ssl.ca.location")
+    check("KEDA trusts the brokers' CA the worker trusts (one copy in the worker's Secret)",
+          (ca is None and "ca" not in by_parameter) or (ca is not None and by_parameter.get("ca", {}).get("name")
+                                                        == secret_name and by_parameter["ca"]["key"] == os.path.basename(ca)),
+          f"{ca} vs {by_parameter.get('ca')}")
+
+    # The topics: deploy/README.md creates each one the worker checks at start, the jobs topic with a
+    # partition for every replica KEDA may start (a replica without one idles).
+    topics = readme_topics()
+    names = [config.get("topics.jobs", "receipt-jobs"), config.get("topics.results", "receipt-results"),
+             config.get("topics.dlq", "receipt-dlq")]
+    check("deploy/README.md creates the jobs, results and DLQ topics", all(n in topics for n in names),
+          f"{names} vs {sorted(topics)}")
+    jobs_partitions = int(topics.get(names[0], {}).get("partitions", 0))
+    check("the jobs topic has at least KEDA's maxReplicaCount partitions",
+          jobs_partitions >= scaled["maxReplicaCount"], f"{jobs_partitions} < {scaled['maxReplicaCount']}")
+    check("every topic is replicated (factor 3, min.insync.replicas 2)", all(
+        topics.get(n, {}).get("replication-factor") == "3" and topics.get(n, {}).get("min.insync.replicas") == "2"
+        for n in names), {n: topics.get(n) for n in names})
 
     # The ConfigMap's properties, validated by the worker itself, with the secret files stubbed.
     with tempfile.TemporaryDirectory() as stubs:
@@ -104,12 +293,12 @@ def kubernetes(binary):
         stub_values = {"ledger.url_file": "postgresql://u:p@db/ledger\n",
                        "apple.api.private_key_file": open(test_key).read()}
         arguments = [binary, "check-config", "--config", os.path.join(stubs, "worker.properties")]
-        text = documents["ConfigMap"][0]["data"]["worker.properties"]
-        for key in [k for k in config if k.endswith("_file")]:
+        text = config_map["data"]["worker.properties"]
+        for key, path in files.items():
             stub = os.path.join(stubs, key)
             with open(stub, "w") as f:
                 f.write(stub_values.get(key, "stub\n"))
-            text = text.replace(f"{key}={config[key]}", f"{key}={stub}")
+            text = text.replace(f"{key}={path}", f"{key}={stub}")
         with open(arguments[-1], "w") as f:
             f.write(text)
         run = subprocess.run(arguments, capture_output=True, text=True, env={"PATH": os.environ.get("PATH", "")})
