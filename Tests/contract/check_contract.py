@@ -4,8 +4,7 @@
     .deps/venv/bin/python Tests/contract/check_contract.py [--docs DIR] [--messages DIR]
 
 Without options: docs/asyncapi.yaml is valid against the official AsyncAPI 3.0.0 JSON Schema (vendored beside
-this file: asyncapi-3.0.0.schema.json, schemas/3.0.0.json of github.com/asyncapi/spec-json-schemas, Apache-2.0,
-no PyPI package ships it), every `$ref` in it and in the schemas resolves, every docs/schemas/*.json is a valid
+this file: asyncapi-3.0.0.schema.json, see README.md here; no PyPI package ships it), every `$ref` in it and in the schemas resolves, every docs/schemas/*.json is a valid
 JSON Schema (draft 2020-12) whose `examples` validate against it, and each result event type maps to a schema.
 
 --messages DIR also validates messages captured by the end-to-end tests (RECEIPT_WORKER_CONTRACT_CAPTURE=DIR):
@@ -19,6 +18,7 @@ Exit status: 0 all good, 1 a check failed (the first problems are listed), 2 usa
 """
 
 import argparse
+import hashlib
 import json
 import pathlib
 import sys
@@ -32,6 +32,7 @@ from jsonschema.exceptions import SchemaError
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 ASYNCAPI_SCHEMA = HERE / "asyncapi-3.0.0.schema.json"
+ASYNCAPI_SCHEMA_SHA256 = "1786a007ac00344a8f529e5a6fc5db786b0be6757e0b94a8b95a8a6a52b7fe9a"  # README.md: its source
 MAX_PROBLEMS_SHOWN = 10
 
 # The schema of each kind of captured message: results by their ce_type (mapped from the AsyncAPI document).
@@ -129,7 +130,10 @@ def first_error(validator, instance):
 def check_asyncapi(docs, report):
     path = docs / "asyncapi.yaml"
     document = load(path)
-    schema = json.loads(ASYNCAPI_SCHEMA.read_text(encoding="utf-8"))
+    raw = ASYNCAPI_SCHEMA.read_bytes()
+    if hashlib.sha256(raw).hexdigest() != ASYNCAPI_SCHEMA_SHA256:
+        report.fail(f"{ASYNCAPI_SCHEMA.name} is not the vendored official file (sha256 differs; see README.md)")
+    schema = json.loads(raw)
     validator = Draft7Validator(schema)
     errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
     for error in errors[:MAX_PROBLEMS_SHOWN]:
