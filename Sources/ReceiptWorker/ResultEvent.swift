@@ -48,6 +48,12 @@ public struct ResultEvent: Sendable, Equatable {
         return Data(out.utf8)
     }
 
+    /// The CloudEvents `ce_type` of a grant and of a deny (docs/contract.md, section 4).
+    public static let grantedType = "receipt.granted"
+    public static let deniedType = "receipt.denied"
+    /// Every `ce_type` the worker publishes; a test holds docs/ to it.
+    public static let eventTypes = [grantedType, deniedType]
+
     /// CloudEvents 1.0, Kafka binary mode: the attributes as `ce_` headers.
     public func headers(source: String) -> [KafkaHeader] {
         Self.headers(eventID: eventID, granted: decision == .grant, time: Timestamp.rfc3339(verifiedAt), source: source)
@@ -58,7 +64,7 @@ public struct ResultEvent: Sendable, Equatable {
             KafkaHeader(name: "ce_specversion", string: "1.0"),
             KafkaHeader(name: "ce_id", string: eventID),
             KafkaHeader(name: "ce_source", string: source),
-            KafkaHeader(name: "ce_type", string: granted ? "receipt.granted" : "receipt.denied"),
+            KafkaHeader(name: "ce_type", string: granted ? grantedType : deniedType),
             KafkaHeader(name: "ce_time", string: time),
             KafkaHeader(name: "content-type", string: "application/json"),
         ]

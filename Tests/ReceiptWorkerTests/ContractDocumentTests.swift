@@ -1,0 +1,129 @@
+import Foundation
+import Kafka
+import Testing
+
+@testable import ReceiptWorker
+
+/// docs/ against the code: every deny reason, dead-letter reason, event type and configuration key the code has is
+/// in the documents, and the documents name none the code does not have. docs/contract.md's tables are read
+/// between their `<!-- BEGIN name` and `<!-- END name` lines; Tests/contract/check_contract.py checks the rest.
+@Suite("The contract documents follow the code")
+struct ContractDocumentTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    static func text(_ path: String) throws -> String {
+        try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
+    }
+
+    /// A file of docs/schemas as a JSON object.
+    static func schema(_ name: String) throws -> [String: Any] {
+        let data = try Data(contentsOf: root.appendingPathComponent("docs/schemas/\(name)"))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any], "\(name): not an object")
+    }
+
+    /// The values a schema allows for one property: its `enum`, or its `const`.
+    static func allowed(_ schema: [String: Any], _ property: String) -> [String] {
+        let definition = (schema["properties"] as? [String: Any])?[property] as? [String: Any]
+        if let values = definition?["enum"] as? [String] { return values }
+        if let value = definition?["const"] as? String { return [value] }
+        return []
+    }
+
+    /// The names in one column of a table of docs/contract.md, each cell exactly one `name` in backticks. The
+    /// table is the one between `<!-- BEGIN <table>` and `<!-- END <table>`; its header and separator rows are
+    /// skipped. `column` counts from 0; -1 is the last.
+    static func tableNames(_ table: String, column: Int) throws -> [String] {
+        let lines = try text("docs/contract.md").split(separator: "\n", omittingEmptySubsequences: false)
+        let beginLine = lines.firstIndex { $0.hasPrefix("<!-- BEGIN \(table)") }
+        let begin = try #require(beginLine, "no table \(table)")
+        let endLine = lines[begin...].firstIndex { $0.hasPrefix("<!-- END \(table)") }
+        let end = try #require(endLine, "the table \(table) does not end")
+        var names: [String] = []
+        for line in lines[(begin + 1)..<end].filter({ $0.hasPrefix("|") }).dropFirst(2) {
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().dropLast()
+            let index = column < 0 ? cells.count + column : column
+            guard cells.indices.contains(cells.startIndex + index) else {
+                Issue.record("docs/contract.md, table \(table): a row without column \(column): \(line)")
+                continue
+            }
+            let cell = cells[cells.startIndex + index].trimmingCharacters(in: .whitespaces)
+            guard cell.count > 2, cell.hasPrefix("`"), cell.hasSuffix("`"), cell.filter({ $0 == "`" }).count == 2
+            else {
+                Issue.record("docs/contract.md, table \(table): \(cell) is not one name in backticks")
+                continue
+            }
+            names.append(String(cell.dropFirst().dropLast()))
+        }
+        return names
+    }
+
+    @Test("deny reasons: the code's, docs/contract.md's check table and the receipt.denied schema's enum")
+    func denyReasons() throws {
+        let code = Set(WorkerMetrics.denyReasons)
+        #expect(code.count == WorkerMetrics.denyReasons.count, "a deny reason is listed twice in the code")
+        let documented = try Self.tableNames("deny reasons", column: -1)
+        #expect(Set(documented) == code, "docs/contract.md's deny reasons differ from WorkerMetrics.denyReasons")
+        #expect(documented.count == Set(documented).count, "docs/contract.md lists a deny reason twice")
+        let denied = try Self.schema("receipt.denied.json")
+        #expect(Set(Self.allowed(denied, "reason")) == code, "receipt.denied.json's reason enum differs from the code")
+        let granted = try Self.schema("receipt.granted.json")
+        #expect(Self.allowed(granted, "reason") == ["verified"])
+    }
+
+    @Test("dead-letter reasons: the code's, docs/contract.md's table and the dlq-headers schema's enum")
+    func deadLetterReasons() throws {
+        let code = Set(DeadLetterReasons.all)
+        let documented = try Self.tableNames("dead-letter reasons", column: 0)
+        #expect(Set(documented) == code, "docs/contract.md's dead-letter reasons differ from DeadLetterReasons.all")
+        #expect(documented.count == Set(documented).count, "docs/contract.md lists a dead-letter reason twice")
+        let headers = try Self.schema("dlq-headers.json")
+        #expect(Set(Self.allowed(headers, "dlq_reason")) == code, "dlq-headers.json's dlq_reason enum differs")
+        let asyncapi = try Self.text("docs/asyncapi.yaml")
+        #expect(asyncapi.contains("./schemas/dlq-headers.json"), "docs/asyncapi.yaml does not use dlq-headers.json")
+    }
+
+    @Test("event types: what the headers carry, docs/contract.md, the headers schema, a schema each, AsyncAPI")
+    func eventTypes() throws {
+        let code = ResultEvent.eventTypes
+        let sent: [String] = [true, false].map { granted in
+            let headers = ResultEvent.headers(eventID: "e", granted: granted, time: "t", source: "s")
+            return headers.first { $0.name == "ce_type" }?.stringValue ?? ""
+        }
+        #expect(sent == code, "ResultEvent.headers sends a ce_type that is not in ResultEvent.eventTypes")
+        let documented = try Self.tableNames("event types", column: 0)
+        #expect(documented == code, "docs/contract.md's event types differ from ResultEvent.eventTypes")
+        let headers = try Self.schema("result-headers.json")
+        #expect(Set(Self.allowed(headers, "ce_type")) == Set(code), "result-headers.json's ce_type enum differs")
+        let asyncapi = try Self.text("docs/asyncapi.yaml")
+        for eventType in code {
+            let decision = eventType == ResultEvent.grantedType ? "grant" : "deny"
+            let payload = try Self.schema("\(eventType).json")
+            #expect(Self.allowed(payload, "decision") == [decision], "\(eventType).json must say decision \(decision)")
+            #expect(asyncapi.contains("name: \(eventType)\n"), "docs/asyncapi.yaml has no message \(eventType)")
+            #expect(asyncapi.contains("./schemas/\(eventType).json"), "docs/asyncapi.yaml does not use its schema")
+        }
+    }
+
+    @Test("configuration keys: ConfigurationLoader.documentedKeys and docs/contract.md's table, both ways")
+    func configurationKeys() throws {
+        let code = Set(ConfigurationLoader.documentedKeys)
+        let documented = try Self.tableNames("configuration keys", column: 0)
+        #expect(documented.count == Set(documented).count, "docs/contract.md lists a configuration key twice")
+        for key in code.subtracting(documented).sorted() {
+            Issue.record("the configuration key \(key) is missing from docs/contract.md's table")
+        }
+        for key in Set(documented).subtracting(code).sorted() {
+            Issue.record("docs/contract.md's table has \(key), which the code does not know")
+        }
+    }
+
+    @Test("the AsyncAPI channels' addresses are the default topic names")
+    func topicNames() throws {
+        let asyncapi = try Self.text("docs/asyncapi.yaml")
+        let topics = WorkerConfiguration().topics
+        for topic in [topics.jobs, topics.results, topics.dlq] {
+            #expect(asyncapi.contains("address: \(topic)\n"), "docs/asyncapi.yaml has no channel for \(topic)")
+        }
+    }
+}

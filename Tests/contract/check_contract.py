@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""Checks the published contract in docs/ (docs/README.md describes it).
+
+    .deps/venv/bin/python Tests/contract/check_contract.py [--docs DIR] [--messages DIR]
+
+Without options: docs/asyncapi.yaml is valid against the official AsyncAPI 3.0.0 JSON Schema (vendored beside
+this file: asyncapi-3.0.0.schema.json, see README.md here; no PyPI package ships it), every `$ref` in it and in the schemas resolves, every docs/schemas/*.json is a valid
+JSON Schema (draft 2020-12) whose `examples` validate against it, and each result event type maps to a schema.
+
+--messages DIR also validates messages captured by the end-to-end tests (RECEIPT_WORKER_CONTRACT_CAPTURE=DIR):
+DIR/*.jsonl, one object a line: {"channel": "jobs"|"results"|"dlq", "key": str|null, "headers": {str: str},
+"value": str}. A result is validated against the schema its ce_type names, with its headers; a dead letter's
+headers against dlq-headers.json (its value is the original job, possibly malformed on purpose); a job that
+fails job.json must have been answered malformed_job (a deny with its job_id, or a dead letter with its
+value): the schema may be stricter than nothing, never stricter than the worker.
+
+Exit status: 0 all good, 1 a check failed (the first problems are listed), 2 usage.
+"""
+
+import argparse
+import hashlib
+import json
+import pathlib
+import sys
+from collections import Counter
+from urllib.parse import unquote
+
+import yaml
+from jsonschema import Draft7Validator, Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+ASYNCAPI_SCHEMA = HERE / "asyncapi-3.0.0.schema.json"
+ASYNCAPI_SCHEMA_SHA256 = "1786a007ac00344a8f529e5a6fc5db786b0be6757e0b94a8b95a8a6a52b7fe9a"  # README.md: its source
+MAX_PROBLEMS_SHOWN = 10
+
+# The schema of each kind of captured message: results by their ce_type (mapped from the AsyncAPI document).
+RESULT_HEADERS = "result-headers.json"
+DLQ_HEADERS = "dlq-headers.json"
+JOB = "job.json"
+
+
+class Report:
+    def __init__(self):
+        self.problems = []
+
+    def fail(self, text):
+        self.problems.append(text)
+
+    def finish(self):
+        if not self.problems:
+            return 0
+        print(f"FAILED: {len(self.problems)} problem(s); the first {min(len(self.problems), MAX_PROBLEMS_SHOWN)}:")
+        for problem in self.problems[:MAX_PROBLEMS_SHOWN]:
+            print(f"  - {problem}")
+        return 1
+
+
+def load(path):
+    text = path.read_text(encoding="utf-8")
+    return yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
+
+
+def pointer(document, fragment):
+    """The node at a JSON pointer (`/a/b`, `~0`/`~1` escapes); KeyError/IndexError when absent."""
+    node = document
+    if fragment in ("", "/"):
+        return node
+    for part in fragment.lstrip("/").split("/"):
+        part = unquote(part).replace("~1", "/").replace("~0", "~")
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node
+
+
+def refs(node, where=""):
+    """Every `$ref` string in a document, with where it was found."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str):
+                yield where or "/", value
+            else:
+                yield from refs(value, f"{where}/{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from refs(value, f"{where}/{index}")
+
+
+def shown(path):
+    """A path as printed: relative to the repository when inside it."""
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def check_refs(path, document, report, seen):
+    """Resolves every `$ref` of a file (relative files followed once); returns how many were resolved."""
+    resolved = 0
+    for where, ref in refs(document):
+        target_file, _, fragment = ref.partition("#")
+        if target_file.startswith(("http://", "https://", "urn:")):
+            report.fail(f"{shown(path)}{where}: $ref {ref} is not a local file (the contract must be offline)")
+            continue
+        target_path = (path.parent / target_file).resolve() if target_file else path
+        if not target_path.is_file():
+            report.fail(f"{shown(path)}{where}: $ref {ref}: no file {target_path}")
+            continue
+        try:
+            target = document if target_path == path else load(target_path)
+            pointer(target, fragment)
+        except (KeyError, IndexError, ValueError) as error:
+            report.fail(f"{shown(path)}{where}: $ref {ref} does not resolve ({error!r})")
+            continue
+        resolved += 1
+        if target_path != path and target_path not in seen:
+            seen.add(target_path)
+            resolved += check_refs(target_path, target, report, seen)
+    return resolved
+
+
+def first_error(validator, instance):
+    error = next(iter(sorted(validator.iter_errors(instance), key=lambda e: e.path)), None)
+    if error is None:
+        return None
+    location = "/".join(str(part) for part in error.absolute_path) or "(root)"
+    return f"at {location}: {error.message[:300]}"
+
+
+def check_asyncapi(docs, report):
+    path = docs / "asyncapi.yaml"
+    document = load(path)
+    raw = ASYNCAPI_SCHEMA.read_bytes()
+    if hashlib.sha256(raw).hexdigest() != ASYNCAPI_SCHEMA_SHA256:
+        report.fail(f"{ASYNCAPI_SCHEMA.name} is not the vendored official file (sha256 differs; see README.md)")
+    schema = json.loads(raw)
+    validator = Draft7Validator(schema)
+    errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
+    for error in errors[:MAX_PROBLEMS_SHOWN]:
+        location = "/".join(str(part) for part in error.absolute_path) or "(root)"
+        report.fail(f"asyncapi.yaml at {location}: {error.message[:300]}")
+    resolved = check_refs(path, document, report, {path})
+    status = "valid" if not errors else f"INVALID ({len(errors)} errors)"
+    print(f"asyncapi.yaml: {status} against the AsyncAPI {document.get('asyncapi')} schema; {resolved} $ref(s) resolved")
+    return document
+
+
+def check_schemas(docs, report):
+    validators = {}
+    for path in sorted((docs / "schemas").glob("*.json")):
+        name = path.name
+        try:
+            schema = load(path)
+            Draft202012Validator.check_schema(schema)
+        except (ValueError, SchemaError) as error:
+            report.fail(f"schemas/{name}: not a valid draft 2020-12 schema: {str(error)[:300]}")
+            continue
+        if schema.get("$schema") != "https://json-schema.org/draft/2020-12/schema":
+            report.fail(f"schemas/{name}: $schema is not draft 2020-12")
+        for keyword in ("$id", "title", "description"):
+            if not schema.get(keyword):
+                report.fail(f"schemas/{name}: no {keyword}")
+        examples = schema.get("examples") or []
+        if not examples:
+            report.fail(f"schemas/{name}: no examples")
+        validator = Draft202012Validator(schema)
+        bad = 0
+        for index, example in enumerate(examples):
+            problem = first_error(validator, example)
+            if problem:
+                bad += 1
+                report.fail(f"schemas/{name}: example {index} is invalid {problem}")
+        check_refs(path, schema, report, {path})
+        validators[name] = validator
+        print(f"schemas/{name}: valid draft 2020-12 schema; {len(examples) - bad} of {len(examples)} example(s) valid")
+    return validators
+
+
+def result_schemas(asyncapi, docs, validators, report):
+    """ce_type -> schema file name, from the results channel's messages (their `name` is the ce_type)."""
+    mapping = {}
+    try:
+        messages = asyncapi["channels"]["results"]["messages"]
+    except (KeyError, TypeError):
+        report.fail("asyncapi.yaml: no channels/results/messages")
+        return mapping
+    for message in messages.values():
+        if "$ref" in message:
+            message = pointer(asyncapi, message["$ref"].partition("#")[2])
+        ref = ((message.get("payload") or {}).get("schema") or {}).get("$ref", "")
+        mapping[message.get("name")] = pathlib.Path(ref.partition("#")[0]).name
+    header_types = set((validators.get(RESULT_HEADERS).schema if RESULT_HEADERS in validators else {})
+                       .get("properties", {}).get("ce_type", {}).get("enum", []))
+    if header_types != set(mapping):
+        report.fail(f"ce_type values of {RESULT_HEADERS} {sorted(header_types)} differ from the results channel's "
+                    f"messages {sorted(mapping)}")
+    for event_type, name in mapping.items():
+        if name not in validators:
+            report.fail(f"ce_type {event_type}: its payload schema {name!r} is not in docs/schemas")
+            continue
+        decision = validators[name].schema.get("properties", {}).get("decision", {}).get("const")
+        expected = {"receipt.granted": "grant", "receipt.denied": "deny"}.get(event_type)
+        if expected and decision != expected:
+            report.fail(f"ce_type {event_type}: {name} says decision {decision!r}, expected {expected!r}")
+    return mapping
+
+
+def read_captures(directory, report):
+    files = sorted(directory.glob("*.jsonl"))
+    messages = []
+    for path in files:
+        with path.open(encoding="utf-8", errors="replace") as lines:
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                where = f"{path.name}:{number}"
+                try:
+                    message = json.loads(line)
+                except ValueError as error:
+                    report.fail(f"{where}: not JSON ({error})")
+                    continue
+                if (not isinstance(message, dict) or message.get("channel") not in ("jobs", "results", "dlq")
+                        or not isinstance(message.get("headers", {}), dict)
+                        or not isinstance(message.get("value"), str)
+                        or not isinstance(message.get("key"), (str, type(None)))):
+                    report.fail(f"{where}: not a capture record (channel jobs|results|dlq, key, headers, value)")
+                    continue
+                message["where"] = where
+                messages.append(message)
+    return files, messages
+
+
+def check_messages(directory, validators, mapping, report):
+    files, messages = read_captures(directory, report)
+    print(f"captured messages: {len(messages)} in {len(files)} file(s) of {directory}")
+    counts = Counter()
+    by_channel = {"jobs": [], "results": [], "dlq": []}
+    for message in messages:
+        by_channel[message["channel"]].append(message)
+
+    def validate(name, instance, where):
+        problem = first_error(validators[name], instance)
+        if problem:
+            report.fail(f"{where}: {name} {problem}")
+            return False
+        counts[name] += 1
+        return True
+
+    malformed_denies = set()  # job ids answered malformed_job
+    for message in by_channel["results"]:
+        where, headers = message["where"], message["headers"]
+        validate(RESULT_HEADERS, headers, f"{where} headers")
+        event_type = headers.get("ce_type")
+        try:
+            event = json.loads(message["value"])
+        except ValueError:
+            report.fail(f"{where}: the value is not JSON")
+            continue
+        if event_type not in mapping or mapping[event_type] not in validators:
+            report.fail(f"{where}: ce_type {event_type!r} has no schema")
+            continue
+        validate(mapping[event_type], event, where)
+        if not isinstance(event, dict):
+            continue
+        if headers.get("ce_id") != event.get("event_id"):
+            report.fail(f"{where}: ce_id {headers.get('ce_id')!r} is not event_id {event.get('event_id')!r}")
+        if headers.get("ce_time") != event.get("verified_at"):
+            report.fail(f"{where}: ce_time {headers.get('ce_time')!r} is not verified_at {event.get('verified_at')!r}")
+        if message["key"] != event.get("order_id"):
+            report.fail(f"{where}: key {message['key']!r} is not order_id {event.get('order_id')!r}")
+        if event.get("decision") == "deny" and event.get("reason") == "malformed_job":
+            malformed_denies.add(event.get("job_id"))
+
+    malformed_letters = Counter()  # values dead-lettered as malformed_job
+    truncated_sizes = set()
+    for message in by_channel["dlq"]:
+        where, headers = message["where"], message["headers"]
+        validate(DLQ_HEADERS, headers, f"{where} headers")
+        if headers.get("dlq_truncated") == "true" and message["value"] != "":
+            report.fail(f"{where}: a stub (dlq_truncated) with a value")
+        if headers.get("dlq_reason") == "malformed_job":
+            if headers.get("dlq_truncated") == "true":
+                truncated_sizes.add(headers.get("dlq_original_bytes"))
+            else:
+                malformed_letters[message["value"]] += 1
+
+    def answered_malformed(message, job):
+        value = message["value"]
+        if value in malformed_letters or str(len(value.encode("utf-8"))) in truncated_sizes:
+            return True
+        job_id = job.get("job_id") if isinstance(job, dict) else None
+        return isinstance(job_id, str) and job_id in malformed_denies
+
+    rejected_answered = 0
+    accepted_but_malformed = 0
+    for message in by_channel["jobs"]:
+        where = message["where"]
+        try:
+            job = json.loads(message["value"])
+            problem = first_error(validators[JOB], job)
+        except ValueError:
+            job, problem = None, "not JSON"
+        if problem is None:
+            counts[JOB] += 1
+            if answered_malformed(message, job):
+                accepted_but_malformed += 1
+        elif answered_malformed(message, job):
+            rejected_answered += 1
+        else:
+            report.fail(f"{where}: job.json rejects a job that was not answered malformed_job "
+                        f"(the schema is stricter than the worker): {problem}")
+
+    for name in [JOB, *sorted(set(mapping.values())), RESULT_HEADERS, DLQ_HEADERS]:
+        line = f"  {name}: {counts[name]} real message(s) validated"
+        if name == JOB:
+            line += (f"; {rejected_answered} schema-invalid job(s), each answered malformed_job; "
+                     f"{accepted_but_malformed} schema-valid job(s) answered malformed_job (information: the worker "
+                     "checks more than the schema can say)")
+        print(line)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--docs", type=pathlib.Path, default=ROOT / "docs", help="the docs directory")
+    parser.add_argument("--messages", type=pathlib.Path, help="a directory of captured *.jsonl messages")
+    arguments = parser.parse_args()
+    if arguments.messages is not None and not arguments.messages.is_dir():
+        print(f"check_contract: --messages {arguments.messages}: no such directory", file=sys.stderr)
+        return 2
+    report = Report()
+    asyncapi = check_asyncapi(arguments.docs, report)
+    validators = check_schemas(arguments.docs, report)
+    for required in (JOB, RESULT_HEADERS, DLQ_HEADERS):
+        if required not in validators:
+            report.fail(f"schemas/{required} is missing or invalid")
+    mapping = result_schemas(asyncapi, arguments.docs, validators, report)
+    print("result event types: " + ", ".join(f"{kind} -> schemas/{name}" for kind, name in sorted(mapping.items())))
+    if arguments.messages is not None and all(name in validators for name in (JOB, RESULT_HEADERS, DLQ_HEADERS)):
+        check_messages(arguments.messages, validators, mapping, report)
+    status = report.finish()
+    if status == 0:
+        print("contract checks passed")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
