@@ -9,11 +9,19 @@ swift build --build-tests
 # Every parser fuzzed for a fixed number of runs from a fixed seed (about 2 minutes, build included);
 # `scripts/fuzz.sh [TARGET] [SECONDS]` fuzzes for longer. Skipped when the tests are filtered.
 if [ "$#" -eq 0 ]; then bash scripts/fuzz.sh --ci; fi
+# The published contract (docs/): the AsyncAPI document, the schemas and their examples.
+.deps/venv/bin/python Tests/contract/check_contract.py
 if [ "$#" -eq 0 ]; then
+    # Every job, event and dead letter the end-to-end tests send or receive is captured and validated
+    # against its schema after the run (Tests/TestSupport/ContractCapture.swift).
+    capture="$(mktemp -d)"
+    trap 'rm -rf "$capture"' EXIT
+    export RECEIPT_WORKER_CONTRACT_CAPTURE="$capture"
     # The HTTP server's flood and idle-connection tests first and alone: 40,000 pipelined requests would
     # starve the timing assertions of the tests running beside them (and their own probes).
     swift test --skip-build --filter HTTPServerKitTests
     bash scripts/with-services.sh swift test --skip-build --skip HTTPServerKitTests
+    .deps/venv/bin/python Tests/contract/check_contract.py --messages "$capture"
 else
     bash scripts/with-services.sh swift test --skip-build "$@"
 fi

@@ -37,7 +37,9 @@ public struct ResultEvent: Sendable, Equatable {
     public func json() -> Data {
         func string(_ value: String?) -> String { value.map(JSONString.quote) ?? "null" }
         func time(_ value: Date?) -> String { value.map { JSONString.quote(Timestamp.rfc3339($0)) } ?? "null" }
-        var out = "{\"event_id\":\(string(eventID)),\"job_id\":\(string(jobID)),\"order_id\":\(string(orderID))"
+        let type = decision == .grant ? Self.grantedType : Self.deniedType
+        var out = "{\"event_id\":\(string(eventID)),\"type\":\"\(type)\",\"job_id\":\(string(jobID))"
+        out += ",\"order_id\":\(string(orderID))"
         out += ",\"user_id\":\(string(userID)),\"decision\":\"\(decision.rawValue)\",\"reason\":\(string(reason))"
         out += ",\"product_id\":\(string(productID)),\"quantity\":\(quantity)"
         out +=

@@ -89,7 +89,12 @@ final class WorkerHarness: Sendable {
         let running = Task { do { try await worker.run() } catch { Issue.record("worker failed: \(error)") } }
         let reading = Task { [self] in
             for await event in reader.events {
-                if case .message(let message) = event { self.received.withLock { $0.append(message) } }
+                if case .message(let message) = event {
+                    self.received.withLock { $0.append(message) }
+                    ContractCapture.record(
+                        channel: message.topic == self.topics.results ? "results" : "dlq", key: message.key,
+                        headers: message.headers.map { ($0.name, $0.value) }, value: message.value)
+                }
                 if case .partitionsRevoked(let revocation) = event { revocation.done() }
             }
         }
@@ -133,6 +138,7 @@ final class WorkerHarness: Sendable {
     func submit(raw: Data, key: String?) async throws {
         _ = try await producer.send(
             KafkaProducerMessage(topic: topics.jobs, key: key.map { Array($0.utf8) }, value: Array(raw)))
+        ContractCapture.record(channel: "jobs", key: key.map { Array($0.utf8) }, headers: [], value: Array(raw))
     }
 
     /// Result events of one job, decoded, as they arrived.

@@ -38,6 +38,11 @@ final class ProcessHarness: Sendable {
         try reader.subscribe(topics: ["results-\(suffix)"])
         let task = Task { [self] in
             for await event in self.reader.events {
+                if case .message(let message) = event {
+                    ContractCapture.record(
+                        channel: "results", key: message.key, headers: message.headers.map { ($0.name, $0.value) },
+                        value: message.value)
+                }
                 guard case .message(let message) = event,
                     let object = (try? JSONSerialization.jsonObject(with: Data(message.value))) as? [String: Any],
                     let jobID = object["job_id"] as? String
@@ -90,6 +95,7 @@ final class ProcessHarness: Sendable {
                 group.addTask {
                     _ = try await self.producer.send(
                         KafkaProducerMessage(topic: "jobs-\(self.suffix)", key: Array(key.utf8), value: Array(value)))
+                    ContractCapture.record(channel: "jobs", key: Array(key.utf8), headers: [], value: Array(value))
                 }
             }
             try await group.waitForAll()
