@@ -23,7 +23,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 targets=(JobParser SignedData VerifyReceiptResponse AppReceipt HTTPRequestParser Properties)
 scratch=.build-fuzz
-fixtures=Tests/AppleVerificationTests/Fixtures  # the repository's copy of ../shared/fixtures/apple
+fixtures=Tests/AppleVerificationTests/Fixtures  # Apple's test vectors
 
 # The longest input each target is given: the largest seed, or a little over what the input can usefully be.
 max_len() {

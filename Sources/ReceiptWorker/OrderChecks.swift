@@ -1,7 +1,7 @@
 import AppleVerification
 import Foundation
 
-/// The contract's checks (CONTRACT.md §3), in its order, on Apple's verdict. The first failing check names
+/// The contract's checks (docs/contract.md §3), in its order, on Apple's verdict. The first failing check names
 /// the deny reason. The ledger's two checks (duplicate_transaction, order_already_fulfilled) come after.
 public enum OrderChecks {
     public enum Outcome: Sendable, Equatable {

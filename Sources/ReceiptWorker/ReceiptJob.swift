@@ -2,7 +2,7 @@ import AppleVerification
 import Foundation
 import Observability
 
-/// A verification job, as a front-end service submits it (CONTRACT.md §2), validated.
+/// A verification job, as a front-end service submits it (docs/contract.md §2), validated.
 public struct ReceiptJob: Sendable, Equatable {
     public var jobID: String
     public var orderID: String

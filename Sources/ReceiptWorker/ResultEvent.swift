@@ -3,7 +3,7 @@ import Foundation
 import Kafka
 import Observability
 
-/// One grant or deny (CONTRACT.md §4). Every field is always present; absent values are JSON null.
+/// One grant or deny (docs/contract.md §4). Every field is always present; absent values are JSON null.
 public struct ResultEvent: Sendable, Equatable {
     public enum Decision: String, Sendable { case grant, deny }
 

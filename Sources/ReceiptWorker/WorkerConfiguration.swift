@@ -2,7 +2,7 @@ import Foundation
 import Kafka
 import Ledger
 
-/// Everything `receipt-worker run` is configured with (CONTRACT.md §6), validated once.
+/// Everything `receipt-worker run` is configured with (docs/contract.md, section 7), validated once.
 public struct WorkerConfiguration: Sendable {
     public struct Topics: Sendable {
         /// `topics.jobs`. Default: receipt-jobs.

@@ -18,7 +18,7 @@ enum EnqueueCommand {
           --file FILE                one job object, or one per line (JSON lines); "-" reads standard input
           --job-id ID                default: a new UUID
           --order-id, --user-id, --product-id, --quantity, --app-account-token, --transaction-id,
-          --receipt, --signed-transaction    the job's fields (CONTRACT.md section 2)
+          --receipt, --signed-transaction    the job's fields (docs/contract.md, section 2)
           --receipt-file FILE        the receipt's base64 text (or its raw bytes, base64-encoded here)
           --config FILE, --set key=value     kafka.* and topics.jobs, as for `run`
 

@@ -18,7 +18,8 @@ enum RunCommand {
 
         Every key can also come from the environment: RECEIPT_WORKER_ + the key in capitals with each
         "." written "__" (apple.bundle_id: RECEIPT_WORKER_APPLE__BUNDLE_ID).
-        Logs: JSON lines on standard error; LOG_LEVEL=debug|info|warning|error (default info).
+        Logs: JSON lines on standard error; LOG_LEVEL (or RECEIPT_WORKER_LOG_LEVEL) = trace, debug, info,
+        notice, warning, error or critical (default info).
         Exit codes: 0 stopped gracefully; 1 runtime failure (fatal Kafka error); 2 configuration error.
         """
 

@@ -2,7 +2,7 @@ import Foundation
 
 @testable import AppleVerification
 
-/// Apple's test vectors, copied from ../shared/fixtures/apple (see its README for what each file is).
+/// Apple's test vectors (from the test resources of Apple's app-store-server-library), in Fixtures/.
 enum Fixtures {
     static func data(_ path: String) throws -> Data {
         guard let base = Bundle.module.resourceURL else { throw FixtureError(path) }

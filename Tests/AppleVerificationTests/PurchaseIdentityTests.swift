@@ -3,7 +3,7 @@ import Testing
 
 @testable import AppleVerification
 
-/// CONTRACT.md §3, "Purchase identity": the string the ledger claims, so one purchase is granted once,
+/// docs/contract.md §3, "Purchase identity": the string the ledger claims, so one purchase is granted once,
 /// whichever proof and whichever device presents it.
 @Suite("Purchase identity of verified transactions")
 struct PurchaseIdentityTests {

@@ -43,7 +43,7 @@ public struct AppleTransaction: Sendable, Hashable {
 
     public var isSubscription: Bool { productType.isSubscription || expiresDate != nil }
 
-    /// The purchase this transaction proves, as the ledger claims it (CONTRACT.md §3, "Purchase identity"):
+    /// The purchase this transaction proves, as the ledger claims it (docs/contract.md §3, "Purchase identity"):
     /// two proofs of one purchase give one identity, whichever proof (signed transaction, Server API,
     /// receipt) and whichever device (a StoreKit 1 restore gives an old purchase a new `transaction_id`).
     ///
