@@ -140,7 +140,8 @@ public final class Worker: Sendable {
                 } catch let error as KafkaError where error.isMissingTopic {
                     throw ConfigurationError(
                         key: key,
-                        reason: "topic \(topic) cannot be used (\(error.code)); create it first (deploy/README.md, Topics)")
+                        reason:
+                            "topic \(topic) cannot be used (\(error.code)); create it first (deploy/README.md, Topics)")
                 } catch {
                     if isStopping { return }
                     logger.warning("cannot describe topic \(topic); retrying", ["error": "\(error)"])
