@@ -29,8 +29,10 @@ public enum AppleRejection: String, Sendable {
 public final class AppleVerifier: Sendable {
     public let bundleID: String
     private let receipts: VerifyReceiptClient
-    private let api: AppStoreServerAPIClient?
-    private let signedData: SignedDataVerifier
+    /// The App Store Server API, when a key is configured (consumption answers and history use it too).
+    public let api: AppStoreServerAPIClient?
+    /// Verifies signed transactions, renewal info and notifications.
+    public let signedData: SignedDataVerifier
 
     public init(
         bundleID: String, receipts: VerifyReceiptClient, api: AppStoreServerAPIClient?,

@@ -21,6 +21,39 @@ public enum LedgerOutcome: Sendable, Equatable {
     case duplicateTransaction
     /// The order is already granted with another transaction.
     case orderAlreadyFulfilled
+    /// The purchase was granted, then refunded or revoked (an App Store notification said so).
+    case revoked
+}
+
+/// A granted purchase, as the ledger holds it.
+public struct GrantRecord: Sendable, Equatable {
+    public let orderID: String
+    public let transactionID: String
+    /// The grant's event as published, when the ledger kept it (grants recorded since schema version 5).
+    public let event: Data?
+    public let revoked: Bool
+    /// When a consumption request of this purchase must be answered by, if one is open.
+    public let consumptionRespondBy: Date?
+
+    public init(orderID: String, transactionID: String, event: Data?, revoked: Bool, consumptionRespondBy: Date?) {
+        self.orderID = orderID
+        self.transactionID = transactionID
+        self.event = event
+        self.revoked = revoked
+        self.consumptionRespondBy = consumptionRespondBy
+    }
+}
+
+/// What an App Store notification changes in the ledger.
+public enum PurchaseChange: Sendable, Equatable {
+    /// Nothing (an event only, or no event).
+    case none
+    /// Refunded or revoked: a later job presenting the purchase is denied `revoked`.
+    case revoke(purchaseID: String, transactionID: String)
+    /// The refund was reversed: granted again.
+    case reinstate(purchaseID: String, transactionID: String)
+    /// The player asked Apple for a refund; the answer is due by `respondBy`.
+    case consumptionRequest(transactionID: String, respondBy: Date)
 }
 
 /// Where decisions are kept, so that no transaction is granted to two orders and a re-delivered job gets
@@ -34,6 +67,22 @@ public protocol Ledger: Sendable {
     /// without asking Apple again.
     func storedEvent(jobID: String) async throws -> Data?
 
+    /// The grant of a purchase (by its identity, or by one of its transaction ids), if it was granted.
+    func grant(purchaseID: String?, transactionID: String) async throws -> GrantRecord?
+
+    /// The event stored for notification `id` (nil inside: handled, no event), or nil if never handled.
+    func storedNotification(id: String) async throws -> Data??
+
+    /// Applies a notification's change and stores the event it produced (or none), once per notification,
+    /// atomically: `.recorded`, or `.replay` with the first handling's event when it was handled before.
+    func recordNotification(id: String, change: PurchaseChange, event: Data?) async throws -> NotificationRecord
+
+    /// Marks the consumption request of `transactionID` answered (sent, or refused for good).
+    func answerConsumptionRequest(transactionID: String) async throws
+
+    /// When the oldest consumption request not yet answered and not yet past its deadline was made.
+    func oldestOpenConsumptionRequest() async throws -> Date?
+
     /// Deletes the results (stored for re-delivered jobs) decided before `cutoff`; returns how many. Grants are
     /// never deleted: they are what stops a purchase from being granted twice. A job delivered again after
     /// its result went is verified again, and its grant, if any, meets itself in the ledger: the same event.
@@ -43,6 +92,13 @@ public protocol Ledger: Sendable {
     func ping() async throws
 
     func close() async
+}
+
+/// How a notification was recorded.
+public enum NotificationRecord: Sendable, Equatable {
+    case recorded
+    /// Handled before: its stored event (nil: it produced none), to publish again unchanged.
+    case replay(Data?)
 }
 
 /// A ledger failure: the decision was not stored. Retried, unless `isPermanent`: the database refuses the

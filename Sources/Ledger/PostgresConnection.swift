@@ -61,6 +61,7 @@ final class PostgresConnection: @unchecked Sendable {
     }
 
     /// Runs one statement with text parameters (nil is SQL NULL); returns every row's columns.
+    @discardableResult
     func rows(_ sql: String, _ parameters: [String?]) throws -> [[String?]] {
         let cParameters = parameters.map { $0.map { strdup($0) } ?? nil }
         defer { cParameters.forEach { free($0) } }

@@ -84,6 +84,101 @@ public final class PostgresLedger: Ledger, Sendable {
         pool.close()
     }
 
+    public func grant(purchaseID: String?, transactionID: String) async throws -> GrantRecord? {
+        let name = schema.name
+        let rows = try await pool.withConnection { connection in
+            try connection.rows(
+                """
+                SELECT g.order_id, g.transaction_id, g.event, (g.revoked_at IS NOT NULL)::text,
+                    (SELECT extract(epoch FROM c.respond_by)::text FROM \(name).consumption_requests c
+                        WHERE c.transaction_id = $2 AND c.answered_at IS NULL)
+                FROM \(name).grants g
+                WHERE g.transaction_id = $2 OR g.purchase_id = $2 OR g.purchase_id = coalesce($1, $2)
+                ORDER BY g.transaction_id = $2 DESC LIMIT 1
+                """, [purchaseID, transactionID])
+        }
+        guard let row = rows.first, row.count == 5, let order = row[0], let transaction = row[1] else { return nil }
+        return GrantRecord(
+            orderID: order, transactionID: transaction, event: row[2].map { Data($0.utf8) }, revoked: row[3] == "true",
+            consumptionRespondBy: row[4].flatMap(Double.init).map { Date(timeIntervalSince1970: $0) })
+    }
+
+    public func storedNotification(id: String) async throws -> Data?? {
+        let name = schema.name
+        let rows = try await pool.withConnection { connection in
+            try connection.rows("SELECT event FROM \(name).notifications WHERE notification_id = $1", [id])
+        }
+        guard let row = rows.first else { return nil }
+        return .some(row.first.flatMap { $0 }.map { Data($0.utf8) })
+    }
+
+    public func recordNotification(id: String, change: PurchaseChange, event: Data?) async throws
+        -> NotificationRecord
+    {
+        let name = schema.name
+        let eventText = event.map { String(decoding: $0, as: UTF8.self) }
+        return try await pool.withConnection { connection in
+            try connection.query("BEGIN")
+            do {
+                let inserted = try connection.rows(
+                    """
+                    INSERT INTO \(name).notifications (notification_id, event) VALUES ($1, $2)
+                        ON CONFLICT (notification_id) DO NOTHING RETURNING 1
+                    """, [id, eventText])
+                guard !inserted.isEmpty else {
+                    let stored = try connection.rows(
+                        "SELECT event FROM \(name).notifications WHERE notification_id = $1", [id])
+                    try connection.query("COMMIT")
+                    return .replay(stored.first?.first.flatMap { $0 }.map { Data($0.utf8) })
+                }
+                switch change {
+                case .none: break
+                case .revoke(let purchase, let transaction), .reinstate(let purchase, let transaction):
+                    let value = if case .revoke = change { "coalesce(revoked_at, now())" } else { "NULL" }
+                    try connection.rows(
+                        """
+                        UPDATE \(name).grants SET revoked_at = \(value)
+                            WHERE purchase_id = $1 OR transaction_id = $2 OR purchase_id = $2
+                        """, [purchase, transaction])
+                case .consumptionRequest(let transaction, let respondBy):
+                    try connection.rows(
+                        """
+                        INSERT INTO \(name).consumption_requests (transaction_id, notification_id, respond_by)
+                            VALUES ($1, $2, to_timestamp($3::double precision))
+                            ON CONFLICT (transaction_id) DO UPDATE SET notification_id = EXCLUDED.notification_id,
+                                respond_by = EXCLUDED.respond_by, requested_at = now(), answered_at = NULL
+                        """, [transaction, id, String(respondBy.timeIntervalSince1970)])
+                }
+                try connection.query("COMMIT")
+                return .recorded
+            } catch {
+                _ = try? connection.query("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    public func answerConsumptionRequest(transactionID: String) async throws {
+        let name = schema.name
+        _ = try await pool.withConnection { connection in
+            try connection.rows(
+                "UPDATE \(name).consumption_requests SET answered_at = now() WHERE transaction_id = $1",
+                [transactionID])
+        }
+    }
+
+    public func oldestOpenConsumptionRequest() async throws -> Date? {
+        let name = schema.name
+        let rows = try await pool.withConnection { connection in
+            try connection.query(
+                """
+                SELECT extract(epoch FROM min(requested_at))::text FROM \(name).consumption_requests
+                    WHERE answered_at IS NULL AND respond_by > now()
+                """)
+        }
+        return rows.first.flatMap { $0 }.flatMap(Double.init).map { Date(timeIntervalSince1970: $0) }
+    }
+
     /// Deletes stored results decided before `cutoff`, 10,000 rows a transaction (short locks, a bounded
     /// WAL burst). Under a try-lock: with many replicas pruning on a timer, one does the work at a time and
     /// the others return 0 at once.
@@ -171,6 +266,7 @@ public final class PostgresLedger: Ledger, Sendable {
             case "recorded": answers[position] = .outcome(.recorded)
             case "duplicate_transaction": answers[position] = .outcome(.duplicateTransaction)
             case "order_already_fulfilled": answers[position] = .outcome(.orderAlreadyFulfilled)
+            case "revoked": answers[position] = .outcome(.revoked)
             case "replay": answers[position] = .outcome(.replay(Data((stored ?? "").utf8)))
             case "conflict": answers[position] = .conflict
             case "error":

@@ -37,13 +37,16 @@ public struct PostgresSchema: Sendable {
     }
 
     /// What a role needs to run the worker on a migrated schema, and nothing more: read and write the
-    /// ledger's rows (delete only stored results, for pruning), call its functions. No CREATE anywhere.
+    /// ledger's rows (update a grant only to revoke or reinstate it; delete only stored results, for
+    /// pruning), call its functions. No CREATE anywhere.
     public func grants(to role: String) -> [String] {
         [
             "GRANT USAGE ON SCHEMA \(name) TO \(role)",
             "GRANT SELECT ON \(name).schema_migrations TO \(role)",
-            "GRANT SELECT, INSERT ON \(name).grants TO \(role)",
+            "GRANT SELECT, INSERT, UPDATE ON \(name).grants TO \(role)",
             "GRANT SELECT, INSERT, DELETE ON \(name).results TO \(role)",
+            "GRANT SELECT, INSERT ON \(name).notifications TO \(role)",
+            "GRANT SELECT, INSERT, UPDATE ON \(name).consumption_requests TO \(role)",
             "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \(name) TO \(role)",
         ]
     }
@@ -93,6 +96,8 @@ public struct PostgresSchema: Sendable {
         """
     }
 
+    /// The record functions are always created at their latest: PL/pgSQL checks columns when a function
+    /// runs, not when it is created, and all pending migrations apply in one transaction.
     public var migrations: [Migration] {
         [
             Migration(version: 1, description: "grants and results", statements: tables),
@@ -101,6 +106,31 @@ public struct PostgresSchema: Sendable {
             Migration(
                 version: 4, description: "results retention",
                 statements: ["CREATE INDEX IF NOT EXISTS results_decided_at ON \(name).results (decided_at)"]),
+            Migration(version: 5, description: "after the grant: revocations, notifications", statements: afterGrant),
+        ]
+    }
+
+    /// The grant's event kept with it (a revocation names the granted order's user and product), its
+    /// revocation, each App Store notification handled (once), and open consumption requests.
+    private var afterGrant: [String] {
+        [
+            "ALTER TABLE \(name).grants ADD COLUMN IF NOT EXISTS event TEXT",
+            "ALTER TABLE \(name).grants ADD COLUMN IF NOT EXISTS revoked_at TIMESTAMPTZ",
+            """
+            CREATE TABLE IF NOT EXISTS \(name).notifications (
+                notification_id TEXT PRIMARY KEY,
+                event TEXT,
+                handled_at TIMESTAMPTZ NOT NULL DEFAULT now())
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS \(name).consumption_requests (
+                transaction_id TEXT PRIMARY KEY,
+                notification_id TEXT NOT NULL,
+                respond_by TIMESTAMPTZ NOT NULL,
+                requested_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+                answered_at TIMESTAMPTZ)
+            """,
+            recordFunction,
         ]
     }
 
@@ -187,9 +217,16 @@ public struct PostgresSchema: Sendable {
                 RETURN;
             END IF;
             IF p_transaction IS NOT NULL THEN
-                INSERT INTO \(name).grants (transaction_id, order_id, purchase_id)
-                    VALUES (p_transaction, p_order, coalesce(p_purchase, p_transaction)) ON CONFLICT DO NOTHING;
+                INSERT INTO \(name).grants (transaction_id, order_id, purchase_id, event)
+                    VALUES (p_transaction, p_order, coalesce(p_purchase, p_transaction), p_event) ON CONFLICT DO NOTHING;
                 IF NOT FOUND THEN
+                    -- Refunded or revoked since it was granted (an App Store notification): never again.
+                    IF EXISTS (SELECT 1 FROM \(name).grants
+                        WHERE (transaction_id = p_transaction OR purchase_id = coalesce(p_purchase, p_transaction)
+                            OR transaction_id = coalesce(p_purchase, p_transaction)) AND revoked_at IS NOT NULL) THEN
+                        RETURN QUERY SELECT 'revoked'::TEXT, NULL::TEXT;
+                        RETURN;
+                    END IF;
                     -- Another order's grant of this transaction or purchase first, if there is one.
                     SELECT order_id, transaction_id INTO v_owner, v_transaction FROM \(name).grants
                         WHERE transaction_id = p_transaction OR purchase_id = coalesce(p_purchase, p_transaction)

@@ -47,6 +47,42 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
     /// (`grants.purchase_id`, unique), filled for existing grants with their transaction id, which is the
     /// purchase identity of a consumable and of a first purchase.
     private func migrate() throws {
+        try migrateToPurchaseIdentity()
+        try migrateToAfterGrant()
+    }
+
+    /// Version 2: the grant's event kept with it, its revocation, each App Store notification handled (once),
+    /// open consumption requests, and the index pruning uses.
+    private func migrateToAfterGrant() throws {
+        guard let version = try queryText("PRAGMA user_version", []).flatMap(Int.init), version < 2 else { return }
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let columns = try queryRows("SELECT name, '' FROM pragma_table_info('grants')", []).map(\.0)
+            if !columns.contains("event") { try execute("ALTER TABLE grants ADD COLUMN event BLOB") }
+            if !columns.contains("revoked_at") { try execute("ALTER TABLE grants ADD COLUMN revoked_at TEXT") }
+            try execute(
+                """
+                CREATE TABLE IF NOT EXISTS notifications (
+                    notification_id TEXT PRIMARY KEY,
+                    event BLOB,
+                    handled_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
+                CREATE TABLE IF NOT EXISTS consumption_requests (
+                    transaction_id TEXT PRIMARY KEY,
+                    notification_id TEXT NOT NULL,
+                    respond_by TEXT NOT NULL,
+                    requested_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+                    answered_at TEXT);
+                CREATE INDEX IF NOT EXISTS results_decided_at ON results (decided_at);
+                PRAGMA user_version = 2;
+                COMMIT;
+                """)
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    private func migrateToPurchaseIdentity() throws {
         guard let version = try queryText("PRAGMA user_version", []).flatMap(Int.init), version < 1 else { return }
         try execute("BEGIN IMMEDIATE")
         do {
@@ -98,6 +134,125 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             total += deleted
             if deleted < 10_000 { return total }
         }
+    }
+
+    public func grant(purchaseID: String?, transactionID: String) async throws -> GrantRecord? {
+        try await queue.perform {
+            let statement = try self.prepare(
+                """
+                SELECT order_id, transaction_id, event, revoked_at IS NOT NULL,
+                    (SELECT respond_by FROM consumption_requests WHERE transaction_id = ?1 AND answered_at IS NULL)
+                FROM grants WHERE transaction_id = ?1 OR purchase_id = ?1 OR purchase_id = ?2
+                ORDER BY transaction_id = ?1 DESC LIMIT 1
+                """, [transactionID, purchaseID ?? transactionID])
+            defer { sqlite3_finalize(statement) }
+            let step = sqlite3_step(statement)
+            guard step == SQLITE_ROW else {
+                guard step == SQLITE_DONE else {
+                    throw LedgerError("sqlite: \(String(cString: sqlite3_errmsg(self.db)))")
+                }
+                return nil
+            }
+            func text(_ column: Int32) -> String? { sqlite3_column_text(statement, column).map { String(cString: $0) } }
+            let event = sqlite3_column_blob(statement, 2).map {
+                Data(bytes: $0, count: Int(sqlite3_column_bytes(statement, 2)))
+            }
+            return GrantRecord(
+                orderID: text(0) ?? "", transactionID: text(1) ?? "", event: event,
+                revoked: sqlite3_column_int(statement, 3) == 1,
+                consumptionRespondBy: text(4).flatMap(Self.parseTime))
+        }
+    }
+
+    public func storedNotification(id: String) async throws -> Data?? {
+        try await queue.perform {
+            let statement = try self.prepare("SELECT event FROM notifications WHERE notification_id = ?1", [id])
+            defer { sqlite3_finalize(statement) }
+            guard sqlite3_step(statement) == SQLITE_ROW else { return nil }
+            return .some(
+                sqlite3_column_blob(statement, 0).map {
+                    Data(bytes: $0, count: Int(sqlite3_column_bytes(statement, 0)))
+                })
+        }
+    }
+
+    public func recordNotification(id: String, change: PurchaseChange, event: Data?) async throws
+        -> NotificationRecord
+    {
+        try await queue.perform {
+            try self.checkFile()
+            try self.execute("BEGIN IMMEDIATE")
+            do {
+                if let stored = try self.storedNotificationNow(id) {
+                    try self.execute("COMMIT")
+                    return .replay(stored)
+                }
+                if let event {
+                    try self.run(
+                        "INSERT INTO notifications (notification_id, event) VALUES (?1, ?2)", [id], blob: event)
+                } else {
+                    try self.run("INSERT INTO notifications (notification_id) VALUES (?1)", [id])
+                }
+                switch change {
+                case .none: break
+                case .revoke(let purchase, let transaction):
+                    try self.run(
+                        "UPDATE grants SET revoked_at = coalesce(revoked_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+                            + " WHERE purchase_id = ?1 OR transaction_id = ?2 OR purchase_id = ?2",
+                        [purchase, transaction])
+                case .reinstate(let purchase, let transaction):
+                    try self.run(
+                        "UPDATE grants SET revoked_at = NULL WHERE purchase_id = ?1 OR transaction_id = ?2 OR purchase_id = ?2",
+                        [purchase, transaction])
+                case .consumptionRequest(let transaction, let respondBy):
+                    try self.run(
+                        """
+                        INSERT INTO consumption_requests (transaction_id, notification_id, respond_by) VALUES (?1, ?2, ?3)
+                            ON CONFLICT (transaction_id) DO UPDATE SET notification_id = excluded.notification_id,
+                                respond_by = excluded.respond_by, answered_at = NULL,
+                                requested_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+                        """, [transaction, id, Timestamp.rfc3339(respondBy)])
+                }
+                try self.execute("COMMIT")
+                return .recorded
+            } catch {
+                try? self.execute("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    /// The stored event of a handled notification (`.some(nil)`: handled, no event); nil if never handled.
+    private func storedNotificationNow(_ id: String) throws -> Data?? {
+        let statement = try prepare("SELECT event FROM notifications WHERE notification_id = ?1", [id])
+        defer { sqlite3_finalize(statement) }
+        guard sqlite3_step(statement) == SQLITE_ROW else { return nil }
+        return .some(
+            sqlite3_column_blob(statement, 0).map { Data(bytes: $0, count: Int(sqlite3_column_bytes(statement, 0))) })
+    }
+
+    public func answerConsumptionRequest(transactionID: String) async throws {
+        try await queue.perform {
+            try self.run(
+                "UPDATE consumption_requests SET answered_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+                    + " WHERE transaction_id = ?1", [transactionID])
+        }
+    }
+
+    public func oldestOpenConsumptionRequest() async throws -> Date? {
+        try await queue.perform {
+            try self.queryText(
+                "SELECT min(requested_at) FROM consumption_requests WHERE answered_at IS NULL AND respond_by > ?1",
+                [Timestamp.rfc3339(Date())]
+            ).flatMap(Self.parseTime)
+        }
+    }
+
+    /// An RFC 3339 time as this ledger writes it (UTC, milliseconds).
+    private static func parseTime(_ text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.date(from: text)
     }
 
     /// Writes, as a decision would: a lock held by another process, a full disk or a read-only file fail
@@ -159,6 +314,14 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     "SELECT order_id, transaction_id FROM grants"
                         + " WHERE transaction_id = ?1 OR purchase_id = ?2 OR transaction_id = ?2",
                     [transactionID, purchaseID])
+                // Refunded or revoked since it was granted (an App Store notification): never again.
+                if try queryText(
+                    "SELECT 1 FROM grants WHERE (transaction_id = ?1 OR purchase_id = ?2 OR transaction_id = ?2)"
+                        + " AND revoked_at IS NOT NULL", [transactionID, purchaseID]) != nil
+                {
+                    try execute("ROLLBACK")
+                    return .revoked
+                }
                 // Bytes, as SQLite compares them (Swift's == would call two spellings of "é" one order).
                 if owners.contains(where: { !$0.0.utf8.elementsEqual(orderID.utf8) }) {
                     try execute("ROLLBACK")
@@ -176,8 +339,8 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     return .orderAlreadyFulfilled
                 } else {
                     try run(
-                        "INSERT INTO grants (transaction_id, order_id, purchase_id) VALUES (?1, ?2, ?3)",
-                        [transactionID, orderID, purchaseID])
+                        "INSERT INTO grants (transaction_id, order_id, purchase_id, event) VALUES (?1, ?2, ?3, ?4)",
+                        [transactionID, orderID, purchaseID], blob: event)
                 }
             }
             try run("INSERT INTO results (job_id, event) VALUES (?1, ?2)", [jobID], blob: event)

@@ -22,7 +22,8 @@ public enum ConfigurationLoader {
     /// Every key `build` accepts besides `kafka.*` (and the two `kafka.*` keys every deployment sets).
     /// config/worker.properties shows each one; a test holds the two together.
     public static let documentedKeys = [
-        "topics.jobs", "topics.results", "topics.retries", "topics.dlq", "jobs.max_bytes", "apple.bundle_id",
+        "topics.jobs", "topics.results", "topics.retries", "topics.dlq", "topics.notifications", "topics.consumption",
+        "jobs.max_bytes", "apple.bundle_id", "apple.app_apple_id", "notifications.listen",
         "apple.allow_sandbox", "apple.allow_insecure_urls", "apple.transaction_id_requires_account_token",
         "apple.verify_receipt.production_url",
         "apple.verify_receipt.sandbox_url",
@@ -220,6 +221,15 @@ public enum ConfigurationLoader {
             case "topics.results": configuration.topics.results = try nonEmpty(key, value)
             case "topics.retries": configuration.topics.retries = try nonEmpty(key, value)
             case "topics.dlq": configuration.topics.dlq = try nonEmpty(key, value)
+            case "topics.notifications": configuration.topics.notifications = try nonEmpty(key, value)
+            case "topics.consumption": configuration.topics.consumption = try nonEmpty(key, value)
+            case "apple.app_apple_id":
+                guard let id = Int64(value), id > 0 else {
+                    throw ConfigurationError(
+                        key: key, reason: "must be the app's numeric Apple id (a positive integer)")
+                }
+                configuration.apple.appAppleID = id
+            case "notifications.listen": configuration.notificationsListen = try listenAddress(key, value)
             case "jobs.max_bytes": configuration.jobsMaxBytes = try integer(1_024...10_485_760)
             case "apple.bundle_id": configuration.apple.bundleID = try nonEmpty(key, value)
             case "apple.allow_sandbox": configuration.apple.allowSandbox = try boolean()
@@ -266,16 +276,7 @@ public enum ConfigurationLoader {
             case "http.timeout_ms": configuration.httpTimeout = .milliseconds(try integer(100...600_000))
             case "http.ca_file": configuration.httpCAFile = try readable(key, value)
             case "events.source": configuration.eventSource = try nonEmpty(key, value)
-            case "metrics.listen":
-                guard let colon = value.lastIndex(of: ":"), UInt16(value[value.index(after: colon)...]) != nil,
-                    value[..<colon].isEmpty || value[..<colon] == "localhost"
-                        || value[..<colon].split(separator: ".").count == 4
-                            && value[..<colon].split(separator: ".").allSatisfy({ UInt8($0) != nil })
-                else {
-                    throw ConfigurationError(
-                        key: key, reason: "must be host:port with an IPv4 host (0.0.0.0:9100, 127.0.0.1:9100, :9100)")
-                }
-                configuration.metricsListen = value
+            case "metrics.listen": configuration.metricsListen = try listenAddress(key, value)
             case _ where key.hasPrefix("kafka.") && key.hasSuffix("_file") && key.count > 11:
                 // A secret librdkafka reads as a value (sasl.password, ssl.key.password, ...), kept in a file.
                 configuration.kafka[String(key.dropFirst(6).dropLast(5))] = try read(key, value).trimmingCharacters(
@@ -315,6 +316,11 @@ public enum ConfigurationLoader {
                 key: key, reason: "is http://: secrets would travel in clear (apple.allow_insecure_urls=true for tests)"
             )
         }
+        if configuration.notificationsListen != nil && configuration.apple.appAppleID == nil && purpose == .worker {
+            throw ConfigurationError(
+                key: "apple.app_apple_id",
+                reason: "is required with notifications.listen: Production notifications must name this app")
+        }
         if configuration.retry.initialBackoff > configuration.retry.maxBackoff {
             throw ConfigurationError(key: "retry.initial_backoff_ms", reason: "must not exceed retry.max_backoff_ms")
         }
@@ -325,6 +331,19 @@ public enum ConfigurationLoader {
                 reason: "apple.api.key_id, apple.api.issuer_id and apple.api.private_key_file go together")
         }
         return configuration
+    }
+
+    /// `host:port` with an IPv4 host, `localhost`, or none (every interface).
+    private static func listenAddress(_ key: String, _ value: String) throws -> String {
+        guard let colon = value.lastIndex(of: ":"), UInt16(value[value.index(after: colon)...]) != nil,
+            value[..<colon].isEmpty || value[..<colon] == "localhost"
+                || value[..<colon].split(separator: ".").count == 4
+                    && value[..<colon].split(separator: ".").allSatisfy({ UInt8($0) != nil })
+        else {
+            throw ConfigurationError(
+                key: key, reason: "must be host:port with an IPv4 host (0.0.0.0:9100, 127.0.0.1:9100, :9100)")
+        }
+        return value
     }
 
     private static func ledgerURL(_ key: String, _ value: String) throws -> String {

@@ -54,7 +54,7 @@ public struct ResultEvent: Sendable, Equatable {
     public static let grantedType = "receipt.granted"
     public static let deniedType = "receipt.denied"
     /// Every `ce_type` the worker publishes; a test holds docs/ to it.
-    public static let eventTypes = [grantedType, deniedType]
+    public static let eventTypes = [grantedType, deniedType] + NotificationEvent.types
 
     /// CloudEvents 1.0, Kafka binary mode: the attributes as `ce_` headers.
     public func headers(source: String) -> [KafkaHeader] {

@@ -30,6 +30,9 @@ extension Worker {
     /// result event, a dead letter, or a job left for its next delivery (``JobEnd/redeliver``).
     func handle(_ ticket: JobTicket) async -> JobEnd {
         let message = ticket.message
+        // One consumer, one set of guarantees (commits behind finished work, drain, liveness) for all three.
+        if message.topic == configuration.topics.notifications { return await handleNotification(ticket) }
+        if message.topic == configuration.topics.consumption { return await handleConsumptionAnswer(ticket) }
         switch JobParser.parse(
             message.value, maxBytes: configuration.jobsMaxBytes,
             transactionIDRequiresAccountToken: configuration.apple.transactionIDRequiresAccountToken)
@@ -193,6 +196,12 @@ extension Worker {
                     event: event(
                         .deny, "order_already_fulfilled", transaction, environment,
                         "the order was granted with another transaction"))
+            case .success(.revoked?):
+                recorded = await record(
+                    ticket, jobID: job.jobID, claim: .deny,
+                    event: event(
+                        .deny, "revoked", transaction, environment,
+                        "the purchase was refunded or revoked after it was granted (App Store notification)"))
             case .success(nil): recorded = .success(nil)
             case .failure(let failure): recorded = .failure(failure)
             }

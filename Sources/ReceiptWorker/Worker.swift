@@ -76,14 +76,16 @@ public final class Worker: Sendable {
     /// Runs until ``shutdown()`` (then drains within `worker.drain_timeout_ms` and commits) or a fatal
     /// Kafka error (thrown).
     public func run() async throws {
-        try await checkTopics()
-        try consumer.subscribe(topics: [configuration.topics.jobs])
+        let topics = try await checkTopics()
+        try consumer.subscribe(topics: topics)
         logger.info(
-            "worker started", ["topic": configuration.topics.jobs, "max_in_flight": String(configuration.maxInFlight)])
+            "worker started",
+            ["topics": topics.joined(separator: ","), "max_in_flight": String(configuration.maxInFlight)])
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { await self.commitLoop() }
             group.addTask { await self.ledgerHealthLoop() }
             group.addTask { await self.resultsPruneLoop() }
+            group.addTask { await self.consumptionGaugeLoop() }
             group.addTask { await self.startJobs() }
             group.addTask { await self.livenessLoop() }
             // This loop never waits for a slot: it keeps reading, so rebalances are served at once and the
@@ -92,7 +94,7 @@ public final class Worker: Sendable {
                 if isStopping { break }
                 switch event {
                 case .message(let message):
-                    metrics.jobsConsumed.increment()
+                    if message.topic == configuration.topics.jobs { metrics.jobsConsumed.increment() }
                     waiting.append(.init(message: message, generation: state.generation(of: message.topicPartition)))
                     adjustIntake()
                 case .partitionsAssigned(let partitions):
@@ -124,30 +126,51 @@ public final class Worker: Sendable {
     /// Every topic the worker reads or writes must exist before it takes a job: a missing results or DLQ
     /// topic on a broker without auto-creation would make every job retry its publish forever. A missing or
     /// forbidden topic stops start-up as a configuration error naming its key; a broker that does not
-    /// answer yet is waited for.
-    private func checkTopics() async throws {
-        let topics = [
+    /// answer yet is waited for. The notifications and consumption topics are read when they exist (the
+    /// notifications topic must, with `notifications.listen` set); returns the topics to subscribe to.
+    private func checkTopics() async throws -> [String] {
+        var required = [
             ("topics.jobs", configuration.topics.jobs), ("topics.results", configuration.topics.results),
             ("topics.dlq", configuration.topics.dlq),
         ]
-        for (key, topic) in topics {
-            var delay = Duration.milliseconds(500)
-            while true {
-                do {
-                    _ = try await KafkaAdmin.partitionCount(
-                        of: topic, properties: configuration.kafka, logger: logger)
-                    break
-                } catch let error as KafkaError where error.isMissingTopic {
-                    throw ConfigurationError(
-                        key: key,
-                        reason:
-                            "topic \(topic) cannot be used (\(error.code)); create it first (deploy/README.md, Topics)")
-                } catch {
-                    if isStopping { return }
-                    logger.warning("cannot describe topic \(topic); retrying", ["error": "\(error)"])
-                    try? await Task.sleep(for: delay)
-                    delay = min(delay * 2, .seconds(10))
-                }
+        if configuration.notificationsListen != nil {
+            required.append(("topics.notifications", configuration.topics.notifications))
+        }
+        for (key, topic) in required {
+            guard try await topicExists(topic) else {
+                throw ConfigurationError(
+                    key: key, reason: "topic \(topic) cannot be used; create it first (deploy/README.md, Topics)")
+            }
+        }
+        var subscribed = [configuration.topics.jobs]
+        for (key, topic) in [
+            ("topics.notifications", configuration.topics.notifications),
+            ("topics.consumption", configuration.topics.consumption),
+        ] {
+            if try await topicExists(topic) {
+                subscribed.append(topic)
+            } else {
+                logger.notice("\(key) \(topic) does not exist: not read (create it, then restart)")
+            }
+        }
+        return subscribed
+    }
+
+    /// Whether `topic` can be read and written (false: missing or forbidden), waiting for a broker that
+    /// does not answer yet.
+    private func topicExists(_ topic: String) async throws -> Bool {
+        var delay = Duration.milliseconds(500)
+        while true {
+            do {
+                _ = try await KafkaAdmin.partitionCount(of: topic, properties: configuration.kafka, logger: logger)
+                return true
+            } catch let error as KafkaError where error.isMissingTopic {
+                return false
+            } catch {
+                if isStopping { return true }
+                logger.warning("cannot describe topic \(topic); retrying", ["error": "\(error)"])
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(10))
             }
         }
     }
@@ -234,17 +257,27 @@ public final class Worker: Sendable {
     /// turn readiness false in seconds, not hold the check as long as it holds every job.
     private func pingLedger(within deadline: Duration) async throws {
         let ledger = self.ledger
+        try await Self.within(deadline, timeout: LedgerError("no answer within \(deadline.milliseconds) ms")) {
+            try await ledger.ping()
+        }
+    }
+
+    /// Runs `body`, but returns (throwing `timeout`) after `deadline` whether it finished or not; it then
+    /// finishes in the background. For callers that must answer in time (a health check, Apple waiting).
+    static func within(
+        _ deadline: Duration, timeout: any Error, _ body: @escaping @Sendable () async throws -> Void
+    ) async throws {
         let failure: (any Error)? = await withCheckedContinuation { continuation in
             let answer = ResumeOnce(continuation)
             Task {
                 do {
-                    try await ledger.ping()
+                    try await body()
                     answer.resume(nil)
                 } catch { answer.resume(error) }
             }
             Task {
                 try? await Task.sleep(for: deadline)
-                answer.resume(LedgerError("no answer within \(deadline.milliseconds) ms"))
+                answer.resume(timeout)
             }
         }
         if let failure { throw failure }

@@ -84,6 +84,7 @@ public enum WorkerAssembly {
         var signed = SignedDataVerifier.Configuration(
             rootCertificates: configuration.apple.rootCertificates, bundleID: configuration.apple.bundleID)
         signed.allowedEnvironments = configuration.apple.allowSandbox ? [.production, .sandbox] : [.production]
+        signed.appAppleID = configuration.apple.appAppleID
         do {
             return try SignedDataVerifier(configuration: signed)
         } catch {

@@ -13,6 +13,11 @@ public struct WorkerConfiguration: Sendable {
         public var retries = "receipt-retries"
         /// `topics.dlq`. Default: receipt-dlq.
         public var dlq = "receipt-dlq"
+        /// `topics.notifications`: App Store Server Notifications, verified, as received. Default:
+        /// receipt-notifications.
+        public var notifications = "receipt-notifications"
+        /// `topics.consumption`: grant services' answers to consumption requests. Default: receipt-consumption.
+        public var consumption = "receipt-consumption"
     }
 
     public struct Apple: Sendable {
@@ -37,6 +42,8 @@ public struct WorkerConfiguration: Sendable {
         public var apiPrivateKeyPEM: String?
         /// `apple.root_certificates`: DER or PEM bytes. Default: the compiled-in Apple Root CA - G3.
         public var rootCertificates: [Data] = []
+        /// `apple.app_apple_id`: the app's numeric Apple id, which Production notifications must name.
+        public var appAppleID: Int64?
     }
 
     public var topics = Topics()
@@ -73,6 +80,8 @@ public struct WorkerConfiguration: Sendable {
     public var httpCAFile: String?
     /// `events.source`: the CloudEvents `ce_source` of results. Default: receipt-worker.
     public var eventSource = "receipt-worker"
+    /// `notifications.listen`: host:port of the App Store Server Notifications receiver. Default: none.
+    public var notificationsListen: String?
     /// `metrics.listen`: host:port of /metrics, /healthz, /readyz. Default: none.
     public var metricsListen: String?
     /// `kafka.*`, passed to librdkafka without the prefix.
@@ -90,6 +99,7 @@ extension WorkerConfiguration {
         return [
             "topics.jobs": defaults.topics.jobs, "topics.results": defaults.topics.results,
             "topics.retries": defaults.topics.retries, "topics.dlq": defaults.topics.dlq,
+            "topics.notifications": defaults.topics.notifications, "topics.consumption": defaults.topics.consumption,
             "jobs.max_bytes": String(defaults.jobsMaxBytes),
             "apple.allow_sandbox": String(defaults.apple.allowSandbox), "apple.allow_insecure_urls": "false",
             "apple.transaction_id_requires_account_token": String(defaults.apple.transactionIDRequiresAccountToken),

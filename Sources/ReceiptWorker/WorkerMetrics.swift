@@ -13,6 +13,8 @@ public final class WorkerMetrics: Sendable {
     let ledgerLookup: Histogram
     let ledgerRecord: Histogram
     let publish: Histogram
+    /// Age of the oldest consumption request seen and not yet answered, in seconds (refreshed every 30 s).
+    let oldestConsumptionRequest: Gauge
     private let decisions: [String: Counter]
     private let deadLetters: [String: Counter]
     private let failures: [String: Counter]
@@ -87,15 +89,65 @@ public final class WorkerMetrics: Sendable {
                 help: "Time of each attempt at the ledger and at publishing to Kafka, by stage (failed attempts too).",
                 buckets: Self.stageBuckets, labels: ["stage": name])
         }
+        oldestConsumptionRequest = registry.gauge(
+            "receipt_worker_consumption_request_oldest_unanswered_seconds",
+            help: "Age of the oldest consumption (refund) request not yet answered; Apple's deadline is 12 h.")
         ledgerLookup = stage("ledger_lookup")
         ledgerRecord = stage("ledger_record")
         publish = stage("publish")
+        for outcome in Self.receivedOutcomes {
+            _ = notificationReceived(type: "REFUND", outcome: outcome)
+        }
+        for outcome in Self.processedOutcomes {
+            _ = notificationProcessed(type: "REFUND", outcome: outcome)
+        }
+        for outcome in Self.consumptionOutcomes {
+            _ = consumptionAnswer(outcome)
+        }
         for call in [
             "verify_receipt_production", "verify_receipt_sandbox", "transaction_info_production",
             "transaction_info_sandbox",
         ] {
             _ = appleHistogram(call: call, outcome: "ok")
         }
+    }
+
+    /// Apple's notification types (App Store Server Notifications V2); any other is counted as `other`.
+    static let notificationTypes: Set<String> = [
+        "CONSUMPTION_REQUEST", "DID_CHANGE_RENEWAL_PREF", "DID_CHANGE_RENEWAL_STATUS", "DID_FAIL_TO_RENEW", "DID_RENEW",
+        "EXPIRED", "EXTERNAL_PURCHASE_TOKEN", "GRACE_PERIOD_EXPIRED", "METADATA_UPDATE", "MIGRATION",
+        "OFFER_REDEEMED", "ONE_TIME_CHARGE", "PRICE_CHANGE", "PRICE_INCREASE", "REFUND", "REFUND_DECLINED",
+        "REFUND_REVERSED", "RENEWAL_EXTENDED", "RENEWAL_EXTENSION", "RESCIND_CONSENT", "REVOKE", "SUBSCRIBED", "TEST",
+    ]
+    static let receivedOutcomes = ["accepted", "rejected", "sandbox_dropped", "unavailable"]
+    static let processedOutcomes = ["published", "not_granted", "ignored", "replayed"]
+    static let consumptionOutcomes = ["sent", "no_consent", "refused", "late", "failed"]
+
+    /// A notification at the receiver: `type` is Apple's (`other` for one unknown here, `unverified` when it
+    /// did not verify), so the series stay few whatever is posted.
+    func notificationReceived(type: String, outcome: String) -> Counter {
+        registry.counter(
+            "receipt_worker_notifications_received_total",
+            help: "App Store Server Notifications at the receiver, by type and outcome (accepted, rejected, ...).",
+            labels: ["type": Self.label(notificationType: type), "outcome": outcome])
+    }
+
+    func notificationProcessed(type: String, outcome: String) -> Counter {
+        registry.counter(
+            "receipt_worker_notifications_processed_total",
+            help: "Notifications consumed from the notifications topic, by type and outcome (published, ...).",
+            labels: ["type": Self.label(notificationType: type), "outcome": outcome])
+    }
+
+    func consumptionAnswer(_ outcome: String) -> Counter {
+        registry.counter(
+            "receipt_worker_consumption_answers_total",
+            help: "Answers to consumption requests, by outcome (sent, no_consent, refused, late, failed).",
+            labels: ["outcome": outcome])
+    }
+
+    static func label(notificationType type: String) -> String {
+        type == "unverified" || notificationTypes.contains(type) ? type : "other"
     }
 
     func decision(_ decision: String, reason: String) -> Counter {

@@ -6,12 +6,12 @@ import Foundation
 /// decimal string in verifyReceipt answers. Either may be hostile: a payload is decoded before its signature
 /// is checked, and a proxy can rewrite an answer. Only times from 1970 to the end of year 9999 are accepted:
 /// every later conversion (`time_t`, `Int64` milliseconds, an RFC 3339 year of four digits) holds them.
-enum AppleTimestamp {
+public enum AppleTimestamp {
     /// 1970-01-01T00:00:00Z ... 9999-12-31T23:59:59.999Z, in milliseconds.
     static let validMilliseconds: ClosedRange<Double> = 0...253_402_300_799_999
 
     /// The date of a time in milliseconds, or nil when it is not finite or outside ``validMilliseconds``.
-    static func date(milliseconds: Double) -> Date? {
+    public static func date(milliseconds: Double) -> Date? {
         guard milliseconds.isFinite, validMilliseconds.contains(milliseconds) else { return nil }
         return Date(timeIntervalSince1970: milliseconds / 1000)
     }

@@ -77,7 +77,7 @@ public struct AppleTransaction: Sendable, Hashable {
     }
 
     /// A signed transaction's payload. Throws `.malformed` for a date outside ``AppleTimestamp``'s range.
-    init(_ transaction: JWSTransaction) throws(AppleVerificationError) {
+    public init(_ transaction: JWSTransaction) throws(AppleVerificationError) {
         self.init(
             transactionID: transaction.transactionId ?? "", originalTransactionID: transaction.originalTransactionId,
             productID: transaction.productId, quantity: transaction.quantity ?? 1,

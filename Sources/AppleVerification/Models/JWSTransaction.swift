@@ -23,6 +23,10 @@ public struct JWSTransaction: Codable, Sendable, Hashable {
     public var signedDate: Double?
     public var revocationReason: Int?
     public var revocationDate: Double?
+    /// `REFUND_FULL`, `REFUND_PRORATED`, `FAMILY_REVOKE` (raw: a type Apple adds later still decodes).
+    public var revocationType: String?
+    /// The refunded or revoked share, in milliunits (40000 is 40 %); absent means all, or not revoked.
+    public var revocationPercentage: Int?
     public var isUpgraded: Bool?
     public var offerType: Int?
     public var offerIdentifier: String?

@@ -23,6 +23,8 @@ public struct NotificationPayload: Codable, Sendable, Hashable {
         public var signedTransactionInfo: String?
         public var signedRenewalInfo: String?
         public var status: Int?
+        /// CONSUMPTION_REQUEST: why the customer asked for a refund (`UNINTENDED_PURCHASE`, ...).
+        public var consumptionRequestReason: String?
     }
 
     public var notificationType: String?

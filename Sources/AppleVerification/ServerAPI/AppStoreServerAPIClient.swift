@@ -26,8 +26,8 @@ public final class AppStoreServerAPIClient: Sendable {
     static let transactionNotFound = 4040010
 
     public let configuration: Configuration
-    private let http: HTTPClient
-    private let tokens: APITokenIssuer
+    let http: HTTPClient
+    let tokens: APITokenIssuer
 
     public init(configuration: Configuration, tokens: APITokenIssuer, http: HTTPClient) {
         self.configuration = configuration

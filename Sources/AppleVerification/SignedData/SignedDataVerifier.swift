@@ -58,8 +58,15 @@ public final class SignedDataVerifier: Sendable {
         let app = notification.data ?? notification.summary
         try check(bundleID: app?.bundleId)
         try check(environment: app?.environment)
-        if let expected = configuration.appAppleID, let appAppleId = app?.appAppleId, appAppleId != expected {
-            throw AppleVerificationError(.bundleMismatch, "the notification is for another app")
+        // Apple leaves appAppleId out in Sandbox; in Production it must name this app (as Apple's library checks).
+        if app?.environment == .production
+            && (configuration.appAppleID == nil || app?.appAppleId != configuration.appAppleID)
+        {
+            throw AppleVerificationError(
+                .bundleMismatch,
+                configuration.appAppleID == nil
+                    ? "a Production notification, and apple.app_apple_id is not set"
+                    : "the notification is for another app")
         }
         return notification
     }

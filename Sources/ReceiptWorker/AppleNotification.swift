@@ -1,0 +1,92 @@
+import AppleVerification
+import Foundation
+
+/// An App Store Server Notification V2, verified: the payload's signature, chain, bundle id, environment
+/// and (in Production) app id, and the nested signed transaction and renewal info the same way.
+struct AppleNotification: Sendable {
+    let payload: NotificationPayload
+    /// The nested `signedTransactionInfo`, verified (nil when the notification carries none, as TEST).
+    let transaction: JWSTransaction?
+    let id: String
+    let type: String
+    let subtype: String?
+    let environment: AppleEnvironment?
+    let bundleID: String
+
+    /// The record key on `topics.notifications`: a purchase's notifications stay in order on one partition.
+    var key: String { transaction?.originalTransactionId ?? id }
+
+    /// Headers of the record on `topics.notifications` (docs/contract.md).
+    var headers: [(String, String)] {
+        [
+            ("notification_type", type), ("notification_subtype", subtype ?? ""), ("notification_uuid", id),
+            ("bundle_id", bundleID), ("environment", environment?.rawValue ?? ""),
+        ]
+    }
+
+    /// The notification's `signedDate`.
+    var notifiedAt: Date {
+        payload.signedDate.flatMap { AppleTimestamp.date(milliseconds: $0) } ?? Date(timeIntervalSince1970: 0)
+    }
+
+    enum Verification: Sendable {
+        case verified(AppleNotification)
+        /// Genuine but of an environment this worker does not accept (Sandbox without apple.allow_sandbox).
+        case environmentNotAllowed(type: String)
+        /// Not Apple's, not this app's, or not a notification: why.
+        case rejected(String)
+    }
+
+    /// `body`: the HTTP request body Apple sends, `{"signedPayload": "<JWS>"}`.
+    static func verify(body: Data, with verifier: SignedDataVerifier) -> Verification {
+        guard let envelope = try? JSONDecoder().decode(Envelope.self, from: body), let jws = envelope.signedPayload
+        else { return .rejected("the body is not {\"signedPayload\": ...}") }
+        do {
+            let payload = try verifier.verifyNotification(jws)
+            guard let type = payload.notificationType, isToken(type, maximum: 64) else {
+                return .rejected("the notification has no notificationType")
+            }
+            guard let id = payload.notificationUUID, isToken(id, maximum: 64) else {
+                return .rejected("the notification has no usable notificationUUID")
+            }
+            if let subtype = payload.subtype, !isToken(subtype, maximum: 64) {
+                return .rejected("the notification's subtype is not a plain name")
+            }
+            let app = payload.data ?? payload.summary
+            var transaction: JWSTransaction?
+            if let signed = payload.data?.signedTransactionInfo {
+                let nested = try verifier.verifyTransaction(signed)
+                guard let nestedID = nested.transactionId, isToken(nestedID, maximum: 64) else {
+                    return .rejected("the notification's transaction has no usable transactionId")
+                }
+                transaction = nested
+            }
+            if let renewal = payload.data?.signedRenewalInfo { _ = try verifier.verifyRenewalInfo(renewal) }
+            return .verified(
+                AppleNotification(
+                    payload: payload, transaction: transaction, id: id, type: type, subtype: payload.subtype,
+                    environment: app?.environment, bundleID: app?.bundleId ?? ""))
+        } catch {
+            if error.code == .environmentNotAllowed {
+                return .environmentNotAllowed(
+                    type: (try? verifier.verifiedPayload(jws, as: NotificationPayload.self))?.notificationType ?? "")
+            }
+            return .rejected(error.reason)
+        }
+    }
+
+    /// Letters, digits, `-`, `_` and `.`, 1 to `maximum` bytes: what Apple's ids and type names are made of;
+    /// anything else would end up in headers, keys and metric labels.
+    static func isToken(_ text: String, maximum: Int) -> Bool {
+        let bytes = text.utf8
+        return (1...maximum).contains(bytes.count)
+            && bytes.allSatisfy {
+                ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D
+                    || $0 == 0x5F || $0 == 0x2E
+            }
+    }
+
+    private struct Envelope: Decodable {
+        let signedPayload: String?
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+
+/// A grant service's answer to a consumption (refund) request: a message on `topics.consumption`
+/// (docs/contract.md). Unknown fields are ignored; a wrong type or value makes the message malformed.
+struct ConsumptionAnswer: Sendable, Equatable {
+    static let deliveryStatuses: Set<String> = [
+        "DELIVERED", "UNDELIVERED_QUALITY_ISSUE", "UNDELIVERED_WRONG_ITEM", "UNDELIVERED_SERVER_OUTAGE",
+        "UNDELIVERED_OTHER",
+    ]
+    static let refundPreferences: Set<String> = ["DECLINE", "GRANT_FULL", "GRANT_PRORATED"]
+
+    var transactionID: String
+    var customerConsented: Bool
+    var sampleContentProvided: Bool
+    var deliveryStatus: String?
+    /// 0 to 100.
+    var consumptionPercentage: Double?
+    var refundPreference: String?
+
+    struct Malformed: Error, Equatable {
+        let reason: String
+    }
+
+    /// The answer, or why it is malformed.
+    static func parse(_ bytes: [UInt8]) -> Result<ConsumptionAnswer, Malformed> {
+        guard bytes.count <= 16_384 else { return .failure(Malformed(reason: "larger than 16 KB")) }
+        let wire: Wire
+        do {
+            wire = try JSONDecoder().decode(Wire.self, from: Data(bytes))
+        } catch {
+            return .failure(Malformed(reason: "not a consumption answer: \(Self.describe(error))"))
+        }
+        guard let id = wire.transactionID, (1...64).contains(id.utf8.count),
+            id.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+        else { return .failure(Malformed(reason: "transaction_id must be 1 to 64 digits")) }
+        guard let consented = wire.customerConsented else {
+            return .failure(Malformed(reason: "customer_consented is required"))
+        }
+        guard let sample = wire.sampleContentProvided else {
+            return .failure(Malformed(reason: "sample_content_provided is required"))
+        }
+        if let status = wire.deliveryStatus, !deliveryStatuses.contains(status) {
+            return .failure(
+                Malformed(reason: "delivery_status must be one of \(deliveryStatuses.sorted().joined(separator: ", "))")
+            )
+        }
+        if let percentage = wire.consumptionPercentage, !(percentage.isFinite && (0...100).contains(percentage)) {
+            return .failure(Malformed(reason: "consumption_percentage must be from 0 to 100"))
+        }
+        if let preference = wire.refundPreference, !refundPreferences.contains(preference) {
+            return .failure(
+                Malformed(
+                    reason: "refund_preference must be one of \(refundPreferences.sorted().joined(separator: ", "))"))
+        }
+        return .success(
+            ConsumptionAnswer(
+                transactionID: id, customerConsented: consented, sampleContentProvided: sample,
+                deliveryStatus: wire.deliveryStatus, consumptionPercentage: wire.consumptionPercentage,
+                refundPreference: wire.refundPreference))
+    }
+
+    /// Apple's `ConsumptionRequest` body (Send Consumption Information): percentages in milliunits.
+    func appleBody(deliveryStatus: String) -> Data {
+        var out = "{\"customerConsented\":\(customerConsented),\"sampleContentProvided\":\(sampleContentProvided)"
+        out += ",\"deliveryStatus\":\"\(deliveryStatus)\""
+        if let consumptionPercentage {
+            out += ",\"consumptionPercentage\":\(Int((consumptionPercentage * 1000).rounded()))"
+        }
+        if let refundPreference { out += ",\"refundPreference\":\"\(refundPreference)\"" }
+        return Data((out + "}").utf8)
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.typeMismatch(_, let context), DecodingError.dataCorrupted(let context):
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            return path.isEmpty ? "not a JSON object" : "\(path) has the wrong type"
+        default: return "not a JSON object"
+        }
+    }
+
+    private struct Wire: Decodable {
+        let transactionID: String?
+        let customerConsented: Bool?
+        let sampleContentProvided: Bool?
+        let deliveryStatus: String?
+        let consumptionPercentage: Double?
+        let refundPreference: String?
+
+        enum CodingKeys: String, CodingKey {
+            case transactionID = "transaction_id", customerConsented = "customer_consented"
+            case sampleContentProvided = "sample_content_provided", deliveryStatus = "delivery_status"
+            case consumptionPercentage = "consumption_percentage", refundPreference = "refund_preference"
+        }
+    }
+}
