@@ -5,19 +5,26 @@
 
 Without options: docs/asyncapi.yaml is valid against the official AsyncAPI 3.0.0 JSON Schema (vendored beside
 this file: asyncapi-3.0.0.schema.json, see README.md here; no PyPI package ships it), every `$ref` in it and in the schemas resolves, every docs/schemas/*.json is a valid
-JSON Schema (draft 2020-12) whose `examples` validate against it, and each result event type maps to a schema.
+JSON Schema (draft 2020-12) whose `examples` validate against it, and each result event type maps to a schema
+(whose `type` is that event type).
 
 --messages DIR also validates messages captured by the end-to-end tests (RECEIPT_WORKER_CONTRACT_CAPTURE=DIR):
-DIR/*.jsonl, one object a line: {"channel": "jobs"|"results"|"dlq", "key": str|null, "headers": {str: str},
-"value": str}. A result is validated against the schema its ce_type names, with its headers; a dead letter's
-headers against dlq-headers.json (its value is the original job, possibly malformed on purpose); a job that
-fails job.json must have been answered malformed_job (a deny with its job_id, or a dead letter with its
-value): the schema may be stricter than nothing, never stricter than the worker.
+DIR/*.jsonl, one object a line: {"channel": "jobs"|"results"|"dlq"|"notifications"|"consumption", "key":
+str|null, "headers": {str: str}, "value": str}. A result is validated against the schema its ce_type names, with
+its headers; a dead letter's headers against dlq-headers.json (its value is the original job or consumption
+answer, possibly malformed on purpose); a job that fails job.json must have been answered malformed_job (a deny
+with its job_id, or a dead letter with its value): the schema may be stricter than nothing, never stricter than
+the worker. A notification's value is validated against notification.json and its headers against
+notification-headers.json, and the headers and the key must say what the (decoded, not verified) signed payload
+says. A consumption answer is validated against consumption-answer.json; one that fails it must have been
+dead-lettered consumption_not_sent with the same value (the jobs rule, for answers).
 
 Exit status: 0 all good, 1 a check failed (the first problems are listed), 2 usage.
 """
 
 import argparse
+import base64
+import binascii
 import hashlib
 import json
 import pathlib
@@ -39,6 +46,14 @@ MAX_PROBLEMS_SHOWN = 10
 RESULT_HEADERS = "result-headers.json"
 DLQ_HEADERS = "dlq-headers.json"
 JOB = "job.json"
+NOTIFICATION = "notification.json"
+NOTIFICATION_HEADERS = "notification-headers.json"
+CONSUMPTION_ANSWER = "consumption-answer.json"
+REQUIRED_SCHEMAS = (JOB, RESULT_HEADERS, DLQ_HEADERS, NOTIFICATION, NOTIFICATION_HEADERS, CONSUMPTION_ANSWER)
+CHANNELS = ("jobs", "results", "dlq", "notifications", "consumption")
+# The field of each event that its ce_time header repeats: verified_at for a job's answer, notified_at for an
+# event of a notification.
+TIME_FIELDS = ("verified_at", "notified_at")
 
 
 class Report:
@@ -198,10 +213,15 @@ def result_schemas(asyncapi, docs, validators, report):
         if name not in validators:
             report.fail(f"ce_type {event_type}: its payload schema {name!r} is not in docs/schemas")
             continue
-        decision = validators[name].schema.get("properties", {}).get("decision", {}).get("const")
+        properties = validators[name].schema.get("properties", {})
+        decision = properties.get("decision", {}).get("const")
         expected = {"receipt.granted": "grant", "receipt.denied": "deny"}.get(event_type)
         if expected and decision != expected:
             report.fail(f"ce_type {event_type}: {name} says decision {decision!r}, expected {expected!r}")
+        if properties.get("type", {}).get("const") != event_type:
+            report.fail(f"ce_type {event_type}: {name}'s field type is not the constant {event_type!r}")
+        if not any(field in validators[name].schema.get("required", []) for field in TIME_FIELDS):
+            report.fail(f"ce_type {event_type}: {name} requires none of {TIME_FIELDS} (the ce_time header's field)")
     return mapping
 
 
@@ -219,11 +239,11 @@ def read_captures(directory, report):
                 except ValueError as error:
                     report.fail(f"{where}: not JSON ({error})")
                     continue
-                if (not isinstance(message, dict) or message.get("channel") not in ("jobs", "results", "dlq")
+                if (not isinstance(message, dict) or message.get("channel") not in CHANNELS
                         or not isinstance(message.get("headers", {}), dict)
                         or not isinstance(message.get("value"), str)
                         or not isinstance(message.get("key"), (str, type(None)))):
-                    report.fail(f"{where}: not a capture record (channel jobs|results|dlq, key, headers, value)")
+                    report.fail(f"{where}: not a capture record (channel {'|'.join(CHANNELS)}, key, headers, value)")
                     continue
                 message["where"] = where
                 messages.append(message)
@@ -234,7 +254,7 @@ def check_messages(directory, validators, mapping, report):
     files, messages = read_captures(directory, report)
     print(f"captured messages: {len(messages)} in {len(files)} file(s) of {directory}")
     counts = Counter()
-    by_channel = {"jobs": [], "results": [], "dlq": []}
+    by_channel = {channel: [] for channel in CHANNELS}
     for message in messages:
         by_channel[message["channel"]].append(message)
 
@@ -264,8 +284,9 @@ def check_messages(directory, validators, mapping, report):
             continue
         if headers.get("ce_id") != event.get("event_id"):
             report.fail(f"{where}: ce_id {headers.get('ce_id')!r} is not event_id {event.get('event_id')!r}")
-        if headers.get("ce_time") != event.get("verified_at"):
-            report.fail(f"{where}: ce_time {headers.get('ce_time')!r} is not verified_at {event.get('verified_at')!r}")
+        time_field = next((field for field in TIME_FIELDS if field in event), TIME_FIELDS[0])
+        if headers.get("ce_time") != event.get(time_field):
+            report.fail(f"{where}: ce_time {headers.get('ce_time')!r} is not {time_field} {event.get(time_field)!r}")
         if message["key"] != event.get("order_id"):
             report.fail(f"{where}: key {message['key']!r} is not order_id {event.get('order_id')!r}")
         if event.get("decision") == "deny" and event.get("reason") == "malformed_job":
@@ -273,6 +294,7 @@ def check_messages(directory, validators, mapping, report):
 
     malformed_letters = Counter()  # values dead-lettered as malformed_job
     truncated_sizes = set()
+    unsent_answers = Counter()  # values dead-lettered as consumption_not_sent
     for message in by_channel["dlq"]:
         where, headers = message["where"], message["headers"]
         validate(DLQ_HEADERS, headers, f"{where} headers")
@@ -283,6 +305,38 @@ def check_messages(directory, validators, mapping, report):
                 truncated_sizes.add(headers.get("dlq_original_bytes"))
             else:
                 malformed_letters[message["value"]] += 1
+        elif headers.get("dlq_reason") == "consumption_not_sent":
+            unsent_answers[message["value"]] += 1
+
+    for message in by_channel["notifications"]:
+        where, headers = message["where"], message["headers"]
+        validate(NOTIFICATION_HEADERS, headers, f"{where} headers")
+        try:
+            body = json.loads(message["value"])
+        except ValueError:
+            report.fail(f"{where}: the value is not JSON")
+            continue
+        if not validate(NOTIFICATION, body, where):
+            continue
+        check_notification(where, message["key"], headers, body["signedPayload"], report)
+
+    unsent_invalid = 0
+    unsent_valid = 0
+    for message in by_channel["consumption"]:
+        where = message["where"]
+        try:
+            problem = first_error(validators[CONSUMPTION_ANSWER], json.loads(message["value"]))
+        except ValueError:
+            problem = "not JSON"
+        if problem is None:
+            counts[CONSUMPTION_ANSWER] += 1
+            if message["value"] in unsent_answers:
+                unsent_valid += 1
+        elif message["value"] in unsent_answers:
+            unsent_invalid += 1
+        else:
+            report.fail(f"{where}: consumption-answer.json rejects an answer that was not dead-lettered "
+                        f"consumption_not_sent (the schema is stricter than the worker): {problem}")
 
     def answered_malformed(message, job):
         value = message["value"]
@@ -310,13 +364,55 @@ def check_messages(directory, validators, mapping, report):
             report.fail(f"{where}: job.json rejects a job that was not answered malformed_job "
                         f"(the schema is stricter than the worker): {problem}")
 
-    for name in [JOB, *sorted(set(mapping.values())), RESULT_HEADERS, DLQ_HEADERS]:
+    for name in [JOB, *sorted(set(mapping.values())), RESULT_HEADERS, DLQ_HEADERS, NOTIFICATION,
+                 NOTIFICATION_HEADERS, CONSUMPTION_ANSWER]:
         line = f"  {name}: {counts[name]} real message(s) validated"
         if name == JOB:
             line += (f"; {rejected_answered} schema-invalid job(s), each answered malformed_job; "
                      f"{accepted_but_malformed} schema-valid job(s) answered malformed_job (information: the worker "
                      "checks more than the schema can say)")
+        if name == CONSUMPTION_ANSWER:
+            line += (f"; {unsent_invalid} schema-invalid answer(s), each dead-lettered consumption_not_sent; "
+                     f"{unsent_valid} schema-valid answer(s) dead-lettered (information: refused by Apple, late, "
+                     "or retries spent)")
         print(line)
+
+
+def jws_payload(compact):
+    """The payload of a compact JWS as JSON, decoded without verifying (the worker verified it); None if unreadable."""
+    parts = compact.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        return json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, binascii.Error):
+        return None
+
+
+def check_notification(where, key, headers, signed_payload, report):
+    """The headers and the key of a notification say what its signed payload says (docs/contract.md)."""
+    payload = jws_payload(signed_payload)
+    if not isinstance(payload, dict):
+        report.fail(f"{where}: the signedPayload's payload is not a JSON object")
+        return
+    # Apple's data, summary (RENEWAL_EXTENSION) or externalPurchaseToken hold bundleId and environment.
+    data = next((payload[k] for k in ("data", "summary", "externalPurchaseToken") if isinstance(payload.get(k), dict)), {})
+    expected = {
+        "notification_type": payload.get("notificationType"),
+        "notification_subtype": payload.get("subtype") or "",
+        "notification_uuid": payload.get("notificationUUID"),
+        "bundle_id": data.get("bundleId"),
+        "environment": data.get("environment"),
+    }
+    for header, value in expected.items():
+        if value is not None and headers.get(header) != value:
+            report.fail(f"{where}: header {header} {headers.get(header)!r} is not the payload's {value!r}")
+    transaction = jws_payload(data["signedTransactionInfo"]) if isinstance(data.get("signedTransactionInfo"), str) else None
+    original = transaction.get("originalTransactionId") if isinstance(transaction, dict) else None
+    expected_key = str(original) if original is not None else payload.get("notificationUUID")
+    if key != expected_key:
+        report.fail(f"{where}: key {key!r} is not the signed transaction's originalTransactionId, else the "
+                    f"notificationUUID ({expected_key!r})")
 
 
 def main():
@@ -330,12 +426,12 @@ def main():
     report = Report()
     asyncapi = check_asyncapi(arguments.docs, report)
     validators = check_schemas(arguments.docs, report)
-    for required in (JOB, RESULT_HEADERS, DLQ_HEADERS):
+    for required in REQUIRED_SCHEMAS:
         if required not in validators:
             report.fail(f"schemas/{required} is missing or invalid")
     mapping = result_schemas(asyncapi, arguments.docs, validators, report)
     print("result event types: " + ", ".join(f"{kind} -> schemas/{name}" for kind, name in sorted(mapping.items())))
-    if arguments.messages is not None and all(name in validators for name in (JOB, RESULT_HEADERS, DLQ_HEADERS)):
+    if arguments.messages is not None and all(name in validators for name in REQUIRED_SCHEMAS):
         check_messages(arguments.messages, validators, mapping, report)
     status = report.finish()
     if status == 0:

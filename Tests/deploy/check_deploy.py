@@ -5,7 +5,9 @@ is validated against the Kubernetes JSON schemas (kubernetes-validate) or, for K
 Tests/deploy/keda-schema.json, and the objects agree with each other, with deploy/README.md's topics and
 with the worker's configuration; the ConfigMap's properties pass `receipt-worker check-config`, the systemd
 unit passes `systemd-analyze verify` without a warning, the alert rules and the dashboard are well formed,
-and the Dockerfile builds librdkafka with the set-up's own script. (That the dashboard and the rules name
+and the Dockerfile builds librdkafka with the set-up's own script. The example Ingress (ingress-example.yaml, not
+in the kustomization) is validated on its own and must publish /notifications/apple of the notifications Service
+over TLS. (That the dashboard and the rules name
 only metrics the worker exports is checked against a live /metrics by MetricsEndpointTests.)
 
     .deps/venv/bin/python Tests/deploy/check_deploy.py --binary .build/debug/receipt-worker
@@ -42,6 +44,9 @@ def properties(text):
 # The Kubernetes versions the rendered objects are validated against (kubernetes-validate's schemas,
 # strict: an unknown field fails): the oldest minor we still support, and the newest the package knows.
 OLDEST_KUBERNETES = "1.27"
+# Manifests deliberately left out of the kustomization: filled in and applied by hand (deploy/README.md).
+EXAMPLES = ("secret-example.yaml", "ingress-example.yaml")
+NOTIFICATIONS_PATH = "/notifications/apple"
 
 
 def secret_files(config):
@@ -117,9 +122,11 @@ def kubernetes(binary):
     kustomization = sources["kustomization.yaml"][0]
     listed = kustomization["resources"]
     check("kustomization lists existing files", all(os.path.exists(os.path.join(folder, r)) for r in listed), listed)
-    unlisted = [n for n in sources if n not in listed and n not in ("kustomization.yaml", "secret-example.yaml")]
+    unlisted = [n for n in sources if n not in listed and n not in ("kustomization.yaml", *EXAMPLES)]
     check("every manifest is in the kustomization", not unlisted, unlisted)
     check("secret-example.yaml is not applied (it would overwrite the real Secrets)", "secret-example.yaml" not in listed)
+    check("ingress-example.yaml is not applied (its host, TLS Secret and class are placeholders)",
+          "ingress-example.yaml" not in listed)
     check("the ConfigMap is generated from worker.properties (a change gives a new name and rolls the pods)",
           any("worker.properties" in g.get("files", []) for g in kustomization.get("configMapGenerator", [])))
 
@@ -131,7 +138,8 @@ def kubernetes(binary):
         check("the kustomization renders (Tests/deploy/kustomize_render.py)", False, error)
         return
     compare_with_kubectl(folder, rendered)
-    validate_schemas(rendered)
+    ingresses = [d for d in sources.get("ingress-example.yaml", []) if d.get("kind") == "Ingress"]
+    validate_schemas(rendered + ingresses)
     documents = {}
     for d in rendered:
         documents.setdefault(d.get("kind"), []).append(d)
@@ -214,10 +222,46 @@ def kubernetes(binary):
           any(a.startswith(mounts["config"]) for a in container["args"]) and volumes["config"]["configMap"]["name"]
           == config_map["metadata"]["name"])
 
-    for kind in ["Service", "PodDisruptionBudget"]:
-        spec = documents[kind][0]["spec"]
+    for resource in documents["Service"] + documents["PodDisruptionBudget"]:
+        spec = resource["spec"]
         selector = spec["selector"].get("matchLabels", spec["selector"])
-        check(f"the {kind} selects the Deployment's pods", all(labels.get(k) == v for k, v in selector.items()), selector)
+        check(f"the {resource['kind']} {resource['metadata']['name']} selects the Deployment's pods",
+              all(labels.get(k) == v for k, v in selector.items()), selector)
+
+    # The notification receiver: container port, Service, Ingress (example) and NetworkPolicy agree with
+    # notifications.listen.
+    listen = config.get("notifications.listen")
+    if listen:
+        check("the notifications port is notifications.listen's",
+              ports.get("notifications") == int(listen.rsplit(":", 1)[1]), f"{ports} vs {listen}")
+        check("apple.app_apple_id is set (required with notifications.listen)", bool(config.get("apple.app_apple_id")))
+        services = {s["metadata"]["name"]: s for s in documents["Service"]}
+        receiver = services.get("receipt-worker-notifications", {}).get("spec", {})
+        service_ports = {p.get("name"): p for p in receiver.get("ports", [])}
+        check("the Service receipt-worker-notifications (ClusterIP) forwards to the port notifications",
+              receiver.get("type", "ClusterIP") == "ClusterIP" and receiver.get("clusterIP") != "None"
+              and any(p.get("targetPort") in ("notifications", ports.get("notifications")) for p in service_ports.values()),
+              receiver)
+        ingress_ports = [p["port"] for r in documents["NetworkPolicy"][0]["spec"].get("ingress", [])
+                         for p in r.get("ports", [])]
+        check("the NetworkPolicy admits the notifications port (from the ingress controller)",
+              "notifications" in ingress_ports or ports.get("notifications") in ingress_ports, ingress_ports)
+        check("ingress-example.yaml has an Ingress", len(ingresses) == 1, len(ingresses))
+        for ingress in ingresses:
+            spec = ingress["spec"]
+            check("the example Ingress is in the namespace", ingress["metadata"].get("namespace") == namespace)
+            routes = [(rule.get("host"), path) for rule in spec.get("rules", [])
+                      for path in rule.get("http", {}).get("paths", [])]
+            good = [(host, path) for host, path in routes if path.get("path") == NOTIFICATIONS_PATH
+                    and path["backend"]["service"]["name"] == "receipt-worker-notifications"
+                    and (path["backend"]["service"]["port"].get("name") in service_ports
+                         or path["backend"]["service"]["port"].get("number") in
+                         [p.get("port") for p in service_ports.values()])]
+            check(f"the example Ingress routes {NOTIFICATIONS_PATH} to the notifications Service, and nothing else",
+                  good and len(good) == len(routes), routes)
+            tls_hosts = {h for entry in spec.get("tls", []) for h in entry.get("hosts", [])}
+            check("the example Ingress serves its host over TLS (Apple requires HTTPS)",
+                  good and all(host in tls_hosts for host, _ in good), f"{tls_hosts} vs {[h for h, _ in good]}")
 
     # The NetworkPolicy: the pods' traffic and no more.
     policy = documents["NetworkPolicy"][0]["spec"]
@@ -276,9 +320,10 @@ def kubernetes(binary):
     # partition for every replica KEDA may start (a replica without one idles).
     topics = readme_topics()
     names = [config.get("topics.jobs", "receipt-jobs"), config.get("topics.results", "receipt-results"),
-             config.get("topics.dlq", "receipt-dlq")]
-    check("deploy/README.md creates the jobs, results and DLQ topics", all(n in topics for n in names),
-          f"{names} vs {sorted(topics)}")
+             config.get("topics.dlq", "receipt-dlq"), config.get("topics.notifications", "receipt-notifications"),
+             config.get("topics.consumption", "receipt-consumption")]
+    check("deploy/README.md creates the jobs, results, DLQ, notifications and consumption topics",
+          all(n in topics for n in names), f"{names} vs {sorted(topics)}")
     jobs_partitions = int(topics.get(names[0], {}).get("partitions", 0))
     check("the jobs topic has at least KEDA's maxReplicaCount partitions",
           jobs_partitions >= scaled["maxReplicaCount"], f"{jobs_partitions} < {scaled['maxReplicaCount']}")
