@@ -1,5 +1,6 @@
 import AppleVerification
 import Foundation
+import Kafka
 
 /// An App Store Server Notification V2, verified: the payload's signature, chain, bundle id, environment
 /// and (in Production) app id, and the nested signed transaction and renewal info the same way.
@@ -88,5 +89,34 @@ struct AppleNotification: Sendable {
 
     private struct Envelope: Decodable {
         let signedPayload: String?
+    }
+}
+
+/// A notification read back from Apple's history (`notifications backfill`), checked as the receiver checks
+/// one, with the record the receiver would have produced.
+public enum BackfilledNotification {
+    public struct Record: Sendable {
+        public let key: String
+        public let type: String
+        public let headers: [KafkaHeader]
+    }
+
+    public enum Outcome: Sendable {
+        case verified(Record)
+        /// Genuine, of an environment not accepted here.
+        case skipped
+        case rejected(String)
+    }
+
+    public static func verify(body: Data, verifier: SignedDataVerifier) -> Outcome {
+        switch AppleNotification.verify(body: body, with: verifier) {
+        case .verified(let notification):
+            return .verified(
+                Record(
+                    key: notification.key, type: notification.type,
+                    headers: notification.headers.map { KafkaHeader(name: $0.0, string: $0.1) }))
+        case .environmentNotAllowed: return .skipped
+        case .rejected(let reason): return .rejected(reason)
+        }
     }
 }

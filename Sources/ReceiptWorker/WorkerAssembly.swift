@@ -8,7 +8,25 @@ import Observability
 public enum WorkerAssembly {
     public static func make(_ configuration: WorkerConfiguration, logger: Logger) async throws -> Worker {
         let metrics = WorkerMetrics()
-        let observer: AppleCallObserver = { metrics.observeAppleCall($0, outcome: $1, duration: $2) }
+        let apple = try appleVerifier(
+            configuration, logger: logger, observer: { metrics.observeAppleCall($0, outcome: $1, duration: $2) })
+
+        let kafka = try kafkaConfigurations(configuration)
+        let consumer = try KafkaConsumer(configuration: kafka.consumer, logger: logger)
+        let producer = try KafkaProducer(configuration: kafka.producer, logger: logger)
+        let ledger = try await LedgerFactory.open(
+            url: configuration.ledgerURL, poolSize: configuration.ledgerPoolSize, schema: configuration.ledgerSchema)
+        return Worker(
+            configuration: configuration, consumer: consumer, producer: producer, ledger: ledger, apple: apple,
+            metrics: metrics,
+            logger: logger)
+    }
+
+    /// Apple's side: verifyReceipt, the App Store Server API (when a key is configured) and the verifier of
+    /// signed data, as the worker uses them (also for `notifications backfill`).
+    public static func appleVerifier(
+        _ configuration: WorkerConfiguration, logger: Logger, observer: AppleCallObserver? = nil
+    ) throws -> AppleVerifier {
         var http = HTTPClient.Configuration()
         http.caFile = configuration.httpCAFile
         // Apple speaks HTTP/2 (one connection carries many requests); over HTTP/1.1 each request in flight
@@ -37,21 +55,10 @@ public enum WorkerAssembly {
             apiConfiguration.observer = observer
             api = AppStoreServerAPIClient(configuration: apiConfiguration, tokens: tokens, http: client)
         }
-
-        let verifier = try signedDataVerifier(configuration)
-        let apple = AppleVerifier(
+        return AppleVerifier(
             bundleID: configuration.apple.bundleID,
-            receipts: VerifyReceiptClient(configuration: receipts, http: client), api: api, signedData: verifier)
-
-        let kafka = try kafkaConfigurations(configuration)
-        let consumer = try KafkaConsumer(configuration: kafka.consumer, logger: logger)
-        let producer = try KafkaProducer(configuration: kafka.producer, logger: logger)
-        let ledger = try await LedgerFactory.open(
-            url: configuration.ledgerURL, poolSize: configuration.ledgerPoolSize, schema: configuration.ledgerSchema)
-        return Worker(
-            configuration: configuration, consumer: consumer, producer: producer, ledger: ledger, apple: apple,
-            metrics: metrics,
-            logger: logger)
+            receipts: VerifyReceiptClient(configuration: receipts, http: client), api: api,
+            signedData: try signedDataVerifier(configuration))
     }
 
     /// Builds everything ``make(_:logger:)`` builds short of connecting (the librdkafka configurations, the

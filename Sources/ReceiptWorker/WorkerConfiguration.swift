@@ -154,4 +154,9 @@ public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
     public let key: String
     public let reason: String
     public var description: String { "configuration: \(key): \(reason)" }
+
+    public init(key: String, reason: String) {
+        self.key = key
+        self.reason = reason
+    }
 }

@@ -11,6 +11,8 @@ enum ResultsCommand {
 
           VERIFIED AT  DECISION  REASON  ORDER  PRODUCT  TRANSACTION  ENVIRONMENT  ATTEMPTS
 
+        Events after the grant show their type instead of the decision (revoked, reinstated,
+        consumption_requested), with the revocation (type and share) or the deadline instead of the reason.
         It reads outside any consumer group and commits nothing: the workers and grant services are not
         disturbed. Ctrl-C stops it.
 
@@ -81,6 +83,20 @@ enum ResultsCommand {
             case let number as NSNumber: number.stringValue
             default: "-"
             }
+        }
+        // After the grant (receipt.revoked, ...): the type where the decision goes, the detail where the reason.
+        if event["decision"] == nil, let type = event["type"] as? String {
+            let detail =
+                switch type {
+                case "receipt.revoked":
+                    "\(field("revocation_type")) \(event["revocation_percentage"].map { "\($0)%" } ?? "all")"
+                case "receipt.consumption_requested": "respond by \(field("respond_by"))"
+                default: "-"
+                }
+            return line([
+                field("notified_at"), String(type.dropFirst("receipt.".count)), detail, field("order_id"),
+                field("product_id"), field("transaction_id"), field("environment"), "-",
+            ])
         }
         return line([
             field("verified_at"), field("decision"), field("reason"), field("order_id"), field("product_id"),

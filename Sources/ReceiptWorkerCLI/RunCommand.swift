@@ -9,7 +9,8 @@ enum RunCommand {
 
         Consumes receipt jobs, verifies each with Apple, runs the contract's checks, records the decision
         in the ledger and publishes a grant or deny event. Serves /metrics, /healthz and /readyz on
-        metrics.listen when set. SIGTERM or SIGINT: stop taking jobs, finish those in flight within
+        metrics.listen when set, and App Store Server Notifications on notifications.listen (POST
+        /notifications/apple). SIGTERM or SIGINT: stop taking jobs, finish those in flight within
         worker.drain_timeout_ms, commit, flush, exit 0.
 
         options:
@@ -34,12 +35,19 @@ enum RunCommand {
             endpoint?.start()
             logger.info("metrics endpoint listening", ["listen": listen, "port": String(endpoint?.port ?? 0)])
         }
+        var receiver: NotificationReceiver?
+        if let listen = configuration.notificationsListen {
+            receiver = try NotificationReceiver(listen: listen, worker: worker)
+            receiver?.start()
+            logger.info("notification receiver listening", ["listen": listen, "port": String(receiver?.port ?? 0)])
+        }
         TerminationSignals.install { received in
             logger.notice("signal received; draining", ["signal": received == SIGTERM ? "SIGTERM" : "SIGINT"])
             worker.shutdown()
         }
         do {
             try await worker.run()
+            receiver?.stop()
             endpoint?.stop()
             return 0
         } catch let error as ConfigurationError {
