@@ -51,7 +51,9 @@ let package = Package(
             name: "AppleVerification", dependencies: ["COpenSSL", "HTTPClient", "Observability"], swiftSettings: strict),
 
         .target(name: "HTTPServerKit", dependencies: ["CLinux", "CMicroHTTPD"], swiftSettings: strict),
-        .target(name: "AppStoreSimulator", dependencies: ["AppleVerification", "HTTPServerKit"], swiftSettings: strict),
+        .target(
+            name: "AppStoreSimulator", dependencies: ["AppleVerification", "HTTPClient", "HTTPServerKit", "Observability"],
+            swiftSettings: strict),
 
         .target(
             name: "ReceiptWorker", dependencies: ["AppleVerification", "HTTPServerKit", "Kafka", "Ledger", "Observability", "COpenSSL"],

@@ -23,6 +23,10 @@ public struct JWSTransaction: Codable, Sendable, Hashable {
     public var signedDate: Double?
     public var revocationReason: Int?
     public var revocationDate: Double?
+    /// Raw `revocationType`: "REFUND_FULL", "REFUND_PRORATED" or "FAMILY_REVOKE".
+    public var revocationType: String?
+    /// The share of the transaction refunded or revoked, in milliunits (100000 is all of it).
+    public var revocationPercentage: Int?
     public var isUpgraded: Bool?
     public var offerType: Int?
     public var offerIdentifier: String?
