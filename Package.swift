@@ -86,7 +86,8 @@ let package = Package(
             name: "AppleVerificationTests", dependencies: ["AppleVerification"],
             resources: [.copy("Fixtures")], swiftSettings: strict),
         .testTarget(
-            name: "AppleClientTests", dependencies: ["AppleVerification", "AppStoreSimulator", "HTTPClient", "Observability", "TestSupport"],
+            name: "AppleClientTests",
+            dependencies: ["AppleVerification", "AppStoreSimulator", "HTTPClient", "HTTPServerKit", "Observability", "TestSupport"],
             resources: [.copy("testSigningKey.p8")], swiftSettings: strict),
         .testTarget(
             name: "ReceiptWorkerTests", dependencies: ["ReceiptWorker", "AppleVerification", "Kafka", "Observability"],

@@ -41,7 +41,8 @@ extension AppStoreSimulator {
             guard case .respond(200, _, let answer, _) = reply,
                 let fields = try? JSONSerialization.jsonObject(with: answer) as? [String: Any]
             else { return reply }
-            return .json(200, Self.json(["refunded": id, "notification_uuid": fields["notification_uuid"] ?? NSNull()]))
+            return .json(
+                200, Self.json(["refunded": id, "notification_uuid": fields["notification_uuid"] ?? NSNull()]))
         case ("POST", ["reverse-refund"]):
             return reverseRefund(body)
         case ("POST", ["revoke"]):

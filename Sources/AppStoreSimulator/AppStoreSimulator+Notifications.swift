@@ -257,16 +257,19 @@ extension AppStoreSimulator {
         guard let startDate = body.startDate, startDate >= 0 else {
             return .json(
                 400,
-                Self.error(4000015, "Invalid request. The start date is not a timestamp value represented in milliseconds."))
+                Self.error(
+                    4000015, "Invalid request. The start date is not a timestamp value represented in milliseconds."))
         }
         guard let endDate = body.endDate, endDate >= 0 else {
             return .json(
                 400,
-                Self.error(4000016, "Invalid request. The end date is not a timestamp value represented in milliseconds."))
+                Self.error(
+                    4000016, "Invalid request. The end date is not a timestamp value represented in milliseconds."))
         }
         guard startDate < endDate else {
             return .json(
-                400, Self.error(4000013, "Invalid request. The end date precedes the start date or the dates are the same."))
+                400,
+                Self.error(4000013, "Invalid request. The end date precedes the start date or the dates are the same."))
         }
         if startDate < Self.milliseconds(Date()) - 180 * 86_400_000 {
             return .json(
@@ -275,7 +278,8 @@ extension AppStoreSimulator {
         if body.transactionId != nil, body.notificationType != nil {
             return .json(
                 400,
-                Self.error(4000019, "Invalid request. Supply either a transaction id or a notification type, but not both."))
+                Self.error(
+                    4000019, "Invalid request. Supply either a transaction id or a notification type, but not both."))
         }
         if body.notificationSubtype != nil, body.notificationType == nil {
             return .json(400, Self.error(4000018, "Invalid request. The notification type or subtype is invalid."))
@@ -335,7 +339,8 @@ extension AppStoreSimulator {
                 400,
                 Self.error(
                     4000035,
-                    "Invalid request. The customer consented field is required and must indicate the customer consented."))
+                    "Invalid request. The customer consented field is required and must indicate the customer consented."
+                ))
         }
         guard case .bool = body["sampleContentProvided"] else {
             return .json(
