@@ -179,6 +179,19 @@ struct SimulatorNotificationTests {
         #expect((record["attempts"] as? [[String: Any]])?.allSatisfy { $0["error"] is String } == true)
     }
 
+    @Test("stopping the simulator stops the retries of a notification not yet delivered")
+    func stopEndsDelivery() async throws {
+        let harness = try SimulatorHarness()
+        let receiver = try NotificationReceiver(statuses: [503])
+        _ = try await post(
+            harness, "/admin/notifications/config", ["url": receiver.url, "retry_delays_ms": [300, 300, 300]])
+        _ = try await post(harness, "/admin/notify", ["type": "TEST"])
+        #expect(await eventually(timeout: .seconds(10)) { receiver.requests.count == 1 })
+        harness.simulator.stop()
+        try await Task.sleep(for: .milliseconds(900))
+        #expect(receiver.requests.count == 1)
+    }
+
     @Test("Get Notification History pages through every notification of the environment exactly once")
     func historyPagination() async throws {
         let harness = try SimulatorHarness()
