@@ -98,7 +98,8 @@ extension AppStoreSimulator {
             purchase.revocationDate = Date()
             purchase.revocationReason = 0
             purchase.revocationType = "FAMILY_REVOKE"
-            purchase.revocationPercentage = 100_000
+            // Apple sends revocationPercentage for refunds only.
+            purchase.revocationPercentage = nil
             return nil
         }
     }

@@ -353,6 +353,8 @@ struct SimulatorNotificationTests {
         #expect(renewal.originalTransactionId == purchase.transactionID)
         let transaction = try verifier.verifyTransaction(try #require(notification.data?.signedTransactionInfo))
         #expect(transaction.revocationType == "FAMILY_REVOKE")
+        #expect(transaction.revocationPercentage == nil)
+        #expect(transaction.revocationDate != nil)
 
         // The older refund spelling still answers as before.
         let (refunded, answer) = try await post(harness, "/admin/refunds", ["transaction_id": purchase.transactionID])
