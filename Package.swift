@@ -51,7 +51,9 @@ let package = Package(
             name: "AppleVerification", dependencies: ["COpenSSL", "HTTPClient", "Observability"], swiftSettings: strict),
 
         .target(name: "HTTPServerKit", dependencies: ["CLinux", "CMicroHTTPD"], swiftSettings: strict),
-        .target(name: "AppStoreSimulator", dependencies: ["AppleVerification", "HTTPServerKit"], swiftSettings: strict),
+        .target(
+            name: "AppStoreSimulator", dependencies: ["AppleVerification", "HTTPClient", "HTTPServerKit", "Observability"],
+            swiftSettings: strict),
 
         .target(
             name: "ReceiptWorker", dependencies: ["AppleVerification", "HTTPServerKit", "Kafka", "Ledger", "Observability", "COpenSSL"],
@@ -84,7 +86,8 @@ let package = Package(
             name: "AppleVerificationTests", dependencies: ["AppleVerification"],
             resources: [.copy("Fixtures")], swiftSettings: strict),
         .testTarget(
-            name: "AppleClientTests", dependencies: ["AppleVerification", "AppStoreSimulator", "HTTPClient", "Observability", "TestSupport"],
+            name: "AppleClientTests",
+            dependencies: ["AppleVerification", "AppStoreSimulator", "HTTPClient", "HTTPServerKit", "Observability", "TestSupport"],
             resources: [.copy("testSigningKey.p8")], swiftSettings: strict),
         .testTarget(
             name: "ReceiptWorkerTests", dependencies: ["ReceiptWorker", "AppleVerification", "Kafka", "Observability"],

@@ -8,7 +8,17 @@ extension AppStoreSimulator {
     ///        expires_in_seconds, restore_of}  → {transaction_id, original_transaction_id, receipt, signed_transaction}
     ///        restore_of: a transaction id; the new purchase is its StoreKit 1 restore on another device (a new
     ///        transaction id, the same original transaction, product, type and billing period)
-    ///   POST /admin/refunds {transaction_id}
+    ///   POST /admin/notifications/config {url, retry_delays_ms, app_apple_id, history_page_size} (GET reads it)
+    ///   POST /admin/refund {transaction_id, percentage: 0-100 (100), reason: 0|1 (0)} → sends REFUND
+    ///   POST /admin/refunds {transaction_id}: a full refund (the older spelling)
+    ///   POST /admin/reverse-refund {transaction_id} → sends REFUND_REVERSED
+    ///   POST /admin/revoke {transaction_id}: Family Sharing revocation → sends REVOKE
+    ///   POST /admin/consumption-request {transaction_id, reason} → sends CONSUMPTION_REQUEST
+    ///   POST /admin/notify {type, subtype, transaction_id, environment} → sends any notification
+    ///        (each sender answers {notification_uuid})
+    ///   GET  /admin/notifications → [{notification_uuid, type, subtype, environment, transaction_id,
+    ///        signed_payload, attempts: [{at, status, error}], delivered}]
+    ///   GET  /admin/consumption → [{transaction_id, environment, body, status}]
     ///   PUT  /admin/faults {latency_ms, latency_jitter_ms, error_rate, error_status, status_21005_rate,
     ///        rate_limit_rate, retry_after_seconds, retry_after_header, garbage_rate, drop_rate, outage_start_in_ms,
     ///        outage_seconds, outage_mode}
@@ -18,16 +28,33 @@ extension AppStoreSimulator {
         switch (request.method, segments) {
         case ("POST", ["purchases"]):
             return createPurchase(body)
+        case ("POST", ["notifications", "config"]), ("GET", ["notifications", "config"]):
+            return notificationConfig(request, body: body)
+        case ("POST", ["refund"]):
+            return refund(body)
         case ("POST", ["refunds"]):
+            // The older spelling: a full refund, answered as it always was (plus the notification's id).
             guard let id = body["transaction_id"] as? String else {
                 return .json(400, Self.error(4000000, "transaction_id"))
             }
-            let found = state.withLock { state -> Bool in
-                guard state.purchases[id] != nil else { return false }
-                state.purchases[id]?.revocationDate = Date()
-                return true
-            }
-            return found ? .json(200, Self.json(["refunded": id])) : .json(404, Self.error(4040010, "not found"))
+            let reply = refund(["transaction_id": id])
+            guard case .respond(200, _, let answer, _) = reply,
+                let fields = try? JSONSerialization.jsonObject(with: answer) as? [String: Any]
+            else { return reply }
+            return .json(
+                200, Self.json(["refunded": id, "notification_uuid": fields["notification_uuid"] ?? NSNull()]))
+        case ("POST", ["reverse-refund"]):
+            return reverseRefund(body)
+        case ("POST", ["revoke"]):
+            return revoke(body)
+        case ("POST", ["consumption-request"]):
+            return consumptionRequest(body)
+        case ("POST", ["notify"]):
+            return notify(body)
+        case ("GET", ["notifications"]):
+            return notificationList()
+        case ("GET", ["consumption"]):
+            return consumptionList()
         case ("PUT", ["faults"]):
             var plan = FaultPlan()
             plan.latencyMs = body["latency_ms"] as? Double ?? 0
@@ -80,6 +107,8 @@ extension AppStoreSimulator {
                     environment: restored.environment, quantity: restored.quantity,
                     appAccountToken: restored.appAccountToken, purchaseDate: restored.purchaseDate,
                     expiresDate: restored.expiresDate, revocationDate: restored.revocationDate,
+                    revocationReason: restored.revocationReason, revocationType: restored.revocationType,
+                    revocationPercentage: restored.revocationPercentage,
                     webOrderLineItemID: restored.webOrderLineItemID)
                 state.purchases[id] = purchase
                 state.receipts[receiptToken] = ReceiptRecord(

@@ -7,11 +7,7 @@ extension AppStoreSimulator {
     /// aud, bid, iat/exp at most 60 minutes apart and not expired), then answers `signedTransactionInfo`.
     /// A bad token gets 401 with an empty body, as Apple's does.
     func transactionInfo(_ request: ServerRequest, role: String, id: String) -> ServerReply {
-        guard let authorization = request.headers["authorization"], authorization.hasPrefix("Bearer "),
-            validToken(String(authorization.dropFirst("Bearer ".count)))
-        else {
-            return .respond(status: 401, headers: [], body: Data(), after: .zero)
-        }
+        guard authorized(request) else { return .respond(status: 401, headers: [], body: Data(), after: .zero) }
         guard !id.isEmpty, id.allSatisfy(\.isNumber) else {
             return .json(400, Self.error(4000006, "Invalid transaction id."))
         }
@@ -41,12 +37,24 @@ extension AppStoreSimulator {
         transaction.signedDate = (Date().timeIntervalSince1970 * 1000).rounded()
         transaction.environment = AppleEnvironment(rawValue: purchase.environment)
         transaction.revocationDate = purchase.revocationDate.map { ($0.timeIntervalSince1970 * 1000).rounded() }
-        transaction.revocationReason = purchase.revocationDate == nil ? nil : 0
+        if purchase.revocationDate != nil {
+            transaction.revocationReason = purchase.revocationReason ?? 0
+            transaction.revocationType = purchase.revocationType
+            transaction.revocationPercentage = purchase.revocationPercentage
+        }
         transaction.transactionReason = "PURCHASE"
         transaction.storefront = "USA"
         transaction.storefrontId = "143441"
         if purchase.kind == .subscription { transaction.webOrderLineItemId = purchase.webOrderLineItemID }
         return try signer.sign(transaction)
+    }
+
+    /// Whether the request carries a bearer token Apple would accept.
+    func authorized(_ request: ServerRequest) -> Bool {
+        guard let authorization = request.headers["authorization"], authorization.hasPrefix("Bearer ") else {
+            return false
+        }
+        return validToken(String(authorization.dropFirst("Bearer ".count)))
     }
 
     private func validToken(_ token: String) -> Bool {

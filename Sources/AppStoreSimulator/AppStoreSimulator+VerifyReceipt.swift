@@ -168,7 +168,7 @@ private struct InAppEntry: Encodable {
         expiresDate = purchase.expiresDate.map(AppStoreSimulator.gmt)
         webOrderLineItemId = purchase.expiresDate == nil ? nil : purchase.webOrderLineItemID
         cancellationDateMs = purchase.revocationDate.map(AppStoreSimulator.ms)
-        cancellationReason = purchase.revocationDate == nil ? nil : "0"
+        cancellationReason = purchase.revocationDate == nil ? nil : String(purchase.revocationReason ?? 0)
         appAccountToken = purchase.appAccountToken
     }
 

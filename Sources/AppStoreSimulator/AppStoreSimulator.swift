@@ -4,11 +4,14 @@ import HTTPServerKit
 import Synchronization
 
 /// An App Store simulator speaking Apple's documented protocols over real HTTP: verifyReceipt in the
-/// production and sandbox roles, the App Store Server API (Get Transaction Info), an admin API to create
-/// purchases, and fault injection. Apple's hosts map to path prefixes of one server:
+/// production and sandbox roles, the App Store Server API (Get Transaction Info, Get Notification History, Send
+/// Consumption Information), App Store Server Notifications V2 sent to a configured URL, an admin API to create
+/// purchases and refund them, and fault injection. Apple's hosts map to path prefixes of one server:
 ///   /production/verifyReceipt, /sandbox/verifyReceipt
 ///   /production/inApps/v1/transactions/{id}, /sandbox/inApps/v1/transactions/{id}
-///   /admin/purchases, /admin/refunds, /admin/faults, /admin/stats
+///   /production/inApps/v1/notifications/history, /sandbox/inApps/v1/notifications/history
+///   /production/inApps/v2/transactions/consumption/{id}, /sandbox/inApps/v2/transactions/consumption/{id}
+///   /admin/... (see `admin(_:segments:)`)
 public final class AppStoreSimulator: Sendable {
     public struct Configuration: Sendable {
         public var host = "127.0.0.1"
@@ -23,6 +26,10 @@ public final class AppStoreSimulator: Sendable {
         public var apiPublicKeyPEM: String?
         public var apiKeyID = "keyId"
         public var apiIssuerID = "issuerId"
+        /// The app's Apple id, in every notification's `data.appAppleId`.
+        public var appAppleID: Int64 = 1_234_567_890
+        /// Where notifications are posted; nil until the admin API sets one.
+        public var notificationURL: String?
 
         public init() {}
     }
@@ -33,12 +40,17 @@ public final class AppStoreSimulator: Sendable {
         var nextTransaction: UInt64 = 2_000_000_000_000_000
         var faults = FaultPlan()
         var requests: [String: Int] = [:]
+        var notifications = NotificationSettings()
+        var appAppleID: Int64 = 0
+        var nextNotification = 0
+        var consumption: [ConsumptionRecord] = []
     }
 
     let configuration: Configuration
     let state = Mutex(State())
     let signer: JWSSigner
     let apiKey: ECPublicKey
+    let sender = NotificationSender()
     private let server: HTTPServer
 
     public var port: UInt16 { server.port }
@@ -55,10 +67,19 @@ public final class AppStoreSimulator: Sendable {
             router.route($0)
         }
         router.simulator = self
+        state.withLock { state in
+            state.appAppleID = configuration.appAppleID
+            state.notifications.url = configuration.notificationURL
+        }
     }
 
     public func start() { server.start() }
-    public func stop() { server.stop() }
+
+    /// Stops serving and sending: deliveries in progress are abandoned.
+    public func stop() {
+        server.stop()
+        sender.stop()
+    }
 
     /// The simulated chain's root (Apple's test root): what a verifier must trust to accept simulated data.
     public static var testRootPEM: String {
@@ -77,8 +98,14 @@ public final class AppStoreSimulator: Sendable {
         let endpoint: String
         if rest == ["verifyReceipt"] {
             endpoint = "verifyReceipt"
-        } else if rest.count == 4, rest[0...2] == ["inApps", "v1", "transactions"] {
+        } else if rest.count == 4, rest[0...2] == ["inApps", "v1", "transactions"], request.method == "GET" {
             endpoint = "transactionInfo"
+        } else if rest == ["inApps", "v1", "notifications", "history"], request.method == "POST" {
+            endpoint = "notificationHistory"
+        } else if rest.count == 5, rest[0...3] == ["inApps", "v2", "transactions", "consumption"],
+            request.method == "PUT"
+        {
+            endpoint = "consumption"
         } else {
             return .json(404, Self.error(4040000, "not found"))
         }
@@ -106,8 +133,12 @@ public final class AppStoreSimulator: Sendable {
             return .json(500, Self.error(5000001, "An unknown retryable error occurred."), after: delay)
         case .none:
             let reply =
-                endpoint == "verifyReceipt"
-                ? verifyReceipt(request, role: role) : transactionInfo(request, role: role, id: rest[3])
+                switch endpoint {
+                case "verifyReceipt": verifyReceipt(request, role: role)
+                case "notificationHistory": notificationHistory(request, role: role)
+                case "consumption": sendConsumption(request, role: role, id: rest[4])
+                default: transactionInfo(request, role: role, id: rest[3])
+                }
             guard case .respond(let status, let headers, let body, _) = reply else { return reply }
             return .respond(status: status, headers: headers, body: body, after: delay)
         }

@@ -25,6 +25,12 @@ struct Purchase: Sendable {
     let purchaseDate: Date
     let expiresDate: Date?
     var revocationDate: Date?
+    /// Apple's revocationReason (0 other, 1 an issue with the app) while revoked.
+    var revocationReason: Int?
+    /// Apple's revocationType while revoked: REFUND_FULL, REFUND_PRORATED or FAMILY_REVOKE.
+    var revocationType: String?
+    /// The share refunded or revoked, in milliunits (100000 is all), while revoked.
+    var revocationPercentage: Int?
     /// A subscription's billing period: its own transaction id, or, for a restore, the restored one's.
     var webOrderLineItemID: String?
 }
