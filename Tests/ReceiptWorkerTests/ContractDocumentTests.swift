@@ -86,20 +86,29 @@ struct ContractDocumentTests {
     @Test("event types: what the headers carry, docs/contract.md, the headers schema, a schema each, AsyncAPI")
     func eventTypes() throws {
         let code = ResultEvent.eventTypes
-        let sent: [String] = [true, false].map { granted in
+        var sent: [String] = [true, false].map { granted in
             let headers = ResultEvent.headers(eventID: "e", granted: granted, time: "t", source: "s")
             return headers.first { $0.name == "ce_type" }?.stringValue ?? ""
         }
-        #expect(sent == code, "ResultEvent.headers sends a ce_type that is not in ResultEvent.eventTypes")
+        sent += NotificationEvent.types.map { type in
+            NotificationEvent.headers(eventID: "e", type: type, time: "t", source: "s")
+                .first { $0.name == "ce_type" }?.stringValue ?? ""
+        }
+        #expect(sent == code, "a ce_type is sent that is not in ResultEvent.eventTypes")
         let documented = try Self.tableNames("event types", column: 0)
         #expect(documented == code, "docs/contract.md's event types differ from ResultEvent.eventTypes")
         let headers = try Self.schema("result-headers.json")
         #expect(Set(Self.allowed(headers, "ce_type")) == Set(code), "result-headers.json's ce_type enum differs")
         let asyncapi = try Self.text("docs/asyncapi.yaml")
         for eventType in code {
-            let decision = eventType == ResultEvent.grantedType ? "grant" : "deny"
             let payload = try Self.schema("\(eventType).json")
-            #expect(Self.allowed(payload, "decision") == [decision], "\(eventType).json must say decision \(decision)")
+            // Grants and denials carry their decision; the events after the grant carry their type.
+            if eventType == ResultEvent.grantedType || eventType == ResultEvent.deniedType {
+                let decision = eventType == ResultEvent.grantedType ? "grant" : "deny"
+                #expect(
+                    Self.allowed(payload, "decision") == [decision], "\(eventType).json must say decision \(decision)")
+            }
+            #expect(Self.allowed(payload, "type") == [eventType], "\(eventType).json must say type \(eventType)")
             #expect(asyncapi.contains("name: \(eventType)\n"), "docs/asyncapi.yaml has no message \(eventType)")
             #expect(asyncapi.contains("./schemas/\(eventType).json"), "docs/asyncapi.yaml does not use its schema")
         }

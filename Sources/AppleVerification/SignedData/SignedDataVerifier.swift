@@ -58,15 +58,18 @@ public final class SignedDataVerifier: Sendable {
         let app = notification.data ?? notification.summary
         try check(bundleID: app?.bundleId)
         try check(environment: app?.environment)
-        // Apple leaves appAppleId out in Sandbox; in Production it must name this app (as Apple's library checks).
-        if app?.environment == .production
-            && (configuration.appAppleID == nil || app?.appAppleId != configuration.appAppleID)
-        {
+        // Apple leaves appAppleId out in Sandbox; in Production it must name this app, as Apple's library
+        // checks. One that names another app is refused in any environment.
+        let expected = configuration.appAppleID
+        if let named = app?.appAppleId, let expected, named != expected {
+            throw AppleVerificationError(.bundleMismatch, "the notification is for another app")
+        }
+        if app?.environment == .production && (expected == nil || app?.appAppleId == nil) {
             throw AppleVerificationError(
                 .bundleMismatch,
-                configuration.appAppleID == nil
+                expected == nil
                     ? "a Production notification, and apple.app_apple_id is not set"
-                    : "the notification is for another app")
+                    : "a Production notification without appAppleId")
         }
         return notification
     }
