@@ -14,9 +14,17 @@ public final class NotificationReceiver: Sendable {
     /// Apple's notifications are a few kilobytes; a megabyte is no notification.
     static let maximumBodyBytes = 256 * 1024
     /// Apple waits for an answer only so long; a broker that does not acknowledge within this is unavailable.
-    static let produceDeadline = Duration.seconds(5)
+    public static let defaultProduceDeadline = Duration.seconds(5)
 
-    public init(listen: String, worker: Worker) throws {
+    public convenience init(listen: String, worker: Worker) throws {
+        try self.init(listen: listen, worker: { worker })
+    }
+
+    /// `worker`: the worker whose producer and verifier serve each request (a test restarts its worker).
+    /// `produceDeadline`: how long the broker may take to acknowledge before the answer is 503.
+    public init(
+        listen: String, produceDeadline: Duration = defaultProduceDeadline, worker: @escaping @Sendable () -> Worker
+    ) throws {
         let colon = listen.lastIndex(of: ":")!  // validated by ConfigurationLoader
         let host = listen[..<colon].isEmpty ? "0.0.0.0" : String(listen[..<colon])
         let port = UInt16(listen[listen.index(after: colon)...])!
@@ -26,7 +34,7 @@ public final class NotificationReceiver: Sendable {
             server = try MicroHTTPServer(
                 host: host == "localhost" ? "127.0.0.1" : host, port: port, limits: limits
             ) { request in
-                await Self.route(request, worker: worker)
+                await Self.route(request, worker: worker(), deadline: produceDeadline)
             }
         } catch {
             throw ConfigurationError(key: "notifications.listen", reason: "cannot listen on \(listen): \(error)")
@@ -34,23 +42,24 @@ public final class NotificationReceiver: Sendable {
     }
 
     struct Unacknowledged: Error, CustomStringConvertible {
-        var description: String { "the broker did not acknowledge within 5 s" }
+        let deadline: Duration
+        var description: String { "the broker did not acknowledge within \(deadline.milliseconds) ms" }
     }
 
     public func start() { server.start() }
     public func stop() { server.stop() }
 
-    static func route(_ request: ServerRequest, worker: Worker) async -> ServerReply {
+    static func route(_ request: ServerRequest, worker: Worker, deadline: Duration) async -> ServerReply {
         guard request.path == "/notifications/apple" else { return .text(404, "not found\n") }
         guard request.method == "POST" else { return .text(405, "POST only\n") }
-        let (status, text) = await worker.receiveNotification(body: request.body)
+        let (status, text) = await worker.receiveNotification(body: request.body, deadline: deadline)
         return .text(status, text + "\n")
     }
 }
 
 extension Worker {
     /// One notification at the receiver: the HTTP status and a short text for it.
-    func receiveNotification(body: Data) async -> (Int, String) {
+    func receiveNotification(body: Data, deadline: Duration) async -> (Int, String) {
         switch AppleNotification.verify(body: body, with: apple.signedData) {
         case .rejected(let reason):
             metrics.notificationReceived(type: "unverified", outcome: "rejected").increment()
@@ -66,10 +75,9 @@ extension Worker {
                 headers: notification.headers.map { KafkaHeader(name: $0.0, string: $0.1) })
             let producer = self.producer
             do {
-                try await Self.within(
-                    NotificationReceiver.produceDeadline,
-                    timeout: NotificationReceiver.Unacknowledged()
-                ) { _ = try await producer.send(record) }
+                try await Self.within(deadline, timeout: NotificationReceiver.Unacknowledged(deadline: deadline)) {
+                    _ = try await producer.send(record)
+                }
             } catch {
                 metrics.notificationReceived(type: notification.type, outcome: "unavailable").increment()
                 logger.error(

@@ -33,6 +33,35 @@ public struct SimulatorAdmin: Sendable {
         _ = try await post("/admin/refunds", ["transaction_id": transactionID])
     }
 
+    /// Where the simulator sends App Store Server Notifications, and how soon it retries a failed one.
+    public func sendNotifications(to url: String, retryDelaysMs: [Int] = [300, 600, 1200, 2400, 4800]) async throws {
+        _ = try await post("/admin/notifications/config", ["url": url, "retry_delays_ms": retryDelaysMs])
+    }
+
+    /// A sender call (`refund`, `reverse-refund`, `revoke`, `consumption-request`, `notify`): the
+    /// notification's uuid.
+    public func notify(_ action: String, _ fields: [String: Any]) async throws -> String {
+        let response = try await post("/admin/\(action)", fields)
+        let object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
+        guard response.status == 200, let uuid = object?["notification_uuid"] as? String else {
+            throw TestSupportError(
+                "/admin/\(action) answered \(response.status): \(String(decoding: response.body, as: UTF8.self))")
+        }
+        return uuid
+    }
+
+    /// The notifications sent, with their delivery attempts.
+    public func notifications() async throws -> [[String: Any]] {
+        let response = try await http.execute(HTTPRequest(url: "\(baseURL)/admin/notifications"))
+        return (try JSONSerialization.jsonObject(with: response.body) as? [[String: Any]]) ?? []
+    }
+
+    /// The consumption answers the simulator accepted.
+    public func consumptionAnswers() async throws -> [[String: Any]] {
+        let response = try await http.execute(HTTPRequest(url: "\(baseURL)/admin/consumption"))
+        return (try JSONSerialization.jsonObject(with: response.body) as? [[String: Any]]) ?? []
+    }
+
     public func faults(_ fields: [String: Any]) async throws {
         _ = try await http.execute(
             HTTPRequest(

@@ -11,9 +11,9 @@ import Testing
 /// One worker with its own topics, a simulator, a SQLite ledger, and a reader of results and dead letters.
 final class WorkerHarness: Sendable {
     let simulator: AppStoreSimulator
-    private let current: Mutex<Worker>
+    private let current: CurrentWorker
     /// The worker running now (``restartWorker()`` replaces it).
-    var worker: Worker { current.withLock { $0 } }
+    var worker: Worker { current.value.withLock { $0 } }
     let configuration: WorkerConfiguration
     private let workerLogger: Logger
     let producer: KafkaProducer
@@ -23,6 +23,9 @@ final class WorkerHarness: Sendable {
     let groupID: String
     let http: HTTPClient
     private let received = Mutex<[KafkaMessage]>([])
+    /// The App Store Server Notifications receiver, when the harness was made with `notifications: true`; the
+    /// simulator sends its notifications there.
+    let receiver: NotificationReceiver?
     private let tasks = Mutex<[Task<Void, Never>]>([])
     static let logger = Logger(
         label: "e2e", minimumLevel: ProcessInfo.processInfo.environment["E2E_DEBUG"] != nil ? .debug : .error)
@@ -36,8 +39,8 @@ final class WorkerHarness: Sendable {
     }
 
     init(
-        allowSandbox: Bool = false, maxAttempts: Int = 6, workerLog: LogSink? = nil,
-        configure: (inout WorkerConfiguration) -> Void = { _ in }
+        allowSandbox: Bool = false, maxAttempts: Int = 6, workerLog: LogSink? = nil, notifications: Bool = false,
+        createNotificationTopics: Bool = true, configure: (inout WorkerConfiguration) -> Void = { _ in }
     )
         async throws
     {
@@ -49,12 +52,17 @@ final class WorkerHarness: Sendable {
         configuration.topics.jobs = "jobs-\(suffix)"
         configuration.topics.results = "results-\(suffix)"
         configuration.topics.dlq = "dlq-\(suffix)"
+        configuration.topics.notifications = "notifications-\(suffix)"
+        configuration.topics.consumption = "consumption-\(suffix)"
         topics = configuration.topics
         groupID = "worker-\(suffix)"
-        try await KafkaAdmin.createTopics(
-            bootstrapServers: Self.bootstrap,
-            topics: [(configuration.topics.jobs, 2), (configuration.topics.results, 1), (configuration.topics.dlq, 1)],
-            logger: Self.logger)
+        var created = [
+            (configuration.topics.jobs, 2), (configuration.topics.results, 1), (configuration.topics.dlq, 1),
+        ]
+        if notifications && createNotificationTopics {
+            created += [(configuration.topics.notifications, 2), (configuration.topics.consumption, 1)]
+        }
+        try await KafkaAdmin.createTopics(bootstrapServers: Self.bootstrap, topics: created, logger: Self.logger)
         configuration.apple.bundleID = "com.example"
         configuration.apple.allowSandbox = allowSandbox
         configuration.apple.verifyReceiptProductionURL = "\(simulator.baseURL)/production/verifyReceipt"
@@ -71,11 +79,21 @@ final class WorkerHarness: Sendable {
             "heartbeat.interval.ms": "500", "max.poll.interval.ms": "10000", "auto.offset.reset": "earliest",
 
         ]
+        if notifications {
+            configuration.apple.appAppleID = AppStoreSimulator.Configuration().appAppleID
+            configuration.apple.apiKeyID = "keyId"
+            configuration.apple.apiIssuerID = "issuerId"
+            configuration.apple.apiPrivateKeyPEM = try String(
+                contentsOf: MetricsEndpointTests.repositoryRoot.appendingPathComponent(
+                    "Tests/AppleClientTests/testSigningKey.p8"), encoding: .utf8)
+            configuration.apple.apiProductionURL = "\(simulator.baseURL)/production"
+            configuration.apple.apiSandboxURL = "\(simulator.baseURL)/sandbox"
+        }
         configure(&configuration)
         workerLogger = workerLog.map { Logger(label: "e2e", minimumLevel: .info, sink: $0) } ?? Self.logger
         self.configuration = configuration
         let worker = try await WorkerAssembly.make(configuration, logger: workerLogger)
-        current = Mutex(worker)
+        current = CurrentWorker(worker)
         producer = try KafkaProducer(configuration: .init(bootstrapServers: Self.bootstrap), logger: Self.logger)
         reader = try KafkaConsumer(
             configuration: .init(
@@ -84,15 +102,34 @@ final class WorkerHarness: Sendable {
                     "session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "max.poll.interval.ms": "10000",
                 ]),
             logger: Self.logger)
-        try reader.subscribe(topics: [configuration.topics.results, configuration.topics.dlq])
+        try reader.subscribe(
+            topics: [configuration.topics.results, configuration.topics.dlq]
+                + (notifications && createNotificationTopics ? [configuration.topics.notifications] : []))
+        if notifications {
+            let current = self.current
+            let receiver = try NotificationReceiver(
+                listen: "127.0.0.1:0", produceDeadline: .seconds(1), worker: { current.value.withLock { $0 } })
+            receiver.start()
+            self.receiver = receiver
+            try await SimulatorAdmin(baseURL: simulator.baseURL, http: http).sendNotifications(
+                to: "http://127.0.0.1:\(receiver.port)/notifications/apple")
+        } else {
+            receiver = nil
+        }
         let reader = self.reader
         let running = Task { do { try await worker.run() } catch { Issue.record("worker failed: \(error)") } }
         let reading = Task { [self] in
             for await event in reader.events {
                 if case .message(let message) = event {
                     self.received.withLock { $0.append(message) }
+                    let channel =
+                        switch message.topic {
+                        case self.topics.results: "results"
+                        case self.topics.notifications: "notifications"
+                        default: "dlq"
+                        }
                     ContractCapture.record(
-                        channel: message.topic == self.topics.results ? "results" : "dlq", key: message.key,
+                        channel: channel, key: message.key,
                         headers: message.headers.map { ($0.name, $0.value) }, value: message.value)
                 }
                 if case .partitionsRevoked(let revocation) = event { revocation.done() }
@@ -107,9 +144,18 @@ final class WorkerHarness: Sendable {
         worker.shutdown()
         await tasks.withLock { $0 }[0].value
         let next = try await WorkerAssembly.make(configuration, logger: workerLogger)
-        current.withLock { $0 = next }
+        current.value.withLock { $0 = next }
         let running = Task { do { try await next.run() } catch { Issue.record("worker failed: \(error)") } }
         tasks.withLock { $0[0] = running }
+    }
+
+    /// Puts `other` in the running worker's place for the notification receiver (not started, not consuming);
+    /// returns the one it replaced. For a receiver whose broker goes away and comes back.
+    func swapReceiverWorker(_ other: Worker) -> Worker {
+        current.value.withLock { current in
+            defer { current = other }
+            return current
+        }
     }
 
     func stop() async {
@@ -119,6 +165,7 @@ final class WorkerHarness: Sendable {
         await reader.close()
         await all[1].value
         await producer.close()
+        receiver?.stop()
         http.shutdown()
         simulator.stop()
     }
@@ -158,11 +205,38 @@ final class WorkerHarness: Sendable {
 
     var deadLetters: [KafkaMessage] { received.withLock { $0 }.filter { $0.topic == topics.dlq } }
 
+    /// Records on the notifications topic, as the receiver produced them.
+    var notificationRecords: [KafkaMessage] {
+        received.withLock { $0 }.filter { $0.topic == topics.notifications }
+    }
+
+    /// Result events of any type (grants, denials, events after the grant) of one order, decoded.
+    func events(orderID: String) -> [[String: Any]] {
+        received.withLock { $0 }.filter { $0.topic == topics.results }.compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.value))) as? [String: Any]
+        }.filter { $0["order_id"] as? String == orderID }
+    }
+
+    /// Produces a consumption answer (a grant service's) to the consumption topic.
+    func answerConsumption(_ answer: [String: Any]) async throws {
+        let value = try JSONSerialization.data(withJSONObject: answer)
+        let key = (answer["transaction_id"] as? String).map { Array($0.utf8) }
+        _ = try await producer.send(
+            KafkaProducerMessage(topic: topics.consumption, key: key, value: Array(value)))
+        ContractCapture.record(channel: "consumption", key: key, headers: [], value: Array(value))
+    }
+
     /// Waits for the first result of `jobID`.
     func result(jobID: String, timeout: Duration = .seconds(40)) async -> [String: Any]? {
         _ = await eventually(timeout: timeout) { !self.results(jobID: jobID).isEmpty }
         return results(jobID: jobID).first
     }
+}
+
+/// The worker a harness runs now, shared with its notification receiver (a restart replaces it).
+final class CurrentWorker: Sendable {
+    let value: Mutex<Worker>
+    init(_ worker: Worker) { value = Mutex(worker) }
 }
 
 func job(_ id: String, order: String, product: String, _ proof: [String: Any], quantity: Int? = nil) -> [String: Any] {
