@@ -11,8 +11,8 @@ enum NotificationsCommand {
         usage: receipt-worker notifications backfill [--config FILE] [--set key=value]... --since TIME
                                                      [--until TIME] [--dry-run]
 
-        Asks Apple's Get Notification History for every notification (delivered or not) from --since to
-        --until (RFC 3339; default now), in Production and, with apple.allow_sandbox=true, in Sandbox;
+        Asks Apple's Get Notification History for every notification (delivered or not) from --since
+        (within the last 180 days: Apple keeps no more) to --until (RFC 3339; default now), in Production and, with apple.allow_sandbox=true, in Sandbox;
         verifies each as the receiver does and produces it to topics.notifications. Processing publishes
         nothing twice: a notification handled before publishes its first event again, with the same
         event_id. --dry-run reads and verifies, produces nothing. Prints a summary per environment and type.
@@ -35,6 +35,10 @@ enum NotificationsCommand {
                 return time
             } ?? Date()
         guard since < until else { throw UsageError("--since must be before --until") }
+        // Apple answers 4000012 for a start more than 180 days back: its history keeps no more.
+        guard since > Date(timeIntervalSinceNow: -180 * 86_400 + 60) else {
+            throw UsageError("--since must be within the last 180 days: Apple keeps no older notification history")
+        }
         let configuration = try options.configuration(purpose: .worker)
         let apple = try WorkerAssembly.appleVerifier(configuration, logger: ToolKafka.logger)
         guard let api = apple.api else {

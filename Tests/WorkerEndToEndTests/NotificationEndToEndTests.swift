@@ -1,6 +1,8 @@
+import AppStoreSimulator
 import Foundation
 import HTTPClient
 import Kafka
+import Observability
 import ReceiptWorker
 import TestSupport
 import Testing
@@ -254,6 +256,57 @@ struct NotificationEndToEndTests {
         _ = await eventually(timeout: .seconds(30)) { harness.deadLetters.count >= 2 }
         let reasons = harness.deadLetters.map { $0.header("dlq_reason")?.stringValue }
         #expect(reasons == ["consumption_not_sent", "consumption_not_sent"], "\(reasons)")
+        await harness.stop()
+    }
+
+    @Test(
+        "backfill after the receiver was down: every missed refund produces its event exactly once, however often it runs"
+    )
+    func backfill() async throws {
+        let harness = try await WorkerHarness(notifications: true)
+        var purchases: [String: WorkerHarness.Purchase] = [:]
+        for order in ["order-b1", "order-b2", "order-b3"] {
+            purchases[order] = try await grant(harness, order: order)
+        }
+        // The receiver is down: Apple's deliveries fail (no retries left here), the refunds are missed.
+        try await harness.admin.sendNotifications(to: "http://127.0.0.1:1/notifications/apple", retryDelaysMs: [])
+        for purchase in purchases.values {
+            _ = try await harness.admin.notify("refund", ["transaction_id": purchase.transactionID])
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(harness.notificationRecords.isEmpty)
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("root-\(UUID()).pem").path
+        try AppStoreSimulator.testRootPEM.write(toFile: root, atomically: true, encoding: .utf8)
+        let key = MetricsEndpointTests.repositoryRoot.appendingPathComponent("Tests/AppleClientTests/testSigningKey.p8")
+        let settings = [
+            "kafka.bootstrap.servers=\(WorkerHarness.bootstrap)",
+            "topics.notifications=\(harness.topics.notifications)",
+            "apple.bundle_id=com.example", "apple.app_apple_id=\(harness.configuration.apple.appAppleID ?? 0)",
+            "apple.api.key_id=keyId", "apple.api.issuer_id=issuerId", "apple.api.private_key_file=\(key.path)",
+            "apple.api.production_url=\(harness.simulator.baseURL)/production",
+            "apple.api.sandbox_url=\(harness.simulator.baseURL)/sandbox", "apple.allow_insecure_urls=true",
+            "apple.root_certificates=\(root)",
+        ].flatMap { ["--set", $0] }
+        let since = ["--since", Timestamp.rfc3339(Date(timeIntervalSinceNow: -3600))]
+        let dryRun = try await CommandLineRun.run(["notifications", "backfill"] + since + ["--dry-run"] + settings)
+        #expect(dryRun.status == 0, "\(dryRun.errors)")
+        #expect(dryRun.output.contains("Production: 3 notification(s) read, 0 produced (dry run)"), "\(dryRun.output)")
+        #expect(dryRun.output.contains("  REFUND: 3"))
+        for _ in 0..<2 {
+            let run = try await CommandLineRun.run(["notifications", "backfill"] + since + settings)
+            #expect(run.status == 0, "\(run.errors)")
+            #expect(run.output.contains("Production: 3 notification(s) read, 3 produced"), "\(run.output)")
+        }
+        for (order, purchase) in purchases {
+            let revoked = await events(harness, order: order, type: "receipt.revoked", count: 2)
+            #expect(revoked.first?["transaction_id"] as? String == purchase.transactionID)
+            #expect(Set(revoked.compactMap { $0["event_id"] as? String }).count == 1, "\(order): one event id")
+        }
+        let usage = try await CommandLineRun.run(["notifications", "backfill"] + settings)
+        #expect(usage.status == 2 && usage.errors.contains("--since"))
+        let tooOld = try await CommandLineRun.run(
+            ["notifications", "backfill", "--since", "2020-01-01T00:00:00Z"] + settings)
+        #expect(tooOld.status == 2 && tooOld.errors.contains("180 days"))
         await harness.stop()
     }
 
