@@ -15,6 +15,7 @@ final class ProcessHarness: Sendable {
     let reader: KafkaConsumer
     let suffix = UUID().uuidString.prefix(8).lowercased()
     private let received = Mutex<[String: [Data]]>([:])  // job id -> raw result events
+    private let afterGrant = Mutex<[String: [String]]>([:])  // notification id -> event ids published
     private let readerTask = Mutex<Task<Void, Never>?>(nil)
     static let logger = Logger(label: "e2e-process", minimumLevel: .error)
 
@@ -25,7 +26,9 @@ final class ProcessHarness: Sendable {
         let bootstrap = WorkerHarness.bootstrap
         try await KafkaAdmin.createTopics(
             bootstrapServers: bootstrap,
-            topics: [("jobs-\(suffix)", 4), ("results-\(suffix)", 1), ("dlq-\(suffix)", 1)],
+            topics: [
+                ("jobs-\(suffix)", 4), ("results-\(suffix)", 1), ("dlq-\(suffix)", 1), ("notifications-\(suffix)", 2),
+            ],
             logger: Self.logger)
         producer = try KafkaProducer(configuration: .init(bootstrapServers: bootstrap), logger: Self.logger)
         reader = try KafkaConsumer(
@@ -44,9 +47,13 @@ final class ProcessHarness: Sendable {
                         value: message.value)
                 }
                 guard case .message(let message) = event,
-                    let object = (try? JSONSerialization.jsonObject(with: Data(message.value))) as? [String: Any],
-                    let jobID = object["job_id"] as? String
+                    let object = (try? JSONSerialization.jsonObject(with: Data(message.value))) as? [String: Any]
                 else { continue }
+                if let notification = object["notification_id"] as? String, let eventID = object["event_id"] as? String
+                {
+                    self.afterGrant.withLock { $0[notification, default: []].append(eventID) }
+                }
+                guard let jobID = object["job_id"] as? String else { continue }
                 let value = Data(message.value)
                 self.received.withLock { $0[jobID, default: []].append(value) }
             }
@@ -63,7 +70,9 @@ final class ProcessHarness: Sendable {
                 "apple.allow_insecure_urls": "true",
                 "apple.root_certificates": try rootFile(),
                 "ledger.url": ledger, "topics.jobs": "jobs-\(suffix)", "topics.results": "results-\(suffix)",
-                "topics.dlq": "dlq-\(suffix)", "retry.initial_backoff_ms": "20", "retry.max_backoff_ms": "500",
+                "topics.dlq": "dlq-\(suffix)", "topics.notifications": "notifications-\(suffix)",
+                "apple.app_apple_id": String(AppStoreSimulator.Configuration().appAppleID),
+                "retry.initial_backoff_ms": "20", "retry.max_backoff_ms": "500",
                 "worker.drain_timeout_ms": "5000", "kafka.bootstrap.servers": WorkerHarness.bootstrap,
                 "kafka.group.id": "workers-\(suffix)", "kafka.session.timeout.ms": "6000",
                 "kafka.heartbeat.interval.ms": "500",
@@ -99,6 +108,20 @@ final class ProcessHarness: Sendable {
                 }
             }
             try await group.waitForAll()
+        }
+    }
+
+    /// Event ids published per notification id (events after the grant).
+    var notificationEvents: [String: [String]] { afterGrant.withLock { $0 } }
+
+    /// Produces notification records to the notifications topic as the receiver does (key, value as received).
+    func submitNotifications(_ records: [(key: String, body: Data)]) async throws {
+        for record in records {
+            _ = try await producer.send(
+                KafkaProducerMessage(
+                    topic: "notifications-\(suffix)", key: Array(record.key.utf8), value: Array(record.body)))
+            ContractCapture.record(
+                channel: "notifications", key: Array(record.key.utf8), headers: [], value: Array(record.body))
         }
     }
 
@@ -222,6 +245,53 @@ struct WorkerProcessTests {
         }
         #expect(ordersByTransaction.values.allSatisfy { $0.count == 1 }, "a transaction was granted to two orders")
         #expect(ordersByTransaction.count == 4_500)
+        await harness.stop()
+    }
+
+    @Test(
+        "kill -9 in the middle of 1,000 refund notifications, then a restart: every refund has its event, no notification two event ids"
+    )
+    func killNineDuringNotifications() async throws {
+        let harness = try await ProcessHarness()
+        let ledger =
+            "sqlite:"
+            + FileManager.default.temporaryDirectory.appendingPathComponent("kill9n-\(harness.suffix).sqlite").path
+        let config = try harness.config(ledger: ledger, extra: ["worker.max_in_flight": "50"])
+        var jobs: [[String: Any]] = []
+        var transactions: [String] = []
+        for index in 0..<1_000 {
+            let purchase = try await harness.purchase(product: "gems")
+            transactions.append(purchase.transaction)
+            jobs.append(job("job-\(index)", order: "order-\(index)", product: "gems", ["receipt": purchase.receipt]))
+        }
+        try await harness.submit(jobs)
+        let granting = try WorkerProcess(config: config)
+        #expect(await eventually(timeout: .seconds(90)) { harness.answeredJobs == 1_000 })
+        #expect(await granting.stop(SIGTERM) == 0)
+        // Apple refunds every purchase; the receiver (not running here) would have produced these records.
+        for transaction in transactions {
+            _ = try await harness.admin.notify("refund", ["transaction_id": transaction])
+        }
+        let sent = try await harness.admin.notifications()
+        let records = sent.compactMap { item -> (key: String, body: Data)? in
+            guard let signed = item["signed_payload"] as? String, let key = item["transaction_id"] as? String else {
+                return nil
+            }
+            return (key, Data("{\"signedPayload\":\"\(signed)\"}".utf8))
+        }
+        #expect(records.count == 1_000)
+        try await harness.submitNotifications(records)
+        let first = try WorkerProcess(config: config)
+        #expect(await eventually(timeout: .seconds(60)) { harness.notificationEvents.count >= 150 })
+        #expect(harness.notificationEvents.count < 1_000, "the worker finished before it could be killed")
+        await first.stop(SIGKILL)
+        let second = try WorkerProcess(config: config)
+        let complete = await eventually(timeout: .seconds(120)) { harness.notificationEvents.count == 1_000 }
+        #expect(complete, "\(harness.notificationEvents.count) of 1,000 refunds published")
+        #expect(await second.stop(SIGTERM) == 0)
+        for (notification, ids) in harness.notificationEvents {
+            #expect(Set(ids).count == 1, "notification \(notification) published two event ids")
+        }
         await harness.stop()
     }
 }
