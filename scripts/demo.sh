@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The local demo: installs what is missing, builds, starts a Kafka broker (Tansu), the App Store simulator
 # and the worker on the SQLite ledger, submits five sample purchases, and prints the results as they
-# arrive. Ctrl-C stops everything cleanly (the worker drains and exits 0).
+# arrive; then the simulator, as Apple, refunds the first purchase (receipt.revoked) and opens a refund
+# request on another, which the demo answers as a grant service would. Ctrl-C stops everything cleanly (the worker drains and exits 0).
 #   scripts/demo.sh           runs until Ctrl-C
 #   scripts/demo.sh --once    stops by itself once the five results are in (for scripts and CI)
 set -euo pipefail
@@ -36,13 +37,16 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 services_start_kafka
-for topic in receipt-jobs:4 receipt-results:1 receipt-dlq:1; do
+for topic in receipt-jobs:4 receipt-results:1 receipt-dlq:1 receipt-notifications:2 receipt-consumption:1; do
     "$TANSU_BIN" topic create "${topic%%:*}" --partitions "${topic##*:}" --broker "tcp://$KAFKA_BOOTSTRAP" >/dev/null 2>&1
 done
 
 sim_port="$(free_port)"
 sim="http://127.0.0.1:$sim_port"
-own_process_group "$bin/appstore-sim" --port "$sim_port" --bundle-id com.example >.demo/simulator.log 2>&1 &
+notifications_port="$(free_port)"
+# The simulator sends App Store Server Notifications V2 to the worker's receiver, as Apple would.
+own_process_group "$bin/appstore-sim" --port "$sim_port" --bundle-id com.example \
+    --notification-url "http://127.0.0.1:$notifications_port/notifications/apple" >.demo/simulator.log 2>&1 &
 pids+=($!)
 "$bin/appstore-sim" --print-test-root >.demo/simulator-root.pem
 wait_for "App Store simulator" 20 port_open "$sim_port"
@@ -55,6 +59,8 @@ own_process_group "$bin/receipt-worker" run --config config/local.properties \
     --set "apple.verify_receipt.production_url=$sim/production/verifyReceipt" \
     --set "apple.verify_receipt.sandbox_url=$sim/sandbox/verifyReceipt" \
     --set "apple.allow_insecure_urls=true" \
+    --set "apple.api.production_url=$sim/production" --set "apple.api.sandbox_url=$sim/sandbox" \
+    --set "notifications.listen=127.0.0.1:$notifications_port" \
     --set "metrics.listen=127.0.0.1:$metrics_port" >.demo/worker.log 2>&1 &
 worker_pid=$!
 wait_for "the worker's metrics endpoint" 30 port_open "$metrics_port"
@@ -84,10 +90,12 @@ say "  demo-replay:   the same receipt again, for a second order             -> 
 say "  demo-swap:     a coins_100 receipt presented for a gems_5000 order    -> deny product_mismatch"
 say "  demo-sandbox:  a sandbox (tester) receipt, production policy          -> deny sandbox_not_allowed"
 say "  demo-outage:   verified while Apple answers 503 for 6 s               -> grant after retries (ATTEMPTS > 1)"
+say "then, as Apple: demo-grant's purchase refunded                          -> revoked (REFUND_FULL)"
+say "               a refund request on demo-outage's purchase                -> consumption_requested, answered"
 say ""
 
 "$bin/receipt-worker" results --set "kafka.bootstrap.servers=$KAFKA_BOOTSTRAP" --from-beginning \
-    $($once && echo "--count 5 --timeout 120") &
+    $($once && echo "--count 7 --timeout 120") &
 results_pid=$!
 
 enqueue --order-id demo-grant --product-id coins_100 --receipt "$(field receipt <<<"$coins")"
@@ -102,12 +110,29 @@ wait_for "the first four results" 60 decided
 curl -sf -X PUT "$sim/admin/faults" -d '{"outage_start_in_ms":0,"outage_seconds":6,"outage_mode":"http_5xx"}' >/dev/null
 enqueue --order-id demo-outage --product-id gems_500 --receipt "$(field receipt <<<"$during_outage")"
 
+# After the grant: Apple refunds a purchase, and a player asks for a refund of another.
+granted() { [ "$(curl -s "http://127.0.0.1:$metrics_port/metrics" | grep -c '^receipt_worker_decisions_total{decision="grant".*} [2-9]')" -ge 1 ]; }
+wait_for "both grants" 60 granted
+curl -sf -X POST "$sim/admin/refund" -d "{\"transaction_id\":\"$(field transaction_id <<<"$coins")\"}" >/dev/null
+outage_transaction="$(field transaction_id <<<"$during_outage")"
+curl -sf -X POST "$sim/admin/consumption-request" \
+    -d "{\"transaction_id\":\"$outage_transaction\",\"reason\":\"UNINTENDED_PURCHASE\"}" >/dev/null
+# The grant service knows the player spent 80 % of the gems: it answers (with the player's consent).
+requested() { curl -s "http://127.0.0.1:$metrics_port/metrics" | grep -q '^receipt_worker_notifications_processed_total{outcome="published",type="CONSUMPTION_REQUEST"} 1'; }
+wait_for "the refund request" 60 requested
+"$bin/receipt-worker" consumption answer --set "kafka.bootstrap.servers=$KAFKA_BOOTSTRAP" \
+    --transaction-id "$outage_transaction" --consented --sample-content-provided false \
+    --consumption-percentage 80 --refund-preference DECLINE >/dev/null
+answered() { [ "$(curl -s "$sim/admin/consumption")" != "[]" ]; }
+wait_for "the answer to reach Apple" 60 answered
+say "Apple (the simulator) received the consumption answer: $(curl -s "$sim/admin/consumption" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)[0]["body"]))')"
+
 if $once; then
     status=0; wait "$results_pid" || status=$?
     results_pid=""
     say ""
     say "metrics after the run:"
-    curl -s "http://127.0.0.1:$metrics_port/metrics" | grep -E '^receipt_worker_(jobs_consumed_total|decisions_total\{.*\} [1-9]|apple_retries_total|ready )' >&2
+    curl -s "http://127.0.0.1:$metrics_port/metrics" | grep -E '^receipt_worker_(jobs_consumed_total|decisions_total\{.*\} [1-9]|apple_retries_total|notifications_(received|processed)_total\{.*\} [1-9]|consumption_answers_total\{.*\} [1-9]|ready )' >&2
     exit "$status"
 fi
 say "(Ctrl-C stops everything)"

@@ -94,3 +94,14 @@ struct ConsumptionAnswer: Sendable, Equatable {
         }
     }
 }
+
+/// Checks a consumption answer as the worker will read it (for `receipt-worker consumption answer`).
+public enum ConsumptionAnswerCheck {
+    /// Nil when `value` is a valid answer, else why not.
+    public static func problem(in value: [UInt8]) -> String? {
+        switch ConsumptionAnswer.parse(value) {
+        case .success: nil
+        case .failure(let malformed): malformed.reason
+        }
+    }
+}

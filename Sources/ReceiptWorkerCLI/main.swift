@@ -17,6 +17,7 @@ let topUsage = """
       dlq replay     send dead letters back to the jobs topic (filters, dry run)
       ledger         migrate the PostgreSQL ledger's schema (or print its SQL); prune stored results
       notifications backfill   produce what Apple's notification history holds for a time range
+      consumption answer       answer a refund request (what a grant service produces)
 
     `receipt-worker <command> --help` describes a command and its options.
     Configuration: --config FILE (key=value), RECEIPT_WORKER_* environment variables, --set key=value.
@@ -42,6 +43,7 @@ let commands: [String: Command] = [
     "dlq replay": Command(help: DeadLetterReplayCommand.help, run: { try await DeadLetterReplayCommand.run($0) }),
     "ledger": Command(help: LedgerCommand.help, run: { try await LedgerCommand.run($0) }),
     "notifications": Command(help: NotificationsCommand.help, run: { try await NotificationsCommand.run($0) }),
+    "consumption": Command(help: ConsumptionCommand.help, run: { try await ConsumptionCommand.run($0) }),
 ]
 
 var arguments = Array(CommandLine.arguments.dropFirst())
