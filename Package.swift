@@ -25,6 +25,7 @@ let package = Package(
         .executable(name: "appstore-sim", targets: ["AppStoreSimulatorCLI"]),
         .executable(name: "http-bench", targets: ["HTTPBench"]),
         .executable(name: "worker-bench", targets: ["WorkerBench"]),
+        .executable(name: "notification-bench", targets: ["NotificationBench"]),
         .executable(name: "chaos-driver", targets: ["ChaosDriver"]),
     ],
     targets: [
@@ -73,6 +74,9 @@ let package = Package(
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(
             name: "ChaosDriver", dependencies: ["Kafka", "HTTPClient", "Observability"],
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+        .executableTarget(
+            name: "NotificationBench", dependencies: ["AppStoreSimulator", "HTTPClient", "Kafka", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "HTTPBench", dependencies: ["HTTPClient", "Observability"], swiftSettings: strict),
         .executableTarget(name: "JWSBench", dependencies: ["AppleVerification"], swiftSettings: strict),

@@ -81,6 +81,15 @@ public final class AppStoreSimulator: Sendable {
         sender.stop()
     }
 
+    /// `payload` as a JWS signed with the simulator's test chain: signed transactions and notifications made
+    /// without a running simulator (the notification benchmark makes thousands).
+    public static func testSigned(_ payload: Data) throws -> String {
+        try JWSSigner(
+            key: ECPrivateKey(pem: TestCredentials.signingKey),
+            x5c: certificatesDER(Data(TestCredentials.signingChain.utf8))
+        ).sign(payload: payload)
+    }
+
     /// The simulated chain's root (Apple's test root): what a verifier must trust to accept simulated data.
     public static var testRootPEM: String {
         let chain = TestCredentials.signingChain

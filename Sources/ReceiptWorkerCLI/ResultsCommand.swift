@@ -11,8 +11,8 @@ enum ResultsCommand {
 
           VERIFIED AT  DECISION  REASON  ORDER  PRODUCT  TRANSACTION  ENVIRONMENT  ATTEMPTS
 
-        Events after the grant show their type instead of the decision (revoked, reinstated,
-        consumption_requested), with the revocation (type and share) or the deadline instead of the reason.
+        Events after the grant show their type instead of the decision (revoked, reinstated, consumption
+        for a refund request), with the revocation (type and share) or the deadline instead of the reason.
         It reads outside any consumer group and commits nothing: the workers and grant services are not
         disturbed. Ctrl-C stops it.
 
@@ -90,11 +90,12 @@ enum ResultsCommand {
                 switch type {
                 case "receipt.revoked":
                     "\(field("revocation_type")) \(event["revocation_percentage"].map { "\($0)%" } ?? "all")"
-                case "receipt.consumption_requested": "respond by \(field("respond_by"))"
+                case "receipt.consumption_requested": "answer by \(field("respond_by").prefix(19))Z"
                 default: "-"
                 }
             return line([
-                field("notified_at"), String(type.dropFirst("receipt.".count)), detail, field("order_id"),
+                field("notified_at"), type == "receipt.consumption_requested" ? "consumption" : String(type.dropFirst(8)),
+                detail, field("order_id"),
                 field("product_id"), field("transaction_id"), field("environment"), "-",
             ])
         }
@@ -105,7 +106,7 @@ enum ResultsCommand {
     }
 
     static func line(_ columns: [String]) -> String {
-        let widths = [24, 8, 23, 16, 16, 19, 11, 8]
+        let widths = [24, 11, 28, 16, 16, 19, 11, 8]
         return zip(columns, widths).map { text, width in
             text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
         }.joined(separator: "  ").trimmingCharacters(in: .whitespaces)

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The notification receiver's benchmark: a real broker, a real receipt-worker (SQLite ledger, or
+# LEDGER=postgresql), and notification-bench posting signed App Store Server Notifications V2 over HTTP.
+# Grants N purchases first (signed transactions, as jobs), then refunds each: the receiver's rate (verified,
+# produced, acknowledged, answered 200), the processing rate to receipt.revoked events, and the receiver's
+# p50/p99 answer time at half its rate.
+#   scripts/bench-notifications.sh [N]      (default 10000)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+count="${1:-10000}"
+ledger_kind="${LEDGER:-sqlite}"
+bash scripts/setup.sh
+for product in receipt-worker appstore-sim notification-bench; do swift build -c release --product "$product" >/dev/null; done
+source scripts/lib/services.sh
+work="$(mktemp -d)"
+worker_pid=""
+cleanup() {
+    [ -n "$worker_pid" ] && kill -9 "$worker_pid" 2>/dev/null || true
+    services_stop
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+services_start_kafka 2>/dev/null
+suffix="$(date +%s%N)"
+for topic in jobs:4 results:4 dlq:1 notifications:4 consumption:1; do
+    .deps/tools/tansu topic create "${topic%%:*}-$suffix" --partitions "${topic##*:}" --broker "tcp://$KAFKA_BOOTSTRAP" >/dev/null
+done
+ledger="sqlite:$work/ledger.sqlite"
+if [ "$ledger_kind" = postgresql ]; then
+    services_start_postgres 2>/dev/null
+    psql "$POSTGRES_URL" -qtAc "CREATE DATABASE bench_$suffix" >/dev/null
+    ledger="${POSTGRES_URL%/*}/bench_$suffix"
+fi
+.build/release/appstore-sim --print-test-root >"$work/root.pem"
+receiver_port="$(free_port)"
+metrics_port="$(free_port)"
+cat >"$work/worker.properties" <<PROPS
+apple.bundle_id=com.example
+apple.app_apple_id=1234567890
+apple.root_certificates=$work/root.pem
+ledger.url=$ledger
+topics.jobs=jobs-$suffix
+topics.results=results-$suffix
+topics.dlq=dlq-$suffix
+topics.notifications=notifications-$suffix
+topics.consumption=consumption-$suffix
+notifications.listen=127.0.0.1:$receiver_port
+metrics.listen=127.0.0.1:$metrics_port
+kafka.bootstrap.servers=$KAFKA_BOOTSTRAP
+kafka.group.id=bench-$suffix
+kafka.session.timeout.ms=6000
+kafka.heartbeat.interval.ms=500
+kafka.max.poll.interval.ms=10000
+PROPS
+LOG_LEVEL=warning .build/release/receipt-worker run --config "$work/worker.properties" 2>"$work/worker.log" &
+worker_pid=$!
+ready() { curl -sf "http://127.0.0.1:$metrics_port/readyz" >/dev/null; }
+wait_for "the worker" 60 ready
+echo "notification benchmark: $count notifications, $ledger_kind ledger, $(nproc) cores (broker, worker and driver share them)"
+.build/release/notification-bench --bootstrap "$KAFKA_BOOTSTRAP" --jobs "jobs-$suffix" --results "results-$suffix" \
+    --receiver "http://127.0.0.1:$receiver_port/notifications/apple" --count "$count"
+echo "worker peak memory: $(awk '/VmHWM/ {printf "%d MiB", $2 / 1024}' "/proc/$worker_pid/status")"
