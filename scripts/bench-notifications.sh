@@ -5,6 +5,8 @@
 # produced, acknowledged, answered 200), the processing rate to receipt.revoked events, and the receiver's
 # p50/p99 answer time at half its rate.
 #   scripts/bench-notifications.sh [N]      (default 10000)
+# PERF=FILE records a perf profile of the worker for the whole run; CONCURRENCY=C posts C at a time
+# (default 64); WORKER_SETTINGS="key=value..." (newline-separated) adds to the worker's configuration.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 count="${1:-10000}"
@@ -52,12 +54,20 @@ kafka.group.id=bench-$suffix
 kafka.session.timeout.ms=6000
 kafka.heartbeat.interval.ms=500
 kafka.max.poll.interval.ms=10000
+${WORKER_SETTINGS:-}
 PROPS
 LOG_LEVEL=warning .build/release/receipt-worker run --config "$work/worker.properties" 2>"$work/worker.log" &
 worker_pid=$!
 ready() { curl -sf "http://127.0.0.1:$metrics_port/readyz" >/dev/null; }
 wait_for "the worker" 60 ready
+perf_pid=""
+if [ -n "${PERF:-}" ]; then
+    perf record -F 499 -p "$worker_pid" -o "$PERF" >/dev/null 2>&1 &
+    perf_pid=$!
+fi
 echo "notification benchmark: $count notifications, $ledger_kind ledger, $(nproc) cores (broker, worker and driver share them)"
 .build/release/notification-bench --bootstrap "$KAFKA_BOOTSTRAP" --jobs "jobs-$suffix" --results "results-$suffix" \
-    --receiver "http://127.0.0.1:$receiver_port/notifications/apple" --count "$count"
+    --receiver "http://127.0.0.1:$receiver_port/notifications/apple" --count "$count" \
+    --concurrency "${CONCURRENCY:-64}"
+[ -n "$perf_pid" ] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
 echo "worker peak memory: $(awk '/VmHWM/ {printf "%d MiB", $2 / 1024}' "/proc/$worker_pid/status")"

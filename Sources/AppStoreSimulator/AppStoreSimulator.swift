@@ -84,10 +84,13 @@ public final class AppStoreSimulator: Sendable {
     /// `payload` as a JWS signed with the simulator's test chain: signed transactions and notifications made
     /// without a running simulator (the notification benchmark makes thousands).
     public static func testSigned(_ payload: Data) throws -> String {
+        try testSigner.get().sign(payload: payload)
+    }
+
+    private static let testSigner = Result {
         try JWSSigner(
             key: ECPrivateKey(pem: TestCredentials.signingKey),
-            x5c: certificatesDER(Data(TestCredentials.signingChain.utf8))
-        ).sign(payload: payload)
+            x5c: certificatesDER(Data(TestCredentials.signingChain.utf8)))
     }
 
     /// The simulated chain's root (Apple's test root): what a verifier must trust to accept simulated data.

@@ -44,14 +44,17 @@ public struct GrantRecord: Sendable, Equatable {
     }
 }
 
-/// What an App Store notification changes in the ledger.
+/// What an App Store notification changes in the ledger. `at` is Apple's time of the change (the
+/// notification's `signedDate`): a change older than the purchase's last one is stale and applies nothing,
+/// so a REFUND delivered after the REFUND_REVERSED that undid it (Apple's retries, a backfill) cannot revoke.
 public enum PurchaseChange: Sendable, Equatable {
     /// Nothing (an event only, or no event).
     case none
-    /// Refunded or revoked: a later job presenting the purchase is denied `revoked`.
-    case revoke(purchaseID: String, transactionID: String)
+    /// Refunded or revoked: a later job presenting the purchase is denied `revoked`, even one that comes
+    /// before any grant (the refund is remembered for a purchase this worker has not granted yet).
+    case revoke(purchaseID: String, transactionID: String, at: Date)
     /// The refund was reversed: granted again.
-    case reinstate(purchaseID: String, transactionID: String)
+    case reinstate(purchaseID: String, transactionID: String, at: Date)
     /// The player asked Apple for a refund; the answer is due by `respondBy`.
     case consumptionRequest(transactionID: String, respondBy: Date)
 }
@@ -73,9 +76,13 @@ public protocol Ledger: Sendable {
     /// The event stored for notification `id` (nil inside: handled, no event), or nil if never handled.
     func storedNotification(id: String) async throws -> Data??
 
-    /// Applies a notification's change and stores the event it produced (or none), once per notification,
-    /// atomically: `.recorded`, or `.replay` with the first handling's event when it was handled before.
-    func recordNotification(id: String, change: PurchaseChange, event: Data?) async throws -> NotificationRecord
+    /// Applies a notification's change and stores the event it produced, once per notification, atomically:
+    /// `.recorded`, or `.replay` with the first handling's event when it was handled before. For a revocation
+    /// or reinstatement `event` (made for `grantedOrder`, the grant found before) is kept only if the
+    /// purchase's state changed; when a grant appeared, or changed hands, since it was looked up, throws
+    /// ``GrantChanged``: look it up again.
+    func recordNotification(id: String, change: PurchaseChange, event: Data?, grantedOrder: String?) async throws
+        -> NotificationRecord
 
     /// Marks the consumption request of `transactionID` answered (sent, or refused for good).
     func answerConsumptionRequest(transactionID: String) async throws
@@ -94,9 +101,26 @@ public protocol Ledger: Sendable {
     func close() async
 }
 
+/// The rule both ledgers apply to a revoke or reinstate, given the purchase's last change (revoked or not,
+/// and Apple's time of it): a change older than the last is stale and applies nothing; a change that applies
+/// publishes its event only when it changes the state (a second refund of a refunded purchase does not).
+enum PurchaseStateRule {
+    static func outcome(revoke: Bool, at: Date, last: (revoked: Bool, at: Date)?) -> (applies: Bool, changes: Bool) {
+        if let last, last.at >= at { return (false, false) }
+        let wasRevoked = last?.revoked ?? false
+        return (true, revoke ? !wasRevoked : wasRevoked)
+    }
+}
+
+/// A grant appeared, or changed hands, between a notification's lookup and its record: look it up again.
+public struct GrantChanged: Error, CustomStringConvertible {
+    public var description: String { "a grant of the purchase changed while the notification was handled; retrying" }
+}
+
 /// How a notification was recorded.
 public enum NotificationRecord: Sendable, Equatable {
-    case recorded
+    /// Recorded now; the event to publish (nil: none, as when a revocation changed nothing).
+    case recorded(Data?)
     /// Handled before: its stored event (nil: it produced none), to publish again unchanged.
     case replay(Data?)
 }

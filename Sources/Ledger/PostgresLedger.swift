@@ -91,7 +91,7 @@ public final class PostgresLedger: Ledger, Sendable {
                 """
                 SELECT g.order_id, g.transaction_id, g.event, (g.revoked_at IS NOT NULL)::text,
                     (SELECT extract(epoch FROM c.respond_by)::text FROM \(name).consumption_requests c
-                        WHERE c.transaction_id = $2 AND c.answered_at IS NULL)
+                        WHERE c.transaction_id = $2)
                 FROM \(name).grants g
                 WHERE g.transaction_id = $2 OR g.purchase_id = $2 OR g.purchase_id = coalesce($1, $2)
                 ORDER BY g.transaction_id = $2 DESC LIMIT 1
@@ -112,45 +112,76 @@ public final class PostgresLedger: Ledger, Sendable {
         return .some(row.first.flatMap { $0 }.map { Data($0.utf8) })
     }
 
-    public func recordNotification(id: String, change: PurchaseChange, event: Data?) async throws
-        -> NotificationRecord
+    public func recordNotification(id: String, change: PurchaseChange, event: Data?, grantedOrder: String?)
+        async throws -> NotificationRecord
     {
         let name = schema.name
-        let eventText = event.map { String(decoding: $0, as: UTF8.self) }
         return try await pool.withConnection { connection in
             try connection.query("BEGIN")
             do {
                 let inserted = try connection.rows(
                     """
-                    INSERT INTO \(name).notifications (notification_id, event) VALUES ($1, $2)
+                    INSERT INTO \(name).notifications (notification_id) VALUES ($1)
                         ON CONFLICT (notification_id) DO NOTHING RETURNING 1
-                    """, [id, eventText])
+                    """, [id])
                 guard !inserted.isEmpty else {
                     let stored = try connection.rows(
                         "SELECT event FROM \(name).notifications WHERE notification_id = $1", [id])
                     try connection.query("COMMIT")
                     return .replay(stored.first?.first.flatMap { $0 }.map { Data($0.utf8) })
                 }
+                var published = event
                 switch change {
                 case .none: break
-                case .revoke(let purchase, let transaction), .reinstate(let purchase, let transaction):
-                    let value = if case .revoke = change { "coalesce(revoked_at, now())" } else { "NULL" }
-                    try connection.rows(
+                case .revoke(let purchase, let transaction, let at), .reinstate(let purchase, let transaction, let at):
+                    let revoke = if case .revoke = change { true } else { false }
+                    // The same lock as the grant's record: the two never interleave.
+                    try connection.query("SELECT pg_advisory_xact_lock(hashtext($1))", [purchase])
+                    let last = try connection.rows(
                         """
-                        UPDATE \(name).grants SET revoked_at = \(value)
-                            WHERE purchase_id = $1 OR transaction_id = $2 OR purchase_id = $2
-                        """, [purchase, transaction])
+                        SELECT revoked::text, extract(epoch FROM changed_at)::text FROM \(name).purchase_states
+                            WHERE purchase_id = $1 FOR UPDATE
+                        """, [purchase]
+                    ).first.flatMap { row -> (revoked: Bool, at: Date)? in
+                        guard row.count == 2, let seconds = row[1].flatMap(Double.init) else { return nil }
+                        return (row[0] == "true", Date(timeIntervalSince1970: seconds))
+                    }
+                    let outcome = PurchaseStateRule.outcome(revoke: revoke, at: at, last: last)
+                    if !outcome.changes { published = nil }
+                    if outcome.applies {
+                        try connection.rows(
+                            """
+                            INSERT INTO \(name).purchase_states (purchase_id, transaction_id, revoked, changed_at)
+                                VALUES ($1, $2, $3::boolean, to_timestamp($4::double precision))
+                                ON CONFLICT (purchase_id) DO UPDATE SET transaction_id = EXCLUDED.transaction_id,
+                                    revoked = EXCLUDED.revoked, changed_at = EXCLUDED.changed_at
+                            """, [purchase, transaction, String(revoke), String(at.timeIntervalSince1970)])
+                        let orders = try connection.query(
+                            """
+                            UPDATE \(name).grants SET revoked_at = \(revoke ? "coalesce(revoked_at, now())" : "NULL")
+                                WHERE purchase_id = $1 OR transaction_id = $2 OR purchase_id = $2 RETURNING order_id
+                            """, [purchase, transaction]
+                        ).compactMap { $0 }
+                        if grantedOrder.map({ !orders.contains($0) }) ?? !orders.isEmpty { throw GrantChanged() }
+                    }
                 case .consumptionRequest(let transaction, let respondBy):
+                    // A request delivered late (a backfill) never moves a newer one's deadline back.
                     try connection.rows(
                         """
-                        INSERT INTO \(name).consumption_requests (transaction_id, notification_id, respond_by)
-                            VALUES ($1, $2, to_timestamp($3::double precision))
+                        INSERT INTO \(name).consumption_requests (transaction_id, notification_id, respond_by, requested_at)
+                            VALUES ($1, $2, to_timestamp($3::double precision), to_timestamp($3::double precision) - interval '12 hours')
                             ON CONFLICT (transaction_id) DO UPDATE SET notification_id = EXCLUDED.notification_id,
-                                respond_by = EXCLUDED.respond_by, requested_at = now(), answered_at = NULL
+                                respond_by = EXCLUDED.respond_by, requested_at = EXCLUDED.requested_at, answered_at = NULL
+                                WHERE \(name).consumption_requests.respond_by < EXCLUDED.respond_by
                         """, [transaction, id, String(respondBy.timeIntervalSince1970)])
                 }
+                if let published {
+                    try connection.rows(
+                        "UPDATE \(name).notifications SET event = $2 WHERE notification_id = $1",
+                        [id, String(decoding: published, as: UTF8.self)])
+                }
                 try connection.query("COMMIT")
-                return .recorded
+                return .recorded(published)
             } catch {
                 _ = try? connection.query("ROLLBACK")
                 throw error
@@ -173,7 +204,7 @@ public final class PostgresLedger: Ledger, Sendable {
             try connection.query(
                 """
                 SELECT extract(epoch FROM min(requested_at))::text FROM \(name).consumption_requests
-                    WHERE answered_at IS NULL AND respond_by > now()
+                    WHERE answered_at IS NULL AND respond_by > now() - interval '12 hours'
                 """)
         }
         return rows.first.flatMap { $0 }.flatMap(Double.init).map { Date(timeIntervalSince1970: $0) }

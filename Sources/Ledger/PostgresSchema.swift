@@ -45,8 +45,9 @@ public struct PostgresSchema: Sendable {
             "GRANT SELECT ON \(name).schema_migrations TO \(role)",
             "GRANT SELECT, INSERT, UPDATE ON \(name).grants TO \(role)",
             "GRANT SELECT, INSERT, DELETE ON \(name).results TO \(role)",
-            "GRANT SELECT, INSERT ON \(name).notifications TO \(role)",
+            "GRANT SELECT, INSERT, UPDATE ON \(name).notifications TO \(role)",
             "GRANT SELECT, INSERT, UPDATE ON \(name).consumption_requests TO \(role)",
+            "GRANT SELECT, INSERT, UPDATE ON \(name).purchase_states TO \(role)",
             "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \(name) TO \(role)",
         ]
     }
@@ -111,7 +112,8 @@ public struct PostgresSchema: Sendable {
     }
 
     /// The grant's event kept with it (a revocation names the granted order's user and product), its
-    /// revocation, each App Store notification handled (once), and open consumption requests.
+    /// revocation, each purchase's last revoke or reinstate (`purchase_states`, also for a purchase not granted
+    /// yet), each App Store notification handled (once), and consumption requests.
     private var afterGrant: [String] {
         [
             "ALTER TABLE \(name).grants ADD COLUMN IF NOT EXISTS event TEXT",
@@ -122,6 +124,14 @@ public struct PostgresSchema: Sendable {
                 event TEXT,
                 handled_at TIMESTAMPTZ NOT NULL DEFAULT now())
             """,
+            """
+            CREATE TABLE IF NOT EXISTS \(name).purchase_states (
+                purchase_id TEXT PRIMARY KEY,
+                transaction_id TEXT NOT NULL,
+                revoked BOOLEAN NOT NULL,
+                changed_at TIMESTAMPTZ NOT NULL)
+            """,
+            "CREATE INDEX IF NOT EXISTS purchase_states_transaction_id ON \(name).purchase_states (transaction_id)",
             """
             CREATE TABLE IF NOT EXISTS \(name).consumption_requests (
                 transaction_id TEXT PRIMARY KEY,
@@ -217,6 +227,14 @@ public struct PostgresSchema: Sendable {
                 RETURN;
             END IF;
             IF p_transaction IS NOT NULL THEN
+                -- One purchase's grant and its revocation never interleave (the notification side takes the
+                -- same lock): a refund that lands first is seen here, a grant that lands first is revoked there.
+                PERFORM pg_advisory_xact_lock(hashtext(coalesce(p_purchase, p_transaction)));
+                IF EXISTS (SELECT 1 FROM \(name).purchase_states
+                    WHERE (purchase_id = coalesce(p_purchase, p_transaction) OR transaction_id = p_transaction) AND revoked) THEN
+                    RETURN QUERY SELECT 'revoked'::TEXT, NULL::TEXT;
+                    RETURN;
+                END IF;
                 INSERT INTO \(name).grants (transaction_id, order_id, purchase_id, event)
                     VALUES (p_transaction, p_order, coalesce(p_purchase, p_transaction), p_event) ON CONFLICT DO NOTHING;
                 IF NOT FOUND THEN

@@ -66,6 +66,12 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     notification_id TEXT PRIMARY KEY,
                     event BLOB,
                     handled_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
+                CREATE TABLE IF NOT EXISTS purchase_states (
+                    purchase_id TEXT PRIMARY KEY,
+                    transaction_id TEXT NOT NULL,
+                    revoked INTEGER NOT NULL,
+                    changed_at TEXT NOT NULL);
+                CREATE INDEX IF NOT EXISTS purchase_states_transaction_id ON purchase_states (transaction_id);
                 CREATE TABLE IF NOT EXISTS consumption_requests (
                     transaction_id TEXT PRIMARY KEY,
                     notification_id TEXT NOT NULL,
@@ -141,7 +147,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             let statement = try self.prepare(
                 """
                 SELECT order_id, transaction_id, event, revoked_at IS NOT NULL,
-                    (SELECT respond_by FROM consumption_requests WHERE transaction_id = ?1 AND answered_at IS NULL)
+                    (SELECT respond_by FROM consumption_requests WHERE transaction_id = ?1)
                 FROM grants WHERE transaction_id = ?1 OR purchase_id = ?1 OR purchase_id = ?2
                 ORDER BY transaction_id = ?1 DESC LIMIT 1
                 """, [transactionID, purchaseID ?? transactionID])
@@ -176,45 +182,72 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         }
     }
 
-    public func recordNotification(id: String, change: PurchaseChange, event: Data?) async throws
-        -> NotificationRecord
+    public func recordNotification(id: String, change: PurchaseChange, event: Data?, grantedOrder: String?)
+        async throws -> NotificationRecord
     {
         try await queue.perform {
             try self.checkFile()
+            // One writer at a time (BEGIN IMMEDIATE): a grant and a revocation of one purchase never interleave.
             try self.execute("BEGIN IMMEDIATE")
             do {
                 if let stored = try self.storedNotificationNow(id) {
                     try self.execute("COMMIT")
                     return .replay(stored)
                 }
-                if let event {
+                var published = event
+                switch change {
+                case .none: break
+                case .revoke(let purchase, let transaction, let at), .reinstate(let purchase, let transaction, let at):
+                    let revoke = if case .revoke = change { true } else { false }
+                    let last = try self.queryRows(
+                        "SELECT revoked, changed_at FROM purchase_states WHERE purchase_id = ?1", [purchase]
+                    ).first.flatMap { row -> (revoked: Bool, at: Date)? in
+                        Self.parseTime(row.1).map { (row.0 == "1", $0) }
+                    }
+                    let outcome = PurchaseStateRule.outcome(revoke: revoke, at: at, last: last)
+                    if !outcome.changes { published = nil }
+                    if outcome.applies {
+                        try self.run(
+                            """
+                            INSERT INTO purchase_states (purchase_id, transaction_id, revoked, changed_at)
+                                VALUES (?1, ?2, ?3, ?4)
+                                ON CONFLICT (purchase_id) DO UPDATE SET transaction_id = excluded.transaction_id,
+                                    revoked = excluded.revoked, changed_at = excluded.changed_at
+                            """, [purchase, transaction, revoke ? "1" : "0", Timestamp.rfc3339(at)])
+                        let orders = try self.queryRows(
+                            "SELECT order_id, '' FROM grants WHERE purchase_id = ?1 OR transaction_id = ?2 OR purchase_id = ?2",
+                            [purchase, transaction]
+                        ).map(\.0)
+                        if grantedOrder.map({ !orders.contains($0) }) ?? !orders.isEmpty { throw GrantChanged() }
+                        try self.run(
+                            "UPDATE grants SET revoked_at = "
+                                + (revoke ? "coalesce(revoked_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))" : "NULL")
+                                + " WHERE purchase_id = ?1 OR transaction_id = ?2 OR purchase_id = ?2",
+                            [purchase, transaction])
+                    }
+                case .consumptionRequest(let transaction, let respondBy):
+                    // A request delivered late (a backfill) never moves a newer one's deadline back.
                     try self.run(
-                        "INSERT INTO notifications (notification_id, event) VALUES (?1, ?2)", [id], blob: event)
+                        """
+                        INSERT INTO consumption_requests (transaction_id, notification_id, respond_by, requested_at)
+                            VALUES (?1, ?2, ?3, ?4)
+                            ON CONFLICT (transaction_id) DO UPDATE SET notification_id = excluded.notification_id,
+                                respond_by = excluded.respond_by, requested_at = excluded.requested_at, answered_at = NULL
+                                WHERE consumption_requests.respond_by < excluded.respond_by
+                        """,
+                        [
+                            transaction, id, Timestamp.rfc3339(respondBy),
+                            Timestamp.rfc3339(respondBy.addingTimeInterval(-12 * 3600)),
+                        ])
+                }
+                if let published {
+                    try self.run(
+                        "INSERT INTO notifications (notification_id, event) VALUES (?1, ?2)", [id], blob: published)
                 } else {
                     try self.run("INSERT INTO notifications (notification_id) VALUES (?1)", [id])
                 }
-                switch change {
-                case .none: break
-                case .revoke(let purchase, let transaction):
-                    try self.run(
-                        "UPDATE grants SET revoked_at = coalesce(revoked_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
-                            + " WHERE purchase_id = ?1 OR transaction_id = ?2 OR purchase_id = ?2",
-                        [purchase, transaction])
-                case .reinstate(let purchase, let transaction):
-                    try self.run(
-                        "UPDATE grants SET revoked_at = NULL WHERE purchase_id = ?1 OR transaction_id = ?2 OR purchase_id = ?2",
-                        [purchase, transaction])
-                case .consumptionRequest(let transaction, let respondBy):
-                    try self.run(
-                        """
-                        INSERT INTO consumption_requests (transaction_id, notification_id, respond_by) VALUES (?1, ?2, ?3)
-                            ON CONFLICT (transaction_id) DO UPDATE SET notification_id = excluded.notification_id,
-                                respond_by = excluded.respond_by, answered_at = NULL,
-                                requested_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-                        """, [transaction, id, Timestamp.rfc3339(respondBy)])
-                }
                 try self.execute("COMMIT")
-                return .recorded
+                return .recorded(published)
             } catch {
                 try? self.execute("ROLLBACK")
                 throw error
@@ -243,7 +276,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         try await queue.perform {
             try self.queryText(
                 "SELECT min(requested_at) FROM consumption_requests WHERE answered_at IS NULL AND respond_by > ?1",
-                [Timestamp.rfc3339(Date())]
+                [Timestamp.rfc3339(Date(timeIntervalSinceNow: -12 * 3600))]
             ).flatMap(Self.parseTime)
         }
     }
@@ -314,10 +347,12 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     "SELECT order_id, transaction_id FROM grants"
                         + " WHERE transaction_id = ?1 OR purchase_id = ?2 OR transaction_id = ?2",
                     [transactionID, purchaseID])
-                // Refunded or revoked since it was granted (an App Store notification): never again.
+                // Refunded or revoked (an App Store notification), whether before or after a grant: never again.
                 if try queryText(
                     "SELECT 1 FROM grants WHERE (transaction_id = ?1 OR purchase_id = ?2 OR transaction_id = ?2)"
-                        + " AND revoked_at IS NOT NULL", [transactionID, purchaseID]) != nil
+                        + " AND revoked_at IS NOT NULL"
+                        + " UNION ALL SELECT 1 FROM purchase_states WHERE (purchase_id = ?2 OR transaction_id = ?1) AND revoked",
+                    [transactionID, purchaseID]) != nil
                 {
                     try execute("ROLLBACK")
                     return .revoked

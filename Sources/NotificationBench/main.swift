@@ -101,7 +101,9 @@ func waitForEvents(_ target: Int, containing marker: String, on topic: String) a
 
 // 1. Grants.
 let producer = try KafkaProducer(configuration: .init(bootstrapServers: bootstrap), logger: logger)
-let granted = Task { try await waitForEvents(count, containing: "\"order_id\":\"bench-\(run)-", on: option("--results")) }
+let granted = Task {
+    try await waitForEvents(count, containing: "\"order_id\":\"bench-\(run)-", on: option("--results"))
+}
 for index in 0..<count {
     let job = json([
         "job_id": "bench-\(run)-\(index)", "order_id": "bench-\(run)-\(index)", "user_id": "player",
@@ -125,7 +127,9 @@ print("granted \(count) purchases")
 let bodies = try (0..<count).map(refundNotification)
 let http = HTTPClient(logger: logger)
 let statuses = Mutex<[Int: Int]>([:])
-let processed = Task { try await waitForEvents(count, containing: "\"type\":\"receipt.revoked\"", on: option("--results")) }
+let processed = Task {
+    try await waitForEvents(count, containing: "\"type\":\"receipt.revoked\"", on: option("--results"))
+}
 let started = ContinuousClock.now
 let nextIndex = Atomic<Int>(0)
 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -175,9 +179,12 @@ try await withThrowingTaskGroup(of: Void.self) { group in
     try await group.waitForAll()
 }
 let sorted = latencies.withLock { $0 }.sorted()
-func percentile(_ p: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+func percentile(_ p: Double) -> Double {
+    sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+}
 print(
     "receiver at \(Int(pacedRate))/s for \(Int(pacedSeconds)) s: p50 " + String(format: "%.1f", percentile(0.5))
-        + " ms, p99 " + String(format: "%.1f", percentile(0.99)) + " ms (\(sorted.count) answered 200 of \(pacedCount))")
+        + " ms, p99 " + String(format: "%.1f", percentile(0.99)) + " ms (\(sorted.count) answered 200 of \(pacedCount))"
+)
 http.shutdown()
 await producer.close()

@@ -129,7 +129,7 @@ enum JSONObjectScanner {
 
     /// A JSON string token's text: its bytes when it has no escape (the usual key, read without a parser),
     /// else unescaped by Foundation (so `\u0079` and `y` are the same key).
-    private static func decodeString(_ token: ArraySlice<UInt8>) -> String? {
+    static func decodeString(_ token: ArraySlice<UInt8>) -> String? {
         let inner = token.dropFirst().dropLast()
         if !inner.contains(UInt8(ascii: "\\")) { return String(validating: inner, as: UTF8.self) }
         return try? JSONSerialization.jsonObject(with: Data(token), options: [.fragmentsAllowed]) as? String

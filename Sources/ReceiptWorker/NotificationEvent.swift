@@ -63,9 +63,11 @@ struct NotificationEvent: Sendable {
         json = Data((out + "}").utf8)
     }
 
-    /// Apple's milliunits (40000) as a percentage (40, or 67.932): null when absent or out of 0...100000.
+    /// Apple's milliunits (40000) as a percentage (40, or 67.932): null when absent (all of it). A value out
+    /// of 0...100000 is clamped, never turned into null: null would tell a grant service to debit all.
     static func percentage(milliunits: Int?) -> String {
-        guard let milliunits, (0...100_000).contains(milliunits) else { return "null" }
+        guard let raw = milliunits else { return "null" }
+        let milliunits = min(max(raw, 0), 100_000)
         let whole = milliunits / 1000
         let fraction = milliunits % 1000
         guard fraction != 0 else { return String(whole) }

@@ -30,6 +30,8 @@ public final class NotificationReceiver: Sendable {
         let port = UInt16(listen[listen.index(after: colon)...])!
         var limits = HTTPServerLimits()
         limits.maximumBodyBytes = Self.maximumBodyBytes
+        // Behind an ingress every request comes from its few addresses: 64 per address would cap Apple's.
+        limits.maximumConnectionsPerIP = limits.maximumConnections
         do {
             server = try MicroHTTPServer(
                 host: host == "localhost" ? "127.0.0.1" : host, port: port, limits: limits
@@ -62,8 +64,14 @@ extension Worker {
     func receiveNotification(body: Data, deadline: Duration) async -> (Int, String) {
         switch AppleNotification.verify(body: body, with: apple.signedData) {
         case .rejected(let reason):
-            metrics.notificationReceived(type: "unverified", outcome: "rejected").increment()
-            logger.warning("notification refused: it does not verify", ["error": reason])
+            let counter = metrics.notificationReceived(type: "unverified", outcome: "rejected")
+            counter.increment()
+            // Anyone can post here: the first refusal and every hundredth are logged, not a flood of them.
+            if counter.value % 100 == 1 {
+                logger.warning(
+                    "notification refused: it does not verify",
+                    ["error": reason, "refused_so_far": String(counter.value)])
+            }
             return (400, "does not verify")
         case .environmentNotAllowed(let type):
             // Genuine, but Sandbox where sandbox is off: accepted (Apple must stop sending it), not kept.

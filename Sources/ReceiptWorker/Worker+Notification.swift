@@ -51,65 +51,67 @@ extension Worker {
             metrics.notificationProcessed(type: notification.type, outcome: "ignored").increment()
             return .answered
         }
-        let purchaseID = Self.ledgerPurchaseID(transaction.purchaseIdentity)
-        let found: GrantRecord?
-        switch await retrying(
-            "ledger_lookup", ticket, stage: metrics.ledgerLookup,
-            { try await self.ledger.grant(purchaseID: purchaseID, transactionID: transactionID) })
-        {
-        case .success(let record?): found = record
+        // A family member's access revoked is that member's transaction, not the purchaser's purchase.
+        let familyShared = notification.type == "REVOKE" || signed.inAppOwnershipType == "FAMILY_SHARED"
+        let purchaseID = familyShared ? transactionID : Self.ledgerPurchaseID(transaction.purchaseIdentity)
+        let at = notification.notifiedAt
+        let change: PurchaseChange =
+            switch eventType {
+            case NotificationEvent.revokedType: .revoke(purchaseID: purchaseID, transactionID: transactionID, at: at)
+            case NotificationEvent.reinstatedType:
+                .reinstate(purchaseID: purchaseID, transactionID: transactionID, at: at)
+            default:
+                .consumptionRequest(
+                    transactionID: transactionID,
+                    respondBy: at.addingTimeInterval(NotificationEvent.consumptionDeadline))
+            }
+        // Looked up and recorded together, again from the lookup when a grant of the purchase appeared or
+        // changed hands in between (the ledger says so): the event always names the order the ledger holds.
+        let handled = await retrying("ledger_record", ticket, stage: metrics.ledgerRecord) {
+            () async throws -> (NotificationRecord, granted: Bool) in
+            let grant = try await self.ledger.grant(purchaseID: purchaseID, transactionID: transactionID)
+                .flatMap { Self.sameEnvironment($0, notification) ? $0 : nil }
+            let event = grant.map {
+                NotificationEvent(
+                    type: eventType, notification: notification, grant: Self.grantFields($0, transaction: signed))
+            }
+            let record = try await self.ledger.recordNotification(
+                id: notification.id, change: change, event: event?.json, grantedOrder: grant?.orderID)
+            return (record, grant != nil)
+        }
+        switch handled {
+        case .success(let result?):
+            switch result.0 {
+            case .recorded(let event?):
+                metrics.notificationProcessed(type: notification.type, outcome: "published").increment()
+                logger.info("purchase event", ["type": eventType, "notification_id": notification.id])
+                return await publishNotificationEvent(ticket, event)
+            case .recorded(nil):
+                // Never granted here (another system's purchase, or refunded before any job presented it: the
+                // ledger remembers the refund), or nothing changed (a second refund, a stale change).
+                metrics.notificationProcessed(
+                    type: notification.type, outcome: result.granted ? "ignored" : "not_granted"
+                ).increment()
+                return .answered
+            case .replay(let stored):
+                metrics.notificationProcessed(type: notification.type, outcome: "replayed").increment()
+                guard let stored else { return .answered }
+                return await publishNotificationEvent(ticket, stored)
+            }
         case .success(nil): return .redeliver
         case .failure(let failure):
             return await deadLetter(ticket, reason: "malformed_job", error: failure.reason, attempts: 0)
         }
-        // Never granted here (another system's purchase, or refunded before any job presented it): no event.
-        // A reversal of a purchase that is not revoked changes nothing either.
-        guard let grant = found, eventType != NotificationEvent.reinstatedType || grant.revoked else {
-            logger.info(
-                "notification about a purchase not granted here (or not revoked); no event",
-                ["notification_id": notification.id, "type": notification.type, "transaction_id": transactionID])
-            return await recordNotification(ticket, notification, change: .none, event: nil, outcome: "not_granted")
-        }
-        let event = NotificationEvent(
-            type: eventType, notification: notification, grant: Self.grantFields(grant, transaction: signed))
-        let change: PurchaseChange
-        switch eventType {
-        case NotificationEvent.revokedType: change = .revoke(purchaseID: purchaseID, transactionID: transactionID)
-        case NotificationEvent.reinstatedType:
-            change = .reinstate(purchaseID: purchaseID, transactionID: transactionID)
-        default:
-            change = .consumptionRequest(
-                transactionID: transactionID,
-                respondBy: notification.notifiedAt.addingTimeInterval(NotificationEvent.consumptionDeadline))
-        }
-        return await recordNotification(ticket, notification, change: change, event: event, outcome: "published")
     }
 
-    /// Stores the notification's change and event once, then publishes the event (or the first handling's).
-    private func recordNotification(
-        _ ticket: JobTicket, _ notification: AppleNotification, change: PurchaseChange, event: NotificationEvent?,
-        outcome: String
-    ) async -> JobEnd {
-        let json = event?.json
-        switch await retrying(
-            "ledger_record", ticket, stage: metrics.ledgerRecord,
-            { try await self.ledger.recordNotification(id: notification.id, change: change, event: json) })
-        {
-        case .success(.recorded?):
-            metrics.notificationProcessed(type: notification.type, outcome: outcome).increment()
-            guard let event else { return .answered }
-            logger.info(
-                "purchase event", ["type": event.type, "order_id": event.orderID, "notification_id": notification.id])
-            return await publishNotificationEvent(
-                ticket, event.json, headers: event.headers(source: configuration.eventSource))
-        case .success(.replay(let stored)?):
-            metrics.notificationProcessed(type: notification.type, outcome: "replayed").increment()
-            guard let stored else { return .answered }
-            return await publishNotificationEvent(ticket, stored)
-        case .success(nil): return .redeliver
-        case .failure(let failure):
-            return await deadLetter(ticket, reason: "malformed_job", error: failure.reason, attempts: 0)
+    /// A Sandbox notification is about a Sandbox grant, a Production one about a Production grant (the same
+    /// transaction id in the other environment is another purchase). A grant whose event says nothing passes.
+    static func sameEnvironment(_ grant: GrantRecord, _ notification: AppleNotification) -> Bool {
+        let stored = grant.event.flatMap { (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any] }
+        guard let granted = stored?["environment"] as? String, let environment = notification.environment else {
+            return true
         }
+        return granted == environment.rawValue
     }
 
     private func publishNotificationEvent(_ ticket: JobTicket, _ json: Data, headers: [KafkaHeader]? = nil) async

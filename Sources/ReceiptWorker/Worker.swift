@@ -162,7 +162,11 @@ public final class Worker: Sendable {
         var delay = Duration.milliseconds(500)
         while true {
             do {
-                _ = try await KafkaAdmin.partitionCount(of: topic, properties: configuration.kafka, logger: logger)
+                // A producer-type client: consumer settings would only draw librdkafka's warnings.
+                let properties = configuration.kafka.filter {
+                    !WorkerAssembly.consumerOnly.contains($0.key) && $0.key != "group.id"
+                }
+                _ = try await KafkaAdmin.partitionCount(of: topic, properties: properties, logger: logger)
                 return true
             } catch let error as KafkaError where error.isMissingTopic {
                 return false

@@ -27,7 +27,9 @@ enum ConsumptionCommand {
                 "--transaction-id", "--sample-content-provided", "--delivery-status", "--consumption-percentage",
                 "--refund-preference",
             ]), flags: ["--consented", "--not-consented"])
-        guard let transaction = options.value("--transaction-id") else { throw UsageError("--transaction-id is required") }
+        guard let transaction = options.value("--transaction-id") else {
+            throw UsageError("--transaction-id is required")
+        }
         guard options.has("--consented") != options.has("--not-consented") else {
             throw UsageError("say --consented or --not-consented")
         }

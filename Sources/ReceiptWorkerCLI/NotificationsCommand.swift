@@ -47,11 +47,11 @@ enum NotificationsCommand {
         }
         let dryRun = options.has("--dry-run")
         let producer = dryRun ? nil : try ToolKafka.producer(configuration)
-        defer { if let producer { Task { await producer.close() } } }
         var environments: [AppleEnvironment] = [.production]
         if configuration.apple.allowSandbox { environments.append(.sandbox) }
         var failed = false
         for environment in environments {
+            var pageFailed = false
             var summary: [String: Int] = [:]
             var counts = (read: 0, produced: 0, skipped: 0, rejected: 0)
             var page: String?
@@ -62,6 +62,7 @@ enum NotificationsCommand {
                 } catch {
                     complain("\(environment.rawValue): Get Notification History failed: \(error)")
                     failed = true
+                    pageFailed = true
                     break
                 }
                 for signed in history.signedPayloads {
@@ -89,13 +90,17 @@ enum NotificationsCommand {
                     }
                 }
                 page = history.nextPage
-            } while page != nil && !failed
+            } while page != nil && !pageFailed
+            // A notification that does not verify is Apple's and ours (a wrong apple.app_apple_id, roots):
+            // the run failed to bring it in.
+            if counts.rejected > 0 { failed = true }
             emit(
                 "\(environment.rawValue): \(counts.read) notification(s) read, \(counts.produced) produced"
                     + (dryRun ? " (dry run)" : "") + ", \(counts.skipped) skipped (environment not accepted),"
                     + " \(counts.rejected) not verified")
             for (type, count) in summary.sorted(by: { $0.key < $1.key }) { emit("  \(type): \(count)") }
         }
+        await producer?.close()
         return failed ? 1 : 0
     }
 

@@ -94,7 +94,8 @@ enum ResultsCommand {
                 default: "-"
                 }
             return line([
-                field("notified_at"), type == "receipt.consumption_requested" ? "consumption" : String(type.dropFirst(8)),
+                field("notified_at"),
+                type == "receipt.consumption_requested" ? "consumption" : String(type.dropFirst(8)),
                 detail, field("order_id"),
                 field("product_id"), field("transaction_id"), field("environment"), "-",
             ])

@@ -115,6 +115,70 @@ struct NotificationEndToEndTests {
         await harness.stop()
     }
 
+    @Test("a refund that arrives before any grant is remembered: the purchase presented afterwards is denied revoked")
+    func refundBeforeGrant() async throws {
+        let harness = try await WorkerHarness(notifications: true)
+        let purchase = try await harness.purchase(["product_id": "gems_100"])
+        _ = try await harness.admin.notify("refund", ["transaction_id": purchase.transactionID])
+        _ = await eventually(timeout: .seconds(20)) {
+            harness.worker.metrics.registry.render().contains(
+                "receipt_worker_notifications_processed_total{outcome=\"not_granted\",type=\"REFUND\"} 1")
+        }
+        // The player kept the signed transaction from before the refund, and presents it now.
+        try await harness.submit(
+            job(
+                "job-late", order: "order-late", product: "gems_100", ["signed_transaction": purchase.signedTransaction]
+            ))
+        let result = await harness.result(jobID: "job-late")
+        #expect(result?["decision"] as? String == "deny" && result?["reason"] as? String == "revoked")
+        await harness.stop()
+    }
+
+    @Test(
+        "a refund delivered after the reversal that undid it changes nothing; a second refund publishes no second event"
+    )
+    func outOfOrderAndRepeatedRefunds() async throws {
+        let harness = try await WorkerHarness(notifications: true)
+        let first = try await grant(harness, order: "order-o")
+        let url = "http://127.0.0.1:\(try #require(harness.receiver?.port))/notifications/apple"
+        // Apple refunds, then reverses; the receiver gets them the other way round (a retry after an outage).
+        try await harness.admin.sendNotifications(to: "http://127.0.0.1:1/notifications/apple", retryDelaysMs: [])
+        let refund = try await harness.admin.notify("refund", ["transaction_id": first.transactionID])
+        try await Task.sleep(for: .milliseconds(20))
+        let reversal = try await harness.admin.notify("reverse-refund", ["transaction_id": first.transactionID])
+        let sent = try await harness.admin.notifications()
+        func body(_ uuid: String) throws -> Data {
+            let signed = try #require(
+                sent.first { $0["notification_uuid"] as? String == uuid }?["signed_payload"] as? String)
+            return try JSONSerialization.data(withJSONObject: ["signedPayload": signed])
+        }
+        for uuid in [reversal, refund] {
+            let answer = try await harness.http.execute(HTTPRequest(method: .post, url: url, body: try body(uuid)))
+            #expect(answer.status == 200)
+            try await Task.sleep(for: .milliseconds(300))  // processed in this order
+        }
+        _ = await eventually(timeout: .seconds(20)) {
+            harness.worker.metrics.registry.render().contains(
+                "receipt_worker_notifications_processed_total{outcome=\"ignored\",type=\"REFUND\"} 1")
+        }
+        #expect(harness.events(orderID: "order-o").filter { $0["type"] as? String == "receipt.revoked" }.isEmpty)
+        try await harness.submit(
+            job("job-o2", order: "order-o", product: "gems_100", ["signed_transaction": first.signedTransaction]))
+        #expect(await harness.result(jobID: "job-o2")?["decision"] as? String == "grant")
+        // Another purchase refunded, then refunded again: one receipt.revoked.
+        try await harness.admin.sendNotifications(to: url)
+        let second = try await grant(harness, order: "order-o3")
+        _ = try await harness.admin.notify("refund", ["transaction_id": second.transactionID])
+        _ = await events(harness, order: "order-o3", type: "receipt.revoked")
+        _ = try await harness.admin.notify("refund", ["transaction_id": second.transactionID, "percentage": 100])
+        _ = await eventually(timeout: .seconds(20)) {
+            harness.worker.metrics.registry.render().contains(
+                "receipt_worker_notifications_processed_total{outcome=\"ignored\",type=\"REFUND\"} 2")
+        }
+        #expect(harness.events(orderID: "order-o3").filter { $0["type"] as? String == "receipt.revoked" }.count == 1)
+        await harness.stop()
+    }
+
     @Test("a forged, a wrong-app and a not-a-notification body are answered 400 and nothing is produced")
     func forged() async throws {
         let harness = try await WorkerHarness(notifications: true)
