@@ -9,8 +9,10 @@ swift build --build-tests
 # Every parser fuzzed for a fixed number of runs from a fixed seed (about 2 minutes, build included);
 # `scripts/fuzz.sh [TARGET] [SECONDS]` fuzzes for longer. Skipped when the tests are filtered.
 if [ "$#" -eq 0 ]; then bash scripts/fuzz.sh --ci; fi
-# The published contract (docs/): the AsyncAPI document, the schemas and their examples.
+# The published contract (docs/): the AsyncAPI document, the schemas and their examples; and every link of
+# every document resolves inside the repository.
 .deps/venv/bin/python Tests/contract/check_contract.py
+python3 Tests/docs/check_links.py
 if [ "$#" -eq 0 ]; then
     # Every job, event and dead letter the end-to-end tests send or receive is captured and validated
     # against its schema after the run (Tests/TestSupport/ContractCapture.swift).

@@ -187,7 +187,7 @@ struct NotificationEndToEndTests {
         // Another app's purchase: signed by the (test) chain, but not for this bundle id.
         let other = try await harness.purchase(["product_id": "p", "bundle_id": "com.other.game"])
         let uuid = try await harness.admin.notify("refund", ["transaction_id": other.transactionID])
-        _ = await eventually(timeout: .seconds(10)) {
+        _ = await eventually(timeout: .seconds(30)) {
             let sent = try? await harness.admin.notifications().first { $0["notification_uuid"] as? String == uuid }
             return (sent?["attempts"] as? [[String: Any]])?.first?["status"] as? Int == 400
         }
@@ -226,7 +226,7 @@ struct NotificationEndToEndTests {
         let harness = try await WorkerHarness(notifications: true)
         let purchase = try await harness.purchase(["product_id": "p", "environment": "Sandbox"])
         let uuid = try await harness.admin.notify("refund", ["transaction_id": purchase.transactionID])
-        _ = await eventually(timeout: .seconds(10)) {
+        _ = await eventually(timeout: .seconds(30)) {
             let sent = try? await harness.admin.notifications().first { $0["notification_uuid"] as? String == uuid }
             return sent?["delivered"] as? Bool == true
         }
@@ -251,7 +251,7 @@ struct NotificationEndToEndTests {
         unreachable.kafka["message.timeout.ms"] = "3000"
         let live = harness.swapReceiverWorker(try await WorkerAssembly.make(unreachable, logger: WorkerHarness.logger))
         let uuid = try await harness.admin.notify("refund", ["transaction_id": purchase.transactionID])
-        _ = await eventually(timeout: .seconds(15)) {
+        _ = await eventually(timeout: .seconds(30)) {
             let sent = try? await harness.admin.notifications().first { $0["notification_uuid"] as? String == uuid }
             return (sent?["attempts"] as? [[String: Any]])?.first?["status"] as? Int == 503
         }
