@@ -114,14 +114,18 @@ final class ProcessHarness: Sendable {
     /// Event ids published per notification id (events after the grant).
     var notificationEvents: [String: [String]] { afterGrant.withLock { $0 } }
 
-    /// Produces notification records to the notifications topic as the receiver does (key, value as received).
-    func submitNotifications(_ records: [(key: String, body: Data)]) async throws {
+    /// Produces notification records to the notifications topic as the receiver does: key, value as received,
+    /// the notification's headers.
+    func submitNotifications(_ records: [(key: String, body: Data, headers: [(String, String)])]) async throws {
         for record in records {
+            let headers = record.headers.map { KafkaHeader(name: $0.0, string: $0.1) }
             _ = try await producer.send(
                 KafkaProducerMessage(
-                    topic: "notifications-\(suffix)", key: Array(record.key.utf8), value: Array(record.body)))
+                    topic: "notifications-\(suffix)", key: Array(record.key.utf8), value: Array(record.body),
+                    headers: headers))
             ContractCapture.record(
-                channel: "notifications", key: Array(record.key.utf8), headers: [], value: Array(record.body))
+                channel: "notifications", key: Array(record.key.utf8), headers: headers.map { ($0.name, $0.value) },
+                value: Array(record.body))
         }
     }
 
@@ -273,11 +277,15 @@ struct WorkerProcessTests {
             _ = try await harness.admin.notify("refund", ["transaction_id": transaction])
         }
         let sent = try await harness.admin.notifications()
-        let records = sent.compactMap { item -> (key: String, body: Data)? in
-            guard let signed = item["signed_payload"] as? String, let key = item["transaction_id"] as? String else {
-                return nil
-            }
-            return (key, Data("{\"signedPayload\":\"\(signed)\"}".utf8))
+        let records = sent.compactMap { item -> (key: String, body: Data, headers: [(String, String)])? in
+            guard let signed = item["signed_payload"] as? String, let key = item["transaction_id"] as? String,
+                let uuid = item["notification_uuid"] as? String
+            else { return nil }
+            let headers = [
+                ("notification_type", "REFUND"), ("notification_subtype", ""), ("notification_uuid", uuid),
+                ("bundle_id", "com.example"), ("environment", item["environment"] as? String ?? "Production"),
+            ]
+            return (key, Data("{\"signedPayload\":\"\(signed)\"}".utf8), headers)
         }
         #expect(records.count == 1_000)
         try await harness.submitNotifications(records)
