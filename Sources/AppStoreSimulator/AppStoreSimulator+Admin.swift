@@ -22,7 +22,8 @@ extension AppStoreSimulator {
     ///   PUT  /admin/faults {latency_ms, latency_jitter_ms, error_rate, error_status, status_21005_rate,
     ///        rate_limit_rate, retry_after_seconds, retry_after_header, garbage_rate, drop_rate, outage_start_in_ms,
     ///        outage_seconds, outage_mode}
-    ///   GET  /admin/stats → requests per endpoint
+    ///   GET  /admin/stats → requests per endpoint; GET /admin/stats/times → when each Server API request
+    ///   was taken, per environment and endpoint (ms)
     func admin(_ request: ServerRequest, segments: [String]) -> ServerReply {
         let body = (try? JSONSerialization.jsonObject(with: request.body) as? [String: Any]) ?? [:]
         switch (request.method, segments) {
@@ -65,6 +66,7 @@ extension AppStoreSimulator {
             plan.rateLimitRate = body["rate_limit_rate"] as? Double ?? 0
             plan.retryAfterSeconds = body["retry_after_seconds"] as? Double ?? 1
             plan.dropRate = body["drop_rate"] as? Double ?? 0
+            plan.rateLimitPerSecond = body["rate_limit_per_second"] as? Int
             plan.retryAfterHeader = body["retry_after_header"] as? String
             plan.garbageRate = body["garbage_rate"] as? Double ?? 0
             if let startIn = body["outage_start_in_ms"] as? Double {
@@ -76,6 +78,9 @@ extension AppStoreSimulator {
             return .json(200, (try? JSONEncoder().encode(plan)) ?? Data("{}".utf8))
         case ("GET", ["stats"]):
             return .json(200, Self.json(state.withLock { $0.requests }))
+        case ("GET", ["stats", "times"]):
+            // When each Server API request was taken (ms), per `production.transactionInfo`, ...
+            return .json(200, Self.json(state.withLock { $0.served }))
         default:
             return .json(404, Self.error(4040000, "not found"))
         }

@@ -40,6 +40,8 @@ public final class AppStoreSimulator: Sendable {
         var nextTransaction: UInt64 = 2_000_000_000_000_000
         var faults = FaultPlan()
         var requests: [String: Int] = [:]
+        /// Arrival times (ms) of the Server API requests taken, per `role.endpoint`, for rate-limit checks.
+        var served: [String: [Int64]] = [:]
         var notifications = NotificationSettings()
         var appAppleID: Int64 = 0
         var nextNotification = 0
@@ -121,9 +123,24 @@ public final class AppStoreSimulator: Sendable {
         } else {
             return .json(404, Self.error(4040000, "not found"))
         }
-        let faults = state.withLock { state in
-            state.requests["\(first).\(endpoint)", default: 0] += 1
-            return state.faults
+        let lane = "\(first).\(endpoint)"
+        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+        let (faults, limitedUntil) = state.withLock { state -> (FaultPlan, Int64?) in
+            state.requests[lane, default: 0] += 1
+            guard endpoint == "transactionInfo" || endpoint == "consumption" else { return (state.faults, nil) }
+            // Apple's per-second limit: a sliding window of the requests taken.
+            if let limit = state.faults.rateLimitPerSecond, limit > 0 {
+                let recent = state.served[lane, default: []].suffix(limit)
+                if recent.count == limit, let oldest = recent.first, now - oldest < 1000 {
+                    return (state.faults, oldest + 1000)
+                }
+            }
+            state.served[lane, default: []].append(now)
+            return (state.faults, nil)
+        }
+        if let limitedUntil {
+            return .json(
+                429, Self.error(4290000, "Rate limit exceeded."), headers: [("Retry-After", String(limitedUntil))])
         }
         let delay = faults.delay()
         switch faults.draw() {

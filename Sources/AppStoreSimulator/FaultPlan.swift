@@ -20,6 +20,9 @@ struct FaultPlan: Sendable, Codable {
     var garbageRate: Double = 0
     /// Share of connections dropped without an answer.
     var dropRate: Double = 0
+    /// Apple's rate limit: at most this many requests of one Server API endpoint and environment in any
+    /// second; more get 429 with `Retry-After` (a UNIX time in milliseconds) when the window frees up.
+    var rateLimitPerSecond: Int?
     /// An outage: from `outageStart` for `outageSeconds`, every request fails with `outageMode`.
     var outageStart: Date?
     var outageSeconds: Double = 0
@@ -31,7 +34,7 @@ struct FaultPlan: Sendable, Codable {
         case errorStatus = "error_status", status21005Rate = "status_21005_rate", rateLimitRate = "rate_limit_rate"
         case retryAfterSeconds = "retry_after_seconds", dropRate = "drop_rate", outageStart = "outage_start"
         case retryAfterHeader = "retry_after_header", garbageRate = "garbage_rate"
-        case outageSeconds = "outage_seconds", outageMode = "outage_mode"
+        case outageSeconds = "outage_seconds", outageMode = "outage_mode", rateLimitPerSecond = "rate_limit_per_second"
     }
 
     enum Fault { case none, httpError(Int), status21005, rateLimited(Double), drop, garbage }
@@ -48,6 +51,8 @@ struct FaultPlan: Sendable, Codable {
             switch outageMode {
             case "status_21005": return .status21005
             case "drop": return .drop
+            // Apple's 429 until the outage ends, saying so in Retry-After.
+            case "rate_limited": return .rateLimited(outageSeconds - now.timeIntervalSince(outageStart))
             default: return .httpError(errorStatus)
             }
         }

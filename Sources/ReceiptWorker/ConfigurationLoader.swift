@@ -30,7 +30,8 @@ public enum ConfigurationLoader {
         "apple.shared_secret",
         "apple.shared_secret_file", "apple.api.production_url", "apple.api.sandbox_url", "apple.api.key_id",
         "apple.api.issuer_id",
-        "apple.api.private_key_file", "apple.root_certificates", "ledger.url", "ledger.url_file", "ledger.pool_size",
+        "apple.api.private_key_file", "apple.api.max_requests_per_second", "apple.api.max_lane_pause_ms",
+        "apple.root_certificates", "ledger.url", "ledger.url_file", "ledger.pool_size",
         "ledger.schema", "ledger.results_retention_days",
         "worker.max_in_flight", "worker.max_in_flight_bytes",
         "worker.drain_timeout_ms", "worker.stall_timeout_ms", "retry.max_attempts", "retry.initial_backoff_ms",
@@ -243,6 +244,10 @@ public enum ConfigurationLoader {
             case "apple.api.production_url": configuration.apple.apiProductionURL = try url()
             case "apple.api.sandbox_url": configuration.apple.apiSandboxURL = try url()
             case "apple.api.key_id": configuration.apple.apiKeyID = try nonEmpty(key, value)
+            case "apple.api.max_requests_per_second":
+                configuration.apple.apiMaxRequestsPerSecond = try integer(1...100_000)
+            case "apple.api.max_lane_pause_ms":
+                configuration.apple.apiMaxLanePause = .milliseconds(try integer(0...3_600_000))
             case "apple.api.issuer_id": configuration.apple.apiIssuerID = try nonEmpty(key, value)
             case "apple.api.private_key_file":
                 // The Kafka-only tools (enqueue, results, dlq replay) never call Apple: an on-call engineer

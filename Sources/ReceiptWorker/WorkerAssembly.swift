@@ -9,7 +9,8 @@ public enum WorkerAssembly {
     public static func make(_ configuration: WorkerConfiguration, logger: Logger) async throws -> Worker {
         let metrics = WorkerMetrics()
         let apple = try appleVerifier(
-            configuration, logger: logger, observer: { metrics.observeAppleCall($0, outcome: $1, duration: $2) })
+            configuration, logger: logger, observer: { metrics.observeAppleCall($0, outcome: $1, duration: $2) },
+            laneObserver: { metrics.observeLane($0, waited: $1, paused: $2) })
 
         let kafka = try kafkaConfigurations(configuration)
         let consumer = try KafkaConsumer(configuration: kafka.consumer, logger: logger)
@@ -25,7 +26,8 @@ public enum WorkerAssembly {
     /// Apple's side: verifyReceipt, the App Store Server API (when a key is configured) and the verifier of
     /// signed data, as the worker uses them (also for `notifications backfill`).
     public static func appleVerifier(
-        _ configuration: WorkerConfiguration, logger: Logger, observer: AppleCallObserver? = nil
+        _ configuration: WorkerConfiguration, logger: Logger, observer: AppleCallObserver? = nil,
+        laneObserver: RateGovernor.Observer? = nil
     ) throws -> AppleVerifier {
         var http = HTTPClient.Configuration()
         http.caFile = configuration.httpCAFile
@@ -53,6 +55,9 @@ public enum WorkerAssembly {
             apiConfiguration.timeout = configuration.httpTimeout
             apiConfiguration.maximumRetryAfter = configuration.retry.maxBackoff
             apiConfiguration.observer = observer
+            apiConfiguration.governor = RateGovernor(
+                productionRate: configuration.apple.apiMaxRequestsPerSecond,
+                maximumPause: configuration.apple.apiMaxLanePause, observer: laneObserver)
             api = AppStoreServerAPIClient(configuration: apiConfiguration, tokens: tokens, http: client)
         }
         return AppleVerifier(

@@ -44,6 +44,11 @@ public struct WorkerConfiguration: Sendable {
         public var rootCertificates: [Data] = []
         /// `apple.app_apple_id`: the app's numeric Apple id, which Production notifications must name.
         public var appAppleID: Int64?
+        /// `apple.api.max_requests_per_second`: per replica and Production lane (a Sandbox lane: a tenth).
+        /// Default: 50, Apple's limit for Get Transaction Info.
+        public var apiMaxRequestsPerSecond = 50
+        /// `apple.api.max_lane_pause_ms`: the longest a 429's `Retry-After` pauses a lane. Default: 300,000.
+        public var apiMaxLanePause: Duration = .seconds(300)
     }
 
     public var topics = Topics()
@@ -107,6 +112,8 @@ extension WorkerConfiguration {
             "apple.verify_receipt.sandbox_url": defaults.apple.verifyReceiptSandboxURL,
             "apple.api.production_url": defaults.apple.apiProductionURL,
             "apple.api.sandbox_url": defaults.apple.apiSandboxURL,
+            "apple.api.max_requests_per_second": String(defaults.apple.apiMaxRequestsPerSecond),
+            "apple.api.max_lane_pause_ms": duration(defaults.apple.apiMaxLanePause),
             "ledger.url": defaults.ledgerURL, "ledger.pool_size": String(defaults.ledgerPoolSize),
             "ledger.schema": defaults.ledgerSchema,
             "ledger.results_retention_days": String(defaults.resultsRetentionDays),

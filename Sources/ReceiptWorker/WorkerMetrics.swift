@@ -1,3 +1,4 @@
+import AppleVerification
 import Foundation
 import Observability
 
@@ -164,6 +165,23 @@ public final class WorkerMetrics: Sendable {
     func deadLetter(reason: String) -> Counter {
         deadLetters[reason]
             ?? registry.counter("receipt_worker_dlq_messages_total", help: "", labels: ["reason": reason])
+    }
+
+    /// For ``RateGovernor/Observer``: waits for a lane, and its pauses (Apple's 429s).
+    func observeLane(_ lane: RateGovernor.Lane, waited: Duration, paused: Bool) {
+        let labels: Labels = ["endpoint": lane.endpoint, "environment": lane.sandbox ? "sandbox" : "production"]
+        if paused {
+            registry.counter(
+                "receipt_worker_apple_lane_pauses_total",
+                help: "Apple's 429s, each pausing its lane (endpoint, environment) until Retry-After.", labels: labels
+            ).increment()
+        } else {
+            registry.histogram(
+                "receipt_worker_apple_lane_wait_seconds",
+                help: "Time a call waited for its lane's turn under Apple's rate limit (not an attempt).",
+                buckets: Self.stageBuckets + [10, 30, 60, 300], labels: labels
+            ).observe(waited)
+        }
     }
 
     /// For ``AppleCallObserver``.

@@ -20,7 +20,7 @@ extension AppStoreServerAPIClient {
         let response = try await authorized(
             method: .put, url: "\(base)/inApps/v2/transactions/consumption/\(transactionID)", body: body,
             endpoint: "sendConsumption", call: "consumption_\(environment == .sandbox ? "sandbox" : "production")",
-            attempts: &attempts)
+            lane: RateGovernor.Lane(endpoint: "consumption", sandbox: environment == .sandbox), attempts: &attempts)
         if (200..<300).contains(response.status) { return .accepted }
         let code = (try? JSONDecoder().decode(APIErrorBody.self, from: response.body))?.errorCode
         try throwIfTransient(response, errorCode: code, endpoint: "sendConsumption")
@@ -52,7 +52,9 @@ extension AppStoreServerAPIClient {
             endDate: Int64((end.timeIntervalSince1970 * 1000).rounded()))
         let response = try await authorized(
             method: .post, url: url, body: try JSONEncoder().encode(request), endpoint: "notificationHistory",
-            call: "notification_history_\(environment == .sandbox ? "sandbox" : "production")", attempts: &attempts)
+            call: "notification_history_\(environment == .sandbox ? "sandbox" : "production")",
+            lane: RateGovernor.Lane(endpoint: "notification_history", sandbox: environment == .sandbox),
+            attempts: &attempts)
         let code = (try? JSONDecoder().decode(APIErrorBody.self, from: response.body))?.errorCode
         guard response.status == 200 else {
             try throwIfTransient(response, errorCode: code, endpoint: "notificationHistory")
@@ -73,9 +75,11 @@ extension AppStoreServerAPIClient {
     /// One authorized call; a 401 gets one fresh token (Apple no longer takes the old one), a second 401 is
     /// our configuration: not retriable.
     private func authorized(
-        method: HTTPRequest.Method, url: String, body: Data, endpoint: String, call: String, attempts: inout Int
+        method: HTTPRequest.Method, url: String, body: Data, endpoint: String, call: String,
+        lane: RateGovernor.Lane, attempts: inout Int
     ) async throws -> HTTPResponse {
         for renewed in [false, true] {
+            await governed(lane)
             attempts += 1
             let request = HTTPRequest(
                 method: method, url: url,
@@ -86,6 +90,7 @@ extension AppStoreServerAPIClient {
                 body: body, timeout: configuration.timeout)
             let response = try await AppleHTTP.execute(
                 request, with: http, endpoint: endpoint, call: call, observe: configuration.observer)
+            pauseIfLimited(response, lane)
             guard response.status == 401 else { return response }
             if !renewed { tokens.invalidate() }
         }

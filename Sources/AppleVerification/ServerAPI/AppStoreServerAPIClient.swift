@@ -17,6 +17,8 @@ public final class AppStoreServerAPIClient: Sendable {
         public var maximumRetryAfter: Duration = .seconds(30)
         /// Told of every call (for metrics).
         public var observer: AppleCallObserver?
+        /// Keeps each endpoint and environment within Apple's rate; nil sends at once.
+        public var governor: RateGovernor?
 
         public init() {}
     }
@@ -52,15 +54,16 @@ public final class AppStoreServerAPIClient: Sendable {
             return .rejected(errorCode: 4000006)
         }
         let production = try await lookup(
-            id: id, base: configuration.productionURL, call: "transaction_info_production", attempts: &attempts)
+            id: id, base: configuration.productionURL, sandbox: false, attempts: &attempts)
         guard case .notFound = production, configuration.allowSandbox else { return production }
-        return try await lookup(
-            id: id, base: configuration.sandboxURL, call: "transaction_info_sandbox", attempts: &attempts)
+        return try await lookup(id: id, base: configuration.sandboxURL, sandbox: true, attempts: &attempts)
     }
 
-    private func lookup(id: String, base: String, call: String, attempts: inout Int, renewedToken: Bool = false)
+    private func lookup(id: String, base: String, sandbox: Bool, attempts: inout Int, renewedToken: Bool = false)
         async throws -> Outcome
     {
+        let call = sandbox ? "transaction_info_sandbox" : "transaction_info_production"
+        await governed(RateGovernor.Lane(endpoint: "transaction_info", sandbox: sandbox))
         attempts += 1
         let request = HTTPRequest(
             url: "\(base)/inApps/v1/transactions/\(id)",
@@ -68,6 +71,7 @@ public final class AppStoreServerAPIClient: Sendable {
             timeout: configuration.timeout)
         let response = try await AppleHTTP.execute(
             request, with: http, endpoint: "transactionInfo", call: call, observe: configuration.observer)
+        pauseIfLimited(response, RateGovernor.Lane(endpoint: "transaction_info", sandbox: sandbox))
         if response.status == 200 {
             guard let body = try? JSONDecoder().decode(TransactionInfoResponse.self, from: response.body),
                 let signed = body.signedTransactionInfo
@@ -84,7 +88,8 @@ public final class AppStoreServerAPIClient: Sendable {
                 // A token Apple no longer takes (a clock step, a revoked key): sign a new one, once.
                 if !renewedToken {
                     tokens.invalidate()
-                    return try await lookup(id: id, base: base, call: call, attempts: &attempts, renewedToken: true)
+                    return try await lookup(
+                        id: id, base: base, sandbox: sandbox, attempts: &attempts, renewedToken: true)
                 }
                 // Apple's 401 has no JSON body. In production it also means the app has no production
                 // release yet. Either way it is our configuration, not the player's purchase: never a deny,
@@ -107,6 +112,20 @@ public final class AppStoreServerAPIClient: Sendable {
                 retryAfter: retryAfter)
         }
         return .rejected(errorCode: code)
+    }
+}
+
+extension AppStoreServerAPIClient {
+    /// Waits for the lane's turn, when a governor is configured.
+    func governed(_ lane: RateGovernor.Lane) async {
+        await configuration.governor?.acquire(lane)
+    }
+
+    /// A 429 pauses the whole lane until Apple's `Retry-After` (at most the governor's maximum pause).
+    func pauseIfLimited(_ response: HTTPResponse, _ lane: RateGovernor.Lane) {
+        guard response.status == 429, let governor = configuration.governor else { return }
+        governor.pause(
+            lane, retryAfter: AppleHTTP.retryAfter(response.header("retry-after"), maximum: governor.maximumPause))
     }
 }
 

@@ -1,0 +1,87 @@
+import Foundation
+import HTTPClient
+import Kafka
+import ReceiptWorker
+import TestSupport
+import Testing
+
+/// Apple's rate limit, end to end: the simulator answers 429 past N requests a second per endpoint and
+/// environment, as Apple does; the worker's governor keeps each lane under it.
+@Suite("Apple's rate limits", .timeLimit(.minutes(3)))
+struct RateGovernorEndToEndTests {
+    @Test(
+        "with a 20/s limit at Apple and in the worker, 300 transaction-id jobs never exceed 20 requests in any second, and meet no 429"
+    )
+    func laneUnderTheLimit() async throws {
+        let harness = try await WorkerHarness(notifications: true) { configuration in
+            configuration.apple.apiMaxRequestsPerSecond = 20
+            configuration.apple.transactionIDRequiresAccountToken = false
+        }
+        try await harness.faults(["rate_limit_per_second": 20])
+        var ids: [String] = []
+        for index in 0..<300 {
+            let purchase = try await harness.purchase(["product_id": "gems_100"])
+            ids.append(purchase.transactionID)
+            try await harness.submit(
+                job(
+                    "rate-\(index)", order: "rate-order-\(index)", product: "gems_100",
+                    ["transaction_id": purchase.transactionID]))
+        }
+        let all = await eventually(timeout: .seconds(60)) {
+            (0..<300).allSatisfy { !harness.results(jobID: "rate-\($0)").isEmpty }
+        }
+        #expect(all)
+        #expect((0..<300).allSatisfy { harness.results(jobID: "rate-\($0)").first?["decision"] as? String == "grant" })
+        let response = try await harness.http.execute(
+            HTTPRequest(url: "\(harness.simulator.baseURL)/admin/stats/times"))
+        let times =
+            ((try JSONSerialization.jsonObject(with: response.body) as? [String: [Int]])?[
+                "production.transactionInfo"] ?? []).sorted()
+        #expect(times.count == 300, "every request was taken: no 429 to repeat")
+        // Any 21 consecutive arrivals span at least a second.
+        let busiest = times.count > 20 ? zip(times, times.dropFirst(20)).map { $1 - $0 }.min() ?? 1000 : 1000
+        #expect(busiest >= 1000, "21 requests within \(busiest) ms")
+        let metrics = harness.worker.metrics.registry.render()
+        #expect(!metrics.contains("receipt_worker_apple_lane_pauses_total"))
+        #expect(
+            metrics.contains(
+                "receipt_worker_apple_lane_wait_seconds_count{endpoint=\"transaction_info\",environment=\"production\"}"
+            ))
+        await harness.stop()
+    }
+
+    @Test(
+        "a 429 pauses the whole lane until its Retry-After: the jobs behind it wait (not attempts) instead of spending their retries"
+    )
+    func pauseOnTooManyRequests() async throws {
+        let harness = try await WorkerHarness(notifications: true) { configuration in
+            configuration.apple.transactionIDRequiresAccountToken = false
+        }
+        // 6 attempts, 20 to 200 ms apart (the harness): alone, a job would spend them all within 3 s of 429s.
+        var purchases: [String] = []
+        for _ in 0..<40 { purchases.append(try await harness.purchase(["product_id": "gems_100"]).transactionID) }
+        // The worker is in its group and answering before Apple starts refusing.
+        let warmUp = try await harness.purchase(["product_id": "gems_100"])
+        try await harness.submit(
+            job("warm-up", order: "warm-up", product: "gems_100", ["transaction_id": warmUp.transactionID]))
+        #expect(await harness.result(jobID: "warm-up")?["decision"] as? String == "grant")
+        try await harness.faults(["outage_start_in_ms": 0, "outage_seconds": 3, "outage_mode": "rate_limited"])
+        for (index, transaction) in purchases.enumerated() {
+            try await harness.submit(
+                job("p-\(index)", order: "p-order-\(index)", product: "gems_100", ["transaction_id": transaction]))
+        }
+        let all = await eventually(timeout: .seconds(60)) {
+            (0..<40).allSatisfy { harness.results(jobID: "p-\($0)").first?["decision"] as? String == "grant" }
+        }
+        #expect(all)
+        #expect(harness.deadLetters.isEmpty)
+        let metrics = harness.worker.metrics.registry.render()
+        #expect(
+            metrics.contains(
+                "receipt_worker_apple_lane_pauses_total{endpoint=\"transaction_info\",environment=\"production\"}"))
+        // Requests sent: the 40 that succeeded and the few that met the 429 before the lane paused, not 40 × 6.
+        let sent = try await harness.admin.appleRequests()
+        #expect(sent < 81, "\(sent) requests for 41 jobs")
+        await harness.stop()
+    }
+}
