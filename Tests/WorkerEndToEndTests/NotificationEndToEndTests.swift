@@ -253,12 +253,20 @@ struct NotificationEndToEndTests {
         unreachable.kafka["bootstrap.servers"] = "127.0.0.1:1"
         unreachable.kafka["message.timeout.ms"] = "3000"
         let live = harness.swapReceiverWorker(try await WorkerAssembly.make(unreachable, logger: WorkerHarness.logger))
+        // Retries for about a minute: a loaded machine may take seconds to acknowledge once the broker is back.
+        try await harness.admin.sendNotifications(
+            to: "http://127.0.0.1:\(try #require(harness.receiver?.port))/notifications/apple",
+            retryDelaysMs: [300, 600, 1200, 2400, 4800, 8000, 8000, 8000, 8000, 8000, 8000])
         let uuid = try await harness.admin.notify("refund", ["transaction_id": purchase.transactionID])
         _ = await eventually(timeout: .seconds(30)) {
             let sent = try? await harness.admin.notifications().first { $0["notification_uuid"] as? String == uuid }
             return (sent?["attempts"] as? [[String: Any]])?.first?["status"] as? Int == 503
         }
         _ = harness.swapReceiverWorker(live)  // the broker is back
+        _ = await eventually(timeout: .seconds(90)) {
+            let sent = try? await harness.admin.notifications().first { $0["notification_uuid"] as? String == uuid }
+            return sent?["delivered"] as? Bool == true
+        }
         let revoked = await events(harness, order: "order-b", type: "receipt.revoked")
         #expect(revoked.first?["notification_id"] as? String == uuid)
         let sent = try await harness.admin.notifications().first { $0["notification_uuid"] as? String == uuid }
