@@ -2,7 +2,6 @@ import AppleVerification
 import Foundation
 import HTTPServerKit
 import Kafka
-import Synchronization
 
 /// Serves `notifications.listen`: `POST /notifications/apple`, where Apple sends App Store Server
 /// Notifications V2. A notification is verified (nested data too), produced to `topics.notifications` as
@@ -61,18 +60,6 @@ public final class NotificationReceiver: Sendable {
 }
 
 extension Worker {
-    /// Whether the ledger has handled notification `id`. False when it does not answer within 500 ms: a slow
-    /// ledger is no reason to refuse a notification (processing handles a repeat anyway).
-    private func isHandled(_ id: String) async -> Bool {
-        let ledger = self.ledger
-        let found = Mutex(false)
-        try? await Self.within(.milliseconds(500), timeout: NotificationReceiver.Unacknowledged(deadline: .zero)) {
-            let stored = try await ledger.storedNotification(id: id)
-            found.withLock { $0 = stored != nil }
-        }
-        return found.withLock { $0 }
-    }
-
     /// One notification at the receiver: the HTTP status and a short text for it.
     func receiveNotification(body: Data, deadline: Duration) async -> (Int, String) {
         switch AppleNotification.verify(body: body, with: apple.signedData) {
@@ -91,12 +78,6 @@ extension Worker {
             metrics.notificationReceived(type: type, outcome: "sandbox_dropped").increment()
             return (200, "sandbox notifications are not accepted here; dropped")
         case .verified(let notification):
-            // Apple's retries, or a replay of a genuine body: handled already, so nothing to keep again (and
-            // no event to publish again).
-            if await isHandled(notification.id) {
-                metrics.notificationReceived(type: notification.type, outcome: "accepted").increment()
-                return (200, "already handled")
-            }
             let record = KafkaProducerMessage(
                 topic: configuration.topics.notifications, key: Array(notification.key.utf8), value: Array(body),
                 headers: notification.headers.map { KafkaHeader(name: $0.0, string: $0.1) })
