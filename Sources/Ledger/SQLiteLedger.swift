@@ -171,15 +171,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
     }
 
     public func storedNotification(id: String) async throws -> Data?? {
-        try await queue.perform {
-            let statement = try self.prepare("SELECT event FROM notifications WHERE notification_id = ?1", [id])
-            defer { sqlite3_finalize(statement) }
-            guard sqlite3_step(statement) == SQLITE_ROW else { return nil }
-            return .some(
-                sqlite3_column_blob(statement, 0).map {
-                    Data(bytes: $0, count: Int(sqlite3_column_bytes(statement, 0)))
-                })
-        }
+        try await queue.perform { try self.storedNotificationNow(id) }
     }
 
     public func recordNotification(id: String, change: PurchaseChange, event: Data?, grantedOrder: String?)

@@ -81,6 +81,7 @@ struct NotificationEvent: Sendable {
         Self.headers(eventID: eventID, type: type, time: Timestamp.rfc3339(notifiedAt), source: source)
     }
 
+    /// CloudEvents 1.0, Kafka binary mode: the attributes as `ce_` headers (every event on the results topic).
     static func headers(eventID: String, type: String, time: String, source: String) -> [KafkaHeader] {
         [
             KafkaHeader(name: "ce_specversion", string: "1.0"), KafkaHeader(name: "ce_id", string: eventID),

@@ -62,14 +62,8 @@ public struct ResultEvent: Sendable, Equatable {
     }
 
     static func headers(eventID: String, granted: Bool, time: String, source: String) -> [KafkaHeader] {
-        [
-            KafkaHeader(name: "ce_specversion", string: "1.0"),
-            KafkaHeader(name: "ce_id", string: eventID),
-            KafkaHeader(name: "ce_source", string: source),
-            KafkaHeader(name: "ce_type", string: granted ? grantedType : deniedType),
-            KafkaHeader(name: "ce_time", string: time),
-            KafkaHeader(name: "content-type", string: "application/json"),
-        ]
+        NotificationEvent.headers(
+            eventID: eventID, type: granted ? grantedType : deniedType, time: time, source: source)
     }
 }
 

@@ -42,7 +42,7 @@ extension Worker {
         }
         let delivery = answer.deliveryStatus ?? (found.map { !$0.revoked } == true ? "DELIVERED" : "UNDELIVERED_OTHER")
         let body = answer.appleBody(deliveryStatus: delivery)
-        let granted = found?.event.flatMap { (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any] }
+        let granted = found?.grantedEvent
         var environment: AppleEnvironment = granted?["environment"] as? String == "Sandbox" ? .sandbox : .production
         let respondBy = found?.consumptionRespondBy
         var attempts = 0

@@ -69,11 +69,13 @@ extension Worker {
         // changed hands in between (the ledger says so): the event always names the order the ledger holds.
         let handled = await retrying("ledger_record", ticket, stage: metrics.ledgerRecord) {
             () async throws -> (NotificationRecord, granted: Bool) in
-            let grant = try await self.ledger.grant(purchaseID: purchaseID, transactionID: transactionID)
-                .flatMap { Self.sameEnvironment($0, notification) ? $0 : nil }
+            let found = try await self.ledger.grant(purchaseID: purchaseID, transactionID: transactionID)
+            let granted = found?.grantedEvent ?? [:]  // read once: environment, user, product, quantity
+            let grant = found.flatMap { Self.sameEnvironment(granted, notification) ? $0 : nil }
             let event = grant.map {
                 NotificationEvent(
-                    type: eventType, notification: notification, grant: Self.grantFields($0, transaction: signed))
+                    type: eventType, notification: notification,
+                    grant: Self.grantFields($0, granted, transaction: signed))
             }
             let record = try await self.ledger.recordNotification(
                 id: notification.id, change: change, event: event?.json, grantedOrder: grant?.orderID)
@@ -106,9 +108,8 @@ extension Worker {
 
     /// A Sandbox notification is about a Sandbox grant, a Production one about a Production grant (the same
     /// transaction id in the other environment is another purchase). A grant whose event says nothing passes.
-    static func sameEnvironment(_ grant: GrantRecord, _ notification: AppleNotification) -> Bool {
-        let stored = grant.event.flatMap { (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any] }
-        guard let granted = stored?["environment"] as? String, let environment = notification.environment else {
+    static func sameEnvironment(_ stored: [String: Any], _ notification: AppleNotification) -> Bool {
+        guard let granted = stored["environment"] as? String, let environment = notification.environment else {
             return true
         }
         return granted == environment.rawValue
@@ -124,11 +125,19 @@ extension Worker {
 
     /// The granted order's user, product and quantity, from the grant's stored event; Apple's transaction
     /// (and no user id) for a grant recorded before the ledger kept events.
-    static func grantFields(_ grant: GrantRecord, transaction: JWSTransaction) -> NotificationEvent.Grant {
-        let stored = grant.event.flatMap { (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any] } ?? [:]
-        return NotificationEvent.Grant(
+    static func grantFields(_ grant: GrantRecord, _ stored: [String: Any], transaction: JWSTransaction)
+        -> NotificationEvent.Grant
+    {
+        NotificationEvent.Grant(
             orderID: grant.orderID, userID: stored["user_id"] as? String ?? "",
             productID: stored["product_id"] as? String ?? transaction.productId ?? "",
             quantity: stored["quantity"] as? Int ?? transaction.quantity ?? 1)
+    }
+}
+
+extension GrantRecord {
+    /// The grant's event as published (empty for a grant recorded before the ledger kept events).
+    var grantedEvent: [String: Any] {
+        event.flatMap { (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any] } ?? [:]
     }
 }

@@ -28,10 +28,10 @@ enum NotificationsCommand {
             Array(arguments.dropFirst()), valued: Options.configurationOptions.union(["--since", "--until"]),
             flags: ["--dry-run"])
         guard let sinceText = options.value("--since") else { throw UsageError("--since is required") }
-        guard let since = parseTime(sinceText) else { throw UsageError("--since must be an RFC 3339 time") }
+        guard let since = RFC3339.parse(sinceText) else { throw UsageError("--since must be an RFC 3339 time") }
         let until =
             try options.value("--until").map {
-                guard let time = parseTime($0) else { throw UsageError("--until must be an RFC 3339 time") }
+                guard let time = RFC3339.parse($0) else { throw UsageError("--until must be an RFC 3339 time") }
                 return time
             } ?? Date()
         guard since < until else { throw UsageError("--since must be before --until") }
@@ -120,13 +120,5 @@ enum NotificationsCommand {
                     for: configuration.retry.delay(afterAttempts: attempts, retryAfter: error.retryDelay))
             }
         }
-    }
-
-    static func parseTime(_ text: String) -> Date? {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.date(from: text)
     }
 }
