@@ -189,12 +189,14 @@ struct NotificationEndToEndTests {
         let uuid = try await harness.admin.notify("refund", ["transaction_id": other.transactionID])
         _ = await eventually(timeout: .seconds(30)) {
             let sent = try? await harness.admin.notifications().first { $0["notification_uuid"] as? String == uuid }
-            return (sent?["attempts"] as? [[String: Any]])?.first?["status"] as? Int == 400
+            return (sent?["attempts"] as? [[String: Any]] ?? []).contains { $0["status"] as? Int == 400 }
         }
-        let attempts =
-            try await harness.admin.notifications().first { $0["notification_uuid"] as? String == uuid }?[
-                "attempts"] as? [[String: Any]]
-        #expect(attempts?.first?["status"] as? Int == 400)
+        // Every attempt the receiver answered was a 400 (on a loaded machine one may time out on the
+        // simulator's side first, recorded without a status).
+        let statuses =
+            (try await harness.admin.notifications().first { $0["notification_uuid"] as? String == uuid }?[
+                "attempts"] as? [[String: Any]] ?? []).compactMap { $0["status"] as? Int }
+        #expect(!statuses.isEmpty && statuses.allSatisfy { $0 == 400 }, "\(statuses)")
         // A payload re-signed by someone else: the signature does not verify.
         let signed = try #require(
             try await harness.admin.notifications().first?["signed_payload"] as? String)
