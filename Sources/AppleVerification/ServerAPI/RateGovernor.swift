@@ -4,8 +4,8 @@ import Synchronization
 /// Apple's App Store Server API limits requests per app, endpoint and environment (50 a second in
 /// Production for Get Transaction Info, a tenth in Sandbox) and answers 429 past it. Left to themselves, a
 /// thousand jobs in flight each discover the limit alone and turn a spike into a 429 storm. The governor
-/// keeps each lane (endpoint and environment; apps later) to at most its rate in any second, bursts of one
-/// second's worth included, and a 429 pauses the whole lane until its `Retry-After`, not only the job that
+/// keeps each lane (endpoint and environment; apps later) to at most its rate in any second, its requests
+/// spaced evenly (a burst of a second's worth at once would turn 50 ms of jitter into a second's excess), and a 429 pauses the whole lane until its `Retry-After`, not only the job that
 /// met it. Waiting is not an attempt: nothing is sent, nothing fails.
 public final class RateGovernor: Sendable {
     public struct Lane: Hashable, Sendable, CustomStringConvertible {
@@ -22,15 +22,21 @@ public final class RateGovernor: Sendable {
     public typealias Observer = @Sendable (_ lane: Lane, _ waited: Duration, _ paused: Bool) -> Void
 
     private struct LaneState {
-        /// The start times given out for the last `rate` requests, oldest first: a new one starts no
-        /// sooner than one second after the oldest of them.
-        var starts: [ContinuousClock.Instant] = []
+        /// The earliest start the next waiter may be given: starts are handed out in order, spaced evenly
+        /// (``spacing`` over the rate apart), so a stall of some milliseconds moves a request or two between
+        /// Apple's seconds, never a second's burst.
+        var nextStart: ContinuousClock.Instant?
+        /// When the last `rate` requests were let go, oldest first. A waiter woken late (a busy machine wakes
+        /// many sleepers together) goes only if fewer than `rate` went in the last second; otherwise it
+        /// queues again. This, not the schedule, is what keeps a lane under Apple's limit.
+        var released: [ContinuousClock.Instant] = []
         var pausedUntil: ContinuousClock.Instant?
     }
 
-    /// A second, and 50 ms for the network: requests spaced by exactly a second leave the worker on time but
-    /// may reach Apple closer together, and count as a second's worth too many.
-    static let window = Duration.milliseconds(1_050)
+    /// A second, and 50 ms for the network's jitter: the schedule's spacing is this over the rate.
+    static let spacing = Duration.milliseconds(1_050)
+    /// Apple's second: at most `rate` requests are let go in any such window.
+    static let second = Duration.seconds(1)
 
     /// Requests a second of a Production lane; a Sandbox lane gets a tenth (at least 1).
     public let productionRate: Int
@@ -47,33 +53,42 @@ public final class RateGovernor: Sendable {
 
     public func rate(of lane: Lane) -> Int { lane.sandbox ? max(1, productionRate / 10) : productionRate }
 
-    /// Waits until `lane` may send one request; returns how long it waited. Start times are handed out in
-    /// order, so waiters are served first come, first served; one woken into a pause that began after it
-    /// took its time takes a new one.
+    /// Waits until `lane` may send one request; returns how long it waited. Waiters are given start times
+    /// in order, so they are served first come, first served; one that wakes into a pause that began after
+    /// it took its time, or with a second's worth already sent, takes a new one.
     @discardableResult
     public func acquire(_ lane: Lane) async -> Duration {
         let began = ContinuousClock.now
         let rate = rate(of: lane)
+        var notBefore = began
         while true {
             let now = ContinuousClock.now
             let start = lanes.withLock { lanes -> ContinuousClock.Instant in
                 var state = lanes[lane] ?? LaneState()
-                var start = max(now, state.pausedUntil ?? now)
-                if state.starts.count >= rate {
-                    start = max(start, state.starts[state.starts.count - rate] + Self.window)
-                }
-                state.starts.append(start)
-                if state.starts.count > rate { state.starts.removeFirst(state.starts.count - rate) }
+                let start = max(now, notBefore, state.pausedUntil ?? now, state.nextStart ?? now)
+                state.nextStart = start + Self.spacing / rate
                 lanes[lane] = state
                 return start
             }
             if start > now { try? await Task.sleep(until: start) }
-            let pausedSince = lanes.withLock { $0[lane]?.pausedUntil }.map { $0 > ContinuousClock.now } ?? false
-            if !pausedSince || Task.isCancelled {
+            let refusedUntil = lanes.withLock { lanes -> ContinuousClock.Instant? in
+                let now = ContinuousClock.now
+                var state = lanes[lane] ?? LaneState()
+                if let paused = state.pausedUntil, paused > now { return paused }
+                if state.released.count >= rate, let oldest = state.released.first, now - oldest < Self.second {
+                    return oldest + Self.second
+                }
+                state.released.append(now)
+                if state.released.count > rate { state.released.removeFirst(state.released.count - rate) }
+                lanes[lane] = state
+                return nil
+            }
+            guard let refusedUntil, !Task.isCancelled else {
                 let waited = ContinuousClock.now - began
                 observer?(lane, waited, false)
                 return waited
             }
+            notBefore = refusedUntil
         }
     }
 
