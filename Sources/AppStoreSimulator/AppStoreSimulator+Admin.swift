@@ -22,8 +22,10 @@ extension AppStoreSimulator {
     ///   PUT  /admin/faults {latency_ms, latency_jitter_ms, error_rate, error_status, status_21005_rate,
     ///        rate_limit_rate, retry_after_seconds, retry_after_header, garbage_rate, drop_rate, outage_start_in_ms,
     ///        outage_seconds, outage_mode}
+    ///   POST /admin/apps {bundle_id, app_apple_id, shared_secret, released (true)}: another app (Server API
+    ///        tokens, limits, notifications and history are per app; an unreleased app's Production token: 401)
     ///   GET  /admin/stats → requests per endpoint; GET /admin/stats/times → when each Server API request
-    ///   was taken, per environment and endpoint (ms)
+    ///   was taken, per environment and endpoint (ms), another app's lanes suffixed `@bundle_id`
     func admin(_ request: ServerRequest, segments: [String]) -> ServerReply {
         let body = (try? JSONSerialization.jsonObject(with: request.body) as? [String: Any]) ?? [:]
         switch (request.method, segments) {
@@ -76,6 +78,8 @@ extension AppStoreSimulator {
             }
             state.withLock { $0.faults = plan }
             return .json(200, (try? JSONEncoder().encode(plan)) ?? Data("{}".utf8))
+        case ("POST", ["apps"]):
+            return addApp(body)
         case ("GET", ["stats"]):
             return .json(200, Self.json(state.withLock { $0.requests }))
         case ("GET", ["stats", "times"]):

@@ -172,10 +172,12 @@ extension AppStoreSimulator {
     ) -> ServerReply {
         let now = Date()
         let uuid = UUID().uuidString.lowercased()
-        let (settings, appAppleID) = state.withLock { ($0.notifications, $0.appAppleID) }
+        let bundleID = purchase?.bundleID ?? configuration.bundleID
+        let settings = state.withLock { $0.notifications }
+        // The purchase's app's id (an app the simulator does not know: the default app's).
+        let appAppleID = app(bundleID)?.appAppleID ?? state.withLock { $0.appAppleID }
         var data = NotificationData(
-            appAppleId: appAppleID, bundleId: purchase?.bundleID ?? configuration.bundleID, bundleVersion: "1",
-            environment: environment)
+            appAppleId: appAppleID, bundleId: bundleID, bundleVersion: "1", environment: environment)
         data.consumptionRequestReason = consumptionRequestReason
         let signedPayload: String
         do {
@@ -207,7 +209,8 @@ extension AppStoreSimulator {
         }
         sender.send(
             NotificationRecord(
-                sequence: sequence, uuid: uuid, type: type, subtype: subtype, environment: environment,
+                sequence: sequence, uuid: uuid, bundleID: data.bundleId, type: type, subtype: subtype,
+                environment: environment,
                 transactionID: purchase?.transactionID, originalTransactionID: purchase?.originalTransactionID,
                 signedDate: now, signedPayload: signedPayload),
             settings: settings)
@@ -251,7 +254,9 @@ extension AppStoreSimulator {
     /// first, `history_page_size` (20) a page. The token names the last notification returned, so every
     /// notification comes exactly once across pages, whatever is sent in between.
     func notificationHistory(_ request: ServerRequest, role: String) -> ServerReply {
-        guard authorized(request) else { return .respond(status: 401, headers: [], body: Data(), after: .zero) }
+        guard let app = authorizedApp(request, role: role) else {
+            return .respond(status: 401, headers: [], body: Data(), after: .zero)
+        }
         guard let body = try? JSONDecoder().decode(NotificationHistoryRequest.self, from: request.body) else {
             return .json(400, Self.error(4000000, "Bad request."))
         }
@@ -295,7 +300,9 @@ extension AppStoreSimulator {
         let pageSize = state.withLock { $0.notifications.historyPageSize }
         let matching = sender.records.filter { record in
             let signed = Self.milliseconds(record.signedDate)
-            guard record.environment == role, record.sequence > after, signed >= startDate, signed < endDate else {
+            guard record.environment == role, record.bundleID == app.bundleID, record.sequence > after,
+                signed >= startDate, signed < endDate
+            else {
                 return false
             }
             if let type = body.notificationType, record.type != type { return false }
@@ -328,7 +335,9 @@ extension AppStoreSimulator {
     /// with Apple's validation; 202 with an empty body when accepted, and the body is kept for
     /// GET /admin/consumption.
     func sendConsumption(_ request: ServerRequest, role: String, id: String) -> ServerReply {
-        guard authorized(request) else { return .respond(status: 401, headers: [], body: Data(), after: .zero) }
+        guard let app = authorizedApp(request, role: role) else {
+            return .respond(status: 401, headers: [], body: Data(), after: .zero)
+        }
         guard !id.isEmpty, id.count <= 64, id.allSatisfy({ $0.isASCII && $0.isNumber }) else {
             return .json(400, Self.error(4000006, "Invalid transaction id."))
         }
@@ -375,7 +384,7 @@ extension AppStoreSimulator {
                     4000000, "Invalid request. The consumption percentage must be zero for this delivery status."))
         }
         let purchase = state.withLock { $0.purchases[id] }
-        guard let purchase, purchase.environment == role else {
+        guard let purchase, purchase.environment == role, purchase.bundleID == app.bundleID else {
             return .json(404, Self.error(4040010, "Transaction id not found."))
         }
         if purchase.kind == .subscription, percentage != nil {

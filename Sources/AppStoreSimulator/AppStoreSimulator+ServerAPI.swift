@@ -7,12 +7,15 @@ extension AppStoreSimulator {
     /// aud, bid, iat/exp at most 60 minutes apart and not expired), then answers `signedTransactionInfo`.
     /// A bad token gets 401 with an empty body, as Apple's does.
     func transactionInfo(_ request: ServerRequest, role: String, id: String) -> ServerReply {
-        guard authorized(request) else { return .respond(status: 401, headers: [], body: Data(), after: .zero) }
+        guard let app = authorizedApp(request, role: role) else {
+            return .respond(status: 401, headers: [], body: Data(), after: .zero)
+        }
         guard !id.isEmpty, id.allSatisfy(\.isNumber) else {
             return .json(400, Self.error(4000006, "Invalid transaction id."))
         }
         let purchase = state.withLock { $0.purchases[id] }
-        guard let purchase, purchase.environment == role else {
+        // Another app's transaction is not found, as at Apple: each app sees its own.
+        guard let purchase, purchase.environment == role, purchase.bundleID == app.bundleID else {
             return .json(404, Self.error(4040010, "Transaction id not found."))
         }
         guard let signed = try? signedTransaction(purchase) else {
@@ -50,30 +53,38 @@ extension AppStoreSimulator {
     }
 
     /// Whether the request carries a bearer token Apple would accept.
-    func authorized(_ request: ServerRequest) -> Bool {
-        guard let authorization = request.headers["authorization"], authorization.hasPrefix("Bearer ") else {
-            return false
-        }
-        return validToken(String(authorization.dropFirst("Bearer ".count)))
+    func authorized(_ request: ServerRequest, role: String = "Production") -> Bool {
+        authorizedApp(request, role: role) != nil
     }
 
-    private func validToken(_ token: String) -> Bool {
+    /// The app whose bearer token the request carries, when Apple would accept it: signed with the key, the
+    /// claims in order, `bid` a known app; in Production, an app with a released version (before its first
+    /// release Apple answers 401 there, and only Sandbox works).
+    func authorizedApp(_ request: ServerRequest, role: String) -> SimulatedApp? {
+        guard let authorization = request.headers["authorization"], authorization.hasPrefix("Bearer "),
+            let bid = validToken(String(authorization.dropFirst("Bearer ".count))), let app = app(bid)
+        else { return nil }
+        return app.released || role != "Production" ? app : nil
+    }
+
+    /// The token's `bid` when its signature and claims hold.
+    private func validToken(_ token: String) -> String? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3,
             let headerData = Base64URL.decode(parts[0]), let payloadData = Base64URL.decode(parts[1]),
             let signature = Base64URL.decode(parts[2]),
             let header = try? JSONSerialization.jsonObject(with: headerData) as? [String: Any],
             let claims = try? JSONSerialization.jsonObject(with: payloadData) as? [String: Any]
-        else { return false }
+        else { return nil }
         let signingInput = Array("\(parts[0]).\(parts[1])".utf8)
         let signed = signingInput.withUnsafeBytes { apiKey.verifyES256(signature: signature, message: $0) }
         let now = Date().timeIntervalSince1970
         guard signed, header["alg"] as? String == "ES256", header["kid"] as? String == configuration.apiKeyID,
             claims["iss"] as? String == configuration.apiIssuerID, claims["aud"] as? String == "appstoreconnect-v1",
-            claims["bid"] as? String == configuration.bundleID,
+            let bid = claims["bid"] as? String,
             let issuedAt = (claims["iat"] as? NSNumber)?.doubleValue,
             let expires = (claims["exp"] as? NSNumber)?.doubleValue
-        else { return false }
-        return expires > now && issuedAt <= now + 60 && expires - issuedAt <= 3600
+        else { return nil }
+        return expires > now && issuedAt <= now + 60 && expires - issuedAt <= 3600 ? bid : nil
     }
 }

@@ -21,7 +21,8 @@ extension AppStoreSimulator {
             return .json(
                 200, Self.encode(StatusOnly(status: record.environment == "Sandbox" ? 21007 : 21008, environment: nil)))
         }
-        if let secret = configuration.sharedSecret, !record.ios6, body.password != secret {
+        // The receipt's app's shared secret (an app the simulator does not know has none).
+        if let secret = app(record.bundleID)?.sharedSecret, !record.ios6, body.password != secret {
             return .json(200, Self.encode(StatusOnly(status: 21004, environment: role)))
         }
         if record.ios6, let purchase = purchases.first {

@@ -44,6 +44,8 @@ public final class AppStoreSimulator: Sendable {
         var served: [String: [Int64]] = [:]
         var notifications = NotificationSettings()
         var appAppleID: Int64 = 0
+        /// Apps besides the default one, by bundle id.
+        var apps: [String: SimulatedApp] = [:]
         var nextNotification = 0
         var consumption: [ConsumptionRecord] = []
     }
@@ -123,7 +125,10 @@ public final class AppStoreSimulator: Sendable {
         } else {
             return .json(404, Self.error(4040000, "not found"))
         }
-        let lane = "\(first).\(endpoint)"
+        // Apple's limits are per app: the default app's lane is `production.transactionInfo`, another's
+        // `production.transactionInfo@com.other.game`.
+        let bid = endpoint == "verifyReceipt" ? nil : Self.tokenBundleID(request)
+        let lane = "\(first).\(endpoint)" + (bid.map { $0 == configuration.bundleID ? "" : "@\($0)" } ?? "")
         let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
         let (faults, limitedUntil) = state.withLock { state -> (FaultPlan, Int64?) in
             state.requests[lane, default: 0] += 1

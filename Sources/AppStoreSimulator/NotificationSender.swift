@@ -29,6 +29,8 @@ struct NotificationRecord: Sendable {
     /// Order of creation: Get Notification History pages by it.
     let sequence: Int
     let uuid: String
+    /// The app it is about: Get Notification History answers an app's token with that app's only.
+    let bundleID: String
     let type: String
     let subtype: String?
     let environment: String

@@ -39,12 +39,17 @@ struct AppleNotification: Sendable {
     }
 
     /// `body`: the HTTP request body Apple sends, `{"signedPayload": "<JWS>"}`.
-    static func verify(body: Data, with verifier: SignedDataVerifier) -> Verification {
+    /// The verifier is the app's the payload names (`data.bundleId`; section 8 of docs/contract.md), which
+    /// then checks that bundle id with the signature.
+    static func verify(body: Data, apps: AppleApps) -> Verification {
         // The job parser's scanner, not JSONDecoder: a third of the receiver's time went to decoding the
         // envelope's few kilobytes; and a key given twice is refused rather than read one of two ways.
         let signed = JSONObjectScanner.members(Array(body))?.filter { $0.key == "signedPayload" }
         guard let signed, signed.count == 1, let jws = JSONObjectScanner.decodeString(signed[0].raw) else {
             return .rejected("the body is not {\"signedPayload\": \"...\"}")
+        }
+        guard let verifier = apps.app(forNotification: jws)?.verifier.signedData else {
+            return .rejected("the notification names a bundle id no configured app has")
         }
         do {
             let payload = try verifier.verifyNotification(jws)
@@ -110,8 +115,8 @@ public enum BackfilledNotification {
         case rejected(String)
     }
 
-    public static func verify(body: Data, verifier: SignedDataVerifier) -> Outcome {
-        switch AppleNotification.verify(body: body, with: verifier) {
+    public static func verify(body: Data, apps: AppleApps) -> Outcome {
+        switch AppleNotification.verify(body: body, apps: apps) {
         case .verified(let notification):
             return .verified(
                 Record(

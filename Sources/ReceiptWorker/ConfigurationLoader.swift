@@ -21,23 +21,31 @@ public enum ConfigurationLoader {
 
     /// Every key `build` accepts besides `kafka.*` (and the two `kafka.*` keys every deployment sets).
     /// config/worker.properties shows each one; a test holds the two together.
-    public static let documentedKeys = [
-        "topics.jobs", "topics.results", "topics.retries", "topics.dlq", "topics.notifications", "topics.consumption",
-        "jobs.max_bytes", "apple.bundle_id", "apple.app_apple_id", "notifications.listen",
-        "apple.allow_sandbox", "apple.allow_insecure_urls", "apple.transaction_id_requires_account_token",
-        "apple.verify_receipt.production_url",
-        "apple.verify_receipt.sandbox_url",
-        "apple.shared_secret",
-        "apple.shared_secret_file", "apple.api.production_url", "apple.api.sandbox_url", "apple.api.key_id",
-        "apple.api.issuer_id",
-        "apple.api.private_key_file", "apple.api.max_requests_per_second", "apple.api.max_lane_pause_ms",
-        "apple.root_certificates", "ledger.url", "ledger.url_file", "ledger.pool_size",
-        "ledger.schema", "ledger.results_retention_days",
-        "worker.max_in_flight", "worker.max_in_flight_bytes",
-        "worker.drain_timeout_ms", "worker.stall_timeout_ms", "retry.max_attempts", "retry.initial_backoff_ms",
-        "retry.max_backoff_ms",
-        "http.timeout_ms",
-        "http.ca_file", "events.source", "metrics.listen", "kafka.bootstrap.servers", "kafka.group.id",
+    public static let documentedKeys =
+        [
+            "topics.jobs", "topics.results", "topics.retries", "topics.dlq", "topics.notifications",
+            "topics.consumption",
+            "jobs.max_bytes", "apple.bundle_id", "apple.app_apple_id", "notifications.listen",
+            "apple.allow_sandbox", "apple.allow_insecure_urls", "apple.transaction_id_requires_account_token",
+            "apple.verify_receipt.production_url",
+            "apple.verify_receipt.sandbox_url",
+            "apple.shared_secret",
+            "apple.shared_secret_file", "apple.api.production_url", "apple.api.sandbox_url", "apple.api.key_id",
+            "apple.api.issuer_id",
+            "apple.api.private_key_file", "apple.api.max_requests_per_second", "apple.api.max_lane_pause_ms",
+            "apple.root_certificates", "ledger.url", "ledger.url_file", "ledger.pool_size",
+            "ledger.schema", "ledger.results_retention_days",
+            "worker.max_in_flight", "worker.max_in_flight_bytes",
+            "worker.drain_timeout_ms", "worker.stall_timeout_ms", "retry.max_attempts", "retry.initial_backoff_ms",
+            "retry.max_backoff_ms",
+            "http.timeout_ms",
+            "http.ca_file", "events.source", "metrics.listen", "kafka.bootstrap.servers", "kafka.group.id",
+        ] + appKeys.map { "apps.NAME.\($0)" }
+
+    /// The keys of each further app, after `apps.NAME.` (docs/contract.md section 8).
+    static let appKeys = [
+        "bundle_id", "app_apple_id", "allow_sandbox", "shared_secret", "shared_secret_file", "api.key_id",
+        "api.issuer_id", "api.private_key_file",
     ]
 
     public static func load(
@@ -101,7 +109,7 @@ public enum ConfigurationLoader {
     /// paths, which are not secret.
     public static func printable(_ key: String, _ value: String) -> String? {
         if key.hasSuffix("_file") { return value }
-        if key == "apple.shared_secret" { return nil }
+        if key == "apple.shared_secret" || key.hasPrefix("apps.") && key.hasSuffix(".shared_secret") { return nil }
         if key.hasPrefix("kafka.") && KafkaError.isSensitiveProperty(String(key.dropFirst(6))) { return nil }
         if key == "ledger.url" && WorkerConfiguration.withoutPassword(value) != value { return nil }
         return value
@@ -196,6 +204,7 @@ public enum ConfigurationLoader {
         var apiKeyFileGiven = false
         var allowInsecureURLs = false
         var rootFiles: [String]?
+        var apps: [String: AppSettings] = [:]
         for (key, value) in properties {
             func integer(_ range: ClosedRange<Int>) throws -> Int {
                 guard let number = Int(value), range.contains(number) else {
@@ -224,12 +233,7 @@ public enum ConfigurationLoader {
             case "topics.dlq": configuration.topics.dlq = try nonEmpty(key, value)
             case "topics.notifications": configuration.topics.notifications = try nonEmpty(key, value)
             case "topics.consumption": configuration.topics.consumption = try nonEmpty(key, value)
-            case "apple.app_apple_id":
-                guard let id = Int64(value), id > 0 else {
-                    throw ConfigurationError(
-                        key: key, reason: "must be the app's numeric Apple id (a positive integer)")
-                }
-                configuration.apple.appAppleID = id
+            case "apple.app_apple_id": configuration.apple.appAppleID = try appAppleID(key, value)
             case "notifications.listen": configuration.notificationsListen = try listenAddress(key, value)
             case "jobs.max_bytes": configuration.jobsMaxBytes = try integer(1_024...10_485_760)
             case "apple.bundle_id": configuration.apple.bundleID = try nonEmpty(key, value)
@@ -282,6 +286,8 @@ public enum ConfigurationLoader {
             case "http.ca_file": configuration.httpCAFile = try readable(key, value)
             case "events.source": configuration.eventSource = try nonEmpty(key, value)
             case "metrics.listen": configuration.metricsListen = try listenAddress(key, value)
+            case _ where key.hasPrefix("apps."):
+                try appSetting(key, value, into: &apps, purpose: purpose)
             case _ where key.hasPrefix("kafka.") && key.hasSuffix("_file") && key.count > 11:
                 // A secret librdkafka reads as a value (sasl.password, ssl.key.password, ...), kept in a file.
                 configuration.kafka[String(key.dropFirst(6).dropLast(5))] = try read(key, value).trimmingCharacters(
@@ -326,6 +332,8 @@ public enum ConfigurationLoader {
                 key: "apple.app_apple_id",
                 reason: "is required with notifications.listen: Production notifications must name this app")
         }
+        configuration.apps = try apps.keys.sorted().map { try apps[$0]!.app(name: $0, purpose: purpose) }
+        try checkApps(configuration, purpose: purpose)
         if configuration.retry.initialBackoff > configuration.retry.maxBackoff {
             throw ConfigurationError(key: "retry.initial_backoff_ms", reason: "must not exceed retry.max_backoff_ms")
         }
@@ -336,6 +344,110 @@ public enum ConfigurationLoader {
                 reason: "apple.api.key_id, apple.api.issuer_id and apple.api.private_key_file go together")
         }
         return configuration
+    }
+
+    /// One app's keys as read, before the files they name are read and the whole is checked.
+    private struct AppSettings {
+        var settings: [String: String] = [:]
+
+        func app(name: String, purpose: Purpose) throws -> WorkerConfiguration.App {
+            var app = WorkerConfiguration.App(name: name)
+            let prefix = "apps.\(name)."
+            app.bundleID = settings["bundle_id"] ?? ""
+            guard !app.bundleID.isEmpty || purpose != .worker else {
+                throw ConfigurationError(key: prefix + "bundle_id", reason: "is required for every app")
+            }
+            app.appAppleID = try settings["app_apple_id"].map { try appAppleID(prefix + "app_apple_id", $0) }
+            app.allowSandbox = settings["allow_sandbox"] == "true"
+            app.sharedSecret = settings["shared_secret"].flatMap { $0.isEmpty ? nil : $0 }
+            app.apiKeyID = settings["api.key_id"]
+            app.apiIssuerID = settings["api.issuer_id"]
+            let given = [app.apiKeyID != nil, app.apiIssuerID != nil, settings["api.private_key_file"] != nil]
+            if given.contains(true) && given.contains(false) {
+                throw ConfigurationError(
+                    key: prefix + "api.key_id",
+                    reason: "\(prefix)api.key_id, \(prefix)api.issuer_id and \(prefix)api.private_key_file go together")
+            }
+            guard purpose == .worker else { return app }
+            // Files are read only by the worker: the tools never call Apple.
+            if let path = settings["shared_secret_file"] {
+                app.sharedSecret = try read(prefix + "shared_secret_file", path)
+                    .trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            if let path = settings["api.private_key_file"] {
+                app.apiPrivateKeyPEM = try read(prefix + "api.private_key_file", path)
+            }
+            return app
+        }
+    }
+
+    /// `apps.NAME.FIELD=value`: NAME checked, FIELD known, the value of the right kind.
+    private static func appSetting(
+        _ key: String, _ value: String, into apps: inout [String: AppSettings], purpose: Purpose
+    )
+        throws
+    {
+        let rest = key.dropFirst("apps.".count)
+        guard let dot = rest.firstIndex(of: ".") else {
+            throw ConfigurationError(
+                key: key, reason: "unknown key: apps.NAME.FIELD, FIELD one of \(appKeys.joined(separator: ", "))")
+        }
+        let name = String(rest[..<dot])
+        let field = String(rest[rest.index(after: dot)...])
+        guard !name.isEmpty, name.count <= 32,
+            name.utf8.allSatisfy({ byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                    || byte == UInt8(ascii: "_")
+            })
+        else {
+            throw ConfigurationError(key: key, reason: "the app's name must be 1 to 32 of a-z, 0-9 and _")
+        }
+        guard name != "default" else {
+            throw ConfigurationError(key: key, reason: "default is the app of apple.*: give this app another name")
+        }
+        guard appKeys.contains(field) else {
+            let known = appKeys.map { "apps.\(name).\($0)" }
+            let near = known.map { ($0, editDistance(key, $0)) }.min { $0.1 < $1.1 }
+            let hint = near.flatMap { $0.1 <= 2 ? "; did you mean \($0.0)?" : nil } ?? ""
+            throw ConfigurationError(key: key, reason: "unknown key" + hint)
+        }
+        switch field {
+        case "bundle_id": _ = try nonEmpty(key, value)
+        case "allow_sandbox":
+            guard ["true", "false"].contains(value.lowercased()) else {
+                throw ConfigurationError(key: key, reason: "must be true or false")
+            }
+        case "app_apple_id": _ = try appAppleID(key, value)
+        case "api.key_id", "api.issuer_id": _ = try nonEmpty(key, value)
+        default: break
+        }
+        apps[name, default: AppSettings()].settings[field] = field == "allow_sandbox" ? value.lowercased() : value
+    }
+
+    /// Every app's bundle id is its own, and each can take notifications when the receiver listens.
+    private static func checkApps(_ configuration: WorkerConfiguration, purpose: Purpose) throws {
+        guard purpose == .worker else { return }
+        var owners: [[UInt8]: String] = [Array(configuration.apple.bundleID.utf8): "the default app (apple.bundle_id)"]
+        for app in configuration.apps {
+            if let owner = owners[Array(app.bundleID.utf8)] {
+                throw ConfigurationError(
+                    key: "apps.\(app.name).bundle_id", reason: "\(app.bundleID) is already the bundle id of \(owner)")
+            }
+            owners[Array(app.bundleID.utf8)] = "app \(app.name)"
+            if configuration.notificationsListen != nil && app.appAppleID == nil {
+                throw ConfigurationError(
+                    key: "apps.\(app.name).app_apple_id",
+                    reason: "is required with notifications.listen: Production notifications must name this app")
+            }
+        }
+    }
+
+    private static func appAppleID(_ key: String, _ value: String) throws -> Int64 {
+        guard let id = Int64(value), id > 0 else {
+            throw ConfigurationError(key: key, reason: "must be the app's numeric Apple id (a positive integer)")
+        }
+        return id
     }
 
     /// `host:port` with an IPv4 host, `localhost`, or none (every interface).

@@ -16,6 +16,8 @@ struct ConsumptionAnswer: Sendable, Equatable {
     /// 0 to 100.
     var consumptionPercentage: Double?
     var refundPreference: String?
+    /// Which configured app's purchase (its credentials answer); nil: the app it was granted for.
+    var bundleID: String? = nil
 
     struct Malformed: Error, Equatable {
         let reason: String
@@ -52,11 +54,16 @@ struct ConsumptionAnswer: Sendable, Equatable {
                 Malformed(
                     reason: "refund_preference must be one of \(refundPreferences.sorted().joined(separator: ", "))"))
         }
+        if let bundle = wire.bundleID, !(1...255).contains(bundle.utf8.count) || JobParser.hasControlCharacters(bundle)
+        {
+            return .failure(
+                Malformed(reason: "bundle_id must be a string of 1 to 255 bytes without control characters"))
+        }
         return .success(
             ConsumptionAnswer(
                 transactionID: id, customerConsented: consented, sampleContentProvided: sample,
                 deliveryStatus: wire.deliveryStatus, consumptionPercentage: wire.consumptionPercentage,
-                refundPreference: wire.refundPreference))
+                refundPreference: wire.refundPreference, bundleID: wire.bundleID))
     }
 
     /// Apple's `ConsumptionRequest` body (Send Consumption Information): percentages in milliunits.
@@ -86,11 +93,13 @@ struct ConsumptionAnswer: Sendable, Equatable {
         let deliveryStatus: String?
         let consumptionPercentage: Double?
         let refundPreference: String?
+        let bundleID: String?
 
         enum CodingKeys: String, CodingKey {
             case transactionID = "transaction_id", customerConsented = "customer_consented"
             case sampleContentProvided = "sample_content_provided", deliveryStatus = "delivery_status"
             case consumptionPercentage = "consumption_percentage", refundPreference = "refund_preference"
+            case bundleID = "bundle_id"
         }
     }
 }

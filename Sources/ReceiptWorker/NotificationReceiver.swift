@@ -62,7 +62,7 @@ public final class NotificationReceiver: Sendable {
 extension Worker {
     /// One notification at the receiver: the HTTP status and a short text for it.
     func receiveNotification(body: Data, deadline: Duration) async -> (Int, String) {
-        switch AppleNotification.verify(body: body, with: apple.signedData) {
+        switch AppleNotification.verify(body: body, apps: apps) {
         case .rejected(let reason):
             let counter = metrics.notificationReceived(type: "unverified", outcome: "rejected")
             counter.increment()

@@ -15,7 +15,8 @@ public struct ReceiptJob: Sendable, Equatable {
     /// The id the app reported; beside a receipt it selects the entry to check.
     public var transactionID: String?
     public var submittedAt: Date?
-
+    /// Which configured app the purchase is for (`bundle_id`); nil: the default app.
+    public var bundleID: String? = nil
 }
 
 /// The outcome of reading one message of the jobs topic.
@@ -134,6 +135,13 @@ public enum JobParser {
             return invalid(
                 "give one of receipt, signed_transaction or transaction_id (transaction_id may go beside receipt)")
         }
+        var bundleID: String?
+        if object["bundle_id"] != nil && !(object["bundle_id"] is NSNull) {
+            guard let text = text(object, "bundle_id", 1...255) else {
+                return invalid("bundle_id must be a string of 1 to 255 bytes without control characters")
+            }
+            bundleID = text
+        }
         var submittedAt: Date?
         if let raw = object["submitted_at"], !(raw is NSNull) {
             guard let text = raw as? String, let date = RFC3339.parse(text) else {
@@ -144,7 +152,8 @@ public enum JobParser {
         return .job(
             ReceiptJob(
                 jobID: jobID, orderID: orderID, userID: userID, productID: productID, quantity: quantity,
-                appAccountToken: token, proof: proof, transactionID: transactionID, submittedAt: submittedAt))
+                appAccountToken: token, proof: proof, transactionID: transactionID, submittedAt: submittedAt,
+                bundleID: bundleID))
     }
 
     private static func text(_ object: [String: Any], _ key: String, _ bytes: ClosedRange<Int>) -> String? {

@@ -25,6 +25,8 @@ public struct ResultEvent: Sendable, Equatable {
     public var attempts: Int
     /// For people; never a receipt, a token or a secret.
     public var detail: String?
+    /// The app the job was verified for (its `bundle_id`, or the default app's); nil for a malformed job.
+    public var bundleID: String? = nil
 
     /// Stable ids: every grant of one (order, transaction) has the same id, whichever job produced it;
     /// any other decision is identified by its job, so a re-delivered job repeats its id.
@@ -44,7 +46,8 @@ public struct ResultEvent: Sendable, Equatable {
         out += ",\"product_id\":\(string(productID)),\"quantity\":\(quantity)"
         out +=
             ",\"transaction_id\":\(string(transactionID)),\"original_transaction_id\":\(string(originalTransactionID))"
-        out += ",\"environment\":\(string(environment)),\"purchase_date\":\(time(purchaseDate))"
+        out += ",\"environment\":\(string(environment)),\"bundle_id\":\(string(bundleID))"
+        out += ",\"purchase_date\":\(time(purchaseDate))"
         out += ",\"expires_date\":\(time(expiresDate)),\"verified_at\":\(time(verifiedAt)),\"attempts\":\(attempts)"
         out += ",\"detail\":\(string(detail))}"
         return Data(out.utf8)

@@ -24,12 +24,6 @@ extension Worker {
                 "consumption answer without the player's consent: not sent", ["transaction_id": answer.transactionID])
             return .answered
         }
-        guard let api = apple.api else {
-            return await deadLetter(
-                ticket, reason: "consumption_not_sent",
-                error: "no App Store Server API key is configured (apple.api.*)",
-                attempts: 0)
-        }
         let found: GrantRecord?
         switch await retrying(
             "ledger_lookup", ticket, stage: metrics.ledgerLookup,
@@ -40,9 +34,22 @@ extension Worker {
         case .failure(let failure):
             return await deadLetter(ticket, reason: "consumption_not_sent", error: failure.reason, attempts: 0)
         }
+        // The answer goes with the app's credentials: the one it names, else the one the purchase was granted
+        // for, else the default app.
+        let granted = found?.grantedEvent
+        let bundleID = answer.bundleID ?? granted?["bundle_id"] as? String
+        guard let app = apps.app(bundleID: bundleID) else {
+            return await deadLetter(
+                ticket, reason: "consumption_not_sent",
+                error: "no configured app has bundle_id \(bundleID ?? "")", attempts: 0)
+        }
+        guard let api = app.verifier.api else {
+            return await deadLetter(
+                ticket, reason: "consumption_not_sent",
+                error: "no App Store Server API key is configured for app \(app.name) (apple.api.*)", attempts: 0)
+        }
         let delivery = answer.deliveryStatus ?? (found.map { !$0.revoked } == true ? "DELIVERED" : "UNDELIVERED_OTHER")
         let body = answer.appleBody(deliveryStatus: delivery)
-        let granted = found?.grantedEvent
         var environment: AppleEnvironment = granted?["environment"] as? String == "Sandbox" ? .sandbox : .production
         let respondBy = found?.consumptionRespondBy
         var attempts = 0
@@ -66,7 +73,7 @@ extension Worker {
                         ["transaction_id": answer.transactionID, "delivery_status": delivery])
                     return await markAnswered(ticket, answer.transactionID)
                 case .refused(_, let code)
-                where code == 4040010 && environment == .production && configuration.apple.allowSandbox:
+                where code == 4040010 && environment == .production && api.configuration.allowSandbox:
                     environment = .sandbox  // not a production transaction: a sandbox one, where allowed
                 case .refused(let status, let code):
                     metrics.consumptionAnswer("refused").increment()

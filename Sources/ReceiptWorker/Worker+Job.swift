@@ -91,13 +91,19 @@ extension Worker {
             return await publishResult(ticket, stored, key: job.orderID) ? .answered : .redeliver
         }
         var attempts = 0
+        guard let app = apps.app(bundleID: job.bundleID) else {
+            // Never sent to Apple with another app's credentials: no app here sells this purchase.
+            let verdict = AppleVerdict.rejected(
+                .bundleMismatch, detail: "no configured app has the job's bundle_id \(job.bundleID ?? "")")
+            return await decide(job, ticket: ticket, outcome: OrderChecks.evaluate(job, verdict: verdict), attempts: 0)
+        }
         let verdict: AppleVerdict
         while true {
             await breaker.waitUntilCallsAllowed()
             if mustLetGo(ticket) { return .redeliver }
             let before = attempts
             do {
-                verdict = try await apple.verify(job.proof, attempts: &attempts)
+                verdict = try await app.verifier.verify(job.proof, attempts: &attempts)
                 breaker.record(success: true)
                 break
             } catch {
@@ -120,13 +126,15 @@ extension Worker {
                 let delay = configuration.retry.delay(afterAttempts: attempts, retryAfter: appleError?.retryDelay)
                 logger.debug(
                     "Apple transient failure; retrying",
-                    ["job_id": job.jobID, "attempts": String(attempts), "error": "\(error)"])
+                    ["job_id": job.jobID, "app": app.name, "attempts": String(attempts), "error": "\(error)"])
                 try? await Task.sleep(for: delay)
                 if mustLetGo(ticket) { return .redeliver }
             }
         }
         let outcome = OrderChecks.evaluate(job, verdict: verdict)
-        logger.debug("job checked", ["job_id": job.jobID, "outcome": "\(outcome)", "attempts": String(attempts)])
+        logger.debug(
+            "job checked",
+            ["job_id": job.jobID, "app": app.name, "outcome": "\(outcome)", "attempts": String(attempts)])
         return await decide(job, ticket: ticket, outcome: outcome, attempts: attempts)
     }
 
@@ -161,7 +169,7 @@ extension Worker {
                 productID: job.productID, quantity: job.quantity, transactionID: transaction?.transactionID,
                 originalTransactionID: transaction?.originalTransactionID, environment: environment,
                 purchaseDate: transaction?.purchaseDate, expiresDate: transaction?.expiresDate, verifiedAt: now,
-                attempts: attempts, detail: detail)
+                attempts: attempts, detail: detail, bundleID: job.bundleID ?? apps.defaultApp.verifier.bundleID)
         }
         let recorded: Result<(json: Data, headers: [KafkaHeader]?)?, PermanentFailure>
         switch outcome {

@@ -12,7 +12,7 @@ extension Worker {
     /// backfills publish nothing new.
     func handleNotification(_ ticket: JobTicket) async -> JobEnd {
         let notification: AppleNotification
-        switch AppleNotification.verify(body: Data(ticket.message.value), with: apple.signedData) {
+        switch AppleNotification.verify(body: Data(ticket.message.value), apps: apps) {
         case .verified(let verified): notification = verified
         case .environmentNotAllowed(let type):
             metrics.notificationProcessed(type: type, outcome: "ignored").increment()

@@ -15,7 +15,8 @@ public final class Worker: Sendable {
     let consumer: KafkaConsumer
     let producer: KafkaProducer
     let ledger: any Ledger
-    let apple: AppleVerifier
+    /// The apps whose purchases this worker verifies (the default app first).
+    let apps: AppleApps
     let breaker = CircuitBreaker()
     let state = WorkerState()
     let slots: JobSlots
@@ -32,13 +33,13 @@ public final class Worker: Sendable {
 
     public init(
         configuration: WorkerConfiguration, consumer: KafkaConsumer, producer: KafkaProducer, ledger: any Ledger,
-        apple: AppleVerifier, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
+        apps: AppleApps, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
     ) {
         self.configuration = configuration
         self.consumer = consumer
         self.producer = producer
         self.ledger = ledger
-        self.apple = apple
+        self.apps = apps
         self.metrics = metrics
         self.logger = logger
         self.slots = JobSlots(jobs: configuration.maxInFlight, bytes: configuration.maxInFlightBytes)

@@ -8,9 +8,10 @@ import Observability
 public enum WorkerAssembly {
     public static func make(_ configuration: WorkerConfiguration, logger: Logger) async throws -> Worker {
         let metrics = WorkerMetrics()
-        let apple = try appleVerifier(
-            configuration, logger: logger, observer: { metrics.observeAppleCall($0, outcome: $1, duration: $2) },
-            laneObserver: { metrics.observeLane($0, waited: $1, paused: $2) })
+        let apps = try appleApps(
+            configuration, logger: logger,
+            observer: { app in { metrics.observeAppleCall(app: app, $0, outcome: $1, duration: $2) } },
+            laneObserver: { app in { metrics.observeLane(app: app, $0, waited: $1, paused: $2) } })
 
         let kafka = try kafkaConfigurations(configuration)
         let consumer = try KafkaConsumer(configuration: kafka.consumer, logger: logger)
@@ -18,17 +19,20 @@ public enum WorkerAssembly {
         let ledger = try await LedgerFactory.open(
             url: configuration.ledgerURL, poolSize: configuration.ledgerPoolSize, schema: configuration.ledgerSchema)
         return Worker(
-            configuration: configuration, consumer: consumer, producer: producer, ledger: ledger, apple: apple,
+            configuration: configuration, consumer: consumer, producer: producer, ledger: ledger, apps: apps,
             metrics: metrics,
             logger: logger)
     }
 
-    /// Apple's side: verifyReceipt, the App Store Server API (when a key is configured) and the verifier of
-    /// signed data, as the worker uses them (also for `notifications backfill`).
-    public static func appleVerifier(
-        _ configuration: WorkerConfiguration, logger: Logger, observer: AppleCallObserver? = nil,
-        laneObserver: RateGovernor.Observer? = nil
-    ) throws -> AppleVerifier {
+    /// Apple's side for every app: verifyReceipt, the App Store Server API (when the app has a key, its
+    /// own or the default app's) and the verifier of signed data, as the worker uses them (also for
+    /// `notifications backfill`). The apps share one HTTP client; each has its own rate governor, since
+    /// Apple's limits are per app.
+    public static func appleApps(
+        _ configuration: WorkerConfiguration, logger: Logger,
+        observer: (@Sendable (_ app: String) -> AppleCallObserver)? = nil,
+        laneObserver: (@Sendable (_ app: String) -> RateGovernor.Observer)? = nil
+    ) throws -> AppleApps {
         var http = HTTPClient.Configuration()
         http.caFile = configuration.httpCAFile
         // Apple speaks HTTP/2 (one connection carries many requests); over HTTP/1.1 each request in flight
@@ -36,22 +40,35 @@ public enum WorkerAssembly {
         // and 512 × 100 ms is still 5,000 requests a second.
         http.maxConnectionsPerHost = 512
         let client = HTTPClient(configuration: http, logger: logger)
+        return AppleApps(
+            try configuration.allApps.map { app in
+                AppleApp(
+                    name: app.name,
+                    verifier: try appleVerifier(
+                        app, configuration, http: client, observer: observer?(app.name),
+                        laneObserver: laneObserver?(app.name)))
+            })
+    }
 
+    private static func appleVerifier(
+        _ app: WorkerConfiguration.App, _ configuration: WorkerConfiguration, http client: HTTPClient,
+        observer: AppleCallObserver?, laneObserver: RateGovernor.Observer?
+    ) throws -> AppleVerifier {
         var receipts = VerifyReceiptClient.Configuration()
         receipts.productionURL = configuration.apple.verifyReceiptProductionURL
         receipts.sandboxURL = configuration.apple.verifyReceiptSandboxURL
-        receipts.sharedSecret = configuration.apple.sharedSecret
-        receipts.allowSandbox = configuration.apple.allowSandbox
+        receipts.sharedSecret = app.sharedSecret
+        receipts.allowSandbox = app.allowSandbox
         receipts.timeout = configuration.httpTimeout
         receipts.maximumRetryAfter = configuration.retry.maxBackoff
         receipts.observer = observer
 
         var api: AppStoreServerAPIClient?
-        if let tokens = try tokenIssuer(configuration) {
+        if let tokens = try tokenIssuer(app) {
             var apiConfiguration = AppStoreServerAPIClient.Configuration()
             apiConfiguration.productionURL = configuration.apple.apiProductionURL
             apiConfiguration.sandboxURL = configuration.apple.apiSandboxURL
-            apiConfiguration.allowSandbox = configuration.apple.allowSandbox
+            apiConfiguration.allowSandbox = app.allowSandbox
             apiConfiguration.timeout = configuration.httpTimeout
             apiConfiguration.maximumRetryAfter = configuration.retry.maxBackoff
             apiConfiguration.observer = observer
@@ -61,16 +78,18 @@ public enum WorkerAssembly {
             api = AppStoreServerAPIClient(configuration: apiConfiguration, tokens: tokens, http: client)
         }
         return AppleVerifier(
-            bundleID: configuration.apple.bundleID,
+            bundleID: app.bundleID,
             receipts: VerifyReceiptClient(configuration: receipts, http: client), api: api,
-            signedData: try signedDataVerifier(configuration))
+            signedData: try signedDataVerifier(app, configuration))
     }
 
     /// Builds everything ``make(_:logger:)`` builds short of connecting (the librdkafka configurations, the
     /// API key, the root certificates), failing the same way: for `check-config`.
     public static func validate(_ configuration: WorkerConfiguration) throws {
-        _ = try tokenIssuer(configuration)
-        _ = try signedDataVerifier(configuration)
+        for app in configuration.allApps {
+            _ = try tokenIssuer(app)
+            _ = try signedDataVerifier(app, configuration)
+        }
         let kafka = try kafkaConfigurations(configuration)
         do {
             try kafka.consumer.validate()
@@ -80,28 +99,36 @@ public enum WorkerAssembly {
         }
     }
 
-    static func tokenIssuer(_ configuration: WorkerConfiguration) throws -> APITokenIssuer? {
-        guard let keyID = configuration.apple.apiKeyID, let issuerID = configuration.apple.apiIssuerID,
-            let pem = configuration.apple.apiPrivateKeyPEM
-        else { return nil }
+    /// The app's API token issuer (its JWT's `bid` is the app's bundle id); nil without a key.
+    static func tokenIssuer(_ app: WorkerConfiguration.App) throws -> APITokenIssuer? {
+        guard let keyID = app.apiKeyID, let issuerID = app.apiIssuerID, let pem = app.apiPrivateKeyPEM else {
+            return nil
+        }
         do {
-            return try APITokenIssuer(
-                privateKeyPEM: pem, keyID: keyID, issuerID: issuerID, bundleID: configuration.apple.bundleID)
+            return try APITokenIssuer(privateKeyPEM: pem, keyID: keyID, issuerID: issuerID, bundleID: app.bundleID)
         } catch {
-            throw ConfigurationError(key: "apple.api.private_key_file", reason: "not a PEM elliptic-curve private key")
+            throw ConfigurationError(
+                key: appKey(app, "api.private_key_file"), reason: "not a PEM elliptic-curve private key")
         }
     }
 
-    static func signedDataVerifier(_ configuration: WorkerConfiguration) throws -> SignedDataVerifier {
+    static func signedDataVerifier(_ app: WorkerConfiguration.App, _ configuration: WorkerConfiguration) throws
+        -> SignedDataVerifier
+    {
         var signed = SignedDataVerifier.Configuration(
-            rootCertificates: configuration.apple.rootCertificates, bundleID: configuration.apple.bundleID)
-        signed.allowedEnvironments = configuration.apple.allowSandbox ? [.production, .sandbox] : [.production]
-        signed.appAppleID = configuration.apple.appAppleID
+            rootCertificates: configuration.apple.rootCertificates, bundleID: app.bundleID)
+        signed.allowedEnvironments = app.allowSandbox ? [.production, .sandbox] : [.production]
+        signed.appAppleID = app.appAppleID
         do {
             return try SignedDataVerifier(configuration: signed)
         } catch {
             throw ConfigurationError(key: "apple.root_certificates", reason: error.reason)
         }
+    }
+
+    /// `apple.KEY` for the default app, `apps.NAME.KEY` for another (the default app's key when it has none).
+    private static func appKey(_ app: WorkerConfiguration.App, _ key: String) -> String {
+        app.name == "default" ? "apple.\(key)" : "apps.\(app.name).\(key)"
     }
 
     static func kafkaConfigurations(_ configuration: WorkerConfiguration) throws -> (

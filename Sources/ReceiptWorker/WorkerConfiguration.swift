@@ -51,8 +51,51 @@ public struct WorkerConfiguration: Sendable {
         public var apiMaxLanePause: Duration = .seconds(300)
     }
 
+    /// An app besides the default one (`apps.NAME.*`, docs/contract.md section 8). The URLs, roots, rate
+    /// limits and policies of `apple.*` apply to every app.
+    public struct App: Sendable, Equatable {
+        /// NAME: a-z, 0-9 and _, in metrics and logs. The default app's is `default`.
+        public var name: String
+        /// Which jobs (`bundle_id`) and notifications (`bundleId`) are this app's. Required.
+        public var bundleID = ""
+        public var appAppleID: Int64?
+        public var allowSandbox = false
+        /// This app's shared secret; an app without one has none (they are per app).
+        public var sharedSecret: String?
+        /// This app's own API key; nil: the default app's (one key serves every app of an account).
+        public var apiKeyID: String?
+        public var apiIssuerID: String?
+        public var apiPrivateKeyPEM: String?
+
+        public init(name: String) { self.name = name }
+    }
+
     public var topics = Topics()
     public var apple = Apple()
+    /// `apps.NAME.*`, by name.
+    public var apps: [App] = []
+
+    /// Every app, the default first: the default app from `apple.*`, then `apps.*` in name order, each with
+    /// the default app's API key when it has none of its own.
+    public var allApps: [App] {
+        var defaultApp = App(name: "default")
+        defaultApp.bundleID = apple.bundleID
+        defaultApp.appAppleID = apple.appAppleID
+        defaultApp.allowSandbox = apple.allowSandbox
+        defaultApp.sharedSecret = apple.sharedSecret
+        defaultApp.apiKeyID = apple.apiKeyID
+        defaultApp.apiIssuerID = apple.apiIssuerID
+        defaultApp.apiPrivateKeyPEM = apple.apiPrivateKeyPEM
+        return [defaultApp]
+            + apps.sorted { $0.name < $1.name }.map { app in
+                guard app.apiKeyID == nil else { return app }
+                var app = app
+                app.apiKeyID = apple.apiKeyID
+                app.apiIssuerID = apple.apiIssuerID
+                app.apiPrivateKeyPEM = apple.apiPrivateKeyPEM
+                return app
+            }
+    }
     /// `jobs.max_bytes`. Default: 262,144.
     public var jobsMaxBytes = 262_144
     /// `ledger.url`. Default: sqlite:receipt-worker.sqlite.
@@ -134,6 +177,8 @@ extension WorkerConfiguration {
     static let alternatives = [
         "ledger.url": "ledger.url_file", "ledger.url_file": "ledger.url",
         "apple.shared_secret": "apple.shared_secret_file", "apple.shared_secret_file": "apple.shared_secret",
+        "apps.NAME.shared_secret": "apps.NAME.shared_secret_file",
+        "apps.NAME.shared_secret_file": "apps.NAME.shared_secret",
     ]
 
     /// `postgresql://user:secret@host/db?password=secret` → `postgresql://user:<set>@host/db?password=<set>`.

@@ -109,7 +109,7 @@ public final class WorkerMetrics: Sendable {
             "verify_receipt_production", "verify_receipt_sandbox", "transaction_info_production",
             "transaction_info_sandbox",
         ] {
-            _ = appleHistogram(call: call, outcome: "ok")
+            _ = appleHistogram(app: "default", call: call, outcome: "ok")
         }
     }
 
@@ -168,12 +168,15 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// For ``RateGovernor/Observer``: waits for a lane, and its pauses (Apple's 429s).
-    func observeLane(_ lane: RateGovernor.Lane, waited: Duration, paused: Bool) {
-        let labels: Labels = ["endpoint": lane.endpoint, "environment": lane.sandbox ? "sandbox" : "production"]
+    func observeLane(app: String, _ lane: RateGovernor.Lane, waited: Duration, paused: Bool) {
+        let labels: Labels = [
+            "app": app, "endpoint": lane.endpoint, "environment": lane.sandbox ? "sandbox" : "production",
+        ]
         if paused {
             registry.counter(
                 "receipt_worker_apple_lane_pauses_total",
-                help: "Apple's 429s, each pausing its lane (endpoint, environment) until Retry-After.", labels: labels
+                help: "Apple's 429s, each pausing its lane (app, endpoint, environment) until Retry-After.",
+                labels: labels
             ).increment()
         } else {
             registry.histogram(
@@ -185,14 +188,14 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// For ``AppleCallObserver``.
-    func observeAppleCall(_ call: String, outcome: String, duration: Duration) {
-        appleHistogram(call: call, outcome: outcome).observe(duration)
+    func observeAppleCall(app: String, _ call: String, outcome: String, duration: Duration) {
+        appleHistogram(app: app, call: call, outcome: outcome).observe(duration)
     }
 
-    private func appleHistogram(call: String, outcome: String) -> Histogram {
+    private func appleHistogram(app: String, call: String, outcome: String) -> Histogram {
         registry.histogram(
             "receipt_worker_apple_request_duration_seconds",
-            help: "HTTP calls to Apple, by endpoint (and environment) and outcome.",
-            buckets: Self.appleBuckets, labels: ["endpoint": call, "outcome": outcome])
+            help: "HTTP calls to Apple, by app, endpoint (and environment) and outcome.",
+            buckets: Self.appleBuckets, labels: ["app": app, "endpoint": call, "outcome": outcome])
     }
 }

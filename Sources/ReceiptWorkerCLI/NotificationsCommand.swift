@@ -40,68 +40,87 @@ enum NotificationsCommand {
             throw UsageError("--since must be within the last 180 days: Apple keeps no older notification history")
         }
         let configuration = try options.configuration(purpose: .worker)
-        let apple = try WorkerAssembly.appleVerifier(configuration, logger: ToolKafka.logger)
-        guard let api = apple.api else {
+        let apps = try WorkerAssembly.appleApps(configuration, logger: ToolKafka.logger)
+        guard apps.all.contains(where: { $0.verifier.api != nil }) else {
             throw ConfigurationError(
                 key: "apple.api.key_id", reason: "notifications backfill needs the App Store Server API key")
         }
         let dryRun = options.has("--dry-run")
         let producer = dryRun ? nil : try ToolKafka.producer(configuration)
-        var environments: [AppleEnvironment] = [.production]
-        if configuration.apple.allowSandbox { environments.append(.sandbox) }
         var failed = false
-        for environment in environments {
-            var pageFailed = false
-            var summary: [String: Int] = [:]
-            var counts = (read: 0, produced: 0, skipped: 0, rejected: 0)
-            var page: String?
-            repeat {
-                let history: AppStoreServerAPIClient.NotificationHistoryPage
-                do {
-                    history = try await fetch(api, environment, since, until, page, configuration)
-                } catch {
-                    complain("\(environment.rawValue): Get Notification History failed: \(error)")
-                    failed = true
-                    pageFailed = true
-                    break
-                }
-                for signed in history.signedPayloads {
-                    counts.read += 1
-                    let body = Data("{\"signedPayload\":\(JSONString.quote(signed))}".utf8)
-                    switch BackfilledNotification.verify(body: body, verifier: apple.signedData) {
-                    case .rejected(let reason):
-                        counts.rejected += 1
-                        complain("a notification does not verify: \(reason)")
-                    case .skipped:
-                        counts.skipped += 1
-                    case .verified(let record):
-                        summary[record.type, default: 0] += 1
-                        guard let producer else { continue }
-                        do {
-                            _ = try await producer.send(
-                                KafkaProducerMessage(
-                                    topic: configuration.topics.notifications, key: Array(record.key.utf8),
-                                    value: Array(body), headers: record.headers))
-                            counts.produced += 1
-                        } catch {
-                            complain("the broker did not take a notification: \(error)")
-                            failed = true
-                        }
-                    }
-                }
-                page = history.nextPage
-            } while page != nil && !pageFailed
-            // A notification that does not verify is Apple's and ours (a wrong apple.app_apple_id, roots):
-            // the run failed to bring it in.
-            if counts.rejected > 0 { failed = true }
-            emit(
-                "\(environment.rawValue): \(counts.read) notification(s) read, \(counts.produced) produced"
-                    + (dryRun ? " (dry run)" : "") + ", \(counts.skipped) skipped (environment not accepted),"
-                    + " \(counts.rejected) not verified")
-            for (type, count) in summary.sorted(by: { $0.key < $1.key }) { emit("  \(type): \(count)") }
+        // Every app's history: each app's token (its bundle id) reads that app's notifications only.
+        for (app, settings) in zip(apps.all, configuration.allApps) {
+            guard let api = app.verifier.api else {
+                complain("app \(app.name): no App Store Server API key: its history is not read")
+                failed = true
+                continue
+            }
+            var environments: [AppleEnvironment] = [.production]
+            if settings.allowSandbox { environments.append(.sandbox) }
+            for environment in environments {
+                let lane = apps.all.count > 1 ? "\(app.name) \(environment.rawValue)" : environment.rawValue
+                let outcome = await backfill(
+                    api, environment, since, until, apps: apps, producer: producer, configuration)
+                failed = failed || outcome.failed
+                let counts = outcome.counts
+                emit(
+                    "\(lane): \(counts.read) notification(s) read, \(counts.produced) produced"
+                        + (dryRun ? " (dry run)" : "") + ", \(counts.skipped) skipped (environment not accepted),"
+                        + " \(counts.rejected) not verified")
+                for (type, count) in outcome.summary.sorted(by: { $0.key < $1.key }) { emit("  \(type): \(count)") }
+            }
         }
         await producer?.close()
         return failed ? 1 : 0
+    }
+
+    /// One app's history of one environment, every page, each notification verified and (unless a dry run)
+    /// produced. A page that cannot be read, a notification that does not verify (Apple's and ours: a wrong
+    /// app id, roots) or one the broker does not take fails the run.
+    private static func backfill(
+        _ api: AppStoreServerAPIClient, _ environment: AppleEnvironment, _ since: Date, _ until: Date,
+        apps: AppleApps, producer: KafkaProducer?, _ configuration: WorkerConfiguration
+    ) async -> (failed: Bool, counts: (read: Int, produced: Int, skipped: Int, rejected: Int), summary: [String: Int]) {
+        var failed = false
+        var summary: [String: Int] = [:]
+        var counts = (read: 0, produced: 0, skipped: 0, rejected: 0)
+        var page: String?
+        repeat {
+            let history: AppStoreServerAPIClient.NotificationHistoryPage
+            do {
+                history = try await fetch(api, environment, since, until, page, configuration)
+            } catch {
+                complain("\(environment.rawValue): Get Notification History failed: \(error)")
+                return (true, counts, summary)
+            }
+            for signed in history.signedPayloads {
+                counts.read += 1
+                let body = Data("{\"signedPayload\":\(JSONString.quote(signed))}".utf8)
+                switch BackfilledNotification.verify(body: body, apps: apps) {
+                case .rejected(let reason):
+                    counts.rejected += 1
+                    failed = true
+                    complain("a notification does not verify: \(reason)")
+                case .skipped:
+                    counts.skipped += 1
+                case .verified(let record):
+                    summary[record.type, default: 0] += 1
+                    guard let producer else { continue }
+                    do {
+                        _ = try await producer.send(
+                            KafkaProducerMessage(
+                                topic: configuration.topics.notifications, key: Array(record.key.utf8),
+                                value: Array(body), headers: record.headers))
+                        counts.produced += 1
+                    } catch {
+                        complain("the broker did not take a notification: \(error)")
+                        failed = true
+                    }
+                }
+            }
+            page = history.nextPage
+        } while page != nil
+        return (failed, counts, summary)
     }
 
     /// One page, retried on Apple's transient failures as the worker retries (`retry.*`).

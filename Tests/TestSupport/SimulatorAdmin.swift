@@ -29,6 +29,12 @@ public struct SimulatorAdmin: Sendable {
         return try JSONDecoder().decode(Purchase.self, from: response.body)
     }
 
+    /// Another app the simulator sells for (POST /admin/apps).
+    public func addApp(_ fields: [String: Any]) async throws {
+        let response = try await post("/admin/apps", fields)
+        guard response.status == 200 else { throw TestSupportError("POST /admin/apps answered \(response.status)") }
+    }
+
     public func refund(transactionID: String) async throws {
         _ = try await post("/admin/refunds", ["transaction_id": transactionID])
     }

@@ -42,7 +42,7 @@ import Testing
         #expect(text.contains("receipt_worker_dlq_messages_total{reason=\"malformed_job\"} 1\n"))
         #expect(
             text.contains(
-                "receipt_worker_apple_request_duration_seconds_count{endpoint=\"verify_receipt_production\",outcome=\"ok\"} 1\n"
+                "receipt_worker_apple_request_duration_seconds_count{app=\"default\",endpoint=\"verify_receipt_production\",outcome=\"ok\"} 1\n"
             ))
         #expect(text.contains("receipt_worker_circuit_state{state=\"closed\"} 1\n"))
         #expect(text.contains("receipt_worker_ledger_up 1\n"))

@@ -1,0 +1,151 @@
+import AppStoreSimulator
+import Foundation
+import HTTPClient
+import ReceiptWorker
+import TestSupport
+import Testing
+
+/// Two games in one worker (docs/contract.md section 8): each app's purchases verified with its own
+/// credentials, routed by the job's `bundle_id`, and its own lane under Apple's rate limit.
+@Suite("Many apps in one worker", .timeLimit(.minutes(3)))
+struct ManyAppsEndToEndTests {
+    static let second = "com.example.second"
+    static let secondAppleID: Int64 = 2_222_222_222
+
+    /// A harness whose worker knows the default app (com.example) and `apps.second`, which has its own shared
+    /// secret and uses the default app's API key; the simulator sells for both.
+    static func twoApps(_ configure: @escaping (inout WorkerConfiguration) -> Void = { _ in }) async throws
+        -> WorkerHarness
+    {
+        let harness = try await WorkerHarness(notifications: true) { configuration in
+            configuration.apple.transactionIDRequiresAccountToken = false
+            var app = WorkerConfiguration.App(name: "second")
+            app.bundleID = Self.second
+            app.appAppleID = Self.secondAppleID
+            app.sharedSecret = "second-secret"
+            configuration.apps = [app]
+            configure(&configuration)
+        }
+        try await harness.admin.addApp([
+            "bundle_id": Self.second, "app_apple_id": Self.secondAppleID, "shared_secret": "second-secret",
+        ])
+        return harness
+    }
+
+    @Test("each app's receipts, signed transactions and transaction ids are granted with its own credentials")
+    func eachAppWithItsCredentials() async throws {
+        let harness = try await Self.twoApps()
+        let mine = try await harness.purchase(["product_id": "gems_100"])
+        let theirs = try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second])
+        let theirsToo = try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second])
+        let theirsThree = try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second])
+        try await harness.submit(job("a-receipt", order: "a-1", product: "gems_100", ["receipt": mine.receipt]))
+        // The second app's receipt needs its own shared secret (the simulator answers 21004 to another's).
+        try await harness.submit(
+            job("b-receipt", order: "b-1", product: "coins_5", ["receipt": theirs.receipt, "bundle_id": Self.second]))
+        try await harness.submit(
+            job(
+                "b-signed", order: "b-2", product: "coins_5",
+                ["signed_transaction": theirsToo.signedTransaction, "bundle_id": Self.second]))
+        // Get Transaction Info with a token whose bid is the second app's: the default app's would get a 404.
+        try await harness.submit(
+            job(
+                "b-id", order: "b-3", product: "coins_5",
+                ["transaction_id": theirsThree.transactionID, "bundle_id": Self.second]))
+        for id in ["a-receipt", "b-receipt", "b-signed", "b-id"] {
+            let result = await harness.result(jobID: id)
+            #expect(result?["decision"] as? String == "grant", "\(id): \(result ?? [:])")
+        }
+        #expect(await harness.result(jobID: "a-receipt")?["bundle_id"] as? String == "com.example")
+        #expect(await harness.result(jobID: "b-id")?["bundle_id"] as? String == Self.second)
+        let metrics = harness.worker.metrics.registry.render()
+        #expect(metrics.contains("app=\"second\""), "Apple's calls for the second app carry its name")
+        await harness.stop()
+    }
+
+    @Test("a job naming one app with another app's purchase, or a bundle id no app has, is bundle_mismatch")
+    func wrongApp() async throws {
+        let harness = try await Self.twoApps()
+        let mine = try await harness.purchase(["product_id": "gems_100"])
+        let theirs = try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second])
+        let theirsSigned = try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second])
+        let requestsBefore = try await harness.admin.appleRequests()
+        // No bundle_id: the default app; the signed transaction is the second app's.
+        try await harness.submit(
+            job("no-bundle", order: "o-1", product: "coins_5", ["signed_transaction": theirs.signedTransaction]))
+        // The second app named (its shared secret sent), the default app's receipt given: Apple's answer names
+        // the default app.
+        try await harness.submit(
+            job(
+                "receipt-crossed", order: "o-5", product: "gems_100",
+                ["receipt": mine.receipt, "bundle_id": Self.second]))
+        // The second app named, the default app's signed transaction given.
+        try await harness.submit(
+            job(
+                "crossed", order: "o-2", product: "gems_100",
+                ["signed_transaction": mine.signedTransaction, "bundle_id": Self.second]))
+        // The default app named explicitly, the second app's signed transaction given.
+        try await harness.submit(
+            job(
+                "crossed-2", order: "o-3", product: "coins_5",
+                ["signed_transaction": theirsSigned.signedTransaction, "bundle_id": "com.example"]))
+        // A bundle id no app has: never sent to Apple with anyone's credentials.
+        try await harness.submit(
+            job(
+                "unknown", order: "o-4", product: "gems_100",
+                ["receipt": mine.receipt, "bundle_id": "com.example.other"]))
+        for id in ["no-bundle", "receipt-crossed", "crossed", "crossed-2", "unknown"] {
+            let result = await harness.result(jobID: id)
+            #expect(result?["decision"] as? String == "deny", "\(id)")
+            #expect(result?["reason"] as? String == "bundle_mismatch", "\(id): \(result?["detail"] ?? "")")
+        }
+        // One verifyReceipt call (receipt-crossed); signed transactions are checked locally; unknown calls nobody.
+        #expect(try await harness.admin.appleRequests() - requestsBefore == 1)
+        await harness.stop()
+    }
+
+    @Test("a 429 burst on one app's lane pauses that lane only: the other app's jobs go on at once")
+    func lanesPerApp() async throws {
+        // Apple (the simulator) allows 5 a second per app; the worker is told 50: the second app's burst meets
+        // 429s and pauses its lane.
+        let harness = try await Self.twoApps()
+        try await harness.faults(["rate_limit_per_second": 5])
+        var burst: [String] = []
+        for _ in 0..<40 {
+            burst.append(try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second]).transactionID)
+        }
+        var mine: [String] = []
+        for _ in 0..<3 { mine.append(try await harness.purchase(["product_id": "gems_100"]).transactionID) }
+        for (index, id) in burst.enumerated() {
+            try await harness.submit(
+                job(
+                    "b-\(index)", order: "b-\(index)", product: "coins_5",
+                    ["transaction_id": id, "bundle_id": Self.second]))
+        }
+        // Once the second app's lane has met Apple's limit, the default app's jobs come.
+        #expect(
+            await eventually(timeout: .seconds(20)) {
+                harness.worker.metrics.registry.render().contains(
+                    "receipt_worker_apple_lane_pauses_total{app=\"second\"")
+            })
+        let started = ContinuousClock.now
+        for (index, id) in mine.enumerated() {
+            try await harness.submit(
+                job("a-\(index)", order: "a-\(index)", product: "gems_100", ["transaction_id": id]))
+        }
+        for index in mine.indices {
+            #expect(await harness.result(jobID: "a-\(index)")?["decision"] as? String == "grant")
+        }
+        let mineDone = ContinuousClock.now - started
+        let all = await eventually(timeout: .seconds(60)) {
+            burst.indices.allSatisfy { harness.results(jobID: "b-\($0)").first?["decision"] as? String == "grant" }
+        }
+        #expect(all, "every job of the paused lane is granted once Apple takes it")
+        let burstDone = ContinuousClock.now - started
+        // 40 at 5 a second take 8 s; the default app's 3 must not queue behind them.
+        #expect(mineDone < burstDone, "the default app's jobs (\(mineDone)) finished before the burst (\(burstDone))")
+        let metrics = harness.worker.metrics.registry.render()
+        #expect(!metrics.contains("receipt_worker_apple_lane_pauses_total{app=\"default\""))
+        await harness.stop()
+    }
+}
