@@ -54,7 +54,7 @@ public struct LoadedConfiguration: Sendable {
         let set = Set(settings.map(\.key))
         lines += ["", "# ---- defaults ----"]
         let defaults = WorkerConfiguration.defaultProperties
-        for key in ConfigurationLoader.documentedKeys where !set.contains(key) {
+        for key in ConfigurationLoader.documentedKeys where !set.contains(key) && !key.hasPrefix("apps.NAME.") {
             if let alternative = WorkerConfiguration.alternatives[key], set.contains(alternative) {
                 lines.append("# \(key): from \(alternative)")
             } else if let value = defaults[key] ?? nil {
@@ -63,6 +63,8 @@ public struct LoadedConfiguration: Sendable {
                 lines.append("# \(key)=  (not set)")
             }
         }
+        lines.append(
+            "# apps.NAME.{\(ConfigurationLoader.appKeys.joined(separator: ","))}: another app (none has a default)")
         if let (consumer, producer) = try? WorkerAssembly.kafkaConfigurations(configuration) {
             for (client, properties) in [
                 ("consumer", try? consumer.effectiveProperties()), ("producer", try? producer.effectiveProperties()),

@@ -27,8 +27,9 @@ struct KafkaFailureTests {
         #expect(error?.code == .messageTimedOut)
         // librdkafka scans for expired messages periodically and the idempotent producer adds its own
         // broker-down handling, so the error comes some seconds after the 3 s timeout (7-9 s seen here).
-        // The bound shows the configured timeout governs: librdkafka's default would take over 30 s.
-        #expect(elapsed < .seconds(15), "took \(elapsed), delivery timeout 3 s")
+        // The bound shows the configured timeout governs: librdkafka's default (message.timeout.ms, 300 s)
+        // would take minutes. Loose, for a loaded CI machine (16 s seen there).
+        #expect(elapsed < .seconds(30), "took \(elapsed), delivery timeout 3 s")
         await producer.close(timeout: .seconds(1))
     }
 

@@ -66,6 +66,24 @@ struct JobParserTests {
         else { Issue.record("a NUL in order_id was accepted"); return }
     }
 
+    @Test(
+        "bundle_id names the app: absent or null is the default app; empty, too long, not a string or with a control character is malformed"
+    )
+    func bundleID() {
+        guard case .job(let named) = parse(#"{\#(base),"receipt":"QUJD","bundle_id":"com.example.puzzle"}"#),
+            case .job(let absent) = parse(#"{\#(base),"receipt":"QUJD","bundle_id":null}"#)
+        else { Issue.record("not a job"); return }
+        #expect(named.bundleID == "com.example.puzzle")
+        #expect(absent.bundleID == nil)
+        for bad in [#""""#, "\"\(String(repeating: "a", count: 256))\"", "7", #""com.x\n""#] {
+            guard case .invalidJob(_, let reason) = parse(#"{\#(base),"receipt":"QUJD","bundle_id":\#(bad)}"#) else {
+                Issue.record("bundle_id \(bad) was accepted")
+                continue
+            }
+            #expect(reason.contains("bundle_id"))
+        }
+    }
+
     @Test("a message over jobs.max_bytes is unreadable")
     func oversized() {
         guard

@@ -148,4 +148,52 @@ struct ManyAppsEndToEndTests {
         #expect(!metrics.contains("receipt_worker_apple_lane_pauses_total{app=\"default\""))
         await harness.stop()
     }
+
+    @Test(
+        "the second app's refund notification is checked with its settings and revokes its grant; its refund request is answered with its token"
+    )
+    func notificationsPerApp() async throws {
+        let harness = try await Self.twoApps()
+        let purchase = try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second])
+        let other = try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second])
+        for (order, transaction) in [("b-refund", purchase), ("b-request", other)] {
+            try await harness.submit(
+                job(
+                    order, order: order, product: "coins_5",
+                    ["signed_transaction": transaction.signedTransaction, "bundle_id": Self.second]))
+            #expect(await harness.result(jobID: order)?["decision"] as? String == "grant")
+        }
+        // Apple's notification names the second app (bundleId, appAppleId 2222222222): the default app's
+        // verifier would refuse it.
+        _ = try await harness.admin.notify("refund", ["transaction_id": purchase.transactionID])
+        #expect(
+            await eventually(timeout: .seconds(30)) {
+                harness.events(orderID: "b-refund").contains { $0["type"] as? String == "receipt.revoked" }
+            })
+        // The refund request is answered with the second app's token: the simulator knows the transaction only
+        // for the app it belongs to (another app's token gets 404, a dead letter).
+        _ = try await harness.admin.notify(
+            "consumption-request", ["transaction_id": other.transactionID, "reason": "UNINTENDED_PURCHASE"])
+        #expect(
+            await eventually(timeout: .seconds(30)) {
+                harness.events(orderID: "b-request").contains {
+                    $0["type"] as? String == "receipt.consumption_requested"
+                }
+            })
+        try await harness.answerConsumption([
+            "transaction_id": other.transactionID, "customer_consented": true, "sample_content_provided": false,
+        ])
+        #expect(await eventually(timeout: .seconds(30)) { (try? await harness.admin.consumptionAnswers().count) == 1 })
+        #expect(harness.deadLetters.isEmpty)
+        // A notification of a bundle id no app has is refused (400): an app the simulator knows, the worker not.
+        try await harness.admin.addApp(["bundle_id": "com.example.third", "app_apple_id": 3_333])
+        let stranger = try await harness.purchase(["product_id": "coins_5", "bundle_id": "com.example.third"])
+        _ = try await harness.admin.notify("refund", ["transaction_id": stranger.transactionID])
+        #expect(
+            await eventually(timeout: .seconds(30)) {
+                harness.worker.metrics.registry.render().contains(
+                    "receipt_worker_notifications_received_total{outcome=\"rejected\",type=\"unverified\"}")
+            })
+        await harness.stop()
+    }
 }
