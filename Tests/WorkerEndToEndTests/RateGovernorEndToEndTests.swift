@@ -79,7 +79,8 @@ struct RateGovernorEndToEndTests {
         let metrics = harness.worker.metrics.registry.render()
         #expect(
             metrics.contains(
-                "receipt_worker_apple_lane_pauses_total{app=\"default\",endpoint=\"transaction_info\",environment=\"production\"}"))
+                "receipt_worker_apple_lane_pauses_total{app=\"default\",endpoint=\"transaction_info\",environment=\"production\"}"
+            ))
         // Requests sent: the 40 that succeeded and the few that met the 429 before the lane paused, not 40 × 6.
         let sent = try await harness.admin.appleRequests()
         #expect(sent < 81, "\(sent) requests for 41 jobs")
