@@ -118,6 +118,7 @@ if ProcessInfo.processInfo.environment["RECEIPT_WORKER_FUZZ"] == "1" {
         ("FuzzAppReceipt", ["AppleVerification"], false),
         ("FuzzHTTPRequestParser", ["HTTPServerKit"], false),
         ("FuzzProperties", ["ReceiptWorker"], true),
+        ("FuzzConsumptionAnswer", ["ReceiptWorker"], true),
     ]
     // libFuzzer's driver, declared (it comes with no header); `-sanitize=fuzzer` links the library itself.
     package.targets.append(.systemLibrary(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"))

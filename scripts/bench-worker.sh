@@ -6,7 +6,9 @@
 #   scripts/bench-worker.sh [JOBS]      (default 50000)
 # For quicker runs while profiling: LEDGERS="postgresql" (one ledger), LATENCIES="100", NAIVE=no;
 # PERF=/tmp/worker records a perf profile of the worker during each burst (/tmp/worker-LEDGER-LATENCY.data);
-# PACED_DIVISOR=10 measures latency at a tenth of the throughput instead of half.
+# PACED_DIVISOR=10 measures latency at a tenth of the throughput instead of half; PROOF=signed_transaction
+# makes every job carry a signed transaction instead of a receipt; TWO_APPS=no skips the two-app,
+# rate-limited run (TWO_APP_JOBS per app, default 1500).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${1:-50000}"
@@ -123,7 +125,8 @@ kafka.heartbeat.interval.ms=500
 kafka.max.poll.interval.ms=10000
 metrics.listen=127.0.0.1:$metrics_port
 PROPS
-    "$bench" prepare --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" --jobs "$count" >/dev/null
+    "$bench" prepare --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" --jobs "$count" \
+        --proof "${PROOF:-receipt}" >/dev/null
     LOG_LEVEL=warning .build/release/receipt-worker run --config "$work/worker.properties" 2>"$work/worker.log" &
     worker_pid=$!
     local before; before="$(cpu_snapshot)"
@@ -143,7 +146,7 @@ PROPS
     if [ "$paced" = yes ]; then
         local rate; rate=$(( $(grep -oE '^[0-9]+' <<<"$throughput") / ${PACED_DIVISOR:-2} ))
         curl -s "http://127.0.0.1:$metrics_port/metrics" >"$work/metrics-before"
-        latency_line="$("$bench" paced --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" \
+        latency_line="$("$bench" paced --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" --proof "${PROOF:-receipt}" \
             --results "results-$suffix" --rate "$rate" --seconds 10)"
         curl -s "http://127.0.0.1:$metrics_port/metrics" >"$work/metrics-after"
         latency_line="$latency_line; in the worker $(worker_quantiles "$work/metrics-before" "$work/metrics-after" receipt_worker_job_duration_seconds)"
@@ -154,6 +157,70 @@ PROPS
     stop_sim
     services_stop
     echo "$throughput|$latency_line|$peak"
+}
+
+# Two apps under Apple's rate limit: the simulator answers 429 past 50 Get Transaction Info requests a second
+# per app and environment (Apple's limit), and the worker (one replica) is told the same limit. COUNT
+# transaction-id jobs of each app, queued together, at 100 ms of Apple latency, PostgreSQL.
+# Prints "jobs/s|lane: most requests in any second, requests, 429s; ...".
+two_apps() {
+    local count="$1"
+    SERVICES_DIR=""; services_start_kafka 2>/dev/null
+    services_start_postgres 2>/dev/null; pg_base="${POSTGRES_URL%/*}"
+    start_sim 100
+    curl -sf -X PUT "$sim/admin/faults" -d '{"latency_ms": 100, "rate_limit_per_second": 50}' >/dev/null
+    curl -sf -X POST "$sim/admin/apps" -d '{"bundle_id": "com.example.second", "app_apple_id": 2222222222}' >/dev/null
+    local suffix; suffix="$(date +%s%N)"
+    for topic in jobs results dlq; do
+        .deps/tools/tansu topic create "$topic-$suffix" --partitions 4 --broker "tcp://$KAFKA_BOOTSTRAP" >/dev/null
+    done
+    psql "$POSTGRES_URL" -qtAc "CREATE DATABASE bench_$suffix" >/dev/null
+    cat >"$work/worker.properties" <<PROPS
+apple.bundle_id=com.example
+apple.verify_receipt.production_url=$sim/production/verifyReceipt
+apple.verify_receipt.sandbox_url=$sim/sandbox/verifyReceipt
+apple.api.production_url=$sim/production
+apple.api.sandbox_url=$sim/sandbox
+apple.api.key_id=keyId
+apple.api.issuer_id=issuerId
+apple.api.private_key_file=$PWD/Tests/AppleClientTests/testSigningKey.p8
+apple.api.max_requests_per_second=50
+apple.transaction_id_requires_account_token=false
+apple.allow_insecure_urls=true
+apple.root_certificates=$work/root.pem
+apps.second.bundle_id=com.example.second
+ledger.url=$pg_base/bench_$suffix
+topics.jobs=jobs-$suffix
+topics.results=results-$suffix
+topics.dlq=dlq-$suffix
+kafka.bootstrap.servers=$KAFKA_BOOTSTRAP
+kafka.group.id=bench-$suffix
+PROPS
+    "$bench" prepare --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" --jobs "$count" \
+        --proof transaction_id --prefix a >/dev/null
+    "$bench" prepare --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" --jobs "$count" \
+        --proof transaction_id --bundle-id com.example.second --prefix b >/dev/null
+    LOG_LEVEL=warning .build/release/receipt-worker run --config "$work/worker.properties" 2>"$work/worker.log" &
+    worker_pid=$!
+    local throughput
+    throughput="$("$bench" drain --bootstrap "$KAFKA_BOOTSTRAP" --topic "results-$suffix" --jobs $((2 * count)))"
+    curl -s "$sim/admin/stats" >"$work/stats"
+    curl -s "$sim/admin/stats/times" >"$work/times"
+    kill -TERM "$worker_pid"; wait "$worker_pid" || true; worker_pid=""
+    stop_sim
+    services_stop
+    echo "$throughput|$(python3 - "$work/stats" "$work/times" <<'PY'
+import json, sys
+requests, times = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+parts = []
+for lane in sorted(times):
+    served = sorted(times[lane])
+    busiest = max((sum(1 for t in served[i:] if t - served[i] < 1000) for i in range(len(served))), default=0)
+    refused = requests.get(lane, 0) - len(served)
+    parts.append(f"{lane}: at most {busiest} requests in any second, {requests.get(lane, 0)} requests, {refused} answered 429")
+print("; ".join(parts))
+PY
+)"
 }
 
 echo "Worker benchmark: $jobs jobs per configuration, 4 partitions, worker.max_in_flight=1000, 2 cores shared by"
@@ -185,6 +252,15 @@ done
     echo "broker alone, two streams at once: $(cat "$work/hop-a") | $second"
     services_stop
 )
+if [ "${TWO_APPS:-yes}" = yes ]; then
+    echo
+    per_app="${TWO_APP_JOBS:-1500}"
+    echo "Two apps, $per_app transaction-id jobs each, Apple's limit of 50 requests a second per app enforced by the"
+    echo "simulator (429 past it) and configured in the worker (apple.api.max_requests_per_second=50), 100 ms, PostgreSQL:"
+    IFS='|' read -r throughput lanes <<<"$(two_apps "$per_app")"
+    echo "  $throughput"
+    tr ';' '\n' <<<"$lanes" | sed 's/^ */  /'
+fi
 [ "${NAIVE:-yes}" = no ] && exit 0
 echo
 echo "Naive design (worker.max_in_flight=1, one job at a time), PostgreSQL:"

@@ -2,7 +2,8 @@
 # libFuzzer targets (Fuzz/<Target>/main.swift) for the parsers that read what clients, Apple, proxies and files send.
 #   scripts/fuzz.sh [TARGET] [SECONDS]   each target, or TARGET alone, for SECONDS (default 60)
 #   scripts/fuzz.sh --ci                 each target for a fixed number of runs from a fixed seed
-# TARGET: JobParser, SignedData, VerifyReceiptResponse, AppReceipt, HTTPRequestParser, Properties.
+# TARGET: JobParser, SignedData, VerifyReceiptResponse, AppReceipt, HTTPRequestParser, Properties,
+# ConsumptionAnswer.
 # Prints executions, seconds and the verdict per target; exits 1 when any target crashed, with the crashing
 # input saved under Fuzz/Crashes/<Target>/. Replay one (the environment as set below):
 #   SWIFT_BACKTRACE=enable=no LSAN_OPTIONS=suppressions=Fuzz/lsan.supp .build-fuzz/debug/Fuzz<Target> FILE
@@ -21,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-targets=(JobParser SignedData VerifyReceiptResponse AppReceipt HTTPRequestParser Properties)
+targets=(JobParser SignedData VerifyReceiptResponse AppReceipt HTTPRequestParser Properties ConsumptionAnswer)
 scratch=.build-fuzz
 fixtures=Tests/AppleVerificationTests/Fixtures  # Apple's test vectors
 
@@ -34,6 +35,7 @@ max_len() {
     AppReceipt) echo 8192 ;;            # all fixture receipts but one (17 KB, cut short) fit; larger runs 3 times slower
     HTTPRequestParser) echo 2048 ;;
     Properties) echo 8192 ;;            # config/worker.properties is 5 KB
+    ConsumptionAnswer) echo 1024 ;;     # an answer is a few hundred bytes (16 KB at most)
     esac
 }
 
@@ -47,6 +49,7 @@ ci_runs() {
     AppReceipt) echo 10000 ;;
     HTTPRequestParser) echo 30000 ;;
     Properties) echo 2000 ;;
+    ConsumptionAnswer) echo 20000 ;;  # JSONDecoder per input
     esac
 }
 

@@ -103,7 +103,6 @@ extension AppStoreSimulator {
         }
         let now = Date()
         let ios6 = body["receipt_style"] as? String == "ios6"
-        let receiptToken = Data((0..<48).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
         let restoreOf = body["restore_of"] as? String
         let purchase = state.withLock { state -> Purchase? in
             state.nextTransaction += 1
@@ -120,8 +119,6 @@ extension AppStoreSimulator {
                     revocationPercentage: restored.revocationPercentage,
                     webOrderLineItemID: restored.webOrderLineItemID)
                 state.purchases[id] = purchase
-                state.receipts[receiptToken] = ReceiptRecord(
-                    environment: purchase.environment, bundleID: purchase.bundleID, transactionIDs: [id], ios6: ios6)
                 return purchase
             }
             let purchase = Purchase(
@@ -133,11 +130,27 @@ extension AppStoreSimulator {
                     ? now.addingTimeInterval(body["expires_in_seconds"] as? Double ?? 2_592_000) : nil,
                 revocationDate: nil, webOrderLineItemID: kind == .subscription ? id : nil)
             state.purchases[id] = purchase
-            state.receipts[receiptToken] = ReceiptRecord(
-                environment: environment, bundleID: purchase.bundleID, transactionIDs: [id], ios6: ios6)
             return purchase
         }
         guard let purchase else { return .json(404, Self.error(4040010, "restore_of: no such transaction")) }
+        // The receipt as Apple makes it: a PKCS#7 app receipt signed by the test chain (an iOS 6 one: a
+        // plist), known to verifyReceipt by its text.
+        let receiptToken: String
+        do {
+            receiptToken =
+                ios6
+                ? SimulatedReceipts.transactionReceipt(purchase)
+                : try SimulatedReceipts.appReceipt(
+                    bundleID: purchase.bundleID, purchases: [purchase], created: now, signer: receiptSigner)
+        } catch {
+            return .json(500, Self.error(5000000, "signing the receipt failed"))
+        }
+        state.withLock { state in
+            state.receipts[receiptToken] = ReceiptRecord(
+                environment: purchase.environment, bundleID: purchase.bundleID,
+                transactionIDs: [purchase.transactionID],
+                ios6: ios6)
+        }
         guard let signed = try? signedTransaction(purchase) else {
             return .json(500, Self.error(5000000, "signing failed"))
         }

@@ -53,6 +53,8 @@ public final class AppStoreSimulator: Sendable {
     let configuration: Configuration
     let state = Mutex(State())
     let signer: JWSSigner
+    /// Signs app receipts (PKCS#7) with the same test chain.
+    let receiptSigner: PKCS7Signer
     let apiKey: ECPublicKey
     let sender = NotificationSender()
     private let server: HTTPServer
@@ -62,6 +64,8 @@ public final class AppStoreSimulator: Sendable {
 
     public init(configuration: Configuration = Configuration()) throws {
         self.configuration = configuration
+        receiptSigner = try PKCS7Signer(
+            keyPEM: TestCredentials.signingKey, certificatesPEM: TestCredentials.signingChain)
         signer = try JWSSigner(
             key: ECPrivateKey(pem: TestCredentials.signingKey),
             x5c: certificatesDER(Data(TestCredentials.signingChain.utf8)))

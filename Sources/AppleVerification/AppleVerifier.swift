@@ -24,6 +24,27 @@ public enum AppleRejection: String, Sendable {
     case transactionNotFound = "transaction_not_found"
 }
 
+/// How `receipt` proofs are verified (`apple.receipt_verification`).
+public enum ReceiptVerification: Sendable {
+    /// Apple's verifyReceipt endpoint: deprecated by Apple, working, no new features.
+    case verifyReceipt
+    /// The receipt's signature checked locally, its entry fetched with Get Transaction Info (docs/contract.md
+    /// section 10). iOS 6 transaction receipts still go to verifyReceipt.
+    case serverAPI(ReceiptSignatureVerifier)
+}
+
+/// Which entry of an app receipt the order is about: the one with `transactionID` when the job names one,
+/// else the newest of the order's product (docs/contract.md, section 3).
+public struct ReceiptSelection: Sendable {
+    public var transactionID: String?
+    public var productID: String
+
+    public init(transactionID: String?, productID: String) {
+        self.transactionID = transactionID
+        self.productID = productID
+    }
+}
+
 /// Verifies any proof through the right Apple path and normalises the answer. Transient failures throw a
 /// retriable ``AppleVerificationError`` and are never a rejection.
 public final class AppleVerifier: Sendable {
@@ -33,21 +54,35 @@ public final class AppleVerifier: Sendable {
     public let api: AppStoreServerAPIClient?
     /// Verifies signed transactions, renewal info and notifications.
     public let signedData: SignedDataVerifier
+    private let receiptVerification: ReceiptVerification
 
     public init(
         bundleID: String, receipts: VerifyReceiptClient, api: AppStoreServerAPIClient?,
-        signedData: SignedDataVerifier
+        signedData: SignedDataVerifier, receiptVerification: ReceiptVerification = .verifyReceipt
     ) {
         self.bundleID = bundleID
         self.receipts = receipts
         self.api = api
         self.signedData = signedData
+        self.receiptVerification = receiptVerification
     }
 
     /// `attempts` counts calls made to Apple, retries of the caller included when it passes the same counter.
-    public func verify(_ proof: PurchaseProof, attempts: inout Int) async throws -> AppleVerdict {
+    /// `selecting` says which entry of an app receipt the order is about (used when receipts are verified
+    /// with the App Store Server API, which fetches that one entry).
+    public func verify(_ proof: PurchaseProof, selecting: ReceiptSelection? = nil, attempts: inout Int) async throws
+        -> AppleVerdict
+    {
         switch proof {
         case .receipt(let receipt):
+            if case .serverAPI(let signatures) = receiptVerification, let api {
+                switch signatures.verify(base64: receipt) {
+                case .legacy: break  // an iOS 6 receipt: verifyReceipt below
+                case .invalid(let reason): return .rejected(.invalidReceipt, detail: reason)
+                case .verified(let appReceipt):
+                    return try await verifyLocally(appReceipt, selecting: selecting, api: api, attempts: &attempts)
+                }
+            }
             return try await verifyReceipt(receipt, attempts: &attempts)
         case .signedTransaction(let jws):
             return verifySigned(jws, source: .signedTransaction)
@@ -62,6 +97,45 @@ public final class AppleVerifier: Sendable {
                 return .rejected(.transactionNotFound, detail: "Apple refused the transaction id (error \(code))")
             }
         }
+    }
+
+    /// An app receipt whose signature verified: its bundle id, then the order's entry fetched from Apple and
+    /// checked like any signed transaction. Sandbox is tried when Production does not know the transaction,
+    /// whatever the policy, so that a sandbox receipt is told apart (`sandbox_not_allowed`) from a
+    /// transaction Apple does not know.
+    private func verifyLocally(
+        _ receipt: AppReceipt, selecting: ReceiptSelection?, api: AppStoreServerAPIClient, attempts: inout Int
+    ) async throws -> AppleVerdict {
+        guard receipt.bundleID?.utf8.elementsEqual(bundleID.utf8) == true else {
+            return .rejected(.bundleMismatch, detail: "the receipt is for bundle \(receipt.bundleID ?? "unknown")")
+        }
+        guard let id = Self.entry(of: receipt, selecting)?.transactionID else {
+            // No entry for the order: the checks answer transaction_not_found, as for verifyReceipt's answer.
+            return .verified(
+                VerifiedPurchase(
+                    source: .receipt, bundleID: receipt.bundleID, environment: .production, transactions: []))
+        }
+        switch try await api.transactionInfo(id: id, trySandbox: true, attempts: &attempts) {
+        case .found(let jws): return verifySigned(jws, source: .serverAPI)
+        case .notFound:
+            return .rejected(.transactionNotFound, detail: "Apple knows no transaction \(id) of the receipt")
+        case .rejected(let code):
+            return .rejected(.transactionNotFound, detail: "Apple refused the receipt's transaction id (error \(code))")
+        }
+    }
+
+    /// The receipt's entry for the order: the one with the job's transaction id, else the newest of its product.
+    static func entry(of receipt: AppReceipt, _ selection: ReceiptSelection?) -> AppReceipt.InApp? {
+        if let id = selection?.transactionID {
+            return receipt.inApp.first { $0.transactionID?.utf8.elementsEqual(id.utf8) == true }
+        }
+        let candidates = receipt.inApp.filter { entry in
+            selection.map { entry.productID?.utf8.elementsEqual($0.productID.utf8) == true } ?? true
+        }
+        func purchased(_ entry: AppReceipt.InApp) -> Int {
+            entry.purchaseDate.flatMap(ReceiptSignatureVerifier.seconds).map { Int($0) } ?? Int.min
+        }
+        return candidates.max { purchased($0) < purchased($1) }
     }
 
     private func verifyReceipt(_ receipt: String, attempts: inout Int) async throws -> AppleVerdict {

@@ -33,7 +33,8 @@ public enum ConfigurationLoader {
             "apple.shared_secret_file", "apple.api.production_url", "apple.api.sandbox_url", "apple.api.key_id",
             "apple.api.issuer_id",
             "apple.api.private_key_file", "apple.api.max_requests_per_second", "apple.api.max_lane_pause_ms",
-            "apple.root_certificates", "ledger.url", "ledger.url_file", "ledger.pool_size",
+            "apple.root_certificates", "apple.receipt_verification", "apple.receipt_root_certificates", "ledger.url",
+            "ledger.url_file", "ledger.pool_size",
             "ledger.schema", "ledger.results_retention_days",
             "worker.max_in_flight", "worker.max_in_flight_bytes",
             "worker.drain_timeout_ms", "worker.stall_timeout_ms", "retry.max_attempts", "retry.initial_backoff_ms",
@@ -204,6 +205,7 @@ public enum ConfigurationLoader {
         var apiKeyFileGiven = false
         var allowInsecureURLs = false
         var rootFiles: [String]?
+        var receiptRootFiles: [String]?
         var apps: [String: AppSettings] = [:]
         for (key, value) in properties {
             func integer(_ range: ClosedRange<Int>) throws -> Int {
@@ -260,6 +262,14 @@ public enum ConfigurationLoader {
                 apiKeyFileGiven = true
             case "apple.root_certificates":
                 rootFiles = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            case "apple.receipt_verification":
+                switch value {
+                case "verify_receipt": configuration.apple.receiptsWithServerAPI = false
+                case "server_api": configuration.apple.receiptsWithServerAPI = true
+                default: throw ConfigurationError(key: key, reason: "must be verify_receipt or server_api")
+                }
+            case "apple.receipt_root_certificates":
+                receiptRootFiles = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
             case "ledger.url": configuration.ledgerURL = try ledgerURL(key, value)
             case "ledger.pool_size": configuration.ledgerPoolSize = try integer(1...256)
             case "ledger.schema":
@@ -302,16 +312,19 @@ public enum ConfigurationLoader {
             configuration.apple.sharedSecret = try read("apple.shared_secret_file", sharedSecretFile)
                 .trimmingCharacters(in: .whitespacesAndNewlines)
         }
-        if let rootFiles, purpose == .worker {
-            configuration.apple.rootCertificates = try rootFiles.map { path in
+        func certificates(_ key: String, _ files: [String]?, default root: Data) throws -> [Data] {
+            guard let files, purpose == .worker else { return [root] }
+            return try files.map { path in
                 guard let data = FileManager.default.contents(atPath: path) else {
-                    throw ConfigurationError(key: "apple.root_certificates", reason: "cannot read \(path)")
+                    throw ConfigurationError(key: key, reason: "cannot read \(path)")
                 }
                 return data
             }
-        } else {
-            configuration.apple.rootCertificates = [AppleRootCertificates.appleRootCAG3]
         }
+        configuration.apple.rootCertificates = try certificates(
+            "apple.root_certificates", rootFiles, default: AppleRootCertificates.appleRootCAG3)
+        configuration.apple.receiptRootCertificates = try certificates(
+            "apple.receipt_root_certificates", receiptRootFiles, default: AppleRootCertificates.appleRootCA)
         guard !configuration.apple.bundleID.isEmpty || purpose != .worker else {
             throw ConfigurationError(key: "apple.bundle_id", reason: "is required")
         }
@@ -342,6 +355,12 @@ public enum ConfigurationLoader {
             throw ConfigurationError(
                 key: "apple.api.key_id",
                 reason: "apple.api.key_id, apple.api.issuer_id and apple.api.private_key_file go together")
+        }
+        if configuration.apple.receiptsWithServerAPI && !apiKeyFileGiven && purpose == .worker {
+            throw ConfigurationError(
+                key: "apple.receipt_verification",
+                reason: "server_api fetches each receipt's transaction from Apple: it needs apple.api.key_id, "
+                    + "apple.api.issuer_id and apple.api.private_key_file")
         }
         return configuration
     }

@@ -113,4 +113,11 @@ public enum ConsumptionAnswerCheck {
         case .failure(let malformed): malformed.reason
         }
     }
+
+    /// What Send Consumption Information would be sent for a valid answer (its delivery status, else
+    /// DELIVERED); nil for an invalid one. For the fuzz target: whatever the answer, Apple gets JSON.
+    public static func appleBody(for value: [UInt8]) -> Data? {
+        guard case .success(let answer) = ConsumptionAnswer.parse(value) else { return nil }
+        return answer.appleBody(deliveryStatus: answer.deliveryStatus ?? "DELIVERED")
+    }
 }

@@ -103,7 +103,9 @@ extension Worker {
             if mustLetGo(ticket) { return .redeliver }
             let before = attempts
             do {
-                verdict = try await app.verifier.verify(job.proof, attempts: &attempts)
+                verdict = try await app.verifier.verify(
+                    job.proof, selecting: ReceiptSelection(transactionID: job.transactionID, productID: job.productID),
+                    attempts: &attempts)
                 breaker.record(success: true)
                 break
             } catch {

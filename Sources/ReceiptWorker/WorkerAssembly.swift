@@ -40,19 +40,20 @@ public enum WorkerAssembly {
         // and 512 × 100 ms is still 5,000 requests a second.
         http.maxConnectionsPerHost = 512
         let client = HTTPClient(configuration: http, logger: logger)
+        let receiptVerification = try receiptVerification(configuration)
         return AppleApps(
             try configuration.allApps.map { app in
                 AppleApp(
                     name: app.name,
                     verifier: try appleVerifier(
-                        app, configuration, http: client, observer: observer?(app.name),
-                        laneObserver: laneObserver?(app.name)))
+                        app, configuration, http: client, receiptVerification: receiptVerification,
+                        observer: observer?(app.name), laneObserver: laneObserver?(app.name)))
             })
     }
 
     private static func appleVerifier(
         _ app: WorkerConfiguration.App, _ configuration: WorkerConfiguration, http client: HTTPClient,
-        observer: AppleCallObserver?, laneObserver: RateGovernor.Observer?
+        receiptVerification: ReceiptVerification, observer: AppleCallObserver?, laneObserver: RateGovernor.Observer?
     ) throws -> AppleVerifier {
         var receipts = VerifyReceiptClient.Configuration()
         receipts.productionURL = configuration.apple.verifyReceiptProductionURL
@@ -80,12 +81,24 @@ public enum WorkerAssembly {
         return AppleVerifier(
             bundleID: app.bundleID,
             receipts: VerifyReceiptClient(configuration: receipts, http: client), api: api,
-            signedData: try signedDataVerifier(app, configuration))
+            signedData: try signedDataVerifier(app, configuration), receiptVerification: receiptVerification)
+    }
+
+    /// verifyReceipt, or the receipt's signature checked against `apple.receipt_root_certificates`.
+    static func receiptVerification(_ configuration: WorkerConfiguration) throws -> ReceiptVerification {
+        guard configuration.apple.receiptsWithServerAPI else { return .verifyReceipt }
+        do {
+            return .serverAPI(
+                try ReceiptSignatureVerifier(rootCertificates: configuration.apple.receiptRootCertificates))
+        } catch {
+            throw ConfigurationError(key: "apple.receipt_root_certificates", reason: error.reason)
+        }
     }
 
     /// Builds everything ``make(_:logger:)`` builds short of connecting (the librdkafka configurations, the
     /// API key, the root certificates), failing the same way: for `check-config`.
     public static func validate(_ configuration: WorkerConfiguration) throws {
+        _ = try receiptVerification(configuration)
         for app in configuration.allApps {
             _ = try tokenIssuer(app)
             _ = try signedDataVerifier(app, configuration)

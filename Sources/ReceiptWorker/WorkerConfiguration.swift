@@ -42,6 +42,12 @@ public struct WorkerConfiguration: Sendable {
         public var apiPrivateKeyPEM: String?
         /// `apple.root_certificates`: DER or PEM bytes. Default: the compiled-in Apple Root CA - G3.
         public var rootCertificates: [Data] = []
+        /// `apple.receipt_verification=server_api`: app receipts verified locally and with Get Transaction
+        /// Info instead of verifyReceipt. Default: false (verify_receipt).
+        public var receiptsWithServerAPI = false
+        /// `apple.receipt_root_certificates`: DER or PEM roots of app receipts' signatures. Default: Apple
+        /// Root CA, compiled in.
+        public var receiptRootCertificates: [Data] = []
         /// `apple.app_apple_id`: the app's numeric Apple id, which Production notifications must name.
         public var appAppleID: Int64?
         /// `apple.api.max_requests_per_second`: per replica and Production lane (a Sandbox lane: a tenth).
@@ -156,6 +162,7 @@ extension WorkerConfiguration {
             "apple.api.production_url": defaults.apple.apiProductionURL,
             "apple.api.sandbox_url": defaults.apple.apiSandboxURL,
             "apple.api.max_requests_per_second": String(defaults.apple.apiMaxRequestsPerSecond),
+            "apple.receipt_verification": "verify_receipt",
             "apple.api.max_lane_pause_ms": duration(defaults.apple.apiMaxLanePause),
             "ledger.url": defaults.ledgerURL, "ledger.pool_size": String(defaults.ledgerPoolSize),
             "ledger.schema": defaults.ledgerSchema,

@@ -6,6 +6,7 @@ import Synchronization
 
 // The worker benchmark's driver (scripts/bench-worker.sh runs it around a real receipt-worker process).
 //   worker-bench prepare --bootstrap B --sim URL --topic JOBS --jobs N [--padding BYTES]
+//     [--proof receipt|signed_transaction|transaction_id] [--bundle-id ID] [--prefix P]
 //       creates N purchases in the simulator and queues one job for each (each BYTES larger)
 //   worker-bench drain --bootstrap B --topic RESULTS --jobs N
 //       waits for N results; prints jobs/s from the first result to the last
@@ -36,8 +37,17 @@ func seconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
 }
 
-/// Creates purchases in the simulator, `concurrency` at a time; returns their receipts.
+/// What each job proves its purchase with (`--proof`, default receipt), and for which app (`--bundle-id`,
+/// default the simulator's default app, named by no `bundle_id` in the job).
+let proofField = option("--proof") ?? "receipt"
+let bundleID = option("--bundle-id")
+/// Job ids are `PREFIX` + index (`--prefix`, default b): two prepares into one topic need two prefixes.
+let prefix = option("--prefix") ?? "b"
+
+/// Creates purchases in the simulator, `concurrency` at a time; returns their proofs (`--proof`).
 func purchases(_ count: Int, sim: String) async throws -> [String] {
+    let body = Data(
+        (bundleID.map { #"{"product_id":"coins.1000","bundle_id":"\#($0)"}"# } ?? #"{"product_id":"coins.1000"}"#).utf8)
     let http = HTTPClient(logger: logger)
     defer { http.shutdown() }
     return try await withThrowingTaskGroup(of: [String].self) { group in
@@ -48,10 +58,9 @@ func purchases(_ count: Int, sim: String) async throws -> [String] {
                 for _ in stride(from: slice, to: count, by: slices) {
                     let response = try await http.execute(
                         HTTPRequest(
-                            method: .post, url: "\(sim)/admin/purchases",
-                            body: Data(#"{"product_id":"coins.1000"}"#.utf8)))
+                            method: .post, url: "\(sim)/admin/purchases", body: body))
                     let object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
-                    receipts.append(object?["receipt"] as? String ?? "")
+                    receipts.append(object?[proofField] as? String ?? "")
                 }
                 return receipts
             }
@@ -64,9 +73,10 @@ func purchases(_ count: Int, sim: String) async throws -> [String] {
 let padding = option("--padding").flatMap(Int.init).map { String(repeating: "p", count: $0) }
 
 func jobValue(id: String, receipt: String) -> [UInt8] {
-    let extra = padding.map { #","padding":"\#($0)""# } ?? ""
+    var extra = padding.map { #","padding":"\#($0)""# } ?? ""
+    if let bundleID { extra += #","bundle_id":"\#(bundleID)""# }
     return Array(
-        #"{"job_id":"\#(id)","order_id":"order-\#(id)","user_id":"player","product_id":"coins.1000","receipt":"\#(receipt)"\#(extra)}"#
+        #"{"job_id":"\#(id)","order_id":"order-\#(id)","user_id":"player","product_id":"coins.1000","\#(proofField)":"\#(receipt)"\#(extra)}"#
             .utf8)
 }
 
@@ -103,8 +113,8 @@ case "prepare":
             do {
                 try producer.enqueue(
                     KafkaProducerMessage(
-                        topic: topic, key: Array("order-\(index)".utf8),
-                        value: jobValue(id: "b\(index)", receipt: receipt))
+                        topic: topic, key: Array("order-\(prefix)\(index)".utf8),
+                        value: jobValue(id: "\(prefix)\(index)", receipt: receipt))
                 ) { _ in }
                 break
             } catch { try await Task.sleep(for: .milliseconds(1)) }

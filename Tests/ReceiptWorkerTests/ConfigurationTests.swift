@@ -36,6 +36,10 @@ struct ConfigurationTests {
             (["worker.max_in_flight=1"], "apple.bundle_id"),
             (["apple.bundle_id=b", "worker.max_in_flight=zero"], "worker.max_in_flight"),
             (["apple.bundle_id=b", "apple.allow_sandbox=yes"], "apple.allow_sandbox"),
+            (["apple.bundle_id=b", "apple.receipt_verification=local"], "apple.receipt_verification"),
+            // server_api fetches each receipt's transaction: without the API key it cannot.
+            (["apple.bundle_id=b", "apple.receipt_verification=server_api"], "apple.receipt_verification"),
+            (["apple.bundle_id=b", "apple.receipt_root_certificates=/no/such.pem"], "apple.receipt_root_certificates"),
             (["apple.bundle_id=b", "ledger.url=mysql://x"], "ledger.url"),
             (
                 ["apple.bundle_id=b", "apple.verify_receipt.production_url=ftp://x"],

@@ -68,6 +68,7 @@ final class WorkerHarness: Sendable {
         configuration.apple.verifyReceiptProductionURL = "\(simulator.baseURL)/production/verifyReceipt"
         configuration.apple.verifyReceiptSandboxURL = "\(simulator.baseURL)/sandbox/verifyReceipt"
         configuration.apple.rootCertificates = [Data(AppStoreSimulator.testRootPEM.utf8)]
+        configuration.apple.receiptRootCertificates = [Data(AppStoreSimulator.testRootPEM.utf8)]
         configuration.ledgerURL =
             "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("e2e-\(suffix).sqlite").path
         configuration.retry.maxAttempts = maxAttempts

@@ -41,10 +41,13 @@ package final class X509Certificate: @unchecked Sendable {
     }
 
     /// Whether the certificate carries an extension with this OID (present, whatever its value).
-    func hasExtension(oid: String) -> Bool {
+    func hasExtension(oid: String) -> Bool { Self.hasExtension(pointer, oid: oid) }
+
+    /// The same for a certificate owned elsewhere (one of a PKCS#7's or a verified chain's).
+    static func hasExtension(_ certificate: OpaquePointer, oid: String) -> Bool {
         guard let object = OBJ_txt2obj(oid, 1) else { return false }
         defer { ASN1_OBJECT_free(object) }
-        return X509_get_ext_by_OBJ(pointer, object, -1) >= 0
+        return X509_get_ext_by_OBJ(certificate, object, -1) >= 0
     }
 
     /// The subject public key.

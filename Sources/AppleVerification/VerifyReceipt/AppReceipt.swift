@@ -17,6 +17,8 @@ public struct AppReceipt: Sendable {
 
     public var bundleID: String?
     public var appVersion: String?
+    /// Attribute 12, RFC 3339 (`2015-08-12T07:50:46Z`): when Apple made the receipt.
+    public var creationDate: String?
     public var inApp: [InApp]
 
     /// Parses a base64 receipt. Nil when it is not a PKCS#7 app receipt.
@@ -32,17 +34,20 @@ public struct AppReceipt: Sendable {
     package init(payload: [UInt8]) {
         var bundleID: String?
         var appVersion: String?
+        var creationDate: String?
         var inApp: [InApp] = []
         for (type, value) in Self.attributes(payload) {
             switch type {
             case 2: bundleID = ASN1Reader.string(value)
             case 3: appVersion = ASN1Reader.string(value)
+            case 12: creationDate = ASN1Reader.string(value)
             case 17: inApp.append(Self.inAppEntry(value))
             default: break
             }
         }
         self.bundleID = bundleID
         self.appVersion = appVersion
+        self.creationDate = creationDate
         self.inApp = inApp
     }
 
@@ -68,7 +73,7 @@ public struct AppReceipt: Sendable {
         return verified
     }
 
-    private static func parse(_ der: Data) -> UnsafeMutablePointer<PKCS7>? {
+    static func parse(_ der: Data) -> UnsafeMutablePointer<PKCS7>? {
         der.withUnsafeBytes { raw in
             var cursor = raw.bindMemory(to: UInt8.self).baseAddress
             return d2i_PKCS7(nil, &cursor, raw.count)  // BER, indefinite lengths included (Xcode receipts)
@@ -82,6 +87,10 @@ public struct AppReceipt: Sendable {
             return nil
         }
         defer { PKCS7_free(pkcs7) }
+        return payload(of: pkcs7)
+    }
+
+    static func payload(of pkcs7: UnsafeMutablePointer<PKCS7>) -> [UInt8]? {
         // `d` is a union read by the type each level declares: check the type before reading a member, and
         // the length before making a buffer of it (a negative count traps).
         guard OBJ_obj2nid(pkcs7.pointee.type) == NID_pkcs7_signed, let sign = pkcs7.pointee.d.sign,

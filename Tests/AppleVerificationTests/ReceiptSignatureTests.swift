@@ -1,0 +1,120 @@
+import Foundation
+import Testing
+
+@testable import AppleVerification
+
+/// `apple.receipt_verification=server_api`: an app receipt is trusted only when Apple's receipt-signing
+/// certificate signed it (docs/contract.md section 10).
+@Suite("App receipts verified locally: the signer, its chain at the creation date, the signature")
+struct ReceiptSignatureTests {
+    static func testChain() throws -> ReceiptSignatureVerifier {
+        try ReceiptSignatureVerifier(rootCertificates: [try Fixtures.data("chain/testCA.pem")])
+    }
+
+    /// The receipt ASN.1 of one purchase, as the simulator makes it, signed by `keyFile` / `certificates`.
+    static func receipt(transactionID: String = "2000000000000001", key: String, certificates: [String]) throws
+        -> String
+    {
+        let signer = try PKCS7Signer(
+            keyPEM: try Fixtures.text(key),
+            certificatesPEM: try certificates.map { try Fixtures.text($0) }.joined(separator: "\n"))
+        return try signer.sign(payload(transactionID: transactionID)).base64EncodedString()
+    }
+
+    static func payload(transactionID: String) -> [UInt8] {
+        func element(_ tag: UInt8, _ content: [UInt8]) -> [UInt8] { [tag, UInt8(content.count)] + content }
+        // SEQUENCE { INTEGER type (two bytes), INTEGER 1, OCTET STRING value }
+        func attribute(_ type: Int, _ value: [UInt8]) -> [UInt8] {
+            element(0x30, [0x02, 0x02, UInt8(type >> 8), UInt8(type & 0xFF), 0x02, 0x01, 0x01] + element(0x04, value))
+        }
+        let entry = element(0x31, attribute(1703, element(0x0C, Array(transactionID.utf8))))
+        return element(
+            0x31,
+            attribute(2, element(0x0C, Array("com.example".utf8)))
+                + attribute(12, element(0x16, Array("2026-11-30T10:00:00Z".utf8))) + attribute(17, entry))
+    }
+
+    @Test("Apple's own sandbox receipts verify against Apple Root CA at their creation date, not against G3")
+    func realReceipts() throws {
+        let apple = try ReceiptSignatureVerifier(rootCertificates: [AppleRootCertificates.appleRootCA])
+        for path in ["receipts/shoshins_ParsingTestZero.b64", "receipts/shoshins_ParsingTestThree.b64"] {
+            guard case .verified(let receipt) = apple.verify(base64: try Fixtures.text(path)) else {
+                Issue.record("\(path) did not verify")
+                continue
+            }
+            #expect(receipt.creationDate != nil && !receipt.inApp.isEmpty)
+            let g3 = try ReceiptSignatureVerifier(rootCertificates: [AppleRootCertificates.appleRootCAG3])
+            guard case .invalid = g3.verify(base64: try Fixtures.text(path)) else {
+                Issue.record("\(path) verified against G3")
+                continue
+            }
+        }
+    }
+
+    @Test("a receipt signed by the receipt-signing leaf verifies and is read")
+    func genuine() throws {
+        let text = try Self.receipt(
+            key: "chain/testLeaf.key", certificates: ["chain/testLeaf.pem", "chain/testIntermediate.pem"])
+        guard case .verified(let receipt) = try Self.testChain().verify(base64: text) else {
+            Issue.record("the genuine receipt did not verify")
+            return
+        }
+        #expect(receipt.bundleID == "com.example")
+        #expect(receipt.inApp.map(\.transactionID) == ["2000000000000001"])
+    }
+
+    @Test(
+        "re-signed under the same root by a certificate that is not Apple's receipt-signing one: invalid",
+        arguments: [
+            ("chain/testIntermediate.key", ["chain/testIntermediate.pem"]),
+            ("chain/testCA.key", ["chain/testCA.pem"]),
+        ])
+    func reSigned(key: String, certificates: [String]) throws {
+        let text = try Self.receipt(transactionID: "2000000000000999", key: key, certificates: certificates)
+        guard case .invalid(let reason) = try Self.testChain().verify(base64: text) else {
+            Issue.record("a receipt re-signed with \(key) verified")
+            return
+        }
+        #expect(reason.contains("signer"))
+    }
+
+    @Test("a genuine receipt whose content was changed to name another transaction: the signature does not verify")
+    func tampered() throws {
+        let text = try Self.receipt(
+            key: "chain/testLeaf.key", certificates: ["chain/testLeaf.pem", "chain/testIntermediate.pem"])
+        var der = [UInt8](try #require(Data(base64Encoded: text)))
+        let original = Array("2000000000000001".utf8)
+        let at = try #require(der.indices.first { der[$0...].starts(with: original) })
+        der.replaceSubrange(at..<(at + original.count), with: Array("2000000000000777".utf8))
+        guard case .invalid(let reason) = try Self.testChain().verify(base64: Data(der).base64EncodedString()) else {
+            Issue.record("a tampered receipt verified")
+            return
+        }
+        #expect(reason.contains("signature"))
+    }
+
+    @Test(
+        "truncated, not base64, not PKCS#7, signed without its certificate, or Xcode's: invalid; an iOS 6 plist: legacy"
+    )
+    func malformed() throws {
+        let genuine = try Self.receipt(
+            key: "chain/testLeaf.key", certificates: ["chain/testLeaf.pem", "chain/testIntermediate.pem"])
+        let der = try #require(Data(base64Encoded: genuine))
+        let verifier = try Self.testChain()
+        for text in [
+            der.prefix(der.count / 2).base64EncodedString(), "%%%", "bm90IGEgcmVjZWlwdA==",
+            try Fixtures.text("hostile/receipt_test_chain.b64"),
+            try Fixtures.text("xcode/xcode-app-receipt-with-transaction"),
+        ] {
+            guard case .invalid = verifier.verify(base64: text) else {
+                Issue.record("\(text.prefix(40)) was not refused")
+                continue
+            }
+        }
+        let legacy = Data(#"{ "purchase-info" = "e30="; }"#.utf8).base64EncodedString()
+        guard case .legacy = verifier.verify(base64: legacy) else {
+            Issue.record("an iOS 6 receipt was not left to verifyReceipt")
+            return
+        }
+    }
+}
