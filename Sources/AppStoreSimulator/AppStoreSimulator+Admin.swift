@@ -20,7 +20,8 @@ extension AppStoreSimulator {
     ///        signed_payload, attempts: [{at, status, error}], delivered}]
     ///   GET  /admin/consumption → [{transaction_id, environment, body, status}]
     ///   PUT  /admin/faults {latency_ms, latency_jitter_ms, error_rate, error_status, status_21005_rate,
-    ///        rate_limit_rate, retry_after_seconds, retry_after_header, garbage_rate, drop_rate, outage_start_in_ms,
+    ///        rate_limit_rate, retry_after_seconds, retry_after_header, garbage_rate, drop_rate, api_error_rate,
+    ///        api_error_code (4040002|4040004|4040006|5000001), outage_start_in_ms,
     ///        outage_seconds, outage_mode}
     ///   POST /admin/apps {bundle_id, app_apple_id, shared_secret, released (true)}: another app (Server API
     ///        tokens, limits, notifications and history are per app; an unreleased app's Production token: 401)
@@ -71,6 +72,8 @@ extension AppStoreSimulator {
             plan.rateLimitPerSecond = body["rate_limit_per_second"] as? Int
             plan.retryAfterHeader = body["retry_after_header"] as? String
             plan.garbageRate = body["garbage_rate"] as? Double ?? 0
+            plan.apiErrorRate = body["api_error_rate"] as? Double ?? 0
+            plan.apiErrorCode = body["api_error_code"] as? Int ?? 4040004
             if let startIn = body["outage_start_in_ms"] as? Double {
                 plan.outageStart = Date().addingTimeInterval(startIn / 1000)
                 plan.outageSeconds = body["outage_seconds"] as? Double ?? 0

@@ -169,7 +169,11 @@ public final class AppStoreSimulator: Sendable {
             return .json(200, Self.json(["status": 21005, "environment": role]), after: delay)
         case .status21005:
             return .json(500, Self.error(5000001, "An unknown retryable error occurred."), after: delay)
-        case .none:
+        case .apiError(let code) where endpoint != "verifyReceipt":
+            // Apple's retryable errors: 4040002 account, 4040004 app, 4040006 original transaction not found
+            // "retryable", and 5000001.
+            return .json(code == 5000001 ? 500 : 404, Self.error(code, "A retryable error occurred."), after: delay)
+        case .none, .apiError:
             let reply =
                 switch endpoint {
                 case "verifyReceipt": verifyReceipt(request, role: role)

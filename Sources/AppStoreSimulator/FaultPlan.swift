@@ -20,6 +20,10 @@ struct FaultPlan: Sendable, Codable {
     var garbageRate: Double = 0
     /// Share of connections dropped without an answer.
     var dropRate: Double = 0
+    /// Share of App Store Server API requests answered with Apple's retryable error `apiErrorCode`
+    /// (4040002, 4040004 or 4040006 as 404; 5000001 as 500). verifyReceipt is not affected.
+    var apiErrorRate: Double = 0
+    var apiErrorCode: Int = 4040004
     /// Apple's rate limit: at most this many requests of one Server API endpoint and environment in any
     /// second; more get 429 with `Retry-After` (a UNIX time in milliseconds) when the window frees up.
     var rateLimitPerSecond: Int?
@@ -35,9 +39,10 @@ struct FaultPlan: Sendable, Codable {
         case retryAfterSeconds = "retry_after_seconds", dropRate = "drop_rate", outageStart = "outage_start"
         case retryAfterHeader = "retry_after_header", garbageRate = "garbage_rate"
         case outageSeconds = "outage_seconds", outageMode = "outage_mode", rateLimitPerSecond = "rate_limit_per_second"
+        case apiErrorRate = "api_error_rate", apiErrorCode = "api_error_code"
     }
 
-    enum Fault { case none, httpError(Int), status21005, rateLimited(Double), drop, garbage }
+    enum Fault { case none, httpError(Int), status21005, rateLimited(Double), drop, garbage, apiError(Int) }
 
     func delay() -> Duration {
         var milliseconds = latencyMs
@@ -62,6 +67,9 @@ struct FaultPlan: Sendable, Codable {
         if roll < dropRate + errorRate + rateLimitRate { return .rateLimited(retryAfterSeconds) }
         if roll < dropRate + errorRate + rateLimitRate + status21005Rate { return .status21005 }
         if roll < dropRate + errorRate + rateLimitRate + status21005Rate + garbageRate { return .garbage }
+        if roll < dropRate + errorRate + rateLimitRate + status21005Rate + garbageRate + apiErrorRate {
+            return .apiError(apiErrorCode)
+        }
         return .none
     }
 }

@@ -22,6 +22,50 @@ struct ServerAPIClientTests {
         #expect(attempts == 1)
     }
 
+    @Test(
+        "Apple's retryable errors (4040002, 4040004, 4040006 as 404, 5000001 as 500) are transient, not not-found",
+        arguments: [4_040_002, 4_040_004, 4_040_006, 5_000_001])
+    func retryableErrors(code: Int) async throws {
+        let harness = try SimulatorHarness()
+        let purchase = try await harness.purchase(["product_id": "coins"])
+        try await harness.faults(["api_error_rate": 1.0, "api_error_code": code])
+        var attempts = 0
+        let error = await #expect(throws: AppleVerificationError.self) {
+            _ = try await harness.apiClient().transactionInfo(id: purchase.transactionID, attempts: &attempts)
+        }
+        #expect(error?.isRetriable == true, "\(code): \(String(describing: error))")
+        try await harness.faults([:])
+        guard
+            case .found = try await harness.apiClient().transactionInfo(id: purchase.transactionID, attempts: &attempts)
+        else { Issue.record("not found once Apple recovered"); return }
+    }
+
+    @Test("an app with no released version: Production answers 401, Sandbox works")
+    func unreleasedApp() async throws {
+        let harness = try SimulatorHarness()
+        try await harness.admin.addApp(["bundle_id": "com.example.new", "app_apple_id": 42, "released": false])
+        let purchase = try await harness.purchase([
+            "product_id": "coins", "bundle_id": "com.example.new", "environment": "Sandbox",
+        ])
+        var configuration = AppStoreServerAPIClient.Configuration()
+        configuration.productionURL = "\(harness.base)/production"
+        configuration.sandboxURL = "\(harness.base)/sandbox"
+        let tokens = try APITokenIssuer(
+            privateKeyPEM: SimulatorHarness.apiKeyPEM, keyID: "keyId", issuerID: "issuerId", bundleID: "com.example.new"
+        )
+        let client = AppStoreServerAPIClient(configuration: configuration, tokens: tokens, http: harness.http)
+        var attempts = 0
+        let error = await #expect(throws: AppleVerificationError.self) {
+            _ = try await client.transactionInfo(id: purchase.transactionID, attempts: &attempts)
+        }
+        #expect(error?.code == .unauthorized)
+        var sandbox = configuration
+        sandbox.productionURL = "\(harness.base)/sandbox"  // Sandbox alone answers for an unreleased app
+        let sandboxClient = AppStoreServerAPIClient(configuration: sandbox, tokens: tokens, http: harness.http)
+        guard case .found = try await sandboxClient.transactionInfo(id: purchase.transactionID, attempts: &attempts)
+        else { Issue.record("Sandbox did not answer for the unreleased app"); return }
+    }
+
     @Test("4040010 in production: not found without sandbox; found in the sandbox when allowed")
     func sandboxFallback() async throws {
         let harness = try SimulatorHarness()

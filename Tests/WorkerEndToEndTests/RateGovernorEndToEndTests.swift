@@ -9,39 +9,39 @@ import Testing
 /// environment, as Apple does; the worker's governor keeps each lane under it.
 @Suite("Apple's rate limits", .timeLimit(.minutes(3)))
 struct RateGovernorEndToEndTests {
-    @Test("with a 20/s limit, 300 transaction-id jobs reach the simulator at 20 a second")
+    @Test("with a 20/s limit, 500 transaction-id jobs reach the simulator at 20 a second")
     func laneUnderTheLimit() async throws {
         let harness = try await WorkerHarness(notifications: true) { configuration in
             configuration.apple.apiMaxRequestsPerSecond = 20
             configuration.apple.transactionIDRequiresAccountToken = false
         }
-        for index in 0..<300 {
+        for index in 0..<500 {
             let purchase = try await harness.purchase(["product_id": "gems_100"])
             try await harness.submit(
                 job(
                     "rate-\(index)", order: "rate-order-\(index)", product: "gems_100",
                     ["transaction_id": purchase.transactionID]))
         }
-        let all = await eventually(timeout: .seconds(90)) {
-            (0..<300).allSatisfy { !harness.results(jobID: "rate-\($0)").isEmpty }
+        let all = await eventually(timeout: .seconds(120)) {
+            (0..<500).allSatisfy { !harness.results(jobID: "rate-\($0)").isEmpty }
         }
         #expect(all)
-        #expect((0..<300).allSatisfy { harness.results(jobID: "rate-\($0)").first?["decision"] as? String == "grant" })
+        #expect((0..<500).allSatisfy { harness.results(jobID: "rate-\($0)").first?["decision"] as? String == "grant" })
         // The simulator has no limit here: it records every arrival.
         let response = try await harness.http.execute(
             HTTPRequest(url: "\(harness.simulator.baseURL)/admin/stats/times"))
         let times =
             ((try JSONSerialization.jsonObject(with: response.body) as? [String: [Int]])?[
                 "production.transactionInfo"] ?? []).sorted()
-        #expect(times.count == 300)
-        // The worker hands out start times 1,050 ms apart for any 21. What the simulator sees also carries the
-        // machine's scheduling: on a loaded 2-core CI box its thread can stall for half a second and stamp
-        // the queued requests together. So the rate is asserted overall (300 at 20 a second take 14 s or
-        // more) and per second with room for such a stall (30 at most in any second, not 60 or 300).
-        #expect((times.last ?? 0) - (times.first ?? 0) >= 14 * 1000, "300 at 20 a second take 14 s or more")
+        #expect(times.count == 500)
+        // The worker lets at most 20 go in any second, spaced 52.5 ms apart. What the simulator sees also
+        // carries the machine's scheduling after that (the HTTP client's thread, the simulator's): the rate is
+        // asserted overall (500 at 20 a second take 24 s or more) and per second at the simulator.
+        #expect((times.last ?? 0) - (times.first ?? 0) >= 24 * 1000, "500 at 20 a second take 24 s or more")
         let crowded =
             times.indices.map { start in times[start...].prefix { $0 - times[start] < 1000 }.count }.max() ?? 0
-        #expect(crowded <= 30, "\(crowded) requests within a second")
+        // 20 in every run here; one request held 50 ms or more on its way by a busy machine would make 21.
+        #expect(crowded <= 21, "\(crowded) requests within a second")
         let metrics = harness.worker.metrics.registry.render()
         #expect(
             metrics.contains(
