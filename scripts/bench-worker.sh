@@ -8,7 +8,8 @@
 # PERF=/tmp/worker records a perf profile of the worker during each burst (/tmp/worker-LEDGER-LATENCY.data);
 # PACED_DIVISOR=10 measures latency at a tenth of the throughput instead of half; PROOF=signed_transaction
 # makes every job carry a signed transaction instead of a receipt; TWO_APPS=no skips the two-app,
-# rate-limited run (TWO_APP_JOBS per app, default 1500).
+# rate-limited run (TWO_APP_JOBS per app, default 1500); WORKER_BIN=PATH runs that receipt-worker binary (another
+# commit's, to compare workers with the same simulator and driver).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${1:-50000}"
@@ -127,7 +128,7 @@ metrics.listen=127.0.0.1:$metrics_port
 PROPS
     "$bench" prepare --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" --jobs "$count" \
         --proof "${PROOF:-receipt}" >/dev/null
-    LOG_LEVEL=warning .build/release/receipt-worker run --config "$work/worker.properties" 2>"$work/worker.log" &
+    LOG_LEVEL=warning "${WORKER_BIN:-.build/release/receipt-worker}" run --config "$work/worker.properties" 2>"$work/worker.log" &
     worker_pid=$!
     local before; before="$(cpu_snapshot)"
     local perf_pid=""
@@ -200,7 +201,7 @@ PROPS
         --proof transaction_id --prefix a >/dev/null
     "$bench" prepare --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" --jobs "$count" \
         --proof transaction_id --bundle-id com.example.second --prefix b >/dev/null
-    LOG_LEVEL=warning .build/release/receipt-worker run --config "$work/worker.properties" 2>"$work/worker.log" &
+    LOG_LEVEL=warning "${WORKER_BIN:-.build/release/receipt-worker}" run --config "$work/worker.properties" 2>"$work/worker.log" &
     worker_pid=$!
     local throughput
     throughput="$("$bench" drain --bootstrap "$KAFKA_BOOTSTRAP" --topic "results-$suffix" --jobs $((2 * count)))"
