@@ -5,7 +5,7 @@
 # produced, acknowledged, answered 200), the processing rate to receipt.revoked events, and the receiver's
 # p50/p99 answer time at half its rate.
 #   scripts/bench-notifications.sh [N]      (default 10000)
-# PERF=FILE records a perf profile of the worker for the whole run; CONCURRENCY=C posts C at a time
+# PERF=FILE records a perf profile of the worker while the receiver takes the burst; CONCURRENCY=C posts C at a time
 # (default 64); WORKER_SETTINGS="key=value..." (newline-separated) adds to the worker's configuration.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -60,14 +60,40 @@ LOG_LEVEL=warning .build/release/receipt-worker run --config "$work/worker.prope
 worker_pid=$!
 ready() { curl -sf "http://127.0.0.1:$metrics_port/readyz" >/dev/null; }
 wait_for "the worker" 60 ready
-perf_pid=""
-if [ -n "${PERF:-}" ]; then
-    perf record -F 499 -p "$worker_pid" -o "$PERF" >/dev/null 2>&1 &
-    perf_pid=$!
-fi
 echo "notification benchmark: $count notifications, $ledger_kind ledger, $(nproc) cores (broker, worker and driver share them)"
 .build/release/notification-bench --bootstrap "$KAFKA_BOOTSTRAP" --jobs "jobs-$suffix" --results "results-$suffix" \
     --receiver "http://127.0.0.1:$receiver_port/notifications/apple" --count "$count" \
-    --concurrency "${CONCURRENCY:-64}"
-[ -n "$perf_pid" ] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
+    --concurrency "${CONCURRENCY:-64}" >"$work/driver.out" &
+driver_pid=$!
+# While the receiver takes the burst (from the first post to the last answer): each process's share of the
+# machine's CPU, and with PERF the worker's profile (not the grants before it nor the processing after).
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+broker_pid="$(cat "$SERVICES_DIR/tansu.pid")"
+perf_pid="" burst_start=""
+while kill -0 "$driver_pid" 2>/dev/null; do
+    if [ -z "$burst_start" ] && grep -q '^posting' "$work/driver.out"; then
+        burst_start="$EPOCHREALTIME $(ticks "$worker_pid") $(ticks "$broker_pid") $(ticks "$driver_pid")"
+        if [ -n "${PERF:-}" ]; then
+            perf record -F 499 ${PERF_CALLGRAPH:+-g} -p "$worker_pid" -o "$PERF" >/dev/null 2>&1 &
+            perf_pid=$!
+        fi
+    fi
+    if [ -n "$burst_start" ] && grep -q '^receiver:' "$work/driver.out"; then
+        burst_end="$EPOCHREALTIME $(ticks "$worker_pid") $(ticks "$broker_pid") $(ticks "$driver_pid")"
+        [ -n "$perf_pid" ] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
+        break
+    fi
+    sleep 0.02
+done
+wait "$driver_pid"
+cat "$work/driver.out"
+if [ -n "${burst_end:-}" ]; then
+    python3 - "$burst_start" "$burst_end" "$(getconf CLK_TCK)" <<'PY'
+import sys
+start, end, hz = sys.argv[1].split(), sys.argv[2].split(), int(sys.argv[3])
+seconds = float(end[0]) - float(start[0])
+shares = [f"{name} {(int(b) - int(a)) / hz / seconds:.2f}" for name, a, b in zip(["worker", "broker", "driver"], start[1:], end[1:])]
+print("CPU during the receiver's burst, in cores (of 2): " + ", ".join(shares))
+PY
+fi
 echo "worker peak memory: $(awk '/VmHWM/ {printf "%d MiB", $2 / 1024}' "/proc/$worker_pid/status")"

@@ -24,6 +24,9 @@ func option(_ name: String, default value: String? = nil) -> String {
 }
 
 let logger = Logger(label: "notification-bench", minimumLevel: .error)
+/// A line on standard output at once (`print` is buffered into a file): scripts/bench-notifications.sh
+/// watches for the phases.
+func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
 let bootstrap = option("--bootstrap")
 let count = Int(option("--count", default: "10000")) ?? 10_000
 let concurrency = Int(option("--concurrency", default: "64")) ?? 64
@@ -121,7 +124,7 @@ for index in 0..<count {
 }
 try await producer.flush(timeout: .seconds(60))
 _ = try await granted.value
-print("granted \(count) purchases")
+say("granted \(count) purchases")
 
 // 2. Notifications at full speed.
 let bodies = try (0..<count).map(refundNotification)
@@ -130,6 +133,7 @@ let statuses = Mutex<[Int: Int]>([:])
 let processed = Task {
     try await waitForEvents(count, containing: "\"type\":\"receipt.revoked\"", on: option("--results"))
 }
+say("posting \(count) notifications")
 let started = ContinuousClock.now
 let nextIndex = Atomic<Int>(0)
 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -149,12 +153,12 @@ try await withThrowingTaskGroup(of: Void.self) { group in
 let received = ContinuousClock.now - started
 let rate = Double(count) / max(seconds(received), 0.001)
 let answered = statuses.withLock { $0 }.sorted { $0.key < $1.key }.map { "\($0.value) x \($0.key)" }
-print(
+say(
     "receiver: \(Int(rate)) notifications/s verified, produced and acknowledged (\(count) in "
         + String(format: "%.1f", seconds(received)) + " s, \(concurrency) at a time; answers: "
         + answered.joined(separator: ", ") + ")")
 let lastEvent = try await processed.value
-print(
+say(
     "processing: \(Int(Double(count) / max(seconds(lastEvent - started), 0.001))) notifications/s to receipt.revoked "
         + "events (first post to last event: " + String(format: "%.1f", seconds(lastEvent - started)) + " s)")
 
@@ -182,7 +186,7 @@ let sorted = latencies.withLock { $0 }.sorted()
 func percentile(_ p: Double) -> Double {
     sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
 }
-print(
+say(
     "receiver at \(Int(pacedRate))/s for \(Int(pacedSeconds)) s: p50 " + String(format: "%.1f", percentile(0.5))
         + " ms, p99 " + String(format: "%.1f", percentile(0.99)) + " ms (\(sorted.count) answered 200 of \(pacedCount))"
 )

@@ -100,7 +100,13 @@ public enum ConfigurationLoader {
             return LoadedConfiguration(configuration: configuration, settings: settings)
         } catch let error as ConfigurationError {
             guard let setting = settings.last(where: { $0.key == error.key }) else { throw error }
-            let shown = printable(setting.key, setting.value).map { "=" + displayed($0) } ?? ""
+            // An unknown key may be a secret's key mistyped (apps.x.sharedsecret): if it looks like one, its
+            // value is not shown.
+            let secretLooking = ["secret", "password", "passwd", "token", "private", "credential"].contains {
+                setting.key.lowercased().contains($0)
+            }
+            let hidden = error.reason.hasPrefix("unknown key") && secretLooking
+            let shown = hidden ? "" : printable(setting.key, setting.value).map { "=" + displayed($0) } ?? ""
             throw ConfigurationError(key: "\(error.key)\(shown) (from \(setting.source))", reason: error.reason)
         }
     }

@@ -37,7 +37,15 @@ extension Worker {
         // The answer goes with the app's credentials: the one it names, else the one the purchase was granted
         // for, else the default app.
         let granted = found?.grantedEvent
-        let bundleID = answer.bundleID ?? granted?["bundle_id"] as? String
+        let grantedBundle = granted?["bundle_id"] as? String
+        // The app the purchase was granted for answers; an answer naming another is a grant service's mistake
+        // that would send the transaction with the wrong app's key.
+        if let named = answer.bundleID, let grantedBundle, !named.utf8.elementsEqual(grantedBundle.utf8) {
+            return await deadLetter(
+                ticket, reason: "consumption_not_sent",
+                error: "bundle_id \(named) is not the app the purchase was granted for (\(grantedBundle))", attempts: 0)
+        }
+        let bundleID = grantedBundle ?? answer.bundleID
         guard let app = apps.app(bundleID: bundleID) else {
             return await deadLetter(
                 ticket, reason: "consumption_not_sent",

@@ -118,7 +118,9 @@ extension Worker {
                     return await deadLetter(
                         ticket, reason: "cannot_verify", error: appleError?.reason ?? "\(error)", attempts: attempts)
                 }
-                breaker.record(success: false)
+                // A 429 is Apple up and answering, about one app's lane, which the governor pauses: it must
+                // not open the breaker that stops every app.
+                breaker.record(success: appleError?.code == .rateLimited)
                 guard configuration.retry.mayRetry(afterAttempts: attempts) else {
                     return await deadLetter(
                         ticket, reason: "retries_exhausted", error: appleError?.reason ?? "\(error)",

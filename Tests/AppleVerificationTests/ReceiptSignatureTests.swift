@@ -117,4 +117,16 @@ struct ReceiptSignatureTests {
             return
         }
     }
+
+    @Test("creation dates: RFC 3339 in UTC, fractions ignored; anything else is no date")
+    func creationDates() {
+        #expect(ReceiptSignatureVerifier.seconds("2015-08-12T07:50:46Z") == 1_439_365_846)
+        #expect(ReceiptSignatureVerifier.seconds("2015-08-12T07:50:46.123Z") == 1_439_365_846)
+        for bad in [
+            "", "2015-08-12 07:50:46Z", "2015-13-12T07:50:46Z", "2015-08-12T07:50:46", "2015-08-12T07:50:46+01:00",
+            "２０15-08-12T07:50:46Z", "2015-08-12T07:50:46.Z", String(repeating: "9", count: 10_000),
+        ] {
+            #expect(ReceiptSignatureVerifier.seconds(bad) == nil, "\(bad.prefix(30))")
+        }
+    }
 }

@@ -133,4 +133,11 @@ struct ConfigurationAppsTests {
             ], environment: [:], purpose: .tool)
         #expect(configuration.apps.count == 1 && configuration.apps[0].apiPrivateKeyPEM == nil)
     }
+
+    @Test("a mistyped key's value is never shown: it may be a secret (apps.x.sharedsecret)")
+    func mistypedSecret() {
+        let error = error(["apple.bundle_id=com.example.game", "apps.puzzle.sharedsecret=hunter2"])
+        #expect(error?.reason.hasPrefix("unknown key") == true)
+        #expect(error.map { !"\($0)".contains("hunter2") } == true, "\(String(describing: error))")
+    }
 }

@@ -185,6 +185,13 @@ struct ManyAppsEndToEndTests {
         ])
         #expect(await eventually(timeout: .seconds(30)) { (try? await harness.admin.consumptionAnswers().count) == 1 })
         #expect(harness.deadLetters.isEmpty)
+        // An answer naming another app than the one the purchase was granted for is not sent with that key.
+        try await harness.answerConsumption([
+            "transaction_id": other.transactionID, "customer_consented": true, "sample_content_provided": false,
+            "bundle_id": "com.example",
+        ])
+        #expect(await eventually(timeout: .seconds(30)) { harness.deadLetters.count == 1 })
+        #expect(try await harness.admin.consumptionAnswers().count == 1)
         // A notification of a bundle id no app has is refused (400): an app the simulator knows, the worker not.
         try await harness.admin.addApp(["bundle_id": "com.example.third", "app_apple_id": 3_333])
         let stranger = try await harness.purchase(["product_id": "coins_5", "bundle_id": "com.example.third"])

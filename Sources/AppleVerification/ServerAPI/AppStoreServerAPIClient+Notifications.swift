@@ -79,7 +79,7 @@ extension AppStoreServerAPIClient {
         lane: RateGovernor.Lane, attempts: inout Int
     ) async throws -> HTTPResponse {
         for renewed in [false, true] {
-            await governed(lane)
+            try await governed(lane)
             attempts += 1
             let request = HTTPRequest(
                 method: method, url: url,

@@ -65,7 +65,7 @@ public final class AppStoreServerAPIClient: Sendable {
         async throws -> Outcome
     {
         let call = sandbox ? "transaction_info_sandbox" : "transaction_info_production"
-        await governed(RateGovernor.Lane(endpoint: "transaction_info", sandbox: sandbox))
+        try await governed(RateGovernor.Lane(endpoint: "transaction_info", sandbox: sandbox))
         attempts += 1
         let request = HTTPRequest(
             url: "\(base)/inApps/v1/transactions/\(id)",
@@ -119,8 +119,10 @@ public final class AppStoreServerAPIClient: Sendable {
 
 extension AppStoreServerAPIClient {
     /// Waits for the lane's turn, when a governor is configured.
-    func governed(_ lane: RateGovernor.Lane) async {
+    func governed(_ lane: RateGovernor.Lane) async throws {
         await configuration.governor?.acquire(lane)
+        // Cancelled while waiting (the worker stopping): nothing is sent that the governor did not count.
+        try Task.checkCancellation()
     }
 
     /// A 429 pauses the whole lane until Apple's `Retry-After` (at most the governor's maximum pause).

@@ -61,11 +61,10 @@ public struct ReceiptSignatureVerifier: Sendable {
         guard X509Certificate.hasExtension(leaf, oid: ChainVerifier.leafOID) else {
             return "the receipt's signer is not Apple's receipt-signing certificate"
         }
-        guard let store = X509_STORE_new(), let context = X509_STORE_CTX_new() else { return "out of memory" }
-        defer {
-            X509_STORE_CTX_free(context)
-            X509_STORE_free(store)
-        }
+        guard let store = X509_STORE_new() else { return "out of memory" }
+        defer { X509_STORE_free(store) }
+        guard let context = X509_STORE_CTX_new() else { return "out of memory" }
+        defer { X509_STORE_CTX_free(context) }
         for root in roots { X509_STORE_add_cert(store, root.pointer) }
         let untrusted = pkcs7.pointee.d.sign?.pointee.cert
         guard X509_STORE_CTX_init(context, store, leaf, untrusted) == 1 else {
@@ -87,15 +86,38 @@ public struct ReceiptSignatureVerifier: Sendable {
         return nil
     }
 
-    /// `2015-08-12T07:50:46Z` (with or without fractional seconds) as a `time_t`; nil for anything else.
+    /// `2015-08-12T07:50:46Z`, with or without fractional seconds (ignored), as a `time_t`; nil for anything
+    /// else. Read by hand: a formatter per call cost more than the rest of choosing a receipt's entry.
     static func seconds(_ text: String) -> time_t? {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        var date = formatter.date(from: text)
-        if date == nil {
-            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-            date = formatter.date(from: text)
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 20, bytes.count <= 40, bytes.last == UInt8(ascii: "Z") else { return nil }
+        func number(_ range: Range<Int>) -> Int32? {
+            var value: Int32 = 0
+            for byte in bytes[range] {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+                value = value * 10 + Int32(byte - UInt8(ascii: "0"))
+            }
+            return value
         }
-        return date.flatMap { time_t(exactly: $0.timeIntervalSince1970.rounded(.down)) }
+        let separators = [(4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":")]
+        guard separators.allSatisfy({ bytes[$0.0] == UInt8(ascii: Unicode.Scalar($0.1)!) }),
+            let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
+        else { return nil }
+        if bytes.count > 20 {  // ".123Z"
+            guard bytes[19] == UInt8(ascii: "."), number(20..<(bytes.count - 1)) != nil, bytes.count > 21 else {
+                return nil
+            }
+        }
+        var parts = tm()
+        parts.tm_year = year - 1900
+        parts.tm_mon = month - 1
+        parts.tm_mday = day
+        parts.tm_hour = hour
+        parts.tm_min = minute
+        parts.tm_sec = second
+        let time = timegm(&parts)
+        return time == -1 ? nil : time
     }
 }
