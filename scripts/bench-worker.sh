@@ -178,17 +178,9 @@ two_apps() {
     psql "$POSTGRES_URL" -qtAc "CREATE DATABASE bench_$suffix" >/dev/null
     cat >"$work/worker.properties" <<PROPS
 apple.bundle_id=com.example
-apple.verify_receipt.production_url=$sim/production/verifyReceipt
-apple.verify_receipt.sandbox_url=$sim/sandbox/verifyReceipt
-apple.api.production_url=$sim/production
-apple.api.sandbox_url=$sim/sandbox
-apple.api.key_id=keyId
-apple.api.issuer_id=issuerId
-apple.api.private_key_file=$PWD/Tests/AppleClientTests/testSigningKey.p8
+$(services_simulator_properties "$work")
 apple.api.max_requests_per_second=50
 apple.transaction_id_requires_account_token=false
-apple.allow_insecure_urls=true
-apple.root_certificates=$work/root.pem
 apps.second.bundle_id=com.example.second
 ledger.url=$pg_base/bench_$suffix
 topics.jobs=jobs-$suffix

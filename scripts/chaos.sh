@@ -62,15 +62,7 @@ round() {
     [ "$mode" = dense ] && { in_flight=32; latency=150; }
     cat >"$work/worker.properties" <<PROPS
 apple.bundle_id=com.example
-apple.verify_receipt.production_url=$sim/production/verifyReceipt
-apple.verify_receipt.sandbox_url=$sim/sandbox/verifyReceipt
-apple.api.production_url=$sim/production
-apple.api.sandbox_url=$sim/sandbox
-apple.api.key_id=keyId
-apple.api.issuer_id=issuerId
-apple.api.private_key_file=$PWD/Tests/AppleClientTests/testSigningKey.p8
-apple.allow_insecure_urls=true
-apple.root_certificates=$work/root.pem
+$(services_simulator_properties "$work")
 ledger.url=${POSTGRES_URL%/*}/chaos_$suffix
 ledger.pool_size=4
 topics.jobs=jobs-$suffix

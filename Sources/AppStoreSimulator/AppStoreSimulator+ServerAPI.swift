@@ -52,11 +52,6 @@ extension AppStoreSimulator {
         return try signer.sign(transaction)
     }
 
-    /// Whether the request carries a bearer token Apple would accept.
-    func authorized(_ request: ServerRequest, role: String = "Production") -> Bool {
-        authorizedApp(request, role: role) != nil
-    }
-
     /// The app whose bearer token the request carries, when Apple would accept it: signed with the key, the
     /// claims in order, `bid` a known app; in Production, an app with a released version (before its first
     /// release Apple answers 401 there, and only Sandbox works).

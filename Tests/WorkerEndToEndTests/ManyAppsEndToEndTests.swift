@@ -70,31 +70,26 @@ struct ManyAppsEndToEndTests {
         let theirs = try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second])
         let theirsSigned = try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second])
         let requestsBefore = try await harness.admin.appleRequests()
-        // No bundle_id: the default app; the signed transaction is the second app's.
-        try await harness.submit(
-            job("no-bundle", order: "o-1", product: "coins_5", ["signed_transaction": theirs.signedTransaction]))
-        // The second app named (its shared secret sent), the default app's receipt given: Apple's answer names
-        // the default app.
-        try await harness.submit(
-            job(
-                "receipt-crossed", order: "o-5", product: "gems_100",
-                ["receipt": mine.receipt, "bundle_id": Self.second]))
-        // The second app named, the default app's signed transaction given.
-        try await harness.submit(
-            job(
-                "crossed", order: "o-2", product: "gems_100",
-                ["signed_transaction": mine.signedTransaction, "bundle_id": Self.second]))
-        // The default app named explicitly, the second app's signed transaction given.
-        try await harness.submit(
-            job(
-                "crossed-2", order: "o-3", product: "coins_5",
-                ["signed_transaction": theirsSigned.signedTransaction, "bundle_id": "com.example"]))
-        // A bundle id no app has: never sent to Apple with anyone's credentials.
-        try await harness.submit(
-            job(
-                "unknown", order: "o-4", product: "gems_100",
-                ["receipt": mine.receipt, "bundle_id": "com.example.other"]))
-        for id in ["no-bundle", "receipt-crossed", "crossed", "crossed-2", "unknown"] {
+        let cases: [(id: String, product: String, proof: [String: Any])] = [
+            // No bundle_id: the default app; the signed transaction is the second app's.
+            ("no-bundle", "coins_5", ["signed_transaction": theirs.signedTransaction]),
+            // The second app named (its shared secret sent), the default app's receipt given: Apple's answer
+            // names the default app.
+            ("receipt-crossed", "gems_100", ["receipt": mine.receipt, "bundle_id": Self.second]),
+            // The second app named, the default app's signed transaction given.
+            ("crossed", "gems_100", ["signed_transaction": mine.signedTransaction, "bundle_id": Self.second]),
+            // The default app named explicitly, the second app's signed transaction given.
+            (
+                "crossed-2", "coins_5",
+                ["signed_transaction": theirsSigned.signedTransaction, "bundle_id": "com.example"]
+            ),
+            // A bundle id no app has: never sent to Apple with anyone's credentials.
+            ("unknown", "gems_100", ["receipt": mine.receipt, "bundle_id": "com.example.other"]),
+        ]
+        for (id, product, proof) in cases {
+            try await harness.submit(job(id, order: "order-\(id)", product: product, proof))
+        }
+        for (id, _, _) in cases {
             let result = await harness.result(jobID: id)
             #expect(result?["decision"] as? String == "deny", "\(id)")
             #expect(result?["reason"] as? String == "bundle_mismatch", "\(id): \(result?["detail"] ?? "")")

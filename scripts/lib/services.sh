@@ -83,6 +83,22 @@ services_start_simulator() {
     "$bin/appstore-sim" --print-test-root >"$dir/root.pem"
 }
 
+# services_simulator_properties DIR: the worker's apple.* settings for the simulator of
+# services_start_simulator DIR (its URLs, Apple's test API key, its test root), as properties lines.
+services_simulator_properties() {
+    cat <<PROPS
+apple.verify_receipt.production_url=$SIM_URL/production/verifyReceipt
+apple.verify_receipt.sandbox_url=$SIM_URL/sandbox/verifyReceipt
+apple.api.production_url=$SIM_URL/production
+apple.api.sandbox_url=$SIM_URL/sandbox
+apple.api.key_id=keyId
+apple.api.issuer_id=issuerId
+apple.api.private_key_file=$SERVICES_ROOT/Tests/AppleClientTests/testSigningKey.p8
+apple.allow_insecure_urls=true
+apple.root_certificates=$1/root.pem
+PROPS
+}
+
 services_stop() {
     [ -n "$SERVICES_DIR" ] && [ -d "$SERVICES_DIR" ] || return 0
     if [ -f "$SERVICES_DIR/tansu.pid" ]; then
