@@ -16,7 +16,8 @@ struct ConsumptionAnswer: Sendable, Equatable {
     /// 0 to 100.
     var consumptionPercentage: Double?
     var refundPreference: String?
-    /// Which configured app's purchase (its credentials answer); nil: the app it was granted for.
+    /// Which configured app's purchase: must be the app it was granted for, and chooses only when the grant does
+    /// not say its app; nil: the app it was granted for, else the default app.
     var bundleID: String? = nil
 
     struct Malformed: Error, Equatable {

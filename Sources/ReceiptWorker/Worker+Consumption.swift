@@ -34,12 +34,12 @@ extension Worker {
         case .failure(let failure):
             return await deadLetter(ticket, reason: "consumption_not_sent", error: failure.reason, attempts: 0)
         }
-        // The answer goes with the app's credentials: the one it names, else the one the purchase was granted
-        // for, else the default app.
+        // The answer goes with the credentials of the app the purchase was granted for; an answer naming another
+        // is a grant service's mistake that would send the transaction with the wrong app's key. Only when the
+        // grant does not say its app (none found, or recorded before events carried bundle_id) does the answer's
+        // bundle_id choose, else the default app.
         let granted = found?.grantedEvent
         let grantedBundle = granted?["bundle_id"] as? String
-        // The app the purchase was granted for answers; an answer naming another is a grant service's mistake
-        // that would send the transaction with the wrong app's key.
         if let named = answer.bundleID, let grantedBundle, !named.utf8.elementsEqual(grantedBundle.utf8) {
             return await deadLetter(
                 ticket, reason: "consumption_not_sent",
