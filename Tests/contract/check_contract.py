@@ -12,12 +12,14 @@ JSON Schema (draft 2020-12) whose `examples` validate against it, and each resul
 DIR/*.jsonl, one object a line: {"channel": "jobs"|"results"|"dlq"|"notifications"|"consumption", "key":
 str|null, "headers": {str: str}, "value": str}. A result is validated against the schema its ce_type names, with
 its headers; a dead letter's headers against dlq-headers.json (its value is the original job or consumption
-answer, possibly malformed on purpose); a job that fails job.json must have been answered malformed_job (a deny
-with its job_id, or a dead letter with its value): the schema may be stricter than nothing, never stricter than
-the worker. A notification's value is validated against notification.json and its headers against
+answer, possibly malformed on purpose); a job's headers against job-headers.json, and a job that fails job.json
+must have been answered malformed_job (a deny with its job_id, or a dead letter with its value): the schema may
+be stricter than nothing, never stricter than the worker. A notification's value is validated against notification.json and its headers against
 notification-headers.json, and the headers and the key must say what the (decoded, not verified) signed payload
 says. A consumption answer is validated against consumption-answer.json; one that fails it must have been
-dead-lettered consumption_not_sent with the same value (the jobs rule, for answers).
+dead-lettered consumption_not_sent with the same value (the jobs rule, for answers). The check fails when DIR
+holds no message at all, or when no real message validated against one of the core schemas (CORE_SCHEMAS,
+CORE_EVENT_TYPES below), which the full test run always produces: an empty or partial capture proves nothing.
 
 Exit status: 0 all good, 1 a check failed (the first problems are listed), 2 usage.
 """
@@ -46,10 +48,17 @@ MAX_PROBLEMS_SHOWN = 10
 RESULT_HEADERS = "result-headers.json"
 DLQ_HEADERS = "dlq-headers.json"
 JOB = "job.json"
+JOB_HEADERS = "job-headers.json"
 NOTIFICATION = "notification.json"
 NOTIFICATION_HEADERS = "notification-headers.json"
 CONSUMPTION_ANSWER = "consumption-answer.json"
-REQUIRED_SCHEMAS = (JOB, RESULT_HEADERS, DLQ_HEADERS, NOTIFICATION, NOTIFICATION_HEADERS, CONSUMPTION_ANSWER)
+REQUIRED_SCHEMAS = (JOB, JOB_HEADERS, RESULT_HEADERS, DLQ_HEADERS, NOTIFICATION, NOTIFICATION_HEADERS,
+                    CONSUMPTION_ANSWER)
+# With --messages, each of these must have validated at least one real message: the end-to-end tests of the full
+# run (scripts/test.sh) send jobs, read grants, denials, dead letters, notifications and receipt.revoked events.
+# The result events by their ce_type (their schema file comes from the AsyncAPI document).
+CORE_SCHEMAS = (JOB, RESULT_HEADERS, DLQ_HEADERS, NOTIFICATION)
+CORE_EVENT_TYPES = ("receipt.granted", "receipt.denied", "receipt.revoked")
 CHANNELS = ("jobs", "results", "dlq", "notifications", "consumption")
 # The field of each event that its ce_time header repeats: verified_at for a job's answer, notified_at for an
 # event of a notification.
@@ -253,6 +262,9 @@ def read_captures(directory, report):
 def check_messages(directory, validators, mapping, report):
     files, messages = read_captures(directory, report)
     print(f"captured messages: {len(messages)} in {len(files)} file(s) of {directory}")
+    if not messages:
+        report.fail(f"--messages {directory}: no captured message (was RECEIPT_WORKER_CONTRACT_CAPTURE set for the "
+                    "end-to-end tests?)")
     counts = Counter()
     by_channel = {channel: [] for channel in CHANNELS}
     for message in messages:
@@ -349,6 +361,7 @@ def check_messages(directory, validators, mapping, report):
     accepted_but_malformed = 0
     for message in by_channel["jobs"]:
         where = message["where"]
+        validate(JOB_HEADERS, message["headers"], f"{where} headers")
         try:
             job = json.loads(message["value"])
             problem = first_error(validators[JOB], job)
@@ -364,7 +377,7 @@ def check_messages(directory, validators, mapping, report):
             report.fail(f"{where}: job.json rejects a job that was not answered malformed_job "
                         f"(the schema is stricter than the worker): {problem}")
 
-    for name in [JOB, *sorted(set(mapping.values())), RESULT_HEADERS, DLQ_HEADERS, NOTIFICATION,
+    for name in [JOB, JOB_HEADERS, *sorted(set(mapping.values())), RESULT_HEADERS, DLQ_HEADERS, NOTIFICATION,
                  NOTIFICATION_HEADERS, CONSUMPTION_ANSWER]:
         line = f"  {name}: {counts[name]} real message(s) validated"
         if name == JOB:
@@ -376,6 +389,15 @@ def check_messages(directory, validators, mapping, report):
                      f"{unsent_valid} schema-valid answer(s) dead-lettered (information: refused by Apple, late, "
                      "or retries spent)")
         print(line)
+
+    core = [*CORE_SCHEMAS, *(mapping[kind] for kind in CORE_EVENT_TYPES if kind in mapping)]
+    for kind in CORE_EVENT_TYPES:
+        if kind not in mapping:
+            report.fail(f"core event type {kind} has no message in asyncapi.yaml's results channel")
+    unvalidated = [name for name in core if counts[name] == 0]
+    if unvalidated:
+        report.fail(f"no real message validated against {', '.join(unvalidated)} (core schemas: the full test run "
+                    "produces each; a capture without them proves nothing)")
 
 
 def jws_payload(compact):
