@@ -9,7 +9,7 @@ public struct AppleApp: Sendable {
 }
 
 /// The apps of the configuration, by bundle id: the default app (`apple.*`) and each `apps.NAME`
-/// (docs/contract.md section 8). Bundle ids are compared byte for byte, as Apple's answers are.
+/// (docs/contract.md section 10). Bundle ids are compared byte for byte, as Apple's answers are.
 public struct AppleApps: Sendable {
     /// The default app first.
     public let all: [AppleApp]

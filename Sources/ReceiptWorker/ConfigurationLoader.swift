@@ -43,7 +43,7 @@ public enum ConfigurationLoader {
             "http.ca_file", "events.source", "metrics.listen", "kafka.bootstrap.servers", "kafka.group.id",
         ] + appKeys.map { "apps.NAME.\($0)" }
 
-    /// The keys of each further app, after `apps.NAME.` (docs/contract.md section 8).
+    /// The keys of each further app, after `apps.NAME.` (docs/contract.md, sections 7 and 10).
     static let appKeys = [
         "bundle_id", "app_apple_id", "allow_sandbox", "shared_secret", "shared_secret_file", "api.key_id",
         "api.issuer_id", "api.private_key_file",

@@ -57,7 +57,7 @@ public struct WorkerConfiguration: Sendable {
         public var apiMaxLanePause: Duration = .seconds(300)
     }
 
-    /// An app besides the default one (`apps.NAME.*`, docs/contract.md section 8). The URLs, roots, rate
+    /// An app besides the default one (`apps.NAME.*`, docs/contract.md section 10). The URLs, roots, rate
     /// limits and policies of `apple.*` apply to every app.
     public struct App: Sendable, Equatable {
         /// NAME: a-z, 0-9 and _, in metrics and logs. The default app's is `default`.

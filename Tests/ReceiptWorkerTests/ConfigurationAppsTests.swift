@@ -3,7 +3,7 @@ import Testing
 
 @testable import ReceiptWorker
 
-/// `apps.NAME.*` (docs/contract.md section 8): more apps beside the default app of `apple.*`.
+/// `apps.NAME.*` (docs/contract.md section 10): more apps beside the default app of `apple.*`.
 @Suite("Configuration of many apps")
 struct ConfigurationAppsTests {
     static let keyFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

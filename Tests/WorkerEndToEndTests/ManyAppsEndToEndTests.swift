@@ -5,7 +5,7 @@ import ReceiptWorker
 import TestSupport
 import Testing
 
-/// Two games in one worker (docs/contract.md section 8): each app's purchases verified with its own
+/// Two games in one worker (docs/contract.md section 10): each app's purchases verified with its own
 /// credentials, routed by the job's `bundle_id`, and its own lane under Apple's rate limit.
 @Suite("Many apps in one worker", .timeLimit(.minutes(3)))
 struct ManyAppsEndToEndTests {
