@@ -4,7 +4,8 @@ import Synchronization
 /// Records every message the end-to-end tests send or receive, when the test command asks for it
 /// (`RECEIPT_WORKER_CONTRACT_CAPTURE=DIR`), so that Tests/contract/check_contract.py can validate real
 /// messages against docs/schemas. One JSON line per message in `DIR/messages-PID.jsonl`:
-/// `{"channel": "jobs"|"results"|"dlq", "key": ..., "headers": {...}, "value": "..."}`.
+/// `{"channel": "jobs"|"results"|"dlq"|"notifications"|"consumption", "key": ..., "headers": {...},
+/// "value": "..."}`.
 public enum ContractCapture {
     private static let file = Mutex<FileHandle?>(Self.open())
 
@@ -15,7 +16,7 @@ public enum ContractCapture {
         return FileHandle(forWritingAtPath: path)
     }
 
-    /// `channel`: which contract message this is (`jobs`, `results`, `dlq`).
+    /// `channel`: which contract message this is (`jobs`, `results`, `dlq`, `notifications`, `consumption`).
     public static func record(
         channel: String, key: [UInt8]?, headers: [(name: String, value: [UInt8]?)], value: [UInt8]
     ) {
