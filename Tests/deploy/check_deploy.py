@@ -192,6 +192,11 @@ def kubernetes(binary):
           and account.get("automountServiceAccountToken") is False
           and pod.get("automountServiceAccountToken") is not True)
 
+    # No service links: Kubernetes would inject RECEIPT_WORKER_PORT=tcp://... and the like for the Service of that
+    # name (the worker ignores RECEIPT_WORKER_* variables without "__", but none are wanted).
+    check("the pods get no service-link environment variables (enableServiceLinks: false)",
+          pod.get("enableServiceLinks") is False, pod.get("enableServiceLinks"))
+
     # The grace period covers preStop, the drain, and closing (consumer close + producer flush, 10 s).
     drain = int(config.get("worker.drain_timeout_ms", "20000")) / 1000
     hook = container.get("lifecycle", {}).get("preStop", {})
