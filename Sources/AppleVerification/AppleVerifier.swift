@@ -17,7 +17,7 @@ public enum AppleVerdict: Sendable {
 }
 
 /// The first failing check of the contract that belongs to Apple's answer. Raw values are deny reasons.
-public enum AppleRejection: String, Sendable {
+public enum AppleRejection: String, Sendable, CaseIterable {
     case invalidReceipt = "invalid_receipt"
     case bundleMismatch = "bundle_mismatch"
     case sandboxNotAllowed = "sandbox_not_allowed"

@@ -46,7 +46,7 @@ public struct AppleApps: Sendable {
             let members = JSONObjectScanner.members(Array(payload))
         else { return nil }
         for member in members where member.key == "data" || member.key == "summary" {
-            guard let inner = JSONObjectScanner.members(Array(member.raw)),
+            guard let inner = JSONObjectScanner.members(member.raw),
                 let bundle = inner.first(where: { $0.key == "bundleId" })
             else { continue }
             return JSONObjectScanner.decodeString(bundle.raw)

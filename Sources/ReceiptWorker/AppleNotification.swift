@@ -39,7 +39,7 @@ struct AppleNotification: Sendable {
     }
 
     /// `body`: the HTTP request body Apple sends, `{"signedPayload": "<JWS>"}`.
-    /// The verifier is the app's the payload names (`data.bundleId`; section 8 of docs/contract.md), which
+    /// The verifier is the app's the payload names (`data.bundleId`; section 10 of docs/contract.md), which
     /// then checks that bundle id with the signature.
     static func verify(body: Data, apps: AppleApps) -> Verification {
         // The job parser's scanner, not JSONDecoder: a third of the receiver's time went to decoding the

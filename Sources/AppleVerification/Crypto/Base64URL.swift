@@ -13,29 +13,56 @@ package enum Base64URL {
 
     /// Nil when a character is outside the alphabet or the length cannot be base64url.
     package static func decode(_ text: Substring) -> Data? {
-        var text = text
-        return text.withUTF8 { decode(bytes: $0) }
+        decodeBytes(text).map { Data($0) }
     }
 
     package static func decode(bytes input: UnsafeBufferPointer<UInt8>) -> Data? {
-        guard input.count % 4 != 1 else { return nil }
-        var output = Data(count: input.count * 3 / 4)
-        let valid = output.withUnsafeMutableBytes { (out: UnsafeMutableRawBufferPointer) -> Bool in
-            var accumulator: UInt32 = 0
-            var bits = 0
-            var written = 0
-            for byte in input {
-                let value = table[Int(byte)]
-                guard value != 0xFF else { return false }
-                accumulator = accumulator << 6 | UInt32(value)
-                bits += 6
-                if bits >= 8 {
-                    bits -= 8
-                    out[written] = UInt8(truncatingIfNeeded: accumulator >> UInt32(bits))
-                    written += 1
+        decodeBytes(input).map { Data($0) }
+    }
+
+    /// As `decode`, into an array (what the JSON scanner reads).
+    package static func decodeBytes(_ text: Substring) -> [UInt8]? {
+        var text = text
+        return text.withUTF8 { decodeBytes($0) }
+    }
+
+    /// Four characters at a time into three bytes (the tail: two characters into one, three into two).
+    package static func decodeBytes(_ input: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        let tail = input.count % 4
+        guard tail != 1 else { return nil }
+        let count = input.count / 4 * 3 + max(0, tail - 1)
+        var valid = true
+        let output = [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
+            table.withUnsafeBufferPointer { table in
+                var read = 0
+                var written = 0
+                // 0xFF marks a byte outside the alphabet: OR-ing the four values shows one at once.
+                func value(_ offset: Int) -> UInt32 { UInt32(table[Int(input[read + offset])]) }
+                while read + 4 <= input.count {
+                    let a = value(0), b = value(1), c = value(2), d = value(3)
+                    guard (a | b | c | d) & 0x80 == 0 else {
+                        valid = false
+                        return
+                    }
+                    let word = a << 18 | b << 12 | c << 6 | d
+                    out[written] = UInt8(truncatingIfNeeded: word >> 16)
+                    out[written + 1] = UInt8(truncatingIfNeeded: word >> 8)
+                    out[written + 2] = UInt8(truncatingIfNeeded: word)
+                    read += 4
+                    written += 3
+                }
+                if tail > 0 {
+                    let a = value(0), b = value(1), c = tail == 3 ? value(2) : 0
+                    guard (a | b | c) & 0x80 == 0 else {
+                        valid = false
+                        return
+                    }
+                    let word = a << 18 | b << 12 | c << 6
+                    out[written] = UInt8(truncatingIfNeeded: word >> 16)
+                    if tail == 3 { out[written + 1] = UInt8(truncatingIfNeeded: word >> 8) }
                 }
             }
-            return true
+            initialized = valid ? count : 0
         }
         return valid ? output : nil
     }
