@@ -7,6 +7,7 @@
 #   scripts/bench-notifications.sh [N]      (default 10000)
 # PERF=FILE records a perf profile of the worker while the receiver takes the burst; CONCURRENCY=C posts C at a time
 # (default 64); WORKER_SETTINGS="key=value..." (newline-separated) adds to the worker's configuration.
+# WORKER_BIN=PATH runs that receipt-worker binary (another commit's, to compare receivers with the same driver).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 count="${1:-10000}"
@@ -56,7 +57,7 @@ kafka.heartbeat.interval.ms=500
 kafka.max.poll.interval.ms=10000
 ${WORKER_SETTINGS:-}
 PROPS
-LOG_LEVEL=warning .build/release/receipt-worker run --config "$work/worker.properties" 2>"$work/worker.log" &
+LOG_LEVEL=warning "${WORKER_BIN:-.build/release/receipt-worker}" run --config "$work/worker.properties" 2>"$work/worker.log" &
 worker_pid=$!
 ready() { curl -sf "http://127.0.0.1:$metrics_port/readyz" >/dev/null; }
 wait_for "the worker" 60 ready
@@ -68,18 +69,19 @@ driver_pid=$!
 # While the receiver takes the burst (from the first post to the last answer): each process's share of the
 # machine's CPU, and with PERF the worker's profile (not the grants before it nor the processing after).
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+idle_ticks() { awk '/^cpu / {print $5 + $6}' /proc/stat; }
 broker_pid="$(cat "$SERVICES_DIR/tansu.pid")"
 perf_pid="" burst_start=""
 while kill -0 "$driver_pid" 2>/dev/null; do
     if [ -z "$burst_start" ] && grep -q '^posting' "$work/driver.out"; then
-        burst_start="$EPOCHREALTIME $(ticks "$worker_pid") $(ticks "$broker_pid") $(ticks "$driver_pid")"
+        burst_start="$EPOCHREALTIME $(ticks "$worker_pid") $(ticks "$broker_pid") $(ticks "$driver_pid") $(idle_ticks)"
         if [ -n "${PERF:-}" ]; then
             perf record -F 499 ${PERF_CALLGRAPH:+-g} -p "$worker_pid" -o "$PERF" >/dev/null 2>&1 &
             perf_pid=$!
         fi
     fi
     if [ -n "$burst_start" ] && grep -q '^receiver:' "$work/driver.out"; then
-        burst_end="$EPOCHREALTIME $(ticks "$worker_pid") $(ticks "$broker_pid") $(ticks "$driver_pid")"
+        burst_end="$EPOCHREALTIME $(ticks "$worker_pid") $(ticks "$broker_pid") $(ticks "$driver_pid") $(idle_ticks)"
         [ -n "$perf_pid" ] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
         break
     fi
@@ -92,8 +94,8 @@ if [ -n "${burst_end:-}" ]; then
 import sys
 start, end, hz = sys.argv[1].split(), sys.argv[2].split(), int(sys.argv[3])
 seconds = float(end[0]) - float(start[0])
-shares = [f"{name} {(int(b) - int(a)) / hz / seconds:.2f}" for name, a, b in zip(["worker", "broker", "driver"], start[1:], end[1:])]
-print("CPU during the receiver's burst, in cores (of 2): " + ", ".join(shares))
+shares = [f"{name} {(int(b) - int(a)) / hz / seconds:.2f}" for name, a, b in zip(["worker", "broker", "driver", "idle"], start[1:], end[1:])]
+print("CPU during the receiver's burst, in cores (of 2): " + ", ".join(shares) + " (idle: of the whole machine)")
 PY
 fi
 echo "worker peak memory: $(awk '/VmHWM/ {printf "%d MiB", $2 / 1024}' "/proc/$worker_pid/status")"
