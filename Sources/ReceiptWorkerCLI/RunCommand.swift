@@ -27,6 +27,9 @@ enum RunCommand {
     static func run(_ arguments: [String]) async throws -> Int32 {
         let options = try Options(arguments, valued: Options.configurationOptions, flags: [])
         let configuration = try options.configuration(purpose: .worker)
+        // What check-config checks, first: a bad kafka.* setting or key file is a configuration error
+        // (exit 2) named as check-config names it, not a failure of librdkafka at start-up.
+        try WorkerAssembly.validate(configuration)
         let logger = Logger(label: "receipt-worker")
         let worker = try await WorkerAssembly.make(configuration, logger: logger)
         var endpoint: MetricsEndpoint?
@@ -86,8 +89,13 @@ enum CheckConfigCommand {
         let loaded = try ConfigurationLoader.loadWithSources(
             file: options.value("--config"), overrides: options.all("--set"), purpose: .worker)
         try WorkerAssembly.validate(loaded.configuration)
-        if options.has("--print") { print(loaded.propertiesText()) }
-        emit("configuration is valid")
+        if options.has("--print") {
+            // Standard output reads back as a properties file: the verdict too is a comment there.
+            print(loaded.propertiesText())
+            emit("# configuration is valid")
+        } else {
+            emit("configuration is valid")
+        }
         return 0
     }
 }

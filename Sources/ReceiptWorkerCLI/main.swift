@@ -1,4 +1,5 @@
 import Foundation
+import Kafka
 import Observability
 import ReceiptWorker
 
@@ -79,6 +80,9 @@ do {
     // The message says what is wrong; the whole usage text would bury it.
     fail("\(error)\n(receipt-worker \(name) --help for usage)", code: 2)
 } catch let error as ConfigurationError {
+    fail("\(error)", code: 2)
+} catch let error as KafkaError where error.code == .invalidConfiguration {
+    // librdkafka refused a kafka.* setting: a configuration error, which a restart would only repeat.
     fail("\(error)", code: 2)
 } catch {
     fail("\(error)", code: 1)

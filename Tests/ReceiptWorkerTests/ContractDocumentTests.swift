@@ -1,3 +1,4 @@
+import AppleVerification
 import Foundation
 import Kafka
 import Testing
@@ -127,11 +128,50 @@ struct ContractDocumentTests {
         }
     }
 
+    /// Every match of `pattern`'s first group in the Swift files of `directory` (under Sources/).
+    static func written(_ pattern: String, in directory: String) throws -> Set<String> {
+        let folder = root.appendingPathComponent("Sources/\(directory)")
+        let regex = try Regex(pattern).dotMatchesNewlines()
+        var found = Set<String>()
+        for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) where name.hasSuffix(".swift") {
+            let source = try String(contentsOf: folder.appendingPathComponent(name), encoding: .utf8)
+            for match in source.matches(of: regex) {
+                if let group = match.output[1].substring { found.insert(String(group)) }
+            }
+        }
+        return found
+    }
+
+    // The lists above are what the code declares; these hold them to what the code writes, so a reason or a
+    // key added in one place only fails here.
+    @Test("deny and dead-letter reasons written in the sources are the listed ones")
+    func reasonsWrittenInTheSources() throws {
+        let denials = try Self.written(#"deny\("([a-z_]+)""#, in: "ReceiptWorker")
+            .union(Self.written(#"\.deny, "([a-z_]+)""#, in: "ReceiptWorker"))
+            .union(Self.written(#"decision\("deny", reason: "([a-z_]+)""#, in: "ReceiptWorker"))
+            .union(AppleRejection.allCases.map(\.rawValue))
+        #expect(denials.count >= 10, "the patterns no longer find the deny reasons: \(denials.sorted())")
+        #expect(
+            denials.subtracting(WorkerMetrics.denyReasons).isEmpty, "\(denials.subtracting(WorkerMetrics.denyReasons))")
+        let letters = try Self.written(#"deadLetter\([^)]*?reason: "([a-z_]+)""#, in: "ReceiptWorker")
+        #expect(letters == Set(DeadLetterReasons.all), "dead-letter reasons written: \(letters.sorted())")
+    }
+
+    @Test("the configuration keys the loader's switch reads are the documented ones")
+    func keysReadByTheLoader() throws {
+        let read = try Self.written(#"case "([a-z_]+\.[a-z_.]+)"(?: where [^:]+)?:"#, in: "ReceiptWorker")
+        let documented = Set(ConfigurationLoader.documentedKeys)
+        #expect(read.count >= 40, "the pattern no longer finds the loader's keys: \(read.count)")
+        for key in read.subtracting(documented).sorted() {
+            Issue.record("ConfigurationLoader reads \(key), which documentedKeys does not list")
+        }
+    }
+
     @Test("the AsyncAPI channels' addresses are the default topic names")
     func topicNames() throws {
         let asyncapi = try Self.text("docs/asyncapi.yaml")
         let topics = WorkerConfiguration().topics
-        for topic in [topics.jobs, topics.results, topics.dlq] {
+        for topic in [topics.jobs, topics.results, topics.dlq, topics.notifications, topics.consumption] {
             #expect(asyncapi.contains("address: \(topic)\n"), "docs/asyncapi.yaml has no channel for \(topic)")
         }
     }

@@ -106,6 +106,36 @@ import Testing
         #expect(overridden.status == 0)
     }
 
+    @Test("run refuses what check-config refuses, with exit 2 (systemd does not restart into it), naming the key")
+    func runExitsTwoOnKafkaSettings() async throws {
+        let valid = try WorkerProcess.writeConfig(["apple.bundle_id": "com.example"])
+        for (setting, names) in [
+            ("kafka.acks=1", "kafka.acks: must be all"), ("kafka.bogus.thing=1", "kafka.bogus.thing"),
+            ("kafka.security.protocol=bogus", "kafka.security.protocol"),
+        ] {
+            let run = try await CommandLineRun.run(
+                ["run", "--config", valid, "--set", setting], timeout: .seconds(30))
+            #expect(run.status == 2, "\(setting): \(run.errors)")
+            #expect(run.errors.contains(names), "\(run.errors)")
+        }
+    }
+
+    @Test("check-config --print's output is a configuration file check-config reads back, with the same values")
+    func printedOutputReadsBack() async throws {
+        let printed = try await CommandLineRun.run(
+            ["check-config", "--print", "--set", "apple.bundle_id=com.example", "--set", "retry.max_attempts=3"],
+            environment: ["RECEIPT_WORKER_WORKER__MAX_IN_FLIGHT": "250"])
+        #expect(printed.status == 0, "\(printed.errors)")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("printed-\(UUID()).properties").path
+        try printed.output.write(toFile: file, atomically: true, encoding: .utf8)
+        let again = try await CommandLineRun.run(["check-config", "--print", "--config", file])
+        #expect(again.status == 0, "\(again.errors)")
+        let lines = Set(again.output.split(separator: "\n").map(String.init))
+        for line in ["worker.max_in_flight=250", "retry.max_attempts=3", "apple.bundle_id=com.example"] {
+            #expect(lines.contains(line), "\(line)")
+        }
+    }
+
     @Test("check-config --print shows every key in effect, and no secret")
     func printConfiguration() async throws {
         let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("secret-\(UUID())").path
