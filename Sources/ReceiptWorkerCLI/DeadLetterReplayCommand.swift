@@ -9,19 +9,20 @@ enum DeadLetterReplayCommand {
                                          [--since TIME] [--until TIME] [--dry-run]
 
         Reads topics.dlq from its oldest letter (or the first written at --since) to where it ended when the
-        command started, and sends each
-        matching letter back to topics.jobs with its original key and value (and a dlq_replayed_from
-        header). One line per letter, then a summary. Replaying is safe to repeat: the worker answers a
+        command started, and sends each matching letter back with its original key and value (and a
+        dlq_replayed_from header): a job to topics.jobs, a consumption answer (consumption_not_sent) to
+        topics.consumption. One line per letter, then a summary. Replaying is safe to repeat: the worker answers a
         job_id it already decided with its stored event, so a letter replayed twice is not granted twice.
         Typical use: after an Apple outage outlasted retry.max_attempts, replay --reason retries_exhausted.
 
         options:
           --reason REASON   only letters with this dlq_reason (repeatable): malformed_job,
-                            retries_exhausted, cannot_verify
+                            retries_exhausted, cannot_verify, consumption_not_sent
           --since TIME      only letters written at or after TIME (RFC 3339, e.g. 2026-11-29T03:00:00Z)
           --until TIME      only letters written before TIME
           --dry-run         print what would be replayed; send nothing
-          --config FILE, --set key=value    kafka.*, topics.dlq and topics.jobs, as for `run`
+          --config FILE, --set key=value    kafka.*, topics.dlq, topics.jobs and topics.consumption,
+                                            as for `run`
 
         Exit codes: 0 done (also when nothing matched); 1 broker failure or no such topic; 2 usage error.
         """
@@ -85,8 +86,11 @@ enum DeadLetterReplayCommand {
                 let written = letter.timestamp.map { Timestamp.rfc3339($0) } ?? "-"
                 let action = !matched ? "skipped " : dryRun ? "would replay" : "replayed"
                 if matched, let producer {
+                    // A consumption answer is no job: the jobs topic would dead-letter it as malformed_job.
+                    let destination =
+                        reason == "consumption_not_sent" ? configuration.topics.consumption : configuration.topics.jobs
                     let job = KafkaProducerMessage(
-                        topic: configuration.topics.jobs, key: letter.key, value: letter.value,
+                        topic: destination, key: letter.key, value: letter.value,
                         headers: [
                             KafkaHeader(name: "dlq_replayed_from", string: "\(letter.topicPartition)@\(letter.offset)")
                         ])
@@ -119,7 +123,7 @@ enum DeadLetterReplayCommand {
             return 1
         }
         emit(
-            "\(dryRun ? "would replay" : "replayed") \(replayed) of \(read) dead letters from \(configuration.topics.dlq) to \(configuration.topics.jobs)"
+            "\(dryRun ? "would replay" : "replayed") \(replayed) of \(read) dead letters from \(configuration.topics.dlq) to \(configuration.topics.jobs) (consumption answers to \(configuration.topics.consumption))"
         )
         return 0
     }

@@ -249,16 +249,20 @@ import Testing
         await harness.stop()
     }
 
-    @Test("dlq replay sends the matching letters back to the jobs topic; --dry-run sends nothing")
+    @Test(
+        "dlq replay sends the matching letters back: jobs to the jobs topic, consumption answers to theirs; --dry-run sends nothing"
+    )
     func deadLetterReplay() async throws {
         let suffix = UUID().uuidString.prefix(8).lowercased()
-        let (dlq, jobs) = ("dlq-replay-\(suffix)", "jobs-replay-\(suffix)")
+        let (dlq, jobs, consumption) = ("dlq-replay-\(suffix)", "jobs-replay-\(suffix)", "consumption-replay-\(suffix)")
         let logger = WorkerHarness.logger
         try await KafkaAdmin.createTopics(
-            bootstrapServers: WorkerHarness.bootstrap, topics: [(dlq, 2), (jobs, 1)], logger: logger)
+            bootstrapServers: WorkerHarness.bootstrap, topics: [(dlq, 2), (jobs, 1), (consumption, 1)], logger: logger)
         let producer = try KafkaProducer(
             configuration: .init(bootstrapServers: WorkerHarness.bootstrap), logger: logger)
-        for (index, reason) in ["retries_exhausted", "malformed_job", "retries_exhausted"].enumerated() {
+        for (index, reason) in ["retries_exhausted", "malformed_job", "retries_exhausted", "consumption_not_sent"]
+            .enumerated()
+        {
             _ = try await producer.send(
                 KafkaProducerMessage(
                     topic: dlq, partition: Int32(index % 2), key: Array("order-\(index)".utf8),
@@ -271,13 +275,13 @@ import Testing
         await producer.close()
         let kafka = [
             "--set", "kafka.bootstrap.servers=\(WorkerHarness.bootstrap)", "--set", "topics.jobs=\(jobs)", "--set",
-            "topics.dlq=\(dlq)",
+            "topics.dlq=\(dlq)", "--set", "topics.consumption=\(consumption)",
         ]
 
         let dryRun = try await CommandLineRun.run(
             ["dlq", "replay"] + kafka + ["--reason", "retries_exhausted", "--dry-run"])
         #expect(dryRun.status == 0, "\(dryRun.errors)")
-        #expect(dryRun.output.contains("would replay 2 of 3 dead letters"))
+        #expect(dryRun.output.contains("would replay 2 of 4 dead letters"))
         #expect(try await jobsIn(jobs, expecting: 0).isEmpty)
 
         let future = try await CommandLineRun.run(["dlq", "replay"] + kafka + ["--since", "2100-01-01T00:00:00Z"])
@@ -286,11 +290,11 @@ import Testing
 
         let past = try await CommandLineRun.run(
             ["dlq", "replay"] + kafka + ["--since", "2000-01-01T00:00:00Z", "--dry-run"])
-        #expect(past.status == 0 && past.output.contains("would replay 3 of 3"), "\(past.output)\(past.errors)")
+        #expect(past.status == 0 && past.output.contains("would replay 4 of 4"), "\(past.output)\(past.errors)")
 
         let replay = try await CommandLineRun.run(["dlq", "replay"] + kafka + ["--reason", "retries_exhausted"])
         #expect(replay.status == 0, "\(replay.errors)")
-        #expect(replay.output.contains("replayed 2 of 3 dead letters"))
+        #expect(replay.output.contains("replayed 2 of 4 dead letters"))
         let replayed = try await jobsIn(jobs, expecting: 2)
         #expect(
             Set(replayed.map { String(decoding: $0.value, as: UTF8.self) }) == [
@@ -299,6 +303,13 @@ import Testing
         #expect(
             Set(replayed.compactMap { $0.key.map { String(decoding: $0, as: UTF8.self) } }) == ["order-0", "order-2"])
         #expect(replayed.allSatisfy { $0.header("dlq_replayed_from") != nil })
+        #expect(try await jobsIn(consumption, expecting: 0).isEmpty)
+
+        let answers = try await CommandLineRun.run(["dlq", "replay"] + kafka + ["--reason", "consumption_not_sent"])
+        #expect(answers.status == 0 && answers.output.contains("replayed 1 of 4"), "\(answers.errors)")
+        let answer = try await jobsIn(consumption, expecting: 1)
+        #expect(answer.map { String(decoding: $0.value, as: UTF8.self) } == ["{\"job_id\":\"j3\"}"])
+        #expect(try await jobsIn(jobs, expecting: 0).count == 2, "a consumption answer went to the jobs topic")
 
         let badTime = try await CommandLineRun.run(["dlq", "replay"] + kafka + ["--since", "yesterday"])
         #expect(badTime.status == 2 && badTime.errors.contains("--since"))
