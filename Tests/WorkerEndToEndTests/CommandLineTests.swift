@@ -203,14 +203,20 @@ import Testing
         #expect(!run.errors.contains("hunter2"))
     }
 
-    @Test("enqueue submits a job the worker answers; results prints it as one line; invalid jobs are refused")
+    @Test(
+        "enqueue submits a job the worker answers; results prints it as one line; invalid jobs are refused; neither needs the App Store key or secret"
+    )
     func enqueueAndResults() async throws {
         let harness = try await WorkerHarness()
         let purchase = try await harness.purchase(["product_id": "coins_100"])
+        // The on-call engineer's configuration names the worker's key and secret files, which they cannot read.
         let kafka = [
             "--set", "kafka.bootstrap.servers=\(WorkerHarness.bootstrap)", "--set",
             "topics.jobs=\(harness.topics.jobs)",
             "--set", "topics.results=\(harness.topics.results)",
+            "--set", "apple.api.key_id=K", "--set", "apple.api.issuer_id=I",
+            "--set", "apple.api.private_key_file=/nonexistent/AuthKey.p8",
+            "--set", "apple.shared_secret_file=/nonexistent/shared-secret",
         ]
         let submitted = try await CommandLineRun.run(
             ["enqueue"] + kafka + [
@@ -242,6 +248,12 @@ import Testing
             toFile: jobFile, atomically: true, encoding: .utf8)
         let incomplete = try await CommandLineRun.run(["enqueue"] + kafka + ["--file", jobFile])
         #expect(incomplete.status == 2 && incomplete.errors.contains("job 1"))
+
+        // --timeout without --count: whatever arrived in that time, and success.
+        let window = try await CommandLineRun.run(
+            ["results"] + kafka + ["--from-beginning", "--order-id", "cli-order-1", "--timeout", "3"])
+        #expect(window.status == 0, "\(window.errors)")
+        #expect(window.output.contains("cli-order-1"))
 
         let timedOut = try await CommandLineRun.run(
             ["results"] + kafka + ["--order-id", "never", "--count", "1", "--timeout", "2"])
