@@ -274,18 +274,13 @@ public final class Worker: Sendable {
     ) async throws {
         let failure: (any Error)? = await withCheckedContinuation { continuation in
             let answer = ResumeOnce(continuation)
-            // The timer ends as soon as the body does: at thousands of calls a second (the notification
-            // receiver), timers left sleeping out their deadline pile up by the thousand.
-            let timer = Task {
-                try? await Task.sleep(for: deadline)
-                if !Task.isCancelled { answer.resume(timeout) }
-            }
+            let timer = DeadlineSweeper.shared.schedule(after: deadline) { answer.resume(timeout) }
             Task {
                 do {
                     try await body()
                     answer.resume(nil)
                 } catch { answer.resume(error) }
-                timer.cancel()
+                DeadlineSweeper.shared.cancel(timer)
             }
         }
         if let failure { throw failure }

@@ -85,22 +85,34 @@ package enum JSONObjectScanner {
         while index < bytes.endIndex, isSpace(bytes[index]) { index += 1 }
     }
 
-    /// A string token; a raw control character or an unknown escape inside one is not JSON.
+    /// A string token; a raw control character or an unknown escape inside one is not JSON. Read through a
+    /// buffer pointer: a notification's nested JWS is a string of several kilobytes, and the slice's checked
+    /// subscript made this loop the scanner's main cost.
     private static func skipString(_ bytes: ArraySlice<UInt8>, _ index: inout Int) -> Bool {
         guard index < bytes.endIndex, bytes[index] == UInt8(ascii: "\"") else { return false }
         index += 1
-        while index < bytes.endIndex {
-            switch bytes[index] {
-            case UInt8(ascii: "\\"):
-                guard skipEscape(bytes, &index) else { return false }
-            case UInt8(ascii: "\""):
-                index += 1
-                return true
-            case 0..<0x20: return false
-            default: index += 1
+        let base = bytes.startIndex
+        var offset = index - base
+        let closed = bytes.withUnsafeBufferPointer { buffer -> Bool in
+            while offset < buffer.count {
+                let byte = buffer[offset]
+                if byte == UInt8(ascii: "\"") {
+                    offset += 1
+                    return true
+                }
+                if byte == UInt8(ascii: "\\") {
+                    var escape = base + offset
+                    guard skipEscape(bytes, &escape) else { return false }
+                    offset = escape - base
+                    continue
+                }
+                if byte < 0x20 { return false }
+                offset += 1
             }
+            return false
         }
-        return false
+        index = base + offset
+        return closed
     }
 
     /// A backslash and what follows it: one of `"\/bfnrt`, or `u` and four hexadecimal digits.
