@@ -4,17 +4,40 @@ import Synchronization
 /// one task wakes every `resolution` and expires what is due, instead of a sleeping task and a dispatch
 /// timer per wait, which cost the receiver a few percent of its CPU at thousands of notifications a second.
 /// A deadline fires up to `resolution` late. The task runs only while deadlines are pending.
+///
+/// Waits come in few lengths (5 s for the receiver, 2 s for a ledger ping): one queue per length is in
+/// deadline order, so a sweep reads only what is due, however many waits are pending (a broker outage at
+/// thousands of notifications a second leaves tens of thousands).
 final class DeadlineSweeper: Sendable {
     static let shared = DeadlineSweeper(resolution: .milliseconds(50))
 
-    private struct Pending {
-        let deadline: ContinuousClock.Instant
-        let expire: @Sendable () -> Void
+    /// Deadlines of one length, in the order scheduled: oldest first.
+    private struct Queue {
+        var entries: [(deadline: ContinuousClock.Instant, id: UInt64)] = []
+        var head = 0
+
+        mutating func append(_ deadline: ContinuousClock.Instant, _ id: UInt64) { entries.append((deadline, id)) }
+
+        /// Removes and returns the ids due at `now`.
+        mutating func takeDue(at now: ContinuousClock.Instant) -> [UInt64] {
+            var due: [UInt64] = []
+            while head < entries.count, entries[head].deadline <= now {
+                due.append(entries[head].id)
+                head += 1
+            }
+            if head > 1_024 && head * 2 > entries.count {
+                entries.removeFirst(head)
+                head = 0
+            }
+            return due
+        }
     }
 
     private struct State {
         var lastID: UInt64 = 0
-        var pending: [UInt64: Pending] = [:]
+        /// What `cancel` removes; an id in a queue but not here was cancelled.
+        var pending: [UInt64: @Sendable () -> Void] = [:]
+        var queues: [Duration: Queue] = [:]
         var sweeping = false
     }
 
@@ -28,7 +51,8 @@ final class DeadlineSweeper: Sendable {
         let deadline = ContinuousClock.now + delay
         let (id, start) = state.withLock { state in
             state.lastID &+= 1
-            state.pending[state.lastID] = Pending(deadline: deadline, expire: expire)
+            state.pending[state.lastID] = expire
+            state.queues[delay, default: Queue()].append(deadline, state.lastID)
             defer { state.sweeping = true }
             return (state.lastID, !state.sweeping)
         }
@@ -44,17 +68,23 @@ final class DeadlineSweeper: Sendable {
         while true {
             try? await Task.sleep(for: resolution)
             let now = ContinuousClock.now
-            let due: [Pending]? = state.withLock { state in
-                guard !state.pending.isEmpty else {
-                    state.sweeping = false
-                    return nil
+            let (due, idle) = state.withLock { state -> ([@Sendable () -> Void], Bool) in
+                var due: [@Sendable () -> Void] = []
+                for delay in Array(state.queues.keys) {
+                    for id in state.queues[delay]!.takeDue(at: now) {
+                        if let expire = state.pending.removeValue(forKey: id) { due.append(expire) }
+                    }
                 }
-                let due = state.pending.filter { $0.value.deadline <= now }
-                for id in due.keys { state.pending.removeValue(forKey: id) }
-                return Array(due.values)
+                guard state.pending.isEmpty else { return (due, false) }
+                // Idle: the queues hold only cancelled ids; their storage goes with them. The next
+                // `schedule` starts a new sweep.
+                state.pending = [:]
+                state.queues = [:]
+                state.sweeping = false
+                return (due, true)
             }
-            guard let due else { return }
-            for pending in due { pending.expire() }
+            for expire in due { expire() }
+            if idle { return }
         }
     }
 }

@@ -9,9 +9,10 @@ enum DeadLetterReplayCommand {
                                          [--since TIME] [--until TIME] [--dry-run]
 
         Reads topics.dlq from its oldest letter (or the first written at --since) to where it ended when the
-        command started, and sends each matching letter back with its original key and value (and a
-        dlq_replayed_from header): a job to topics.jobs, a consumption answer (consumption_not_sent) to
-        topics.consumption. One line per letter, then a summary. Replaying is safe to repeat: the worker answers a
+        command started, and sends each matching letter back to the topic it was taken from
+        (dlq_source_topic: topics.jobs, topics.consumption or topics.notifications; without that header, a
+        consumption answer to topics.consumption and anything else to topics.jobs), with its original key and
+        value and a dlq_replayed_from header. A truncated letter (its value is gone) is listed, not replayed. One line per letter, then a summary. Replaying is safe to repeat: the worker answers a
         job_id it already decided with its stored event, so a letter replayed twice is not granted twice.
         Typical use: after an Apple outage outlasted retry.max_attempts, replay --reason retries_exhausted.
 
@@ -84,11 +85,10 @@ enum DeadLetterReplayCommand {
                 let reason = letter.header("dlq_reason")?.stringValue ?? "-"
                 let matched = filter.matches(letter)
                 let written = letter.timestamp.map { Timestamp.rfc3339($0) } ?? "-"
-                let action = !matched ? "skipped " : dryRun ? "would replay" : "replayed"
-                if matched, let producer {
-                    // A consumption answer is no job: the jobs topic would dead-letter it as malformed_job.
-                    let destination =
-                        reason == "consumption_not_sent" ? configuration.topics.consumption : configuration.topics.jobs
+                let destination = matched ? Self.destination(of: letter, reason: reason, configuration) : nil
+                let action =
+                    !matched ? "skipped " : destination == nil ? "cannot replay" : dryRun ? "would replay" : "replayed"
+                if let destination, let producer {
                     let job = KafkaProducerMessage(
                         topic: destination, key: letter.key, value: letter.value,
                         headers: [
@@ -101,9 +101,10 @@ enum DeadLetterReplayCommand {
                         break reading
                     }
                 }
-                if matched { replayed += 1 }
+                if destination != nil { replayed += 1 }
+                let note = matched && destination == nil ? Self.unroutable(letter) : ""
                 emit(
-                    "\(action)  \(letter.topicPartition)@\(letter.offset)  \(reason)  \(written)  \(letter.header("dlq_error")?.stringValue ?? "")"
+                    "\(action)  \(letter.topicPartition)@\(letter.offset)  \(reason)  \(written)  \(note)\(letter.header("dlq_error")?.stringValue ?? "")"
                 )
                 if letter.offset >= end - 1 {
                     unfinished.remove(letter.topicPartition)
@@ -126,6 +127,26 @@ enum DeadLetterReplayCommand {
             "\(dryRun ? "would replay" : "replayed") \(replayed) of \(read) dead letters from \(configuration.topics.dlq) to \(configuration.topics.jobs) (consumption answers to \(configuration.topics.consumption))"
         )
         return 0
+    }
+
+    /// Where a letter goes back to: the topic it was taken from (`dlq_source_topic`), when it is one this
+    /// configuration names; a letter without that header by its reason (a consumption answer is no job: the
+    /// jobs topic would dead-letter it again). Nil for a truncated letter, whose value is gone, and for a
+    /// source topic this configuration does not know.
+    static func destination(of letter: KafkaMessage, reason: String, _ configuration: WorkerConfiguration) -> String? {
+        if letter.header("dlq_truncated")?.stringValue == "true" { return nil }
+        let topics = configuration.topics
+        guard let source = letter.header("dlq_source_topic")?.stringValue else {
+            return reason == "consumption_not_sent" ? topics.consumption : topics.jobs
+        }
+        return [topics.jobs, topics.consumption, topics.notifications].contains(source) ? source : nil
+    }
+
+    static func unroutable(_ letter: KafkaMessage) -> String {
+        if letter.header("dlq_truncated")?.stringValue == "true" {
+            return "(truncated: read the original at its source offset) "
+        }
+        return "(from \(letter.header("dlq_source_topic")?.stringValue ?? "?"), not a topic of this configuration) "
     }
 
     static func time(_ options: Options, _ name: String) throws -> Date? {

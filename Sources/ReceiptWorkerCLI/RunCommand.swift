@@ -90,8 +90,9 @@ enum CheckConfigCommand {
             file: options.value("--config"), overrides: options.all("--set"), purpose: .worker)
         try WorkerAssembly.validate(loaded.configuration)
         if options.has("--print") {
-            // Standard output reads back as a properties file: the verdict too is a comment there.
-            print(loaded.propertiesText())
+            // Standard output reads back as a properties file: the verdict too is a comment there. Both
+            // through `emit`: `print` buffers, and the verdict would land inside a line of a long text.
+            emit(loaded.propertiesText())
             emit("# configuration is valid")
         } else {
             emit("configuration is valid")

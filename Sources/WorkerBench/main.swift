@@ -236,9 +236,9 @@ func hop(rate: Double, seconds duration: Double, topic: String) async throws {
         }
     }
     try await Task.sleep(for: .seconds(4))  // let the reader join its group before timing starts
-    // As the worker publishes: idempotent, acks=all, linger.ms=1, one awaited send per record.
+    // As the worker publishes: idempotent, acks=all, linger.ms=5, one awaited send per record.
     let producer = try KafkaProducer(
-        configuration: .init(bootstrapServers: bootstrap, properties: ["linger.ms": "1"]), logger: logger)
+        configuration: .init(bootstrapServers: bootstrap, properties: ["linger.ms": "5"]), logger: logger)
     let start = ContinuousClock.now
     try await withThrowingDiscardingTaskGroup { group in
         for index in 0..<total {

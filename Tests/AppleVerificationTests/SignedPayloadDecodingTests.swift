@@ -71,6 +71,22 @@ struct SignedPayloadDecodingTests {
         #expect(error?.reason.contains(field) == true)
     }
 
+    @Test("a key given twice is refused, at the top and inside data; a nested object with escapes is read")
+    func duplicatesAndNestedEscapes() throws {
+        for json in [#"{"bundleId":"a","bundleId":"b"}"#, #"{"bundleId":"a","bundl\u0065Id":"b"}"#] {
+            let error = #expect(throws: AppleVerificationError.self) { try scanned(json, as: JWSTransaction.self) }
+            #expect(error?.reason.contains("appears twice") == true)
+        }
+        #expect(throws: AppleVerificationError.self) {
+            try scanned(#"{"data":{"bundleId":"a","bundleId":"b"}}"#, as: NotificationPayload.self)
+        }
+        let notification = try scanned(
+            #"{"notificationType":"REFUND","data":{"bundleId":"com.\u0065xample","environment":"Sandbox"}}"#,
+            as: NotificationPayload.self)
+        #expect(notification.data?.bundleId == "com.example")
+        #expect(notification.data?.environment == .sandbox)
+    }
+
     @Test("integers at the edges of their type are read")
     func integerEdges() throws {
         let transaction = try scanned(

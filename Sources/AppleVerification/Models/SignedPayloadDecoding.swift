@@ -3,7 +3,8 @@ import Foundation
 // The signed payloads read from their JSON with `JSONObjectScanner` and a switch over the keys: JSONDecoder
 // took a tenth of the notification receiver's CPU (two payloads per notification). The result is the one
 // the models' Decodable conformances give (unknown keys ignored, `null` as absent, a value of the wrong
-// type refused), except that an integer field refuses `1.0` and `1e2`, which Apple never sends.
+// type refused), except that an integer field refuses `1.0` and `1e2`, and a key given twice is refused:
+// neither is anything Apple sends.
 
 extension JWSTransaction: SignedPayload {
     public init(payloadJSON bytes: [UInt8]) throws(AppleVerificationError) {
@@ -124,6 +125,19 @@ enum JSONField {
         guard let members = JSONObjectScanner.members(bytes) else {
             throw AppleVerificationError(.malformed, "the JWS payload does not decode: not a JSON object")
         }
+        return try unique(members)
+    }
+
+    /// A key given twice is refused, as the job parser refuses it: this reader would keep the last value,
+    /// the app's bundle id peek (AppleApps) the first.
+    private static func unique(_ members: [JSONObjectScanner.Member]) throws(AppleVerificationError)
+        -> [JSONObjectScanner.Member]
+    {
+        var keys = Set<String>(minimumCapacity: members.count)
+        for member in members where !keys.insert(member.key).inserted {
+            throw AppleVerificationError(
+                .malformed, "the JWS payload does not decode: \(member.key.prefix(64)) appears twice")
+        }
         return members
     }
 
@@ -177,7 +191,7 @@ enum JSONField {
     {
         if isNull(member) { return nil }
         guard let members = JSONObjectScanner.members(member.raw) else { throw mistyped(member, "an object") }
-        return members
+        return try unique(members)
     }
 
     private static func isNull(_ member: JSONObjectScanner.Member) -> Bool { member.raw.elementsEqual("null".utf8) }

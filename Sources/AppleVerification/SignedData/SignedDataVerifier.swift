@@ -85,12 +85,12 @@ public final class SignedDataVerifier: Sendable {
         guard let parts else {
             throw AppleVerificationError(.malformed, "not a compact JWS (header.payload.signature)")
         }
+        // Segments by UTF-8 offset, never by Character: a combining mark after a dot would join it.
         let utf8 = jws.utf8
-        let firstDot = utf8.index(utf8.startIndex, offsetBy: parts.firstDot)
-        let secondDot = utf8.index(utf8.startIndex, offsetBy: parts.secondDot)
-        let headerSegment = jws[..<firstDot]
-        guard let payloadBytes = Base64URL.decodeBytes(jws[jws.index(after: firstDot)..<secondDot]),
-            let signature = Base64URL.decode(jws[jws.index(after: secondDot)...])
+        func at(_ offset: Int) -> String.Index { utf8.index(utf8.startIndex, offsetBy: offset) }
+        let headerSegment = jws[..<at(parts.firstDot)]
+        guard let payloadBytes = Base64URL.decodeBytes(jws[at(parts.firstDot + 1)..<at(parts.secondDot)]),
+            let signature = Base64URL.decode(jws[at(parts.secondDot + 1)...])
         else { throw AppleVerificationError(.malformed, "the JWS is not base64url") }
 
         // Decoded before the signature is checked only to learn `signedDate`, the date at which the chain
