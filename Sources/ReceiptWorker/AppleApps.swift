@@ -42,8 +42,8 @@ public struct AppleApps: Sendable {
     /// `data.bundleId` (or `summary.bundleId`) of a JWS's payload, unverified.
     static func unverifiedBundleID(_ jws: String) -> String? {
         let parts = jws.split(separator: ".", maxSplits: 3, omittingEmptySubsequences: false)
-        guard parts.count == 3, let payload = Base64URL.decode(parts[1]),
-            let members = JSONObjectScanner.members(Array(payload))
+        guard parts.count == 3, let payload = Base64URL.decodeBytes(parts[1]),
+            let members = JSONObjectScanner.members(payload)
         else { return nil }
         for member in members where member.key == "data" || member.key == "summary" {
             guard let inner = JSONObjectScanner.members(member.raw),

@@ -14,8 +14,15 @@ public enum WorkerAssembly {
             laneObserver: { app in { metrics.observeLane(app: app, $0, waited: $1, paused: $2) } })
 
         let kafka = try kafkaConfigurations(configuration)
-        let consumer = try KafkaConsumer(configuration: kafka.consumer, logger: logger)
-        let producer = try KafkaProducer(configuration: kafka.producer, logger: logger)
+        let consumer: KafkaConsumer
+        let producer: KafkaProducer
+        do {
+            // A setting librdkafka refuses is a configuration error, named as check-config names it (exit 2).
+            consumer = try KafkaConsumer(configuration: kafka.consumer, logger: logger)
+            producer = try KafkaProducer(configuration: kafka.producer, logger: logger)
+        } catch {
+            throw configurationError(error)
+        }
         let ledger = try await LedgerFactory.open(
             url: configuration.ledgerURL, poolSize: configuration.ledgerPoolSize, schema: configuration.ledgerSchema)
         return Worker(

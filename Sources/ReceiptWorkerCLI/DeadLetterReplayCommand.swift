@@ -85,7 +85,8 @@ enum DeadLetterReplayCommand {
                 let reason = letter.header("dlq_reason")?.stringValue ?? "-"
                 let matched = filter.matches(letter)
                 let written = letter.timestamp.map { Timestamp.rfc3339($0) } ?? "-"
-                let destination = matched ? Self.destination(of: letter, reason: reason, configuration) : nil
+                let route = matched ? Self.destination(of: letter, reason: reason, configuration) : nil
+                let destination = try? route?.get()
                 let action =
                     !matched ? "skipped " : destination == nil ? "cannot replay" : dryRun ? "would replay" : "replayed"
                 if let destination, let producer {
@@ -102,7 +103,8 @@ enum DeadLetterReplayCommand {
                     }
                 }
                 if destination != nil { replayed += 1 }
-                let note = matched && destination == nil ? Self.unroutable(letter) : ""
+                var note = ""
+                if case .failure(let unroutable) = route { note = unroutable.why }
                 emit(
                     "\(action)  \(letter.topicPartition)@\(letter.offset)  \(reason)  \(written)  \(note)\(letter.header("dlq_error")?.stringValue ?? "")"
                 )
@@ -131,22 +133,26 @@ enum DeadLetterReplayCommand {
 
     /// Where a letter goes back to: the topic it was taken from (`dlq_source_topic`), when it is one this
     /// configuration names; a letter without that header by its reason (a consumption answer is no job: the
-    /// jobs topic would dead-letter it again). Nil for a truncated letter, whose value is gone, and for a
-    /// source topic this configuration does not know.
-    static func destination(of letter: KafkaMessage, reason: String, _ configuration: WorkerConfiguration) -> String? {
-        if letter.header("dlq_truncated")?.stringValue == "true" { return nil }
+    /// jobs topic would dead-letter it again). A truncated letter, whose value is gone, and one from a topic
+    /// this configuration does not know go nowhere: `.failure` says why, for the letter's line.
+    static func destination(of letter: KafkaMessage, reason: String, _ configuration: WorkerConfiguration)
+        -> Result<String, Unroutable>
+    {
+        if letter.header("dlq_truncated")?.stringValue == "true" {
+            return .failure(Unroutable(why: "(truncated: read the original at its source offset) "))
+        }
         let topics = configuration.topics
         guard let source = letter.header("dlq_source_topic")?.stringValue else {
-            return reason == "consumption_not_sent" ? topics.consumption : topics.jobs
+            return .success(reason == "consumption_not_sent" ? topics.consumption : topics.jobs)
         }
-        return [topics.jobs, topics.consumption, topics.notifications].contains(source) ? source : nil
+        guard [topics.jobs, topics.consumption, topics.notifications].contains(source) else {
+            return .failure(Unroutable(why: "(from \(source), not a topic of this configuration) "))
+        }
+        return .success(source)
     }
 
-    static func unroutable(_ letter: KafkaMessage) -> String {
-        if letter.header("dlq_truncated")?.stringValue == "true" {
-            return "(truncated: read the original at its source offset) "
-        }
-        return "(from \(letter.header("dlq_source_topic")?.stringValue ?? "?"), not a topic of this configuration) "
+    struct Unroutable: Error {
+        let why: String
     }
 
     static func time(_ options: Options, _ name: String) throws -> Date? {

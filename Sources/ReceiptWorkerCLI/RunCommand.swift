@@ -27,9 +27,6 @@ enum RunCommand {
     static func run(_ arguments: [String]) async throws -> Int32 {
         let options = try Options(arguments, valued: Options.configurationOptions, flags: [])
         let configuration = try options.configuration(purpose: .worker)
-        // What check-config checks, first: a bad kafka.* setting or key file is a configuration error
-        // (exit 2) named as check-config names it, not a failure of librdkafka at start-up.
-        try WorkerAssembly.validate(configuration)
         let logger = Logger(label: "receipt-worker")
         let worker = try await WorkerAssembly.make(configuration, logger: logger)
         var endpoint: MetricsEndpoint?

@@ -16,10 +16,6 @@ package enum Base64URL {
         decodeBytes(text).map { Data($0) }
     }
 
-    package static func decode(bytes input: UnsafeBufferPointer<UInt8>) -> Data? {
-        decodeBytes(input).map { Data($0) }
-    }
-
     /// As `decode`, into an array (what the JSON scanner reads).
     package static func decodeBytes(_ text: Substring) -> [UInt8]? {
         var text = text

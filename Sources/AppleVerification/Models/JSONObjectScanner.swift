@@ -5,8 +5,8 @@ import Foundation
 /// - the job parser, to refuse what Foundation's parsers would read two ways: a key given twice (one parser
 ///   keeps the first value, another the last; `"quantit\u0079"` is the same key written differently), and
 ///   numbers whose text is not a plain integer (`1.0`, `1e2`, which decoders turn into integers silently);
-/// - the signed payloads' decoders (`SignedPayloadFields`), where JSONDecoder cost a tenth of the
-///   notification receiver's time.
+/// - the signed payloads' decoders (`JSONField`, SignedPayloadDecoding.swift), where JSONDecoder cost a
+///   tenth of the notification receiver's time.
 ///
 /// The whole text is checked against JSON's grammar (strings without raw control characters, numbers,
 /// `true`/`false`/`null`, nesting); nesting is bounded, so hostile depth cannot exhaust the stack.
