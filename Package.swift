@@ -116,6 +116,7 @@ if ProcessInfo.processInfo.environment["RECEIPT_WORKER_FUZZ"] == "1" {
         ("FuzzSignedData", ["AppleVerification"], false),
         ("FuzzVerifyReceiptResponse", ["AppleVerification"], false),
         ("FuzzAppReceipt", ["AppleVerification"], false),
+        ("FuzzAppleDates", ["AppleVerification"], false),
         ("FuzzHTTPRequestParser", ["HTTPServerKit"], false),
         ("FuzzProperties", ["ReceiptWorker"], true),
         ("FuzzConsumptionAnswer", ["ReceiptWorker"], true),

@@ -2,7 +2,7 @@
 # libFuzzer targets (Fuzz/<Target>/main.swift) for the parsers that read what clients, Apple, proxies and files send.
 #   scripts/fuzz.sh [TARGET] [SECONDS]   each target, or TARGET alone, for SECONDS (default 60)
 #   scripts/fuzz.sh --ci                 each target for a fixed number of runs from a fixed seed
-# TARGET: JobParser, SignedData, VerifyReceiptResponse, AppReceipt, HTTPRequestParser, Properties,
+# TARGET: JobParser, SignedData, VerifyReceiptResponse, AppReceipt, AppleDates, HTTPRequestParser, Properties,
 # ConsumptionAnswer.
 # Prints executions, seconds and the verdict per target; exits 1 when any target crashed, with the crashing
 # input saved under Fuzz/Crashes/<Target>/. Replay one (the environment as set below):
@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-targets=(JobParser SignedData VerifyReceiptResponse AppReceipt HTTPRequestParser Properties ConsumptionAnswer)
+targets=(JobParser SignedData VerifyReceiptResponse AppReceipt AppleDates HTTPRequestParser Properties ConsumptionAnswer)
 scratch=.build-fuzz
 fixtures=Tests/AppleVerificationTests/Fixtures  # Apple's test vectors
 
@@ -33,6 +33,7 @@ max_len() {
     SignedData) echo 4096 ;;            # a JWS with a three-certificate x5c is 2.5 KB
     VerifyReceiptResponse) echo 4096 ;;
     AppReceipt) echo 8192 ;;            # all fixture receipts but one (17 KB, cut short) fit; larger runs 3 times slower
+    AppleDates) echo 256 ;;             # a date of 40 bytes is the longest read; 256 reaches every length check
     HTTPRequestParser) echo 2048 ;;
     Properties) echo 8192 ;;            # config/worker.properties is 5 KB
     ConsumptionAnswer) echo 1024 ;;     # an answer is a few hundred bytes (16 KB at most)
@@ -47,6 +48,7 @@ ci_runs() {
     SignedData) echo 25000 ;;
     VerifyReceiptResponse) echo 250000 ;;
     AppReceipt) echo 10000 ;;
+    AppleDates) echo 100000 ;;
     HTTPRequestParser) echo 30000 ;;
     Properties) echo 2000 ;;
     ConsumptionAnswer) echo 20000 ;;  # JSONDecoder per input

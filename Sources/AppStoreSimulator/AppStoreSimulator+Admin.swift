@@ -144,7 +144,8 @@ extension AppStoreSimulator {
                 ios6
                 ? SimulatedReceipts.transactionReceipt(purchase)
                 : try SimulatedReceipts.appReceipt(
-                    bundleID: purchase.bundleID, purchases: [purchase], created: now, signer: receiptSigner)
+                    bundleID: purchase.bundleID, environment: purchase.environment, purchases: [purchase],
+                    created: now, signer: receiptSigner)
         } catch {
             return .json(500, Self.error(5000000, "signing the receipt failed"))
         }

@@ -4,11 +4,13 @@ import Foundation
 /// App receipts as Apple makes them: a PKCS#7 signed-data whose content is the receipt's ASN.1 attribute
 /// SET (here signed by the simulator's test chain), and iOS 6 transaction receipts as base64 plists.
 enum SimulatedReceipts {
-    /// The app receipt of `purchases` (each an in-app attribute), base64.
-    static func appReceipt(bundleID: String, purchases: [Purchase], created: Date, signer: PKCS7Signer) throws
-        -> String
-    {
+    /// The app receipt of `purchases` (each an in-app attribute), base64. Its type (attribute 0) is Apple's for
+    /// the environment: `ProductionSandbox` for a Sandbox receipt, `Production` otherwise.
+    static func appReceipt(
+        bundleID: String, environment: String, purchases: [Purchase], created: Date, signer: PKCS7Signer
+    ) throws -> String {
         var attributes = [
+            attribute(0, utf8(environment == "Sandbox" ? "ProductionSandbox" : "Production")),
             attribute(2, utf8(bundleID)), attribute(3, utf8("1")), attribute(19, utf8("1")),
             attribute(12, ia5(time(created))),
         ]

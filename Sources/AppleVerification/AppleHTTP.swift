@@ -10,7 +10,7 @@ public typealias AppleCallObserver = @Sendable (_ call: String, _ outcome: Strin
 
 /// What the Apple clients share about HTTP: transport errors and statuses mapped to
 /// ``AppleVerificationError`` with Apple's transient set, and `Retry-After` read both ways Apple is seen to send it.
-enum AppleHTTP {
+package enum AppleHTTP {
     /// Makes one call. `observe` (for metrics) learns how long it took and how it ended; `call` names the
     /// endpoint and environment there (`verify_receipt_production`, ...).
     static func execute(
@@ -63,7 +63,7 @@ enum AppleHTTP {
     /// of zero. The header comes from whatever answered, so it is read as hostile: only digits (with an
     /// optional fraction) are a number, so `inf`, `nan`, `1e300` and `-5` are unreadable, and a huge number
     /// or a date centuries away waits `maximum`, never longer.
-    static func retryAfter(_ value: String?, now: Date = Date(), maximum: Duration) -> Duration? {
+    package static func retryAfter(_ value: String?, now: Date = Date(), maximum: Duration) -> Duration? {
         guard let value else { return nil }
         let text = value.trimmingCharacters(in: .whitespaces)
         let seconds: Double
@@ -112,12 +112,35 @@ enum AppleHTTP {
         return Double(text)
     }
 
-    /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the HTTP-date form senders must use.
+    /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the HTTP-date form senders must use. Read by hand:
+    /// the format is fixed, and a DateFormatter per header cost more than the rest of reading an answer.
     private static func httpDate(_ text: String) -> Date? {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return formatter.date(from: text)
+        let bytes = Array(text.utf8)
+        guard bytes.count == 29, bytes[3] == UInt8(ascii: ","), bytes[4] == 0x20, bytes[7] == 0x20,
+            bytes[11] == 0x20, bytes[16] == 0x20, bytes[19] == UInt8(ascii: ":"), bytes[22] == UInt8(ascii: ":"),
+            bytes[25] == 0x20, bytes[26...].elementsEqual("GMT".utf8)
+        else { return nil }
+        func number(_ range: Range<Int>) -> Int32? {
+            var value: Int32 = 0
+            for byte in bytes[range] {  // at most four digits: no sum can overflow
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+                value = value * 10 + Int32(byte - UInt8(ascii: "0"))
+            }
+            return value
+        }
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard let month = months.firstIndex(where: { bytes[8..<11].elementsEqual($0.utf8) }),
+            let day = number(5..<7), let year = number(12..<16), let hour = number(17..<19),
+            let minute = number(20..<22), let second = number(23..<25),
+            (1...31).contains(day), hour < 24, minute < 60, second < 61
+        else { return nil }
+        var parts = tm()
+        parts.tm_year = year - 1900
+        parts.tm_mon = Int32(month)
+        parts.tm_mday = day
+        parts.tm_hour = hour
+        parts.tm_min = minute
+        parts.tm_sec = second
+        return Date(timeIntervalSince1970: Double(timegm(&parts)))
     }
 }

@@ -99,23 +99,30 @@ public final class AppleVerifier: Sendable {
         }
     }
 
-    /// An app receipt whose signature verified: its bundle id, then the order's entry fetched from Apple and
-    /// checked like any signed transaction. Sandbox is tried when Production does not know the transaction,
-    /// whatever the policy, so that a sandbox receipt is told apart (`sandbox_not_allowed`) from a
-    /// transaction Apple does not know.
+    /// An app receipt whose signature verified: its bundle id and environment, then the order's entry fetched
+    /// from Apple and checked like any signed transaction. The environment is the one Apple signed into the
+    /// receipt (its type): a Sandbox receipt where Sandbox is not allowed is denied at once, with no call
+    /// (anyone with a TestFlight build makes them for free); otherwise only that environment is asked. A
+    /// receipt that names none is asked of Production, then of Sandbox only where it is allowed.
     private func verifyLocally(
         _ receipt: AppReceipt, selecting: ReceiptSelection?, api: AppStoreServerAPIClient, attempts: inout Int
     ) async throws -> AppleVerdict {
         guard receipt.bundleID?.utf8.elementsEqual(bundleID.utf8) == true else {
             return .rejected(.bundleMismatch, detail: "the receipt is for bundle \(receipt.bundleID ?? "unknown")")
         }
+        let environment = receipt.environment
+        if let environment, environment != .production, !api.configuration.allowSandbox {
+            return .rejected(
+                .sandboxNotAllowed, detail: "a \(environment) receipt, and sandbox purchases are not allowed")
+        }
         guard let id = Self.entry(of: receipt, selecting)?.transactionID else {
             // No entry for the order: the checks answer transaction_not_found, as for verifyReceipt's answer.
             return .verified(
                 VerifiedPurchase(
-                    source: .receipt, bundleID: receipt.bundleID, environment: .production, transactions: []))
+                    source: .receipt, bundleID: receipt.bundleID, environment: environment ?? .production,
+                    transactions: []))
         }
-        switch try await api.transactionInfo(id: id, trySandbox: true, attempts: &attempts) {
+        switch try await api.transactionInfo(id: id, in: environment, attempts: &attempts) {
         case .found(let jws): return verifySigned(jws, source: .serverAPI)
         case .notFound:
             return .rejected(.transactionNotFound, detail: "Apple knows no transaction \(id) of the receipt")

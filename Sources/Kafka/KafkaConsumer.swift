@@ -161,7 +161,9 @@ public final class KafkaConsumer: Sendable {
             offsets = Dictionary(uniqueKeysWithValues: partitions.map { ($0, Int64(RD_KAFKA_OFFSET_BEGINNING)) })
         case .end: offsets = Dictionary(uniqueKeysWithValues: partitions.map { ($0, Int64(RD_KAFKA_OFFSET_END)) })
         case .time(let date):
-            let millis = Int64(date.timeIntervalSince1970 * 1000)
+            // A date from a command line: clamped, never a trapping conversion.
+            let raw = (date.timeIntervalSince1970 * 1000).rounded(.down)
+            let millis = raw.isNaN ? 0 : Int64(min(max(raw, 0), 253_402_300_799_999))
             let query = TopicPartitionList(
                 partitions, offsets: Dictionary(uniqueKeysWithValues: partitions.map { ($0, millis) }))
             let err = await Blocking.run {

@@ -5,7 +5,10 @@ public enum Timestamp {
     public static func rfc3339(_ date: Date) -> String {
         // Round to the millisecond first: Apple's millisecond times come back from Double as x.122999…, and
         // truncating them would print one millisecond early.
-        let totalMillis = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        // Clamped to years 0001...9999 first (NaN to the epoch): a date from outside must not trap the
+        // conversion to Int64, and RFC 3339 has four digits of year.
+        let raw = (date.timeIntervalSince1970 * 1000).rounded()
+        let totalMillis = raw.isNaN ? 0 : Int64(min(max(raw, -62_135_596_800_000), 253_402_300_799_999))
         var seconds = time_t(totalMillis >= 0 ? totalMillis / 1000 : (totalMillis - 999) / 1000)
         let millis = Int(totalMillis - Int64(seconds) * 1000)
         var parts = tm()

@@ -55,6 +55,41 @@ struct AppleVerifierTests {
         else { Issue.record("a sandbox transaction id was found in production"); return }
     }
 
+    @Test(
+        "server_api: a Sandbox app receipt is denied at once where Sandbox is not allowed (no call to Apple); where it is, only the Sandbox is asked"
+    )
+    func sandboxReceiptsWithServerAPI() async throws {
+        let harness = try SimulatorHarness()
+        let sandbox = try await harness.purchase(["product_id": "gems.500", "environment": "Sandbox"])
+        let production = try await harness.purchase(["product_id": "gems.500"])
+        let roots = try ReceiptSignatureVerifier(rootCertificates: [Data(AppStoreSimulator.testRootPEM.utf8)])
+        func verifier(allowSandbox: Bool) throws -> AppleVerifier {
+            let plain = try self.verifier(harness, allowSandbox: allowSandbox)
+            return AppleVerifier(
+                bundleID: plain.bundleID, receipts: harness.receiptClient(allowSandbox: allowSandbox),
+                api: try harness.apiClient(allowSandbox: allowSandbox), signedData: plain.signedData,
+                receiptVerification: .serverAPI(roots))
+        }
+        let before = try await harness.admin.appleRequests()
+        var attempts = 0
+        let refused = try await verifier(allowSandbox: false).verify(
+            .receipt(sandbox.receipt), selecting: ReceiptSelection(transactionID: nil, productID: "gems.500"),
+            attempts: &attempts)
+        guard case .rejected(.sandboxNotAllowed, _) = refused else { Issue.record("\(refused)"); return }
+        #expect(attempts == 0)
+        #expect(try await harness.admin.appleRequests() == before)
+
+        for (purchase, environment) in [(sandbox, AppleEnvironment.sandbox), (production, .production)] {
+            attempts = 0
+            let verdict = try await verifier(allowSandbox: true).verify(
+                .receipt(purchase.receipt), selecting: ReceiptSelection(transactionID: nil, productID: "gems.500"),
+                attempts: &attempts)
+            guard case .verified(let verified) = verdict else { Issue.record("\(verdict)"); continue }
+            #expect(verified.environment == environment)
+            #expect(attempts == 1, "one call, to the receipt's own environment")
+        }
+    }
+
     @Test("another app's proof is bundle_mismatch; a forged one is invalid_receipt")
     func bundleAndForgery() async throws {
         let harness = try SimulatorHarness()

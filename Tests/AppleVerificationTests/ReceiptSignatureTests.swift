@@ -21,7 +21,9 @@ struct ReceiptSignatureTests {
         return try signer.sign(payload(transactionID: transactionID)).base64EncodedString()
     }
 
-    static func payload(transactionID: String) -> [UInt8] {
+    static func payload(transactionID: String, created: String = "2026-11-30T10:00:00Z", type: String? = nil)
+        -> [UInt8]
+    {
         func element(_ tag: UInt8, _ content: [UInt8]) -> [UInt8] { [tag, UInt8(content.count)] + content }
         // SEQUENCE { INTEGER type (two bytes), INTEGER 1, OCTET STRING value }
         func attribute(_ type: Int, _ value: [UInt8]) -> [UInt8] {
@@ -30,8 +32,9 @@ struct ReceiptSignatureTests {
         let entry = element(0x31, attribute(1703, element(0x0C, Array(transactionID.utf8))))
         return element(
             0x31,
-            attribute(2, element(0x0C, Array("com.example".utf8)))
-                + attribute(12, element(0x16, Array("2026-11-30T10:00:00Z".utf8))) + attribute(17, entry))
+            (type.map { attribute(0, element(0x0C, Array($0.utf8))) } ?? [])
+                + attribute(2, element(0x0C, Array("com.example".utf8)))
+                + attribute(12, element(0x16, Array(created.utf8))) + attribute(17, entry))
     }
 
     @Test("Apple's own sandbox receipts verify against Apple Root CA at their creation date, not against G3")
@@ -118,15 +121,52 @@ struct ReceiptSignatureTests {
         }
     }
 
-    @Test("creation dates: RFC 3339 in UTC, fractions ignored; anything else is no date")
+    @Test("creation dates: RFC 3339 in UTC, fractions of any length ignored; anything else is no date")
     func creationDates() {
         #expect(ReceiptSignatureVerifier.seconds("2015-08-12T07:50:46Z") == 1_439_365_846)
         #expect(ReceiptSignatureVerifier.seconds("2015-08-12T07:50:46.123Z") == 1_439_365_846)
+        // Ten digits and more once overflowed a 32-bit sum and crashed the worker before the signer was checked.
+        #expect(ReceiptSignatureVerifier.seconds("2015-08-12T07:50:46.1234567890Z") == 1_439_365_846)
+        #expect(ReceiptSignatureVerifier.seconds("2015-08-12T07:50:46.9999999999999999999Z") == 1_439_365_846)
         for bad in [
             "", "2015-08-12 07:50:46Z", "2015-13-12T07:50:46Z", "2015-08-12T07:50:46", "2015-08-12T07:50:46+01:00",
             "２０15-08-12T07:50:46Z", "2015-08-12T07:50:46.Z", String(repeating: "9", count: 10_000),
+            "2015-08-12T07:50:46." + String(repeating: "9", count: 10_000) + "Z", "2015-08-12T07:50:46.12a4Z",
+            "9999-99-99T99:99:99Z",
         ] {
             #expect(ReceiptSignatureVerifier.seconds(bad) == nil, "\(bad.prefix(30))")
         }
+    }
+
+    @Test(
+        "a receipt signed by anyone, whose creation date has a fraction of 10 to 30 digits, is refused, never a crash",
+        arguments: [10, 12, 19, 30])
+    func forgedReceiptWithLongFraction(digits: Int) throws {
+        let created = "2026-11-30T10:00:00." + String(repeating: "7", count: digits) + "Z"
+        let signer = try PKCS7Signer(
+            keyPEM: try Fixtures.text("chain/testCA.key"), certificatesPEM: try Fixtures.text("chain/testCA.pem"))
+        let text = try signer.sign(Self.payload(transactionID: "2000000000000009", created: created))
+            .base64EncodedString()
+        guard case .invalid(let reason) = try Self.testChain().verify(base64: text) else {
+            Issue.record("a receipt signed by the root's key itself verified")
+            return
+        }
+        // Past 40 bytes the date is no date; within, it is read and the signer refused.
+        #expect(reason.contains(created.utf8.count > 40 ? "creation date" : "signer"))
+    }
+
+    @Test("the receipt type Apple signs in names its environment; Apple's sandbox receipts say ProductionSandbox")
+    func receiptEnvironment() throws {
+        for (type, environment) in [
+            ("Production", AppleEnvironment.production), ("ProductionSandbox", .sandbox), ("Xcode", .xcode),
+        ] {
+            let receipt = AppReceipt(payload: Self.payload(transactionID: "1", type: type))
+            #expect(receipt.receiptType == type)
+            #expect(receipt.environment == environment)
+        }
+        #expect(AppReceipt(payload: Self.payload(transactionID: "1")).environment == nil)
+        #expect(AppReceipt(payload: Self.payload(transactionID: "1", type: "Somewhere")).environment == nil)
+        let real = try #require(AppReceipt(base64: try Fixtures.text("receipts/shoshins_ParsingTestZero.b64")))
+        #expect(real.environment == .sandbox)
     }
 }

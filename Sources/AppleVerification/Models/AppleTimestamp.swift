@@ -24,7 +24,7 @@ public enum AppleTimestamp {
     /// The date of a verifyReceipt millisecond string: decimal digits, an optional fraction, nothing else.
     /// Exponents (`1e30`), signs (`-9999999999999999999`), `inf`, `nan` and hexadecimal, all of which
     /// `Double.init` would read, are refused.
-    static func date(millisecondsText text: String) -> Date? {
+    package static func date(millisecondsText text: String) -> Date? {
         let utf8 = text.utf8
         guard (1...32).contains(utf8.count) else { return nil }
         var digitsBeforePoint = 0

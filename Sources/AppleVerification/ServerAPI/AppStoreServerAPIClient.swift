@@ -49,15 +49,22 @@ public final class AppStoreServerAPIClient: Sendable {
 
     /// Looks a transaction up. `attempts` counts the HTTP calls made. Transient failures throw a retriable
     /// ``AppleVerificationError`` (with `retryAfter` when Apple said when to come back).
-    /// Production first; Sandbox when Production does not know the id and Sandbox is allowed, or
-    /// `trySandbox` (the caller's verifier then judges the environment).
-    public func transactionInfo(id: String, trySandbox: Bool = false, attempts: inout Int) async throws -> Outcome {
+    /// `in`: the one environment to ask, when the caller knows it (an app receipt says which it is; Sandbox
+    /// only where allowed, never otherwise); nil: Production first, then Sandbox when Production does not
+    /// know the id and Sandbox is allowed. With Sandbox not allowed no Sandbox endpoint is ever called.
+    public func transactionInfo(id: String, in environment: AppleEnvironment? = nil, attempts: inout Int)
+        async throws -> Outcome
+    {
         guard !id.isEmpty, id.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
             return .rejected(errorCode: 4000006)
         }
+        if let environment, environment != .production {
+            guard configuration.allowSandbox else { return .notFound }
+            return try await lookup(id: id, base: configuration.sandboxURL, sandbox: true, attempts: &attempts)
+        }
         let production = try await lookup(
             id: id, base: configuration.productionURL, sandbox: false, attempts: &attempts)
-        guard case .notFound = production, configuration.allowSandbox || trySandbox else { return production }
+        guard case .notFound = production, environment == nil, configuration.allowSandbox else { return production }
         return try await lookup(id: id, base: configuration.sandboxURL, sandbox: true, attempts: &attempts)
     }
 

@@ -16,10 +16,25 @@ public struct AppReceipt: Sendable {
     }
 
     public var bundleID: String?
+    /// Attribute 0, the receipt type Apple signs into it: `Production`, `ProductionSandbox` (a TestFlight or
+    /// sandbox tester's receipt), `Xcode`, ... Nil when the receipt has none.
+    public var receiptType: String?
     public var appVersion: String?
     /// Attribute 12, RFC 3339 (`2015-08-12T07:50:46Z`): when Apple made the receipt.
     public var creationDate: String?
     public var inApp: [InApp]
+
+    /// The environment the receipt type names: Production for `Production` (and `ProductionVPP`), Sandbox for
+    /// the sandbox types (`ProductionSandbox`, `ProductionVPPSandbox`), Xcode for Xcode's; nil when the
+    /// receipt names none or a type not known here.
+    public var environment: AppleEnvironment? {
+        switch receiptType {
+        case "Production", "ProductionVPP": .production
+        case "ProductionSandbox", "ProductionVPPSandbox", "Sandbox": .sandbox
+        case "Xcode": .xcode
+        default: nil
+        }
+    }
 
     /// Parses a base64 receipt. Nil when it is not a PKCS#7 app receipt.
     public init?(base64 text: String) {
@@ -33,11 +48,13 @@ public struct AppReceipt: Sendable {
     /// Attributes it cannot read are skipped; bytes that are not a SET give a receipt without fields.
     package init(payload: [UInt8]) {
         var bundleID: String?
+        var receiptType: String?
         var appVersion: String?
         var creationDate: String?
         var inApp: [InApp] = []
         for (type, value) in Self.attributes(payload) {
             switch type {
+            case 0: receiptType = ASN1Reader.string(value)
             case 2: bundleID = ASN1Reader.string(value)
             case 3: appVersion = ASN1Reader.string(value)
             case 12: creationDate = ASN1Reader.string(value)
@@ -46,6 +63,7 @@ public struct AppReceipt: Sendable {
             }
         }
         self.bundleID = bundleID
+        self.receiptType = receiptType
         self.appVersion = appVersion
         self.creationDate = creationDate
         self.inApp = inApp

@@ -87,8 +87,10 @@ public struct ReceiptSignatureVerifier: Sendable {
     }
 
     /// `2015-08-12T07:50:46Z`, with or without fractional seconds (ignored), as a `time_t`; nil for anything
-    /// else. Read by hand: a formatter per call cost more than the rest of choosing a receipt's entry.
-    static func seconds(_ text: String) -> time_t? {
+    /// else. Read by hand: a formatter per call cost more than the rest of choosing a receipt's entry. The
+    /// text is the receipt's, read before its signer is checked: each number is at most four digits, and a
+    /// fraction of any length is only checked to be digits.
+    package static func seconds(_ text: String) -> time_t? {
         let bytes = Array(text.utf8)
         guard bytes.count >= 20, bytes.count <= 40, bytes.last == UInt8(ascii: "Z") else { return nil }
         func number(_ range: Range<Int>) -> Int32? {
@@ -105,10 +107,11 @@ public struct ReceiptSignatureVerifier: Sendable {
             let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
             (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
         else { return nil }
-        if bytes.count > 20 {  // ".123Z"
-            guard bytes[19] == UInt8(ascii: "."), number(20..<(bytes.count - 1)) != nil, bytes.count > 21 else {
-                return nil
-            }
+        if bytes.count > 20 {  // ".123Z": digits only, never summed (ten of them would overflow the sum)
+            let fraction = bytes[20..<(bytes.count - 1)]
+            guard bytes[19] == UInt8(ascii: "."), !fraction.isEmpty,
+                fraction.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+            else { return nil }
         }
         var parts = tm()
         parts.tm_year = year - 1900
