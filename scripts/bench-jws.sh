@@ -24,11 +24,15 @@ root="$chain/root_ca.der"
 rate() { grep -oE '^[0-9]+'; }
 swift_cached=$(taskset -c 0 .build/release/jws-bench verify --jws "$jws" --root "$root" --seconds "$seconds" | rate)
 swift_uncached=$(taskset -c 0 .build/release/jws-bench verify --jws "$jws" --root "$root" --seconds "$seconds" --no-cache | rate)
+forged=$(taskset -c 0 .build/release/jws-bench forged --jws "$jws" --root "$root" --seconds "$seconds" \
+    --forger-key "$chain/testIntermediate.key" | rate)
 python=$(taskset -c 0 "$venv/bin/python" scripts/bench-jws.py "$jws" "$root" "$seconds" | rate)
 ratio() { python3 -c "print(f'{$1 / $2:.1f}x')"; }
 echo "Signed-transaction verifications per second, one core, ES256 + 3-certificate x5c, full payload decode"
 printf '%-58s %10s\n' "Swift SignedDataVerifier, chain cache" "$swift_cached"
 printf '%-58s %10s\n' "Swift SignedDataVerifier, chain verified every time" "$swift_uncached"
+printf '%-58s %10s\n' "Forgeries refused: Apple's chain, a header of their own" "$forged"
+printf '%-58s %10s\n' "CPU per forgery / CPU per genuine (cached)" "$(python3 -c "print(f'{$swift_cached / $forged:.2f}')")"
 printf '%-58s %10s\n' "Apple app-store-server-library 3.1.2 (Python, no cache offline)" "$python"
 printf '%-58s %10s\n' "ratio Swift cached / Python" "$(ratio "$swift_cached" "$python")"
 printf '%-58s %10s\n' "ratio Swift uncached / Python" "$(ratio "$swift_uncached" "$python")"

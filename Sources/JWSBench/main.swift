@@ -4,6 +4,9 @@ import Foundation
 // Signed-transaction verifications per second on the calling thread (pin it to one core with taskset).
 //   jws-bench make --key testLeaf.key --chain testLeaf.pem,testIntermediate.pem,testCA.pem --out FILE
 //   jws-bench verify --jws FILE --root testCA.der [--seconds 3] [--no-cache]
+//   jws-bench forged --jws FILE --root testCA.der --forger-key KEY [--seconds 3]
+//     forgeries: the genuine JWS's chain and payload in a header of their own (a `kid` varied each time),
+//     signed with anyone's key: what an unauthenticated sender posts to the notification receiver.
 // scripts/bench-jws.sh runs it beside Apple's Python library on the same JWS.
 
 func option(_ name: String, in arguments: [String]) -> String? {
@@ -86,6 +89,45 @@ case "verify":
     } catch {
         fail("\(error)")
     }
+case "forged":
+    guard let jwsPath = option("--jws", in: arguments), let rootPath = option("--root", in: arguments),
+        let forgerPath = option("--forger-key", in: arguments)
+    else { fail("forged needs --jws, --root and --forger-key") }
+    let seconds = Double(option("--seconds", in: arguments) ?? "3") ?? 3
+    do {
+        let jws = try String(contentsOfFile: jwsPath, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let parts = jws.split(separator: ".")
+        guard parts.count == 3, let header = Base64URL.decodeBytes(parts[0]),
+            let x5c = (try JSONSerialization.jsonObject(with: Data(header)) as? [String: Any])?["x5c"] as? [String]
+        else { fail("not a JWS with x5c") }
+        let chain = x5c.compactMap { Data(base64Encoded: $0) }
+        let forger = try ECPrivateKey(pem: String(contentsOfFile: forgerPath, encoding: .utf8))
+        let payload = Base64URL.decodeBytes(parts[1]).map { Data($0) } ?? Data()
+        // Made before timing: a sender's signing is not the receiver's cost.
+        let forgeries = try (0..<5_000).map {
+            try JWSSigner(key: forger, headerFields: ["kid": "forged-\($0)"], x5c: chain).sign(payload: payload)
+        }
+        var configuration = SignedDataVerifier.Configuration(
+            rootCertificates: [try Data(contentsOf: URL(fileURLWithPath: rootPath))], bundleID: "com.example")
+        configuration.allowedEnvironments = [.sandbox]
+        let verifier = try SignedDataVerifier(configuration: configuration)
+        _ = try verifier.verifyTransaction(jws)  // the genuine chain, validated once, as in a running worker
+        let clock = ContinuousClock()
+        let start = clock.now
+        let deadline = start + .seconds(seconds)
+        var count = 0
+        while clock.now < deadline {
+            for forged in forgeries[(count % forgeries.count)..<(count % forgeries.count + 100)] {
+                guard (try? verifier.verifyTransaction(forged)) == nil else { fail("a forgery verified") }
+            }
+            count += 100
+        }
+        let elapsed = clock.now - start
+        let rate = Double(count) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        print("\(Int(rate)) forgeries refused/s, \(verifier.chainValidations) chain validation(s)")
+    } catch {
+        fail("\(error)")
+    }
 default:
-    fail("usage: jws-bench make|verify ...")
+    fail("usage: jws-bench make|verify|forged ...")
 }

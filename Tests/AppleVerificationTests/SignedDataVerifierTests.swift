@@ -123,8 +123,8 @@ struct ChainVerifierTests {
 
     func verify(_ paths: [String], at date: Double? = nil, with chains: ChainVerifier? = nil) throws {
         let certificates = try paths.map(Fixtures.x5c)
-        _ = try (chains ?? self.chains()).leafKey(
-            cacheKey: Substring(UUID().uuidString), certificates: { certificates }, at: date ?? self.date)
+        _ = try (chains ?? self.chains()).chain(
+            header: Substring(UUID().uuidString), certificates: { certificates }, at: date ?? self.date)
     }
 
     @Test("the valid test chain verifies")
@@ -158,7 +158,7 @@ struct ChainVerifierTests {
     func garbage(certificate: String) throws {
         let valid = try Fixtures.x5c("chain/intermediate_ca.der")
         let error = #expect(throws: AppleVerificationError.self) {
-            _ = try chains().leafKey(cacheKey: "g", certificates: { [certificate, valid, valid] }, at: date)
+            _ = try chains().chain(header: "g", certificates: { [certificate, valid, valid] }, at: date)
         }
         #expect(error?.code == .invalidCertificate)
     }
@@ -178,15 +178,85 @@ struct ChainVerifierTests {
         let chains = try chains()
         let certificates = try ["chain/leaf_cert.der", "chain/intermediate_ca.der", "chain/root_ca.der"].map(
             Fixtures.x5c)
-        _ = try chains.leafKey(cacheKey: "same", certificates: { certificates }, at: date)
+        _ = try chains.chain(header: "same", certificates: { certificates }, at: date)
         let in2042 = 2_272_147_200.0
         let cached = #expect(throws: AppleVerificationError.self) {
-            _ = try chains.leafKey(cacheKey: "same", certificates: { certificates }, at: in2042)
+            _ = try chains.chain(header: "same", certificates: { certificates }, at: in2042)
         }
         #expect(cached?.code == .invalidChain)
         let fresh = #expect(throws: AppleVerificationError.self) {
-            _ = try self.chains().leafKey(cacheKey: "new", certificates: { certificates }, at: in2042)
+            _ = try self.chains().chain(header: "new", certificates: { certificates }, at: in2042)
         }
         #expect(fresh?.code == .invalidChain)
+    }
+
+    @Test(
+        "forgeries carrying Apple's chain in headers of their own are refused by the signature, validate no path, and never evict the genuine chain"
+    )
+    func forgedHeadersAroundTheRealChain() throws {
+        let chain = try ["chain/leaf_cert.der", "chain/intermediate_ca.der", "chain/root_ca.der"].map(Fixtures.data)
+        var configuration = SignedDataVerifier.Configuration(
+            rootCertificates: [try Fixtures.data("certs/testCA.der")], bundleID: "com.example")
+        configuration.chainCacheSize = 4
+        let verifier = try SignedDataVerifier(configuration: configuration)
+        let payload = Data(TestChain.transaction().utf8)
+        let leafKey = try ECPrivateKey(pem: Fixtures.text("chain/testLeaf.key"))
+        let genuine = try JWSSigner(key: leafKey, x5c: chain).sign(payload: payload)
+        _ = try verifier.verifyTransaction(genuine)
+        #expect(verifier.chainValidations == 1)
+        // Anyone's key, Apple's public chain, a header varied each time (what a sender controls).
+        let forger = try ECPrivateKey(pem: Fixtures.text("chain/testIntermediate.key"))
+        for attempt in 0..<200 {
+            let forged = try JWSSigner(key: forger, headerFields: ["kid": "forged-\(attempt)"], x5c: chain)
+                .sign(payload: payload)
+            let error = #expect(throws: AppleVerificationError.self) { try verifier.verifyTransaction(forged) }
+            #expect(error?.code == .invalidSignature)
+        }
+        #expect(verifier.chainValidations == 1, "the chain was validated once, whatever the headers around it")
+        // Apple's own headers, new to the verifier, still meet the validated chain.
+        let genuineAgain = try JWSSigner(key: leafKey, headerFields: ["kid": "apple"], x5c: chain)
+            .sign(payload: payload)
+        _ = try verifier.verifyTransaction(genuineAgain)
+        _ = try verifier.verifyTransaction(genuine)
+        #expect(verifier.chainValidations == 1)
+    }
+
+    @Test("chains that do not validate are never kept: each costs its own validation, and the genuine one stays")
+    func invalidChainsAreNotCached() throws {
+        var configuration = SignedDataVerifier.Configuration(
+            rootCertificates: [try Fixtures.data("certs/testCA.der")], bundleID: "com.example")
+        configuration.chainCacheSize = 2
+        let verifier = try SignedDataVerifier(configuration: configuration)
+        let payload = Data(TestChain.transaction().utf8)
+        let chain = try ["chain/leaf_cert.der", "chain/intermediate_ca.der", "chain/root_ca.der"].map(Fixtures.data)
+        let genuine = try JWSSigner(key: try ECPrivateKey(pem: Fixtures.text("chain/testLeaf.key")), x5c: chain)
+            .sign(payload: payload)
+        _ = try verifier.verifyTransaction(genuine)
+        // A chain whose leaf lacks Apple's OID, signed by its own key: refused every time, never cached.
+        let wrongOID = try ["chain/leaf_cert_invalid_oid.der", "chain/intermediate_ca.der", "chain/root_ca.der"]
+            .map(Fixtures.data)
+        let other = try JWSSigner(key: try ECPrivateKey(pem: Fixtures.text("chain/testLeaf.key")), x5c: wrongOID)
+            .sign(payload: payload)
+        for _ in 0..<5 {
+            #expect(throws: AppleVerificationError.self) { try verifier.verifyTransaction(other) }
+        }
+        #expect(verifier.chainValidations == 6)
+        _ = try verifier.verifyTransaction(genuine)
+        #expect(verifier.chainValidations == 6, "the genuine chain is still cached")
+    }
+
+    @Test("a header with x5c twice, an x5c of four, or a non-string certificate is refused before any validation")
+    func hostileHeaders() throws {
+        let verifier = try TestChain.verifier()
+        let payload = Base64URL.encode(Data(TestChain.transaction().utf8))
+        for header in [
+            #"{"alg":"ES256","x5c":["a","b","c"],"x5c":["a","b","c"]}"#, #"{"alg":"ES256","x5c":["a","b","c","d"]}"#,
+            #"{"alg":"ES256","x5c":["a",1,"c"]}"#, #"{"alg":"none","x5c":["a","b","c"]}"#, #"{"alg":"ES256"}"#,
+            #"{"alg":"ES256","x5c":"abc"}"#,
+        ] {
+            let jws = Base64URL.encode(Data(header.utf8)) + "." + payload + ".AAAA"
+            #expect(throws: AppleVerificationError.self) { try verifier.verifyTransaction(jws) }
+        }
+        #expect(verifier.chainValidations == 0)
     }
 }

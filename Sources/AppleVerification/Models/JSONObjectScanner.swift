@@ -58,6 +58,36 @@ package enum JSONObjectScanner {
         }
     }
 
+    /// The elements of a JSON array as raw byte spans (`raw` of a member, as written), or nil when `raw` is
+    /// not one array.
+    package static func elements(_ raw: ArraySlice<UInt8>) -> [ArraySlice<UInt8>]? {
+        var index = raw.startIndex
+        skipSpace(raw, &index)
+        guard index < raw.endIndex, raw[index] == UInt8(ascii: "[") else { return nil }
+        index += 1
+        var elements: [ArraySlice<UInt8>] = []
+        skipSpace(raw, &index)
+        if index < raw.endIndex, raw[index] == UInt8(ascii: "]") {
+            index += 1
+            return trailingSpaceOnly(raw, index) ? elements : nil
+        }
+        while true {
+            skipSpace(raw, &index)
+            let start = index
+            guard skipValue(raw, &index, depth: 1) else { return nil }
+            elements.append(raw[start..<index])
+            skipSpace(raw, &index)
+            guard index < raw.endIndex else { return nil }
+            if raw[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            guard raw[index] == UInt8(ascii: "]") else { return nil }
+            index += 1
+            return trailingSpaceOnly(raw, index) ? elements : nil
+        }
+    }
+
     /// True when `raw` is a JSON integer written without fraction, exponent or sign (`0`, `12`).
     package static func isPlainInteger(_ raw: ArraySlice<UInt8>) -> Bool {
         !raw.isEmpty && raw.count <= 18 && raw.allSatisfy(isDigit)

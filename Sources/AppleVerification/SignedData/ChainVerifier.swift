@@ -7,57 +7,138 @@ import Synchronization
 /// valid at the effective date. OpenSSL's strict mode stays off, as in Apple's libraries (Apple's own test
 /// root fails it). Revocation is not checked online.
 ///
-/// Verified chains are cached by the header that carried them, with the window in which they are valid,
-/// so a hit costs a dictionary lookup instead of three DER parses and a path validation.
+/// Two caches, each holding only what Apple made, so that nothing an unauthenticated sender posts can evict
+/// Apple's chain or fill them:
+/// - verified chains, by the SHA-256 of their certificates' DER (not by the header's text, which a sender
+///   varies at will around Apple's public chain): a path validated once is not validated again; only a chain
+///   that validates to a root gets in, and the least recently used leaves when it is full;
+/// - headers whose JWS signature verified (``confirm(header:_:)``): the fast path, a dictionary lookup with
+///   no decoding at all. A header enters only once a signature made with its chain verified, so a forged
+///   header never does.
+/// A forgery carrying Apple's chain in a header of its own costs the header's decoding, a hash and the one
+/// signature check that fails: about what a genuine JWS costs, never a path validation.
 final class ChainVerifier: Sendable {
     static let leafOID = "1.2.840.113635.100.6.11.1"
     static let intermediateOID = "1.2.840.113635.100.6.2.1"
 
-    private struct Verified {
+    /// A chain that validated: its leaf's key and the window in which the whole path is valid.
+    struct VerifiedChain: Sendable {
         let key: ECPublicKey
         let validity: ClosedRange<Double>
+        fileprivate let digest: [UInt8]
+    }
+
+    private struct Caches {
+        var chains: [[UInt8]: VerifiedChain] = [:]
+        /// Digests in `chains`, least recently used first.
+        var recency: [[UInt8]] = []
+        var headers: [Substring: VerifiedChain] = [:]
     }
 
     private let roots: [X509Certificate]
-    private let cache = Mutex<[Substring: Verified]>([:])  // a Substring key: no copy of the header per lookup
+    private let caches = Mutex(Caches())
     private let cacheLimit: Int
+    /// Chains validated from their certificates (cache misses): what a flood of new chains costs shows here.
+    private let validations = Atomic<Int>(0)
+
+    /// How many chains were validated from their certificates since start (each a cache miss).
+    var pathValidations: Int { validations.load(ordering: .relaxed) }
 
     init(roots: [X509Certificate], cacheLimit: Int) {
         self.roots = roots
         self.cacheLimit = cacheLimit
     }
 
-    /// The leaf's public key, once the chain in `certificates` (base64 DER, leaf first) is verified at
-    /// `date` (seconds since the epoch). `cacheKey` identifies the chain (the JWS header segment).
-    func leafKey(cacheKey: Substring, certificates: () throws(AppleVerificationError) -> [String], at date: Double)
-        throws(AppleVerificationError) -> ECPublicKey
+    /// The chain of a JWS whose header is `header` and whose `x5c` (base64 DER, leaf first) `certificates`
+    /// reads, valid at `date` (seconds since the epoch). Call ``confirm(header:_:)`` once the JWS's signature
+    /// verified with its key.
+    func chain(header: Substring, certificates: () throws(AppleVerificationError) -> [String], at date: Double)
+        throws(AppleVerificationError) -> VerifiedChain
     {
-        if cacheLimit > 0, let hit = cache.withLock({ $0[cacheKey] }) {
-            guard hit.validity.contains(date) else {
-                throw AppleVerificationError(.invalidChain, "the certificate chain is not valid at the signed date")
+        if cacheLimit > 0, let known = caches.withLock({ $0.headers[header] }) {
+            return try Self.valid(known, at: date)
+        }
+        let ders = try Self.decode(try certificates())
+        let digest = Self.digest(ders)
+        if cacheLimit > 0, let known = caches.withLock({ Self.use(digest, &$0) }) {
+            return try Self.valid(known, at: date)
+        }
+        let verified = try verify(ders, digest: digest, at: date)
+        guard cacheLimit > 0 else { return verified }
+        caches.withLock { caches in
+            if caches.chains[digest] == nil, caches.chains.count >= cacheLimit, !caches.recency.isEmpty {
+                caches.chains[caches.recency.removeFirst()] = nil
             }
-            return hit.key
+            if caches.chains.updateValue(verified, forKey: digest) == nil { caches.recency.append(digest) }
         }
-        let verified = try verify(certificates(), at: date)
-        guard cacheLimit > 0 else { return verified.key }
-        cache.withLock { cache in
-            if cache.count >= cacheLimit { cache.removeAll(keepingCapacity: true) }
-            cache[cacheKey] = verified
-        }
-        return verified.key
+        return verified
     }
 
-    private func verify(_ encoded: [String], at date: Double) throws(AppleVerificationError) -> Verified {
+    /// Remembers `header` as Apple's, with its chain: a JWS signed with that chain's key verified under it.
+    func confirm(header: Substring, _ chain: VerifiedChain) {
+        guard cacheLimit > 0 else { return }
+        caches.withLock { caches in
+            guard caches.headers[header] == nil else { return }
+            if caches.headers.count >= cacheLimit { caches.headers.removeAll(keepingCapacity: true) }
+            // A copy of its own: the key must not keep the whole JWS it was cut from alive.
+            caches.headers[Substring(String(header))] = chain
+        }
+    }
+
+    /// The chain of `digest`, if verified before, moved to the most recently used end.
+    private static func use(_ digest: [UInt8], _ caches: inout Caches) -> VerifiedChain? {
+        guard let known = caches.chains[digest] else { return nil }
+        if let index = caches.recency.firstIndex(of: digest), index != caches.recency.count - 1 {
+            caches.recency.append(caches.recency.remove(at: index))
+        }
+        return known
+    }
+
+    private static func valid(_ chain: VerifiedChain, at date: Double) throws(AppleVerificationError)
+        -> VerifiedChain
+    {
+        guard chain.validity.contains(date) else {
+            throw AppleVerificationError(.invalidChain, "the certificate chain is not valid at the signed date")
+        }
+        return chain
+    }
+
+    private static func decode(_ encoded: [String]) throws(AppleVerificationError) -> [Data] {
         guard encoded.count == 3 else {
             throw AppleVerificationError(.invalidChainLength, "x5c holds \(encoded.count) certificates, not 3")
         }
-        var certificates: [X509Certificate] = []
+        var ders: [Data] = []
         for text in encoded {
-            guard let der = Data(base64Encoded: text) else {
+            guard let der = Data(base64Encoded: text), !der.isEmpty else {
                 throw AppleVerificationError(.invalidCertificate, "an x5c certificate is not base64")
             }
-            certificates.append(try X509Certificate(bytes: der))
+            ders.append(der)
         }
+        return ders
+    }
+
+    /// SHA-256 over each certificate's length and bytes: three certificates are one chain, whatever text
+    /// carried them.
+    private static func digest(_ ders: [Data]) -> [UInt8] {
+        var input: [UInt8] = []
+        input.reserveCapacity(ders.reduce(24) { $0 + $1.count })
+        for der in ders {
+            withUnsafeBytes(of: UInt64(der.count).bigEndian) { input.append(contentsOf: $0) }
+            input.append(contentsOf: der)
+        }
+        var digest = [UInt8](repeating: 0, count: 32)
+        _ = input.withUnsafeBufferPointer { bytes in
+            digest.withUnsafeMutableBufferPointer { SHA256(bytes.baseAddress, bytes.count, $0.baseAddress) }
+        }
+        return digest
+    }
+
+    private func verify(_ ders: [Data], digest: [UInt8], at date: Double) throws(AppleVerificationError)
+        -> VerifiedChain
+    {
+        validations.add(1, ordering: .relaxed)
+        var certificates: [X509Certificate] = []
+        for der in ders { certificates.append(try X509Certificate(bytes: der)) }
         let leaf = certificates[0]
         let intermediate = certificates[1]
         guard leaf.hasExtension(oid: Self.leafOID) else {
@@ -67,9 +148,8 @@ final class ChainVerifier: Sendable {
             throw AppleVerificationError(.invalidCertificate, "the intermediate certificate lacks Apple's WWDR OID")
         }
         let validity = try validatePath(leaf: leaf, intermediate: intermediate, at: date)
-        return Verified(key: try leaf.publicKey(), validity: validity)
+        return VerifiedChain(key: try leaf.publicKey(), validity: validity, digest: digest)
     }
-
     /// Path validation with OpenSSL; returns the window in which every certificate of the path is valid.
     private func validatePath(leaf: X509Certificate, intermediate: X509Certificate, at date: Double)
         throws(AppleVerificationError) -> ClosedRange<Double>

@@ -24,7 +24,6 @@ public final class SignedDataVerifier: Sendable {
 
     public let configuration: Configuration
     private let chains: ChainVerifier
-    private let decoder = JSONDecoder()
 
     public init(configuration: Configuration) throws(AppleVerificationError) {
         guard !configuration.rootCertificates.isEmpty else {
@@ -35,6 +34,10 @@ public final class SignedDataVerifier: Sendable {
         self.configuration = configuration
         self.chains = ChainVerifier(roots: roots, cacheLimit: max(0, configuration.chainCacheSize))
     }
+
+    /// Certificate chains validated from their certificates since start, cache misses each: Apple's few
+    /// chains are validated once; a number that keeps growing is a sender posting chains of its own.
+    public var chainValidations: Int { chains.pathValidations }
 
     /// A signed transaction, verified and decoded, with its bundle id and environment checked.
     /// Throws ``AppleVerificationError`` with `.bundleMismatch` or `.environmentNotAllowed` for those checks.
@@ -105,16 +108,19 @@ public final class SignedDataVerifier: Sendable {
             }
             date = seconds
         }
-        let key = try chains.leafKey(
-            cacheKey: headerSegment,
-            certificates: { () throws(AppleVerificationError) -> [String] in try self.certificates(in: headerSegment) },
+        let chain = try chains.chain(
+            header: headerSegment,
+            certificates: { () throws(AppleVerificationError) -> [String] in
+                try Self.certificates(in: headerSegment)
+            },
             at: date)
         let valid = jws.withUTF8 { bytes in
-            key.verifyES256(
+            chain.key.verifyES256(
                 signature: signature,
                 message: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[..<parts.secondDot])))
         }
         guard valid else { throw AppleVerificationError(.invalidSignature, "the JWS signature does not verify") }
+        chains.confirm(header: headerSegment, chain)
         for (field, milliseconds) in payload.millisecondTimes {
             if let milliseconds, AppleTimestamp.date(milliseconds: milliseconds) == nil {
                 throw AppleVerificationError(.malformed, "\(field) is not a time from 1970 to 9999")
@@ -141,14 +147,42 @@ public final class SignedDataVerifier: Sendable {
         return (dots.0, dots.1)
     }
 
-    private func certificates(in headerSegment: Substring) throws(AppleVerificationError) -> [String] {
-        guard let data = Base64URL.decode(headerSegment),
-            let header = try? decoder.decode(JWSHeader.self, from: data)
-        else { throw AppleVerificationError(.malformed, "the JWS header is not JSON") }
-        guard header.alg == "ES256" else {
-            throw AppleVerificationError(.malformed, "the JWS algorithm is \(header.alg ?? "missing"), not ES256")
+    /// The header's `x5c`, once its `alg` is ES256. Read with the scanner (a header is 2.5 KB; JSONDecoder cost
+    /// more than the rest of a forged JWS's refusal), a key given twice refused.
+    static func certificates(in headerSegment: Substring) throws(AppleVerificationError) -> [String] {
+        guard let bytes = Base64URL.decodeBytes(headerSegment), let members = JSONObjectScanner.members(bytes) else {
+            throw AppleVerificationError(.malformed, "the JWS header is not JSON")
         }
-        guard let x5c = header.x5c else {
+        var algorithm: String?
+        var x5c: [String]?
+        var keys = Set<String>()
+        for member in members {
+            guard keys.insert(member.key).inserted else {
+                throw AppleVerificationError(.malformed, "the JWS header has \(member.key.prefix(64)) twice")
+            }
+            switch member.key {
+            case "alg": algorithm = try JSONField.string(member)
+            case "x5c":
+                guard let elements = JSONObjectScanner.elements(member.raw) else {
+                    throw AppleVerificationError(.malformed, "the JWS header's x5c is not an array")
+                }
+                guard elements.count == 3 else {
+                    throw AppleVerificationError(
+                        .invalidChainLength, "x5c holds \(elements.count) certificates, not 3")
+                }
+                x5c = []
+                for element in elements {
+                    guard element.first == UInt8(ascii: "\""), let text = JSONObjectScanner.decodeString(element)
+                    else { throw AppleVerificationError(.malformed, "the JWS header's x5c holds a non-string") }
+                    x5c?.append(text)
+                }
+            default: break
+            }
+        }
+        guard algorithm == "ES256" else {
+            throw AppleVerificationError(.malformed, "the JWS algorithm is \(algorithm ?? "missing"), not ES256")
+        }
+        guard let x5c else {
             throw AppleVerificationError(.invalidChainLength, "the JWS header has no x5c")
         }
         return x5c
@@ -183,11 +217,6 @@ public final class SignedDataVerifier: Sendable {
             return "invalid JSON"
         }
     }
-}
-
-private struct JWSHeader: Decodable {
-    let alg: String?
-    let x5c: [String]?
 }
 
 /// A payload Apple signs, with the date its signature was made (milliseconds since the epoch).
