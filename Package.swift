@@ -47,6 +47,10 @@ let package = Package(
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
         .target(name: "Ledger", dependencies: ["CSQLite", "CPostgres", "Observability"], swiftSettings: strict),
+        // The runtime every flow runs on (intake, slots, offsets, commits, drain, liveness): nothing of Apple.
+        .target(
+            name: "Runtime", dependencies: ["Kafka", "Observability"],
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .target(name: "HTTPClient", dependencies: ["CCurl", "CLinux", "Observability"], swiftSettings: strict),
         .target(
             name: "AppleVerification", dependencies: ["COpenSSL", "HTTPClient", "Observability"], swiftSettings: strict),
@@ -57,7 +61,8 @@ let package = Package(
             swiftSettings: strict),
 
         .target(
-            name: "ReceiptWorker", dependencies: ["AppleVerification", "HTTPServerKit", "Kafka", "Ledger", "Observability", "COpenSSL"],
+            name: "ReceiptWorker",
+            dependencies: ["AppleVerification", "HTTPServerKit", "Kafka", "Ledger", "Observability", "Runtime", "COpenSSL"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
         // Executables only wire the libraries together.

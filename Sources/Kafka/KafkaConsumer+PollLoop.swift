@@ -17,6 +17,9 @@ final class ConsumerPollLoop: @unchecked Sendable {
     private var topicNames: [OpaquePointer: String] = [:]
     private var isClosing = false
     private var poller: PollThread?
+    /// Positions last handed over, and when they were last read.
+    private var reportedPositions: [KafkaTopicPartition: Int64] = [:]
+    private var positionsReadAt = ContinuousClock.now
 
     init(
         client: RDKafkaClient, channel: EventChannel<KafkaConsumerEvent>, gate: IntakeGate,
@@ -33,7 +36,10 @@ final class ConsumerPollLoop: @unchecked Sendable {
         self.poller = poller
         let rk = client.handle
         while poller.isRunning {
-            guard let first = rd_kafka_consumer_poll(rk, 100) else { continue }
+            guard let first = rd_kafka_consumer_poll(rk, 100) else {
+                reportPositions()
+                continue
+            }
             take(first)
             // Hand over what is already fetched in one batch, without waiting for more.
             while pending.count < configuration.batchSize, let next = rd_kafka_consumer_poll(rk, 0) {
@@ -47,6 +53,25 @@ final class ConsumerPollLoop: @unchecked Sendable {
             logger.warning("consumer close failed", ["error": KafkaError(err).description])
         }
         self.poller = nil
+    }
+
+    /// When idle, at most every 250 ms: positions that moved without a message (control records of
+    /// transactional producers, which a commit would otherwise never pass), handed over in order after every
+    /// message before them.
+    private func reportPositions() {
+        let now = ContinuousClock.now
+        guard now - positionsReadAt >= .milliseconds(250), pending.isEmpty else { return }
+        positionsReadAt = now
+        var raw: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        guard rd_kafka_assignment(client.handle, &raw) == RD_KAFKA_RESP_ERR_NO_ERROR, let raw else { return }
+        let assignment = TopicPartitionList(adopting: raw)
+        guard rd_kafka_position(client.handle, assignment.pointer) == RD_KAFKA_RESP_ERR_NO_ERROR else { return }
+        let current = assignment.offsets().filter { $0.value >= 0 }  // no position yet: OFFSET_INVALID
+        let moved = current.filter { reportedPositions[$0.key] != $0.value }
+        reportedPositions = current
+        guard !moved.isEmpty else { return }
+        pending.append(.positions(moved))
+        flush()
     }
 
     private func flush() {

@@ -9,6 +9,10 @@ public enum KafkaConsumerEvent: Sendable {
     /// These partitions are about to be released. They stay assigned until ``KafkaRevocation/done()`` is
     /// called (or the revocation timeout passes), so in-flight work can be drained and committed first.
     case partitionsRevoked(KafkaRevocation)
+    /// The consumer's position moved past records it never hands over (a transaction's commit or abort
+    /// marker): for each partition, the offset of the next record it will read. Every message before it was
+    /// handed over before this event. Sent when the consumer is idle and a position moved.
+    case positions([KafkaTopicPartition: Int64])
     /// The consumer is unusable and must be closed.
     case fatalError(KafkaError)
 }

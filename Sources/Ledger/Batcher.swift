@@ -50,7 +50,7 @@ final class Batcher<Request: Sendable, Response: Sendable>: Sendable {
             do {
                 let responses = try await execute(batch.map(\.request))
                 guard responses.count == batch.count else {
-                    throw LedgerError("a batch of \(batch.count) got \(responses.count) answers")
+                    throw LedgerError(.unavailable, "a batch of \(batch.count) got \(responses.count) answers")
                 }
                 for (item, response) in zip(batch, responses) { item.continuation.resume(returning: response) }
             } catch {

@@ -1,25 +1,161 @@
 import Foundation
 
-/// What a job asks the ledger to record.
-public enum LedgerClaim: Sendable, Equatable {
-    /// Grant the purchase `purchaseID` (by `transactionID`) to `orderID`: succeeds only if the purchase was
-    /// granted to no other order, whatever transaction id it was presented with (a StoreKit 1 restore gives
-    /// an old purchase a new transaction id on each device), and the order was granted with no other
-    /// transaction. `purchaseID` nil means the transaction itself is the purchase (a consumable).
-    case grant(orderID: String, transactionID: String, purchaseID: String? = nil)
-    /// Record a deny (or any decision that claims nothing).
-    case deny
+/// Where decisions are kept, so that no purchase is granted to two orders and a re-delivered job gets its
+/// first answer again; what App Store notifications did to purchases; open consumption requests. Three narrow
+/// views of it are what the worker's handlers are given: ``DecisionStore`` (jobs), ``PurchaseStateStore``
+/// (notifications) and ``ConsumptionRequestStore`` (consumption answers).
+///
+/// Every key is scoped by app (``AppScope``): two games that both number their jobs and orders from 1 never
+/// meet here. Purchases and their states are also scoped by environment: a Sandbox transaction is another
+/// purchase than a Production one with the same id.
+public protocol Ledger: DecisionStore, PurchaseStateStore, ConsumptionRequestStore {
+    /// Deletes the results (stored for re-delivered jobs) decided before `cutoff`; returns how many. Grants are
+    /// never deleted: they are what stops a purchase from being granted twice. A job delivered again after
+    /// its result went is verified again, and its grant, if any, meets itself in the ledger: the same event.
+    func pruneResults(decidedBefore cutoff: Date) async throws -> Int
+
+    /// Whether the ledger answers, and takes writes (for `/readyz`).
+    func ping() async throws
+
+    func close() async
 }
 
-/// The ledger's answer.
+/// The job flow's view: a decision stored once per job, with the claim of its purchase and order.
+public protocol DecisionStore: Sendable {
+    /// The event stored for this job, if it was decided before: a re-delivered job is answered with it
+    /// without asking Apple again. A result stored by a release without job fingerprints answers any
+    /// fingerprint of its job id.
+    func storedDecision(_ key: DecisionKey) async throws -> StoredEvent?
+
+    /// Records the decision with its event, atomically with the claim. A job already recorded gets
+    /// `.replay` with its stored event, whatever the claim now says.
+    func record(_ decision: Decision) async throws -> LedgerOutcome
+}
+
+/// The notification flow's view: what a notification does to a purchase, decided in one place
+/// (``PurchaseRules``) and applied in one transaction.
+public protocol PurchaseStateStore: Sendable {
+    /// The outcome stored for notification `id`, if it was handled before.
+    func storedNotification(id: String) async throws -> NotificationRecord?
+
+    /// Applies a notification's change and stores the event it produces, once per notification, atomically
+    /// (``PurchaseRules``). `event` makes the event for the purchase's grant, when it has one in the
+    /// notification's app and environment; it runs inside the transaction, so the event always names the
+    /// order the ledger holds.
+    func apply(_ change: NotificationChange, event: @escaping @Sendable (GrantRecord) -> StoredEvent?) async throws
+        -> NotificationRecord
+}
+
+/// The consumption flow's view: the grant an answer is about, and the requests still open.
+public protocol ConsumptionRequestStore: Sendable {
+    /// The grant of a transaction (by its id), in `app` when given, else in any app; Production first.
+    func grant(transactionID: String, app: AppScope?) async throws -> GrantRecord?
+
+    /// Marks the consumption request of a transaction answered (sent, or refused for good).
+    func answerConsumptionRequest(app: AppScope, environment: String, transactionID: String) async throws
+
+    /// When the oldest consumption request not yet answered and not yet past its deadline was made.
+    func oldestOpenConsumptionRequest() async throws -> Date?
+}
+
+/// Which app a row belongs to: the app's bundle id, or "" for the default app (`apple.bundle_id`), whose rows
+/// include every row of a ledger written before keys were scoped by app.
+public struct AppScope: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+    public static let defaultApp = AppScope("")
+    public var description: String { rawValue.isEmpty ? "default" : rawValue }
+}
+
+/// What identifies one job's decision: its app, its `job_id`, and its content's fingerprint, so a `job_id`
+/// reused with other content (another order, product or proof) is another job, never the first one's replay.
+public struct DecisionKey: Hashable, Sendable {
+    public var app: AppScope
+    public var jobID: String
+    /// Hex SHA-256 of the job's content (the worker computes it); results stored before fingerprints have "".
+    public var fingerprint: String
+
+    public init(app: AppScope, jobID: String, fingerprint: String) {
+        self.app = app
+        self.jobID = jobID
+        self.fingerprint = fingerprint
+    }
+}
+
+/// An event as the ledger keeps it: its JSON exactly as published, and what its Kafka key and CloudEvents
+/// headers are made of, so a replay publishes it again unchanged without reading the JSON back.
+public struct StoredEvent: Sendable, Equatable {
+    public var eventID: String
+    /// The CloudEvents `ce_type` (`receipt.granted`, ...).
+    public var type: String
+    /// The CloudEvents `ce_time`, RFC 3339.
+    public var time: String
+    /// The Kafka key: the order the event is about.
+    public var key: String
+    public var json: [UInt8]
+
+    public init(eventID: String, type: String, time: String, key: String, json: [UInt8]) {
+        self.eventID = eventID
+        self.type = type
+        self.time = time
+        self.key = key
+        self.json = json
+    }
+}
+
+/// A job's decision, to record.
+public struct Decision: Sendable {
+    public var key: DecisionKey
+    /// The grant to claim with it; nil for a deny, which claims nothing.
+    public var grant: GrantClaim?
+    public var event: StoredEvent
+
+    public init(key: DecisionKey, grant: GrantClaim?, event: StoredEvent) {
+        self.key = key
+        self.grant = grant
+        self.event = event
+    }
+}
+
+/// A grant to claim: the purchase `purchaseID` (presented as `transactionID`) for `orderID`. It succeeds only if
+/// the purchase was granted to no other order of the app in that environment, whatever transaction id it was
+/// presented with (a StoreKit 1 restore gives an old purchase a new transaction id on each device), and the
+/// order was granted with no other transaction.
+public struct GrantClaim: Sendable, Equatable {
+    public var orderID: String
+    public var transactionID: String
+    /// The purchase identity (docs/contract.md section 3); the transaction id for a consumable.
+    public var purchaseID: String
+    /// `Production` or `Sandbox`.
+    public var environment: String
+    /// The granted order's player, product and quantity: what the events after the grant name.
+    public var userID: String
+    public var productID: String
+    public var quantity: Int
+
+    public init(
+        orderID: String, transactionID: String, purchaseID: String? = nil, environment: String = "Production",
+        userID: String = "", productID: String = "", quantity: Int = 1
+    ) {
+        self.orderID = orderID
+        self.transactionID = transactionID
+        self.purchaseID = purchaseID ?? transactionID
+        self.environment = environment
+        self.userID = userID
+        self.productID = productID
+        self.quantity = quantity
+    }
+}
+
+/// The ledger's answer to a decision.
 public enum LedgerOutcome: Sendable, Equatable {
     /// The decision and its event are stored.
     case recorded
     /// This job was decided before: here is its stored event, to publish again unchanged.
-    case replay(Data)
-    /// The transaction is already granted to another order.
+    case replay(StoredEvent)
+    /// The purchase is already granted to another order.
     case duplicateTransaction
-    /// The order is already granted with another transaction.
+    /// The order is already granted with another purchase.
     case orderAlreadyFulfilled
     /// The purchase was granted, then refunded or revoked (an App Store notification said so).
     case revoked
@@ -27,117 +163,116 @@ public enum LedgerOutcome: Sendable, Equatable {
 
 /// A granted purchase, as the ledger holds it.
 public struct GrantRecord: Sendable, Equatable {
-    public let orderID: String
-    public let transactionID: String
-    /// The grant's event as published, when the ledger kept it (grants recorded since schema version 5).
-    public let event: Data?
-    public let revoked: Bool
-    /// When a consumption request of this purchase must be answered by, if one is open.
-    public let consumptionRespondBy: Date?
+    public var app: AppScope
+    public var environment: String
+    public var orderID: String
+    public var transactionID: String
+    /// The granted order's player, product and quantity ("", "" and 1 for a grant recorded before the ledger
+    /// kept them, whose event did not say).
+    public var userID: String
+    public var productID: String
+    public var quantity: Int
+    public var revoked: Bool
+    /// When the consumption request of the transaction looked up must be answered by, if Apple made one.
+    public var consumptionRespondBy: Date?
 
-    public init(orderID: String, transactionID: String, event: Data?, revoked: Bool, consumptionRespondBy: Date?) {
+    public init(
+        app: AppScope, environment: String, orderID: String, transactionID: String, userID: String,
+        productID: String, quantity: Int, revoked: Bool, consumptionRespondBy: Date?
+    ) {
+        self.app = app
+        self.environment = environment
         self.orderID = orderID
         self.transactionID = transactionID
-        self.event = event
+        self.userID = userID
+        self.productID = productID
+        self.quantity = quantity
         self.revoked = revoked
         self.consumptionRespondBy = consumptionRespondBy
     }
 }
 
-/// What an App Store notification changes in the ledger. `at` is Apple's time of the change (the
-/// notification's `signedDate`): a change older than the purchase's last one is stale and applies nothing,
-/// so a REFUND delivered after the REFUND_REVERSED that undid it (Apple's retries, a backfill) cannot revoke.
-public enum PurchaseChange: Sendable, Equatable {
-    /// Nothing (an event only, or no event).
-    case none
-    /// Refunded or revoked: a later job presenting the purchase is denied `revoked`, even one that comes
-    /// before any grant (the refund is remembered for a purchase this worker has not granted yet).
-    case revoke(purchaseID: String, transactionID: String, at: Date)
-    /// The refund was reversed: granted again.
-    case reinstate(purchaseID: String, transactionID: String, at: Date)
-    /// The player asked Apple for a refund; the answer is due by `respondBy`.
-    case consumptionRequest(transactionID: String, respondBy: Date)
-}
+/// What an App Store notification asks of the ledger: its id (Apple's `notificationUUID`), the app and
+/// environment it is about, and the change. `at` is Apple's time of the change (the notification's
+/// `signedDate`): a change older than the purchase's last one is stale and applies nothing, so a REFUND
+/// delivered after the REFUND_REVERSED that undid it (Apple's retries, a backfill) cannot revoke.
+public struct NotificationChange: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        /// Nothing to change (a type the worker does not act on): remembered as handled.
+        case none
+        /// Refunded or revoked: a later job presenting the purchase is denied `revoked`, even one that comes
+        /// before any grant (the refund is remembered for a purchase not granted yet).
+        case revoke(purchaseID: String, transactionID: String, at: Date)
+        /// The refund was reversed: granted again.
+        case reinstate(purchaseID: String, transactionID: String, at: Date)
+        /// The player asked Apple for a refund; the answer is due by `respondBy`. Kept only for a purchase
+        /// granted here: nobody else could answer it.
+        case consumptionRequest(transactionID: String, respondBy: Date)
+    }
 
-/// Where decisions are kept, so that no transaction is granted to two orders and a re-delivered job gets
-/// its first answer again. Claiming a transaction and recording the decision are one atomic step.
-public protocol Ledger: Sendable {
-    /// Records the decision of job `jobID` with its event, atomically with the claim. A job already
-    /// recorded gets `.replay` with its stored event, whatever the claim now says.
-    func record(jobID: String, claim: LedgerClaim, event: Data) async throws -> LedgerOutcome
+    public var id: String
+    public var app: AppScope
+    public var environment: String
+    public var kind: Kind
 
-    /// The event stored for job `jobID`, if it was decided before: a re-delivered job is answered with it
-    /// without asking Apple again.
-    func storedEvent(jobID: String) async throws -> Data?
-
-    /// The grant of a purchase (by its identity, or by one of its transaction ids), if it was granted.
-    func grant(purchaseID: String?, transactionID: String) async throws -> GrantRecord?
-
-    /// The event stored for notification `id` (nil inside: handled, no event), or nil if never handled.
-    func storedNotification(id: String) async throws -> Data??
-
-    /// Applies a notification's change and stores the event it produced, once per notification, atomically:
-    /// `.recorded`, or `.replay` with the first handling's event when it was handled before. For a revocation
-    /// or reinstatement `event` (made for `grantedOrder`, the grant found before) is kept only if the
-    /// purchase's state changed; when a grant appeared, or changed hands, since it was looked up, throws
-    /// ``GrantChanged``: look it up again.
-    func recordNotification(id: String, change: PurchaseChange, event: Data?, grantedOrder: String?) async throws
-        -> NotificationRecord
-
-    /// Marks the consumption request of `transactionID` answered (sent, or refused for good).
-    func answerConsumptionRequest(transactionID: String) async throws
-
-    /// When the oldest consumption request not yet answered and not yet past its deadline was made.
-    func oldestOpenConsumptionRequest() async throws -> Date?
-
-    /// Deletes the results (stored for re-delivered jobs) decided before `cutoff`; returns how many. Grants are
-    /// never deleted: they are what stops a purchase from being granted twice. A job delivered again after
-    /// its result went is verified again, and its grant, if any, meets itself in the ledger: the same event.
-    func pruneResults(decidedBefore cutoff: Date) async throws -> Int
-
-    /// Whether the ledger answers (for `/readyz`).
-    func ping() async throws
-
-    func close() async
-}
-
-/// The rule both ledgers apply to a revoke or reinstate, given the purchase's last change (revoked or not,
-/// and Apple's time of it): a change older than the last is stale and applies nothing; a change that applies
-/// publishes its event only when it changes the state (a second refund of a refunded purchase does not).
-enum PurchaseStateRule {
-    static func outcome(revoke: Bool, at: Date, last: (revoked: Bool, at: Date)?) -> (applies: Bool, changes: Bool) {
-        if let last, last.at >= at { return (false, false) }
-        let wasRevoked = last?.revoked ?? false
-        return (true, revoke ? !wasRevoked : wasRevoked)
+    public init(id: String, app: AppScope, environment: String, kind: Kind) {
+        self.id = id
+        self.app = app
+        self.environment = environment
+        self.kind = kind
     }
 }
 
-/// A grant appeared, or changed hands, between a notification's lookup and its record: look it up again.
-public struct GrantChanged: Error, CustomStringConvertible {
-    public var description: String { "a grant of the purchase changed while the notification was handled; retrying" }
-}
-
-/// How a notification was recorded.
+/// How a notification was recorded, or how it was recorded before.
 public enum NotificationRecord: Sendable, Equatable {
-    /// Recorded now; the event to publish (nil: none, as when a revocation changed nothing).
-    case recorded(Data?)
+    /// Recorded now: the event to publish (nil: none), and whether the purchase has a grant here.
+    case recorded(StoredEvent?, granted: Bool)
     /// Handled before: its stored event (nil: it produced none), to publish again unchanged.
-    case replay(Data?)
+    case replay(StoredEvent?)
 }
 
 /// A ledger failure: the decision was not stored. Retried, unless `isPermanent`: the database refuses the
 /// values themselves (too long for an index, invalid text), which no retry will change.
 public struct LedgerError: Error, Sendable, CustomStringConvertible {
-    public let reason: String
-    public let isPermanent: Bool
-    public init(_ reason: String, isPermanent: Bool = false) {
-        self.reason = reason
-        self.isPermanent = isPermanent
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(_ rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// The database does not answer, refuses connections, or answered an error that can heal.
+        public static let unavailable = Code("unavailable")
+        /// The database refuses the values themselves: permanent.
+        public static let valueRefused = Code("value_refused")
+        /// Another writer decided the same job meanwhile: the retry finds its answer.
+        public static let conflict = Code("conflict")
+        /// The ledger's file was deleted or replaced under the worker.
+        public static let replaced = Code("replaced")
+        /// The ledger is closed.
+        public static let closed = Code("closed")
+        /// `ledger.url` or `ledger.schema` is not usable: a configuration error.
+        public static let misconfigured = Code("misconfigured")
+        /// The schema lacks migrations this role may not apply.
+        public static let notMigrated = Code("not_migrated")
     }
+
+    public let code: Code
+    public let reason: String
+    /// The configuration key the error is about, when it is one (`ledger.url`).
+    public let key: String?
+
+    public var isPermanent: Bool { code == .valueRefused }
+
+    public init(_ code: Code, _ reason: String, key: String? = nil) {
+        self.code = code
+        self.reason = reason
+        self.key = key
+    }
+
     public var description: String { "ledger: \(reason)" }
 }
 
-/// Opens the ledger a `ledger.url` names: `sqlite:PATH` or `postgresql://...`.
+/// Opens the ledger a `ledger.url` names: `sqlite:PATH` (`sqlite::memory:` for a ledger in memory) or
+/// `postgresql://...`.
 public enum LedgerFactory {
     /// `schema`: the PostgreSQL schema of the ledger's tables (`ledger.schema`); SQLite has none.
     public static func open(url: String, poolSize: Int = 8, schema: String = PostgresSchema.defaultName) async throws
@@ -148,10 +283,11 @@ public enum LedgerFactory {
         }
         if url.hasPrefix("postgresql://") || url.hasPrefix("postgres://") {
             guard let schema = PostgresSchema(name: schema) else {
-                throw LedgerError("ledger.schema must be a lower-case SQL name (a-z, 0-9, _)")
+                throw LedgerError(
+                    .misconfigured, "ledger.schema must be a lower-case SQL name (a-z, 0-9, _)", key: "ledger.schema")
             }
             return try await PostgresLedger(url: url, poolSize: poolSize, schema: schema)
         }
-        throw LedgerError("ledger.url must start with sqlite: or postgresql://")
+        throw LedgerError(.misconfigured, "ledger.url must start with sqlite: or postgresql://", key: "ledger.url")
     }
 }

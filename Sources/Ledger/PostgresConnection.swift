@@ -9,11 +9,11 @@ final class PostgresConnection: @unchecked Sendable {
     private let handle: OpaquePointer
 
     init(url: String) throws {
-        guard let handle = PQconnectdb(Self.withDeadlines(url)) else { throw LedgerError("postgresql: out of memory") }
+        guard let handle = PQconnectdb(Self.withDeadlines(url)) else { throw LedgerError(.unavailable, "postgresql: out of memory") }
         guard PQstatus(handle) == CONNECTION_OK else {
             let message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
             PQfinish(handle)
-            throw LedgerError("postgresql: \(message)")
+            throw LedgerError(.unavailable, "postgresql: \(message)")
         }
         self.handle = handle
         // libpq prints server notices on standard error, which is for JSON log lines only. Notices (such as
@@ -81,8 +81,8 @@ final class PostgresConnection: @unchecked Sendable {
             let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
             // A data exception (22) or a program limit (54, an index row too large) fails the same way forever.
             throw LedgerError(
-                "postgresql: \(message.isEmpty ? "no answer (connection lost)" : message)",
-                isPermanent: state.hasPrefix("22") || state.hasPrefix("54"))
+                state.hasPrefix("22") || state.hasPrefix("54") ? .valueRefused : .unavailable,
+                "postgresql: \(message.isEmpty ? "no answer (connection lost)" : message)")
         }
         return (0..<PQntuples(result)).map { row in
             (0..<PQnfields(result)).map { column in

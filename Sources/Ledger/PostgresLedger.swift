@@ -1,22 +1,15 @@
 import Foundation
 import Observability
 
-/// The ledger in PostgreSQL, shared by every replica. Unique constraints (a transaction id granted once,
-/// an order granted once) make the claim safe under any number of concurrent writers: a second writer
-/// of the same row waits for the first to commit, then sees its row.
+/// The ledger in PostgreSQL, shared by every replica. Unique constraints (a purchase granted once in its app
+/// and environment, an order granted once in its app) make the claim safe under any number of concurrent
+/// writers: a second writer of the same row waits for the first to commit, then sees its row.
 public final class PostgresLedger: Ledger, Sendable {
     private let pool: PostgresPool
     /// Lookups and records go in batches, one round trip and one transaction each (see ``Batcher``).
-    private let lookups: Batcher<String, Data?>
-    private let records: Batcher<RecordRequest, RecordAnswer>
-
-    struct RecordRequest: Sendable {
-        let jobID: String
-        let transactionID: String?
-        let orderID: String?
-        let purchaseID: String?
-        let event: String
-    }
+    private let lookups: Batcher<DecisionKey, StoredEvent?>
+    private let records: Batcher<Decision, RecordAnswer>
+    private let schema: PostgresSchema
 
     /// One item's answer from a batch.
     enum RecordAnswer: Sendable {
@@ -26,8 +19,6 @@ public final class PostgresLedger: Ledger, Sendable {
         /// Failed with this SQLSTATE and message (a read-only server, a value the server refuses).
         case failed(LedgerError)
     }
-
-    private let schema: PostgresSchema
 
     public init(url: String, poolSize: Int, schema: PostgresSchema) async throws {
         let logger = Logger(label: "ledger")
@@ -42,146 +33,130 @@ public final class PostgresLedger: Ledger, Sendable {
         self.schema = schema
         // Half the connections each, so a burst of one kind never starves the other.
         let concurrent = max(1, poolSize / 2)
-        lookups = Batcher(maxBatch: 256, maxConcurrent: concurrent) { jobIDs in
-            try await pool.withConnection { try Self.storedEvents(jobIDs, schema: schema, on: $0) }
+        lookups = Batcher(maxBatch: 256, maxConcurrent: concurrent) { keys in
+            try await pool.withConnection { try Self.storedDecisions(keys, schema: schema, on: $0) }
         }
-        records = Batcher(maxBatch: 256, maxConcurrent: concurrent) { requests in
-            try await pool.withConnection { try Self.record(requests, schema: schema, on: $0) }
+        records = Batcher(maxBatch: 256, maxConcurrent: concurrent) { decisions in
+            try await pool.withConnection { try Self.record(decisions, schema: schema, on: $0) }
         }
     }
 
-    public func record(jobID: String, claim: LedgerClaim, event: Data) async throws -> LedgerOutcome {
-        let (transactionID, orderID, purchaseID): (String?, String?, String?) =
-            switch claim {
-            case .grant(let order, let transaction, let purchase): (transaction, order, purchase)
-            case .deny: (nil, nil, nil)
-            }
-        let request = RecordRequest(
-            jobID: jobID, transactionID: transactionID, orderID: orderID, purchaseID: purchaseID,
-            event: String(decoding: event, as: UTF8.self))
-        switch try await records.submit(request) {
+    // MARK: Decisions
+
+    public func storedDecision(_ key: DecisionKey) async throws -> StoredEvent? {
+        try await lookups.submit(key)
+    }
+
+    public func record(_ decision: Decision) async throws -> LedgerOutcome {
+        switch try await records.submit(decision) {
         case .outcome(let outcome): return outcome
         case .conflict:
             // Decided meanwhile by another replica (or another batch): the retry finds the stored answer.
-            throw LedgerError("job \(jobID) was decided concurrently; retrying")
+            throw LedgerError(.conflict, "job \(decision.key.jobID) was decided concurrently; retrying")
         case .failed(let error): throw error
         }
     }
 
-    public func storedEvent(jobID: String) async throws -> Data? {
-        try await lookups.submit(jobID)
-    }
-
-    public func ping() async throws {
-        // Writable, not merely reachable: a failover replica answers SELECT 1 but refuses every decision.
-        let readOnly = try await pool.withConnection {
-            try $0.query("SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'")
+    /// One query for many jobs' stored events (a result stored before fingerprints answers any of its job's).
+    static func storedDecisions(_ keys: [DecisionKey], schema: PostgresSchema, on connection: PostgresConnection)
+        throws -> [StoredEvent?]
+    {
+        let rows = try connection.rows(
+            """
+            SELECT r.app, r.job_id, r.fingerprint, r.event_id, r.event_type, r.event_time, r.event_key, r.event
+                FROM \(schema.name).results r
+                JOIN unnest($1::text[], $2::text[]) AS k(app, job_id) ON r.app = k.app AND r.job_id = k.job_id
+            """, [PostgresArray.literal(keys.map(\.app.rawValue)), PostgresArray.literal(keys.map(\.jobID))])
+        var found: [DecisionKey: StoredEvent] = [:]
+        var legacy: [String: StoredEvent] = [:]
+        for row in rows where row.count == 8 {
+            guard let app = row[0], let job = row[1], let fingerprint = row[2] else { continue }
+            let event = StoredEvent(
+                eventID: row[3] ?? "", type: row[4] ?? "", time: row[5] ?? "", key: row[6] ?? "",
+                json: Array((row[7] ?? "").utf8))
+            if fingerprint.isEmpty {
+                legacy[app + "\u{0}" + job] = event
+            } else {
+                found[DecisionKey(app: AppScope(app), jobID: job, fingerprint: fingerprint)] = event
+            }
         }
-        if readOnly.first == "t" { throw LedgerError("postgresql: the server is read-only (a standby?)") }
+        return keys.map { found[$0] ?? legacy[$0.app.rawValue + "\u{0}" + $0.jobID] }
     }
 
-    public func close() async {
-        pool.close()
+    /// One call of `record_batch_v3` for many decisions. Grants are sent in purchase order, so two batches
+    /// claiming the same purchases lock them in the same order. `conflict` for an item that met a concurrent
+    /// decision (to be retried alone).
+    static func record(_ decisions: [Decision], schema: PostgresSchema, on connection: PostgresConnection) throws
+        -> [RecordAnswer]
+    {
+        let order = decisions.indices.sorted {
+            (decisions[$0].grant?.purchaseID ?? "") < (decisions[$1].grant?.purchaseID ?? "")
+        }
+        let sorted = order.map { decisions[$0] }
+        func array(_ values: (Decision) -> String?) -> String? { PostgresArray.literal(sorted.map(values)) }
+        let rows = try connection.rows(
+            """
+            SELECT outcome, stored, stored_id, stored_type, stored_time, stored_key FROM \(schema.name).record_batch_v3(
+                $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+                $9::text[], $10::integer[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[])
+            """,
+            [
+                array { $0.key.app.rawValue }, array(\.key.jobID), array(\.key.fingerprint),
+                array { $0.grant?.transactionID }, array { $0.grant?.orderID }, array { $0.grant?.purchaseID },
+                array { $0.grant?.environment }, array { $0.grant?.userID }, array { $0.grant?.productID },
+                array { $0.grant.map { String($0.quantity) } }, array { String(decoding: $0.event.json, as: UTF8.self) },
+                array(\.event.eventID), array(\.event.type), array(\.event.time), array(\.event.key),
+            ])
+        guard rows.count == decisions.count else {
+            throw LedgerError(.unavailable, "record_batch_v3 answered \(rows.count) of \(decisions.count)")
+        }
+        var answers = [RecordAnswer](repeating: .conflict, count: decisions.count)
+        for (position, row) in zip(order, rows) {
+            let stored = row.count > 1 ? row[1] : nil
+            switch row.first ?? nil {
+            case "recorded": answers[position] = .outcome(.recorded)
+            case "duplicate_transaction": answers[position] = .outcome(.duplicateTransaction)
+            case "order_already_fulfilled": answers[position] = .outcome(.orderAlreadyFulfilled)
+            case "revoked": answers[position] = .outcome(.revoked)
+            case "replay" where row.count == 6:
+                answers[position] = .outcome(
+                    .replay(
+                        StoredEvent(
+                            eventID: row[2] ?? "", type: row[3] ?? "", time: row[4] ?? "", key: row[5] ?? "",
+                            json: Array((stored ?? "").utf8))))
+            case "conflict": answers[position] = .conflict
+            default:
+                // "error": SQLSTATE and message. A data exception (22) or a program limit (54) never heals.
+                let text = stored ?? "no answer"
+                answers[position] = .failed(
+                    LedgerError(
+                        text.hasPrefix("22") || text.hasPrefix("54") ? .valueRefused : .unavailable,
+                        "postgresql: \(text)"))
+            }
+        }
+        return answers
     }
 
-    public func grant(purchaseID: String?, transactionID: String) async throws -> GrantRecord? {
+    // MARK: Notifications
+
+    public func storedNotification(id: String) async throws -> NotificationRecord? {
         let name = schema.name
-        let rows = try await pool.withConnection { connection in
-            try connection.rows(
-                """
-                SELECT g.order_id, g.transaction_id, g.event, (g.revoked_at IS NOT NULL)::text,
-                    (SELECT extract(epoch FROM c.respond_by)::text FROM \(name).consumption_requests c
-                        WHERE c.transaction_id = $2)
-                FROM \(name).grants g
-                WHERE g.transaction_id = $2 OR g.purchase_id = $2 OR g.purchase_id = coalesce($1, $2)
-                ORDER BY g.transaction_id = $2 DESC LIMIT 1
-                """, [purchaseID, transactionID])
+        return try await pool.withConnection { connection in
+            try Transaction(connection: connection, schema: name).storedNotification(id: id).map { .replay($0.event) }
         }
-        guard let row = rows.first, row.count == 5, let order = row[0], let transaction = row[1] else { return nil }
-        return GrantRecord(
-            orderID: order, transactionID: transaction, event: row[2].map { Data($0.utf8) }, revoked: row[3] == "true",
-            consumptionRespondBy: row[4].flatMap(Double.init).map { Date(timeIntervalSince1970: $0) })
     }
 
-    public func storedNotification(id: String) async throws -> Data?? {
-        let name = schema.name
-        let rows = try await pool.withConnection { connection in
-            try connection.rows("SELECT event FROM \(name).notifications WHERE notification_id = $1", [id])
-        }
-        guard let row = rows.first else { return nil }
-        return .some(row.first.flatMap { $0 }.map { Data($0.utf8) })
-    }
-
-    public func recordNotification(id: String, change: PurchaseChange, event: Data?, grantedOrder: String?)
+    public func apply(_ change: NotificationChange, event: @escaping @Sendable (GrantRecord) -> StoredEvent?)
         async throws -> NotificationRecord
     {
         let name = schema.name
         return try await pool.withConnection { connection in
             try connection.query("BEGIN")
             do {
-                let inserted = try connection.rows(
-                    """
-                    INSERT INTO \(name).notifications (notification_id) VALUES ($1)
-                        ON CONFLICT (notification_id) DO NOTHING RETURNING 1
-                    """, [id])
-                guard !inserted.isEmpty else {
-                    let stored = try connection.rows(
-                        "SELECT event FROM \(name).notifications WHERE notification_id = $1", [id])
-                    try connection.query("COMMIT")
-                    return .replay(stored.first?.first.flatMap { $0 }.map { Data($0.utf8) })
-                }
-                var published = event
-                switch change {
-                case .none: break
-                case .revoke(let purchase, let transaction, let at), .reinstate(let purchase, let transaction, let at):
-                    let revoke = if case .revoke = change { true } else { false }
-                    // The same lock as the grant's record: the two never interleave.
-                    try connection.query("SELECT pg_advisory_xact_lock(hashtext($1))", [purchase])
-                    let last = try connection.rows(
-                        """
-                        SELECT revoked::text, extract(epoch FROM changed_at)::text FROM \(name).purchase_states
-                            WHERE purchase_id = $1 FOR UPDATE
-                        """, [purchase]
-                    ).first.flatMap { row -> (revoked: Bool, at: Date)? in
-                        guard row.count == 2, let seconds = row[1].flatMap(Double.init) else { return nil }
-                        return (row[0] == "true", Date(timeIntervalSince1970: seconds))
-                    }
-                    let outcome = PurchaseStateRule.outcome(revoke: revoke, at: at, last: last)
-                    if !outcome.changes { published = nil }
-                    if outcome.applies {
-                        try connection.rows(
-                            """
-                            INSERT INTO \(name).purchase_states (purchase_id, transaction_id, revoked, changed_at)
-                                VALUES ($1, $2, $3::boolean, to_timestamp($4::double precision))
-                                ON CONFLICT (purchase_id) DO UPDATE SET transaction_id = EXCLUDED.transaction_id,
-                                    revoked = EXCLUDED.revoked, changed_at = EXCLUDED.changed_at
-                            """, [purchase, transaction, String(revoke), String(at.timeIntervalSince1970)])
-                        let orders = try connection.query(
-                            """
-                            UPDATE \(name).grants SET revoked_at = \(revoke ? "coalesce(revoked_at, now())" : "NULL")
-                                WHERE purchase_id = $1 OR transaction_id = $2 OR purchase_id = $2 RETURNING order_id
-                            """, [purchase, transaction]
-                        ).compactMap { $0 }
-                        if grantedOrder.map({ !orders.contains($0) }) ?? !orders.isEmpty { throw GrantChanged() }
-                    }
-                case .consumptionRequest(let transaction, let respondBy):
-                    // A request delivered late (a backfill) never moves a newer one's deadline back.
-                    try connection.rows(
-                        """
-                        INSERT INTO \(name).consumption_requests (transaction_id, notification_id, respond_by, requested_at)
-                            VALUES ($1, $2, to_timestamp($3::double precision), to_timestamp($3::double precision) - interval '12 hours')
-                            ON CONFLICT (transaction_id) DO UPDATE SET notification_id = EXCLUDED.notification_id,
-                                respond_by = EXCLUDED.respond_by, requested_at = EXCLUDED.requested_at, answered_at = NULL
-                                WHERE \(name).consumption_requests.respond_by < EXCLUDED.respond_by
-                        """, [transaction, id, String(respondBy.timeIntervalSince1970)])
-                }
-                if let published {
-                    try connection.rows(
-                        "UPDATE \(name).notifications SET event = $2 WHERE notification_id = $1",
-                        [id, String(decoding: published, as: UTF8.self)])
-                }
+                let record = try PurchaseRules.apply(
+                    change, event: event, in: Transaction(connection: connection, schema: name))
                 try connection.query("COMMIT")
-                return .recorded(published)
+                return record
             } catch {
                 _ = try? connection.query("ROLLBACK")
                 throw error
@@ -189,12 +164,130 @@ public final class PostgresLedger: Ledger, Sendable {
         }
     }
 
-    public func answerConsumptionRequest(transactionID: String) async throws {
+    /// ``PurchaseRules``' statements in PostgreSQL.
+    private struct Transaction: PurchaseStateTransaction {
+        let connection: PostgresConnection
+        let schema: String
+
+        func storedNotification(id: String) throws -> HandledNotification? {
+            let rows = try connection.rows(
+                """
+                SELECT event_id, event_type, event_time, event_key, event FROM \(schema).notifications
+                    WHERE notification_id = $1
+                """, [id])
+            guard let row = rows.first, row.count == 5 else { return nil }
+            guard let json = row[4] else { return HandledNotification(event: nil) }
+            return HandledNotification(
+                event: StoredEvent(
+                    eventID: row[0] ?? "", type: row[1] ?? "", time: row[2] ?? "", key: row[3] ?? "",
+                    json: Array(json.utf8)))
+        }
+
+        func lock(_ purchase: PurchaseKey) throws {
+            try connection.query(
+                "SELECT pg_advisory_xact_lock(hashtext($1 || chr(1) || $2 || chr(1) || $3))",
+                [purchase.app.rawValue, purchase.environment, purchase.purchaseID])
+        }
+
+        func grant(of purchase: PurchaseKey, transactionID: String) throws -> GrantRecord? {
+            try connection.rows(
+                PostgresLedger.grantQuery(schema)
+                    + """
+                     WHERE g.app = $2 AND g.environment = $3
+                        AND (g.transaction_id = $1 OR g.purchase_id = $1 OR g.purchase_id = $4)
+                        ORDER BY g.transaction_id = $1 DESC LIMIT 1
+                    """, [transactionID, purchase.app.rawValue, purchase.environment, purchase.purchaseID]
+            ).first.flatMap(PostgresLedger.grant)
+        }
+
+        func state(of purchase: PurchaseKey) throws -> (revoked: Bool, at: Date)? {
+            try connection.rows(
+                """
+                SELECT revoked::text, extract(epoch FROM changed_at)::text FROM \(schema).purchase_states
+                    WHERE app = $1 AND environment = $2 AND purchase_id = $3 FOR UPDATE
+                """, [purchase.app.rawValue, purchase.environment, purchase.purchaseID]
+            ).first.flatMap { row -> (revoked: Bool, at: Date)? in
+                guard row.count == 2, let seconds = row[1].flatMap(Double.init) else { return nil }
+                return (row[0] == "true", Date(timeIntervalSince1970: seconds))
+            }
+        }
+
+        func setState(of purchase: PurchaseKey, transactionID: String, revoked: Bool, at: Date) throws {
+            try connection.rows(
+                """
+                INSERT INTO \(schema).purchase_states (app, environment, purchase_id, transaction_id, revoked, changed_at)
+                    VALUES ($1, $2, $3, $4, $5::boolean, to_timestamp($6::double precision))
+                    ON CONFLICT (app, environment, purchase_id) DO UPDATE SET transaction_id = EXCLUDED.transaction_id,
+                        revoked = EXCLUDED.revoked, changed_at = EXCLUDED.changed_at
+                """,
+                [
+                    purchase.app.rawValue, purchase.environment, purchase.purchaseID, transactionID,
+                    String(revoked), String(at.timeIntervalSince1970),
+                ])
+        }
+
+        func setRevoked(_ revoked: Bool, purchase: PurchaseKey, transactionID: String) throws {
+            try connection.rows(
+                """
+                UPDATE \(schema).grants SET revoked_at = \(revoked ? "coalesce(revoked_at, now())" : "NULL")
+                    WHERE app = $1 AND environment = $2
+                        AND (purchase_id = $3 OR transaction_id = $4 OR purchase_id = $4)
+                """, [purchase.app.rawValue, purchase.environment, purchase.purchaseID, transactionID])
+        }
+
+        func openConsumptionRequest(
+            app: AppScope, environment: String, transactionID: String, notificationID: String, respondBy: Date
+        ) throws {
+            try connection.rows(
+                """
+                INSERT INTO \(schema).consumption_requests (app, environment, transaction_id, notification_id,
+                    respond_by, requested_at)
+                    VALUES ($1, $2, $3, $4, to_timestamp($5::double precision),
+                        to_timestamp($5::double precision) - interval '12 hours')
+                    ON CONFLICT (app, environment, transaction_id) DO UPDATE SET
+                        notification_id = EXCLUDED.notification_id, respond_by = EXCLUDED.respond_by,
+                        requested_at = EXCLUDED.requested_at, answered_at = NULL
+                        WHERE \(schema).consumption_requests.respond_by < EXCLUDED.respond_by
+                """,
+                [app.rawValue, environment, transactionID, notificationID, String(respondBy.timeIntervalSince1970)])
+        }
+
+        func insertNotification(id: String, event: StoredEvent?) throws {
+            try connection.rows(
+                """
+                INSERT INTO \(schema).notifications (notification_id, event_id, event_type, event_time, event_key, event)
+                    VALUES ($1, $2, $3, $4, $5, $6)
+                """,
+                [
+                    id, event?.eventID, event?.type, event?.time, event?.key,
+                    event.map { String(decoding: $0.json, as: UTF8.self) },
+                ])
+        }
+    }
+
+    // MARK: Consumption requests
+
+    public func grant(transactionID: String, app: AppScope?) async throws -> GrantRecord? {
+        let name = schema.name
+        return try await pool.withConnection { connection in
+            try connection.rows(
+                Self.grantQuery(name)
+                    + """
+                     WHERE (g.transaction_id = $1 OR g.purchase_id = $1) AND ($2::text IS NULL OR g.app = $2)
+                        ORDER BY g.transaction_id = $1 DESC, g.environment = 'Production' DESC LIMIT 1
+                    """, [transactionID, app?.rawValue]
+            ).first.flatMap(Self.grant)
+        }
+    }
+
+    public func answerConsumptionRequest(app: AppScope, environment: String, transactionID: String) async throws {
         let name = schema.name
         _ = try await pool.withConnection { connection in
             try connection.rows(
-                "UPDATE \(name).consumption_requests SET answered_at = now() WHERE transaction_id = $1",
-                [transactionID])
+                """
+                UPDATE \(name).consumption_requests SET answered_at = now()
+                    WHERE app = $1 AND environment = $2 AND transaction_id = $3
+                """, [app.rawValue, environment, transactionID])
         }
     }
 
@@ -204,10 +297,44 @@ public final class PostgresLedger: Ledger, Sendable {
             try connection.query(
                 """
                 SELECT extract(epoch FROM min(requested_at))::text FROM \(name).consumption_requests
-                    WHERE answered_at IS NULL AND respond_by > now() - interval '12 hours'
+                    WHERE answered_at IS NULL AND respond_by > now()
                 """)
         }
         return rows.first.flatMap { $0 }.flatMap(Double.init).map { Date(timeIntervalSince1970: $0) }
+    }
+
+    /// A grant with its order fields and its transaction's consumption deadline (`$1`: the transaction id).
+    static func grantQuery(_ schema: String) -> String {
+        """
+        SELECT g.app, g.environment, g.order_id, g.transaction_id, coalesce(g.user_id, ''), coalesce(g.product_id, ''),
+            coalesce(g.quantity, 1)::text, (g.revoked_at IS NOT NULL)::text,
+            (SELECT extract(epoch FROM c.respond_by)::text FROM \(schema).consumption_requests c
+                WHERE c.app = g.app AND c.environment = g.environment AND c.transaction_id = $1)
+        FROM \(schema).grants g
+        """
+    }
+
+    static func grant(_ row: [String?]) -> GrantRecord? {
+        guard row.count == 9, let order = row[2], let transaction = row[3] else { return nil }
+        return GrantRecord(
+            app: AppScope(row[0] ?? ""), environment: row[1] ?? "Production", orderID: order,
+            transactionID: transaction, userID: row[4] ?? "", productID: row[5] ?? "",
+            quantity: row[6].flatMap { Int($0) } ?? 1, revoked: row[7] == "true",
+            consumptionRespondBy: row[8].flatMap(Double.init).map { Date(timeIntervalSince1970: $0) })
+    }
+
+    // MARK: Upkeep
+
+    public func ping() async throws {
+        // Writable, not merely reachable: a failover replica answers SELECT 1 but refuses every decision.
+        let readOnly = try await pool.withConnection {
+            try $0.query("SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'")
+        }
+        if readOnly.first == "t" { throw LedgerError(.unavailable, "postgresql: the server is read-only (a standby?)") }
+    }
+
+    public func close() async {
+        pool.close()
     }
 
     /// Deletes stored results decided before `cutoff`, 10,000 rows a transaction (short locks, a bounded
@@ -230,8 +357,8 @@ public final class PostgresLedger: Ledger, Sendable {
                     }
                     let rows = try connection.query(
                         """
-                        WITH doomed AS (SELECT job_id FROM \(name).results WHERE decided_at < $1::timestamptz LIMIT 10000)
-                        DELETE FROM \(name).results r USING doomed WHERE r.job_id = doomed.job_id RETURNING 1
+                        WITH doomed AS (SELECT ctid FROM \(name).results WHERE decided_at < $1::timestamptz LIMIT 10000)
+                        DELETE FROM \(name).results r USING doomed WHERE r.ctid = doomed.ctid RETURNING 1
                         """, [since])
                     try connection.query("COMMIT")
                     return rows.count
@@ -256,59 +383,4 @@ public final class PostgresLedger: Ledger, Sendable {
         }
     }
 
-    /// One query for many jobs' stored events.
-    static func storedEvents(_ jobIDs: [String], schema: PostgresSchema, on connection: PostgresConnection) throws
-        -> [Data?]
-    {
-        let rows = try connection.rows(
-            "SELECT job_id, event FROM \(schema.name).results WHERE job_id = ANY($1::text[])",
-            [PostgresArray.literal(jobIDs)])
-        var found: [String: Data] = [:]
-        for row in rows where row.count == 2 {
-            if let id = row[0], let event = row[1] { found[id] = Data(event.utf8) }
-        }
-        return jobIDs.map { found[$0] }
-    }
-
-    /// One call of `record_batch_v2` for many decisions. Grants are sent in transaction-id
-    /// order, so two batches claiming the same transactions lock them in the same order. Nil for an item
-    /// that met a concurrent decision (to be retried alone).
-    static func record(_ requests: [RecordRequest], schema: PostgresSchema, on connection: PostgresConnection) throws
-        -> [RecordAnswer]
-    {
-        let order = requests.indices.sorted { (requests[$0].transactionID ?? "") < (requests[$1].transactionID ?? "") }
-        let sorted = order.map { requests[$0] }
-        let rows = try connection.rows(
-            """
-            SELECT outcome, stored FROM \(schema.name).record_batch_v2($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
-            """,
-            [
-                PostgresArray.literal(sorted.map(\.jobID)), PostgresArray.literal(sorted.map(\.transactionID)),
-                PostgresArray.literal(sorted.map(\.orderID)), PostgresArray.literal(sorted.map(\.purchaseID)),
-                PostgresArray.literal(sorted.map(\.event)),
-            ])
-        guard rows.count == requests.count else {
-            throw LedgerError("record_batch_v2 answered \(rows.count) of \(requests.count)")
-        }
-        var answers = [RecordAnswer](repeating: .conflict, count: requests.count)
-        for (position, row) in zip(order, rows) {
-            let stored = row.count > 1 ? row[1] : nil
-            switch row.first ?? nil {
-            case "recorded": answers[position] = .outcome(.recorded)
-            case "duplicate_transaction": answers[position] = .outcome(.duplicateTransaction)
-            case "order_already_fulfilled": answers[position] = .outcome(.orderAlreadyFulfilled)
-            case "revoked": answers[position] = .outcome(.revoked)
-            case "replay": answers[position] = .outcome(.replay(Data((stored ?? "").utf8)))
-            case "conflict": answers[position] = .conflict
-            case "error":
-                // "SQLSTATE message": a data exception (22) or a program limit (54, an index row too large)
-                // will fail the same way forever; anything else (read-only, out of disk) may heal.
-                let text = stored ?? ""
-                answers[position] = .failed(
-                    LedgerError("postgresql: \(text)", isPermanent: text.hasPrefix("22") || text.hasPrefix("54")))
-            default: throw LedgerError("unexpected answer from record_batch_v2")
-            }
-        }
-        return answers
-    }
 }

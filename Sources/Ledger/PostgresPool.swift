@@ -123,7 +123,7 @@ final class PostgresPool: Sendable {
         }
         switch next {
         case .use(let session): return session
-        case .closed: throw LedgerError("the ledger is closed")
+        case .closed: throw LedgerError(.closed, "the ledger is closed")
         case .open(let index):
             let thread = BlockingThread(name: "ledger-\(index)")
             do {
@@ -143,7 +143,7 @@ final class PostgresPool: Sendable {
                 }
                 if let idle { continuation.resume(returning: idle) }
             }
-            guard let session else { throw LedgerError("no PostgreSQL connection could be opened") }
+            guard let session else { throw LedgerError(.unavailable, "no PostgreSQL connection could be opened") }
             return session
         }
     }

@@ -108,6 +108,9 @@ public struct PostgresSchema: Sendable {
                 version: 4, description: "results retention",
                 statements: ["CREATE INDEX IF NOT EXISTS results_decided_at ON \(name).results (decided_at)"]),
             Migration(version: 5, description: "after the grant: revocations, notifications", statements: afterGrant),
+            Migration(
+                version: 6, description: "keys scoped by app, purchases by environment, job fingerprints",
+                statements: appScope),
         ]
     }
 
@@ -190,7 +193,16 @@ public struct PostgresSchema: Sendable {
         [
             "ALTER TABLE \(name).grants ADD COLUMN IF NOT EXISTS purchase_id TEXT",
             "UPDATE \(name).grants SET purchase_id = transaction_id WHERE purchase_id IS NULL",
-            "CREATE UNIQUE INDEX IF NOT EXISTS grants_purchase_id ON \(name).grants (purchase_id)",
+            // Only before migration 6, which scopes purchases by app and environment (a script run again must
+            // not bring the unscoped index back).
+            """
+            DO $$ BEGIN
+                IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = '\(name)'
+                    AND table_name = 'grants' AND column_name = 'app') THEN
+                    CREATE UNIQUE INDEX IF NOT EXISTS grants_purchase_id ON \(name).grants (purchase_id);
+                END IF;
+            END $$
+            """,
             """
             CREATE OR REPLACE FUNCTION \(name).fill_purchase_id() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
@@ -321,6 +333,7 @@ extension PostgresSchema {
             } catch let error as LedgerError where error.reason.contains("permission denied") {
                 // A least-privilege role meeting a schema not yet migrated: say who must do what.
                 throw LedgerError(
+                    .notMigrated,
                     "schema \(name) lacks migrations \(pending.map { String($0.version) }.joined(separator: ", ")) and"
                         + " this role may not apply them: run `receipt-worker ledger migrate` as the schema's owner"
                         + " (\(error.reason))")

@@ -1,30 +1,28 @@
 import Kafka
 import Synchronization
 
-/// The worker's shared bookkeeping: jobs in flight per partition and what may be committed.
-/// State changes happen under one lock; callers act (commit, pause, resume) outside it.
-final class WorkerState: Sendable {
+/// The runtime's bookkeeping of partitions: which are assigned (and under which assignment), the messages
+/// taken from each and not yet answered, and what may be committed. State changes happen under one lock;
+/// callers act (commit, pause, resume) outside it.
+final class PartitionBook: Sendable {
     private struct Partition {
         var offsets = PartitionOffsets()
         /// The next offset this worker committed, once it committed one during this assignment.
         var committed: Int64?
         /// Which assignment of the partition this is: messages read under an earlier one start no job.
         let generation: UInt64
-        /// When a job was last taken or finished, or the commit moved (at first: when it was assigned).
+        /// When a message was last taken or answered, or the commit moved (at first: when it was assigned).
         var lastProgress: ContinuousClock.Instant
     }
 
     private struct State {
         var partitions: [KafkaTopicPartition: Partition] = [:]
-        var inFlight = 0
-        /// Partitions being revoked: assigned until their drain ends, but no new job starts there.
+        /// Partitions being revoked: assigned until their drain ends, but no new message is taken there.
         var closing: Set<KafkaTopicPartition> = []
         var lastGeneration: UInt64 = 0
     }
 
     private let state = Mutex(State())
-
-    var inFlight: Int { state.withLock { $0.inFlight } }
 
     func assign(_ partitions: [KafkaTopicPartition]) {
         let now = ContinuousClock.now
@@ -43,48 +41,57 @@ final class WorkerState: Sendable {
         state.withLock { $0.partitions[partition]?.generation ?? 0 }
     }
 
-    /// Records a job taken. False when its partition is not (or no longer) assigned here; when the message
-    /// was read under an earlier assignment of the partition (released, then assigned again: the message is
-    /// read again under this one, and taking the stale copy would make the re-read lower offsets look taken
-    /// and let the commit pass them); or when this offset was taken before (a second delivery of a job
-    /// already in flight or finished).
-    func start(_ partition: KafkaTopicPartition, offset: Int64, generation: UInt64) -> Bool {
+    /// Records a message taken, as it arrives (before it waits for a slot, so the commit never passes a
+    /// message waiting behind another group's). False when its partition is not (or no longer) assigned here;
+    /// when the message was read under an earlier assignment of the partition (released, then assigned again:
+    /// the message is read again under this one, and taking the stale copy would make the re-read lower
+    /// offsets look taken and let the commit pass them); or when this offset was taken before (a second
+    /// delivery of a message already in flight or answered).
+    func take(_ partition: KafkaTopicPartition, offset: Int64, generation: UInt64) -> Bool {
         let now = ContinuousClock.now
         return state.withLock { state in
             guard !state.closing.contains(partition), state.partitions[partition]?.generation == generation,
                 state.partitions[partition]?.offsets.start(offset) == true
             else { return false }
-            state.inFlight += 1
             state.partitions[partition]?.lastProgress = now
             return true
         }
     }
 
-    /// Records a job answered. A job of an earlier assignment of the partition changes nothing: it was taken
-    /// off the count when the partition was released, and the same offset may be in flight again now.
+    /// The consumer's positions, read after every message before them was taken: a partition whose messages
+    /// are all answered may be committed that far (past transaction markers).
+    func advance(_ positions: [KafkaTopicPartition: Int64]) {
+        state.withLock { state in
+            for (partition, position) in positions where state.partitions[partition] != nil {
+                state.partitions[partition]?.offsets.advance(toPosition: position)
+            }
+        }
+    }
+
+    /// Records a message answered. A message of an earlier assignment of the partition changes nothing: the
+    /// same offset may be in flight again now.
     func finish(_ partition: KafkaTopicPartition, offset: Int64, generation: UInt64) {
         let now = ContinuousClock.now
         state.withLock { state in
             guard state.partitions[partition]?.generation == generation else { return }
             if state.partitions[partition]?.offsets.finish(offset) == true {
-                state.inFlight -= 1
                 state.partitions[partition]?.lastProgress = now
             }
         }
     }
 
-    /// Records a job left unanswered for its next delivery: its partition's commits stay behind it, and a
+    /// Records a message left unanswered for its next delivery: its partition's commits stay behind it, and a
     /// drain stops waiting for it.
     func abandon(_ partition: KafkaTopicPartition, offset: Int64, generation: UInt64) {
         state.withLock { state in
-            // A job of an earlier assignment must not mark the same offset, in flight again, as abandoned.
+            // A message of an earlier assignment must not mark the same offset, in flight again, as abandoned.
             guard state.partitions[partition]?.generation == generation else { return }
-            if state.partitions[partition]?.offsets.abandon(offset) == true { state.inFlight -= 1 }
+            _ = state.partitions[partition]?.offsets.abandon(offset)
         }
     }
 
-    /// True while this assignment of the partition is still this worker's (draining included): a job of a
-    /// partition released since has a new owner, who will run it again.
+    /// True while this assignment of the partition is still this member's (draining included): a message of
+    /// a partition released since has a new owner, who will handle it again.
     func holds(_ partition: KafkaTopicPartition, generation: UInt64) -> Bool {
         state.withLock { $0.partitions[partition]?.generation == generation }
     }
@@ -114,7 +121,7 @@ final class WorkerState: Sendable {
         }
     }
 
-    /// Per assigned partition: the offset last committed, the jobs not finished, and the last progress.
+    /// Per assigned partition: the offset last committed, the messages not answered, and the last progress.
     func partitionsSnapshot() -> [(
         partition: KafkaTopicPartition, committed: Int64?, outstanding: Int, lastProgress: ContinuousClock.Instant
     )] {
@@ -125,7 +132,7 @@ final class WorkerState: Sendable {
         }
     }
 
-    /// No new job of these partitions starts from now on (their revocation is draining).
+    /// No new message of these partitions is taken from now on (their revocation is draining).
     func stopTaking(_ partitions: [KafkaTopicPartition]) {
         state.withLock { $0.closing.formUnion(partitions) }
     }
@@ -134,7 +141,6 @@ final class WorkerState: Sendable {
         state.withLock { state in
             for partition in partitions {
                 state.closing.remove(partition)
-                state.inFlight -= state.partitions[partition]?.offsets.outstanding ?? 0
                 state.partitions[partition] = nil
             }
         }

@@ -1,15 +1,21 @@
+import Foundation
+import Observability
 import Synchronization
 
-/// Deadlines for many short waits at once (the notification receiver bounds each broker acknowledgement):
-/// one task wakes every `resolution` and expires what is due, instead of a sleeping task and a dispatch
-/// timer per wait, which cost the receiver a few percent of its CPU at thousands of notifications a second.
-/// A deadline fires up to `resolution` late. The task runs only while deadlines are pending.
+/// Deadlines for many short waits at once (the notification receiver bounds each broker acknowledgement, the
+/// ledger's health check its ping): one thread wakes every `resolution` and expires what is due, instead of a
+/// sleeping task and a dispatch timer per wait, which cost the receiver a few percent of its CPU at thousands
+/// of notifications a second. A deadline fires up to `resolution` late. The thread runs only while deadlines
+/// are pending.
+///
+/// A thread of its own, not a task: the deadlines protect the worker when Swift's cooperative pool is busy
+/// (a flood of notifications to verify) or blocked, and a sleeping task on that pool woke seconds late then.
 ///
 /// Waits come in few lengths (5 s for the receiver, 2 s for a ledger ping): one queue per length is in
 /// deadline order, so a sweep reads only what is due, however many waits are pending (a broker outage at
 /// thousands of notifications a second leaves tens of thousands).
-final class DeadlineSweeper: Sendable {
-    static let shared = DeadlineSweeper(resolution: .milliseconds(50))
+public final class DeadlineSweeper: Sendable {
+    public static let shared = DeadlineSweeper(resolution: .milliseconds(50))
 
     /// Deadlines of one length, in the order scheduled: oldest first.
     private struct Queue {
@@ -47,7 +53,7 @@ final class DeadlineSweeper: Sendable {
     init(resolution: Duration) { self.resolution = resolution }
 
     /// Calls `expire` once `delay` has passed, unless `cancel` with the returned id came first.
-    func schedule(after delay: Duration, _ expire: @escaping @Sendable () -> Void) -> UInt64 {
+    public func schedule(after delay: Duration, _ expire: @escaping @Sendable () -> Void) -> UInt64 {
         let deadline = ContinuousClock.now + delay
         let (id, start) = state.withLock { state in
             state.lastID &+= 1
@@ -56,17 +62,22 @@ final class DeadlineSweeper: Sendable {
             defer { state.sweeping = true }
             return (state.lastID, !state.sweeping)
         }
-        if start { Task.detached { await self.sweep() } }
+        if start {
+            let thread = Thread { [self] in sweep() }
+            thread.name = "deadline-sweeper"
+            thread.start()
+        }
         return id
     }
 
-    func cancel(_ id: UInt64) {
+    public func cancel(_ id: UInt64) {
         _ = state.withLock { $0.pending.removeValue(forKey: id) }
     }
 
-    private func sweep() async {
+    private func sweep() {
+        let seconds = resolution.inSeconds
         while true {
-            try? await Task.sleep(for: resolution)
+            Thread.sleep(forTimeInterval: seconds)
             let now = ContinuousClock.now
             let (due, idle) = state.withLock { state -> ([@Sendable () -> Void], Bool) in
                 var due: [@Sendable () -> Void] = []
@@ -86,5 +97,35 @@ final class DeadlineSweeper: Sendable {
             for expire in due { expire() }
             if idle { return }
         }
+    }
+}
+
+/// Runs `body`, but returns (throwing `timeout`) after `deadline` whether it finished or not; it then finishes
+/// in the background. For callers that must answer in time (a health check, Apple waiting for its answer).
+public func withDeadline(
+    _ deadline: Duration, timeout: any Error, _ body: @escaping @Sendable () async throws -> Void
+) async throws {
+    let failure: (any Error)? = await withCheckedContinuation { continuation in
+        let answer = ResumeOnce(continuation)
+        let timer = DeadlineSweeper.shared.schedule(after: deadline) { answer.resume(timeout) }
+        Task {
+            do {
+                try await body()
+                answer.resume(nil)
+            } catch { answer.resume(error) }
+            DeadlineSweeper.shared.cancel(timer)
+        }
+    }
+    if let failure { throw failure }
+}
+
+/// Resumes a continuation once, with whichever answer comes first.
+private final class ResumeOnce: Sendable {
+    private let continuation: Mutex<CheckedContinuation<(any Error)?, Never>?>
+
+    init(_ continuation: CheckedContinuation<(any Error)?, Never>) { self.continuation = Mutex(continuation) }
+
+    func resume(_ value: (any Error)?) {
+        continuation.withLock { $0.take() }?.resume(returning: value)
     }
 }

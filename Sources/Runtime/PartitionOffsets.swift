@@ -8,6 +8,8 @@ public struct PartitionOffsets: Sendable {
     /// Jobs left unanswered for the next delivery (the worker stopped first): never finished, so never
     /// committed past, but nothing to wait for either.
     private var abandoned: Set<Int64> = []
+    /// The consumer's position, when it moved past records it never hands over (transaction markers).
+    private var position: Int64 = -1
 
     public init() {}
 
@@ -59,10 +61,18 @@ public struct PartitionOffsets: Sendable {
         return low < offsets.count && offsets[low] == offset ? low : nil
     }
 
-    /// The offset to commit (the next to read): the oldest unfinished job's, or one past the last seen when
-    /// all are finished. Nil before any job was seen.
+    /// Records the consumer's position: every message before it was taken here (``start(_:)``), so when
+    /// all of them are finished the commit may go as far, past the commit and abort markers of transactional
+    /// producers, which are never handed over and would otherwise look like one unread job for ever.
+    public mutating func advance(toPosition offset: Int64) {
+        position = max(position, offset)
+    }
+
+    /// The offset to commit (the next to read): the oldest unfinished job's, or, when all are finished, one
+    /// past the last seen or the consumer's position if that is further. Nil before anything was seen.
     public var committable: Int64? {
-        guard highestSeen >= 0 else { return nil }
-        return head < offsets.count ? offsets[head] : highestSeen + 1
+        if head < offsets.count { return offsets[head] }
+        let next = max(highestSeen + 1, position)
+        return next > 0 ? next : nil
     }
 }

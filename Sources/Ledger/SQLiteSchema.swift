@@ -1,0 +1,216 @@
+/// The SQLite ledger's schema, and the migrations of files written by earlier releases. The version is
+/// `PRAGMA user_version`: 0 the first ledger; 1 purchase identity; 2 after the grant (events kept with grants,
+/// revocations, notifications, consumption requests); 3 keys scoped by app, purchases by environment, job
+/// fingerprints, and stored events' headers in columns.
+enum SQLiteSchema {
+    static let version = 3
+
+    /// Brings the file to ``version`` in one transaction per migration: a new file gets the whole schema at
+    /// once; an older one each missing migration in turn, its rows kept (they belong to the default app).
+    static func migrate(_ connection: SQLiteConnection) throws {
+        let hasGrants = try connection.first("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'grants'") {
+            _ in true
+        }
+        if hasGrants == nil {
+            try transaction(connection) { try connection.execute(tables + "PRAGMA user_version = \(version);") }
+            return
+        }
+        var current = try connection.first("PRAGMA user_version") { $0.integer(0) ?? 0 } ?? 0
+        if current < 1 {
+            try transaction(connection) { try migrateToPurchaseIdentity(connection) }
+            current = 1
+        }
+        if current < 2 {
+            try transaction(connection) { try migrateToAfterGrant(connection) }
+            current = 2
+        }
+        if current < 3 {
+            try transaction(connection) { try migrateToAppScope(connection) }
+        }
+    }
+
+    private static func transaction(_ connection: SQLiteConnection, _ body: () throws -> Void) throws {
+        try connection.execute("BEGIN IMMEDIATE")
+        do {
+            try body()
+            try connection.execute("COMMIT")
+        } catch {
+            try? connection.execute("ROLLBACK")  // the original error is the one to report
+            throw error
+        }
+    }
+
+    /// Every table at the latest version. The triggers fill a row's derived columns from its event when a
+    /// writer did not (a release rolled back to runs on this schema): what replays and notifications read.
+    static let tables = """
+        CREATE TABLE grants (
+            app TEXT NOT NULL DEFAULT '',
+            environment TEXT NOT NULL DEFAULT 'Production',
+            transaction_id TEXT NOT NULL,
+            order_id TEXT NOT NULL,
+            purchase_id TEXT NOT NULL,
+            user_id TEXT,
+            product_id TEXT,
+            quantity INTEGER,
+            event BLOB,
+            revoked_at TEXT,
+            granted_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+            UNIQUE (app, order_id),
+            UNIQUE (app, environment, purchase_id),
+            UNIQUE (app, environment, transaction_id));
+        CREATE INDEX grants_transaction_id ON grants (transaction_id);
+        CREATE TABLE results (
+            app TEXT NOT NULL DEFAULT '',
+            job_id TEXT NOT NULL,
+            fingerprint TEXT NOT NULL DEFAULT '',
+            event_id TEXT,
+            event_type TEXT,
+            event_time TEXT,
+            event_key TEXT,
+            event BLOB NOT NULL,
+            decided_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+            PRIMARY KEY (app, job_id, fingerprint));
+        CREATE INDEX results_decided_at ON results (decided_at);
+        CREATE TABLE notifications (
+            notification_id TEXT PRIMARY KEY,
+            event_id TEXT,
+            event_type TEXT,
+            event_time TEXT,
+            event_key TEXT,
+            event BLOB,
+            handled_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
+        CREATE TABLE purchase_states (
+            app TEXT NOT NULL DEFAULT '',
+            environment TEXT NOT NULL DEFAULT 'Production',
+            purchase_id TEXT NOT NULL,
+            transaction_id TEXT NOT NULL,
+            revoked INTEGER NOT NULL,
+            changed_at TEXT NOT NULL,
+            PRIMARY KEY (app, environment, purchase_id));
+        CREATE INDEX purchase_states_transaction_id ON purchase_states (app, environment, transaction_id);
+        CREATE TABLE consumption_requests (
+            app TEXT NOT NULL DEFAULT '',
+            environment TEXT NOT NULL DEFAULT 'Production',
+            transaction_id TEXT NOT NULL,
+            notification_id TEXT NOT NULL,
+            respond_by TEXT NOT NULL,
+            requested_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+            answered_at TEXT,
+            PRIMARY KEY (app, environment, transaction_id));
+        CREATE TRIGGER results_event_columns AFTER INSERT ON results WHEN NEW.event_id IS NULL
+            BEGIN UPDATE results SET \(eventColumns) WHERE rowid = NEW.rowid; END;
+        CREATE TRIGGER notifications_event_columns AFTER INSERT ON notifications
+            WHEN NEW.event_id IS NULL AND NEW.event IS NOT NULL
+            BEGIN UPDATE notifications SET \(eventColumns) WHERE rowid = NEW.rowid; END;
+        CREATE TRIGGER grants_order_columns AFTER INSERT ON grants WHEN NEW.user_id IS NULL AND NEW.event IS NOT NULL
+            BEGIN UPDATE grants SET \(grantColumns) WHERE rowid = NEW.rowid; END;
+
+        """
+
+    /// A stored event's id, type, time and key, from its JSON. Events stored before 0.4 have no `type`: their
+    /// `decision` says it.
+    private static let eventColumns = """
+        event_id = json_extract(CAST(event AS TEXT), '$.event_id'),
+            event_type = coalesce(json_extract(CAST(event AS TEXT), '$.type'),
+                CASE json_extract(CAST(event AS TEXT), '$.decision')
+                    WHEN 'grant' THEN 'receipt.granted' ELSE 'receipt.denied' END),
+            event_time = coalesce(json_extract(CAST(event AS TEXT), '$.verified_at'),
+                json_extract(CAST(event AS TEXT), '$.notified_at')),
+            event_key = coalesce(json_extract(CAST(event AS TEXT), '$.order_id'), '')
+        """
+
+    /// A grant's order fields, from its event (grants recorded before 0.5 kept none: they stay NULL).
+    private static let grantColumns = """
+        user_id = json_extract(CAST(event AS TEXT), '$.user_id'),
+            product_id = json_extract(CAST(event AS TEXT), '$.product_id'),
+            quantity = json_extract(CAST(event AS TEXT), '$.quantity'),
+            environment = coalesce(json_extract(CAST(event AS TEXT), '$.environment'), environment)
+        """
+
+    /// Version 3: every table rebuilt with its app (the default app's, ""), environment, fingerprint and
+    /// derived columns; the rows copied over. SQLite cannot change a table's keys in place.
+    private static func migrateToAppScope(_ connection: SQLiteConnection) throws {
+        try connection.execute(
+            """
+            DROP TRIGGER IF EXISTS grants_fill_purchase_id;
+            DROP INDEX IF EXISTS grants_purchase_id;
+            DROP INDEX IF EXISTS results_decided_at;
+            DROP INDEX IF EXISTS purchase_states_transaction_id;
+            ALTER TABLE grants RENAME TO grants_v2;
+            ALTER TABLE results RENAME TO results_v2;
+            ALTER TABLE notifications RENAME TO notifications_v2;
+            ALTER TABLE purchase_states RENAME TO purchase_states_v2;
+            ALTER TABLE consumption_requests RENAME TO consumption_requests_v2;
+            \(tables)
+            INSERT INTO grants (transaction_id, order_id, purchase_id, event, revoked_at, granted_at)
+                SELECT transaction_id, order_id, coalesce(purchase_id, transaction_id), event, revoked_at, granted_at
+                FROM grants_v2;
+            INSERT INTO results (job_id, event, decided_at) SELECT job_id, event, decided_at FROM results_v2;
+            INSERT INTO notifications (notification_id, event, handled_at)
+                SELECT notification_id, event, handled_at FROM notifications_v2;
+            INSERT INTO purchase_states (purchase_id, transaction_id, revoked, changed_at)
+                SELECT purchase_id, transaction_id, revoked, changed_at FROM purchase_states_v2;
+            INSERT INTO consumption_requests (transaction_id, notification_id, respond_by, requested_at, answered_at)
+                SELECT transaction_id, notification_id, respond_by, requested_at, answered_at FROM consumption_requests_v2;
+            DROP TABLE grants_v2;
+            DROP TABLE results_v2;
+            DROP TABLE notifications_v2;
+            DROP TABLE purchase_states_v2;
+            DROP TABLE consumption_requests_v2;
+            PRAGMA user_version = 3;
+            """)
+    }
+
+    /// Version 2: the grant's event kept with it, its revocation, each App Store notification handled (once),
+    /// open consumption requests, and the index pruning uses.
+    private static func migrateToAfterGrant(_ connection: SQLiteConnection) throws {
+        var columns: [String] = []
+        try connection.query("SELECT name FROM pragma_table_info('grants')") { columns.append($0.text(0) ?? "") }
+        if !columns.contains("event") { try connection.execute("ALTER TABLE grants ADD COLUMN event BLOB") }
+        if !columns.contains("revoked_at") { try connection.execute("ALTER TABLE grants ADD COLUMN revoked_at TEXT") }
+        try connection.execute(
+            """
+            CREATE TABLE IF NOT EXISTS notifications (
+                notification_id TEXT PRIMARY KEY,
+                event BLOB,
+                handled_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
+            CREATE TABLE IF NOT EXISTS purchase_states (
+                purchase_id TEXT PRIMARY KEY,
+                transaction_id TEXT NOT NULL,
+                revoked INTEGER NOT NULL,
+                changed_at TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS consumption_requests (
+                transaction_id TEXT PRIMARY KEY,
+                notification_id TEXT NOT NULL,
+                respond_by TEXT NOT NULL,
+                requested_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+                answered_at TEXT);
+            PRAGMA user_version = 2;
+            """)
+    }
+
+    /// Version 1: the purchase identity (`grants.purchase_id`), filled for existing grants with their
+    /// transaction id, which is the purchase identity of a consumable and of a first purchase.
+    private static func migrateToPurchaseIdentity(_ connection: SQLiteConnection) throws {
+        var columns: [String] = []
+        try connection.query("SELECT name FROM pragma_table_info('grants')") { columns.append($0.text(0) ?? "") }
+        if !columns.contains("purchase_id") { try connection.execute("ALTER TABLE grants ADD COLUMN purchase_id TEXT") }
+        try connection.execute(
+            """
+            UPDATE grants SET purchase_id = transaction_id WHERE purchase_id IS NULL;
+            PRAGMA user_version = 1;
+            """)
+    }
+
+    /// The schema of the first release (version 0), for tests of the migrations.
+    static let firstRelease = """
+        CREATE TABLE grants (
+            transaction_id TEXT PRIMARY KEY,
+            order_id TEXT NOT NULL UNIQUE,
+            granted_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
+        CREATE TABLE results (
+            job_id TEXT PRIMARY KEY,
+            event BLOB NOT NULL,
+            decided_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
+        """
+}

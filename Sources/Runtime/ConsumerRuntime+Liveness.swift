@@ -1,0 +1,90 @@
+import Kafka
+import Observability
+
+/// A liveness alarm for partitions, because a stall can have causes nobody foresaw (an intake pause that
+/// outlived its partition, a message that never ends, a consumer that stopped fetching): per partition the
+/// lag, and how long it went without progress (a message taken or answered, a commit) while it had lag.
+/// The commit follows the consumer's position past transaction markers, so a transactional producer's
+/// commit marker is not an unread message.
+extension ConsumerRuntime {
+    struct PartitionStall: Sendable {
+        let partition: KafkaTopicPartition
+        let lag: Int64
+        let seconds: Int
+    }
+
+    /// Measures every assigned partition's lag now and then, and warns once when a partition with lag has
+    /// made no progress for the stall timeout (and once when it moves again).
+    func livenessLoop() async {
+        let interval = max(.milliseconds(100), min(.seconds(10), configuration.stallTimeout / 4))
+        var warned: Set<KafkaTopicPartition> = []
+        while !Task.isCancelled {
+            try? await Task.sleep(for: interval)
+            await measureLags()
+            let stalls = stalledPartitions()
+            for stall in stalls where !warned.contains(stall.partition) {
+                logger.warning(
+                    "partition stalled: it has lag and made no progress",
+                    [
+                        "partition": stall.partition.description, "lag": String(stall.lag),
+                        "seconds": String(stall.seconds), "messages_outstanding": String(book.outstanding(in: [stall.partition])),
+                        "intake_paused": String(consumer.isIntakePaused),
+                    ])
+            }
+            let stalled = Set(stalls.map(\.partition))
+            for partition in warned.subtracting(stalled) {
+                logger.info("partition moving again", ["partition": partition.description])
+            }
+            warned = stalled
+        }
+    }
+
+    /// Partitions with lag that made no progress for the stall timeout.
+    func stalledPartitions() -> [PartitionStall] {
+        let timeout = configuration.stallTimeout.inSeconds
+        return idleness().compactMap { idle in
+            guard let lag = idle.lag, idle.seconds >= timeout else { return nil }
+            return PartitionStall(partition: idle.partition, lag: lag, seconds: Int(idle.seconds))
+        }
+    }
+
+    /// Per assigned partition: its lag when it has some, and seconds since its last progress (0 without lag).
+    func idleness() -> [(partition: KafkaTopicPartition, lag: Int64?, seconds: Double)] {
+        let lags = self.lags.withLock { $0 }
+        let now = ContinuousClock.now
+        return book.partitionsSnapshot().map { partition in
+            guard let lag = lags[partition.partition], lag > 0 else { return (partition.partition, nil, 0) }
+            return (partition.partition, lag, (now - partition.lastProgress).inSeconds)
+        }
+    }
+
+    /// Lag = the broker's high watermark minus the committed offset (this member's last commit, else the
+    /// group's, else the oldest offset held). A partition whose watermarks cannot be read keeps its last lag.
+    private func measureLags() async {
+        let snapshot = book.partitionsSnapshot()
+        let uncommitted = snapshot.filter { $0.committed == nil }.map(\.partition)
+        var groupCommitted: [KafkaTopicPartition: Int64] = [:]
+        if !uncommitted.isEmpty {
+            do {
+                groupCommitted = try await consumer.committed(uncommitted, timeout: .seconds(5))
+            } catch {
+                logger.debug("cannot read committed offsets for the lag", ["error": "\(error)"])
+            }
+        }
+        var measured: [KafkaTopicPartition: Int64] = [:]
+        for partition in snapshot {
+            do {
+                let marks = try await consumer.watermarks(partition.partition, timeout: .seconds(5))
+                let committed = partition.committed ?? groupCommitted[partition.partition] ?? marks.low
+                measured[partition.partition] = max(0, marks.high - committed)
+            } catch {
+                logger.debug("cannot read watermarks for the lag", ["partition": partition.partition.description])
+            }
+        }
+        let assigned = Set(book.assigned)
+        lags.withLock { lags in
+            lags.merge(measured) { _, new in new }
+            lags = lags.filter { assigned.contains($0.key) }
+        }
+    }
+}

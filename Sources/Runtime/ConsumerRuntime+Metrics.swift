@@ -1,0 +1,54 @@
+import Kafka
+import Observability
+
+extension ConsumerRuntime {
+    /// Gauges read at scrape time from the state the runtime already keeps.
+    func registerGauges(_ registry: MetricsRegistry) {
+        registry.gauges(
+            "receipt_worker_jobs_in_flight", help: "Messages being handled, by group (an app, notifications, consumption)."
+        ) { [scheduler] in scheduler.snapshot().map { (["group": $0.group], Double($0.running)) } }
+        registry.gauges(
+            "receipt_worker_jobs_waiting",
+            help: "Messages taken from Kafka and waiting for a slot of their group's worker.max_in_flight."
+        ) { [scheduler] in scheduler.snapshot().map { (["group": $0.group], Double($0.waiting)) } }
+        registry.gauges(
+            "receipt_worker_jobs_in_flight_bytes",
+            help: "Bytes of the messages being handled, by group (budget: worker.max_in_flight_bytes each)."
+        ) { [scheduler] in scheduler.snapshot().map { (["group": $0.group], Double($0.bytes)) } }
+        registry.gauges(
+            "receipt_worker_intake_paused", help: "1 while intake is paused (a group's budget is waiting in full)."
+        ) { [consumer] in [(Labels.none, consumer.isIntakePaused ? 1 : 0)] }
+        registry.gauges(
+            "receipt_worker_partition_committed_offset", help: "The next offset committed, per assigned partition."
+        ) { [book] in
+            book.partitionsSnapshot().compactMap { partition in
+                partition.committed.map { (Self.labels(partition.partition), Double($0)) }
+            }
+        }
+        registry.gauges(
+            "receipt_worker_partition_outstanding_jobs",
+            help: "Messages of the partition taken and not yet answered (holding its commits back)."
+        ) { [book] in book.partitionsSnapshot().map { (Self.labels($0.partition), Double($0.outstanding)) } }
+        registry.gauges(
+            "receipt_worker_partition_lag",
+            help:
+                "Messages of the partition not yet committed (high watermark minus committed offset), measured every few seconds."
+        ) { [weak self] in
+            guard let self else { return [] }
+            let lags = self.lags.withLock { $0 }
+            return book.assigned.compactMap { partition in lags[partition].map { (Self.labels(partition), Double($0)) } }
+        }
+        registry.gauges(
+            "receipt_worker_partition_idle_seconds",
+            help:
+                "Seconds since the partition last made progress while it has lag (0 without lag); above worker.stall_timeout_ms it is stalled."
+        ) { [weak self] in
+            guard let self else { return [] }
+            return idleness().map { (Self.labels($0.partition), $0.seconds) }
+        }
+    }
+
+    private static func labels(_ partition: KafkaTopicPartition) -> Labels {
+        ["topic": partition.topic, "partition": String(partition.partition)]
+    }
+}

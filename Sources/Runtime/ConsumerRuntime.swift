@@ -1,0 +1,304 @@
+import Foundation
+import Kafka
+import Observability
+import Synchronization
+
+/// The runtime every flow runs on: one consumer-group member that takes messages from its topics, gives each
+/// a slot of its group's budget, hands it to its topic's handler, publishes the outcome (events, a dead
+/// letter), and commits each partition only behind messages whose outcome the broker acknowledged. It drains
+/// on shutdown and on a revocation, reports stalled partitions, and knows nothing of Apple or of ledgers.
+///
+/// A message's life: taken (registered with its partition, so commits stay behind it) → waits for a slot of
+/// its group → its handler's outcome → published and acknowledged → answered; the partition's offset is
+/// committed once every earlier message is answered too. A message let go (a stop, a revocation) is never
+/// committed past, so it is delivered again.
+public final class ConsumerRuntime: Sendable {
+    let configuration: RuntimeConfiguration
+    let consumer: KafkaConsumer
+    let producer: KafkaProducer
+    let logger: Logger
+    let metrics: RuntimeMetrics
+    let book = PartitionBook()
+    let scheduler: GroupScheduler
+    private let routeIndex: [String: Int]
+    private let stopping = Atomic<Bool>(false)
+    /// Per assigned partition, its lag (high watermark minus committed offset) as last measured.
+    let lags = Mutex<[KafkaTopicPartition: Int64]>([:])
+    /// Operations (publishing, a handler's services) failing repeatedly now, with their last error.
+    let blockedOperations = Mutex<[String: String]>([:])
+    /// When a failed commit was last logged (nil: the last commit succeeded).
+    private let commitFailures = Mutex<ContinuousClock.Instant?>(nil)
+    /// Told of the assignment whenever it changes.
+    private let assignmentChanged: (@Sendable ([KafkaTopicPartition]) -> Void)?
+
+    public init(
+        configuration: RuntimeConfiguration, consumer: KafkaConsumer, producer: KafkaProducer,
+        registry: MetricsRegistry, logger: Logger,
+        assignmentChanged: (@Sendable ([KafkaTopicPartition]) -> Void)? = nil
+    ) {
+        self.configuration = configuration
+        self.consumer = consumer
+        self.producer = producer
+        self.logger = logger
+        self.assignmentChanged = assignmentChanged
+        metrics = RuntimeMetrics(registry: registry)
+        scheduler = GroupScheduler(
+            maxInFlight: configuration.maxInFlight, maxInFlightBytes: configuration.maxInFlightBytes)
+        routeIndex = Dictionary(
+            configuration.routes.enumerated().map { ($1.topic, $0) }, uniquingKeysWith: { first, _ in first })
+        registerGauges(registry)
+    }
+
+    /// Why the runtime is not ready (empty when it is): stopping, no partition assigned, an operation failing
+    /// again and again, a partition with lag that stands still past the stall timeout.
+    public var problems: [String] {
+        var problems: [String] = []
+        if isStopping { problems.append("stopping") }
+        if book.assigned.isEmpty { problems.append("no partition assigned") }
+        for (operation, error) in blockedOperations.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+            problems.append("\(operation) failing: \(error)")
+        }
+        for stall in stalledPartitions() {
+            problems.append(
+                "partition \(stall.partition) stalled: lag \(stall.lag), no progress for \(stall.seconds) s")
+        }
+        return problems
+    }
+
+    /// The partitions assigned to this member now.
+    public var assignedPartitions: [KafkaTopicPartition] { book.assigned }
+
+    /// Asks ``run()`` to stop taking messages, drain, commit and return.
+    public func shutdown() {
+        stopping.store(true, ordering: .releasing)
+        consumer.endEvents()
+    }
+
+    public var isStopping: Bool { stopping.load(ordering: .acquiring) }
+
+    /// Reads the routes' topics until ``shutdown()`` (then drains within the drain timeout and commits) or a
+    /// fatal Kafka error (thrown).
+    public func run() async throws {
+        try consumer.subscribe(topics: configuration.routes.map(\.topic))
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { await self.commitLoop() }
+            group.addTask { await self.startMessages() }
+            group.addTask { await self.livenessLoop() }
+            // This loop never waits for a slot: it keeps reading, so rebalances are served at once and the
+            // poll thread never stalls (a stalled poll past max.poll.interval.ms would leave the group).
+            for await event in consumer.events {
+                if isStopping { break }
+                switch event {
+                case .message(let message):
+                    take(message)
+                case .partitionsAssigned(let partitions):
+                    // The consumer already put them in the intake's state (paused or fetching).
+                    book.assign(partitions)
+                    assignmentChanged?(book.assigned)
+                case .partitionsRevoked(let revocation):
+                    let partitions = revocation.partitions
+                    book.stopTaking(partitions)
+                    leave(scheduler.remove(Set(partitions)))
+                    await drain(partitions, commit: !revocation.isLost)
+                    book.release(partitions)
+                    lags.withLock { lags in for partition in partitions { lags[partition] = nil } }
+                    revocation.done()
+                    assignmentChanged?(book.assigned)
+                case .positions(let positions):
+                    book.advance(positions)
+                case .fatalError(let error):
+                    throw error
+                }
+                if isStopping { break }
+            }
+            stopping.store(true, ordering: .releasing)
+            leave(scheduler.finish())
+            await drain(book.assigned, commit: true)
+            group.cancelAll()
+        }
+        await consumer.close()
+        await producer.close()
+    }
+
+    /// Registers a message with its partition and puts it in its group's line.
+    private func take(_ message: KafkaMessage) {
+        guard let route = routeIndex[message.topic] else { return }
+        configuration.routes[route].taken?.increment()
+        let generation = book.generation(of: message.topicPartition)
+        // Not taken: read under an earlier assignment, or taken before (a second delivery).
+        guard book.take(message.topicPartition, offset: message.offset, generation: generation) else { return }
+        let group = configuration.routes[route].handler.group(of: message)
+        scheduler.enqueue(.init(message: message, generation: generation, group: group, route: route))
+        adjustIntake()
+    }
+
+    /// Marks messages that never started as left for their next delivery.
+    private func leave(_ items: [GroupScheduler.Item]) {
+        for item in items {
+            book.abandon(item.message.topicPartition, offset: item.message.offset, generation: item.generation)
+        }
+    }
+
+    /// Starts each message that has a slot, as a task of its own; they run in a group of their own, cancelled
+    /// at shutdown after the drain.
+    private func startMessages() async {
+        await withDiscardingTaskGroup { tasks in
+            while let item = await scheduler.next() {
+                guard !isStopping, book.holds(item.message.topicPartition, generation: item.generation) else {
+                    leave([item])
+                    scheduler.release(item)
+                    continue
+                }
+                tasks.addTask { await self.handle(item) }
+            }
+        }
+    }
+
+    /// One message, from its handler to its outcome acknowledged (or left for its next delivery).
+    private func handle(_ item: GroupScheduler.Item) async {
+        let handler = configuration.routes[item.route].handler
+        let context = HandlingContext(
+            message: item.message, generation: item.generation, runtime: self, handler: handler)
+        let started = ContinuousClock.now
+        let outcome: Outcome
+        do {
+            outcome = try await handler.handle(item.message, context: context)
+        } catch is LetGo {
+            outcome = .letGo
+        } catch is CancellationError {
+            outcome = .letGo
+        } catch {
+            if !handler.isPermanent(error) {
+                logger.error("a handler failed unexpectedly; the message is dead-lettered", ["error": "\(error)"])
+            }
+            outcome = .deadLetter(DeadLetter(reason: handler.deadLetterReason, error: "\(error)"))
+        }
+        let partition = item.message.topicPartition
+        if await deliver(outcome, context) {
+            metrics.duration.observe(ContinuousClock.now - started)
+            book.finish(partition, offset: item.message.offset, generation: item.generation)
+        } else {
+            // Never committed past: read again after the restart, or by the partition's new owner.
+            book.abandon(partition, offset: item.message.offset, generation: item.generation)
+        }
+        scheduler.release(item)
+    }
+
+    /// Publishes an outcome; true once the broker acknowledged all of it (answered).
+    private func deliver(_ outcome: Outcome, _ context: HandlingContext) async -> Bool {
+        switch outcome {
+        case .letGo:
+            return false
+        case .publish(let records):
+            return await publish(records, context)
+        case .deadLetter(let letter, let records):
+            guard await publish(records, context) else { return false }
+            return await deadLetter(context.message, letter, context)
+        }
+    }
+
+    /// True when the message must be left for its next delivery: the runtime is stopping, or the message's
+    /// partition was released (its new owner handles it again).
+    func mustLetGo(_ message: KafkaMessage, generation: UInt64) -> Bool {
+        isStopping || !book.holds(message.topicPartition, generation: generation)
+    }
+
+    /// Pauses intake when a group has a whole budget waiting; resumes when every group's waiting is at half
+    /// or less. Called by the event loop and the commit loop: the consumer serialises the state and the
+    /// librdkafka calls, and applies them to its real assignment.
+    func adjustIntake() {
+        do {
+            if scheduler.isFull {
+                if try consumer.pauseIntake() { logger.debug("intake paused: a group's budget is waiting in full") }
+            } else if scheduler.hasRoom {
+                if try consumer.resumeIntake() { logger.debug("intake resumed") }
+            }
+        } catch {
+            logger.warning("cannot pause or resume intake; it will be tried again", ["error": "\(error)"])
+        }
+    }
+
+    /// Commits what answered messages allow, every 200 ms, and re-evaluates the intake.
+    private func commitLoop() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(200))
+            adjustIntake()
+            await commit(book.committable())
+        }
+    }
+
+    private func commit(_ offsets: [KafkaTopicPartition: Int64]) async {
+        guard !offsets.isEmpty else { return }
+        do {
+            try await consumer.commit(offsets)
+            book.markCommitted(offsets)
+            commitFailures.withLock { $0 = nil }
+        } catch {
+            metrics.failure("commit").increment()
+            // Retried every 200 ms: said once, then every 30 s while it lasts.
+            let shouldLog = commitFailures.withLock { since -> Bool in
+                let now = ContinuousClock.now
+                guard let last = since, now - last < .seconds(30) else {
+                    since = now
+                    return true
+                }
+                return false
+            }
+            if shouldLog { logger.warning("commit failed; it will be retried", ["error": "\(error)"]) }
+        }
+    }
+
+    /// Waits for the messages of `partitions` to be answered, up to the drain timeout, then commits them.
+    private func drain(_ partitions: [KafkaTopicPartition], commit shouldCommit: Bool) async {
+        let deadline = ContinuousClock.now + configuration.drainTimeout
+        while book.outstanding(in: partitions) > 0 && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        let abandoned = book.outstanding(in: partitions)
+        if abandoned > 0 {
+            logger.warning("drain deadline passed; messages left to the next owner", ["messages": String(abandoned)])
+        }
+        if shouldCommit { await commit(book.committable(only: Set(partitions))) }
+    }
+
+    /// Repeats `body` with backoff until it succeeds, the message must be let go (``LetGo``), or it fails for
+    /// good (`isPermanent`: rethrown).
+    func retrying<T: Sendable>(
+        _ operation: String, stage: Histogram?, isPermanent: (any Error) -> Bool, letGo: () -> Bool,
+        _ body: @Sendable () async throws -> T
+    ) async throws -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            let started = ContinuousClock.now
+            do {
+                let value = try await body()
+                stage?.observe(ContinuousClock.now - started)
+                blockedOperations.withLock { if $0[operation] != nil { $0[operation] = nil } }
+                return value
+            } catch {
+                stage?.observe(ContinuousClock.now - started)
+                if error is CancellationError { throw LetGo() }
+                metrics.failure(operation).increment()
+                // A topic missing or forbidden, or a ledger that keeps refusing: the worker is not ready, and
+                // says so (once per message, at error level) until the operation succeeds again.
+                let missingTopic = (error as? KafkaError)?.isMissingTopic == true
+                if attempt >= 3 || missingTopic {
+                    blockedOperations.withLock { $0[operation] = "\(error)" }
+                    if attempt == 3 || (attempt == 1 && missingTopic) {
+                        logger.error("\(operation) keeps failing; not ready", ["error": "\(error)"])
+                    }
+                }
+                if isPermanent(error) {
+                    logger.warning("\(operation) failed for good", ["error": "\(error)"])
+                    throw error
+                }
+                if attempt == 1 || attempt % 10 == 0 {
+                    logger.warning("\(operation) failed; retrying", ["error": "\(error)", "attempt": String(attempt)])
+                }
+                try? await Task.sleep(for: configuration.retry.delay(afterAttempts: min(attempt, 8), retryAfter: nil))
+                if letGo() { throw LetGo() }
+            }
+        }
+    }
+}

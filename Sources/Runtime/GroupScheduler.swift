@@ -1,0 +1,203 @@
+import Kafka
+import Synchronization
+
+/// Slots and bytes by group: each group (an app's jobs, the notifications, the consumption answers) has a
+/// budget of its own, `maxInFlight` messages and `maxInFlightBytes` bytes being handled, and as many again
+/// waiting for a slot. So one group whose messages wait (its Apple lane paused by a 429, its circuit open)
+/// holds only its own slots, and the other groups go on. A message larger than the whole byte budget still
+/// starts, alone. Within a group messages start in arrival order.
+///
+/// Messages with a slot go to the one task that starts them (``next()``); a finished message gives its slot
+/// back (``release(_:)``), which starts the next one waiting in its group. Intake pauses when any group has a
+/// full budget waiting (``isFull``), and resumes when every group's waiting is at half or less.
+final class GroupScheduler: Sendable {
+    /// A message taken, its assignment, its group and its route.
+    struct Item: Sendable {
+        let message: KafkaMessage
+        let generation: UInt64
+        let group: String
+        let route: Int
+        var bytes: Int { message.value.count }
+    }
+
+    /// One group's budget in use, and its messages waiting for a slot (oldest first from `head`).
+    private struct Group {
+        var running = 0
+        var runningBytes = 0
+        var waiting: [Item] = []
+        var head = 0
+        var waitingBytes = 0
+
+        var waitingCount: Int { waiting.count - head }
+    }
+
+    private struct State {
+        var groups: [String: Group] = [:]
+        /// Messages with a slot, for the starting task.
+        var ready: [Item] = []
+        var readyHead = 0
+        var reader: CheckedContinuation<Item?, Never>?
+        var finished = false
+    }
+
+    private let state = Mutex(State())
+    private let maxJobs: Int
+    private let maxBytes: Int
+
+    init(maxInFlight: Int, maxInFlightBytes: Int) {
+        maxJobs = max(1, maxInFlight)
+        maxBytes = max(1, maxInFlightBytes)
+    }
+
+    /// Takes a message: it starts at once when its group has a slot, else it waits in its group.
+    func enqueue(_ item: Item) {
+        let reader = state.withLock { state -> CheckedContinuation<Item?, Never>? in
+            guard !state.finished else { return nil }
+            var group = state.groups[item.group] ?? Group()
+            defer { state.groups[item.group] = group }
+            guard group.waitingCount == 0, fits(item.bytes, group) else {
+                group.waiting.append(item)
+                group.waitingBytes += item.bytes
+                return nil
+            }
+            group.running += 1
+            group.runningBytes += item.bytes
+            return deliver(item, &state)
+        }
+        reader?.resume(returning: item)
+    }
+
+    /// The next message with a slot; nil once finished.
+    func next() async -> Item? {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Item?? in
+                if state.readyHead < state.ready.count {
+                    let item = state.ready[state.readyHead]
+                    state.readyHead += 1
+                    if state.readyHead > 1024 && state.readyHead * 2 > state.ready.count {
+                        state.ready.removeFirst(state.readyHead)
+                        state.readyHead = 0
+                    }
+                    return .some(item)
+                }
+                if state.finished { return .some(nil) }
+                state.reader = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    /// Gives a finished message's slot back, and starts what waits in its group and now fits.
+    func release(_ item: Item) {
+        let started = state.withLock { state -> [(CheckedContinuation<Item?, Never>, Item)] in
+            guard var group = state.groups[item.group] else { return [] }
+            group.running -= 1
+            group.runningBytes -= item.bytes
+            var started: [(CheckedContinuation<Item?, Never>, Item)] = []
+            while group.waitingCount > 0, fits(group.waiting[group.head].bytes, group), !state.finished {
+                let next = group.waiting[group.head]
+                group.head += 1
+                group.waitingBytes -= next.bytes
+                group.running += 1
+                group.runningBytes += next.bytes
+                if let reader = deliver(next, &state) { started.append((reader, next)) }
+            }
+            if group.head > 1024 && group.head * 2 > group.waiting.count {
+                group.waiting.removeFirst(group.head)
+                group.head = 0
+            }
+            if group.running == 0 && group.waitingCount == 0 {
+                state.groups[item.group] = nil
+            } else {
+                state.groups[item.group] = group
+            }
+            return started
+        }
+        for (reader, next) in started { reader.resume(returning: next) }
+    }
+
+    /// Takes out the messages of revoked partitions that have not started (waiting in a group, or ready but not
+    /// yet picked up): never started, so never committed past; the partitions' next owner reads them again.
+    /// Returns them, for the book to mark them left.
+    func remove(_ partitions: Set<KafkaTopicPartition>) -> [Item] {
+        state.withLock { state in
+            var removed: [Item] = []
+            for name in Array(state.groups.keys) {
+                guard var group = state.groups[name] else { continue }
+                let kept = group.waiting[group.head...].filter { !partitions.contains($0.message.topicPartition) }
+                removed += group.waiting[group.head...].filter { partitions.contains($0.message.topicPartition) }
+                group.waiting = kept
+                group.head = 0
+                group.waitingBytes = kept.reduce(0) { $0 + $1.bytes }
+                state.groups[name] = group
+            }
+            let ready = state.ready[state.readyHead...]
+            let leaving = ready.filter { partitions.contains($0.message.topicPartition) }
+            state.ready = ready.filter { !partitions.contains($0.message.topicPartition) }
+            state.readyHead = 0
+            // Ready messages held slots: give them back (nothing started them).
+            for item in leaving {
+                state.groups[item.group]?.running -= 1
+                state.groups[item.group]?.runningBytes -= item.bytes
+            }
+            return removed + leaving
+        }
+    }
+
+    /// Ends ``next()`` for good (shutdown): what waits is left to be read again after the restart. Returns
+    /// what had not started.
+    func finish() -> [Item] {
+        let (reader, left) = state.withLock { state -> (CheckedContinuation<Item?, Never>?, [Item]) in
+            state.finished = true
+            var left = Array(state.ready[state.readyHead...])
+            for group in state.groups.values { left += group.waiting[group.head...] }
+            state.ready = []
+            state.readyHead = 0
+            for name in Array(state.groups.keys) {
+                state.groups[name]?.waiting = []
+                state.groups[name]?.head = 0
+                state.groups[name]?.waitingBytes = 0
+            }
+            defer { state.reader = nil }
+            return (state.reader, left)
+        }
+        reader?.resume(returning: nil)
+        return left
+    }
+
+    /// True when a group has a whole budget waiting: intake pauses, or memory would grow without bound.
+    var isFull: Bool {
+        state.withLock { state in
+            state.groups.values.contains { $0.waitingCount >= maxJobs || $0.waitingBytes >= maxBytes }
+        }
+    }
+
+    /// True when every group's waiting is at half its budget or less: intake may resume.
+    var hasRoom: Bool {
+        state.withLock { state in
+            state.groups.values.allSatisfy { $0.waitingCount <= maxJobs / 2 && $0.waitingBytes <= maxBytes / 2 }
+        }
+    }
+
+    /// Per group: messages being handled, their bytes, and messages waiting.
+    func snapshot() -> [(group: String, running: Int, bytes: Int, waiting: Int)] {
+        state.withLock { state in
+            state.groups.map { ($0.key, $0.value.running, $0.value.runningBytes, $0.value.waitingCount) }
+        }
+    }
+
+    private func fits(_ bytes: Int, _ group: Group) -> Bool {
+        group.running < maxJobs && (group.runningBytes + bytes <= maxBytes || group.running == 0)
+    }
+
+    /// Hands an item with a slot to the reader waiting for one, or queues it for the next ``next()``.
+    private func deliver(_ item: Item, _ state: inout State) -> CheckedContinuation<Item?, Never>? {
+        if let reader = state.reader {
+            state.reader = nil
+            return reader
+        }
+        state.ready.append(item)
+        return nil
+    }
+}

@@ -1,0 +1,72 @@
+import Kafka
+
+/// What one topic's messages become. The runtime (``ConsumerRuntime``) takes each message, gives it a slot of
+/// its group's budget, calls ``handle(_:context:)``, publishes the outcome, and commits behind it; a handler
+/// knows nothing of slots, offsets, commits or Kafka's producer.
+public protocol MessageHandler: Sendable {
+    /// The group of a message: the messages of one group share its budget of slots and bytes, so a group
+    /// whose messages wait (an app whose Apple lane is paused) never holds what another group needs. Read
+    /// cheaply: it is called for every message as it is taken.
+    func group(of message: KafkaMessage) -> String
+
+    /// Turns a message into its outcome. Steps that depend on a service (a ledger) go through
+    /// ``HandlingContext/retrying(_:stage:_:)``; when the message must be left for its next delivery (the
+    /// worker is stopping, or its partition has a new owner), that throws ``LetGo``, and so may the handler.
+    /// An error for which ``isPermanent(_:)`` holds (a value the ledger refuses for good) ends as a dead
+    /// letter with ``deadLetterReason``; so does any other error a handler lets escape.
+    func handle(_ message: KafkaMessage, context: HandlingContext) async throws -> Outcome
+
+    /// Whether an error will never heal by retrying.
+    func isPermanent(_ error: any Error) -> Bool
+
+    /// The dead-letter reason of a message whose handling failed for good.
+    var deadLetterReason: String { get }
+}
+
+/// How handling one message ended. Only a message whose outcome the broker acknowledged is committed past.
+public enum Outcome: Sendable {
+    /// Publish these records (none: nothing to say), then the message is answered.
+    case publish([OutboundRecord])
+    /// Publish `after` (if any), then copy the message to the dead-letter topic with `letter`'s headers.
+    case deadLetter(DeadLetter, after: [OutboundRecord] = [])
+    /// Leave it unanswered: it is never committed past, so it is delivered again (after a restart, or to the
+    /// partition's next owner).
+    case letGo
+}
+
+/// A record to publish, and to be acknowledged by the broker, before the message counts as answered.
+public struct OutboundRecord: Sendable, Equatable {
+    public var topic: String
+    public var key: String
+    public var value: [UInt8]
+    public var headers: [KafkaHeader]
+
+    public init(topic: String, key: String, value: [UInt8], headers: [KafkaHeader]) {
+        self.topic = topic
+        self.key = key
+        self.value = value
+        self.headers = headers
+    }
+}
+
+/// Why a message goes to the dead-letter topic (docs/contract.md section 5).
+public struct DeadLetter: Sendable, Equatable {
+    /// `dlq_reason`: one of the contract's reasons.
+    public var reason: String
+    /// `dlq_error`: for people; never a receipt, a token or a secret.
+    public var error: String
+    /// `dlq_attempts`: calls made to Apple for the message.
+    public var attempts: Int
+
+    public init(reason: String, error: String, attempts: Int = 0) {
+        self.reason = reason
+        self.error = error
+        self.attempts = attempts
+    }
+}
+
+/// Thrown when a message must be left for its next delivery: the worker is stopping, or the message's
+/// partition was released to another member.
+public struct LetGo: Error, Sendable {
+    public init() {}
+}

@@ -1,0 +1,43 @@
+import Kafka
+import Observability
+
+/// What the runtime is configured with: the topics and their handlers, the budgets, the drain and stall
+/// times, and how it retries the broker.
+public struct RuntimeConfiguration: Sendable {
+    /// One topic the runtime reads, with its handler.
+    public struct Route: Sendable {
+        public var topic: String
+        public var handler: any MessageHandler
+        /// Counted for every message of the topic taken (for example `receipt_worker_jobs_consumed_total`).
+        public var taken: Counter?
+
+        public init(topic: String, handler: any MessageHandler, taken: Counter? = nil) {
+            self.topic = topic
+            self.handler = handler
+            self.taken = taken
+        }
+    }
+
+    public var routes: [Route]
+    /// The dead-letter topic (`topics.dlq`).
+    public var deadLetterTopic: String
+    /// Messages being handled at once per group (`worker.max_in_flight`); a group may hold as many again
+    /// waiting before intake pauses. Default: 1000.
+    public var maxInFlight = 1000
+    /// Bytes of messages being handled at once per group (`worker.max_in_flight_bytes`), and as many waiting.
+    /// A message larger than the whole budget still starts, alone. Default: 32 MiB.
+    public var maxInFlightBytes = 32 * 1024 * 1024
+    /// How long a shutdown or a revocation waits for messages in flight (`worker.drain_timeout_ms`). Default: 20 s.
+    public var drainTimeout: Duration = .seconds(20)
+    /// A partition with lag and no progress this long is stalled (`worker.stall_timeout_ms`). Default: 60 s.
+    public var stallTimeout: Duration = .seconds(60)
+    /// Backoff between attempts at the broker and at a handler's services.
+    public var retry = RetryPolicy()
+    /// The largest record the producer sends (`kafka.message.max.bytes`). Default: librdkafka's 1,000,000.
+    public var maxRecordBytes = 1_000_000
+
+    public init(routes: [Route], deadLetterTopic: String) {
+        self.routes = routes
+        self.deadLetterTopic = deadLetterTopic
+    }
+}

@@ -1,0 +1,65 @@
+import Observability
+
+/// The runtime's metrics (README, "Metrics"): what happens to messages whatever their topic. Counters on the
+/// hot path are resolved once here; state owned elsewhere (slots, partitions) is read at scrape time.
+final class RuntimeMetrics: Sendable {
+    let registry: MetricsRegistry
+    /// From taking a message to its outcome acknowledged by the broker.
+    let duration: Histogram
+    /// Each attempt at publishing an outcome.
+    let publish: Histogram
+    private let deadLetters: [String: Counter]
+    private let failures: [String: Counter]
+
+    /// The runtime's own operations whose failures are counted (each failed attempt).
+    static let operations = ["publish_result", "publish_dead_letter", "commit"]
+    /// The contract's dead-letter reasons, so each series exists (at 0) from the start.
+    static let deadLetterReasons = ["malformed_job", "retries_exhausted", "cannot_verify", "consumption_not_sent"]
+    /// Fine around 100 ms (Apple's usual latency) so the benchmark can read the worker's own p99 from it.
+    static let durationBuckets = [
+        0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.105, 0.11, 0.12, 0.135, 0.15, 0.2, 0.25, 0.5, 1, 2.5, 5, 10,
+        30, 60,
+    ]
+    static let stageBuckets = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 5]
+
+    init(registry: MetricsRegistry) {
+        self.registry = registry
+        duration = registry.histogram(
+            "receipt_worker_job_duration_seconds",
+            help: "From taking a job to its result (or dead letter) acknowledged by the broker.",
+            buckets: Self.durationBuckets)
+        publish = registry.histogram(
+            "receipt_worker_stage_duration_seconds",
+            help: "Time of each attempt at the ledger and at publishing to Kafka, by stage (failed attempts too).",
+            buckets: Self.stageBuckets, labels: ["stage": "publish"])
+        deadLetters = Dictionary(
+            uniqueKeysWithValues: Self.deadLetterReasons.map { reason in
+                (
+                    reason,
+                    registry.counter(
+                        "receipt_worker_dlq_messages_total", help: "Messages sent to the dead-letter topic, by reason.",
+                        labels: ["reason": reason])
+                )
+            })
+        failures = Dictionary(
+            uniqueKeysWithValues: Self.operations.map { operation in
+                (operation, Self.failureCounter(registry, operation))
+            })
+    }
+
+    func failure(_ operation: String) -> Counter {
+        failures[operation] ?? Self.failureCounter(registry, operation)
+    }
+
+    func deadLetter(reason: String) -> Counter {
+        deadLetters[reason]
+            ?? registry.counter("receipt_worker_dlq_messages_total", help: "", labels: ["reason": reason])
+    }
+
+    static func failureCounter(_ registry: MetricsRegistry, _ operation: String) -> Counter {
+        registry.counter(
+            "receipt_worker_failures_total",
+            help: "Failed attempts at the ledger, at publishing to Kafka and at commits, by operation.",
+            labels: ["operation": operation])
+    }
+}
