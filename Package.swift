@@ -99,13 +99,17 @@ let package = Package(
             dependencies: ["AppleVerification", "AppStoreSimulator", "HTTPClient", "HTTPServerKit", "Observability", "TestSupport"],
             resources: [.copy("testSigningKey.p8")], swiftSettings: strict),
         .testTarget(
-            name: "ReceiptWorkerTests", dependencies: ["ReceiptWorker", "AppleVerification", "Kafka", "Observability"],
+            name: "ReceiptWorkerTests",
+            dependencies: ["ReceiptWorker", "AppleVerification", "Kafka", "Ledger", "Observability", "Runtime"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
             name: "WorkerEndToEndTests",
             dependencies: ["ReceiptWorker", "AppStoreSimulator", "HTTPClient", "Kafka", "Observability", "TestSupport"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "LedgerTests", dependencies: ["Ledger", "CSQLite", "TestSupport"], swiftSettings: strict),
+        .testTarget(
+            name: "RuntimeTests", dependencies: ["Runtime", "Kafka"],
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "HTTPServerKitTests", dependencies: ["HTTPServerKit", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "KafkaIntegrationTests", dependencies: ["Kafka", "Observability", "TestSupport"],

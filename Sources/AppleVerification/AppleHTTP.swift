@@ -13,20 +13,34 @@ public typealias AppleCallObserver = @Sendable (_ call: String, _ outcome: Strin
 package enum AppleHTTP {
     /// Makes one call. `observe` (for metrics) learns how long it took and how it ended; `call` names the
     /// endpoint and environment there (`verify_receipt_production`, ...).
+    /// `breakers`: the call waits while its breaker is open (waiting is not an attempt); a call that gets no
+    /// answer counts against it here; the caller reports an answer's verdict with ``record(_:answered:)``.
     static func execute(
-        _ request: HTTPRequest, with http: HTTPClient, endpoint: String, call: String, observe: AppleCallObserver?
+        _ request: HTTPRequest, with http: HTTPClient, endpoint: String, call: String, observe: AppleCallObserver?,
+        breakers: CircuitBreakers? = nil
     ) async throws -> HTTPResponse {
+        if let breaker = breakers?.breaker(for: call) {
+            await breaker.waitUntilCallsAllowed()
+            try Task.checkCancellation()
+        }
         let started = ContinuousClock.now
         do {
             let response = try await http.execute(request)
             observe?(call, outcome(status: response.status), ContinuousClock.now - started)
             return response
         } catch let error as HTTPClientError {
+            if error.kind != .cancelled { breakers?.breaker(for: call).record(success: false) }
             observe?(call, error.kind == .timeout ? "timeout" : "transport_error", ContinuousClock.now - started)
             let code: AppleVerificationError.Code = error.kind == .timeout ? .timeout : .transport
             // Any failure to get an answer is transient for the job: Apple may answer next time.
             throw AppleVerificationError(code, "\(endpoint): \(error.reason)", isRetriable: error.kind != .cancelled)
         }
+    }
+
+    /// Tells `call`'s breaker how an answered call went: Apple failing (a 5xx, a 408, a retryable status or
+    /// error code, a body that is not Apple's) or Apple answering (anything else, a 429 included).
+    static func record(_ breakers: CircuitBreakers?, _ call: String, failed: Bool) {
+        breakers?.breaker(for: call).record(success: !failed)
     }
 
     /// The outcome label of an answered call: `ok`, `rate_limited`, `http_4xx` or `http_5xx`.

@@ -33,12 +33,18 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
     }
 
     public let code: Code
-    /// For people. Never holds a configuration value of a sensitive key.
+    /// For people. Never holds a configuration value of a sensitive key. For a configuration error about one
+    /// property, what is wrong with it (``property`` names it).
     public let reason: String
     public let isRetriable: Bool
     public let isFatal: Bool
+    /// For a configuration error: the librdkafka property it is about (`acks`), when one is; its key in the
+    /// worker's configuration is `kafka.` and this.
+    public let property: String?
 
-    public var description: String { "Kafka error \(code.name): \(reason)" }
+    public var description: String {
+        "Kafka error \(code.name): \(property.map { "kafka.\($0): " } ?? "")\(reason)"
+    }
 
     /// The same record will never be accepted: it is too large for the client or the broker, or invalid.
     /// (A missing topic or a refused authorization may be fixed by an operator: not permanent.)
@@ -58,11 +64,12 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
             RD_KAFKA_RESP_ERR_INVALID_MSG, RD_KAFKA_RESP_ERR_INVALID_RECORD, RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE,
         ].map(\.rawValue))
 
-    init(code: Code, reason: String, isRetriable: Bool = false, isFatal: Bool = false) {
+    init(code: Code, reason: String, isRetriable: Bool = false, isFatal: Bool = false, property: String? = nil) {
         self.code = code
         self.reason = reason
         self.isRetriable = isRetriable
         self.isFatal = isFatal
+        self.property = property
     }
 
     /// From a plain response code, classified with the codes Kafka documents as transient.
@@ -82,7 +89,7 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
     }
 
     static func invalidConfiguration(key: String, reason: String) -> KafkaError {
-        KafkaError(code: .invalidConfiguration, reason: "kafka.\(key): \(reason)")
+        KafkaError(code: .invalidConfiguration, reason: reason, property: key)
     }
 
     static let closed = KafkaError(code: .closed, reason: "the Kafka client is closed")

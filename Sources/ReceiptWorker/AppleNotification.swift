@@ -48,7 +48,7 @@ struct AppleNotification: Sendable {
         guard let signed, signed.count == 1, let jws = JSONObjectScanner.decodeString(signed[0].raw) else {
             return .rejected("the body is not {\"signedPayload\": \"...\"}")
         }
-        guard let verifier = apps.app(forNotification: jws)?.verifier.signedData else {
+        guard let verifier = apps.app(forNotification: jws)?.signedData else {
             return .rejected("the notification names a bundle id no configured app has")
         }
         do {
@@ -64,7 +64,7 @@ struct AppleNotification: Sendable {
             if let subtype = payload.subtype, !isToken(subtype, maximum: 64) {
                 return .rejected("the notification's subtype is not a plain name")
             }
-            let app = payload.data ?? payload.summary
+            let app = payload.app
             var transaction: JWSTransaction?
             if let signed = payload.data?.signedTransactionInfo {
                 let nested = try verifier.verifyTransaction(signed)
@@ -77,7 +77,7 @@ struct AppleNotification: Sendable {
             return .verified(
                 AppleNotification(
                     payload: payload, transaction: transaction, id: id, type: type, subtype: payload.subtype,
-                    environment: app?.environment, bundleID: app?.bundleId ?? ""))
+                    environment: app?.environment, bundleID: app?.bundleID ?? ""))
         } catch {
             if error.code == .environmentNotAllowed {
                 return .environmentNotAllowed(

@@ -2,6 +2,7 @@ import AppleVerification
 import Foundation
 import Kafka
 import Ledger
+import Runtime
 import Observability
 
 /// Reads `key=value` properties (`#` and `!` start comments), then `RECEIPT_WORKER_*` environment
@@ -476,16 +477,12 @@ public enum ConfigurationLoader {
     }
 
     /// `host:port` with an IPv4 host, `localhost`, or none (every interface).
-    private static func listenAddress(_ key: String, _ value: String) throws -> String {
-        guard let colon = value.lastIndex(of: ":"), UInt16(value[value.index(after: colon)...]) != nil,
-            value[..<colon].isEmpty || value[..<colon] == "localhost"
-                || value[..<colon].split(separator: ".").count == 4
-                    && value[..<colon].split(separator: ".").allSatisfy({ UInt8($0) != nil })
-        else {
+    private static func listenAddress(_ key: String, _ value: String) throws -> ListenAddress {
+        guard let address = ListenAddress(value) else {
             throw ConfigurationError(
                 key: key, reason: "must be host:port with an IPv4 host (0.0.0.0:9100, 127.0.0.1:9100, :9100)")
         }
-        return value
+        return address
     }
 
     private static func ledgerURL(_ key: String, _ value: String) throws -> String {

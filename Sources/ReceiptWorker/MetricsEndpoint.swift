@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServerKit
+import Observability
 
 /// Serves `metrics.listen`: `/metrics` (Prometheus text), `/healthz` (the process answers), `/readyz`
 /// (partitions assigned and the ledger reachable; 503 otherwise, so a load balancer or Kubernetes waits).
@@ -9,15 +10,16 @@ public final class MetricsEndpoint: Sendable {
     private let server: MicroHTTPServer
     public var port: UInt16 { server.port }
 
-    /// Binds `listen` (`host:port`, IPv4; an empty host means every interface). Throws a configuration
-    /// error naming `metrics.listen` when the address cannot be bound.
-    public init(listen: String, worker: Worker) throws {
-        let colon = listen.lastIndex(of: ":")!  // validated by ConfigurationLoader
-        let host = listen[..<colon].isEmpty ? "0.0.0.0" : String(listen[..<colon])
-        let port = UInt16(listen[listen.index(after: colon)...])!
+    /// Binds `listen`. Throws a configuration error naming `metrics.listen` when the address cannot be bound.
+    public convenience init(listen: ListenAddress, worker: Worker) throws {
+        try self.init(listen: listen, registry: worker.metrics.registry, readiness: { worker.readiness })
+    }
+
+    /// `readiness`: why the process is not ready (empty when it is), asked on every `/readyz`.
+    public init(listen: ListenAddress, registry: MetricsRegistry, readiness: @escaping @Sendable () -> [String]) throws {
         do {
-            server = try MicroHTTPServer(host: host == "localhost" ? "127.0.0.1" : host, port: port) { request in
-                Self.route(request, worker: worker)
+            server = try MicroHTTPServer(host: listen.host, port: listen.port) { request in
+                Self.route(request, registry: registry, readiness: readiness)
             }
         } catch {
             throw ConfigurationError(key: "metrics.listen", reason: "cannot listen on \(listen): \(error)")
@@ -27,14 +29,16 @@ public final class MetricsEndpoint: Sendable {
     public func start() { server.start() }
     public func stop() { server.stop() }
 
-    static func route(_ request: ServerRequest, worker: Worker) -> ServerReply {
+    static func route(
+        _ request: ServerRequest, registry: MetricsRegistry, readiness: () -> [String]
+    ) -> ServerReply {
         switch (request.method, request.path) {
         case ("GET", "/metrics"):
-            return .text(200, worker.metrics.registry.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
+            return .text(200, registry.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
         case ("GET", "/healthz"):
             return .text(200, "ok\n")
         case ("GET", "/readyz"):
-            let problems = worker.readiness
+            let problems = readiness()
             return problems.isEmpty
                 ? .text(200, "ready\n") : .text(503, "not ready: \(problems.joined(separator: "; "))\n")
         default:

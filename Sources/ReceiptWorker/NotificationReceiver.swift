@@ -2,6 +2,8 @@ import AppleVerification
 import Foundation
 import HTTPServerKit
 import Kafka
+import Observability
+import Runtime
 
 /// Serves `notifications.listen`: `POST /notifications/apple`, where Apple sends App Store Server
 /// Notifications V2. A notification is verified (nested data too), produced to `topics.notifications` as
@@ -16,27 +18,24 @@ public final class NotificationReceiver: Sendable {
     /// Apple waits for an answer only so long; a broker that does not acknowledge within this is unavailable.
     public static let defaultProduceDeadline = Duration.seconds(5)
 
-    public convenience init(listen: String, worker: Worker) throws {
-        try self.init(listen: listen, worker: { worker })
+    public convenience init(listen: ListenAddress, worker: Worker) throws {
+        try self.init(listen: listen, intake: { worker.notificationIntake })
     }
 
-    /// `worker`: the worker whose producer and verifier serve each request (a test restarts its worker).
-    /// `produceDeadline`: how long the broker may take to acknowledge before the answer is 503.
+    /// `intake`: what serves each request (the apps that verify it, the producer that stores it); a test
+    /// restarts its worker under a running receiver. `produceDeadline`: how long the broker may take to
+    /// acknowledge before the answer is 503.
     public init(
-        listen: String, produceDeadline: Duration = defaultProduceDeadline, worker: @escaping @Sendable () -> Worker
+        listen: ListenAddress, produceDeadline: Duration = defaultProduceDeadline,
+        intake: @escaping @Sendable () -> NotificationIntake
     ) throws {
-        let colon = listen.lastIndex(of: ":")!  // validated by ConfigurationLoader
-        let host = listen[..<colon].isEmpty ? "0.0.0.0" : String(listen[..<colon])
-        let port = UInt16(listen[listen.index(after: colon)...])!
         var limits = HTTPServerLimits()
         limits.maximumBodyBytes = Self.maximumBodyBytes
         // Behind an ingress every request comes from its few addresses: 64 per address would cap Apple's.
         limits.maximumConnectionsPerIP = limits.maximumConnections
         do {
-            server = try MicroHTTPServer(
-                host: host == "localhost" ? "127.0.0.1" : host, port: port, limits: limits
-            ) { request in
-                await Self.route(request, worker: worker(), deadline: produceDeadline)
+            server = try MicroHTTPServer(host: listen.host, port: listen.port, limits: limits) { request in
+                await Self.route(request, intake: intake(), deadline: produceDeadline)
             }
         } catch {
             throw ConfigurationError(key: "notifications.listen", reason: "cannot listen on \(listen): \(error)")
@@ -51,17 +50,25 @@ public final class NotificationReceiver: Sendable {
     public func start() { server.start() }
     public func stop() { server.stop() }
 
-    static func route(_ request: ServerRequest, worker: Worker, deadline: Duration) async -> ServerReply {
+    static func route(_ request: ServerRequest, intake: NotificationIntake, deadline: Duration) async -> ServerReply {
         guard request.path == "/notifications/apple" else { return .text(404, "not found\n") }
         guard request.method == "POST" else { return .text(405, "POST only\n") }
-        let (status, text) = await worker.receiveNotification(body: request.body, deadline: deadline)
+        let (status, text) = await intake.receive(body: request.body, deadline: deadline)
         return .text(status, text + "\n")
     }
 }
 
-extension Worker {
+/// What the receiver does with one notification: verify it with the app it names, produce it to the
+/// notifications topic as received, and answer once the broker acknowledged it.
+public struct NotificationIntake: Sendable {
+    let apps: AppleApps
+    let producer: KafkaProducer
+    let topic: String
+    let metrics: WorkerMetrics
+    let logger: Logger
+
     /// One notification at the receiver: the HTTP status and a short text for it.
-    func receiveNotification(body: Data, deadline: Duration) async -> (Int, String) {
+    func receive(body: Data, deadline: Duration) async -> (Int, String) {
         switch AppleNotification.verify(body: body, apps: apps) {
         case .rejected(let reason):
             let counter = metrics.notificationReceived(type: "unverified", outcome: "rejected")
@@ -79,11 +86,11 @@ extension Worker {
             return (200, "sandbox notifications are not accepted here; dropped")
         case .verified(let notification):
             let record = KafkaProducerMessage(
-                topic: configuration.topics.notifications, key: Array(notification.key.utf8), value: Array(body),
+                topic: topic, key: Array(notification.key.utf8), value: Array(body),
                 headers: notification.headers.map { KafkaHeader(name: $0.0, string: $0.1) })
             let producer = self.producer
             do {
-                try await Self.within(deadline, timeout: NotificationReceiver.Unacknowledged(deadline: deadline)) {
+                try await withDeadline(deadline, timeout: NotificationReceiver.Unacknowledged(deadline: deadline)) {
                     _ = try await producer.send(record)
                 }
             } catch {

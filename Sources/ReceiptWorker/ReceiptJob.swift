@@ -17,6 +17,20 @@ public struct ReceiptJob: Sendable, Equatable {
     public var submittedAt: Date?
     /// Which configured app the purchase is for (`bundle_id`); nil: the default app.
     public var bundleID: String? = nil
+
+    /// The SHA-256 (hex) of what the job asks: its order, player, product, quantity, account token, proof,
+    /// transaction id and app (not its job id or submission time). A job delivered again has the same; a
+    /// `job_id` reused for other content has another, and so is another job (docs/contract.md section 2).
+    public var fingerprint: String {
+        var text = "job-v1\u{0}\(orderID)\u{0}\(userID)\u{0}\(productID)\u{0}\(quantity)\u{0}"
+        text += "\(appAccountToken ?? "")\u{0}\(transactionID ?? "")\u{0}\(bundleID ?? "")\u{0}"
+        switch proof {
+        case .receipt(let receipt): text += "receipt\u{0}" + receipt
+        case .signedTransaction(let jws): text += "signed_transaction\u{0}" + jws
+        case .transactionID(let id): text += "transaction_id\u{0}" + id
+        }
+        return SHA256Digest.hex(Array(text.utf8))
+    }
 }
 
 /// The outcome of reading one message of the jobs topic.

@@ -1,7 +1,9 @@
 import AppleVerification
 import Foundation
 import Kafka
+import Ledger
 import Observability
+import Runtime
 
 /// One grant or deny (docs/contract.md §4). Every field is always present; absent values are JSON null.
 public struct ResultEvent: Sendable, Equatable {
@@ -28,11 +30,26 @@ public struct ResultEvent: Sendable, Equatable {
     /// The app the job was verified for (its `bundle_id`, or the default app's); nil for a malformed job.
     public var bundleID: String? = nil
 
-    /// Stable ids: every grant of one (order, transaction) has the same id, whichever job produced it;
-    /// any other decision is identified by its job, so a re-delivered job repeats its id.
-    public static func eventID(decision: Decision, jobID: String, orderID: String, transactionID: String?) -> String {
-        let name = decision == .grant ? "grant\u{0}\(orderID)\u{0}\(transactionID ?? "")" : "job\u{0}\(jobID)"
+    /// Stable ids, scoped by app: every grant of one (app, order, transaction) has the same id, whichever job
+    /// produced it; any other decision is identified by its app, its job and the job's content, so a
+    /// re-delivered job repeats its id and a `job_id` reused with other content gets an id of its own. The
+    /// default app's grants keep the ids of releases before apps were scoped.
+    public static func eventID(
+        decision: Decision, app: AppScope, jobID: String, fingerprint: String, orderID: String, transactionID: String?
+    ) -> String {
+        let scope = app == .defaultApp ? "" : "\(app.rawValue)\u{0}"
+        let name =
+            decision == .grant
+            ? "grant\u{0}\(scope)\(orderID)\u{0}\(transactionID ?? "")"
+            : "job\u{0}\(scope)\(jobID)\u{0}\(fingerprint)"
         return StableID.uuid(name)
+    }
+
+    /// The event as the ledger keeps it: its JSON, and its key and headers' values.
+    public func stored() -> StoredEvent {
+        StoredEvent(
+            eventID: eventID, type: decision == .grant ? Self.grantedType : Self.deniedType,
+            time: Timestamp.rfc3339(verifiedAt), key: orderID, json: Array(json()))
     }
 
     /// The JSON value, keys in the contract's order.
@@ -59,14 +76,20 @@ public struct ResultEvent: Sendable, Equatable {
     /// Every `ce_type` the worker publishes; a test holds docs/ to it.
     public static let eventTypes = [grantedType, deniedType] + NotificationEvent.types
 
-    /// CloudEvents 1.0, Kafka binary mode: the attributes as `ce_` headers.
-    public func headers(source: String) -> [KafkaHeader] {
-        Self.headers(eventID: eventID, granted: decision == .grant, time: Timestamp.rfc3339(verifiedAt), source: source)
-    }
+}
 
-    static func headers(eventID: String, granted: Bool, time: String, source: String) -> [KafkaHeader] {
-        NotificationEvent.headers(
-            eventID: eventID, type: granted ? grantedType : deniedType, time: time, source: source)
+extension StoredEvent {
+    /// The record that publishes the event on `topic`, keyed by its order, with its CloudEvents 1.0 headers
+    /// (Kafka binary mode: the attributes as `ce_` headers; docs/contract.md section 4).
+    func record(topic: String, source: String) -> OutboundRecord {
+        OutboundRecord(
+            topic: topic, key: key, value: json,
+            headers: [
+                KafkaHeader(name: "ce_specversion", string: "1.0"), KafkaHeader(name: "ce_id", string: eventID),
+                KafkaHeader(name: "ce_source", string: source), KafkaHeader(name: "ce_type", string: type),
+                KafkaHeader(name: "ce_time", string: time),
+                KafkaHeader(name: "content-type", string: "application/json"),
+            ])
     }
 }
 

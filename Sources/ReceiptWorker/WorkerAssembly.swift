@@ -23,8 +23,14 @@ public enum WorkerAssembly {
         } catch {
             throw configurationError(error)
         }
-        let ledger = try await LedgerFactory.open(
-            url: configuration.ledgerURL, poolSize: configuration.ledgerPoolSize, schema: configuration.ledgerSchema)
+        let ledger: any Ledger
+        do {
+            ledger = try await LedgerFactory.open(
+                url: configuration.ledgerURL, poolSize: configuration.ledgerPoolSize,
+                schema: configuration.ledgerSchema)
+        } catch let error as LedgerError where error.key != nil {
+            throw ConfigurationError(key: error.key ?? "ledger.url", reason: error.reason)
+        }
         return Worker(
             configuration: configuration, consumer: consumer, producer: producer, ledger: ledger, apps: apps,
             metrics: metrics,
@@ -49,19 +55,21 @@ public enum WorkerAssembly {
         let client = HTTPClient(configuration: http, logger: logger)
         let receiptVerification = try receiptVerification(configuration)
         return AppleApps(
-            try configuration.allApps.map { app in
-                AppleApp(
-                    name: app.name,
-                    verifier: try appleVerifier(
-                        app, configuration, http: client, receiptVerification: receiptVerification,
-                        observer: observer?(app.name), laneObserver: laneObserver?(app.name)))
+            try configuration.allApps.enumerated().map { index, app in
+                try appleApp(
+                    app, isDefault: index == 0, configuration, http: client, receiptVerification: receiptVerification,
+                    observer: observer?(app.name), laneObserver: laneObserver?(app.name))
             })
     }
 
-    private static func appleVerifier(
-        _ app: WorkerConfiguration.App, _ configuration: WorkerConfiguration, http client: HTTPClient,
+    /// One app: its verifyReceipt client, its App Store Server API client (when it has a key, its own or the
+    /// default app's), its verifier of signed data, and its own circuit breakers and rate governor (Apple's
+    /// limits and failures are per app).
+    private static func appleApp(
+        _ app: WorkerConfiguration.App, isDefault: Bool, _ configuration: WorkerConfiguration, http client: HTTPClient,
         receiptVerification: ReceiptVerification, observer: AppleCallObserver?, laneObserver: RateGovernor.Observer?
-    ) throws -> AppleVerifier {
+    ) throws -> AppleApp {
+        let breakers = CircuitBreakers()
         var receipts = VerifyReceiptClient.Configuration()
         receipts.productionURL = configuration.apple.verifyReceiptProductionURL
         receipts.sandboxURL = configuration.apple.verifyReceiptSandboxURL
@@ -70,8 +78,10 @@ public enum WorkerAssembly {
         receipts.timeout = configuration.httpTimeout
         receipts.maximumRetryAfter = configuration.retry.maxBackoff
         receipts.observer = observer
+        receipts.breakers = breakers
 
         var api: AppStoreServerAPIClient?
+        var governor: RateGovernor?
         if let tokens = try tokenIssuer(app) {
             var apiConfiguration = AppStoreServerAPIClient.Configuration()
             apiConfiguration.productionURL = configuration.apple.apiProductionURL
@@ -80,15 +90,25 @@ public enum WorkerAssembly {
             apiConfiguration.timeout = configuration.httpTimeout
             apiConfiguration.maximumRetryAfter = configuration.retry.maxBackoff
             apiConfiguration.observer = observer
-            apiConfiguration.governor = RateGovernor(
+            apiConfiguration.breakers = breakers
+            governor = RateGovernor(
                 productionRate: configuration.apple.apiMaxRequestsPerSecond,
                 maximumPause: configuration.apple.apiMaxLanePause, observer: laneObserver)
+            apiConfiguration.governor = governor
             api = AppStoreServerAPIClient(configuration: apiConfiguration, tokens: tokens, http: client)
         }
-        return AppleVerifier(
-            bundleID: app.bundleID,
-            receipts: VerifyReceiptClient(configuration: receipts, http: client), api: api,
-            signedData: try signedDataVerifier(app, configuration), receiptVerification: receiptVerification)
+        let signedData = try signedDataVerifier(app, configuration)
+        let verifier = AppleVerifier(
+            bundleID: app.bundleID, receipts: VerifyReceiptClient(configuration: receipts, http: client), api: api,
+            signedData: signedData, receiptVerification: receiptVerification)
+        // The calls the worker makes, so that each breaker's state shows from the start.
+        for call in ["verify_receipt_production", "verify_receipt_sandbox"] { _ = breakers.breaker(for: call) }
+        if api != nil {
+            for call in ["transaction_info_production", "transaction_info_sandbox"] { _ = breakers.breaker(for: call) }
+        }
+        return AppleApp(
+            name: app.name, bundleID: app.bundleID, isDefault: isDefault, purchases: verifier,
+            signedData: signedData, consumption: api, api: api, breakers: breakers, governor: governor)
     }
 
     /// verifyReceipt, or the receipt's signature checked against `apple.receipt_root_certificates`.
@@ -181,14 +201,10 @@ public enum WorkerAssembly {
         )
     }
 
-    /// A Kafka configuration error as the configuration's own: `kafka.acks: must be all` names `kafka.acks`.
+    /// A Kafka configuration error as the configuration's own: librdkafka refusing `acks` names `kafka.acks`.
     static func configurationError(_ error: any Error) -> any Error {
         guard let kafka = error as? KafkaError, kafka.code == .invalidConfiguration else { return error }
-        let parts = kafka.reason.split(separator: ":", maxSplits: 1)
-        guard parts.count == 2, parts[0].hasPrefix("kafka.") else {
-            return ConfigurationError(key: "kafka", reason: kafka.reason)
-        }
-        return ConfigurationError(key: String(parts[0]), reason: parts[1].trimmingCharacters(in: .whitespaces))
+        return ConfigurationError(key: kafka.property.map { "kafka.\($0)" } ?? "kafka", reason: kafka.reason)
     }
 
     /// Consumer properties that librdkafka would warn about on a producer.

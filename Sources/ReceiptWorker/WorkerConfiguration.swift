@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Ledger
+import Runtime
 
 /// Everything `receipt-worker run` is configured with (docs/contract.md, section 7), validated once.
 public struct WorkerConfiguration: Sendable {
@@ -134,10 +135,10 @@ public struct WorkerConfiguration: Sendable {
     public var httpCAFile: String?
     /// `events.source`: the CloudEvents `ce_source` of results. Default: receipt-worker.
     public var eventSource = "receipt-worker"
-    /// `notifications.listen`: host:port of the App Store Server Notifications receiver. Default: none.
-    public var notificationsListen: String?
-    /// `metrics.listen`: host:port of /metrics, /healthz, /readyz. Default: none.
-    public var metricsListen: String?
+    /// `notifications.listen`: where the App Store Server Notifications receiver listens. Default: none.
+    public var notificationsListen: ListenAddress?
+    /// `metrics.listen`: where /metrics, /healthz and /readyz are served. Default: none.
+    public var metricsListen: ListenAddress?
     /// `kafka.*`, passed to librdkafka without the prefix.
     public var kafka: [String: String] = ["bootstrap.servers": "127.0.0.1:9092", "group.id": "receipt-worker"]
 
@@ -206,6 +207,39 @@ extension WorkerConfiguration {
         }
         return String(url[...query]) + parameters.joined(separator: "&")
     }
+}
+
+/// `host:port` where a server listens: a dotted IPv4 host (`localhost` is 127.0.0.1; none is every
+/// interface) and a port (0: the kernel picks one).
+public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: UInt16
+
+    public init(host: String, port: UInt16) {
+        self.host = host
+        self.port = port
+    }
+
+    /// `0.0.0.0:9100`, `127.0.0.1:9100`, `localhost:9100`, `:9100`; nil for anything else.
+    public init?(_ text: String) {
+        guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]) else {
+            return nil
+        }
+        let host = text[..<colon]
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        if host.isEmpty {
+            self.host = "0.0.0.0"
+        } else if host == "localhost" {
+            self.host = "127.0.0.1"
+        } else if octets.count == 4, octets.allSatisfy({ UInt8($0) != nil }) {
+            self.host = String(host)
+        } else {
+            return nil
+        }
+        self.port = port
+    }
+
+    public var description: String { "\(host):\(port)" }
 }
 
 /// A configuration problem, naming the key. Never repeats a secret's value.

@@ -9,19 +9,16 @@ public final class WorkerMetrics: Sendable {
     let jobsConsumed: Counter
     let appleRetries: Counter
     let replayedResults: Counter
-    let jobDuration: Histogram
-    /// Where a job's time goes besides Apple: `ledger_lookup`, `ledger_record`, `publish` (retries included).
+    /// Where a job's time goes besides Apple: `ledger_lookup`, `ledger_record` (retries included); the
+    /// runtime times `publish`.
     let ledgerLookup: Histogram
     let ledgerRecord: Histogram
-    let publish: Histogram
     /// Age of the oldest consumption request seen and not yet answered, in seconds (refreshed every 30 s).
     let oldestConsumptionRequest: Gauge
     private let decisions: [String: Counter]
-    private let deadLetters: [String: Counter]
-    private let failures: [String: Counter]
 
-    /// Operations on the worker's dependencies whose failures are counted (each failed attempt).
-    static let operations = ["ledger_lookup", "ledger_record", "publish_result", "publish_dead_letter", "commit"]
+    /// The handlers' own operations whose failures are counted (the runtime counts its own beside them).
+    static let operations = ["ledger_lookup", "ledger_record"]
 
     /// Every deny reason of the contract, so each series exists (at 0) from the start.
     static let denyReasons = [
@@ -35,11 +32,6 @@ public final class WorkerMetrics: Sendable {
     /// Seconds; from a fast local answer to Apple's slowest tail and the default 10 s timeout.
     static let appleBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.102, 0.105, 0.11, 0.12, 0.15, 0.25, 0.5, 1, 2.5, 5, 10]
     static let stageBuckets = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 5]
-    /// Fine around 100 ms (Apple's usual latency) so the benchmark can read the worker's own p99 from it.
-    static let jobBuckets = [
-        0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.105, 0.11, 0.12, 0.135, 0.15, 0.2, 0.25, 0.5, 1, 2.5, 5, 10,
-        30, 60,
-    ]
 
     public init(registry: MetricsRegistry = MetricsRegistry()) {
         self.registry = registry
@@ -61,29 +53,12 @@ public final class WorkerMetrics: Sendable {
         )
         appleRetries = registry.counter(
             "receipt_worker_apple_retries_total", help: "Verifications retried after a transient Apple failure.")
-        deadLetters = Dictionary(
-            uniqueKeysWithValues: Self.deadLetterReasons.map { reason in
-                (
-                    reason,
-                    registry.counter(
-                        "receipt_worker_dlq_messages_total", help: "Messages sent to the dead-letter topic, by reason.",
-                        labels: ["reason": reason])
-                )
-            })
-        failures = Dictionary(
-            uniqueKeysWithValues: Self.operations.map { operation in
-                (
-                    operation,
-                    registry.counter(
-                        "receipt_worker_failures_total",
-                        help: "Failed attempts at the ledger, at publishing to Kafka and at commits, by operation.",
-                        labels: ["operation": operation])
-                )
-            })
-        jobDuration = registry.histogram(
-            "receipt_worker_job_duration_seconds",
-            help: "From taking a job to its result (or dead letter) acknowledged by the broker.",
-            buckets: Self.jobBuckets)
+        for operation in Self.operations {
+            _ = registry.counter(
+                "receipt_worker_failures_total",
+                help: "Failed attempts at the ledger, at publishing to Kafka and at commits, by operation.",
+                labels: ["operation": operation])
+        }
         func stage(_ name: String) -> Histogram {
             registry.histogram(
                 "receipt_worker_stage_duration_seconds",
@@ -95,7 +70,6 @@ public final class WorkerMetrics: Sendable {
             help: "Age of the oldest consumption (refund) request not yet answered; Apple's deadline is 12 h.")
         ledgerLookup = stage("ledger_lookup")
         ledgerRecord = stage("ledger_record")
-        publish = stage("publish")
         for outcome in Self.receivedOutcomes {
             _ = notificationReceived(type: "REFUND", outcome: outcome)
         }
@@ -155,16 +129,6 @@ public final class WorkerMetrics: Sendable {
         decisions["\(decision)/\(reason)"]
             ?? registry.counter(
                 "receipt_worker_decisions_total", help: "", labels: ["decision": decision, "reason": reason])
-    }
-
-    func failure(_ operation: String) -> Counter {
-        failures[operation]
-            ?? registry.counter("receipt_worker_failures_total", help: "", labels: ["operation": operation])
-    }
-
-    func deadLetter(reason: String) -> Counter {
-        deadLetters[reason]
-            ?? registry.counter("receipt_worker_dlq_messages_total", help: "", labels: ["reason": reason])
     }
 
     /// For ``RateGovernor/Observer``: waits for a lane, and its pauses (Apple's 429s).

@@ -115,7 +115,7 @@ enum DeadLetterReplayCommand {
             case .fatalError(let error):
                 failure = error
                 break reading
-            case .partitionsAssigned, .partitionsRevoked:
+            case .partitionsAssigned, .partitionsRevoked, .positions:
                 continue
             }
         }

@@ -41,7 +41,7 @@ enum NotificationsCommand {
         }
         let configuration = try options.configuration(purpose: .worker)
         let apps = try WorkerAssembly.appleApps(configuration, logger: ToolKafka.logger)
-        guard apps.all.contains(where: { $0.verifier.api != nil }) else {
+        guard apps.all.contains(where: { $0.api != nil }) else {
             throw ConfigurationError(
                 key: "apple.api.key_id", reason: "notifications backfill needs the App Store Server API key")
         }
@@ -50,7 +50,7 @@ enum NotificationsCommand {
         var failed = false
         // Every app's history: each app's token (its bundle id) reads that app's notifications only.
         for (app, settings) in zip(apps.all, configuration.allApps) {
-            guard let api = app.verifier.api else {
+            guard let api = app.api else {
                 complain("app \(app.name): no App Store Server API key: its history is not read")
                 failed = true
                 continue

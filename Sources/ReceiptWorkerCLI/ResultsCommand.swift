@@ -60,7 +60,7 @@ enum ResultsCommand {
             case .fatalError(let error):
                 failure = error
                 break reading
-            case .partitionsAssigned, .partitionsRevoked:
+            case .partitionsAssigned, .partitionsRevoked, .positions:
                 continue
             }
         }

@@ -76,10 +76,10 @@ public final class ConsumerRuntime: Sendable {
 
     public var isStopping: Bool { stopping.load(ordering: .acquiring) }
 
-    /// Reads the routes' topics until ``shutdown()`` (then drains within the drain timeout and commits) or a
-    /// fatal Kafka error (thrown).
-    public func run() async throws {
-        try consumer.subscribe(topics: configuration.routes.map(\.topic))
+    /// Reads `topics` (each a route's) until ``shutdown()`` (then drains within the drain timeout and
+    /// commits) or a fatal Kafka error (thrown).
+    public func run(subscribing topics: [String]) async throws {
+        try consumer.subscribe(topics: topics.filter { routeIndex[$0] != nil })
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { await self.commitLoop() }
             group.addTask { await self.startMessages() }

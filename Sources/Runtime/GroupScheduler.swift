@@ -91,28 +91,10 @@ final class GroupScheduler: Sendable {
     /// Gives a finished message's slot back, and starts what waits in its group and now fits.
     func release(_ item: Item) {
         let started = state.withLock { state -> [(CheckedContinuation<Item?, Never>, Item)] in
-            guard var group = state.groups[item.group] else { return [] }
-            group.running -= 1
-            group.runningBytes -= item.bytes
-            var started: [(CheckedContinuation<Item?, Never>, Item)] = []
-            while group.waitingCount > 0, fits(group.waiting[group.head].bytes, group), !state.finished {
-                let next = group.waiting[group.head]
-                group.head += 1
-                group.waitingBytes -= next.bytes
-                group.running += 1
-                group.runningBytes += next.bytes
-                if let reader = deliver(next, &state) { started.append((reader, next)) }
-            }
-            if group.head > 1024 && group.head * 2 > group.waiting.count {
-                group.waiting.removeFirst(group.head)
-                group.head = 0
-            }
-            if group.running == 0 && group.waitingCount == 0 {
-                state.groups[item.group] = nil
-            } else {
-                state.groups[item.group] = group
-            }
-            return started
+            guard state.groups[item.group] != nil else { return [] }
+            state.groups[item.group]?.running -= 1
+            state.groups[item.group]?.runningBytes -= item.bytes
+            return fill(item.group, &state)
         }
         for (reader, next) in started { reader.resume(returning: next) }
     }
@@ -121,28 +103,52 @@ final class GroupScheduler: Sendable {
     /// yet picked up): never started, so never committed past; the partitions' next owner reads them again.
     /// Returns them, for the book to mark them left.
     func remove(_ partitions: Set<KafkaTopicPartition>) -> [Item] {
-        state.withLock { state in
+        let (removed, started) = state.withLock { state -> ([Item], [(CheckedContinuation<Item?, Never>, Item)]) in
             var removed: [Item] = []
             for name in Array(state.groups.keys) {
                 guard var group = state.groups[name] else { continue }
-                let kept = group.waiting[group.head...].filter { !partitions.contains($0.message.topicPartition) }
-                removed += group.waiting[group.head...].filter { partitions.contains($0.message.topicPartition) }
-                group.waiting = kept
+                let waiting = group.waiting[group.head...]
+                removed += waiting.filter { partitions.contains($0.message.topicPartition) }
+                group.waiting = waiting.filter { !partitions.contains($0.message.topicPartition) }
                 group.head = 0
-                group.waitingBytes = kept.reduce(0) { $0 + $1.bytes }
+                group.waitingBytes = group.waiting.reduce(0) { $0 + $1.bytes }
                 state.groups[name] = group
             }
             let ready = state.ready[state.readyHead...]
             let leaving = ready.filter { partitions.contains($0.message.topicPartition) }
             state.ready = ready.filter { !partitions.contains($0.message.topicPartition) }
             state.readyHead = 0
-            // Ready messages held slots: give them back (nothing started them).
+            // Ready messages held slots: give them back (nothing started them), and start what now fits.
             for item in leaving {
                 state.groups[item.group]?.running -= 1
                 state.groups[item.group]?.runningBytes -= item.bytes
             }
-            return removed + leaving
+            var started: [(CheckedContinuation<Item?, Never>, Item)] = []
+            for name in Array(state.groups.keys) { started += fill(name, &state) }
+            return (removed + leaving, started)
         }
+        for (reader, next) in started { reader.resume(returning: next) }
+        return removed
+    }
+
+    /// Starts what waits in `name` and fits its budget now; drops a group left with nothing.
+    private func fill(_ name: String, _ state: inout State) -> [(CheckedContinuation<Item?, Never>, Item)] {
+        guard var group = state.groups[name] else { return [] }
+        var started: [(CheckedContinuation<Item?, Never>, Item)] = []
+        while group.waitingCount > 0, fits(group.waiting[group.head].bytes, group), !state.finished {
+            let next = group.waiting[group.head]
+            group.head += 1
+            group.waitingBytes -= next.bytes
+            group.running += 1
+            group.runningBytes += next.bytes
+            if let reader = deliver(next, &state) { started.append((reader, next)) }
+        }
+        if group.head > 1024 && group.head * 2 > group.waiting.count {
+            group.waiting.removeFirst(group.head)
+            group.head = 0
+        }
+        state.groups[name] = group.running == 0 && group.waitingCount == 0 ? nil : group
+        return started
     }
 
     /// Ends ``next()`` for good (shutdown): what waits is left to be read again after the restart. Returns

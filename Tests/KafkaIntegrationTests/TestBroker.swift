@@ -94,6 +94,8 @@ final class EventRecorder: Sendable {
                     try? await Task.sleep(for: holdRevocation)
                     self.state.withLock { $0.assigned.subtract(revocation.partitions) }
                     revocation.done()
+                case .positions:
+                    break
                 case .fatalError(let error):
                     self.state.withLock { $0.commitErrors.append("fatal: \(error)") }
                 }

@@ -22,12 +22,12 @@ enum Backend: String, CaseIterable, Sendable {
 /// Records as the worker does, retrying a ledger error (up to `attempts` times, 20 ms apart).
 func recordRetrying(
     _ ledger: any Ledger, jobID: String, claim: LedgerClaim, event: Data, attempts: Int = 20
-) async throws -> LedgerOutcome {
+) async throws -> Outcome {
     for _ in 0..<attempts {
         if let outcome = try? await ledger.record(jobID: jobID, claim: claim, event: event) { return outcome }
         try await Task.sleep(for: .milliseconds(20))
     }
-    throw LedgerError("no answer for \(jobID)")
+    throw LedgerError(.unavailable, "no answer for \(jobID)")
 }
 
 @Suite("The ledger, on SQLite and on a real PostgreSQL", .timeLimit(.minutes(1)))
@@ -89,7 +89,7 @@ struct LedgerTests {
         "one transaction claimed by 50 orders at the same moment is granted exactly once", arguments: Backend.allCases)
     func concurrentClaims(backend: Backend) async throws {
         let ledger = try await backend.open()
-        let outcomes = try await withThrowingTaskGroup(of: LedgerOutcome.self) { group in
+        let outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in
             for order in 0..<50 {
                 group.addTask {
                     try await ledger.record(
@@ -133,7 +133,7 @@ struct LedgerTests {
         let url = try makePostgresDatabase()
         let first = try await LedgerFactory.open(url: url, poolSize: 4)
         let second = try await LedgerFactory.open(url: url, poolSize: 4)
-        let outcomes = try await withThrowingTaskGroup(of: (String, LedgerOutcome).self) { group in
+        let outcomes = try await withThrowingTaskGroup(of: (String, Outcome).self) { group in
             for (side, ledger, order) in [("a", first, Array(0..<100)), ("b", second, Array((0..<100).reversed()))] {
                 for transaction in order {
                     group.addTask {
@@ -145,7 +145,7 @@ struct LedgerTests {
                     }
                 }
             }
-            return try await group.reduce(into: [(String, LedgerOutcome)]()) { $0.append($1) }
+            return try await group.reduce(into: [(String, Outcome)]()) { $0.append($1) }
         }
         for transaction in 0..<100 {
             let answers = outcomes.filter { $0.0 == "t\(transaction)" }.map(\.1)
@@ -173,7 +173,7 @@ struct LedgerTests {
             answered = (try? await ledger.storedEvent(jobID: "before")) == grantEvent
         }
         #expect(answered)
-        var recorded: LedgerOutcome?
+        var recorded: Outcome?
         for _ in 0..<20 where recorded == nil {
             recorded = try? await ledger.record(jobID: "after", claim: .deny, event: grantEvent)
         }

@@ -53,7 +53,7 @@ struct PurchaseIdentityLedgerTests {
         let url = try makePostgresDatabase()
         let first = try await LedgerFactory.open(url: url, poolSize: 4)
         let second = try await LedgerFactory.open(url: url, poolSize: 4)
-        let outcomes = try await withThrowingTaskGroup(of: LedgerOutcome.self) { group in
+        let outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in
             for purchase in 0..<50 {
                 for (side, ledger) in [("a", first), ("b", second)] {
                     group.addTask {
@@ -65,7 +65,7 @@ struct PurchaseIdentityLedgerTests {
                     }
                 }
             }
-            return try await group.reduce(into: [LedgerOutcome]()) { $0.append($1) }
+            return try await group.reduce(into: [Outcome]()) { $0.append($1) }
         }
         #expect(outcomes.filter { $0 == .recorded }.count == 50)
         #expect(outcomes.filter { $0 == .duplicateTransaction }.count == 50)
@@ -217,13 +217,13 @@ struct ConnectionLimitTests {
         let limited = url.replacingOccurrences(of: "://postgres@", with: "://\(role)@")
         // Pool of 4, one connection allowed: the others fail to open, calls share the one that exists.
         let first = try await LedgerFactory.open(url: limited, poolSize: 4)
-        async let answers = withThrowingTaskGroup(of: LedgerOutcome.self) { group in
+        async let answers = withThrowingTaskGroup(of: Outcome.self) { group in
             for index in 0..<20 {
                 group.addTask {
                     try await recordRetrying(first, jobID: "j\(index)", claim: .deny, event: Data(), attempts: 50)
                 }
             }
-            return try await group.reduce(into: [LedgerOutcome]()) { $0.append($1) }
+            return try await group.reduce(into: [Outcome]()) { $0.append($1) }
         }
         #expect(try await answers.allSatisfy { $0 == .recorded })
         // A second replica starts while the limit is taken: it waits instead of failing.

@@ -1,5 +1,6 @@
 import AppleVerification
 import Foundation
+import Ledger
 import Kafka
 import Observability
 import Testing
@@ -123,7 +124,9 @@ struct OrderChecksTests {
 struct ResultEventTests {
     func event(_ decision: ResultEvent.Decision, job: String, order: String, transaction: String?) -> ResultEvent {
         ResultEvent(
-            eventID: ResultEvent.eventID(decision: decision, jobID: job, orderID: order, transactionID: transaction),
+            eventID: ResultEvent.eventID(
+                decision: decision, app: .defaultApp, jobID: job, fingerprint: "f", orderID: order,
+                transactionID: transaction),
             jobID: job, orderID: order, userID: "u", decision: decision,
             reason: decision == .grant ? "verified" : "revoked",
             productID: "p", quantity: 1, transactionID: transaction, originalTransactionID: nil,
@@ -149,6 +152,28 @@ struct ResultEventTests {
         #expect(event(.grant, job: "a", order: "o", transaction: "t").eventID.count == 36)
     }
 
+    @Test("ids are scoped by app: the same order and transaction, or job and content, of two games are two events")
+    func scopedIDs() {
+        for decision in [ResultEvent.Decision.grant, .deny] {
+            let ids = [AppScope.defaultApp, AppScope("com.example.b")].map {
+                ResultEvent.eventID(
+                    decision: decision, app: $0, jobID: "1", fingerprint: "f", orderID: "1", transactionID: "t")
+            }
+            #expect(ids[0] != ids[1])
+        }
+        // The default app's grants keep the ids of releases before apps were scoped.
+        #expect(
+            ResultEvent.eventID(
+                decision: .grant, app: .defaultApp, jobID: "j", fingerprint: "f", orderID: "o", transactionID: "t")
+                == StableID.uuid("grant\u{0}o\u{0}t"))
+        // A job id reused for other content is another decision.
+        #expect(
+            ResultEvent.eventID(
+                decision: .deny, app: .defaultApp, jobID: "j", fingerprint: "f1", orderID: "o", transactionID: nil)
+                != ResultEvent.eventID(
+                    decision: .deny, app: .defaultApp, jobID: "j", fingerprint: "f2", orderID: "o", transactionID: nil))
+    }
+
     @Test("the JSON has every contract field, nulls included, and CloudEvents headers")
     func json() throws {
         let value = event(.grant, job: "j", order: "o", transaction: "t")
@@ -164,7 +189,9 @@ struct ResultEventTests {
         #expect(object["bundle_id"] is NSNull)  // a malformed job, for which no app was chosen
         #expect(object["purchase_date"] as? String == "1970-01-01T00:00:01.000Z")
         let headers = Dictionary(
-            uniqueKeysWithValues: value.headers(source: "receipt-worker").map { ($0.name, $0.stringValue ?? "") })
+            uniqueKeysWithValues: value.stored().record(topic: "results", source: "receipt-worker").headers.map {
+                ($0.name, $0.stringValue ?? "")
+            })
         #expect(headers["ce_specversion"] == "1.0")
         #expect(headers["ce_id"] == value.eventID)
         #expect(headers["ce_type"] == "receipt.granted")
@@ -186,7 +213,8 @@ struct FormattingTests {
 
     @Test("event ids are lower-case UUID text with the RFC 9562 version 8 and variant bits")
     func uuidShape() {
-        let id = ResultEvent.eventID(decision: .grant, jobID: "j", orderID: "o", transactionID: "t")
+        let id = ResultEvent.eventID(
+            decision: .grant, app: .defaultApp, jobID: "j", fingerprint: "f", orderID: "o", transactionID: "t")
         let parts = id.split(separator: "-").map(\.count)
         #expect(parts == [8, 4, 4, 4, 12])
         #expect(id.allSatisfy { "0123456789abcdef-".contains($0) })

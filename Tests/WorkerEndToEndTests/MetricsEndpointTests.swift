@@ -12,7 +12,7 @@ import Testing
     @Test("counters move with the jobs; /readyz turns ready once partitions are assigned; dashboards name real metrics")
     func metricsMove() async throws {
         let harness = try await WorkerHarness()
-        let endpoint = try MetricsEndpoint(listen: "127.0.0.1:0", worker: harness.worker)
+        let endpoint = try MetricsEndpoint(listen: ListenAddress(host: "127.0.0.1", port: 0), worker: harness.worker)
         endpoint.start()
         let base = "http://127.0.0.1:\(endpoint.port)"
         func get(_ path: String) async throws -> (status: Int, body: String) {

@@ -83,6 +83,10 @@ extension JWSRenewalInfo: SignedPayload {
 }
 
 extension NotificationPayload: SignedPayload {
+    public var millisecondTimes: [(field: String, milliseconds: Double?)] {
+        [("signedDate", signedDate), ("externalPurchaseToken.tokenCreationDate", externalPurchaseToken?.tokenCreationDate)]
+    }
+
     public init(payloadJSON bytes: [UInt8]) throws(AppleVerificationError) {
         for member in try JSONField.members(of: bytes) {
             switch member.key {
@@ -93,6 +97,8 @@ extension NotificationPayload: SignedPayload {
             case "signedDate": signedDate = try JSONField.double(member)
             case "data": data = try AppData(member)
             case "summary": summary = try AppData(member)
+            case "appData": appData = try AppData(member)
+            case "externalPurchaseToken": externalPurchaseToken = try ExternalPurchaseToken(member)
             default: break
             }
         }
@@ -113,6 +119,23 @@ extension NotificationPayload.AppData {
             case "signedRenewalInfo": signedRenewalInfo = try JSONField.string(member)
             case "status": status = try JSONField.integer(member)
             case "consumptionRequestReason": consumptionRequestReason = try JSONField.string(member)
+            case "signedAppTransactionInfo": signedAppTransactionInfo = try JSONField.string(member)
+            default: break
+            }
+        }
+    }
+}
+
+extension NotificationPayload.ExternalPurchaseToken {
+    /// `externalPurchaseToken`; nil for `null`.
+    fileprivate init?(_ object: JSONObjectScanner.Member) throws(AppleVerificationError) {
+        guard let members = try JSONField.object(object) else { return nil }
+        for member in members {
+            switch member.key {
+            case "externalPurchaseId": externalPurchaseId = try JSONField.string(member)
+            case "tokenCreationDate": tokenCreationDate = try JSONField.double(member)
+            case "appAppleId": appAppleId = try JSONField.integer(member)
+            case "bundleId": bundleId = try JSONField.string(member)
             default: break
             }
         }

@@ -25,6 +25,17 @@ public struct NotificationPayload: Codable, Sendable, Hashable {
         public var status: Int?
         /// CONSUMPTION_REQUEST: why the customer asked for a refund (`UNINTENDED_PURCHASE`, ...).
         public var consumptionRequestReason: String?
+        /// `appData` (RESCIND_CONSENT and later types): the app transaction, signed.
+        public var signedAppTransactionInfo: String?
+    }
+
+    /// `externalPurchaseToken` (EXTERNAL_PURCHASE_TOKEN): an external purchase's token, without `environment`
+    /// (Apple's library reads Sandbox from an `externalPurchaseId` that starts with `SANDBOX`).
+    public struct ExternalPurchaseToken: Codable, Sendable, Hashable {
+        public var externalPurchaseId: String?
+        public var tokenCreationDate: Double?
+        public var appAppleId: Int64?
+        public var bundleId: String?
     }
 
     public var notificationType: String?
@@ -34,4 +45,21 @@ public struct NotificationPayload: Codable, Sendable, Hashable {
     public var signedDate: Double?
     public var data: AppData?
     public var summary: AppData?
+    public var externalPurchaseToken: ExternalPurchaseToken?
+    public var appData: AppData?
+
+    /// The members that name the notification's app, in the order Apple's library reads them.
+    public static let appFields = ["data", "summary", "externalPurchaseToken", "appData"]
+
+    /// The app and environment the notification is about, from whichever of `data`, `summary`,
+    /// `externalPurchaseToken` or `appData` it carries (the first, as Apple's library reads them).
+    public var app: (bundleID: String?, appAppleID: Int64?, environment: AppleEnvironment?)? {
+        if let app = data ?? summary { return (app.bundleId, app.appAppleId, app.environment) }
+        if let token = externalPurchaseToken {
+            let sandbox = token.externalPurchaseId?.hasPrefix("SANDBOX") == true
+            return (token.bundleId, token.appAppleId, sandbox ? .sandbox : .production)
+        }
+        if let app = appData { return (app.bundleId, app.appAppleId, app.environment) }
+        return nil
+    }
 }

@@ -89,8 +89,10 @@ extension AppStoreServerAPIClient {
                 ],
                 body: body, timeout: configuration.timeout)
             let response = try await AppleHTTP.execute(
-                request, with: http, endpoint: endpoint, call: call, observe: configuration.observer)
+                request, with: http, endpoint: endpoint, call: call, observe: configuration.observer,
+                breakers: configuration.breakers)
             pauseIfLimited(response, lane)
+            AppleHTTP.record(configuration.breakers, call, failed: Self.isFailure(response))
             guard response.status == 401 else { return response }
             if !renewed { tokens.invalidate() }
         }

@@ -19,6 +19,8 @@ public final class AppStoreServerAPIClient: Sendable {
         public var observer: AppleCallObserver?
         /// Keeps each endpoint and environment within Apple's rate; nil sends at once.
         public var governor: RateGovernor?
+        /// The app's circuit breakers, one per call; nil: none.
+        public var breakers: CircuitBreakers?
 
         public init() {}
     }
@@ -79,8 +81,10 @@ public final class AppStoreServerAPIClient: Sendable {
             headers: [("Authorization", "Bearer \(try tokens.token())"), ("Accept", "application/json")],
             timeout: configuration.timeout)
         let response = try await AppleHTTP.execute(
-            request, with: http, endpoint: "transactionInfo", call: call, observe: configuration.observer)
+            request, with: http, endpoint: "transactionInfo", call: call, observe: configuration.observer,
+            breakers: configuration.breakers)
         pauseIfLimited(response, RateGovernor.Lane(endpoint: "transaction_info", sandbox: sandbox))
+        AppleHTTP.record(configuration.breakers, call, failed: Self.isFailure(response))
         if response.status == 200 {
             guard let body = try? JSONDecoder().decode(TransactionInfoResponse.self, from: response.body),
                 let signed = body.signedTransactionInfo
@@ -125,6 +129,15 @@ public final class AppStoreServerAPIClient: Sendable {
 }
 
 extension AppStoreServerAPIClient {
+    /// Whether an answer is Apple failing, for its call's breaker: a 5xx, a 408, or one of Apple's retryable
+    /// error codes (a 429 is Apple answering; the governor pauses its lane).
+    static func isFailure(_ response: HTTPResponse) -> Bool {
+        if response.status >= 500 || response.status == 408 { return true }
+        guard response.status != 200 && response.status != 429 else { return false }
+        let code = (try? JSONDecoder().decode(APIErrorBody.self, from: response.body))?.errorCode
+        return code.map(retryableErrorCodes.contains) ?? false
+    }
+
     /// Waits for the lane's turn, when a governor is configured.
     func governed(_ lane: RateGovernor.Lane) async throws {
         await configuration.governor?.acquire(lane)

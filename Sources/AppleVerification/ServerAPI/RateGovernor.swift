@@ -38,8 +38,11 @@ public final class RateGovernor: Sendable {
     /// Apple's second: at most `rate` requests are let go in any such window.
     static let second = Duration.seconds(1)
 
-    /// Requests a second of a Production lane; a Sandbox lane gets a tenth (at least 1).
+    /// Requests a second of a Production lane, for the whole pool; a Sandbox lane gets a tenth (at least 1).
     public let productionRate: Int
+    /// This replica's share of the pool's rate (0 to 1): its share of the jobs topic's partitions. 1 until
+    /// told otherwise.
+    private let share = Mutex<Double>(1)
     /// The longest a 429 may pause a lane.
     public let maximumPause: Duration
     private let observer: Observer?
@@ -51,7 +54,19 @@ public final class RateGovernor: Sendable {
         self.observer = observer
     }
 
-    public func rate(of lane: Lane) -> Int { lane.sandbox ? max(1, productionRate / 10) : productionRate }
+    /// This replica's requests a second on `lane`: its share of the pool's rate, at least one.
+    public func rate(of lane: Lane) -> Int {
+        let pool = lane.sandbox ? max(1, productionRate / 10) : productionRate
+        let share = self.share.withLock { $0 }
+        return max(1, Int((Double(pool) * share).rounded(.down)))
+    }
+
+    /// Sets this replica's share of the pool's rate (its share of the jobs topic's partitions); waiters
+    /// already given a start keep it, the next ones are spaced at the new rate.
+    public func setShare(_ fraction: Double) {
+        guard fraction.isFinite else { return }
+        share.withLock { $0 = min(max(fraction, 0), 1) }
+    }
 
     /// Waits until `lane` may send one request; returns how long it waited. Waiters are given start times
     /// in order, so they are served first come, first served; one that wakes into a pause that began after

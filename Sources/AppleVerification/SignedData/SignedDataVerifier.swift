@@ -58,16 +58,17 @@ public final class SignedDataVerifier: Sendable {
     /// A signed App Store Server Notification, verified and decoded, with its app and environment checked.
     public func verifyNotification(_ jws: String) throws(AppleVerificationError) -> NotificationPayload {
         let notification = try verifiedPayload(jws, as: NotificationPayload.self)
-        let app = notification.data ?? notification.summary
-        try check(bundleID: app?.bundleId)
+        // `data`, `summary`, `externalPurchaseToken` or `appData`: whichever says which app it is about.
+        let app = notification.app
+        try check(bundleID: app?.bundleID)
         try check(environment: app?.environment)
         // Apple leaves appAppleId out in Sandbox; in Production it must name this app, as Apple's library
         // checks. One that names another app is refused in any environment.
         let expected = configuration.appAppleID
-        if let named = app?.appAppleId, let expected, named != expected {
+        if let named = app?.appAppleID, let expected, named != expected {
             throw AppleVerificationError(.bundleMismatch, "the notification is for another app")
         }
-        if app?.environment == .production && (expected == nil || app?.appAppleId == nil) {
+        if app?.environment == .production && (expected == nil || app?.appAppleID == nil) {
             throw AppleVerificationError(
                 .bundleMismatch,
                 expected == nil

@@ -21,6 +21,8 @@ public final class VerifyReceiptClient: Sendable {
         public var maximumRetryAfter: Duration = .seconds(30)
         /// Told of every call (for metrics).
         public var observer: AppleCallObserver?
+        /// The app's circuit breakers, one per call; nil: none.
+        public var breakers: CircuitBreakers?
 
         public init() {}
     }
@@ -52,10 +54,15 @@ public final class VerifyReceiptClient: Sendable {
         var environment = "Production"
         for _ in 0..<2 {
             attempts += 1
-            let response = try await post(
-                receipt: receipt, to: url,
-                call: environment == "Sandbox" ? "verify_receipt_sandbox" : "verify_receipt_production")
-            switch VerifyReceiptStatus(status: response.status, isRetryable: response.isRetryable) {
+            let call = environment == "Sandbox" ? "verify_receipt_sandbox" : "verify_receipt_production"
+            let response = try await post(receipt: receipt, to: url, call: call)
+            let status = VerifyReceiptStatus(status: response.status, isRetryable: response.isRetryable)
+            if case .retryable = status {
+                AppleHTTP.record(configuration.breakers, call, failed: true)
+            } else {
+                AppleHTTP.record(configuration.breakers, call, failed: false)
+            }
+            switch status {
             case .valid:
                 return .valid(response, environment: response.environment ?? environment)
             case .sandboxReceipt:
@@ -69,7 +76,7 @@ public final class VerifyReceiptClient: Sendable {
                     isRetriable: true)
             case .sharedSecretMismatch:
                 // Retried (and dead-lettered when it lasts), so no genuine purchase is denied while the
-                // secret is being rotated or fixed; the circuit breaker pauses intake if every call fails.
+                // secret is being rotated or fixed. Apple answered: no breaker opens for it.
                 throw AppleVerificationError(
                     .unauthorized,
                     "verifyReceipt status 21004: the shared secret does not match (check apple.shared_secret)",
@@ -97,14 +104,18 @@ public final class VerifyReceiptClient: Sendable {
             body: Self.requestBody(receipt: receipt, sharedSecret: configuration.sharedSecret),
             timeout: configuration.timeout)
         let response = try await AppleHTTP.execute(
-            request, with: http, endpoint: "verifyReceipt", call: call, observe: configuration.observer)
+            request, with: http, endpoint: "verifyReceipt", call: call, observe: configuration.observer,
+            breakers: configuration.breakers)
         guard response.status == 200 else {
-            throw AppleHTTP.statusError(
+            let failure = AppleHTTP.statusError(
                 response, endpoint: "verifyReceipt", maximumRetryAfter: configuration.maximumRetryAfter)
+            AppleHTTP.record(configuration.breakers, call, failed: failure.isRetriable && failure.code != .rateLimited)
+            throw failure
         }
         do {
             return try decoder.decode(VerifyReceiptResponse.self, from: response.body)
         } catch {
+            AppleHTTP.record(configuration.breakers, call, failed: true)
             // A 200 that is not Apple's JSON is a broken intermediary or a partial answer, not a verdict.
             throw AppleVerificationError(
                 .appleStatus, "verifyReceipt answered with an undecodable body: \(SignedDataVerifier.describe(error))",

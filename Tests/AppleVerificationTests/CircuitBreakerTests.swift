@@ -1,8 +1,7 @@
-import Kafka
 import Synchronization
 import Testing
 
-@testable import ReceiptWorker
+@testable import AppleVerification
 
 @Suite("The circuit breaker")
 struct CircuitBreakerTests {
@@ -46,29 +45,3 @@ final class Counter: Sendable {
     let value = Atomic<Int>(0)
 }
 
-@Suite("The worker's partition bookkeeping across assignments")
-struct WorkerStateTests {
-    @Test("a job of an earlier assignment cannot finish or abandon the same offset in flight again")
-    func staleJobs() {
-        let state = WorkerState()
-        let partition = KafkaTopicPartition(topic: "jobs", partition: 0)
-        state.assign([partition])
-        let first = state.generation(of: partition)
-        #expect(state.start(partition, offset: 5, generation: first))
-        state.stopTaking([partition])
-        state.release([partition])
-        state.assign([partition])
-        let second = state.generation(of: partition)
-        #expect(second != first)
-        #expect(!state.start(partition, offset: 7, generation: first), "a message read before the release")
-        #expect(state.start(partition, offset: 5, generation: second))
-        // The first assignment's job ends late: it must not touch the second's.
-        state.abandon(partition, offset: 5, generation: first)
-        state.finish(partition, offset: 5, generation: first)
-        #expect(state.inFlight == 1)
-        #expect(state.committable()[partition] == 5)
-        state.finish(partition, offset: 5, generation: second)
-        #expect(state.inFlight == 0)
-        #expect(state.committable()[partition] == 6)
-    }
-}

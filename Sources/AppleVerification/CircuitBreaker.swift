@@ -100,3 +100,32 @@ public final class CircuitBreaker: Sendable {
         }
     }
 }
+
+/// One app's circuit breakers, one per Apple call (endpoint and environment: `verify_receipt_production`,
+/// `transaction_info_sandbox`, ...): Apple failing for one app, one endpoint or one environment stops only
+/// those calls. What opens one is Apple failing (timeouts, 5xx, its retryable statuses), never Apple
+/// answering: a 429 is the lane's, which the rate governor pauses; a wrong shared secret (21004) or key is
+/// this app's configuration.
+public final class CircuitBreakers: Sendable {
+    private let breakers = Mutex<[String: CircuitBreaker]>([:])
+    private let make: @Sendable () -> CircuitBreaker
+
+    public init(make: @escaping @Sendable () -> CircuitBreaker = { CircuitBreaker() }) {
+        self.make = make
+    }
+
+    /// The breaker of `call`, made on first use.
+    public func breaker(for call: String) -> CircuitBreaker {
+        breakers.withLock { breakers in
+            if let existing = breakers[call] { return existing }
+            let made = make()
+            breakers[call] = made
+            return made
+        }
+    }
+
+    /// Every call's breaker state now, for the `receipt_worker_circuit_state` gauge.
+    public var states: [(call: String, state: CircuitBreaker.State)] {
+        breakers.withLock { $0 }.map { ($0.key, $0.value.state) }.sorted { $0.call < $1.call }
+    }
+}

@@ -1,0 +1,121 @@
+import AppleVerification
+import Foundation
+import Kafka
+import Ledger
+import Observability
+import Runtime
+
+/// The consumption topic (docs/contract.md section 9): a grant service's answer to a consumption (refund)
+/// request, sent to Apple with Send Consumption Information.
+///
+/// An answer's life: read it → without the player's consent nothing is sent (Apple refuses it): counted,
+/// done → find the grant it is about; the app it was granted for answers, with its own key → send it,
+/// retrying what is transient until the request's deadline (when the worker saw the request), else within
+/// `retry.max_attempts` → mark the request answered. An answer Apple refuses, or one that runs out of time or
+/// attempts, goes to the dead-letter topic (`consumption_not_sent`).
+struct ConsumptionHandler: MessageHandler {
+    let apps: AppleApps
+    let requests: any ConsumptionRequestStore
+    let retry: RetryPolicy
+    let metrics: WorkerMetrics
+    let logger: Logger
+
+    var deadLetterReason: String { "consumption_not_sent" }
+
+    func isPermanent(_ error: any Error) -> Bool { (error as? LedgerError)?.isPermanent == true }
+
+    func group(of message: KafkaMessage) -> String { "consumption" }
+
+    func handle(_ message: KafkaMessage, context: HandlingContext) async throws -> Outcome {
+        let answer: ConsumptionAnswer
+        switch ConsumptionAnswer.parse(message.value) {
+        case .success(let parsed): answer = parsed
+        case .failure(let malformed):
+            return notSent("malformed consumption answer: \(malformed.reason)")
+        }
+        guard answer.customerConsented else {
+            metrics.consumptionAnswer("no_consent").increment()
+            logger.info(
+                "consumption answer without the player's consent: not sent", ["transaction_id": answer.transactionID])
+            return .publish([])
+        }
+        let grant = try await context.retrying("ledger_lookup", stage: metrics.ledgerLookup) {
+            try await requests.grant(transactionID: answer.transactionID, app: nil)
+        }
+        // The answer goes with the credentials of the app the purchase was granted for; an answer naming
+        // another is a grant service's mistake that would send the transaction with the wrong app's key. Only
+        // when there is no grant does the answer's bundle_id choose, else the default app.
+        let grantedApp = grant.flatMap { grant in apps.all.first { $0.scope == grant.app } }
+        if let named = answer.bundleID, let grantedApp, !named.utf8.elementsEqual(grantedApp.bundleID.utf8) {
+            return notSent("bundle_id \(named) is not the app the purchase was granted for (\(grantedApp.bundleID))")
+        }
+        guard let app = grantedApp ?? apps.app(bundleID: answer.bundleID) else {
+            return notSent("no configured app has bundle_id \(answer.bundleID ?? "")")
+        }
+        guard let api = app.consumption else {
+            return notSent("no App Store Server API key is configured for app \(app.name) (apple.api.*)")
+        }
+        let delivery = answer.deliveryStatus ?? (grant.map { !$0.revoked } == true ? "DELIVERED" : "UNDELIVERED_OTHER")
+        let body = answer.appleBody(deliveryStatus: delivery)
+        var environment: AppleEnvironment = grant?.environment == "Sandbox" ? .sandbox : .production
+        let respondBy = grant?.consumptionRespondBy
+        var attempts = 0
+        while true {
+            if let respondBy, Date() > respondBy {
+                metrics.consumptionAnswer("late").increment()
+                return notSent("past the request's deadline (respond_by)", attempts: attempts)
+            }
+            try context.checkLetGo()
+            let before = attempts
+            do {
+                switch try await api.sendConsumption(
+                    transactionID: answer.transactionID, body: body, environment: environment, attempts: &attempts)
+                {
+                case .accepted:
+                    metrics.consumptionAnswer("sent").increment()
+                    logger.info(
+                        "consumption answer sent",
+                        ["transaction_id": answer.transactionID, "delivery_status": delivery])
+                    try await markAnswered(answer, app: app, environment: environment, context: context)
+                    return .publish([])
+                case .refused(_, let code) where code == 4040010 && environment == .production && api.allowsSandbox:
+                    environment = .sandbox  // not a production transaction: a sandbox one, where allowed
+                case .refused(let status, let code):
+                    metrics.consumptionAnswer("refused").increment()
+                    try await markAnswered(answer, app: app, environment: environment, context: context)
+                    return notSent(
+                        "Apple refused it: HTTP \(status)\(code.map { ", error \($0)" } ?? "")", attempts: attempts)
+                }
+            } catch {
+                if context.mustLetGo || Task.isCancelled { throw LetGo() }
+                attempts = max(attempts, before + 1)
+                let appleError = error as? AppleVerificationError
+                let retriable = appleError?.isRetriable ?? true
+                guard retriable, respondBy != nil || retry.mayRetry(afterAttempts: attempts) else {
+                    metrics.consumptionAnswer(retriable ? "failed" : "refused").increment()
+                    return notSent(appleError?.reason ?? "\(error)", attempts: attempts)
+                }
+                try await context.sleep(for: retry.delay(afterAttempts: attempts, retryAfter: appleError?.retryDelay))
+            }
+        }
+    }
+
+    /// Closes the consumption request in the ledger (the oldest-unanswered gauge stops counting it). A value
+    /// the ledger refuses for good is logged: Apple has the answer already.
+    private func markAnswered(
+        _ answer: ConsumptionAnswer, app: AppleApp, environment: AppleEnvironment, context: HandlingContext
+    ) async throws {
+        do {
+            try await context.retrying("ledger_record") {
+                try await requests.answerConsumptionRequest(
+                    app: app.scope, environment: environment.rawValue, transactionID: answer.transactionID)
+            }
+        } catch let error as LedgerError {
+            logger.warning("cannot mark the consumption request answered", ["error": error.reason])
+        }
+    }
+
+    private func notSent(_ error: String, attempts: Int = 0) -> Outcome {
+        .deadLetter(DeadLetter(reason: "consumption_not_sent", error: error, attempts: attempts))
+    }
+}

@@ -1,0 +1,237 @@
+import AppleVerification
+import Foundation
+import Kafka
+import Ledger
+import Observability
+import Runtime
+
+/// The jobs topic (docs/contract.md sections 2 to 4): a job becomes a grant or a deny event, or a dead letter.
+///
+/// A job's life: parse it → look it up in the ledger (a job delivered again gets its first answer) → verify
+/// its proof with Apple, retrying what is transient → run the contract's checks → claim the purchase and
+/// record the decision in one step → publish the event. Jobs of one app share their app's slots: an app whose
+/// Apple lane is paused, or whose circuit is open, holds only its own.
+struct JobHandler: MessageHandler {
+    struct Settings: Sendable {
+        /// `jobs.max_bytes`.
+        var maxBytes: Int
+        /// `apple.transaction_id_requires_account_token`.
+        var transactionIDRequiresAccountToken: Bool
+        /// Apple's retries: `retry.*`.
+        var retry: RetryPolicy
+        /// `topics.results`.
+        var resultsTopic: String
+        /// `events.source`.
+        var eventSource: String
+    }
+
+    let settings: Settings
+    let apps: AppleApps
+    let decisions: any DecisionStore
+    let metrics: WorkerMetrics
+    let logger: Logger
+
+    var deadLetterReason: String { "malformed_job" }
+
+    func isPermanent(_ error: any Error) -> Bool { (error as? LedgerError)?.isPermanent == true }
+
+    /// A job's app: its slots are that app's. A job that names no app here, or is unreadable, is answered
+    /// without Apple: the default app's slots serve it.
+    func group(of message: KafkaMessage) -> String { apps.app(ofJob: message.value)?.name ?? apps.defaultApp.name }
+
+    func handle(_ message: KafkaMessage, context: HandlingContext) async throws -> Outcome {
+        let job: ReceiptJob
+        switch JobParser.parse(
+            message.value, maxBytes: settings.maxBytes,
+            transactionIDRequiresAccountToken: settings.transactionIDRequiresAccountToken)
+        {
+        case .unreadable(let reason):
+            // No order to answer: the dead letter alone.
+            return .deadLetter(DeadLetter(reason: "malformed_job", error: reason))
+        case .invalidJob(let identity, let reason):
+            return try await denyMalformed(identity, reason: reason, message: message, context: context)
+        case .job(let parsed):
+            job = parsed
+        }
+        logger.debug("job received", ["job_id": job.jobID, "partition": message.topicPartition.description])
+        let app = apps.app(bundleID: job.bundleID)
+        // A bundle id no app has keeps its rows apart from every configured app's.
+        let key = DecisionKey(
+            app: app?.scope ?? AppScope(job.bundleID ?? ""), jobID: job.jobID, fingerprint: job.fingerprint)
+        if let stored = try await context.retrying(
+            "ledger_lookup", stage: metrics.ledgerLookup, { try await decisions.storedDecision(key) })
+        {
+            // A job delivered again: its first answer, unchanged.
+            metrics.replayedResults.increment()
+            return .publish([publishing(stored)])
+        }
+        guard let app else {
+            // Never sent to Apple with another app's credentials: no app here sells this purchase.
+            let verdict = AppleVerdict.rejected(
+                .bundleMismatch, detail: "no configured app has the job's bundle_id \(job.bundleID ?? "")")
+            return try await record(
+                job, key, OrderChecks.evaluate(job, verdict: verdict), attempts: 0, context: context)
+        }
+        switch try await verify(job, with: app, context: context) {
+        case .deadLetter(let letter):
+            return .deadLetter(letter)
+        case .verdict(let verdict, let attempts):
+            let outcome = OrderChecks.evaluate(job, verdict: verdict)
+            logger.debug(
+                "job checked",
+                ["job_id": job.jobID, "app": app.name, "outcome": "\(outcome)", "attempts": String(attempts)])
+            return try await record(job, key, outcome, attempts: attempts, context: context)
+        }
+    }
+
+    /// Apple's verdict, or the dead letter of a job Apple cannot verify.
+    enum AppleAnswer {
+        case verdict(AppleVerdict, attempts: Int)
+        case deadLetter(DeadLetter)
+    }
+
+    /// Asks Apple until it gives a verdict. A transient failure is retried with backoff (never sooner than
+    /// Apple's `Retry-After`) until `retry.max_attempts` calls, then dead-lettered `retries_exhausted`; a
+    /// request Apple refuses (a key, an account) is dead-lettered `cannot_verify`: neither is a deny. While
+    /// the app's circuit is open or its lane paused, the job waits in its app's slots, spending no attempt.
+    private func verify(_ job: ReceiptJob, with app: AppleApp, context: HandlingContext) async throws -> AppleAnswer {
+        var attempts = 0
+        let selection = ReceiptSelection(transactionID: job.transactionID, productID: job.productID)
+        while true {
+            try context.checkLetGo()
+            let before = attempts
+            do {
+                let verdict = try await app.purchases.verify(job.proof, selecting: selection, attempts: &attempts)
+                return .verdict(verdict, attempts: attempts)
+            } catch {
+                // A call cut short by the stop (a cancelled request) says nothing about the purchase.
+                if context.mustLetGo || Task.isCancelled { throw LetGo() }
+                attempts = max(attempts, before + 1)
+                let appleError = error as? AppleVerificationError
+                let reason = appleError?.reason ?? "\(error)"
+                guard appleError?.isRetriable ?? true else {
+                    return .deadLetter(DeadLetter(reason: "cannot_verify", error: reason, attempts: attempts))
+                }
+                guard settings.retry.mayRetry(afterAttempts: attempts) else {
+                    return .deadLetter(DeadLetter(reason: "retries_exhausted", error: reason, attempts: attempts))
+                }
+                metrics.appleRetries.increment()
+                logger.debug(
+                    "Apple transient failure; retrying",
+                    ["job_id": job.jobID, "app": app.name, "attempts": String(attempts), "error": reason])
+                try await context.sleep(
+                    for: settings.retry.delay(afterAttempts: attempts, retryAfter: appleError?.retryDelay))
+            }
+        }
+    }
+
+    /// Records the checks' outcome with its claim, then publishes the event the ledger kept. A grant the
+    /// ledger refuses (the purchase another order's, the order granted with another purchase, the purchase
+    /// refunded) is recorded as that deny instead.
+    private func record(
+        _ job: ReceiptJob, _ key: DecisionKey, _ outcome: OrderChecks.Outcome, attempts: Int, context: HandlingContext
+    ) async throws -> Outcome {
+        let now = Date()
+        func event(
+            _ decision: ResultEvent.Decision, _ reason: String, _ transaction: AppleTransaction?,
+            _ environment: String?, _ detail: String?
+        ) -> ResultEvent {
+            ResultEvent(
+                eventID: ResultEvent.eventID(
+                    decision: decision, app: key.app, jobID: job.jobID, fingerprint: key.fingerprint,
+                    orderID: job.orderID, transactionID: transaction?.transactionID),
+                jobID: job.jobID, orderID: job.orderID, userID: job.userID, decision: decision, reason: reason,
+                productID: job.productID, quantity: job.quantity, transactionID: transaction?.transactionID,
+                originalTransactionID: transaction?.originalTransactionID, environment: environment,
+                purchaseDate: transaction?.purchaseDate, expiresDate: transaction?.expiresDate, verifiedAt: now,
+                attempts: attempts, detail: detail, bundleID: job.bundleID ?? apps.defaultApp.bundleID)
+        }
+        switch outcome {
+        case .deny(let reason, let detail, let transaction, let environment):
+            return try await deny(event(.deny, reason, transaction, environment, detail), key, context: context)
+        case .grant(let transaction, let environment):
+            let grant = event(.grant, "verified", transaction, environment, nil)
+            let claim = GrantClaim(
+                orderID: job.orderID, transactionID: transaction.transactionID,
+                purchaseID: Self.ledgerPurchaseID(transaction.purchaseIdentity), environment: environment,
+                userID: job.userID, productID: job.productID, quantity: job.quantity)
+            let stored = grant.stored()
+            let refused: (reason: String, detail: String)
+            switch try await context.retrying(
+                "ledger_record", stage: metrics.ledgerRecord,
+                { try await decisions.record(Decision(key: key, grant: claim, event: stored)) })
+            {
+            case .recorded:
+                metrics.decision("grant", reason: "verified").increment()
+                return .publish([publishing(stored)])
+            case .replay(let first):
+                metrics.replayedResults.increment()
+                return .publish([publishing(first)])
+            case .duplicateTransaction:
+                refused = ("duplicate_transaction", "the transaction was granted to another order")
+            case .orderAlreadyFulfilled:
+                refused = ("order_already_fulfilled", "the order was granted with another transaction")
+            case .revoked:
+                refused = (
+                    "revoked", "the purchase was refunded or revoked after it was granted (App Store notification)"
+                )
+            }
+            let denied = event(.deny, refused.reason, transaction, environment, refused.detail)
+            return try await deny(denied, key, context: context)
+        }
+    }
+
+    /// Records a deny (it claims nothing), then publishes the event the ledger kept: this one, or the first
+    /// answer of a job decided meanwhile.
+    private func deny(_ event: ResultEvent, _ key: DecisionKey, context: HandlingContext) async throws -> Outcome {
+        let stored = event.stored()
+        let outcome = try await context.retrying(
+            "ledger_record", stage: metrics.ledgerRecord,
+            { try await decisions.record(Decision(key: key, grant: nil, event: stored)) })
+        if case .replay(let first) = outcome {
+            metrics.replayedResults.increment()
+            return .publish([publishing(first)])
+        }
+        metrics.decision("deny", reason: event.reason).increment()
+        return .publish([publishing(stored)])
+    }
+
+    /// A JSON object with an `order_id` but a field missing or invalid: a deny `malformed_job` for the order
+    /// (kept in the ledger by its job id when it has a usable one) and the dead letter.
+    private func denyMalformed(
+        _ identity: JobIdentity, reason: String, message: KafkaMessage, context: HandlingContext
+    ) async throws -> Outcome {
+        let fingerprint = SHA256Digest.hex(message.value)
+        let key = DecisionKey(app: .defaultApp, jobID: identity.jobID, fingerprint: fingerprint)
+        let event = ResultEvent(
+            eventID: identity.jobID.isEmpty
+                ? StableID.uuid("job\u{0}\(message.topicPartition)@\(message.offset)")
+                : ResultEvent.eventID(
+                    decision: .deny, app: .defaultApp, jobID: identity.jobID, fingerprint: fingerprint,
+                    orderID: identity.orderID, transactionID: nil),
+            jobID: identity.jobID, orderID: identity.orderID, userID: identity.userID, decision: .deny,
+            reason: "malformed_job", productID: identity.productID, quantity: identity.quantity, transactionID: nil,
+            originalTransactionID: nil, environment: nil, purchaseDate: nil, expiresDate: nil, verifiedAt: Date(),
+            attempts: 0, detail: reason)
+        let letter = DeadLetter(reason: "malformed_job", error: reason)
+        guard !identity.jobID.isEmpty else {
+            // No usable job id (absent, too long, or unfit for a ledger key): nothing to remember it by.
+            metrics.decision("deny", reason: "malformed_job").increment()
+            return .deadLetter(letter, after: [publishing(event.stored())])
+        }
+        guard case .publish(let records) = try await deny(event, key, context: context) else { return .letGo }
+        return .deadLetter(letter, after: records)
+    }
+
+    private func publishing(_ event: StoredEvent) -> OutboundRecord {
+        event.record(topic: settings.resultsTopic, source: settings.eventSource)
+    }
+
+    /// The purchase identity as the ledger keys it. Ledgers written before purchase identities hold each
+    /// grant's transaction id as its key; a `t:` identity (a transaction or original transaction id) is
+    /// stored bare so that those grants and new claims of the same purchase meet. `w:` (a billing period)
+    /// keeps its prefix: web order line item ids are another number sequence.
+    static func ledgerPurchaseID(_ identity: String) -> String {
+        identity.hasPrefix("t:") ? String(identity.dropFirst(2)) : identity
+    }
+}

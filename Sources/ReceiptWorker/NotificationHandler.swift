@@ -1,0 +1,115 @@
+import AppleVerification
+import Foundation
+import Kafka
+import Ledger
+import Observability
+import Runtime
+
+/// The notifications topic (docs/contract.md section 9): a verified App Store notification becomes an event
+/// for the order its purchase was granted to (`receipt.revoked`, `receipt.reinstated`,
+/// `receipt.consumption_requested`), or nothing.
+///
+/// A notification's life: verify it again (anyone who can write to the topic could have written it) → a
+/// notification handled before publishes its first event again (Apple's retries, re-deliveries and backfills
+/// change nothing twice) → the ledger applies what it does to the purchase, in the notification's app and
+/// environment (``PurchaseRules``), and keeps the event → publish it.
+struct NotificationHandler: MessageHandler {
+    let apps: AppleApps
+    let purchases: any PurchaseStateStore
+    let resultsTopic: String
+    let eventSource: String
+    let metrics: WorkerMetrics
+    let logger: Logger
+
+    /// A notification that cannot be read as one is dead-lettered under the jobs' reason, as before.
+    var deadLetterReason: String { "malformed_job" }
+
+    func isPermanent(_ error: any Error) -> Bool { (error as? LedgerError)?.isPermanent == true }
+
+    func group(of message: KafkaMessage) -> String { "notifications" }
+
+    func handle(_ message: KafkaMessage, context: HandlingContext) async throws -> Outcome {
+        let notification: AppleNotification
+        switch AppleNotification.verify(body: Data(message.value), apps: apps) {
+        case .verified(let verified): notification = verified
+        case .environmentNotAllowed(let type):
+            metrics.notificationProcessed(type: type, outcome: "ignored").increment()
+            return .publish([])
+        case .rejected(let reason):
+            return .deadLetter(DeadLetter(reason: "malformed_job", error: "notification: \(reason)"))
+        }
+        if let handled = try await context.retrying(
+            "ledger_lookup", stage: metrics.ledgerLookup, { try await purchases.storedNotification(id: notification.id) })
+        {
+            // Handled before: its event again, unchanged (or nothing, if it had none).
+            metrics.notificationProcessed(type: notification.type, outcome: "replayed").increment()
+            return .publish(publishing(handled))
+        }
+        guard let (change, eventType) = change(notification) else {
+            // Kept on the topic for whoever wants it; nothing to do here.
+            metrics.notificationProcessed(type: notification.type, outcome: "ignored").increment()
+            return .publish([])
+        }
+        let record = try await context.retrying("ledger_record", stage: metrics.ledgerRecord) {
+            try await purchases.apply(change) { grant in
+                NotificationEvent.make(type: eventType, notification: notification, grant: grant)
+            }
+        }
+        switch record {
+        case .recorded(let event?, _):
+            metrics.notificationProcessed(type: notification.type, outcome: "published").increment()
+            logger.info("purchase event", ["type": eventType, "notification_id": notification.id])
+            return .publish(publishing(.recorded(event, granted: true)))
+        case .recorded(nil, let granted):
+            // Never granted here (another system's purchase, or refunded before any job presented it: the
+            // ledger remembers the refund), or nothing changed (a second refund, a stale change).
+            metrics.notificationProcessed(type: notification.type, outcome: granted ? "ignored" : "not_granted")
+                .increment()
+            return .publish([])
+        case .replay:
+            metrics.notificationProcessed(type: notification.type, outcome: "replayed").increment()
+            return .publish(publishing(record))
+        }
+    }
+
+    /// What a notification asks of the ledger, and the type of the event it publishes; nil for a notification
+    /// the worker does not act on (kept on the topic for whoever wants it).
+    private func change(_ notification: AppleNotification) -> (NotificationChange, String)? {
+        guard let signed = notification.transaction, let transactionID = signed.transactionId,
+            let transaction = try? AppleTransaction(signed), let environment = notification.environment,
+            let app = apps.app(bundleID: notification.bundleID)
+        else { return nil }
+        // A family member's access revoked is that member's transaction, not the purchaser's purchase.
+        let familyShared = notification.type == "REVOKE" || signed.inAppOwnershipType == "FAMILY_SHARED"
+        let purchaseID = familyShared ? transactionID : JobHandler.ledgerPurchaseID(transaction.purchaseIdentity)
+        let at = notification.notifiedAt
+        let kind: NotificationChange.Kind
+        let eventType: String
+        switch notification.type {
+        case "REFUND", "REVOKE":
+            kind = .revoke(purchaseID: purchaseID, transactionID: transactionID, at: at)
+            eventType = NotificationEvent.revokedType
+        case "REFUND_REVERSED":
+            kind = .reinstate(purchaseID: purchaseID, transactionID: transactionID, at: at)
+            eventType = NotificationEvent.reinstatedType
+        case "CONSUMPTION_REQUEST":
+            kind = .consumptionRequest(
+                transactionID: transactionID, respondBy: at.addingTimeInterval(NotificationEvent.consumptionDeadline))
+            eventType = NotificationEvent.consumptionRequestedType
+        default:
+            return nil
+        }
+        return (
+            NotificationChange(id: notification.id, app: app.scope, environment: environment.rawValue, kind: kind),
+            eventType
+        )
+    }
+
+    private func publishing(_ record: NotificationRecord) -> [OutboundRecord] {
+        let event: StoredEvent? =
+            switch record {
+            case .recorded(let event, _), .replay(let event): event
+            }
+        return event.map { [$0.record(topic: resultsTopic, source: eventSource)] } ?? []
+    }
+}
