@@ -9,7 +9,9 @@ final class PostgresConnection: @unchecked Sendable {
     private let handle: OpaquePointer
 
     init(url: String) throws {
-        guard let handle = PQconnectdb(Self.withDeadlines(url)) else { throw LedgerError(.unavailable, "postgresql: out of memory") }
+        guard let handle = PQconnectdb(Self.withDeadlines(url)) else {
+            throw LedgerError(.unavailable, "postgresql: out of memory")
+        }
         guard PQstatus(handle) == CONNECTION_OK else {
             let message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
             PQfinish(handle)

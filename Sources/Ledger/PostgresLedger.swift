@@ -104,7 +104,8 @@ public final class PostgresLedger: Ledger, Sendable {
                 array { $0.key.app.rawValue }, array(\.key.jobID), array(\.key.fingerprint),
                 array { $0.grant?.transactionID }, array { $0.grant?.orderID }, array { $0.grant?.purchaseID },
                 array { $0.grant?.environment }, array { $0.grant?.userID }, array { $0.grant?.productID },
-                array { $0.grant.map { String($0.quantity) } }, array { String(decoding: $0.event.json, as: UTF8.self) },
+                array { $0.grant.map { String($0.quantity) } },
+                array { String(decoding: $0.event.json, as: UTF8.self) },
                 array(\.event.eventID), array(\.event.type), array(\.event.time), array(\.event.key),
             ])
         guard rows.count == decisions.count else {

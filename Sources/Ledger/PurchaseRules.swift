@@ -52,8 +52,7 @@ enum PurchaseRules {
     /// The rule for a revoke or reinstate, given the purchase's last change (revoked or not, and Apple's time
     /// of it): a change older than the last is stale and applies nothing; a change that applies changes the
     /// state only when it differs from the last (a second refund of a refunded purchase does not).
-    static func outcome(revoke: Bool, at: Date, last: (revoked: Bool, at: Date)?) -> (applies: Bool, changes: Bool)
-    {
+    static func outcome(revoke: Bool, at: Date, last: (revoked: Bool, at: Date)?) -> (applies: Bool, changes: Bool) {
         if let last, last.at >= at { return (false, false) }
         let wasRevoked = last?.revoked ?? false
         return (true, revoke ? !wasRevoked : wasRevoked)

@@ -116,7 +116,9 @@ final class SQLiteConnection {
             case .integer(let number): sqlite3_bind_int64(statement, position, sqlite3_int64(number))
             case .blob(let bytes):
                 _ = bytes.withUnsafeBytes {
-                    sqlite3_bind_blob(statement, position, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count), csqlite_transient())
+                    sqlite3_bind_blob(
+                        statement, position, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count),
+                        csqlite_transient())
                 }
             case .null: sqlite3_bind_null(statement, position)
             }

@@ -343,7 +343,8 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         guard let identity else { return }
         guard FileIdentity(path: path) == identity else {
             throw LedgerError(
-                .replaced, "sqlite \(path): the ledger file was deleted or replaced; restart the worker on the right file")
+                .replaced,
+                "sqlite \(path): the ledger file was deleted or replaced; restart the worker on the right file")
         }
     }
 }

@@ -16,7 +16,8 @@ public final class MetricsEndpoint: Sendable {
     }
 
     /// `readiness`: why the process is not ready (empty when it is), asked on every `/readyz`.
-    public init(listen: ListenAddress, registry: MetricsRegistry, readiness: @escaping @Sendable () -> [String]) throws {
+    public init(listen: ListenAddress, registry: MetricsRegistry, readiness: @escaping @Sendable () -> [String]) throws
+    {
         do {
             server = try MicroHTTPServer(host: listen.host, port: listen.port) { request in
                 Self.route(request, registry: registry, readiness: readiness)

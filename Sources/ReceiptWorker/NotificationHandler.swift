@@ -39,7 +39,8 @@ struct NotificationHandler: MessageHandler {
             return .deadLetter(DeadLetter(reason: "malformed_job", error: "notification: \(reason)"))
         }
         if let handled = try await context.retrying(
-            "ledger_lookup", stage: metrics.ledgerLookup, { try await purchases.storedNotification(id: notification.id) })
+            "ledger_lookup", stage: metrics.ledgerLookup,
+            { try await purchases.storedNotification(id: notification.id) })
         {
             // Handled before: its event again, unchanged (or nothing, if it had none).
             metrics.notificationProcessed(type: notification.type, outcome: "replayed").increment()

@@ -40,7 +40,8 @@ public final class Worker: Sendable {
                     settings: .init(
                         maxBytes: configuration.jobsMaxBytes,
                         transactionIDRequiresAccountToken: configuration.apple.transactionIDRequiresAccountToken,
-                        retry: configuration.retry, resultsTopic: topics.results, eventSource: configuration.eventSource),
+                        retry: configuration.retry, resultsTopic: topics.results, eventSource: configuration.eventSource
+                    ),
                     apps: apps, decisions: ledger, metrics: metrics, logger: logger),
                 taken: metrics.jobsConsumed),
             RuntimeConfiguration.Route(
@@ -54,6 +55,7 @@ public final class Worker: Sendable {
                     apps: apps, requests: ledger, retry: configuration.retry, metrics: metrics, logger: logger)),
         ]
         var runtimeConfiguration = RuntimeConfiguration(routes: routes, deadLetterTopic: topics.dlq)
+        runtimeConfiguration.groups = apps.all.map(\.name) + ["notifications", "consumption"]
         runtimeConfiguration.maxInFlight = configuration.maxInFlight
         runtimeConfiguration.maxInFlightBytes = configuration.maxInFlightBytes
         runtimeConfiguration.drainTimeout = configuration.drainTimeout

@@ -33,13 +33,15 @@ enum RunCommand {
         if let listen = configuration.metricsListen {
             endpoint = try MetricsEndpoint(listen: listen, worker: worker)
             endpoint?.start()
-            logger.info("metrics endpoint listening", ["listen": listen.description, "port": String(endpoint?.port ?? 0)])
+            logger.info(
+                "metrics endpoint listening", ["listen": listen.description, "port": String(endpoint?.port ?? 0)])
         }
         var receiver: NotificationReceiver?
         if let listen = configuration.notificationsListen {
             receiver = try NotificationReceiver(listen: listen, worker: worker)
             receiver?.start()
-            logger.info("notification receiver listening", ["listen": listen.description, "port": String(receiver?.port ?? 0)])
+            logger.info(
+                "notification receiver listening", ["listen": listen.description, "port": String(receiver?.port ?? 0)])
         }
         TerminationSignals.install { received in
             logger.notice("signal received; draining", ["signal": received == SIGTERM ? "SIGTERM" : "SIGINT"])

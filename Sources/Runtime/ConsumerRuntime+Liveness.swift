@@ -27,7 +27,8 @@ extension ConsumerRuntime {
                     "partition stalled: it has lag and made no progress",
                     [
                         "partition": stall.partition.description, "lag": String(stall.lag),
-                        "seconds": String(stall.seconds), "messages_outstanding": String(book.outstanding(in: [stall.partition])),
+                        "seconds": String(stall.seconds),
+                        "messages_outstanding": String(book.outstanding(in: [stall.partition])),
                         "intake_paused": String(consumer.isIntakePaused),
                     ])
             }

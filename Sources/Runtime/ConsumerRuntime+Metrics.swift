@@ -5,7 +5,8 @@ extension ConsumerRuntime {
     /// Gauges read at scrape time from the state the runtime already keeps.
     func registerGauges(_ registry: MetricsRegistry) {
         registry.gauges(
-            "receipt_worker_jobs_in_flight", help: "Messages being handled, by group (an app, notifications, consumption)."
+            "receipt_worker_jobs_in_flight",
+            help: "Messages being handled, by group (an app, notifications, consumption)."
         ) { [scheduler] in scheduler.snapshot().map { (["group": $0.group], Double($0.running)) } }
         registry.gauges(
             "receipt_worker_jobs_waiting",
@@ -36,7 +37,8 @@ extension ConsumerRuntime {
         ) { [weak self] in
             guard let self else { return [] }
             let lags = self.lags.withLock { $0 }
-            return book.assigned.compactMap { partition in lags[partition].map { (Self.labels(partition), Double($0)) } }
+            return book.assigned.compactMap { partition in lags[partition].map { (Self.labels(partition), Double($0)) }
+            }
         }
         registry.gauges(
             "receipt_worker_partition_idle_seconds",

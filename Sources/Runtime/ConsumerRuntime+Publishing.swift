@@ -8,7 +8,7 @@ extension ConsumerRuntime {
             let message = KafkaProducerMessage(
                 topic: record.topic, key: Array(record.key.utf8), value: record.value, headers: record.headers)
             do {
-                let report = try await retrying(
+                let report = try await retries.retrying(
                     "publish_result", stage: metrics.publish, isPermanent: Self.isPermanent,
                     letGo: { context.mustLetGo }
                 ) { try await self.producer.send(message) }
@@ -33,7 +33,8 @@ extension ConsumerRuntime {
                 "offset": String(message.offset),
             ])
         let headers = [
-            KafkaHeader(name: "dlq_reason", string: letter.reason), KafkaHeader(name: "dlq_error", string: letter.error),
+            KafkaHeader(name: "dlq_reason", string: letter.reason),
+            KafkaHeader(name: "dlq_error", string: letter.error),
             KafkaHeader(name: "dlq_source_topic", string: message.topic),
             KafkaHeader(name: "dlq_source_partition", string: String(message.partition)),
             KafkaHeader(name: "dlq_source_offset", string: String(message.offset)),
@@ -43,7 +44,7 @@ extension ConsumerRuntime {
         if message.value.count + (message.key?.count ?? 0) + 4_096 <= configuration.maxRecordBytes {
             let copy = KafkaProducerMessage(topic: topic, key: message.key, value: message.value, headers: headers)
             do {
-                _ = try await retrying(
+                _ = try await retries.retrying(
                     "publish_dead_letter", stage: nil, isPermanent: Self.isPermanent, letGo: { context.mustLetGo }
                 ) { try await self.producer.send(copy) }
                 metrics.deadLetter(reason: letter.reason).increment()
@@ -61,7 +62,7 @@ extension ConsumerRuntime {
                 KafkaHeader(name: "dlq_original_bytes", string: String(message.value.count)),
             ])
         do {
-            _ = try await retrying(
+            _ = try await retries.retrying(
                 "publish_dead_letter", stage: nil, isPermanent: Self.isPermanent, letGo: { context.mustLetGo }
             ) { try await self.producer.send(stub) }
         } catch {

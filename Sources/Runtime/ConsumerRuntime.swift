@@ -24,8 +24,8 @@ public final class ConsumerRuntime: Sendable {
     private let stopping = Atomic<Bool>(false)
     /// Per assigned partition, its lag (high watermark minus committed offset) as last measured.
     let lags = Mutex<[KafkaTopicPartition: Int64]>([:])
-    /// Operations (publishing, a handler's services) failing repeatedly now, with their last error.
-    let blockedOperations = Mutex<[String: String]>([:])
+    /// Retries of the broker and of the handlers' services, and which of them keep failing now.
+    let retries: ServiceRetries
     /// When a failed commit was last logged (nil: the last commit succeeded).
     private let commitFailures = Mutex<ContinuousClock.Instant?>(nil)
     /// Told of the assignment whenever it changes.
@@ -42,8 +42,10 @@ public final class ConsumerRuntime: Sendable {
         self.logger = logger
         self.assignmentChanged = assignmentChanged
         metrics = RuntimeMetrics(registry: registry)
+        retries = ServiceRetries(retry: configuration.retry, metrics: metrics, logger: logger)
         scheduler = GroupScheduler(
-            maxInFlight: configuration.maxInFlight, maxInFlightBytes: configuration.maxInFlightBytes)
+            maxInFlight: configuration.maxInFlight, maxInFlightBytes: configuration.maxInFlightBytes,
+            groups: configuration.groups)
         routeIndex = Dictionary(
             configuration.routes.enumerated().map { ($1.topic, $0) }, uniquingKeysWith: { first, _ in first })
         registerGauges(registry)
@@ -55,7 +57,7 @@ public final class ConsumerRuntime: Sendable {
         var problems: [String] = []
         if isStopping { problems.append("stopping") }
         if book.assigned.isEmpty { problems.append("no partition assigned") }
-        for (operation, error) in blockedOperations.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+        for (operation, error) in retries.blocked.sorted(by: { $0.key < $1.key }) {
             problems.append("\(operation) failing: \(error)")
         }
         for stall in stalledPartitions() {
@@ -158,7 +160,8 @@ public final class ConsumerRuntime: Sendable {
     private func handle(_ item: GroupScheduler.Item) async {
         let handler = configuration.routes[item.route].handler
         let context = HandlingContext(
-            message: item.message, generation: item.generation, runtime: self, handler: handler)
+            message: item.message, retries: retries, isPermanent: { handler.isPermanent($0) },
+            letGo: { [weak self] in self?.mustLetGo(item.message, generation: item.generation) ?? true })
         let started = ContinuousClock.now
         let outcome: Outcome
         do {
@@ -259,46 +262,5 @@ public final class ConsumerRuntime: Sendable {
             logger.warning("drain deadline passed; messages left to the next owner", ["messages": String(abandoned)])
         }
         if shouldCommit { await commit(book.committable(only: Set(partitions))) }
-    }
-
-    /// Repeats `body` with backoff until it succeeds, the message must be let go (``LetGo``), or it fails for
-    /// good (`isPermanent`: rethrown).
-    func retrying<T: Sendable>(
-        _ operation: String, stage: Histogram?, isPermanent: (any Error) -> Bool, letGo: () -> Bool,
-        _ body: @Sendable () async throws -> T
-    ) async throws -> T {
-        var attempt = 0
-        while true {
-            attempt += 1
-            let started = ContinuousClock.now
-            do {
-                let value = try await body()
-                stage?.observe(ContinuousClock.now - started)
-                blockedOperations.withLock { if $0[operation] != nil { $0[operation] = nil } }
-                return value
-            } catch {
-                stage?.observe(ContinuousClock.now - started)
-                if error is CancellationError { throw LetGo() }
-                metrics.failure(operation).increment()
-                // A topic missing or forbidden, or a ledger that keeps refusing: the worker is not ready, and
-                // says so (once per message, at error level) until the operation succeeds again.
-                let missingTopic = (error as? KafkaError)?.isMissingTopic == true
-                if attempt >= 3 || missingTopic {
-                    blockedOperations.withLock { $0[operation] = "\(error)" }
-                    if attempt == 3 || (attempt == 1 && missingTopic) {
-                        logger.error("\(operation) keeps failing; not ready", ["error": "\(error)"])
-                    }
-                }
-                if isPermanent(error) {
-                    logger.warning("\(operation) failed for good", ["error": "\(error)"])
-                    throw error
-                }
-                if attempt == 1 || attempt % 10 == 0 {
-                    logger.warning("\(operation) failed; retrying", ["error": "\(error)", "attempt": String(attempt)])
-                }
-                try? await Task.sleep(for: configuration.retry.delay(afterAttempts: min(attempt, 8), retryAfter: nil))
-                if letGo() { throw LetGo() }
-            }
-        }
     }
 }

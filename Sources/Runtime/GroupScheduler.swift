@@ -44,9 +44,11 @@ final class GroupScheduler: Sendable {
     private let maxJobs: Int
     private let maxBytes: Int
 
-    init(maxInFlight: Int, maxInFlightBytes: Int) {
+    /// `groups`: the groups known from the start, whose series show at 0 before their first message.
+    init(maxInFlight: Int, maxInFlightBytes: Int, groups: [String] = []) {
         maxJobs = max(1, maxInFlight)
         maxBytes = max(1, maxInFlightBytes)
+        state.withLock { state in for group in groups { state.groups[group] = Group() } }
     }
 
     /// Takes a message: it starts at once when its group has a slot, else it waits in its group.
@@ -131,7 +133,7 @@ final class GroupScheduler: Sendable {
         return removed
     }
 
-    /// Starts what waits in `name` and fits its budget now; drops a group left with nothing.
+    /// Starts what waits in `name` and fits its budget now.
     private func fill(_ name: String, _ state: inout State) -> [(CheckedContinuation<Item?, Never>, Item)] {
         guard var group = state.groups[name] else { return [] }
         var started: [(CheckedContinuation<Item?, Never>, Item)] = []
@@ -147,7 +149,8 @@ final class GroupScheduler: Sendable {
             group.waiting.removeFirst(group.head)
             group.head = 0
         }
-        state.groups[name] = group.running == 0 && group.waitingCount == 0 ? nil : group
+        // Kept when idle: groups are few (the apps, and a group per other flow) and their series stay.
+        state.groups[name] = group
         return started
     }
 

@@ -5,20 +5,34 @@ import Observability
 /// the services it depends on.
 public final class HandlingContext: Sendable {
     public let message: KafkaMessage
-    let generation: UInt64
-    private let runtime: ConsumerRuntime
-    private let handler: any MessageHandler
+    private let retries: ServiceRetries
+    private let isPermanent: @Sendable (any Error) -> Bool
+    private let letGo: @Sendable () -> Bool
 
-    init(message: KafkaMessage, generation: UInt64, runtime: ConsumerRuntime, handler: any MessageHandler) {
+    init(
+        message: KafkaMessage, retries: ServiceRetries, isPermanent: @escaping @Sendable (any Error) -> Bool,
+        letGo: @escaping @Sendable () -> Bool
+    ) {
         self.message = message
-        self.generation = generation
-        self.runtime = runtime
-        self.handler = handler
+        self.retries = retries
+        self.isPermanent = isPermanent
+        self.letGo = letGo
+    }
+
+    /// A context outside any runtime (a tool, a test of a handler's rules): never let go; a service that fails
+    /// is retried with `retry`'s backoff until it answers or fails for good.
+    public convenience init(
+        message: KafkaMessage, handler: any MessageHandler, retry: RetryPolicy = RetryPolicy(),
+        logger: Logger = Logger(label: "handler")
+    ) {
+        self.init(
+            message: message, retries: ServiceRetries(retry: retry, metrics: nil, logger: logger),
+            isPermanent: { handler.isPermanent($0) }, letGo: { false })
     }
 
     /// True when the message must be left for its next delivery: the worker is stopping, or its partition was
     /// released (its new owner handles the message again).
-    public var mustLetGo: Bool { runtime.mustLetGo(message, generation: generation) }
+    public var mustLetGo: Bool { letGo() }
 
     /// Throws ``LetGo`` when the message must be let go.
     public func checkLetGo() throws {
@@ -32,14 +46,14 @@ public final class HandlingContext: Sendable {
     }
 
     /// Repeats `body` with backoff until it succeeds; throws ``LetGo`` when the message must be let go (after
-    /// the first attempt), and rethrows an error that will never heal (the handler's ``MessageHandler/isPermanent(_:)``).
-    /// For the worker's own services (the ledger, the broker), whose failures are never the player's. Each
-    /// attempt is timed in `stage` and each failure counted under `operation` (`receipt_worker_failures_total`),
-    /// so a loop that never ends still shows; after three failures in a row the operation makes the worker
-    /// unready until it succeeds again.
+    /// the first attempt), and rethrows an error that will never heal (the handler's
+    /// ``MessageHandler/isPermanent(_:)``). For the worker's own services (the ledger, the broker), whose
+    /// failures are never the player's. Each attempt is timed in `stage` and each failure counted under
+    /// `operation` (`receipt_worker_failures_total`), so a loop that never ends still shows; after three
+    /// failures in a row the operation makes the worker unready until it succeeds again.
     public func retrying<T: Sendable>(
         _ operation: String, stage: Histogram? = nil, _ body: @Sendable () async throws -> T
     ) async throws -> T {
-        try await runtime.retrying(operation, stage: stage, isPermanent: handler.isPermanent, letGo: { self.mustLetGo }, body)
+        try await retries.retrying(operation, stage: stage, isPermanent: isPermanent, letGo: letGo, body)
     }
 }

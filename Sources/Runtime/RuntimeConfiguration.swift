@@ -21,6 +21,9 @@ public struct RuntimeConfiguration: Sendable {
     public var routes: [Route]
     /// The dead-letter topic (`topics.dlq`).
     public var deadLetterTopic: String
+    /// The groups the handlers may name, so that each group's gauges show from the start (a group first named
+    /// later still gets its budget).
+    public var groups: [String] = []
     /// Messages being handled at once per group (`worker.max_in_flight`); a group may hold as many again
     /// waiting before intake pauses. Default: 1000.
     public var maxInFlight = 1000

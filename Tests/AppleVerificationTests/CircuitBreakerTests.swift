@@ -44,4 +44,3 @@ struct CircuitBreakerTests {
 final class Counter: Sendable {
     let value = Atomic<Int>(0)
 }
-

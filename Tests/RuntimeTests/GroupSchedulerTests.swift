@@ -8,7 +8,8 @@ struct GroupSchedulerTests {
     func item(_ group: String, offset: Int64, partition: Int32 = 0, bytes: Int = 10) -> GroupScheduler.Item {
         GroupScheduler.Item(
             message: KafkaMessage(
-                topic: "jobs", partition: partition, offset: offset, key: nil, value: [UInt8](repeating: 0, count: bytes),
+                topic: "jobs", partition: partition, offset: offset, key: nil,
+                value: [UInt8](repeating: 0, count: bytes),
                 headers: [], timestamp: nil),
             generation: 1, group: group, route: 0)
     }

@@ -32,7 +32,7 @@ import Testing
         let scraped = await eventually(timeout: .seconds(10)) {
             let text = (try? await get("/metrics").body) ?? ""
             return text.contains("receipt_worker_jobs_consumed_total 2\n")
-                && text.contains("receipt_worker_jobs_in_flight 0\n")
+                && text.contains("receipt_worker_jobs_in_flight{group=\"default\"} 0\n")
                 && text.contains("receipt_worker_partition_committed_offset{")
         }
         #expect(scraped)
@@ -44,7 +44,10 @@ import Testing
             text.contains(
                 "receipt_worker_apple_request_duration_seconds_count{app=\"default\",endpoint=\"verify_receipt_production\",outcome=\"ok\"} 1\n"
             ))
-        #expect(text.contains("receipt_worker_circuit_state{state=\"closed\"} 1\n"))
+        #expect(
+            text.contains(
+                "receipt_worker_circuit_state{app=\"default\",call=\"verify_receipt_production\",state=\"closed\"} 1\n")
+        )
         #expect(text.contains("receipt_worker_ledger_up 1\n"))
         #expect(text.contains("receipt_worker_ready 1\n"))
         #expect(!text.contains(purchase.receipt))
@@ -91,9 +94,13 @@ import Testing
         let harness = try await WorkerHarness { $0.maxInFlight = 2 }
         try await harness.faults(["latency_ms": 400])
         let registry = harness.worker.metrics.registry
+        /// The gauge's value, summed over its series (by group); -1 when it has none.
         func gauge(_ name: String) -> Int {
-            let line = registry.render().split(separator: "\n").first { $0.hasPrefix(name + " ") }
-            return line.flatMap { Int($0.split(separator: " ")[1]) } ?? -1
+            let lines = registry.render().split(separator: "\n").filter {
+                $0.hasPrefix(name + " ") || $0.hasPrefix(name + "{")
+            }
+            return lines.isEmpty
+                ? -1 : lines.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }.reduce(0, +)
         }
         var ids: [String] = []
         for index in 0..<12 {

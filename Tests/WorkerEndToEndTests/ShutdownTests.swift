@@ -30,7 +30,11 @@ struct ShutdownTests {
         if phase == "backoff" {
             #expect(await eventually { metrics().contains("receipt_worker_apple_retries_total 5") })
         } else {
-            #expect(await eventually { metrics().contains(#"receipt_worker_circuit_state{state="open"} 1"#) })
+            #expect(
+                await eventually {
+                    metrics().contains(
+                        #"receipt_worker_circuit_state{app="default",call="verify_receipt_production",state="open"} 1"#)
+                })
         }
         try await harness.restartWorker()
         #expect(harness.deadLetters.isEmpty, "nothing is dead-lettered at a shutdown")
@@ -70,7 +74,7 @@ struct ByteBudgetTests {
         var peak = 0.0
         let done = await eventually(timeout: .seconds(120), interval: .milliseconds(20)) {
             let line = harness.worker.metrics.registry.render().split(separator: "\n")
-                .first { $0.hasPrefix("receipt_worker_jobs_in_flight_bytes ") }
+                .first { $0.hasPrefix("receipt_worker_jobs_in_flight_bytes{group=\"default\"} ") }
             peak = max(peak, line.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0)
             return ids.allSatisfy { !harness.results(jobID: $0).isEmpty }
         }

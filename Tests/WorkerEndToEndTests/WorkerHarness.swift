@@ -109,7 +109,8 @@ final class WorkerHarness: Sendable {
         if notifications {
             let current = self.current
             let receiver = try NotificationReceiver(
-                listen: ListenAddress(host: "127.0.0.1", port: 0), produceDeadline: .seconds(3), intake: { current.value.withLock { $0 }.notificationIntake })
+                listen: ListenAddress(host: "127.0.0.1", port: 0), produceDeadline: .seconds(3),
+                intake: { current.value.withLock { $0 }.notificationIntake })
             receiver.start()
             self.receiver = receiver
             try await SimulatorAdmin(baseURL: simulator.baseURL, http: http).sendNotifications(

@@ -84,7 +84,10 @@ extension JWSRenewalInfo: SignedPayload {
 
 extension NotificationPayload: SignedPayload {
     public var millisecondTimes: [(field: String, milliseconds: Double?)] {
-        [("signedDate", signedDate), ("externalPurchaseToken.tokenCreationDate", externalPurchaseToken?.tokenCreationDate)]
+        [
+            ("signedDate", signedDate),
+            ("externalPurchaseToken.tokenCreationDate", externalPurchaseToken?.tokenCreationDate),
+        ]
     }
 
     public init(payloadJSON bytes: [UInt8]) throws(AppleVerificationError) {
