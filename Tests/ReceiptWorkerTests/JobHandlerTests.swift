@@ -1,0 +1,216 @@
+import AppleVerification
+import Foundation
+import Ledger
+import Runtime
+import Testing
+
+@testable import ReceiptWorker
+
+/// The job flow's rules through its handler, with an in-memory ledger and Apple's answers given here:
+/// every row of the contract's decision table, the ledger's claims, app isolation, retries.
+@Suite("The job flow: every rule, in memory")
+struct JobHandlerTests {
+    let apple = FakeApple()
+    let ledger: SQLiteLedger
+
+    init() throws { ledger = try Handlers.ledger() }
+
+    func handler(second: FakeApple? = nil, maxAttempts: Int = 4) throws -> JobHandler {
+        var retry = RetryPolicy()
+        retry.maxAttempts = maxAttempts
+        retry.initialBackoff = .milliseconds(1)
+        retry.maxBackoff = .milliseconds(2)
+        return JobHandler(
+            settings: .init(
+                maxBytes: 262_144, transactionIDRequiresAccountToken: true, retry: retry, resultsTopic: "results",
+                eventSource: "receipt-worker"),
+            apps: try Handlers.apps(apple, second: second), decisions: ledger, metrics: WorkerMetrics(),
+            logger: Handlers.logger)
+    }
+
+    func run(_ handler: JobHandler, _ job: [UInt8], offset: Int64 = 0) async throws -> Outcome {
+        try await Handlers.run(handler, job, offset: offset)
+    }
+
+    @Test("a verified purchase is granted, with CloudEvents headers; the same job again repeats the event")
+    func grantAndReplay() async throws {
+        let handler = try handler()
+        apple.verified("cmVjZWlwdA==", transactionID: "1000")
+        let first = try await run(handler, Handlers.job("j1", order: "o1"))
+        let event = try #require(first.event)
+        #expect(event["decision"] as? String == "grant" && event["reason"] as? String == "verified")
+        #expect(event["transaction_id"] as? String == "1000" && event["bundle_id"] as? String == "com.example")
+        #expect(first.headers["ce_type"] == "receipt.granted" && first.headers["ce_id"] == event["event_id"] as? String)
+        let again = try await run(handler, Handlers.job("j1", order: "o1"))
+        #expect(again.event?["event_id"] as? String == event["event_id"] as? String)
+        #expect(again.event?["verified_at"] as? String == event["verified_at"] as? String)
+        #expect(apple.calls == 1, "a job delivered again is answered from the ledger, without Apple")
+    }
+
+    /// One row of the decision table: what Apple says, and the deny it gives.
+    struct Row: Sendable, CustomTestStringConvertible {
+        let reason: String
+        let verdict: @Sendable (FakeApple) -> Void
+        let job: [String: any Sendable]
+        var testDescription: String { reason }
+
+        init(
+            _ reason: String, job: [String: any Sendable] = [:], _ verdict: @escaping @Sendable (FakeApple) -> Void
+        ) {
+            self.reason = reason
+            self.job = job
+            self.verdict = verdict
+        }
+    }
+
+    static let rows: [Row] = [
+        Row("invalid_receipt") { $0.answer("cmVjZWlwdA==", .rejected(.invalidReceipt, detail: "21002")) },
+        Row("bundle_mismatch") { $0.answer("cmVjZWlwdA==", .rejected(.bundleMismatch, detail: "another app")) },
+        Row("sandbox_not_allowed") { $0.answer("cmVjZWlwdA==", .rejected(.sandboxNotAllowed, detail: "21007")) },
+        Row("transaction_not_found", job: ["transaction_id": "9"]) {
+            $0.answer("cmVjZWlwdA==", .rejected(.transactionNotFound, detail: "none"))
+        },
+        Row("product_mismatch", job: ["transaction_id": "1"]) {
+            $0.verified("cmVjZWlwdA==", transactionID: "1", product: "gems_5000")
+        },
+        Row("transaction_not_found") { $0.verified("cmVjZWlwdA==", transactionID: "1", product: "gems_5000") },
+        Row("quantity_mismatch", job: ["quantity": 2]) { $0.verified("cmVjZWlwdA==", transactionID: "1") },
+        Row("account_mismatch", job: ["app_account_token": "7e3fb20b-4cdb-47cc-936d-99d65f608138"]) {
+            $0.verified("cmVjZWlwdA==", transactionID: "1", token: "00000000-0000-0000-0000-000000000001")
+        },
+        Row("revoked") { $0.verified("cmVjZWlwdA==", transactionID: "1", revoked: Date(timeIntervalSinceNow: -1)) },
+        Row("expired") {
+            $0.verified(
+                "cmVjZWlwdA==", transactionID: "1", type: .autoRenewableSubscription,
+                expires: Date(timeIntervalSinceNow: -1))
+        },
+    ]
+
+    @Test("the first failing check names the deny reason; the deny is stored and replayed", arguments: rows)
+    func denials(row: Row) async throws {
+        let handler = try handler()
+        row.verdict(apple)
+        let job = Handlers.job("j-\(row.reason)", order: "o-\(row.reason)", extra: row.job.mapValues { $0 as Any })
+        let outcome = try await run(handler, job)
+        let event = try #require(outcome.event)
+        #expect(event["decision"] as? String == "deny")
+        #expect(event["reason"] as? String == row.reason)
+        #expect(outcome.headers["ce_type"] == "receipt.denied")
+        #expect(try await run(handler, job).event?["event_id"] as? String == event["event_id"] as? String)
+    }
+
+    @Test(
+        "the ledger's rows: a purchase granted to another order is duplicate_transaction; another purchase for a granted order is order_already_fulfilled"
+    )
+    func ledgerRows() async throws {
+        let handler = try handler()
+        apple.verified("cmVjZWlwdA==", transactionID: "1000")
+        apple.verified("b3RoZXI=", transactionID: "2000")
+        _ = try await run(handler, Handlers.job("j1", order: "o1"))
+        let replayed = try await run(handler, Handlers.job("j2", order: "o2"))
+        #expect(replayed.event?["reason"] as? String == "duplicate_transaction")
+        let other = try await run(handler, Handlers.job("j3", order: "o1", proof: ["receipt": "b3RoZXI="]))
+        #expect(other.event?["reason"] as? String == "order_already_fulfilled")
+        // The same order and purchase again, from another job: the same grant, the same event id.
+        let same = try await run(handler, Handlers.job("j4", order: "o1"))
+        #expect(same.event?["decision"] as? String == "grant")
+    }
+
+    @Test("a restore (another transaction id of a non-consumable) for another order is duplicate_transaction")
+    func restores() async throws {
+        let handler = try handler()
+        apple.verified("cmVjZWlwdA==", transactionID: "100", type: .nonConsumable)
+        apple.verified("cmVzdG9yZQ==", transactionID: "200", type: .nonConsumable, original: "100")
+        #expect(try await run(handler, Handlers.job("j1", order: "o1")).event?["decision"] as? String == "grant")
+        let restore = try await run(handler, Handlers.job("j2", order: "o2", proof: ["receipt": "cmVzdG9yZQ=="]))
+        #expect(restore.event?["reason"] as? String == "duplicate_transaction")
+        let sameOrder = try await run(handler, Handlers.job("j3", order: "o1", proof: ["receipt": "cmVzdG9yZQ=="]))
+        #expect(sameOrder.event?["reason"] as? String == "order_already_fulfilled")
+    }
+
+    @Test("a malformed job with an order is denied malformed_job and dead-lettered; without one, dead-lettered only")
+    func malformed() async throws {
+        let handler = try handler()
+        let invalid = try await run(handler, Handlers.job("j1", order: "o1", extra: ["quantity": "2"]))
+        #expect(invalid.deadLetter?.reason == "malformed_job")
+        #expect(invalid.event?["reason"] as? String == "malformed_job")
+        #expect(invalid.event?["order_id"] as? String == "o1")
+        let unreadable = try await run(handler, Array("not json".utf8))
+        #expect(unreadable.deadLetter?.reason == "malformed_job")
+        #expect(unreadable.events.isEmpty)
+        #expect(apple.calls == 0)
+    }
+
+    @Test("a bundle id no app has is bundle_mismatch, without a call to Apple")
+    func unknownApp() async throws {
+        let outcome = try await run(try handler(), Handlers.job("j1", order: "o1", extra: ["bundle_id": "com.nobody"]))
+        #expect(outcome.event?["reason"] as? String == "bundle_mismatch")
+        #expect(outcome.event?["bundle_id"] as? String == "com.nobody")
+        #expect(apple.calls == 0)
+    }
+
+    @Test(
+        "transient failures are retried, never a deny; past retry.max_attempts the job is dead-lettered with its attempts"
+    )
+    func retries() async throws {
+        let handler = try handler(maxAttempts: 4)
+        apple.verified("cmVjZWlwdA==", transactionID: "1000")
+        let transient = AppleVerificationError(.httpStatus, "verifyReceipt: HTTP 503", isRetriable: true)
+        apple.fail([transient, transient])
+        let granted = try await run(handler, Handlers.job("j1", order: "o1"))
+        #expect(granted.event?["decision"] as? String == "grant")
+        #expect(granted.event?["attempts"] as? Int == 3)
+        apple.fail(Array(repeating: transient, count: 4))
+        let exhausted = try await run(handler, Handlers.job("j2", order: "o2"))
+        #expect(exhausted.deadLetter == DeadLetter(reason: "retries_exhausted", error: transient.reason, attempts: 4))
+        #expect(exhausted.events.isEmpty)
+        apple.fail([AppleVerificationError(.unauthorized, "transactionInfo: HTTP 401", isRetriable: false)])
+        let refused = try await run(handler, Handlers.job("j3", order: "o3"))
+        #expect(refused.deadLetter?.reason == "cannot_verify")
+        #expect(refused.deadLetter?.attempts == 1)
+    }
+
+    @Test(
+        "two games numbering their jobs and orders from 1 never meet: each gets its own decision, event id and order")
+    func gamesAreIsolated() async throws {
+        let second = FakeApple()
+        let handler = try handler(second: second)
+        apple.verified("cmVjZWlwdA==", transactionID: "1000")
+        second.verified("cmVjZWlwdA==", transactionID: "5000", product: "gems_5")
+        let gameA = try await run(handler, Handlers.job("1", order: "1"))
+        let gameB = try await run(
+            handler, Handlers.job("1", order: "1", product: "gems_5", extra: ["bundle_id": "com.example.second"]))
+        let a = try #require(gameA.event)
+        let b = try #require(gameB.event)
+        #expect(a["decision"] as? String == "grant" && b["decision"] as? String == "grant")
+        #expect(b["transaction_id"] as? String == "5000" && b["bundle_id"] as? String == "com.example.second")
+        #expect(a["event_id"] as? String != b["event_id"] as? String)
+        #expect(second.calls == 1, "game B's job was verified, not answered with game A's event")
+    }
+
+    @Test("a job id reused within one app for another order gets an answer of its own, never the first job's event")
+    func reusedJobID() async throws {
+        let handler = try handler()
+        apple.verified("cmVjZWlwdA==", transactionID: "1000")
+        apple.verified("b3RoZXI=", transactionID: "2000")
+        let first = try #require(try await run(handler, Handlers.job("42", order: "o1")).event)
+        let second = try #require(
+            try await run(handler, Handlers.job("42", order: "o2", proof: ["receipt": "b3RoZXI="])).event)
+        #expect(second["order_id"] as? String == "o2" && second["decision"] as? String == "grant")
+        #expect(second["event_id"] as? String != first["event_id"] as? String)
+        // Each is still replayed as itself.
+        let again = try await run(handler, Handlers.job("42", order: "o1"))
+        #expect(again.event?["event_id"] as? String == first["event_id"] as? String)
+    }
+
+    @Test("a Sandbox grant does not make a Production purchase of the same transaction id a duplicate")
+    func environmentsAreApart() async throws {
+        let handler = try handler()
+        apple.verified("c2FuZGJveA==", transactionID: "7", environment: .sandbox)
+        apple.verified("cmVjZWlwdA==", transactionID: "7")
+        let sandbox = try await run(handler, Handlers.job("j1", order: "o1", proof: ["receipt": "c2FuZGJveA=="]))
+        #expect(sandbox.event?["environment"] as? String == "Sandbox")
+        let production = try await run(handler, Handlers.job("j2", order: "o2"))
+        #expect(production.event?["decision"] as? String == "grant")
+    }
+}

@@ -1,0 +1,173 @@
+import AppleVerification
+import Foundation
+import Ledger
+import Runtime
+import Testing
+
+@testable import ReceiptWorker
+
+/// The notification flow's rules (docs/contract.md section 9) through its handler, with an in-memory ledger
+/// and notifications signed with Apple's test chain: the table of what each notification does.
+@Suite("The notification flow: every rule, in memory")
+struct NotificationHandlerTests {
+    let apple = FakeApple()
+    let ledger: SQLiteLedger
+    let jobs: JobHandler
+    let notifications: NotificationHandler
+
+    init() throws {
+        ledger = try Handlers.ledger()
+        let apps = try Handlers.apps(apple, second: FakeApple(), sandbox: true)
+        jobs = JobHandler(
+            settings: .init(
+                maxBytes: 262_144, transactionIDRequiresAccountToken: true, retry: RetryPolicy(),
+                resultsTopic: "results", eventSource: "receipt-worker"),
+            apps: apps, decisions: ledger, metrics: WorkerMetrics(), logger: Handlers.logger)
+        notifications = NotificationHandler(
+            apps: apps, purchases: ledger, resultsTopic: "results", eventSource: "receipt-worker",
+            metrics: WorkerMetrics(), logger: Handlers.logger)
+    }
+
+    /// Grants transaction `id` to `order` through the job flow.
+    func grant(_ id: String, order: String, environment: AppleEnvironment = .production) async throws {
+        apple.verified(Handlers.proof("proof-\(id)"), transactionID: id, environment: environment)
+        let outcome = try await Handlers.run(
+            jobs, Handlers.job("job-\(order)", order: order, proof: ["receipt": Handlers.proof("proof-\(id)")]))
+        #expect(outcome.event?["decision"] as? String == "grant")
+    }
+
+    func notify(_ body: [UInt8]) async throws -> Outcome {
+        try await Handlers.run(notifications, body, topic: "notifications")
+    }
+
+    @Test("a refund of a granted purchase revokes it for its order; the same notification again repeats its event")
+    func refund() async throws {
+        try await grant("1000", order: "o1")
+        let body = try Handlers.notification("REFUND", transaction: Handlers.transaction("1000"))
+        let revoked = try #require(try await notify(body).event)
+        #expect(revoked["type"] as? String == "receipt.revoked" && revoked["order_id"] as? String == "o1")
+        #expect(revoked["user_id"] as? String == "player-1" && revoked["product_id"] as? String == "coins_100")
+        #expect(try await notify(body).event?["event_id"] as? String == revoked["event_id"] as? String)
+        // A second refund (another notification) changes nothing; the purchase presented again is revoked.
+        #expect(
+            try await notify(try Handlers.notification("REFUND", transaction: Handlers.transaction("1000"))).events
+                .isEmpty)
+        apple.verified(Handlers.proof("again"), transactionID: "1000")
+        let again = try await Handlers.run(
+            jobs, Handlers.job("j-again", order: "o9", proof: ["receipt": Handlers.proof("again")]))
+        #expect(again.event?["reason"] as? String == "revoked")
+    }
+
+    @Test("a reversal reinstates; a refund older than the reversal (Apple's retry, a backfill) changes nothing")
+    func reversalAndStaleRefund() async throws {
+        try await grant("2000", order: "o2")
+        let refundedAt = Date(timeIntervalSinceNow: -120)
+        _ = try await notify(
+            try Handlers.notification("REFUND", transaction: Handlers.transaction("2000"), signedDate: refundedAt))
+        let reinstated = try await notify(
+            try Handlers.notification("REFUND_REVERSED", transaction: Handlers.transaction("2000")))
+        #expect(reinstated.event?["type"] as? String == "receipt.reinstated")
+        let stale = try await notify(
+            try Handlers.notification(
+                "REFUND", transaction: Handlers.transaction("2000"), signedDate: refundedAt.addingTimeInterval(1)))
+        #expect(stale.events.isEmpty)
+    }
+
+    @Test("a refund before any grant is remembered: the purchase presented afterwards is denied revoked")
+    func refundBeforeGrant() async throws {
+        #expect(
+            try await notify(try Handlers.notification("REFUND", transaction: Handlers.transaction("3000"))).events
+                .isEmpty)
+        apple.verified(Handlers.proof("proof-3000"), transactionID: "3000")
+        let denied = try await Handlers.run(
+            jobs, Handlers.job("j3", order: "o3", proof: ["receipt": Handlers.proof("proof-3000")]))
+        #expect(denied.event?["reason"] as? String == "revoked")
+    }
+
+    @Test("a consumption request is kept only for a purchase granted here; the gauge never alarms for another")
+    func consumptionRequests() async throws {
+        let unknown = try await notify(
+            try Handlers.notification("CONSUMPTION_REQUEST", transaction: Handlers.transaction("4000")))
+        #expect(unknown.events.isEmpty)
+        #expect(try await ledger.oldestOpenConsumptionRequest() == nil)
+        try await grant("4001", order: "o4")
+        let requested = try await notify(
+            try Handlers.notification(
+                "CONSUMPTION_REQUEST", transaction: Handlers.transaction("4001"),
+                extra: ["consumptionRequestReason": "UNINTENDED_PURCHASE"]))
+        let event = try #require(requested.event)
+        #expect(event["type"] as? String == "receipt.consumption_requested")
+        #expect(event["consumption_request_reason"] as? String == "UNINTENDED_PURCHASE")
+        #expect(try await ledger.oldestOpenConsumptionRequest() != nil)
+    }
+
+    @Test("a Sandbox notification never touches a Production grant of the same transaction id, and is answered")
+    func environmentsAreApart() async throws {
+        try await grant("5000", order: "o5")
+        let sandboxRefund = try await notify(
+            try Handlers.notification("REFUND", transaction: Handlers.transaction("5000"), environment: "Sandbox"))
+        #expect(sandboxRefund.events.isEmpty && sandboxRefund.deadLetter == nil)
+        // The Production purchase is still granted, and its own refund still revokes it.
+        let refund = try await notify(try Handlers.notification("REFUND", transaction: Handlers.transaction("5000")))
+        #expect(refund.event?["order_id"] as? String == "o5")
+    }
+
+    @Test("a family member's revocation revokes that member's transaction, never the purchaser's purchase")
+    func familySharing() async throws {
+        apple.verified(Handlers.proof("proof-6000"), transactionID: "6000", type: .nonConsumable)
+        _ = try await Handlers.run(
+            jobs, Handlers.job("j6", order: "o6", proof: ["receipt": Handlers.proof("proof-6000")]))
+        var member = Handlers.transaction("6001")
+        member["originalTransactionId"] = "6000"
+        member["type"] = "Non-Consumable"
+        member["inAppOwnershipType"] = "FAMILY_SHARED"
+        #expect(try await notify(try Handlers.notification("REVOKE", transaction: member)).events.isEmpty)
+        apple.verified(Handlers.proof("again-6000"), transactionID: "6000", type: .nonConsumable)
+        let again = try await Handlers.run(
+            jobs, Handlers.job("j6", order: "o6", proof: ["receipt": Handlers.proof("proof-6000")]))
+        #expect(again.event?["decision"] as? String == "grant")
+    }
+
+    @Test(
+        "notifications that carry externalPurchaseToken or appData instead of data are verified and kept, not refused"
+    )
+    func otherShapes() async throws {
+        for (type, field, value) in [
+            (
+                "EXTERNAL_PURCHASE_TOKEN", "externalPurchaseToken",
+                [
+                    "externalPurchaseId": "b2f3c4d5", "tokenCreationDate": Handlers.milliseconds(Date()),
+                    "appAppleId": 1234, "bundleId": "com.example",
+                ] as [String: Any]
+            ),
+            (
+                "RESCIND_CONSENT", "appData",
+                ["appAppleId": 1234, "bundleId": "com.example", "environment": "Production"] as [String: Any]
+            ),
+        ] {
+            let payload: [String: Any] = [
+                "notificationType": type, "notificationUUID": UUID().uuidString, "version": "2.0",
+                "signedDate": Handlers.milliseconds(Date()), field: value,
+            ]
+            let body = Array(try JSONSerialization.data(withJSONObject: ["signedPayload": try Handlers.sign(payload)]))
+            let outcome = try await notify(body)
+            #expect(outcome.deadLetter == nil, "\(type): \(String(describing: outcome.deadLetter))")
+            #expect(outcome.events.isEmpty)
+        }
+    }
+
+    @Test("a forged notification, or one for a bundle no app has, is dead-lettered, never acted on")
+    func forged() async throws {
+        try await grant("7000", order: "o7")
+        var body = try Handlers.notification("REFUND", transaction: Handlers.transaction("7000"))
+        body[body.count - 10] = body[body.count - 10] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        #expect(try await notify(body).deadLetter?.reason == "malformed_job")
+        let stranger = try Handlers.notification(
+            "REFUND", transaction: Handlers.transaction("7000"), bundleID: "com.stranger")
+        #expect(try await notify(stranger).deadLetter?.reason == "malformed_job")
+        apple.verified(Handlers.proof("again-7000"), transactionID: "7000")
+        let again = try await Handlers.run(
+            jobs, Handlers.job("job-o7", order: "o7", proof: ["receipt": Handlers.proof("proof-7000")]))
+        #expect(again.event?["decision"] as? String == "grant", "nothing was revoked")
+    }
+}
