@@ -136,6 +136,11 @@ public final class AppStoreSimulator: Sendable {
         let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
         let (faults, limitedUntil) = state.withLock { state -> (FaultPlan, Int64?) in
             state.requests[lane, default: 0] += 1
+            // Faults scoped to one app spare the others' requests.
+            if let scope = state.faults.bundleID {
+                let app = bid ?? Self.receiptBundleID(request, receipts: state.receipts) ?? configuration.bundleID
+                guard app == scope else { return (FaultPlan(), nil) }
+            }
             guard endpoint == "transactionInfo" || endpoint == "consumption" else { return (state.faults, nil) }
             // Apple's per-second limit: a sliding window of the requests taken.
             if let limit = state.faults.rateLimitPerSecond, limit > 0 {
@@ -184,6 +189,12 @@ public final class AppStoreSimulator: Sendable {
             guard case .respond(let status, let headers, let body, _) = reply else { return reply }
             return .respond(status: status, headers: headers, body: body, after: delay)
         }
+    }
+
+    /// The app of a verifyReceipt request, by the receipt it carries.
+    static func receiptBundleID(_ request: ServerRequest, receipts: [String: ReceiptRecord]) -> String? {
+        let body = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any]
+        return (body?["receipt-data"] as? String).flatMap { receipts[$0]?.bundleID }
     }
 
     static func json(_ object: Any) -> Data {

@@ -32,6 +32,9 @@ struct FaultPlan: Sendable, Codable {
     var outageSeconds: Double = 0
     /// "http_5xx", "status_21005" or "drop".
     var outageMode: String = "http_5xx"
+    /// When set, the faults and the rate limit apply to this app's requests only (one game failing or
+    /// rate-limited beside another).
+    var bundleID: String?
 
     enum CodingKeys: String, CodingKey {
         case latencyMs = "latency_ms", latencyJitterMs = "latency_jitter_ms", errorRate = "error_rate"
@@ -39,7 +42,7 @@ struct FaultPlan: Sendable, Codable {
         case retryAfterSeconds = "retry_after_seconds", dropRate = "drop_rate", outageStart = "outage_start"
         case retryAfterHeader = "retry_after_header", garbageRate = "garbage_rate"
         case outageSeconds = "outage_seconds", outageMode = "outage_mode", rateLimitPerSecond = "rate_limit_per_second"
-        case apiErrorRate = "api_error_rate", apiErrorCode = "api_error_code"
+        case apiErrorRate = "api_error_rate", apiErrorCode = "api_error_code", bundleID = "bundle_id"
     }
 
     enum Fault { case none, httpError(Int), status21005, rateLimited(Double), drop, garbage, apiError(Int) }

@@ -77,6 +77,36 @@ public final class KafkaProducer: Sendable {
         poller.stop()
     }
 
+    /// Starts the transactional session of a producer configured with `transactional.id` (as a backend's
+    /// outbox relay or a Kafka Streams application writes jobs): fences an older instance with the same id.
+    public func initTransactions(timeout: Duration = .seconds(30)) async throws {
+        let client = self.client
+        try await Self.check { rd_kafka_init_transactions(client.handle, Int32(clamping: timeout.milliseconds)) }
+    }
+
+    /// Begins a transaction: what is sent until ``commitTransaction(timeout:)`` becomes visible together.
+    public func beginTransaction() async throws {
+        let client = self.client
+        try await Self.check { rd_kafka_begin_transaction(client.handle) }
+    }
+
+    /// Commits the transaction: its records, and a commit marker after them in each partition.
+    public func commitTransaction(timeout: Duration = .seconds(30)) async throws {
+        let client = self.client
+        try await Self.check { rd_kafka_commit_transaction(client.handle, Int32(clamping: timeout.milliseconds)) }
+    }
+
+    /// Runs a blocking transactional call off the cooperative pool; throws its error, if any.
+    private static func check(_ call: @escaping @Sendable () -> OpaquePointer?) async throws {
+        let error = await Blocking.run { call().map(ErrorHandle.init) }
+        if let error { throw KafkaError(consuming: error.pointer) }
+    }
+
+    /// An `rd_kafka_error_t` handed from the blocking thread to the caller, who destroys it.
+    private struct ErrorHandle: @unchecked Sendable {
+        let pointer: OpaquePointer
+    }
+
     /// Records waiting to be sent or acknowledged.
     public var outstanding: Int { Int(rd_kafka_outq_len(client.handle)) }
 

@@ -34,9 +34,20 @@ public final class MetricsRegistry: Sendable {
 
     /// A gauge family whose series are read from `values` on every scrape.
     public func gauges(_ name: String, help: String, values: @escaping @Sendable () -> [(Labels, Double)]) {
+        collected(name, help: help, kind: .gauge, values: values)
+    }
+
+    /// A counter family whose series are read from `values` on every scrape (counts kept elsewhere).
+    public func counters(_ name: String, help: String, values: @escaping @Sendable () -> [(Labels, Double)]) {
+        collected(name, help: help, kind: .counter, values: values)
+    }
+
+    private func collected(
+        _ name: String, help: String, kind: Kind, values: @escaping @Sendable () -> [(Labels, Double)]
+    ) {
         families.withLock { families in
             families.removeAll { $0.name == name }
-            families.append(Family(name: name, help: help, kind: .gauge, collect: values))
+            families.append(Family(name: name, help: help, kind: kind, collect: values))
         }
     }
 

@@ -232,6 +232,11 @@ public final class Worker: Sendable {
                 }
             }
         }
+        registry.counters(
+            "receipt_worker_chain_validations_total",
+            help:
+                "Certificate chains of signed data validated from their certificates (cache misses), by app: Apple's few chains once each; growth is a sender posting chains of its own."
+        ) { [apps] in apps.all.map { (["app": $0.name], Double($0.signedData.chainValidations)) } }
         registry.gauges(
             "receipt_worker_ledger_up", help: "1 when the ledger answered its last health check (every 5 s)."
         ) { [weak self] in [(Labels.none, self?.ledgerReachable.load(ordering: .relaxed) == true ? 1 : 0)] }

@@ -14,7 +14,8 @@ struct KafkaConfigurationTests {
             bootstrapServers: "127.0.0.1:1", properties: ["no.such.key": "1"])
         let error = #expect(throws: KafkaError.self) { try KafkaProducer(configuration: configuration, logger: quiet) }
         #expect(error?.code == .invalidConfiguration)
-        #expect(error?.reason.contains("kafka.no.such.key") == true)
+        #expect(error?.property == "no.such.key")
+        #expect(error.map { "\($0)" }?.contains("kafka.no.such.key") == true)
     }
 
     @Test("a bad value of a secret key is reported by key, never by value")
@@ -23,7 +24,7 @@ struct KafkaConfigurationTests {
         let configuration = KafkaConsumer.Configuration(
             bootstrapServers: "127.0.0.1:1", groupID: "g", properties: ["sasl.password.bogus": secret])
         let error = #expect(throws: KafkaError.self) { try KafkaConsumer(configuration: configuration, logger: quiet) }
-        #expect(error?.reason.contains("sasl.password.bogus") == true)
+        #expect(error?.property == "sasl.password.bogus")
         #expect(error.map { "\($0)" }?.contains(secret) == false)
     }
 
@@ -31,7 +32,8 @@ struct KafkaConfigurationTests {
     func idempotenceIsRequired(key: String, value: String) throws {
         let configuration = KafkaProducer.Configuration(bootstrapServers: "127.0.0.1:1", properties: [key: value])
         let error = #expect(throws: KafkaError.self) { try KafkaProducer(configuration: configuration, logger: quiet) }
-        #expect(error?.reason.contains("kafka.\(key)") == true)
+        #expect(error?.property == key)
+        #expect(error.map { "\($0)" }?.contains("kafka.\(key)") == true)
     }
 
     @Test("auto-commit cannot be turned on")
@@ -39,7 +41,7 @@ struct KafkaConfigurationTests {
         let configuration = KafkaConsumer.Configuration(
             bootstrapServers: "127.0.0.1:1", groupID: "g", properties: ["enable.auto.commit": "true"])
         let error = #expect(throws: KafkaError.self) { try KafkaConsumer(configuration: configuration, logger: quiet) }
-        #expect(error?.reason.contains("kafka.enable.auto.commit") == true)
+        #expect(error?.property == "enable.auto.commit")
     }
 
     @Test("operator properties win over the typed fields")

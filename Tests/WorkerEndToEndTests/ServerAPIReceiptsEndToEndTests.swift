@@ -96,8 +96,44 @@ struct ServerAPIReceiptsEndToEndTests {
             try await harness.submit(job("sandbox", order: "o-s", product: "gems_100", ["receipt": purchase.receipt]))
             let result = await harness.result(jobID: "sandbox")
             #expect(result?["decision"] as? String == (allowed ? "grant" : "deny"))
-            if !allowed { #expect(result?["reason"] as? String == "sandbox_not_allowed") }
+            let counts = try await requests(harness)
+            if allowed {
+                // The receipt says Sandbox: only the Sandbox is asked.
+                #expect(counts["sandbox.transactionInfo"] == 1 && counts["production.transactionInfo"] == nil)
+            } else {
+                // Denied at once: no Sandbox endpoint, and no Production one either.
+                #expect(result?["reason"] as? String == "sandbox_not_allowed")
+                #expect(result?["attempts"] as? Int == 0)
+                #expect(counts["sandbox.transactionInfo"] == nil && counts["production.transactionInfo"] == nil)
+            }
             await harness.stop()
         }
+    }
+
+    @Test(
+        "a receipt signed by anyone whose creation date has a fraction of twelve digits is invalid_receipt; the worker goes on"
+    )
+    func forgedCreationDate() async throws {
+        let harness = try await Self.harness()
+        func element(_ tag: UInt8, _ content: [UInt8]) -> [UInt8] { [tag, UInt8(content.count)] + content }
+        func attribute(_ type: Int, _ value: [UInt8]) -> [UInt8] {
+            element(0x30, [0x02, 0x02, UInt8(type >> 8), UInt8(type & 0xFF), 0x02, 0x01, 0x01] + element(0x04, value))
+        }
+        let payload = element(
+            0x31,
+            attribute(2, element(0x0C, Array("com.example".utf8)))
+                + attribute(12, element(0x16, Array("2026-11-30T10:00:00.123456789012Z".utf8)))
+                + attribute(17, element(0x31, attribute(1703, element(0x0C, Array("2000000000000001".utf8))))))
+        let signer = try PKCS7Signer(
+            keyPEM: try String(contentsOf: Self.fixtures.appendingPathComponent("chain/testCA.key"), encoding: .utf8),
+            certificatesPEM: try String(
+                contentsOf: Self.fixtures.appendingPathComponent("chain/testCA.pem"), encoding: .utf8))
+        let forged = try signer.sign(payload).base64EncodedString()
+        try await harness.submit(job("forged-date", order: "o-f", product: "gems_100", ["receipt": forged]))
+        #expect(await harness.result(jobID: "forged-date")?["reason"] as? String == "invalid_receipt")
+        let purchase = try await harness.purchase(["product_id": "gems_100"])
+        try await harness.submit(job("after", order: "o-a", product: "gems_100", ["receipt": purchase.receipt]))
+        #expect(await harness.result(jobID: "after")?["decision"] as? String == "grant")
+        await harness.stop()
     }
 }
