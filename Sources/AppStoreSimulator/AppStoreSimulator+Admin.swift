@@ -19,7 +19,7 @@ extension AppStoreSimulator {
     ///   GET  /admin/notifications → [{notification_uuid, type, subtype, environment, transaction_id,
     ///        signed_payload, attempts: [{at, status, error}], delivered}]
     ///   GET  /admin/consumption → [{transaction_id, environment, body, status}]
-    ///   PUT  /admin/faults {latency_ms, latency_jitter_ms, error_rate, error_status, status_21005_rate,
+    ///   PUT  /admin/faults {latency_ms, latency_jitter_ms, error_rate, error_status, status_21005_rate, bundle_id,
     ///        rate_limit_rate, retry_after_seconds, retry_after_header, garbage_rate, drop_rate, api_error_rate,
     ///        api_error_code (4040002|4040004|4040006|5000001), outage_start_in_ms,
     ///        outage_seconds, outage_mode}
@@ -74,6 +74,7 @@ extension AppStoreSimulator {
             plan.garbageRate = body["garbage_rate"] as? Double ?? 0
             plan.apiErrorRate = body["api_error_rate"] as? Double ?? 0
             plan.apiErrorCode = body["api_error_code"] as? Int ?? 4040004
+            plan.bundleID = body["bundle_id"] as? String
             if let startIn = body["outage_start_in_ms"] as? Double {
                 plan.outageStart = Date().addingTimeInterval(startIn / 1000)
                 plan.outageSeconds = body["outage_seconds"] as? Double ?? 0

@@ -2,14 +2,16 @@ import Kafka
 import Synchronization
 
 /// Slots and bytes by group: each group (an app's jobs, the notifications, the consumption answers) has a
-/// budget of its own, `maxInFlight` messages and `maxInFlightBytes` bytes being handled, and as many again
-/// waiting for a slot. So one group whose messages wait (its Apple lane paused by a 429, its circuit open)
-/// holds only its own slots, and the other groups go on. A message larger than the whole byte budget still
-/// starts, alone. Within a group messages start in arrival order.
+/// budget of its own, `maxInFlight` messages and `maxInFlightBytes` bytes being handled, and room for
+/// ten times as many messages, within as many bytes again, waiting for a slot. So one group whose messages
+/// wait (its Apple lane paused by a 429, its circuit open) holds only its own slots, and the other groups go
+/// on. A message larger than the whole byte budget still starts, alone. Within a group messages start in
+/// arrival order.
 ///
 /// Messages with a slot go to the one task that starts them (``next()``); a finished message gives its slot
-/// back (``release(_:)``), which starts the next one waiting in its group. Intake pauses when any group has a
-/// full budget waiting (``isFull``), and resumes when every group's waiting is at half or less.
+/// back (``release(_:)``), which starts the next one waiting in its group. Intake pauses when any group's
+/// waiting room is full (``isFull``), and resumes when every group's waiting is at half or less. A message
+/// waiting costs its bytes and little else: the room is large in count, bounded in bytes.
 final class GroupScheduler: Sendable {
     /// A message taken, its assignment, its group and its route.
     struct Item: Sendable {
@@ -43,6 +45,8 @@ final class GroupScheduler: Sendable {
     private let state = Mutex(State())
     private let maxJobs: Int
     private let maxBytes: Int
+    /// Messages a group may hold waiting: ten budgets (waiting bytes are bounded by one byte budget).
+    private var maxWaiting: Int { maxJobs * 10 }
 
     /// `groups`: the groups known from the start, whose series show at 0 before their first message.
     init(maxInFlight: Int, maxInFlightBytes: Int, groups: [String] = []) {
@@ -175,17 +179,17 @@ final class GroupScheduler: Sendable {
         return left
     }
 
-    /// True when a group has a whole budget waiting: intake pauses, or memory would grow without bound.
+    /// True when a group's waiting room is full: intake pauses, or memory would grow without bound.
     var isFull: Bool {
         state.withLock { state in
-            state.groups.values.contains { $0.waitingCount >= maxJobs || $0.waitingBytes >= maxBytes }
+            state.groups.values.contains { $0.waitingCount >= maxWaiting || $0.waitingBytes >= maxBytes }
         }
     }
 
-    /// True when every group's waiting is at half its budget or less: intake may resume.
+    /// True when every group's waiting is at half its room or less: intake may resume.
     var hasRoom: Bool {
         state.withLock { state in
-            state.groups.values.allSatisfy { $0.waitingCount <= maxJobs / 2 && $0.waitingBytes <= maxBytes / 2 }
+            state.groups.values.allSatisfy { $0.waitingCount <= maxWaiting / 2 && $0.waitingBytes <= maxBytes / 2 }
         }
     }
 

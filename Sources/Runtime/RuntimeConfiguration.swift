@@ -24,8 +24,8 @@ public struct RuntimeConfiguration: Sendable {
     /// The groups the handlers may name, so that each group's gauges show from the start (a group first named
     /// later still gets its budget).
     public var groups: [String] = []
-    /// Messages being handled at once per group (`worker.max_in_flight`); a group may hold as many again
-    /// waiting before intake pauses. Default: 1000.
+    /// Messages being handled at once per group (`worker.max_in_flight`); a group may hold ten times as many
+    /// waiting (within its byte budget) before intake pauses. Default: 1000.
     public var maxInFlight = 1000
     /// Bytes of messages being handled at once per group (`worker.max_in_flight_bytes`), and as many waiting.
     /// A message larger than the whole budget still starts, alone. Default: 32 MiB.

@@ -36,17 +36,24 @@ struct GroupSchedulerTests {
         #expect(await scheduler.next()?.message.offset == 3)
     }
 
-    @Test("intake pauses when a group has a whole budget waiting, and resumes at half")
+    @Test("intake pauses when a group's waiting room (ten budgets, one in bytes) is full, and resumes at half")
     func fullAndRoom() async {
-        let scheduler = GroupScheduler(maxInFlight: 2, maxInFlightBytes: 1_000_000)
-        for offset in 0..<3 as Range<Int64> { scheduler.enqueue(item("game-a", offset: offset)) }
-        #expect(!scheduler.isFull)
-        scheduler.enqueue(item("game-a", offset: 3))
-        #expect(scheduler.isFull, "two running and two waiting")
+        let scheduler = GroupScheduler(maxInFlight: 2, maxInFlightBytes: 1_000)
+        for offset in 0..<21 as Range<Int64> { scheduler.enqueue(item("game-a", offset: offset)) }
+        #expect(!scheduler.isFull, "two running and 19 waiting")
+        scheduler.enqueue(item("game-a", offset: 21))
+        #expect(scheduler.isFull, "two running and 20 waiting")
         let running = await started(scheduler, 2)
         scheduler.release(running[0])
         #expect(!scheduler.isFull)
-        #expect(scheduler.hasRoom)
+        #expect(!scheduler.hasRoom, "19 waiting, over half the room")
+        // Bytes: 100 waiting bytes of another group's large messages fill its room at once.
+        let bytes = GroupScheduler(maxInFlight: 100, maxInFlightBytes: 1_000)
+        bytes.enqueue(item("game-b", offset: 0, bytes: 900))
+        bytes.enqueue(item("game-b", offset: 1, bytes: 900))
+        #expect(!bytes.isFull)
+        bytes.enqueue(item("game-b", offset: 2, bytes: 200))
+        #expect(bytes.isFull, "1,100 bytes waiting")
     }
 
     @Test("bytes are budgeted too; a message larger than the whole budget still starts, alone")
