@@ -21,7 +21,9 @@ struct IsolationEndToEndTests {
         try await harness.submit(job("1", order: "1", product: "gems_100", ["receipt": mine.receipt]))
         #expect(await harness.result(jobID: "1")?["transaction_id"] as? String == mine.transactionID)
         try await harness.submit(
-            job("1", order: "1", product: "coins_5", ["signed_transaction": theirs.signedTransaction, "bundle_id": Self.second]))
+            job(
+                "1", order: "1", product: "coins_5",
+                ["signed_transaction": theirs.signedTransaction, "bundle_id": Self.second]))
         let answered = await eventually { harness.results(jobID: "1").count == 2 }
         #expect(answered)
         let events = harness.results(jobID: "1")
@@ -43,15 +45,19 @@ struct IsolationEndToEndTests {
         try await harness.faults(["rate_limit_per_second": 3, "bundle_id": Self.second])
         var theirs: [String] = []
         for _ in 0..<30 {
-            theirs.append(try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second]).transactionID)
+            theirs.append(
+                try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second]).transactionID)
         }
         for (index, id) in theirs.enumerated() {
             try await harness.submit(
-                job("b-\(index)", order: "b-\(index)", product: "coins_5", ["transaction_id": id, "bundle_id": Self.second]))
+                job(
+                    "b-\(index)", order: "b-\(index)", product: "coins_5",
+                    ["transaction_id": id, "bundle_id": Self.second]))
         }
         #expect(
             await eventually(timeout: .seconds(20)) {
-                harness.worker.metrics.registry.render().contains("receipt_worker_apple_lane_pauses_total{app=\"second\"")
+                harness.worker.metrics.registry.render().contains(
+                    "receipt_worker_apple_lane_pauses_total{app=\"second\"")
             })
         let started = ContinuousClock.now
         var mine: [String: [String: Any]] = [:]
@@ -85,7 +91,9 @@ struct IsolationEndToEndTests {
         for index in 0..<10 {
             let purchase = try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second])
             try await harness.submit(
-                job("f-\(index)", order: "f-\(index)", product: "coins_5", ["receipt": purchase.receipt, "bundle_id": Self.second]))
+                job(
+                    "f-\(index)", order: "f-\(index)", product: "coins_5",
+                    ["receipt": purchase.receipt, "bundle_id": Self.second]))
         }
         let metrics = { harness.worker.metrics.registry.render() }
         #expect(
@@ -95,12 +103,16 @@ struct IsolationEndToEndTests {
             })
         for index in 0..<5 {
             let purchase = try await harness.purchase(["product_id": "gems_100"])
-            try await harness.submit(job("ok-\(index)", order: "ok-\(index)", product: "gems_100", ["receipt": purchase.receipt]))
+            try await harness.submit(
+                job("ok-\(index)", order: "ok-\(index)", product: "gems_100", ["receipt": purchase.receipt]))
         }
         for index in 0..<5 {
-            #expect(await harness.result(jobID: "ok-\(index)", timeout: .seconds(10))?["decision"] as? String == "grant")
+            #expect(
+                await harness.result(jobID: "ok-\(index)", timeout: .seconds(10))?["decision"] as? String == "grant")
         }
-        #expect(metrics().contains(#"receipt_worker_circuit_state{app="default",call="verify_receipt_production",state="closed"} 1"#))
+        #expect(
+            metrics().contains(
+                #"receipt_worker_circuit_state{app="default",call="verify_receipt_production",state="closed"} 1"#))
         #expect(metrics().contains("receipt_worker_intake_paused 0"))
         try await harness.faults([:])
         #expect(

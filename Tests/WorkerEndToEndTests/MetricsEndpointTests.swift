@@ -89,7 +89,8 @@ import Testing
 /// The in-flight budget with a slow Apple: jobs beyond it wait for a slot while the consumer goes on
 /// reading (so rebalances and the poll loop are never held up by busy slots), then all are answered.
 @Suite("In-flight budget") struct InFlightBudgetTests {
-    @Test("with every slot busy, jobs wait, intake pauses, and the worker keeps reading; all are answered")
+    @Test(
+        "with every slot busy, jobs wait; with the waiting room full (ten budgets), intake pauses; all are answered")
     func budgetHolds() async throws {
         let harness = try await WorkerHarness { $0.maxInFlight = 2 }
         try await harness.faults(["latency_ms": 400])
@@ -103,7 +104,7 @@ import Testing
                 ? -1 : lines.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }.reduce(0, +)
         }
         var ids: [String] = []
-        for index in 0..<12 {
+        for index in 0..<30 {
             let purchase = try await harness.purchase(["product_id": "coins_100"])
             let id = "budget-\(index)"
             ids.append(id)
@@ -114,7 +115,8 @@ import Testing
         let busy = await eventually(timeout: .seconds(30)) {
             let inFlight = gauge("receipt_worker_jobs_in_flight")
             #expect(inFlight <= 2)
-            if gauge("receipt_worker_jobs_waiting") > 0 && inFlight == 2 && gauge("receipt_worker_intake_paused") == 1 {
+            if gauge("receipt_worker_jobs_waiting") >= 20 && inFlight == 2 && gauge("receipt_worker_intake_paused") == 1
+            {
                 sawWaiting = true
             }
             return sawWaiting
