@@ -67,7 +67,7 @@ let package = Package(
 
         // Executables only wire the libraries together.
         .executableTarget(
-            name: "ReceiptWorkerCLI", dependencies: ["ReceiptWorker", "Kafka", "Ledger", "Observability"],
+            name: "ReceiptWorkerCLI", dependencies: ["ReceiptWorker", "HTTPServerKit", "Kafka", "Ledger", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(
             name: "KafkaBench", dependencies: ["Kafka", "Observability"],
@@ -104,7 +104,9 @@ let package = Package(
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
             name: "WorkerEndToEndTests",
-            dependencies: ["ReceiptWorker", "AppStoreSimulator", "HTTPClient", "Kafka", "Observability", "TestSupport"],
+            dependencies: [
+                "ReceiptWorker", "AppStoreSimulator", "HTTPClient", "HTTPServerKit", "Kafka", "Observability", "TestSupport",
+            ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "LedgerTests", dependencies: ["Ledger", "CSQLite", "TestSupport"], swiftSettings: strict),
         .testTarget(

@@ -26,7 +26,7 @@ if [ "$#" -eq 0 ]; then
     # in flight together, jobs in flight when SIGTERM lands, unready within 10 s of a hung PostgreSQL), beside
     # each other only: on two cores the other 240 tests running at once stall threads for seconds, which is
     # in no figure of the worker's. The rest after them, all at once.
-    timed='RateGovernorEndToEndTests|HTTPClientTests|ShutdownTests|LedgerHealthEndToEndTests'
+    timed='RateGovernorEndToEndTests|HTTPClientTests|ShutdownTests|LedgerHealthEndToEndTests|ConnectionFloodTests'
     bash scripts/with-services.sh bash -c "
         swift test --skip-build --filter '$timed' &&
         swift test --skip-build --skip HTTPServerKitTests --skip '$timed'"

@@ -15,11 +15,21 @@ public final class MetricsEndpoint: Sendable {
         try self.init(listen: listen, registry: worker.metrics.registry, readiness: { worker.readiness })
     }
 
+    /// The port's limits: a quarter of the process's descriptor budget in connections (probes must get in
+    /// beside thousands of idle connections), 64 per client address, 10 s of silence.
+    public static func limits(budget: Int = DescriptorBudget.current) -> HTTPServerLimits {
+        var limits = HTTPServerLimits()
+        limits.maximumConnections = DescriptorBudget.connections(share: 0.25, of: budget)
+        return limits
+    }
+
     /// `readiness`: why the process is not ready (empty when it is), asked on every `/readyz`.
-    public init(listen: ListenAddress, registry: MetricsRegistry, readiness: @escaping @Sendable () -> [String]) throws
-    {
+    public init(
+        listen: ListenAddress, registry: MetricsRegistry, limits: HTTPServerLimits = MetricsEndpoint.limits(),
+        readiness: @escaping @Sendable () -> [String]
+    ) throws {
         do {
-            server = try MicroHTTPServer(host: listen.host, port: listen.port) { request in
+            server = try MicroHTTPServer(host: listen.host, port: listen.port, limits: limits) { request in
                 Self.route(request, registry: registry, readiness: readiness)
             }
         } catch {

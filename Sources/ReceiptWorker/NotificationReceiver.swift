@@ -29,10 +29,7 @@ public final class NotificationReceiver: Sendable {
         listen: ListenAddress, produceDeadline: Duration = defaultProduceDeadline,
         intake: @escaping @Sendable () -> NotificationIntake
     ) throws {
-        var limits = HTTPServerLimits()
-        limits.maximumBodyBytes = Self.maximumBodyBytes
-        // Behind an ingress every request comes from its few addresses: 64 per address would cap Apple's.
-        limits.maximumConnectionsPerIP = limits.maximumConnections
+        let limits = Self.limits()
         do {
             server = try MicroHTTPServer(host: listen.host, port: listen.port, limits: limits) { request in
                 await Self.route(request, intake: intake(), deadline: produceDeadline)
@@ -40,6 +37,18 @@ public final class NotificationReceiver: Sendable {
         } catch {
             throw ConfigurationError(key: "notifications.listen", reason: "cannot listen on \(listen): \(error)")
         }
+    }
+
+    /// The receiver's limits: half the process's descriptor budget in connections, and a quarter of them
+    /// per client address. Behind an ingress every request comes from its few addresses, so the per-client
+    /// bound is wide (64, a public port's, would cap Apple's deliveries), but one client still cannot hold
+    /// every connection.
+    public static func limits(budget: Int = DescriptorBudget.current) -> HTTPServerLimits {
+        var limits = HTTPServerLimits()
+        limits.maximumBodyBytes = maximumBodyBytes
+        limits.maximumConnections = DescriptorBudget.connections(share: 0.5, of: budget)
+        limits.maximumConnectionsPerIP = max(64, limits.maximumConnections / 4)
+        return limits
     }
 
     struct Unacknowledged: Error, CustomStringConvertible {

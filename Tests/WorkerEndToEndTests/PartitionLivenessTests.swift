@@ -16,15 +16,16 @@ struct PartitionLivenessTests {
     func pausedPartitionComesBack(strategy: String) async throws {
         let harness = try await WorkerHarness {
             $0.kafka["partition.assignment.strategy"] = strategy
-            $0.maxInFlight = 4
+            $0.maxInFlight = 2
             $0.drainTimeout = .zero  // revoked partitions are released at once, with their jobs still in flight
         }
         try await harness.faults(["latency_ms": 2_500])
         var purchases: [(String, WorkerHarness.Purchase)] = []
-        for index in 0..<30 {
+        for index in 0..<40 {
             purchases.append(("j-\(index)", try await harness.purchase(["product_id": "coins.100"])))
         }
-        for (id, purchase) in purchases.prefix(20) {
+        // Two running and more than twenty waiting (ten budgets of two): intake pauses.
+        for (id, purchase) in purchases.prefix(30) {
             try await harness.submit(job(id, order: "o-\(id)", product: "coins.100", ["receipt": purchase.receipt]))
         }
         #expect(

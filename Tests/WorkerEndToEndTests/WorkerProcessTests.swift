@@ -19,7 +19,7 @@ final class ProcessHarness: Sendable {
     private let readerTask = Mutex<Task<Void, Never>?>(nil)
     static let logger = Logger(label: "e2e-process", minimumLevel: .error)
 
-    init() async throws {
+    init(jobsPartitions: Int = 4) async throws {
         simulator = try AppStoreSimulator()
         simulator.start()
         http = HTTPClient(logger: Self.logger)
@@ -27,7 +27,8 @@ final class ProcessHarness: Sendable {
         try await KafkaAdmin.createTopics(
             bootstrapServers: bootstrap,
             topics: [
-                ("jobs-\(suffix)", 4), ("results-\(suffix)", 1), ("dlq-\(suffix)", 1), ("notifications-\(suffix)", 2),
+                ("jobs-\(suffix)", jobsPartitions), ("results-\(suffix)", 1), ("dlq-\(suffix)", 1),
+                ("notifications-\(suffix)", 2),
             ],
             logger: Self.logger)
         producer = try KafkaProducer(configuration: .init(bootstrapServers: bootstrap), logger: Self.logger)
@@ -203,6 +204,51 @@ struct WorkerProcessTests {
             #expect(!receipts.contains { worker.log.contains($0) })
             #expect(worker.log.contains("\"source\":\"librdkafka\""))
         }
+        await harness.stop()
+    }
+
+    @Test(
+        "Apple's limit is the pool's: three replicas told 10 a second send 10 a second together, and Apple answers no 429"
+    )
+    func poolKeepsAppleLimit() async throws {
+        let harness = try await ProcessHarness(jobsPartitions: 6)
+        // Apple (the simulator) answers 429 past 10 a second for the app's Get Transaction Info.
+        try await harness.faults(["rate_limit_per_second": 10])
+        let key = MetricsEndpointTests.repositoryRoot.appendingPathComponent("Tests/AppleClientTests/testSigningKey.p8")
+        let config = try harness.config(
+            ledger: try makePostgresDatabase(),
+            extra: [
+                "apple.api.key_id": "keyId", "apple.api.issuer_id": "issuerId", "apple.api.private_key_file": key.path,
+                "apple.api.production_url": "\(harness.simulator.baseURL)/production",
+                "apple.api.sandbox_url": "\(harness.simulator.baseURL)/sandbox",
+                "apple.api.max_requests_per_second": "10", "apple.transaction_id_requires_account_token": "false",
+                "retry.max_attempts": "50",
+            ])
+        let workers = try (0..<3).map { _ in try WorkerProcess(config: config) }
+        // Every replica in the group, owning two of the six partitions, before the jobs arrive.
+        #expect(
+            await eventually(timeout: .seconds(40)) { workers.allSatisfy { $0.log.contains("partitions assigned") } })
+        try await Task.sleep(for: .seconds(3))
+        var jobs: [[String: Any]] = []
+        for index in 0..<150 {
+            let purchase = try await harness.admin.purchase(["product_id": "coins"])
+            jobs.append(
+                job("r-\(index)", order: "r-\(index)", product: "coins", ["transaction_id": purchase.transactionID]))
+        }
+        let started = ContinuousClock.now
+        try await harness.submit(jobs)
+        #expect(await eventually(timeout: .seconds(90)) { harness.answeredJobs == 150 })
+        let elapsed = ContinuousClock.now - started
+        let results = harness.results
+        #expect((0..<150).allSatisfy { results["r-\($0)"]?.first?["decision"] as? String == "grant" })
+        let response = try await harness.http.execute(HTTPRequest(url: "\(harness.simulator.baseURL)/admin/stats"))
+        let counts = (try JSONSerialization.jsonObject(with: response.body) as? [String: Int]) ?? [:]
+        let requests = counts["production.transactionInfo"] ?? 0
+        // One call per job, and the 429s of the moments a rebalance moved shares: at most a tenth more.
+        #expect(requests >= 150 && requests <= 165, "\(requests) calls for 150 jobs: \(requests - 150) met a 429")
+        // Together they kept under Apple's 10 a second (each a third: 3 a second).
+        #expect(elapsed >= .seconds(14), "150 calls at 10 a second or less take 14 s or more: \(elapsed)")
+        for worker in workers { #expect(await worker.stop(SIGTERM) == 0) }
         await harness.stop()
     }
 

@@ -1,0 +1,111 @@
+import Foundation
+import HTTPClient
+import HTTPServerKit
+import ReceiptWorker
+import TestSupport
+import Testing
+
+/// Thousands of idle connections held to the worker's ports (issue 20): the probe paths keep answering, and
+/// one client cannot hold all of the receiver's connections.
+@Suite("Connection floods on the worker's ports", .serialized, .timeLimit(.minutes(2)))
+struct ConnectionFloodTests {
+    /// A TCP connection from `source` (any 127.0.0.0/8 address is this host) to 127.0.0.1:`port`, held open
+    /// and silent; nil when the server refused it.
+    final class IdleConnection: Sendable {
+        let fd: Int32
+
+        init?(from source: String, to port: UInt16) {
+            fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { return nil }
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            var remote = sockaddr_in()
+            remote.sin_family = sa_family_t(AF_INET)
+            remote.sin_port = port.bigEndian
+            remote.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+                }
+            }
+            let connected =
+                bound
+                && withUnsafePointer(to: &remote) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+                    }
+                }
+            guard connected else {
+                close(fd)
+                return nil
+            }
+        }
+
+        /// Whether the server closed it (a read returns end of stream at once).
+        var isClosedByServer: Bool {
+            var probe = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&probe, 1, 0) == 1 else { return false }
+            var byte: UInt8 = 0
+            return recv(fd, &byte, 1, Int32(MSG_PEEK)) == 0
+        }
+
+        deinit { close(fd) }
+    }
+
+    /// `count` idle connections spread over `sources` addresses (127.0.0.2, 127.0.0.3, ...).
+    static func flood(_ port: UInt16, count: Int, sources: Int) async throws -> [IdleConnection] {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread {
+                let connections = (0..<count).compactMap { index in
+                    IdleConnection(from: "127.0.0.\(2 + index % sources)", to: port)
+                }
+                continuation.resume(returning: connections)
+            }.start()
+        }
+    }
+
+    @Test(
+        "3,000 idle connections from 60 addresses held to the metrics port: /healthz and /readyz still answer at once")
+    func metricsPort() async throws {
+        let budget = DescriptorBudget.raiseToHardLimit()
+        #expect(budget >= 8_000, "this test needs 6,000 descriptors (both ends are in this process)")
+        #expect(MetricsEndpoint.limits(budget: budget).maximumConnections > 3_000)
+        let harness = try await WorkerHarness()
+        let endpoint = try MetricsEndpoint(listen: ListenAddress(host: "127.0.0.1", port: 0), worker: harness.worker)
+        endpoint.start()
+        let idle = try await Self.flood(endpoint.port, count: 3_000, sources: 60)
+        #expect(idle.count == 3_000)
+        for path in ["/healthz", "/metrics"] {
+            let started = ContinuousClock.now
+            let response = try await harness.http.execute(
+                HTTPRequest(url: "http://127.0.0.1:\(endpoint.port)\(path)", timeout: .seconds(5)))
+            #expect(response.status == 200, "\(path)")
+            #expect(ContinuousClock.now - started < .seconds(1), "\(path)")
+        }
+        #expect(idle.filter(\.isClosedByServer).isEmpty, "held, not shed (the idle timeout is 10 s)")
+        endpoint.stop()
+        await harness.stop()
+    }
+
+    @Test("one client holding thousands of the receiver's connections gets at most a quarter; Apple still gets in")
+    func receiverPerClient() async throws {
+        let budget = DescriptorBudget.raiseToHardLimit()
+        let limits = NotificationReceiver.limits(budget: budget)
+        #expect(limits.maximumConnectionsPerIP < limits.maximumConnections)
+        let harness = try await WorkerHarness(notifications: true)
+        let receiver = try #require(harness.receiver)
+        let attempted = min(3_000, limits.maximumConnectionsPerIP + 500)
+        let idle = try await Self.flood(receiver.port, count: attempted, sources: 1)
+        // Past its share, the server closes the client's connections on accept.
+        try await Task.sleep(for: .milliseconds(500))
+        let held = idle.filter { !$0.isClosedByServer }.count
+        #expect(held <= limits.maximumConnectionsPerIP, "\(held) held of \(attempted)")
+        let response = try await harness.http.execute(
+            HTTPRequest(
+                method: .post, url: "http://127.0.0.1:\(receiver.port)/notifications/apple",
+                body: Data(#"{"signedPayload":"a.b.c"}"#.utf8), timeout: .seconds(5)))
+        #expect(response.status == 400, "a request from another client is answered")
+        await harness.stop()
+    }
+}
