@@ -76,6 +76,8 @@ struct ConnectionFloodTests {
         endpoint.start()
         let idle = try await Self.flood(endpoint.port, count: 3_000, sources: 60)
         #expect(idle.count == 3_000)
+        // Held, that is accepted by the server, not waiting in the kernel's accept queue ahead of the probe.
+        try await Task.sleep(for: .seconds(2))
         for path in ["/healthz", "/metrics"] {
             let started = ContinuousClock.now
             let response = try await harness.http.execute(
