@@ -22,6 +22,8 @@ if [ "$#" -eq 0 ]; then
     # The HTTP server's flood and idle-connection tests first and alone: 40,000 pipelined requests would
     # starve the timing assertions of the tests running beside them (and their own probes).
     swift test --skip-build --filter HTTPServerKitTests
+    # The deadline sweeper's test holds every thread of Swift's pool for a second, on purpose: alone too.
+    swift test --skip-build --filter DeadlineSweeperTests
     # Then the tests that assert a rate or a moment (requests a second at the simulator, a thousand transfers
     # in flight together, jobs in flight when SIGTERM lands, unready within 10 s of a hung PostgreSQL), beside
     # each other only: on two cores the other 240 tests running at once stall threads for seconds, which is
@@ -29,7 +31,7 @@ if [ "$#" -eq 0 ]; then
     timed='RateGovernorEndToEndTests|HTTPClientTests|ShutdownTests|LedgerHealthEndToEndTests|ConnectionFloodTests'
     bash scripts/with-services.sh bash -c "
         swift test --skip-build --filter '$timed' &&
-        swift test --skip-build --skip HTTPServerKitTests --skip '$timed'"
+        swift test --skip-build --skip 'HTTPServerKitTests|DeadlineSweeperTests' --skip '$timed'"
     .deps/venv/bin/python Tests/contract/check_contract.py --messages "$capture"
 else
     bash scripts/with-services.sh swift test --skip-build "$@"

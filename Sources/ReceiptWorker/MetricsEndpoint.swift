@@ -33,7 +33,7 @@ public final class MetricsEndpoint: Sendable {
                 Self.route(request, registry: registry, readiness: readiness)
             }
         } catch {
-            throw ConfigurationError(key: "metrics.listen", reason: "cannot listen on \(listen): \(error)")
+            throw ConfigurationError(.unusable, key: "metrics.listen", reason: "cannot listen on \(listen): \(error)")
         }
     }
 

@@ -35,7 +35,8 @@ public final class NotificationReceiver: Sendable {
                 await Self.route(request, intake: intake(), deadline: produceDeadline)
             }
         } catch {
-            throw ConfigurationError(key: "notifications.listen", reason: "cannot listen on \(listen): \(error)")
+            throw ConfigurationError(
+                .unusable, key: "notifications.listen", reason: "cannot listen on \(listen): \(error)")
         }
     }
 

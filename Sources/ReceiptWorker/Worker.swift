@@ -124,7 +124,8 @@ public final class Worker: Sendable {
         for (key, topic) in required {
             guard let partitions = try await partitionCount(topic) else {
                 throw ConfigurationError(
-                    key: key, reason: "topic \(topic) cannot be used; create it first (deploy/README.md, Topics)")
+                    .unusable, key: key,
+                    reason: "topic \(topic) cannot be used; create it first (deploy/README.md, Topics)")
             }
             if key == "topics.jobs" { appleShare.partitions.store(partitions, ordering: .relaxed) }
         }

@@ -29,7 +29,7 @@ public enum WorkerAssembly {
                 url: configuration.ledgerURL, poolSize: configuration.ledgerPoolSize,
                 schema: configuration.ledgerSchema)
         } catch let error as LedgerError where error.key != nil {
-            throw ConfigurationError(key: error.key ?? "ledger.url", reason: error.reason)
+            throw ConfigurationError(.unusable, key: error.key ?? "ledger.url", reason: error.reason)
         }
         return Worker(
             configuration: configuration, consumer: consumer, producer: producer, ledger: ledger, apps: apps,
@@ -118,7 +118,7 @@ public enum WorkerAssembly {
             return .serverAPI(
                 try ReceiptSignatureVerifier(rootCertificates: configuration.apple.receiptRootCertificates))
         } catch {
-            throw ConfigurationError(key: "apple.receipt_root_certificates", reason: error.reason)
+            throw ConfigurationError(.invalidValue, key: "apple.receipt_root_certificates", reason: error.reason)
         }
     }
 
@@ -148,7 +148,7 @@ public enum WorkerAssembly {
             return try APITokenIssuer(privateKeyPEM: pem, keyID: keyID, issuerID: issuerID, bundleID: app.bundleID)
         } catch {
             throw ConfigurationError(
-                key: appKey(app, "api.private_key_file"), reason: "not a PEM elliptic-curve private key")
+                .invalidValue, key: appKey(app, "api.private_key_file"), reason: "not a PEM elliptic-curve private key")
         }
     }
 
@@ -162,7 +162,7 @@ public enum WorkerAssembly {
         do {
             return try SignedDataVerifier(configuration: signed)
         } catch {
-            throw ConfigurationError(key: "apple.root_certificates", reason: error.reason)
+            throw ConfigurationError(.invalidValue, key: "apple.root_certificates", reason: error.reason)
         }
     }
 
@@ -179,7 +179,8 @@ public enum WorkerAssembly {
             let group = kafka.removeValue(forKey: "group.id")
         else {
             throw ConfigurationError(
-                key: "kafka.bootstrap.servers", reason: "kafka.bootstrap.servers and kafka.group.id are required")
+                .missingKey, key: "kafka.bootstrap.servers",
+                reason: "kafka.bootstrap.servers and kafka.group.id are required")
         }
         // Bound what librdkafka prefetches, so memory stays flat when Apple is slow and intake pauses; and
         // answer fetches quickly: librdkafka's 500 ms fetch wait would sit in every job's latency.
@@ -204,7 +205,8 @@ public enum WorkerAssembly {
     /// A Kafka configuration error as the configuration's own: librdkafka refusing `acks` names `kafka.acks`.
     static func configurationError(_ error: any Error) -> any Error {
         guard let kafka = error as? KafkaError, kafka.code == .invalidConfiguration else { return error }
-        return ConfigurationError(key: kafka.property.map { "kafka.\($0)" } ?? "kafka", reason: kafka.reason)
+        return ConfigurationError(
+            .invalidValue, key: kafka.property.map { "kafka.\($0)" } ?? "kafka", reason: kafka.reason)
     }
 
     /// Consumer properties that librdkafka would warn about on a producer.

@@ -43,7 +43,8 @@ enum NotificationsCommand {
         let apps = try WorkerAssembly.appleApps(configuration, logger: ToolKafka.logger)
         guard apps.all.contains(where: { $0.api != nil }) else {
             throw ConfigurationError(
-                key: "apple.api.key_id", reason: "notifications backfill needs the App Store Server API key")
+                .missingKey, key: "apple.api.key_id",
+                reason: "notifications backfill needs the App Store Server API key")
         }
         let dryRun = options.has("--dry-run")
         let producer = dryRun ? nil : try ToolKafka.producer(configuration)

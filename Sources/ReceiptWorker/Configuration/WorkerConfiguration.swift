@@ -146,41 +146,6 @@ public struct WorkerConfiguration: Sendable {
 }
 
 extension WorkerConfiguration {
-    /// Each documented key's default, as a properties file writes it; nil for a key with no default (not
-    /// set, or a file's path).
-    static var defaultProperties: [String: String?] {
-        let defaults = WorkerConfiguration()
-        func duration(_ value: Duration) -> String { String(value.milliseconds) }
-        return [
-            "topics.jobs": defaults.topics.jobs, "topics.results": defaults.topics.results,
-            "topics.retries": defaults.topics.retries, "topics.dlq": defaults.topics.dlq,
-            "topics.notifications": defaults.topics.notifications, "topics.consumption": defaults.topics.consumption,
-            "jobs.max_bytes": String(defaults.jobsMaxBytes),
-            "apple.allow_sandbox": String(defaults.apple.allowSandbox), "apple.allow_insecure_urls": "false",
-            "apple.transaction_id_requires_account_token": String(defaults.apple.transactionIDRequiresAccountToken),
-            "apple.verify_receipt.production_url": defaults.apple.verifyReceiptProductionURL,
-            "apple.verify_receipt.sandbox_url": defaults.apple.verifyReceiptSandboxURL,
-            "apple.api.production_url": defaults.apple.apiProductionURL,
-            "apple.api.sandbox_url": defaults.apple.apiSandboxURL,
-            "apple.api.max_requests_per_second": String(defaults.apple.apiMaxRequestsPerSecond),
-            "apple.receipt_verification": "verify_receipt",
-            "apple.api.max_lane_pause_ms": duration(defaults.apple.apiMaxLanePause),
-            "ledger.url": defaults.ledgerURL, "ledger.pool_size": String(defaults.ledgerPoolSize),
-            "ledger.schema": defaults.ledgerSchema,
-            "ledger.results_retention_days": String(defaults.resultsRetentionDays),
-            "worker.max_in_flight": String(defaults.maxInFlight),
-            "worker.max_in_flight_bytes": String(defaults.maxInFlightBytes),
-            "worker.drain_timeout_ms": duration(defaults.drainTimeout),
-            "worker.stall_timeout_ms": duration(defaults.stallTimeout),
-            "retry.max_attempts": String(defaults.retry.maxAttempts),
-            "retry.initial_backoff_ms": duration(defaults.retry.initialBackoff),
-            "retry.max_backoff_ms": duration(defaults.retry.maxBackoff),
-            "http.timeout_ms": duration(defaults.httpTimeout), "events.source": defaults.eventSource,
-            "kafka.bootstrap.servers": defaults.kafka["bootstrap.servers"],
-            "kafka.group.id": defaults.kafka["group.id"],
-        ]
-    }
-
     /// Keys set another way: `ledger.url` from `ledger.url_file`, and the like.
     static let alternatives = [
         "ledger.url": "ledger.url_file", "ledger.url_file": "ledger.url",
@@ -240,16 +205,4 @@ public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String { "\(host):\(port)" }
-}
-
-/// A configuration problem, naming the key. Never repeats a secret's value.
-public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
-    public let key: String
-    public let reason: String
-    public var description: String { "configuration: \(key): \(reason)" }
-
-    public init(key: String, reason: String) {
-        self.key = key
-        self.reason = reason
-    }
 }

@@ -53,11 +53,10 @@ public struct LoadedConfiguration: Sendable {
         }
         let set = Set(settings.map(\.key))
         lines += ["", "# ---- defaults ----"]
-        let defaults = WorkerConfiguration.defaultProperties
         for key in ConfigurationLoader.documentedKeys where !set.contains(key) && !key.hasPrefix("apps.NAME.") {
             if let alternative = WorkerConfiguration.alternatives[key], set.contains(alternative) {
                 lines.append("# \(key): from \(alternative)")
-            } else if let value = defaults[key] ?? nil {
+            } else if let value = ConfigurationKeys.byName[key]?.defaultValue {
                 lines.append("\(key)=\(value)")
             } else {
                 lines.append("# \(key)=  (not set)")

@@ -1,0 +1,110 @@
+import Foundation
+
+/// The keys of each further app, `apps.NAME.FIELD` (docs/contract.md, sections 7 and 10), as read before the
+/// files they name are read and the whole is checked.
+struct AppSettings: Sendable {
+    /// FIELD, after `apps.NAME.`.
+    static let fields = [
+        "bundle_id", "app_apple_id", "allow_sandbox", "shared_secret", "shared_secret_file", "api.key_id",
+        "api.issuer_id", "api.private_key_file",
+    ]
+
+    var settings: [String: String] = [:]
+
+    /// `apps.NAME.FIELD=value`: NAME checked, FIELD known, the value of the right kind. False for a key that
+    /// is not under `apps.`.
+    static func read(_ value: ConfigurationValue, _ draft: inout ConfigurationDraft) throws -> Bool {
+        let key = value.key
+        guard key.hasPrefix("apps.") else { return false }
+        let rest = key.dropFirst("apps.".count)
+        guard let dot = rest.firstIndex(of: ".") else {
+            throw ConfigurationError(
+                .unknownKey, key: key,
+                reason: "unknown key: apps.NAME.FIELD, FIELD one of \(fields.joined(separator: ", "))")
+        }
+        let name = String(rest[..<dot])
+        let field = String(rest[rest.index(after: dot)...])
+        guard !name.isEmpty, name.count <= 32,
+            name.utf8.allSatisfy({ byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
+            })
+        else { throw value.invalid("the app's name must be 1 to 32 of a-z, 0-9 and _") }
+        guard name != "default" else {
+            throw value.invalid("default is the app of apple.*: give this app another name")
+        }
+        guard fields.contains(field) else {
+            let near = fields.map { "apps.\(name).\($0)" }.map { ($0, ConfigurationLoader.editDistance(key, $0)) }
+                .min { $0.1 < $1.1 }
+            let hint = near.flatMap { $0.1 <= 2 ? "; did you mean \($0.0)?" : nil } ?? ""
+            throw ConfigurationError(.unknownKey, key: key, reason: "unknown key" + hint)
+        }
+        switch field {
+        case "bundle_id", "api.key_id", "api.issuer_id": _ = try value.nonEmpty()
+        case "allow_sandbox": _ = try value.boolean()
+        case "app_apple_id": _ = try value.appAppleID()
+        default: break
+        }
+        draft.apps[name, default: AppSettings()].settings[field] =
+            field == "allow_sandbox" ? value.text.lowercased() : value.text
+        return true
+    }
+
+    /// The app NAME as configured; its files read for the worker.
+    func app(name: String, isWorker: Bool) throws -> WorkerConfiguration.App {
+        var app = WorkerConfiguration.App(name: name)
+        let prefix = "apps.\(name)."
+        app.bundleID = settings["bundle_id"] ?? ""
+        guard !app.bundleID.isEmpty || !isWorker else {
+            throw ConfigurationError(.missingKey, key: prefix + "bundle_id", reason: "is required for every app")
+        }
+        app.appAppleID = try settings["app_apple_id"].map {
+            try ConfigurationValue(key: prefix + "app_apple_id", text: $0).appAppleID()
+        }
+        app.allowSandbox = settings["allow_sandbox"] == "true"
+        app.sharedSecret = settings["shared_secret"].flatMap { $0.isEmpty ? nil : $0 }
+        app.apiKeyID = settings["api.key_id"]
+        app.apiIssuerID = settings["api.issuer_id"]
+        let given = [app.apiKeyID != nil, app.apiIssuerID != nil, settings["api.private_key_file"] != nil]
+        if given.contains(true) && given.contains(false) {
+            throw ConfigurationError(
+                .conflictingKeys, key: prefix + "api.key_id",
+                reason: "\(prefix)api.key_id, \(prefix)api.issuer_id and \(prefix)api.private_key_file go together")
+        }
+        guard isWorker else { return app }
+        // Files are read only by the worker: the tools never call Apple.
+        if let path = settings["shared_secret_file"] {
+            app.sharedSecret = try ConfigurationValue.read(prefix + "shared_secret_file", path)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        if let path = settings["api.private_key_file"] {
+            app.apiPrivateKeyPEM = try ConfigurationValue.read(prefix + "api.private_key_file", path)
+        }
+        return app
+    }
+
+    /// Every app built, in name order; each app's bundle id its own, and each able to take notifications when
+    /// the receiver listens.
+    static func checkAll(_ draft: inout ConfigurationDraft) throws {
+        let isWorker = draft.isWorker
+        draft.configuration.apps = try draft.apps.keys.sorted().map { name in
+            try draft.apps[name, default: AppSettings()].app(name: name, isWorker: isWorker)
+        }
+        guard isWorker else { return }
+        let configuration = draft.configuration
+        var owners: [[UInt8]: String] = [Array(configuration.apple.bundleID.utf8): "the default app (apple.bundle_id)"]
+        for app in configuration.apps {
+            if let owner = owners[Array(app.bundleID.utf8)] {
+                throw ConfigurationError(
+                    .conflictingKeys, key: "apps.\(app.name).bundle_id",
+                    reason: "\(app.bundleID) is already the bundle id of \(owner)")
+            }
+            owners[Array(app.bundleID.utf8)] = "app \(app.name)"
+            if configuration.notificationsListen != nil && app.appAppleID == nil {
+                throw ConfigurationError(
+                    .missingKey, key: "apps.\(app.name).app_apple_id",
+                    reason: "is required with notifications.listen: Production notifications must name this app")
+            }
+        }
+    }
+}

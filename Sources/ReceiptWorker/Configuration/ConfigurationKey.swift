@@ -1,0 +1,151 @@
+import Foundation
+
+/// One key of the configuration: its name, its default as a properties file writes it (nil: none), and how
+/// its value goes into the configuration being built. Each component declares its keys beside its checks
+/// (ConfigurationKeys.swift); the loader only finds the key and calls it.
+struct ConfigurationKey: Sendable {
+    let name: String
+    let defaultValue: String?
+    let read: @Sendable (_ value: ConfigurationValue, _ draft: inout ConfigurationDraft) throws -> Void
+
+    init(
+        _ name: String, default defaultValue: String? = nil,
+        _ read: @escaping @Sendable (_ value: ConfigurationValue, _ draft: inout ConfigurationDraft) throws -> Void
+    ) {
+        self.name = name
+        self.defaultValue = defaultValue
+        self.read = read
+    }
+}
+
+/// What the keys build: the configuration, and what some keys leave for after every key was read (the files
+/// they name, read only when the configuration's purpose needs them; the apps' settings; flags other keys'
+/// checks read).
+struct ConfigurationDraft {
+    var configuration = WorkerConfiguration()
+    let purpose: ConfigurationLoader.Purpose
+    var sharedSecretFile: String?
+    var apiKeyFileGiven = false
+    var allowInsecureURLs = false
+    var rootFiles: [String]?
+    var receiptRootFiles: [String]?
+    var apps: [String: AppSettings] = [:]
+
+    init(purpose: ConfigurationLoader.Purpose) { self.purpose = purpose }
+
+    /// Whether the configuration is the worker's, which reads files and needs Apple's settings; the tools
+    /// need only the Kafka and topic keys (or the ledger's).
+    var isWorker: Bool { purpose == .worker }
+}
+
+/// A key's value with the readers of its kinds; each throws a ``ConfigurationError`` naming the key.
+struct ConfigurationValue {
+    let key: String
+    let text: String
+
+    func integer(_ range: ClosedRange<Int>) throws -> Int {
+        guard let number = Int(text), range.contains(number) else {
+            throw invalid("must be an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return number
+    }
+
+    func milliseconds(_ range: ClosedRange<Int>) throws -> Duration { .milliseconds(try integer(range)) }
+
+    func boolean() throws -> Bool {
+        switch text.lowercased() {
+        case "true": return true
+        case "false": return false
+        default: throw invalid("must be true or false")
+        }
+    }
+
+    func url() throws -> String {
+        guard text.hasPrefix("https://") || text.hasPrefix("http://") else { throw invalid("must be an http(s) URL") }
+        return text
+    }
+
+    func nonEmpty() throws -> String {
+        guard !text.isEmpty else { throw invalid("must not be empty") }
+        return text
+    }
+
+    func listenAddress() throws -> ListenAddress {
+        guard let address = ListenAddress(text) else {
+            throw invalid("must be host:port with an IPv4 host (0.0.0.0:9100, 127.0.0.1:9100, :9100)")
+        }
+        return address
+    }
+
+    /// The app's numeric Apple id.
+    func appAppleID() throws -> Int64 {
+        guard let id = Int64(text), id > 0 else {
+            throw invalid("must be the app's numeric Apple id (a positive integer)")
+        }
+        return id
+    }
+
+    /// A comma-separated list of files.
+    func files() -> [String] { text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+
+    /// A path that must be readable now.
+    func readablePath() throws -> String {
+        guard FileManager.default.isReadableFile(atPath: text) else {
+            throw ConfigurationError(.unreadableFile, key: key, reason: "cannot read \(text)")
+        }
+        return text
+    }
+
+    /// The contents of the file this value names.
+    func fileContents() throws -> String { try ConfigurationValue.read(key, text) }
+
+    func invalid(_ reason: String) -> ConfigurationError { ConfigurationError(.invalidValue, key: key, reason: reason) }
+
+    static func read(_ key: String, _ path: String) throws -> String {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw ConfigurationError(.unreadableFile, key: key, reason: "cannot read \(path)")
+        }
+        return text
+    }
+}
+
+/// A configuration problem, naming the key, with a code a caller can act on. Never repeats a secret's value.
+public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(_ rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// No such key (a suggestion may follow).
+        public static let unknownKey = Code("unknown_key")
+        /// The value is not of the key's kind or range.
+        public static let invalidValue = Code("invalid_value")
+        /// A file the key names cannot be read.
+        public static let unreadableFile = Code("unreadable_file")
+        /// A key that must be set is not.
+        public static let missingKey = Code("missing_key")
+        /// Keys that go together, or exclude each other, disagree.
+        public static let conflictingKeys = Code("conflicting_keys")
+        /// What the key names cannot be used: a topic missing or forbidden, an address that cannot be bound.
+        public static let unusable = Code("unusable")
+    }
+
+    public let code: Code
+    /// The key: `apple.bundle_id`, `kafka.acks`, `apps.puzzle.bundle_id`, or a source (`--config`).
+    public let key: String
+    public let reason: String
+    /// The value, when it may be shown (never a secret's).
+    public var value: String?
+    /// Where the value came from: `worker.properties:12`, `RECEIPT_WORKER_APPLE__BUNDLE_ID`, `--set`.
+    public var source: String?
+
+    public init(_ code: Code = .invalidValue, key: String, reason: String) {
+        self.code = code
+        self.key = key
+        self.reason = reason
+    }
+
+    public var description: String {
+        "configuration: \(key)\(value.map { "=\($0)" } ?? "")\(source.map { " (from \($0))" } ?? ""): \(reason)"
+    }
+}

@@ -1,0 +1,271 @@
+import AppleVerification
+import Foundation
+import Kafka
+import Ledger
+
+/// Every component's keys and checks (docs/contract.md section 7): where a key is read, its default, and the
+/// rules that span keys. The loader (``ConfigurationLoader``) only finds a key here and calls it.
+enum ConfigurationKeys {
+    /// The keys of every component, the default app's and the two `kafka.*` keys every deployment sets; the
+    /// other apps' (`apps.NAME.*`) and librdkafka's own (`kafka.*`) are read by prefix.
+    static let all: [ConfigurationKey] = topics + runtime + retry + apple + ledger + http + services + kafka
+    static let byName: [String: ConfigurationKey] = Dictionary(all.map { ($0.name, $0) }) { first, _ in first }
+
+    /// The checks each component makes once every key was read, in order.
+    static let checks: [@Sendable (inout ConfigurationDraft) throws -> Void] = [
+        checkApple, AppSettings.checkAll, checkRetry,
+    ]
+
+    private static let defaults = WorkerConfiguration()
+
+    // MARK: Topics
+
+    static let topics: [ConfigurationKey] = [
+        ConfigurationKey("topics.jobs", default: defaults.topics.jobs) {
+            $1.configuration.topics.jobs = try $0.nonEmpty()
+        },
+        ConfigurationKey("topics.results", default: defaults.topics.results) {
+            $1.configuration.topics.results = try $0.nonEmpty()
+        },
+        ConfigurationKey("topics.retries", default: defaults.topics.retries) {
+            $1.configuration.topics.retries = try $0.nonEmpty()
+        },
+        ConfigurationKey("topics.dlq", default: defaults.topics.dlq) {
+            $1.configuration.topics.dlq = try $0.nonEmpty()
+        },
+        ConfigurationKey("topics.notifications", default: defaults.topics.notifications) {
+            $1.configuration.topics.notifications = try $0.nonEmpty()
+        },
+        ConfigurationKey("topics.consumption", default: defaults.topics.consumption) {
+            $1.configuration.topics.consumption = try $0.nonEmpty()
+        },
+    ]
+
+    // MARK: The runtime: jobs, budgets, drain, liveness
+
+    static let runtime: [ConfigurationKey] = [
+        ConfigurationKey("jobs.max_bytes", default: String(defaults.jobsMaxBytes)) {
+            $1.configuration.jobsMaxBytes = try $0.integer(1_024...10_485_760)
+        },
+        ConfigurationKey("worker.max_in_flight", default: String(defaults.maxInFlight)) {
+            $1.configuration.maxInFlight = try $0.integer(1...100_000)
+        },
+        ConfigurationKey("worker.max_in_flight_bytes", default: String(defaults.maxInFlightBytes)) {
+            $1.configuration.maxInFlightBytes = try $0.integer(1_048_576...17_179_869_184)
+        },
+        ConfigurationKey("worker.drain_timeout_ms", default: String(defaults.drainTimeout.milliseconds)) {
+            $1.configuration.drainTimeout = try $0.milliseconds(0...600_000)
+        },
+        ConfigurationKey("worker.stall_timeout_ms", default: String(defaults.stallTimeout.milliseconds)) {
+            $1.configuration.stallTimeout = try $0.milliseconds(1_000...3_600_000)
+        },
+    ]
+
+    // MARK: Retries
+
+    static let retry: [ConfigurationKey] = [
+        ConfigurationKey("retry.max_attempts", default: String(defaults.retry.maxAttempts)) {
+            $1.configuration.retry.maxAttempts = try $0.integer(1...100)
+        },
+        ConfigurationKey("retry.initial_backoff_ms", default: String(defaults.retry.initialBackoff.milliseconds)) {
+            $1.configuration.retry.initialBackoff = try $0.milliseconds(1...600_000)
+        },
+        ConfigurationKey("retry.max_backoff_ms", default: String(defaults.retry.maxBackoff.milliseconds)) {
+            $1.configuration.retry.maxBackoff = try $0.milliseconds(1...3_600_000)
+        },
+    ]
+
+    static func checkRetry(_ draft: inout ConfigurationDraft) throws {
+        if draft.configuration.retry.initialBackoff > draft.configuration.retry.maxBackoff {
+            throw ConfigurationError(
+                .conflictingKeys, key: "retry.initial_backoff_ms", reason: "must not exceed retry.max_backoff_ms")
+        }
+    }
+
+    // MARK: Apple: the default app, and what every app shares
+
+    static let apple: [ConfigurationKey] = [
+        ConfigurationKey("apple.bundle_id") { $1.configuration.apple.bundleID = try $0.nonEmpty() },
+        ConfigurationKey("apple.app_apple_id") { $1.configuration.apple.appAppleID = try $0.appAppleID() },
+        ConfigurationKey("apple.allow_sandbox", default: String(defaults.apple.allowSandbox)) {
+            $1.configuration.apple.allowSandbox = try $0.boolean()
+        },
+        ConfigurationKey("apple.allow_insecure_urls", default: "false") { $1.allowInsecureURLs = try $0.boolean() },
+        ConfigurationKey(
+            "apple.transaction_id_requires_account_token",
+            default: String(defaults.apple.transactionIDRequiresAccountToken)
+        ) { $1.configuration.apple.transactionIDRequiresAccountToken = try $0.boolean() },
+        ConfigurationKey("apple.verify_receipt.production_url", default: defaults.apple.verifyReceiptProductionURL) {
+            $1.configuration.apple.verifyReceiptProductionURL = try $0.url()
+        },
+        ConfigurationKey("apple.verify_receipt.sandbox_url", default: defaults.apple.verifyReceiptSandboxURL) {
+            $1.configuration.apple.verifyReceiptSandboxURL = try $0.url()
+        },
+        ConfigurationKey("apple.shared_secret") {
+            $1.configuration.apple.sharedSecret = $0.text.isEmpty ? nil : $0.text
+        },
+        ConfigurationKey("apple.shared_secret_file") { $1.sharedSecretFile = $0.text },
+        ConfigurationKey("apple.api.production_url", default: defaults.apple.apiProductionURL) {
+            $1.configuration.apple.apiProductionURL = try $0.url()
+        },
+        ConfigurationKey("apple.api.sandbox_url", default: defaults.apple.apiSandboxURL) {
+            $1.configuration.apple.apiSandboxURL = try $0.url()
+        },
+        ConfigurationKey("apple.api.key_id") { $1.configuration.apple.apiKeyID = try $0.nonEmpty() },
+        ConfigurationKey("apple.api.issuer_id") { $1.configuration.apple.apiIssuerID = try $0.nonEmpty() },
+        ConfigurationKey("apple.api.private_key_file") { value, draft in
+            // The Kafka-only tools (enqueue, results, dlq replay) never call Apple: an on-call engineer running
+            // them must not need the App Store key readable.
+            if draft.isWorker { draft.configuration.apple.apiPrivateKeyPEM = try value.fileContents() }
+            draft.apiKeyFileGiven = true
+        },
+        ConfigurationKey(
+            "apple.api.max_requests_per_second", default: String(defaults.apple.apiMaxRequestsPerSecond)
+        ) { $1.configuration.apple.apiMaxRequestsPerSecond = try $0.integer(1...100_000) },
+        ConfigurationKey("apple.api.max_lane_pause_ms", default: String(defaults.apple.apiMaxLanePause.milliseconds)) {
+            $1.configuration.apple.apiMaxLanePause = try $0.milliseconds(0...3_600_000)
+        },
+        ConfigurationKey("apple.root_certificates") { $1.rootFiles = $0.files() },
+        ConfigurationKey("apple.receipt_verification", default: "verify_receipt") { value, draft in
+            switch value.text {
+            case "verify_receipt": draft.configuration.apple.receiptsWithServerAPI = false
+            case "server_api": draft.configuration.apple.receiptsWithServerAPI = true
+            default: throw value.invalid("must be verify_receipt or server_api")
+            }
+        },
+        ConfigurationKey("apple.receipt_root_certificates") { $1.receiptRootFiles = $0.files() },
+    ]
+
+    /// The default app's files read (for the worker), and the rules across Apple's keys.
+    static func checkApple(_ draft: inout ConfigurationDraft) throws {
+        var apple = draft.configuration.apple
+        if let file = draft.sharedSecretFile, draft.isWorker {
+            apple.sharedSecret = try ConfigurationValue.read("apple.shared_secret_file", file)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        func certificates(_ key: String, _ files: [String]?, default root: Data) throws -> [Data] {
+            guard let files, draft.isWorker else { return [root] }
+            return try files.map { path in
+                guard let data = FileManager.default.contents(atPath: path) else {
+                    throw ConfigurationError(.unreadableFile, key: key, reason: "cannot read \(path)")
+                }
+                return data
+            }
+        }
+        apple.rootCertificates = try certificates(
+            "apple.root_certificates", draft.rootFiles, default: AppleRootCertificates.appleRootCAG3)
+        apple.receiptRootCertificates = try certificates(
+            "apple.receipt_root_certificates", draft.receiptRootFiles, default: AppleRootCertificates.appleRootCA)
+        draft.configuration.apple = apple
+        guard !apple.bundleID.isEmpty || !draft.isWorker else {
+            throw ConfigurationError(.missingKey, key: "apple.bundle_id", reason: "is required")
+        }
+        // Over http the shared secret and the API's bearer token travel in clear, and anyone on the path can
+        // answer "status 0": only a test's simulator on loopback, and only when asked for.
+        for (key, url) in [
+            ("apple.verify_receipt.production_url", apple.verifyReceiptProductionURL),
+            ("apple.verify_receipt.sandbox_url", apple.verifyReceiptSandboxURL),
+            ("apple.api.production_url", apple.apiProductionURL), ("apple.api.sandbox_url", apple.apiSandboxURL),
+        ] where url.hasPrefix("http://") && !draft.allowInsecureURLs {
+            throw ConfigurationError(
+                .conflictingKeys, key: key,
+                reason: "is http://: secrets would travel in clear (apple.allow_insecure_urls=true for tests)")
+        }
+        if draft.configuration.notificationsListen != nil && apple.appAppleID == nil && draft.isWorker {
+            throw ConfigurationError(
+                .missingKey, key: "apple.app_apple_id",
+                reason: "is required with notifications.listen: Production notifications must name this app")
+        }
+        let api = [apple.apiKeyID != nil, apple.apiIssuerID != nil, draft.apiKeyFileGiven]
+        if api.contains(true) && api.contains(false) {
+            throw ConfigurationError(
+                .conflictingKeys, key: "apple.api.key_id",
+                reason: "apple.api.key_id, apple.api.issuer_id and apple.api.private_key_file go together")
+        }
+        if apple.receiptsWithServerAPI && !draft.apiKeyFileGiven && draft.isWorker {
+            throw ConfigurationError(
+                .conflictingKeys, key: "apple.receipt_verification",
+                reason: "server_api fetches each receipt's transaction from Apple: it needs apple.api.key_id, "
+                    + "apple.api.issuer_id and apple.api.private_key_file")
+        }
+    }
+
+    // MARK: The ledger
+
+    static let ledger: [ConfigurationKey] = [
+        ConfigurationKey("ledger.url", default: defaults.ledgerURL) {
+            $1.configuration.ledgerURL = try ledgerURL($0.key, $0.text)
+        },
+        ConfigurationKey("ledger.url_file") { value, draft in
+            // The tools never open the ledger. A PostgreSQL URL carries its password: it may live in a
+            // mounted secret instead.
+            guard draft.purpose != .tool else { return }
+            draft.configuration.ledgerURL = try ledgerURL(
+                value.key, value.fileContents().trimmingCharacters(in: .whitespacesAndNewlines))
+        },
+        ConfigurationKey("ledger.pool_size", default: String(defaults.ledgerPoolSize)) {
+            $1.configuration.ledgerPoolSize = try $0.integer(1...256)
+        },
+        ConfigurationKey("ledger.schema", default: defaults.ledgerSchema) { value, draft in
+            guard PostgresSchema(name: value.text) != nil else {
+                throw value.invalid("must be a lower-case SQL name: a-z, 0-9 and _, 1 to 63")
+            }
+            draft.configuration.ledgerSchema = value.text
+        },
+        ConfigurationKey("ledger.results_retention_days", default: String(defaults.resultsRetentionDays)) {
+            $1.configuration.resultsRetentionDays = try $0.integer(0...36_500)
+        },
+    ]
+
+    private static func ledgerURL(_ key: String, _ value: String) throws -> String {
+        guard value.hasPrefix("sqlite:") || value.hasPrefix("postgresql://") || value.hasPrefix("postgres://") else {
+            throw ConfigurationError(key: key, reason: "must start with sqlite: or postgresql://")
+        }
+        return value
+    }
+
+    // MARK: HTTP to Apple
+
+    static let http: [ConfigurationKey] = [
+        ConfigurationKey("http.timeout_ms", default: String(defaults.httpTimeout.milliseconds)) {
+            $1.configuration.httpTimeout = try $0.milliseconds(100...600_000)
+        },
+        ConfigurationKey("http.ca_file") { $1.configuration.httpCAFile = try $0.readablePath() },
+    ]
+
+    // MARK: The services beside the runtime: events, metrics, the notification receiver
+
+    static let services: [ConfigurationKey] = [
+        ConfigurationKey("events.source", default: defaults.eventSource) {
+            $1.configuration.eventSource = try $0.nonEmpty()
+        },
+        ConfigurationKey("metrics.listen") { $1.configuration.metricsListen = try $0.listenAddress() },
+        ConfigurationKey("notifications.listen") { $1.configuration.notificationsListen = try $0.listenAddress() },
+    ]
+
+    // MARK: Kafka
+
+    /// The two keys every deployment sets; any other `kafka.X` is librdkafka's property `X` (``kafkaProperty``).
+    static let kafka: [ConfigurationKey] = [
+        ConfigurationKey("kafka.bootstrap.servers", default: defaults.kafka["bootstrap.servers"]) {
+            $1.configuration.kafka["bootstrap.servers"] = $0.text
+        },
+        ConfigurationKey("kafka.group.id", default: defaults.kafka["group.id"]) {
+            $1.configuration.kafka["group.id"] = $0.text
+        },
+    ]
+
+    /// `kafka.X`: librdkafka's property `X`; `kafka.X_file`: its value read from a file (a secret librdkafka
+    /// takes as a value: `sasl.password`, `ssl.key.password`, ...). Nil for a key that is neither.
+    static func kafkaProperty(_ value: ConfigurationValue, _ draft: inout ConfigurationDraft) throws -> Bool {
+        let key = value.key
+        guard key.hasPrefix("kafka."), key.count > 6 else { return false }
+        if key.hasSuffix("_file") && key.count > 11 {
+            draft.configuration.kafka[String(key.dropFirst(6).dropLast(5))] = try value.fileContents()
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        } else {
+            draft.configuration.kafka[String(key.dropFirst(6))] = value.text
+        }
+        return true
+    }
+}
