@@ -59,7 +59,7 @@ public protocol ConsumptionRequestStore: Sendable {
 }
 
 /// Which app a row belongs to: the app's bundle id, or "" for the default app (`apple.bundle_id`), whose rows
-/// include every row of a ledger written before keys were scoped by app.
+/// include those of a ledger written before keys were scoped by app that name no app (older than apps).
 public struct AppScope: Hashable, Sendable, CustomStringConvertible {
     public let rawValue: String
     public init(_ rawValue: String) { self.rawValue = rawValue }
@@ -275,14 +275,16 @@ public struct LedgerError: Error, Sendable, CustomStringConvertible {
 /// `postgresql://...`.
 public enum LedgerFactory {
     /// `schema`: the PostgreSQL schema of the ledger's tables (`ledger.schema`); SQLite has none.
-    public static func open(url: String, poolSize: Int = 8, schema: String = PostgresSchema.defaultName) async throws
-        -> any Ledger
-    {
+    /// `defaultBundleID`: the default app's bundle id (`apple.bundle_id`), which migrating a ledger of a release
+    /// before apps were scoped needs (each row gets the app its event names).
+    public static func open(
+        url: String, poolSize: Int = 8, schema: String = PostgresSchema.defaultName, defaultBundleID: String? = nil
+    ) async throws -> any Ledger {
         if url.hasPrefix("sqlite:") {
-            return try SQLiteLedger(path: String(url.dropFirst("sqlite:".count)))
+            return try SQLiteLedger(path: String(url.dropFirst("sqlite:".count)), defaultBundleID: defaultBundleID)
         }
         if url.hasPrefix("postgresql://") || url.hasPrefix("postgres://") {
-            guard let schema = PostgresSchema(name: schema) else {
+            guard let schema = PostgresSchema(name: schema, defaultBundleID: defaultBundleID) else {
                 throw LedgerError(
                     .misconfigured, "ledger.schema must be a lower-case SQL name (a-z, 0-9, _)", key: "ledger.schema")
             }

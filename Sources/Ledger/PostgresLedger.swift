@@ -22,7 +22,7 @@ public final class PostgresLedger: Ledger, Sendable {
 
     public init(url: String, poolSize: Int, schema: PostgresSchema) async throws {
         let logger = Logger(label: "ledger")
-        let pool = await PostgresPool(url: url, size: poolSize, logger: logger) { connection in
+        let pool = try await PostgresPool(url: url, size: poolSize, logger: logger) { connection in
             for migration in try schema.migrate(on: connection) {
                 logger.notice(
                     "ledger schema migrated",

@@ -28,10 +28,11 @@ final class PostgresPool: Sendable {
 
     /// Opens one connection and runs `prepare` on it (schema creation), retrying with backoff (up to 30 s
     /// apart) while the server refuses: a worker that starts before its database, or while the database is
-    /// full, waits for it (unready) instead of exiting into a crash loop.
+    /// full, waits for it (unready) instead of exiting into a crash loop. A configuration the migration cannot
+    /// work with (``LedgerError/Code/misconfigured``) is thrown at once: waiting would not mend it.
     init(
         url: String, size: Int, logger: Logger, prepare: @escaping @Sendable (PostgresConnection) throws -> Void
-    ) async {
+    ) async throws {
         self.url = url
         self.size = max(1, size)
         self.logger = logger
@@ -46,6 +47,9 @@ final class PostgresPool: Sendable {
                     $0.opened = 1
                 }
                 return
+            } catch let error as LedgerError where error.code == .misconfigured {
+                thread.stop()
+                throw error
             } catch {
                 thread.stop()
                 logger.warning(

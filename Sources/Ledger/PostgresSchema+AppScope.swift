@@ -1,12 +1,17 @@
+import Foundation
+
 extension PostgresSchema {
-    /// Migration 6: every key scoped by app (the default app's rows, every row before it, have app ""),
-    /// purchases and their states by environment, job fingerprints, and stored events' id, type, time and key
-    /// in columns. Idempotent: each step checks what is there. On a large ledger the UPDATEs of existing rows
-    /// take a while, in the migration's one transaction: run `receipt-worker ledger migrate` before a rollout.
+    /// Migration 6: every key scoped by app, purchases and their states by environment, job fingerprints, and
+    /// stored events' id, type, time and key in columns. Each existing row gets the app its event names
+    /// (`bundle_id`, in every event since apps came), the default app's rows and those naming none (older than
+    /// apps) the default app's scope, ""; purchase states and consumption requests the app and environment of
+    /// their purchase's grant. Idempotent: each step checks what is there. On a large ledger the UPDATEs of
+    /// existing rows take a while, in the migration's one transaction: run `receipt-worker ledger migrate`
+    /// before the rollout (deploy/README.md, Upgrading).
     ///
-    /// During a rolling update, replicas of the previous release keep answering jobs through `record_batch_v2`,
-    /// now a wrapper over `record_v3` (their rows get the default app, and their columns from the event by
-    /// trigger); their notification writes fail and are retried until they are replaced.
+    /// The previous release must not run beside this schema: it looked jobs up by job id alone. Its record
+    /// functions are dropped, so a replica of it still running fails its decisions (they are retried by the
+    /// new replicas) instead of deciding in the wrong scope.
     var appScope: [String] {
         [
             """
@@ -25,7 +30,8 @@ extension PostgresSchema {
             "ALTER TABLE \(name).grants ADD COLUMN IF NOT EXISTS product_id TEXT",
             "ALTER TABLE \(name).grants ADD COLUMN IF NOT EXISTS quantity INTEGER",
             """
-            UPDATE \(name).grants SET environment = coalesce(\(name).event_json(event)->>'environment', 'Production'),
+            UPDATE \(name).grants SET app = \(appOf("event")),
+                environment = coalesce(\(name).event_json(event)->>'environment', 'Production'),
                 user_id = \(name).event_json(event)->>'user_id', product_id = \(name).event_json(event)->>'product_id',
                 quantity = (\(name).event_json(event)->>'quantity')::integer
                 WHERE environment IS NULL
@@ -49,7 +55,7 @@ extension PostgresSchema {
             "ALTER TABLE \(name).results ADD COLUMN IF NOT EXISTS event_type TEXT",
             "ALTER TABLE \(name).results ADD COLUMN IF NOT EXISTS event_time TEXT",
             "ALTER TABLE \(name).results ADD COLUMN IF NOT EXISTS event_key TEXT",
-            "UPDATE \(name).results SET \(eventColumns) WHERE event_id IS NULL",
+            "UPDATE \(name).results SET app = \(appOf("event")), \(eventColumns) WHERE event_id IS NULL",
             "ALTER TABLE \(name).results DROP CONSTRAINT IF EXISTS results_pkey",
             "CREATE UNIQUE INDEX IF NOT EXISTS results_app_job ON \(name).results (app, job_id, fingerprint)",
             // notifications
@@ -62,6 +68,15 @@ extension PostgresSchema {
             "ALTER TABLE \(name).purchase_states ADD COLUMN IF NOT EXISTS app TEXT NOT NULL DEFAULT ''",
             "ALTER TABLE \(name).purchase_states ADD COLUMN IF NOT EXISTS environment TEXT NOT NULL DEFAULT 'Production'",
             "ALTER TABLE \(name).purchase_states DROP CONSTRAINT IF EXISTS purchase_states_pkey",
+            // Once, before the new keys exist: a state takes its purchase's grant's app and environment.
+            """
+            DO $$ BEGIN
+                IF to_regclass('\(name).purchase_states_app_purchase') IS NULL THEN
+                    UPDATE \(name).purchase_states s SET app = g.app, environment = g.environment
+                        FROM \(name).grants g WHERE g.purchase_id = s.purchase_id OR g.transaction_id = s.transaction_id;
+                END IF;
+            END $$
+            """,
             "DROP INDEX IF EXISTS \(name).purchase_states_transaction_id",
             """
             CREATE UNIQUE INDEX IF NOT EXISTS purchase_states_app_purchase
@@ -76,6 +91,14 @@ extension PostgresSchema {
             ALTER TABLE \(name).consumption_requests ADD COLUMN IF NOT EXISTS environment TEXT NOT NULL DEFAULT 'Production'
             """,
             "ALTER TABLE \(name).consumption_requests DROP CONSTRAINT IF EXISTS consumption_requests_pkey",
+            """
+            DO $$ BEGIN
+                IF to_regclass('\(name).consumption_requests_app_transaction') IS NULL THEN
+                    UPDATE \(name).consumption_requests c SET app = g.app, environment = g.environment
+                        FROM \(name).grants g WHERE g.transaction_id = c.transaction_id;
+                END IF;
+            END $$
+            """,
             """
             CREATE UNIQUE INDEX IF NOT EXISTS consumption_requests_app_transaction
                 ON \(name).consumption_requests (app, environment, transaction_id)
@@ -131,8 +154,24 @@ extension PostgresSchema {
             CREATE TRIGGER grants_fill_columns BEFORE INSERT ON \(name).grants
                 FOR EACH ROW EXECUTE FUNCTION \(name).fill_grant_columns()
             """,
-            recordFunctionV3, recordBatchFunctionV3, recordFunctionV2Wrapper, recordBatchFunctionV2,
+            recordFunctionV3, recordBatchFunctionV3,
+            "DROP FUNCTION IF EXISTS \(name).record_batch_v2(TEXT[], TEXT[], TEXT[], TEXT[], TEXT[])",
+            "DROP FUNCTION IF EXISTS \(name).record_v2(TEXT, TEXT, TEXT, TEXT, TEXT)",
         ]
+    }
+
+    /// The app of a row from before migration 6, from its event: "" for the default app's and for one naming
+    /// no app.
+    private func appOf(_ event: String) -> String {
+        let bundle = "\(name).event_json(\(event))->>'bundle_id'"
+        return "CASE WHEN coalesce(\(bundle), '') IN ('', \(Self.literal(defaultBundleID))) THEN '' ELSE \(bundle) END"
+    }
+
+    /// A SQL string literal (standard_conforming_strings, on since PostgreSQL 9.1: only quotes are special);
+    /// NULL for nil.
+    static func literal(_ text: String?) -> String {
+        guard let text else { return "NULL" }
+        return "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
     }
 
     /// A stored event's id, type, time and key, from its JSON (events before 0.4 have no `type`: their
@@ -248,46 +287,6 @@ extension PostgresSchema {
                     WHEN OTHERS THEN
                         RETURN QUERY SELECT 'error'::TEXT, SQLSTATE || ' ' || SQLERRM, NULL::TEXT, NULL::TEXT,
                             NULL::TEXT, NULL::TEXT;
-                END;
-            END LOOP;
-        END
-        $$
-        """
-    }
-
-    /// The previous release's entry points, kept for its replicas during a rolling update: the default app,
-    /// no fingerprint, the rest read from the event.
-    private var recordFunctionV2Wrapper: String {
-        """
-        CREATE OR REPLACE FUNCTION \(name).record_v2(p_job TEXT, p_transaction TEXT, p_order TEXT, p_purchase TEXT, p_event TEXT)
-        RETURNS TABLE (outcome TEXT, stored TEXT) LANGUAGE plpgsql AS $$
-        DECLARE
-            v jsonb := \(name).event_json(p_event);
-        BEGIN
-            RETURN QUERY SELECT r.outcome, r.stored FROM \(name).record_v3('', p_job, '', p_transaction, p_order,
-                coalesce(p_purchase, p_transaction), coalesce(v->>'environment', 'Production'), v->>'user_id',
-                v->>'product_id', (v->>'quantity')::integer, p_event, v->>'event_id',
-                coalesce(v->>'type', CASE v->>'decision' WHEN 'grant' THEN 'receipt.granted' ELSE 'receipt.denied' END),
-                v->>'verified_at', coalesce(v->>'order_id', '')) AS r;
-        END
-        $$
-        """
-    }
-
-    private var recordBatchFunctionV2: String {
-        """
-        CREATE OR REPLACE FUNCTION \(name).record_batch_v2(p_jobs TEXT[], p_transactions TEXT[], p_orders TEXT[], p_purchases TEXT[], p_events TEXT[])
-        RETURNS TABLE (outcome TEXT, stored TEXT) LANGUAGE plpgsql AS $$
-        BEGIN
-            FOR i IN 1 .. coalesce(array_length(p_jobs, 1), 0) LOOP
-                BEGIN
-                    RETURN QUERY SELECT r.outcome, r.stored
-                        FROM \(name).record_v2(p_jobs[i], p_transactions[i], p_orders[i], p_purchases[i], p_events[i]) AS r;
-                EXCEPTION
-                    WHEN unique_violation OR deadlock_detected OR serialization_failure OR SQLSTATE 'RW001' THEN
-                        RETURN QUERY SELECT 'conflict'::TEXT, NULL::TEXT;
-                    WHEN OTHERS THEN
-                        RETURN QUERY SELECT 'error'::TEXT, SQLSTATE || ' ' || SQLERRM;
                 END;
             END LOOP;
         END

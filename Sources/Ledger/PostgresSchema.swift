@@ -14,6 +14,11 @@ public struct PostgresSchema: Sendable {
 
     public static let defaultName = "receipt_worker"
 
+    /// The default app's bundle id (`apple.bundle_id`): migration 6 gives each existing row the app its event
+    /// names, the default app's rows (and rows naming none) the default app's scope, "". Needed only to
+    /// migrate a ledger that has rows from before migration 6.
+    public var defaultBundleID: String?
+
     /// Takes the advisory lock of migrations: replicas starting together would race on CREATE ... IF NOT
     /// EXISTS (PostgreSQL then fails on its catalog's unique index). Any constant private to this ledger.
     static let migrationLock = 7_261_115
@@ -21,9 +26,10 @@ public struct PostgresSchema: Sendable {
     static let pruneLock = 7_261_116
 
     /// Nil unless `name` is a plain identifier (see ``isIdentifier(_:)``).
-    public init?(name: String) {
+    public init?(name: String, defaultBundleID: String? = nil) {
         guard Self.isIdentifier(name) else { return nil }
         self.name = name
+        self.defaultBundleID = defaultBundleID
     }
 
     /// 1 to 63 of `a-z`, `0-9`, `_`, not starting with a digit: never quoted, never injected.
@@ -322,6 +328,12 @@ extension PostgresSchema {
                     })
             }
             let pending = migrations.filter { !applied.contains($0.version) }
+            if defaultBundleID == nil && !applied.isEmpty && pending.contains(where: { $0.version == 6 }) {
+                throw LedgerError(
+                    .misconfigured,
+                    "migration 6 of schema \(name) gives each existing row its app: the default app's bundle id"
+                        + " (apple.bundle_id) must be set to apply it", key: "apple.bundle_id")
+            }
             do {
                 if !pending.isEmpty {
                     for statement in bootstrap { try connection.query(statement) }

@@ -15,7 +15,9 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
     /// would be lost at the next start, and its grants granted again. Nil in memory.
     private let identity: FileIdentity?
 
-    public init(path: String) throws {
+    /// `defaultBundleID`: the default app's bundle id (`apple.bundle_id`), which migrating a file of an
+    /// earlier release needs (each row gets the app its event names; see ``SQLiteSchema``).
+    public init(path: String, defaultBundleID: String? = nil) throws {
         connection = try SQLiteConnection(path: path)
         self.path = path
         identity = path == ":memory:" ? nil : FileIdentity(path: path)
@@ -23,7 +25,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             throw LedgerError(.unavailable, "sqlite \(path): the file cannot be read after opening it")
         }
         try connection.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;")
-        try SQLiteSchema.migrate(connection)
+        try SQLiteSchema.migrate(connection, defaultBundleID: defaultBundleID)
     }
 
     // MARK: Decisions

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The SQLite ledger's schema, and the migrations of files written by earlier releases. The version is
 /// `PRAGMA user_version`: 0 the first ledger; 1 purchase identity; 2 after the grant (events kept with grants,
 /// revocations, notifications, consumption requests); 3 keys scoped by app, purchases by environment, job
@@ -6,8 +8,9 @@ enum SQLiteSchema {
     static let version = 3
 
     /// Brings the file to ``version`` in one transaction per migration: a new file gets the whole schema at
-    /// once; an older one each missing migration in turn, its rows kept (they belong to the default app).
-    static func migrate(_ connection: SQLiteConnection) throws {
+    /// once; an older one each missing migration in turn, its rows kept. Version 3 gives each row the app its
+    /// event names: it needs the default app's bundle id (`defaultBundleID`), whose rows are the scope "".
+    static func migrate(_ connection: SQLiteConnection, defaultBundleID: String?) throws {
         let hasGrants = try connection.first("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'grants'") {
             _ in true
         }
@@ -15,7 +18,8 @@ enum SQLiteSchema {
             try transaction(connection) { try connection.execute(tables + "PRAGMA user_version = \(version);") }
             return
         }
-        var current = try connection.first("PRAGMA user_version") { $0.integer(0) ?? 0 } ?? 0
+        let found = try connection.first("PRAGMA user_version") { $0.integer(0) ?? 0 } ?? 0
+        var current = found
         if current < 1 {
             try transaction(connection) { try migrateToPurchaseIdentity(connection) }
             current = 1
@@ -25,7 +29,14 @@ enum SQLiteSchema {
             current = 2
         }
         if current < 3 {
-            try transaction(connection) { try migrateToAppScope(connection) }
+            // Files older than version 2 are older than apps: every row is the default app's.
+            guard found < 2 || defaultBundleID != nil else {
+                throw LedgerError(
+                    .misconfigured,
+                    "migrating this file to version 3 gives each row its app: the default app's bundle id"
+                        + " (apple.bundle_id) must be set", key: "apple.bundle_id")
+            }
+            try transaction(connection) { try migrateToAppScope(connection, defaultBundleID: defaultBundleID) }
         }
     }
 
@@ -41,7 +52,8 @@ enum SQLiteSchema {
     }
 
     /// Every table at the latest version. The triggers fill a row's derived columns from its event when a
-    /// writer did not (a release rolled back to runs on this schema): what replays and notifications read.
+    /// writer did not (the migration of an earlier file, a row written by hand): what replays and notifications
+    /// read. An event that is not JSON (none should be, but a file may hold anything) leaves them NULL.
     static let tables = """
         CREATE TABLE grants (
             app TEXT NOT NULL DEFAULT '',
@@ -97,12 +109,14 @@ enum SQLiteSchema {
             requested_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
             answered_at TEXT,
             PRIMARY KEY (app, environment, transaction_id));
-        CREATE TRIGGER results_event_columns AFTER INSERT ON results WHEN NEW.event_id IS NULL
+        CREATE TRIGGER results_event_columns AFTER INSERT ON results
+            WHEN NEW.event_id IS NULL AND json_valid(CAST(NEW.event AS TEXT))
             BEGIN UPDATE results SET \(eventColumns) WHERE rowid = NEW.rowid; END;
         CREATE TRIGGER notifications_event_columns AFTER INSERT ON notifications
-            WHEN NEW.event_id IS NULL AND NEW.event IS NOT NULL
+            WHEN NEW.event_id IS NULL AND json_valid(CAST(NEW.event AS TEXT))
             BEGIN UPDATE notifications SET \(eventColumns) WHERE rowid = NEW.rowid; END;
-        CREATE TRIGGER grants_order_columns AFTER INSERT ON grants WHEN NEW.user_id IS NULL AND NEW.event IS NOT NULL
+        CREATE TRIGGER grants_order_columns AFTER INSERT ON grants
+            WHEN NEW.user_id IS NULL AND json_valid(CAST(NEW.event AS TEXT))
             BEGIN UPDATE grants SET \(grantColumns) WHERE rowid = NEW.rowid; END;
 
         """
@@ -127,9 +141,16 @@ enum SQLiteSchema {
             environment = coalesce(json_extract(CAST(event AS TEXT), '$.environment'), environment)
         """
 
-    /// Version 3: every table rebuilt with its app (the default app's, ""), environment, fingerprint and
-    /// derived columns; the rows copied over. SQLite cannot change a table's keys in place.
-    private static func migrateToAppScope(_ connection: SQLiteConnection) throws {
+    /// Version 3: every table rebuilt with its app, environment, fingerprint and derived columns; the rows
+    /// copied over, each with the app its event names (the default app's rows, and those naming none, older
+    /// than apps, get ""); purchase states and consumption requests the app and environment of their
+    /// purchase's grant. SQLite cannot change a table's keys in place. A release before this one cannot run on
+    /// the migrated file (it looked jobs up by job id alone): go back by restoring the file's backup.
+    private static func migrateToAppScope(_ connection: SQLiteConnection, defaultBundleID: String?) throws {
+        let bundle =
+            "CASE WHEN json_valid(CAST(event AS TEXT)) THEN json_extract(CAST(event AS TEXT), '$.bundle_id') END"
+        let defaultLiteral = defaultBundleID.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" } ?? "NULL"
+        let app = "CASE WHEN coalesce(\(bundle), '') IN ('', \(defaultLiteral)) THEN '' ELSE \(bundle) END"
         try connection.execute(
             """
             DROP TRIGGER IF EXISTS grants_fill_purchase_id;
@@ -142,16 +163,24 @@ enum SQLiteSchema {
             ALTER TABLE purchase_states RENAME TO purchase_states_v2;
             ALTER TABLE consumption_requests RENAME TO consumption_requests_v2;
             \(tables)
-            INSERT INTO grants (transaction_id, order_id, purchase_id, event, revoked_at, granted_at)
-                SELECT transaction_id, order_id, coalesce(purchase_id, transaction_id), event, revoked_at, granted_at
+            INSERT INTO grants (app, transaction_id, order_id, purchase_id, event, revoked_at, granted_at)
+                SELECT \(app), transaction_id, order_id, coalesce(purchase_id, transaction_id), event, revoked_at,
+                    granted_at
                 FROM grants_v2;
-            INSERT INTO results (job_id, event, decided_at) SELECT job_id, event, decided_at FROM results_v2;
+            INSERT INTO results (app, job_id, event, decided_at) SELECT \(app), job_id, event, decided_at FROM results_v2;
             INSERT INTO notifications (notification_id, event, handled_at)
                 SELECT notification_id, event, handled_at FROM notifications_v2;
-            INSERT INTO purchase_states (purchase_id, transaction_id, revoked, changed_at)
-                SELECT purchase_id, transaction_id, revoked, changed_at FROM purchase_states_v2;
-            INSERT INTO consumption_requests (transaction_id, notification_id, respond_by, requested_at, answered_at)
-                SELECT transaction_id, notification_id, respond_by, requested_at, answered_at FROM consumption_requests_v2;
+            INSERT INTO purchase_states (app, environment, purchase_id, transaction_id, revoked, changed_at)
+                SELECT coalesce(g.app, ''), coalesce(g.environment, 'Production'), s.purchase_id, s.transaction_id,
+                    s.revoked, s.changed_at
+                FROM purchase_states_v2 s LEFT JOIN grants g ON g.rowid = (SELECT rowid FROM grants
+                    WHERE purchase_id = s.purchase_id OR transaction_id = s.transaction_id LIMIT 1);
+            INSERT INTO consumption_requests (app, environment, transaction_id, notification_id, respond_by,
+                    requested_at, answered_at)
+                SELECT coalesce(g.app, ''), coalesce(g.environment, 'Production'), c.transaction_id, c.notification_id,
+                    c.respond_by, c.requested_at, c.answered_at
+                FROM consumption_requests_v2 c LEFT JOIN grants g ON g.rowid = (SELECT rowid FROM grants
+                    WHERE transaction_id = c.transaction_id LIMIT 1);
             DROP TABLE grants_v2;
             DROP TABLE results_v2;
             DROP TABLE notifications_v2;

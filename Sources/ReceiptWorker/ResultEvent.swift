@@ -30,19 +30,17 @@ public struct ResultEvent: Sendable, Equatable {
     /// The app the job was verified for (its `bundle_id`, or the default app's); nil for a malformed job.
     public var bundleID: String? = nil
 
-    /// Stable ids, scoped by app: every grant of one (app, order, transaction) has the same id, whichever job
-    /// produced it; any other decision is identified by its app, its job and the job's content, so a
-    /// re-delivered job repeats its id and a `job_id` reused with other content gets an id of its own. The
-    /// default app's grants keep the ids of releases before apps were scoped.
+    /// Stable ids: every grant of one (order, transaction) has the same id, whichever job produced it, as in
+    /// every release before (a transaction is one app's: Apple's ids are its own, and the bundle id is checked,
+    /// so the app adds nothing, and leaving it out keeps the ids of grants made before apps were scoped). Any
+    /// other decision is identified by its app, its job and the job's content, so a re-delivered job repeats
+    /// its id and a `job_id` reused with other content, or by another app, gets an id of its own.
     public static func eventID(
         decision: Decision, app: AppScope, jobID: String, fingerprint: String, orderID: String, transactionID: String?
     ) -> String {
+        if decision == .grant { return StableID.uuid("grant\u{0}\(orderID)\u{0}\(transactionID ?? "")") }
         let scope = app == .defaultApp ? "" : "\(app.rawValue)\u{0}"
-        let name =
-            decision == .grant
-            ? "grant\u{0}\(scope)\(orderID)\u{0}\(transactionID ?? "")"
-            : "job\u{0}\(scope)\(jobID)\u{0}\(fingerprint)"
-        return StableID.uuid(name)
+        return StableID.uuid("job\u{0}\(scope)\(jobID)\u{0}\(fingerprint)")
     }
 
     /// The event as the ledger keeps it: its JSON, and its key and headers' values.

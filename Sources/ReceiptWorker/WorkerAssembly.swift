@@ -6,8 +6,11 @@ import Observability
 
 /// Builds a ``Worker`` and everything it needs from a validated configuration.
 public enum WorkerAssembly {
-    public static func make(_ configuration: WorkerConfiguration, logger: Logger) async throws -> Worker {
-        let metrics = WorkerMetrics()
+    /// `metrics`: the registry's owner, made before the worker when the metrics port serves during start-up
+    /// (opening the ledger may wait for PostgreSQL, or run a long migration).
+    public static func make(
+        _ configuration: WorkerConfiguration, logger: Logger, metrics: WorkerMetrics = WorkerMetrics()
+    ) async throws -> Worker {
         let apps = try appleApps(
             configuration, logger: logger,
             observer: { app in { metrics.observeAppleCall(app: app, $0, outcome: $1, duration: $2) } },
@@ -27,7 +30,7 @@ public enum WorkerAssembly {
         do {
             ledger = try await LedgerFactory.open(
                 url: configuration.ledgerURL, poolSize: configuration.ledgerPoolSize,
-                schema: configuration.ledgerSchema)
+                schema: configuration.ledgerSchema, defaultBundleID: configuration.apple.bundleID)
         } catch let error as LedgerError where error.key != nil {
             throw ConfigurationError(.unusable, key: error.key ?? "ledger.url", reason: error.reason)
         }

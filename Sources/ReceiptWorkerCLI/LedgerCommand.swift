@@ -19,7 +19,8 @@ enum LedgerCommand {
                  ledger.results_retention_days (or N) days ago, and prints how many. Grants are never
                  deleted. The worker prunes hourly by itself; this is for a one-off or a cron job.
 
-        Reads only the ledger's keys (ledger.url or ledger.url_file, ledger.schema, ...): not Apple's.
+        Reads only the ledger's keys (ledger.url or ledger.url_file, ledger.schema, ...) and, to migrate,
+        apple.bundle_id (the default app's rows keep a scope of their own): not Apple's key or secret.
         Exit codes: 0 done; 1 the ledger failed; 2 usage or configuration error.
         """
 
@@ -48,7 +49,8 @@ enum LedgerCommand {
                 throw UsageError("ledger.results_retention_days is 0 (keep forever): give --older-than-days N")
             }
             let ledger = try await LedgerFactory.open(
-                url: configuration.ledgerURL, poolSize: 1, schema: configuration.ledgerSchema)
+                url: configuration.ledgerURL, poolSize: 1, schema: configuration.ledgerSchema,
+                defaultBundleID: configuration.apple.bundleID.isEmpty ? nil : configuration.apple.bundleID)
             let cutoff = Date(timeIntervalSinceNow: -Double(days) * 86_400)
             let deleted = try await ledger.pruneResults(decidedBefore: cutoff)
             await ledger.close()
@@ -60,8 +62,16 @@ enum LedgerCommand {
     private static func migrate(_ configuration: WorkerConfiguration, printOnly: Bool, grantingTo role: String?)
         async throws -> Int32
     {
-        // The loader validated the name already.
-        guard let schema = PostgresSchema(name: configuration.ledgerSchema) else { return 2 }
+        // The loader validated the name already. Migration 6 gives each row of an earlier release its app: it
+        // needs to know which app is the default one.
+        let bundleID = configuration.apple.bundleID
+        guard !bundleID.isEmpty else {
+            throw ConfigurationError(
+                .missingKey, key: "apple.bundle_id",
+                reason: "is required by ledger migrate: migration 6 gives each existing row its app, and the"
+                    + " default app's rows a scope of their own")
+        }
+        guard let schema = PostgresSchema(name: configuration.ledgerSchema, defaultBundleID: bundleID) else { return 2 }
         if printOnly {
             print(schema.script(grantingTo: role), terminator: "")
             return 0

@@ -3,6 +3,7 @@ import HTTPServerKit
 import Kafka
 import Observability
 import ReceiptWorker
+import Synchronization
 
 enum RunCommand {
     static let help = """
@@ -32,10 +33,16 @@ enum RunCommand {
         // The servers' connection limits are shares of this budget: a flood of idle connections must leave
         // room for the probes.
         let descriptors = DescriptorBudget.raiseToHardLimit()
-        let worker = try await WorkerAssembly.make(configuration, logger: logger)
+        // The metrics port first: opening the ledger may wait for PostgreSQL or run a long migration, and
+        // meanwhile /healthz says the process lives (a startup probe must not kill a migration) and /readyz
+        // why it is not ready.
+        let metrics = WorkerMetrics()
+        let started = Mutex<Worker?>(nil)
         var endpoint: MetricsEndpoint?
         if let listen = configuration.metricsListen {
-            endpoint = try MetricsEndpoint(listen: listen, worker: worker)
+            endpoint = try MetricsEndpoint(listen: listen, registry: metrics.registry) {
+                started.withLock { $0 }?.readiness ?? ["starting: opening the ledger (waiting for it, or migrating it)"]
+            }
             endpoint?.start()
             logger.info(
                 "metrics endpoint listening",
@@ -44,6 +51,8 @@ enum RunCommand {
                     "max_connections": String(MetricsEndpoint.limits(budget: descriptors).maximumConnections),
                 ])
         }
+        let worker = try await WorkerAssembly.make(configuration, logger: logger, metrics: metrics)
+        started.withLock { $0 = worker }
         var receiver: NotificationReceiver?
         if let listen = configuration.notificationsListen {
             receiver = try NotificationReceiver(listen: listen, worker: worker)

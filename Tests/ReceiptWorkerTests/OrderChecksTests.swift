@@ -152,20 +152,23 @@ struct ResultEventTests {
         #expect(event(.grant, job: "a", order: "o", transaction: "t").eventID.count == 36)
     }
 
-    @Test("ids are scoped by app: the same order and transaction, or job and content, of two games are two events")
+    @Test(
+        "a deny's id is scoped by app; a grant's is (order, transaction) for every app, the ids of grants made before apps were scoped"
+    )
     func scopedIDs() {
-        for decision in [ResultEvent.Decision.grant, .deny] {
-            let ids = [AppScope.defaultApp, AppScope("com.example.b")].map {
-                ResultEvent.eventID(
-                    decision: decision, app: $0, jobID: "1", fingerprint: "f", orderID: "1", transactionID: "t")
-            }
-            #expect(ids[0] != ids[1])
-        }
-        // The default app's grants keep the ids of releases before apps were scoped.
-        #expect(
+        let denies = [AppScope.defaultApp, AppScope("com.example.b")].map {
             ResultEvent.eventID(
-                decision: .grant, app: .defaultApp, jobID: "j", fingerprint: "f", orderID: "o", transactionID: "t")
-                == StableID.uuid("grant\u{0}o\u{0}t"))
+                decision: .deny, app: $0, jobID: "1", fingerprint: "f", orderID: "1", transactionID: nil)
+        }
+        #expect(denies[0] != denies[1])
+        // A grant made by an earlier release, of any app, has this id: a job replayed after the upgrade under
+        // a new job id repeats it, and a grant service deduplicating on it credits once.
+        for app in [AppScope.defaultApp, AppScope("com.example.b")] {
+            #expect(
+                ResultEvent.eventID(
+                    decision: .grant, app: app, jobID: "j", fingerprint: "f", orderID: "o", transactionID: "t")
+                    == StableID.uuid("grant\u{0}o\u{0}t"))
+        }
         // A job id reused for other content is another decision.
         #expect(
             ResultEvent.eventID(

@@ -173,19 +173,24 @@ import Testing
         // Apple's key is named but unreadable: a DBA running these does not hold it.
         let common = [
             "--set", "ledger.url=\(url)", "--set", "apple.api.private_key_file=/nonexistent/key.p8", "--set",
-            "apple.api.key_id=K", "--set", "apple.api.issuer_id=I",
+            "apple.api.key_id=K", "--set", "apple.api.issuer_id=I", "--set", "apple.bundle_id=com.example.game",
         ]
+        // Migration 6 gives each earlier row its app: it needs to know the default app.
+        let withoutApp = try await CommandLineRun.run(["ledger", "migrate", "--set", "ledger.url=\(url)"])
+        #expect(withoutApp.status == 2 && withoutApp.errors.contains("apple.bundle_id"), "\(withoutApp.errors)")
         let first = try await CommandLineRun.run(["ledger", "migrate"] + common)
         #expect(first.status == 0, "\(first.errors)")
         #expect(first.output.contains("applied 1: grants and results") && first.output.contains("applied 6:"))
         #expect(first.output.contains("ledger schema receipt_worker is at version 6"))
         let second = try await CommandLineRun.run(["ledger", "migrate"] + common)
         #expect(second.status == 0 && !second.output.contains("applied") && second.output.contains("version 6"))
-        let printed = try await CommandLineRun.run(["ledger", "migrate", "--print", "--grant-to", "rw_app"])
+        let printed = try await CommandLineRun.run(
+            ["ledger", "migrate", "--print", "--grant-to", "rw_app", "--set", "apple.bundle_id=com.example.game"])
         #expect(printed.status == 0)
         #expect(printed.output.contains("CREATE TABLE IF NOT EXISTS receipt_worker.grants"))
         #expect(printed.output.contains("GRANT USAGE ON SCHEMA receipt_worker TO rw_app;"))
         #expect(printed.output.hasPrefix("BEGIN;") && printed.output.hasSuffix("COMMIT;\n"))
+        #expect(printed.output.contains("IN ('', 'com.example.game')"))
         let injected = try await CommandLineRun.run(["ledger", "migrate", "--print", "--grant-to", "x; DROP TABLE y"])
         #expect(injected.status == 2)
         let badSchema = try await CommandLineRun.run(["ledger", "migrate", "--set", "ledger.schema=Public"])

@@ -252,6 +252,27 @@ struct WorkerProcessTests {
         await harness.stop()
     }
 
+    @Test(
+        "a worker waiting for its PostgreSQL (or migrating it) serves /healthz 200 and /readyz 503 saying so: a startup probe does not kill it"
+    )
+    func probesWhileTheLedgerOpens() async throws {
+        let harness = try await ProcessHarness()
+        let config = try harness.config(
+            ledger: "postgresql://receipt:pw@127.0.0.1:1/nowhere", extra: ["metrics.listen": "127.0.0.1:0"])
+        let worker = try WorkerProcess(config: config)
+        #expect(await eventually(timeout: .seconds(20)) { worker.log.contains("cannot open the ledger; retrying") })
+        let line = try #require(worker.log.split(separator: "\n").first { $0.contains("metrics endpoint listening") })
+        let port = try #require(line.firstMatch(of: /"port":"([0-9]+)"/).map { String($0.1) })
+        let base = "http://127.0.0.1:\(port)"
+        let health = try await harness.http.execute(HTTPRequest(url: "\(base)/healthz"))
+        #expect(health.status == 200)
+        let ready = try await harness.http.execute(HTTPRequest(url: "\(base)/readyz"))
+        #expect(ready.status == 503 && String(decoding: ready.body, as: UTF8.self).contains("starting"))
+        #expect(!worker.log.contains("pw@"), "the ledger URL's password is in the log")
+        await worker.stop(SIGKILL)
+        await harness.stop()
+    }
+
     @Test("kill -9 in the middle of 5,000 jobs, then a restart: every job has a result, no transaction granted twice")
     func killNine() async throws {
         let harness = try await ProcessHarness()
