@@ -58,6 +58,10 @@ public final class KafkaConsumer: Sendable {
     }
 
     private let client: RDKafkaClient
+
+    /// A fabricated fatal error (librdkafka's test hook), for tests of what follows one: ``events`` reports
+    /// it as ``KafkaConsumerEvent/fatalError(_:)``.
+    package func raiseFatalErrorForTesting(_ reason: String) { client.raiseFatalErrorForTesting(reason) }
     private let configuration: Configuration
     private let logger: Logger
     private let channel: EventChannel<KafkaConsumerEvent>

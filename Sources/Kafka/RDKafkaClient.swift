@@ -43,6 +43,11 @@ final class RDKafkaClient: @unchecked Sendable {
         rd_kafka_destroy(handle)
     }
 
+    /// librdkafka's `rd_kafka_test_fatal_error`: a fabricated fatal error, raised as a real one would be.
+    func raiseFatalErrorForTesting(_ reason: String) {
+        _ = rd_kafka_test_fatal_error(handle, RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID, reason)
+    }
+
     /// The instance's fatal error, if librdkafka raised one.
     func fatalError() -> KafkaError? {
         var errstr = [CChar](repeating: 0, count: 512)

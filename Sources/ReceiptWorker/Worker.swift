@@ -91,6 +91,9 @@ public final class Worker: Sendable {
     /// Asks ``run()`` to stop taking messages, drain, commit and return.
     public func shutdown() { runtime.shutdown() }
 
+    /// A fabricated fatal Kafka error, for tests of what follows one.
+    package func raiseFatalErrorForTesting() { runtime.raiseFatalErrorForTesting() }
+
     /// Runs until ``shutdown()`` (then drains within `worker.drain_timeout_ms` and commits) or a fatal Kafka
     /// error (thrown). A missing or forbidden topic stops start-up as a configuration error.
     public func run() async throws {

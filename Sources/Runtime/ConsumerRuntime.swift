@@ -78,6 +78,9 @@ public final class ConsumerRuntime: Sendable {
 
     public var isStopping: Bool { stopping.load(ordering: .acquiring) }
 
+    /// A fabricated fatal Kafka error, for tests of what follows one.
+    package func raiseFatalErrorForTesting() { consumer.raiseFatalErrorForTesting("a test's fatal error") }
+
     /// Reads `topics` (each a route's) until ``shutdown()`` (then drains within the drain timeout and
     /// commits) or a fatal Kafka error (thrown).
     public func run(subscribing topics: [String]) async throws {
@@ -109,6 +112,11 @@ public final class ConsumerRuntime: Sendable {
                 case .positions(let positions):
                     book.advance(positions)
                 case .fatalError(let error):
+                    // Ends every task of the group: the starting task waits in the scheduler, which only
+                    // finishing wakes. Nothing more is committed; what was taken is read again by the next
+                    // owner.
+                    stopping.store(true, ordering: .releasing)
+                    leave(scheduler.finish())
                     throw error
                 }
                 if isStopping { break }
