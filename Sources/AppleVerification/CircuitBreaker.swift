@@ -36,10 +36,12 @@ public final class CircuitBreaker: Sendable {
         self.window = Mutex(Window(cooldown: cooldown))
     }
 
+    /// The state as a caller would meet it now (open past its cool-down reads half-open). Only reads: the
+    /// metrics gauge asks on every scrape, and the move to half-open, which resets the trial, is the waiting
+    /// caller's to make.
     public var state: State {
         window.withLock { window in
-            if window.state == .open && ContinuousClock.now >= window.openUntil { window.state = .halfOpen }
-            return window.state
+            window.state == .open && ContinuousClock.now >= window.openUntil ? .halfOpen : window.state
         }
     }
 

@@ -30,10 +30,12 @@ public enum DescriptorBudget {
         return Int(clamping: limit.rlim_cur)
     }
 
-    /// Connections a server may hold: `share` of the budget beyond ``reserved``, from 1,024 (a metrics port
-    /// needs no more than that when the budget is small) to 65,536.
+    /// Connections a server may hold: `share` of the budget beyond ``reserved``, at most 65,536, and at least
+    /// an eighth of the whole budget (64 to 1,024): with a small budget that cannot be raised, the two servers
+    /// together still leave the process most of its descriptors.
     public static func connections(share: Double, of budget: Int = current) -> Int {
         let available = max(0, budget - reserved)
-        return min(65_536, max(1_024, Int(Double(available) * min(max(share, 0), 1))))
+        let floor = min(1_024, max(64, budget / 8))
+        return min(65_536, max(floor, Int(Double(available) * min(max(share, 0), 1))))
     }
 }

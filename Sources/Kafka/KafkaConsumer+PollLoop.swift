@@ -133,6 +133,9 @@ final class ConsumerPollLoop: @unchecked Sendable {
     ) {
         let cooperative = String(cString: rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE"
         let list = TopicPartitionList.borrowing(partitions)
+        // Assigned anew or given up, a partition's next position is news: the runtime's book of it starts
+        // again (reported under an earlier assignment, it would be suppressed as unchanged).
+        for partition in list { reportedPositions[partition] = nil }
         switch err {
         case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
             do {

@@ -79,7 +79,7 @@ struct JobHandler: MessageHandler {
             let outcome = OrderChecks.evaluate(job, verdict: verdict)
             logger.debug(
                 "job checked",
-                ["job_id": job.jobID, "app": app.name, "outcome": "\(outcome)", "attempts": String(attempts)])
+                outcome.logFields.merging(["job_id": job.jobID, "app": app.name, "attempts": String(attempts)]) { $1 })
             return try await record(job, key, outcome, attempts: attempts, context: context)
         }
     }

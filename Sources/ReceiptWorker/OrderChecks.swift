@@ -8,6 +8,17 @@ public enum OrderChecks {
         /// Ready to be claimed in the ledger.
         case grant(AppleTransaction, environment: String)
         case deny(reason: String, detail: String, transaction: AppleTransaction?, environment: String?)
+
+        /// For a log line: the decision, its reason and the transaction's id; never the transaction itself,
+        /// which holds the app account token that authorises a bare transaction id.
+        var logFields: [String: String] {
+            switch self {
+            case .grant(let transaction, let environment):
+                ["decision": "grant", "transaction_id": transaction.transactionID, "environment": environment]
+            case .deny(let reason, _, let transaction, _):
+                ["decision": "deny", "reason": reason, "transaction_id": transaction?.transactionID ?? ""]
+            }
+        }
     }
 
     public static func evaluate(_ job: ReceiptJob, verdict: AppleVerdict, now: Date = Date()) -> Outcome {

@@ -62,7 +62,12 @@ public final class Worker: Sendable {
         runtimeConfiguration.stallTimeout = configuration.stallTimeout
         runtimeConfiguration.retry = configuration.retry
         runtimeConfiguration.maxRecordBytes = configuration.kafka["message.max.bytes"].flatMap(Int.init) ?? 1_000_000
-        let appleShare = AppleLimitShare(apps: apps, jobsTopic: topics.jobs)
+        // After a rebalance, the partition count is read again (one metadata request; nil on failure, the
+        // last count kept).
+        let adminProperties = WorkerAssembly.adminProperties(configuration)
+        let appleShare = AppleLimitShare(apps: apps, jobsTopic: topics.jobs) { [logger] in
+            try? await KafkaAdmin.partitionCount(of: topics.jobs, properties: adminProperties, logger: logger)
+        }
         self.appleShare = appleShare
         runtime = ConsumerRuntime(
             configuration: runtimeConfiguration, consumer: consumer, producer: producer, registry: metrics.registry,
@@ -151,11 +156,8 @@ public final class Worker: Sendable {
         var delay = Duration.milliseconds(500)
         while true {
             do {
-                // A producer-type client: consumer settings would only draw librdkafka's warnings.
-                let properties = configuration.kafka.filter {
-                    !WorkerAssembly.consumerOnly.contains($0.key) && $0.key != "group.id"
-                }
-                return try await KafkaAdmin.partitionCount(of: topic, properties: properties, logger: logger)
+                return try await KafkaAdmin.partitionCount(
+                    of: topic, properties: WorkerAssembly.adminProperties(configuration), logger: logger)
             } catch let error as KafkaError where error.isMissingTopic {
                 return nil
             } catch {
@@ -256,18 +258,35 @@ public final class Worker: Sendable {
 final class AppleLimitShare: Sendable {
     let apps: AppleApps
     let jobsTopic: String
-    /// The jobs topic's partition count, read at start-up.
+    /// The jobs topic's partition count: read at start-up, and again after each rebalance (partitions added
+    /// to the topic start one), so a share never counts against fewer partitions than there are.
     let partitions = Atomic<Int>(0)
+    private let assigned = Mutex<[KafkaTopicPartition]>([])
+    /// Reads the partition count again (nil when it cannot now).
+    private let recount: @Sendable () async -> Int?
 
-    init(apps: AppleApps, jobsTopic: String) {
+    init(apps: AppleApps, jobsTopic: String, recount: @escaping @Sendable () async -> Int? = { nil }) {
         self.apps = apps
         self.jobsTopic = jobsTopic
+        self.recount = recount
     }
 
-    func update(assigned: [KafkaTopicPartition]) {
-        let total = partitions.load(ordering: .relaxed)
+    /// The assignment changed: each app's share follows it at once, then again once the count is read anew.
+    func update(assigned partitions: [KafkaTopicPartition]) {
+        assigned.withLock { $0 = partitions }
+        apply()
+        Task {
+            guard let count = await recount(), count > 0 else { return }
+            self.partitions.store(count, ordering: .relaxed)
+            apply()
+        }
+    }
+
+    private func apply() {
+        let owned = assigned.withLock { $0 }.filter { $0.topic == jobsTopic }
+        // A partition numbered past the count read means partitions were added since.
+        let total = max(partitions.load(ordering: .relaxed), Int(owned.map(\.partition).max() ?? -1) + 1)
         guard total > 0 else { return }
-        let owned = assigned.filter { $0.topic == jobsTopic }.count
-        for app in apps.all { app.governor?.setShare(Double(owned) / Double(total)) }
+        for app in apps.all { app.governor?.setShare(Double(owned.count) / Double(total)) }
     }
 }

@@ -212,6 +212,12 @@ public enum WorkerAssembly {
             .invalidValue, key: kafka.property.map { "kafka.\($0)" } ?? "kafka", reason: kafka.reason)
     }
 
+    /// The properties of a producer-type client for metadata requests: consumer settings would only draw
+    /// librdkafka's warnings.
+    static func adminProperties(_ configuration: WorkerConfiguration) -> [String: String] {
+        configuration.kafka.filter { !consumerOnly.contains($0.key) && $0.key != "group.id" }
+    }
+
     /// Consumer properties that librdkafka would warn about on a producer.
     public static let consumerOnly: Set<String> = [
         "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms", "auto.offset.reset",

@@ -32,6 +32,18 @@ struct CircuitBreakerTests {
         #expect(breaker.state == .closed)
     }
 
+    @Test("reading the state (a metrics scrape) past the cool-down does not hold back the next trial")
+    func stateReadDoesNotDelayTrial() async throws {
+        let breaker = openBreaker()
+        await breaker.waitUntilCallsAllowed()  // the first trial
+        breaker.record(success: false)  // fails: open again, for 100 ms
+        try await Task.sleep(for: .milliseconds(150))
+        #expect(breaker.state == .halfOpen)  // a scrape
+        let started = ContinuousClock.now
+        await breaker.waitUntilCallsAllowed()  // the second trial: at once, not 30 s after the first
+        #expect(ContinuousClock.now - started < .seconds(5))
+    }
+
     @Test("a failed trial re-opens it for twice the cool-down")
     func failedTrial() async throws {
         let breaker = openBreaker()

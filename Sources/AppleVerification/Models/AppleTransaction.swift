@@ -176,3 +176,15 @@ public struct VerifiedPurchase: Sendable {
             .max { ($0.purchaseDate ?? .distantPast) < ($1.purchaseDate ?? .distantPast) }
     }
 }
+
+extension AppleTransaction: CustomStringConvertible, CustomDebugStringConvertible {
+    /// Ids, product and quantity: never the app account token, which authorises a bare transaction id, so an
+    /// interpolated transaction in a log line or an error gives nothing away.
+    public var description: String {
+        "AppleTransaction(transactionID: \(transactionID), originalTransactionID: \(originalTransactionID ?? "nil"), "
+            + "productID: \(productID ?? "nil"), quantity: \(quantity), appAccountToken: "
+            + "\(appAccountToken == nil ? "nil" : "<set>"), productType: \(productType))"
+    }
+
+    public var debugDescription: String { description }
+}

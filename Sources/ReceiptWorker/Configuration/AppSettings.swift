@@ -9,6 +9,9 @@ struct AppSettings: Sendable {
         "api.issuer_id", "api.private_key_file",
     ]
 
+    /// Names an app may not have: the groups of the flows beside the jobs (``Worker``).
+    static let reservedNames: Set<String> = ["notifications", "consumption"]
+
     var settings: [String: String] = [:]
 
     /// `apps.NAME.FIELD=value`: NAME checked, FIELD known, the value of the right kind. False for a key that
@@ -32,6 +35,10 @@ struct AppSettings: Sendable {
         else { throw value.invalid("the app's name must be 1 to 32 of a-z, 0-9 and _") }
         guard name != "default" else {
             throw value.invalid("default is the app of apple.*: give this app another name")
+        }
+        // The other flows' budgets and metric series have these names: an app of that name would share them.
+        guard !reservedNames.contains(name) else {
+            throw value.invalid("\(name) names the \(name) flow's budget and metrics: give this app another name")
         }
         guard fields.contains(field) else {
             let near = fields.map { "apps.\(name).\($0)" }.map { ($0, ConfigurationLoader.editDistance(key, $0)) }
