@@ -20,13 +20,13 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "receipt-worker", targets: ["ReceiptWorkerCLI"]),
-        .executable(name: "kafka-bench", targets: ["KafkaBench"]),
-        .executable(name: "jws-bench", targets: ["JWSBench"]),
         .executable(name: "appstore-sim", targets: ["AppStoreSimulatorCLI"]),
-        .executable(name: "http-bench", targets: ["HTTPBench"]),
-        .executable(name: "worker-bench", targets: ["WorkerBench"]),
-        .executable(name: "notification-bench", targets: ["NotificationBench"]),
-        .executable(name: "chaos-driver", targets: ["ChaosDriver"]),
+        // For the benchmarks and the chaos driver, a package of their own (Benchmarks/).
+        .library(name: "Kafka", targets: ["Kafka"]),
+        .library(name: "Observability", targets: ["Observability"]),
+        .library(name: "HTTPClient", targets: ["HTTPClient"]),
+        .library(name: "AppleVerification", targets: ["AppleVerification"]),
+        .library(name: "AppStoreSimulator", targets: ["AppStoreSimulator"]),
     ],
     targets: [
         // C libraries, through their C APIs. Each shim only includes the real header.
@@ -69,22 +69,7 @@ let package = Package(
         .executableTarget(
             name: "ReceiptWorkerCLI", dependencies: ["ReceiptWorker", "HTTPServerKit", "Kafka", "Ledger", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
-        .executableTarget(
-            name: "KafkaBench", dependencies: ["Kafka", "Observability"],
-            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
-
         .executableTarget(name: "AppStoreSimulatorCLI", dependencies: ["AppStoreSimulator"], swiftSettings: strict),
-        .executableTarget(
-            name: "WorkerBench", dependencies: ["Kafka", "HTTPClient", "Observability"],
-            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
-        .executableTarget(
-            name: "ChaosDriver", dependencies: ["Kafka", "HTTPClient", "Observability"],
-            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
-        .executableTarget(
-            name: "NotificationBench", dependencies: ["AppStoreSimulator", "HTTPClient", "Kafka", "Observability"],
-            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
-        .executableTarget(name: "HTTPBench", dependencies: ["HTTPClient", "Observability"], swiftSettings: strict),
-        .executableTarget(name: "JWSBench", dependencies: ["AppleVerification"], swiftSettings: strict),
 
         // Tests. TestSupport holds helpers shared by test targets only; no product depends on it.
         .target(name: "TestSupport", dependencies: ["HTTPClient"], path: "Tests/TestSupport", swiftSettings: strict),
@@ -109,6 +94,14 @@ let package = Package(
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "LedgerTests", dependencies: ["Ledger", "CSQLite", "TestSupport"], swiftSettings: strict),
+        // What each fuzz target checks of one input: run by the libFuzzer executables (below) and replayed over
+        // every seed, corpus entry and saved crash by FuzzReplayTests.
+        .target(
+            name: "FuzzChecks", dependencies: ["ReceiptWorker", "AppleVerification", "HTTPServerKit"],
+            path: "Fuzz/FuzzChecks", swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(
+            name: "FuzzReplayTests", dependencies: ["FuzzChecks"], swiftSettings: strict + rdkafkaSwiftSettings,
+            linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
             name: "RuntimeTests", dependencies: ["Runtime", "Kafka"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
@@ -122,24 +115,17 @@ let package = Package(
 // Fuzz targets (libFuzzer), only when RECEIPT_WORKER_FUZZ=1: the normal build and tests never see them.
 // scripts/fuzz.sh sets it and holds the build recipe.
 if ProcessInfo.processInfo.environment["RECEIPT_WORKER_FUZZ"] == "1" {
-    let fuzzTargets: [(name: String, dependencies: [Target.Dependency], kafka: Bool)] = [
-        ("FuzzJobParser", ["ReceiptWorker"], true),
-        ("FuzzSignedData", ["AppleVerification"], false),
-        ("FuzzVerifyReceiptResponse", ["AppleVerification"], false),
-        ("FuzzAppReceipt", ["AppleVerification"], false),
-        ("FuzzAppleDates", ["AppleVerification"], false),
-        ("FuzzHTTPRequestParser", ["HTTPServerKit"], false),
-        ("FuzzProperties", ["ReceiptWorker"], true),
-        ("FuzzConsumptionAnswer", ["ReceiptWorker"], true),
+    let fuzzTargets = [
+        "FuzzJobParser", "FuzzSignedData", "FuzzVerifyReceiptResponse", "FuzzAppReceipt", "FuzzAppleDates",
+        "FuzzHTTPRequestParser", "FuzzProperties", "FuzzConsumptionAnswer",
     ]
     // libFuzzer's driver, declared (it comes with no header); `-sanitize=fuzzer` links the library itself.
     package.targets.append(.systemLibrary(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"))
-    for target in fuzzTargets {
+    for name in fuzzTargets {
         package.targets.append(
             .executableTarget(
-                name: target.name, dependencies: ["CLibFuzzer"] + target.dependencies, path: "Fuzz/\(target.name)",
-                swiftSettings: strict + (target.kafka ? rdkafkaSwiftSettings : []),
-                linkerSettings: target.kafka ? rdkafkaLinkerSettings : []))
-        package.products.append(.executable(name: target.name, targets: [target.name]))
+                name: name, dependencies: ["CLibFuzzer", "FuzzChecks"], path: "Fuzz/\(name)",
+                swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings))
+        package.products.append(.executable(name: name, targets: [name]))
     }
 }

@@ -8,7 +8,7 @@ in_flight="${1:-1000}"
 seconds="${2:-5}"
 bash scripts/setup.sh
 swift build -c release --product appstore-sim >/dev/null
-swift build -c release --product http-bench >/dev/null
+swift build -c release --package-path Benchmarks --product http-bench >/dev/null
 out="$(mktemp)"
 .build/release/appstore-sim --port 0 >"$out" &
 sim=$!
@@ -20,7 +20,7 @@ body="{\"receipt-data\":\"$receipt\"}"
 
 run() {
     curl -sf -X PUT "$base/admin/faults" -d "{\"latency_ms\": $1}" >/dev/null
-    .build/release/http-bench --url "$base/production/verifyReceipt" --body "$body" --in-flight "$in_flight" --seconds "$seconds"
+    Benchmarks/.build/release/http-bench --url "$base/production/verifyReceipt" --body "$body" --in-flight "$in_flight" --seconds "$seconds"
 }
 echo "HTTP client -> simulator verifyReceipt, $in_flight in flight, ${seconds} s each (HTTP/1.1 keep-alive on loopback)"
 zero=$(run 0)

@@ -14,17 +14,17 @@ if [ ! -x "$venv/bin/python" ] || ! cmp -s scripts/requirements-bench.txt "$venv
     "$venv/bin/pip" install -q --require-hashes -r scripts/requirements-bench.txt
     cp scripts/requirements-bench.txt "$venv/requirements.txt"
 fi
-swift build -c release --product jws-bench >/dev/null
+swift build -c release --package-path Benchmarks --product jws-bench >/dev/null
 chain=Tests/AppleVerificationTests/Fixtures/chain
 jws="$(mktemp)"
 trap 'rm -f "$jws"' EXIT
-.build/release/jws-bench make --key "$chain/testLeaf.key" \
+Benchmarks/.build/release/jws-bench make --key "$chain/testLeaf.key" \
     --chain "$chain/testLeaf.pem,$chain/testIntermediate.pem,$chain/testCA.pem" --out "$jws"
 root="$chain/root_ca.der"
 rate() { grep -oE '^[0-9]+'; }
-swift_cached=$(taskset -c 0 .build/release/jws-bench verify --jws "$jws" --root "$root" --seconds "$seconds" | rate)
-swift_uncached=$(taskset -c 0 .build/release/jws-bench verify --jws "$jws" --root "$root" --seconds "$seconds" --no-cache | rate)
-forged=$(taskset -c 0 .build/release/jws-bench forged --jws "$jws" --root "$root" --seconds "$seconds" \
+swift_cached=$(taskset -c 0 Benchmarks/.build/release/jws-bench verify --jws "$jws" --root "$root" --seconds "$seconds" | rate)
+swift_uncached=$(taskset -c 0 Benchmarks/.build/release/jws-bench verify --jws "$jws" --root "$root" --seconds "$seconds" --no-cache | rate)
+forged=$(taskset -c 0 Benchmarks/.build/release/jws-bench forged --jws "$jws" --root "$root" --seconds "$seconds" \
     --forger-key "$chain/testIntermediate.key" | rate)
 python=$(taskset -c 0 "$venv/bin/python" scripts/bench-jws.py "$jws" "$root" "$seconds" | rate)
 ratio() { python3 -c "print(f'{$1 / $2:.1f}x')"; }

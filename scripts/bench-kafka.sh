@@ -12,9 +12,11 @@ messages="${1:-200000}"
 rounds="${2:-3}"
 partitions=4
 bash scripts/setup.sh
-swift build -c release --product kafka-bench >/dev/null
+swift build -c release --package-path Benchmarks --product kafka-bench >/dev/null
 source scripts/lib/services.sh
 trap services_stop EXIT
+# librdkafka's examples are built only for this benchmark.
+if [ -e .deps/librdkafka ]; then bash scripts/build-librdkafka.sh "$(readlink -f .deps/librdkafka)" .deps --examples; fi
 perf=".deps/librdkafka/bin/rdkafka_performance"
 [ -x "$perf" ] || perf="$(command -v rdkafka_performance)"
 
@@ -44,7 +46,7 @@ run_c() {
 
 run_swift() {
     fresh_broker
-    local out; out=$(.build/release/kafka-bench --bootstrap "$KAFKA_BOOTSTRAP" --topic bench --messages "$messages" \
+    local out; out=$(Benchmarks/.build/release/kafka-bench --bootstrap "$KAFKA_BOOTSTRAP" --topic bench --messages "$messages" \
         --mode "$1" 2>/dev/null)
     record "$1_produce" "$(grep produce <<<"$out" | rate)"
     record "$1_consume" "$(grep consume <<<"$out" | rate)"

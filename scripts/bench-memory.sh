@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${1:-2000}"
 bash scripts/setup.sh >/dev/null
-for product in receipt-worker appstore-sim worker-bench; do swift build -c release --product "$product" >/dev/null; done
+for product in receipt-worker appstore-sim; do swift build -c release --product "$product" >/dev/null; done
+swift build -c release --package-path Benchmarks --product worker-bench >/dev/null
 source scripts/lib/services.sh
 work="$(mktemp -d)"; sim_pid=""; worker_pid=""
 cleanup() {
@@ -24,7 +25,7 @@ curl -sf -X PUT "$sim/admin/faults" -d '{"latency_ms": 300}' >/dev/null
 for topic in jobs results dlq; do
     .deps/tools/tansu topic create "$topic" --partitions 4 --broker "tcp://$KAFKA_BOOTSTRAP" >/dev/null
 done
-"$bin/worker-bench" prepare --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic jobs --jobs "$jobs" --padding 250000
+"Benchmarks/$bin/worker-bench" prepare --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic jobs --jobs "$jobs" --padding 250000
 cat >"$work/worker.properties" <<PROPS
 apple.bundle_id=com.example
 apple.verify_receipt.production_url=$sim/production/verifyReceipt
@@ -43,7 +44,7 @@ kafka.max.poll.interval.ms=10000
 PROPS
 "$bin/receipt-worker" run --config "$work/worker.properties" 2>"$work/worker.log" &
 worker_pid=$!
-"$bin/worker-bench" drain --bootstrap "$KAFKA_BOOTSTRAP" --topic results --jobs "$jobs"
+"Benchmarks/$bin/worker-bench" drain --bootstrap "$KAFKA_BOOTSTRAP" --topic results --jobs "$jobs"
 peak=$(awk '/VmHWM/ {print int($2 / 1024)}' "/proc/$worker_pid/status")
 limit=$(sed -n "s/.*limits: {memory: \([0-9]*\)Mi}.*/\1/p" deploy/kubernetes/deployment.yaml)
 echo "peak RSS ${peak} MiB with ${jobs} jobs of 250 KB at the shipped defaults; Kubernetes memory limit ${limit:-?} Mi"

@@ -13,7 +13,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 count="${1:-10000}"
 ledger_kind="${LEDGER:-sqlite}"
 bash scripts/setup.sh
-for product in receipt-worker appstore-sim notification-bench; do swift build -c release --product "$product" >/dev/null; done
+for product in receipt-worker appstore-sim; do swift build -c release --product "$product" >/dev/null; done
+swift build -c release --package-path Benchmarks --product notification-bench >/dev/null
 source scripts/lib/services.sh
 work="$(mktemp -d)"
 worker_pid=""
@@ -62,7 +63,7 @@ worker_pid=$!
 ready() { curl -sf "http://127.0.0.1:$metrics_port/readyz" >/dev/null; }
 wait_for "the worker" 60 ready
 echo "notification benchmark: $count notifications, $ledger_kind ledger, $(nproc) cores (broker, worker and driver share them)"
-.build/release/notification-bench --bootstrap "$KAFKA_BOOTSTRAP" --jobs "jobs-$suffix" --results "results-$suffix" \
+Benchmarks/.build/release/notification-bench --bootstrap "$KAFKA_BOOTSTRAP" --jobs "jobs-$suffix" --results "results-$suffix" \
     --receiver "http://127.0.0.1:$receiver_port/notifications/apple" --count "$count" \
     --concurrency "${CONCURRENCY:-64}" >"$work/driver.out" &
 driver_pid=$!

@@ -16,7 +16,7 @@ jobs="${1:-50000}"
 bash scripts/setup.sh
 swift build -c release --product receipt-worker >/dev/null
 swift build -c release --product appstore-sim >/dev/null
-swift build -c release --product worker-bench >/dev/null
+swift build -c release --package-path Benchmarks --product worker-bench >/dev/null
 source scripts/lib/services.sh
 work="$(mktemp -d)"
 worker_pid=""; sim_pid=""
@@ -27,7 +27,7 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-bench=.build/release/worker-bench
+bench=Benchmarks/.build/release/worker-bench
 
 start_sim() {
     services_start_simulator "$work"

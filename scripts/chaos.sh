@@ -18,7 +18,8 @@ mode=full; jobs=20000; rounds=1
 if [ "${1:-}" = --dense ]; then mode=dense; rounds="${2:-20}"; jobs=3000; elif [ -n "${1:-}" ]; then jobs="$1"; fi
 
 bash scripts/setup.sh >/dev/null
-for product in receipt-worker appstore-sim chaos-driver; do swift build -c release --product "$product" >/dev/null; done
+for product in receipt-worker appstore-sim; do swift build -c release --product "$product" >/dev/null; done
+swift build -c release --package-path Benchmarks --product chaos-driver >/dev/null
 source scripts/lib/services.sh
 bin=.build/release
 # Logs, the plan and the configuration stay in .chaos/ (ignored by git) until the next run.
@@ -80,12 +81,12 @@ kafka.heartbeat.interval.ms=500
 kafka.max.poll.interval.ms=10000
 PROPS
     faults "{\"latency_ms\": $latency}"
-    "$bin/chaos-driver" prepare --sim "$sim" --jobs "$jobs" --plan "$work/plan.json" --run "$name" >&2
+    "Benchmarks/$bin/chaos-driver" prepare --sim "$sim" --jobs "$jobs" --plan "$work/plan.json" --run "$name" >&2
     for n in 0 1 2; do start_replica "$n"; done
 
     local submit_rate=400 kills=20 duration=60 killed=0 outages=0 bursts=0 terminations=0
     [ "$mode" = dense ] && { submit_rate=300; kills=6; duration=25; }
-    "$bin/chaos-driver" submit --bootstrap "$KAFKA_BOOTSTRAP" --topic "jobs-$suffix" --plan "$work/plan.json" \
+    "Benchmarks/$bin/chaos-driver" submit --bootstrap "$KAFKA_BOOTSTRAP" --topic "jobs-$suffix" --plan "$work/plan.json" \
         --rate "$submit_rate" >&2 &
     local submitter=$!
 
@@ -122,7 +123,7 @@ PROPS
     log "kill -9: $killed, Apple outages: $outages, 429 bursts: $bursts, PostgreSQL connections terminated: $terminations times"
     faults "{\"latency_ms\": 0}"
     local status=0
-    "$bin/chaos-driver" check --bootstrap "$KAFKA_BOOTSTRAP" --results "results-$suffix" --dlq "dlq-$suffix" \
+    "Benchmarks/$bin/chaos-driver" check --bootstrap "$KAFKA_BOOTSTRAP" --results "results-$suffix" --dlq "dlq-$suffix" \
         --plan "$work/plan.json" --timeout 240 || status=$?
     for n in 0 1 2; do kill -TERM "${replica_pids[$n]}" 2>/dev/null || true; done
     for n in 0 1 2; do wait "${replica_pids[$n]}" 2>/dev/null || true; replica_pids[$n]=""; done

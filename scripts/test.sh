@@ -4,11 +4,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
-swift format lint --strict --recursive Sources Tests Fuzz  # the house style (.swift-format): any finding fails
+swift format lint --strict --recursive Sources Tests Fuzz Benchmarks/Sources Benchmarks/Package.swift  # the house style (.swift-format): any finding fails
 swift build --build-tests
-# Every parser fuzzed for a fixed number of runs from a fixed seed (about 2 minutes, build included);
-# `scripts/fuzz.sh [TARGET] [SECONDS]` fuzzes for longer. Skipped when the tests are filtered.
-if [ "$#" -eq 0 ]; then bash scripts/fuzz.sh --ci; fi
+# Fuzzing itself is `scripts/fuzz.sh` (exploration, minutes to hours); the inputs it found, the seeds and every
+# crash kept are replayed here by FuzzReplayTests, in a second.
 # The published contract (docs/): the AsyncAPI document, the schemas and their examples; and every link of
 # every document resolves inside the repository.
 .deps/venv/bin/python Tests/contract/check_contract.py

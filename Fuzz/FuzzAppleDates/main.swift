@@ -1,18 +1,17 @@
-import AppleVerification
 import CLibFuzzer
 import Foundation
+import FuzzChecks
 
-/// Apple's time formats, read from bytes anyone can send: an app receipt's RFC 3339 creation and purchase
-/// dates (read before the receipt's signer is checked), verifyReceipt's millisecond strings, and a
-/// `Retry-After` header in each of its forms. None may trap, whatever the length of a fraction or a number.
+/// libFuzzer's entry: the check of ``FuzzChecks/appleDates(_:)``, which the replay tests run too; a broken promise
+/// is a crash libFuzzer saves.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    let text = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
-    _ = ReceiptSignatureVerifier.seconds(text)
-    _ = AppleTimestamp.date(millisecondsText: text)
-    _ = AppleHTTP.retryAfter(text, maximum: .seconds(30))
+    if let problem = FuzzChecks.appleDates(Array(UnsafeBufferPointer(start: data, count: size))) { fatalError(problem) }
     return 0
 }
+
+// Made before fuzzing starts, so that no run pays for it (Fuzz/lsan.supp says why LeakSanitizer ignores it).
+FuzzChecks.prepare()
 
 // SwiftPM makes an executable's `main` of this file's top-level code (on Linux it links `main` to it by name), so
 // libFuzzer's own `main` cannot be used: its driver is run from here instead. scripts/fuzz.sh has the recipe.

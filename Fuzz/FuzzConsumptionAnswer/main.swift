@@ -1,26 +1,19 @@
 import CLibFuzzer
 import Foundation
-import ReceiptWorker
+import FuzzChecks
 
-/// One value of the consumption topic (a grant service's answer to a refund request), read as the worker
-/// reads it. Besides crashes: an answer that is accepted becomes a body Apple can read, a JSON object whose
-/// consumption percentage is in Apple's milliunits (0 to 100,000).
+/// libFuzzer's entry: the check of ``FuzzChecks/consumptionAnswer(_:)``, which the replay tests run too; a broken promise
+/// is a crash libFuzzer saves.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    let value = Array(UnsafeBufferPointer(start: data, count: size))
-    let problem = ConsumptionAnswerCheck.problem(in: value)
-    let body = ConsumptionAnswerCheck.appleBody(for: value)
-    precondition((problem == nil) == (body != nil), "the check and the parse disagree")
-    if let body {
-        let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any]
-        precondition(object != nil, "an accepted answer became a body that is not a JSON object")
-        if let percentage = object?["consumptionPercentage"] {
-            let milliunits = (percentage as? NSNumber)?.intValue ?? -1
-            precondition((0...100_000).contains(milliunits), "consumptionPercentage \(percentage) sent")
-        }
+    if let problem = FuzzChecks.consumptionAnswer(Array(UnsafeBufferPointer(start: data, count: size))) {
+        fatalError(problem)
     }
     return 0
 }
+
+// Made before fuzzing starts, so that no run pays for it (Fuzz/lsan.supp says why LeakSanitizer ignores it).
+FuzzChecks.prepare()
 
 // SwiftPM makes an executable's `main` of this file's top-level code (on Linux it links `main` to it by name), so
 // libFuzzer's own `main` cannot be used: its driver is run from here instead. scripts/fuzz.sh has the recipe.

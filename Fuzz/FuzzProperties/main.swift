@@ -1,25 +1,17 @@
 import CLibFuzzer
 import Foundation
-import ReceiptWorker
+import FuzzChecks
 
-/// One properties file's text, read and validated as `ConfigurationLoader.load(file:)` does with no
-/// environment variables and no `--set`.
+/// libFuzzer's entry: the check of ``FuzzChecks/properties(_:)``, which the replay tests run too; a broken promise
+/// is a crash libFuzzer saves.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    let text = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
-    guard let properties = try? ConfigurationLoader.properties(text: text, source: "fuzz.properties") else {
-        return 0
-    }
-    // Keys that name files are left out: the fuzzer would open whatever path it writes (/dev/zero, a FIFO),
-    // and what such a file holds is not properties text.
-    let safe = properties.filter { !$0.key.hasSuffix("_file") && $0.key != "apple.root_certificates" }
-    // The last value of a key wins, as in `load`.
-    var seen: Set<String> = []
-    let lastValues = Array(safe.reversed().filter { seen.insert($0.key).inserted }.reversed())
-    _ = try? ConfigurationLoader.build(lastValues, purpose: .worker)
-    _ = try? ConfigurationLoader.build(lastValues, purpose: .tool)
+    if let problem = FuzzChecks.properties(Array(UnsafeBufferPointer(start: data, count: size))) { fatalError(problem) }
     return 0
 }
+
+// Made before fuzzing starts, so that no run pays for it (Fuzz/lsan.supp says why LeakSanitizer ignores it).
+FuzzChecks.prepare()
 
 // SwiftPM makes an executable's `main` of this file's top-level code (on Linux it links `main` to it by name), so
 // libFuzzer's own `main` cannot be used: its driver is run from here instead. scripts/fuzz.sh has the recipe.

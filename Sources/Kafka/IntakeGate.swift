@@ -9,21 +9,31 @@ import Synchronization
 /// fetched again. Here one lock covers the flag and every librdkafka pause, resume, assign and unassign
 /// call, and every newly assigned partition is put explicitly in the state the flag says.
 final class IntakeGate: Sendable {
-    private let paused = Mutex(false)
+    /// What the application wants paused: every topic, or some.
+    struct Pause: Equatable, Sendable {
+        var all = false
+        var topics: Set<String> = []
 
-    var isPaused: Bool { paused.withLock { $0 } }
+        func pauses(_ topic: String) -> Bool { all || topics.contains(topic) }
+    }
 
-    /// Pauses (or resumes) every partition assigned now and every one assigned later. Returns false when the
-    /// intake was already in that state (nothing done).
-    func set(paused wanted: Bool, client: RDKafkaClient) throws(KafkaError) -> Bool {
-        try paused.withLock { (paused: inout Bool) throws(KafkaError) -> Bool in
-            guard paused != wanted else { return false }
+    private let state = Mutex(Pause())
+
+    var pause: Pause { state.withLock { $0 } }
+
+    /// Pauses the partitions the wanted state pauses and resumes the others, those assigned now and those
+    /// assigned later. Returns false when the intake was already in that state (nothing done).
+    func set(_ wanted: Pause, client: RDKafkaClient) throws(KafkaError) -> Bool {
+        try state.withLock { (current: inout Pause) throws(KafkaError) -> Bool in
+            guard current != wanted else { return false }
             var raw: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
             let err = rd_kafka_assignment(client.handle, &raw)
             guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let raw else { throw KafkaError(err) }
-            let assignment = TopicPartitionList(adopting: raw)
-            try Self.apply(paused: wanted, to: assignment.pointer, client: client)
-            paused = wanted
+            let assigned = TopicPartitionList(adopting: raw).partitions()
+            let changed = assigned.filter { current.pauses($0.topic) != wanted.pauses($0.topic) }
+            try Self.apply(paused: true, to: changed.filter { wanted.pauses($0.topic) }, client: client)
+            try Self.apply(paused: false, to: changed.filter { !wanted.pauses($0.topic) }, client: client)
+            current = wanted
             return true
         }
     }
@@ -34,9 +44,11 @@ final class IntakeGate: Sendable {
         _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>, client: RDKafkaClient,
         _ assign: () -> Void
     ) throws(KafkaError) {
-        try paused.withLock { (paused: inout Bool) throws(KafkaError) in
+        try state.withLock { (pause: inout Pause) throws(KafkaError) in
             assign()
-            try Self.apply(paused: paused, to: partitions, client: client)
+            let assigned = TopicPartitionList.borrowing(partitions)
+            try Self.apply(paused: true, to: assigned.filter { pause.pauses($0.topic) }, client: client)
+            try Self.apply(paused: false, to: assigned.filter { !pause.pauses($0.topic) }, client: client)
         }
     }
 
@@ -46,20 +58,21 @@ final class IntakeGate: Sendable {
         _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>, client: RDKafkaClient,
         _ unassign: () -> Void
     ) throws(KafkaError) {
-        try paused.withLock { (_: inout Bool) throws(KafkaError) in
+        try state.withLock { (_: inout Pause) throws(KafkaError) in
             defer { unassign() }
-            try Self.apply(paused: false, to: partitions, client: client)
+            try Self.apply(paused: false, to: TopicPartitionList.borrowing(partitions), client: client)
         }
     }
 
-    private static func apply(
-        paused: Bool, to partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>, client: RDKafkaClient
-    ) throws(KafkaError) {
-        guard partitions.pointee.cnt > 0 else { return }
+    private static func apply(paused: Bool, to partitions: [KafkaTopicPartition], client: RDKafkaClient)
+        throws(KafkaError)
+    {
+        guard !partitions.isEmpty else { return }
+        let list = TopicPartitionList(partitions)
         let err =
             paused
-            ? rd_kafka_pause_partitions(client.handle, partitions)
-            : rd_kafka_resume_partitions(client.handle, partitions)
+            ? rd_kafka_pause_partitions(client.handle, list.pointer)
+            : rd_kafka_resume_partitions(client.handle, list.pointer)
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
     }
 }

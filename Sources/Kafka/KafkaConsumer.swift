@@ -153,11 +153,22 @@ public final class KafkaConsumer: Sendable {
     public func assign(topic: String, from start: StartOffset, timeout: Duration = .seconds(10)) async throws
         -> [(partition: KafkaTopicPartition, start: Int64?)]
     {
+        try await assign(topics: [topic], from: start, timeout: timeout)
+    }
+
+    /// ``assign(topic:from:timeout:)`` for several topics at once (one assignment holds them all).
+    @discardableResult
+    public func assign(topics: [String], from start: StartOffset, timeout: Duration = .seconds(10)) async throws
+        -> [(partition: KafkaTopicPartition, start: Int64?)]
+    {
         guard !closed.load(ordering: .acquiring) else { throw KafkaError.closed }
         let client = self.client
-        let count = try await Blocking.run { client.partitionCount(topic: topic, timeout: timeout) }.get()
-        guard count > 0 else { throw KafkaError(RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC) }
-        let partitions = (0..<count).map { KafkaTopicPartition(topic: topic, partition: $0) }
+        var partitions: [KafkaTopicPartition] = []
+        for topic in topics {
+            let count = try await Blocking.run { client.partitionCount(topic: topic, timeout: timeout) }.get()
+            guard count > 0 else { throw KafkaError(RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC) }
+            partitions += (0..<count).map { KafkaTopicPartition(topic: topic, partition: $0) }
+        }
         var offsets: [KafkaTopicPartition: Int64]
         var resolved: [KafkaTopicPartition: Int64] = [:]
         switch start {
@@ -205,15 +216,25 @@ public final class KafkaConsumer: Sendable {
     /// ``resumeIntake()``. Returns false when the intake was already paused. Safe from any thread; the
     /// pause follows the consumer's real assignment through rebalances (see `IntakeGate`).
     @discardableResult
-    public func pauseIntake() throws -> Bool { try gate.set(paused: true, client: client) }
+    public func pauseIntake() throws -> Bool { try gate.set(.init(all: true), client: client) }
 
     /// Fetches every assigned partition again, and every partition assigned later. Returns false when the
     /// intake was not paused.
     @discardableResult
-    public func resumeIntake() throws -> Bool { try gate.set(paused: false, client: client) }
+    public func resumeIntake() throws -> Bool { try gate.set(.init(), client: client) }
 
-    /// True between ``pauseIntake()`` and ``resumeIntake()``.
-    public var isIntakePaused: Bool { gate.isPaused }
+    /// Pauses the partitions of `topics` only (now and after rebalances), fetching every other; an empty set
+    /// resumes everything. Returns false when the intake was already so.
+    @discardableResult
+    public func pauseIntake(topics: Set<String>) throws -> Bool {
+        try gate.set(.init(topics: topics), client: client)
+    }
+
+    /// True while any partition is paused by ``pauseIntake()`` or ``pauseIntake(topics:)``.
+    public var isIntakePaused: Bool { gate.pause.all || !gate.pause.topics.isEmpty }
+
+    /// The topics whose partitions are paused now (every subscribed topic after ``pauseIntake()``: nil).
+    public var pausedTopics: Set<String>? { gate.pause.all ? nil : gate.pause.topics }
 
     /// The partitions assigned to this member now.
     public func assignment() throws -> [KafkaTopicPartition] {

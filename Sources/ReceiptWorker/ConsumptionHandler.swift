@@ -24,7 +24,7 @@ struct ConsumptionHandler: MessageHandler {
 
     func isPermanent(_ error: any Error) -> Bool { (error as? LedgerError)?.isPermanent == true }
 
-    func group(of message: KafkaMessage) -> String { "consumption" }
+    func group(of message: KafkaMessage) -> String { Worker.consumptionGroup }
 
     func handle(_ message: KafkaMessage, context: HandlingContext) async throws -> Outcome {
         let answer: ConsumptionAnswer

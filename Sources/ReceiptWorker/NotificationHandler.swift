@@ -26,7 +26,7 @@ struct NotificationHandler: MessageHandler {
 
     func isPermanent(_ error: any Error) -> Bool { (error as? LedgerError)?.isPermanent == true }
 
-    func group(of message: KafkaMessage) -> String { "notifications" }
+    func group(of message: KafkaMessage) -> String { Worker.notificationsGroup }
 
     func handle(_ message: KafkaMessage, context: HandlingContext) async throws -> Outcome {
         let notification: AppleNotification

@@ -21,6 +21,9 @@ public final class Worker: Sendable {
     private let ledgerReachable = Atomic<Bool>(false)
     /// Each replica's share of Apple's limits: its share of the jobs topic's partitions.
     private let appleShare: AppleLimitShare
+    /// The budgets (and metric series) of the flows beside the apps' jobs; no app may have these names.
+    static let notificationsGroup = "notifications"
+    static let consumptionGroup = "consumption"
 
     public init(
         configuration: WorkerConfiguration, consumer: KafkaConsumer, producer: KafkaProducer, ledger: any Ledger,
@@ -33,29 +36,34 @@ public final class Worker: Sendable {
         self.metrics = metrics
         self.logger = logger
         let topics = configuration.topics
+        let jobs = JobHandler(
+            settings: .init(
+                maxBytes: configuration.jobsMaxBytes,
+                transactionIDRequiresAccountToken: configuration.apple.transactionIDRequiresAccountToken,
+                retry: configuration.retry, resultsTopic: topics.results, eventSource: configuration.eventSource),
+            apps: apps, decisions: ledger, metrics: metrics, logger: logger)
+        let appGroups = Set(apps.all.map(\.name))
         let routes = [
+            // A game whose room is full (its lane paused, its circuit open) has its new jobs parked on
+            // topics.retries, read again by the same handler, instead of pausing the jobs of every game.
             RuntimeConfiguration.Route(
-                topic: topics.jobs,
-                handler: JobHandler(
-                    settings: .init(
-                        maxBytes: configuration.jobsMaxBytes,
-                        transactionIDRequiresAccountToken: configuration.apple.transactionIDRequiresAccountToken,
-                        retry: configuration.retry, resultsTopic: topics.results, eventSource: configuration.eventSource
-                    ),
-                    apps: apps, decisions: ledger, metrics: metrics, logger: logger),
-                taken: metrics.jobsConsumed),
+                topic: topics.jobs, handler: jobs, taken: metrics.jobsConsumed, groups: appGroups,
+                parkTopic: topics.retries),
+            RuntimeConfiguration.Route(topic: topics.retries, handler: jobs, groups: appGroups),
             RuntimeConfiguration.Route(
                 topic: topics.notifications,
                 handler: NotificationHandler(
                     apps: apps, purchases: ledger, resultsTopic: topics.results, eventSource: configuration.eventSource,
-                    metrics: metrics, logger: logger)),
+                    metrics: metrics, logger: logger),
+                groups: [Self.notificationsGroup]),
             RuntimeConfiguration.Route(
                 topic: topics.consumption,
                 handler: ConsumptionHandler(
-                    apps: apps, requests: ledger, retry: configuration.retry, metrics: metrics, logger: logger)),
+                    apps: apps, requests: ledger, retry: configuration.retry, metrics: metrics, logger: logger),
+                groups: [Self.consumptionGroup]),
         ]
         var runtimeConfiguration = RuntimeConfiguration(routes: routes, deadLetterTopic: topics.dlq)
-        runtimeConfiguration.groups = apps.all.map(\.name) + ["notifications", "consumption"]
+        runtimeConfiguration.groups = apps.all.map(\.name) + [Self.notificationsGroup, Self.consumptionGroup]
         runtimeConfiguration.maxInFlight = configuration.maxInFlight
         runtimeConfiguration.maxInFlightBytes = configuration.maxInFlightBytes
         runtimeConfiguration.drainTimeout = configuration.drainTimeout
@@ -138,14 +146,19 @@ public final class Worker: Sendable {
             if key == "topics.jobs" { appleShare.partitions.store(partitions, ordering: .relaxed) }
         }
         var read = [configuration.topics.jobs]
-        for (key, topic) in [
-            ("topics.notifications", configuration.topics.notifications),
-            ("topics.consumption", configuration.topics.consumption),
+        for (key, topic, without) in [
+            (
+                "topics.retries", configuration.topics.retries,
+                "a game whose jobs wait (its Apple lane paused, its circuit open) pauses every game's intake once its waiting room is full"
+            ),
+            ("topics.notifications", configuration.topics.notifications, "no notification is handled"),
+            ("topics.consumption", configuration.topics.consumption, "no consumption answer is sent"),
         ] {
             if try await partitionCount(topic) != nil {
                 read.append(topic)
             } else {
-                logger.notice("\(key) \(topic) does not exist: not read (create it, then restart)")
+                logger.notice(
+                    "\(key) \(topic) does not exist: not read (create it, then restart); meanwhile \(without)")
             }
         }
         return read

@@ -7,18 +7,25 @@ extension ConsumerRuntime {
         registry.gauges(
             "receipt_worker_jobs_in_flight",
             help: "Messages being handled, by group (an app, notifications, consumption)."
-        ) { [scheduler] in scheduler.snapshot().map { (["group": $0.group], Double($0.running)) } }
+        ) { [scheduler] in scheduler.snapshot().groups.map { (["group": $0.group], Double($0.running)) } }
         registry.gauges(
             "receipt_worker_jobs_waiting",
             help: "Messages taken from Kafka and waiting for a slot of their group's worker.max_in_flight."
-        ) { [scheduler] in scheduler.snapshot().map { (["group": $0.group], Double($0.waiting)) } }
+        ) { [scheduler] in scheduler.snapshot().groups.map { (["group": $0.group], Double($0.waiting)) } }
         registry.gauges(
             "receipt_worker_jobs_in_flight_bytes",
             help: "Bytes of the messages being handled, by group (budget: worker.max_in_flight_bytes each)."
-        ) { [scheduler] in scheduler.snapshot().map { (["group": $0.group], Double($0.bytes)) } }
+        ) { [scheduler] in scheduler.snapshot().groups.map { (["group": $0.group], Double($0.bytes)) } }
         registry.gauges(
-            "receipt_worker_intake_paused", help: "1 while intake is paused (a group's budget is waiting in full)."
+            "receipt_worker_intake_paused",
+            help: "1 while a topic's intake is paused (a full group that cannot park, or the byte budget full)."
         ) { [consumer] in [(Labels.none, consumer.isIntakePaused ? 1 : 0)] }
+        let topics = configuration.routes.map(\.topic)
+        registry.gauges("receipt_worker_topic_paused", help: "1 while the topic's intake is paused, by topic.") {
+            [consumer] in
+            let paused = consumer.pausedTopics
+            return topics.map { topic in (["topic": topic], (paused?.contains(topic) ?? true) ? 1 : 0) }
+        }
         registry.gauges(
             "receipt_worker_partition_committed_offset", help: "The next offset committed, per assigned partition."
         ) { [book] in

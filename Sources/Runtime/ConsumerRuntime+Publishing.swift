@@ -25,6 +25,26 @@ extension ConsumerRuntime {
     /// once the headers are added (a 1 MB job on a topic whose limit is 1 MB) becomes a stub: the same key and
     /// headers, an empty value, `dlq_truncated: true` and `dlq_original_bytes`; the original stays readable at
     /// its source offset while its topic retains it.
+    /// Forwards a message unchanged (key, value, headers, and where it came from) to `topic`, where it waits
+    /// for its group's room; true once the broker acknowledged it (the original is then answered).
+    func park(_ message: KafkaMessage, to topic: String, _ context: HandlingContext) async -> Bool {
+        let copy = KafkaProducerMessage(
+            topic: topic, key: message.key, value: message.value,
+            headers: message.headers + [
+                KafkaHeader(name: "parked_from", string: "\(message.topicPartition)@\(message.offset)")
+            ])
+        do {
+            _ = try await retries.retrying(
+                "park", stage: nil, isPermanent: Self.isPermanent, letGo: { context.mustLetGo }
+            ) { try await self.producer.send(copy) }
+            return true
+        } catch {
+            // Let go (a stop, a revocation), or refused for good: read again by the next owner, or after a
+            // restart, and handled then.
+            return false
+        }
+    }
+
     func deadLetter(_ message: KafkaMessage, _ letter: DeadLetter, _ context: HandlingContext) async -> Bool {
         logger.warning(
             "message dead-lettered",

@@ -21,6 +21,8 @@ public final class ConsumerRuntime: Sendable {
     let book = PartitionBook()
     let scheduler: GroupScheduler
     private let routeIndex: [String: Int]
+    /// The topics read (set by ``run(subscribing:)``): a route parks only on a topic that is read.
+    private let subscribed = Mutex<Set<String>>([])
     private let stopping = Atomic<Bool>(false)
     /// Per assigned partition, its lag (high watermark minus committed offset) as last measured.
     let lags = Mutex<[KafkaTopicPartition: Int64]>([:])
@@ -84,7 +86,9 @@ public final class ConsumerRuntime: Sendable {
     /// Reads `topics` (each a route's) until ``shutdown()`` (then drains within the drain timeout and
     /// commits) or a fatal Kafka error (thrown).
     public func run(subscribing topics: [String]) async throws {
-        try consumer.subscribe(topics: topics.filter { routeIndex[$0] != nil })
+        let read = topics.filter { routeIndex[$0] != nil }
+        subscribed.withLock { $0 = Set(read) }
+        try consumer.subscribe(topics: read)
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { await self.commitLoop() }
             group.addTask { await self.startMessages() }
@@ -138,7 +142,16 @@ public final class ConsumerRuntime: Sendable {
         // Not taken: read under an earlier assignment, or taken before (a second delivery).
         guard book.take(message.topicPartition, offset: message.offset, generation: generation) else { return }
         let group = configuration.routes[route].handler.group(of: message)
-        scheduler.enqueue(.init(message: message, generation: generation, group: group, route: route))
+        var item = GroupScheduler.Item(message: message, generation: generation, group: group, route: route)
+        if let park = parkTopic(of: route), scheduler.isFull(group) {
+            // Its group's room is full (its Apple lane paused, its circuit open): it waits on the park topic,
+            // not in memory, and this topic goes on for the other groups.
+            item.parkTo = park
+            metrics.parked(group).increment()
+            scheduler.enqueueParked(item)
+        } else {
+            scheduler.enqueue(item)
+        }
         adjustIntake()
     }
 
@@ -172,6 +185,16 @@ public final class ConsumerRuntime: Sendable {
             letGo: { [weak self] in self?.mustLetGo(item.message, generation: item.generation) ?? true })
         let started = ContinuousClock.now
         let outcome: Outcome
+        if let park = item.parkTo {
+            let partition = item.message.topicPartition
+            if await self.park(item.message, to: park, context) {
+                book.finish(partition, offset: item.message.offset, generation: item.generation)
+            } else {
+                book.abandon(partition, offset: item.message.offset, generation: item.generation)
+            }
+            scheduler.release(item)
+            return
+        }
         do {
             outcome = try await handler.handle(item.message, context: context)
         } catch is LetGo {
@@ -214,19 +237,34 @@ public final class ConsumerRuntime: Sendable {
         isStopping || !book.holds(message.topicPartition, generation: generation)
     }
 
-    /// Pauses intake when a group has a whole budget waiting; resumes when every group's waiting is at half
-    /// or less. Called by the event loop and the commit loop: the consumer serialises the state and the
-    /// librdkafka calls, and applies them to its real assignment.
+    /// Pauses what must wait: every topic while the replica holds twice its byte budget; otherwise the topics
+    /// feeding a full group whose messages cannot be parked. Called by the event loop and the commit loop:
+    /// the consumer serialises the state and the librdkafka calls, and applies them to its real assignment.
     func adjustIntake() {
+        let pressure = scheduler.pressure()
         do {
-            if scheduler.isFull {
-                if try consumer.pauseIntake() { logger.debug("intake paused: a group's budget is waiting in full") }
-            } else if scheduler.hasRoom {
-                if try consumer.resumeIntake() { logger.debug("intake resumed") }
+            if pressure.memoryFull {
+                if try consumer.pauseIntake() { logger.debug("intake paused: the replica's byte budget is full") }
+                return
+            }
+            let paused = Set(
+                configuration.routes.indices.filter { index in
+                    let route = configuration.routes[index]
+                    return parkTopic(of: index) == nil && !pressure.fullGroups.isEmpty
+                        && route.groups.map { !$0.isDisjoint(with: pressure.fullGroups) } ?? true
+                }.map { configuration.routes[$0].topic })
+            if try consumer.pauseIntake(topics: paused) {
+                logger.debug("intake changed", ["paused_topics": paused.sorted().joined(separator: ",")])
             }
         } catch {
             logger.warning("cannot pause or resume intake; it will be tried again", ["error": "\(error)"])
         }
+    }
+
+    /// Where route `index` parks the messages of a full group: its park topic, when that topic is read.
+    private func parkTopic(of index: Int) -> String? {
+        guard let topic = configuration.routes[index].parkTopic else { return nil }
+        return subscribed.withLock { $0.contains(topic) } ? topic : nil
     }
 
     /// Commits what answered messages allow, every 200 ms, and re-evaluates the intake.

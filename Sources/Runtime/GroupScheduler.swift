@@ -2,24 +2,34 @@ import Kafka
 import Synchronization
 
 /// Slots and bytes by group: each group (an app's jobs, the notifications, the consumption answers) has a
-/// budget of its own, `maxInFlight` messages and `maxInFlightBytes` bytes being handled, and room for
-/// ten times as many messages, within as many bytes again, waiting for a slot. So one group whose messages
-/// wait (its Apple lane paused by a 429, its circuit open) holds only its own slots, and the other groups go
-/// on. A message larger than the whole byte budget still starts, alone. Within a group messages start in
-/// arrival order.
+/// budget of its own, `maxInFlight` messages and `maxInFlightBytes` bytes being handled, and a waiting room
+/// for ten times as many messages within a quarter of the bytes. So one group whose messages wait (its Apple
+/// lane paused by a 429, its circuit open) holds only its own slots, and the other groups go on. A message
+/// larger than the whole byte budget still starts, alone. Within a group messages start in arrival order.
 ///
 /// Messages with a slot go to the one task that starts them (``next()``); a finished message gives its slot
-/// back (``release(_:)``), which starts the next one waiting in its group. Intake pauses when any group's
-/// waiting room is full (``isFull``), and resumes when every group's waiting is at half or less. A message
-/// waiting costs its bytes and little else: the room is large in count, bounded in bytes.
+/// back (``release(_:)``), which starts the next one waiting in its group.
+///
+/// A group whose waiting room is full stays full until it is back to half (``pressure()``): the runtime then
+/// parks its new messages on another topic, or pauses the topics that feed it. The whole replica holds at
+/// most twice `maxInFlightBytes` in messages (running, waiting and being parked): past that, every topic
+/// pauses until it is back to one budget, so memory stays bounded however many groups there are.
 final class GroupScheduler: Sendable {
-    /// A message taken, its assignment, its group and its route.
+    /// A message taken, its assignment, its group and its route; `parkTo`: the topic it is forwarded to
+    /// instead of being handled (its group's room was full).
     struct Item: Sendable {
         let message: KafkaMessage
         let generation: UInt64
         let group: String
         let route: Int
+        var parkTo: String? = nil
         var bytes: Int { message.value.count }
+    }
+
+    /// What the intake must do: pause every topic (`memoryFull`), or the topics feeding `fullGroups`.
+    struct Pressure: Equatable, Sendable {
+        var memoryFull = false
+        var fullGroups: Set<String> = []
     }
 
     /// One group's budget in use, and its messages waiting for a slot (oldest first from `head`).
@@ -35,18 +45,26 @@ final class GroupScheduler: Sendable {
 
     private struct State {
         var groups: [String: Group] = [:]
+        /// Messages being forwarded to a park topic, and their bytes.
+        var parking = 0
+        var parkingBytes = 0
         /// Messages with a slot, for the starting task.
         var ready: [Item] = []
         var readyHead = 0
         var reader: CheckedContinuation<Item?, Never>?
         var finished = false
+        /// Groups whose room filled and has not yet emptied to half.
+        var fullGroups: Set<String> = []
+        var memoryFull = false
     }
 
     private let state = Mutex(State())
     private let maxJobs: Int
     private let maxBytes: Int
-    /// Messages a group may hold waiting: ten budgets (waiting bytes are bounded by one byte budget).
+    /// Messages a group may hold waiting: ten budgets.
     private var maxWaiting: Int { maxJobs * 10 }
+    /// Bytes a group may hold waiting: a quarter of a budget (waiting is cheap in count, not in bytes).
+    private var maxWaitingBytes: Int { max(1, maxBytes / 4) }
 
     /// `groups`: the groups known from the start, whose series show at 0 before their first message.
     init(maxInFlight: Int, maxInFlightBytes: Int, groups: [String] = []) {
@@ -60,7 +78,10 @@ final class GroupScheduler: Sendable {
         let reader = state.withLock { state -> CheckedContinuation<Item?, Never>? in
             guard !state.finished else { return nil }
             var group = state.groups[item.group] ?? Group()
-            defer { state.groups[item.group] = group }
+            defer {
+                state.groups[item.group] = group
+                if isRoomFull(group) { state.fullGroups.insert(item.group) }
+            }
             guard group.waitingCount == 0, fits(item.bytes, group) else {
                 group.waiting.append(item)
                 group.waitingBytes += item.bytes
@@ -71,6 +92,25 @@ final class GroupScheduler: Sendable {
             return deliver(item, &state)
         }
         reader?.resume(returning: item)
+    }
+
+    /// Takes a message to be forwarded to `item.parkTo`: it starts at once, outside its group's budget.
+    func enqueueParked(_ item: Item) {
+        let reader = state.withLock { state -> CheckedContinuation<Item?, Never>? in
+            guard !state.finished else { return nil }
+            state.parking += 1
+            state.parkingBytes += item.bytes
+            return deliver(item, &state)
+        }
+        reader?.resume(returning: item)
+    }
+
+    /// Whether `group`'s waiting room is full, or filled and not yet back to half: its new messages are parked
+    /// (or, when its topics cannot park, intake pauses).
+    func isFull(_ group: String) -> Bool {
+        state.withLock { state in
+            state.fullGroups.contains(group) || state.groups[group].map(isRoomFull) == true
+        }
     }
 
     /// The next message with a slot; nil once finished.
@@ -97,6 +137,11 @@ final class GroupScheduler: Sendable {
     /// Gives a finished message's slot back, and starts what waits in its group and now fits.
     func release(_ item: Item) {
         let started = state.withLock { state -> [(CheckedContinuation<Item?, Never>, Item)] in
+            if item.parkTo != nil {
+                state.parking -= 1
+                state.parkingBytes -= item.bytes
+                return []
+            }
             guard state.groups[item.group] != nil else { return [] }
             state.groups[item.group]?.running -= 1
             state.groups[item.group]?.runningBytes -= item.bytes
@@ -126,8 +171,13 @@ final class GroupScheduler: Sendable {
             state.readyHead = 0
             // Ready messages held slots: give them back (nothing started them), and start what now fits.
             for item in leaving {
-                state.groups[item.group]?.running -= 1
-                state.groups[item.group]?.runningBytes -= item.bytes
+                if item.parkTo != nil {
+                    state.parking -= 1
+                    state.parkingBytes -= item.bytes
+                } else {
+                    state.groups[item.group]?.running -= 1
+                    state.groups[item.group]?.runningBytes -= item.bytes
+                }
             }
             var started: [(CheckedContinuation<Item?, Never>, Item)] = []
             for name in Array(state.groups.keys) { started += fill(name, &state) }
@@ -179,25 +229,40 @@ final class GroupScheduler: Sendable {
         return left
     }
 
-    /// True when a group's waiting room is full: intake pauses, or memory would grow without bound.
-    var isFull: Bool {
+    /// What the intake must do now. A group is full from the moment its room is (count or bytes) until it is
+    /// back to half; memory is full from twice the byte budget held until one budget.
+    func pressure() -> Pressure {
         state.withLock { state in
-            state.groups.values.contains { $0.waitingCount >= maxWaiting || $0.waitingBytes >= maxBytes }
+            var held = state.parkingBytes
+            for (name, group) in state.groups {
+                held += group.runningBytes + group.waitingBytes
+                if isRoomFull(group) {
+                    state.fullGroups.insert(name)
+                } else if group.waitingCount <= maxWaiting / 2 && group.waitingBytes <= maxWaitingBytes / 2 {
+                    state.fullGroups.remove(name)
+                }
+            }
+            if held >= 2 * maxBytes {
+                state.memoryFull = true
+            } else if held <= maxBytes {
+                state.memoryFull = false
+            }
+            return Pressure(memoryFull: state.memoryFull, fullGroups: state.fullGroups)
         }
     }
 
-    /// True when every group's waiting is at half its room or less: intake may resume.
-    var hasRoom: Bool {
+    /// Per group: messages being handled, their bytes, and messages waiting; `parked`: being forwarded.
+    func snapshot() -> (groups: [(group: String, running: Int, bytes: Int, waiting: Int)], parking: Int) {
         state.withLock { state in
-            state.groups.values.allSatisfy { $0.waitingCount <= maxWaiting / 2 && $0.waitingBytes <= maxBytes / 2 }
+            (
+                state.groups.map { ($0.key, $0.value.running, $0.value.runningBytes, $0.value.waitingCount) },
+                state.parking
+            )
         }
     }
 
-    /// Per group: messages being handled, their bytes, and messages waiting.
-    func snapshot() -> [(group: String, running: Int, bytes: Int, waiting: Int)] {
-        state.withLock { state in
-            state.groups.map { ($0.key, $0.value.running, $0.value.runningBytes, $0.value.waitingCount) }
-        }
+    private func isRoomFull(_ group: Group) -> Bool {
+        group.waitingCount >= maxWaiting || group.waitingBytes >= maxWaitingBytes
     }
 
     private func fits(_ bytes: Int, _ group: Group) -> Bool {

@@ -10,11 +10,22 @@ public struct RuntimeConfiguration: Sendable {
         public var handler: any MessageHandler
         /// Counted for every message of the topic taken (for example `receipt_worker_jobs_consumed_total`).
         public var taken: Counter?
+        /// The groups this topic's messages go to (nil: any): the topic pauses when one of them is full and
+        /// its messages cannot be parked.
+        public var groups: Set<String>?
+        /// Where a message goes, unchanged, when its group's waiting room is full: to wait there, read again
+        /// through that topic's route, instead of pausing this topic for every group (nil: this topic pauses).
+        public var parkTopic: String?
 
-        public init(topic: String, handler: any MessageHandler, taken: Counter? = nil) {
+        public init(
+            topic: String, handler: any MessageHandler, taken: Counter? = nil, groups: Set<String>? = nil,
+            parkTopic: String? = nil
+        ) {
             self.topic = topic
             self.handler = handler
             self.taken = taken
+            self.groups = groups
+            self.parkTopic = parkTopic
         }
     }
 
@@ -25,10 +36,11 @@ public struct RuntimeConfiguration: Sendable {
     /// later still gets its budget).
     public var groups: [String] = []
     /// Messages being handled at once per group (`worker.max_in_flight`); a group may hold ten times as many
-    /// waiting (within its byte budget) before intake pauses. Default: 1000.
+    /// waiting before its messages are parked (or its topics pause). Default: 1000.
     public var maxInFlight = 1000
-    /// Bytes of messages being handled at once per group (`worker.max_in_flight_bytes`), and as many waiting.
-    /// A message larger than the whole budget still starts, alone. Default: 32 MiB.
+    /// Bytes of messages being handled at once per group (`worker.max_in_flight_bytes`); a quarter of it
+    /// waiting. A message larger than the whole budget still starts, alone. The replica holds at most twice
+    /// it in all before every topic pauses. Default: 32 MiB.
     public var maxInFlightBytes = 32 * 1024 * 1024
     /// How long a shutdown or a revocation waits for messages in flight (`worker.drain_timeout_ms`). Default: 20 s.
     public var drainTimeout: Duration = .seconds(20)

@@ -12,7 +12,7 @@ final class RuntimeMetrics: Sendable {
     private let failures: [String: Counter]
 
     /// The runtime's own operations whose failures are counted (each failed attempt).
-    static let operations = ["publish_result", "publish_dead_letter", "commit"]
+    static let operations = ["publish_result", "publish_dead_letter", "park", "commit"]
     /// The contract's dead-letter reasons, so each series exists (at 0) from the start.
     static let deadLetterReasons = ["malformed_job", "retries_exhausted", "cannot_verify", "consumption_not_sent"]
     /// Fine around 100 ms (Apple's usual latency) so the benchmark can read the worker's own p99 from it.
@@ -49,6 +49,14 @@ final class RuntimeMetrics: Sendable {
 
     func failure(_ operation: String) -> Counter {
         failures[operation] ?? Self.failureCounter(registry, operation)
+    }
+
+    /// Messages forwarded to the park topic because their group's waiting room was full.
+    func parked(_ group: String) -> Counter {
+        registry.counter(
+            "receipt_worker_messages_parked_total",
+            help: "Messages forwarded to topics.retries because their group's waiting room was full, by group.",
+            labels: ["group": group])
     }
 
     func deadLetter(reason: String) -> Counter {

@@ -82,6 +82,52 @@ struct IsolationEndToEndTests {
         await harness.stop()
     }
 
+    @Test(
+        "one game's jobs overflow its waiting room while its lane is paused: they wait on topics.retries, the jobs topic never pauses, the other game is answered at once, and every one is granted"
+    )
+    func parkedGame() async throws {
+        let harness = try await ManyAppsEndToEndTests.twoApps(parking: true) {
+            $0.maxInFlight = 2  // a waiting room of 20
+            $0.retry.maxAttempts = 60
+        }
+        try await harness.faults(["rate_limit_per_second": 3, "bundle_id": Self.second])
+        var theirs: [String] = []
+        for _ in 0..<60 {
+            theirs.append(
+                try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second]).transactionID)
+        }
+        for (index, id) in theirs.enumerated() {
+            try await harness.submit(
+                job(
+                    "p-\(index)", order: "p-\(index)", product: "coins_5",
+                    ["transaction_id": id, "bundle_id": Self.second]))
+        }
+        let metrics = { harness.worker.metrics.registry.render() }
+        #expect(
+            await eventually(timeout: .seconds(20)) {
+                metrics().contains(#"receipt_worker_messages_parked_total{group="second"}"#)
+                    && !metrics().contains(#"receipt_worker_messages_parked_total{group="second"} 0"#)
+            }, "the overflow was parked")
+        #expect(metrics().contains(#"receipt_worker_topic_paused{topic="\#(harness.topics.jobs)"} 0"#))
+        for index in 0..<3 {
+            let purchase = try await harness.purchase(["product_id": "gems_100"])
+            try await harness.submit(
+                job("mine-\(index)", order: "mine-\(index)", product: "gems_100", ["receipt": purchase.receipt]))
+        }
+        for index in 0..<3 {
+            #expect(
+                await harness.result(jobID: "mine-\(index)", timeout: .seconds(10))?["decision"] as? String == "grant")
+        }
+        let pending = theirs.indices.filter { harness.results(jobID: "p-\($0)").isEmpty }.count
+        #expect(pending > 0, "the rate-limited game still had jobs waiting when the other's were answered")
+        let all = await eventually(timeout: .seconds(90)) {
+            theirs.indices.allSatisfy { harness.results(jobID: "p-\($0)").first?["decision"] as? String == "grant" }
+        }
+        #expect(all, "every parked job is granted once Apple takes it")
+        #expect(theirs.indices.allSatisfy { harness.results(jobID: "p-\($0)").count == 1 }, "each answered once")
+        await harness.stop()
+    }
+
     @Test("Apple failing for one game opens that game's circuit only: the other game's receipts are granted")
     func failingGame() async throws {
         let harness = try await ManyAppsEndToEndTests.twoApps { $0.retry.maxAttempts = 100 }

@@ -14,10 +14,10 @@ struct ManyAppsEndToEndTests {
 
     /// A harness whose worker knows the default app (com.example) and `apps.second`, which has its own shared
     /// secret and uses the default app's API key; the simulator sells for both.
-    static func twoApps(_ configure: @escaping (inout WorkerConfiguration) -> Void = { _ in }) async throws
-        -> WorkerHarness
+    static func twoApps(parking: Bool = false, _ configure: @escaping (inout WorkerConfiguration) -> Void = { _ in })
+        async throws -> WorkerHarness
     {
-        let harness = try await WorkerHarness(notifications: true) { configuration in
+        let harness = try await WorkerHarness(notifications: true, parking: parking) { configuration in
             configuration.apple.transactionIDRequiresAccountToken = false
             var app = WorkerConfiguration.App(name: "second")
             app.bundleID = Self.second

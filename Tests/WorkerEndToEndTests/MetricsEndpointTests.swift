@@ -103,13 +103,16 @@ import Testing
             return lines.isEmpty
                 ? -1 : lines.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }.reduce(0, +)
         }
+        // Every purchase made first, then the jobs in one burst: on a busy machine, jobs submitted between
+        // purchases would be answered before the room fills.
+        var receipts: [String] = []
+        for _ in 0..<30 { receipts.append(try await harness.purchase(["product_id": "coins_100"]).receipt) }
         var ids: [String] = []
-        for index in 0..<30 {
-            let purchase = try await harness.purchase(["product_id": "coins_100"])
+        for (index, receipt) in receipts.enumerated() {
             let id = "budget-\(index)"
             ids.append(id)
             try await harness.submit(
-                job(id, order: "budget-order-\(index)", product: "coins_100", ["receipt": purchase.receipt]))
+                job(id, order: "budget-order-\(index)", product: "coins_100", ["receipt": receipt]))
         }
         var sawWaiting = false
         let busy = await eventually(timeout: .seconds(30)) {

@@ -315,9 +315,13 @@ struct NotificationEndToEndTests {
         #expect(body["deliveryStatus"] as? String == "DELIVERED")
         #expect(body["consumptionPercentage"] as? Int == 25500)
         #expect(body["refundPreference"] as? String == "GRANT_PRORATED")
-        let metrics = harness.worker.metrics.registry.render()
-        #expect(metrics.contains("\nreceipt_worker_consumption_answers_total{outcome=\"no_consent\"} 1\n"))
-        #expect(metrics.contains("\nreceipt_worker_consumption_answers_total{outcome=\"sent\"} 1\n"))
+        // Counted once Apple's answer is back, which may be a moment after the simulator kept the body.
+        let counted = await eventually(timeout: .seconds(10)) {
+            let metrics = harness.worker.metrics.registry.render()
+            return metrics.contains("\nreceipt_worker_consumption_answers_total{outcome=\"no_consent\"} 1\n")
+                && metrics.contains("\nreceipt_worker_consumption_answers_total{outcome=\"sent\"} 1\n")
+        }
+        #expect(counted, "\(harness.worker.metrics.registry.render())")
         #expect(harness.deadLetters.isEmpty)
         await harness.stop()
     }

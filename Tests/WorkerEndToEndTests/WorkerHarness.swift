@@ -40,7 +40,8 @@ final class WorkerHarness: Sendable {
 
     init(
         allowSandbox: Bool = false, maxAttempts: Int = 6, workerLog: LogSink? = nil, notifications: Bool = false,
-        createNotificationTopics: Bool = true, configure: (inout WorkerConfiguration) -> Void = { _ in }
+        createNotificationTopics: Bool = true, parking: Bool = false,
+        configure: (inout WorkerConfiguration) -> Void = { _ in }
     )
         async throws
     {
@@ -54,6 +55,8 @@ final class WorkerHarness: Sendable {
         configuration.topics.dlq = "dlq-\(suffix)"
         configuration.topics.notifications = "notifications-\(suffix)"
         configuration.topics.consumption = "consumption-\(suffix)"
+        // Each test its own: a broker shared by runs may hold the default topics.
+        configuration.topics.retries = "retries-\(suffix)"
         topics = configuration.topics
         groupID = "worker-\(suffix)"
         var created = [
@@ -62,6 +65,7 @@ final class WorkerHarness: Sendable {
         if notifications && createNotificationTopics {
             created += [(configuration.topics.notifications, 2), (configuration.topics.consumption, 1)]
         }
+        if parking { created.append((configuration.topics.retries, 2)) }
         try await KafkaAdmin.createTopics(bootstrapServers: Self.bootstrap, topics: created, logger: Self.logger)
         configuration.apple.bundleID = "com.example"
         configuration.apple.allowSandbox = allowSandbox
@@ -103,9 +107,12 @@ final class WorkerHarness: Sendable {
                     "session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "max.poll.interval.ms": "10000",
                 ]),
             logger: Self.logger)
-        try reader.subscribe(
+        // Assigned, not subscribed: no group to join (seconds each, with dozens of harnesses at once), and
+        // every record from the first, whenever the reader starts.
+        try await reader.assign(
             topics: [configuration.topics.results, configuration.topics.dlq]
-                + (notifications && createNotificationTopics ? [configuration.topics.notifications] : []))
+                + (notifications && createNotificationTopics ? [configuration.topics.notifications] : []),
+            from: .beginning)
         if notifications {
             let current = self.current
             let receiver = try NotificationReceiver(

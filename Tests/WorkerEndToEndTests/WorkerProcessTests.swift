@@ -39,7 +39,7 @@ final class ProcessHarness: Sendable {
                     "session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "max.poll.interval.ms": "10000",
                 ]),
             logger: Self.logger)
-        try reader.subscribe(topics: ["results-\(suffix)"])
+        try await reader.assign(topics: ["results-\(suffix)"], from: .beginning)
         let task = Task { [self] in
             for await event in self.reader.events {
                 if case .message(let message) = event {

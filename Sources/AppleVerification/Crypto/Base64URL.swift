@@ -2,7 +2,7 @@ import Foundation
 
 /// Base64url (RFC 4648 §5) without padding, as JWS and JWT use it. Decoding is table-driven over UTF-8:
 /// it sits on the hot path of every signed-transaction verification.
-package enum Base64URL {
+public enum Base64URL {
     private static let table: [UInt8] = {
         var table = [UInt8](repeating: 0xFF, count: 256)
         for (index, byte) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8.enumerated() {
@@ -17,7 +17,7 @@ package enum Base64URL {
     }
 
     /// As `decode`, into an array (what the JSON scanner reads).
-    package static func decodeBytes(_ text: Substring) -> [UInt8]? {
+    public static func decodeBytes(_ text: Substring) -> [UInt8]? {
         var text = text
         return text.withUTF8 { decodeBytes($0) }
     }

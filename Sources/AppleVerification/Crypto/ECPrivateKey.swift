@@ -4,11 +4,11 @@ import Foundation
 /// Owns an OpenSSL `EVP_PKEY` holding a P-256 private key (an App Store Connect .p8 key, or a test key).
 ///
 /// `@unchecked Sendable`: OpenSSL 3 allows concurrent signatures with one key, each with its own context.
-package final class ECPrivateKey: @unchecked Sendable {
+public final class ECPrivateKey: @unchecked Sendable {
     let pointer: OpaquePointer
 
     /// Reads PEM: PKCS#8 `PRIVATE KEY` (.p8) or SEC1 `EC PRIVATE KEY`. The error never repeats the key.
-    package init(pem: String) throws(AppleVerificationError) {
+    public init(pem: String) throws(AppleVerificationError) {
         let key: OpaquePointer? = pem.withCString { text in
             let bio = BIO_new_mem_buf(text, -1)
             defer { BIO_free(bio) }

@@ -2,12 +2,12 @@ import Foundation
 
 /// Makes compact ES256 JWS: App Store Server API tokens (JWT), and, in the App Store simulator and tests,
 /// signed transactions with an `x5c` chain as Apple's servers make them.
-package struct JWSSigner: Sendable {
+public struct JWSSigner: Sendable {
     private let key: ECPrivateKey
     private let header: String
 
     /// `headerFields` are added to `"alg":"ES256"`; `x5c` is the chain, leaf first, as DER.
-    package init(key: ECPrivateKey, headerFields: [String: String] = [:], x5c: [Data] = []) throws {
+    public init(key: ECPrivateKey, headerFields: [String: String] = [:], x5c: [Data] = []) throws {
         self.key = key
         var fields: [String: Any] = headerFields
         fields["alg"] = "ES256"
@@ -15,13 +15,13 @@ package struct JWSSigner: Sendable {
         header = Base64URL.encode(try JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys]))
     }
 
-    package func sign(payload: Data) throws -> String {
+    public func sign(payload: Data) throws -> String {
         let signingInput = header + "." + Base64URL.encode(payload)
         let signature = try key.signES256(Array(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature)
     }
 
-    package func sign(_ payload: some Encodable) throws -> String {
+    public func sign(_ payload: some Encodable) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         return try sign(payload: encoder.encode(payload))
@@ -30,7 +30,7 @@ package struct JWSSigner: Sendable {
 
 /// Reads the DER of every certificate in PEM text (or returns DER input as is). Text around the PEM blocks,
 /// such as the dump `openssl x509 -text` writes before them, is skipped.
-package func certificatesDER(_ bytes: Data) -> [Data] {
+public func certificatesDER(_ bytes: Data) -> [Data] {
     guard isPEM(bytes) else { return [bytes] }
     var result: [Data] = []
     var current = ""

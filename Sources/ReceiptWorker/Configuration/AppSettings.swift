@@ -10,7 +10,7 @@ struct AppSettings: Sendable {
     ]
 
     /// Names an app may not have: the groups of the flows beside the jobs (``Worker``).
-    static let reservedNames: Set<String> = ["notifications", "consumption"]
+    static let reservedNames: Set<String> = [Worker.notificationsGroup, Worker.consumptionGroup]
 
     var settings: [String: String] = [:]
 
