@@ -5,9 +5,10 @@ extension PostgresSchema {
     /// stored events' id, type, time and key in columns. Each existing row gets the app its event names
     /// (`bundle_id`, in every event since apps came), the default app's rows and those naming none (older than
     /// apps) the default app's scope, ""; purchase states and consumption requests the app and environment of
-    /// their purchase's grant. Idempotent: each step checks what is there. On a large ledger the UPDATEs of
+    /// their purchase's grant, and a state of a purchase never granted (a refund that came first) app and
+    /// environment "*", which the grant's check of every app and environment reads. Idempotent: each step checks what is there. On a large ledger the UPDATEs of
     /// existing rows take a while, in the migration's one transaction: run `receipt-worker ledger migrate`
-    /// before the rollout (deploy/README.md, Upgrading).
+    /// before the rollout (README, "Upgrading a ledger written before apps were scoped").
     ///
     /// The previous release must not run beside this schema: it looked jobs up by job id alone. Its record
     /// functions are dropped, so a replica of it still running fails its decisions (they are retried by the
@@ -74,6 +75,10 @@ extension PostgresSchema {
                 IF to_regclass('\(name).purchase_states_app_purchase') IS NULL THEN
                     UPDATE \(name).purchase_states s SET app = g.app, environment = g.environment
                         FROM \(name).grants g WHERE g.purchase_id = s.purchase_id OR g.transaction_id = s.transaction_id;
+                    -- A refund remembered before its grant, of an app nobody can tell now: every app's.
+                    UPDATE \(name).purchase_states s SET app = '*', environment = '*' WHERE NOT EXISTS (
+                        SELECT 1 FROM \(name).grants g
+                        WHERE g.purchase_id = s.purchase_id OR g.transaction_id = s.transaction_id);
                 END IF;
             END $$
             """,
@@ -154,6 +159,11 @@ extension PostgresSchema {
             CREATE TRIGGER grants_fill_columns BEFORE INSERT ON \(name).grants
                 FOR EACH ROW EXECUTE FUNCTION \(name).fill_grant_columns()
             """,
+            // What the ledger knows of itself: the default app's bundle id (checkDefaultApp).
+            "CREATE TABLE IF NOT EXISTS \(name).ledger_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            defaultBundleID.map {
+                "INSERT INTO \(name).ledger_meta (key, value) VALUES ('default_app', \(Self.literal($0))) ON CONFLICT DO NOTHING"
+            } ?? "SELECT 1",
             recordFunctionV3, recordBatchFunctionV3,
             "DROP FUNCTION IF EXISTS \(name).record_batch_v2(TEXT[], TEXT[], TEXT[], TEXT[], TEXT[])",
             "DROP FUNCTION IF EXISTS \(name).record_v2(TEXT, TEXT, TEXT, TEXT, TEXT)",
@@ -215,7 +225,8 @@ extension PostgresSchema {
                 -- One purchase's grant and its revocation never interleave (the notification side takes the
                 -- same lock): a refund that lands first is seen here, a grant that lands first is revoked there.
                 PERFORM pg_advisory_xact_lock(hashtext(p_app || chr(1) || p_environment || chr(1) || p_purchase));
-                IF EXISTS (SELECT 1 FROM \(name).purchase_states WHERE app = p_app AND environment = p_environment
+                IF EXISTS (SELECT 1 FROM \(name).purchase_states
+                    WHERE (app = p_app AND environment = p_environment OR app = '*')
                     AND (purchase_id = p_purchase OR transaction_id = p_transaction) AND revoked) THEN
                     RETURN QUERY SELECT 'revoked'::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT;
                     RETURN;

@@ -54,6 +54,7 @@ public struct PostgresSchema: Sendable {
             "GRANT SELECT, INSERT, UPDATE ON \(name).notifications TO \(role)",
             "GRANT SELECT, INSERT, UPDATE ON \(name).consumption_requests TO \(role)",
             "GRANT SELECT, INSERT, UPDATE ON \(name).purchase_states TO \(role)",
+            "GRANT SELECT, INSERT ON \(name).ledger_meta TO \(role)",
             "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \(name) TO \(role)",
         ]
     }
@@ -314,6 +315,30 @@ public struct PostgresSchema: Sendable {
 }
 
 extension PostgresSchema {
+    /// The ledger keeps the bundle id of its default app (whose rows have app ""): opened with another
+    /// `apple.bundle_id` (a typo, another game's configuration), the default app's history would be read as
+    /// another app's, and its purchases could be granted again. Recorded on first use; a mismatch is refused.
+    func checkDefaultApp(on connection: PostgresConnection) throws {
+        guard let defaultBundleID else { return }
+        let recorded =
+            try connection.query(
+                "SELECT value FROM \(name).ledger_meta WHERE key = 'default_app'"
+            ).first ?? nil
+        if let recorded {
+            guard recorded == defaultBundleID else {
+                throw LedgerError(
+                    .misconfigured,
+                    "this ledger's default app is \(recorded), and apple.bundle_id is \(defaultBundleID): the default"
+                        + " app's purchases would be another app's (set apple.bundle_id=\(recorded), or use another"
+                        + " ledger)", key: "apple.bundle_id")
+            }
+            return
+        }
+        try connection.query(
+            "INSERT INTO \(name).ledger_meta (key, value) VALUES ('default_app', $1) ON CONFLICT DO NOTHING",
+            [defaultBundleID])
+    }
+
     /// Applies the migrations the database lacks, in one transaction under the migration lock; returns them.
     /// A database already at the latest version is only read (a role without CREATE rights starts fine).
     func migrate(on connection: PostgresConnection) throws -> [Migration] {
@@ -350,6 +375,7 @@ extension PostgresSchema {
                         + " this role may not apply them: run `receipt-worker ledger migrate` as the schema's owner"
                         + " (\(error.reason))")
             }
+            try checkDefaultApp(on: connection)
             try connection.query("COMMIT")
             return pending
         } catch {

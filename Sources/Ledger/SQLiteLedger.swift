@@ -26,6 +26,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         }
         try connection.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;")
         try SQLiteSchema.migrate(connection, defaultBundleID: defaultBundleID)
+        try SQLiteSchema.checkDefaultApp(connection, defaultBundleID: defaultBundleID)
     }
 
     // MARK: Decisions
@@ -56,12 +57,13 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         let app = Value.text(decision.key.app.rawValue)
         if let grant = decision.grant {
             let scope: [Value] = [app, .text(grant.environment), .text(grant.transactionID), .text(grant.purchaseID)]
-            // Refunded or revoked (an App Store notification), before or after a grant: never again.
+            // Refunded or revoked (an App Store notification), before or after a grant: never again. A refund
+            // remembered before apps were scoped, of a purchase not granted then, has app "*": any app's.
             let revoked = try connection.first(
                 """
                 SELECT 1 FROM grants WHERE app = ?1 AND environment = ?2 AND revoked_at IS NOT NULL
                     AND (transaction_id = ?3 OR purchase_id = ?4 OR transaction_id = ?4)
-                UNION ALL SELECT 1 FROM purchase_states WHERE app = ?1 AND environment = ?2 AND revoked
+                UNION ALL SELECT 1 FROM purchase_states WHERE (app = ?1 AND environment = ?2 OR app = '*') AND revoked
                     AND (purchase_id = ?4 OR transaction_id = ?3)
                 """, scope
             ) { _ in true }

@@ -40,6 +40,27 @@ enum SQLiteSchema {
         }
     }
 
+    /// The file keeps the bundle id of its default app (whose rows have app ""): opened with another
+    /// `apple.bundle_id`, the default app's history would be read as another app's, and its purchases could be
+    /// granted again. Recorded on first use; a mismatch is refused.
+    static func checkDefaultApp(_ connection: SQLiteConnection, defaultBundleID: String?) throws {
+        guard let defaultBundleID else { return }
+        let recorded = try connection.first("SELECT value FROM ledger_meta WHERE key = 'default_app'") { $0.text(0) }
+        if let recorded, let recorded {
+            guard recorded == defaultBundleID else {
+                throw LedgerError(
+                    .misconfigured,
+                    "this ledger's default app is \(recorded), and apple.bundle_id is \(defaultBundleID): the default"
+                        + " app's purchases would be another app's (set apple.bundle_id=\(recorded), or use another"
+                        + " ledger)", key: "apple.bundle_id")
+            }
+            return
+        }
+        try connection.query(
+            "INSERT OR IGNORE INTO ledger_meta (key, value) VALUES ('default_app', ?1)", [.text(defaultBundleID)]
+        ) { _ in }
+    }
+
     private static func transaction(_ connection: SQLiteConnection, _ body: () throws -> Void) throws {
         try connection.execute("BEGIN IMMEDIATE")
         do {
@@ -109,6 +130,7 @@ enum SQLiteSchema {
             requested_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
             answered_at TEXT,
             PRIMARY KEY (app, environment, transaction_id));
+        CREATE TABLE ledger_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
         CREATE TRIGGER results_event_columns AFTER INSERT ON results
             WHEN NEW.event_id IS NULL AND json_valid(CAST(NEW.event AS TEXT))
             BEGIN UPDATE results SET \(eventColumns) WHERE rowid = NEW.rowid; END;
@@ -144,7 +166,8 @@ enum SQLiteSchema {
     /// Version 3: every table rebuilt with its app, environment, fingerprint and derived columns; the rows
     /// copied over, each with the app its event names (the default app's rows, and those naming none, older
     /// than apps, get ""); purchase states and consumption requests the app and environment of their
-    /// purchase's grant. SQLite cannot change a table's keys in place. A release before this one cannot run on
+    /// purchase's grant, and a state of a purchase never granted (a refund that came first) app and
+    /// environment "*", which the grant's check of every app and environment reads. SQLite cannot change a table's keys in place. A release before this one cannot run on
     /// the migrated file (it looked jobs up by job id alone): go back by restoring the file's backup.
     private static func migrateToAppScope(_ connection: SQLiteConnection, defaultBundleID: String?) throws {
         let bundle =
@@ -171,7 +194,7 @@ enum SQLiteSchema {
             INSERT INTO notifications (notification_id, event, handled_at)
                 SELECT notification_id, event, handled_at FROM notifications_v2;
             INSERT INTO purchase_states (app, environment, purchase_id, transaction_id, revoked, changed_at)
-                SELECT coalesce(g.app, ''), coalesce(g.environment, 'Production'), s.purchase_id, s.transaction_id,
+                SELECT coalesce(g.app, '*'), coalesce(g.environment, '*'), s.purchase_id, s.transaction_id,
                     s.revoked, s.changed_at
                 FROM purchase_states_v2 s LEFT JOIN grants g ON g.rowid = (SELECT rowid FROM grants
                     WHERE purchase_id = s.purchase_id OR transaction_id = s.transaction_id LIMIT 1);

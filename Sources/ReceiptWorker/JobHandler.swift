@@ -23,6 +23,8 @@ struct JobHandler: MessageHandler {
         var resultsTopic: String
         /// `events.source`.
         var eventSource: String
+        /// `topics.retries`: a job read there was parked, and `parked_from` says where it was first read.
+        var retriesTopic: String? = nil
     }
 
     let settings: Settings
@@ -196,6 +198,14 @@ struct JobHandler: MessageHandler {
         return .publish([publishing(stored)])
     }
 
+    /// Where a message was first read, `topic-partition@offset`: its own place, or, for a job parked on the
+    /// retries topic, the place the worker wrote in `parked_from` (a client's header of that name on the jobs
+    /// topic is not believed), so both deliveries of one malformed job get one event id.
+    static func firstRead(_ message: KafkaMessage, retriesTopic: String?) -> String {
+        if message.topic == retriesTopic, let origin = message.header("parked_from")?.stringValue { return origin }
+        return "\(message.topicPartition)@\(message.offset)"
+    }
+
     /// A JSON object with an `order_id` but a field missing or invalid: a deny `malformed_job` for the order
     /// (kept in the ledger by its job id when it has a usable one) and the dead letter.
     private func denyMalformed(
@@ -205,7 +215,7 @@ struct JobHandler: MessageHandler {
         let key = DecisionKey(app: .defaultApp, jobID: identity.jobID, fingerprint: fingerprint)
         let event = ResultEvent(
             eventID: identity.jobID.isEmpty
-                ? StableID.uuid("job\u{0}\(message.topicPartition)@\(message.offset)")
+                ? StableID.uuid("job\u{0}\(Self.firstRead(message, retriesTopic: settings.retriesTopic))")
                 : ResultEvent.eventID(
                     decision: .deny, app: .defaultApp, jobID: identity.jobID, fingerprint: fingerprint,
                     orderID: identity.orderID, transactionID: nil),

@@ -40,7 +40,8 @@ public final class Worker: Sendable {
             settings: .init(
                 maxBytes: configuration.jobsMaxBytes,
                 transactionIDRequiresAccountToken: configuration.apple.transactionIDRequiresAccountToken,
-                retry: configuration.retry, resultsTopic: topics.results, eventSource: configuration.eventSource),
+                retry: configuration.retry, resultsTopic: topics.results, eventSource: configuration.eventSource,
+                retriesTopic: topics.retries),
             apps: apps, decisions: ledger, metrics: metrics, logger: logger)
         let appGroups = Set(apps.all.map(\.name))
         let routes = [
@@ -81,6 +82,7 @@ public final class Worker: Sendable {
             configuration: runtimeConfiguration, consumer: consumer, producer: producer, registry: metrics.registry,
             logger: logger, assignmentChanged: { appleShare.update(assigned: $0) })
         registerGauges()
+        metrics.readiness.withLock { $0 = { [weak self] in self?.isReady == true } }
     }
 
     /// Ready for traffic: the runtime's own checks (partitions assigned, nothing failing again and again, no
@@ -259,9 +261,6 @@ public final class Worker: Sendable {
         registry.gauges(
             "receipt_worker_ledger_up", help: "1 when the ledger answered its last health check (every 5 s)."
         ) { [weak self] in [(Labels.none, self?.ledgerReachable.load(ordering: .relaxed) == true ? 1 : 0)] }
-        registry.gauges("receipt_worker_ready", help: "1 when /readyz answers 200.") { [weak self] in
-            [(Labels.none, self?.isReady == true ? 1 : 0)]
-        }
     }
 }
 

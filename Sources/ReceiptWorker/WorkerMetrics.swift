@@ -1,6 +1,7 @@
 import AppleVerification
 import Foundation
 import Observability
+import Synchronization
 
 /// The worker's Prometheus metrics (README, "Metrics"). Counters on the hot path are resolved once here;
 /// state owned elsewhere (jobs in flight, partitions, the circuit) is read at scrape time by ``Worker``.
@@ -32,6 +33,10 @@ public final class WorkerMetrics: Sendable {
     /// Seconds; from a fast local answer to Apple's slowest tail and the default 10 s timeout.
     static let appleBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.102, 0.105, 0.11, 0.12, 0.15, 0.25, 0.5, 1, 2.5, 5, 10]
     static let stageBuckets = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 5]
+
+    /// Whether the worker is ready, once there is one: `receipt_worker_ready` reads it, and is 0 from the
+    /// start (a replica stuck opening its ledger shows as not ready, not as absent).
+    let readiness = Mutex<(@Sendable () -> Bool)?>(nil)
 
     public init(registry: MetricsRegistry = MetricsRegistry()) {
         self.registry = registry
@@ -84,6 +89,9 @@ public final class WorkerMetrics: Sendable {
             "transaction_info_sandbox",
         ] {
             _ = appleHistogram(app: "default", call: call, outcome: "ok")
+        }
+        registry.gauges("receipt_worker_ready", help: "1 when /readyz answers 200.") { [weak self] in
+            [(Labels.none, self?.readiness.withLock { $0 }?() == true ? 1 : 0)]
         }
     }
 

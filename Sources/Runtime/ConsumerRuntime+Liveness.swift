@@ -40,11 +40,16 @@ extension ConsumerRuntime {
         }
     }
 
-    /// Partitions with lag that made no progress for the stall timeout.
+    /// Partitions with lag that made no progress for the stall timeout. A topic the runtime paused because a
+    /// group it feeds is full (one game's Apple lane paused for an hour) is waiting on purpose, and said so by
+    /// `receipt_worker_topic_paused`: its partitions are not stalled, and the replica stays ready.
     func stalledPartitions() -> [PartitionStall] {
         let timeout = configuration.stallTimeout.inSeconds
+        let waitingOnPurpose = consumer.pausedTopics ?? []
         return idleness().compactMap { idle in
-            guard let lag = idle.lag, idle.seconds >= timeout else { return nil }
+            guard let lag = idle.lag, idle.seconds >= timeout, !waitingOnPurpose.contains(idle.partition.topic) else {
+                return nil
+            }
             return PartitionStall(partition: idle.partition, lag: lag, seconds: Int(idle.seconds))
         }
     }

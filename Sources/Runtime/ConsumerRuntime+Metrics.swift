@@ -20,12 +20,18 @@ extension ConsumerRuntime {
             "receipt_worker_intake_paused",
             help: "1 while a topic's intake is paused (a full group that cannot park, or the byte budget full)."
         ) { [consumer] in [(Labels.none, consumer.isIntakePaused ? 1 : 0)] }
-        let topics = configuration.routes.map(\.topic)
-        registry.gauges("receipt_worker_topic_paused", help: "1 while the topic's intake is paused, by topic.") {
-            [consumer] in
+        registry.gauges("receipt_worker_topic_paused", help: "1 while the topic's intake is paused, by topic read.") {
+            [weak self] in
+            guard let self else { return [] }
             let paused = consumer.pausedTopics
-            return topics.map { topic in (["topic": topic], (paused?.contains(topic) ?? true) ? 1 : 0) }
+            return subscribed.withLock { $0 }.sorted().map { topic in
+                (["topic": topic], (paused?.contains(topic) ?? true) ? 1 : 0)
+            }
         }
+        registry.gauges(
+            "receipt_worker_messages_parking",
+            help: "Messages being forwarded to topics.retries now (their bytes count in the replica's budget)."
+        ) { [scheduler] in [(Labels.none, Double(scheduler.snapshot().parking))] }
         registry.gauges(
             "receipt_worker_partition_committed_offset", help: "The next offset committed, per assigned partition."
         ) { [book] in

@@ -20,31 +20,52 @@ extension ConsumerRuntime {
         return true
     }
 
+    /// How forwarding a message to the park topic ended.
+    enum Parking { case parked, letGo, failed }
+
+    /// Forwards a message unchanged (key, value, headers, and `parked_from`: where it came from) to `topic`,
+    /// where it waits for its group's room. One attempt: parking only spares memory and the other groups, so
+    /// a copy the broker refuses (too large, not authorised, the broker away) is no reason to hold the message;
+    /// `.failed` has it handled in place instead.
+    func park(_ message: KafkaMessage, to topic: String, _ context: HandlingContext) async -> Parking {
+        guard !context.mustLetGo else { return .letGo }
+        let origin = "\(message.topicPartition)@\(message.offset)"
+        guard message.value.count + (message.key?.count ?? 0) + 4_096 <= configuration.maxRecordBytes else {
+            return .failed
+        }
+        let copy = KafkaProducerMessage(
+            topic: topic, key: message.key, value: message.value,
+            headers: message.headers.filter { $0.name != "parked_from" } + [
+                KafkaHeader(name: "parked_from", string: origin)
+            ])
+        let started = ContinuousClock.now
+        do {
+            _ = try await producer.send(copy)
+            metrics.publish.observe(ContinuousClock.now - started)
+            return .parked
+        } catch {
+            metrics.failure("park").increment()
+            let shouldLog = parkFailures.withLock { last -> Bool in
+                guard let at = last, ContinuousClock.now - at < .seconds(30) else {
+                    last = .now
+                    return true
+                }
+                return false
+            }
+            if shouldLog {
+                logger.warning(
+                    "cannot park a message; it is handled in place (said once every 30 s)",
+                    ["topic": topic, "error": "\(error)"])
+            }
+            return .failed
+        }
+    }
+
     /// Copies the original message to the dead-letter topic with the contract's headers, until the broker
     /// acknowledges it (true) or the message must be let go (false). A message too large for a Kafka record
     /// once the headers are added (a 1 MB job on a topic whose limit is 1 MB) becomes a stub: the same key and
     /// headers, an empty value, `dlq_truncated: true` and `dlq_original_bytes`; the original stays readable at
     /// its source offset while its topic retains it.
-    /// Forwards a message unchanged (key, value, headers, and where it came from) to `topic`, where it waits
-    /// for its group's room; true once the broker acknowledged it (the original is then answered).
-    func park(_ message: KafkaMessage, to topic: String, _ context: HandlingContext) async -> Bool {
-        let copy = KafkaProducerMessage(
-            topic: topic, key: message.key, value: message.value,
-            headers: message.headers + [
-                KafkaHeader(name: "parked_from", string: "\(message.topicPartition)@\(message.offset)")
-            ])
-        do {
-            _ = try await retries.retrying(
-                "park", stage: nil, isPermanent: Self.isPermanent, letGo: { context.mustLetGo }
-            ) { try await self.producer.send(copy) }
-            return true
-        } catch {
-            // Let go (a stop, a revocation), or refused for good: read again by the next owner, or after a
-            // restart, and handled then.
-            return false
-        }
-    }
-
     func deadLetter(_ message: KafkaMessage, _ letter: DeadLetter, _ context: HandlingContext) async -> Bool {
         logger.warning(
             "message dead-lettered",

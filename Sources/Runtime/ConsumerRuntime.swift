@@ -22,7 +22,7 @@ public final class ConsumerRuntime: Sendable {
     let scheduler: GroupScheduler
     private let routeIndex: [String: Int]
     /// The topics read (set by ``run(subscribing:)``): a route parks only on a topic that is read.
-    private let subscribed = Mutex<Set<String>>([])
+    let subscribed = Mutex<Set<String>>([])
     private let stopping = Atomic<Bool>(false)
     /// Per assigned partition, its lag (high watermark minus committed offset) as last measured.
     let lags = Mutex<[KafkaTopicPartition: Int64]>([:])
@@ -30,6 +30,8 @@ public final class ConsumerRuntime: Sendable {
     let retries: ServiceRetries
     /// When a failed commit was last logged (nil: the last commit succeeded).
     private let commitFailures = Mutex<ContinuousClock.Instant?>(nil)
+    /// When a failed park was last logged.
+    let parkFailures = Mutex<ContinuousClock.Instant?>(nil)
     /// Told of the assignment whenever it changes.
     private let assignmentChanged: (@Sendable ([KafkaTopicPartition]) -> Void)?
 
@@ -147,7 +149,6 @@ public final class ConsumerRuntime: Sendable {
             // Its group's room is full (its Apple lane paused, its circuit open): it waits on the park topic,
             // not in memory, and this topic goes on for the other groups.
             item.parkTo = park
-            metrics.parked(group).increment()
             scheduler.enqueueParked(item)
         } else {
             scheduler.enqueue(item)
@@ -187,13 +188,19 @@ public final class ConsumerRuntime: Sendable {
         let outcome: Outcome
         if let park = item.parkTo {
             let partition = item.message.topicPartition
-            if await self.park(item.message, to: park, context) {
+            switch await self.park(item.message, to: park, context) {
+            case .parked:
+                metrics.parked(item.group).increment()
                 book.finish(partition, offset: item.message.offset, generation: item.generation)
-            } else {
+                scheduler.release(item)
+                return
+            case .letGo:
                 book.abandon(partition, offset: item.message.offset, generation: item.generation)
+                scheduler.release(item)
+                return
+            case .failed:
+                break  // handled here, outside its group's slots
             }
-            scheduler.release(item)
-            return
         }
         do {
             outcome = try await handler.handle(item.message, context: context)

@@ -2,8 +2,8 @@ import Kafka
 import Synchronization
 
 /// Slots and bytes by group: each group (an app's jobs, the notifications, the consumption answers) has a
-/// budget of its own, `maxInFlight` messages and `maxInFlightBytes` bytes being handled, and a waiting room
-/// for ten times as many messages within a quarter of the bytes. So one group whose messages wait (its Apple
+/// budget of its own, `maxInFlight` messages and half of `maxInFlightBytes` bytes being handled, and a waiting
+/// room for ten times as many messages within a quarter of the bytes. So one group whose messages wait (its Apple
 /// lane paused by a 429, its circuit open) holds only its own slots, and the other groups go on. A message
 /// larger than the whole byte budget still starts, alone. Within a group messages start in arrival order.
 ///
@@ -265,8 +265,11 @@ final class GroupScheduler: Sendable {
         group.waitingCount >= maxWaiting || group.waitingBytes >= maxWaitingBytes
     }
 
+    /// A slot free, and the bytes within half the budget: one group, however stuck, holds at most three
+    /// quarters of a budget (running and waiting), so the replica's bytes can fall back to one budget, and
+    /// intake resume, while it stays stuck. A message larger than that still starts, alone.
     private func fits(_ bytes: Int, _ group: Group) -> Bool {
-        group.running < maxJobs && (group.runningBytes + bytes <= maxBytes || group.running == 0)
+        group.running < maxJobs && (group.runningBytes + bytes <= maxBytes / 2 || group.running == 0)
     }
 
     /// Hands an item with a slot to the reader waiting for one, or queues it for the next ``next()``.

@@ -31,6 +31,8 @@ struct AppScopeMigrationTests {
         "INSERT INTO results (job_id, event) VALUES ('j-2', '\(event(bundle: other.rawValue, order: "b-7", transaction: "2000"))')",
         "INSERT INTO results (job_id, event) VALUES ('j-3', 'not json')",
         "INSERT INTO consumption_requests (transaction_id, notification_id, respond_by) VALUES ('2000', 'n-1', '2999-01-01T00:00:00.000Z')",
+        // A refund that came before its grant: which app's, nobody can tell now.
+        "INSERT INTO purchase_states (purchase_id, transaction_id, revoked, changed_at) VALUES ('3000', '3000', '1', '2026-11-01T00:00:00Z')",
     ]
 
     /// What a user of either game would notice, on the migrated ledger.
@@ -54,6 +56,13 @@ struct AppScopeMigrationTests {
                 try await ledger.record(jobID: "new-\(transaction)", claim: claim, event: event)
                     == .duplicateTransaction)
             #expect(try await ledger.grant(transactionID: transaction, app: .defaultApp) != nil)
+        }
+        // The refund remembered before any grant holds for every app and environment.
+        for app in [AppScope.defaultApp, Self.other] {
+            let refunded = LedgerClaim.grant(orderID: "r-\(app.rawValue)", transactionID: "3000")
+            #expect(
+                try await ledger.record(jobID: "r-\(app.rawValue)", claim: refunded, event: event, app: app) == .revoked
+            )
         }
         // Old results answer their own game's job ids only.
         #expect(try await ledger.storedEvent(jobID: "j-1", fingerprint: "any") != nil)
@@ -91,6 +100,11 @@ struct AppScopeMigrationTests {
         let ledger = try await LedgerFactory.open(url: "sqlite:\(path)", defaultBundleID: Self.defaultBundle)
         try await expectEachRowItsApp(ledger)
         await ledger.close()
+        // The file remembers its default app: opened for another, it refuses, naming the key.
+        let other = await #expect(throws: LedgerError.self) {
+            try await LedgerFactory.open(url: "sqlite:\(path)", defaultBundleID: "com.example.typo")
+        }
+        #expect(other?.key == "apple.bundle_id" && other?.reason.contains(Self.defaultBundle) == true)
     }
 
     @Test(
@@ -113,5 +127,9 @@ struct AppScopeMigrationTests {
         // The previous release's record functions are gone: a replica of it still running fails its decisions.
         #expect(runPsql(url, "SELECT * FROM receipt_worker.record_batch_v2('{}', '{}', '{}', '{}', '{}')") != 0)
         await ledger.close()
+        let other = await #expect(throws: LedgerError.self) {
+            try await LedgerFactory.open(url: url, poolSize: 1, defaultBundleID: "com.example.typo")
+        }
+        #expect(other?.key == "apple.bundle_id" && other?.reason.contains(Self.defaultBundle) == true)
     }
 }

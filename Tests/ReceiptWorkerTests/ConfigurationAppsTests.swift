@@ -65,6 +65,7 @@ struct ConfigurationAppsTests {
             ),
             (["apps.Puzzle.bundle_id=x"], "apps.Puzzle.bundle_id", "1 to 32 of a-z"),
             (["apps.default.bundle_id=x"], "apps.default.bundle_id", "another name"),
+            (["apps.puzzle.bundle_id=com.example\\puzzle"], "apps.puzzle.bundle_id", "must be a bundle id"),
             (["apps.notifications.bundle_id=x"], "apps.notifications.bundle_id", "another name"),
             (["apps.consumption.bundle_id=x"], "apps.consumption.bundle_id", "another name"),
             (["apps.puzzle.bundel_id=x"], "apps.puzzle.bundel_id", "did you mean apps.puzzle.bundle_id?"),

@@ -53,6 +53,7 @@ struct ConfigurationTests {
                 "retry.initial_backoff_ms"
             ),
             (["apple.bundle_id=b", "metrics.listen=nowhere"], "metrics.listen"),
+            (["apple.bundle_id=com.example'; DROP TABLE grants; --"], "apple.bundle_id"),
             (
                 ["apple.bundle_id=b", "apple.api.sandbox_url=http://api.example"],
                 "apple.api.sandbox_url"

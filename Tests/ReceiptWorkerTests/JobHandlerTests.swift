@@ -1,5 +1,6 @@
 import AppleVerification
 import Foundation
+import Kafka
 import Ledger
 import Runtime
 import Testing
@@ -212,5 +213,23 @@ struct JobHandlerTests {
         #expect(sandbox.event?["environment"] as? String == "Sandbox")
         let production = try await run(handler, Handlers.job("j2", order: "o2"))
         #expect(production.event?["decision"] as? String == "grant")
+    }
+
+    @Test(
+        "a malformed job parked and read again keeps the event id of its first reading; a client's parked_from is not believed"
+    )
+    func parkedMalformedJobKeepsItsID() {
+        func message(topic: String, offset: Int64, parkedFrom: String?) -> KafkaMessage {
+            KafkaMessage(
+                topic: topic, partition: 1, offset: offset, key: nil, value: Array("{}".utf8),
+                headers: parkedFrom.map { [KafkaHeader(name: "parked_from", string: $0)] } ?? [], timestamp: nil)
+        }
+        #expect(
+            JobHandler.firstRead(
+                message(topic: "retries", offset: 7, parkedFrom: "jobs[3]@42"), retriesTopic: "retries")
+                == "jobs[3]@42")
+        #expect(
+            JobHandler.firstRead(message(topic: "jobs", offset: 42, parkedFrom: "jobs[0]@1"), retriesTopic: "retries")
+                == "jobs[1]@42")
     }
 }

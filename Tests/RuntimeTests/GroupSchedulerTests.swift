@@ -103,7 +103,7 @@ struct GroupSchedulerTests {
         scheduler.enqueue(item("game-a", offset: 0, bytes: 60))
         scheduler.enqueue(item("game-a", offset: 1, bytes: 60))
         let first = await started(scheduler, 1)
-        #expect(scheduler.snapshot().groups.first?.waiting == 1, "60 + 60 is over 100")
+        #expect(scheduler.snapshot().groups.first?.waiting == 1, "60 + 60 is over half of 100")
         scheduler.release(first[0])
         let second = await started(scheduler, 1)
         #expect(second.first?.message.offset == 1)

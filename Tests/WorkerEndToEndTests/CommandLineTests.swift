@@ -285,11 +285,14 @@ import Testing
             bootstrapServers: WorkerHarness.bootstrap, topics: [(dlq, 2), (jobs, 1), (consumption, 1)], logger: logger)
         let producer = try KafkaProducer(
             configuration: .init(bootstrapServers: WorkerHarness.bootstrap), logger: logger)
-        // Letters 0-3 go back (by their source topic, or by their reason without one); 4 is a truncated
-        // stub and 5 came from a topic this configuration does not name: listed, never replayed.
+        // Letters 0-3 go back (by their source topic, or by their reason without one; 2 was a job parked on
+        // the retries topic, which goes back to the jobs topic); 4 is a truncated stub and 5 came from a topic
+        // this configuration does not name: listed, never replayed.
+        let retries = "retries-replay-\(suffix)"
         let letters: [(reason: String, extra: [KafkaHeader])] = [
             ("retries_exhausted", []), ("malformed_job", [KafkaHeader(name: "dlq_source_topic", string: jobs)]),
-            ("retries_exhausted", []), ("consumption_not_sent", []),
+            ("retries_exhausted", [KafkaHeader(name: "dlq_source_topic", string: retries)]),
+            ("consumption_not_sent", []),
             ("retries_exhausted", [KafkaHeader(name: "dlq_truncated", string: "true")]),
             ("malformed_job", [KafkaHeader(name: "dlq_source_topic", string: "someone-elses-topic")]),
         ]
@@ -306,7 +309,7 @@ import Testing
         await producer.close()
         let kafka = [
             "--set", "kafka.bootstrap.servers=\(WorkerHarness.bootstrap)", "--set", "topics.jobs=\(jobs)", "--set",
-            "topics.dlq=\(dlq)", "--set", "topics.consumption=\(consumption)",
+            "topics.dlq=\(dlq)", "--set", "topics.consumption=\(consumption)", "--set", "topics.retries=\(retries)",
         ]
 
         let dryRun = try await CommandLineRun.run(

@@ -103,10 +103,12 @@ import Testing
             return lines.isEmpty
                 ? -1 : lines.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }.reduce(0, +)
         }
-        // Every purchase made first, then the jobs in one burst: on a busy machine, jobs submitted between
-        // purchases would be answered before the room fills.
+        // Every purchase made first, and the worker in its group, then the jobs in one burst: on a busy
+        // machine, jobs submitted between purchases would be answered before the room fills, and a group join
+        // can take longer than the wait below.
         var receipts: [String] = []
         for _ in 0..<30 { receipts.append(try await harness.purchase(["product_id": "coins_100"]).receipt) }
+        #expect(await eventually(timeout: .seconds(60)) { harness.worker.isReady }, "never joined its group")
         var ids: [String] = []
         for (index, receipt) in receipts.enumerated() {
             let id = "budget-\(index)"

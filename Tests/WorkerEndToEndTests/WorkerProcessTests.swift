@@ -268,6 +268,9 @@ struct WorkerProcessTests {
         #expect(health.status == 200)
         let ready = try await harness.http.execute(HTTPRequest(url: "\(base)/readyz"))
         #expect(ready.status == 503 && String(decoding: ready.body, as: UTF8.self).contains("starting"))
+        // Not ready, said by the gauge the alert reads (not absent, which no rule of the worker's would see).
+        let metrics = try await harness.http.execute(HTTPRequest(url: "\(base)/metrics"))
+        #expect(String(decoding: metrics.body, as: UTF8.self).contains("\nreceipt_worker_ready 0\n"))
         #expect(!worker.log.contains("pw@"), "the ledger URL's password is in the log")
         await worker.stop(SIGKILL)
         await harness.stop()

@@ -47,7 +47,8 @@ struct AppSettings: Sendable {
             throw ConfigurationError(.unknownKey, key: key, reason: "unknown key" + hint)
         }
         switch field {
-        case "bundle_id", "api.key_id", "api.issuer_id": _ = try value.nonEmpty()
+        case "bundle_id": _ = try value.bundleID()
+        case "api.key_id", "api.issuer_id": _ = try value.nonEmpty()
         case "allow_sandbox": _ = try value.boolean()
         case "app_apple_id": _ = try value.appAppleID()
         default: break

@@ -70,6 +70,21 @@ struct ConfigurationValue {
         return text
     }
 
+    /// An app's bundle id as Apple allows it: 1 to 155 of A-Z, a-z, 0-9, `-` and `.` (it is compared with
+    /// Apple's, keys the ledger, and is written into the ledger's migration).
+    func bundleID() throws -> String {
+        let allowed = text.utf8.allSatisfy { byte in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-")
+                || byte == UInt8(ascii: ".")
+        }
+        guard (1...155).contains(text.utf8.count), allowed else {
+            throw invalid("must be a bundle id: 1 to 155 of A-Z, a-z, 0-9, - and .")
+        }
+        return text
+    }
+
     func listenAddress() throws -> ListenAddress {
         guard let address = ListenAddress(text) else {
             throw invalid("must be host:port with an IPv4 host (0.0.0.0:9100, 127.0.0.1:9100, :9100)")

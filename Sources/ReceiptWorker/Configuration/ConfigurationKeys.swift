@@ -85,7 +85,7 @@ enum ConfigurationKeys {
     // MARK: Apple: the default app, and what every app shares
 
     static let apple: [ConfigurationKey] = [
-        ConfigurationKey("apple.bundle_id") { $1.configuration.apple.bundleID = try $0.nonEmpty() },
+        ConfigurationKey("apple.bundle_id") { $1.configuration.apple.bundleID = try $0.bundleID() },
         ConfigurationKey("apple.app_apple_id") { $1.configuration.apple.appAppleID = try $0.appAppleID() },
         ConfigurationKey("apple.allow_sandbox", default: String(defaults.apple.allowSandbox)) {
             $1.configuration.apple.allowSandbox = try $0.boolean()
