@@ -109,24 +109,30 @@ import Testing
         var receipts: [String] = []
         for _ in 0..<30 { receipts.append(try await harness.purchase(["product_id": "coins_100"]).receipt) }
         #expect(await eventually(timeout: .seconds(60)) { harness.worker.isReady }, "never joined its group")
-        var ids: [String] = []
-        for (index, receipt) in receipts.enumerated() {
-            let id = "budget-\(index)"
-            ids.append(id)
-            try await harness.submit(
-                job(id, order: "budget-order-\(index)", product: "coins_100", ["receipt": receipt]))
+        // Submitted at once, not one acknowledgement after another: on a busy broker those take long enough for
+        // the worker to keep up, and the room would never fill.
+        let ids = receipts.indices.map { "budget-\($0)" }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, receipt) in receipts.enumerated() {
+                group.addTask {
+                    try await harness.submit(
+                        job(ids[index], order: "budget-order-\(index)", product: "coins_100", ["receipt": receipt]))
+                }
+            }
+            try await group.waitForAll()
         }
         var sawWaiting = false
+        var most = (waiting: 0, inFlight: 0, paused: 0)
         let busy = await eventually(timeout: .seconds(30)) {
             let inFlight = gauge("receipt_worker_jobs_in_flight")
+            let waiting = gauge("receipt_worker_jobs_waiting")
+            let paused = gauge("receipt_worker_intake_paused")
             #expect(inFlight <= 2)
-            if gauge("receipt_worker_jobs_waiting") >= 20 && inFlight == 2 && gauge("receipt_worker_intake_paused") == 1
-            {
-                sawWaiting = true
-            }
+            most = (max(most.waiting, waiting), max(most.inFlight, inFlight), max(most.paused, paused))
+            if waiting >= 20 && inFlight == 2 && paused == 1 { sawWaiting = true }
             return sawWaiting
         }
-        #expect(busy, "never saw jobs waiting behind a full budget with intake paused")
+        #expect(busy, "never saw jobs waiting behind a full budget with intake paused: at most \(most)")
         for id in ids { #expect(await harness.result(jobID: id)?["decision"] as? String == "grant", "\(id)") }
         #expect(gauge("receipt_worker_jobs_waiting") == 0)
         await harness.stop()
