@@ -39,12 +39,12 @@ struct IsolationEndToEndTests {
     )
     func rateLimitedGame() async throws {
         let harness = try await ManyAppsEndToEndTests.twoApps {
-            $0.maxInFlight = 8
+            $0.maxInFlight = 4
             $0.retry.maxAttempts = 60
         }
         try await harness.faults(["rate_limit_per_second": 3, "bundle_id": Self.second])
         var theirs: [String] = []
-        for _ in 0..<60 {
+        for _ in 0..<30 {
             theirs.append(
                 try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second]).transactionID)
         }
@@ -87,12 +87,12 @@ struct IsolationEndToEndTests {
     )
     func parkedGame() async throws {
         let harness = try await ManyAppsEndToEndTests.twoApps(parking: true) {
-            $0.maxInFlight = 2  // a waiting room of 20
+            $0.maxInFlight = 1  // a waiting room of 10
             $0.retry.maxAttempts = 60
         }
         try await harness.faults(["rate_limit_per_second": 3, "bundle_id": Self.second])
         var theirs: [String] = []
-        for _ in 0..<60 {
+        for _ in 0..<30 {
             theirs.append(
                 try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second]).transactionID)
         }
