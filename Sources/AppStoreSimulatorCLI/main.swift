@@ -87,6 +87,8 @@ while let flag = arguments.next() {
 }
 // Block SIGINT and SIGTERM before any thread starts, so every thread inherits the mask and the signal
 // reaches only the sigwait below.
+// A server: a client that closes its socket mid-answer costs that answer an EPIPE, never the process.
+signal(SIGPIPE, SIG_IGN)
 var stopSignals = sigset_t()
 sigemptyset(&stopSignals)
 sigaddset(&stopSignals, SIGINT)

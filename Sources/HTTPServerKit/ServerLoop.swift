@@ -202,8 +202,12 @@ final class ServerLoop: @unchecked Sendable {
 
     private func flush(_ connection: Connection) {
         while connection.written < connection.output.count {
+            // send with MSG_NOSIGNAL, not write: a client gone before its answer must cost an EPIPE, not a
+            // SIGPIPE that ends the whole process (the simulator runs inside the test process).
             let sent = connection.output.withUnsafeBytes { bytes in
-                write(connection.fd, bytes.baseAddress! + connection.written, bytes.count - connection.written)
+                Glibc.send(
+                    connection.fd, bytes.baseAddress! + connection.written, bytes.count - connection.written,
+                    Int32(MSG_NOSIGNAL))
             }
             if sent > 0 {
                 connection.written += sent

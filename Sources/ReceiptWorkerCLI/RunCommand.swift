@@ -30,6 +30,8 @@ enum RunCommand {
         let options = try Options(arguments, valued: Options.configurationOptions, flags: [])
         let configuration = try options.configuration(purpose: .worker)
         let logger = Logger(label: "receipt-worker")
+        // A server: a peer that closes its socket mid-write must cost that write an EPIPE, never the process.
+        signal(SIGPIPE, SIG_IGN)
         // The servers' connection limits are shares of this budget: a flood of idle connections must leave
         // room for the probes.
         let descriptors = DescriptorBudget.raiseToHardLimit()

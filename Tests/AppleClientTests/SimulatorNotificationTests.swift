@@ -98,7 +98,7 @@ struct SimulatorNotificationTests {
         #expect(status == 200)
         let uuid = try #require(answer["notification_uuid"] as? String)
 
-        #expect(await eventually(timeout: .seconds(30)) { !receiver.requests.isEmpty })
+        #expect(await eventually(timeout: .seconds(60)) { !receiver.requests.isEmpty })
         let request = try #require(receiver.requests.first)
         #expect(request.contentType == "application/json")
         let body = try #require(try JSONSerialization.jsonObject(with: request.body) as? [String: Any])
@@ -129,7 +129,7 @@ struct SimulatorNotificationTests {
         #expect(try verifier.verifyTransaction(jws).revocationType == "REFUND_PRORATED")
         let (reversed, _) = try await post(harness, "/admin/reverse-refund", ["transaction_id": purchase.transactionID])
         #expect(reversed == 200)
-        #expect(await eventually(timeout: .seconds(30)) { receiver.requests.count == 2 })
+        #expect(await eventually(timeout: .seconds(60)) { receiver.requests.count == 2 })
         let second = try #require(
             try JSONSerialization.jsonObject(with: receiver.requests[1].body) as? [String: Any])
         let reversal = try verifier.verifyNotification(try #require(second["signedPayload"] as? String))
@@ -148,7 +148,7 @@ struct SimulatorNotificationTests {
         #expect(status == 200)
         let uuid = try #require(answer["notification_uuid"] as? String)
         var record: [String: Any] = [:]
-        let delivered = await eventually(timeout: .seconds(30)) {
+        let delivered = await eventually(timeout: .seconds(60)) {
             record = (try? await notifications(harness))?.first { $0["notification_uuid"] as? String == uuid } ?? [:]
             return record["delivered"] as? Bool == true
         }
@@ -172,7 +172,7 @@ struct SimulatorNotificationTests {
             ["url": "http://127.0.0.1:9/notifications", "retry_delays_ms": [20]])
         _ = try await post(harness, "/admin/notify", ["type": "TEST"])
         var record: [String: Any] = [:]
-        let finished = await eventually(timeout: .seconds(30)) {
+        let finished = await eventually(timeout: .seconds(60)) {
             record = (try? await notifications(harness))?.first ?? [:]
             return (record["attempts"] as? [[String: Any]])?.count == 2
         }
@@ -188,7 +188,7 @@ struct SimulatorNotificationTests {
         _ = try await post(
             harness, "/admin/notifications/config", ["url": receiver.url, "retry_delays_ms": [300, 300, 300]])
         _ = try await post(harness, "/admin/notify", ["type": "TEST"])
-        #expect(await eventually(timeout: .seconds(30)) { receiver.requests.count == 1 })
+        #expect(await eventually(timeout: .seconds(60)) { receiver.requests.count == 1 })
         harness.simulator.stop()
         try await Task.sleep(for: .milliseconds(900))
         #expect(receiver.requests.count == 1)
@@ -341,7 +341,7 @@ struct SimulatorNotificationTests {
         let purchase = try await harness.purchase(["product_id": "monthly", "type": "subscription"])
         let (status, _) = try await post(harness, "/admin/revoke", ["transaction_id": purchase.transactionID])
         #expect(status == 200)
-        #expect(await eventually(timeout: .seconds(30)) { !receiver.requests.isEmpty })
+        #expect(await eventually(timeout: .seconds(60)) { !receiver.requests.isEmpty })
         let first = try #require(receiver.requests.first)
         let body = try #require(try JSONSerialization.jsonObject(with: first.body) as? [String: Any])
         var configuration = SignedDataVerifier.Configuration(

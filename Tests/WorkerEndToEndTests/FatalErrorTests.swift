@@ -23,7 +23,7 @@ struct FatalErrorTests {
                 outcome.withLock { $0 = "threw \(error)" }
             }
         }
-        #expect(await eventually(timeout: .seconds(30)) { worker.isReady })
+        #expect(await eventually(timeout: .seconds(60)) { worker.isReady })
         // Idle: the task that starts jobs waits for one; a fatal error must wake it too.
         worker.raiseFatalErrorForTesting()
         #expect(await eventually(timeout: .seconds(10)) { outcome.withLock { $0 } != nil })

@@ -55,7 +55,7 @@ struct IsolationEndToEndTests {
                     ["transaction_id": id, "bundle_id": Self.second]))
         }
         #expect(
-            await eventually(timeout: .seconds(20)) {
+            await eventually(timeout: .seconds(60)) {
                 harness.worker.metrics.registry.render().contains(
                     "receipt_worker_apple_lane_pauses_total{app=\"second\"")
             })
@@ -70,7 +70,7 @@ struct IsolationEndToEndTests {
         }
         for (id, proof) in mine { try await harness.submit(job(id, order: id, product: "gems_100", proof)) }
         for id in mine.keys {
-            #expect(await harness.result(jobID: id, timeout: .seconds(20))?["decision"] as? String == "grant", "\(id)")
+            #expect(await harness.result(jobID: id, timeout: .seconds(60))?["decision"] as? String == "grant", "\(id)")
         }
         // The other game's jobs were answered while the rate-limited game's still waited for its lane.
         let pending = theirs.indices.filter { harness.results(jobID: "b-\($0)").isEmpty }.count
@@ -104,7 +104,7 @@ struct IsolationEndToEndTests {
         }
         let metrics = { harness.worker.metrics.registry.render() }
         #expect(
-            await eventually(timeout: .seconds(20)) {
+            await eventually(timeout: .seconds(60)) {
                 metrics().contains(#"receipt_worker_messages_parked_total{group="second"}"#)
                     && !metrics().contains(#"receipt_worker_messages_parked_total{group="second"} 0"#)
             }, "the overflow was parked")
@@ -141,7 +141,7 @@ struct IsolationEndToEndTests {
         }
         let metrics = { harness.worker.metrics.registry.render() }
         #expect(
-            await eventually(timeout: .seconds(30)) {
+            await eventually(timeout: .seconds(60)) {
                 metrics().contains(
                     #"receipt_worker_circuit_state{app="second",call="verify_receipt_production",state="open"} 1"#)
             })
@@ -195,7 +195,7 @@ struct IsolationEndToEndTests {
         #expect(validations.map { $0.hasSuffix(" 1") || $0.hasSuffix(" 0") } == true, "\(validations ?? "")")
         // A genuine notification after them is received.
         _ = try await harness.admin.notify("refund", ["transaction_id": genuine.transactionID])
-        #expect(await eventually(timeout: .seconds(20)) { !harness.notificationRecords.isEmpty })
+        #expect(await eventually(timeout: .seconds(60)) { !harness.notificationRecords.isEmpty })
         await harness.stop()
     }
 
@@ -222,7 +222,7 @@ struct IsolationEndToEndTests {
             try await producer.commitTransaction()
         }
         for id in ids { #expect(await harness.result(jobID: id)?["decision"] as? String == "grant", "\(id)") }
-        let committed = await eventually(timeout: .seconds(15)) {
+        let committed = await eventually(timeout: .seconds(60)) {
             let text = harness.worker.metrics.registry.render()
             let lags = text.split(separator: "\n").filter { $0.hasPrefix("receipt_worker_partition_lag{") }
             return !lags.isEmpty && lags.allSatisfy { $0.hasSuffix(" 0") }

@@ -17,7 +17,7 @@ struct KafkaFailureEndToEndTests {
         let purchase = try await harness.purchase(["product_id": "coins.100"])
         try await harness.submit(
             job("after", order: "o-after", product: "coins.100", ["receipt": purchase.receipt]), key: "same-key")
-        #expect(await harness.result(jobID: "after", timeout: .seconds(30))?["decision"] as? String == "grant")
+        #expect(await harness.result(jobID: "after", timeout: .seconds(60))?["decision"] as? String == "grant")
         #expect(await eventually { harness.deadLetters.count == 1 })
         let stub = try #require(harness.deadLetters.first)
         #expect(stub.value.isEmpty)

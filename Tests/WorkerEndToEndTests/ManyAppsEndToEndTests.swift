@@ -119,7 +119,7 @@ struct ManyAppsEndToEndTests {
         }
         // Once the second app's lane has met Apple's limit, the default app's jobs come.
         #expect(
-            await eventually(timeout: .seconds(20)) {
+            await eventually(timeout: .seconds(60)) {
                 harness.worker.metrics.registry.render().contains(
                     "receipt_worker_apple_lane_pauses_total{app=\"second\"")
             })
@@ -162,7 +162,7 @@ struct ManyAppsEndToEndTests {
         // verifier would refuse it.
         _ = try await harness.admin.notify("refund", ["transaction_id": purchase.transactionID])
         #expect(
-            await eventually(timeout: .seconds(30)) {
+            await eventually(timeout: .seconds(60)) {
                 harness.events(orderID: "b-refund").contains { $0["type"] as? String == "receipt.revoked" }
             })
         // The refund request is answered with the second app's token: the simulator knows the transaction only
@@ -170,7 +170,7 @@ struct ManyAppsEndToEndTests {
         _ = try await harness.admin.notify(
             "consumption-request", ["transaction_id": other.transactionID, "reason": "UNINTENDED_PURCHASE"])
         #expect(
-            await eventually(timeout: .seconds(30)) {
+            await eventually(timeout: .seconds(60)) {
                 harness.events(orderID: "b-request").contains {
                     $0["type"] as? String == "receipt.consumption_requested"
                 }
@@ -178,21 +178,21 @@ struct ManyAppsEndToEndTests {
         try await harness.answerConsumption([
             "transaction_id": other.transactionID, "customer_consented": true, "sample_content_provided": false,
         ])
-        #expect(await eventually(timeout: .seconds(30)) { (try? await harness.admin.consumptionAnswers().count) == 1 })
+        #expect(await eventually(timeout: .seconds(60)) { (try? await harness.admin.consumptionAnswers().count) == 1 })
         #expect(harness.deadLetters.isEmpty)
         // An answer naming another app than the one the purchase was granted for is not sent with that key.
         try await harness.answerConsumption([
             "transaction_id": other.transactionID, "customer_consented": true, "sample_content_provided": false,
             "bundle_id": "com.example",
         ])
-        #expect(await eventually(timeout: .seconds(30)) { harness.deadLetters.count == 1 })
+        #expect(await eventually(timeout: .seconds(60)) { harness.deadLetters.count == 1 })
         #expect(try await harness.admin.consumptionAnswers().count == 1)
         // A notification of a bundle id no app has is refused (400): an app the simulator knows, the worker not.
         try await harness.admin.addApp(["bundle_id": "com.example.third", "app_apple_id": 3_333])
         let stranger = try await harness.purchase(["product_id": "coins_5", "bundle_id": "com.example.third"])
         _ = try await harness.admin.notify("refund", ["transaction_id": stranger.transactionID])
         #expect(
-            await eventually(timeout: .seconds(30)) {
+            await eventually(timeout: .seconds(60)) {
                 harness.worker.metrics.registry.render().contains(
                     "receipt_worker_notifications_received_total{outcome=\"rejected\",type=\"unverified\"}")
             })

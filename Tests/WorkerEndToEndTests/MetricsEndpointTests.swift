@@ -21,7 +21,7 @@ import Testing
         }
         #expect(try await get("/healthz").status == 200)
         #expect(try await get("/nowhere").status == 404)
-        #expect(await eventually(timeout: .seconds(30)) { (try? await get("/readyz").status) == 200 })
+        #expect(await eventually(timeout: .seconds(60)) { (try? await get("/readyz").status) == 200 })
 
         let purchase = try await harness.purchase(["product_id": "coins_100"])
         try await harness.submit(job("m-1", order: "m-order-1", product: "coins_100", ["receipt": purchase.receipt]))
@@ -123,7 +123,7 @@ import Testing
         }
         var sawWaiting = false
         var most = (waiting: 0, inFlight: 0, paused: 0)
-        let busy = await eventually(timeout: .seconds(30)) {
+        let busy = await eventually(timeout: .seconds(60)) {
             let inFlight = gauge("receipt_worker_jobs_in_flight")
             let waiting = gauge("receipt_worker_jobs_waiting")
             let paused = gauge("receipt_worker_intake_paused")

@@ -30,7 +30,7 @@ struct NotificationEndToEndTests {
     private func events(_ harness: WorkerHarness, order: String, type: String, count: Int = 1) async
         -> [[String: Any]]
     {
-        _ = await eventually(timeout: .seconds(30)) {
+        _ = await eventually(timeout: .seconds(60)) {
             harness.events(orderID: order).filter { $0["type"] as? String == type }.count >= count
         }
         return harness.events(orderID: order).filter { $0["type"] as? String == type }
@@ -120,7 +120,7 @@ struct NotificationEndToEndTests {
         let harness = try await WorkerHarness(notifications: true)
         let purchase = try await harness.purchase(["product_id": "gems_100"])
         _ = try await harness.admin.notify("refund", ["transaction_id": purchase.transactionID])
-        _ = await eventually(timeout: .seconds(20)) {
+        _ = await eventually(timeout: .seconds(60)) {
             harness.worker.metrics.registry.render().contains(
                 "receipt_worker_notifications_processed_total{outcome=\"not_granted\",type=\"REFUND\"} 1")
         }
@@ -157,7 +157,7 @@ struct NotificationEndToEndTests {
             #expect(answer.status == 200)
             try await Task.sleep(for: .milliseconds(300))  // processed in this order
         }
-        _ = await eventually(timeout: .seconds(20)) {
+        _ = await eventually(timeout: .seconds(60)) {
             harness.worker.metrics.registry.render().contains(
                 "receipt_worker_notifications_processed_total{outcome=\"ignored\",type=\"REFUND\"} 1")
         }
@@ -171,7 +171,7 @@ struct NotificationEndToEndTests {
         _ = try await harness.admin.notify("refund", ["transaction_id": second.transactionID])
         _ = await events(harness, order: "order-o3", type: "receipt.revoked")
         _ = try await harness.admin.notify("refund", ["transaction_id": second.transactionID, "percentage": 100])
-        _ = await eventually(timeout: .seconds(20)) {
+        _ = await eventually(timeout: .seconds(60)) {
             harness.worker.metrics.registry.render().contains(
                 "receipt_worker_notifications_processed_total{outcome=\"ignored\",type=\"REFUND\"} 2")
         }
@@ -187,7 +187,7 @@ struct NotificationEndToEndTests {
         // Another app's purchase: signed by the (test) chain, but not for this bundle id.
         let other = try await harness.purchase(["product_id": "p", "bundle_id": "com.other.game"])
         let uuid = try await harness.admin.notify("refund", ["transaction_id": other.transactionID])
-        _ = await eventually(timeout: .seconds(30)) {
+        _ = await eventually(timeout: .seconds(60)) {
             let sent = try? await harness.admin.notifications().first { $0["notification_uuid"] as? String == uuid }
             return (sent?["attempts"] as? [[String: Any]] ?? []).contains { $0["status"] as? Int == 400 }
         }
@@ -228,7 +228,7 @@ struct NotificationEndToEndTests {
         let harness = try await WorkerHarness(notifications: true)
         let purchase = try await harness.purchase(["product_id": "p", "environment": "Sandbox"])
         let uuid = try await harness.admin.notify("refund", ["transaction_id": purchase.transactionID])
-        _ = await eventually(timeout: .seconds(30)) {
+        _ = await eventually(timeout: .seconds(60)) {
             let sent = try? await harness.admin.notifications().first { $0["notification_uuid"] as? String == uuid }
             return sent?["delivered"] as? Bool == true
         }
@@ -260,7 +260,7 @@ struct NotificationEndToEndTests {
             to: "http://127.0.0.1:\(try #require(harness.receiver?.port))/notifications/apple",
             retryDelaysMs: [300, 600, 1200, 2400, 4800, 8000, 8000, 8000, 8000, 8000, 8000])
         let uuid = try await harness.admin.notify("refund", ["transaction_id": purchase.transactionID])
-        _ = await eventually(timeout: .seconds(30)) {
+        _ = await eventually(timeout: .seconds(60)) {
             let sent = try? await harness.admin.notifications().first { $0["notification_uuid"] as? String == uuid }
             return (sent?["attempts"] as? [[String: Any]])?.first?["status"] as? Int == 503
         }
@@ -304,7 +304,7 @@ struct NotificationEndToEndTests {
             "transaction_id": purchase.transactionID, "customer_consented": true, "sample_content_provided": true,
             "consumption_percentage": 25.5, "refund_preference": "GRANT_PRORATED",
         ])
-        _ = await eventually(timeout: .seconds(30)) {
+        _ = await eventually(timeout: .seconds(60)) {
             (try? await harness.admin.consumptionAnswers().count) == 1
         }
         let answers = try await harness.admin.consumptionAnswers()
@@ -334,7 +334,7 @@ struct NotificationEndToEndTests {
             "transaction_id": "999999999", "customer_consented": true, "sample_content_provided": false,
         ])
         try await harness.answerConsumption(["transaction_id": "12", "customer_consented": "yes"])
-        _ = await eventually(timeout: .seconds(30)) { harness.deadLetters.count >= 2 }
+        _ = await eventually(timeout: .seconds(60)) { harness.deadLetters.count >= 2 }
         let reasons = harness.deadLetters.map { $0.header("dlq_reason")?.stringValue }
         #expect(reasons == ["consumption_not_sent", "consumption_not_sent"], "\(reasons)")
         await harness.stop()

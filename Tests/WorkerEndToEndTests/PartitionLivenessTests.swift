@@ -29,7 +29,7 @@ struct PartitionLivenessTests {
             try await harness.submit(job(id, order: "o-\(id)", product: "coins.100", ["receipt": purchase.receipt]))
         }
         #expect(
-            await eventually(timeout: .seconds(20)) {
+            await eventually(timeout: .seconds(60)) {
                 harness.worker.metrics.registry.render().contains("\nreceipt_worker_intake_paused 1\n")
             })
 
@@ -89,7 +89,7 @@ struct PartitionLivenessTests {
                 key: "same-partition")
         }
         #expect(
-            await eventually(timeout: .seconds(20)) { harness.worker.readiness.contains { $0.contains("stalled") } })
+            await eventually(timeout: .seconds(60)) { harness.worker.readiness.contains { $0.contains("stalled") } })
         let problems = harness.worker.readiness
         #expect(problems.contains { $0.contains("stalled") && $0.contains(harness.topics.jobs) }, "\(problems)")
         let metrics = harness.worker.metrics.registry.render()
@@ -100,7 +100,7 @@ struct PartitionLivenessTests {
 
         try await harness.faults(["latency_ms": 0])
         #expect(await eventually(timeout: .seconds(60)) { ids.allSatisfy { !harness.results(jobID: $0).isEmpty } })
-        #expect(await eventually(timeout: .seconds(20)) { harness.worker.isReady }, "\(harness.worker.readiness)")
+        #expect(await eventually(timeout: .seconds(60)) { harness.worker.isReady }, "\(harness.worker.readiness)")
         #expect(await eventually { lines.withLock { $0 }.contains { $0.contains("partition moving again") } })
         await harness.stop()
     }

@@ -127,7 +127,7 @@ struct WorkerEndToEndTests {
         try await harness.faults(["status_21005_rate": 1.0])
         try await harness.submit(
             job("j-doomed", order: "o-doomed", product: "coins.100", ["receipt": purchase.receipt]))
-        #expect(await eventually(timeout: .seconds(40)) { !harness.deadLetters.isEmpty })
+        #expect(await eventually(timeout: .seconds(60)) { !harness.deadLetters.isEmpty })
         let letter = try #require(harness.deadLetters.first)
         #expect(letter.header("dlq_reason")?.stringValue == "retries_exhausted")
         #expect(letter.header("dlq_attempts")?.stringValue == "3")
@@ -205,7 +205,7 @@ struct WorkerEndToEndTests {
                 job("after-\(index)", order: "o-after-\(index)", product: "coins.100", ["receipt": purchase.receipt]),
                 key: "same-key")
         }
-        #expect(await eventually(timeout: .seconds(30)) { ids.allSatisfy { !harness.results(jobID: $0).isEmpty } })
+        #expect(await eventually(timeout: .seconds(60)) { ids.allSatisfy { !harness.results(jobID: $0).isEmpty } })
         #expect(await eventually { harness.deadLetters.count == 1 })
         #expect(harness.deadLetters.first?.header("dlq_reason")?.stringValue == "malformed_job")
         await harness.stop()

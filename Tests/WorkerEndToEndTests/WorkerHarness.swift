@@ -23,6 +23,10 @@ final class WorkerHarness: Sendable {
     let groupID: String
     let http: HTTPClient
     private let received = Mutex<[KafkaMessage]>([])
+    /// The results topic's messages by `job_id` and by `order_id`, read once as they arrive: tests poll for
+    /// them every few milliseconds, and decoding every result at every poll cost dozens of tests their CPU.
+    private let resultsByJob = Mutex<[String: [KafkaMessage]]>([:])
+    private let resultsByOrder = Mutex<[String: [KafkaMessage]]>([:])
     /// The App Store Server Notifications receiver, when the harness was made with `notifications: true`; the
     /// simulator sends its notifications there.
     let receiver: NotificationReceiver?
@@ -131,6 +135,16 @@ final class WorkerHarness: Sendable {
             for await event in reader.events {
                 if case .message(let message) = event {
                     self.received.withLock { $0.append(message) }
+                    if message.topic == self.topics.results,
+                        let object = (try? JSONSerialization.jsonObject(with: Data(message.value))) as? [String: Any]
+                    {
+                        if let job = object["job_id"] as? String {
+                            self.resultsByJob.withLock { $0[job, default: []].append(message) }
+                        }
+                        if let order = object["order_id"] as? String {
+                            self.resultsByOrder.withLock { $0[order, default: []].append(message) }
+                        }
+                    }
                     let channel =
                         switch message.topic {
                         case self.topics.results: "results"
@@ -199,18 +213,12 @@ final class WorkerHarness: Sendable {
 
     /// Result events of one job, decoded, as they arrived.
     func results(jobID: String) -> [[String: Any]] {
-        received.withLock { $0 }.filter { $0.topic == topics.results }.compactMap {
+        resultMessages(jobID: jobID).compactMap {
             (try? JSONSerialization.jsonObject(with: Data($0.value))) as? [String: Any]
-        }.filter { $0["job_id"] as? String == jobID }
-    }
-
-    func resultMessages(jobID: String) -> [KafkaMessage] {
-        received.withLock { $0 }.filter {
-            $0.topic == topics.results
-                && ((try? JSONSerialization.jsonObject(with: Data($0.value))) as? [String: Any])?["job_id"] as? String
-                    == jobID
         }
     }
+
+    func resultMessages(jobID: String) -> [KafkaMessage] { resultsByJob.withLock { $0[jobID] ?? [] } }
 
     var deadLetters: [KafkaMessage] { received.withLock { $0 }.filter { $0.topic == topics.dlq } }
 
@@ -221,9 +229,9 @@ final class WorkerHarness: Sendable {
 
     /// Result events of any type (grants, denials, events after the grant) of one order, decoded.
     func events(orderID: String) -> [[String: Any]] {
-        received.withLock { $0 }.filter { $0.topic == topics.results }.compactMap {
+        resultsByOrder.withLock { $0[orderID] ?? [] }.compactMap {
             (try? JSONSerialization.jsonObject(with: Data($0.value))) as? [String: Any]
-        }.filter { $0["order_id"] as? String == orderID }
+        }
     }
 
     /// Produces a consumption answer (a grant service's) to the consumption topic.
@@ -236,7 +244,7 @@ final class WorkerHarness: Sendable {
     }
 
     /// Waits for the first result of `jobID`.
-    func result(jobID: String, timeout: Duration = .seconds(40)) async -> [String: Any]? {
+    func result(jobID: String, timeout: Duration = .seconds(60)) async -> [String: Any]? {
         _ = await eventually(timeout: timeout) { !self.results(jobID: jobID).isEmpty }
         return results(jobID: jobID).first
     }

@@ -167,7 +167,7 @@ struct WorkerProcessTests {
         ]
         // Both must be in the group before the jobs arrive, or one worker would take them all.
         #expect(
-            await eventually(timeout: .seconds(40)) { workers.allSatisfy { $0.log.contains("partitions assigned") } })
+            await eventually(timeout: .seconds(60)) { workers.allSatisfy { $0.log.contains("partitions assigned") } })
         var jobs: [[String: Any]] = []
         var receipts: [String] = []
         for index in 0..<40 {
@@ -227,7 +227,7 @@ struct WorkerProcessTests {
         let workers = try (0..<3).map { _ in try WorkerProcess(config: config) }
         // Every replica in the group, owning two of the six partitions, before the jobs arrive.
         #expect(
-            await eventually(timeout: .seconds(40)) { workers.allSatisfy { $0.log.contains("partitions assigned") } })
+            await eventually(timeout: .seconds(60)) { workers.allSatisfy { $0.log.contains("partitions assigned") } })
         try await Task.sleep(for: .seconds(3))
         var jobs: [[String: Any]] = []
         for index in 0..<150 {
@@ -260,7 +260,7 @@ struct WorkerProcessTests {
         let config = try harness.config(
             ledger: "postgresql://receipt:pw@127.0.0.1:1/nowhere", extra: ["metrics.listen": "127.0.0.1:0"])
         let worker = try WorkerProcess(config: config)
-        #expect(await eventually(timeout: .seconds(20)) { worker.log.contains("cannot open the ledger; retrying") })
+        #expect(await eventually(timeout: .seconds(60)) { worker.log.contains("cannot open the ledger; retrying") })
         let line = try #require(worker.log.split(separator: "\n").first { $0.contains("metrics endpoint listening") })
         let port = try #require(line.firstMatch(of: /"port":"([0-9]+)"/).map { String($0.1) })
         let base = "http://127.0.0.1:\(port)"
