@@ -72,7 +72,10 @@ let package = Package(
         .executableTarget(name: "AppStoreSimulatorCLI", dependencies: ["AppStoreSimulator"], swiftSettings: strict),
 
         // Tests. TestSupport holds helpers shared by test targets only; no product depends on it.
-        .target(name: "TestSupport", dependencies: ["HTTPClient"], path: "Tests/TestSupport", swiftSettings: strict),
+        .target(name: "TestProcess", path: "Tests/TestProcess"),
+        .target(
+            name: "TestSupport", dependencies: ["HTTPClient", "TestProcess"], path: "Tests/TestSupport",
+            swiftSettings: strict),
         .testTarget(
             name: "KafkaTests", dependencies: ["Kafka", "Observability", "TestSupport"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
@@ -85,7 +88,7 @@ let package = Package(
             resources: [.copy("testSigningKey.p8")], swiftSettings: strict),
         .testTarget(
             name: "ReceiptWorkerTests",
-            dependencies: ["ReceiptWorker", "AppleVerification", "Kafka", "Ledger", "Observability", "Runtime"],
+            dependencies: ["ReceiptWorker", "AppleVerification", "Kafka", "Ledger", "Observability", "Runtime", "TestSupport"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
             name: "WorkerEndToEndTests",
