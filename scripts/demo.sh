@@ -4,10 +4,14 @@
 # arrive; then the simulator, as Apple, refunds the first purchase (receipt.revoked) and opens a refund
 # request on another, which the demo answers as a grant service would. Ctrl-C stops everything cleanly (the worker drains and exits 0).
 #   scripts/demo.sh           runs until Ctrl-C
-#   scripts/demo.sh --once    stops by itself once the five results are in (for scripts and CI)
+#   scripts/demo.sh --once    stops by itself once the seven results are in (for scripts and CI)
+#   scripts/demo.sh --serve   no sample purchases: broker, simulator and worker for your own services' tests,
+#                             their addresses in .demo/env once ready, until Ctrl-C or SIGTERM (README,
+#                             "Testing your integration")
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 once=false; [ "${1:-}" = "--once" ] && once=true
+serve=false; [ "${1:-}" = "--serve" ] && serve=true
 
 say() { printf '\033[1m%s\033[0m\n' "$*" >&2; }
 
@@ -67,6 +71,21 @@ wait_for "the worker's metrics endpoint" 30 port_open "$metrics_port"
 ready() { curl -sf "http://127.0.0.1:$metrics_port/readyz"; }
 wait_for "the worker to join its group (/readyz)" 60 ready
 say "worker running (logs: .demo/worker.log); metrics: curl -s http://127.0.0.1:$metrics_port/metrics | grep receipt_worker_"
+# For scripts (a team's CI): every address, once the worker is ready; written last, so its presence means ready.
+cat >.demo/env.partial <<ENV
+export KAFKA_BOOTSTRAP=$KAFKA_BOOTSTRAP RECEIPT_WORKER_KAFKA__BOOTSTRAP__SERVERS=$KAFKA_BOOTSTRAP
+export SIMULATOR=$sim NOTIFICATIONS_URL=http://127.0.0.1:$notifications_port/notifications/apple
+export METRICS_URL=http://127.0.0.1:$metrics_port/metrics PATH="$PWD/$bin:\$PATH"
+ENV
+mv .demo/env.partial .demo/env
+if $serve; then
+    trap 'exit 0' TERM  # the way a CI job stops it: a clean stop, not a failure
+    say "serving: topics receipt-jobs, receipt-results, receipt-dlq, receipt-notifications, receipt-consumption;"
+    say "addresses in .demo/env (source it). Ctrl-C or SIGTERM stops everything."
+    status=0; wait "$worker_pid" || status=$?
+    worker_pid=""
+    exit "$status"
+fi
 say ""
 say "to try the README's commands in a second terminal, paste:"
 say "  export PATH=\"$PWD/$bin:\$PATH\" RECEIPT_WORKER_KAFKA__BOOTSTRAP__SERVERS=$KAFKA_BOOTSTRAP SIMULATOR=$sim"

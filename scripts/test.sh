@@ -8,9 +8,13 @@ swift format lint --strict --recursive Sources Tests Fuzz Benchmarks/Sources Ben
 swift build --build-tests
 # Fuzzing itself is `scripts/fuzz.sh` (exploration, minutes to hours); the inputs it found, the seeds and every
 # crash kept are replayed here by FuzzReplayTests, in a second.
-# The published contract (docs/): the AsyncAPI document, the schemas and their examples; and every link of
+# The published contract (docs/): the AsyncAPI documents, the schemas and their examples; and every link of
 # every document resolves inside the repository.
 .deps/venv/bin/python Tests/contract/check_contract.py
+.deps/venv/bin/python scripts/asyncapi-client.py --check
+# The code generators an integrator reaches for (datamodel-code-generator, asyncapi-python's) on the schemas and
+# both AsyncAPI documents: typed models that still load tomorrow's events (added fields and values).
+.deps/venv/bin/python Tests/contract/check_generators.py
 python3 Tests/docs/check_links.py
 # At most 16 tests at once: on two cores with other work beside it (a CPU hog on both cores, measured), 300
 # tests at once starved the broker's group coordination and the tests' own waits; 16 keeps the idle run as
@@ -36,6 +40,8 @@ if [ "$#" -eq 0 ]; then
         swift test --skip-build --filter '$timed' &&
         swift test --skip-build --skip 'HTTPServerKitTests|DeadlineSweeperTests' --skip '$timed'"
     .deps/venv/bin/python Tests/contract/check_contract.py --messages "$capture"
+    # The reference grant service (examples/grant-service) on every result event the tests received.
+    .deps/venv/bin/python examples/grant-service/test_grant_service.py "$capture"
 else
     bash scripts/with-services.sh swift test --skip-build "$@"
 fi

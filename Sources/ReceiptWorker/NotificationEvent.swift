@@ -34,6 +34,7 @@ enum NotificationEvent {
         out += ",\"quantity\":\(quantity),\"transaction_id\":\(string(transaction?.transactionId))"
         out += ",\"original_transaction_id\":\(string(transaction?.originalTransactionId))"
         out += ",\"environment\":\(string(notification.environment?.rawValue))"
+        out += ",\"bundle_id\":\(string(notification.bundleID.isEmpty ? nil : notification.bundleID))"
         if type == revokedType {
             out += ",\"revocation_date\":\(time(transaction?.revocationDate))"
             out += ",\"revocation_reason\":\(transaction?.revocationReason.map(String.init) ?? "null")"

@@ -47,6 +47,7 @@ struct NotificationHandlerTests {
         let revoked = try #require(try await notify(body).event)
         #expect(revoked["type"] as? String == "receipt.revoked" && revoked["order_id"] as? String == "o1")
         #expect(revoked["user_id"] as? String == "player-1" && revoked["product_id"] as? String == "coins_100")
+        #expect(revoked["bundle_id"] as? String == "com.example" && revoked["environment"] as? String == "Production")
         #expect(try await notify(body).event?["event_id"] as? String == revoked["event_id"] as? String)
         // A second refund (another notification) changes nothing; the purchase presented again is revoked.
         #expect(

@@ -5,8 +5,14 @@
 
 Without options: docs/asyncapi.yaml is valid against the official AsyncAPI 3.0.0 JSON Schema (vendored beside
 this file: asyncapi-3.0.0.schema.json, see README.md here; no PyPI package ships it), every `$ref` in it and in the schemas resolves, every docs/schemas/*.json is a valid
-JSON Schema (draft 2020-12) whose `examples` validate against it, and each result event type maps to a schema
-(whose `type` is that event type).
+JSON Schema (draft-07, the dialect AsyncAPI 3.0's own schema format extends) whose `examples` validate against it, and
+each result event type maps to a schema (whose `type` is that event type).
+
+Two variants of each schema the worker produces (results, their headers, dead-letter and notification headers):
+the published one is open, for consumers (unknown fields allowed, lists of values as `x-known-values`, never an
+`enum` that a later release's value would break); the strict one, derived here (additionalProperties false on
+every object that lists its properties, `x-known-values` as an `enum`), is what the examples and the captured
+messages must also meet: the worker's own output cannot drift from the documents unnoticed.
 
 --messages DIR also validates messages captured by the end-to-end tests (RECEIPT_WORKER_CONTRACT_CAPTURE=DIR):
 DIR/*.jsonl, one object a line: {"channel": "jobs"|"results"|"dlq"|"notifications"|"consumption", "key":
@@ -35,7 +41,7 @@ from collections import Counter
 from urllib.parse import unquote
 
 import yaml
-from jsonschema import Draft7Validator, Draft202012Validator
+from jsonschema import Draft7Validator
 from jsonschema.exceptions import SchemaError
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -43,6 +49,11 @@ ROOT = HERE.parent.parent
 ASYNCAPI_SCHEMA = HERE / "asyncapi-3.0.0.schema.json"
 ASYNCAPI_SCHEMA_SHA256 = "1786a007ac00344a8f529e5a6fc5db786b0be6757e0b94a8b95a8a6a52b7fe9a"  # README.md: its source
 MAX_PROBLEMS_SHOWN = 10
+DRAFT_07 = "http://json-schema.org/draft-07/schema#"
+# The schemas of what the worker produces: published open, checked strict (the module docstring).
+PRODUCED = ("receipt.granted.json", "receipt.denied.json", "receipt.revoked.json", "receipt.reinstated.json",
+            "receipt.consumption_requested.json", "result-headers.json", "dlq-headers.json",
+            "notification-headers.json")
 
 # The schema of each kind of captured message: results by their ce_type (mapped from the AsyncAPI document).
 RESULT_HEADERS = "result-headers.json"
@@ -151,8 +162,8 @@ def first_error(validator, instance):
     return f"at {location}: {error.message[:300]}"
 
 
-def check_asyncapi(docs, report):
-    path = docs / "asyncapi.yaml"
+def check_asyncapi(docs, report, file="asyncapi.yaml"):
+    path = docs / file
     document = load(path)
     raw = ASYNCAPI_SCHEMA.read_bytes()
     if hashlib.sha256(raw).hexdigest() != ASYNCAPI_SCHEMA_SHA256:
@@ -162,57 +173,108 @@ def check_asyncapi(docs, report):
     errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
     for error in errors[:MAX_PROBLEMS_SHOWN]:
         location = "/".join(str(part) for part in error.absolute_path) or "(root)"
-        report.fail(f"asyncapi.yaml at {location}: {error.message[:300]}")
+        report.fail(f"{file} at {location}: {error.message[:300]}")
     resolved = check_refs(path, document, report, {path})
     status = "valid" if not errors else f"INVALID ({len(errors)} errors)"
-    print(f"asyncapi.yaml: {status} against the AsyncAPI {document.get('asyncapi')} schema; {resolved} $ref(s) resolved")
+    print(f"{file}: {status} against the AsyncAPI {document.get('asyncapi')} schema; {resolved} $ref(s) resolved")
     return document
 
 
+def strict(node):
+    """The strict variant of a produced schema (the module docstring)."""
+    if isinstance(node, list):
+        return [strict(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: strict(value) for key, value in node.items() if key != "x-known-values"}
+    if "x-known-values" in node:
+        types = node.get("type")
+        out["enum"] = list(node["x-known-values"]) + ([None] if isinstance(types, list) and "null" in types else [])
+    if "properties" in node and "additionalProperties" not in node:
+        out["additionalProperties"] = False
+    return out
+
+
+def closed_anywhere(node):
+    """Whether a schema closes an object or lists values as an enum anywhere (its examples aside)."""
+    if isinstance(node, list):
+        return any(closed_anywhere(item) for item in node)
+    if not isinstance(node, dict):
+        return False
+    return node.get("additionalProperties") is False or "enum" in node or any(
+        closed_anywhere(value) for key, value in node.items() if key != "examples")
+
+
 def check_schemas(docs, report):
+    """schema file name -> the validator of what the worker's messages must meet (strict for what it produces)."""
     validators = {}
     for path in sorted((docs / "schemas").glob("*.json")):
         name = path.name
         try:
             schema = load(path)
-            Draft202012Validator.check_schema(schema)
+            Draft7Validator.check_schema(schema)
         except (ValueError, SchemaError) as error:
-            report.fail(f"schemas/{name}: not a valid draft 2020-12 schema: {str(error)[:300]}")
+            report.fail(f"schemas/{name}: not a valid draft-07 schema: {str(error)[:300]}")
             continue
-        if schema.get("$schema") != "https://json-schema.org/draft/2020-12/schema":
-            report.fail(f"schemas/{name}: $schema is not draft 2020-12")
+        if schema.get("$schema") != DRAFT_07:
+            report.fail(f"schemas/{name}: $schema is not draft-07 ({DRAFT_07})")
         for keyword in ("$id", "title", "description"):
             if not schema.get(keyword):
                 report.fail(f"schemas/{name}: no {keyword}")
         examples = schema.get("examples") or []
         if not examples:
             report.fail(f"schemas/{name}: no examples")
-        validator = Draft202012Validator(schema)
+        published = Draft7Validator(schema, format_checker=Draft7Validator.FORMAT_CHECKER)
+        variants = [("", published)]
+        if name in PRODUCED:
+            if closed_anywhere(schema):
+                report.fail(f"schemas/{name}: a consumer's schema must stay open (no additionalProperties false, "
+                            "no enum: x-known-values)")
+            variants.append((" (strict)", Draft7Validator(strict(schema), format_checker=Draft7Validator.FORMAT_CHECKER)))
         bad = 0
         for index, example in enumerate(examples):
-            problem = first_error(validator, example)
-            if problem:
-                bad += 1
-                report.fail(f"schemas/{name}: example {index} is invalid {problem}")
+            for label, validator in variants:
+                problem = first_error(validator, example)
+                if problem:
+                    bad += 1
+                    report.fail(f"schemas/{name}: example {index} is invalid{label} {problem}")
         check_refs(path, schema, report, {path})
-        validators[name] = validator
-        print(f"schemas/{name}: valid draft 2020-12 schema; {len(examples) - bad} of {len(examples)} example(s) valid")
+        validators[name] = variants[-1][1]
+        shown_variants = "open and strict" if name in PRODUCED else "as published"
+        print(f"schemas/{name}: valid draft-07 schema; {len(examples) - bad} of {len(examples)} example(s) valid "
+              f"({shown_variants})")
     return validators
 
 
 def result_schemas(asyncapi, docs, validators, report):
-    """ce_type -> schema file name, from the results channel's messages (their `name` is the ce_type)."""
+    """ce_type -> schema file name, from the results channel's messages: each message's headers fix ce_type (the
+    discriminator, a const) and its payload is a components schema that references a file of docs/schemas."""
     mapping = {}
     try:
         messages = asyncapi["channels"]["results"]["messages"]
     except (KeyError, TypeError):
         report.fail("asyncapi.yaml: no channels/results/messages")
         return mapping
-    for message in messages.values():
-        if "$ref" in message:
-            message = pointer(asyncapi, message["$ref"].partition("#")[2])
-        ref = ((message.get("payload") or {}).get("schema") or {}).get("$ref", "")
-        mapping[message.get("name")] = pathlib.Path(ref.partition("#")[0]).name
+
+    def resolved(node):
+        while isinstance(node, dict) and "$ref" in node and node["$ref"].startswith("#"):
+            node = pointer(asyncapi, node["$ref"].partition("#")[2])
+        return node or {}
+
+    for key, message in messages.items():
+        message = resolved(message)
+        name = message.get("name", "")
+        if not name.isidentifier():
+            report.fail(f"asyncapi.yaml: message {key}'s name {name!r} is not an identifier (generators name types by it)")
+        ref = resolved(message.get("payload")).get("$ref", "")
+        headers = resolved(message.get("headers"))
+        event_type = next((part.get("properties", {}).get("ce_type", {}).get("const")
+                           for part in headers.get("allOf", []) if isinstance(part, dict)
+                           and part.get("properties", {}).get("ce_type", {}).get("const")), None)
+        if not event_type:
+            report.fail(f"asyncapi.yaml: message {key}'s headers fix no ce_type (the discriminator of result messages)")
+            continue
+        mapping[event_type] = pathlib.Path(ref.partition("#")[0]).name
     header_types = set((validators.get(RESULT_HEADERS).schema if RESULT_HEADERS in validators else {})
                        .get("properties", {}).get("ce_type", {}).get("enum", []))
     if header_types != set(mapping):
@@ -447,6 +509,7 @@ def main():
         return 2
     report = Report()
     asyncapi = check_asyncapi(arguments.docs, report)
+    check_asyncapi(arguments.docs, report, "asyncapi-client.yaml")
     validators = check_schemas(arguments.docs, report)
     for required in REQUIRED_SCHEMAS:
         if required not in validators:

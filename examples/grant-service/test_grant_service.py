@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Tests of the reference grant service: the cases of docs/integration.md with the schemas' examples, then every
+result event the end-to-end tests captured from real workers (scripts/test.sh passes their directory).
+
+    .deps/venv/bin/python examples/grant-service/test_grant_service.py [CAPTURE_DIR]
+"""
+
+import json
+import pathlib
+import sys
+import unittest
+from decimal import Decimal
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from grant_service import GrantService  # noqa: E402
+
+SCHEMAS = HERE.parent.parent / "docs" / "schemas"
+CAPTURE = None
+
+
+def example(event_type, index=0, **changes):
+    event = dict(json.loads((SCHEMAS / f"{event_type}.json").read_text())["examples"][index])
+    event.update(changes)
+    return {"ce_type": event_type, "ce_id": event["event_id"]}, json.dumps(event)
+
+
+class Scenarios(unittest.TestCase):
+    def setUp(self):
+        self.service = GrantService()
+        self.player = ("player-77120", "coins_100")  # the story of order ord-20261130-000481 in the examples
+
+    def balance(self):
+        return self.service.balances.get(self.player, Decimal(0))
+
+    def test_a_grant_credits_once_however_often_it_arrives(self):
+        grant = example("receipt.granted")
+        self.assertEqual(self.service.handle(*grant), "credited")
+        self.assertEqual(self.service.handle(*grant), "duplicate")
+        self.assertEqual(self.balance(), 1)
+
+    def test_a_revocation_before_its_grant_is_applied_when_the_grant_arrives(self):
+        self.assertEqual(self.service.handle(*example("receipt.revoked")), "revocation kept until the grant arrives")
+        self.service.handle(*example("receipt.granted"))
+        self.assertEqual(self.balance(), 0)
+
+    def test_a_prorated_refund_then_a_full_one_takes_back_the_quantity_once(self):
+        headers, value = example("receipt.granted", quantity=10)
+        self.service.handle(headers, value)
+        self.service.handle(*example("receipt.revoked", quantity=10, revocation_percentage=40,
+                                     revocation_type="REFUND_PRORATED"))
+        self.assertEqual(self.balance(), 6)
+        full = example("receipt.revoked", quantity=10, revocation_percentage=None,
+                       event_id="7d0e5a4b-1c2d-8e3f-9a4b-5c6d7e8f9a0b")
+        self.service.handle(*full)
+        self.assertEqual(self.balance(), 0)
+
+    def test_a_reinstatement_credits_back_what_was_taken(self):
+        self.service.handle(*example("receipt.granted"))
+        self.service.handle(*example("receipt.revoked"))
+        self.assertEqual(self.service.handle(*example("receipt.reinstated")), "credited back")
+        self.assertEqual(self.balance(), 1)
+
+    def test_order_already_fulfilled_before_its_grant_leaves_the_order_to_the_grant(self):
+        headers, value = example("receipt.denied", order_id="ord-20261130-000481", reason="order_already_fulfilled",
+                                 event_id="0b7c3a1e-5d2f-8a4b-9c6d-1e2f3a4b5c6d")
+        self.assertEqual(self.service.handle(headers, value), "waiting for the grant")
+        self.assertEqual(self.service.handle(*example("receipt.granted")), "credited")
+        self.assertEqual(self.balance(), 1)
+
+    def test_unknown_types_and_fields_are_ignored_not_failed(self):
+        headers, value = example("receipt.granted", field_added_later={"x": 1})
+        self.assertEqual(self.service.handle(headers, value), "credited")
+        later = ({"ce_type": "receipt.renewed", "ce_id": "9f1e2d3c-4b5a-8c6d-8e7f-0a1b2c3d4e5f"},
+                 json.dumps({"event_id": "9f1e2d3c-4b5a-8c6d-8e7f-0a1b2c3d4e5f", "order_id": "o"}))
+        self.assertEqual(self.service.handle(*later), "ignored")
+
+    def test_two_games_orders_with_one_id_are_two_orders(self):
+        self.service.handle(*example("receipt.granted"))
+        other_game = example("receipt.granted", bundle_id="com.example.other",
+                             event_id="3c2b1a09-8f7e-8d6c-b5a4-f3e2d1c0b9a8")
+        self.assertEqual(self.service.handle(*other_game), "credited")
+        self.assertEqual(len(self.service.orders), 2)
+
+
+@unittest.skipIf(CAPTURE is None and len(sys.argv) < 2, "no capture directory (scripts/test.sh passes one)")
+class RealEvents(unittest.TestCase):
+    def test_every_captured_result_is_handled_and_handling_them_again_changes_nothing(self):
+        records = []
+        for path in sorted(pathlib.Path(CAPTURE).glob("*.jsonl")):
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                record = json.loads(line) if line.strip() else {}
+                if record.get("channel") == "results":
+                    records.append(record)
+        self.assertGreater(len(records), 100, "the end-to-end tests publish hundreds of results")
+        service = GrantService()
+        outcomes = [service.handle(record["headers"], record["value"]) for record in records]
+        kinds = {record["headers"]["ce_type"] for record in records}
+        self.assertTrue({"receipt.granted", "receipt.denied", "receipt.revoked"} <= kinds, kinds)
+        self.assertEqual(service.ignored_types, set())
+        balances = dict(service.balances)
+        again = [service.handle(record["headers"], record["value"]) for record in records]
+        self.assertEqual(set(again), {"duplicate"})
+        self.assertEqual(service.balances, balances)
+        print(f"reference grant service: {len(records)} real result events, "
+              f"{outcomes.count('credited')} credited, {sum(o == 'taken back' for o in outcomes)} taken back",
+              file=sys.stderr)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        CAPTURE = sys.argv.pop(1)
+    unittest.main()
