@@ -53,10 +53,12 @@ operations:
     action: receive
     title: The grant service credits grants and takes back revocations
     description: |
-      Credit on `receipt.granted`, take back on `receipt.revoked`, credit back on `receipt.reinstated`,
-      answer `receipt.consumption_requested` on the consumption channel; close the order as failed on a
-      final `receipt.denied` (docs/integration.md lists which are final). Deduplicate on `event_id`; commit
-      the offset after the player's balance is updated. Ignore event types you do not know.
+      Credit on `receipt.granted` (always, even for an order given up on), take back on `receipt.revoked`,
+      credit back on `receipt.reinstated`, answer `receipt.consumption_requested` on the consumption channel;
+      a `receipt.denied` leaves the order open for the order service to decide (docs/integration.md says
+      which denies are final for their proof, and why a grant may still follow). Events arrive in any order.
+      Deduplicate on `event_id`; commit the offset after the player's balance is updated. Ignore event types
+      you do not know.
     channel:
       $ref: '#/channels/results'
     bindings:

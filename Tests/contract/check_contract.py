@@ -296,6 +296,46 @@ def result_schemas(asyncapi, docs, validators, report):
     return mapping
 
 
+class NumberText(float):
+    """A JSON number as the worker wrote it (its text kept), for the rules a schema cannot state."""
+
+    def __new__(cls, text):
+        number = super().__new__(cls, float(text))
+        number.text = text
+        return number
+
+
+# Prose rules of docs/contract.md that JSON Schema cannot say (it calls 1.0 an integer, and a multipleOf of 0.001
+# fails on binary floats): integers written as integers, percentages with at most three decimals.
+INTEGER_FIELDS = ("quantity", "attempts", "revocation_reason")
+THREE_DECIMALS = ("revocation_percentage",)
+
+
+def check_number_literals(where, value, report):
+    def floats(text):
+        return NumberText(text)
+
+    def integers(text):
+        return NumberText(text)
+
+    try:
+        event = json.loads(value, parse_float=floats, parse_int=integers)
+    except ValueError:
+        return
+    if not isinstance(event, dict):
+        return
+    for field in INTEGER_FIELDS:
+        number = event.get(field)
+        if isinstance(number, NumberText) and not number.text.lstrip("-").isdigit():
+            report.fail(f"{where}: {field} is written {number.text!r}, not as an integer")
+    for field in THREE_DECIMALS:
+        number = event.get(field)
+        if isinstance(number, NumberText):
+            whole, _, decimals = number.text.partition(".")
+            if not whole.isdigit() or not decimals.isdigit() and decimals or len(decimals) > 3 or decimals.endswith("0"):
+                report.fail(f"{where}: {field} is written {number.text!r}, not with at most three decimals")
+
+
 def read_captures(directory, report):
     files = sorted(directory.glob("*.jsonl"))
     messages = []
@@ -354,6 +394,7 @@ def check_messages(directory, validators, mapping, report):
             report.fail(f"{where}: ce_type {event_type!r} has no schema")
             continue
         validate(mapping[event_type], event, where)
+        check_number_literals(where, message["value"], report)
         if not isinstance(event, dict):
             continue
         if headers.get("ce_id") != event.get("event_id"):

@@ -6,7 +6,8 @@ arrive, and keeps what it needs to answer consumption requests. It has no Kafka 
 `GrantService.handle(headers, value)` to yours (confluent-kafka, franz-go, Spring Kafka, ...), call it for each
 record, and commit the record's offset after it returns (at least once: a record handled twice changes nothing).
 State lives in memory here; a real service keeps `orders`, `seen` and `balances` in its own database, updated in
-the transaction that credits the player.
+the transaction that credits the player. Amounts are exact decimals (a 40 % refund of one pack takes back 0.4);
+round as your economy does.
 
     python3 examples/grant-service/grant_service.py FILE.jsonl...   # replays captured records, prints balances
 
@@ -24,29 +25,33 @@ from decimal import Decimal
 class Order:
     """What the grant service knows of one order (app, order_id)."""
 
-    state: str = "open"  # open -> granted (-> revoked -> granted again ...); failed only by the order service's choice
+    granted: bool = False
     product_id: str = ""
     quantity: int = 0
     user_id: str = ""
     transaction_id: str = ""
     last_deny: str = ""  # the reason of the newest deny, for the order service (it decides when to give up)
-    # A revocation that arrived before the grant it revokes (answers are unordered): applied when the grant comes.
-    pending_revocation: Decimal | None = None
-    revoked_units: Decimal = Decimal(0)
-    open_consumption_request: str | None = None  # respond_by of a refund request not answered yet
+    # The purchase's refunds and reversals, by Apple's time (notified_at): the newest says whether it is revoked
+    # now, whatever order they arrived in (a reversal can be handled before the refund it reverses).
+    changes: list = dataclasses.field(default_factory=list)  # (notified_at, "revoked" | "reinstated", units)
+    credited: Decimal = Decimal(0)  # what this order gave the player so far
+    consumption_request: dict | None = None  # an open refund request: what to answer, and by when
 
 
 class GrantService:
-    # Deny reasons after which another job with the same proof can never grant (docs/integration.md, "An order's
+    # Deny reasons after which another job with the same proof will not grant (docs/integration.md, "An order's
     # life"). The order service may still send a new job with another proof for the same order.
-    FINAL_FOR_THE_PROOF = {"invalid_receipt", "bundle_mismatch", "sandbox_not_allowed", "product_mismatch",
-                           "quantity_mismatch", "account_mismatch", "revoked", "expired", "duplicate_transaction",
-                           "malformed_job"}
+    FINAL_FOR_THE_PROOF = {"invalid_receipt", "bundle_mismatch", "sandbox_not_allowed", "transaction_not_found",
+                           "product_mismatch", "quantity_mismatch", "account_mismatch", "revoked", "expired",
+                           "duplicate_transaction", "malformed_job"}
 
-    def __init__(self):
+    def __init__(self, default_bundle_id: str = "com.example"):
+        # Events without bundle_id are the default app's (apple.bundle_id): stored before events carried it, or
+        # the deny of a malformed job (which changes no balance).
+        self.default_bundle_id = default_bundle_id
         self.orders: dict[tuple[str, str], Order] = {}
         self.seen: set[str] = set()  # event ids applied (kept as long as the orders: grant ids never expire)
-        self.balances: dict[tuple[str, str], Decimal] = {}  # (user_id, product_id) -> units credited
+        self.balances: dict[tuple[str, str, str], Decimal] = {}  # (bundle_id, user_id, product_id) -> units
         self.ignored_types: set[str] = set()
 
     def handle(self, headers: dict, value: bytes | str) -> str:
@@ -59,84 +64,77 @@ class GrantService:
         handler = {
             "receipt.granted": self._granted,
             "receipt.denied": self._denied,
-            "receipt.revoked": self._revoked,
-            "receipt.reinstated": self._reinstated,
+            "receipt.revoked": self._changed,
+            "receipt.reinstated": self._changed,
             "receipt.consumption_requested": self._consumption_requested,
         }.get(event_type)
         if handler is None:
             self.ignored_types.add(event_type)  # a type added by a later release: ignore it, never fail
             outcome = "ignored"
         else:
-            outcome = handler(event)
+            key = (event.get("bundle_id") or self.default_bundle_id, event["order_id"])
+            order = self.orders.setdefault(key, Order())
+            outcome = handler(order, event)
+            self._settle(key[0], order)
         self.seen.add(event_id)
         return outcome
 
-    def _order(self, event) -> Order:
-        # Orders are per app: two games may both have an order "1" (bundle_id is null only on a malformed job's deny).
-        return self.orders.setdefault((event.get("bundle_id") or "", event["order_id"]), Order())
+    def _settle(self, bundle_id: str, order: Order):
+        """Credits or debits the difference between what the order should have given and what it gave: the
+        same whatever order the events came in."""
+        target = Decimal(order.quantity) if order.granted else Decimal(0)
+        if order.granted and order.changes:
+            _, kind, units = max(order.changes, key=lambda change: (change[0], change[1]))
+            if kind == "revoked":
+                target -= units  # may leave the player negative: they spent it; never fail the event
+        delta = target - order.credited
+        if delta:
+            key = (bundle_id, order.user_id, order.product_id)
+            self.balances[key] = self.balances.get(key, Decimal(0)) + delta
+            order.credited = target
 
-    def _credit(self, order: Order, units: Decimal):
-        key = (order.user_id, order.product_id)
-        self.balances[key] = self.balances.get(key, Decimal(0)) + units
-
-    def _granted(self, event) -> str:
-        order = self._order(event)
-        if order.state == "granted" or order.state == "revoked":
-            return "already granted"  # another event id for the same order cannot happen; be safe anyway
-        order.state = "granted"
+    def _granted(self, order: Order, event) -> str:
+        if order.granted:
+            return "already granted"  # an order has one grant id; be safe anyway
+        order.granted = True
         order.user_id, order.product_id = event["user_id"], event["product_id"]
         order.quantity, order.transaction_id = event["quantity"], event["transaction_id"]
-        self._credit(order, Decimal(order.quantity))
-        if order.pending_revocation is not None:  # the refund overtook the grant
-            self._take_back(order, order.pending_revocation)
-            order.pending_revocation = None
-            return "credited, then revoked (the revocation arrived first)"
-        return "credited"
+        # Credit it even if the order service gave up on the order: the player paid, and this purchase is bound
+        # to this order for good.
+        return "credited" if not order.changes else "credited (a refund or reversal arrived first)"
 
-    def _denied(self, event) -> str:
-        order = self._order(event)
-        if order.state != "open":
-            return "no change (already granted)"  # e.g. order_already_fulfilled, published before the grant
+    def _denied(self, order: Order, event) -> str:
+        if order.granted:
+            return "no change (already granted)"  # e.g. order_already_fulfilled, or a replay of a refunded proof
         order.last_deny = event["reason"]
         if event["reason"] == "order_already_fulfilled":
             return "waiting for the grant"  # the order's receipt.granted is on its way (same partition, any time)
         return "denied (final for this proof)" if event["reason"] in self.FINAL_FOR_THE_PROOF else "denied"
 
-    def _revocation_units(self, event) -> Decimal:
-        percentage = event.get("revocation_percentage")
-        quantity = Decimal(event["quantity"])
-        return quantity if percentage is None else quantity * Decimal(str(percentage)) / 100
+    def _changed(self, order: Order, event) -> str:
+        if event["type"] == "receipt.revoked":
+            percentage = event.get("revocation_percentage")
+            quantity = Decimal(event["quantity"])
+            units = quantity if percentage is None else quantity * Decimal(str(percentage)) / 100
+            order.changes.append((event["notified_at"], "revoked", units))
+        else:
+            order.changes.append((event["notified_at"], "reinstated", Decimal(0)))
+        if not order.granted:
+            order.quantity, order.user_id, order.product_id = event["quantity"], event["user_id"], event["product_id"]
+            return "kept until the grant arrives"
+        return "taken back" if event["type"] == "receipt.revoked" else "credited back"
 
-    def _take_back(self, order: Order, units: Decimal):
-        # A prorated refund followed by a full one: take back only what was not taken yet.
-        units = min(units, Decimal(order.quantity) - order.revoked_units)
-        self._credit(order, -units)  # may go negative: the player spent it; never fail the event
-        order.revoked_units += units
-        order.state = "revoked"
-
-    def _revoked(self, event) -> str:
-        order = self._order(event)
-        units = self._revocation_units(event)
-        if order.state == "open":
-            order.pending_revocation = units
-            order.quantity = event["quantity"]
-            return "revocation kept until the grant arrives"
-        self._take_back(order, units)
-        return "taken back"
-
-    def _reinstated(self, event) -> str:
-        order = self._order(event)
-        if order.state != "revoked":
-            order.pending_revocation = None  # the reversal of a refund that overtook the grant
-            return "no change"
-        self._credit(order, order.revoked_units)
-        order.revoked_units = Decimal(0)
-        order.state = "granted"
-        return "credited back"
-
-    def _consumption_requested(self, event) -> str:
-        # Answer on topics.consumption before respond_by, keyed by transaction_id, with the player's consent.
-        self._order(event).open_consumption_request = event["respond_by"]
+    def _consumption_requested(self, order: Order, event) -> str:
+        # What to produce to topics.consumption (key: transaction_id) before respond_by, if the player consented
+        # to share it: here, how much of the purchase is still unspent is the game's to say; the reference sends
+        # the facts it has.
+        order.consumption_request = {
+            "respond_by": event["respond_by"],
+            "answer": {"transaction_id": event["transaction_id"], "customer_consented": True,
+                       "sample_content_provided": False,
+                       "delivery_status": "DELIVERED" if order.granted else "UNDELIVERED_OTHER",
+                       "bundle_id": event.get("bundle_id")},
+        }
         return "consumption request to answer"
 
 
@@ -148,8 +146,8 @@ def main(paths):
                 record = json.loads(line)
                 if record.get("channel") == "results":
                     print(service.handle(record["headers"], record["value"]))
-    for (user, product), units in sorted(service.balances.items()):
-        print(f"balance {user} {product} {units}")
+    for (bundle, user, product), units in sorted(service.balances.items()):
+        print(f"balance {bundle} {user} {product} {units}")
 
 
 if __name__ == "__main__":

@@ -27,11 +27,12 @@ def example(event_type, index=0, **changes):
 
 class Scenarios(unittest.TestCase):
     def setUp(self):
-        self.service = GrantService()
-        self.player = ("player-77120", "coins_100")  # the story of order ord-20261130-000481 in the examples
+        self.service = GrantService(default_bundle_id="com.example.game")
+        # The story of order ord-20261130-000481 in the schemas' examples.
+        self.player = ("com.example.game", "player-77120", "coins_100")
 
-    def balance(self):
-        return self.service.balances.get(self.player, Decimal(0))
+    def balance(self, player=None):
+        return self.service.balances.get(player or self.player, Decimal(0))
 
     def test_a_grant_credits_once_however_often_it_arrives(self):
         grant = example("receipt.granted")
@@ -39,26 +40,38 @@ class Scenarios(unittest.TestCase):
         self.assertEqual(self.service.handle(*grant), "duplicate")
         self.assertEqual(self.balance(), 1)
 
-    def test_a_revocation_before_its_grant_is_applied_when_the_grant_arrives(self):
-        self.assertEqual(self.service.handle(*example("receipt.revoked")), "revocation kept until the grant arrives")
+    def test_a_refund_before_its_grant_is_applied_when_the_grant_arrives(self):
+        self.assertEqual(self.service.handle(*example("receipt.revoked")), "kept until the grant arrives")
         self.service.handle(*example("receipt.granted"))
         self.assertEqual(self.balance(), 0)
 
-    def test_a_prorated_refund_then_a_full_one_takes_back_the_quantity_once(self):
-        headers, value = example("receipt.granted", quantity=10)
-        self.service.handle(headers, value)
+    def test_a_reversal_handled_before_the_refund_it_reverses_leaves_the_grant(self):
+        self.service.handle(*example("receipt.granted"))
+        self.service.handle(*example("receipt.reinstated"))  # notified 12-05, handled first
+        self.service.handle(*example("receipt.revoked"))  # notified 12-02
+        self.assertEqual(self.balance(), 1)
+
+    def test_a_prorated_refund_takes_back_its_share(self):
+        self.service.handle(*example("receipt.granted", quantity=10))
         self.service.handle(*example("receipt.revoked", quantity=10, revocation_percentage=40,
                                      revocation_type="REFUND_PRORATED"))
         self.assertEqual(self.balance(), 6)
-        full = example("receipt.revoked", quantity=10, revocation_percentage=None,
-                       event_id="7d0e5a4b-1c2d-8e3f-9a4b-5c6d7e8f9a0b")
-        self.service.handle(*full)
-        self.assertEqual(self.balance(), 0)
 
-    def test_a_reinstatement_credits_back_what_was_taken(self):
+    def test_refunded_reversed_and_refunded_again_ends_refunded(self):
         self.service.handle(*example("receipt.granted"))
         self.service.handle(*example("receipt.revoked"))
         self.assertEqual(self.service.handle(*example("receipt.reinstated")), "credited back")
+        self.assertEqual(self.balance(), 1)
+        again = example("receipt.revoked", notified_at="2026-12-09T08:00:00.000Z",
+                        event_id="7d0e5a4b-1c2d-8e3f-9a4b-5c6d7e8f9a0b")
+        self.service.handle(*again)
+        self.assertEqual(self.balance(), 0)
+
+    def test_a_deny_after_the_grant_changes_nothing(self):
+        self.service.handle(*example("receipt.granted"))
+        headers, value = example("receipt.denied", order_id="ord-20261130-000481", reason="revoked",
+                                 event_id="0b7c3a1e-5d2f-8a4b-9c6d-1e2f3a4b5c6d")
+        self.assertEqual(self.service.handle(headers, value), "no change (already granted)")
         self.assertEqual(self.balance(), 1)
 
     def test_order_already_fulfilled_before_its_grant_leaves_the_order_to_the_grant(self):
@@ -75,12 +88,29 @@ class Scenarios(unittest.TestCase):
                  json.dumps({"event_id": "9f1e2d3c-4b5a-8c6d-8e7f-0a1b2c3d4e5f", "order_id": "o"}))
         self.assertEqual(self.service.handle(*later), "ignored")
 
-    def test_two_games_orders_with_one_id_are_two_orders(self):
+    def test_two_games_with_one_order_id_and_one_player_id_are_apart(self):
         self.service.handle(*example("receipt.granted"))
-        other_game = example("receipt.granted", bundle_id="com.example.other",
-                             event_id="3c2b1a09-8f7e-8d6c-b5a4-f3e2d1c0b9a8")
-        self.assertEqual(self.service.handle(*other_game), "credited")
-        self.assertEqual(len(self.service.orders), 2)
+        other = "3c2b1a09-8f7e-8d6c-b5a4-f3e2d1c0b9a8"
+        self.service.handle(*example("receipt.granted", bundle_id="com.example.other", event_id=other))
+        self.service.handle(*example("receipt.revoked", bundle_id="com.example.other"))
+        self.assertEqual(self.balance(), 1)
+        self.assertEqual(self.balance(("com.example.other", "player-77120", "coins_100")), 0)
+
+    def test_an_event_stored_before_bundle_id_is_the_default_apps(self):
+        headers, value = example("receipt.granted")
+        event = json.loads(value)
+        del event["bundle_id"]
+        self.service.handle(headers, json.dumps(event))
+        self.service.handle(*example("receipt.revoked"))
+        self.assertEqual(self.balance(), 0)
+        self.assertEqual(len(self.service.orders), 1)
+
+    def test_a_refund_request_gives_the_answer_to_send(self):
+        self.service.handle(*example("receipt.granted"))
+        self.service.handle(*example("receipt.consumption_requested"))
+        request = self.service.orders[("com.example.game", "ord-20261130-000481")].consumption_request
+        self.assertEqual(request["answer"]["transaction_id"], "2000000812345678")
+        self.assertEqual(request["answer"]["delivery_status"], "DELIVERED")
 
 
 @unittest.skipIf(CAPTURE is None and len(sys.argv) < 2, "no capture directory (scripts/test.sh passes one)")
@@ -99,11 +129,17 @@ class RealEvents(unittest.TestCase):
         self.assertTrue({"receipt.granted", "receipt.denied", "receipt.revoked"} <= kinds, kinds)
         self.assertEqual(service.ignored_types, set())
         balances = dict(service.balances)
+        # What each order gave: never more than its quantity, never less than nothing; all of it while no refund
+        # or reversal was heard of.
+        for key, order in service.orders.items():
+            self.assertTrue(0 <= order.credited <= order.quantity, (key, order))
+            if order.granted and not order.changes:
+                self.assertEqual(order.credited, order.quantity, key)
         again = [service.handle(record["headers"], record["value"]) for record in records]
         self.assertEqual(set(again), {"duplicate"})
         self.assertEqual(service.balances, balances)
         print(f"reference grant service: {len(records)} real result events, "
-              f"{outcomes.count('credited')} credited, {sum(o == 'taken back' for o in outcomes)} taken back",
+              f"{sum(o.startswith('credited') for o in outcomes)} credited, {outcomes.count('taken back')} taken back",
               file=sys.stderr)
 
 
