@@ -3,9 +3,10 @@ import Foundation
 /// The SQLite ledger's schema, and the migrations of files written by earlier releases. The version is
 /// `PRAGMA user_version`: 0 the first ledger; 1 purchase identity; 2 after the grant (events kept with grants,
 /// revocations, notifications, consumption requests); 3 keys scoped by app, purchases by environment, job
-/// fingerprints, and stored events' headers in columns.
+/// fingerprints, and stored events' headers in columns; 4 an index of grants by purchase alone (a consumption
+/// answer names a transaction of any app).
 enum SQLiteSchema {
-    static let version = 3
+    static let version = 4
 
     /// Brings the file to ``version`` in one transaction per migration: a new file gets the whole schema at
     /// once; an older one each missing migration in turn, its rows kept. Version 3 gives each row the app its
@@ -38,7 +39,15 @@ enum SQLiteSchema {
             }
             try transaction(connection) { try migrateToAppScope(connection, defaultBundleID: defaultBundleID) }
         }
+        if current < 4 {
+            try transaction(connection) {
+                try connection.execute("\(purchaseIndex) PRAGMA user_version = 4;")
+            }
+        }
     }
+
+    /// Grants by purchase alone: a consumption answer names a transaction without its app or environment.
+    private static let purchaseIndex = "CREATE INDEX IF NOT EXISTS grants_purchase_id ON grants (purchase_id);"
 
     /// The file keeps the bundle id of its default app (whose rows have app ""): opened with another
     /// `apple.bundle_id`, the default app's history would be read as another app's, and its purchases could be
@@ -92,6 +101,7 @@ enum SQLiteSchema {
             UNIQUE (app, environment, purchase_id),
             UNIQUE (app, environment, transaction_id));
         CREATE INDEX grants_transaction_id ON grants (transaction_id);
+        \(purchaseIndex)
         CREATE TABLE results (
             app TEXT NOT NULL DEFAULT '',
             job_id TEXT NOT NULL,
