@@ -8,7 +8,7 @@ import Foundation
 /// Every key is scoped by app (``AppScope``): two games that both number their jobs and orders from 1 never
 /// meet here. Purchases and their states are also scoped by environment: a Sandbox transaction is another
 /// purchase than a Production one with the same id.
-public protocol Ledger: DecisionStore, PurchaseStateStore, ConsumptionRequestStore {
+public protocol Ledger: DecisionStore, PurchaseStateStore, ConsumptionRequestStore, OffsetStore {
     /// Deletes the results (stored for re-delivered jobs) decided before `cutoff`; returns how many. Grants are
     /// never deleted: they are what stops a purchase from being granted twice. A job delivered again after
     /// its result went is verified again, and its grant, if any, meets itself in the ledger: the same event.

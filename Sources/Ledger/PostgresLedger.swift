@@ -292,6 +292,53 @@ public final class PostgresLedger: Ledger, Sendable {
         }
     }
 
+    // MARK: Offsets (OffsetStore)
+
+    public func recordOffsets(_ offsets: [ConsumedPartition: Int64], group: String) async throws {
+        guard !offsets.isEmpty else { return }
+        let name = schema.name
+        try await pool.withConnection { connection in
+            try connection.query("BEGIN")
+            do {
+                for (partition, offset) in offsets {
+                    _ = try connection.rows(
+                        """
+                        INSERT INTO \(name).consumer_offsets (group_id, topic, partition, next_offset)
+                            VALUES ($1, $2, $3::integer, $4::bigint)
+                            ON CONFLICT (group_id, topic, partition) DO UPDATE SET
+                                next_offset = GREATEST(\(name).consumer_offsets.next_offset, EXCLUDED.next_offset),
+                                recorded_at = now()
+                        """, [group, partition.topic, String(partition.partition), String(offset)])
+                }
+                try connection.query("COMMIT")
+            } catch {
+                _ = try? connection.query("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    public func recordedOffsets(group: String) async throws -> RecordedOffsets {
+        let name = schema.name
+        let (rows, baseline) = try await pool.withConnection { connection in
+            (
+                try connection.rows(
+                    "SELECT topic, partition::text, next_offset::text FROM \(name).consumer_offsets WHERE group_id = $1",
+                    [group]),
+                try connection.query("SELECT value FROM \(name).ledger_meta WHERE key = 'offsets_baseline'").first
+                    ?? nil
+            )
+        }
+        var offsets: [ConsumedPartition: Int64] = [:]
+        for row in rows where row.count == 3 {
+            guard let topic = row[0], let partition = row[1].flatMap(Int32.init),
+                let offset = row[2].flatMap(Int64.init)
+            else { continue }
+            offsets[ConsumedPartition(topic: topic, partition: partition)] = offset
+        }
+        return RecordedOffsets(offsets: offsets, startedEmpty: baseline == "empty")
+    }
+
     public func oldestOpenConsumptionRequest() async throws -> Date? {
         let name = schema.name
         let rows = try await pool.withConnection { connection in

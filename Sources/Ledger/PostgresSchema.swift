@@ -55,6 +55,7 @@ public struct PostgresSchema: Sendable {
             "GRANT SELECT, INSERT, UPDATE ON \(name).consumption_requests TO \(role)",
             "GRANT SELECT, INSERT, UPDATE ON \(name).purchase_states TO \(role)",
             "GRANT SELECT, INSERT ON \(name).ledger_meta TO \(role)",
+            "GRANT SELECT, INSERT, UPDATE ON \(name).consumer_offsets TO \(role)",
             "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \(name) TO \(role)",
         ]
     }
@@ -118,6 +119,29 @@ public struct PostgresSchema: Sendable {
             Migration(
                 version: 6, description: "keys scoped by app, purchases by environment, job fingerprints",
                 statements: appScope),
+            Migration(version: 7, description: "consumer group offsets", statements: consumerOffsets),
+        ]
+    }
+
+    /// The offsets the worker is about to commit, recorded before each commit, and whether the ledger held any
+    /// decision when it began recording them (``OffsetStore``).
+    private var consumerOffsets: [String] {
+        [
+            """
+            CREATE TABLE IF NOT EXISTS \(name).consumer_offsets (
+                group_id TEXT NOT NULL,
+                topic TEXT NOT NULL,
+                partition INTEGER NOT NULL,
+                next_offset BIGINT NOT NULL,
+                recorded_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+                PRIMARY KEY (group_id, topic, partition))
+            """,
+            """
+            INSERT INTO \(name).ledger_meta (key, value) VALUES ('offsets_baseline',
+                CASE WHEN EXISTS (SELECT 1 FROM \(name).grants) OR EXISTS (SELECT 1 FROM \(name).results)
+                    THEN 'not_empty' ELSE 'empty' END)
+                ON CONFLICT DO NOTHING
+            """,
         ]
     }
 

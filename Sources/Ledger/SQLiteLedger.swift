@@ -322,6 +322,47 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         }
     }
 
+    // MARK: Offsets (OffsetStore)
+
+    public func recordOffsets(_ offsets: [ConsumedPartition: Int64], group: String) async throws {
+        guard !offsets.isEmpty else { return }
+        try await queue.perform {
+            try self.checkFile()
+            try self.transaction {
+                for (partition, offset) in offsets {
+                    try self.connection.run(
+                        """
+                        INSERT INTO consumer_offsets (group_id, topic, partition, next_offset) VALUES (?1, ?2, ?3, ?4)
+                            ON CONFLICT (group_id, topic, partition) DO UPDATE SET
+                                next_offset = max(next_offset, excluded.next_offset), recorded_at = excluded.recorded_at
+                        """,
+                        [
+                            .text(group), .text(partition.topic), .integer(Int(partition.partition)),
+                            .integer(Int(offset)),
+                        ])
+                }
+                return ((), true)
+            }
+        }
+    }
+
+    public func recordedOffsets(group: String) async throws -> RecordedOffsets {
+        try await queue.perform {
+            var offsets: [ConsumedPartition: Int64] = [:]
+            try self.connection.query(
+                "SELECT topic, partition, next_offset FROM consumer_offsets WHERE group_id = ?1", [.text(group)]
+            ) { row in
+                let partition = ConsumedPartition(
+                    topic: row.text(0) ?? "", partition: Int32(clamping: row.integer(1) ?? 0))
+                offsets[partition] = Int64(row.integer(2) ?? 0)
+            }
+            let baseline = try self.connection.first(
+                "SELECT value FROM ledger_meta WHERE key = 'offsets_baseline'"
+            ) { $0.text(0) }
+            return RecordedOffsets(offsets: offsets, startedEmpty: (baseline ?? nil) == "empty")
+        }
+    }
+
     /// Writes, as a decision would: a lock held by another process, a full disk or a read-only file fail
     /// here, and a ledger file deleted or replaced under the worker is refused.
     public func ping() async throws {

@@ -4,7 +4,7 @@ import Foundation
 /// `PRAGMA user_version`: 0 the first ledger; 1 purchase identity; 2 after the grant (events kept with grants,
 /// revocations, notifications, consumption requests); 3 keys scoped by app, purchases by environment, job
 /// fingerprints, and stored events' headers in columns; 4 an index of grants by purchase alone (a consumption
-/// answer names a transaction of any app).
+/// answer names a transaction of any app) and the consumer group's offsets (``OffsetStore``).
 enum SQLiteSchema {
     static let version = 4
 
@@ -16,7 +16,9 @@ enum SQLiteSchema {
             _ in true
         }
         if hasGrants == nil {
-            try transaction(connection) { try connection.execute(tables + "PRAGMA user_version = \(version);") }
+            try transaction(connection) {
+                try connection.execute(tables + offsetsBaseline + "PRAGMA user_version = \(version);")
+            }
             return
         }
         let found = try connection.first("PRAGMA user_version") { $0.integer(0) ?? 0 } ?? 0
@@ -41,13 +43,30 @@ enum SQLiteSchema {
         }
         if current < 4 {
             try transaction(connection) {
-                try connection.execute("\(purchaseIndex) PRAGMA user_version = 4;")
+                try connection.execute(purchaseIndex + consumerOffsets + offsetsBaseline + "PRAGMA user_version = 4;")
             }
         }
     }
 
     /// Grants by purchase alone: a consumption answer names a transaction without its app or environment.
     private static let purchaseIndex = "CREATE INDEX IF NOT EXISTS grants_purchase_id ON grants (purchase_id);"
+
+    /// The offsets the worker is about to commit, recorded before each commit (``OffsetStore``).
+    private static let consumerOffsets = """
+        CREATE TABLE IF NOT EXISTS consumer_offsets (
+            group_id TEXT NOT NULL,
+            topic TEXT NOT NULL,
+            partition INTEGER NOT NULL,
+            next_offset INTEGER NOT NULL,
+            recorded_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+            PRIMARY KEY (group_id, topic, partition));
+        """
+
+    /// Whether the ledger held any decision when it began recording offsets (``RecordedOffsets/startedEmpty``).
+    private static let offsetsBaseline = """
+        INSERT OR IGNORE INTO ledger_meta (key, value) VALUES ('offsets_baseline',
+            CASE WHEN EXISTS (SELECT 1 FROM grants) OR EXISTS (SELECT 1 FROM results) THEN 'not_empty' ELSE 'empty' END);
+        """
 
     /// The file keeps the bundle id of its default app (whose rows have app ""): opened with another
     /// `apple.bundle_id`, the default app's history would be read as another app's, and its purchases could be
@@ -141,6 +160,7 @@ enum SQLiteSchema {
             answered_at TEXT,
             PRIMARY KEY (app, environment, transaction_id));
         CREATE TABLE ledger_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        \(consumerOffsets)
         CREATE TRIGGER results_event_columns AFTER INSERT ON results
             WHEN NEW.event_id IS NULL AND json_valid(CAST(NEW.event AS TEXT))
             BEGIN UPDATE results SET \(eventColumns) WHERE rowid = NEW.rowid; END;

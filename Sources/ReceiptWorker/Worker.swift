@@ -13,6 +13,7 @@ public final class Worker: Sendable {
     let configuration: WorkerConfiguration
     let logger: Logger
     let runtime: ConsumerRuntime
+    let consumer: KafkaConsumer
     let producer: KafkaProducer
     let ledger: any Ledger
     /// The apps whose purchases this worker verifies (the default app first).
@@ -30,6 +31,7 @@ public final class Worker: Sendable {
         apps: AppleApps, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
     ) {
         self.configuration = configuration
+        self.consumer = consumer
         self.producer = producer
         self.ledger = ledger
         self.apps = apps
@@ -78,9 +80,17 @@ public final class Worker: Sendable {
             try? await KafkaAdmin.partitionCount(of: topics.jobs, properties: adminProperties, logger: logger)
         }
         self.appleShare = appleShare
+        // Every commit is recorded in the ledger first: a ledger that does not hold what the group committed is
+        // refused at the next start (LedgerGroupCheck).
+        let group = configuration.kafka["group.id"] ?? "receipt-worker"
         runtime = ConsumerRuntime(
             configuration: runtimeConfiguration, consumer: consumer, producer: producer, registry: metrics.registry,
-            logger: logger, assignmentChanged: { appleShare.update(assigned: $0) })
+            logger: logger, assignmentChanged: { appleShare.update(assigned: $0) },
+            recordOffsets: { offsets in
+                try await ledger.recordOffsets(
+                    Dictionary(uniqueKeysWithValues: offsets.map { (ConsumedPartition($0.key), $0.value) }),
+                    group: group)
+            })
         registerGauges()
         metrics.readiness.withLock { $0 = { [weak self] in self?.isReady == true } }
     }
@@ -113,6 +123,7 @@ public final class Worker: Sendable {
     /// error (thrown). A missing or forbidden topic stops start-up as a configuration error.
     public func run() async throws {
         let topics = try await checkTopics()
+        try await checkLedgerMatchesGroup(topics)
         logger.info(
             "worker started",
             ["topics": topics.joined(separator: ","), "max_in_flight": String(configuration.maxInFlight)])
@@ -164,6 +175,28 @@ public final class Worker: Sendable {
             }
         }
         return read
+    }
+
+    /// Refuses to start on a ledger that does not hold what the consumer group has processed (LedgerGroupCheck),
+    /// waiting for a ledger or a broker that does not answer yet.
+    private func checkLedgerMatchesGroup(_ topics: [String]) async throws {
+        let group = configuration.kafka["group.id"] ?? "receipt-worker"
+        var delay = Duration.milliseconds(500)
+        while true {
+            do {
+                let committed = try await LedgerGroupCheck.committed(
+                    consumer: consumer, topics: topics, partitionCount: { try await self.partitionCount($0) })
+                try await LedgerGroupCheck.check(ledger: ledger, group: group, committed: committed)
+                return
+            } catch let error as LedgerMismatchError {
+                throw error
+            } catch {
+                if runtime.isStopping { return }
+                logger.warning("cannot compare the ledger with the group's offsets; retrying", ["error": "\(error)"])
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(10))
+            }
+        }
     }
 
     /// The topic's partition count (nil: missing or forbidden), waiting for a broker that does not answer yet.

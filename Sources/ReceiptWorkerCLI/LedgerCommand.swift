@@ -2,11 +2,13 @@ import Foundation
 import Ledger
 import ReceiptWorker
 
-/// `receipt-worker ledger migrate` and `ledger prune`: the ledger's upkeep, by its owner or by cron.
+/// `receipt-worker ledger migrate`, `ledger prune` and `ledger accept-offsets`: the ledger's upkeep, by its
+/// owner, by cron, or by an operator after losing a ledger.
 enum LedgerCommand {
     static let help = """
         usage: receipt-worker ledger migrate [--config FILE] [--set key=value]... [--print [--grant-to ROLE]]
                receipt-worker ledger prune [--config FILE] [--set key=value]... [--older-than-days N]
+               receipt-worker ledger accept-offsets [--config FILE] [--set key=value]...
 
         migrate  applies the PostgreSQL ledger's missing migrations in ledger.schema (default
                  receipt_worker) and lists them. Run it as the schema's owner; the worker can then run
@@ -18,6 +20,13 @@ enum LedgerCommand {
         prune    deletes the results stored for re-delivered jobs that were decided more than
                  ledger.results_retention_days (or N) days ago, and prints how many. Grants are never
                  deleted. The worker prunes hourly by itself; this is for a one-off or a cron job.
+        accept-offsets
+                 the worker refuses to start on a ledger that does not hold what its consumer group
+                 (kafka.group.id) has processed: a ledger replaced, started empty on a fresh volume, or
+                 restored from an older copy, whose missing grants would let purchases be granted again.
+                 When the ledger is new on purpose (the old one is lost, and what it held is accepted as
+                 lost), this records the group's committed offsets in it, so the worker starts. It prints
+                 them. Needs the kafka.* keys besides the ledger's.
 
         Reads only the ledger's keys (ledger.url or ledger.url_file, ledger.schema, ...) and, to migrate,
         apple.bundle_id (the default app's rows keep a scope of their own): not Apple's key or secret.
@@ -25,8 +34,8 @@ enum LedgerCommand {
         """
 
     static func run(_ arguments: [String]) async throws -> Int32 {
-        guard let action = arguments.first, ["migrate", "prune"].contains(action) else {
-            throw UsageError("ledger needs a subcommand: migrate or prune")
+        guard let action = arguments.first, ["migrate", "prune", "accept-offsets"].contains(action) else {
+            throw UsageError("ledger needs a subcommand: migrate, prune or accept-offsets")
         }
         let rest = Array(arguments.dropFirst())
         switch action {
@@ -40,6 +49,15 @@ enum LedgerCommand {
             if role != nil && !options.has("--print") { throw UsageError("--grant-to goes with --print") }
             let configuration = try options.configuration(purpose: .ledger)
             return try await migrate(configuration, printOnly: options.has("--print"), grantingTo: role)
+        case "accept-offsets":
+            let options = try Options(rest, valued: Options.configurationOptions, flags: [])
+            let configuration = try options.configuration(purpose: .ledger)
+            let recorded = try await LedgerGroupCheck.acceptGroupOffsets(configuration, logger: ToolKafka.logger)
+            for (partition, offset) in recorded { emit("\(partition) \(offset)") }
+            emit(
+                "recorded \(recorded.count) committed offset(s) of group \(configuration.kafka["group.id"] ?? "receipt-worker")"
+                    + " in the ledger: the worker starts on it")
+            return 0
         default:
             let options = try Options(
                 rest, valued: Options.configurationOptions.union(["--older-than-days"]), flags: [])

@@ -78,6 +78,10 @@ enum RunCommand {
         } catch let error as KafkaError where error.code == .invalidConfiguration {
             logger.critical("configuration error", ["error": "\(error)"])
             return 2
+        } catch let error as LedgerMismatchError {
+            // Exit 2 too: restarting on the same ledger would refuse again; an operator must choose.
+            logger.critical("ledger does not match the consumer group", ["error": "\(error)"])
+            return 2
         } catch {
             logger.critical("worker failed", ["error": "\(error)"])
             return 1

@@ -12,11 +12,13 @@ let topUsage = """
 
     commands:
       run            consume receipt jobs, verify them with Apple, publish grants and denials
+      receive        the App Store notification receiver alone (needs only the broker)
       check-config   validate the configuration without connecting to anything
       enqueue        submit a receipt job (from flags or a JSON file)
       results        follow the results topic, one readable line per event
       dlq replay     send dead letters back to the jobs topic (filters, dry run)
-      ledger         migrate the PostgreSQL ledger's schema (or print its SQL); prune stored results
+      ledger         migrate the PostgreSQL ledger's schema (or print its SQL); prune stored results;
+                     accept a new ledger's offsets
       notifications backfill   produce what Apple's notification history holds for a time range
       consumption answer       answer a refund request (what a grant service produces)
 
@@ -38,6 +40,7 @@ struct Command {
 
 let commands: [String: Command] = [
     "run": Command(help: RunCommand.help, run: { try await RunCommand.run($0) }),
+    "receive": Command(help: ReceiveCommand.help, run: { try await ReceiveCommand.run($0) }),
     "check-config": Command(help: CheckConfigCommand.help, run: { try CheckConfigCommand.run($0) }),
     "enqueue": Command(help: EnqueueCommand.help, run: { try await EnqueueCommand.run($0) }),
     "results": Command(help: ResultsCommand.help, run: { try await ResultsCommand.run($0) }),

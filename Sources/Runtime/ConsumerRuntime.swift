@@ -34,17 +34,21 @@ public final class ConsumerRuntime: Sendable {
     let parkFailures = Mutex<ContinuousClock.Instant?>(nil)
     /// Told of the assignment whenever it changes.
     private let assignmentChanged: (@Sendable ([KafkaTopicPartition]) -> Void)?
+    /// Called with the offsets about to be committed, before they are: a failure skips this round's commit.
+    private let recordOffsets: (@Sendable ([KafkaTopicPartition: Int64]) async throws -> Void)?
 
     public init(
         configuration: RuntimeConfiguration, consumer: KafkaConsumer, producer: KafkaProducer,
         registry: MetricsRegistry, logger: Logger,
-        assignmentChanged: (@Sendable ([KafkaTopicPartition]) -> Void)? = nil
+        assignmentChanged: (@Sendable ([KafkaTopicPartition]) -> Void)? = nil,
+        recordOffsets: (@Sendable ([KafkaTopicPartition: Int64]) async throws -> Void)? = nil
     ) {
         self.configuration = configuration
         self.consumer = consumer
         self.producer = producer
         self.logger = logger
         self.assignmentChanged = assignmentChanged
+        self.recordOffsets = recordOffsets
         metrics = RuntimeMetrics(registry: registry)
         retries = ServiceRetries(retry: configuration.retry, metrics: metrics, logger: logger)
         scheduler = GroupScheduler(
@@ -286,6 +290,7 @@ public final class ConsumerRuntime: Sendable {
     private func commit(_ offsets: [KafkaTopicPartition: Int64]) async {
         guard !offsets.isEmpty else { return }
         do {
+            try await recordOffsets?(offsets)
             try await consumer.commit(offsets)
             book.markCommitted(offsets)
             commitFailures.withLock { $0 = nil }

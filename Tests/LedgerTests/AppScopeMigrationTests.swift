@@ -99,6 +99,8 @@ struct AppScopeMigrationTests {
         #expect(refused?.key == "apple.bundle_id")
         let ledger = try await LedgerFactory.open(url: "sqlite:\(path)", defaultBundleID: Self.defaultBundle)
         try await expectEachRowItsApp(ledger)
+        // It held decisions before it recorded offsets: it trusts the group's commits until it records its own.
+        #expect(try await ledger.recordedOffsets(group: "receipt-worker").startedEmpty == false)
         await ledger.close()
         // The file remembers its default app: opened for another, it refuses, naming the key.
         let other = await #expect(throws: LedgerError.self) {
@@ -124,6 +126,7 @@ struct AppScopeMigrationTests {
         #expect(refused?.key == "apple.bundle_id")
         let ledger = try await LedgerFactory.open(url: url, poolSize: 2, defaultBundleID: Self.defaultBundle)
         try await expectEachRowItsApp(ledger)
+        #expect(try await ledger.recordedOffsets(group: "receipt-worker").startedEmpty == false)
         // The previous release's record functions are gone: a replica of it still running fails its decisions.
         #expect(runPsql(url, "SELECT * FROM receipt_worker.record_batch_v2('{}', '{}', '{}', '{}', '{}')") != 0)
         await ledger.close()

@@ -229,11 +229,13 @@ struct ConnectionLimitTests {
         // A second replica starts while the limit is taken: it waits instead of failing.
         let opening = Task { try await LedgerFactory.open(url: limited, poolSize: 2) }
         try await Task.sleep(for: .seconds(2))
-        await first.close()
+        // The first replica's connection ends (terminated, then closed): its slot frees once, and the waiting
+        // replica's new connection is never among those terminated (in the other order it could be).
         _ = runPsql(
             url,
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '\(role)' AND datname = '\(database)'"
         )
+        await first.close()
         let second = try await opening.value
         #expect(try await second.record(jobID: "later", claim: .deny, event: Data()) == .recorded)
         await second.close()

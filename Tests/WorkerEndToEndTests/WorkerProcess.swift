@@ -24,10 +24,11 @@ final class WorkerProcess: Sendable {
     }
 
     /// `environment` is added to this process's (LOG_LEVEL=debug, say).
-    init(config: String, environment: [String: String] = [:]) throws {
+    /// `command`: `run`, or another role of the binary (`receive`).
+    init(config: String, environment: [String: String] = [:], command: String = "run") throws {
         logPath = FileManager.default.temporaryDirectory.appendingPathComponent("worker-\(UUID()).log").path
         pid = try spawnProcess(
-            Self.binary, ["run", "--config", config], environment: environment, output: "/dev/null", errors: logPath)
+            Self.binary, [command, "--config", config], environment: environment, output: "/dev/null", errors: logPath)
     }
 
     /// Sends `signal` and, for SIGTERM/SIGKILL, waits for the exit status (nil when it had to be killed).

@@ -154,7 +154,11 @@ def kubernetes(binary):
                if d["kind"] != "Namespace" and d["metadata"].get("namespace") != namespace]
     check(f"every other object is in the namespace {namespace}", not outside, outside)
 
-    deployment = documents["Deployment"][0]
+    deployments = {d["metadata"]["name"]: d for d in documents["Deployment"]}
+    deployment = deployments["receipt-worker"]
+    receiver_deployment = deployments.get("receipt-worker-receiver")
+    check("a Deployment of the receiver role (receipt-worker receive)", receiver_deployment is not None and
+          receiver_deployment["spec"]["template"]["spec"]["containers"][0]["args"][0] == "receive")
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
     labels = deployment["spec"]["template"]["metadata"]["labels"]
@@ -173,7 +177,8 @@ def kubernetes(binary):
         shutil.copytree(folder, changed)
         with open(os.path.join(changed, "worker.properties"), "a") as f:
             f.write("worker.max_in_flight=999\n")
-        template = next(d for d in kustomize_render.render(changed) if d["kind"] == "Deployment")["spec"]["template"]
+        template = next(d for d in kustomize_render.render(changed) if d["kind"] == "Deployment"
+                        and d["metadata"]["name"] == "receipt-worker")["spec"]["template"]
         check("a change of worker.properties changes the pod template (the replicas roll)",
               template != deployment["spec"]["template"])
 
@@ -227,15 +232,45 @@ def kubernetes(binary):
           any(a.startswith(mounts["config"]) for a in container["args"]) and volumes["config"]["configMap"]["name"]
           == config_map["metadata"]["name"])
 
-    for resource in documents["Service"] + documents["PodDisruptionBudget"]:
+    # Each Service, PodDisruptionBudget and NetworkPolicy selects the pods of exactly one Deployment: the workers'
+    # (metrics, PDB, policy) or the receiver's (notifications Service, its PDB and policy).
+    templates = {name: d["spec"]["template"]["metadata"]["labels"] for name, d in deployments.items()}
+    for resource in documents["Service"] + documents["PodDisruptionBudget"] + documents["NetworkPolicy"]:
         spec = resource["spec"]
-        selector = spec["selector"].get("matchLabels", spec["selector"])
-        check(f"the {resource['kind']} {resource['metadata']['name']} selects the Deployment's pods",
-              all(labels.get(k) == v for k, v in selector.items()), selector)
+        selector = (spec.get("podSelector") or spec["selector"]).get("matchLabels", spec.get("selector"))
+        owners = [n for n, l in templates.items() if selector and all(l.get(k) == v for k, v in selector.items())]
+        check(f"the {resource['kind']} {resource['metadata']['name']} selects the pods of one Deployment",
+              len(owners) == 1, f"{selector} -> {owners}")
+    for name, d in deployments.items():
+        spread = d["spec"]["template"]["spec"].get("topologySpreadConstraints", [])
+        check(f"the Deployment {name} spreads its replicas over nodes",
+              any(c.get("topologyKey") == "kubernetes.io/hostname" and c.get("whenUnsatisfiable") == "DoNotSchedule"
+                  for c in spread), spread)
+    for pdb in documents["PodDisruptionBudget"]:
+        check(f"the PodDisruptionBudget {pdb['metadata']['name']} lets drains evict unready pods",
+              pdb["spec"].get("unhealthyPodEvictionPolicy") == "AlwaysAllow")
+    # The worker's memory request covers the peak measured by scripts/bench-memory.sh (docs/benchmarks.md).
+    request = container["resources"]["requests"]["memory"]
+    check("the worker's memory request covers the measured peak (303 MiB)",
+          request.endswith("Mi") and int(request[:-2]) >= 303, request)
+    # PostgreSQL connections at the most replicas KEDA may start: under the server's default 100.
+    pool = int(config.get("ledger.pool_size", "16"))
+    most = documents["ScaledObject"][0]["spec"]["maxReplicaCount"]
+    check("maxReplicaCount x ledger.pool_size stays under PostgreSQL's default 100 connections (with room)",
+          most * pool <= 90, f"{most} x {pool}")
+    check("KEDA's comments claim no zero-only setting (cooldownPeriod, activationLagThreshold with a minimum)",
+          documents["ScaledObject"][0]["spec"].get("minReplicaCount", 0) == 0 or (
+              "cooldownPeriod" not in documents["ScaledObject"][0]["spec"]
+              and "activationLagThreshold" not in documents["ScaledObject"][0]["spec"]["triggers"][0]["metadata"]))
 
-    # The notification receiver: container port, Service, Ingress (example) and NetworkPolicy agree with
-    # notifications.listen.
-    listen = config.get("notifications.listen")
+    # The notification receiver: its container port, the Service, the Ingress (example) and its NetworkPolicy
+    # agree with the notifications.listen the receiver's args set.
+    receiver_container = receiver_deployment["spec"]["template"]["spec"]["containers"][0] if receiver_deployment else {}
+    receiver_args = receiver_container.get("args", [])
+    listen = next((a.split("=", 1)[1] for a in receiver_args if a.startswith("notifications.listen=")), None)
+    check("the receiver's args set notifications.listen (the workers' ConfigMap does not)",
+          listen is not None and "notifications.listen" not in config, receiver_args)
+    ports = {p["name"]: p["containerPort"] for p in receiver_container.get("ports", [])} or ports
     if listen:
         check("the notifications port is notifications.listen's",
               ports.get("notifications") == int(listen.rsplit(":", 1)[1]), f"{ports} vs {listen}")
@@ -247,9 +282,10 @@ def kubernetes(binary):
               receiver.get("type", "ClusterIP") == "ClusterIP" and receiver.get("clusterIP") != "None"
               and any(p.get("targetPort") in ("notifications", ports.get("notifications")) for p in service_ports.values()),
               receiver)
-        ingress_ports = [p["port"] for r in documents["NetworkPolicy"][0]["spec"].get("ingress", [])
-                         for p in r.get("ports", [])]
-        check("the NetworkPolicy admits the notifications port (from the ingress controller)",
+        receiver_policy = next(p for p in documents["NetworkPolicy"]
+                               if p["metadata"]["name"] == "receipt-worker-receiver")
+        ingress_ports = [p["port"] for r in receiver_policy["spec"].get("ingress", []) for p in r.get("ports", [])]
+        check("the receiver's NetworkPolicy admits the notifications port (from the ingress controller)",
               "notifications" in ingress_ports or ports.get("notifications") in ingress_ports, ingress_ports)
         check("ingress-example.yaml has an Ingress", len(ingresses) == 1, len(ingresses))
         for ingress in ingresses:
@@ -268,15 +304,14 @@ def kubernetes(binary):
             check("the example Ingress serves its host over TLS (Apple requires HTTPS)",
                   good and all(host in tls_hosts for host, _ in good), f"{tls_hosts} vs {[h for h, _ in good]}")
 
-    # The NetworkPolicy: the pods' traffic and no more.
-    policy = documents["NetworkPolicy"][0]["spec"]
-    selector = policy["podSelector"].get("matchLabels", {})
-    check("the NetworkPolicy selects the Deployment's pods",
-          selector and all(labels.get(k) == v for k, v in selector.items()), selector)
+    # The workers' NetworkPolicy: the pods' traffic and no more.
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    policy = next(p for p in documents["NetworkPolicy"] if p["metadata"]["name"] == "receipt-worker")["spec"]
     check("it restricts both directions", sorted(policy.get("policyTypes", [])) == ["Egress", "Ingress"])
     allowed = {(p.get("protocol", "TCP"), p["port"]) for rule in policy.get("egress", []) for p in rule.get("ports", [])}
     kafka_ports = {int(s.rsplit(":", 1)[1]) for s in config["kafka.bootstrap.servers"].split(",")}
-    needed = {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 5432), ("TCP", 9092), ("TCP", 9093)}
+    needed = {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 5432), ("TCP", 9092), ("TCP", 9093), ("TCP", 9094),
+              ("TCP", 9096), ("TCP", 9098)}
     needed |= {("TCP", p) for p in kafka_ports}
     check("egress allows DNS, Apple (443), Kafka (the brokers' ports) and PostgreSQL (5432)",
           needed <= allowed, sorted(needed - allowed))
@@ -369,6 +404,13 @@ def systemd(binary):
         run = subprocess.run(["systemd-analyze", "verify", copy], capture_output=True, text=True)
         output = (run.stdout + run.stderr).strip()
         check("systemd-analyze verify passes without a warning", run.returncode == 0 and not output, output)
+        run = subprocess.run(["systemd-analyze", "security", "--offline=yes", copy], capture_output=True, text=True)
+        level = re.search(r"Overall exposure level for \S+: ([0-9.]+)", run.stdout + run.stderr)
+        check("systemd-analyze security rates the unit 2.0 or better", level is not None and float(level.group(1)) <= 2.0,
+              level.group(0) if level else (run.stdout + run.stderr)[-300:])
+    credentials = re.findall(r"^LoadCredential=([^:]+):", text, re.M)
+    for secret in ("apple-shared-secret", "apple-api-key.p8", "kafka-password", "ledger-url"):
+        check(f"the unit passes {secret} as a credential", secret in credentials, credentials)
     timeout = int(re.search(r"^TimeoutStopSec=(\d+)", text, re.M).group(1))
     config = properties(open(os.path.join(root, "config", "worker.properties")).read())
     drain = int(config.get("worker.drain_timeout_ms", "20000")) / 1000
@@ -377,16 +419,84 @@ def systemd(binary):
 
 
 def prometheus():
-    path = os.path.join(deploy, "prometheus", "receipt-worker-rules.yaml")
-    rules = yaml.safe_load(open(path))["groups"][0]["rules"]
+    folder = os.path.join(deploy, "prometheus")
+    path = os.path.join(folder, "receipt-worker-rules.yaml")
+    groups = yaml.safe_load(open(path))["groups"]
+    rules = [rule for group in groups for rule in group["rules"]]
     check("alert rules parse", len(rules) > 0)
+    runbook = open(os.path.join(root, "docs", "runbook.md")).read()
+    anchors = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in re.findall(r"^#+ (.+)$", runbook, re.M)}
     for rule in rules:
         expr = rule.get("expr", "")
         ok = (rule.get("alert") and expr and rule.get("labels", {}).get("severity") in ("critical", "warning", "info")
               and rule.get("annotations", {}).get("summary") and expr.count("(") == expr.count(")")
               and expr.count("{") == expr.count("}"))
         check(f"alert {rule.get('alert')} has expr, severity, summary, balanced brackets", bool(ok), rule)
+        check(f"alert {rule.get('alert')} waits (for:) before it fires", bool(rule.get("for")), rule)
+        url = rule.get("annotations", {}).get("runbook_url", "")
+        anchor = url.partition("#")[2]
+        check(f"alert {rule.get('alert')} has a runbook_url into docs/runbook.md",
+              url.startswith("https://") and "docs/runbook.md#" in url and anchor in anchors, url)
     check("alert names are unique", len({r["alert"] for r in rules}) == len(rules))
+    if not shutil.which("promtool"):
+        check("promtool is installed (scripts/setup.sh installs Debian's prometheus)", False)
+        return
+    run = subprocess.run(["promtool", "check", "rules", path], capture_output=True, text=True)
+    check("promtool check rules passes", run.returncode == 0, (run.stdout + run.stderr)[-500:])
+    tests = os.path.join(folder, "receipt-worker-rules.test.yaml")
+    run = subprocess.run(["promtool", "test", "rules", os.path.basename(tests)], capture_output=True, text=True,
+                         cwd=folder)
+    check("promtool test rules passes", run.returncode == 0, (run.stdout + run.stderr)[-1500:])
+    tested = {case["alertname"] for test in yaml.safe_load(open(tests))["tests"]
+              for case in test.get("alert_rule_test", []) if case.get("exp_alerts")}
+    untested = sorted({r["alert"] for r in rules} - tested)
+    check("every alert has a promtool test in which it fires", not untested, untested)
+
+
+def prometheus_rule_document():
+    """deploy/kubernetes/monitoring/prometheusrule.yaml as it must be: the rules file's groups, unchanged."""
+    groups = yaml.safe_load(open(os.path.join(deploy, "prometheus", "receipt-worker-rules.yaml")))["groups"]
+    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+            "metadata": {"name": "receipt-worker",
+                         "labels": {"app.kubernetes.io/name": "receipt-worker", "release": "kube-prometheus-stack"}},
+            "spec": {"groups": groups}}
+
+
+PROMETHEUS_RULE_HEADER = ("# GENERATED from deploy/prometheus/receipt-worker-rules.yaml by Tests/deploy/check_deploy.py "
+                          "--write-monitoring:\n# edit the rules file, then run it. The same alerts for the Prometheus "
+                          "Operator.\n")
+
+
+def monitoring(write=False):
+    folder = os.path.join(deploy, "kubernetes", "monitoring")
+    path = os.path.join(folder, "prometheusrule.yaml")
+    expected = prometheus_rule_document()
+    if write:
+        with open(path, "w") as f:
+            f.write(PROMETHEUS_RULE_HEADER + yaml.safe_dump(expected, sort_keys=False, width=120, allow_unicode=True))
+    found = yaml.safe_load(open(path)) if os.path.exists(path) else None
+    check("monitoring/prometheusrule.yaml carries exactly the alert rules (--write-monitoring rewrites it)",
+          found == expected)
+    kustomization = yaml.safe_load(open(os.path.join(folder, "kustomization.yaml")))
+    documents = [d for name in kustomization["resources"] for d in yaml.safe_load_all(open(os.path.join(folder, name)))]
+    kinds = sorted(d["kind"] for d in documents)
+    check("monitoring/ has a ServiceMonitor, a PodMonitor and the PrometheusRule",
+          kinds == ["PodMonitor", "PrometheusRule", "ServiceMonitor"], kinds)
+    rendered = kustomize_render.render(os.path.join(deploy, "kubernetes"))
+    services = {d["metadata"]["name"]: d for d in rendered if d["kind"] == "Service"}
+    templates = [d["spec"]["template"]["metadata"]["labels"] for d in rendered if d["kind"] == "Deployment"]
+    for d in documents:
+        selector = d.get("spec", {}).get("selector", {}).get("matchLabels")
+        if d["kind"] == "ServiceMonitor":
+            target = [s for s in services.values() if all(s["metadata"].get("labels", {}).get(k) == v
+                                                          for k, v in selector.items())]
+            check("the ServiceMonitor selects the metrics Service and scrapes its port",
+                  len(target) == 1 and d["spec"]["endpoints"][0]["port"] in
+                  [p["name"] for p in target[0]["spec"]["ports"]], target and target[0]["metadata"]["name"])
+        if d["kind"] == "PodMonitor":
+            check("the PodMonitor selects the receiver's pods",
+                  any(all(t.get(k) == v for k, v in selector.items()) and t.get("app.kubernetes.io/component") == "receiver"
+                      for t in templates), selector)
 
 
 def grafana():
@@ -415,10 +525,14 @@ def dockerfile():
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--binary", required=True)
-    binary = parser.parse_args().binary
+    parser.add_argument("--write-monitoring", action="store_true",
+                        help="rewrite deploy/kubernetes/monitoring/prometheusrule.yaml from the rules file")
+    arguments = parser.parse_args()
+    binary = arguments.binary
     kubernetes(binary)
     systemd(binary)
     prometheus()
+    monitoring(write=arguments.write_monitoring)
     grafana()
     dockerfile()
     print(f"{len(failures)} failed" if failures else "all deploy checks passed")

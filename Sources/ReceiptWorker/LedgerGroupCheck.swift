@@ -1,0 +1,90 @@
+import Foundation
+import Kafka
+import Ledger
+import Observability
+
+/// The ledger and the consumer group must agree on what was processed (docs/internals.md, "A ledger that
+/// starts empty"). The worker records in the ledger the offsets it is about to commit, before it commits
+/// them; at start-up it reads the group's committed offsets of every topic it reads and refuses to start
+/// when the group has committed past what this ledger recorded. Such a ledger never saw jobs the group
+/// processed: it was deleted and created again, started on a fresh volume, or restored from an old backup,
+/// and its missing grants would let those purchases be granted again, to new orders.
+public enum LedgerGroupCheck {
+    /// The group's committed offsets of every partition of `topics`, as the ledger names partitions.
+    static func committed(
+        consumer: KafkaConsumer, topics: [String], partitionCount: (String) async throws -> Int?
+    ) async throws -> [ConsumedPartition: Int64] {
+        var partitions: [KafkaTopicPartition] = []
+        for topic in topics {
+            guard let count = try await partitionCount(topic) else { continue }
+            partitions += (0..<Int32(clamping: count)).map { KafkaTopicPartition(topic: topic, partition: $0) }
+        }
+        guard !partitions.isEmpty else { return [:] }
+        let committed = try await consumer.committed(partitions)
+        return Dictionary(uniqueKeysWithValues: committed.map { (ConsumedPartition($0.key), $0.value) })
+    }
+
+    /// Throws ``LedgerMismatchError`` when `committed` is past what `ledger` recorded for `group`.
+    static func check(ledger: any OffsetStore, group: String, committed: [ConsumedPartition: Int64]) async throws {
+        let recorded = try await ledger.recordedOffsets(group: group)
+        let behind = recorded.behind(committed)
+        guard behind.isEmpty else { throw LedgerMismatchError(group: group, behind: behind) }
+    }
+}
+
+extension LedgerGroupCheck {
+    /// `receipt-worker ledger accept-offsets`: an operator's word that this ledger is new on purpose. Records
+    /// the group's committed offsets of every topic the worker reads as the ledger's own, so the next start
+    /// accepts them. Returns what was recorded.
+    public static func acceptGroupOffsets(_ configuration: WorkerConfiguration, logger: Logger) async throws
+        -> [(partition: String, offset: Int64)]
+    {
+        let kafka = try WorkerAssembly.kafkaConfigurations(configuration)
+        let consumer = try KafkaConsumer(configuration: kafka.consumer, logger: logger)
+        let ledger = try await LedgerFactory.open(
+            url: configuration.ledgerURL, poolSize: 1, schema: configuration.ledgerSchema,
+            defaultBundleID: configuration.apple.bundleID.isEmpty ? nil : configuration.apple.bundleID)
+        defer { Task { await ledger.close() } }
+        let topics = configuration.topics
+        let properties = WorkerAssembly.adminProperties(configuration)
+        let committed = try await Self.committed(
+            consumer: consumer,
+            topics: [topics.jobs, topics.retries, topics.notifications, topics.consumption],
+            partitionCount: { topic in
+                do {
+                    return try await KafkaAdmin.partitionCount(of: topic, properties: properties, logger: logger)
+                } catch let error as KafkaError where error.isMissingTopic {
+                    return nil
+                }
+            })
+        await consumer.close()
+        let group = configuration.kafka["group.id"] ?? "receipt-worker"
+        try await ledger.recordOffsets(committed, group: group)
+        return committed.sorted { ($0.key.topic, $0.key.partition) < ($1.key.topic, $1.key.partition) }
+            .map { ($0.key.description, $0.value) }
+    }
+}
+
+extension ConsumedPartition {
+    init(_ partition: KafkaTopicPartition) { self.init(topic: partition.topic, partition: partition.partition) }
+}
+
+/// The ledger does not hold what the consumer group has processed: the worker does not start (exit 2).
+public struct LedgerMismatchError: Error, CustomStringConvertible {
+    let group: String
+    let behind: [(ConsumedPartition, committed: Int64, recorded: Int64?)]
+
+    public var description: String {
+        let shown = behind.prefix(5).map { partition, committed, recorded in
+            "\(partition) committed to \(committed), the ledger recorded "
+                + (recorded.map { "\($0)" } ?? "nothing (it was empty when it began recording)")
+        }
+        let more = behind.count > 5 ? " (and \(behind.count - 5) more)" : ""
+        return "the ledger does not hold what consumer group \(group) has processed: "
+            + shown.joined(separator: "; ") + more
+            + ". It was replaced, started empty or restored from an older copy: the grants of those jobs are not"
+            + " in it, and their purchases could be granted again to new orders. Start on the ledger the group"
+            + " used (ledger.url), or, if this ledger is new on purpose and the old one is lost, run"
+            + " `receipt-worker ledger accept-offsets --config FILE` once (README, \"A ledger that starts empty\")"
+    }
+}

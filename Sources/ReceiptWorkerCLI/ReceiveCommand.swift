@@ -1,0 +1,53 @@
+import Foundation
+import Observability
+import HTTPServerKit
+import ReceiptWorker
+
+/// `receipt-worker receive`: the notification receiver as a role of its own (deploy/kubernetes/receiver.yaml).
+enum ReceiveCommand {
+    static let help = """
+        usage: receipt-worker receive [--config FILE] [--set key=value]...
+
+        Serves App Store Server Notifications on notifications.listen (POST /notifications/apple) and
+        /metrics, /healthz, /readyz on metrics.listen, and nothing else: no consumer group, no ledger.
+        Verified notifications are produced to topics.notifications, as `run` does; the workers consume
+        them. Ready while the broker describes the notifications topic: Apple's deliveries are answered
+        whenever the broker takes records, whatever PostgreSQL or the workers are doing. Same
+        configuration file as `run` (it reads the apps, the roots, kafka.* and the topics).
+        SIGTERM or SIGINT: stop answering, flush the producer, exit 0.
+        Exit codes: 0 stopped; 1 runtime failure; 2 configuration error (notifications.listen unset, a
+        missing notifications topic, ...).
+        """
+
+    static func run(_ arguments: [String]) async throws -> Int32 {
+        let options = try Options(arguments, valued: Options.configurationOptions, flags: [])
+        let configuration = try options.configuration(purpose: .worker)
+        guard let listen = configuration.notificationsListen else {
+            throw ConfigurationError(
+                .missingKey, key: "notifications.listen", reason: "is required by receive: where Apple posts")
+        }
+        let logger = Logger(label: "receipt-worker")
+        signal(SIGPIPE, SIG_IGN)
+        _ = DescriptorBudget.raiseToHardLimit()
+        let role = try ReceiverRole(configuration: configuration, logger: logger)
+        var endpoint: MetricsEndpoint?
+        if let metricsListen = configuration.metricsListen {
+            endpoint = try MetricsEndpoint(listen: metricsListen, registry: role.metrics.registry) { role.readiness }
+            endpoint?.start()
+        }
+        let receiver = try role.receiver(listen: listen)
+        receiver.start()
+        logger.info("notification receiver listening", ["listen": listen.description, "port": String(receiver.port)])
+        TerminationSignals.install { _ in role.shutdown() }
+        do {
+            try await role.run()
+            receiver.stop()
+            endpoint?.stop()
+            logger.info("notification receiver stopped")
+            return 0
+        } catch let error as ConfigurationError {
+            logger.critical("configuration error", ["error": "\(error)"])
+            return 2
+        }
+    }
+}
