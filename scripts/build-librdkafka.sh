@@ -19,7 +19,11 @@ mkdir -p "$work/downloads" "$work/src"
 tarball="$work/downloads/librdkafka_$version.orig.tar.gz"
 if [ ! -f "$tarball" ] || ! echo "$sha  $tarball" | sha256sum -c --status; then
     log "downloading librdkafka_$version.orig.tar.gz"
-    curl -sSfL --retry 3 -o "$tarball.part" "http://deb.debian.org/debian/pool/main/libr/librdkafka/librdkafka_$version.orig.tar.gz"
+    # Debian's pool drops a version once no release ships it; snapshot.debian.org keeps every one (a timestamp
+    # from when 2.8.0 was in the pool). The sha256 below checks whichever answered.
+    curl -sSfL --retry 3 -o "$tarball.part" "http://deb.debian.org/debian/pool/main/libr/librdkafka/librdkafka_$version.orig.tar.gz" ||
+        curl -sSfL --retry 3 -o "$tarball.part" \
+            "https://snapshot.debian.org/archive/debian/20250301T000000Z/pool/main/libr/librdkafka/librdkafka_$version.orig.tar.gz"
     mv "$tarball.part" "$tarball"
 fi
 echo "$sha  $tarball" | sha256sum -c --status || { log "sha256 mismatch for $tarball"; rm -f "$tarball"; exit 1; }

@@ -90,6 +90,14 @@ public final class WorkerMetrics: Sendable {
         ] {
             _ = appleHistogram(app: "default", call: call, outcome: "ok")
         }
+        // The default app's Get Transaction Info lanes from the start: a dashboard and an alert read 0, not
+        // "no data", before the first 429.
+        for environment in ["production", "sandbox"] {
+            _ = registry.counter(
+                "receipt_worker_apple_lane_pauses_total",
+                help: "Apple's 429s, each pausing its lane (app, endpoint, environment) until Retry-After.",
+                labels: ["app": "default", "endpoint": "transaction_info", "environment": environment])
+        }
         registry.gauges("receipt_worker_ready", help: "1 when /readyz answers 200.") { [weak self] in
             [(Labels.none, self?.readiness.withLock { $0 }?() == true ? 1 : 0)]
         }
