@@ -28,6 +28,7 @@ swift build -c release --product appstore-sim >/dev/null
 rm -rf .build/image-context && mkdir -p .build/image-context
 cp .build/image/release/receipt-worker .build/image-context/
 cp -a .deps/librdkafka/lib/librdkafka.so* .build/image-context/
+cp config/worker.properties .build/image-context/
 
 if ! podman image exists "$base"; then
     log "making the base: Debian 12 minbase and the runtime libraries (mmdebstrap, about a minute)"
@@ -37,7 +38,8 @@ if ! podman image exists "$base"; then
     rm -f .build/image-base.tar
 fi
 log "assembling $tag"
-buildah build --isolation chroot --quiet -f deploy/Dockerfile.runtime --build-arg "BASE=$base" -t "$tag" . >/dev/null
+buildah build --isolation chroot --quiet -f deploy/Dockerfile.runtime --build-arg "BASE=$base" -t "$tag" \
+    .build/image-context >/dev/null
 
 log "smoke test: the image against a local broker and the simulator"
 source scripts/lib/services.sh
