@@ -48,14 +48,23 @@ cpu_snapshot() {
     echo "$(cpu_ticks "$worker_pid") $(cpu_ticks "$sim_pid") $(cpu_ticks "$(cat "$SERVICES_DIR/tansu.pid")")" \
         "$(cpu_ticks $(pgrep -u postgres postgres | tr '\n' ' '))"
 }
-# CPU microseconds per job of each process between two snapshots.
+# The cost of one ECDSA P-256 verification on this machine, now (one core, OpenSSL's own loop): the unit the
+# worker's CPU per job is stated in, since the machine's speed moves by a factor of two between days (issue 25).
+ecdsa_us="$(openssl speed -seconds 3 ecdsap256 2>/dev/null |
+    awk '/256 bits ecdsa \(nistp256\)/ {printf "%.1f", 1e6 / $NF}')"
+echo "ECDSA P-256: one verification costs ${ecdsa_us} us on this machine now (openssl speed ecdsap256, one core)"
+
+# CPU microseconds per job of each process between two snapshots, and the worker's in ECDSA verifications.
 cpu_per_job() {
-    python3 - "$1" "$2" "$3" "$(getconf CLK_TCK)" <<'PY'
+    python3 - "$1" "$2" "$3" "$(getconf CLK_TCK)" "$ecdsa_us" <<'PY'
 import sys
 before, after, jobs, hz = sys.argv[1].split(), sys.argv[2].split(), int(sys.argv[3]), int(sys.argv[4])
+ecdsa = float(sys.argv[5] or 0)
 names = ["worker", "simulator", "broker", "PostgreSQL"]
-parts = [f"{name} {(int(a) - int(b)) / hz / jobs * 1e6:.0f}" for name, b, a in zip(names, before, after)]
-print("CPU per job (us): " + ", ".join(parts))
+per_job = [(int(a) - int(b)) / hz / jobs * 1e6 for b, a in zip(before, after)]
+parts = [f"{name} {value:.0f}" for name, value in zip(names, per_job)]
+ratio = f" (worker = {per_job[0] / ecdsa:.1f} ECDSA verifications)" if ecdsa else ""
+print("CPU per job (us): " + ", ".join(parts) + ratio)
 PY
 }
 
