@@ -149,7 +149,7 @@ final class ProcessHarness: Sendable {
     }
 }
 
-@Suite("Worker processes", .serialized, .timeLimit(.minutes(5)))
+@Suite("Worker processes", .timeLimit(.minutes(5)))
 struct WorkerProcessTests {
     @Test(
         "two worker processes sharing PostgreSQL, each receipt submitted under two orders at once: exactly one grant each; SIGTERM exits 0"
