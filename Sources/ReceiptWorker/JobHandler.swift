@@ -81,7 +81,10 @@ struct JobHandler: MessageHandler {
             let outcome = OrderChecks.evaluate(job, verdict: verdict)
             logger.debug(
                 "job checked",
-                outcome.logFields.merging(["job_id": job.jobID, "app": app.name, "attempts": String(attempts)]) { $1 })
+                outcome.logFields.merging([
+                    "job_id": job.jobID, "app": app.name, "attempts": String(attempts),
+                    "trace_id": TraceContext(headers: context.message.headers)?.traceID ?? "",
+                ]) { $1 })
             return try await record(job, key, outcome, attempts: attempts, context: context)
         }
     }

@@ -3,10 +3,13 @@ import Kafka
 
 extension ConsumerRuntime {
     /// Publishes records, each until the broker acknowledges it (true) or the message must be let go (false).
+    /// Each carries the consumed message's trace context (``TraceContext``), when it has one.
     func publish(_ records: [OutboundRecord], _ context: HandlingContext) async -> Bool {
+        let trace = TraceContext(headers: context.message.headers)?.headers ?? []
         for record in records {
             let message = KafkaProducerMessage(
-                topic: record.topic, key: Array(record.key.utf8), value: record.value, headers: record.headers)
+                topic: record.topic, key: Array(record.key.utf8), value: record.value,
+                headers: record.headers.filter { $0.name != "traceparent" && $0.name != "tracestate" } + trace)
             do {
                 let report = try await retries.retrying(
                     "publish_result", stage: metrics.publish, isPermanent: Self.isPermanent,
@@ -67,20 +70,22 @@ extension ConsumerRuntime {
     /// headers, an empty value, `dlq_truncated: true` and `dlq_original_bytes`; the original stays readable at
     /// its source offset while its topic retains it.
     func deadLetter(_ message: KafkaMessage, _ letter: DeadLetter, _ context: HandlingContext) async -> Bool {
+        let trace = TraceContext(headers: message.headers)
         logger.warning(
             "message dead-lettered",
             [
                 "reason": letter.reason, "error": letter.error, "partition": message.topicPartition.description,
-                "offset": String(message.offset),
+                "offset": String(message.offset), "trace_id": trace?.traceID ?? "",
             ])
-        let headers = [
-            KafkaHeader(name: "dlq_reason", string: letter.reason),
-            KafkaHeader(name: "dlq_error", string: letter.error),
-            KafkaHeader(name: "dlq_source_topic", string: message.topic),
-            KafkaHeader(name: "dlq_source_partition", string: String(message.partition)),
-            KafkaHeader(name: "dlq_source_offset", string: String(message.offset)),
-            KafkaHeader(name: "dlq_attempts", string: String(letter.attempts)),
-        ]
+        let headers =
+            (trace?.headers ?? []) + [
+                KafkaHeader(name: "dlq_reason", string: letter.reason),
+                KafkaHeader(name: "dlq_error", string: letter.error),
+                KafkaHeader(name: "dlq_source_topic", string: message.topic),
+                KafkaHeader(name: "dlq_source_partition", string: String(message.partition)),
+                KafkaHeader(name: "dlq_source_offset", string: String(message.offset)),
+                KafkaHeader(name: "dlq_attempts", string: String(letter.attempts)),
+            ]
         let topic = configuration.deadLetterTopic
         if message.value.count + (message.key?.count ?? 0) + 4_096 <= configuration.maxRecordBytes {
             let copy = KafkaProducerMessage(topic: topic, key: message.key, value: message.value, headers: headers)

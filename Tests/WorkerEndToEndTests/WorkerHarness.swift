@@ -205,10 +205,13 @@ final class WorkerHarness: Sendable {
         try await submit(raw: try JSONSerialization.data(withJSONObject: job), key: key ?? job["order_id"] as? String)
     }
 
-    func submit(raw: Data, key: String?) async throws {
+    func submit(raw: Data, key: String?, headers: [KafkaHeader] = []) async throws {
         _ = try await producer.send(
-            KafkaProducerMessage(topic: topics.jobs, key: key.map { Array($0.utf8) }, value: Array(raw)))
-        ContractCapture.record(channel: "jobs", key: key.map { Array($0.utf8) }, headers: [], value: Array(raw))
+            KafkaProducerMessage(
+                topic: topics.jobs, key: key.map { Array($0.utf8) }, value: Array(raw), headers: headers))
+        ContractCapture.record(
+            channel: "jobs", key: key.map { Array($0.utf8) }, headers: headers.map { ($0.name, $0.value) },
+            value: Array(raw))
     }
 
     /// Result events of one job, decoded, as they arrived.

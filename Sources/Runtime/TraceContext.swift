@@ -1,0 +1,55 @@
+import Kafka
+
+/// W3C Trace Context (https://www.w3.org/TR/trace-context/) carried by a consumed message's `traceparent` and
+/// `tracestate` headers. The runtime copies them, when well formed, to every record it publishes for that
+/// message (its events, its dead letter), so a backend that traces a purchase across its services sees the
+/// worker's answer in the same trace. Nothing of it goes to Apple: a trace id is the backend's, not Apple's.
+public struct TraceContext: Sendable, Equatable {
+    public let traceparent: String
+    public let tracestate: String?
+
+    /// The 32 hex digits of the trace id, for log lines.
+    public var traceID: String { String(traceparent.dropFirst(3).prefix(32)) }
+
+    /// The message's trace context, or nil when it has none or a malformed one (ignored, never an error: a
+    /// job is answered whatever its headers say).
+    public init?(headers: [KafkaHeader]) {
+        guard let parent = headers.last(where: { $0.name == "traceparent" })?.stringValue,
+            Self.isTraceparent(parent)
+        else { return nil }
+        traceparent = parent
+        let state = headers.last(where: { $0.name == "tracestate" })?.stringValue
+        tracestate = state.flatMap { Self.isTracestate($0) ? $0 : nil }
+    }
+
+    /// The headers to add to a record published for the message.
+    public var headers: [KafkaHeader] {
+        [KafkaHeader(name: "traceparent", string: traceparent)]
+            + (tracestate.map { [KafkaHeader(name: "tracestate", string: $0)] } ?? [])
+    }
+
+    /// `00-<32 hex trace id, not all zeros>-<16 hex parent id, not all zeros>-<2 hex flags>`; a later version
+    /// (not `ff`) may append fields after a dash, as the specification allows.
+    static func isTraceparent(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 55, bytes.count <= 512, bytes[2] == UInt8(ascii: "-"), bytes[35] == UInt8(ascii: "-"),
+            bytes[52] == UInt8(ascii: "-")
+        else { return false }
+        func hex(_ range: Range<Int>) -> Bool {
+            bytes[range].allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+        }
+        guard hex(0..<2), hex(3..<35), hex(36..<52), hex(53..<55) else { return false }
+        let version = String(decoding: bytes[0..<2], as: UTF8.self)
+        guard version != "ff",
+            version == "00" ? bytes.count == 55 : (bytes.count == 55 || bytes[55] == UInt8(ascii: "-"))
+        else { return false }
+        return !bytes[3..<35].allSatisfy { $0 == UInt8(ascii: "0") }
+            && !bytes[36..<52].allSatisfy { $0 == UInt8(ascii: "0") }
+    }
+
+    /// Printable ASCII, at most 512 bytes (the specification's limit for what a vendor must propagate).
+    static func isTracestate(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        return !bytes.isEmpty && bytes.count <= 512 && bytes.allSatisfy { (0x20...0x7e).contains($0) }
+    }
+}
