@@ -8,14 +8,22 @@ struct PrivatePostgres {
     let url: String
     let directory: String
 
+    /// Up to three attempts, each on a fresh port and folder: a port found free can be taken by another test
+    /// before PostgreSQL binds it (seen once in CI); what the last attempt printed is the error.
     static func start() throws -> PrivatePostgres {
         let root = MetricsEndpointTests.repositoryRoot.path
-        let output = try shell(
-            "source \(root)/scripts/lib/services.sh && services_start_postgres >/dev/null 2>&1"
-                + " && echo \"$POSTGRES_URL $SERVICES_DIR\"")
-        let parts = output.split(separator: " ").map(String.init)
-        guard parts.count == 2 else { throw ProcessError("cannot start a private PostgreSQL: \(output)") }
-        return PrivatePostgres(url: parts[0], directory: parts[1])
+        var output = ""
+        for _ in 0..<3 {
+            output = try shell(
+                "source \(root)/scripts/lib/services.sh; log=$(mktemp);"
+                    + " if services_start_postgres >\"$log\" 2>&1; then echo \"$POSTGRES_URL $SERVICES_DIR\";"
+                    + " else services_stop >/dev/null 2>&1; tail -c 600 \"$log\" | tr '\\n' ' '; fi; rm -f \"$log\"")
+            let parts = output.split(separator: " ").map(String.init)
+            if parts.count == 2, parts[0].hasPrefix("postgresql://") {
+                return PrivatePostgres(url: parts[0], directory: parts[1])
+            }
+        }
+        throw ProcessError("cannot start a private PostgreSQL: \(output)")
     }
 
     /// SIGSTOP (true) or SIGCONT (false) to every process of the cluster: a server hung, not gone.
