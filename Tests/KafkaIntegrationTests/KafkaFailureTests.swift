@@ -56,7 +56,17 @@ final class PrivateBroker: Sendable {
     private let pid: pid_t
     private let stopped = Atomic<Bool>(false)
 
+    /// Up to three attempts, each on a fresh port: a port found free can be taken by another test before the
+    /// broker binds it.
     static func start() throws -> PrivateBroker {
+        var failure: any Error = KafkaTestError("private broker did not start")
+        for _ in 0..<3 {
+            do { return try startOnce() } catch { failure = error }
+        }
+        throw failure
+    }
+
+    private static func startOnce() throws -> PrivateBroker {
         let tansu = try #require(ProcessInfo.processInfo.environment["TANSU_BIN"], "TANSU_BIN is not set")
         let port = try freePort()
         let url = "tcp://127.0.0.1:\(port)"
