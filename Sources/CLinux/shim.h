@@ -1,6 +1,14 @@
 #ifndef RECEIPT_WORKER_CLINUX_SHIM_H
 #define RECEIPT_WORKER_CLINUX_SHIM_H
-/* Linux APIs that Swift's Glibc module does not export: epoll and eventfd (the HTTP server, the HTTP client's loop). */
+/* Linux APIs that Swift's Glibc module does not export: epoll and eventfd (the HTTP server, the HTTP client's loop),
+   and accept4 (an accepted socket close-on-exec and non-blocking in one call). */
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+
+int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+
+static inline int clinux_accept_cloexec_nonblock(int listener) {
+    return accept4(listener, 0, 0, SOCK_CLOEXEC | SOCK_NONBLOCK);
+}
 #endif

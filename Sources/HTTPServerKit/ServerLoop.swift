@@ -23,7 +23,10 @@ final class ServerLoop: @unchecked Sendable {
 
     init(host: String, port: UInt16, handler: @escaping @Sendable (ServerRequest) -> ServerReply) throws {
         self.handler = handler
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        // Close-on-exec, like every descriptor here: a process this one starts (a test's PostgreSQL, say) must not
+        // inherit thousands of client sockets (it counted them against its own limit and refused to start).
+        let listener = socket(
+            AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard listener >= 0 else { throw ServerError("socket") }
         self.listener = listener
         var one: Int32 = 1
@@ -42,7 +45,7 @@ final class ServerLoop: @unchecked Sendable {
         guard bound, listen(listener, 4096) == 0 else { throw ServerError("bind/listen \(host):\(port)") }
         self.port = UInt16(bigEndian: address.sin_port)
         epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
-        wakeup = eventfd(0, Int32(EFD_NONBLOCK))
+        wakeup = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
         watch(listener, events: EPOLLIN.rawValue)
         watch(wakeup, events: EPOLLIN.rawValue)
     }
@@ -98,9 +101,8 @@ final class ServerLoop: @unchecked Sendable {
 
     private func acceptAll() {
         while true {
-            let fd = accept(listener, nil, nil)
+            let fd = clinux_accept_cloexec_nonblock(listener)
             guard fd >= 0 else { return }
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             connections[fd] = Connection(fd: fd)

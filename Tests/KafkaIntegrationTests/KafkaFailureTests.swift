@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 import Synchronization
 import TestSupport
+import TestProcess
 import Testing
 
 @Suite("Kafka failures", .timeLimit(.minutes(2)))
@@ -74,7 +75,12 @@ final class PrivateBroker: Sendable {
         var pid: pid_t = 0
         var cArguments = arguments.map { strdup($0) } + [nil]
         defer { cArguments.forEach { free($0) } }
-        let status = posix_spawn(&pid, tansu, nil, nil, &cArguments, environ)
+        // Standard streams only: the test process may hold thousands of sockets just then.
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        _ = test_process_spawn_close_from(&actions, 3)
+        let status = posix_spawn(&pid, tansu, &actions, nil, &cArguments, environ)
         guard status == 0 else { throw KafkaTestError("posix_spawn tansu: \(status)") }
         let broker = PrivateBroker(bootstrap: "127.0.0.1:\(port)", pid: pid)
         try broker.waitUntilListening(port: port)

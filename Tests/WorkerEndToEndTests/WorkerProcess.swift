@@ -1,5 +1,6 @@
 import AppStoreSimulator
 import Foundation
+import TestProcess
 import Testing
 
 /// `receipt-worker run` as a real process, started from a config file the test writes.
@@ -57,6 +58,10 @@ func spawnProcess(
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
     posix_spawn_file_actions_addopen(&actions, 2, errors, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    // Nothing else of this process's: the tests hold thousands of sockets at times (libcurl's are not
+    // close-on-exec), and a child counts inherited descriptors against its limit (PostgreSQL refused to start
+    // with 57 left of 20,000).
+    _ = test_process_spawn_close_from(&actions, 3)
     var argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) } }
     let merged = ProcessInfo.processInfo.environment.merging(environment) { $1 }
