@@ -269,6 +269,16 @@ public struct LedgerError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "ledger: \(reason)" }
+
+    /// The ledger records its default app's bundle id; opened with another `apple.bundle_id`, the default app's
+    /// history would be read as another app's, and its purchases could be granted again (both ledgers refuse).
+    static func defaultAppMismatch(recorded: String, configured: String) -> LedgerError {
+        LedgerError(
+            .misconfigured,
+            "this ledger's default app is \(recorded), and apple.bundle_id is \(configured): the default app's"
+                + " purchases would be another app's (set apple.bundle_id=\(recorded), or use another ledger)",
+            key: "apple.bundle_id")
+    }
 }
 
 /// Opens the ledger a `ledger.url` names: `sqlite:PATH` (`sqlite::memory:` for a ledger in memory) or

@@ -350,11 +350,7 @@ extension PostgresSchema {
             ).first ?? nil
         if let recorded {
             guard recorded == defaultBundleID else {
-                throw LedgerError(
-                    .misconfigured,
-                    "this ledger's default app is \(recorded), and apple.bundle_id is \(defaultBundleID): the default"
-                        + " app's purchases would be another app's (set apple.bundle_id=\(recorded), or use another"
-                        + " ledger)", key: "apple.bundle_id")
+                throw LedgerError.defaultAppMismatch(recorded: recorded, configured: defaultBundleID)
             }
             return
         }

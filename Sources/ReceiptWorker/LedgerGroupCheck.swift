@@ -10,14 +10,13 @@ import Observability
 /// processed: it was deleted and created again, started on a fresh volume, or restored from an old backup,
 /// and its missing grants would let those purchases be granted again, to new orders.
 public enum LedgerGroupCheck {
-    /// The group's committed offsets of every partition of `topics`, as the ledger names partitions.
-    static func committed(
-        consumer: KafkaConsumer, topics: [String], partitionCount: (String) async throws -> Int?
-    ) async throws -> [ConsumedPartition: Int64] {
-        var partitions: [KafkaTopicPartition] = []
-        for topic in topics {
-            guard let count = try await partitionCount(topic) else { continue }
-            partitions += (0..<Int32(clamping: count)).map { KafkaTopicPartition(topic: topic, partition: $0) }
+    /// The group's committed offsets of every partition of the topics, given with their partition counts, as
+    /// the ledger names partitions.
+    static func committed(consumer: KafkaConsumer, partitionCounts: [(topic: String, partitions: Int)]) async throws
+        -> [ConsumedPartition: Int64]
+    {
+        let partitions = partitionCounts.flatMap { topic, count in
+            (0..<Int32(clamping: count)).map { KafkaTopicPartition(topic: topic, partition: $0) }
         }
         guard !partitions.isEmpty else { return [:] }
         let committed = try await consumer.committed(partitions)
@@ -41,25 +40,29 @@ extension LedgerGroupCheck {
     {
         let kafka = try WorkerAssembly.kafkaConfigurations(configuration)
         let consumer = try KafkaConsumer(configuration: kafka.consumer, logger: logger)
+        let topics = configuration.topics
+        let properties = WorkerAssembly.adminProperties(configuration)
+        var counts: [(topic: String, partitions: Int)] = []
+        for topic in [topics.jobs, topics.retries, topics.notifications, topics.consumption] {
+            do {
+                counts.append(
+                    (topic, try await KafkaAdmin.partitionCount(of: topic, properties: properties, logger: logger)))
+            } catch let error as KafkaError where error.isMissingTopic {
+                continue  // a topic the workers do not read either
+            }
+        }
+        let committed = try await Self.committed(consumer: consumer, partitionCounts: counts)
+        await consumer.close()
         let ledger = try await LedgerFactory.open(
             url: configuration.ledgerURL, poolSize: 1, schema: configuration.ledgerSchema,
             defaultBundleID: configuration.apple.bundleID.isEmpty ? nil : configuration.apple.bundleID)
-        defer { Task { await ledger.close() } }
-        let topics = configuration.topics
-        let properties = WorkerAssembly.adminProperties(configuration)
-        let committed = try await Self.committed(
-            consumer: consumer,
-            topics: [topics.jobs, topics.retries, topics.notifications, topics.consumption],
-            partitionCount: { topic in
-                do {
-                    return try await KafkaAdmin.partitionCount(of: topic, properties: properties, logger: logger)
-                } catch let error as KafkaError where error.isMissingTopic {
-                    return nil
-                }
-            })
-        await consumer.close()
-        let group = configuration.kafka["group.id"] ?? "receipt-worker"
-        try await ledger.recordOffsets(committed, group: group)
+        do {
+            try await ledger.recordOffsets(committed, group: configuration.groupID)
+            await ledger.close()
+        } catch {
+            await ledger.close()
+            throw error
+        }
         return committed.sorted { ($0.key.topic, $0.key.partition) < ($1.key.topic, $1.key.partition) }
             .map { ($0.key.description, $0.value) }
     }

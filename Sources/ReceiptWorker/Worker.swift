@@ -82,7 +82,7 @@ public final class Worker: Sendable {
         self.appleShare = appleShare
         // Every commit is recorded in the ledger first: a ledger that does not hold what the group committed is
         // refused at the next start (LedgerGroupCheck).
-        let group = configuration.kafka["group.id"] ?? "receipt-worker"
+        let group = configuration.groupID
         runtime = ConsumerRuntime(
             configuration: runtimeConfiguration, consumer: consumer, producer: producer, registry: metrics.registry,
             logger: logger, assignmentChanged: { appleShare.update(assigned: $0) },
@@ -122,8 +122,9 @@ public final class Worker: Sendable {
     /// Runs until ``shutdown()`` (then drains within `worker.drain_timeout_ms` and commits) or a fatal Kafka
     /// error (thrown). A missing or forbidden topic stops start-up as a configuration error.
     public func run() async throws {
-        let topics = try await checkTopics()
-        try await checkLedgerMatchesGroup(topics)
+        let read = try await checkTopics()
+        try await checkLedgerMatchesGroup(read)
+        let topics = read.map(\.topic)
         logger.info(
             "worker started",
             ["topics": topics.joined(separator: ","), "max_in_flight": String(configuration.maxInFlight)])
@@ -141,8 +142,9 @@ public final class Worker: Sendable {
     /// topic on a broker without auto-creation would make every job retry its publish forever. A missing or
     /// forbidden topic stops start-up as a configuration error naming its key; a broker that does not answer
     /// yet is waited for. The notifications and consumption topics are read when they exist (the
-    /// notifications topic must, with `notifications.listen` set). Returns the topics to read.
-    private func checkTopics() async throws -> [String] {
+    /// notifications topic must, with `notifications.listen` set). Returns the topics to read, jobs first,
+    /// with their partition counts.
+    private func checkTopics() async throws -> [(topic: String, partitions: Int)] {
         var required = [
             ("topics.jobs", configuration.topics.jobs), ("topics.results", configuration.topics.results),
             ("topics.dlq", configuration.topics.dlq),
@@ -150,15 +152,17 @@ public final class Worker: Sendable {
         if configuration.notificationsListen != nil {
             required.append(("topics.notifications", configuration.topics.notifications))
         }
+        var jobsPartitions = 0
         for (key, topic) in required {
             guard let partitions = try await partitionCount(topic) else {
                 throw ConfigurationError(
                     .unusable, key: key,
                     reason: "topic \(topic) cannot be used; create it first (deploy/README.md, Topics)")
             }
-            if key == "topics.jobs" { appleShare.partitions.store(partitions, ordering: .relaxed) }
+            if key == "topics.jobs" { jobsPartitions = partitions }
         }
-        var read = [configuration.topics.jobs]
+        appleShare.partitions.store(jobsPartitions, ordering: .relaxed)
+        var read = [(topic: configuration.topics.jobs, partitions: jobsPartitions)]
         for (key, topic, without) in [
             (
                 "topics.retries", configuration.topics.retries,
@@ -167,8 +171,8 @@ public final class Worker: Sendable {
             ("topics.notifications", configuration.topics.notifications, "no notification is handled"),
             ("topics.consumption", configuration.topics.consumption, "no consumption answer is sent"),
         ] {
-            if try await partitionCount(topic) != nil {
-                read.append(topic)
+            if let partitions = try await partitionCount(topic) {
+                read.append((topic, partitions))
             } else {
                 logger.notice(
                     "\(key) \(topic) does not exist: not read (create it, then restart); meanwhile \(without)")
@@ -179,14 +183,12 @@ public final class Worker: Sendable {
 
     /// Refuses to start on a ledger that does not hold what the consumer group has processed (LedgerGroupCheck),
     /// waiting for a ledger or a broker that does not answer yet.
-    private func checkLedgerMatchesGroup(_ topics: [String]) async throws {
-        let group = configuration.kafka["group.id"] ?? "receipt-worker"
+    private func checkLedgerMatchesGroup(_ read: [(topic: String, partitions: Int)]) async throws {
         var delay = Duration.milliseconds(500)
         while true {
             do {
-                let committed = try await LedgerGroupCheck.committed(
-                    consumer: consumer, topics: topics, partitionCount: { try await self.partitionCount($0) })
-                try await LedgerGroupCheck.check(ledger: ledger, group: group, committed: committed)
+                let committed = try await LedgerGroupCheck.committed(consumer: consumer, partitionCounts: read)
+                try await LedgerGroupCheck.check(ledger: ledger, group: configuration.groupID, committed: committed)
                 return
             } catch let error as LedgerMismatchError {
                 throw error

@@ -55,7 +55,7 @@ enum LedgerCommand {
             let recorded = try await LedgerGroupCheck.acceptGroupOffsets(configuration, logger: ToolKafka.logger)
             for (partition, offset) in recorded { emit("\(partition) \(offset)") }
             emit(
-                "recorded \(recorded.count) committed offset(s) of group \(configuration.kafka["group.id"] ?? "receipt-worker")"
+                "recorded \(recorded.count) committed offset(s) of group \(configuration.groupID)"
                     + " in the ledger: the worker starts on it")
             return 0
         default:

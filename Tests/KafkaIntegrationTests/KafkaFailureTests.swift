@@ -69,7 +69,7 @@ final class PrivateBroker: Sendable {
 
     private static func startOnce() throws -> PrivateBroker {
         let tansu = try #require(ProcessInfo.processInfo.environment["TANSU_BIN"], "TANSU_BIN is not set")
-        let port = try freePort()
+        let port = try freeLoopbackPort()
         let url = "tcp://127.0.0.1:\(port)"
         let arguments = [tansu, "broker", "--listener-url", url, "--advertised-listener-url", url, "--silent"]
         var pid: pid_t = 0
@@ -90,22 +90,6 @@ final class PrivateBroker: Sendable {
     private init(bootstrap: String, pid: pid_t) {
         self.bootstrap = bootstrap
         self.pid = pid
-    }
-
-    private static func freePort() throws -> UInt16 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        guard ok else { throw KafkaTestError("no free port") }
-        return UInt16(bigEndian: address.sin_port)
     }
 
     private func waitUntilListening(port: UInt16) throws {

@@ -67,20 +67,3 @@ struct ReceiverRoleTests {
         await harness.stop()
     }
 }
-
-/// A loopback port free at the moment of asking (the kernel's pick for a socket bound to port 0).
-func freeLoopbackPort() throws -> UInt16 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-        }
-    }
-    guard bound else { throw ProcessError("no free port") }
-    return UInt16(bigEndian: address.sin_port)
-}

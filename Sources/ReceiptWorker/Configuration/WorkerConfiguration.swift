@@ -143,6 +143,9 @@ public struct WorkerConfiguration: Sendable {
     public var kafka: [String: String] = ["bootstrap.servers": "127.0.0.1:9092", "group.id": "receipt-worker"]
 
     public init() {}
+
+    /// `kafka.group.id`: the workers' consumer group (whose commits the ledger records).
+    public var groupID: String { kafka["group.id"] ?? "receipt-worker" }
 }
 
 extension WorkerConfiguration {
