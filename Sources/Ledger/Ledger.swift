@@ -8,7 +8,8 @@ import Foundation
 /// Every key is scoped by app (``AppScope``): two games that both number their jobs and orders from 1 never
 /// meet here. Purchases and their states are also scoped by environment: a Sandbox transaction is another
 /// purchase than a Production one with the same id.
-public protocol Ledger: DecisionStore, PurchaseStateStore, ConsumptionRequestStore, OffsetStore {
+public protocol Ledger: DecisionStore, PurchaseStateStore, ConsumptionRequestStore, UnclaimedPurchaseStore, OffsetStore
+{
     /// Deletes the results (stored for re-delivered jobs) decided before `cutoff`; returns how many. Grants are
     /// never deleted: they are what stops a purchase from being granted twice. A job delivered again after
     /// its result went is verified again, and its grant, if any, meets itself in the ledger: the same event.
@@ -30,6 +31,39 @@ public protocol DecisionStore: Sendable {
     /// Records the decision with its event, atomically with the claim. A job already recorded gets
     /// `.replay` with its stored event, whatever the claim now says.
     func record(_ decision: Decision) async throws -> LedgerOutcome
+
+    /// A job whose grant met a purchase credited unclaimed (section 9 of docs/contract.md) and not yet tied to
+    /// an order: ties it to the job's order, and records the job's answer, made by `answer` from the credit's
+    /// event id, atomically. `.notACredit` when the purchase's holder is an order (the caller keeps its
+    /// `duplicate_transaction`).
+    func claimCredit(_ decision: Decision, answer: @escaping @Sendable (_ creditEventID: String) -> StoredEvent)
+        async throws -> CreditClaim
+}
+
+/// How a job's claim of a purchase credited unclaimed ended.
+public enum CreditClaim: Sendable, Equatable {
+    /// Tied to the job's order; the answer stored and to publish.
+    case tied(StoredEvent)
+    /// This job was decided before: its stored event.
+    case replay(StoredEvent)
+    /// The purchase is held by an order (another job's, or a credit tied before): not a credit to claim.
+    case notACredit
+    /// The job's order was granted with another purchase.
+    case orderAlreadyFulfilled
+}
+
+/// Purchases Apple reported (`ONE_TIME_CHARGE`, `SUBSCRIBED`) that no job claimed in time: credited by an event
+/// of their own (``PurchaseRules/creditDue(now:limit:in:)``), published until the broker acknowledges it.
+public protocol UnclaimedPurchaseStore: Sendable {
+    /// Credits the purchases waiting since before `now` that no job claimed (and that were not refunded), at
+    /// most `limit`; answers every credit not yet published, oldest first (those of earlier rounds too).
+    func creditUnclaimed(now: Date, limit: Int) async throws -> [StoredEvent]
+
+    /// Marks credits published (their events acknowledged by the broker).
+    func markCreditsPublished(eventIDs: [String]) async throws
+
+    /// How many reported purchases wait for a job or their time (for a gauge).
+    func waitingUnclaimed() async throws -> Int
 }
 
 /// The notification flow's view: what a notification does to a purchase, decided in one place
@@ -42,8 +76,49 @@ public protocol PurchaseStateStore: Sendable {
     /// (``PurchaseRules``). `event` makes the event for the purchase's grant, when it has one in the
     /// notification's app and environment; it runs inside the transaction, so the event always names the
     /// order the ledger holds.
-    func apply(_ change: NotificationChange, event: @escaping @Sendable (GrantRecord) -> StoredEvent?) async throws
-        -> NotificationRecord
+    func apply(_ change: NotificationChange, event: @escaping @Sendable (PurchaseHolder) -> StoredEvent?)
+        async throws -> NotificationRecord
+}
+
+/// Who holds a purchase a notification is about: its grant, and for a subscription its state after the
+/// notification (what the subscription's events say).
+public struct PurchaseHolder: Sendable, Equatable {
+    public var grant: GrantRecord
+    public var subscription: SubscriptionState?
+
+    public init(grant: GrantRecord, subscription: SubscriptionState? = nil) {
+        self.grant = grant
+        self.subscription = subscription
+    }
+}
+
+/// An auto-renewable subscription as the ledger knows it: the newest state Apple's notifications gave it
+/// (ordered by their `signedDate`), and the latest expiry of any of its periods.
+public struct SubscriptionState: Sendable, Equatable {
+    /// `active`, `billing_retry`, `grace_period` or `expired`.
+    public var status: String
+    /// The latest `expiresDate` of its transactions seen (renewals and extensions move it; nothing moves it back).
+    public var expiresAt: Date?
+    /// Apple's `gracePeriodExpiresDate` while in a grace period.
+    public var gracePeriodExpiresAt: Date?
+    /// Apple's `autoRenewStatus` (nil: not said).
+    public var autoRenew: Bool?
+    /// The product the next period renews to (`autoRenewProductId`).
+    public var autoRenewProductID: String?
+    /// The `signedDate` of the newest notification applied.
+    public var changedAt: Date
+
+    public init(
+        status: String, expiresAt: Date?, gracePeriodExpiresAt: Date?, autoRenew: Bool?, autoRenewProductID: String?,
+        changedAt: Date
+    ) {
+        self.status = status
+        self.expiresAt = expiresAt
+        self.gracePeriodExpiresAt = gracePeriodExpiresAt
+        self.autoRenew = autoRenew
+        self.autoRenewProductID = autoRenewProductID
+        self.changedAt = changedAt
+    }
 }
 
 /// The consumption flow's view: the grant an answer is about, and the requests still open.
@@ -208,6 +283,11 @@ public struct NotificationChange: Sendable, Equatable {
         /// The player asked Apple for a refund; the answer is due by `respondBy`. Kept only for a purchase
         /// granted here: nobody else could answer it.
         case consumptionRequest(transactionID: String, respondBy: Date)
+        /// A change of an auto-renewable subscription (its original transaction), maybe with a new period.
+        case subscription(SubscriptionChange)
+        /// Apple reported a purchase (`ONE_TIME_CHARGE`, `SUBSCRIBED`): credited by its own event if no job
+        /// claims it by `dueAt`.
+        case purchased(ReportedPurchase)
     }
 
     public var id: String
@@ -302,4 +382,63 @@ public enum LedgerFactory {
         }
         throw LedgerError(.misconfigured, "ledger.url must start with sqlite: or postgresql://", key: "ledger.url")
     }
+}
+
+/// What a subscription notification says: the subscription (its original transaction), its state as of the
+/// notification (`state.changedAt` is the notification's `signedDate`), and a renewal, when it is one: a new
+/// purchase of the subscription (its billing period), credited to the order the subscription was granted to.
+public struct SubscriptionChange: Sendable, Equatable {
+    public struct Renewal: Sendable, Equatable {
+        /// The period's purchase identity (`w:` + its web order line item).
+        public var purchaseID: String
+        public var transactionID: String
+        public var productID: String
+        public var quantity: Int
+
+        public init(purchaseID: String, transactionID: String, productID: String, quantity: Int) {
+            self.purchaseID = purchaseID
+            self.transactionID = transactionID
+            self.productID = productID
+            self.quantity = quantity
+        }
+    }
+
+    public var originalTransactionID: String
+    public var state: SubscriptionState
+    public var renewal: Renewal?
+
+    public init(originalTransactionID: String, state: SubscriptionState, renewal: Renewal?) {
+        self.originalTransactionID = originalTransactionID
+        self.state = state
+        self.renewal = renewal
+    }
+}
+
+/// A purchase Apple reported, waiting for a job to claim it until `dueAt`; then credited by `event` (made when
+/// the notification was handled, so every replica publishes the same bytes).
+public struct ReportedPurchase: Sendable, Equatable {
+    public var purchaseID: String
+    public var transactionID: String
+    public var originalTransactionID: String?
+    public var productID: String
+    public var quantity: Int
+    public var dueAt: Date
+    /// The credit's event (`receipt.unclaimed`), keyed by ``creditOrderID``.
+    public var event: StoredEvent
+
+    public init(
+        purchaseID: String, transactionID: String, originalTransactionID: String?, productID: String, quantity: Int,
+        dueAt: Date, event: StoredEvent
+    ) {
+        self.purchaseID = purchaseID
+        self.transactionID = transactionID
+        self.originalTransactionID = originalTransactionID
+        self.productID = productID
+        self.quantity = quantity
+        self.dueAt = dueAt
+        self.event = event
+    }
+
+    /// The order a credit holds until a job ties it to its own: `unclaimed:` + the transaction id.
+    public static func creditOrderID(transactionID: String) -> String { "unclaimed:" + transactionID }
 }

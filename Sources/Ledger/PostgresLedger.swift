@@ -147,17 +147,53 @@ public final class PostgresLedger: Ledger, Sendable {
         }
     }
 
-    public func apply(_ change: NotificationChange, event: @escaping @Sendable (GrantRecord) -> StoredEvent?)
+    public func apply(_ change: NotificationChange, event: @escaping @Sendable (PurchaseHolder) -> StoredEvent?)
         async throws -> NotificationRecord
     {
+        try await inTransaction { try PurchaseRules.apply(change, event: event, in: $0) }
+    }
+
+    public func claimCredit(_ decision: Decision, answer: @escaping @Sendable (String) -> StoredEvent) async throws
+        -> CreditClaim
+    {
+        // A job decided by another replica meanwhile fails its insert (a unique violation, retried): the retry
+        // finds its answer.
+        try await inTransaction { try PurchaseRules.claimCredit(decision, answer: answer, in: $0) }
+    }
+
+    // MARK: Purchases no job claimed
+
+    public func creditUnclaimed(now: Date, limit: Int) async throws -> [StoredEvent] {
+        try await inTransaction { try PurchaseRules.creditDue(now: now, limit: limit, in: $0) }
+    }
+
+    public func markCreditsPublished(eventIDs: [String]) async throws {
+        guard !eventIDs.isEmpty else { return }
+        let name = schema.name
+        _ = try await pool.withConnection { connection in
+            try connection.rows(
+                "UPDATE \(name).unclaimed_purchases SET published = true WHERE event_id = ANY($1::text[]) AND NOT published",
+                [PostgresArray.literal(eventIDs)])
+        }
+    }
+
+    public func waitingUnclaimed() async throws -> Int {
+        let name = schema.name
+        let rows = try await pool.withConnection { connection in
+            try connection.query("SELECT count(*)::text FROM \(name).unclaimed_purchases WHERE state = 'waiting'")
+        }
+        return rows.first.flatMap { $0 }.flatMap { Int($0) } ?? 0
+    }
+
+    /// Runs `body` in one transaction on one connection: committed when it returns, rolled back when it throws.
+    private func inTransaction<T: Sendable>(_ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
         let name = schema.name
         return try await pool.withConnection { connection in
             try connection.query("BEGIN")
             do {
-                let record = try PurchaseRules.apply(
-                    change, event: event, in: Transaction(connection: connection, schema: name))
+                let result = try body(Transaction(connection: connection, schema: name))
                 try connection.query("COMMIT")
-                return record
+                return result
             } catch {
                 _ = try? connection.query("ROLLBACK")
                 throw error
@@ -262,6 +298,211 @@ public final class PostgresLedger: Ledger, Sendable {
                 [
                     id, event?.eventID, event?.type, event?.time, event?.key,
                     event.map { String(decoding: $0.json, as: UTF8.self) },
+                ])
+        }
+
+        func subscriptionGrant(app: AppScope, environment: String, originalTransactionID: String) throws
+            -> GrantRecord?
+        {
+            // The first grant of the subscription: of its original transaction, else the oldest of its periods.
+            try connection.rows(
+                PostgresLedger.grantQuery(schema)
+                    + """
+                     WHERE g.app = $2 AND g.environment = $3
+                        AND (g.transaction_id = $1 OR g.original_transaction_id = $1)
+                        ORDER BY g.transaction_id = $1 DESC, g.granted_at LIMIT 1
+                    """, [originalTransactionID, app.rawValue, environment]
+            ).first.flatMap(PostgresLedger.grant)
+        }
+
+        func subscriptionState(app: AppScope, environment: String, originalTransactionID: String) throws
+            -> SubscriptionState?
+        {
+            try connection.rows(
+                """
+                SELECT status, extract(epoch FROM expires_at)::text, extract(epoch FROM grace_period_expires_at)::text,
+                    auto_renew::text, auto_renew_product_id, extract(epoch FROM changed_at)::text
+                    FROM \(schema).subscriptions WHERE app = $1 AND environment = $2 AND original_transaction_id = $3
+                """, [app.rawValue, environment, originalTransactionID]
+            ).first.flatMap { row -> SubscriptionState? in
+                func date(_ text: String?) -> Date? {
+                    text.flatMap(Double.init).map { Date(timeIntervalSince1970: $0) }
+                }
+                guard row.count == 6, let changedAt = date(row[5]) else { return nil }
+                return SubscriptionState(
+                    status: row[0] ?? "active", expiresAt: date(row[1]), gracePeriodExpiresAt: date(row[2]),
+                    autoRenew: row[3].map { $0 == "true" }, autoRenewProductID: row[4], changedAt: changedAt)
+            }
+        }
+
+        func setSubscriptionState(
+            app: AppScope, environment: String, originalTransactionID: String, _ state: SubscriptionState
+        ) throws {
+            func seconds(_ date: Date?) -> String? { date.map { String($0.timeIntervalSince1970) } }
+            try connection.rows(
+                """
+                INSERT INTO \(schema).subscriptions (app, environment, original_transaction_id, status, expires_at,
+                    grace_period_expires_at, auto_renew, auto_renew_product_id, changed_at)
+                    VALUES ($1, $2, $3, $4, to_timestamp($5::double precision), to_timestamp($6::double precision),
+                        $7::boolean, $8, to_timestamp($9::double precision))
+                    ON CONFLICT (app, environment, original_transaction_id) DO UPDATE SET status = EXCLUDED.status,
+                        expires_at = EXCLUDED.expires_at, grace_period_expires_at = EXCLUDED.grace_period_expires_at,
+                        auto_renew = EXCLUDED.auto_renew, auto_renew_product_id = EXCLUDED.auto_renew_product_id,
+                        changed_at = EXCLUDED.changed_at
+                """,
+                [
+                    app.rawValue, environment, originalTransactionID, state.status, seconds(state.expiresAt),
+                    seconds(state.gracePeriodExpiresAt), state.autoRenew.map { String($0) }, state.autoRenewProductID,
+                    seconds(state.changedAt),
+                ])
+        }
+
+        func insertCredit(_ credit: Credit) throws -> Bool {
+            !(try connection.rows(
+                """
+                INSERT INTO \(schema).grants (app, environment, transaction_id, order_id, purchase_id, user_id,
+                    product_id, quantity, event, credit, original_transaction_id)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8::integer, $9, $10, $11)
+                    ON CONFLICT DO NOTHING RETURNING 1
+                """,
+                [
+                    credit.purchase.app.rawValue, credit.purchase.environment, credit.transactionID, credit.orderID,
+                    credit.purchase.purchaseID, credit.userID, credit.productID, String(credit.quantity),
+                    credit.event.map { String(decoding: $0.json, as: UTF8.self) }, credit.kind.rawValue,
+                    credit.originalTransactionID,
+                ]
+            ).isEmpty)
+        }
+
+        func waitUnclaimed(app: AppScope, environment: String, _ reported: ReportedPurchase) throws {
+            let event = reported.event
+            try connection.rows(
+                """
+                INSERT INTO \(schema).unclaimed_purchases (app, environment, purchase_id, transaction_id,
+                    original_transaction_id, product_id, quantity, due_at, event_id, event_type, event_time, event_key,
+                    event)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7::integer, to_timestamp($8::double precision), $9, $10, $11,
+                        $12, $13)
+                    ON CONFLICT DO NOTHING
+                """,
+                [
+                    app.rawValue, environment, reported.purchaseID, reported.transactionID,
+                    reported.originalTransactionID, reported.productID, String(reported.quantity),
+                    String(reported.dueAt.timeIntervalSince1970), event.eventID, event.type, event.time, event.key,
+                    String(decoding: event.json, as: UTF8.self),
+                ])
+        }
+
+        func dueUnclaimed(now: Date, limit: Int) throws -> [(AppScope, String, ReportedPurchase)] {
+            try connection.rows(
+                """
+                SELECT app, environment, purchase_id, transaction_id, original_transaction_id, product_id,
+                    quantity::text, extract(epoch FROM due_at)::text, event_id, event_type, event_time, event_key, event
+                    FROM \(schema).unclaimed_purchases
+                    WHERE state = 'waiting' AND due_at <= to_timestamp($1::double precision)
+                    ORDER BY due_at LIMIT $2::integer FOR UPDATE SKIP LOCKED
+                """, [String(now.timeIntervalSince1970), String(limit)]
+            ).compactMap { row in
+                guard row.count == 13 else { return nil }
+                return (
+                    AppScope(row[0] ?? ""), row[1] ?? "",
+                    ReportedPurchase(
+                        purchaseID: row[2] ?? "", transactionID: row[3] ?? "", originalTransactionID: row[4],
+                        productID: row[5] ?? "", quantity: row[6].flatMap { Int($0) } ?? 1,
+                        dueAt: row[7].flatMap(Double.init).map { Date(timeIntervalSince1970: $0) } ?? now,
+                        event: StoredEvent(
+                            eventID: row[8] ?? "", type: row[9] ?? "", time: row[10] ?? "", key: row[11] ?? "",
+                            json: Array((row[12] ?? "").utf8)))
+                )
+            }
+        }
+
+        func settleUnclaimed(_ purchase: PurchaseKey, _ outcome: UnclaimedOutcome) throws {
+            try connection.rows(
+                """
+                UPDATE \(schema).unclaimed_purchases SET state = $4, settled_at = now()
+                    WHERE app = $1 AND environment = $2 AND purchase_id = $3
+                """, [purchase.app.rawValue, purchase.environment, purchase.purchaseID, outcome.rawValue])
+        }
+
+        func unpublishedCredits(limit: Int) throws -> [StoredEvent] {
+            try connection.rows(
+                """
+                SELECT event_id, event_type, event_time, event_key, event FROM \(schema).unclaimed_purchases
+                    WHERE NOT published AND state IN ('credited', 'tied') ORDER BY settled_at LIMIT $1::integer
+                """, [String(limit)]
+            ).compactMap { row in
+                guard row.count == 5 else { return nil }
+                return StoredEvent(
+                    eventID: row[0] ?? "", type: row[1] ?? "", time: row[2] ?? "", key: row[3] ?? "",
+                    json: Array((row[4] ?? "").utf8))
+            }
+        }
+
+        func storedDecision(_ key: DecisionKey) throws -> StoredEvent? {
+            try connection.rows(
+                """
+                SELECT event_id, event_type, event_time, event_key, event FROM \(schema).results
+                    WHERE app = $1 AND job_id = $2 AND fingerprint IN ($3, '') ORDER BY fingerprint = $3 DESC LIMIT 1
+                """, [key.app.rawValue, key.jobID, key.fingerprint]
+            ).first.flatMap { row in
+                guard row.count == 5 else { return nil }
+                return StoredEvent(
+                    eventID: row[0] ?? "", type: row[1] ?? "", time: row[2] ?? "", key: row[3] ?? "",
+                    json: Array((row[4] ?? "").utf8))
+            }
+        }
+
+        func untiedCredit(of purchase: PurchaseKey, transactionID: String) throws -> String? {
+            try connection.rows(
+                """
+                SELECT u.event_id FROM \(schema).grants g JOIN \(schema).unclaimed_purchases u ON u.app = g.app
+                    AND u.environment = g.environment AND u.purchase_id = g.purchase_id
+                    WHERE g.app = $1 AND g.environment = $2 AND g.purchase_id = $3 AND g.credit = 'unclaimed'
+                    AND u.state = 'credited' FOR UPDATE OF g
+                """, [purchase.app.rawValue, purchase.environment, purchase.purchaseID]
+            ).first?.first ?? nil
+        }
+
+        func orderGranted(app: AppScope, orderID: String) throws -> Bool {
+            !(try connection.rows(
+                "SELECT 1 FROM \(schema).grants WHERE app = $1 AND order_id = $2 AND credit = 'job'",
+                [app.rawValue, orderID]
+            ).isEmpty)
+        }
+
+        func tieCredit(of purchase: PurchaseKey, transactionID: String, to claim: GrantClaim) throws {
+            let scope: [String?] = [
+                purchase.app.rawValue, purchase.environment, purchase.purchaseID, claim.orderID, claim.userID,
+            ]
+            // The subscription's periods credited meanwhile go with it.
+            try connection.rows(
+                """
+                UPDATE \(schema).grants SET order_id = $4, user_id = $5
+                    WHERE app = $1 AND environment = $2 AND credit = 'renewal' AND order_id = (SELECT order_id
+                        FROM \(schema).grants WHERE app = $1 AND environment = $2 AND purchase_id = $3)
+                """, scope)
+            try connection.rows(
+                """
+                UPDATE \(schema).grants SET order_id = $4, user_id = $5, credit = 'job'
+                    WHERE app = $1 AND environment = $2 AND purchase_id = $3
+                """, scope)
+            try connection.rows(
+                """
+                UPDATE \(schema).unclaimed_purchases SET state = 'tied'
+                    WHERE app = $1 AND environment = $2 AND purchase_id = $3
+                """, Array(scope.prefix(3)))
+        }
+
+        func insertResult(_ key: DecisionKey, event: StoredEvent) throws {
+            try connection.rows(
+                """
+                INSERT INTO \(schema).results (app, job_id, fingerprint, event, event_id, event_type, event_time,
+                    event_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                """,
+                [
+                    key.app.rawValue, key.jobID, key.fingerprint, String(decoding: event.json, as: UTF8.self),
+                    event.eventID, event.type, event.time, event.key,
                 ])
         }
     }

@@ -120,6 +120,94 @@ public struct PostgresSchema: Sendable {
                 version: 6, description: "keys scoped by app, purchases by environment, job fingerprints",
                 statements: appScope),
             Migration(version: 7, description: "consumer group offsets", statements: consumerOffsets),
+            Migration(version: 8, description: "subscriptions and purchases no job claimed", statements: purchaseLife),
+        ]
+    }
+
+    /// Grants made without a job beside those of jobs (`credit`: `job`, `renewal` for a subscription's later
+    /// period, `unclaimed` for a purchase Apple reported that no job claimed): an order holds one purchase of
+    /// its jobs (the unique index becomes partial). Each subscription grant knows its subscription
+    /// (`original_transaction_id`, from its event for the grants before). Subscriptions' states, and reported
+    /// purchases waiting for a job (docs/contract.md section 9).
+    private var purchaseLife: [String] {
+        [
+            "ALTER TABLE \(name).grants ADD COLUMN IF NOT EXISTS credit TEXT NOT NULL DEFAULT 'job'",
+            "ALTER TABLE \(name).grants ADD COLUMN IF NOT EXISTS original_transaction_id TEXT",
+            "DROP INDEX IF EXISTS \(name).grants_app_order",
+            "CREATE UNIQUE INDEX IF NOT EXISTS grants_app_job_order ON \(name).grants (app, order_id) WHERE credit = 'job'",
+            "CREATE INDEX IF NOT EXISTS grants_app_order_any ON \(name).grants (app, order_id)",
+            """
+            CREATE INDEX IF NOT EXISTS grants_original ON \(name).grants (app, environment, original_transaction_id)
+                WHERE original_transaction_id IS NOT NULL
+            """,
+            """
+            UPDATE \(name).grants SET original_transaction_id = \(name).event_json(event)->>'original_transaction_id'
+                WHERE purchase_id LIKE 'w:%' AND original_transaction_id IS NULL
+            """,
+            """
+            CREATE OR REPLACE FUNCTION \(name).fill_grant_columns() RETURNS trigger LANGUAGE plpgsql AS $$
+            DECLARE
+                v jsonb := \(name).event_json(NEW.event);
+            BEGIN
+                NEW.purchase_id := coalesce(NEW.purchase_id, NEW.transaction_id);
+                IF NEW.environment IS NULL THEN
+                    NEW.environment := coalesce(v->>'environment', 'Production');
+                END IF;
+                IF NEW.user_id IS NULL AND v IS NOT NULL THEN
+                    NEW.user_id := v->>'user_id';
+                    NEW.product_id := v->>'product_id';
+                    NEW.quantity := (v->>'quantity')::integer;
+                END IF;
+                IF NEW.original_transaction_id IS NULL AND NEW.purchase_id LIKE 'w:%' AND v IS NOT NULL THEN
+                    NEW.original_transaction_id := v->>'original_transaction_id';
+                END IF;
+                RETURN NEW;
+            END
+            $$
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS \(name).subscriptions (
+                app TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                original_transaction_id TEXT NOT NULL,
+                status TEXT NOT NULL,
+                expires_at TIMESTAMPTZ,
+                grace_period_expires_at TIMESTAMPTZ,
+                auto_renew BOOLEAN,
+                auto_renew_product_id TEXT,
+                changed_at TIMESTAMPTZ NOT NULL,
+                PRIMARY KEY (app, environment, original_transaction_id))
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS \(name).unclaimed_purchases (
+                app TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                purchase_id TEXT NOT NULL,
+                transaction_id TEXT NOT NULL,
+                original_transaction_id TEXT,
+                product_id TEXT NOT NULL,
+                quantity INTEGER NOT NULL,
+                due_at TIMESTAMPTZ NOT NULL,
+                state TEXT NOT NULL DEFAULT 'waiting',
+                published BOOLEAN NOT NULL DEFAULT false,
+                event_id TEXT NOT NULL,
+                event_type TEXT NOT NULL,
+                event_time TEXT NOT NULL,
+                event_key TEXT NOT NULL,
+                event TEXT NOT NULL,
+                reported_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+                settled_at TIMESTAMPTZ,
+                PRIMARY KEY (app, environment, purchase_id))
+            """,
+            """
+            CREATE INDEX IF NOT EXISTS unclaimed_waiting ON \(name).unclaimed_purchases (due_at)
+                WHERE state = 'waiting'
+            """,
+            """
+            CREATE INDEX IF NOT EXISTS unclaimed_unpublished ON \(name).unclaimed_purchases (settled_at)
+                WHERE NOT published AND state IN ('credited', 'tied')
+            """,
+            "CREATE INDEX IF NOT EXISTS unclaimed_event ON \(name).unclaimed_purchases (event_id)",
         ]
     }
 

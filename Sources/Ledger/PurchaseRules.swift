@@ -11,9 +11,14 @@ import Foundation
 /// - A consumption request is kept, with its deadline, only for a purchase granted here: nobody else could
 ///   answer it, and the oldest-unanswered gauge must not alarm for another system's purchase.
 /// - A notification of one environment never touches a grant of the other.
+/// - A subscription's state changes only for a notification newer than the last one applied; a renewal (a
+///   new period, a purchase) is credited to the subscription's order once, whenever it arrives, unless a job
+///   claimed it first.
+/// - A purchase Apple reports is credited by an event of its own when no job claimed it by its due time; a job
+///   that presents it later ties the credit to its order (``claimCredit(_:answer:in:)``).
 enum PurchaseRules {
     static func apply(
-        _ change: NotificationChange, event make: (GrantRecord) -> StoredEvent?,
+        _ change: NotificationChange, event make: (PurchaseHolder) -> StoredEvent?,
         in transaction: some PurchaseStateTransaction
     ) throws -> NotificationRecord {
         if let handled = try transaction.storedNotification(id: change.id) { return .replay(handled.event) }
@@ -34,7 +39,7 @@ enum PurchaseRules {
                 try transaction.setState(of: purchase, transactionID: transactionID, revoked: revoke, at: at)
                 try transaction.setRevoked(revoke, purchase: purchase, transactionID: transactionID)
             }
-            if outcome.changes, let grant { published = make(grant) }
+            if outcome.changes, let grant { published = make(PurchaseHolder(grant: grant)) }
         case .consumptionRequest(let transactionID, let respondBy):
             let purchase = PurchaseKey(app: change.app, environment: change.environment, purchaseID: transactionID)
             if let grant = try transaction.grant(of: purchase, transactionID: transactionID) {
@@ -42,11 +47,125 @@ enum PurchaseRules {
                 try transaction.openConsumptionRequest(
                     app: change.app, environment: change.environment, transactionID: transactionID,
                     notificationID: change.id, respondBy: respondBy)
-                published = make(grant)
+                published = make(PurchaseHolder(grant: grant))
+            }
+        case .subscription(let subscription):
+            if let holder = try applySubscription(subscription, change: change, in: transaction) {
+                granted = true
+                published = holder.publish ? make(holder.holder) : nil
+            }
+        case .purchased(let reported):
+            let purchase = PurchaseKey(
+                app: change.app, environment: change.environment, purchaseID: reported.purchaseID)
+            try transaction.lock(purchase)
+            if try transaction.grant(of: purchase, transactionID: reported.transactionID) != nil {
+                granted = true  // a job claimed it first: nothing to wait for
+            } else {
+                try transaction.waitUnclaimed(app: change.app, environment: change.environment, reported)
             }
         }
         try transaction.insertNotification(id: change.id, event: published)
         return .recorded(published, granted: granted)
+    }
+
+    /// A subscription notification: the subscription's holder and its state after it, and whether it publishes
+    /// an event; nil when no order here holds the subscription.
+    private static func applySubscription(
+        _ subscription: SubscriptionChange, change: NotificationChange, in transaction: some PurchaseStateTransaction
+    ) throws -> (holder: PurchaseHolder, publish: Bool)? {
+        let key = PurchaseKey(
+            app: change.app, environment: change.environment, purchaseID: "s:" + subscription.originalTransactionID)
+        try transaction.lock(key)
+        guard
+            let grant = try transaction.subscriptionGrant(
+                app: change.app, environment: change.environment,
+                originalTransactionID: subscription.originalTransactionID)
+        else { return nil }
+        let last = try transaction.subscriptionState(
+            app: change.app, environment: change.environment, originalTransactionID: subscription.originalTransactionID)
+        let (state, newer) = merge(subscription.state, into: last)
+        var publish = newer
+        var holder = grant
+        if let renewal = subscription.renewal {
+            // A period is a purchase: credited once, to the subscription's order, even delivered after a newer
+            // notification; a job that claimed it first keeps it (its order's grant was the credit).
+            let period = PurchaseKey(app: change.app, environment: change.environment, purchaseID: renewal.purchaseID)
+            try transaction.lock(period)
+            _ = try transaction.insertCredit(
+                Credit(
+                    kind: .renewal, purchase: period, transactionID: renewal.transactionID,
+                    originalTransactionID: subscription.originalTransactionID, orderID: grant.orderID,
+                    userID: grant.userID, productID: renewal.productID, quantity: renewal.quantity))
+            let credited = try transaction.grant(of: period, transactionID: renewal.transactionID)
+            publish = credited.map { $0.orderID.utf8.elementsEqual(grant.orderID.utf8) && !$0.revoked } ?? false
+            if let credited { holder = credited }
+        }
+        if state != last {
+            try transaction.setSubscriptionState(
+                app: change.app, environment: change.environment,
+                originalTransactionID: subscription.originalTransactionID, state)
+        }
+        return (PurchaseHolder(grant: holder, subscription: state), publish)
+    }
+
+    /// A subscription's state after a notification's: the notification's, when it is newer than the last one
+    /// applied (Apple's `signedDate`), else the last unchanged; the latest expiry of either in both cases.
+    static func merge(_ said: SubscriptionState, into last: SubscriptionState?) -> (SubscriptionState, newer: Bool) {
+        guard let last else { return (said, true) }
+        let newer = said.changedAt > last.changedAt
+        var state = newer ? said : last
+        state.expiresAt = [said.expiresAt, last.expiresAt].compactMap { $0 }.max()
+        return (state, newer)
+    }
+
+    /// Credits the reported purchases due by `now` that no job claimed and that were not refunded; answers the
+    /// credits not yet published.
+    static func creditDue(now: Date, limit: Int, in transaction: some PurchaseStateTransaction) throws
+        -> [StoredEvent]
+    {
+        for (app, environment, reported) in try transaction.dueUnclaimed(now: now, limit: limit) {
+            let purchase = PurchaseKey(app: app, environment: environment, purchaseID: reported.purchaseID)
+            try transaction.lock(purchase)
+            let outcome: UnclaimedOutcome
+            if try transaction.grant(of: purchase, transactionID: reported.transactionID) != nil {
+                outcome = .claimed
+            } else if try transaction.state(of: purchase)?.revoked == true {
+                outcome = .refunded
+            } else {
+                outcome =
+                    try transaction.insertCredit(
+                        Credit(
+                            kind: .unclaimed, purchase: purchase, transactionID: reported.transactionID,
+                            originalTransactionID: reported.originalTransactionID,
+                            orderID: ReportedPurchase.creditOrderID(transactionID: reported.transactionID),
+                            userID: "", productID: reported.productID, quantity: reported.quantity,
+                            event: reported.event)) ? .credited : .claimed
+            }
+            try transaction.settleUnclaimed(purchase, outcome)
+        }
+        return try transaction.unpublishedCredits(limit: limit)
+    }
+
+    /// A job's grant that met a purchase held by an unclaimed credit: the credit becomes the job's order's (its
+    /// player's), and the job is answered with the credit's event id, so that nothing is credited twice and the
+    /// order is tied to the credit.
+    static func claimCredit(
+        _ decision: Decision, answer: (String) -> StoredEvent, in transaction: some PurchaseStateTransaction
+    ) throws -> CreditClaim {
+        if let stored = try transaction.storedDecision(decision.key) { return .replay(stored) }
+        guard let claim = decision.grant else { return .notACredit }
+        let purchase = PurchaseKey(app: decision.key.app, environment: claim.environment, purchaseID: claim.purchaseID)
+        try transaction.lock(purchase)
+        guard let eventID = try transaction.untiedCredit(of: purchase, transactionID: claim.transactionID) else {
+            return .notACredit
+        }
+        if try transaction.orderGranted(app: decision.key.app, orderID: claim.orderID) {
+            return .orderAlreadyFulfilled
+        }
+        try transaction.tieCredit(of: purchase, transactionID: claim.transactionID, to: claim)
+        let event = answer(eventID)
+        try transaction.insertResult(decision.key, event: event)
+        return .tied(event)
     }
 
     /// The rule for a revoke or reinstate, given the purchase's last change (revoked or not, and Apple's time
@@ -64,6 +183,32 @@ struct PurchaseKey: Hashable, Sendable {
     var app: AppScope
     var environment: String
     var purchaseID: String
+}
+
+/// A grant made by the worker, not by a job: a subscription's period (to the subscription's order) or a
+/// reported purchase no job claimed (to ``ReportedPurchase/creditOrderID(transactionID:)`` until a job ties it).
+struct Credit {
+    enum Kind: String { case renewal, unclaimed }
+    var kind: Kind
+    var purchase: PurchaseKey
+    var transactionID: String
+    var originalTransactionID: String?
+    var orderID: String
+    var userID: String
+    var productID: String
+    var quantity: Int
+    /// The event kept with the grant (a reported purchase's credit event), if any.
+    var event: StoredEvent? = nil
+}
+
+/// How a reported purchase waiting for a job ended.
+enum UnclaimedOutcome: String {
+    /// A job claimed it (or another replica credited it meanwhile).
+    case claimed
+    /// Refunded or revoked before its time: nothing to credit.
+    case refunded
+    /// Credited by its own event.
+    case credited
 }
 
 /// A notification handled before: what it published (nil: nothing).
@@ -89,4 +234,32 @@ protocol PurchaseStateTransaction {
     func openConsumptionRequest(
         app: AppScope, environment: String, transactionID: String, notificationID: String, respondBy: Date) throws
     func insertNotification(id: String, event: StoredEvent?) throws
+
+    // Subscriptions
+    /// The grant that holds a subscription: a grant of its original transaction, or of a period of it.
+    func subscriptionGrant(app: AppScope, environment: String, originalTransactionID: String) throws -> GrantRecord?
+    func subscriptionState(app: AppScope, environment: String, originalTransactionID: String) throws
+        -> SubscriptionState?
+    func setSubscriptionState(
+        app: AppScope, environment: String, originalTransactionID: String, _ state: SubscriptionState) throws
+    /// Grants a purchase without a job; false when it is held already (by a job, or another credit).
+    func insertCredit(_ credit: Credit) throws -> Bool
+
+    // Reported purchases
+    /// Keeps a reported purchase until its due time (once: a second report changes nothing).
+    func waitUnclaimed(app: AppScope, environment: String, _ reported: ReportedPurchase) throws
+    /// Reported purchases still waiting whose time has come, oldest first, locked for this transaction (another
+    /// replica's sweep skips them).
+    func dueUnclaimed(now: Date, limit: Int) throws -> [(AppScope, String, ReportedPurchase)]
+    func settleUnclaimed(_ purchase: PurchaseKey, _ outcome: UnclaimedOutcome) throws
+    func unpublishedCredits(limit: Int) throws -> [StoredEvent]
+
+    // A job meeting a credit
+    func storedDecision(_ key: DecisionKey) throws -> StoredEvent?
+    /// The event id of the unclaimed credit that holds this purchase, if one does and no job tied it yet.
+    func untiedCredit(of purchase: PurchaseKey, transactionID: String) throws -> String?
+    func orderGranted(app: AppScope, orderID: String) throws -> Bool
+    /// Gives the credit's grant to the job's order and player.
+    func tieCredit(of purchase: PurchaseKey, transactionID: String, to claim: GrantClaim) throws
+    func insertResult(_ key: DecisionKey, event: StoredEvent) throws
 }

@@ -43,6 +43,10 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
     }
 
     private func storedDecisionNow(_ key: DecisionKey) throws -> StoredEvent? {
+        try Self.storedDecision(key, on: connection)
+    }
+
+    fileprivate static func storedDecision(_ key: DecisionKey, on connection: SQLiteConnection) throws -> StoredEvent? {
         // A result stored before fingerprints ("") answers any content of its job id, as it did then.
         try connection.first(
             """
@@ -95,7 +99,9 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     return (.orderAlreadyFulfilled, false)
                 }
             } else if try connection.first(
-                "SELECT 1 FROM grants WHERE app = ?1 AND order_id = ?2", [app, .text(grant.orderID)], { _ in true })
+                "SELECT 1 FROM grants WHERE app = ?1 AND order_id = ?2 AND credit = 'job'",
+                [app, .text(grant.orderID)],
+                { _ in true })
                 != nil
             {
                 return (.orderAlreadyFulfilled, false)
@@ -112,17 +118,21 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     ])
             }
         }
-        let event = decision.event
+        try Self.insertResult(decision.key, event: decision.event, on: connection)
+        return (.recorded, true)
+    }
+
+    fileprivate static func insertResult(_ key: DecisionKey, event: StoredEvent, on connection: SQLiteConnection) throws
+    {
         try connection.run(
             """
             INSERT INTO results (app, job_id, fingerprint, event_id, event_type, event_time, event_key, event)
                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
             """,
             [
-                app, .text(decision.key.jobID), .text(decision.key.fingerprint), .text(event.eventID),
+                .text(key.app.rawValue), .text(key.jobID), .text(key.fingerprint), .text(event.eventID),
                 .text(event.type), .text(event.time), .text(event.key), .blob(event.json),
             ])
-        return (.recorded, true)
     }
 
     // MARK: Notifications
@@ -133,7 +143,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         }
     }
 
-    public func apply(_ change: NotificationChange, event: @escaping @Sendable (GrantRecord) -> StoredEvent?)
+    public func apply(_ change: NotificationChange, event: @escaping @Sendable (PurchaseHolder) -> StoredEvent?)
         async throws -> NotificationRecord
     {
         try await queue.perform {
@@ -142,6 +152,56 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             return try self.transaction {
                 (try PurchaseRules.apply(change, event: event, in: Transaction(connection: self.connection)), true)
             }
+        }
+    }
+
+    public func claimCredit(_ decision: Decision, answer: @escaping @Sendable (String) -> StoredEvent) async throws
+        -> CreditClaim
+    {
+        try await queue.perform {
+            try self.checkFile()
+            return try self.transaction {
+                let claim = try PurchaseRules.claimCredit(
+                    decision, answer: answer, in: Transaction(connection: self.connection))
+                if case .tied = claim { return (claim, true) }
+                return (claim, false)
+            }
+        }
+    }
+
+    // MARK: Purchases no job claimed
+
+    public func creditUnclaimed(now: Date, limit: Int) async throws -> [StoredEvent] {
+        try await queue.perform {
+            try self.checkFile()
+            return try self.transaction {
+                (
+                    try PurchaseRules.creditDue(now: now, limit: limit, in: Transaction(connection: self.connection)),
+                    true
+                )
+            }
+        }
+    }
+
+    public func markCreditsPublished(eventIDs: [String]) async throws {
+        guard !eventIDs.isEmpty else { return }
+        try await queue.perform {
+            try self.transaction {
+                for id in eventIDs {
+                    try self.connection.run(
+                        "UPDATE unclaimed_purchases SET published = 1 WHERE event_id = ?1 AND published = 0",
+                        [.text(id)])
+                }
+                return ((), true)
+            }
+        }
+    }
+
+    public func waitingUnclaimed() async throws -> Int {
+        try await queue.perform {
+            try self.connection.first("SELECT count(*) FROM unclaimed_purchases WHERE state = 'waiting'") {
+                $0.integer(0) ?? 0
+            } ?? 0
         }
     }
 
@@ -237,6 +297,183 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     .text(id), .optional(event?.eventID), .optional(event?.type), .optional(event?.time),
                     .optional(event?.key), event.map { .blob($0.json) } ?? .null,
                 ])
+        }
+
+        func subscriptionGrant(app: AppScope, environment: String, originalTransactionID: String) throws
+            -> GrantRecord?
+        {
+            // The first grant of the subscription: of its original transaction, else the oldest of its periods.
+            try connection.first(
+                SQLiteLedger.grantQuery
+                    + ", 0, 0 FROM grants g WHERE g.app = ?2 AND g.environment = ?3 AND g.transaction_id = ?1"
+                    + " UNION ALL "
+                    + SQLiteLedger.grantQuery
+                    + ", 1, g.rowid FROM grants g WHERE g.app = ?2 AND g.environment = ?3"
+                    + " AND g.original_transaction_id = ?1 ORDER BY 10, 11 LIMIT 1",
+                [.text(originalTransactionID), .text(app.rawValue), .text(environment)], SQLiteLedger.grant)
+        }
+
+        func subscriptionState(app: AppScope, environment: String, originalTransactionID: String) throws
+            -> SubscriptionState?
+        {
+            try connection.first(
+                """
+                SELECT status, expires_at, grace_period_expires_at, auto_renew, auto_renew_product_id, changed_at
+                    FROM subscriptions WHERE app = ?1 AND environment = ?2 AND original_transaction_id = ?3
+                """, [.text(app.rawValue), .text(environment), .text(originalTransactionID)]
+            ) { row -> SubscriptionState? in
+                guard let changedAt = row.text(5).flatMap(RFC3339Milliseconds.parse) else { return nil }
+                return SubscriptionState(
+                    status: row.text(0) ?? "active", expiresAt: row.text(1).flatMap(RFC3339Milliseconds.parse),
+                    gracePeriodExpiresAt: row.text(2).flatMap(RFC3339Milliseconds.parse),
+                    autoRenew: row.integer(3).map { $0 == 1 }, autoRenewProductID: row.text(4), changedAt: changedAt)
+            } ?? nil
+        }
+
+        func setSubscriptionState(
+            app: AppScope, environment: String, originalTransactionID: String, _ state: SubscriptionState
+        ) throws {
+            try connection.run(
+                """
+                INSERT OR REPLACE INTO subscriptions (app, environment, original_transaction_id, status, expires_at,
+                    grace_period_expires_at, auto_renew, auto_renew_product_id, changed_at)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                """,
+                [
+                    .text(app.rawValue), .text(environment), .text(originalTransactionID), .text(state.status),
+                    .optional(state.expiresAt.map(Timestamp.rfc3339)),
+                    .optional(state.gracePeriodExpiresAt.map(Timestamp.rfc3339)),
+                    state.autoRenew.map { .integer($0 ? 1 : 0) } ?? .null, .optional(state.autoRenewProductID),
+                    .text(Timestamp.rfc3339(state.changedAt)),
+                ])
+        }
+
+        func insertCredit(_ credit: Credit) throws -> Bool {
+            try connection.run(
+                """
+                INSERT INTO grants (app, environment, transaction_id, order_id, purchase_id, user_id, product_id,
+                    quantity, event, credit, original_transaction_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                    ON CONFLICT DO NOTHING
+                """,
+                [
+                    .text(credit.purchase.app.rawValue), .text(credit.purchase.environment),
+                    .text(credit.transactionID),
+                    .text(credit.orderID), .text(credit.purchase.purchaseID), .text(credit.userID),
+                    .text(credit.productID), .integer(credit.quantity), credit.event.map { .blob($0.json) } ?? .null,
+                    .text(credit.kind.rawValue), .optional(credit.originalTransactionID),
+                ]) > 0
+        }
+
+        func waitUnclaimed(app: AppScope, environment: String, _ reported: ReportedPurchase) throws {
+            let event = reported.event
+            try connection.run(
+                """
+                INSERT INTO unclaimed_purchases (app, environment, purchase_id, transaction_id, original_transaction_id,
+                    product_id, quantity, due_at, event_id, event_type, event_time, event_key, event)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT DO NOTHING
+                """,
+                [
+                    .text(app.rawValue), .text(environment), .text(reported.purchaseID), .text(reported.transactionID),
+                    .optional(reported.originalTransactionID), .text(reported.productID), .integer(reported.quantity),
+                    .text(Timestamp.rfc3339(reported.dueAt)), .text(event.eventID), .text(event.type),
+                    .text(event.time), .text(event.key), .blob(event.json),
+                ])
+        }
+
+        func dueUnclaimed(now: Date, limit: Int) throws -> [(AppScope, String, ReportedPurchase)] {
+            var due: [(AppScope, String, ReportedPurchase)] = []
+            try connection.query(
+                """
+                SELECT app, environment, purchase_id, transaction_id, original_transaction_id, product_id, quantity,
+                    due_at, event_id, event_type, event_time, event_key, event
+                    FROM unclaimed_purchases WHERE state = 'waiting' AND due_at <= ?1 ORDER BY due_at LIMIT ?2
+                """, [.text(Timestamp.rfc3339(now)), .integer(limit)]
+            ) { row in
+                due.append(
+                    (
+                        AppScope(row.text(0) ?? ""), row.text(1) ?? "",
+                        ReportedPurchase(
+                            purchaseID: row.text(2) ?? "", transactionID: row.text(3) ?? "",
+                            originalTransactionID: row.text(4), productID: row.text(5) ?? "",
+                            quantity: row.integer(6) ?? 1,
+                            dueAt: row.text(7).flatMap(RFC3339Milliseconds.parse) ?? now,
+                            event: StoredEvent(
+                                eventID: row.text(8) ?? "", type: row.text(9) ?? "", time: row.text(10) ?? "",
+                                key: row.text(11) ?? "", json: row.bytes(12) ?? []))
+                    ))
+            }
+            return due
+        }
+
+        func settleUnclaimed(_ purchase: PurchaseKey, _ outcome: UnclaimedOutcome) throws {
+            try connection.run(
+                """
+                UPDATE unclaimed_purchases SET state = ?4, settled_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+                    WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3
+                """,
+                [
+                    .text(purchase.app.rawValue), .text(purchase.environment), .text(purchase.purchaseID),
+                    .text(outcome.rawValue),
+                ])
+        }
+
+        func unpublishedCredits(limit: Int) throws -> [StoredEvent] {
+            var events: [StoredEvent] = []
+            try connection.query(
+                """
+                SELECT event_id, event_type, event_time, event_key, event FROM unclaimed_purchases
+                    WHERE published = 0 AND state IN ('credited', 'tied') ORDER BY settled_at LIMIT ?1
+                """, [.integer(limit)]
+            ) { events.append(SQLiteLedger.event($0)) }
+            return events
+        }
+
+        func storedDecision(_ key: DecisionKey) throws -> StoredEvent? {
+            try SQLiteLedger.storedDecision(key, on: connection)
+        }
+
+        func untiedCredit(of purchase: PurchaseKey, transactionID: String) throws -> String? {
+            try connection.first(
+                """
+                SELECT u.event_id FROM grants g JOIN unclaimed_purchases u ON u.app = g.app
+                    AND u.environment = g.environment AND u.purchase_id = g.purchase_id
+                    WHERE g.app = ?1 AND g.environment = ?2 AND g.purchase_id = ?3 AND g.credit = 'unclaimed'
+                    AND u.state = 'credited'
+                """, [.text(purchase.app.rawValue), .text(purchase.environment), .text(purchase.purchaseID)]
+            ) { $0.text(0) } ?? nil
+        }
+
+        func orderGranted(app: AppScope, orderID: String) throws -> Bool {
+            try connection.first(
+                "SELECT 1 FROM grants WHERE app = ?1 AND order_id = ?2 AND credit = 'job'",
+                [.text(app.rawValue), .text(orderID)]
+            ) { _ in true } ?? false
+        }
+
+        func tieCredit(of purchase: PurchaseKey, transactionID: String, to claim: GrantClaim) throws {
+            let scope: [Value] = [
+                .text(purchase.app.rawValue), .text(purchase.environment), .text(purchase.purchaseID),
+                .text(claim.orderID), .text(claim.userID),
+            ]
+            // The subscription's periods credited meanwhile go with it.
+            try connection.run(
+                """
+                UPDATE grants SET order_id = ?4, user_id = ?5 WHERE app = ?1 AND environment = ?2 AND credit = 'renewal'
+                    AND order_id = (SELECT order_id FROM grants WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3)
+                """, scope)
+            try connection.run(
+                """
+                UPDATE grants SET order_id = ?4, user_id = ?5, credit = 'job'
+                    WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3
+                """, scope)
+            try connection.run(
+                """
+                UPDATE unclaimed_purchases SET state = 'tied' WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3
+                """, Array(scope.prefix(3)))
+        }
+
+        func insertResult(_ key: DecisionKey, event: StoredEvent) throws {
+            try SQLiteLedger.insertResult(key, event: event, on: connection)
         }
     }
 

@@ -6,7 +6,7 @@ import Foundation
 /// fingerprints, and stored events' headers in columns; 4 an index of grants by purchase alone (a consumption
 /// answer names a transaction of any app) and the consumer group's offsets (``OffsetStore``).
 enum SQLiteSchema {
-    static let version = 4
+    static let version = 5
 
     /// Brings the file to ``version`` in one transaction per migration: a new file gets the whole schema at
     /// once; an older one each missing migration in turn, its rows kept. Version 3 gives each row the app its
@@ -17,7 +17,7 @@ enum SQLiteSchema {
         }
         if hasGrants == nil {
             try transaction(connection) {
-                try connection.execute(tables + offsetsBaseline + "PRAGMA user_version = \(version);")
+                try connection.execute(tables + purchaseLife + offsetsBaseline + "PRAGMA user_version = \(version);")
             }
             return
         }
@@ -46,7 +46,114 @@ enum SQLiteSchema {
                 try connection.execute(purchaseIndex + consumerOffsets + offsetsBaseline + "PRAGMA user_version = 4;")
             }
         }
+        if current < 5 {
+            try transaction(connection) { try migrateToPurchaseLife(connection) }
+        }
     }
+
+    /// Version 5: grants made without a job (a subscription's periods, purchases no job claimed) beside those
+    /// of jobs: an order holds one purchase of its jobs (the unique index is now partial), and a grant knows its
+    /// subscription (`original_transaction_id`). Subscriptions' states, and reported purchases waiting for a job.
+    private static func migrateToPurchaseLife(_ connection: SQLiteConnection) throws {
+        var columns: [String] = []
+        try connection.query("SELECT name FROM pragma_table_info('grants')") { columns.append($0.text(0) ?? "") }
+        if !columns.contains("credit") {
+            // The inline UNIQUE (app, order_id) goes: SQLite drops a table constraint only by copying the table.
+            try connection.execute(
+                """
+                DROP TRIGGER IF EXISTS grants_order_columns;
+                DROP INDEX IF EXISTS grants_transaction_id;
+                DROP INDEX IF EXISTS grants_purchase_id;
+                ALTER TABLE grants RENAME TO grants_v4;
+                \(grantsTable)
+                INSERT INTO grants (app, environment, transaction_id, order_id, purchase_id, user_id, product_id,
+                        quantity, event, revoked_at, granted_at)
+                    SELECT app, environment, transaction_id, order_id, purchase_id, user_id, product_id, quantity,
+                        event, revoked_at, granted_at
+                    FROM grants_v4 ORDER BY rowid;
+                DROP TABLE grants_v4;
+                UPDATE grants SET original_transaction_id = json_extract(CAST(event AS TEXT), '$.original_transaction_id')
+                    WHERE purchase_id LIKE 'w:%' AND json_valid(CAST(event AS TEXT));
+                """)
+        }
+        try connection.execute(purchaseLife + "PRAGMA user_version = 5;")
+    }
+
+    /// Grants: of jobs (`credit` `job`), of a subscription's later periods (`renewal`, to the subscription's
+    /// order) and of purchases no job claimed (`unclaimed`, until a job ties them to its order).
+    private static let grantsTable = """
+        CREATE TABLE grants (
+            app TEXT NOT NULL DEFAULT '',
+            environment TEXT NOT NULL DEFAULT 'Production',
+            transaction_id TEXT NOT NULL,
+            order_id TEXT NOT NULL,
+            purchase_id TEXT NOT NULL,
+            user_id TEXT,
+            product_id TEXT,
+            quantity INTEGER,
+            event BLOB,
+            revoked_at TEXT,
+            granted_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+            credit TEXT NOT NULL DEFAULT 'job',
+            original_transaction_id TEXT,
+            UNIQUE (app, environment, purchase_id),
+            UNIQUE (app, environment, transaction_id));
+        CREATE UNIQUE INDEX grants_app_order ON grants (app, order_id) WHERE credit = 'job';
+        CREATE INDEX grants_transaction_id ON grants (transaction_id);
+        CREATE INDEX grants_original ON grants (app, environment, original_transaction_id)
+            WHERE original_transaction_id IS NOT NULL;
+        CREATE INDEX grants_order ON grants (app, order_id);
+        \(purchaseIndex)
+        CREATE TRIGGER grants_order_columns AFTER INSERT ON grants
+            WHEN NEW.user_id IS NULL AND json_valid(CAST(NEW.event AS TEXT))
+            BEGIN UPDATE grants SET \(grantColumns) WHERE rowid = NEW.rowid; END;
+        CREATE TRIGGER grants_original_transaction AFTER INSERT ON grants
+            WHEN NEW.original_transaction_id IS NULL AND NEW.purchase_id LIKE 'w:%'
+                AND json_valid(CAST(NEW.event AS TEXT))
+            BEGIN UPDATE grants SET original_transaction_id =
+                json_extract(CAST(NEW.event AS TEXT), '$.original_transaction_id') WHERE rowid = NEW.rowid; END;
+
+        """
+
+    /// Subscriptions' states (the newest notification's, by `signedDate`) and purchases Apple reported that
+    /// wait for a job (`waiting`) until `due_at`, then end `claimed`, `refunded` or `credited` (and `tied`
+    /// once a job claims the credit); `published` once the credit's event is acknowledged.
+    private static let purchaseLife = """
+        CREATE TABLE IF NOT EXISTS subscriptions (
+            app TEXT NOT NULL,
+            environment TEXT NOT NULL,
+            original_transaction_id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            expires_at TEXT,
+            grace_period_expires_at TEXT,
+            auto_renew INTEGER,
+            auto_renew_product_id TEXT,
+            changed_at TEXT NOT NULL,
+            PRIMARY KEY (app, environment, original_transaction_id));
+        CREATE TABLE IF NOT EXISTS unclaimed_purchases (
+            app TEXT NOT NULL,
+            environment TEXT NOT NULL,
+            purchase_id TEXT NOT NULL,
+            transaction_id TEXT NOT NULL,
+            original_transaction_id TEXT,
+            product_id TEXT NOT NULL,
+            quantity INTEGER NOT NULL,
+            due_at TEXT NOT NULL,
+            state TEXT NOT NULL DEFAULT 'waiting',
+            published INTEGER NOT NULL DEFAULT 0,
+            event_id TEXT NOT NULL,
+            event_type TEXT NOT NULL,
+            event_time TEXT NOT NULL,
+            event_key TEXT NOT NULL,
+            event BLOB NOT NULL,
+            reported_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+            settled_at TEXT,
+            PRIMARY KEY (app, environment, purchase_id));
+        CREATE INDEX IF NOT EXISTS unclaimed_waiting ON unclaimed_purchases (due_at) WHERE state = 'waiting';
+        CREATE INDEX IF NOT EXISTS unclaimed_unpublished ON unclaimed_purchases (settled_at)
+            WHERE published = 0 AND state IN ('credited', 'tied');
+
+        """
 
     /// Grants by purchase alone: a consumption answer names a transaction without its app or environment.
     private static let purchaseIndex = "CREATE INDEX IF NOT EXISTS grants_purchase_id ON grants (purchase_id);"
@@ -100,23 +207,7 @@ enum SQLiteSchema {
     /// writer did not (the migration of an earlier file, a row written by hand): what replays and notifications
     /// read. An event that is not JSON (none should be, but a file may hold anything) leaves them NULL.
     static let tables = """
-        CREATE TABLE grants (
-            app TEXT NOT NULL DEFAULT '',
-            environment TEXT NOT NULL DEFAULT 'Production',
-            transaction_id TEXT NOT NULL,
-            order_id TEXT NOT NULL,
-            purchase_id TEXT NOT NULL,
-            user_id TEXT,
-            product_id TEXT,
-            quantity INTEGER,
-            event BLOB,
-            revoked_at TEXT,
-            granted_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-            UNIQUE (app, order_id),
-            UNIQUE (app, environment, purchase_id),
-            UNIQUE (app, environment, transaction_id));
-        CREATE INDEX grants_transaction_id ON grants (transaction_id);
-        \(purchaseIndex)
+        \(grantsTable)
         CREATE TABLE results (
             app TEXT NOT NULL DEFAULT '',
             job_id TEXT NOT NULL,
@@ -163,9 +254,6 @@ enum SQLiteSchema {
         CREATE TRIGGER notifications_event_columns AFTER INSERT ON notifications
             WHEN NEW.event_id IS NULL AND json_valid(CAST(NEW.event AS TEXT))
             BEGIN UPDATE notifications SET \(eventColumns) WHERE rowid = NEW.rowid; END;
-        CREATE TRIGGER grants_order_columns AFTER INSERT ON grants
-            WHEN NEW.user_id IS NULL AND json_valid(CAST(NEW.event AS TEXT))
-            BEGIN UPDATE grants SET \(grantColumns) WHERE rowid = NEW.rowid; END;
 
         """
 

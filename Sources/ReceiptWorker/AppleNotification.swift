@@ -1,6 +1,7 @@
 import AppleVerification
 import Foundation
 import Kafka
+import Runtime
 
 /// An App Store Server Notification V2, verified: the payload's signature, chain, bundle id, environment
 /// and (in Production) app id, and the nested signed transaction and renewal info the same way.
@@ -8,6 +9,8 @@ struct AppleNotification: Sendable {
     let payload: NotificationPayload
     /// The nested `signedTransactionInfo`, verified (nil when the notification carries none, as TEST).
     let transaction: JWSTransaction?
+    /// The nested `signedRenewalInfo`, verified (auto-renewable subscriptions).
+    let renewalInfo: JWSRenewalInfo?
     let id: String
     let type: String
     let subtype: String?
@@ -17,12 +20,13 @@ struct AppleNotification: Sendable {
     /// The record key on `topics.notifications`: a purchase's notifications stay in order on one partition.
     var key: String { transaction?.originalTransactionId ?? id }
 
-    /// Headers of the record on `topics.notifications` (docs/contract.md).
-    var headers: [(String, String)] {
+    /// Headers of the record on `topics.notifications` (docs/contract.md), with a trace of its own: the events
+    /// the notification causes continue it.
+    func recordHeaders() -> [KafkaHeader] {
         [
             ("notification_type", type), ("notification_subtype", subtype ?? ""), ("notification_uuid", id),
             ("bundle_id", bundleID), ("environment", environment?.rawValue ?? ""),
-        ]
+        ].map { KafkaHeader(name: $0.0, string: $0.1) } + TraceContext.fresh().headers
     }
 
     /// The notification's `signedDate`.
@@ -73,10 +77,12 @@ struct AppleNotification: Sendable {
                 }
                 transaction = nested
             }
-            if let renewal = payload.data?.signedRenewalInfo { _ = try verifier.verifyRenewalInfo(renewal) }
+            var renewalInfo: JWSRenewalInfo?
+            if let renewal = payload.data?.signedRenewalInfo { renewalInfo = try verifier.verifyRenewalInfo(renewal) }
             return .verified(
                 AppleNotification(
-                    payload: payload, transaction: transaction, id: id, type: type, subtype: payload.subtype,
+                    payload: payload, transaction: transaction, renewalInfo: renewalInfo, id: id, type: type,
+                    subtype: payload.subtype,
                     environment: app?.environment, bundleID: app?.bundleID ?? ""))
         } catch {
             if error.code == .environmentNotAllowed {
@@ -121,7 +127,7 @@ public enum BackfilledNotification {
             return .verified(
                 Record(
                     key: notification.key, type: notification.type,
-                    headers: notification.headers.map { KafkaHeader(name: $0.0, string: $0.1) }))
+                    headers: notification.recordHeaders()))
         case .environmentNotAllowed: return .skipped
         case .rejected(let reason): return .rejected(reason)
         }

@@ -173,7 +173,26 @@ struct JobHandler: MessageHandler {
                 metrics.replayedResults.increment()
                 return .publish([publishing(first)])
             case .duplicateTransaction:
-                refused = ("duplicate_transaction", "the transaction was granted to another order")
+                // Held by a credit of a purchase no job claimed in time (receipt.unclaimed)? Then this order
+                // takes it, answered with the credit's event id: credited once, and the order tied to it.
+                let decision = Decision(key: key, grant: claim, event: stored)
+                switch try await context.retrying(
+                    "ledger_record", stage: metrics.ledgerRecord,
+                    { try await decisions.claimCredit(decision) { Self.tiedAnswer(grant, creditEventID: $0) } })
+                {
+                case .tied(let answer):
+                    metrics.decision("grant", reason: "verified").increment()
+                    logger.info(
+                        "unclaimed credit tied to its order", ["job_id": job.jobID, "event_id": answer.eventID])
+                    return .publish([publishing(answer)])
+                case .replay(let first):
+                    metrics.replayedResults.increment()
+                    return .publish([publishing(first)])
+                case .orderAlreadyFulfilled:
+                    refused = ("order_already_fulfilled", "the order was granted with another transaction")
+                case .notACredit:
+                    refused = ("duplicate_transaction", "the transaction was granted to another order")
+                }
             case .orderAlreadyFulfilled:
                 refused = ("order_already_fulfilled", "the order was granted with another transaction")
             case .revoked:
@@ -184,6 +203,15 @@ struct JobHandler: MessageHandler {
             let denied = event(.deny, refused.reason, transaction, environment, refused.detail)
             return try await deny(denied, key, context: context)
         }
+    }
+
+    /// The answer to a job whose purchase was credited unclaimed: its grant, with the credit's event id (grant
+    /// services credit once per event id) and a detail that says so.
+    static func tiedAnswer(_ grant: ResultEvent, creditEventID: String) -> StoredEvent {
+        var answer = grant
+        answer.eventID = creditEventID
+        answer.detail = "credited before this job as an unclaimed purchase (receipt.unclaimed with this event_id)"
+        return answer.stored()
     }
 
     /// Records a deny (it claims nothing), then publishes the event the ledger kept: this one, or the first

@@ -7,7 +7,9 @@ import Runtime
 
 /// The notifications topic (docs/contract.md section 9): a verified App Store notification becomes an event
 /// for the order its purchase was granted to (`receipt.revoked`, `receipt.reinstated`,
-/// `receipt.consumption_requested`), or nothing.
+/// `receipt.consumption_requested`, and a subscription's `receipt.renewed`, `receipt.expired`,
+/// `receipt.billing_issue`, `receipt.renewal_changed`), a purchase waiting for a job (`ONE_TIME_CHARGE`,
+/// `SUBSCRIBED`: credited by `receipt.unclaimed` if none claims it in time), or nothing.
 ///
 /// A notification's life: verify it again (anyone who can write to the topic could have written it) → a
 /// notification handled before publishes its first event again (Apple's retries, re-deliveries and backfills
@@ -20,6 +22,8 @@ struct NotificationHandler: MessageHandler {
     let eventSource: String
     let metrics: WorkerMetrics
     let logger: Logger
+    /// `notifications.unclaimed_after_ms`: how long a reported purchase waits for a job; nil: never credited.
+    var unclaimedAfter: Duration? = nil
 
     /// A notification that cannot be read as one is dead-lettered under the jobs' reason, as before.
     var deadLetterReason: String { "malformed_job" }
@@ -52,8 +56,10 @@ struct NotificationHandler: MessageHandler {
             return .publish([])
         }
         let record = try await context.retrying("ledger_record", stage: metrics.ledgerRecord) {
-            try await purchases.apply(change) { grant in
-                NotificationEvent.make(type: eventType, notification: notification, grant: grant)
+            try await purchases.apply(change) { holder in
+                SubscriptionEvent.types.contains(eventType)
+                    ? SubscriptionEvent.make(type: eventType, notification: notification, holder: holder)
+                    : NotificationEvent.make(type: eventType, notification: notification, grant: holder.grant)
             }
         }
         switch record {
@@ -61,6 +67,11 @@ struct NotificationHandler: MessageHandler {
             metrics.notificationProcessed(type: notification.type, outcome: "published").increment()
             logger.info("purchase event", ["type": eventType, "notification_id": notification.id])
             return .publish(publishing(.recorded(event, granted: true)))
+        case .recorded(nil, let granted) where eventType == UnclaimedEvent.type:
+            // Waits for a job (or a job claimed it already).
+            metrics.notificationProcessed(type: notification.type, outcome: granted ? "ignored" : "waiting")
+                .increment()
+            return .publish([])
         case .recorded(nil, let granted):
             // Never granted here (another system's purchase, or refunded before any job presented it: the
             // ledger remembers the refund), or nothing changed (a second refund, a stale change).
@@ -97,8 +108,31 @@ struct NotificationHandler: MessageHandler {
             kind = .consumptionRequest(
                 transactionID: transactionID, respondBy: at.addingTimeInterval(NotificationEvent.consumptionDeadline))
             eventType = NotificationEvent.consumptionRequestedType
-        default:
-            return nil
+        case let type where UnclaimedEvent.reportingTypes.contains(type):
+            guard let unclaimedAfter, !familyShared else { return nil }
+            let dueAt = at.addingTimeInterval(Double(unclaimedAfter.milliseconds) / 1000)
+            kind = .purchased(
+                ReportedPurchase(
+                    purchaseID: purchaseID, transactionID: transactionID,
+                    originalTransactionID: transaction.originalTransactionID,
+                    productID: transaction.productID ?? "", quantity: transaction.quantity, dueAt: dueAt,
+                    event: UnclaimedEvent.make(
+                        notification: notification, transaction: transaction, app: app.scope,
+                        purchaseID: purchaseID, dueAt: dueAt)))
+            eventType = UnclaimedEvent.type
+        case let type:
+            guard let (subscriptionType, renewal) = SubscriptionEvent.type(of: type),
+                transaction.productType == .autoRenewableSubscription
+            else { return nil }
+            kind = .subscription(
+                SubscriptionChange(
+                    originalTransactionID: transaction.originalTransactionID ?? transactionID,
+                    state: SubscriptionEvent.state(notification, transaction: transaction),
+                    renewal: renewal
+                        ? SubscriptionChange.Renewal(
+                            purchaseID: purchaseID, transactionID: transactionID,
+                            productID: transaction.productID ?? "", quantity: transaction.quantity) : nil))
+            eventType = subscriptionType
         }
         return (
             NotificationChange(id: notification.id, app: app.scope, environment: environment.rawValue, kind: kind),

@@ -97,7 +97,7 @@ public struct NotificationIntake: Sendable {
         case .verified(let notification):
             let record = KafkaProducerMessage(
                 topic: topic, key: Array(notification.key.utf8), value: Array(body),
-                headers: notification.headers.map { KafkaHeader(name: $0.0, string: $0.1) })
+                headers: notification.recordHeaders())
             let producer = self.producer
             do {
                 try await withDeadline(deadline, timeout: NotificationReceiver.Unacknowledged(deadline: deadline)) {

@@ -57,7 +57,7 @@ public final class Worker: Sendable {
                 topic: topics.notifications,
                 handler: NotificationHandler(
                     apps: apps, purchases: ledger, resultsTopic: topics.results, eventSource: configuration.eventSource,
-                    metrics: metrics, logger: logger),
+                    metrics: metrics, logger: logger, unclaimedAfter: configuration.unclaimedAfter),
                 groups: [Self.notificationsGroup]),
             RuntimeConfiguration.Route(
                 topic: topics.consumption,
@@ -132,6 +132,13 @@ public final class Worker: Sendable {
             group.addTask { await self.ledgerHealthLoop() }
             group.addTask { await self.resultsPruneLoop() }
             group.addTask { await self.consumptionGaugeLoop() }
+            if let after = configuration.unclaimedAfter {
+                let credits = UnclaimedCredits(
+                    ledger: ledger, producer: producer, resultsTopic: configuration.topics.results,
+                    eventSource: configuration.eventSource, interval: UnclaimedCredits.interval(after: after),
+                    metrics: metrics, logger: logger)
+                group.addTask { await credits.run { self.runtime.isStopping } }
+            }
             try await runtime.run(subscribing: topics)
             group.cancelAll()
         }

@@ -16,6 +16,10 @@ public final class WorkerMetrics: Sendable {
     let ledgerRecord: Histogram
     /// Age of the oldest consumption request seen and not yet answered, in seconds (refreshed every 30 s).
     let oldestConsumptionRequest: Gauge
+    /// Purchases Apple reported that wait for a job (refreshed with each round of credits).
+    let unclaimedWaiting: Gauge
+    /// Credits of purchases no job claimed, published (`receipt.unclaimed`).
+    let unclaimedCredited: Counter
     private let decisions: [String: Counter]
 
     /// The handlers' own operations whose failures are counted (the runtime counts its own beside them).
@@ -73,6 +77,12 @@ public final class WorkerMetrics: Sendable {
         oldestConsumptionRequest = registry.gauge(
             "receipt_worker_consumption_request_oldest_unanswered_seconds",
             help: "Age of the oldest consumption (refund) request not yet answered; Apple's deadline is 12 h.")
+        unclaimedWaiting = registry.gauge(
+            "receipt_worker_unclaimed_purchases_waiting",
+            help: "Purchases Apple reported (ONE_TIME_CHARGE, SUBSCRIBED) that wait for a job to claim them.")
+        unclaimedCredited = registry.counter(
+            "receipt_worker_unclaimed_credits_published_total",
+            help: "receipt.unclaimed events published: purchases no job claimed in time, credited by the event.")
         ledgerLookup = stage("ledger_lookup")
         ledgerRecord = stage("ledger_record")
         for outcome in Self.receivedOutcomes {
@@ -111,7 +121,7 @@ public final class WorkerMetrics: Sendable {
         "REFUND_REVERSED", "RENEWAL_EXTENDED", "RENEWAL_EXTENSION", "RESCIND_CONSENT", "REVOKE", "SUBSCRIBED", "TEST",
     ]
     static let receivedOutcomes = ["accepted", "rejected", "sandbox_dropped", "unavailable"]
-    static let processedOutcomes = ["published", "not_granted", "ignored", "replayed"]
+    static let processedOutcomes = ["published", "not_granted", "ignored", "replayed", "waiting"]
     static let consumptionOutcomes = ["sent", "no_consent", "refused", "late", "failed"]
 
     /// A notification at the receiver: `type` is Apple's (`other` for one unknown here, `unverified` when it

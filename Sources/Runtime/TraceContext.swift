@@ -22,6 +22,24 @@ public struct TraceContext: Sendable, Equatable {
         tracestate = state.flatMap { Self.isTracestate($0) ? $0 : nil }
     }
 
+    /// A trace of its own (random ids, sampled), for what no consumed message caused: a notification's record
+    /// at the receiver, a credit published by the worker's own timer.
+    public static func fresh() -> TraceContext {
+        var generator = SystemRandomNumberGenerator()
+        func hex(_ count: Int) -> String {
+            let digits = Array("0123456789abcdef".utf8)
+            var text = (0..<count).map { _ in digits[Int(generator.next() % 16)] }
+            if text.allSatisfy({ $0 == UInt8(ascii: "0") }) { text[count - 1] = UInt8(ascii: "1") }
+            return String(decoding: text, as: UTF8.self)
+        }
+        return TraceContext(traceparent: "00-\(hex(32))-\(hex(16))-01", tracestate: nil)
+    }
+
+    private init(traceparent: String, tracestate: String?) {
+        self.traceparent = traceparent
+        self.tracestate = tracestate
+    }
+
     /// The headers to add to a record published for the message.
     public var headers: [KafkaHeader] {
         [KafkaHeader(name: "traceparent", string: traceparent)]

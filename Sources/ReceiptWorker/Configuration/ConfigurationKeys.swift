@@ -241,6 +241,12 @@ enum ConfigurationKeys {
         },
         ConfigurationKey("metrics.listen") { $1.configuration.metricsListen = try $0.listenAddress() },
         ConfigurationKey("notifications.listen") { $1.configuration.notificationsListen = try $0.listenAddress() },
+        ConfigurationKey(
+            "notifications.unclaimed_after_ms", default: String(defaults.unclaimedAfter?.milliseconds ?? 0)
+        ) {
+            let after = try $0.milliseconds(0...2_592_000_000)
+            $1.configuration.unclaimedAfter = after == .zero ? nil : after
+        },
     ]
 
     // MARK: Kafka

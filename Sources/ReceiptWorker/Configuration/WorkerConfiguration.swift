@@ -137,6 +137,9 @@ public struct WorkerConfiguration: Sendable {
     public var eventSource = "receipt-worker"
     /// `notifications.listen`: where the App Store Server Notifications receiver listens. Default: none.
     public var notificationsListen: ListenAddress?
+    /// `notifications.unclaimed_after_ms`: how long a purchase Apple reports (`ONE_TIME_CHARGE`, `SUBSCRIBED`)
+    /// waits for a job before it is credited by `receipt.unclaimed`; nil (0): never. Default: 1 hour.
+    public var unclaimedAfter: Duration? = .seconds(3_600)
     /// `metrics.listen`: where /metrics, /healthz and /readyz are served. Default: none.
     public var metricsListen: ListenAddress?
     /// `kafka.*`, passed to librdkafka without the prefix.

@@ -1,0 +1,121 @@
+import AppleVerification
+import Foundation
+import Ledger
+import Observability
+
+/// The events of an auto-renewable subscription's life after its grant (docs/contract.md section 9): renewed,
+/// expired, a billing issue, a change of its renewal. Keyed by the order the subscription was granted to; each
+/// carries the subscription's state as the ledger knows it after the notification, so a grant service sets the
+/// entitlement from the event alone, without calling Apple. Every field always present, null when absent.
+enum SubscriptionEvent {
+    static let renewedType = "receipt.renewed"
+    static let expiredType = "receipt.expired"
+    static let billingIssueType = "receipt.billing_issue"
+    static let renewalChangedType = "receipt.renewal_changed"
+    static let types = [renewedType, expiredType, billingIssueType, renewalChangedType]
+
+    /// The event type of a notification about a subscription, and whether it is a renewal (a new period, a
+    /// purchase); nil for a type that says nothing of the subscription's entitlement.
+    static func type(of notificationType: String) -> (type: String, renewal: Bool)? {
+        switch notificationType {
+        case "DID_RENEW": (renewedType, true)
+        case "EXPIRED", "GRACE_PERIOD_EXPIRED": (expiredType, false)
+        case "DID_FAIL_TO_RENEW": (billingIssueType, false)
+        case "DID_CHANGE_RENEWAL_STATUS", "DID_CHANGE_RENEWAL_PREF", "RENEWAL_EXTENDED": (renewalChangedType, false)
+        default: nil
+        }
+    }
+
+    /// What the notification says of the subscription's state: Apple's `data.status` when it gives one, else
+    /// what the type implies; the transaction's expiry; the renewal info's renewal and grace period.
+    static func state(_ notification: AppleNotification, transaction: AppleTransaction) -> SubscriptionState {
+        let renewal = notification.renewalInfo
+        let status: String =
+            switch notification.payload.data?.status {
+            case 1: "active"
+            case 2: "expired"
+            case 3: "billing_retry"
+            case 4: "grace_period"
+            case 5: "revoked"
+            default:
+                switch notification.type {
+                case "EXPIRED", "GRACE_PERIOD_EXPIRED": "expired"
+                case "DID_FAIL_TO_RENEW": renewal?.gracePeriodExpiresDate != nil ? "grace_period" : "billing_retry"
+                default: "active"
+                }
+            }
+        return SubscriptionState(
+            status: status, expiresAt: transaction.expiresDate,
+            gracePeriodExpiresAt: status == "grace_period"
+                ? renewal?.gracePeriodExpiresDate.flatMap { AppleTimestamp.date(milliseconds: $0) } : nil,
+            autoRenew: renewal?.autoRenewStatus.map { $0 == 1 }, autoRenewProductID: renewal?.autoRenewProductId,
+            changedAt: notification.notifiedAt)
+    }
+
+    /// The event of `type` for `notification`, about the subscription `holder` holds. A renewal's id is its
+    /// grant's (order, transaction), as a job's grant of that period for that order would be: one credit.
+    static func make(type: String, notification: AppleNotification, holder: PurchaseHolder) -> StoredEvent? {
+        guard let state = holder.subscription, let transaction = notification.transaction else { return nil }
+        let grant = holder.grant
+        let eventID =
+            type == renewedType
+            ? ResultEvent.eventID(
+                decision: .grant, app: grant.app, jobID: "", fingerprint: "", orderID: grant.orderID,
+                transactionID: transaction.transactionId)
+            : StableID.uuid("\(type)\u{0}\(notification.id)\u{0}\(grant.orderID)")
+        func string(_ value: String?) -> String { value.map(JSONString.quote) ?? "null" }
+        func time(_ date: Date?) -> String { date.map { JSONString.quote(Timestamp.rfc3339($0)) } ?? "null" }
+        let purchaseDate = transaction.purchaseDate.flatMap { AppleTimestamp.date(milliseconds: $0) }
+        var out = "{\"event_id\":\(string(eventID)),\"type\":\(string(type)),\"order_id\":\(string(grant.orderID))"
+        out += ",\"user_id\":\(string(grant.userID)),\"product_id\":\(string(transaction.productId ?? grant.productID))"
+        out += ",\"quantity\":\(transaction.quantity ?? 1),\"transaction_id\":\(string(transaction.transactionId))"
+        out += ",\"original_transaction_id\":\(string(transaction.originalTransactionId))"
+        out += ",\"environment\":\(string(notification.environment?.rawValue))"
+        out += ",\"bundle_id\":\(string(notification.bundleID.isEmpty ? nil : notification.bundleID))"
+        out += ",\"notification_id\":\(string(notification.id))"
+        out += ",\"notified_at\":\(time(notification.notifiedAt))"
+        out += ",\"notification_type\":\(string(notification.type))"
+        out += ",\"notification_subtype\":\(string(notification.subtype))"
+        out += ",\"purchase_date\":\(time(purchaseDate)),\"expires_at\":\(time(state.expiresAt))"
+        out += ",\"status\":\(string(state.status))"
+        out += ",\"grace_period_expires_at\":\(time(state.gracePeriodExpiresAt))"
+        out += ",\"auto_renew\":\(state.autoRenew.map { $0 ? "true" : "false" } ?? "null")"
+        out += ",\"auto_renew_product_id\":\(string(state.autoRenewProductID))}"
+        return StoredEvent(
+            eventID: eventID, type: type, time: Timestamp.rfc3339(notification.notifiedAt), key: grant.orderID,
+            json: Array(out.utf8))
+    }
+}
+
+/// `receipt.unclaimed`: a purchase Apple reported (`ONE_TIME_CHARGE`, `SUBSCRIBED`) that no job claimed within
+/// `notifications.unclaimed_after_ms`, credited by this event (docs/contract.md section 9). The backend finds
+/// its player by `app_account_token`.
+enum UnclaimedEvent {
+    static let type = "receipt.unclaimed"
+    /// The notification types that report a purchase.
+    static let reportingTypes: Set<String> = ["ONE_TIME_CHARGE", "SUBSCRIBED"]
+
+    /// The credit a reported purchase gets at `dueAt` if no job claims it first. Its id is the purchase's in its
+    /// app and environment: a purchase reported twice (another notification) is one credit.
+    static func make(
+        notification: AppleNotification, transaction: AppleTransaction, app: AppScope, purchaseID: String,
+        dueAt: Date
+    ) -> StoredEvent {
+        let environment = notification.environment?.rawValue ?? ""
+        let eventID = StableID.uuid("\(type)\u{0}\(app.rawValue)\u{0}\(environment)\u{0}\(purchaseID)")
+        let orderID = ReportedPurchase.creditOrderID(transactionID: transaction.transactionID)
+        func string(_ value: String?) -> String { value.map(JSONString.quote) ?? "null" }
+        func time(_ date: Date?) -> String { date.map { JSONString.quote(Timestamp.rfc3339($0)) } ?? "null" }
+        var out = "{\"event_id\":\(string(eventID)),\"type\":\(string(type)),\"order_id\":\(string(orderID))"
+        out += ",\"user_id\":null,\"app_account_token\":\(string(transaction.appAccountToken?.lowercased()))"
+        out += ",\"product_id\":\(string(transaction.productID)),\"quantity\":\(transaction.quantity)"
+        out += ",\"transaction_id\":\(string(transaction.transactionID))"
+        out += ",\"original_transaction_id\":\(string(transaction.originalTransactionID))"
+        out += ",\"environment\":\(string(environment)),\"bundle_id\":\(string(notification.bundleID))"
+        out += ",\"purchase_date\":\(time(transaction.purchaseDate)),\"expires_date\":\(time(transaction.expiresDate))"
+        out += ",\"notification_id\":\(string(notification.id)),\"notified_at\":\(time(notification.notifiedAt))"
+        out += ",\"notification_type\":\(string(notification.type)),\"credited_at\":\(time(dueAt))}"
+        return StoredEvent(
+            eventID: eventID, type: type, time: Timestamp.rfc3339(dueAt), key: orderID, json: Array(out.utf8))
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+import Kafka
+import Ledger
+import Observability
+import Runtime
+
+/// Credits purchases Apple reported that no job claimed in time (docs/contract.md section 9, "Purchases no job
+/// claimed"): every replica, every `interval`, has the ledger credit those due (each once, whichever replica
+/// does it) and publishes each credit's `receipt.unclaimed` until the broker acknowledges it. A crash between
+/// the credit and its acknowledgement publishes it again, with the same event id.
+struct UnclaimedCredits: Sendable {
+    let ledger: any UnclaimedPurchaseStore
+    let producer: KafkaProducer
+    let resultsTopic: String
+    let eventSource: String
+    /// How often to look: a quarter of `notifications.unclaimed_after_ms`, between 1 s and 1 min.
+    let interval: Duration
+    let metrics: WorkerMetrics
+    let logger: Logger
+
+    /// Credits per round: a backlog (a backfill of a week) goes out over several rounds.
+    static let batch = 500
+
+    static func interval(after: Duration) -> Duration { min(max(after / 4, .seconds(1)), .seconds(60)) }
+
+    func run(isStopping: @Sendable () -> Bool) async {
+        while !Task.isCancelled && !isStopping() {
+            await round()
+            try? await Task.sleep(for: interval)
+        }
+    }
+
+    /// One round: credit what is due, publish what is not yet published. Failures wait for the next round.
+    func round() async {
+        do {
+            let events = try await ledger.creditUnclaimed(now: Date(), limit: Self.batch)
+            var published: [String] = []
+            for event in events {
+                let record = event.record(topic: resultsTopic, source: eventSource)
+                // A trace of its own: no job or request caused it now.
+                let trace = KafkaHeader(name: "traceparent", string: TraceContext.fresh().traceparent)
+                _ = try await producer.send(
+                    KafkaProducerMessage(
+                        topic: record.topic, key: Array(record.key.utf8), value: record.value,
+                        headers: record.headers + [trace]))
+                published.append(event.eventID)
+                logger.info("unclaimed purchase credited", ["event_id": event.eventID, "order_id": event.key])
+            }
+            try await ledger.markCreditsPublished(eventIDs: published)
+            metrics.unclaimedCredited.increment(by: published.count)
+            metrics.unclaimedWaiting.set(try await ledger.waitingUnclaimed())
+        } catch {
+            logger.warning("crediting unclaimed purchases failed; trying again", ["error": "\(error)"])
+        }
+    }
+}
