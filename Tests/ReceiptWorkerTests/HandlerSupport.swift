@@ -79,7 +79,8 @@ enum Handlers {
 
     /// An App Store notification's request body: `{"signedPayload": JWS}` of `type` about `transaction`.
     static func notification(
-        _ type: String, uuid: String = UUID().uuidString, transaction: [String: Any]?, bundleID: String = "com.example",
+        _ type: String, subtype: String? = nil, uuid: String = UUID().uuidString, transaction: [String: Any]?,
+        bundleID: String = "com.example",
         environment: String = "Production", signedDate: Date = Date(), extra: [String: Any] = [:]
     ) throws -> [UInt8] {
         var data: [String: Any] = ["bundleId": bundleID, "environment": environment, "bundleVersion": "1"]
@@ -91,10 +92,11 @@ enum Handlers {
             data["signedTransactionInfo"] = try sign(transaction)
         }
         data.merge(extra) { $1 }
-        let payload: [String: Any] = [
+        var payload: [String: Any] = [
             "notificationType": type, "notificationUUID": uuid, "version": "2.0",
             "signedDate": milliseconds(signedDate), "data": data,
         ]
+        if let subtype { payload["subtype"] = subtype }
         return Array(try JSONSerialization.data(withJSONObject: ["signedPayload": try sign(payload)]))
     }
 
@@ -105,6 +107,34 @@ enum Handlers {
             "type": "Consumable", "purchaseDate": milliseconds(Date(timeIntervalSinceNow: -60)),
             "inAppOwnershipType": "PURCHASED",
         ]
+    }
+
+    /// A period of an auto-renewable subscription: its signed transaction fields.
+    static func subscription(
+        _ id: String, original: String, line: String, product: String = "vip_monthly", expires: Date,
+        token: String? = nil
+    ) -> [String: Any] {
+        var fields: [String: Any] = [
+            "transactionId": id, "originalTransactionId": original, "webOrderLineItemId": line, "productId": product,
+            "quantity": 1, "type": "Auto-Renewable Subscription", "inAppOwnershipType": "PURCHASED",
+            "purchaseDate": milliseconds(expires.addingTimeInterval(-30 * 86_400)),
+            "expiresDate": milliseconds(expires),
+        ]
+        if let token { fields["appAccountToken"] = token }
+        return fields
+    }
+
+    /// A notification's `signedRenewalInfo` and `status` (1 active, 2 expired, 3 billing retry, 4 grace period).
+    static func renewal(
+        original: String, autoRenew: Bool = true, status: Int = 1, grace: Date? = nil, signedDate: Date = Date()
+    ) throws -> [String: Any] {
+        var info: [String: Any] = [
+            "originalTransactionId": original, "autoRenewProductId": "vip_monthly", "productId": "vip_monthly",
+            "autoRenewStatus": autoRenew ? 1 : 0, "signedDate": milliseconds(signedDate), "environment": "Production",
+            "isInBillingRetryPeriod": status == 3 || status == 4,
+        ]
+        if let grace { info["gracePeriodExpiresDate"] = milliseconds(grace) }
+        return ["signedRenewalInfo": try sign(info), "status": status]
     }
 
     /// A receipt proof (base64, as a job carries one) standing for `name`.
@@ -139,12 +169,12 @@ final class FakeApple: PurchaseVerifying, Sendable {
     func verified(
         _ proof: String, transactionID: String, product: String = "coins_100", quantity: Int = 1,
         environment: AppleEnvironment = .production, type: ProductType = .consumable, token: String? = nil,
-        revoked: Date? = nil, expires: Date? = nil, original: String? = nil
+        revoked: Date? = nil, expires: Date? = nil, original: String? = nil, line: String? = nil
     ) {
         let transaction = AppleTransaction(
             transactionID: transactionID, originalTransactionID: original ?? transactionID, productID: product,
             quantity: quantity, appAccountToken: token, purchaseDate: Date(timeIntervalSinceNow: -60),
-            expiresDate: expires, revocationDate: revoked, productType: type)
+            expiresDate: expires, revocationDate: revoked, productType: type, webOrderLineItemID: line)
         answer(
             proof,
             .verified(

@@ -1,0 +1,228 @@
+import CSQLite
+import Foundation
+import TestSupport
+import Testing
+
+@testable import Ledger
+
+/// Subscriptions' periods and purchases no job claimed, on both ledgers (``PurchaseRules``): what each
+/// database must hold for the rules to be the same, under concurrency too, and after the upgrade.
+@Suite("Subscriptions and unclaimed purchases in the ledger, SQLite and PostgreSQL", .timeLimit(.minutes(1)))
+struct PurchaseLifeLedgerTests {
+    static let at = Date(timeIntervalSince1970: 1_790_000_000)
+
+    static func grantEvent(order: String, transaction: String, original: String) -> Data {
+        Data(
+            (#"{"decision":"grant","event_id":"g-\#(order)","order_id":"\#(order)","transaction_id":"\#(transaction)","#
+                + #""original_transaction_id":"\#(original)"}"#).utf8)
+    }
+
+    static func state(at date: Date, status: String = "active", expires: Date? = nil) -> SubscriptionState {
+        SubscriptionState(
+            status: status, expiresAt: expires, gracePeriodExpiresAt: nil, autoRenew: true,
+            autoRenewProductID: "vip", changedAt: date)
+    }
+
+    static func renewal(_ id: String, original: String, line: String, at date: Date) -> NotificationChange {
+        NotificationChange(
+            id: "n-\(id)-\(date.timeIntervalSince1970)", app: .defaultApp, environment: "Production",
+            kind: .subscription(
+                SubscriptionChange(
+                    originalTransactionID: original, state: state(at: date, expires: date.addingTimeInterval(86_400)),
+                    renewal: .init(purchaseID: "w:\(line)", transactionID: id, productID: "vip", quantity: 1))))
+    }
+
+    /// The event a change publishes: its holder's order, and the state, as `order|status|expires`.
+    static func applied(_ ledger: any Ledger, _ change: NotificationChange) async throws -> String? {
+        let record = try await ledger.apply(change) { holder in
+            let expires = holder.subscription?.expiresAt.map { String(Int($0.timeIntervalSince1970)) } ?? "-"
+            let text = "\(holder.grant.orderID)|\(holder.subscription?.status ?? "-")|\(expires)"
+            return StoredEvent(
+                eventID: change.id, type: "t", time: "", key: holder.grant.orderID, json: Array(text.utf8))
+        }
+        switch record {
+        case .recorded(let event, _), .replay(let event): return event.map { String(decoding: $0.json, as: UTF8.self) }
+        }
+    }
+
+    static func reported(_ id: String, due: Date) -> NotificationChange {
+        NotificationChange(
+            id: "report-\(id)", app: .defaultApp, environment: "Production",
+            kind: .purchased(
+                ReportedPurchase(
+                    purchaseID: id, transactionID: id, originalTransactionID: id, productID: "gems", quantity: 1,
+                    dueAt: due,
+                    event: StoredEvent(
+                        eventID: "credit-\(id)", type: "receipt.unclaimed", time: "", key: "unclaimed:\(id)",
+                        json: Array("{}".utf8)))))
+    }
+
+    static func claim(_ ledger: any Ledger, job: String, order: String, transaction: String) async throws
+        -> CreditClaim
+    {
+        let decision = Decision(
+            key: DecisionKey(app: .defaultApp, jobID: job, fingerprint: "f"),
+            grant: GrantClaim(orderID: order, transactionID: transaction, userID: "player-\(order)"),
+            event: StoredEvent(eventID: "e-\(job)", type: "receipt.granted", time: "", key: order, json: []))
+        return try await ledger.claimCredit(decision) { id in
+            StoredEvent(eventID: id, type: "receipt.granted", time: "", key: order, json: Array("tied".utf8))
+        }
+    }
+
+    @Test(
+        "a renewal is credited to the subscription's order; a stale change publishes nothing",
+        arguments: Backend.allCases)
+    func renewals(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        let first = LedgerClaim.grant(orderID: "vip-1", transactionID: "100", purchaseID: "w:L1")
+        #expect(
+            try await ledger.record(
+                jobID: "j1", claim: first, event: Self.grantEvent(order: "vip-1", transaction: "100", original: "100"))
+                == .recorded)
+        let renewed = try await Self.applied(ledger, Self.renewal("101", original: "100", line: "L2", at: Self.at))
+        #expect(renewed == "vip-1|active|\(Int(Self.at.timeIntervalSince1970) + 86_400)")
+        // The period presented by a job for another order, and for the subscription's own.
+        let other = LedgerClaim.grant(orderID: "other", transactionID: "101", purchaseID: "w:L2")
+        #expect(try await ledger.record(jobID: "j2", claim: other, event: Data("{}".utf8)) == .duplicateTransaction)
+        let own = LedgerClaim.grant(orderID: "vip-1", transactionID: "101", purchaseID: "w:L2")
+        #expect(try await ledger.record(jobID: "j3", claim: own, event: Data("{}".utf8)) == .recorded)
+        // A new purchase for the order is still refused: renewals are not the order's job grants.
+        let third = LedgerClaim.grant(orderID: "vip-1", transactionID: "555", purchaseID: "555")
+        #expect(try await ledger.record(jobID: "j4", claim: third, event: Data("{}".utf8)) == .orderAlreadyFulfilled)
+        // A change signed before the renewal: nothing; one after it: the newest state.
+        let stale = NotificationChange(
+            id: "stale", app: .defaultApp, environment: "Production",
+            kind: .subscription(
+                SubscriptionChange(
+                    originalTransactionID: "100",
+                    state: Self.state(at: Self.at.addingTimeInterval(-5), status: "expired"),
+                    renewal: nil)))
+        #expect(try await Self.applied(ledger, stale) == nil)
+        let newer = NotificationChange(
+            id: "newer", app: .defaultApp, environment: "Production",
+            kind: .subscription(
+                SubscriptionChange(
+                    originalTransactionID: "100",
+                    state: Self.state(at: Self.at.addingTimeInterval(5), status: "expired"),
+                    renewal: nil)))
+        #expect(
+            try await Self.applied(ledger, newer) == "vip-1|expired|\(Int(Self.at.timeIntervalSince1970) + 86_400)",
+            "the expiry a renewal gave is kept")
+        await ledger.close()
+    }
+
+    @Test(
+        "a credit is made once, published until acknowledged, and tied to exactly one of 20 racing orders",
+        arguments: Backend.allCases)
+    func unclaimedCredits(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        _ = try await Self.applied(ledger, Self.reported("900", due: Self.at))
+        #expect(try await ledger.creditUnclaimed(now: Self.at.addingTimeInterval(-1), limit: 10).isEmpty)
+        let credits = try await ledger.creditUnclaimed(now: Self.at, limit: 10)
+        #expect(credits.map(\.eventID) == ["credit-900"])
+        #expect(try await ledger.creditUnclaimed(now: Self.at, limit: 10).map(\.eventID) == ["credit-900"])
+        try await ledger.markCreditsPublished(eventIDs: ["credit-900"])
+        #expect(try await ledger.creditUnclaimed(now: Self.at, limit: 10).isEmpty)
+        // The credit holds the purchase: a plain grant meets it as another order's.
+        let plain = LedgerClaim.grant(orderID: "o-1", transactionID: "900")
+        #expect(try await ledger.record(jobID: "plain", claim: plain, event: Data("{}".utf8)) == .duplicateTransaction)
+        let claims = try await withThrowingTaskGroup(of: CreditClaim?.self) { group in
+            for order in 0..<20 {
+                group.addTask {
+                    for _ in 0..<50 {
+                        if let claim = try? await Self.claim(
+                            ledger, job: "j\(order)", order: "o\(order)", transaction: "900")
+                        {
+                            return claim
+                        }
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                    return nil
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let tied = claims.compactMap { claim -> String? in
+            if case .tied(let event)? = claim { event.eventID } else { nil }
+        }
+        #expect(tied == ["credit-900"])
+        #expect(claims.filter { $0 == .notACredit }.count == 19)
+        await ledger.close()
+    }
+
+    @Test("two replicas crediting at once credit each purchase once", arguments: [Backend.postgresql])
+    func concurrentRounds(backend: Backend) async throws {
+        let url = try makePostgresDatabase()
+        let first = try await LedgerFactory.open(url: url, poolSize: 4)
+        let second = try await LedgerFactory.open(url: url, poolSize: 4)
+        for id in 0..<40 { _ = try await Self.applied(first, Self.reported("\(1000 + id)", due: Self.at)) }
+        async let a = first.creditUnclaimed(now: Self.at, limit: 100)
+        async let b = second.creditUnclaimed(now: Self.at, limit: 100)
+        let (fromA, fromB) = try await (a, b)
+        #expect(Set(fromA.map(\.eventID) + fromB.map(\.eventID)).count == 40)
+        #expect(try await first.waitingUnclaimed() == 0)
+        for id in 0..<40 {
+            let plain = LedgerClaim.grant(orderID: "x\(id)", transactionID: "\(1000 + id)")
+            #expect(
+                try await first.record(jobID: "x\(id)", claim: plain, event: Data("{}".utf8)) == .duplicateTransaction)
+        }
+        await first.close()
+        await second.close()
+    }
+
+    @Test("PostgreSQL: a subscription granted before migration 8 gets its renewals")
+    func postgresUpgrade() async throws {
+        let url = try makePostgresDatabase()
+        let schema = try #require(PostgresSchema(name: "receipt_worker", defaultBundleID: "com.example"))
+        let version7 =
+            (["BEGIN"] + schema.bootstrap
+            + schema.migrations.prefix(7).flatMap { $0.statements + [schema.record($0)] } + ["COMMIT"])
+            .map { $0 + ";" }.joined(separator: "\n")
+        #expect(runPsql(url, version7) == 0)
+        let event = String(decoding: Self.grantEvent(order: "old-1", transaction: "70", original: "70"), as: UTF8.self)
+        #expect(
+            runPsql(
+                url,
+                "INSERT INTO receipt_worker.grants (transaction_id, order_id, purchase_id, user_id, product_id, quantity, event) VALUES ('70', 'old-1', 'w:Q1', 'u', 'vip', 1, '\(event)')"
+            ) == 0)
+        let ledger = try await LedgerFactory.open(url: url, poolSize: 2, defaultBundleID: "com.example")
+        #expect(
+            try await Self.applied(ledger, Self.renewal("71", original: "70", line: "Q2", at: Self.at))?.hasPrefix(
+                "old-1|") == true)
+        await ledger.close()
+    }
+
+    @Test("SQLite: a file of version 4 moves to 5 with its grants, and its subscriptions get their renewals")
+    func sqliteUpgrade() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("v4-\(UUID()).sqlite").path
+        let ledger = try await LedgerFactory.open(url: "sqlite:\(path)", defaultBundleID: "com.example")
+        await ledger.close()
+        // Back to version 4's grants table: the unique order constraint inline, no credit columns.
+        var db: OpaquePointer?
+        #expect(sqlite3_open(path, &db) == SQLITE_OK)
+        let version4 = """
+            DROP TABLE grants;
+            CREATE TABLE grants (app TEXT NOT NULL DEFAULT '', environment TEXT NOT NULL DEFAULT 'Production',
+                transaction_id TEXT NOT NULL, order_id TEXT NOT NULL, purchase_id TEXT NOT NULL, user_id TEXT,
+                product_id TEXT, quantity INTEGER, event BLOB, revoked_at TEXT,
+                granted_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+                UNIQUE (app, order_id), UNIQUE (app, environment, purchase_id), UNIQUE (app, environment, transaction_id));
+            CREATE INDEX grants_transaction_id ON grants (transaction_id);
+            CREATE INDEX grants_purchase_id ON grants (purchase_id);
+            DROP TABLE subscriptions;
+            DROP TABLE unclaimed_purchases;
+            INSERT INTO grants (transaction_id, order_id, purchase_id, user_id, product_id, quantity, event)
+                VALUES ('80', 'old-8', 'w:R1', 'u', 'vip', 1, '\(String(decoding: Self.grantEvent(order: "old-8", transaction: "80", original: "80"), as: UTF8.self))');
+            PRAGMA user_version = 4;
+            """
+        #expect(sqlite3_exec(db, version4, nil, nil, nil) == SQLITE_OK)
+        sqlite3_close(db)
+        let upgraded = try await LedgerFactory.open(url: "sqlite:\(path)", defaultBundleID: "com.example")
+        #expect(
+            try await Self.applied(upgraded, Self.renewal("81", original: "80", line: "R2", at: Self.at))?.hasPrefix(
+                "old-8|") == true)
+        let again = LedgerClaim.grant(orderID: "old-8", transactionID: "99", purchaseID: "99")
+        #expect(try await upgraded.record(jobID: "j", claim: again, event: Data("{}".utf8)) == .orderAlreadyFulfilled)
+        await upgraded.close()
+    }
+}
