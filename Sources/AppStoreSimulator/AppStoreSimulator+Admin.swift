@@ -5,7 +5,9 @@ extension AppStoreSimulator {
     /// The admin API, for tests, benchmarks and the demo:
     ///   POST /admin/purchases {product_id, type: consumable|non_consumable|subscription,
     ///        environment: Production|Sandbox, quantity, app_account_token, bundle_id, receipt_style: app|ios6,
-    ///        expires_in_seconds, restore_of}  → {transaction_id, original_transaction_id, receipt, signed_transaction}
+    ///        expires_in_seconds, restore_of, notify}  → {transaction_id, original_transaction_id, receipt,
+    ///        signed_transaction}; notify: true also sends the purchase's ONE_TIME_CHARGE or SUBSCRIBED, as Apple
+    ///        reports a purchase to the server whether or not the app ever tells its backend
     ///        restore_of: a transaction id; the new purchase is its StoreKit 1 restore on another device (a new
     ///        transaction id, the same original transaction, product, type and billing period)
     ///   POST /admin/notifications/config {url, retry_delays_ms, app_apple_id, history_page_size} (GET reads it)
@@ -15,6 +17,10 @@ extension AppStoreSimulator {
     ///   POST /admin/revoke {transaction_id}: Family Sharing revocation → sends REVOKE
     ///   POST /admin/consumption-request {transaction_id, reason} → sends CONSUMPTION_REQUEST
     ///   POST /admin/notify {type, subtype, transaction_id, environment} → sends any notification
+    ///   POST /admin/renew {transaction_id, period_seconds} → a new period of the subscription; sends DID_RENEW
+    ///   POST /admin/fail-renewal {transaction_id, grace_period_seconds} → sends DID_FAIL_TO_RENEW
+    ///   POST /admin/expire {transaction_id, subtype} → sends EXPIRED (GRACE_PERIOD_EXPIRED in a grace period)
+    ///   POST /admin/renewal-status {transaction_id, auto_renew} → sends DID_CHANGE_RENEWAL_STATUS
     ///        (each sender answers {notification_uuid})
     ///   GET  /admin/notifications → [{notification_uuid, type, subtype, environment, transaction_id,
     ///        signed_payload, attempts: [{at, status, error}], delivered}]
@@ -55,6 +61,14 @@ extension AppStoreSimulator {
             return consumptionRequest(body)
         case ("POST", ["notify"]):
             return notify(body)
+        case ("POST", ["renew"]):
+            return renew(body)
+        case ("POST", ["fail-renewal"]):
+            return failRenewal(body)
+        case ("POST", ["expire"]):
+            return expire(body)
+        case ("POST", ["renewal-status"]):
+            return renewalStatus(body)
         case ("GET", ["notifications"]):
             return notificationList()
         case ("GET", ["consumption"]):
@@ -159,11 +173,11 @@ extension AppStoreSimulator {
         guard let signed = try? signedTransaction(purchase) else {
             return .json(500, Self.error(5000000, "signing failed"))
         }
-        return .json(
-            201,
-            Self.json([
-                "transaction_id": purchase.transactionID, "original_transaction_id": purchase.originalTransactionID,
-                "receipt": receiptToken, "signed_transaction": signed, "environment": environment,
-            ]))
+        var answer: [String: Any] = [
+            "transaction_id": purchase.transactionID, "original_transaction_id": purchase.originalTransactionID,
+            "receipt": receiptToken, "signed_transaction": signed, "environment": environment,
+        ]
+        if body["notify"] as? Bool == true { answer["notification_uuid"] = reportPurchase(purchase) ?? NSNull() }
+        return .json(201, Self.json(answer))
     }
 }

@@ -138,7 +138,7 @@ extension AppStoreSimulator {
 
     /// Changes the named purchase (`change` answers an error message to refuse), then sends the notification
     /// with its new state.
-    private func revise(
+    func revise(
         _ body: [String: Any], type: String, subtype: String? = nil, consumptionRequestReason: String? = nil,
         change: (inout Purchase) -> String?
     ) -> ServerReply {
@@ -188,12 +188,13 @@ extension AppStoreSimulator {
                         RenewalInfoPayload(
                             originalTransactionId: purchase.originalTransactionID,
                             autoRenewProductId: purchase.productID, productId: purchase.productID,
-                            autoRenewStatus: purchase.revocationDate == nil ? 1 : 0, signedDate: Self.milliseconds(now),
-                            environment: purchase.environment,
+                            autoRenewStatus: purchase.revocationDate == nil && purchase.autoRenew ? 1 : 0,
+                            signedDate: Self.milliseconds(now), environment: purchase.environment,
                             recentSubscriptionStartDate: Self.milliseconds(purchase.purchaseDate),
-                            renewalDate: purchase.expiresDate.map(Self.milliseconds)))
-                    data.status =
-                        purchase.revocationDate != nil ? 5 : (purchase.expiresDate.map { $0 < now } == true ? 2 : 1)
+                            renewalDate: purchase.expiresDate.map(Self.milliseconds),
+                            isInBillingRetryPeriod: purchase.billingRetry,
+                            gracePeriodExpiresDate: purchase.gracePeriodExpiresDate.map(Self.milliseconds)))
+                    data.status = purchase.subscriptionStatus(at: now)
                 }
             }
             signedPayload = try signer.sign(

@@ -37,6 +37,8 @@ struct RenewalInfoPayload: Encodable {
     let environment: String
     let recentSubscriptionStartDate: Int64
     let renewalDate: Int64?
+    var isInBillingRetryPeriod: Bool? = nil
+    var gracePeriodExpiresDate: Int64? = nil
 }
 
 /// `NotificationHistoryRequest`.

@@ -23,7 +23,7 @@ struct Purchase: Sendable {
     let quantity: Int
     let appAccountToken: String?
     let purchaseDate: Date
-    let expiresDate: Date?
+    var expiresDate: Date?
     var revocationDate: Date?
     /// Apple's revocationReason (0 other, 1 an issue with the app) while revoked.
     var revocationReason: Int?
@@ -33,6 +33,19 @@ struct Purchase: Sendable {
     var revocationPercentage: Int?
     /// A subscription's billing period: its own transaction id, or, for a restore, the restored one's.
     var webOrderLineItemID: String?
+    /// A subscription's renewal state, as its `signedRenewalInfo` says it.
+    var autoRenew = true
+    var billingRetry = false
+    var gracePeriodExpiresDate: Date? = nil
+
+    /// Apple's `data.status` of a subscription notification: 1 active, 2 expired, 3 billing retry, 4 grace
+    /// period, 5 revoked.
+    func subscriptionStatus(at now: Date) -> Int {
+        if revocationDate != nil { return 5 }
+        if let grace = gracePeriodExpiresDate, grace > now { return 4 }
+        if billingRetry { return 3 }
+        return expiresDate.map { $0 < now } == true ? 2 : 1
+    }
 }
 
 /// What a receipt token stands for: an app receipt with its purchases, or an iOS 6 transaction receipt.

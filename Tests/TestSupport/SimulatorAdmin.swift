@@ -56,6 +56,18 @@ public struct SimulatorAdmin: Sendable {
         return uuid
     }
 
+    /// Any admin call (`renew`, `expire`, ...): its JSON answer; an answer other than 200 or 201 throws.
+    public func call(_ action: String, _ fields: [String: Any]) async throws -> [String: Any] {
+        let response = try await post("/admin/\(action)", fields)
+        guard response.status == 200 || response.status == 201,
+            let object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
+        else {
+            throw TestSupportError(
+                "/admin/\(action) answered \(response.status): \(String(decoding: response.body, as: UTF8.self))")
+        }
+        return object
+    }
+
     /// The notifications sent, with their delivery attempts.
     public func notifications() async throws -> [[String: Any]] {
         let response = try await http.execute(HTTPRequest(url: "\(baseURL)/admin/notifications"))

@@ -230,6 +230,9 @@ final class WorkerHarness: Sendable {
         received.withLock { $0 }.filter { $0.topic == topics.notifications }
     }
 
+    /// Result records of any type of one order, as they arrived.
+    func eventMessages(orderID: String) -> [KafkaMessage] { resultsByOrder.withLock { $0[orderID] ?? [] } }
+
     /// Result events of any type (grants, denials, events after the grant) of one order, decoded.
     func events(orderID: String) -> [[String: Any]] {
         resultsByOrder.withLock { $0[orderID] ?? [] }.compactMap {

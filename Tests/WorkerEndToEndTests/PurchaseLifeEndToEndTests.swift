@@ -1,0 +1,149 @@
+import AppStoreSimulator
+import Foundation
+import HTTPClient
+import Kafka
+import ReceiptWorker
+import TestSupport
+import Testing
+
+/// The rest of a purchase's life, end to end: the simulator renews, fails to bill and ends a subscription and
+/// reports purchases on its own, over HTTP to the worker's receiver, through a real broker; the worker turns
+/// each into an event for the order (or a credit of its own) and the ledger remembers what was credited.
+@Suite("A subscription's life and purchases no job claimed", .timeLimit(.minutes(3)))
+struct PurchaseLifeEndToEndTests {
+    private func events(_ harness: WorkerHarness, order: String, type: String, count: Int = 1) async
+        -> [[String: Any]]
+    {
+        _ = await eventually(timeout: .seconds(60)) {
+            harness.events(orderID: order).filter { $0["type"] as? String == type }.count >= count
+        }
+        return harness.events(orderID: order).filter { $0["type"] as? String == type }
+    }
+
+    /// Delivers a notification the simulator made (its signed payload) to the receiver, as Apple's retry would.
+    private func deliver(_ harness: WorkerHarness, uuid: String) async throws {
+        let signed = try #require(
+            try await harness.admin.notifications().first { $0["notification_uuid"] as? String == uuid }?[
+                "signed_payload"] as? String)
+        let port = try #require(harness.receiver?.port)
+        let answer = try await harness.http.execute(
+            HTTPRequest(
+                method: .post, url: "http://127.0.0.1:\(port)/notifications/apple",
+                body: try JSONSerialization.data(withJSONObject: ["signedPayload": signed])))
+        #expect(answer.status == 200)
+    }
+
+    @Test(
+        "renewed, a billing failure in a grace period, recovered, auto-renew off, expired: each an event for the order; repeated, one event id; the renewal presented for another order is a duplicate"
+    )
+    func subscriptionLife() async throws {
+        let harness = try await WorkerHarness(notifications: true)
+        let first = try await harness.purchase(["product_id": "vip_monthly", "type": "subscription"])
+        try await harness.submit(
+            job("job-vip", order: "vip", product: "vip_monthly", ["signed_transaction": first.signedTransaction]))
+        #expect(await harness.result(jobID: "job-vip")?["decision"] as? String == "grant")
+
+        let renewal = try await harness.admin.call("renew", ["transaction_id": first.transactionID])
+        let renewed = try #require(await events(harness, order: "vip", type: "receipt.renewed").first)
+        #expect(renewed["transaction_id"] as? String == renewal["transaction_id"] as? String)
+        #expect(renewed["original_transaction_id"] as? String == first.transactionID)
+        #expect(renewed["user_id"] as? String == "player-1" && renewed["status"] as? String == "active")
+        #expect(renewed["auto_renew"] as? Bool == true && renewed["expires_at"] is String)
+        let renewalID = try #require(renewal["transaction_id"] as? String)
+
+        _ = try await harness.admin.call(
+            "fail-renewal", ["transaction_id": renewalID, "grace_period_seconds": 86_400])
+        let issue = try #require(await events(harness, order: "vip", type: "receipt.billing_issue").first)
+        #expect(issue["status"] as? String == "grace_period" && issue["grace_period_expires_at"] is String)
+        #expect(issue["notification_subtype"] as? String == "GRACE_PERIOD")
+
+        let recovered = try await harness.admin.call("renew", ["transaction_id": renewalID])
+        let second = await events(harness, order: "vip", type: "receipt.renewed", count: 2)
+        #expect(second.last?["notification_subtype"] as? String == "BILLING_RECOVERY")
+        #expect(second.last?["status"] as? String == "active")
+        let lastID = try #require(recovered["transaction_id"] as? String)
+
+        _ = try await harness.admin.call("renewal-status", ["transaction_id": lastID, "auto_renew": false])
+        let changed = try #require(await events(harness, order: "vip", type: "receipt.renewal_changed").first)
+        #expect(changed["auto_renew"] as? Bool == false)
+
+        let expiry = try await harness.admin.call("expire", ["transaction_id": lastID])
+        let expired = try #require(await events(harness, order: "vip", type: "receipt.expired").first)
+        #expect(expired["status"] as? String == "expired" && expired["notification_subtype"] as? String == "VOLUNTARY")
+
+        // Apple delivers the expiry again: the same event again, nothing changed twice.
+        try await deliver(harness, uuid: try #require(expiry["notification_uuid"] as? String))
+        let twice = await events(harness, order: "vip", type: "receipt.expired", count: 2)
+        #expect(Set(twice.compactMap { $0["event_id"] as? String }).count == 1)
+        // Each event names the order's key: the whole life is on one partition, in order.
+        #expect(
+            harness.eventMessages(orderID: "vip").allSatisfy {
+                $0.key.map { String(decoding: $0, as: UTF8.self) } == "vip"
+            })
+        // Caused by notifications: each carries a trace (the receiver started one per notification).
+        #expect(harness.eventMessages(orderID: "vip").filter { $0.header("traceparent") != nil }.count >= 5)
+
+        // The renewal's signed transaction presented for another order: the subscription's, not that order's.
+        let signedRenewal = try #require(renewal["signed_transaction"] as? String)
+        try await harness.submit(
+            job("job-thief", order: "thief", product: "vip_monthly", ["signed_transaction": signedRenewal]))
+        #expect(await harness.result(jobID: "job-thief")?["reason"] as? String == "duplicate_transaction")
+        await harness.stop()
+    }
+
+    @Test("a billing failure delivered after a newer change of the subscription publishes nothing")
+    func disorder() async throws {
+        let harness = try await WorkerHarness(notifications: true)
+        let first = try await harness.purchase(["product_id": "vip_monthly", "type": "subscription"])
+        try await harness.submit(
+            job("job-vip-d", order: "vip-d", product: "vip_monthly", ["signed_transaction": first.signedTransaction]))
+        #expect(await harness.result(jobID: "job-vip-d")?["decision"] as? String == "grant")
+        // Apple cannot reach the receiver for a while: two notifications wait, then arrive newest first.
+        try await harness.admin.sendNotifications(to: "http://127.0.0.1:1/unreachable", retryDelaysMs: [])
+        let failed = try await harness.admin.call("fail-renewal", ["transaction_id": first.transactionID])
+        try await Task.sleep(for: .milliseconds(20))
+        let off = try await harness.admin.call(
+            "renewal-status", ["transaction_id": first.transactionID, "auto_renew": false])
+        try await deliver(harness, uuid: try #require(off["notification_uuid"] as? String))
+        _ = await events(harness, order: "vip-d", type: "receipt.renewal_changed")
+        try await deliver(harness, uuid: try #require(failed["notification_uuid"] as? String))
+        _ = await eventually(timeout: .seconds(30)) {
+            harness.worker.metrics.registry.render().contains(
+                "receipt_worker_notifications_processed_total{outcome=\"ignored\",type=\"DID_FAIL_TO_RENEW\"} 1")
+        }
+        #expect(harness.events(orderID: "vip-d").filter { $0["type"] as? String == "receipt.billing_issue" }.isEmpty)
+        await harness.stop()
+    }
+
+    @Test(
+        "Apple's ONE_TIME_CHARGE that no job claims is credited by receipt.unclaimed; the job that comes later gets the credit's event id; one claimed in time is never credited"
+    )
+    func unclaimedPurchases() async throws {
+        let harness = try await WorkerHarness(notifications: true) { $0.unclaimedAfter = .milliseconds(1_500) }
+        let token = UUID().uuidString.lowercased()
+        let lost = try await harness.purchase(
+            ["product_id": "gems_500", "app_account_token": token, "notify": true])
+        let kept = try await harness.purchase(["product_id": "gems_100", "notify": true])
+        try await harness.submit(
+            job("job-kept", order: "kept", product: "gems_100", ["signed_transaction": kept.signedTransaction]))
+        #expect(await harness.result(jobID: "job-kept")?["decision"] as? String == "grant")
+
+        let credit = try #require(
+            await events(harness, order: "unclaimed:\(lost.transactionID)", type: "receipt.unclaimed").first)
+        #expect(credit["app_account_token"] as? String == token && credit["product_id"] as? String == "gems_500")
+        #expect(credit["transaction_id"] as? String == lost.transactionID && credit["user_id"] is NSNull)
+        #expect(credit["environment"] as? String == "Production" && credit["bundle_id"] as? String == "com.example")
+
+        var late = job("job-late", order: "shop-7", product: "gems_500", ["signed_transaction": lost.signedTransaction])
+        late["app_account_token"] = token
+        try await harness.submit(late)
+        let answer = try #require(await harness.result(jobID: "job-late"))
+        #expect(answer["decision"] as? String == "grant" && answer["order_id"] as? String == "shop-7")
+        #expect(answer["event_id"] as? String == credit["event_id"] as? String)
+        // The purchase claimed in time: never credited, whatever the time.
+        try await Task.sleep(for: .seconds(2))
+        #expect(harness.events(orderID: "unclaimed:\(kept.transactionID)").isEmpty)
+        #expect(harness.worker.metrics.registry.render().contains("receipt_worker_unclaimed_credits_published_total 1"))
+        await harness.stop()
+    }
+}
