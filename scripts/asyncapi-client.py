@@ -55,6 +55,9 @@ operations:
     description: |
       Credit on `receipt.granted` (always, even for an order given up on), take back on `receipt.revoked`,
       credit back on `receipt.reinstated`, answer `receipt.consumption_requested` on the consumption channel;
+      set a subscription's entitlement from `receipt.renewed`, `receipt.expired`, `receipt.billing_issue` and
+      `receipt.renewal_changed` (each carries the subscription's state: `expires_at`, `status`); credit
+      `receipt.unclaimed` to the player its `app_account_token` names;
       a `receipt.denied` leaves the order open for the order service to decide (docs/integration.md says
       which denies are final for their proof, and why a grant may still follow). Events arrive in any order.
       Deduplicate on `event_id`; commit the offset after the player's balance is updated. Ignore event types

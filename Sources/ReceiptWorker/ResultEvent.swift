@@ -72,7 +72,8 @@ public struct ResultEvent: Sendable, Equatable {
     public static let grantedType = "receipt.granted"
     public static let deniedType = "receipt.denied"
     /// Every `ce_type` the worker publishes; a test holds docs/ to it.
-    public static let eventTypes = [grantedType, deniedType] + NotificationEvent.types
+    public static let eventTypes =
+        [grantedType, deniedType] + NotificationEvent.types + SubscriptionEvent.types + [UnclaimedEvent.type]
 
 }
 

@@ -52,7 +52,8 @@ MAX_PROBLEMS_SHOWN = 10
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 # The schemas of what the worker produces: published open, checked strict (the module docstring).
 PRODUCED = ("receipt.granted.json", "receipt.denied.json", "receipt.revoked.json", "receipt.reinstated.json",
-            "receipt.consumption_requested.json", "result-headers.json", "dlq-headers.json",
+            "receipt.consumption_requested.json", "receipt.renewed.json", "receipt.expired.json",
+            "receipt.billing_issue.json", "receipt.renewal_changed.json", "receipt.unclaimed.json", "result-headers.json", "dlq-headers.json",
             "notification-headers.json")
 
 # The schema of each kind of captured message: results by their ce_type (mapped from the AsyncAPI document).
@@ -71,9 +72,9 @@ REQUIRED_SCHEMAS = (JOB, JOB_HEADERS, RESULT_HEADERS, DLQ_HEADERS, NOTIFICATION,
 CORE_SCHEMAS = (JOB, RESULT_HEADERS, DLQ_HEADERS, NOTIFICATION)
 CORE_EVENT_TYPES = ("receipt.granted", "receipt.denied", "receipt.revoked")
 CHANNELS = ("jobs", "results", "dlq", "notifications", "consumption")
-# The field of each event that its ce_time header repeats: verified_at for a job's answer, notified_at for an
-# event of a notification.
-TIME_FIELDS = ("verified_at", "notified_at")
+# The field of each event that its ce_time header repeats: verified_at for a job's answer, credited_at for a
+# purchase no job claimed, notified_at for an event of a notification.
+TIME_FIELDS = ("verified_at", "credited_at", "notified_at")
 
 
 class Report:

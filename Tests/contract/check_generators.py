@@ -37,6 +37,11 @@ RESULT_MESSAGES = {
     "ReceiptRevoked": "receipt.revoked.json",
     "ReceiptReinstated": "receipt.reinstated.json",
     "ReceiptConsumptionRequested": "receipt.consumption_requested.json",
+    "ReceiptRenewed": "receipt.renewed.json",
+    "ReceiptExpired": "receipt.expired.json",
+    "ReceiptBillingIssue": "receipt.billing_issue.json",
+    "ReceiptRenewalChanged": "receipt.renewal_changed.json",
+    "ReceiptUnclaimed": "receipt.unclaimed.json",
 }
 
 problems = []
