@@ -2,9 +2,11 @@
 # The local demo: installs what is missing, builds, starts a Kafka broker (Tansu), the App Store simulator
 # and the worker on the SQLite ledger, submits five sample purchases, and prints the results as they
 # arrive; then the simulator, as Apple, refunds the first purchase (receipt.revoked) and opens a refund
-# request on another, which the demo answers as a grant service would. Ctrl-C stops everything cleanly (the worker drains and exits 0).
+# request on another, which the demo answers as a grant service would; renews a VIP subscription
+# (receipt.renewed); and reports a purchase the app never told its backend about, credited by
+# receipt.unclaimed five seconds later (notifications.unclaimed_after_ms, 1 hour outside the demo). Ctrl-C stops everything cleanly (the worker drains and exits 0).
 #   scripts/demo.sh           runs until Ctrl-C
-#   scripts/demo.sh --once    stops by itself once the seven results are in (for scripts and CI)
+#   scripts/demo.sh --once    stops by itself once the ten results are in (for scripts and CI)
 #   scripts/demo.sh --serve   no sample purchases: broker, simulator and worker for your own services' tests,
 #                             their addresses in .demo/env once ready, until Ctrl-C or SIGTERM (README,
 #                             "Testing your integration")
@@ -65,6 +67,7 @@ own_process_group "$bin/receipt-worker" run --config config/local.properties \
     --set "apple.allow_insecure_urls=true" \
     --set "apple.api.production_url=$sim/production" --set "apple.api.sandbox_url=$sim/sandbox" \
     --set "notifications.listen=127.0.0.1:$notifications_port" \
+    --set "notifications.unclaimed_after_ms=$($serve && echo 3600000 || echo 5000)" \
     --set "metrics.listen=127.0.0.1:$metrics_port" >.demo/worker.log 2>&1 &
 worker_pid=$!
 wait_for "the worker's metrics endpoint" 30 port_open "$metrics_port"
@@ -111,10 +114,13 @@ say "  demo-sandbox:  a sandbox (tester) receipt, production policy          -> 
 say "  demo-outage:   verified while Apple answers 503 for 6 s               -> grant after retries (ATTEMPTS > 1)"
 say "then, as Apple: demo-grant's purchase refunded                          -> revoked (REFUND_FULL)"
 say "               a refund request on demo-outage's purchase                -> consumption_requested, answered"
+say "  demo-vip:      a VIP subscription                                     -> grant"
+say "then, as Apple: demo-vip renews for a month                             -> renewed (active, to next month)"
+say "               a gem pack bought while the app crashed (no job)          -> unclaimed after 5 s, by app_account_token"
 say ""
 
 "$bin/receipt-worker" results --set "kafka.bootstrap.servers=$KAFKA_BOOTSTRAP" --from-beginning \
-    $($once && echo "--count 7 --timeout 120") &
+    $($once && echo "--count 10 --timeout 120") &
 results_pid=$!
 
 enqueue --order-id demo-grant --product-id coins_100 --receipt "$(field receipt <<<"$coins")"
@@ -146,12 +152,22 @@ answered() { [ "$(curl -s "$sim/admin/consumption")" != "[]" ]; }
 wait_for "the answer to reach Apple" 60 answered
 say "Apple (the simulator) received the consumption answer: $(curl -s "$sim/admin/consumption" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)[0]["body"]))')"
 
+# A subscription's life: granted by a job, then renewed by Apple (a new transaction of the subscription).
+vip="$(purchase '{"product_id":"vip_monthly","type":"subscription"}')"
+enqueue --order-id demo-vip --product-id vip_monthly --signed-transaction "$(field signed_transaction <<<"$vip")"
+vip_granted() { [ "$(curl -s "http://127.0.0.1:$metrics_port/metrics" | grep -c '^receipt_worker_decisions_total{decision="grant".*} [3-9]')" -ge 1 ]; }
+wait_for "the subscription's grant" 60 vip_granted
+curl -sf -X POST "$sim/admin/renew" -d "{\"transaction_id\":\"$(field transaction_id <<<"$vip")\"}" >/dev/null
+# The player pays for gems and the app crashes before its backend sends the job: Apple reports the purchase
+# (ONE_TIME_CHARGE) with the appAccountToken the game set, and no job ever claims it.
+purchase '{"product_id":"gems_500","app_account_token":"6f1c2b7e-4a0d-4c9e-8b3a-2d5e7f9a1c04","notify":true}' >/dev/null
+
 if $once; then
     status=0; wait "$results_pid" || status=$?
     results_pid=""
     say ""
     say "metrics after the run:"
-    curl -s "http://127.0.0.1:$metrics_port/metrics" | grep -E '^receipt_worker_(jobs_consumed_total|decisions_total\{.*\} [1-9]|apple_retries_total|notifications_(received|processed)_total\{.*\} [1-9]|consumption_answers_total\{.*\} [1-9]|ready )' >&2
+    curl -s "http://127.0.0.1:$metrics_port/metrics" | grep -E '^receipt_worker_(jobs_consumed_total|decisions_total\{.*\} [1-9]|apple_retries_total|notifications_(received|processed)_total\{.*\} [1-9]|consumption_answers_total\{.*\} [1-9]|unclaimed_credits_published_total|ready )' >&2
     exit "$status"
 fi
 say "(Ctrl-C stops everything)"

@@ -12,7 +12,9 @@ enum ResultsCommand {
           VERIFIED AT  DECISION  REASON  ORDER  PRODUCT  TRANSACTION  ENVIRONMENT  ATTEMPTS
 
         Events after the grant show their type instead of the decision (revoked, reinstated, consumption
-        for a refund request), with the revocation (type and share) or the deadline instead of the reason.
+        for a refund request, renewed, expired, billing_issue, renewal_changed, unclaimed), with the
+        revocation (type and share), the deadline, a subscription's status and expiry, or the start of an
+        unclaimed purchase's app_account_token instead of the reason.
         It reads outside any consumer group and commits nothing: the workers and grant services are not
         disturbed. Ctrl-C stops it.
 
@@ -91,10 +93,13 @@ enum ResultsCommand {
                 case "receipt.revoked":
                     "\(field("revocation_type")) \(event["revocation_percentage"].map { "\($0)%" } ?? "all")"
                 case "receipt.consumption_requested": "answer by \(field("respond_by").prefix(19))Z"
+                case "receipt.renewed", "receipt.expired", "receipt.billing_issue", "receipt.renewal_changed":
+                    "\(field("status")) to \(field("expires_at").prefix(10))"
+                case "receipt.unclaimed": "token \(field("app_account_token").prefix(8))"
                 default: "-"
                 }
             return line([
-                field("notified_at"),
+                event["credited_at"] is String ? field("credited_at") : field("notified_at"),
                 type == "receipt.consumption_requested" ? "consumption" : String(type.dropFirst(8)),
                 detail, field("order_id"),
                 field("product_id"), field("transaction_id"), field("environment"), "-",

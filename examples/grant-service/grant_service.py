@@ -45,7 +45,7 @@ class GrantService:
                            "product_mismatch", "quantity_mismatch", "account_mismatch", "revoked", "expired",
                            "duplicate_transaction", "malformed_job"}
 
-    def __init__(self, default_bundle_id: str = "com.example"):
+    def __init__(self, default_bundle_id: str = "com.example", players: dict[str, str] | None = None):
         # Events without bundle_id are the default app's (apple.bundle_id): stored before events carried it, or
         # the deny of a malformed job (which changes no balance).
         self.default_bundle_id = default_bundle_id
@@ -53,13 +53,24 @@ class GrantService:
         self.seen: set[str] = set()  # event ids applied (kept as long as the orders: grant ids never expire)
         self.balances: dict[tuple[str, str, str], Decimal] = {}  # (bundle_id, user_id, product_id) -> units
         self.ignored_types: set[str] = set()
+        # appAccountToken -> user_id: the game sets one token per player at purchase time and keeps this mapping
+        # (docs/integration.md, "Purchases no job claimed").
+        self.players: dict[str, str] = dict(players or {})
+        # receipt.unclaimed credited: event_id -> the order key it was credited under, until a job ties it.
+        self.credits: dict[str, tuple[str, str]] = {}
+        # Unclaimed purchases whose token names no known player, by event_id: for support, until a job claims one.
+        self.unmapped: dict[str, dict] = {}
+        # Subscriptions (bundle_id, original_transaction_id) -> the newest state applied (by notified_at).
+        self.subscriptions: dict[tuple[str, str], dict] = {}
 
     def handle(self, headers: dict, value: bytes | str) -> str:
         """Applies one record of the results topic; returns what it did (for logs and tests)."""
         event_type = headers.get("ce_type")
         event = json.loads(value)
         event_id = event.get("event_id") or headers.get("ce_id")
-        if event_id in self.seen:
+        if event_id in self.seen or (event_type == "receipt.unclaimed" and event_id in self.unmapped):
+            if event_type == "receipt.granted" and event_id in self.credits:
+                return self._tie(event)  # the job of a purchase credited unclaimed: its order takes the credit
             return "duplicate"  # a re-delivered job, a notification handled again, a replay: applied once
         handler = {
             "receipt.granted": self._granted,
@@ -67,6 +78,11 @@ class GrantService:
             "receipt.revoked": self._changed,
             "receipt.reinstated": self._changed,
             "receipt.consumption_requested": self._consumption_requested,
+            "receipt.unclaimed": self._unclaimed,
+            "receipt.renewed": self._subscription,
+            "receipt.expired": self._subscription,
+            "receipt.billing_issue": self._subscription,
+            "receipt.renewal_changed": self._subscription,
         }.get(event_type)
         if handler is None:
             self.ignored_types.add(event_type)  # a type added by a later release: ignore it, never fail
@@ -76,7 +92,8 @@ class GrantService:
             order = self.orders.setdefault(key, Order())
             outcome = handler(order, event)
             self._settle(key[0], order)
-        self.seen.add(event_id)
+        if outcome != "kept for support":  # an unmapped credit is credited by the job that claims it later
+            self.seen.add(event_id)
         return outcome
 
     def _settle(self, bundle_id: str, order: Order):
@@ -94,6 +111,7 @@ class GrantService:
             order.credited = target
 
     def _granted(self, order: Order, event) -> str:
+        self.unmapped.pop(event["event_id"], None)  # the job of an unclaimed purchase no player was known for
         if order.granted:
             return "already granted"  # an order has one grant id; be safe anyway
         order.granted = True
@@ -123,6 +141,52 @@ class GrantService:
             order.quantity, order.user_id, order.product_id = event["quantity"], event["user_id"], event["product_id"]
             return "kept until the grant arrives"
         return "taken back" if event["type"] == "receipt.revoked" else "credited back"
+
+    def _unclaimed(self, order: Order, event) -> str:
+        """A purchase no job claimed in time: credit the player its app_account_token names."""
+        player = self.players.get(event.get("app_account_token") or "")
+        if player is None:
+            self.unmapped[event["event_id"]] = event  # no known player: keep it; the job that comes later credits it
+            return "kept for support"
+        order.granted = True
+        order.user_id, order.product_id = player, event["product_id"]
+        order.quantity, order.transaction_id = event["quantity"], event["transaction_id"]
+        self.credits[event["event_id"]] = (event.get("bundle_id") or self.default_bundle_id, event["order_id"])
+        return "credited (unclaimed)"
+
+    def _tie(self, event) -> str:
+        """A job's grant carrying an unclaimed credit's event_id: nothing to credit again; the job's order takes the
+        credited order's state, so the purchase's later refunds (keyed by the job's order) debit the player."""
+        old_key = self.credits.pop(event["event_id"])
+        new_key = (event.get("bundle_id") or self.default_bundle_id, event["order_id"])
+        if old_key in self.orders and new_key not in self.orders:
+            self.orders[new_key] = self.orders.pop(old_key)
+        return "tied to the unclaimed credit"
+
+    def _subscription(self, order: Order, event) -> str:
+        """A subscription's event carries its state after the notification: keep the newest (by notified_at; the
+        worker already drops older changes, this only guards a replay). A pass that credits per period would
+        credit on receipt.renewed here, once per event_id."""
+        key = (event.get("bundle_id") or self.default_bundle_id, event["original_transaction_id"])
+        last = self.subscriptions.get(key)
+        if last is None or event["notified_at"] >= last["notified_at"] or event["type"] == "receipt.renewed":
+            newest = event if last is None or event["notified_at"] >= last["notified_at"] else last
+            expires = max(filter(None, [event.get("expires_at"), (last or {}).get("expires_at")]), default=None)
+            self.subscriptions[key] = {"notified_at": newest["notified_at"], "status": newest["status"],
+                                       "expires_at": expires, "grace_period_expires_at": newest["grace_period_expires_at"],
+                                       "order_id": event["order_id"], "user_id": event["user_id"]}
+        state = self.subscriptions[key]
+        return f"subscription {state['status']} until {state['expires_at']}"
+
+    def entitled(self, bundle_id: str, original_transaction_id: str, now: str) -> bool:
+        """Whether a subscription entitles its player at `now` (RFC 3339, UTC): active or in a grace period, and
+        before its end."""
+        state = self.subscriptions.get((bundle_id, original_transaction_id))
+        if state is None:
+            return False
+        if state["status"] == "grace_period":
+            return now < (state["grace_period_expires_at"] or "")
+        return state["status"] == "active" and now < (state["expires_at"] or "")
 
     def _consumption_requested(self, order: Order, event) -> str:
         # What to produce to topics.consumption (key: transaction_id) before respond_by, if the player consented

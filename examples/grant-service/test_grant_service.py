@@ -84,7 +84,7 @@ class Scenarios(unittest.TestCase):
     def test_unknown_types_and_fields_are_ignored_not_failed(self):
         headers, value = example("receipt.granted", field_added_later={"x": 1})
         self.assertEqual(self.service.handle(headers, value), "credited")
-        later = ({"ce_type": "receipt.renewed", "ce_id": "9f1e2d3c-4b5a-8c6d-8e7f-0a1b2c3d4e5f"},
+        later = ({"ce_type": "receipt.gifted", "ce_id": "9f1e2d3c-4b5a-8c6d-8e7f-0a1b2c3d4e5f"},
                  json.dumps({"event_id": "9f1e2d3c-4b5a-8c6d-8e7f-0a1b2c3d4e5f", "order_id": "o"}))
         self.assertEqual(self.service.handle(*later), "ignored")
 
@@ -111,6 +111,47 @@ class Scenarios(unittest.TestCase):
         request = self.service.orders[("com.example.game", "ord-20261130-000481")].consumption_request
         self.assertEqual(request["answer"]["transaction_id"], "2000000812345678")
         self.assertEqual(request["answer"]["delivery_status"], "DELIVERED")
+
+
+    def test_an_unclaimed_purchase_is_credited_to_its_token_player_then_tied_to_the_late_job(self):
+        token = "7e3fb20b-4cdb-47cc-936d-99d65f608138"
+        self.service.players[token] = "player-77120"
+        gems = ("com.example.game", "player-77120", "gems_500")
+        unclaimed = example("receipt.unclaimed")
+        self.assertEqual(self.service.handle(*unclaimed), "credited (unclaimed)")
+        self.assertEqual(self.balance(gems), 1)
+        # The job that comes later: a receipt.granted for its own order with the credit's event_id.
+        credit_id = json.loads(unclaimed[1])["event_id"]
+        tied = example("receipt.granted", event_id=credit_id, order_id="shop-7", product_id="gems_500",
+                       transaction_id="2000000812700044")
+        self.assertEqual(self.service.handle(*tied), "tied to the unclaimed credit")
+        self.assertEqual(self.balance(gems), 1)
+        # Its refund names the job's order, and takes the credit back.
+        self.service.handle(*example("receipt.revoked", order_id="shop-7", product_id="gems_500",
+                                     transaction_id="2000000812700044"))
+        self.assertEqual(self.balance(gems), 0)
+
+    def test_an_unclaimed_purchase_of_an_unknown_token_waits_for_its_job(self):
+        unclaimed = example("receipt.unclaimed")
+        self.assertEqual(self.service.handle(*unclaimed), "kept for support")
+        credit_id = json.loads(unclaimed[1])["event_id"]
+        late = example("receipt.granted", event_id=credit_id, order_id="shop-8", product_id="gems_500")
+        self.assertEqual(self.service.handle(*late), "credited")
+        self.assertEqual(self.balance(("com.example.game", "player-77120", "gems_500")), 1)
+
+    def test_a_subscription_is_entitled_from_its_events_in_any_order(self):
+        renewed = example("receipt.renewed")
+        changed = example("receipt.renewal_changed")  # notified 12-12
+        issue = example("receipt.billing_issue")  # notified 01-01, grace period until 01-17
+        expired = example("receipt.expired", notified_at="2027-01-17T09:00:03.551Z", status="expired")
+        for event in (issue, renewed, changed):
+            self.service.handle(*event)
+        original = "2000000800000017"
+        self.assertTrue(self.service.entitled("com.example.game", original, "2027-01-10T00:00:00.000Z"))
+        self.service.handle(*expired)
+        self.assertFalse(self.service.entitled("com.example.game", original, "2027-01-10T00:00:00.000Z"))
+        self.assertEqual(self.service.subscriptions[("com.example.game", original)]["expires_at"],
+                         "2027-01-01T09:00:00.000Z")
 
 
 @unittest.skipIf(CAPTURE is None and len(sys.argv) < 2, "no capture directory (scripts/test.sh passes one)")
