@@ -180,7 +180,13 @@ public final class PostgresLedger: Ledger, Sendable {
     public func waitingUnclaimed() async throws -> Int {
         let name = schema.name
         let rows = try await pool.withConnection { connection in
-            try connection.query("SELECT count(*)::text FROM \(name).unclaimed_purchases WHERE state = 'waiting'")
+            // Claimed by a job before its time: not waiting any more, though settled only then.
+            try connection.query(
+                """
+                SELECT count(*)::text FROM \(name).unclaimed_purchases u WHERE u.state = 'waiting' AND NOT EXISTS
+                    (SELECT 1 FROM \(name).grants g WHERE g.app = u.app AND g.environment = u.environment
+                        AND g.purchase_id = u.purchase_id)
+                """)
         }
         return rows.first.flatMap { $0 }.flatMap { Int($0) } ?? 0
     }

@@ -199,7 +199,13 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
 
     public func waitingUnclaimed() async throws -> Int {
         try await queue.perform {
-            try self.connection.first("SELECT count(*) FROM unclaimed_purchases WHERE state = 'waiting'") {
+            // Claimed by a job before its time: not waiting any more, though settled only then.
+            try self.connection.first(
+                """
+                SELECT count(*) FROM unclaimed_purchases u WHERE u.state = 'waiting' AND NOT EXISTS (SELECT 1 FROM
+                    grants g WHERE g.app = u.app AND g.environment = u.environment AND g.purchase_id = u.purchase_id)
+                """
+            ) {
                 $0.integer(0) ?? 0
             } ?? 0
         }
