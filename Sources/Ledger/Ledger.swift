@@ -50,6 +50,8 @@ public enum CreditClaim: Sendable, Equatable {
     case notACredit
     /// The job's order was granted with another purchase.
     case orderAlreadyFulfilled
+    /// The credit was refunded or revoked meanwhile.
+    case revoked
 }
 
 /// Purchases Apple reported (`ONE_TIME_CHARGE`, `SUBSCRIBED`) that no job claimed in time: credited by an event
@@ -234,6 +236,9 @@ public enum LedgerOutcome: Sendable, Equatable {
     case orderAlreadyFulfilled
     /// The purchase was granted, then refunded or revoked (an App Store notification said so).
     case revoked
+    /// The order holds this purchase by a credit the worker made (a subscription's period, or a purchase no job
+    /// claimed, tied to the order): the job is that credit, answered with its event id; nothing was recorded.
+    case credited(eventID: String)
 }
 
 /// A granted purchase, as the ledger holds it.
@@ -394,23 +399,33 @@ public struct SubscriptionChange: Sendable, Equatable {
         public var transactionID: String
         public var productID: String
         public var quantity: Int
+        /// The id of the period's credit (its `receipt.renewed`), kept with the grant: a job presenting the
+        /// period for the order that holds it is answered with it.
+        public var eventID: String
 
-        public init(purchaseID: String, transactionID: String, productID: String, quantity: Int) {
+        public init(purchaseID: String, transactionID: String, productID: String, quantity: Int, eventID: String) {
             self.purchaseID = purchaseID
             self.transactionID = transactionID
             self.productID = productID
             self.quantity = quantity
+            self.eventID = eventID
         }
     }
 
     public var originalTransactionID: String
     public var state: SubscriptionState
     public var renewal: Renewal?
+    /// A renewal of a subscription no order here holds (yet): kept as a reported purchase instead, credited by
+    /// its own event if no job claims it in time (nil: dropped, `notifications.unclaimed_after_ms` is 0).
+    public var unheld: ReportedPurchase?
 
-    public init(originalTransactionID: String, state: SubscriptionState, renewal: Renewal?) {
+    public init(
+        originalTransactionID: String, state: SubscriptionState, renewal: Renewal?, unheld: ReportedPurchase? = nil
+    ) {
         self.originalTransactionID = originalTransactionID
         self.state = state
         self.renewal = renewal
+        self.unheld = unheld
     }
 }
 

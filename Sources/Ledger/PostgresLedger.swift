@@ -119,6 +119,8 @@ public final class PostgresLedger: Ledger, Sendable {
             case "duplicate_transaction": answers[position] = .outcome(.duplicateTransaction)
             case "order_already_fulfilled": answers[position] = .outcome(.orderAlreadyFulfilled)
             case "revoked": answers[position] = .outcome(.revoked)
+            case "credited" where row.count == 6 && row[2] != nil:
+                answers[position] = .outcome(.credited(eventID: row[2] ?? ""))
             case "replay" where row.count == 6:
                 answers[position] = .outcome(
                     .replay(
@@ -367,15 +369,15 @@ public final class PostgresLedger: Ledger, Sendable {
             !(try connection.rows(
                 """
                 INSERT INTO \(schema).grants (app, environment, transaction_id, order_id, purchase_id, user_id,
-                    product_id, quantity, event, credit, original_transaction_id)
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8::integer, $9, $10, $11)
+                    product_id, quantity, event, credit, original_transaction_id, credit_event_id)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8::integer, $9, $10, $11, $12)
                     ON CONFLICT DO NOTHING RETURNING 1
                 """,
                 [
                     credit.purchase.app.rawValue, credit.purchase.environment, credit.transactionID, credit.orderID,
                     credit.purchase.purchaseID, credit.userID, credit.productID, String(credit.quantity),
                     credit.event.map { String(decoding: $0.json, as: UTF8.self) }, credit.kind.rawValue,
-                    credit.originalTransactionID,
+                    credit.originalTransactionID, credit.eventID,
                 ]
             ).isEmpty)
         }
@@ -459,15 +461,17 @@ public final class PostgresLedger: Ledger, Sendable {
             }
         }
 
-        func untiedCredit(of purchase: PurchaseKey, transactionID: String) throws -> String? {
+        func untiedCredit(of purchase: PurchaseKey, transactionID: String) throws -> UntiedCredit? {
             try connection.rows(
                 """
-                SELECT u.event_id FROM \(schema).grants g JOIN \(schema).unclaimed_purchases u ON u.app = g.app
-                    AND u.environment = g.environment AND u.purchase_id = g.purchase_id
+                SELECT g.credit_event_id, g.original_transaction_id, (g.revoked_at IS NOT NULL)::text
+                    FROM \(schema).grants g
                     WHERE g.app = $1 AND g.environment = $2 AND g.purchase_id = $3 AND g.credit = 'unclaimed'
-                    AND u.state = 'credited' FOR UPDATE OF g
                 """, [purchase.app.rawValue, purchase.environment, purchase.purchaseID]
-            ).first?.first ?? nil
+            ).first.flatMap { row in
+                guard row.count == 3, let eventID = row[0] else { return nil }
+                return UntiedCredit(eventID: eventID, originalTransactionID: row[1], revoked: row[2] == "true")
+            }
         }
 
         func orderGranted(app: AppScope, orderID: String) throws -> Bool {

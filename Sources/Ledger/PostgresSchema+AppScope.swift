@@ -201,7 +201,7 @@ extension PostgresSchema {
     /// meanwhile by another replica is seen (one SQL statement with CTEs would share a single snapshot and
     /// miss it). When another replica stored this job's decision meanwhile, the function raises: the grant it
     /// made rolls back, and the retry finds the stored answer.
-    private var recordFunctionV3: String {
+    var recordFunctionV3: String {
         """
         CREATE OR REPLACE FUNCTION \(name).record_v3(p_app TEXT, p_job TEXT, p_fingerprint TEXT, p_transaction TEXT,
             p_order TEXT, p_purchase TEXT, p_environment TEXT, p_user TEXT, p_product TEXT, p_quantity INTEGER,
@@ -212,6 +212,7 @@ extension PostgresSchema {
             v_stored RECORD;
             v_owner TEXT;
             v_transaction TEXT;
+            v_credit TEXT;
         BEGIN
             SELECT r.event, r.event_id, r.event_type, r.event_time, r.event_key INTO v_stored FROM \(name).results r
                 WHERE r.app = p_app AND r.job_id = p_job AND r.fingerprint IN (p_fingerprint, '')
@@ -245,10 +246,11 @@ extension PostgresSchema {
                         RETURN;
                     END IF;
                     -- Another order's grant of this transaction or purchase first, if there is one.
-                    SELECT order_id, transaction_id INTO v_owner, v_transaction FROM \(name).grants
+                    SELECT order_id, transaction_id, credit_event_id INTO v_owner, v_transaction, v_credit
+                        FROM \(name).grants
                         WHERE app = p_app AND environment = p_environment
                             AND (transaction_id = p_transaction OR purchase_id = p_purchase OR transaction_id = p_purchase)
-                        ORDER BY order_id = p_order LIMIT 1;
+                        ORDER BY order_id = p_order, transaction_id = p_transaction DESC LIMIT 1;
                     IF FOUND AND v_owner <> p_order THEN
                         RETURN QUERY SELECT 'duplicate_transaction'::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT,
                             NULL::TEXT, NULL::TEXT;
@@ -256,6 +258,10 @@ extension PostgresSchema {
                     ELSIF NOT FOUND OR v_transaction <> p_transaction THEN
                         RETURN QUERY SELECT 'order_already_fulfilled'::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT,
                             NULL::TEXT, NULL::TEXT;
+                        RETURN;
+                    ELSIF v_credit IS NOT NULL AND v_credit <> p_event_id THEN
+                        -- A credit the worker made (a renewal, a tied unclaimed purchase): the job is that credit.
+                        RETURN QUERY SELECT 'credited'::TEXT, NULL::TEXT, v_credit, NULL::TEXT, NULL::TEXT, NULL::TEXT;
                         RETURN;
                     END IF;
                 END IF;
@@ -276,7 +282,7 @@ extension PostgresSchema {
     /// item that meets a concurrent decision (or a deadlock with another batch) rolls back alone and answers
     /// `conflict`, to be retried; the others are kept. Any other failure answers `error` with its SQLSTATE: it
     /// is not a race, and must not be retried as one.
-    private var recordBatchFunctionV3: String {
+    var recordBatchFunctionV3: String {
         """
         CREATE OR REPLACE FUNCTION \(name).record_batch_v3(p_apps TEXT[], p_jobs TEXT[], p_fingerprints TEXT[],
             p_transactions TEXT[], p_orders TEXT[], p_purchases TEXT[], p_environments TEXT[], p_users TEXT[],

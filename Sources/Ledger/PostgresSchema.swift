@@ -133,6 +133,7 @@ public struct PostgresSchema: Sendable {
         [
             "ALTER TABLE \(name).grants ADD COLUMN IF NOT EXISTS credit TEXT NOT NULL DEFAULT 'job'",
             "ALTER TABLE \(name).grants ADD COLUMN IF NOT EXISTS original_transaction_id TEXT",
+            "ALTER TABLE \(name).grants ADD COLUMN IF NOT EXISTS credit_event_id TEXT",
             "DROP INDEX IF EXISTS \(name).grants_app_order",
             "CREATE UNIQUE INDEX IF NOT EXISTS grants_app_job_order ON \(name).grants (app, order_id) WHERE credit = 'job'",
             "CREATE INDEX IF NOT EXISTS grants_app_order_any ON \(name).grants (app, order_id)",
@@ -208,6 +209,8 @@ public struct PostgresSchema: Sendable {
                 WHERE NOT published AND state IN ('credited', 'tied')
             """,
             "CREATE INDEX IF NOT EXISTS unclaimed_event ON \(name).unclaimed_purchases (event_id)",
+            // A job presenting a purchase its order holds by a credit is answered with the credit's id.
+            recordFunctionV3, recordBatchFunctionV3,
         ]
     }
 

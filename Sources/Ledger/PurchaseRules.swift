@@ -53,6 +53,10 @@ enum PurchaseRules {
             if let holder = try applySubscription(subscription, change: change, in: transaction) {
                 granted = true
                 published = holder.publish ? make(holder.holder) : nil
+            } else if let unheld = subscription.unheld {
+                // A renewal before any grant of its subscription (the job late, the first purchase waiting for
+                // one): a purchase Apple reported, like any other.
+                try transaction.waitUnclaimed(app: change.app, environment: change.environment, unheld)
             }
         case .purchased(let reported):
             let purchase = PurchaseKey(
@@ -91,14 +95,20 @@ enum PurchaseRules {
             // notification; a job that claimed it first keeps it (its order's grant was the credit).
             let period = PurchaseKey(app: change.app, environment: change.environment, purchaseID: renewal.purchaseID)
             try transaction.lock(period)
-            _ = try transaction.insertCredit(
-                Credit(
-                    kind: .renewal, purchase: period, transactionID: renewal.transactionID,
-                    originalTransactionID: subscription.originalTransactionID, orderID: grant.orderID,
-                    userID: grant.userID, productID: renewal.productID, quantity: renewal.quantity))
-            let credited = try transaction.grant(of: period, transactionID: renewal.transactionID)
-            publish = credited.map { $0.orderID.utf8.elementsEqual(grant.orderID.utf8) && !$0.revoked } ?? false
-            if let credited { holder = credited }
+            if try transaction.state(of: period)?.revoked == true {
+                // Refunded before its renewal was heard of (Apple's retries, a backfill): never credited.
+                publish = false
+            } else {
+                _ = try transaction.insertCredit(
+                    Credit(
+                        kind: .renewal, purchase: period, transactionID: renewal.transactionID,
+                        originalTransactionID: subscription.originalTransactionID, orderID: grant.orderID,
+                        userID: grant.userID, productID: renewal.productID, quantity: renewal.quantity,
+                        eventID: renewal.eventID))
+                let credited = try transaction.grant(of: period, transactionID: renewal.transactionID)
+                publish = credited.map { $0.orderID.utf8.elementsEqual(grant.orderID.utf8) && !$0.revoked } ?? false
+                if let credited { holder = credited }
+            }
         }
         if state != last {
             try transaction.setSubscriptionState(
@@ -139,7 +149,7 @@ enum PurchaseRules {
                             originalTransactionID: reported.originalTransactionID,
                             orderID: ReportedPurchase.creditOrderID(transactionID: reported.transactionID),
                             userID: "", productID: reported.productID, quantity: reported.quantity,
-                            event: reported.event)) ? .credited : .claimed
+                            eventID: reported.event.eventID, event: reported.event)) ? .credited : .claimed
             }
             try transaction.settleUnclaimed(purchase, outcome)
         }
@@ -155,10 +165,20 @@ enum PurchaseRules {
         if let stored = try transaction.storedDecision(decision.key) { return .replay(stored) }
         guard let claim = decision.grant else { return .notACredit }
         let purchase = PurchaseKey(app: decision.key.app, environment: claim.environment, purchaseID: claim.purchaseID)
-        try transaction.lock(purchase)
-        guard let eventID = try transaction.untiedCredit(of: purchase, transactionID: claim.transactionID) else {
+        // The subscription first, as a renewal takes them: a period credited meanwhile moves with the tie.
+        guard let credit = try transaction.untiedCredit(of: purchase, transactionID: claim.transactionID) else {
             return .notACredit
         }
+        if let original = credit.originalTransactionID {
+            try transaction.lock(
+                PurchaseKey(app: purchase.app, environment: purchase.environment, purchaseID: "s:" + original))
+        }
+        try transaction.lock(purchase)
+        guard let current = try transaction.untiedCredit(of: purchase, transactionID: claim.transactionID) else {
+            return .notACredit
+        }
+        if current.revoked { return .revoked }
+        let eventID = current.eventID
         if try transaction.orderGranted(app: decision.key.app, orderID: claim.orderID) {
             return .orderAlreadyFulfilled
         }
@@ -197,8 +217,18 @@ struct Credit {
     var userID: String
     var productID: String
     var quantity: Int
+    /// The credit's event id: a job presenting the purchase for the order that holds it is answered with it.
+    var eventID: String
     /// The event kept with the grant (a reported purchase's credit event), if any.
     var event: StoredEvent? = nil
+}
+
+/// An unclaimed credit that holds a purchase and that no job tied to its order yet.
+struct UntiedCredit {
+    var eventID: String
+    var originalTransactionID: String?
+    /// Refunded or revoked since it was credited.
+    var revoked: Bool
 }
 
 /// How a reported purchase waiting for a job ended.
@@ -256,8 +286,8 @@ protocol PurchaseStateTransaction {
 
     // A job meeting a credit
     func storedDecision(_ key: DecisionKey) throws -> StoredEvent?
-    /// The event id of the unclaimed credit that holds this purchase, if one does and no job tied it yet.
-    func untiedCredit(of purchase: PurchaseKey, transactionID: String) throws -> String?
+    /// The unclaimed credit that holds this purchase, if one does and no job tied it yet.
+    func untiedCredit(of purchase: PurchaseKey, transactionID: String) throws -> UntiedCredit?
     func orderGranted(app: AppScope, orderID: String) throws -> Bool
     /// Gives the credit's grant to the job's order and player.
     func tieCredit(of purchase: PurchaseKey, transactionID: String, to claim: GrantClaim) throws

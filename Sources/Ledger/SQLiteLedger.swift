@@ -79,15 +79,15 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             ) { _ in true }
             if revoked != nil { return (.revoked, false) }
             // Any grant of this transaction or of this purchase (under another transaction id).
-            var owners: [(order: String, transaction: String)] = []
+            var owners: [(order: String, transaction: String, credit: String?)] = []
             try connection.query(
                 """
-                SELECT order_id, transaction_id FROM grants WHERE app = ?1 AND environment = ?2
+                SELECT order_id, transaction_id, credit_event_id FROM grants WHERE app = ?1 AND environment = ?2
                     AND transaction_id IN (?3, ?4)
-                UNION ALL SELECT order_id, transaction_id FROM grants WHERE app = ?1 AND environment = ?2
-                    AND purchase_id = ?4
+                UNION ALL SELECT order_id, transaction_id, credit_event_id FROM grants WHERE app = ?1
+                    AND environment = ?2 AND purchase_id = ?4
                 """, scope
-            ) { owners.append(($0.text(0) ?? "", $0.text(1) ?? "")) }
+            ) { owners.append(($0.text(0) ?? "", $0.text(1) ?? "", $0.text(2))) }
             // Bytes, as SQLite compares them (Swift's == would call two spellings of "é" one order).
             if owners.contains(where: { !$0.order.utf8.elementsEqual(grant.orderID.utf8) }) {
                 return (.duplicateTransaction, false)
@@ -95,8 +95,11 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             if !owners.isEmpty {
                 // This order holds the purchase: the same transaction again is the same grant; another
                 // transaction of the same purchase (a restore) is not a second grant of the order.
-                guard owners.contains(where: { $0.transaction.utf8.elementsEqual(grant.transactionID.utf8) }) else {
-                    return (.orderAlreadyFulfilled, false)
+                guard let same = owners.first(where: { $0.transaction.utf8.elementsEqual(grant.transactionID.utf8) })
+                else { return (.orderAlreadyFulfilled, false) }
+                // A credit the worker made (a renewal, a tied unclaimed purchase): the job is that credit.
+                if let credit = same.credit, credit != decision.event.eventID {
+                    return (.credited(eventID: credit), false)
                 }
             } else if try connection.first(
                 "SELECT 1 FROM grants WHERE app = ?1 AND order_id = ?2 AND credit = 'job'",
@@ -358,15 +361,15 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             try connection.run(
                 """
                 INSERT INTO grants (app, environment, transaction_id, order_id, purchase_id, user_id, product_id,
-                    quantity, event, credit, original_transaction_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                    ON CONFLICT DO NOTHING
+                    quantity, event, credit, original_transaction_id, credit_event_id)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT DO NOTHING
                 """,
                 [
                     .text(credit.purchase.app.rawValue), .text(credit.purchase.environment),
                     .text(credit.transactionID),
                     .text(credit.orderID), .text(credit.purchase.purchaseID), .text(credit.userID),
                     .text(credit.productID), .integer(credit.quantity), credit.event.map { .blob($0.json) } ?? .null,
-                    .text(credit.kind.rawValue), .optional(credit.originalTransactionID),
+                    .text(credit.kind.rawValue), .optional(credit.originalTransactionID), .text(credit.eventID),
                 ]) > 0
         }
 
@@ -438,15 +441,17 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             try SQLiteLedger.storedDecision(key, on: connection)
         }
 
-        func untiedCredit(of purchase: PurchaseKey, transactionID: String) throws -> String? {
+        func untiedCredit(of purchase: PurchaseKey, transactionID: String) throws -> UntiedCredit? {
             try connection.first(
                 """
-                SELECT u.event_id FROM grants g JOIN unclaimed_purchases u ON u.app = g.app
-                    AND u.environment = g.environment AND u.purchase_id = g.purchase_id
+                SELECT g.credit_event_id, g.original_transaction_id, g.revoked_at IS NOT NULL FROM grants g
                     WHERE g.app = ?1 AND g.environment = ?2 AND g.purchase_id = ?3 AND g.credit = 'unclaimed'
-                    AND u.state = 'credited'
                 """, [.text(purchase.app.rawValue), .text(purchase.environment), .text(purchase.purchaseID)]
-            ) { $0.text(0) } ?? nil
+            ) { row in
+                row.text(0).map {
+                    UntiedCredit(eventID: $0, originalTransactionID: row.text(1), revoked: row.integer(2) == 1)
+                }
+            } ?? nil
         }
 
         func orderGranted(app: AppScope, orderID: String) throws -> Bool {

@@ -96,6 +96,7 @@ enum SQLiteSchema {
             granted_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
             credit TEXT NOT NULL DEFAULT 'job',
             original_transaction_id TEXT,
+            credit_event_id TEXT,
             UNIQUE (app, environment, purchase_id),
             UNIQUE (app, environment, transaction_id));
         CREATE UNIQUE INDEX grants_app_order ON grants (app, order_id) WHERE credit = 'job';

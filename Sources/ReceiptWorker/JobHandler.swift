@@ -172,6 +172,9 @@ struct JobHandler: MessageHandler {
             case .replay(let first):
                 metrics.replayedResults.increment()
                 return .publish([publishing(first)])
+            case .credited(let creditEventID):
+                // The order holds the purchase by a credit (a renewal, a tied unclaimed purchase): the same credit.
+                return try await answer(Self.tiedAnswer(grant, creditEventID: creditEventID), key, context: context)
             case .duplicateTransaction:
                 // Held by a credit of a purchase no job claimed in time (receipt.unclaimed)? Then this order
                 // takes it, answered with the credit's event id: credited once, and the order tied to it.
@@ -190,6 +193,8 @@ struct JobHandler: MessageHandler {
                     return .publish([publishing(first)])
                 case .orderAlreadyFulfilled:
                     refused = ("order_already_fulfilled", "the order was granted with another transaction")
+                case .revoked:
+                    refused = ("revoked", "the purchase was refunded or revoked after it was credited unclaimed")
                 case .notACredit:
                     refused = ("duplicate_transaction", "the transaction was granted to another order")
                 }
@@ -205,13 +210,29 @@ struct JobHandler: MessageHandler {
         }
     }
 
-    /// The answer to a job whose purchase was credited unclaimed: its grant, with the credit's event id (grant
-    /// services credit once per event id) and a detail that says so.
+    /// The answer to a job whose purchase its order holds by a credit of the worker's (a purchase credited
+    /// unclaimed, a subscription's period): its grant, with the credit's event id (grant services credit once per
+    /// event id) and a detail that says so.
     static func tiedAnswer(_ grant: ResultEvent, creditEventID: String) -> StoredEvent {
         var answer = grant
         answer.eventID = creditEventID
-        answer.detail = "credited before this job as an unclaimed purchase (receipt.unclaimed with this event_id)"
+        answer.detail =
+            "credited before this job (receipt.unclaimed or receipt.renewed with this event_id): one credit"
         return answer.stored()
+    }
+
+    /// Records a grant that claims nothing (its order already holds the purchase by a credit), then publishes
+    /// it, or the first answer of a job decided meanwhile.
+    private func answer(_ stored: StoredEvent, _ key: DecisionKey, context: HandlingContext) async throws -> Outcome {
+        let outcome = try await context.retrying(
+            "ledger_record", stage: metrics.ledgerRecord,
+            { try await decisions.record(Decision(key: key, grant: nil, event: stored)) })
+        if case .replay(let first) = outcome {
+            metrics.replayedResults.increment()
+            return .publish([publishing(first)])
+        }
+        metrics.decision("grant", reason: "verified").increment()
+        return .publish([publishing(stored)])
     }
 
     /// Records a deny (it claims nothing), then publishes the event the ledger kept: this one, or the first

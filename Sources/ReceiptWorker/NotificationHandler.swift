@@ -109,16 +109,10 @@ struct NotificationHandler: MessageHandler {
                 transactionID: transactionID, respondBy: at.addingTimeInterval(NotificationEvent.consumptionDeadline))
             eventType = NotificationEvent.consumptionRequestedType
         case let type where UnclaimedEvent.reportingTypes.contains(type):
-            guard let unclaimedAfter, !familyShared else { return nil }
-            let dueAt = at.addingTimeInterval(Double(unclaimedAfter.milliseconds) / 1000)
-            kind = .purchased(
-                ReportedPurchase(
-                    purchaseID: purchaseID, transactionID: transactionID,
-                    originalTransactionID: transaction.originalTransactionID,
-                    productID: transaction.productID ?? "", quantity: transaction.quantity, dueAt: dueAt,
-                    event: UnclaimedEvent.make(
-                        notification: notification, transaction: transaction, app: app.scope,
-                        purchaseID: purchaseID, dueAt: dueAt)))
+            guard let reported = reported(notification, transaction, app: app.scope, purchaseID: purchaseID),
+                !familyShared
+            else { return nil }
+            kind = .purchased(reported)
             eventType = UnclaimedEvent.type
         case let type:
             guard let (subscriptionType, renewal) = SubscriptionEvent.type(of: type),
@@ -131,13 +125,32 @@ struct NotificationHandler: MessageHandler {
                     renewal: renewal
                         ? SubscriptionChange.Renewal(
                             purchaseID: purchaseID, transactionID: transactionID,
-                            productID: transaction.productID ?? "", quantity: transaction.quantity) : nil))
+                            productID: transaction.productID ?? "", quantity: transaction.quantity,
+                            eventID: SubscriptionEvent.renewalID(
+                                app: app.scope, environment: environment.rawValue, purchaseID: purchaseID)) : nil,
+                    unheld: renewal
+                        ? reported(notification, transaction, app: app.scope, purchaseID: purchaseID) : nil))
             eventType = subscriptionType
         }
         return (
             NotificationChange(id: notification.id, app: app.scope, environment: environment.rawValue, kind: kind),
             eventType
         )
+    }
+
+    /// A purchase Apple reported, to credit by `receipt.unclaimed` if no job claims it in time; nil when
+    /// `notifications.unclaimed_after_ms` is 0.
+    private func reported(
+        _ notification: AppleNotification, _ transaction: AppleTransaction, app: AppScope, purchaseID: String
+    ) -> ReportedPurchase? {
+        guard let unclaimedAfter else { return nil }
+        let dueAt = notification.notifiedAt.addingTimeInterval(Double(unclaimedAfter.milliseconds) / 1000)
+        return ReportedPurchase(
+            purchaseID: purchaseID, transactionID: transaction.transactionID,
+            originalTransactionID: transaction.originalTransactionID, productID: transaction.productID ?? "",
+            quantity: transaction.quantity, dueAt: dueAt,
+            event: UnclaimedEvent.make(
+                notification: notification, transaction: transaction, app: app, purchaseID: purchaseID, dueAt: dueAt))
     }
 
     private func publishing(_ record: NotificationRecord) -> [OutboundRecord] {

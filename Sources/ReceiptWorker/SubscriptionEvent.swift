@@ -52,16 +52,26 @@ enum SubscriptionEvent {
             changedAt: notification.notifiedAt)
     }
 
-    /// The event of `type` for `notification`, about the subscription `holder` holds. A renewal's id is its
-    /// grant's (order, transaction), as a job's grant of that period for that order would be: one credit.
+    /// A renewal's credit id: the period's (its purchase identity in its app and environment), whichever
+    /// notification brings it. The ledger keeps it with the period's grant, and a job presenting the period for
+    /// the order that holds it is answered with it: one credit.
+    static func renewalID(app: AppScope, environment: String, purchaseID: String) -> String {
+        StableID.uuid("\(renewedType)\u{0}\(app.rawValue)\u{0}\(environment)\u{0}\(purchaseID)")
+    }
+
+    /// The event of `type` for `notification`, about the subscription `holder` holds.
     static func make(type: String, notification: AppleNotification, holder: PurchaseHolder) -> StoredEvent? {
-        guard let state = holder.subscription, let transaction = notification.transaction else { return nil }
+        guard let state = holder.subscription, let transaction = notification.transaction,
+            let environment = notification.environment
+        else { return nil }
         let grant = holder.grant
         let eventID =
             type == renewedType
-            ? ResultEvent.eventID(
-                decision: .grant, app: grant.app, jobID: "", fingerprint: "", orderID: grant.orderID,
-                transactionID: transaction.transactionId)
+            ? renewalID(
+                app: grant.app, environment: environment.rawValue,
+                purchaseID: (try? AppleTransaction(transaction)).map {
+                    JobHandler.ledgerPurchaseID($0.purchaseIdentity)
+                } ?? "")
             : StableID.uuid("\(type)\u{0}\(notification.id)\u{0}\(grant.orderID)")
         func string(_ value: String?) -> String { value.map(JSONString.quote) ?? "null" }
         func time(_ date: Date?) -> String { date.map { JSONString.quote(Timestamp.rfc3339($0)) } ?? "null" }

@@ -32,9 +32,9 @@ struct UnclaimedCredits: Sendable {
 
     /// One round: credit what is due, publish what is not yet published. Failures wait for the next round.
     func round() async {
+        var published: [String] = []
         do {
             let events = try await ledger.creditUnclaimed(now: Date(), limit: Self.batch)
-            var published: [String] = []
             for event in events {
                 let record = event.record(topic: resultsTopic, source: eventSource)
                 // A trace of its own: no job or request caused it now.
@@ -50,6 +50,8 @@ struct UnclaimedCredits: Sendable {
             metrics.unclaimedCredited.increment(by: published.count)
             metrics.unclaimedWaiting.set(try await ledger.waitingUnclaimed())
         } catch {
+            // What the broker acknowledged before the failure is not published again.
+            if !published.isEmpty { try? await ledger.markCreditsPublished(eventIDs: published) }
             logger.warning("crediting unclaimed purchases failed; trying again", ["error": "\(error)"])
         }
     }

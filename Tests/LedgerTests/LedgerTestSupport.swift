@@ -9,7 +9,7 @@ enum LedgerClaim {
 
 /// The ledger's answer with a replay's JSON as `Data`, so expectations read as the events they compare.
 enum Outcome: Equatable, Sendable {
-    case recorded, replay(Data), duplicateTransaction, orderAlreadyFulfilled, revoked
+    case recorded, replay(Data), duplicateTransaction, orderAlreadyFulfilled, revoked, credited(String)
 }
 
 extension Ledger {
@@ -38,6 +38,7 @@ extension Ledger {
         case .duplicateTransaction: return .duplicateTransaction
         case .orderAlreadyFulfilled: return .orderAlreadyFulfilled
         case .revoked: return .revoked
+        case .credited(let eventID): return .credited(eventID)
         }
     }
 

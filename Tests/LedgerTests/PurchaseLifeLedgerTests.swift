@@ -29,7 +29,9 @@ struct PurchaseLifeLedgerTests {
             kind: .subscription(
                 SubscriptionChange(
                     originalTransactionID: original, state: state(at: date, expires: date.addingTimeInterval(86_400)),
-                    renewal: .init(purchaseID: "w:\(line)", transactionID: id, productID: "vip", quantity: 1))))
+                    renewal: .init(
+                        purchaseID: "w:\(line)", transactionID: id, productID: "vip", quantity: 1,
+                        eventID: "renewal-\(line)"))))
     }
 
     /// The event a change publishes: its holder's order, and the state, as `order|status|expires`.
@@ -85,7 +87,9 @@ struct PurchaseLifeLedgerTests {
         let other = LedgerClaim.grant(orderID: "other", transactionID: "101", purchaseID: "w:L2")
         #expect(try await ledger.record(jobID: "j2", claim: other, event: Data("{}".utf8)) == .duplicateTransaction)
         let own = LedgerClaim.grant(orderID: "vip-1", transactionID: "101", purchaseID: "w:L2")
-        #expect(try await ledger.record(jobID: "j3", claim: own, event: Data("{}".utf8)) == .recorded)
+        #expect(
+            try await ledger.record(jobID: "j3", claim: own, event: Data("{}".utf8)) == .credited("renewal-L2"),
+            "the period's credit, not a grant of its own")
         // A new purchase for the order is still refused: renewals are not the order's job grants.
         let third = LedgerClaim.grant(orderID: "vip-1", transactionID: "555", purchaseID: "555")
         #expect(try await ledger.record(jobID: "j4", claim: third, event: Data("{}".utf8)) == .orderAlreadyFulfilled)
@@ -147,6 +151,43 @@ struct PurchaseLifeLedgerTests {
         }
         #expect(tied == ["credit-900"])
         #expect(claims.filter { $0 == .notACredit }.count == 19)
+        await ledger.close()
+    }
+
+    @Test(
+        "a tied credit answers its order's later jobs with the credit's id; a refunded credit is never tied; a refunded period never credited",
+        arguments: Backend.allCases)
+    func tiesAndRefunds(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        _ = try await Self.applied(ledger, Self.reported("950", due: Self.at))
+        _ = try await ledger.creditUnclaimed(now: Self.at, limit: 10)
+        guard case .tied = try await Self.claim(ledger, job: "first", order: "shop-1", transaction: "950") else {
+            Issue.record("not tied")
+            return
+        }
+        // The order service retries under a new job id: the credit again, never a grant of its own.
+        let retry = LedgerClaim.grant(orderID: "shop-1", transactionID: "950")
+        #expect(
+            try await ledger.record(jobID: "retry", claim: retry, event: Data("{}".utf8)) == .credited("credit-950"))
+        // A credit refunded before any job came: the job is told revoked, not tied.
+        _ = try await Self.applied(ledger, Self.reported("951", due: Self.at))
+        _ = try await ledger.creditUnclaimed(now: Self.at, limit: 10)
+        let refund = NotificationChange(
+            id: "refund-951", app: .defaultApp, environment: "Production",
+            kind: .revoke(purchaseID: "951", transactionID: "951", at: Self.at))
+        _ = try await Self.applied(ledger, refund)
+        #expect(try await Self.claim(ledger, job: "late", order: "shop-2", transaction: "951") == .revoked)
+        // A period refunded before its renewal was heard of: no credit, no event; a job presenting it: revoked.
+        let first = LedgerClaim.grant(orderID: "vip-9", transactionID: "960", purchaseID: "w:S1")
+        _ = try await ledger.record(
+            jobID: "vip", claim: first, event: Self.grantEvent(order: "vip-9", transaction: "960", original: "960"))
+        let early = NotificationChange(
+            id: "refund-961", app: .defaultApp, environment: "Production",
+            kind: .revoke(purchaseID: "w:S2", transactionID: "961", at: Self.at))
+        _ = try await Self.applied(ledger, early)
+        #expect(try await Self.applied(ledger, Self.renewal("961", original: "960", line: "S2", at: Self.at)) == nil)
+        let period = LedgerClaim.grant(orderID: "vip-9", transactionID: "961", purchaseID: "w:S2")
+        #expect(try await ledger.record(jobID: "p", claim: period, event: Data("{}".utf8)) == .revoked)
         await ledger.close()
     }
 

@@ -178,6 +178,11 @@ struct PurchaseLifeHandlerTests {
         #expect(tied["decision"] as? String == "grant" && tied["order_id"] as? String == "shop-9")
         #expect(tied["event_id"] as? String == credit.eventID)
         #expect(try await Handlers.run(jobs, late).event?["event_id"] as? String == credit.eventID)
+        // The order service retries under a new job id: the same credit, never a second one.
+        let retried = Handlers.job(
+            "late-retry", order: "shop-9", product: "gems_500", proof: ["receipt": Handlers.proof("proof-400")],
+            extra: ["app_account_token": token])
+        #expect(try await Handlers.run(jobs, retried).event?["event_id"] as? String == credit.eventID)
         // Now the order's: another order presenting it is a duplicate.
         let other = Handlers.job(
             "other", order: "shop-10", product: "gems_500", proof: ["receipt": Handlers.proof("proof-400")])
@@ -226,6 +231,20 @@ struct PurchaseLifeHandlerTests {
                 transaction: Handlers.subscription("601", original: "600", line: "P2", expires: Date(), token: token),
                 extra: try Handlers.renewal(original: "600", autoRenew: false, status: 2)))
         #expect(expired.event?["order_id"] as? String == "vip-6" && expired.event?["user_id"] as? String == "player-1")
+    }
+
+    @Test("a renewal that comes before its subscription's grant waits for a job, as a reported purchase")
+    func renewalBeforeGrant() async throws {
+        let early = try await notify(
+            try Handlers.notification(
+                "DID_RENEW",
+                transaction: Handlers.subscription(
+                    "801", original: "800", line: "E2", expires: Date(timeIntervalSinceNow: month)),
+                extra: try Handlers.renewal(original: "800")))
+        #expect(early.events.isEmpty && early.deadLetter == nil)
+        #expect(try await ledger.waitingUnclaimed() == 1)
+        let credits = try await ledger.creditUnclaimed(now: Date(timeIntervalSinceNow: 3_601), limit: 10)
+        #expect(credits.map(\.key) == ["unclaimed:801"])
     }
 
     @Test("with notifications.unclaimed_after_ms=0 a reported purchase is only kept on the topic")
