@@ -77,7 +77,9 @@ final class GroupScheduler: Sendable {
     func enqueue(_ item: Item) {
         let reader = state.withLock { state -> CheckedContinuation<Item?, Never>? in
             guard !state.finished else { return nil }
-            var group = state.groups[item.group] ?? Group()
+            // Taken out of the dictionary while it changes: a copy left there would make every append copy the
+            // whole waiting room (it did: a fifth of the worker's CPU at 1,000 jobs in flight).
+            var group = state.groups.removeValue(forKey: item.group) ?? Group()
             defer {
                 state.groups[item.group] = group
                 if isRoomFull(group) { state.fullGroups.insert(item.group) }
@@ -189,7 +191,7 @@ final class GroupScheduler: Sendable {
 
     /// Starts what waits in `name` and fits its budget now.
     private func fill(_ name: String, _ state: inout State) -> [(CheckedContinuation<Item?, Never>, Item)] {
-        guard var group = state.groups[name] else { return [] }
+        guard var group = state.groups.removeValue(forKey: name) else { return [] }
         var started: [(CheckedContinuation<Item?, Never>, Item)] = []
         while group.waitingCount > 0, fits(group.waiting[group.head].bytes, group), !state.finished {
             let next = group.waiting[group.head]
