@@ -14,6 +14,14 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
     /// The file this ledger opened (device and inode): decisions written after it was deleted or replaced
     /// would be lost at the next start, and its grants granted again. Nil in memory.
     private let identity: FileIdentity?
+    /// Decisions recorded together (``recordBatch(_:)``); set once, at the end of `init`.
+    private var records: Batcher<Decision, RecordAnswer>!
+
+    /// One decision's answer in a batch: its outcome, or the error that rolled it back alone.
+    private enum RecordAnswer: Sendable {
+        case outcome(LedgerOutcome)
+        case failed(any Error)
+    }
 
     /// `defaultBundleID`: the default app's bundle id (`apple.bundle_id`), which migrating a file of an
     /// earlier release needs (each row gets the app its event names; see ``SQLiteSchema``).
@@ -27,6 +35,10 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         try connection.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;")
         try SQLiteSchema.migrate(connection, defaultBundleID: defaultBundleID)
         try SQLiteSchema.checkDefaultApp(connection, defaultBundleID: defaultBundleID)
+        // One at a time: SQLite has one writer; what arrives meanwhile waits and goes in the next commit.
+        records = Batcher(maxBatch: 256, maxConcurrent: 1) { [unowned self] decisions in
+            try await self.queue.perform { self.recordBatch(decisions) }
+        }
     }
 
     // MARK: Decisions
@@ -36,10 +48,42 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
     }
 
     public func record(_ decision: Decision) async throws -> LedgerOutcome {
-        try await queue.perform {
-            try self.checkFile()
-            return try self.transaction { try self.recordNow(decision) }
+        switch try await records.submit(decision) {
+        case .outcome(let outcome): return outcome
+        case .failed(let error): throw error
         }
+    }
+
+    /// Group commit: the decisions that arrived while the previous commit ran, in one transaction (one WAL
+    /// commit instead of one each: the writes and the fsyncs were a quarter of the worker's CPU), each in a
+    /// savepoint of its own, so a refused claim or a failing value rolls back alone.
+    private func recordBatch(_ decisions: [Decision]) -> [RecordAnswer] {
+        do {
+            try checkFile()
+            try connection.execute("BEGIN IMMEDIATE")
+        } catch {
+            return decisions.map { _ in .failed(error) }
+        }
+        var answers: [RecordAnswer] = []
+        answers.reserveCapacity(decisions.count)
+        for decision in decisions {
+            do {
+                try connection.execute("SAVEPOINT decision")
+                let (outcome, keep) = try recordNow(decision)
+                try connection.execute(keep ? "RELEASE decision" : "ROLLBACK TO decision; RELEASE decision")
+                answers.append(.outcome(outcome))
+            } catch {
+                try? connection.execute("ROLLBACK TO decision; RELEASE decision")
+                answers.append(.failed(error))
+            }
+        }
+        do {
+            try connection.execute("COMMIT")
+        } catch {
+            try? connection.execute("ROLLBACK")  // the original error is the one to report
+            return decisions.map { _ in .failed(error) }
+        }
+        return answers
     }
 
     private func storedDecisionNow(_ key: DecisionKey) throws -> StoredEvent? {
