@@ -16,6 +16,8 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
     private let identity: FileIdentity?
     /// Decisions recorded together (``recordBatch(_:)``); set once, at the end of `init`.
     private var records: Batcher<Decision, RecordAnswer>!
+    /// Lookups that arrive together, answered in one turn of the queue.
+    private var lookups: Batcher<DecisionKey, Result<StoredEvent?, any Error>>!
 
     /// One decision's answer in a batch: its outcome, or the error that rolled it back alone.
     private enum RecordAnswer: Sendable {
@@ -39,12 +41,15 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         records = Batcher(maxBatch: 256, maxConcurrent: 1) { [unowned self] decisions in
             try await self.queue.perform { self.recordBatch(decisions) }
         }
+        lookups = Batcher(maxBatch: 256, maxConcurrent: 1) { [unowned self] keys in
+            try await self.queue.perform { keys.map { key in Result { try self.storedDecisionNow(key) } } }
+        }
     }
 
     // MARK: Decisions
 
     public func storedDecision(_ key: DecisionKey) async throws -> StoredEvent? {
-        try await queue.perform { try self.storedDecisionNow(key) }
+        try await lookups.submit(key).get()
     }
 
     public func record(_ decision: Decision) async throws -> LedgerOutcome {
