@@ -209,10 +209,12 @@ public struct GrantClaim: Sendable, Equatable {
     public var userID: String
     public var productID: String
     public var quantity: Int
+    /// The subscription the purchase belongs to (Apple's `original_transaction_id`), when it is one.
+    public var originalTransactionID: String?
 
     public init(
         orderID: String, transactionID: String, purchaseID: String? = nil, environment: String = "Production",
-        userID: String = "", productID: String = "", quantity: Int = 1
+        userID: String = "", productID: String = "", quantity: Int = 1, originalTransactionID: String? = nil
     ) {
         self.orderID = orderID
         self.transactionID = transactionID
@@ -221,6 +223,7 @@ public struct GrantClaim: Sendable, Equatable {
         self.userID = userID
         self.productID = productID
         self.quantity = quantity
+        self.originalTransactionID = originalTransactionID
     }
 }
 

@@ -159,7 +159,8 @@ struct JobHandler: MessageHandler {
             let claim = GrantClaim(
                 orderID: job.orderID, transactionID: transaction.transactionID,
                 purchaseID: Self.ledgerPurchaseID(transaction.purchaseIdentity), environment: environment,
-                userID: job.userID, productID: job.productID, quantity: job.quantity)
+                userID: job.userID, productID: job.productID, quantity: job.quantity,
+                originalTransactionID: transaction.originalTransactionID)
             let stored = grant.stored()
             let refused: (reason: String, detail: String)
             switch try await context.retrying(
