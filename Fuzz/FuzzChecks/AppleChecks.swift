@@ -16,7 +16,7 @@ extension FuzzChecks {
     /// from it (`AppleVerifier.verdict(onReceipt:)`) is internal, so only the decoder and the status table are
     /// reached here.
     @Sendable public static func verifyReceiptResponse(_ bytes: [UInt8]) -> String? {
-        guard let response = try? JSONDecoder().decode(VerifyReceiptResponse.self, from: Data(bytes)) else {
+        guard let response = try? VerifyReceiptResponse(json: Array(bytes)) else {
             return nil
         }
         _ = VerifyReceiptStatus(status: response.status, isRetryable: response.isRetryable)

@@ -24,7 +24,7 @@ struct HostileReceiptTests {
         json += inApp.joined(separator: ",") + "]}"
         if let latest { json += #","latest_receipt_info":["# + latest.joined(separator: ",") + "]" }
         json += "}"
-        let response = try JSONDecoder().decode(VerifyReceiptResponse.self, from: Data(json.utf8))
+        let response = try VerifyReceiptResponse(json: Array(json.utf8))
         return AppleVerifier.verdict(onReceipt: response, environment: "Production", bundleID: "com.example")
     }
 

@@ -27,14 +27,14 @@ struct VerifyReceiptModelTests {
             #"{"status":21101,"is-retryable":1}"#, #"{"status":21101,"is_retryable":"true"}"#,
         ])
     func retryableSpellings(body: String) throws {
-        let response = try JSONDecoder().decode(VerifyReceiptResponse.self, from: Data(body.utf8))
+        let response = try VerifyReceiptResponse(json: Array(body.utf8))
         #expect(VerifyReceiptStatus(status: response.status, isRetryable: response.isRetryable) == .retryable(21101))
     }
 
     @Test("Apple's recorded iOS 6 response decodes to one flat transaction with string dates")
     func ios6Response() throws {
         let data = try Fixtures.data("receipts/ios6_transaction_receipt_sandbox_2016.verifyReceipt_response.json")
-        let response = try JSONDecoder().decode(VerifyReceiptResponse.self, from: data)
+        let response = try VerifyReceiptResponse(json: Array(data))
         #expect(response.status == 0)
         #expect(response.receipt?.bid == "com.sy599.qp.paodekuai")
         #expect(response.receipt?.uniqueIdentifier == "d5d23b6e41732226d03cdad96184ab7108fcf91f")

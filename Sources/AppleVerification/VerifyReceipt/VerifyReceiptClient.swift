@@ -39,7 +39,6 @@ public final class VerifyReceiptClient: Sendable {
 
     public let configuration: Configuration
     private let http: HTTPClient
-    private let decoder = JSONDecoder()
 
     public init(configuration: Configuration, http: HTTPClient) {
         self.configuration = configuration
@@ -113,7 +112,7 @@ public final class VerifyReceiptClient: Sendable {
             throw failure
         }
         do {
-            return try decoder.decode(VerifyReceiptResponse.self, from: response.body)
+            return try VerifyReceiptResponse(json: Array(response.body))
         } catch {
             AppleHTTP.record(configuration.breakers, call, failed: true)
             // A 200 that is not Apple's JSON is a broken intermediary or a partial answer, not a verdict.

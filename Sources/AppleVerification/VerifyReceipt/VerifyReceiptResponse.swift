@@ -2,7 +2,7 @@ import Foundation
 
 /// verifyReceipt's response body. Millisecond dates are strings, as Apple sends them; unknown fields are
 /// ignored and every field is optional, so a change on Apple's side does not make a response undecodable.
-public struct VerifyReceiptResponse: Decodable, Sendable {
+public struct VerifyReceiptResponse: Sendable {
     public var status: Int
     public var environment: String?
     public var receipt: Receipt?
@@ -10,59 +10,18 @@ public struct VerifyReceiptResponse: Decodable, Sendable {
     public var pendingRenewalInfo: [PendingRenewal]?
     public var isRetryable: Bool?
 
-    enum CodingKeys: String, CodingKey {
-        case status, environment, receipt
-        case latestReceiptInfo = "latest_receipt_info"
-        case pendingRenewalInfo = "pending_renewal_info"
-        case isRetryable = "is_retryable"
-        case isRetryableHyphen = "is-retryable"
-    }
-
-    public init(from decoder: Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        status = try container.decode(Int.self, forKey: .status)
-        environment = try? container.decodeIfPresent(String.self, forKey: .environment)
-        receipt = try container.decodeIfPresent(Receipt.self, forKey: .receipt)
-        latestReceiptInfo = try container.decodeIfPresent([InApp].self, forKey: .latestReceiptInfo)
-        pendingRenewalInfo = try? container.decodeIfPresent([PendingRenewal].self, forKey: .pendingRenewalInfo)
-        isRetryable = Self.flexibleBool(container, .isRetryable) ?? Self.flexibleBool(container, .isRetryableHyphen)
-    }
-
-    private static func flexibleBool(_ container: KeyedDecodingContainer<CodingKeys>, _ key: CodingKeys) -> Bool? {
-        if let value = try? container.decodeIfPresent(Bool.self, forKey: key) { return value }
-        if let value = try? container.decodeIfPresent(Int.self, forKey: key) { return value != 0 }
-        if let value = try? container.decodeIfPresent(String.self, forKey: key) {
-            return value == "true" || value == "1"
-        }
-        return nil
-    }
-
     /// An app receipt (iOS 7+) or, with `bid` and a flat `transaction_id`, an iOS 6 transaction receipt.
-    public struct Receipt: Decodable, Sendable {
+    public struct Receipt: Sendable {
         public var bundleId: String?
         public var inApp: [InApp]?
         // iOS 6 transaction receipts carry one flat transaction.
         public var bid: String?
         public var uniqueIdentifier: String?
         public var ios6Transaction: InApp?
-
-        enum CodingKeys: String, CodingKey {
-            case bundleId = "bundle_id", inApp = "in_app", bid, uniqueIdentifier = "unique_identifier"
-            case transactionId = "transaction_id"
-        }
-
-        public init(from decoder: Decoder) throws {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            bundleId = try container.decodeIfPresent(String.self, forKey: .bundleId)
-            inApp = try container.decodeIfPresent([InApp].self, forKey: .inApp)
-            bid = try container.decodeIfPresent(String.self, forKey: .bid)
-            uniqueIdentifier = try container.decodeIfPresent(String.self, forKey: .uniqueIdentifier)
-            ios6Transaction = container.contains(.transactionId) ? try InApp(from: decoder) : nil
-        }
     }
 
     /// One purchase entry (`in_app`, `latest_receipt_info`, or an iOS 6 receipt).
-    public struct InApp: Decodable, Sendable {
+    public struct InApp: Sendable {
         public var quantity: String?
         public var productId: String?
         public var transactionId: String?
@@ -77,51 +36,160 @@ public struct VerifyReceiptResponse: Decodable, Sendable {
         /// Fields present with a value that is neither a string nor a number (an object, a boolean). The
         /// entry is then unusable: reading such a field as absent could drop a cancellation.
         var unreadableFields: [String] = []
-
-        enum CodingKeys: String, CodingKey {
-            case quantity, productId = "product_id", transactionId = "transaction_id"
-            case originalTransactionId = "original_transaction_id", purchaseDateMs = "purchase_date_ms"
-            case originalPurchaseDateMs = "original_purchase_date_ms", expiresDateMs = "expires_date_ms"
-            case cancellationDateMs = "cancellation_date_ms", webOrderLineItemId = "web_order_line_item_id"
-            case appAccountToken = "app_account_token", inAppOwnershipType = "in_app_ownership_type"
-        }
-
-        /// Apple sends these as strings; old receipts sometimes as numbers. Both decode, as text: a number
-        /// that is not a whole `Int64` (`1e30`, `1.5`) keeps its digits, for the reader of the field to refuse.
-        public init(from decoder: Decoder) throws {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            var unreadable: [String] = []
-            func text(_ key: CodingKeys) -> String? {
-                guard container.contains(key), (try? container.decodeNil(forKey: key)) == false else { return nil }
-                if let value = try? container.decode(String.self, forKey: key) { return value }
-                if let value = try? container.decode(Int64.self, forKey: key) { return String(value) }
-                if let value = try? container.decode(Double.self, forKey: key) { return String(value) }
-                unreadable.append(key.stringValue)
-                return nil
-            }
-            quantity = text(.quantity)
-            productId = text(.productId)
-            transactionId = text(.transactionId)
-            originalTransactionId = text(.originalTransactionId)
-            purchaseDateMs = text(.purchaseDateMs)
-            originalPurchaseDateMs = text(.originalPurchaseDateMs)
-            expiresDateMs = text(.expiresDateMs)
-            cancellationDateMs = text(.cancellationDateMs)
-            webOrderLineItemId = text(.webOrderLineItemId)
-            appAccountToken = text(.appAccountToken)
-            inAppOwnershipType = text(.inAppOwnershipType)
-            unreadableFields = unreadable
-        }
     }
 
-    public struct PendingRenewal: Decodable, Sendable {
+    public struct PendingRenewal: Sendable {
         public var autoRenewProductId: String?
         public var originalTransactionId: String?
         public var autoRenewStatus: String?
+    }
+}
 
-        enum CodingKeys: String, CodingKey {
-            case autoRenewProductId = "auto_renew_product_id", originalTransactionId = "original_transaction_id"
-            case autoRenewStatus = "auto_renew_status"
+// verifyReceipt's answer read with `JSONObjectScanner`, as the signed payloads are (JSONDecoder was a twentieth
+// of a receipt job's CPU): unknown fields ignored, `null` as absent, an entry's fields read as text whether Apple
+// wrote a string or a number, `environment` and `pending_renewal_info` of the wrong type ignored, any other
+// value of the wrong type refused, and a key given twice refused.
+extension VerifyReceiptResponse {
+    /// Throws `.malformed` when `bytes` is not verifyReceipt's JSON.
+    public init(json bytes: [UInt8]) throws(AppleVerificationError) {
+        var status: Int?
+        environment = nil
+        receipt = nil
+        latestReceiptInfo = nil
+        pendingRenewalInfo = nil
+        isRetryable = nil
+        var retryable: Bool?
+        var retryableHyphen: Bool?
+        guard let members = JSONObjectScanner.members(bytes) else {
+            throw AppleVerificationError(.malformed, "verifyReceipt's answer is not a JSON object")
         }
+        var keys = Set<String>()
+        for member in members where !keys.insert(member.key).inserted {
+            throw AppleVerificationError(.malformed, "verifyReceipt's answer gives \(member.key.prefix(64)) twice")
+        }
+        for member in members {
+            switch member.key {
+            case "status": status = try JSONField.integer(member)
+            case "environment": environment = try? JSONField.string(member)
+            case "receipt":
+                receipt = try JSONField.object(member).map { members throws(AppleVerificationError) in
+                    try Receipt(members)
+                }
+            case "latest_receipt_info": latestReceiptInfo = try Self.entries(member)
+            case "pending_renewal_info": pendingRenewalInfo = try? Self.renewals(member)
+            case "is_retryable": retryable = Self.flexibleBool(member)
+            case "is-retryable": retryableHyphen = Self.flexibleBool(member)
+            default: break
+            }
+        }
+        guard let status else { throw AppleVerificationError(.malformed, "verifyReceipt's answer has no status") }
+        self.status = status
+        isRetryable = retryable ?? retryableHyphen
+    }
+
+    /// An array of entries, or nil for `null`.
+    fileprivate static func entries(_ member: JSONObjectScanner.Member) throws(AppleVerificationError) -> [InApp]? {
+        guard !member.raw.elementsEqual("null".utf8) else { return nil }
+        guard let elements = JSONObjectScanner.elements(member.raw) else {
+            throw AppleVerificationError(.malformed, "verifyReceipt's \(member.key) is not an array")
+        }
+        var entries: [InApp] = []
+        entries.reserveCapacity(elements.count)
+        for element in elements {
+            guard let members = JSONObjectScanner.members(element) else {
+                throw AppleVerificationError(
+                    .malformed, "verifyReceipt's \(member.key) holds a value that is not an object")
+            }
+            entries.append(InApp(members))
+        }
+        return entries
+    }
+
+    private static func renewals(_ member: JSONObjectScanner.Member) throws(AppleVerificationError) -> [PendingRenewal]?
+    {
+        guard !member.raw.elementsEqual("null".utf8) else { return nil }
+        guard let elements = JSONObjectScanner.elements(member.raw) else {
+            throw AppleVerificationError(.malformed, "pending_renewal_info is not an array")
+        }
+        var renewals: [PendingRenewal] = []
+        for element in elements {
+            guard let members = JSONObjectScanner.members(element) else {
+                throw AppleVerificationError(.malformed, "pending_renewal_info holds a value that is not an object")
+            }
+            var renewal = PendingRenewal()
+            for field in members {
+                switch field.key {
+                case "auto_renew_product_id": renewal.autoRenewProductId = try JSONField.string(field)
+                case "original_transaction_id": renewal.originalTransactionId = try JSONField.string(field)
+                case "auto_renew_status": renewal.autoRenewStatus = try JSONField.string(field)
+                default: break
+                }
+            }
+            renewals.append(renewal)
+        }
+        return renewals
+    }
+
+    /// `true`/`false`, a number (not 0 is true), or the text `"true"`/`"1"`; nil otherwise.
+    private static func flexibleBool(_ member: JSONObjectScanner.Member) -> Bool? {
+        if let value = try? JSONField.bool(member) { return value }
+        if let value: Int = try? JSONField.integer(member) { return value != 0 }
+        if let value = try? JSONField.string(member) { return value == "true" || value == "1" }
+        return nil
+    }
+}
+
+extension VerifyReceiptResponse.Receipt {
+    fileprivate init(_ members: [JSONObjectScanner.Member]) throws(AppleVerificationError) {
+        for member in members {
+            switch member.key {
+            case "bundle_id": bundleId = try JSONField.string(member)
+            case "in_app": inApp = try VerifyReceiptResponse.entries(member)
+            case "bid": bid = try JSONField.string(member)
+            case "unique_identifier": uniqueIdentifier = try JSONField.string(member)
+            case "transaction_id": ios6Transaction = VerifyReceiptResponse.InApp(members)
+            default: break
+            }
+        }
+    }
+}
+
+extension VerifyReceiptResponse.InApp {
+    /// Each field as text: a string, or a number's digits (an integral number as a whole number, as
+    /// JSONDecoder read `1.0` as 1); any other value makes the field unreadable.
+    fileprivate init(_ members: [JSONObjectScanner.Member]) {
+        var unreadable: [String] = []
+        func text(_ member: JSONObjectScanner.Member) -> String? {
+            let raw = member.raw
+            if raw.elementsEqual("null".utf8) { return nil }
+            if raw.first == UInt8(ascii: "\""), let value = JSONObjectScanner.decodeString(raw) { return value }
+            if let first = raw.first, first == UInt8(ascii: "-") || (0x30...0x39).contains(first) {
+                let digits = String(decoding: raw, as: UTF8.self)
+                if let value = Int64(digits) { return String(value) }
+                if let value = Double(digits), value.isFinite {
+                    if value == value.rounded(), abs(value) < 9.2e18 { return String(Int64(value)) }
+                    return String(value)
+                }
+            }
+            unreadable.append(member.key)
+            return nil
+        }
+        for member in members {
+            switch member.key {
+            case "quantity": quantity = text(member)
+            case "product_id": productId = text(member)
+            case "transaction_id": transactionId = text(member)
+            case "original_transaction_id": originalTransactionId = text(member)
+            case "purchase_date_ms": purchaseDateMs = text(member)
+            case "original_purchase_date_ms": originalPurchaseDateMs = text(member)
+            case "expires_date_ms": expiresDateMs = text(member)
+            case "cancellation_date_ms": cancellationDateMs = text(member)
+            case "web_order_line_item_id": webOrderLineItemId = text(member)
+            case "app_account_token": appAccountToken = text(member)
+            case "in_app_ownership_type": inAppOwnershipType = text(member)
+            default: break
+            }
+        }
+        unreadableFields = unreadable
     }
 }
