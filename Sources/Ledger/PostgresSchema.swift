@@ -136,7 +136,7 @@ public struct PostgresSchema: Sendable {
             "ALTER TABLE \(name).grants ADD COLUMN IF NOT EXISTS credit_event_id TEXT",
             "DROP INDEX IF EXISTS \(name).grants_app_order",
             "CREATE UNIQUE INDEX IF NOT EXISTS grants_app_job_order ON \(name).grants (app, order_id) WHERE credit = 'job'",
-            "CREATE INDEX IF NOT EXISTS grants_app_order_any ON \(name).grants (app, order_id)",
+            "CREATE INDEX IF NOT EXISTS grants_renewal_order ON \(name).grants (app, order_id) WHERE credit = 'renewal'",
             """
             CREATE INDEX IF NOT EXISTS grants_original ON \(name).grants (app, environment, original_transaction_id)
                 WHERE original_transaction_id IS NOT NULL

@@ -103,7 +103,7 @@ enum SQLiteSchema {
         CREATE INDEX grants_transaction_id ON grants (transaction_id);
         CREATE INDEX grants_original ON grants (app, environment, original_transaction_id)
             WHERE original_transaction_id IS NOT NULL;
-        CREATE INDEX grants_order ON grants (app, order_id);
+        CREATE INDEX grants_renewal_order ON grants (app, order_id) WHERE credit = 'renewal';
         \(purchaseIndex)
         CREATE TRIGGER grants_order_columns AFTER INSERT ON grants
             WHEN NEW.user_id IS NULL AND json_valid(CAST(NEW.event AS TEXT))
