@@ -7,7 +7,8 @@
 # For quicker runs while profiling: LEDGERS="postgresql" (one ledger), LATENCIES="100", NAIVE=no;
 # PERF=/tmp/worker records a perf profile of the worker during each burst (/tmp/worker-LEDGER-LATENCY.data);
 # PACED_DIVISOR=10 measures latency at a tenth of the throughput instead of half; PROOF=signed_transaction
-# makes every job carry a signed transaction instead of a receipt; TWO_APPS=no skips the two-app,
+# makes every job carry a signed transaction instead of a receipt (PROOFS="receipt signed_transaction": one
+# configuration of each, each kind's CPU per job in the same run); TWO_APPS=no skips the two-app,
 # rate-limited run (TWO_APP_JOBS per app, default 1500); WORKER_BIN=PATH runs that receipt-worker binary (another
 # commit's, to compare workers with the same simulator and driver).
 set -euo pipefail
@@ -151,7 +152,7 @@ PROPS
     curl -s "http://127.0.0.1:$metrics_port/metrics" >"$work/metrics-burst"
     : >"$work/metrics-empty"
     echo "  $ledger_kind ${latency} ms, burst: job $(worker_quantiles "$work/metrics-empty" "$work/metrics-burst" receipt_worker_job_duration_seconds); $(worker_quantiles "$work/metrics-empty" "$work/metrics-burst" 'receipt_worker_(?:stage|apple_request)_duration_seconds')" >&2
-    echo "  $ledger_kind ${latency} ms, $(cpu_per_job "$before" "$(cpu_snapshot)" "$count")" >&2
+    echo "  $ledger_kind ${latency} ms, ${PROOF:-receipt} jobs, $(cpu_per_job "$before" "$(cpu_snapshot)" "$count")" >&2
     local latency_line="-"
     if [ "$paced" = yes ]; then
         local rate; rate=$(( $(grep -oE '^[0-9]+' <<<"$throughput") / ${PACED_DIVISOR:-2} ))
@@ -229,12 +230,15 @@ echo "Worker benchmark: $jobs jobs per configuration, 4 partitions, worker.max_i
 echo "broker, simulator, PostgreSQL, worker and driver"
 printf '%-11s %-8s %-34s %-96s %s\n' ledger latency throughput "latency at half throughput: submit -> result; in the worker: taken -> result acked" "worker peak RSS"
 declare -A rates
-for ledger in ${LEDGERS:-sqlite postgresql}; do
-    for latency in ${LATENCIES:-0 100}; do
-        IFS='|' read -r throughput latency_line peak <<<"$(run "$ledger" "$latency" 1000 "$jobs" yes)"
-        rates["$ledger-$latency"]="$(grep -oE '^[0-9]+' <<<"$throughput")"
-        last_rate="${rates["$ledger-$latency"]}"
-        printf '%-11s %-8s %-34s %-96s %s\n' "$ledger" "${latency} ms" "$throughput" "$latency_line" "$peak"
+for PROOF in ${PROOFS:-${PROOF:-receipt}}; do
+    [ -n "${PROOFS:-}" ] && echo "jobs proving their purchase with: $PROOF"
+    for ledger in ${LEDGERS:-sqlite postgresql}; do
+        for latency in ${LATENCIES:-0 100}; do
+            IFS='|' read -r throughput latency_line peak <<<"$(run "$ledger" "$latency" 1000 "$jobs" yes)"
+            rates["$ledger-$latency"]="$(grep -oE '^[0-9]+' <<<"$throughput")"
+            last_rate="${rates["$ledger-$latency"]}"
+            printf '%-11s %-8s %-34s %-96s %s\n' "$ledger" "${latency} ms" "$throughput" "$latency_line" "$peak"
+        done
     done
 done
 # The floor under the latency: the broker alone, with the worker's producer and consumer settings, at
