@@ -225,21 +225,20 @@ struct JobHandler: MessageHandler {
     /// Records a grant that claims nothing (its order already holds the purchase by a credit), then publishes
     /// it, or the first answer of a job decided meanwhile.
     private func answer(_ stored: StoredEvent, _ key: DecisionKey, context: HandlingContext) async throws -> Outcome {
-        let outcome = try await context.retrying(
-            "ledger_record", stage: metrics.ledgerRecord,
-            { try await decisions.record(Decision(key: key, grant: nil, event: stored)) })
-        if case .replay(let first) = outcome {
-            metrics.replayedResults.increment()
-            return .publish([publishing(first)])
-        }
-        metrics.decision("grant", reason: "verified").increment()
-        return .publish([publishing(stored)])
+        try await recordUnclaimed(stored, key, counted: metrics.decision("grant", reason: "verified"), context: context)
     }
 
     /// Records a deny (it claims nothing), then publishes the event the ledger kept: this one, or the first
     /// answer of a job decided meanwhile.
     private func deny(_ event: ResultEvent, _ key: DecisionKey, context: HandlingContext) async throws -> Outcome {
-        let stored = event.stored()
+        try await recordUnclaimed(
+            event.stored(), key, counted: metrics.decision("deny", reason: event.reason), context: context)
+    }
+
+    /// Records an answer that claims no purchase; publishes it (counted), or the job's first answer.
+    private func recordUnclaimed(
+        _ stored: StoredEvent, _ key: DecisionKey, counted: Counter, context: HandlingContext
+    ) async throws -> Outcome {
         let outcome = try await context.retrying(
             "ledger_record", stage: metrics.ledgerRecord,
             { try await decisions.record(Decision(key: key, grant: nil, event: stored)) })
@@ -247,7 +246,7 @@ struct JobHandler: MessageHandler {
             metrics.replayedResults.increment()
             return .publish([publishing(first)])
         }
-        metrics.decision("deny", reason: event.reason).increment()
+        counted.increment()
         return .publish([publishing(stored)])
     }
 
