@@ -23,11 +23,9 @@ enum NotificationEvent {
         let transaction = notification.transaction
         let productID = grant.productID.isEmpty ? transaction?.productId ?? "" : grant.productID
         let quantity = grant.productID.isEmpty ? transaction?.quantity ?? grant.quantity : grant.quantity
-        func string(_ value: String?) -> String { value.map(JSONString.quote) ?? "null" }
+        let string = EventJSON.string
         func time(_ milliseconds: Double?) -> String {
-            milliseconds.flatMap { AppleTimestamp.date(milliseconds: $0) }.map {
-                JSONString.quote(Timestamp.rfc3339($0))
-            } ?? "null"
+            EventJSON.time(milliseconds.flatMap { AppleTimestamp.date(milliseconds: $0) })
         }
         var out = "{\"event_id\":\(string(eventID)),\"type\":\(string(type)),\"order_id\":\(string(grant.orderID))"
         out += ",\"user_id\":\(string(grant.userID)),\"product_id\":\(string(productID))"

@@ -57,9 +57,12 @@ struct NotificationHandler: MessageHandler {
         }
         let record = try await context.retrying("ledger_record", stage: metrics.ledgerRecord) {
             try await purchases.apply(change) { holder in
-                SubscriptionEvent.types.contains(eventType)
-                    ? SubscriptionEvent.make(type: eventType, notification: notification, holder: holder)
-                    : NotificationEvent.make(type: eventType, notification: notification, grant: holder.grant)
+                if case .subscription(let subscription) = change.kind {
+                    return SubscriptionEvent.make(
+                        type: eventType, notification: notification, holder: holder,
+                        renewalID: subscription.renewal?.eventID)
+                }
+                return NotificationEvent.make(type: eventType, notification: notification, grant: holder.grant)
             }
         }
         switch record {

@@ -52,8 +52,7 @@ public struct ResultEvent: Sendable, Equatable {
 
     /// The JSON value, keys in the contract's order.
     public func json() -> Data {
-        func string(_ value: String?) -> String { value.map(JSONString.quote) ?? "null" }
-        func time(_ value: Date?) -> String { value.map { JSONString.quote(Timestamp.rfc3339($0)) } ?? "null" }
+        let string = EventJSON.string, time = EventJSON.time
         let type = decision == .grant ? Self.grantedType : Self.deniedType
         var out = "{\"event_id\":\(string(eventID)),\"type\":\"\(type)\",\"job_id\":\(string(jobID))"
         out += ",\"order_id\":\(string(orderID))"
@@ -90,6 +89,13 @@ extension StoredEvent {
                 KafkaHeader(name: "content-type", string: "application/json"),
             ])
     }
+}
+
+/// The JSON values of the hand-built events (this file, NotificationEvent, SubscriptionEvent): a string quoted,
+/// a time in RFC 3339 with milliseconds, or `null` when absent.
+enum EventJSON {
+    static func string(_ value: String?) -> String { value.map(JSONString.quote) ?? "null" }
+    static func time(_ date: Date?) -> String { date.map { JSONString.quote(Timestamp.rfc3339($0)) } ?? "null" }
 }
 
 /// Name-based UUIDs (version 5 layout over SHA-1 is not in Foundation; SHA-256 truncated is used instead,

@@ -59,22 +59,15 @@ enum SubscriptionEvent {
         StableID.uuid("\(renewedType)\u{0}\(app.rawValue)\u{0}\(environment)\u{0}\(purchaseID)")
     }
 
-    /// The event of `type` for `notification`, about the subscription `holder` holds.
-    static func make(type: String, notification: AppleNotification, holder: PurchaseHolder) -> StoredEvent? {
-        guard let state = holder.subscription, let transaction = notification.transaction,
-            let environment = notification.environment
-        else { return nil }
+    /// The event of `type` for `notification`, about the subscription `holder` holds. `renewalID`: the period's
+    /// credit id (``renewalID(app:environment:purchaseID:)``) when the notification is a renewal.
+    static func make(type: String, notification: AppleNotification, holder: PurchaseHolder, renewalID: String?)
+        -> StoredEvent?
+    {
+        guard let state = holder.subscription, let transaction = notification.transaction else { return nil }
         let grant = holder.grant
-        let eventID =
-            type == renewedType
-            ? renewalID(
-                app: grant.app, environment: environment.rawValue,
-                purchaseID: (try? AppleTransaction(transaction)).map {
-                    JobHandler.ledgerPurchaseID($0.purchaseIdentity)
-                } ?? "")
-            : StableID.uuid("\(type)\u{0}\(notification.id)\u{0}\(grant.orderID)")
-        func string(_ value: String?) -> String { value.map(JSONString.quote) ?? "null" }
-        func time(_ date: Date?) -> String { date.map { JSONString.quote(Timestamp.rfc3339($0)) } ?? "null" }
+        let eventID = renewalID ?? StableID.uuid("\(type)\u{0}\(notification.id)\u{0}\(grant.orderID)")
+        let string = EventJSON.string, time = EventJSON.time
         let purchaseDate = transaction.purchaseDate.flatMap { AppleTimestamp.date(milliseconds: $0) }
         var out = "{\"event_id\":\(string(eventID)),\"type\":\(string(type)),\"order_id\":\(string(grant.orderID))"
         out += ",\"user_id\":\(string(grant.userID)),\"product_id\":\(string(transaction.productId ?? grant.productID))"
@@ -114,8 +107,7 @@ enum UnclaimedEvent {
         let environment = notification.environment?.rawValue ?? ""
         let eventID = StableID.uuid("\(type)\u{0}\(app.rawValue)\u{0}\(environment)\u{0}\(purchaseID)")
         let orderID = ReportedPurchase.creditOrderID(transactionID: transaction.transactionID)
-        func string(_ value: String?) -> String { value.map(JSONString.quote) ?? "null" }
-        func time(_ date: Date?) -> String { date.map { JSONString.quote(Timestamp.rfc3339($0)) } ?? "null" }
+        let string = EventJSON.string, time = EventJSON.time
         var out = "{\"event_id\":\(string(eventID)),\"type\":\(string(type)),\"order_id\":\(string(orderID))"
         out += ",\"user_id\":null,\"app_account_token\":\(string(transaction.appAccountToken?.lowercased()))"
         out += ",\"product_id\":\(string(transaction.productID)),\"quantity\":\(transaction.quantity)"
