@@ -147,22 +147,25 @@ extension NotificationPayload.ExternalPurchaseToken {
 
 /// Typed values of scanned members; `null` is nil, as an absent key.
 enum JSONField {
-    static func members(of bytes: [UInt8]) throws(AppleVerificationError) -> [JSONObjectScanner.Member] {
+    /// `subject` names the document in the errors (a JWS payload, verifyReceipt's answer).
+    static func members(of bytes: [UInt8], subject: String = "the JWS payload") throws(AppleVerificationError)
+        -> [JSONObjectScanner.Member]
+    {
         guard let members = JSONObjectScanner.members(bytes) else {
-            throw AppleVerificationError(.malformed, "the JWS payload does not decode: not a JSON object")
+            throw AppleVerificationError(.malformed, "\(subject) does not decode: not a JSON object")
         }
-        return try unique(members)
+        return try unique(members, subject: subject)
     }
 
     /// A key given twice is refused, as the job parser refuses it: this reader would keep the last value,
     /// the app's bundle id peek (AppleApps) the first.
-    private static func unique(_ members: [JSONObjectScanner.Member]) throws(AppleVerificationError)
-        -> [JSONObjectScanner.Member]
+    private static func unique(_ members: [JSONObjectScanner.Member], subject: String = "the JWS payload")
+        throws(AppleVerificationError) -> [JSONObjectScanner.Member]
     {
         var keys = Set<String>(minimumCapacity: members.count)
         for member in members where !keys.insert(member.key).inserted {
             throw AppleVerificationError(
-                .malformed, "the JWS payload does not decode: \(member.key.prefix(64)) appears twice")
+                .malformed, "\(subject) does not decode: \(member.key.prefix(64)) appears twice")
         }
         return members
     }

@@ -60,14 +60,7 @@ extension VerifyReceiptResponse {
         isRetryable = nil
         var retryable: Bool?
         var retryableHyphen: Bool?
-        guard let members = JSONObjectScanner.members(bytes) else {
-            throw AppleVerificationError(.malformed, "verifyReceipt's answer is not a JSON object")
-        }
-        var keys = Set<String>()
-        for member in members where !keys.insert(member.key).inserted {
-            throw AppleVerificationError(.malformed, "verifyReceipt's answer gives \(member.key.prefix(64)) twice")
-        }
-        for member in members {
+        for member in try JSONField.members(of: bytes, subject: "verifyReceipt's answer") {
             switch member.key {
             case "status": status = try JSONField.integer(member)
             case "environment": environment = try? JSONField.string(member)
