@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "HTTPClient", targets: ["HTTPClient"]),
         .library(name: "AppleVerification", targets: ["AppleVerification"]),
         .library(name: "AppStoreSimulator", targets: ["AppStoreSimulator"]),
+        .library(name: "Ledger", targets: ["Ledger"]),
     ],
     targets: [
         // C libraries, through their C APIs. Each shim only includes the real header.

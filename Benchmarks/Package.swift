@@ -28,6 +28,7 @@ let package = Package(
         .executable(name: "worker-bench", targets: ["WorkerBench"]),
         .executable(name: "notification-bench", targets: ["NotificationBench"]),
         .executable(name: "chaos-driver", targets: ["ChaosDriver"]),
+        .executable(name: "ledger-bench", targets: ["LedgerBench"]),
     ],
     dependencies: [.package(name: "receipt-worker", path: "..")],
     targets: [
@@ -48,6 +49,7 @@ let package = Package(
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(
             name: "HTTPBench", dependencies: [product("HTTPClient"), product("Observability")], swiftSettings: strict),
+        .executableTarget(name: "LedgerBench", dependencies: [product("Ledger")], swiftSettings: strict),
         .executableTarget(name: "JWSBench", dependencies: [product("AppleVerification")], swiftSettings: strict),
     ]
 )

@@ -44,10 +44,12 @@ cpu_ticks() {
     for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0))); done
     echo "$total"
 }
-# "worker simulator broker postgresql" CPU ticks now.
+# "worker simulator broker postgresql" CPU ticks now, then the bytes the worker has written to files and
+# sockets (wchar: with SQLite, mostly the ledger's WAL).
 cpu_snapshot() {
     echo "$(cpu_ticks "$worker_pid") $(cpu_ticks "$sim_pid") $(cpu_ticks "$(cat "$SERVICES_DIR/tansu.pid")")" \
-        "$(cpu_ticks $(pgrep -u postgres postgres | tr '\n' ' '))"
+        "$(cpu_ticks $(pgrep -u postgres postgres | tr '\n' ' '))" \
+        "$(awk '/^wchar:/ {print $2}' "/proc/$worker_pid/io" 2>/dev/null || echo 0)"
 }
 # The cost of one ECDSA P-256 verification on this machine, now (one core, OpenSSL's own loop): the unit the
 # worker's CPU per job is stated in, since the machine's speed moves by a factor of two between days (issue 25).
@@ -62,10 +64,11 @@ import sys
 before, after, jobs, hz = sys.argv[1].split(), sys.argv[2].split(), int(sys.argv[3]), int(sys.argv[4])
 ecdsa = float(sys.argv[5] or 0)
 names = ["worker", "simulator", "broker", "PostgreSQL"]
-per_job = [(int(a) - int(b)) / hz / jobs * 1e6 for b, a in zip(before, after)]
+per_job = [(int(a) - int(b)) / hz / jobs * 1e6 for b, a in zip(before[:4], after[:4])]
 parts = [f"{name} {value:.0f}" for name, value in zip(names, per_job)]
 ratio = f" (worker = {per_job[0] / ecdsa:.1f} ECDSA verifications)" if ecdsa else ""
-print("CPU per job (us): " + ", ".join(parts) + ratio)
+written = (int(after[4]) - int(before[4])) / jobs / 1024
+print("CPU per job (us): " + ", ".join(parts) + ratio + f"; worker wrote {written:.1f} KiB per job")
 PY
 }
 
@@ -143,7 +146,7 @@ PROPS
     local before; before="$(cpu_snapshot)"
     local perf_pid=""
     if [ -n "${PERF:-}" ]; then  # PERF=FILE: a perf profile of the worker during the burst, as FILE
-        perf record -F 499 -g -p "$worker_pid" -o "$PERF-$ledger_kind-$latency.data" >/dev/null 2>&1 &
+        perf record -F 499 ${PERF_CALL_GRAPH:--g} -p "$worker_pid" -o "$PERF-$ledger_kind-$latency.data" >/dev/null 2>&1 &
         perf_pid=$!
     fi
     local throughput; throughput="$("$bench" drain --bootstrap "$KAFKA_BOOTSTRAP" --topic "results-$suffix" --jobs "$count")"

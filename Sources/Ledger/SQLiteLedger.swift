@@ -37,6 +37,12 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         try connection.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;")
         try SQLiteSchema.migrate(connection, defaultBundleID: defaultBundleID)
         try SQLiteSchema.checkDefaultApp(connection, defaultBundleID: defaultBundleID)
+        // A batch's savepoint per decision journals the pages the decision changes: SQLite keeps that statement
+        // journal in memory only up to 64 KiB, then writes it to a temporary file for the rest of the
+        // transaction, and every later decision of the batch wrote its pages there too (about 40 KiB per job,
+        // half the ledger's CPU). In memory it is emptied at each RELEASE, so it holds one decision's pages.
+        // Set after the migrations, whose one-off statements over whole tables may journal much more.
+        try connection.execute("PRAGMA temp_store = MEMORY;")
         // One at a time: SQLite has one writer; what arrives meanwhile waits and goes in the next commit.
         records = Batcher(maxBatch: 256, maxConcurrent: 1) { [unowned self] decisions in
             try await self.queue.perform { self.recordBatch(decisions) }
@@ -110,33 +116,30 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         let app = Value.text(decision.key.app.rawValue)
         if let grant = decision.grant {
             let scope: [Value] = [app, .text(grant.environment), .text(grant.transactionID), .text(grant.purchaseID)]
-            // Refunded or revoked (an App Store notification), before or after a grant: never again. A refund
-            // remembered before apps were scoped, of a purchase not granted then, has app "*": any app's.
-            let revoked = try connection.first(
+            // Any grant of this transaction or of this purchase (under another transaction id), and whether it
+            // was refunded or revoked (an App Store notification): read once, for both checks below.
+            var owners: [(order: String, transaction: String, credit: String?, revoked: Bool)] = []
+            try connection.query(
                 """
-                SELECT 1 FROM grants WHERE app = ?1 AND environment = ?2 AND transaction_id IN (?3, ?4)
-                    AND revoked_at IS NOT NULL
-                UNION ALL SELECT 1 FROM grants WHERE app = ?1 AND environment = ?2 AND purchase_id = ?4
-                    AND revoked_at IS NOT NULL
-                UNION ALL SELECT 1 FROM purchase_states WHERE app = ?1 AND environment = ?2 AND purchase_id = ?4
-                    AND revoked
+                SELECT order_id, transaction_id, credit_event_id, revoked_at IS NOT NULL FROM grants
+                    WHERE app = ?1 AND environment = ?2 AND transaction_id IN (?3, ?4)
+                UNION ALL SELECT order_id, transaction_id, credit_event_id, revoked_at IS NOT NULL FROM grants
+                    WHERE app = ?1 AND environment = ?2 AND purchase_id = ?4
+                """, scope
+            ) { owners.append(($0.text(0) ?? "", $0.text(1) ?? "", $0.text(2), $0.integer(3) == 1)) }
+            // Refunded or revoked, before or after a grant: never again. A refund remembered before apps were
+            // scoped, of a purchase not granted then, has app "*": any app's.
+            if owners.contains(where: \.revoked) { return (.revoked, false) }
+            let refunded = try connection.first(
+                """
+                SELECT 1 FROM purchase_states WHERE app = ?1 AND environment = ?2 AND purchase_id = ?4 AND revoked
                 UNION ALL SELECT 1 FROM purchase_states WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3
                     AND revoked
                 UNION ALL SELECT 1 FROM purchase_states WHERE app = '*' AND (purchase_id = ?4 OR transaction_id = ?3)
                     AND revoked
                 """, scope
             ) { _ in true }
-            if revoked != nil { return (.revoked, false) }
-            // Any grant of this transaction or of this purchase (under another transaction id).
-            var owners: [(order: String, transaction: String, credit: String?)] = []
-            try connection.query(
-                """
-                SELECT order_id, transaction_id, credit_event_id FROM grants WHERE app = ?1 AND environment = ?2
-                    AND transaction_id IN (?3, ?4)
-                UNION ALL SELECT order_id, transaction_id, credit_event_id FROM grants WHERE app = ?1
-                    AND environment = ?2 AND purchase_id = ?4
-                """, scope
-            ) { owners.append(($0.text(0) ?? "", $0.text(1) ?? "", $0.text(2))) }
+            if refunded != nil { return (.revoked, false) }
             // Bytes, as SQLite compares them (Swift's == would call two spellings of "é" one order).
             if owners.contains(where: { !$0.order.utf8.elementsEqual(grant.orderID.utf8) }) {
                 return (.duplicateTransaction, false)

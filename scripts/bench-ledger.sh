@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The SQLite ledger alone, in process, as the worker drives it (a lookup, then a grant and its result row, 1,000
+# jobs in flight, decisions committed in groups): CPU and bytes written per decision, beside the cost of one
+# ECDSA P-256 verification on this machine now, the unit of issue 25's figures.
+#   scripts/bench-ledger.sh [DECISIONS] [PREFILL]     (default 30000 after 0)
+# LEDGER_BENCH=PATH runs that ledger-bench binary (another commit's), to compare two builds in one run.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+decisions="${1:-30000}"
+prefill="${2:-0}"
+bash scripts/setup.sh
+swift build -c release --package-path Benchmarks --product ledger-bench >/dev/null
+bench="${LEDGER_BENCH:-Benchmarks/.build/release/ledger-bench}"
+ecdsa_us="$(openssl speed -seconds 3 ecdsap256 2>/dev/null |
+    awk '/256 bits ecdsa \(nistp256\)/ {printf "%.1f", 1e6 / $NF}')"
+echo "ECDSA P-256: one verification costs ${ecdsa_us} us on this machine now (openssl speed ecdsap256, one core)"
+line="$("$bench" --decisions "$decisions" --prefill "$prefill")"
+per_decision="$(sed -E 's/.*CPU per decision ([0-9.]+) us.*/\1/' <<<"$line")"
+echo "$line (= $(python3 -c "print(f'{$per_decision / $ecdsa_us:.2f}')") ECDSA verifications)"
