@@ -4,6 +4,19 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
+# The tests' temporary files (configuration files with their test secrets, ledgers, the workers' logs) go in a
+# directory of this run: removed when the run passes, kept for reading when it fails. Readable by all, as /tmp
+# is: PostgreSQL's data directory, made inside it, belongs to the postgres user.
+tests_tmp="$(mktemp -d "${TMPDIR:-/tmp}/receipt-worker-tests.XXXXXX")"
+chmod 755 "$tests_tmp"
+export TMPDIR="$tests_tmp"
+capture=""
+finish() {
+    local status=$?
+    [ -n "$capture" ] && rm -rf "$capture"
+    if [ "$status" -eq 0 ]; then rm -rf "$tests_tmp"; else echo "the tests' files are kept in $tests_tmp" >&2; fi
+}
+trap finish EXIT
 swift format lint --strict --recursive Sources Tests Fuzz Benchmarks/Sources Benchmarks/Package.swift  # the house style (.swift-format): any finding fails
 swift build --build-tests
 # Fuzzing itself is `scripts/fuzz.sh` (exploration, minutes to hours); the inputs it found, the seeds and every
@@ -24,7 +37,6 @@ if [ "$#" -eq 0 ]; then
     # Every job, event and dead letter the end-to-end tests send or receive is captured and validated
     # against its schema after the run (Tests/TestSupport/ContractCapture.swift).
     capture="$(mktemp -d)"
-    trap 'rm -rf "$capture"' EXIT
     export RECEIPT_WORKER_CONTRACT_CAPTURE="$capture"
     # The HTTP server's flood and idle-connection tests first and alone: 40,000 pipelined requests would
     # starve the timing assertions of the tests running beside them (and their own probes).

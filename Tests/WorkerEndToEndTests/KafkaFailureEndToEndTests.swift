@@ -33,7 +33,9 @@ struct KafkaFailureEndToEndTests {
     func missingTopic() async throws {
         let harness = try await ProcessHarness()
         let config = try harness.config(
-            ledger: "sqlite:/tmp/missing-topic-\(UUID()).sqlite", extra: ["topics.dlq": "no-such-topic-\(UUID())"])
+            ledger: "sqlite:"
+                + FileManager.default.temporaryDirectory.appendingPathComponent("missing-topic-\(UUID()).sqlite").path,
+            extra: ["topics.dlq": "no-such-topic-\(UUID())"])
         let worker = try WorkerProcess(config: config)
         let status = await exitStatus(of: worker.pid, killedAfter: .seconds(30))
         #expect(status == 2, "log: \(worker.log.suffix(1500))")
