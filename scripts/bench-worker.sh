@@ -5,7 +5,8 @@
 # the worker's peak memory. Then the naive design (one job at a time, worker.max_in_flight=1) for the ratio.
 #   scripts/bench-worker.sh [JOBS]      (default 50000)
 # For quicker runs while profiling: LEDGERS="postgresql" (one ledger), LATENCIES="100", NAIVE=no;
-# PERF=/tmp/worker records a perf profile of the worker during each burst (/tmp/worker-LEDGER-LATENCY.data);
+# PERF=/tmp/worker records a perf profile of the worker during each burst (/tmp/worker-LEDGER-LATENCY.data;
+# PERF_CALL_GRAPH="--call-graph dwarf,16384" for call graphs through libc and SQLite, which have no frame pointers);
 # PACED_DIVISOR=10 measures latency at a tenth of the throughput instead of half; PROOF=signed_transaction
 # makes every job carry a signed transaction instead of a receipt (PROOFS="receipt signed_transaction": one
 # configuration of each, each kind's CPU per job in the same run); TWO_APPS=no skips the two-app,
@@ -44,8 +45,8 @@ cpu_ticks() {
     for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0))); done
     echo "$total"
 }
-# "worker simulator broker postgresql" CPU ticks now, then the bytes the worker has written to files and
-# sockets (wchar: with SQLite, mostly the ledger's WAL).
+# "worker simulator broker postgresql" CPU ticks now, then the bytes the worker has written with write
+# calls (wchar: files, not its sockets; with SQLite, the ledger's WAL and checkpoints).
 cpu_snapshot() {
     echo "$(cpu_ticks "$worker_pid") $(cpu_ticks "$sim_pid") $(cpu_ticks "$(cat "$SERVICES_DIR/tansu.pid")")" \
         "$(cpu_ticks $(pgrep -u postgres postgres | tr '\n' ' '))" \
