@@ -15,5 +15,10 @@ ecdsa_us="$(openssl speed -seconds 3 ecdsap256 2>/dev/null |
     awk '/256 bits ecdsa \(nistp256\)/ {printf "%.1f", 1e6 / $NF}')"
 echo "ECDSA P-256: one verification costs ${ecdsa_us} us on this machine now (openssl speed ecdsap256, one core)"
 line="$("$bench" --decisions "$decisions" --prefill "$prefill")"
-per_decision="$(sed -E 's/.*CPU per decision ([0-9.]+) us.*/\1/' <<<"$line")"
+per_decision="$(sed -nE 's/.*CPU per decision ([0-9.]+) us.*/\1/p' <<<"$line")"
+if [ -z "$ecdsa_us" ] || [ -z "$per_decision" ]; then
+    echo "$line"
+    echo "bench-ledger: no ECDSA cost or CPU per decision to divide (openssl speed printed nothing?)" >&2
+    exit 1
+fi
 echo "$line (= $(python3 -c "print(f'{$per_decision / $ecdsa_us:.2f}')") ECDSA verifications)"

@@ -45,8 +45,9 @@ cpu_ticks() {
     for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0))); done
     echo "$total"
 }
-# "worker simulator broker postgresql" CPU ticks now, then the bytes the worker has written with write
-# calls (wchar: files, not its sockets; with SQLite, the ledger's WAL and checkpoints).
+# "worker simulator broker postgresql" CPU ticks now, then the bytes the worker has written with write(2)
+# and its kin (wchar): with SQLite, mostly the ledger's WAL and checkpoints, beside the log file and the
+# eventfds; not the sockets, which librdkafka, libcurl and libpq write with send and sendmsg.
 cpu_snapshot() {
     echo "$(cpu_ticks "$worker_pid") $(cpu_ticks "$sim_pid") $(cpu_ticks "$(cat "$SERVICES_DIR/tansu.pid")")" \
         "$(cpu_ticks $(pgrep -u postgres postgres | tr '\n' ' '))" \

@@ -4,17 +4,18 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
-# The tests' temporary files (configuration files with their test secrets, ledgers, the workers' logs) go in a
-# directory of this run: removed when the run passes, kept for reading when it fails. Readable by all, as /tmp
-# is: PostgreSQL's data directory, made inside it, belongs to the postgres user.
+# The tests' temporary files (configuration files with their test secrets, ledgers, the workers' logs, the
+# messages captured for the contract check) go in a directory of this run: removed when the run passes, kept
+# for reading when it fails. The broker's and PostgreSQL's state stays where it was (SERVICES_TMPDIR), a short
+# path: PostgreSQL's socket path must stay under 107 bytes.
+export SERVICES_TMPDIR="${SERVICES_TMPDIR:-${TMPDIR:-/tmp}}"
 tests_tmp="$(mktemp -d "${TMPDIR:-/tmp}/receipt-worker-tests.XXXXXX")"
-chmod 755 "$tests_tmp"
 export TMPDIR="$tests_tmp"
-capture=""
 finish() {
     local status=$?
-    [ -n "$capture" ] && rm -rf "$capture"
+    set +e
     if [ "$status" -eq 0 ]; then rm -rf "$tests_tmp"; else echo "the tests' files are kept in $tests_tmp" >&2; fi
+    exit "$status"
 }
 trap finish EXIT
 swift format lint --strict --recursive Sources Tests Fuzz Benchmarks/Sources Benchmarks/Package.swift  # the house style (.swift-format): any finding fails
@@ -36,7 +37,7 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMU
 if [ "$#" -eq 0 ]; then
     # Every job, event and dead letter the end-to-end tests send or receive is captured and validated
     # against its schema after the run (Tests/TestSupport/ContractCapture.swift).
-    capture="$(mktemp -d)"
+    capture="$(mktemp -d)"  # in the run's directory (TMPDIR)
     export RECEIPT_WORKER_CONTRACT_CAPTURE="$capture"
     # The HTTP server's flood and idle-connection tests first and alone: 40,000 pipelined requests would
     # starve the timing assertions of the tests running beside them (and their own probes).

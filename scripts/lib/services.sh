@@ -10,7 +10,9 @@ TANSU_BIN="$SERVICES_ROOT/.deps/tools/tansu"
 
 services_dir() {
     if [ -z "$SERVICES_DIR" ]; then
-        SERVICES_DIR="$(mktemp -d "${TMPDIR:-/tmp}/receipt-worker-services.XXXXXX")"
+        # SERVICES_TMPDIR: where, when TMPDIR is deep (the test command's own directory): PostgreSQL's socket
+        # path must stay under 107 bytes.
+        SERVICES_DIR="$(mktemp -d "${SERVICES_TMPDIR:-${TMPDIR:-/tmp}}/receipt-worker-services.XXXXXX")"
         chmod 755 "$SERVICES_DIR"
     fi
 }

@@ -5,7 +5,7 @@ import Ledger
 // its event, 1,000 jobs in flight. Prints the CPU (user and system) and the bytes written per decision, the
 // part of a job's CPU the ledger takes inside the worker (issue 25), without the broker's and the
 // simulator's noise around it.
-//   ledger-bench [--decisions N] [--prefill N] [--in-flight N] [--path FILE]
+//   ledger-bench [--decisions N] [--prefill N] [--in-flight N]       (a ledger file of its own, in TMPDIR)
 // --prefill records N decisions first (not measured), as a ledger that has run for a while holds.
 // scripts/bench-ledger.sh runs it and prints the same machine's ECDSA cost beside it.
 
@@ -45,9 +45,9 @@ let runPrefix = UUID().uuidString.lowercased().prefix(18)
 /// A granted signed-transaction job's decision, with an event the size of a real `receipt.granted`.
 func decision(_ index: Int, run: String) -> Decision {
     let jobID = identifier(index, 1, run: run)
-    let orderID = "ord-\(run)-\(index)"
+    let orderID = "ord-\(runPrefix)\(run)-\(index)"
     // Apple's transaction ids are increasing decimal numbers, not random ones.
-    let transactionID = String(2_000_000_000_000_000 + index) + run
+    let transactionID = String(2_000_000_000_000_000 + index) + runPrefix + run
     let json = """
         {"event_id":"\(identifier(index, 2, run: run))","type":"receipt.granted","job_id":"\(jobID)",\
         "order_id":"\(orderID)","user_id":"player-\(index % 100_000)","decision":"grant","reason":"verified",\
@@ -67,14 +67,14 @@ func decision(_ index: Int, run: String) -> Decision {
             key: orderID, json: Array(json.utf8)))
 }
 
-/// Runs `count` jobs, `inFlight` at a time, each a lookup then a record, as the worker does.
-func run(_ ledger: SQLiteLedger, count: Int, inFlight: Int, tag: String) async throws {
+/// Runs the decisions, `inFlight` at a time, each a lookup then a record, as the worker does.
+func run(_ ledger: SQLiteLedger, _ decisions: [Decision], inFlight: Int) async throws {
     let next = Counter()
     try await withThrowingTaskGroup(of: Void.self) { group in
         for _ in 0..<inFlight {
             group.addTask {
-                while let index = next.take(below: count) {
-                    let decision = decision(index, run: tag)
+                while let index = next.take(below: decisions.count) {
+                    let decision = decisions[index]
                     _ = try await ledger.storedDecision(decision.key)
                     guard case .recorded = try await ledger.record(decision) else {
                         fatalError("decision \(index) was not recorded")
@@ -101,16 +101,15 @@ final class Counter: @unchecked Sendable {
 let count = option("--decisions", default: 50_000)
 let prefill = option("--prefill", default: 0)
 let inFlight = max(1, option("--in-flight", default: 1_000))
-let path: String = {
-    let arguments = CommandLine.arguments
-    if let index = arguments.firstIndex(of: "--path"), index + 1 < arguments.count { return arguments[index + 1] }
-    return FileManager.default.temporaryDirectory.appendingPathComponent("ledger-bench-\(UUID()).sqlite").path
-}()
+// A file of its own, never one given: the bench writes made-up grants and deletes the file after.
+let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-bench-\(UUID()).sqlite").path
 
 let ledger = try SQLiteLedger(path: path)
-if prefill > 0 { try await run(ledger, count: prefill, inFlight: inFlight, tag: "p") }
+if prefill > 0 { try await run(ledger, (0..<prefill).map { decision($0, run: "p") }, inFlight: inFlight) }
+// Made before the measured window: what is measured is the ledger's work, not the making of its input.
+let measured = (0..<count).map { decision($0, run: "m") }
 let (cpuBefore, writtenBefore, started) = (cpuMicroseconds(), bytesWritten(), Date())
-try await run(ledger, count: count, inFlight: inFlight, tag: "m")
+try await run(ledger, measured, inFlight: inFlight)
 let (cpuAfter, writtenAfter, seconds) = (cpuMicroseconds(), bytesWritten(), Date().timeIntervalSince(started))
 await ledger.close()
 for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
