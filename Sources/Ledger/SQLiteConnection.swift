@@ -19,7 +19,11 @@ final class SQLiteConnection {
     private var db: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
 
+    /// Set once, before the process's first connection: SQLite reads its configuration at initialization.
+    private static let configured: Void = { _ = csqlite_disable_memory_statistics() }()
+
     init(path: String) throws {
+        Self.configured
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         guard sqlite3_open_v2(path, &handle, flags, nil) == SQLITE_OK, let handle else {
