@@ -8,6 +8,7 @@
 # PERF=FILE records a perf profile of the worker while the receiver takes the burst; CONCURRENCY=C posts C at a time
 # (default 64); WORKER_SETTINGS="key=value..." (newline-separated) adds to the worker's configuration.
 # WORKER_BIN=PATH runs that receipt-worker binary (another commit's, to compare receivers with the same driver).
+# Prints the worker's CPU per notification (received, then processed from the topic) in ECDSA verifications.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 count="${1:-10000}"
@@ -62,6 +63,9 @@ LOG_LEVEL=warning "${WORKER_BIN:-.build/release/receipt-worker}" run --config "$
 worker_pid=$!
 ready() { curl -sf "http://127.0.0.1:$metrics_port/readyz" >/dev/null; }
 wait_for "the worker" 60 ready
+# The unit of issue 25's figures: one ECDSA P-256 verification on this machine now (as bench-worker.sh).
+ecdsa_us="$(openssl speed -seconds 3 ecdsap256 2>/dev/null |
+    awk '/256 bits ecdsa \(nistp256\)/ {printf "%.1f", 1e6 / $NF}')"
 echo "notification benchmark: $count notifications, $ledger_kind ledger, $(nproc) cores (broker, worker and driver share them)"
 Benchmarks/.build/release/notification-bench --bootstrap "$KAFKA_BOOTSTRAP" --jobs "jobs-$suffix" --results "results-$suffix" \
     --receiver "http://127.0.0.1:$receiver_port/notifications/apple" --count "$count" \
@@ -88,6 +92,13 @@ while kill -0 "$driver_pid" 2>/dev/null; do
     fi
     sleep 0.02
 done
+# When the driver has read the last receipt.revoked event: from the first post to then, the worker received and
+# processed every notification (the grants before and the paced phase after are outside).
+whole_end=""
+while kill -0 "$driver_pid" 2>/dev/null; do
+    if grep -q '^processing:' "$work/driver.out"; then whole_end="$(ticks "$worker_pid")"; break; fi
+    sleep 0.02
+done
 wait "$driver_pid"
 cat "$work/driver.out"
 if [ -n "${burst_end:-}" ]; then
@@ -97,6 +108,15 @@ start, end, hz = sys.argv[1].split(), sys.argv[2].split(), int(sys.argv[3])
 seconds = float(end[0]) - float(start[0])
 shares = [f"{name} {(int(b) - int(a)) / hz / seconds:.2f}" for name, a, b in zip(["worker", "broker", "driver", "idle"], start[1:], end[1:])]
 print("CPU during the receiver's burst, in cores (of 2): " + ", ".join(shares) + " (idle: of the whole machine)")
+PY
+fi
+if [ -n "${burst_start:-}" ] && [ -n "$whole_end" ] && [ -n "$ecdsa_us" ]; then
+    python3 - "$(cut -d' ' -f2 <<<"$burst_start")" "$whole_end" "$count" "$(getconf CLK_TCK)" "$ecdsa_us" <<'PY'
+import sys
+start, end, count, hz, ecdsa = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+per = (end - start) / hz / count * 1e6
+print(f"worker CPU per notification, received and processed: {per:.0f} us (= {per / ecdsa:.1f} ECDSA verifications"
+      f" of {ecdsa} us; issue 25's goal: 3)")
 PY
 fi
 echo "worker peak memory: $(awk '/VmHWM/ {printf "%d MiB", $2 / 1024}' "/proc/$worker_pid/status")"
