@@ -11,7 +11,8 @@ import Runtime
 /// `receipt.billing_issue`, `receipt.renewal_changed`), a purchase waiting for a job (`ONE_TIME_CHARGE`,
 /// `SUBSCRIBED`: credited by `receipt.unclaimed` if none claims it in time), or nothing.
 ///
-/// A notification's life: verify it again (anyone who can write to the topic could have written it) → a
+/// A notification's life: verify it again (anyone who can write to the topic could have written it), unless
+/// this process's receiver verified these very bytes (``RecentlyVerifiedNotifications``) → a
 /// notification handled before publishes its first event again (Apple's retries, re-deliveries and backfills
 /// change nothing twice) → the ledger applies what it does to the purchase, in the notification's app and
 /// environment (``PurchaseRules``), and keeps the event → publish it.
@@ -24,6 +25,8 @@ struct NotificationHandler: MessageHandler {
     let logger: Logger
     /// `notifications.unclaimed_after_ms`: how long a reported purchase waits for a job; nil: never credited.
     var unclaimedAfter: Duration? = nil
+    /// What this process's receiver verified (nil: verify every record).
+    var recentlyVerified: RecentlyVerifiedNotifications? = nil
 
     /// A notification that cannot be read as one is dead-lettered under the jobs' reason, as before.
     var deadLetterReason: String { "malformed_job" }
@@ -34,13 +37,17 @@ struct NotificationHandler: MessageHandler {
 
     func handle(_ message: KafkaMessage, context: HandlingContext) async throws -> Outcome {
         let notification: AppleNotification
-        switch AppleNotification.verify(body: Data(message.value), apps: apps) {
-        case .verified(let verified): notification = verified
-        case .environmentNotAllowed(let type):
-            metrics.notificationProcessed(type: type, outcome: "ignored").increment()
-            return .publish([])
-        case .rejected(let reason):
-            return .deadLetter(DeadLetter(reason: "malformed_job", error: "notification: \(reason)"))
+        if let verifiedHere = recentlyVerified?.take(value: message.value) {
+            notification = verifiedHere
+        } else {
+            switch AppleNotification.verify(body: Data(message.value), apps: apps) {
+            case .verified(let verified): notification = verified
+            case .environmentNotAllowed(let type):
+                metrics.notificationProcessed(type: type, outcome: "ignored").increment()
+                return .publish([])
+            case .rejected(let reason):
+                return .deadLetter(DeadLetter(reason: "malformed_job", error: "notification: \(reason)"))
+            }
         }
         if let handled = try await context.retrying(
             "ledger_lookup", stage: metrics.ledgerLookup,

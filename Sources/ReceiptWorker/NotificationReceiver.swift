@@ -76,6 +76,8 @@ public struct NotificationIntake: Sendable {
     let topic: String
     let metrics: WorkerMetrics
     let logger: Logger
+    /// Where a record the broker took is remembered for this process's processor (nil: a receiver alone).
+    var recentlyVerified: RecentlyVerifiedNotifications? = nil
 
     /// One notification at the receiver: the HTTP status and a short text for it.
     func receive(body: Data, deadline: Duration) async -> (Int, String) {
@@ -98,6 +100,9 @@ public struct NotificationIntake: Sendable {
             let record = KafkaProducerMessage(
                 topic: topic, key: Array(notification.key.utf8), value: Array(body),
                 headers: notification.recordHeaders())
+            // Remembered before the broker answers: the processor may read the record before the receiver
+            // hears the acknowledgement. One that is never stored leaves with the oldest.
+            recentlyVerified?.remember(value: record.value, notification)
             let producer = self.producer
             do {
                 try await withDeadline(deadline, timeout: NotificationReceiver.Unacknowledged(deadline: deadline)) {

@@ -24,6 +24,8 @@ public final class Worker: Sendable {
     private let appleShare: AppleLimitShare
     /// The budgets (and metric series) of the flows beside the apps' jobs; no app may have these names.
     static let notificationsGroup = "notifications"
+    /// What this process's receiver verified, for its own processor.
+    let recentlyVerified = RecentlyVerifiedNotifications()
     static let consumptionGroup = "consumption"
 
     public init(
@@ -57,7 +59,8 @@ public final class Worker: Sendable {
                 topic: topics.notifications,
                 handler: NotificationHandler(
                     apps: apps, purchases: ledger, resultsTopic: topics.results, eventSource: configuration.eventSource,
-                    metrics: metrics, logger: logger, unclaimedAfter: configuration.unclaimedAfter),
+                    metrics: metrics, logger: logger, unclaimedAfter: configuration.unclaimedAfter,
+                    recentlyVerified: recentlyVerified),
                 groups: [Self.notificationsGroup]),
             RuntimeConfiguration.Route(
                 topic: topics.consumption,
@@ -110,7 +113,7 @@ public final class Worker: Sendable {
     public var notificationIntake: NotificationIntake {
         NotificationIntake(
             apps: apps, producer: producer, topic: configuration.topics.notifications, metrics: metrics,
-            logger: logger)
+            logger: logger, recentlyVerified: recentlyVerified)
     }
 
     /// Asks ``run()`` to stop taking messages, drain, commit and return.
