@@ -38,8 +38,10 @@ struct NotificationHandler: MessageHandler {
     func handle(_ message: KafkaMessage, context: HandlingContext) async throws -> Outcome {
         let notification: AppleNotification
         if let verifiedHere = recentlyVerified?.take(value: message.value) {
+            metrics.notificationsTakenFromReceiver.increment()
             notification = verifiedHere
         } else {
+            metrics.notificationsVerifiedAgain.increment()
             switch AppleNotification.verify(body: Data(message.value), apps: apps) {
             case .verified(let verified): notification = verified
             case .environmentNotAllowed(let type):

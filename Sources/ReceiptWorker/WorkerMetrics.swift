@@ -20,6 +20,9 @@ public final class WorkerMetrics: Sendable {
     let unclaimedWaiting: Gauge
     /// Credits of purchases no job claimed, published (`receipt.unclaimed`).
     let unclaimedCredited: Counter
+    /// Notification records the processor took from this replica's receiver, and those it verified again.
+    let notificationsTakenFromReceiver: Counter
+    let notificationsVerifiedAgain: Counter
     private let decisions: [String: Counter]
 
     /// The handlers' own operations whose failures are counted (the runtime counts its own beside them).
@@ -83,6 +86,12 @@ public final class WorkerMetrics: Sendable {
         unclaimedCredited = registry.counter(
             "receipt_worker_unclaimed_credits_published_total",
             help: "receipt.unclaimed events published: purchases no job claimed in time, credited by the event.")
+        notificationsTakenFromReceiver = registry.counter(
+            "receipt_worker_notifications_taken_from_receiver_total",
+            help: "Notification records processed from this replica's receiver's verification of the same bytes.")
+        notificationsVerifiedAgain = registry.counter(
+            "receipt_worker_notifications_verified_again_total",
+            help: "Notification records the processor verified again (received by another replica, or not kept).")
         ledgerLookup = stage("ledger_lookup")
         ledgerRecord = stage("ledger_record")
         for outcome in Self.receivedOutcomes {

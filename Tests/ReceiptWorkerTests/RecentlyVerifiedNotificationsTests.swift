@@ -14,6 +14,7 @@ struct RecentlyVerifiedNotificationsTests {
     let apps: AppleApps
     let jobs: JobHandler
     let recent = RecentlyVerifiedNotifications(capacity: 4)
+    let metrics = WorkerMetrics()
     let notifications: NotificationHandler
 
     init() throws {
@@ -26,7 +27,7 @@ struct RecentlyVerifiedNotificationsTests {
             apps: apps, decisions: ledger, metrics: WorkerMetrics(), logger: Handlers.logger)
         notifications = NotificationHandler(
             apps: apps, purchases: ledger, resultsTopic: "results", eventSource: "receipt-worker",
-            metrics: WorkerMetrics(), logger: Handlers.logger, recentlyVerified: recent)
+            metrics: metrics, logger: Handlers.logger, recentlyVerified: recent)
     }
 
     /// A genuine refund of transaction `id`, as the receiver verified it.
@@ -62,6 +63,8 @@ struct RecentlyVerifiedNotificationsTests {
         // Taken once: the same bytes delivered again are verified like any record.
         let again = try await Handlers.run(notifications, unverifiable, topic: "notifications")
         #expect(again.deadLetter?.reason == "malformed_job")
+        // What an operator reads: one taken from the receiver, three verified again.
+        #expect(metrics.notificationsTakenFromReceiver.value == 1 && metrics.notificationsVerifiedAgain.value == 3)
     }
 
     @Test("at most its capacity is kept, the oldest leaving first")
