@@ -83,12 +83,13 @@ public enum JobParser {
         }
         // An id that is too long or holds control characters (a NUL above all: database parameters are C
         // strings; PostgreSQL's index rows are limited) is never a ledger key.
+        let readJobID = text(object, "job_id", 1...128)
         var identity = JobIdentity(
-            jobID: text(object, "job_id", 1...128) ?? "", orderID: orderID,
+            jobID: readJobID ?? "", orderID: orderID,
             userID: object.string("user_id") ?? "", productID: object.string("product_id") ?? "", quantity: 1)
         func invalid(_ reason: String) -> JobParseResult { .invalidJob(identity, reason: reason) }
 
-        guard let jobID = text(object, "job_id", 1...128) else {
+        guard let jobID = readJobID else {
             return invalid("job_id must be a string of 1 to 128 bytes without control characters")
         }
         guard let userID = text(object, "user_id", 1...128) else {

@@ -24,9 +24,9 @@ public final class Worker: Sendable {
     private let appleShare: AppleLimitShare
     /// The budgets (and metric series) of the flows beside the apps' jobs; no app may have these names.
     static let notificationsGroup = "notifications"
+    static let consumptionGroup = "consumption"
     /// What this process's receiver verified, for its own processor.
     let recentlyVerified = RecentlyVerifiedNotifications()
-    static let consumptionGroup = "consumption"
 
     public init(
         configuration: WorkerConfiguration, consumer: KafkaConsumer, producer: KafkaProducer, ledger: any Ledger,

@@ -82,33 +82,12 @@ extension VerifyReceiptResponse {
 
     /// An array of entries, or nil for `null`.
     fileprivate static func entries(_ member: JSONObjectScanner.Member) throws(AppleVerificationError) -> [InApp]? {
-        guard !member.raw.elementsEqual("null".utf8) else { return nil }
-        guard let elements = JSONObjectScanner.elements(member.raw) else {
-            throw AppleVerificationError(.malformed, "verifyReceipt's \(member.key) is not an array")
-        }
-        var entries: [InApp] = []
-        entries.reserveCapacity(elements.count)
-        for element in elements {
-            guard let members = JSONObjectScanner.members(element) else {
-                throw AppleVerificationError(
-                    .malformed, "verifyReceipt's \(member.key) holds a value that is not an object")
-            }
-            entries.append(InApp(members))
-        }
-        return entries
+        try objects(member)?.map(InApp.init)
     }
 
     private static func renewals(_ member: JSONObjectScanner.Member) throws(AppleVerificationError) -> [PendingRenewal]?
     {
-        guard !member.raw.elementsEqual("null".utf8) else { return nil }
-        guard let elements = JSONObjectScanner.elements(member.raw) else {
-            throw AppleVerificationError(.malformed, "pending_renewal_info is not an array")
-        }
-        var renewals: [PendingRenewal] = []
-        for element in elements {
-            guard let members = JSONObjectScanner.members(element) else {
-                throw AppleVerificationError(.malformed, "pending_renewal_info holds a value that is not an object")
-            }
+        try objects(member)?.map { members throws(AppleVerificationError) in
             var renewal = PendingRenewal()
             for field in members {
                 switch field.key {
@@ -118,9 +97,28 @@ extension VerifyReceiptResponse {
                 default: break
                 }
             }
-            renewals.append(renewal)
+            return renewal
         }
-        return renewals
+    }
+
+    /// The members of each object of an array, or nil for `null`; anything else is refused.
+    private static func objects(_ member: JSONObjectScanner.Member) throws(AppleVerificationError)
+        -> [[JSONObjectScanner.Member]]?
+    {
+        guard !member.raw.elementsEqual("null".utf8) else { return nil }
+        guard let elements = JSONObjectScanner.elements(member.raw) else {
+            throw AppleVerificationError(.malformed, "verifyReceipt's \(member.key) is not an array")
+        }
+        var objects: [[JSONObjectScanner.Member]] = []
+        objects.reserveCapacity(elements.count)
+        for element in elements {
+            guard let members = JSONObjectScanner.members(element) else {
+                throw AppleVerificationError(
+                    .malformed, "verifyReceipt's \(member.key) holds a value that is not an object")
+            }
+            objects.append(members)
+        }
+        return objects
     }
 
     /// `true`/`false`, a number (not 0 is true), or the text `"true"`/`"1"`; nil otherwise.
