@@ -35,11 +35,7 @@ struct ConsumptionHandlerTests {
     }
 
     func grant(_ id: String) async throws {
-        let jobs = JobHandler(
-            settings: .init(
-                maxBytes: 262_144, transactionIDRequiresAccountToken: true, retry: RetryPolicy(),
-                resultsTopic: "results", eventSource: "receipt-worker"),
-            apps: try Handlers.apps(apple), decisions: ledger, metrics: WorkerMetrics(), logger: Handlers.logger)
+        let jobs = Handlers.jobs(try Handlers.apps(apple), ledger: ledger)
         apple.verified(Handlers.proof("proof-\(id)"), transactionID: id)
         _ = try await Handlers.run(
             jobs, Handlers.job("job-\(id)", order: "order-\(id)", proof: ["receipt": Handlers.proof("proof-\(id)")]))

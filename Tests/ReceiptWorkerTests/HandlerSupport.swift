@@ -18,6 +18,25 @@ enum Handlers {
 
     static func ledger() throws -> SQLiteLedger { try SQLiteLedger(path: ":memory:") }
 
+    /// The jobs' handler with the shipped limits (256 KiB, a transaction id needs its account token).
+    static func jobs(_ apps: AppleApps, ledger: any DecisionStore, retry: RetryPolicy = RetryPolicy()) -> JobHandler {
+        JobHandler(
+            settings: .init(
+                maxBytes: 262_144, transactionIDRequiresAccountToken: true, retry: retry, resultsTopic: "results",
+                eventSource: "receipt-worker"),
+            apps: apps, decisions: ledger, metrics: WorkerMetrics(), logger: logger)
+    }
+
+    /// The notifications' handler, publishing to `results`.
+    static func notifications(
+        _ apps: AppleApps, ledger: any PurchaseStateStore, metrics: WorkerMetrics = WorkerMetrics(),
+        unclaimedAfter: Duration? = nil, recentlyVerified: RecentlyVerifiedNotifications? = nil
+    ) -> NotificationHandler {
+        NotificationHandler(
+            apps: apps, purchases: ledger, resultsTopic: "results", eventSource: "receipt-worker", metrics: metrics,
+            logger: logger, unclaimedAfter: unclaimedAfter, recentlyVerified: recentlyVerified)
+    }
+
     /// Runs `handler` on one message, as the runtime would, without one.
     static func run(_ handler: any MessageHandler, _ value: [UInt8], topic: String = "jobs", offset: Int64 = 0)
         async throws -> Outcome

@@ -21,12 +21,7 @@ struct JobHandlerTests {
         retry.maxAttempts = maxAttempts
         retry.initialBackoff = .milliseconds(1)
         retry.maxBackoff = .milliseconds(2)
-        return JobHandler(
-            settings: .init(
-                maxBytes: 262_144, transactionIDRequiresAccountToken: true, retry: retry, resultsTopic: "results",
-                eventSource: "receipt-worker"),
-            apps: try Handlers.apps(apple, second: second), decisions: ledger, metrics: WorkerMetrics(),
-            logger: Handlers.logger)
+        return Handlers.jobs(try Handlers.apps(apple, second: second), ledger: ledger, retry: retry)
     }
 
     func run(_ handler: JobHandler, _ job: [UInt8], offset: Int64 = 0) async throws -> Outcome {

@@ -18,14 +18,8 @@ struct NotificationHandlerTests {
     init() throws {
         ledger = try Handlers.ledger()
         let apps = try Handlers.apps(apple, second: FakeApple(), sandbox: true)
-        jobs = JobHandler(
-            settings: .init(
-                maxBytes: 262_144, transactionIDRequiresAccountToken: true, retry: RetryPolicy(),
-                resultsTopic: "results", eventSource: "receipt-worker"),
-            apps: apps, decisions: ledger, metrics: WorkerMetrics(), logger: Handlers.logger)
-        notifications = NotificationHandler(
-            apps: apps, purchases: ledger, resultsTopic: "results", eventSource: "receipt-worker",
-            metrics: WorkerMetrics(), logger: Handlers.logger)
+        jobs = Handlers.jobs(apps, ledger: ledger)
+        notifications = Handlers.notifications(apps, ledger: ledger)
     }
 
     /// Grants transaction `id` to `order` through the job flow.

@@ -20,14 +20,8 @@ struct PurchaseLifeHandlerTests {
     init() throws {
         ledger = try Handlers.ledger()
         let apps = try Handlers.apps(apple)
-        jobs = JobHandler(
-            settings: .init(
-                maxBytes: 262_144, transactionIDRequiresAccountToken: true, retry: RetryPolicy(),
-                resultsTopic: "results", eventSource: "receipt-worker"),
-            apps: apps, decisions: ledger, metrics: WorkerMetrics(), logger: Handlers.logger)
-        notifications = NotificationHandler(
-            apps: apps, purchases: ledger, resultsTopic: "results", eventSource: "receipt-worker",
-            metrics: WorkerMetrics(), logger: Handlers.logger, unclaimedAfter: .seconds(3_600))
+        jobs = Handlers.jobs(apps, ledger: ledger)
+        notifications = Handlers.notifications(apps, ledger: ledger, unclaimedAfter: .seconds(3_600))
     }
 
     func notify(_ body: [UInt8]) async throws -> Outcome {
@@ -249,9 +243,7 @@ struct PurchaseLifeHandlerTests {
 
     @Test("with notifications.unclaimed_after_ms=0 a reported purchase is only kept on the topic")
     func unclaimedOff() async throws {
-        let off = NotificationHandler(
-            apps: try Handlers.apps(apple), purchases: ledger, resultsTopic: "results", eventSource: "receipt-worker",
-            metrics: WorkerMetrics(), logger: Handlers.logger)
+        let off = Handlers.notifications(try Handlers.apps(apple), ledger: ledger)
         _ = try await Handlers.run(
             off, try Handlers.notification("ONE_TIME_CHARGE", transaction: Handlers.transaction("700")),
             topic: "notifications")

@@ -20,14 +20,8 @@ struct RecentlyVerifiedNotificationsTests {
     init() throws {
         ledger = try Handlers.ledger()
         apps = try Handlers.apps(apple)
-        jobs = JobHandler(
-            settings: .init(
-                maxBytes: 262_144, transactionIDRequiresAccountToken: true, retry: RetryPolicy(),
-                resultsTopic: "results", eventSource: "receipt-worker"),
-            apps: apps, decisions: ledger, metrics: WorkerMetrics(), logger: Handlers.logger)
-        notifications = NotificationHandler(
-            apps: apps, purchases: ledger, resultsTopic: "results", eventSource: "receipt-worker",
-            metrics: metrics, logger: Handlers.logger, recentlyVerified: recent)
+        jobs = Handlers.jobs(apps, ledger: ledger)
+        notifications = Handlers.notifications(apps, ledger: ledger, metrics: metrics, recentlyVerified: recent)
     }
 
     /// A genuine refund of transaction `id`, as the receiver verified it.
