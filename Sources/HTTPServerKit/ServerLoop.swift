@@ -50,11 +50,16 @@ final class ServerLoop: @unchecked Sendable {
         watch(wakeup, events: EPOLLIN.rawValue)
     }
 
+    /// Idempotent. The eventfd it writes to stays open until deinit: a second stop (a test's, then its
+    /// harness's) once wrote 8 bytes into whatever descriptor had reused the closed number, another server's
+    /// client connection, which read them as its answer.
     func stop() {
-        stopping.store(true, ordering: .releasing)
+        guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
         var value: UInt64 = 1
         _ = write(wakeup, &value, 8)
     }
+
+    deinit { Glibc.close(wakeup) }
 
     private func watch(_ fd: Int32, events: UInt32, modify: Bool = false) {
         var event = epoll_event()
@@ -96,7 +101,6 @@ final class ServerLoop: @unchecked Sendable {
         for connection in Array(connections.values) { close(connection) }
         Glibc.close(listener)
         Glibc.close(epoll)
-        Glibc.close(wakeup)
     }
 
     private func acceptAll() {

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServerKit
+import TestSupport
 import Testing
 
 /// The epoll `HTTPServer` the App Store simulator stands on.
@@ -35,6 +36,31 @@ extension LoopbackServerTests {
             }
             #expect(bodies == (0..<10).map { "/\($0)" })
             #expect(elapsed >= .milliseconds(200))
+        }
+
+        @Test("a server stopped twice writes nothing into a descriptor that took the number of one it closed")
+        func stopTwice() async throws {
+            let server = try HTTPServer(host: "127.0.0.1", port: 0, threads: 1) { _ in .text(200, "ok\n") }
+            server.start()
+            server.stop()
+            let port = server.port
+            // The loop has ended, and closed its descriptors, once its port refuses connections.
+            #expect(await eventually(timeout: .seconds(10)) { (try? LoopbackClient(port: port)) == nil })
+            // New descriptors take the lowest free numbers, the ones the loop closed among them.
+            var pairs: [[Int32]] = []
+            for _ in 0..<16 {
+                var pair: [Int32] = [0, 0]
+                #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &pair) == 0)
+                pairs.append(pair)
+            }
+            defer { for descriptor in pairs.joined() { close(descriptor) } }
+            server.stop()  // the test's harness stops what a test stopped already
+            var received = 0
+            var byte: UInt8 = 0
+            for descriptor in pairs.joined() where recv(descriptor, &byte, 1, Int32(MSG_DONTWAIT)) > 0 {
+                received += 1
+            }
+            #expect(received == 0, "a stop after the loop ended wrote into another descriptor")
         }
     }
 }
