@@ -2,6 +2,9 @@
 # HTTP requests per second from HTTPClient (libcurl multi) to the App Store simulator's verifyReceipt, in
 # separate processes on this machine, at 0 ms and at 100 ms of simulated Apple latency.
 #   scripts/bench-http.sh [IN_FLIGHT] [SECONDS]     (defaults 1000, 5)
+# Beside each rate: the client's CPU per request, and in ECDSA P-256 verifications measured in the same run (the
+# unit of issue 25: a receipt job's call to Apple costs at least this). HTTP_BENCH=PATH runs that http-bench
+# binary (another commit's), to compare two clients against the same simulator.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 in_flight="${1:-1000}"
@@ -20,11 +23,23 @@ body="{\"receipt-data\":\"$receipt\"}"
 
 run() {
     curl -sf -X PUT "$base/admin/faults" -d "{\"latency_ms\": $1}" >/dev/null
-    Benchmarks/.build/release/http-bench --url "$base/production/verifyReceipt" --body "$body" --in-flight "$in_flight" --seconds "$seconds"
+    "${HTTP_BENCH:-Benchmarks/.build/release/http-bench}" --url "$base/production/verifyReceipt" --body "$body" --in-flight "$in_flight" --seconds "$seconds"
 }
 echo "HTTP client -> simulator verifyReceipt, $in_flight in flight, ${seconds} s each (HTTP/1.1 keep-alive on loopback)"
-zero=$(run 0)
-slow=$(run 100)
+ecdsa_us="$(openssl speed -seconds 3 ecdsap256 2>/dev/null |
+    awk '/256 bits ecdsa \(nistp256\)/ {printf "%.1f", 1e6 / $NF}')"
+# Appends "= N ECDSA verifications" to http-bench's line.
+in_ecdsa() {
+    local cpu
+    cpu="$(sed -nE 's/.*client CPU ([0-9.]+) us per request.*/\1/p' <<<"$1")"
+    if [ -n "$cpu" ] && [ -n "$ecdsa_us" ]; then
+        echo "$1 (= $(python3 -c "print(f'{$cpu / $ecdsa_us:.2f}')") ECDSA verifications of ${ecdsa_us} us)"
+    else
+        echo "$1"
+    fi
+}
+zero=$(in_ecdsa "$(run 0)")
+slow=$(in_ecdsa "$(run 100)")
 ideal=$((in_flight * 10))
 slow_rate=$(grep -oE '^[0-9]+' <<<"$slow")
 printf '%-34s %s\n' "0 ms simulated latency" "$zero"

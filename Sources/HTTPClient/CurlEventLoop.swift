@@ -29,6 +29,12 @@ final class CurlEventLoop: @unchecked Sendable {
     private let activeCount = Atomic<Int>(0)
     private let exited = DispatchSemaphore(value: 0)
     private var active: [UnsafeMutableRawPointer: EasyTransfer] = [:]
+    /// Easy handles of finished transfers, emptied by `curl_easy_reset` (which keeps their buffers), for the
+    /// next ones; at most `maxIdleHandles` (about 20 KB each), the rest cleaned up.
+    private var idleHandles: [UnsafeMutableRawPointer] = []
+    private let maxIdleHandles = 256
+    /// The sockets epoll watches for libcurl.
+    private var watched: Set<curl_socket_t> = []
     private let epoll: Int32
     private let wakeup: Int32
     private var timerDeadline: ContinuousClock.Instant?
@@ -67,20 +73,27 @@ final class CurlEventLoop: @unchecked Sendable {
     var inFlight: Int { activeCount.load(ordering: .relaxed) }
 
     func submit(_ transfer: Transfer) {
-        let accepted = inbox.withLock { inbox in
-            guard !inbox.stopping else { return false }
+        let (accepted, first) = inbox.withLock { inbox in
+            guard !inbox.stopping else { return (false, false) }
             inbox.submitted.append(transfer)
-            return true
+            return (true, inbox.submitted.count == 1)
         }
         guard accepted else {
             return transfer.finish(.failure(HTTPClientError(kind: .shutdown, reason: "the HTTP client is shut down")))
         }
-        wake()
+        // Only the first of a batch wakes the loop: it takes the whole inbox at once, and a request submitted
+        // after it took the inbox is again the first. A write per request was a system call each.
+        if first { wake() }
     }
 
     func cancel(_ transfer: Transfer) {
-        inbox.withLock { $0.cancelled.append(transfer) }
-        wake()
+        // After shutdown every transfer has been failed already: nothing to cancel.
+        let accepted = inbox.withLock { inbox in
+            guard !inbox.stopping else { return false }
+            inbox.cancelled.append(transfer)
+            return true
+        }
+        if accepted { wake() }
     }
 
     private func wake() {
@@ -138,11 +151,17 @@ final class CurlEventLoop: @unchecked Sendable {
         for transfer in active.values.map(\.transfer) {
             abort(transfer, HTTPClientError(kind: .shutdown, reason: "the HTTP client shut down"))
         }
+        for handle in idleHandles { curl_easy_cleanup(handle) }
+        idleHandles = []
         curl_multi_cleanup(multi)
         close(epoll)
-        close(wakeup)
         exited.signal()
     }
+
+    /// The eventfd is closed here, not when the loop ends: `cancel` may still write to it after `shutdown` (a
+    /// task cancelled late), and a number closed earlier could by then be another descriptor's (a socket, the
+    /// ledger's file) that those 8 bytes would land in.
+    deinit { close(wakeup) }
 
     /// Until libcurl's next timeout (at most a second: the inbox is also woken by its eventfd).
     private func waitMilliseconds() -> Int32 {
@@ -152,30 +171,48 @@ final class CurlEventLoop: @unchecked Sendable {
         return Int32(clamping: min(1_000, max(1, remaining.milliseconds)))
     }
 
-    /// libcurl's socket callback: watch `socket` for what it needs, or stop watching it.
+    /// libcurl's socket callback: watch `socket` for what it needs, or stop watching it. `watched` has the
+    /// sockets registered with epoll, so each change is one system call (a connection is removed when its
+    /// transfer ends and added again when the next one reuses it).
     private func watch(_ socket: curl_socket_t, what: Int32) {
         if what == CURL_POLL_REMOVE {
-            epoll_ctl(epoll, EPOLL_CTL_DEL, socket, nil)  // fails harmlessly when libcurl already closed it
+            if watched.remove(socket) != nil {
+                epoll_ctl(epoll, EPOLL_CTL_DEL, socket, nil)  // fails harmlessly when libcurl already closed it
+            }
             return
         }
         var event = epoll_event()
         event.events =
             (what & CURL_POLL_IN != 0 ? EPOLLIN.rawValue : 0) | (what & CURL_POLL_OUT != 0 ? EPOLLOUT.rawValue : 0)
         event.data.fd = socket
-        if epoll_ctl(epoll, EPOLL_CTL_MOD, socket, &event) != 0 {
-            epoll_ctl(epoll, EPOLL_CTL_ADD, socket, &event)
+        let known = watched.contains(socket)
+        if epoll_ctl(epoll, known ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, socket, &event) != 0 {
+            // A socket closed and its number reused without a REMOVE in between: the other operation fits.
+            epoll_ctl(epoll, known ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, socket, &event)
         }
+        watched.insert(socket)
     }
 
     private func start(_ transfer: Transfer) {
+        guard let handle = idleHandles.popLast() ?? curl_easy_init() else {
+            return transfer.finish(.failure(HTTPClientError(kind: .other, reason: "curl_easy_init failed")))
+        }
         do {
-            let easy = try EasyTransfer(transfer: transfer, configuration: configuration)
+            let easy = try EasyTransfer(handle: handle, transfer: transfer, configuration: configuration)
             active[easy.handle] = easy
             activeCount.add(1, ordering: .relaxed)
             curl_multi_add_handle(multi, easy.handle)
         } catch {
+            recycle(handle)
             transfer.finish(.failure(error))
         }
+    }
+
+    /// Keeps a handle no transfer uses any more for the next one, or cleans it up when enough are idle.
+    private func recycle(_ handle: UnsafeMutableRawPointer) {
+        guard idleHandles.count < maxIdleHandles else { return curl_easy_cleanup(handle) }
+        curl_easy_reset(handle)
+        idleHandles.append(handle)
     }
 
     private func abort(_ transfer: Transfer, _ error: HTTPClientError) {
@@ -185,10 +222,12 @@ final class CurlEventLoop: @unchecked Sendable {
         transfer.finish(.failure(error))
     }
 
+    /// Takes a transfer out of the multi handle; its handle is recycled, so read its result first.
     private func remove(_ easy: EasyTransfer) {
         curl_multi_remove_handle(multi, easy.handle)
         active[easy.handle] = nil
         activeCount.subtract(1, ordering: .relaxed)
+        recycle(easy.handle)
     }
 
     private func collectFinished() {
@@ -197,9 +236,9 @@ final class CurlEventLoop: @unchecked Sendable {
             guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle,
                 let easy = active[UnsafeMutableRawPointer(handle)]
             else { continue }
-            let code = message.pointee.data.result
+            let result = easy.result(message.pointee.data.result)
             remove(easy)
-            easy.transfer.finish(easy.result(code))
+            easy.transfer.finish(result)
         }
     }
 }

@@ -2,7 +2,9 @@ import CCurl
 import Foundation
 import Observability
 
-/// A libcurl easy handle with the buffers of one transfer. Lives on the event-loop thread only.
+/// One transfer on a libcurl easy handle lent by the event loop (``CurlEventLoop``), with the transfer's buffers.
+/// Lives on the event-loop thread only. The handle goes back to the loop's idle handles afterwards: a new one
+/// per request cost its allocation, its 16 KB receive buffer and its cleanup each time (7 % of the client's CPU).
 final class EasyTransfer {
     let handle: UnsafeMutableRawPointer
     let transfer: Transfer
@@ -13,11 +15,12 @@ final class EasyTransfer {
     private var headers: [(name: String, value: String)] = []
     private var headerList: UnsafeMutablePointer<curl_slist>?
 
-    init(transfer: Transfer, configuration: HTTPClient.Configuration) throws(HTTPClientError) {
+    /// `handle`: fresh from `curl_easy_init` or emptied by `curl_easy_reset`; the caller takes it back when this
+    /// throws.
+    init(handle: UnsafeMutableRawPointer, transfer: Transfer, configuration: HTTPClient.Configuration)
+        throws(HTTPClientError)
+    {
         maxBodyBytes = configuration.maxResponseBytes
-        guard let handle = curl_easy_init() else {
-            throw HTTPClientError(kind: .other, reason: "curl_easy_init failed")
-        }
         self.handle = handle
         self.transfer = transfer
         let request = transfer.request
@@ -67,7 +70,6 @@ final class EasyTransfer {
     }
 
     deinit {
-        curl_easy_cleanup(handle)
         curl_slist_free_all(headerList)
     }
 
@@ -82,16 +84,29 @@ final class EasyTransfer {
         return true
     }
 
+    /// One header line as libcurl hands it over (`Name: value\r\n`): the name lower-cased (ASCII, as HTTP's
+    /// names are), the value without the spaces, tabs and line ends around it. Read as bytes: Foundation's
+    /// trimming and Unicode case mapping were 5 % of the client's CPU.
     fileprivate func append(headerLine line: UnsafeRawBufferPointer) {
-        let text = String(decoding: line, as: UTF8.self)
-        if text.hasPrefix("HTTP/") {
+        let bytes = line.bindMemory(to: UInt8.self)
+        if bytes.starts(with: "HTTP/".utf8) {
             headers.removeAll()  // a new response (after a redirect or 100 Continue) starts
             return
         }
-        guard let colon = text.firstIndex(of: ":") else { return }
-        let name = text[..<colon].lowercased()
-        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
-        headers.append((name, value))
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return }
+        let name = String(unsafeUninitializedCapacity: colon) { buffer in
+            for index in 0..<colon {
+                let byte = bytes[index]
+                buffer[index] = byte >= 65 && byte <= 90 ? byte + 32 : byte
+            }
+            return colon
+        }
+        var start = colon + 1
+        var end = bytes.count
+        func isSpace(_ byte: UInt8) -> Bool { byte == 32 || byte == 9 || byte == 13 || byte == 10 }
+        while start < end, isSpace(bytes[start]) { start += 1 }
+        while end > start, isSpace(bytes[end - 1]) { end -= 1 }
+        headers.append((name, String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)))
     }
 
     func result(_ code: CURLcode) -> Result<HTTPResponse, HTTPClientError> {

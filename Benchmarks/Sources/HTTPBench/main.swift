@@ -55,7 +55,15 @@ await withTaskGroup(of: Void.self) { group in
 }
 let elapsed = ContinuousClock.now - started
 let total = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+// This process's CPU (the client's: its event loop, libcurl, the kernel's share of its sockets) per request.
+var usage = rusage()
+getrusage(RUSAGE_SELF.rawValue, &usage)
+let cpuSeconds =
+    Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+    + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+let requests = counters.ok.load(ordering: .relaxed) + counters.failed.load(ordering: .relaxed)
 print(
-    "\(Int(Double(counters.ok.load(ordering: .relaxed)) / total)) requests/s, \(counters.failed.load(ordering: .relaxed)) failed"
+    "\(Int(Double(counters.ok.load(ordering: .relaxed)) / total)) requests/s, \(counters.failed.load(ordering: .relaxed)) failed, "
+        + String(format: "client CPU %.1f us per request", cpuSeconds / Double(max(1, requests)) * 1e6)
 )
 client.shutdown()
