@@ -7,9 +7,10 @@ import Runtime
 
 /// The jobs topic (docs/contract.md sections 2 to 4): a job becomes a grant or a deny event, or a dead letter.
 ///
-/// A job's life: parse it → look it up in the ledger (a job delivered again gets its first answer) → verify
-/// its proof with Apple, retrying what is transient → run the contract's checks → claim the purchase and
-/// record the decision in one step → publish the event. Jobs of one app share their app's slots: an app whose
+/// A job's life: parse it → look it up in the ledger (a job delivered again gets its first answer; a signed
+/// transaction, checked without Apple, is looked up by the record step instead) → verify its proof with Apple,
+/// retrying what is transient → run the contract's checks → claim the purchase and record the decision in one
+/// step → publish the event. Jobs of one app share their app's slots: an app whose
 /// Apple lane is paused, or whose circuit is open, holds only its own.
 struct JobHandler: MessageHandler {
     struct Settings: Sendable {
@@ -60,11 +61,13 @@ struct JobHandler: MessageHandler {
         // A bundle id no app has keeps its rows apart from every configured app's.
         let key = DecisionKey(
             app: app?.scope ?? AppScope(job.bundleID ?? ""), jobID: job.jobID, fingerprint: job.fingerprint)
-        if let stored = try await context.retrying(
-            "ledger_lookup", stage: metrics.ledgerLookup, { try await decisions.storedDecision(key) })
-        {
+        // A signed transaction is checked here, without Apple: looking every such job up first would cost a
+        // ledger round trip per job to spare the few delivered again one signature check. Recording answers
+        // those with their first answer anyway (the ledger looks a job up before it claims anything), and a
+        // dead letter is only sent once the lookup says the job was never answered.
+        let checkedHere = if case .signedTransaction = job.proof { true } else { false }
+        if !checkedHere, let stored = try await storedAnswer(key, context: context) {
             // A job delivered again: its first answer, unchanged.
-            metrics.replayedResults.increment()
             return .publish([publishing(stored)])
         }
         guard let app else {
@@ -76,6 +79,9 @@ struct JobHandler: MessageHandler {
         }
         switch try await verify(job, with: app, context: context) {
         case .deadLetter(let letter):
+            if checkedHere, let stored = try await storedAnswer(key, context: context) {
+                return .publish([publishing(stored)])
+            }
             return .deadLetter(letter)
         case .verdict(let verdict, let attempts):
             let outcome = OrderChecks.evaluate(job, verdict: verdict)
@@ -87,6 +93,14 @@ struct JobHandler: MessageHandler {
                 ]) { $1 })
             return try await record(job, key, outcome, attempts: attempts, context: context)
         }
+    }
+
+    /// The answer the ledger keeps for a job delivered again (counted as replayed), or nil.
+    private func storedAnswer(_ key: DecisionKey, context: HandlingContext) async throws -> StoredEvent? {
+        let stored = try await context.retrying(
+            "ledger_lookup", stage: metrics.ledgerLookup, { try await decisions.storedDecision(key) })
+        if stored != nil { metrics.replayedResults.increment() }
+        return stored
     }
 
     /// Apple's verdict, or the dead letter of a job Apple cannot verify.

@@ -43,6 +43,26 @@ struct JobHandlerTests {
         #expect(apple.calls == 1, "a job delivered again is answered from the ledger, without Apple")
     }
 
+    @Test("a signed transaction delivered again, checked again without a lookup first, gets its first answer")
+    func signedReplay() async throws {
+        let handler = try handler()
+        let signed = ["signed_transaction": "header.payload.signature"]
+        apple.verified("header.payload.signature", transactionID: "1000")
+        let first = try await run(handler, Handlers.job("j1", order: "o1", proof: signed))
+        let event = try #require(first.event)
+        #expect(event["decision"] as? String == "grant")
+        let again = try await run(handler, Handlers.job("j1", order: "o1", proof: signed))
+        #expect(again.event?["event_id"] as? String == event["event_id"] as? String)
+        #expect(again.event?["verified_at"] as? String == event["verified_at"] as? String)
+        // Its check cannot be made this time (a refusal, not a verdict): still its first answer, never a dead
+        // letter for a job that was answered.
+        apple.fail([AppleVerificationError(.unauthorized, "a refusal", isRetriable: false)])
+        let refused = try await run(handler, Handlers.job("j1", order: "o1", proof: signed))
+        #expect(refused.deadLetter == nil)
+        #expect(refused.event?["event_id"] as? String == event["event_id"] as? String)
+        #expect(apple.calls == 3, "each delivery of a signed transaction is checked, locally")
+    }
+
     /// One row of the decision table: what Apple says, and the deny it gives.
     struct Row: Sendable, CustomTestStringConvertible {
         let reason: String
