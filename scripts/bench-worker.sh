@@ -6,7 +6,8 @@
 #   scripts/bench-worker.sh [JOBS]      (default 50000)
 # For quicker runs while profiling: LEDGERS="postgresql" (one ledger), LATENCIES="100", NAIVE=no;
 # PERF=/tmp/worker records a perf profile of the worker during each burst (/tmp/worker-LEDGER-LATENCY.data;
-# PERF_CALL_GRAPH="--call-graph dwarf,16384" for call graphs through libc and SQLite, which have no frame pointers);
+# PERF_CALL_GRAPH="--call-graph dwarf,16384" for call graphs through libc and SQLite, which have no frame pointers;
+# PERF_FREQUENCY=2000 samples more often than the default 499 a second);
 # PACED_DIVISOR=10 measures latency at a tenth of the throughput instead of half; PROOF=signed_transaction
 # makes every job carry a signed transaction instead of a receipt (PROOFS="receipt signed_transaction": one
 # configuration of each, each kind's CPU per job in the same run); TWO_APPS=no skips the two-app,
@@ -148,7 +149,7 @@ PROPS
     local before; before="$(cpu_snapshot)"
     local perf_pid=""
     if [ -n "${PERF:-}" ]; then  # PERF=FILE: a perf profile of the worker during the burst, as FILE
-        perf record -F 499 ${PERF_CALL_GRAPH:--g} -p "$worker_pid" -o "$PERF-$ledger_kind-$latency.data" >/dev/null 2>&1 &
+        perf record -F "${PERF_FREQUENCY:-499}" ${PERF_CALL_GRAPH:--g} -p "$worker_pid" -o "$PERF-$ledger_kind-$latency.data" >/dev/null 2>&1 &
         perf_pid=$!
     fi
     local throughput; throughput="$("$bench" drain --bootstrap "$KAFKA_BOOTSTRAP" --topic "results-$suffix" --jobs "$count")"
