@@ -54,6 +54,9 @@ public final class HTTPClient: Sendable {
     /// Requests in flight now.
     public var inFlight: Int { loop.inFlight }
 
+    /// Turns of the event loop since start (tests: an idle client sleeps in epoll instead of spinning).
+    var loopTurns: Int { loop.turns }
+
     /// Fails requests in flight and stops the event loop.
     public func shutdown() { loop.shutdown() }
 }

@@ -1,5 +1,5 @@
 import Foundation
-import HTTPClient
+@testable import HTTPClient
 import Synchronization
 import TestSupport
 import Testing
@@ -68,6 +68,26 @@ struct HTTPClientTests {
         }
         #expect(error.kind == .cancelled)
         #expect(await eventually { harness.http.inFlight == 0 })
+    }
+
+    @Test("a kept connection the server closes while idle is let go: the loop sleeps again, the next request works")
+    func idleConnectionClosedByServer() async throws {
+        let first = try SimulatorHarness()
+        let http = first.http
+        let answered = try await http.execute(
+            HTTPRequest(method: .post, url: "\(first.base)/production/verifyReceipt", body: Data("{}".utf8)))
+        #expect(answered.status == 200)
+        first.simulator.stop()  // closes the connection the client keeps for its next request
+        try await Task.sleep(for: .milliseconds(200))
+        let before = http.loopTurns
+        try await Task.sleep(for: .milliseconds(500))
+        // Asleep in epoll: a turn a second at most when idle; a closed socket still registered would report
+        // itself on every turn, thousands of them.
+        #expect(http.loopTurns - before < 50, "the event loop spun on the closed connection")
+        let second = try SimulatorHarness()
+        let again = try await http.execute(
+            HTTPRequest(method: .post, url: "\(second.base)/production/verifyReceipt", body: Data("{}".utf8)))
+        #expect(again.status == 200)
     }
 
     @Test("a dropped connection and a refused one are connection errors, retriable")
