@@ -59,6 +59,15 @@ struct NotificationEndToEndTests {
         #expect(record.key.map { String(decoding: $0, as: UTF8.self) } == purchase.transactionID)
         let sent = try await harness.admin.notifications().first { $0["notification_uuid"] as? String == uuid }
         #expect(sent?["delivered"] as? Bool == true)
+        // Received and processed by this one worker: processed from its receiver's verification, never verified
+        // twice (the worker's receiver and processor share what was verified).
+        let metrics = harness.worker.metrics.registry.render()
+        func value(_ name: String) -> Int? {
+            metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+                .flatMap { Int($0.split(separator: " ").last ?? "") }
+        }
+        #expect(value("receipt_worker_notifications_taken_from_receiver_total").map { $0 >= 1 } == true, "\(metrics)")
+        #expect(value("receipt_worker_notifications_verified_again_total") == 0, "\(metrics)")
         // The pre-refund signed transaction again, in a new job for the same order: revoked, not granted.
         try await harness.submit(
             job("job-again", order: "order-r", product: "gems_100", ["signed_transaction": purchase.signedTransaction]))
