@@ -26,8 +26,8 @@ run() {
     "${HTTP_BENCH:-Benchmarks/.build/release/http-bench}" --url "$base/production/verifyReceipt" --body "$body" --in-flight "$in_flight" --seconds "$seconds"
 }
 echo "HTTP client -> simulator verifyReceipt, $in_flight in flight, ${seconds} s each (HTTP/1.1 keep-alive on loopback)"
-ecdsa_us="$(openssl speed -seconds 3 ecdsap256 2>/dev/null |
-    awk '/256 bits ecdsa \(nistp256\)/ {printf "%.1f", 1e6 / $NF}')"
+source scripts/lib/ecdsa.sh
+ecdsa_us="$(ecdsa_verify_us)"
 # Appends "= N ECDSA verifications" to http-bench's line.
 in_ecdsa() {
     local cpu

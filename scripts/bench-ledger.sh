@@ -11,8 +11,8 @@ prefill="${2:-0}"
 bash scripts/setup.sh
 swift build -c release --package-path Benchmarks --product ledger-bench >/dev/null
 bench="${LEDGER_BENCH:-Benchmarks/.build/release/ledger-bench}"
-ecdsa_us="$(openssl speed -seconds 3 ecdsap256 2>/dev/null |
-    awk '/256 bits ecdsa \(nistp256\)/ {printf "%.1f", 1e6 / $NF}')"
+source scripts/lib/ecdsa.sh
+ecdsa_us="$(ecdsa_verify_us)"
 echo "ECDSA P-256: one verification costs ${ecdsa_us} us on this machine now (openssl speed ecdsap256, one core)"
 line="$("$bench" --decisions "$decisions" --prefill "$prefill")"
 per_decision="$(sed -nE 's/.*CPU per decision ([0-9.]+) us.*/\1/p' <<<"$line")"

@@ -63,9 +63,8 @@ LOG_LEVEL=warning "${WORKER_BIN:-.build/release/receipt-worker}" run --config "$
 worker_pid=$!
 ready() { curl -sf "http://127.0.0.1:$metrics_port/readyz" >/dev/null; }
 wait_for "the worker" 60 ready
-# The unit of issue 25's figures: one ECDSA P-256 verification on this machine now (as bench-worker.sh).
-ecdsa_us="$(openssl speed -seconds 3 ecdsap256 2>/dev/null |
-    awk '/256 bits ecdsa \(nistp256\)/ {printf "%.1f", 1e6 / $NF}')"
+source scripts/lib/ecdsa.sh
+ecdsa_us="$(ecdsa_verify_us)"
 echo "notification benchmark: $count notifications, $ledger_kind ledger, $(nproc) cores (broker, worker and driver share them)"
 Benchmarks/.build/release/notification-bench --bootstrap "$KAFKA_BOOTSTRAP" --jobs "jobs-$suffix" --results "results-$suffix" \
     --receiver "http://127.0.0.1:$receiver_port/notifications/apple" --count "$count" \

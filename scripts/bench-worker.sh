@@ -54,10 +54,8 @@ cpu_snapshot() {
         "$(cpu_ticks $(pgrep -u postgres postgres | tr '\n' ' '))" \
         "$(awk '/^wchar:/ {print $2}' "/proc/$worker_pid/io" 2>/dev/null || echo 0)"
 }
-# The cost of one ECDSA P-256 verification on this machine, now (one core, OpenSSL's own loop): the unit the
-# worker's CPU per job is stated in, since the machine's speed moves by a factor of two between days (issue 25).
-ecdsa_us="$(openssl speed -seconds 3 ecdsap256 2>/dev/null |
-    awk '/256 bits ecdsa \(nistp256\)/ {printf "%.1f", 1e6 / $NF}')"
+source scripts/lib/ecdsa.sh
+ecdsa_us="$(ecdsa_verify_us)"
 echo "ECDSA P-256: one verification costs ${ecdsa_us} us on this machine now (openssl speed ecdsap256, one core)"
 
 # CPU microseconds per job of each process between two snapshots, and the worker's in ECDSA verifications.
