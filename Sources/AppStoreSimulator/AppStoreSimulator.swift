@@ -172,7 +172,10 @@ public final class AppStoreSimulator: Sendable {
             return .text(200, "<html><body>502 Bad Gateway</body></html>", contentType: "text/html", after: delay)
         case .status21005 where endpoint == "verifyReceipt":
             return .json(200, Self.json(["status": 21005, "environment": role]), after: delay)
-        case .status21005:
+        case .status21002 where endpoint == "verifyReceipt":
+            // Apple's bad minute as verifyReceipt has shown it: every receipt "malformed".
+            return .json(200, Self.json(["status": 21002]), after: delay)
+        case .status21005, .status21002:
             return .json(500, Self.error(5000001, "An unknown retryable error occurred."), after: delay)
         case .apiError(let code) where endpoint != "verifyReceipt":
             // Apple's retryable errors: 4040002 account, 4040004 app, 4040006 original transaction not found

@@ -30,7 +30,8 @@ struct FaultPlan: Sendable, Codable {
     /// An outage: from `outageStart` for `outageSeconds`, every request fails with `outageMode`.
     var outageStart: Date?
     var outageSeconds: Double = 0
-    /// "http_5xx", "status_21005" or "drop".
+    /// "http_5xx", "status_21005", "status_21002" (verifyReceipt's "malformed, or a temporary issue"),
+    /// "rate_limited" or "drop".
     var outageMode: String = "http_5xx"
     /// When set, the faults and the rate limit apply to this app's requests only (one game failing or
     /// rate-limited beside another).
@@ -45,7 +46,9 @@ struct FaultPlan: Sendable, Codable {
         case apiErrorRate = "api_error_rate", apiErrorCode = "api_error_code", bundleID = "bundle_id"
     }
 
-    enum Fault { case none, httpError(Int), status21005, rateLimited(Double), drop, garbage, apiError(Int) }
+    enum Fault {
+        case none, httpError(Int), status21005, status21002, rateLimited(Double), drop, garbage, apiError(Int)
+    }
 
     func delay() -> Duration {
         var milliseconds = latencyMs
@@ -58,6 +61,7 @@ struct FaultPlan: Sendable, Codable {
         if let outageStart, now >= outageStart, now.timeIntervalSince(outageStart) < outageSeconds {
             switch outageMode {
             case "status_21005": return .status21005
+            case "status_21002": return .status21002
             case "drop": return .drop
             // Apple's 429 until the outage ends, saying so in Retry-After.
             case "rate_limited": return .rateLimited(outageSeconds - now.timeIntervalSince(outageStart))

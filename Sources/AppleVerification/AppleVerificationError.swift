@@ -30,6 +30,9 @@ public struct AppleVerificationError: Error, Sendable, CustomStringConvertible {
         public static let apiError = Code("api_error")
         public static let unauthorized = Code("unauthorized")
         public static let notFound = Code("not_found")
+        /// verifyReceipt status 21002 for a receipt not known to be Apple's: malformed, or Apple's temporary
+        /// issue. Retried a bounded number of times (`apple.verify_receipt.status_21002_calls`), then a deny.
+        public static let possiblyMalformed = Code("possibly_malformed")
     }
 
     public let code: Code

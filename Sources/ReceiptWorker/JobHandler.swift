@@ -26,6 +26,9 @@ struct JobHandler: MessageHandler {
         var eventSource: String
         /// `topics.retries`: a job read there was parked, and `parked_from` says where it was first read.
         var retriesTopic: String? = nil
+        /// `apple.verify_receipt.status_21002_calls`: verifyReceipt's answers of 21002 ("malformed, or a
+        /// temporary issue") for a receipt not known to be Apple's before it is denied `invalid_receipt`.
+        var malformedReceiptCalls = 5
     }
 
     let settings: Settings
@@ -115,6 +118,7 @@ struct JobHandler: MessageHandler {
     /// the app's circuit is open or its lane paused, the job waits in its app's slots, spending no attempt.
     private func verify(_ job: ReceiptJob, with app: AppleApp, context: HandlingContext) async throws -> AppleAnswer {
         var attempts = 0
+        var malformedAnswers = 0
         let selection = ReceiptSelection(transactionID: job.transactionID, productID: job.productID)
         while true {
             try context.checkLetGo()
@@ -131,6 +135,17 @@ struct JobHandler: MessageHandler {
                 guard appleError?.isRetriable ?? true else {
                     return .deadLetter(DeadLetter(reason: "cannot_verify", error: reason, attempts: attempts))
                 }
+                var retryAfter = appleError?.retryDelay
+                if appleError?.code == .possiblyMalformed {
+                    // Apple's 21002 means a malformed receipt, or its own temporary issue: asked again, at least
+                    // 1 s later and doubling, so a deny comes only once Apple said it for seconds on end.
+                    malformedAnswers += 1
+                    guard malformedAnswers < settings.malformedReceiptCalls else {
+                        let detail = "\(reason), on \(malformedAnswers) calls"
+                        return .verdict(.rejected(.invalidReceipt, detail: detail), attempts: attempts)
+                    }
+                    retryAfter = .seconds(1 << min(malformedAnswers - 1, 10))
+                }
                 guard settings.retry.mayRetry(afterAttempts: attempts) else {
                     return .deadLetter(DeadLetter(reason: "retries_exhausted", error: reason, attempts: attempts))
                 }
@@ -138,8 +153,7 @@ struct JobHandler: MessageHandler {
                 logger.debug(
                     "Apple transient failure; retrying",
                     ["job_id": job.jobID, "app": app.name, "attempts": String(attempts), "error": reason])
-                try await context.sleep(
-                    for: settings.retry.delay(afterAttempts: attempts, retryAfter: appleError?.retryDelay))
+                try await context.sleep(for: settings.retry.delay(afterAttempts: attempts, retryAfter: retryAfter))
             }
         }
     }

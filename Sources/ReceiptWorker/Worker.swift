@@ -45,7 +45,7 @@ public final class Worker: Sendable {
                 maxBytes: configuration.jobsMaxBytes,
                 transactionIDRequiresAccountToken: configuration.apple.transactionIDRequiresAccountToken,
                 retry: configuration.retry, resultsTopic: topics.results, eventSource: configuration.eventSource,
-                retriesTopic: topics.retries),
+                retriesTopic: topics.retries, malformedReceiptCalls: configuration.apple.malformedReceiptCalls),
             apps: apps, decisions: ledger, metrics: metrics, logger: logger)
         let appGroups = Set(apps.all.map(\.name))
         let routes = [

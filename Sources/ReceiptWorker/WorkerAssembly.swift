@@ -57,11 +57,13 @@ public enum WorkerAssembly {
         http.maxConnectionsPerHost = 512
         let client = HTTPClient(configuration: http, logger: logger)
         let receiptVerification = try receiptVerification(configuration)
+        let receiptSignatures = try receiptSignatures(configuration)
         return AppleApps(
             try configuration.allApps.enumerated().map { index, app in
                 try appleApp(
                     app, isDefault: index == 0, configuration, http: client, receiptVerification: receiptVerification,
-                    observer: observer?(app.name), laneObserver: laneObserver?(app.name))
+                    receiptSignatures: receiptSignatures, observer: observer?(app.name),
+                    laneObserver: laneObserver?(app.name))
             })
     }
 
@@ -70,7 +72,8 @@ public enum WorkerAssembly {
     /// limits and failures are per app).
     private static func appleApp(
         _ app: WorkerConfiguration.App, isDefault: Bool, _ configuration: WorkerConfiguration, http client: HTTPClient,
-        receiptVerification: ReceiptVerification, observer: AppleCallObserver?, laneObserver: RateGovernor.Observer?
+        receiptVerification: ReceiptVerification, receiptSignatures: ReceiptSignatureVerifier,
+        observer: AppleCallObserver?, laneObserver: RateGovernor.Observer?
     ) throws -> AppleApp {
         let breakers = CircuitBreakers()
         var receipts = VerifyReceiptClient.Configuration()
@@ -82,6 +85,7 @@ public enum WorkerAssembly {
         receipts.maximumRetryAfter = configuration.retry.maxBackoff
         receipts.observer = observer
         receipts.breakers = breakers
+        receipts.receiptSignatures = receiptSignatures
 
         var api: AppStoreServerAPIClient?
         var governor: RateGovernor?
@@ -117,9 +121,14 @@ public enum WorkerAssembly {
     /// verifyReceipt, or the receipt's signature checked against `apple.receipt_root_certificates`.
     static func receiptVerification(_ configuration: WorkerConfiguration) throws -> ReceiptVerification {
         guard configuration.apple.receiptsWithServerAPI else { return .verifyReceipt }
+        return .serverAPI(try receiptSignatures(configuration))
+    }
+
+    /// Checks app receipts' signatures against `apple.receipt_root_certificates`: with `server_api` for every
+    /// receipt, with verifyReceipt to tell Apple's bad minute from a malformed receipt when it answers 21002.
+    static func receiptSignatures(_ configuration: WorkerConfiguration) throws -> ReceiptSignatureVerifier {
         do {
-            return .serverAPI(
-                try ReceiptSignatureVerifier(rootCertificates: configuration.apple.receiptRootCertificates))
+            return try ReceiptSignatureVerifier(rootCertificates: configuration.apple.receiptRootCertificates)
         } catch {
             throw ConfigurationError(.invalidValue, key: "apple.receipt_root_certificates", reason: error.reason)
         }
@@ -129,6 +138,7 @@ public enum WorkerAssembly {
     /// API key, the root certificates), failing the same way: for `check-config`.
     public static func validate(_ configuration: WorkerConfiguration) throws {
         _ = try receiptVerification(configuration)
+        _ = try receiptSignatures(configuration)
         for app in configuration.allApps {
             _ = try tokenIssuer(app)
             _ = try signedDataVerifier(app, configuration)

@@ -31,10 +31,13 @@ final class SimulatorHarness: Sendable {
 
     var base: String { simulator.baseURL }
 
-    func receiptClient(allowSandbox: Bool = false, secret: String? = nil, timeout: Duration = .seconds(5))
-        -> VerifyReceiptClient
-    {
+    func receiptClient(
+        allowSandbox: Bool = false, secret: String? = nil, timeout: Duration = .seconds(5),
+        signatures: ReceiptSignatureVerifier? = nil, breakers: CircuitBreakers? = nil
+    ) -> VerifyReceiptClient {
         var configuration = VerifyReceiptClient.Configuration()
+        configuration.receiptSignatures = signatures
+        configuration.breakers = breakers
         configuration.productionURL = "\(base)/production/verifyReceipt"
         configuration.sandboxURL = "\(base)/sandbox/verifyReceipt"
         configuration.allowSandbox = allowSandbox

@@ -1,3 +1,4 @@
+import AppStoreSimulator
 import AppleVerification
 import Foundation
 import HTTPClient
@@ -61,12 +62,33 @@ struct VerifyReceiptClientTests {
         #expect(response.latestReceiptInfo?.first?.expiresDateMs != nil)
     }
 
-    @Test("a garbage receipt is 21002")
-    func garbage() async throws {
+    @Test(
+        "21002 of a garbage receipt is possibly malformed, uncounted by the breaker; of a receipt Apple signed, during Apple's bad minute, transient and counted"
+    )
+    func status21002() async throws {
         let harness = try SimulatorHarness()
+        let signatures = try ReceiptSignatureVerifier(rootCertificates: [Data(AppStoreSimulator.testRootPEM.utf8)])
+        let breakers = CircuitBreakers()
+        let client = harness.receiptClient(signatures: signatures, breakers: breakers)
         var attempts = 0
-        let outcome = try await harness.receiptClient().verify(receipt: "bm9wZQ==", attempts: &attempts)
-        guard case .invalid(21002) = outcome else { Issue.record("expected 21002, got \(outcome)"); return }
+        for _ in 0..<25 {
+            let garbage = await #expect(throws: AppleVerificationError.self) {
+                try await client.verify(receipt: "bm9wZQ==", attempts: &attempts)
+            }
+            #expect(garbage?.code == .possiblyMalformed && garbage?.isRetriable == true)
+        }
+        #expect(breakers.states.first { $0.call == "verify_receipt_production" }?.state == .closed)
+        let purchase = try await harness.purchase(["product_id": "coins.100"])
+        try await harness.admin.faults(["outage_start_in_ms": 0, "outage_seconds": 600, "outage_mode": "status_21002"])
+        let temporary = await #expect(throws: AppleVerificationError.self) {
+            try await client.verify(receipt: purchase.receipt, attempts: &attempts)
+        }
+        #expect(temporary?.code == .appleStatus && temporary?.isRetriable == true)
+        #expect(temporary?.reason.contains("21002") == true)
+        try await harness.admin.faults([:])
+        guard case .valid = try await client.verify(receipt: purchase.receipt, attempts: &attempts) else {
+            Issue.record("the receipt did not verify once Apple recovered"); return
+        }
     }
 
     @Test("slow Apple: the request times out with a retriable error, not a rejection")

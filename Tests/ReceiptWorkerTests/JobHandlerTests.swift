@@ -187,6 +187,31 @@ struct JobHandlerTests {
     }
 
     @Test(
+        "verifyReceipt's 21002 (malformed, or Apple's temporary issue) is asked again: granted when Apple recovers, denied invalid_receipt only after apple.verify_receipt.status_21002_calls calls"
+    )
+    func status21002() async throws {
+        let handler = try handler(maxAttempts: 8)
+        apple.verified("cmVjZWlwdA==", transactionID: "1000")
+        let malformed = AppleVerificationError(.possiblyMalformed, "verifyReceipt status 21002", isRetriable: true)
+        // Apple's bad minute: four answers of 21002, then the receipt verifies.
+        apple.fail(Array(repeating: malformed, count: 4))
+        let granted = try await run(handler, Handlers.job("j1", order: "o1"))
+        #expect(granted.event?["decision"] as? String == "grant")
+        #expect(granted.event?["attempts"] as? Int == 5)
+        // A receipt Apple calls malformed every time: a deny after five calls, never a dead letter.
+        apple.fail(Array(repeating: malformed, count: 5))
+        let denied = try #require(try await run(handler, Handlers.job("j2", order: "o2")).event)
+        #expect(denied["decision"] as? String == "deny" && denied["reason"] as? String == "invalid_receipt")
+        #expect(denied["attempts"] as? Int == 5)
+        #expect((denied["detail"] as? String)?.contains("21002") == true)
+        // 21002 for a receipt Apple signed is transient like a 5xx: past retry.max_attempts, a dead letter.
+        let temporary = AppleVerificationError(.appleStatus, "verifyReceipt status 21002 (signed)", isRetriable: true)
+        apple.fail(Array(repeating: temporary, count: 8))
+        let exhausted = try await run(handler, Handlers.job("j3", order: "o3"))
+        #expect(exhausted.deadLetter?.reason == "retries_exhausted" && exhausted.events.isEmpty)
+    }
+
+    @Test(
         "two games numbering their jobs and orders from 1 never meet: each gets its own decision, event id and order")
     func gamesAreIsolated() async throws {
         let second = FakeApple()

@@ -23,6 +23,11 @@ public final class VerifyReceiptClient: Sendable {
         public var observer: AppleCallObserver?
         /// The app's circuit breakers, one per call; nil: none.
         public var breakers: CircuitBreakers?
+        /// Checks a receipt's PKCS#7 signature locally when Apple answers 21002 ("malformed, or a temporary
+        /// issue"): a receipt Apple signed is not malformed, so its 21002 is Apple's bad minute (transient, and
+        /// counted by the breaker); any other receipt's 21002 is ``AppleVerificationError/Code/possiblyMalformed``,
+        /// which the caller denies after a few calls. Nil: every 21002 is possibly malformed.
+        public var receiptSignatures: ReceiptSignatureVerifier?
 
         public init() {}
     }
@@ -47,7 +52,9 @@ public final class VerifyReceiptClient: Sendable {
 
     /// Verifies one receipt. `attempts` counts the HTTP calls made, sandbox redirects included. Throws a
     /// retriable ``AppleVerificationError`` for transient failures (timeouts, 5xx, 429, 21005, 21009,
-    /// retryable 211xx) and for a wrong shared secret (21004): those are never a rejection.
+    /// retryable 211xx, 21002 for a receipt Apple signed), for a wrong shared secret (21004), and for 21002
+    /// of any other receipt (``AppleVerificationError/Code/possiblyMalformed``): those are never a rejection
+    /// here; the caller denies a receipt that stays possibly malformed.
     public func verify(receipt: String, attempts: inout Int) async throws -> Outcome {
         var url = configuration.productionURL
         var environment = "Production"
@@ -56,10 +63,12 @@ public final class VerifyReceiptClient: Sendable {
             let call = environment == "Sandbox" ? "verify_receipt_sandbox" : "verify_receipt_production"
             let response = try await post(receipt: receipt, to: url, call: call)
             let status = VerifyReceiptStatus(status: response.status, isRetryable: response.isRetryable)
-            if case .retryable = status {
-                AppleHTTP.record(configuration.breakers, call, failed: true)
-            } else {
-                AppleHTTP.record(configuration.breakers, call, failed: false)
+            // Signed by Apple, checked here only when Apple calls it malformed: then it is Apple's failure.
+            let genuine = status == .malformedOrTemporary && isSignedByApple(receipt)
+            switch status {
+            case .retryable: AppleHTTP.record(configuration.breakers, call, failed: true)
+            case .malformedOrTemporary: AppleHTTP.record(configuration.breakers, call, failed: genuine)
+            default: AppleHTTP.record(configuration.breakers, call, failed: false)
             }
             switch status {
             case .valid:
@@ -73,6 +82,12 @@ public final class VerifyReceiptClient: Sendable {
                 throw AppleVerificationError(
                     .appleStatus, "verifyReceipt status \(status): \(VerifyReceiptStatus.describe(status))",
                     isRetriable: true)
+            case .malformedOrTemporary:
+                let reason = "verifyReceipt status 21002: \(VerifyReceiptStatus.describe(21002))"
+                guard genuine else { throw AppleVerificationError(.possiblyMalformed, reason, isRetriable: true) }
+                throw AppleVerificationError(
+                    .appleStatus, reason + " (the receipt's signature is Apple's: a temporary issue)", isRetriable: true
+                )
             case .sharedSecretMismatch:
                 // Retried (and dead-lettered when it lasts), so no genuine purchase is denied while the
                 // secret is being rotated or fixed. Apple answered: no breaker opens for it.
@@ -86,6 +101,12 @@ public final class VerifyReceiptClient: Sendable {
         }
         throw AppleVerificationError(
             .appleStatus, "verifyReceipt redirected between environments twice", isRetriable: true)
+    }
+
+    private func isSignedByApple(_ receipt: String) -> Bool {
+        guard let signatures = configuration.receiptSignatures else { return false }
+        if case .verified = signatures.verify(base64: receipt) { return true }
+        return false
     }
 
     /// `{"receipt-data": …, "exclude-old-transactions": false, "password": …}`, written directly: the

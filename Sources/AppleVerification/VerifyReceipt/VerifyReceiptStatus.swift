@@ -8,10 +8,13 @@ public enum VerifyReceiptStatus: Equatable, Sendable {
     case productionReceipt
     /// 21005, 21009, and 21100-21199 when Apple marks them retryable: ask again later.
     case retryable(Int)
+    /// 21002: "the receipt data was malformed or the service experienced a temporary issue" (Apple: try
+    /// again). A malformed receipt and Apple's bad minute look the same: the caller tells them apart.
+    case malformedOrTemporary
     /// 21004: the shared secret is not the account's. Our configuration (a rotation half done, a typo),
     /// never the player's purchase: not a verdict on the receipt.
     case sharedSecretMismatch
-    /// Everything else (21000-21003, 21006, 21010, non-retryable 211xx, unknown): Apple's final answer.
+    /// Everything else (21000, 21001, 21003, 21006, 21010, non-retryable 211xx, unknown): Apple's final answer.
     case invalid(Int)
 
     /// `isRetryable` is the response's `is_retryable` or `is-retryable` (Apple has used both spellings).
@@ -21,6 +24,7 @@ public enum VerifyReceiptStatus: Equatable, Sendable {
         case 21007: self = .sandboxReceipt
         case 21008: self = .productionReceipt
         case 21004: self = .sharedSecretMismatch
+        case 21002: self = .malformedOrTemporary
         case 21005, 21009: self = .retryable(status)
         case 21100...21199: self = isRetryable == true ? .retryable(status) : .invalid(status)
         default: self = .invalid(status)

@@ -101,6 +101,9 @@ enum ConfigurationKeys {
         ConfigurationKey("apple.verify_receipt.sandbox_url", default: defaults.apple.verifyReceiptSandboxURL) {
             $1.configuration.apple.verifyReceiptSandboxURL = try $0.url()
         },
+        ConfigurationKey(
+            "apple.verify_receipt.status_21002_calls", default: String(defaults.apple.malformedReceiptCalls)
+        ) { $1.configuration.apple.malformedReceiptCalls = try $0.integer(1...100) },
         ConfigurationKey("apple.shared_secret") {
             $1.configuration.apple.sharedSecret = $0.text.isEmpty ? nil : $0.text
         },

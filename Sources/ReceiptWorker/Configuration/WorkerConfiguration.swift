@@ -32,6 +32,9 @@ public struct WorkerConfiguration: Sendable {
         /// `apple.verify_receipt.production_url`, `apple.verify_receipt.sandbox_url`. Default: Apple's.
         public var verifyReceiptProductionURL = "https://buy.itunes.apple.com/verifyReceipt"
         public var verifyReceiptSandboxURL = "https://sandbox.itunes.apple.com/verifyReceipt"
+        /// `apple.verify_receipt.status_21002_calls`: calls answered 21002 ("malformed, or a temporary issue")
+        /// before a receipt whose signature is not Apple's is denied `invalid_receipt`. Default: 5.
+        public var malformedReceiptCalls = 5
         /// `apple.shared_secret` or `apple.shared_secret_file`.
         public var sharedSecret: String?
         /// `apple.api.production_url`, `apple.api.sandbox_url`. Default: Apple's.
