@@ -139,7 +139,7 @@ extension AppStoreSimulator {
                 state.purchases[id] = purchase
                 return purchase
             }
-            let purchase = Purchase(
+            var purchase = Purchase(
                 transactionID: id, originalTransactionID: id,
                 bundleID: body["bundle_id"] as? String ?? configuration.bundleID,
                 productID: productID, kind: kind, environment: environment, quantity: body["quantity"] as? Int ?? 1,
@@ -147,6 +147,7 @@ extension AppStoreSimulator {
                 expiresDate: kind == .subscription
                     ? now.addingTimeInterval(body["expires_in_seconds"] as? Double ?? 2_592_000) : nil,
                 revocationDate: nil, webOrderLineItemID: kind == .subscription ? id : nil)
+            if body["family_shared"] as? Bool == true { purchase.ownership = "FAMILY_SHARED" }
             state.purchases[id] = purchase
             return purchase
         }

@@ -36,7 +36,7 @@ extension AppStoreSimulator {
         transaction.quantity = purchase.quantity
         transaction.type = purchase.kind.appleType
         transaction.appAccountToken = purchase.appAccountToken
-        transaction.inAppOwnershipType = "PURCHASED"
+        transaction.inAppOwnershipType = purchase.ownership
         transaction.signedDate = (Date().timeIntervalSince1970 * 1000).rounded()
         transaction.environment = AppleEnvironment(rawValue: purchase.environment)
         transaction.revocationDate = purchase.revocationDate.map { ($0.timeIntervalSince1970 * 1000).rounded() }

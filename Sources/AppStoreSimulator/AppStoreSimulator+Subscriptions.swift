@@ -28,7 +28,8 @@ extension AppStoreSimulator {
                 transactionID: newID, originalTransactionID: last.originalTransactionID, bundleID: last.bundleID,
                 productID: last.productID, kind: .subscription, environment: last.environment, quantity: 1,
                 appAccountToken: last.appAccountToken, purchaseDate: start,
-                expiresDate: start.addingTimeInterval(period), webOrderLineItemID: newID, autoRenew: last.autoRenew)
+                expiresDate: start.addingTimeInterval(period), webOrderLineItemID: newID, autoRenew: last.autoRenew,
+                ownership: last.ownership)
             state.purchases[newID] = purchase
             return (purchase, last.billingRetry)
         }

@@ -37,6 +37,8 @@ struct Purchase: Sendable {
     var autoRenew = true
     var billingRetry = false
     var gracePeriodExpiresDate: Date? = nil
+    /// Apple's `inAppOwnershipType`: `PURCHASED`, or `FAMILY_SHARED` for a family member's access to it.
+    var ownership = "PURCHASED"
 
     /// Apple's `data.status` of a subscription notification: 1 active, 2 expired, 3 billing retry, 4 grace
     /// period, 5 revoked.

@@ -140,7 +140,9 @@ struct NotificationHandler: MessageHandler {
                             productID: transaction.productID ?? "", quantity: transaction.quantity,
                             eventID: SubscriptionEvent.renewalID(
                                 app: app.scope, environment: environment.rawValue, purchaseID: purchaseID)) : nil,
-                    unheld: renewal
+                    // A family member's period is the purchaser's purchase, credited to the purchaser's order:
+                    // never a purchase of its own waiting to be credited (the family member paid nothing).
+                    unheld: renewal && !familyShared
                         ? reported(notification, transaction, app: app.scope, purchaseID: purchaseID) : nil))
             eventType = subscriptionType
         }

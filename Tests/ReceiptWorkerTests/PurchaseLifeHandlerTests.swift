@@ -241,6 +241,29 @@ struct PurchaseLifeHandlerTests {
         #expect(credits.map(\.key) == ["unclaimed:801"])
     }
 
+    @Test(
+        "a family member's renewal (FAMILY_SHARED) is never credited unclaimed: the family member paid nothing; the purchaser's own renewal is"
+    )
+    func familyRenewal() async throws {
+        var shared = Handlers.subscription(
+            "851", original: "850", line: "F2", expires: Date(timeIntervalSinceNow: month))
+        shared["inAppOwnershipType"] = "FAMILY_SHARED"
+        let family = try await notify(
+            try Handlers.notification("DID_RENEW", transaction: shared, extra: try Handlers.renewal(original: "850")))
+        #expect(family.events.isEmpty && family.deadLetter == nil)
+        #expect(try await ledger.waitingUnclaimed() == 0)
+        #expect(try await ledger.creditUnclaimed(now: Date(timeIntervalSinceNow: 3_601), limit: 10).isEmpty)
+        // The purchaser's renewal of the same kind is a purchase Apple reported: credited if no job claims it.
+        _ = try await notify(
+            try Handlers.notification(
+                "DID_RENEW",
+                transaction: Handlers.subscription(
+                    "861", original: "860", line: "G2", expires: Date(timeIntervalSinceNow: month)),
+                extra: try Handlers.renewal(original: "860")))
+        let credits = try await ledger.creditUnclaimed(now: Date(timeIntervalSinceNow: 3_601), limit: 10)
+        #expect(credits.map(\.key) == ["unclaimed:861"])
+    }
+
     @Test("with notifications.unclaimed_after_ms=0 a reported purchase is only kept on the topic")
     func unclaimedOff() async throws {
         let off = Handlers.notifications(try Handlers.apps(apple), ledger: ledger)

@@ -41,4 +41,32 @@ struct MoneyAndTenantsEndToEndTests {
         #expect(harness.deadLetters.isEmpty)
         await harness.stop()
     }
+
+    @Test(
+        "a family member's renewal (FAMILY_SHARED) that no job claims is never credited by receipt.unclaimed; the purchaser's own renewal beside it is"
+    )
+    func familyRenewal() async throws {
+        let harness = try await WorkerHarness(notifications: true) { $0.unclaimedAfter = .seconds(1) }
+        let family = try await harness.purchase(
+            ["product_id": "vip_monthly", "type": "subscription", "family_shared": true])
+        let familyRenewal = try await harness.admin.call("renew", ["transaction_id": family.transactionID])
+        let own = try await harness.purchase(["product_id": "vip_monthly", "type": "subscription"])
+        let ownRenewal = try await harness.admin.call("renew", ["transaction_id": own.transactionID])
+        let ownID = try #require(ownRenewal["transaction_id"] as? String)
+        let familyID = try #require(familyRenewal["transaction_id"] as? String)
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                harness.events(orderID: "unclaimed:\(ownID)").contains { $0["type"] as? String == "receipt.unclaimed" }
+            }, "the purchaser's renewal no job claimed is credited")
+        // Both renewals processed, and both due: the family member's is not credited.
+        #expect(
+            await eventually(timeout: .seconds(30)) {
+                harness.worker.metrics.registry.render().split(separator: "\n").filter {
+                    $0.hasPrefix("receipt_worker_notifications_processed_total") && $0.contains("DID_RENEW")
+                }.compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +) == 2
+            })
+        try await Task.sleep(for: .seconds(2))
+        #expect(harness.events(orderID: "unclaimed:\(familyID)").isEmpty)
+        await harness.stop()
+    }
 }
