@@ -71,14 +71,16 @@ struct AppleNotification: Sendable {
             let app = payload.app
             var transaction: JWSTransaction?
             if let signed = payload.data?.signedTransactionInfo {
-                let nested = try verifier.verifyTransaction(signed)
+                let nested = try verifier.verifyTransaction(signed, within: app?.environment)
                 guard let nestedID = nested.transactionId, isToken(nestedID, maximum: 64) else {
                     return .rejected("the notification's transaction has no usable transactionId")
                 }
                 transaction = nested
             }
             var renewalInfo: JWSRenewalInfo?
-            if let renewal = payload.data?.signedRenewalInfo { renewalInfo = try verifier.verifyRenewalInfo(renewal) }
+            if let renewal = payload.data?.signedRenewalInfo {
+                renewalInfo = try verifier.verifyRenewalInfo(renewal, within: app?.environment)
+            }
             return .verified(
                 AppleNotification(
                     payload: payload, transaction: transaction, renewalInfo: renewalInfo, id: id, type: type,

@@ -106,7 +106,12 @@ enum Handlers {
         if environment == "Production" { data["appAppleId"] = bundleID == "com.example" ? 1234 : 5678 }
         if var transaction {
             transaction["bundleId"] = bundleID
-            transaction["environment"] = environment
+            // NSNull: signed without the field, as Apple's older transactions and renewal info are.
+            if transaction["environment"] is NSNull {
+                transaction["environment"] = nil
+            } else {
+                transaction["environment"] = environment
+            }
             transaction["signedDate"] = milliseconds(signedDate)
             data["signedTransactionInfo"] = try sign(transaction)
         }
@@ -145,13 +150,15 @@ enum Handlers {
 
     /// A notification's `signedRenewalInfo` and `status` (1 active, 2 expired, 3 billing retry, 4 grace period).
     static func renewal(
-        original: String, autoRenew: Bool = true, status: Int = 1, grace: Date? = nil, signedDate: Date = Date()
+        original: String, autoRenew: Bool = true, status: Int = 1, grace: Date? = nil, signedDate: Date = Date(),
+        environment: String? = "Production"
     ) throws -> [String: Any] {
         var info: [String: Any] = [
             "originalTransactionId": original, "autoRenewProductId": "vip_monthly", "productId": "vip_monthly",
-            "autoRenewStatus": autoRenew ? 1 : 0, "signedDate": milliseconds(signedDate), "environment": "Production",
+            "autoRenewStatus": autoRenew ? 1 : 0, "signedDate": milliseconds(signedDate),
             "isInBillingRetryPeriod": status == 3 || status == 4,
         ]
+        if let environment { info["environment"] = environment }
         if let grace { info["gracePeriodExpiresDate"] = milliseconds(grace) }
         return ["signedRenewalInfo": try sign(info), "status": status]
     }

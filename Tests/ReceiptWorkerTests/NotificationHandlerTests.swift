@@ -14,10 +14,11 @@ struct NotificationHandlerTests {
     let ledger: SQLiteLedger
     let jobs: JobHandler
     let notifications: NotificationHandler
+    let apps: AppleApps
 
     init() throws {
         ledger = try Handlers.ledger()
-        let apps = try Handlers.apps(apple, second: FakeApple(), sandbox: true)
+        apps = try Handlers.apps(apple, second: FakeApple(), sandbox: true)
         jobs = Handlers.jobs(apps, ledger: ledger)
         notifications = Handlers.notifications(apps, ledger: ledger)
     }
@@ -105,6 +106,34 @@ struct NotificationHandlerTests {
         // The Production purchase is still granted, and its own refund still revokes it.
         let refund = try await notify(try Handlers.notification("REFUND", transaction: Handlers.transaction("5000")))
         #expect(refund.event?["order_id"] as? String == "o5")
+    }
+
+    @Test(
+        "nested signed data without an environment (Apple's older transactions and renewal info) takes the notification's: acted on, never dropped; one of another environment is refused"
+    )
+    func nestedWithoutEnvironment() async throws {
+        try await grant("1500", order: "o15")
+        var transaction = Handlers.transaction("1500")
+        transaction["environment"] = NSNull()
+        let refund = try #require(
+            try await notify(try Handlers.notification("REFUND", transaction: transaction)).event)
+        #expect(refund["type"] as? String == "receipt.revoked" && refund["environment"] as? String == "Production")
+        // The receiver's verification accepts it (so Apple gets a 200 for a notification that was kept).
+        let renewalBody = try Handlers.notification(
+            "DID_CHANGE_RENEWAL_STATUS", transaction: transaction,
+            extra: try Handlers.renewal(original: "1500", environment: nil))
+        guard case .verified(let verified) = AppleNotification.verify(body: Data(renewalBody), apps: apps) else {
+            Issue.record("a notification whose nested data names no environment was not verified")
+            return
+        }
+        #expect(verified.environment == .production && verified.renewalInfo != nil)
+        // A Sandbox transaction inside a Production notification: refused, never applied to the Production grant.
+        var sandbox = Handlers.transaction("1500")
+        sandbox["environment"] = "Sandbox"
+        let mixed = try Handlers.notification(
+            "REFUND", transaction: nil,
+            extra: ["signedTransactionInfo": try Handlers.sign(sandbox.merging(["bundleId": "com.example"]) { $1 })])
+        #expect(try await notify(mixed).deadLetter?.reason == "malformed_job")
     }
 
     @Test("a family member's revocation revokes that member's transaction, never the purchaser's purchase")

@@ -41,18 +41,38 @@ public final class SignedDataVerifier: Sendable {
 
     /// A signed transaction, verified and decoded, with its bundle id and environment checked.
     /// Throws ``AppleVerificationError`` with `.bundleMismatch` or `.environmentNotAllowed` for those checks.
-    public func verifyTransaction(_ jws: String) throws(AppleVerificationError) -> JWSTransaction {
+    /// `within`: the environment of the notification that carries it (``nested(in:)``), nil for one alone.
+    public func verifyTransaction(_ jws: String, within notification: AppleEnvironment? = nil)
+        throws(AppleVerificationError) -> JWSTransaction
+    {
         let transaction = try verifiedPayload(jws, as: JWSTransaction.self)
         try check(bundleID: transaction.bundleId)
-        try check(environment: transaction.environment)
+        try check(environment: try Self.nested(transaction.environment, in: notification))
         return transaction
     }
 
-    /// Signed renewal info, verified and decoded, with its environment checked.
-    public func verifyRenewalInfo(_ jws: String) throws(AppleVerificationError) -> JWSRenewalInfo {
+    /// Signed renewal info, verified and decoded, with its environment checked (`within` as for a transaction).
+    public func verifyRenewalInfo(_ jws: String, within notification: AppleEnvironment? = nil)
+        throws(AppleVerificationError) -> JWSRenewalInfo
+    {
         let info = try verifiedPayload(jws, as: JWSRenewalInfo.self)
-        try check(environment: info.environment)
+        try check(environment: try Self.nested(info.environment, in: notification))
         return info
+    }
+
+    /// The environment of signed data nested in a notification: its own, else the notification's. Renewal info
+    /// signed before Apple added the field (and older transactions) says none; the notification around it,
+    /// signed by Apple too, does. A nested environment other than the notification's is refused.
+    static func nested(_ own: AppleEnvironment?, in notification: AppleEnvironment?) throws(AppleVerificationError)
+        -> AppleEnvironment?
+    {
+        guard let notification else { return own }
+        guard let own else { return notification }
+        guard own == notification else {
+            throw AppleVerificationError(
+                .malformed, "signed data of \(own.rawValue) in a notification of \(notification.rawValue)")
+        }
+        return own
     }
 
     /// A signed App Store Server Notification, verified and decoded, with its app and environment checked.
