@@ -9,12 +9,15 @@ import Synchronization
 /// fetched again. Here one lock covers the flag and every librdkafka pause, resume, assign and unassign
 /// call, and every newly assigned partition is put explicitly in the state the flag says.
 final class IntakeGate: Sendable {
-    /// What the application wants paused: every topic, or some.
+    /// What the application wants paused: every topic, or some topics and some partitions.
     struct Pause: Equatable, Sendable {
         var all = false
         var topics: Set<String> = []
+        var partitions: Set<KafkaTopicPartition> = []
 
-        func pauses(_ topic: String) -> Bool { all || topics.contains(topic) }
+        func pauses(_ partition: KafkaTopicPartition) -> Bool {
+            all || topics.contains(partition.topic) || partitions.contains(partition)
+        }
     }
 
     private let state = Mutex(Pause())
@@ -30,9 +33,9 @@ final class IntakeGate: Sendable {
             let err = rd_kafka_assignment(client.handle, &raw)
             guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let raw else { throw KafkaError(err) }
             let assigned = TopicPartitionList(adopting: raw).partitions()
-            let changed = assigned.filter { current.pauses($0.topic) != wanted.pauses($0.topic) }
-            try Self.apply(paused: true, to: changed.filter { wanted.pauses($0.topic) }, client: client)
-            try Self.apply(paused: false, to: changed.filter { !wanted.pauses($0.topic) }, client: client)
+            let changed = assigned.filter { current.pauses($0) != wanted.pauses($0) }
+            try Self.apply(paused: true, to: changed.filter { wanted.pauses($0) }, client: client)
+            try Self.apply(paused: false, to: changed.filter { !wanted.pauses($0) }, client: client)
             current = wanted
             return true
         }
@@ -47,8 +50,8 @@ final class IntakeGate: Sendable {
         try state.withLock { (pause: inout Pause) throws(KafkaError) in
             assign()
             let assigned = TopicPartitionList.borrowing(partitions)
-            try Self.apply(paused: true, to: assigned.filter { pause.pauses($0.topic) }, client: client)
-            try Self.apply(paused: false, to: assigned.filter { !pause.pauses($0.topic) }, client: client)
+            try Self.apply(paused: true, to: assigned.filter { pause.pauses($0) }, client: client)
+            try Self.apply(paused: false, to: assigned.filter { !pause.pauses($0) }, client: client)
         }
     }
 

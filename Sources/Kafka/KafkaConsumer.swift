@@ -223,18 +223,24 @@ public final class KafkaConsumer: Sendable {
     @discardableResult
     public func resumeIntake() throws -> Bool { try gate.set(.init(), client: client) }
 
-    /// Pauses the partitions of `topics` only (now and after rebalances), fetching every other; an empty set
-    /// resumes everything. Returns false when the intake was already so.
+    /// Pauses the partitions of `topics`, and `partitions` one by one (now and after rebalances), fetching
+    /// every other; both empty resumes everything. Returns false when the intake was already so.
     @discardableResult
-    public func pauseIntake(topics: Set<String>) throws -> Bool {
-        try gate.set(.init(topics: topics), client: client)
+    public func pauseIntake(topics: Set<String>, partitions: Set<KafkaTopicPartition> = []) throws -> Bool {
+        try gate.set(.init(topics: topics, partitions: partitions), client: client)
     }
 
-    /// True while any partition is paused by ``pauseIntake()`` or ``pauseIntake(topics:)``.
-    public var isIntakePaused: Bool { gate.pause.all || !gate.pause.topics.isEmpty }
+    /// True while any partition is paused by ``pauseIntake()`` or ``pauseIntake(topics:partitions:)``.
+    public var isIntakePaused: Bool {
+        let pause = gate.pause
+        return pause.all || !pause.topics.isEmpty || !pause.partitions.isEmpty
+    }
 
-    /// The topics whose partitions are paused now (every subscribed topic after ``pauseIntake()``: nil).
+    /// The topics whose partitions are all paused now (every subscribed topic after ``pauseIntake()``: nil).
     public var pausedTopics: Set<String>? { gate.pause.all ? nil : gate.pause.topics }
+
+    /// The partitions paused one by one (beside whole topics).
+    public var pausedPartitions: Set<KafkaTopicPartition> { gate.pause.partitions }
 
     /// The partitions assigned to this member now.
     public func assignment() throws -> [KafkaTopicPartition] {

@@ -19,12 +19,20 @@ struct ConsumptionHandler: MessageHandler {
     let retry: RetryPolicy
     let metrics: WorkerMetrics
     let logger: Logger
+    /// `topics.retries`: an answer read there was parked, and `parked_from` says where it was first read.
+    var retriesTopic: String? = nil
+    /// The answers of each transaction, newest last (shared by every answer this handler takes).
+    let succession = AnswerSuccession()
 
     var deadLetterReason: String { "consumption_not_sent" }
 
     func isPermanent(_ error: any Error) -> Bool { (error as? LedgerError)?.isPermanent == true }
 
-    func group(of message: KafkaMessage) -> String { Worker.consumptionGroup }
+    /// The app the answer names (`bundle_id`), else the default app: each app's answers wait in slots of their
+    /// own, so one app's answers retrying against Apple never hold another's.
+    func group(of message: KafkaMessage) -> String {
+        Worker.consumptionGroup(of: apps.app(ofJob: message.value) ?? apps.defaultApp)
+    }
 
     func handle(_ message: KafkaMessage, context: HandlingContext) async throws -> Outcome {
         let answer: ConsumptionAnswer
@@ -59,6 +67,11 @@ struct ConsumptionHandler: MessageHandler {
         let body = answer.appleBody(deliveryStatus: delivery)
         var environment: AppleEnvironment = grant?.environment == "Sandbox" ? .sandbox : .production
         let respondBy = grant?.consumptionRespondBy
+        let place = AnswerSuccession.Place(JobHandler.firstRead(message, retriesTopic: retriesTopic))
+        guard let ticket = succession.begin(transactionID: answer.transactionID, place: place) else {
+            return superseded(answer, attempts: 0)
+        }
+        defer { succession.end(ticket) }
         var attempts = 0
         while true {
             if let respondBy, Date() > respondBy {
@@ -66,11 +79,18 @@ struct ConsumptionHandler: MessageHandler {
                 return notSent("past the request's deadline (respond_by)", attempts: attempts)
             }
             try context.checkLetGo()
+            if succession.isSuperseded(ticket) { return superseded(answer, attempts: attempts) }
             let before = attempts
             do {
-                switch try await api.sendConsumption(
-                    transactionID: answer.transactionID, body: body, environment: environment, attempts: &attempts)
-                {
+                let sent = try await succession.call(ticket) { [attempts, environment] in
+                    var made = attempts
+                    let outcome = try await api.sendConsumption(
+                        transactionID: answer.transactionID, body: body, environment: environment, attempts: &made)
+                    return (outcome, made)
+                }
+                guard let (outcome, made) = sent else { return superseded(answer, attempts: attempts) }
+                attempts = made
+                switch outcome {
                 case .accepted:
                     metrics.consumptionAnswer("sent").increment()
                     logger.info(
@@ -113,6 +133,16 @@ struct ConsumptionHandler: MessageHandler {
         } catch let error as LedgerError {
             logger.warning("cannot mark the consumption request answered", ["error": error.reason])
         }
+    }
+
+    /// A newer answer of the same transaction took over: it carries the grant service's word, so this one ends
+    /// without a dead letter.
+    private func superseded(_ answer: ConsumptionAnswer, attempts: Int) -> Outcome {
+        metrics.consumptionAnswer("superseded").increment()
+        logger.info(
+            "consumption answer superseded by a newer one of the same transaction: not sent",
+            ["transaction_id": answer.transactionID, "attempts": String(attempts)])
+        return .publish([])
     }
 
     private func notSent(_ error: String, attempts: Int = 0) -> Outcome {

@@ -25,6 +25,9 @@ public final class Worker: Sendable {
     /// The budgets (and metric series) of the flows beside the apps' jobs; no app may have these names.
     static let notificationsGroup = "notifications"
     static let consumptionGroup = "consumption"
+    /// Each app's consumption answers have a budget of their own: one app's answers waiting on Apple never
+    /// hold another's (app names have no `:`).
+    static func consumptionGroup(of app: AppleApp) -> String { "\(consumptionGroup):\(app.name)" }
     /// What this process's receiver verified, for its own processor.
     let recentlyVerified = RecentlyVerifiedNotifications()
 
@@ -48,13 +51,13 @@ public final class Worker: Sendable {
                 retriesTopic: topics.retries, malformedReceiptCalls: configuration.apple.malformedReceiptCalls),
             apps: apps, decisions: ledger, metrics: metrics, logger: logger)
         let appGroups = Set(apps.all.map(\.name))
+        let consumptionGroups = apps.all.map(Self.consumptionGroup(of:))
         let routes = [
-            // A game whose room is full (its lane paused, its circuit open) has its new jobs parked on
-            // topics.retries, read again by the same handler, instead of pausing the jobs of every game.
+            // A game whose room is full (its lane paused, its circuit open) has its new jobs and consumption
+            // answers parked on its own partition of topics.retries, read again by the same handler, instead of
+            // pausing the jobs or the answers of every game.
             RuntimeConfiguration.Route(
-                topic: topics.jobs, handler: jobs, taken: metrics.jobsConsumed, groups: appGroups,
-                parkTopic: topics.retries),
-            RuntimeConfiguration.Route(topic: topics.retries, handler: jobs, groups: appGroups),
+                topic: topics.jobs, handler: jobs, taken: metrics.jobsConsumed, groups: appGroups, parks: true),
             RuntimeConfiguration.Route(
                 topic: topics.notifications,
                 handler: NotificationHandler(
@@ -65,11 +68,13 @@ public final class Worker: Sendable {
             RuntimeConfiguration.Route(
                 topic: topics.consumption,
                 handler: ConsumptionHandler(
-                    apps: apps, requests: ledger, retry: configuration.retry, metrics: metrics, logger: logger),
-                groups: [Self.consumptionGroup]),
+                    apps: apps, requests: ledger, retry: configuration.retry, metrics: metrics, logger: logger,
+                    retriesTopic: topics.retries),
+                groups: Set(consumptionGroups), parks: true),
         ]
         var runtimeConfiguration = RuntimeConfiguration(routes: routes, deadLetterTopic: topics.dlq)
-        runtimeConfiguration.groups = apps.all.map(\.name) + [Self.notificationsGroup, Self.consumptionGroup]
+        runtimeConfiguration.groups = apps.all.map(\.name) + [Self.notificationsGroup] + consumptionGroups
+        runtimeConfiguration.parking = RuntimeConfiguration.Parking(topic: topics.retries, lanes: Self.lanes(apps))
         runtimeConfiguration.maxInFlight = configuration.maxInFlight
         runtimeConfiguration.maxInFlightBytes = configuration.maxInFlightBytes
         runtimeConfiguration.drainTimeout = configuration.drainTimeout
@@ -96,6 +101,18 @@ public final class Worker: Sendable {
             })
         registerGauges()
         metrics.readiness.withLock { $0 = { [weak self] in self?.isReady == true } }
+    }
+
+    /// Each app's lane on topics.retries: its index among the apps sorted by name (the same on every replica
+    /// of one configuration), shared by its jobs and its consumption answers. With as many partitions as apps,
+    /// each app's parked messages wait on a partition of their own.
+    static func lanes(_ apps: AppleApps) -> [String: Int] {
+        var lanes: [String: Int] = [:]
+        for (index, app) in apps.all.sorted(by: { $0.name < $1.name }).enumerated() {
+            lanes[app.name] = index
+            lanes[consumptionGroup(of: app)] = index
+        }
+        return lanes
     }
 
     /// Ready for traffic: the runtime's own checks (partitions assigned, nothing failing again and again, no
@@ -142,7 +159,9 @@ public final class Worker: Sendable {
                     metrics: metrics, logger: logger)
                 group.addTask { await credits.run { self.runtime.isStopping } }
             }
-            try await runtime.run(subscribing: topics)
+            try await runtime.run(
+                subscribing: topics,
+                partitionCounts: Dictionary(read.map { ($0.topic, $0.partitions) }) { first, _ in first })
             group.cancelAll()
         }
         logger.info("worker stopped")

@@ -42,8 +42,9 @@ public enum WorkerAssembly {
 
     /// Apple's side for every app: verifyReceipt, the App Store Server API (when the app has a key, its
     /// own or the default app's) and the verifier of signed data, as the worker uses them (also for
-    /// `notifications backfill`). The apps share one HTTP client; each has its own rate governor, since
-    /// Apple's limits are per app.
+    /// `notifications backfill`). Each app has an HTTP client of its own (one app's thousand slow calls never
+    /// queue another's, whose queued time would count against its timeout, attempts and breaker) and its own
+    /// rate governor, since Apple's limits are per app.
     public static func appleApps(
         _ configuration: WorkerConfiguration, logger: Logger,
         observer: (@Sendable (_ app: String) -> AppleCallObserver)? = nil,
@@ -52,16 +53,18 @@ public enum WorkerAssembly {
         var http = HTTPClient.Configuration()
         http.caFile = configuration.httpCAFile
         // Apple speaks HTTP/2 (one connection carries many requests); over HTTP/1.1 each request in flight
-        // holds a socket: at most 512 per host, so a thousand jobs in flight cannot exhaust descriptors,
-        // and 512 × 100 ms is still 5,000 requests a second.
-        http.maxConnectionsPerHost = 512
-        let client = HTTPClient(configuration: http, logger: logger)
+        // holds a socket: at most 512 per host by default, so a thousand jobs in flight cannot exhaust
+        // descriptors, and 512 × 100 ms is still 5,000 requests a second. Idle connections kept: the same
+        // 2,000 in all, shared out among the apps.
+        http.maxConnectionsPerHost = configuration.httpMaxConnectionsPerHost
+        http.connectionCacheSize = max(64, http.connectionCacheSize / max(1, configuration.allApps.count))
         let receiptVerification = try receiptVerification(configuration)
         let receiptSignatures = try receiptSignatures(configuration)
         return AppleApps(
             try configuration.allApps.enumerated().map { index, app in
                 try appleApp(
-                    app, isDefault: index == 0, configuration, http: client, receiptVerification: receiptVerification,
+                    app, isDefault: index == 0, configuration, http: HTTPClient(configuration: http, logger: logger),
+                    receiptVerification: receiptVerification,
                     receiptSignatures: receiptSignatures, observer: observer?(app.name),
                     laneObserver: laneObserver?(app.name))
             })

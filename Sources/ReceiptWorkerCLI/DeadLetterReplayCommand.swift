@@ -132,8 +132,9 @@ enum DeadLetterReplayCommand {
     }
 
     /// Where a letter goes back to: the topic it was taken from (`dlq_source_topic`), when it is one this
-    /// configuration names (the jobs topic for a job parked on the retries topic); a letter without that header by its reason (a consumption answer is no job: the
-    /// jobs topic would dead-letter it again). A truncated letter, whose value is gone, and one from a topic
+    /// configuration names; for a message parked on the retries topic, the topic it was first read from
+    /// (its `parked_from`: the jobs or the consumption topic); a letter without that header by its reason (a
+    /// consumption answer is no job: the jobs topic would dead-letter it again). A truncated letter, whose value is gone, and one from a topic
     /// this configuration does not know go nowhere: `.failure` says why, for the letter's line.
     static func destination(of letter: KafkaMessage, reason: String, _ configuration: WorkerConfiguration)
         -> Result<String, Unroutable>
@@ -145,8 +146,16 @@ enum DeadLetterReplayCommand {
         guard let source = letter.header("dlq_source_topic")?.stringValue else {
             return .success(reason == "consumption_not_sent" ? topics.consumption : topics.jobs)
         }
-        // A job parked on the retries topic (its game's room was full) goes back to the jobs topic, as any job.
-        if source == topics.retries { return .success(topics.jobs) }
+        // A message parked on the retries topic (its game's room was full) goes back where it was first read.
+        if source == topics.retries {
+            let origin = letter.header("parked_from")?.stringValue.flatMap { text in
+                text.lastIndex(of: "[").map { String(text[..<$0]) }
+            }
+            if origin == topics.consumption || (origin == nil && reason == "consumption_not_sent") {
+                return .success(topics.consumption)
+            }
+            return .success(topics.jobs)
+        }
         guard [topics.jobs, topics.consumption, topics.notifications].contains(source) else {
             return .failure(Unroutable(why: "(from \(source), not a topic of this configuration) "))
         }

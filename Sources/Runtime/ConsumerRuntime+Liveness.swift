@@ -40,14 +40,18 @@ extension ConsumerRuntime {
         }
     }
 
-    /// Partitions with lag that made no progress for the stall timeout. A topic the runtime paused because a
-    /// group it feeds is full (one game's Apple lane paused for an hour) is waiting on purpose, and said so by
-    /// `receipt_worker_topic_paused`: its partitions are not stalled, and the replica stays ready.
+    /// Partitions with lag that made no progress for the stall timeout. A topic (or a lane's partition of the
+    /// park topic) the runtime paused because a group it feeds is full (one game's Apple lane paused for an hour)
+    /// is waiting on purpose, and said so by `receipt_worker_group_full_seconds`: its partitions are not
+    /// stalled, and the replica stays ready (an alert on that gauge tells how long).
     func stalledPartitions() -> [PartitionStall] {
         let timeout = configuration.stallTimeout.inSeconds
         let waitingOnPurpose = consumer.pausedTopics ?? []
+        let partitionsWaiting = consumer.pausedPartitions
         return idleness().compactMap { idle in
-            guard let lag = idle.lag, idle.seconds >= timeout, !waitingOnPurpose.contains(idle.partition.topic) else {
+            guard let lag = idle.lag, idle.seconds >= timeout, !waitingOnPurpose.contains(idle.partition.topic),
+                !partitionsWaiting.contains(idle.partition)
+            else {
                 return nil
             }
             return PartitionStall(partition: idle.partition, lag: lag, seconds: Int(idle.seconds))

@@ -29,6 +29,11 @@ extension ConsumerRuntime {
             }
         }
         registry.gauges(
+            "receipt_worker_group_full_seconds",
+            help:
+                "Seconds the group's waiting room has been full (an app whose Apple lane is paused or circuit open): its new messages wait on topics.retries, or its topics pause; 0 when not full."
+        ) { [scheduler] in scheduler.fullDurations().map { (["group": $0.group], $0.seconds) } }
+        registry.gauges(
             "receipt_worker_messages_parking",
             help: "Messages being forwarded to topics.retries now (their bytes count in the replica's budget)."
         ) { [scheduler] in [(Labels.none, Double(scheduler.snapshot().parking))] }

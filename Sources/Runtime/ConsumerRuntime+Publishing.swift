@@ -26,18 +26,20 @@ extension ConsumerRuntime {
     /// How forwarding a message to the park topic ended.
     enum Parking { case parked, letGo, failed }
 
-    /// Forwards a message unchanged (key, value, headers, and `parked_from`: where it came from) to `topic`,
-    /// where it waits for its group's room. One attempt: parking only spares memory and the other groups, so
+    /// Forwards a message unchanged (key, value, headers, and `parked_from`: where it came from) to `topic`
+    /// (its lane's `partition`), where it waits for its group's room. One attempt: parking only spares memory and the other groups, so
     /// a copy the broker refuses (too large, not authorised, the broker away) is no reason to hold the message;
     /// `.failed` has it handled in place instead.
-    func park(_ message: KafkaMessage, to topic: String, _ context: HandlingContext) async -> Parking {
+    func park(_ message: KafkaMessage, to topic: String, partition: Int32?, _ context: HandlingContext) async
+        -> Parking
+    {
         guard !context.mustLetGo else { return .letGo }
         let origin = "\(message.topicPartition)@\(message.offset)"
         guard message.value.count + (message.key?.count ?? 0) + 4_096 <= configuration.maxRecordBytes else {
             return .failed
         }
         let copy = KafkaProducerMessage(
-            topic: topic, key: message.key, value: message.value,
+            topic: topic, partition: partition, key: message.key, value: message.value,
             headers: message.headers.filter { $0.name != "parked_from" } + [
                 KafkaHeader(name: "parked_from", string: origin)
             ])
@@ -86,6 +88,9 @@ extension ConsumerRuntime {
                 KafkaHeader(name: "dlq_source_offset", string: String(message.offset)),
                 KafkaHeader(name: "dlq_attempts", string: String(letter.attempts)),
             ]
+            // A parked message was first read elsewhere: where, so a dead letter leads back to the original.
+            + (message.topic == configuration.parking?.topic
+                ? message.headers.filter { $0.name == "parked_from" } : [])
         let topic = configuration.deadLetterTopic
         if message.value.count + (message.key?.count ?? 0) + 4_096 <= configuration.maxRecordBytes {
             let copy = KafkaProducerMessage(topic: topic, key: message.key, value: message.value, headers: headers)

@@ -21,8 +21,10 @@ public final class ConsumerRuntime: Sendable {
     let book = PartitionBook()
     let scheduler: GroupScheduler
     private let routeIndex: [String: Int]
-    /// The topics read (set by ``run(subscribing:)``): a route parks only on a topic that is read.
+    /// The topics read (set by ``run(subscribing:partitionCounts:)``): a route parks only on a topic that is read.
     let subscribed = Mutex<Set<String>>([])
+    /// The partition counts of the topics read, as the caller found them at start-up (the park topic's lanes).
+    private let partitionCounts = Mutex<[String: Int]>([:])
     private let stopping = Atomic<Bool>(false)
     /// Per assigned partition, its lag (high watermark minus committed offset) as last measured.
     let lags = Mutex<[KafkaTopicPartition: Int64]>([:])
@@ -89,11 +91,13 @@ public final class ConsumerRuntime: Sendable {
     /// A fabricated fatal Kafka error, for tests of what follows one.
     package func raiseFatalErrorForTesting() { consumer.raiseFatalErrorForTesting("a test's fatal error") }
 
-    /// Reads `topics` (each a route's) until ``shutdown()`` (then drains within the drain timeout and
-    /// commits) or a fatal Kafka error (thrown).
-    public func run(subscribing topics: [String]) async throws {
-        let read = topics.filter { routeIndex[$0] != nil }
+    /// Reads `topics` (each a route's, or the park topic) until ``shutdown()`` (then drains within the drain
+    /// timeout and commits) or a fatal Kafka error (thrown). `partitionCounts`: what the caller found at
+    /// start-up; the park topic's gives each lane its partition (without it, a full group pauses all of it).
+    public func run(subscribing topics: [String], partitionCounts: [String: Int] = [:]) async throws {
+        let read = topics.filter { routeIndex[$0] != nil || $0 == configuration.parking?.topic }
         subscribed.withLock { $0 = Set(read) }
+        self.partitionCounts.withLock { $0 = partitionCounts }
         try consumer.subscribe(topics: read)
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { await self.commitLoop() }
@@ -142,22 +146,43 @@ public final class ConsumerRuntime: Sendable {
 
     /// Registers a message with its partition and puts it in its group's line.
     private func take(_ message: KafkaMessage) {
-        guard let route = routeIndex[message.topic] else { return }
-        configuration.routes[route].taken?.increment()
+        let wasParked = message.topic == configuration.parking?.topic
+        guard let route = wasParked ? parkedRoute(of: message) : routeIndex[message.topic] else { return }
+        if !wasParked { configuration.routes[route].taken?.increment() }
         let generation = book.generation(of: message.topicPartition)
         // Not taken: read under an earlier assignment, or taken before (a second delivery).
         guard book.take(message.topicPartition, offset: message.offset, generation: generation) else { return }
         let group = configuration.routes[route].handler.group(of: message)
         var item = GroupScheduler.Item(message: message, generation: generation, group: group, route: route)
-        if let park = parkTopic(of: route), scheduler.isFull(group) {
-            // Its group's room is full (its Apple lane paused, its circuit open): it waits on the park topic,
-            // not in memory, and this topic goes on for the other groups.
-            item.parkTo = park
+        if !wasParked, configuration.routes[route].parks, let parking = activeParking, scheduler.isFull(group) {
+            // Its group's room is full (its Apple lane paused, its circuit open): it waits on its lane's
+            // partition of the park topic, not in memory, and this topic goes on for the other groups.
+            item.parkTo = GroupScheduler.ParkTarget(topic: parking.topic, partition: parkPartition(of: group))
             scheduler.enqueueParked(item)
         } else {
             scheduler.enqueue(item)
         }
         adjustIntake()
+    }
+
+    /// The route a parked message came from: the topic of its `parked_from`, when that route parks; else the
+    /// first route that parks (a message written there by hand is handled as that route's).
+    private func parkedRoute(of message: KafkaMessage) -> Int? {
+        let parking = configuration.routes.indices.filter { configuration.routes[$0].parks }
+        if let origin = message.header("parked_from")?.stringValue, let bracket = origin.lastIndex(of: "["),
+            let route = routeIndex[String(origin[..<bracket])], configuration.routes[route].parks
+        {
+            return route
+        }
+        return parking.first
+    }
+
+    /// The park topic's partition of `group`'s lane (nil: the partitioner's choice, the lane or the count unknown).
+    private func parkPartition(of group: String) -> Int32? {
+        guard let parking = configuration.parking, let lane = parking.lanes[group],
+            let count = partitionCounts.withLock({ $0[parking.topic] }), count > 0
+        else { return nil }
+        return Int32(lane % count)
     }
 
     /// Marks messages that never started as left for their next delivery.
@@ -192,7 +217,7 @@ public final class ConsumerRuntime: Sendable {
         let outcome: Outcome
         if let park = item.parkTo {
             let partition = item.message.topicPartition
-            switch await self.park(item.message, to: park, context) {
+            switch await self.park(item.message, to: park.topic, partition: park.partition, context) {
             case .parked:
                 metrics.parked(item.group).increment()
                 book.finish(partition, offset: item.message.offset, generation: item.generation)
@@ -249,8 +274,10 @@ public final class ConsumerRuntime: Sendable {
     }
 
     /// Pauses what must wait: every topic while the replica holds twice its byte budget; otherwise the topics
-    /// feeding a full group whose messages cannot be parked. Called by the event loop and the commit loop:
-    /// the consumer serialises the state and the librdkafka calls, and applies them to its real assignment.
+    /// feeding a full group whose messages cannot be parked, and the park topic's partition of each full
+    /// group's lane (its parked messages wait there; the other lanes are read on). Called by the event loop and
+    /// the commit loop: the consumer serialises the state and the librdkafka calls, and applies them to its
+    /// real assignment.
     func adjustIntake() {
         let pressure = scheduler.pressure()
         do {
@@ -258,24 +285,45 @@ public final class ConsumerRuntime: Sendable {
                 if try consumer.pauseIntake() { logger.debug("intake paused: the replica's byte budget is full") }
                 return
             }
-            let paused = Set(
-                configuration.routes.indices.filter { index in
-                    let route = configuration.routes[index]
-                    return parkTopic(of: index) == nil && !pressure.fullGroups.isEmpty
-                        && route.groups.map { !$0.isDisjoint(with: pressure.fullGroups) } ?? true
-                }.map { configuration.routes[$0].topic })
-            if try consumer.pauseIntake(topics: paused) {
-                logger.debug("intake changed", ["paused_topics": paused.sorted().joined(separator: ",")])
+            let full = pressure.fullGroups
+            let parking = activeParking
+            var topics = Set(
+                configuration.routes.filter { route in
+                    !(route.parks && parking != nil) && !full.isEmpty
+                        && route.groups.map { !$0.isDisjoint(with: full) } ?? true
+                }.map(\.topic))
+            var partitions = Set<KafkaTopicPartition>()
+            if let parking {
+                for group in full where feedsParking(group) {
+                    if let partition = parkPartition(of: group) {
+                        partitions.insert(KafkaTopicPartition(topic: parking.topic, partition: partition))
+                    } else {
+                        topics.insert(parking.topic)
+                    }
+                }
+            }
+            if try consumer.pauseIntake(topics: topics, partitions: partitions) {
+                logger.debug(
+                    "intake changed",
+                    [
+                        "paused_topics": topics.sorted().joined(separator: ","),
+                        "paused_partitions": partitions.map(\.description).sorted().joined(separator: ","),
+                    ])
             }
         } catch {
             logger.warning("cannot pause or resume intake; it will be tried again", ["error": "\(error)"])
         }
     }
 
-    /// Where route `index` parks the messages of a full group: its park topic, when that topic is read.
-    private func parkTopic(of index: Int) -> String? {
-        guard let topic = configuration.routes[index].parkTopic else { return nil }
-        return subscribed.withLock { $0.contains(topic) } ? topic : nil
+    /// The park topic when it is read (routes that park pause their own topics without it).
+    private var activeParking: RuntimeConfiguration.Parking? {
+        guard let parking = configuration.parking else { return nil }
+        return subscribed.withLock { $0.contains(parking.topic) } ? parking : nil
+    }
+
+    /// Whether `group`'s messages may wait on the park topic: a group of a route that parks.
+    private func feedsParking(_ group: String) -> Bool {
+        configuration.routes.contains { $0.parks && ($0.groups?.contains(group) ?? true) }
     }
 
     /// Commits what answered messages allow, every 200 ms, and re-evaluates the intake.

@@ -15,15 +15,21 @@ import Synchronization
 /// most twice `maxInFlightBytes` in messages (running, waiting and being parked): past that, every topic
 /// pauses until it is back to one budget, so memory stays bounded however many groups there are.
 final class GroupScheduler: Sendable {
-    /// A message taken, its assignment, its group and its route; `parkTo`: the topic it is forwarded to
-    /// instead of being handled (its group's room was full).
+    /// A message taken, its assignment, its group and its route; `parkTo`: where it is forwarded instead of
+    /// being handled (its group's room was full).
     struct Item: Sendable {
         let message: KafkaMessage
         let generation: UInt64
         let group: String
         let route: Int
-        var parkTo: String? = nil
+        var parkTo: ParkTarget? = nil
         var bytes: Int { message.value.count }
+    }
+
+    /// The park topic, and the partition of the group's lane (nil: the partitioner's choice).
+    struct ParkTarget: Sendable {
+        let topic: String
+        let partition: Int32?
     }
 
     /// What the intake must do: pause every topic (`memoryFull`), or the topics feeding `fullGroups`.
@@ -53,8 +59,9 @@ final class GroupScheduler: Sendable {
         var readyHead = 0
         var reader: CheckedContinuation<Item?, Never>?
         var finished = false
-        /// Groups whose room filled and has not yet emptied to half.
+        /// Groups whose room filled and has not yet emptied to half, and since when.
         var fullGroups: Set<String> = []
+        var fullSince: [String: ContinuousClock.Instant] = [:]
         var memoryFull = false
     }
 
@@ -82,7 +89,7 @@ final class GroupScheduler: Sendable {
             var group = state.groups.removeValue(forKey: item.group) ?? Group()
             defer {
                 state.groups[item.group] = group
-                if isRoomFull(group) { state.fullGroups.insert(item.group) }
+                if isRoomFull(group) { Self.markFull(item.group, &state) }
             }
             guard group.waitingCount == 0, fits(item.bytes, group) else {
                 group.waiting.append(item)
@@ -239,9 +246,10 @@ final class GroupScheduler: Sendable {
             for (name, group) in state.groups {
                 held += group.runningBytes + group.waitingBytes
                 if isRoomFull(group) {
-                    state.fullGroups.insert(name)
+                    Self.markFull(name, &state)
                 } else if group.waitingCount <= maxWaiting / 2 && group.waitingBytes <= maxWaitingBytes / 2 {
                     state.fullGroups.remove(name)
+                    state.fullSince[name] = nil
                 }
             }
             if held >= 2 * maxBytes {
@@ -261,6 +269,19 @@ final class GroupScheduler: Sendable {
                 state.parking
             )
         }
+    }
+
+    /// Per group, how long its room has been full (its new messages parked, or its topics paused): 0 when not.
+    func fullDurations() -> [(group: String, seconds: Double)] {
+        let now = ContinuousClock.now
+        return state.withLock { state in
+            state.groups.keys.map { name in (name, state.fullSince[name].map { (now - $0).inSeconds } ?? 0) }
+        }
+    }
+
+    private static func markFull(_ name: String, _ state: inout State) {
+        state.fullGroups.insert(name)
+        if state.fullSince[name] == nil { state.fullSince[name] = .now }
     }
 
     private func isRoomFull(_ group: Group) -> Bool {

@@ -13,23 +13,41 @@ public struct RuntimeConfiguration: Sendable {
         /// The groups this topic's messages go to (nil: any): the topic pauses when one of them is full and
         /// its messages cannot be parked.
         public var groups: Set<String>?
-        /// Where a message goes, unchanged, when its group's waiting room is full: to wait there, read again
-        /// through that topic's route, instead of pausing this topic for every group (nil: this topic pauses).
-        public var parkTopic: String?
+        /// Whether a message of a full group goes, unchanged, to ``Parking/topic`` to wait there (read again
+        /// and handled by this route), instead of this topic pausing for every group.
+        public var parks: Bool
 
         public init(
             topic: String, handler: any MessageHandler, taken: Counter? = nil, groups: Set<String>? = nil,
-            parkTopic: String? = nil
+            parks: Bool = false
         ) {
             self.topic = topic
             self.handler = handler
             self.taken = taken
             self.groups = groups
-            self.parkTopic = parkTopic
+            self.parks = parks
+        }
+    }
+
+    /// Where the messages of a full group wait (`topics.retries`), one partition per lane: a full group
+    /// pauses only its lane's partition, so the groups of other lanes are read on. Each message there carries
+    /// `parked_from` (`TOPIC[PARTITION]@OFFSET`, where it was first read) and is handled by that topic's route.
+    public struct Parking: Sendable {
+        public var topic: String
+        /// Each group's lane; its messages go to partition lane modulo the topic's partition count. Groups of
+        /// one lane share a partition (an app's jobs and its consumption answers); a group without a lane
+        /// pauses the whole topic when it is full.
+        public var lanes: [String: Int]
+
+        public init(topic: String, lanes: [String: Int]) {
+            self.topic = topic
+            self.lanes = lanes
         }
     }
 
     public var routes: [Route]
+    /// Where routes that park send the messages of a full group (nil: their topics pause instead).
+    public var parking: Parking?
     /// The dead-letter topic (`topics.dlq`).
     public var deadLetterTopic: String
     /// The groups the handlers may name, so that each group's gauges show from the start (a group first named

@@ -1,7 +1,10 @@
 import AppleVerification
 import Foundation
 import Ledger
+import Kafka
 import Runtime
+import Synchronization
+import TestSupport
 import Testing
 
 @testable import ReceiptWorker
@@ -16,13 +19,16 @@ struct ConsumptionHandlerTests {
 
     init() throws { ledger = try Handlers.ledger() }
 
-    func handler(consumption: FakeConsumption?, maxAttempts: Int = 3) throws -> ConsumptionHandler {
+    func handler(consumption: FakeConsumption?, gated: GatedConsumption? = nil, maxAttempts: Int = 3) throws
+        -> ConsumptionHandler
+    {
         var retry = RetryPolicy()
         retry.maxAttempts = maxAttempts
         retry.initialBackoff = .milliseconds(1)
         retry.maxBackoff = .milliseconds(2)
+        let sender: (any ConsumptionSending)? = gated ?? consumption
         return ConsumptionHandler(
-            apps: try Handlers.apps(apple, second: FakeApple(), consumption: consumption), requests: ledger,
+            apps: try Handlers.apps(apple, second: FakeApple(), consumption: sender), requests: ledger,
             retry: retry, metrics: WorkerMetrics(), logger: Handlers.logger)
     }
 
@@ -85,5 +91,88 @@ struct ConsumptionHandlerTests {
         consumption.answer(Array(repeating: .failure(failure), count: 3))
         let exhausted = try await run(handler, answer([:]))
         #expect(exhausted.deadLetter?.reason == "consumption_not_sent" && exhausted.deadLetter?.attempts == 3)
+    }
+
+    @Test("each app's answers have slots of their own: an answer's app is its bundle_id, else the default app")
+    func groupPerApp() throws {
+        let handler = try handler(consumption: consumption)
+        func group(_ fields: [String: Any]) -> String {
+            handler.group(
+                of: KafkaMessage(
+                    topic: "consumption", partition: 0, offset: 0, key: nil, value: answer(fields), headers: [],
+                    timestamp: nil))
+        }
+        #expect(group(["bundle_id": "com.example.second"]) == "consumption:second")
+        #expect(group([:]) == "consumption:default")
+        #expect(group(["bundle_id": "com.example"]) == "consumption:default")
+        #expect(group(["bundle_id": "com.unknown"]) == "consumption:default")
+    }
+
+    @Test(
+        "a newer answer of one transaction supersedes an older one still retrying: the older stops without a dead letter, and Apple gets the newer after the older's call in flight, never before"
+    )
+    func newerAnswerWins() async throws {
+        try await grant("1000")
+        let gated = GatedConsumption()
+        let handler = try handler(consumption: nil, gated: gated, maxAttempts: 100)
+        let failure = AppleVerificationError(.httpStatus, "sendConsumption: HTTP 503", isRetriable: true)
+        let older = Task {
+            try await Handlers.run(handler, answer(["consumption_percentage": 10]), topic: "consumption", offset: 1)
+        }
+        #expect(await eventually(timeout: .seconds(10)) { gated.pending == 1 })
+        gated.release(.failure(failure))
+        // The older answer's second call is in flight when the newer answer arrives.
+        #expect(await eventually(timeout: .seconds(10)) { gated.pending == 1 && gated.bodies.count == 2 })
+        let newer = Task {
+            try await Handlers.run(handler, answer(["consumption_percentage": 90]), topic: "consumption", offset: 2)
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(gated.bodies.count == 2, "the newer answer waits for the older's call in flight")
+        gated.release(.failure(failure))
+        #expect(await eventually(timeout: .seconds(10)) { gated.pending == 1 && gated.bodies.count == 3 })
+        gated.release(.success(.accepted))
+        let olderOutcome = try await older.value
+        let newerOutcome = try await newer.value
+        #expect(olderOutcome.deadLetter == nil && olderOutcome.events.isEmpty, "superseded: no dead letter")
+        #expect(newerOutcome.deadLetter == nil)
+        #expect(gated.bodies.map { $0.contains("consumptionPercentage\":90000") } == [false, false, true])
+        // An answer older than one already handled (read late, after being parked) is superseded at once.
+        let late = try await Handlers.run(
+            handler, answer(["consumption_percentage": 50]), topic: "consumption", offset: 0)
+        #expect(late.deadLetter == nil && gated.bodies.count == 3)
+    }
+}
+
+/// Send Consumption Information whose calls wait until the test answers each, oldest first.
+final class GatedConsumption: ConsumptionSending, Sendable {
+    private struct State {
+        var bodies: [String] = []
+        var waiting:
+            [CheckedContinuation<Result<AppStoreServerAPIClient.ConsumptionOutcome, AppleVerificationError>, Never>] =
+                []
+    }
+    private let state = Mutex(State())
+    let allowsSandbox = false
+
+    var bodies: [String] { state.withLock { $0.bodies } }
+    var pending: Int { state.withLock { $0.waiting.count } }
+
+    /// Answers the oldest call waiting.
+    func release(_ result: Result<AppStoreServerAPIClient.ConsumptionOutcome, AppleVerificationError>) {
+        let next = state.withLock { $0.waiting.isEmpty ? nil : $0.waiting.removeFirst() }
+        next?.resume(returning: result)
+    }
+
+    func sendConsumption(transactionID: String, body: Data, environment: AppleEnvironment, attempts: inout Int)
+        async throws -> AppStoreServerAPIClient.ConsumptionOutcome
+    {
+        attempts += 1
+        let result = await withCheckedContinuation { continuation in
+            state.withLock {
+                $0.bodies.append(String(decoding: body, as: UTF8.self))
+                $0.waiting.append(continuation)
+            }
+        }
+        return try result.get()
     }
 }

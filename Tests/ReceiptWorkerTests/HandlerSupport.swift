@@ -64,7 +64,8 @@ enum Handlers {
     /// The default app `com.example` and, with `second`, the app `second` (`com.example.second`), each with
     /// `apple` as Apple's answers.
     static func apps(
-        _ apple: FakeApple, second: FakeApple? = nil, sandbox: Bool = false, consumption: FakeConsumption? = nil
+        _ apple: FakeApple, second: FakeApple? = nil, sandbox: Bool = false,
+        consumption: (any ConsumptionSending)? = nil
     ) throws -> AppleApps {
         var apps = [
             AppleApp(

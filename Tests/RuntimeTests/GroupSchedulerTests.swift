@@ -87,7 +87,7 @@ struct GroupSchedulerTests {
         let scheduler = GroupScheduler(maxInFlight: 1, maxInFlightBytes: 1_000)
         scheduler.enqueue(item("game-a", offset: 0))
         var parked = item("game-a", offset: 1, bytes: 2_100)
-        parked.parkTo = "retries"
+        parked.parkTo = GroupScheduler.ParkTarget(topic: "retries", partition: 0)
         scheduler.enqueueParked(parked)
         let running = await started(scheduler, 2)
         #expect(running.map(\.message.offset) == [0, 1])

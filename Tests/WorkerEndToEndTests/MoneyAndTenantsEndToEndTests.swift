@@ -10,6 +10,12 @@ import Testing
 /// simulator over HTTP, a broker, the worker. Each test has the honest case beside the hostile one.
 @Suite("Money and tenants: what was lost, end to end", .timeLimit(.minutes(3)))
 struct MoneyAndTenantsEndToEndTests {
+    /// The value of one series (`name{labels}`) of the worker's metrics now; nil when it is not there.
+    static func value(_ harness: WorkerHarness, _ series: String) -> Double? {
+        harness.worker.metrics.registry.render().split(separator: "\n").first { $0.hasPrefix(series + " ") }
+            .flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+    }
+
     @Test(
         "Apple's bad minute (verifyReceipt answering 21002 for 3 s) denies nobody who paid: the genuine receipt is granted after it; a garbage receipt is still denied invalid_receipt"
     )
@@ -39,6 +45,136 @@ struct MoneyAndTenantsEndToEndTests {
         #expect(denied["decision"] as? String == "deny" && denied["reason"] as? String == "invalid_receipt")
         #expect(denied["attempts"] as? Int == 3, "\(denied)")
         #expect(harness.deadLetters.isEmpty)
+        await harness.stop()
+    }
+
+    @Test(
+        "one game's backlog never holds another game's parked jobs: game B's jobs parked while its lane was paused are granted once B recovers, while game A's lane stays paused with A's jobs parked"
+    )
+    func parkedBehindAnotherGame() async throws {
+        let second = ManyAppsEndToEndTests.second
+        let harness = try await ManyAppsEndToEndTests.twoApps(parking: true) {
+            $0.maxInFlight = 2  // a waiting room of 20
+            $0.retry.maxAttempts = 100
+        }
+        // Game B's lane answers 429 for 4 s while 60 of its jobs arrive: most are parked on topics.retries.
+        try await harness.faults([
+            "outage_start_in_ms": 0, "outage_seconds": 4, "outage_mode": "rate_limited", "bundle_id": second,
+        ])
+        var theirs: [String] = []
+        for index in 0..<60 {
+            let purchase = try await harness.purchase(["product_id": "coins_5", "bundle_id": second])
+            theirs.append("b-\(index)")
+            try await harness.submit(
+                job(
+                    "b-\(index)", order: "b-\(index)", product: "coins_5",
+                    ["transaction_id": purchase.transactionID, "bundle_id": second]))
+        }
+        // A malformed job of game B, parked with the rest: its dead letter leads back to where it was sent.
+        try await harness.submit(
+            ["job_id": "b-malformed", "order_id": "b-malformed", "user_id": "p", "bundle_id": second, "quantity": 0],
+            key: "b-malformed")
+        let metrics = { harness.worker.metrics.registry.render() }
+        func parked(_ group: String) -> Double {
+            Self.value(harness, "receipt_worker_messages_parked_total{group=\"\(group)\"}") ?? 0
+        }
+        #expect(await eventually(timeout: .seconds(30)) { parked("second") > 0 }, "game B's overflow was parked")
+        // Then game A's lane answers 429 for 120 s while 60 of A's jobs arrive: A's room fills, A's jobs park.
+        try await harness.faults([
+            "outage_start_in_ms": 0, "outage_seconds": 120, "outage_mode": "rate_limited", "bundle_id": "com.example",
+        ])
+        var mine: [String] = []
+        for index in 0..<60 {
+            let purchase = try await harness.purchase(["product_id": "gems_100"])
+            mine.append("a-\(index)")
+            try await harness.submit(
+                job("a-\(index)", order: "a-\(index)", product: "gems_100", ["transaction_id": purchase.transactionID]))
+        }
+        #expect(await eventually(timeout: .seconds(30)) { parked("default") > 0 }, "game A's overflow was parked")
+        // B is healthy now: every one of its jobs, parked or not, is granted while A's lane is still paused.
+        let all = await eventually(timeout: .seconds(45)) {
+            theirs.allSatisfy { harness.results(jobID: $0).first?["decision"] as? String == "grant" }
+        }
+        #expect(all, "\(theirs.filter { harness.results(jobID: $0).isEmpty }.count) of game B's jobs still wait")
+        #expect(mine.contains { harness.results(jobID: $0).isEmpty }, "game A's jobs still wait for their lane")
+        let letter = try #require(
+            await eventually(timeout: .seconds(30)) { !harness.deadLetters.isEmpty } ? harness.deadLetters.first : nil)
+        #expect(letter.header("dlq_reason")?.stringValue == "malformed_job")
+        // Parked first (its game's room was full): the dead letter names the jobs topic's place too.
+        #expect(letter.header("dlq_source_topic")?.stringValue == harness.topics.retries)
+        #expect(letter.header("parked_from")?.stringValue?.hasPrefix("\(harness.topics.jobs)[") == true)
+        #expect(metrics().contains(#"receipt_worker_group_full_seconds{group="default"}"#))
+        try await harness.faults([:])
+        await harness.stop()
+    }
+
+    @Test(
+        "one game's consumption answers retrying against Apple hold only that game's slots: the other game's answer is sent at once"
+    )
+    func consumptionPerGame() async throws {
+        let second = ManyAppsEndToEndTests.second
+        let harness = try await ManyAppsEndToEndTests.twoApps(parking: true) {
+            $0.maxInFlight = 2  // a waiting room of 20
+            $0.retry.maxAttempts = 100
+        }
+        // Apple fails every consumption answer of game B.
+        try await harness.faults(["error_rate": 1.0, "error_status": 503, "bundle_id": second])
+        for _ in 0..<40 {
+            let theirs = try await harness.purchase(["product_id": "coins_5", "bundle_id": second])
+            try await harness.answerConsumption([
+                "transaction_id": theirs.transactionID, "customer_consented": true, "sample_content_provided": false,
+                "bundle_id": second,
+            ])
+        }
+        let metrics = { harness.worker.metrics.registry.render() }
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                Self.value(harness, #"receipt_worker_jobs_waiting{group="consumption:second"}"#) ?? 0 >= 20
+            }, "game B's answers fill its room")
+        let mine = try await harness.purchase(["product_id": "gems_100"])
+        try await harness.answerConsumption([
+            "transaction_id": mine.transactionID, "customer_consented": true, "sample_content_provided": false,
+        ])
+        let sent = await eventually(timeout: .seconds(20)) {
+            (try? await harness.admin.consumptionAnswers())?.contains {
+                $0["transaction_id"] as? String == mine.transactionID
+            } == true
+        }
+        #expect(sent, "game A's answer reached Apple while game B's retried")
+        #expect(metrics().contains(#"receipt_worker_topic_paused{topic="\#(harness.topics.consumption)"} 0"#))
+        try await harness.faults([:])
+        await harness.stop()
+    }
+
+    @Test(
+        "one game's slow Apple calls fill only its own HTTP connections: the other game's receipt is verified at once, not queued behind them"
+    )
+    func connectionsPerGame() async throws {
+        let second = ManyAppsEndToEndTests.second
+        let harness = try await ManyAppsEndToEndTests.twoApps {
+            $0.maxInFlight = 64
+            $0.httpMaxConnectionsPerHost = 4
+        }
+        // Apple answers game A's verifyReceipt calls after 3 s: 40 of them need ten rounds of its 4 connections.
+        try await harness.faults(["latency_ms": 3_000, "bundle_id": "com.example"])
+        for index in 0..<40 {
+            let purchase = try await harness.purchase(["product_id": "gems_100"])
+            try await harness.submit(
+                job("slow-\(index)", order: "slow-\(index)", product: "gems_100", ["receipt": purchase.receipt]))
+        }
+        #expect(
+            await eventually(timeout: .seconds(30)) {
+                Self.value(harness, #"receipt_worker_jobs_in_flight{group="default"}"#) ?? 0 >= 40
+            }, "game A's jobs are all calling Apple")
+        let theirs = try await harness.purchase(["product_id": "coins_5", "bundle_id": second])
+        try await harness.submit(
+            job("quick", order: "quick", product: "coins_5", ["receipt": theirs.receipt, "bundle_id": second]))
+        let answer = await harness.result(jobID: "quick", timeout: .seconds(60))
+        let slowAnswered = (0..<40).filter { !harness.results(jobID: "slow-\($0)").isEmpty }.count
+        #expect(answer?["decision"] as? String == "grant")
+        #expect(answer?["attempts"] as? Int == 1, "its first call was not queued into a timeout")
+        #expect(slowAnswered < 8, "game B was answered before game A's second round of calls ended")
+        try await harness.faults([:])
         await harness.stop()
     }
 

@@ -234,6 +234,9 @@ enum ConfigurationKeys {
             $1.configuration.httpTimeout = try $0.milliseconds(100...600_000)
         },
         ConfigurationKey("http.ca_file") { $1.configuration.httpCAFile = try $0.readablePath() },
+        ConfigurationKey("http.max_connections_per_host", default: String(defaults.httpMaxConnectionsPerHost)) {
+            $1.configuration.httpMaxConnectionsPerHost = try $0.integer(1...65_536)
+        },
     ]
 
     // MARK: The services beside the runtime: events, metrics, the notification receiver

@@ -136,6 +136,8 @@ public struct WorkerConfiguration: Sendable {
     public var httpTimeout: Duration = .seconds(10)
     /// `http.ca_file`: CA bundle for Apple's TLS. Default: the system's.
     public var httpCAFile: String?
+    /// `http.max_connections_per_host`: each app's connections to one Apple host at once. Default: 512.
+    public var httpMaxConnectionsPerHost = 512
     /// `events.source`: the CloudEvents `ce_source` of results. Default: receipt-worker.
     public var eventSource = "receipt-worker"
     /// `notifications.listen`: where the App Store Server Notifications receiver listens. Default: none.
