@@ -120,14 +120,14 @@ struct NotificationHandler: MessageHandler {
             kind = .consumptionRequest(
                 transactionID: transactionID, respondBy: at.addingTimeInterval(NotificationEvent.consumptionDeadline))
             eventType = NotificationEvent.consumptionRequestedType
-        case let type where UnclaimedEvent.reportingTypes.contains(type):
+        case let type where UnclaimedEvent.reports(type: type, subtype: notification.subtype):
             guard let reported = reported(notification, transaction, app: app.scope, purchaseID: purchaseID),
                 !familyShared
             else { return nil }
             kind = .purchased(reported)
             eventType = UnclaimedEvent.type
         case let type:
-            guard let (subscriptionType, renewal) = SubscriptionEvent.type(of: type),
+            guard let (subscriptionType, renewal) = SubscriptionEvent.type(of: type, subtype: notification.subtype),
                 transaction.productType == .autoRenewableSubscription
             else { return nil }
             kind = .subscription(

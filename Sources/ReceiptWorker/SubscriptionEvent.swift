@@ -15,10 +15,19 @@ enum SubscriptionEvent {
     static let types = [renewedType, expiredType, billingIssueType, renewalChangedType]
 
     /// The event type of a notification about a subscription, and whether it is a renewal (a new period, a
-    /// purchase); nil for a type that says nothing of the subscription's entitlement.
-    static func type(of notificationType: String) -> (type: String, renewal: Bool)? {
+    /// purchase); nil for a type that says nothing of the subscription's entitlement. An upgrade is charged at
+    /// once and starts a new period (Apple: "goes into effect immediately, starting a new billing period"): a
+    /// renewal, credited to the subscription's order; a downgrade or a crossgrade waits for the next renewal.
+    static func type(of notificationType: String, subtype: String?) -> (type: String, renewal: Bool)? {
+        switch (notificationType, subtype) {
+        case ("DID_RENEW", _), ("DID_CHANGE_RENEWAL_PREF", "UPGRADE"), ("OFFER_REDEEMED", "UPGRADE"):
+            (renewedType, true)
+        default: type(of: notificationType)
+        }
+    }
+
+    private static func type(of notificationType: String) -> (type: String, renewal: Bool)? {
         switch notificationType {
-        case "DID_RENEW": (renewedType, true)
         case "EXPIRED", "GRACE_PERIOD_EXPIRED": (expiredType, false)
         case "DID_FAIL_TO_RENEW": (billingIssueType, false)
         case "DID_CHANGE_RENEWAL_STATUS", "DID_CHANGE_RENEWAL_PREF", "RENEWAL_EXTENDED": (renewalChangedType, false)
@@ -95,8 +104,18 @@ enum SubscriptionEvent {
 /// its player by `app_account_token`.
 enum UnclaimedEvent {
     static let type = "receipt.unclaimed"
-    /// The notification types that report a purchase.
-    static let reportingTypes: Set<String> = ["ONE_TIME_CHARGE", "SUBSCRIBED"]
+    /// Whether a notification reports a purchase that starts now: a one-time charge, a new subscription or a
+    /// resubscription, by itself or with an offer code or promotional offer (`OFFER_REDEEMED` `INITIAL_BUY`,
+    /// `RESUBSCRIBE`). An upgrade is a renewal of the subscription (``SubscriptionEvent/type(of:subtype:)``);
+    /// an offer for the active subscription (no subtype) or a downgrade takes effect at the next renewal.
+    static func reports(type: String, subtype: String?) -> Bool {
+        switch (type, subtype) {
+        case ("ONE_TIME_CHARGE", _), ("SUBSCRIBED", _), ("OFFER_REDEEMED", "INITIAL_BUY"),
+            ("OFFER_REDEEMED", "RESUBSCRIBE"):
+            true
+        default: false
+        }
+    }
 
     /// The credit a reported purchase gets at `dueAt` if no job claims it first. Its id is the purchase's in its
     /// app and environment: a purchase reported twice (another notification) is one credit.

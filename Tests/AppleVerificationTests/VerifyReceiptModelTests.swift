@@ -9,7 +9,7 @@ struct VerifyReceiptModelTests {
         "every documented status is classified",
         arguments: [
             (0, nil, VerifyReceiptStatus.valid),
-            (21000, nil, .invalid(21000)), (21001, nil, .invalid(21001)), (21002, nil, .invalid(21002)),
+            (21000, nil, .invalid(21000)), (21001, nil, .invalid(21001)), (21002, nil, .malformedOrTemporary),
             (21003, nil, .invalid(21003)), (21004, nil, .sharedSecretMismatch), (21005, nil, .retryable(21005)),
             (21006, nil, .invalid(21006)), (21007, nil, .sandboxReceipt), (21008, nil, .productionReceipt),
             (21009, nil, .retryable(21009)), (21010, nil, .invalid(21010)),

@@ -264,6 +264,73 @@ struct PurchaseLifeHandlerTests {
         #expect(credits.map(\.key) == ["unclaimed:861"])
     }
 
+    @Test(
+        "an offer code's first purchase or resubscription (OFFER_REDEEMED INITIAL_BUY, RESUBSCRIBE) is a purchase Apple reported; an offer for the active subscription or a downgrade starts nothing"
+    )
+    func offerRedeemed() async throws {
+        for (id, subtype) in [("910", "INITIAL_BUY"), ("920", "RESUBSCRIBE")] {
+            _ = try await notify(
+                try Handlers.notification(
+                    "OFFER_REDEEMED", subtype: subtype,
+                    transaction: Handlers.subscription(
+                        id, original: id, line: "O\(id)", expires: Date(timeIntervalSinceNow: month)),
+                    extra: try Handlers.renewal(original: id)))
+        }
+        for (id, subtype) in [("930", nil), ("940", "DOWNGRADE")] as [(String, String?)] {
+            let outcome = try await notify(
+                try Handlers.notification(
+                    "OFFER_REDEEMED", subtype: subtype,
+                    transaction: Handlers.subscription(
+                        id, original: id, line: "O\(id)", expires: Date(timeIntervalSinceNow: month)),
+                    extra: try Handlers.renewal(original: id)))
+            #expect(outcome.events.isEmpty && outcome.deadLetter == nil)
+        }
+        let credits = try await ledger.creditUnclaimed(now: Date(timeIntervalSinceNow: 3_601), limit: 10)
+        #expect(Set(credits.map(\.key)) == ["unclaimed:910", "unclaimed:920"])
+    }
+
+    @Test(
+        "an upgrade charged at once (DID_CHANGE_RENEWAL_PREF UPGRADE) is a new period: credited to the subscription's order as a renewal, or reported when no order holds it; a downgrade credits nothing"
+    )
+    func upgrade() async throws {
+        _ = try await job("vip-up", period: "950", original: "950", line: "U1")
+        let upgraded = try #require(
+            try await notify(
+                try Handlers.notification(
+                    "DID_CHANGE_RENEWAL_PREF", subtype: "UPGRADE",
+                    transaction: Handlers.subscription(
+                        "951", original: "950", line: "U2", product: "vip_premium",
+                        expires: Date(timeIntervalSinceNow: month)),
+                    extra: try Handlers.renewal(original: "950"))
+            ).event)
+        #expect(upgraded["type"] as? String == "receipt.renewed" && upgraded["order_id"] as? String == "vip-up")
+        #expect(upgraded["product_id"] as? String == "vip_premium" && upgraded["transaction_id"] as? String == "951")
+        // The upgraded period presented by a job for another order: the subscription's, a duplicate.
+        #expect(
+            try await job("thief", period: "951", original: "950", line: "U2").event?["reason"] as? String
+                == "duplicate_transaction")
+        let downgraded = try #require(
+            try await notify(
+                try Handlers.notification(
+                    "DID_CHANGE_RENEWAL_PREF", subtype: "DOWNGRADE",
+                    transaction: Handlers.subscription(
+                        "951", original: "950", line: "U2", product: "vip_premium",
+                        expires: Date(timeIntervalSinceNow: month)),
+                    extra: try Handlers.renewal(original: "950"))
+            ).event)
+        #expect(downgraded["type"] as? String == "receipt.renewal_changed")
+        // An upgrade of a subscription no order here holds waits for a job, as any reported purchase.
+        _ = try await notify(
+            try Handlers.notification(
+                "DID_CHANGE_RENEWAL_PREF", subtype: "UPGRADE",
+                transaction: Handlers.subscription(
+                    "961", original: "960", line: "V2", product: "vip_premium",
+                    expires: Date(timeIntervalSinceNow: month)),
+                extra: try Handlers.renewal(original: "960")))
+        let credits = try await ledger.creditUnclaimed(now: Date(timeIntervalSinceNow: 3_601), limit: 10)
+        #expect(credits.map(\.key) == ["unclaimed:961"])
+    }
+
     @Test("with notifications.unclaimed_after_ms=0 a reported purchase is only kept on the topic")
     func unclaimedOff() async throws {
         let off = Handlers.notifications(try Handlers.apps(apple), ledger: ledger)
