@@ -284,8 +284,9 @@ public struct NotificationChange: Sendable, Equatable {
         /// Nothing to change (a type the worker does not act on): remembered as handled.
         case none
         /// Refunded or revoked: a later job presenting the purchase is denied `revoked`, even one that comes
-        /// before any grant (the refund is remembered for a purchase not granted yet).
-        case revoke(purchaseID: String, transactionID: String, at: Date)
+        /// before any grant (the refund is remembered for a purchase not granted yet). `share`: how much of the
+        /// purchase Apple has refunded in all, in milliunits (`revocationPercentage`; 100,000 when it says none).
+        case revoke(purchaseID: String, transactionID: String, at: Date, share: Int = 100_000)
         /// The refund was reversed: granted again.
         case reinstate(purchaseID: String, transactionID: String, at: Date)
         /// The player asked Apple for a refund; the answer is due by `respondBy`. Kept only for a purchase

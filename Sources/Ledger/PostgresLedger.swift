@@ -245,29 +245,33 @@ public final class PostgresLedger: Ledger, Sendable {
             ).first.flatMap(PostgresLedger.grant)
         }
 
-        func state(of purchase: PurchaseKey) throws -> (revoked: Bool, at: Date)? {
+        func state(of purchase: PurchaseKey) throws -> PurchaseState? {
             try connection.rows(
                 """
-                SELECT revoked::text, extract(epoch FROM changed_at)::text FROM \(schema).purchase_states
+                SELECT revoked::text, extract(epoch FROM changed_at)::text, revoked_share::text
+                    FROM \(schema).purchase_states
                     WHERE app = $1 AND environment = $2 AND purchase_id = $3 FOR UPDATE
                 """, [purchase.app.rawValue, purchase.environment, purchase.purchaseID]
-            ).first.flatMap { row -> (revoked: Bool, at: Date)? in
-                guard row.count == 2, let seconds = row[1].flatMap(Double.init) else { return nil }
-                return (row[0] == "true", Date(timeIntervalSince1970: seconds))
+            ).first.flatMap { row -> PurchaseState? in
+                guard row.count == 3, let seconds = row[1].flatMap(Double.init) else { return nil }
+                return PurchaseState(
+                    revoked: row[0] == "true", at: Date(timeIntervalSince1970: seconds), share: row[2].flatMap { Int($0) })
             }
         }
 
-        func setState(of purchase: PurchaseKey, transactionID: String, revoked: Bool, at: Date) throws {
+        func setState(of purchase: PurchaseKey, transactionID: String, revoked: Bool, at: Date, share: Int?) throws {
             try connection.rows(
                 """
-                INSERT INTO \(schema).purchase_states (app, environment, purchase_id, transaction_id, revoked, changed_at)
-                    VALUES ($1, $2, $3, $4, $5::boolean, to_timestamp($6::double precision))
+                INSERT INTO \(schema).purchase_states (app, environment, purchase_id, transaction_id, revoked, changed_at,
+                    revoked_share)
+                    VALUES ($1, $2, $3, $4, $5::boolean, to_timestamp($6::double precision), $7::integer)
                     ON CONFLICT (app, environment, purchase_id) DO UPDATE SET transaction_id = EXCLUDED.transaction_id,
-                        revoked = EXCLUDED.revoked, changed_at = EXCLUDED.changed_at
+                        revoked = EXCLUDED.revoked, changed_at = EXCLUDED.changed_at,
+                        revoked_share = EXCLUDED.revoked_share
                 """,
                 [
                     purchase.app.rawValue, purchase.environment, purchase.purchaseID, transactionID,
-                    String(revoked), String(at.timeIntervalSince1970),
+                    String(revoked), String(at.timeIntervalSince1970), share.map(String.init),
                 ])
         }
 

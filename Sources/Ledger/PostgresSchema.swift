@@ -121,6 +121,10 @@ public struct PostgresSchema: Sendable {
                 statements: appScope),
             Migration(version: 7, description: "consumer group offsets", statements: consumerOffsets),
             Migration(version: 8, description: "subscriptions and purchases no job claimed", statements: purchaseLife),
+            // A nullable column without a default: a catalog change, no row rewritten.
+            Migration(
+                version: 9, description: "the share of a purchase refunded",
+                statements: ["ALTER TABLE \(name).purchase_states ADD COLUMN IF NOT EXISTS revoked_share INTEGER"]),
         ]
     }
 

@@ -7,7 +7,8 @@ import Foundation
 /// - A notification is handled once (its `notificationUUID`): handled before, it answers its first outcome.
 /// - A revoke or reinstate changes the purchase's state (in its app and environment) unless it is older than
 ///   the purchase's last change (Apple's `signedDate` orders them); it publishes an event only when it changes
-///   the state of a purchase granted here (a second refund does not).
+///   what is taken back from a purchase granted here: a first refund, a later refund of a larger share (a
+///   prorated refund, then a full one), a reversal. A second refund of the same share does not.
 /// - A consumption request is kept, with its deadline, only for a purchase granted here: nobody else could
 ///   answer it, and the oldest-unanswered gauge must not alarm for another system's purchase.
 /// - A notification of one environment never touches a grant of the other.
@@ -27,16 +28,19 @@ enum PurchaseRules {
         switch change.kind {
         case .none:
             break
-        case .revoke(let purchaseID, let transactionID, let at), .reinstate(let purchaseID, let transactionID, let at):
-            let revoke = if case .revoke = change.kind { true } else { false }
+        case .revoke(let purchaseID, let transactionID, let at, _), .reinstate(let purchaseID, let transactionID, let at):
+            let share: Int? = if case .revoke(_, _, _, let share) = change.kind { min(max(share, 0), 100_000) } else { nil }
+            let revoke = share != nil
             let purchase = PurchaseKey(app: change.app, environment: change.environment, purchaseID: purchaseID)
             // The claim of a grant takes the same lock: a grant and a revocation of one purchase never interleave.
             try transaction.lock(purchase)
             let grant = try transaction.grant(of: purchase, transactionID: transactionID)
             granted = grant != nil
-            let outcome = outcome(revoke: revoke, at: at, last: try transaction.state(of: purchase))
+            let last = try transaction.state(of: purchase)
+            let outcome = outcome(revoke: revoke, at: at, share: share, last: last)
             if outcome.applies {
-                try transaction.setState(of: purchase, transactionID: transactionID, revoked: revoke, at: at)
+                try transaction.setState(
+                    of: purchase, transactionID: transactionID, revoked: revoke, at: at, share: outcome.share)
                 try transaction.setRevoked(revoke, purchase: purchase, transactionID: transactionID)
             }
             if outcome.changes, let grant { published = make(PurchaseHolder(grant: grant)) }
@@ -188,14 +192,29 @@ enum PurchaseRules {
         return .tied(event)
     }
 
-    /// The rule for a revoke or reinstate, given the purchase's last change (revoked or not, and Apple's time
-    /// of it): a change older than the last is stale and applies nothing; a change that applies changes the
-    /// state only when it differs from the last (a second refund of a refunded purchase does not).
-    static func outcome(revoke: Bool, at: Date, last: (revoked: Bool, at: Date)?) -> (applies: Bool, changes: Bool) {
-        if let last, last.at >= at { return (false, false) }
-        let wasRevoked = last?.revoked ?? false
-        return (true, revoke ? !wasRevoked : wasRevoked)
+    /// The rule for a revoke or reinstate, given the purchase's last change (revoked or not, the share refunded,
+    /// and Apple's time of it): a change older than the last is stale and applies nothing. A change that applies
+    /// changes what is taken back when the purchase was not revoked (a refund), was revoked (a reversal), or is
+    /// refunded now of a larger share than before (a prorated refund, then a full one). The share refunded
+    /// only grows until a reversal; a share not recorded (by a release before shares) is unknown, so any later
+    /// refund of it publishes (its event says the share in all: publishing it again takes back nothing twice).
+    static func outcome(revoke: Bool, at: Date, share: Int?, last: PurchaseState?)
+        -> (applies: Bool, changes: Bool, share: Int?)
+    {
+        if let last, last.at >= at { return (false, false, last.share) }
+        guard revoke, let share else { return (true, last?.revoked ?? false, nil) }
+        guard let last, last.revoked else { return (true, true, share) }
+        guard let before = last.share else { return (true, true, share) }
+        return (true, share > before, max(share, before))
     }
+}
+
+/// A purchase's last revoke or reinstate: whether it is revoked, Apple's time of the change, and the share
+/// refunded in all while revoked (milliunits; nil when not recorded: rows of releases before shares).
+struct PurchaseState {
+    var revoked: Bool
+    var at: Date
+    var share: Int?
 }
 
 /// A purchase in its app and environment.
@@ -255,8 +274,9 @@ protocol PurchaseStateTransaction {
     /// The grant of the purchase in its app and environment: by its identity, or one of its transaction ids;
     /// the grant of `transactionID` itself first.
     func grant(of purchase: PurchaseKey, transactionID: String) throws -> GrantRecord?
-    func state(of purchase: PurchaseKey) throws -> (revoked: Bool, at: Date)?
-    func setState(of purchase: PurchaseKey, transactionID: String, revoked: Bool, at: Date) throws
+    func state(of purchase: PurchaseKey) throws -> PurchaseState?
+    /// `share`: the share refunded in all (milliunits) while revoked; nil when not revoked.
+    func setState(of purchase: PurchaseKey, transactionID: String, revoked: Bool, at: Date, share: Int?) throws
     /// Marks the purchase's grants revoked (keeping the first revocation's time) or not.
     func setRevoked(_ revoked: Bool, purchase: PurchaseKey, transactionID: String) throws
     /// Opens (or re-opens) a transaction's consumption request; a request delivered late (a backfill) never

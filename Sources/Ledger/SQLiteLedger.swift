@@ -298,24 +298,33 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                 ], SQLiteLedger.grant)
         }
 
-        func state(of purchase: PurchaseKey) throws -> (revoked: Bool, at: Date)? {
+        func state(of purchase: PurchaseKey) throws -> PurchaseState? {
             try connection.first(
-                "SELECT revoked, changed_at FROM purchase_states WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3",
+                """
+                SELECT revoked, changed_at, revoked_share FROM purchase_states
+                    WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3
+                """,
                 [.text(purchase.app.rawValue), .text(purchase.environment), .text(purchase.purchaseID)]
-            ) { row in RFC3339Milliseconds.parse(row.text(1) ?? "").map { (row.integer(0) == 1, $0) } } ?? nil
+            ) { row in
+                RFC3339Milliseconds.parse(row.text(1) ?? "").map {
+                    PurchaseState(revoked: row.integer(0) == 1, at: $0, share: row.integer(2))
+                }
+            } ?? nil
         }
 
-        func setState(of purchase: PurchaseKey, transactionID: String, revoked: Bool, at: Date) throws {
+        func setState(of purchase: PurchaseKey, transactionID: String, revoked: Bool, at: Date, share: Int?) throws {
             try connection.run(
                 """
-                INSERT INTO purchase_states (app, environment, purchase_id, transaction_id, revoked, changed_at)
-                    VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                INSERT INTO purchase_states (app, environment, purchase_id, transaction_id, revoked, changed_at,
+                    revoked_share) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                     ON CONFLICT (app, environment, purchase_id) DO UPDATE SET transaction_id = excluded.transaction_id,
-                        revoked = excluded.revoked, changed_at = excluded.changed_at
+                        revoked = excluded.revoked, changed_at = excluded.changed_at,
+                        revoked_share = excluded.revoked_share
                 """,
                 [
                     .text(purchase.app.rawValue), .text(purchase.environment), .text(purchase.purchaseID),
                     .text(transactionID), .integer(revoked ? 1 : 0), .text(Timestamp.rfc3339(at)),
+                    share.map { .integer($0) } ?? .null,
                 ])
         }
 

@@ -4,9 +4,10 @@ import Foundation
 /// `PRAGMA user_version`: 0 the first ledger; 1 purchase identity; 2 after the grant (events kept with grants,
 /// revocations, notifications, consumption requests); 3 keys scoped by app, purchases by environment, job
 /// fingerprints, and stored events' headers in columns; 4 an index of grants by purchase alone (a consumption
-/// answer names a transaction of any app) and the consumer group's offsets (``OffsetStore``).
+/// answer names a transaction of any app) and the consumer group's offsets (``OffsetStore``); 5 grants
+/// without a job (renewals, purchases no job claimed), subscriptions; 6 the share of a purchase refunded.
 enum SQLiteSchema {
-    static let version = 5
+    static let version = 6
 
     /// Brings the file to ``version`` in one transaction per migration: a new file gets the whole schema at
     /// once; an older one each missing migration in turn, its rows kept. Version 3 gives each row the app its
@@ -49,6 +50,23 @@ enum SQLiteSchema {
         if current < 5 {
             try transaction(connection) { try migrateToPurchaseLife(connection) }
         }
+        if current < 6 {
+            try transaction(connection) { try migrateToRefundShares(connection) }
+        }
+    }
+
+    /// Version 6: the share of a revoked purchase refunded in all (milliunits), so a later refund of a larger
+    /// share (a prorated refund, then a full one) is told apart from the same refund again. Rows before it say
+    /// none (unknown). A column added: no row is rewritten.
+    private static func migrateToRefundShares(_ connection: SQLiteConnection) throws {
+        var columns: [String] = []
+        try connection.query("SELECT name FROM pragma_table_info('purchase_states')") {
+            columns.append($0.text(0) ?? "")
+        }
+        if !columns.contains("revoked_share") {
+            try connection.execute("ALTER TABLE purchase_states ADD COLUMN revoked_share INTEGER")
+        }
+        try connection.execute("PRAGMA user_version = 6;")
     }
 
     /// Version 5: grants made without a job (a subscription's periods, purchases no job claimed) beside those
@@ -236,6 +254,7 @@ enum SQLiteSchema {
             transaction_id TEXT NOT NULL,
             revoked INTEGER NOT NULL,
             changed_at TEXT NOT NULL,
+            revoked_share INTEGER,
             PRIMARY KEY (app, environment, purchase_id));
         CREATE INDEX purchase_states_transaction_id ON purchase_states (app, environment, transaction_id);
         CREATE TABLE consumption_requests (

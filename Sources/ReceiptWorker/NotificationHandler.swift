@@ -111,7 +111,11 @@ struct NotificationHandler: MessageHandler {
         let eventType: String
         switch notification.type {
         case "REFUND", "REVOKE":
-            kind = .revoke(purchaseID: purchaseID, transactionID: transactionID, at: at)
+            // What Apple refunded of it in all: its percentage in milliunits; a refund or revocation that says
+            // none is all of it.
+            kind = .revoke(
+                purchaseID: purchaseID, transactionID: transactionID, at: at,
+                share: signed.revocationPercentage ?? 100_000)
             eventType = NotificationEvent.revokedType
         case "REFUND_REVERSED":
             kind = .reinstate(purchaseID: purchaseID, transactionID: transactionID, at: at)

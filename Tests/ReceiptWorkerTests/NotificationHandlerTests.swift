@@ -54,6 +54,30 @@ struct NotificationHandlerTests {
         #expect(again.event?["reason"] as? String == "revoked")
     }
 
+    @Test(
+        "a prorated refund, then a full one: each publishes receipt.revoked with its own id and the share taken back in all; the same full refund again, or a smaller share, publishes nothing"
+    )
+    func secondRefund() async throws {
+        try await grant("1100", order: "o11")
+        func refund(_ type: String, _ milliunits: Int?, at offset: TimeInterval) throws -> [UInt8] {
+            var transaction = Handlers.transaction("1100")
+            transaction["revocationDate"] = Handlers.milliseconds(Date(timeIntervalSinceNow: offset))
+            transaction["revocationType"] = type
+            if let milliunits { transaction["revocationPercentage"] = milliunits }
+            return try Handlers.notification(
+                "REFUND", transaction: transaction, signedDate: Date(timeIntervalSinceNow: offset))
+        }
+        let prorated = try #require(try await notify(try refund("REFUND_PRORATED", 40_000, at: -300)).event)
+        #expect(prorated["revocation_percentage"] as? Double == 40 && prorated["order_id"] as? String == "o11")
+        let full = try #require(try await notify(try refund("REFUND_FULL", 100_000, at: -200)).event)
+        #expect(full["type"] as? String == "receipt.revoked" && full["revocation_type"] as? String == "REFUND_FULL")
+        #expect(full["revocation_percentage"] as? Double == 100)
+        #expect(full["event_id"] as? String != prorated["event_id"] as? String)
+        // Nothing more to take back: the same share again, or a smaller one, publishes nothing.
+        #expect(try await notify(try refund("REFUND_FULL", nil, at: -100)).events.isEmpty)
+        #expect(try await notify(try refund("REFUND_PRORATED", 50_000, at: -50)).events.isEmpty)
+    }
+
     @Test("a reversal reinstates; a refund older than the reversal (Apple's retry, a backfill) changes nothing")
     func reversalAndStaleRefund() async throws {
         try await grant("2000", order: "o2")

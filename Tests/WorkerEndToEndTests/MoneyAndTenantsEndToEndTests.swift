@@ -17,6 +17,29 @@ struct MoneyAndTenantsEndToEndTests {
     }
 
     @Test(
+        "a subscription refunded 40 % (REFUND_PRORATED), then in full (REFUND_FULL): two receipt.revoked events, the second saying 100 %, so all of it is taken back"
+    )
+    func secondRefund() async throws {
+        let harness = try await WorkerHarness(notifications: true)
+        let purchase = try await harness.purchase(["product_id": "vip_monthly", "type": "subscription"])
+        try await harness.submit(
+            job("job-vip", order: "vip", product: "vip_monthly", ["signed_transaction": purchase.signedTransaction]))
+        #expect(await harness.result(jobID: "job-vip")?["decision"] as? String == "grant")
+        func revoked() -> [[String: Any]] {
+            harness.events(orderID: "vip").filter { $0["type"] as? String == "receipt.revoked" }
+        }
+        _ = try await harness.admin.call("refund", ["transaction_id": purchase.transactionID, "percentage": 40])
+        #expect(await eventually(timeout: .seconds(60)) { revoked().count == 1 })
+        _ = try await harness.admin.call("refund", ["transaction_id": purchase.transactionID])
+        #expect(await eventually(timeout: .seconds(60)) { revoked().count == 2 }, "the full refund published too")
+        let events = revoked()
+        #expect(events.map { $0["revocation_percentage"] as? Double } == [40, 100])
+        #expect(events.map { $0["revocation_type"] as? String } == ["REFUND_PRORATED", "REFUND_FULL"])
+        #expect(Set(events.compactMap { $0["event_id"] as? String }).count == 2)
+        await harness.stop()
+    }
+
+    @Test(
         "Apple's bad minute (verifyReceipt answering 21002 for 3 s) denies nobody who paid: the genuine receipt is granted after it; a garbage receipt is still denied invalid_receipt"
     )
     func status21002() async throws {
