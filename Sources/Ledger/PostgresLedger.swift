@@ -255,7 +255,8 @@ public final class PostgresLedger: Ledger, Sendable {
             ).first.flatMap { row -> PurchaseState? in
                 guard row.count == 3, let seconds = row[1].flatMap(Double.init) else { return nil }
                 return PurchaseState(
-                    revoked: row[0] == "true", at: Date(timeIntervalSince1970: seconds), share: row[2].flatMap { Int($0) })
+                    revoked: row[0] == "true", at: Date(timeIntervalSince1970: seconds),
+                    share: row[2].flatMap { Int($0) })
             }
         }
 
@@ -440,8 +441,11 @@ public final class PostgresLedger: Ledger, Sendable {
         func unpublishedCredits(limit: Int) throws -> [StoredEvent] {
             try connection.rows(
                 """
-                SELECT event_id, event_type, event_time, event_key, event FROM \(schema).unclaimed_purchases
-                    WHERE NOT published AND state IN ('credited', 'tied') ORDER BY settled_at LIMIT $1::integer
+                SELECT u.event_id, u.event_type, u.event_time, u.event_key, u.event FROM \(schema).unclaimed_purchases u
+                    WHERE NOT u.published AND u.state IN ('credited', 'tied') AND NOT EXISTS (SELECT 1
+                        FROM \(schema).grants g WHERE g.app = u.app AND g.environment = u.environment
+                            AND g.purchase_id = u.purchase_id AND g.revoked_at IS NOT NULL)
+                    ORDER BY u.settled_at LIMIT $1::integer
                 """, [String(limit)]
             ).compactMap { row in
                 guard row.count == 5 else { return nil }
@@ -476,6 +480,16 @@ public final class PostgresLedger: Ledger, Sendable {
                 guard row.count == 3, let eventID = row[0] else { return nil }
                 return UntiedCredit(eventID: eventID, originalTransactionID: row[1], revoked: row[2] == "true")
             }
+        }
+
+        func creditHeld(of purchase: PurchaseKey, byOrder orderID: String) throws -> String? {
+            try connection.rows(
+                """
+                SELECT credit_event_id FROM \(schema).grants
+                    WHERE app = $1 AND environment = $2 AND purchase_id = $3 AND order_id = $4
+                        AND credit_event_id IS NOT NULL
+                """, [purchase.app.rawValue, purchase.environment, purchase.purchaseID, orderID]
+            ).first?.first ?? nil
         }
 
         func orderGranted(app: AppScope, orderID: String) throws -> Bool {

@@ -28,8 +28,10 @@ enum PurchaseRules {
         switch change.kind {
         case .none:
             break
-        case .revoke(let purchaseID, let transactionID, let at, _), .reinstate(let purchaseID, let transactionID, let at):
-            let share: Int? = if case .revoke(_, _, _, let share) = change.kind { min(max(share, 0), 100_000) } else { nil }
+        case .revoke(let purchaseID, let transactionID, let at, _),
+            .reinstate(let purchaseID, let transactionID, let at):
+            let share: Int? =
+                if case .revoke(_, _, _, let share) = change.kind { min(max(share, 0), 100_000) } else { nil }
             let revoke = share != nil
             let purchase = PurchaseKey(app: change.app, environment: change.environment, purchaseID: purchaseID)
             // The claim of a grant takes the same lock: a grant and a revocation of one purchase never interleave.
@@ -133,7 +135,9 @@ enum PurchaseRules {
     }
 
     /// Credits the reported purchases due by `now` that no job claimed and that were not refunded; answers the
-    /// credits not yet published.
+    /// credits not yet published, except those refunded since (a credit published after its own refund would
+    /// reach a grant service after the refund's `receipt.revoked`, with nothing left to take it back: such a
+    /// credit is never published; published again if the refund is reversed).
     static func creditDue(now: Date, limit: Int, in transaction: some PurchaseStateTransaction) throws
         -> [StoredEvent]
     {
@@ -170,15 +174,20 @@ enum PurchaseRules {
         guard let claim = decision.grant else { return .notACredit }
         let purchase = PurchaseKey(app: decision.key.app, environment: claim.environment, purchaseID: claim.purchaseID)
         // The subscription first, as a renewal takes them: a period credited meanwhile moves with the tie.
-        guard let credit = try transaction.untiedCredit(of: purchase, transactionID: claim.transactionID) else {
-            return .notACredit
-        }
-        if let original = credit.originalTransactionID {
+        let credit = try transaction.untiedCredit(of: purchase, transactionID: claim.transactionID)
+        if let original = credit?.originalTransactionID {
             try transaction.lock(
                 PurchaseKey(app: purchase.app, environment: purchase.environment, purchaseID: "s:" + original))
         }
         try transaction.lock(purchase)
         guard let current = try transaction.untiedCredit(of: purchase, transactionID: claim.transactionID) else {
+            // Two jobs of one order at once: the other tied the credit first (its job's lookup and this one's
+            // both found it untied). This order holds it now: the same credit, never a deny of its own order.
+            if let eventID = try transaction.creditHeld(of: purchase, byOrder: claim.orderID) {
+                let event = answer(eventID)
+                try transaction.insertResult(decision.key, event: event)
+                return .tied(event)
+            }
             return .notACredit
         }
         if current.revoked { return .revoked }
@@ -309,6 +318,8 @@ protocol PurchaseStateTransaction {
     /// The unclaimed credit that holds this purchase, if one does and no job tied it yet.
     func untiedCredit(of purchase: PurchaseKey, transactionID: String) throws -> UntiedCredit?
     func orderGranted(app: AppScope, orderID: String) throws -> Bool
+    /// The credit's event id when the purchase is held by a credit (tied, or a renewal) of `orderID`; nil otherwise.
+    func creditHeld(of purchase: PurchaseKey, byOrder orderID: String) throws -> String?
     /// Gives the credit's grant to the job's order and player.
     func tieCredit(of purchase: PurchaseKey, transactionID: String, to claim: GrantClaim) throws
     func insertResult(_ key: DecisionKey, event: StoredEvent) throws

@@ -494,8 +494,11 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             var events: [StoredEvent] = []
             try connection.query(
                 """
-                SELECT event_id, event_type, event_time, event_key, event FROM unclaimed_purchases
-                    WHERE published = 0 AND state IN ('credited', 'tied') ORDER BY settled_at LIMIT ?1
+                SELECT u.event_id, u.event_type, u.event_time, u.event_key, u.event FROM unclaimed_purchases u
+                    WHERE u.published = 0 AND u.state IN ('credited', 'tied') AND NOT EXISTS (SELECT 1 FROM grants g
+                        WHERE g.app = u.app AND g.environment = u.environment AND g.purchase_id = u.purchase_id
+                            AND g.revoked_at IS NOT NULL)
+                    ORDER BY u.settled_at LIMIT ?1
                 """, [.integer(limit)]
             ) { events.append(SQLiteLedger.event($0)) }
             return events
@@ -515,6 +518,18 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                 row.text(0).map {
                     UntiedCredit(eventID: $0, originalTransactionID: row.text(1), revoked: row.integer(2) == 1)
                 }
+            } ?? nil
+        }
+
+        func creditHeld(of purchase: PurchaseKey, byOrder orderID: String) throws -> String? {
+            try connection.first(
+                """
+                SELECT credit_event_id, order_id FROM grants
+                    WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3 AND credit_event_id IS NOT NULL
+                """, [.text(purchase.app.rawValue), .text(purchase.environment), .text(purchase.purchaseID)]
+            ) { row in
+                // Bytes, as the claim compares orders.
+                (row.text(1) ?? "").utf8.elementsEqual(orderID.utf8) ? row.text(0) : nil
             } ?? nil
         }
 

@@ -191,6 +191,49 @@ struct PurchaseLifeLedgerTests {
         await ledger.close()
     }
 
+    @Test(
+        "two jobs of one order racing to a credited purchase: the one whose claim comes second gets the same credit, never duplicate_transaction for its own order",
+        arguments: Backend.allCases)
+    func sameOrderRace(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        _ = try await Self.applied(ledger, Self.reported("970", due: Self.at))
+        _ = try await ledger.creditUnclaimed(now: Self.at, limit: 10)
+        // Both jobs' grants met the credit as another order's before either claimed it.
+        let first = LedgerClaim.grant(orderID: "shop-7", transactionID: "970")
+        #expect(try await ledger.record(jobID: "a", claim: first, event: Data("{}".utf8)) == .duplicateTransaction)
+        #expect(try await ledger.record(jobID: "b", claim: first, event: Data("{}".utf8)) == .duplicateTransaction)
+        guard case .tied(let tied) = try await Self.claim(ledger, job: "a", order: "shop-7", transaction: "970") else {
+            Issue.record("not tied")
+            return
+        }
+        #expect(tied.eventID == "credit-970")
+        #expect(try await Self.claim(ledger, job: "b", order: "shop-7", transaction: "970") == .tied(tied))
+        // Another order is still refused.
+        #expect(try await Self.claim(ledger, job: "c", order: "shop-8", transaction: "970") == .notACredit)
+        await ledger.close()
+    }
+
+    @Test(
+        "a credit refunded before its publish was acknowledged is never published after its own refund; published again once the refund is reversed",
+        arguments: Backend.allCases)
+    func creditRefundedBeforePublish(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        _ = try await Self.applied(ledger, Self.reported("980", due: Self.at))
+        // Credited, but its publish failed: not marked published.
+        #expect(try await ledger.creditUnclaimed(now: Self.at, limit: 10).map(\.eventID) == ["credit-980"])
+        let refund = NotificationChange(
+            id: "refund-980", app: .defaultApp, environment: "Production",
+            kind: .revoke(purchaseID: "980", transactionID: "980", at: Self.at))
+        #expect(try await Self.applied(ledger, refund) != nil, "the refund of the credit is published")
+        #expect(try await ledger.creditUnclaimed(now: Self.at, limit: 10).isEmpty, "the credit is not, after it")
+        let reversal = NotificationChange(
+            id: "reversal-980", app: .defaultApp, environment: "Production",
+            kind: .reinstate(purchaseID: "980", transactionID: "980", at: Self.at.addingTimeInterval(60)))
+        _ = try await Self.applied(ledger, reversal)
+        #expect(try await ledger.creditUnclaimed(now: Self.at, limit: 10).map(\.eventID) == ["credit-980"])
+        await ledger.close()
+    }
+
     @Test("two replicas crediting at once credit each purchase once", arguments: [Backend.postgresql])
     func concurrentRounds(backend: Backend) async throws {
         let url = try makePostgresDatabase()
