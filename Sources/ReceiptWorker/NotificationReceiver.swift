@@ -78,6 +78,8 @@ public struct NotificationIntake: Sendable {
     let logger: Logger
     /// Where a record the broker took is remembered for this process's processor (nil: a receiver alone).
     var recentlyVerified: RecentlyVerifiedNotifications? = nil
+    /// Told whether each record reached the broker (the receiver role's readiness).
+    var deliveries: DeliveryHealth? = nil
 
     /// One notification at the receiver: the HTTP status and a short text for it.
     func receive(body: Data, deadline: Duration) async -> (Int, String) {
@@ -109,12 +111,14 @@ public struct NotificationIntake: Sendable {
                     _ = try await producer.send(record)
                 }
             } catch {
+                deliveries?.failed("\(error)")
                 metrics.notificationReceived(type: notification.type, outcome: "unavailable").increment()
                 logger.error(
                     "notification not stored: the broker did not take it; Apple will send it again",
                     ["notification_id": notification.id, "error": "\(error)"])
                 return (503, "not stored; send it again")
             }
+            deliveries?.succeeded()
             metrics.notificationReceived(type: notification.type, outcome: "accepted").increment()
             logger.info(
                 "notification received",

@@ -13,12 +13,20 @@ public final class ReceiverRole: Sendable {
     let intake: NotificationIntake
     let configuration: WorkerConfiguration
     let logger: Logger
-    /// When the notifications topic last answered a metadata request (nil: not yet).
-    private let brokerSeen = Mutex<ContinuousClock.Instant?>(nil)
+    /// When the notifications topic was last described, and what the broker said of it (nil: not yet).
+    private let brokerSeen = Mutex<(at: ContinuousClock.Instant, health: TopicHealth)?>(nil)
     private let stopping = Atomic<Bool>(false)
+    /// Whether the last records reached the broker.
+    let deliveries = DeliveryHealth()
+    /// How often the notifications topic is described.
+    let healthInterval: Duration
 
-    public init(configuration: WorkerConfiguration, logger: Logger, metrics: WorkerMetrics = WorkerMetrics()) throws {
+    public init(
+        configuration: WorkerConfiguration, logger: Logger, metrics: WorkerMetrics = WorkerMetrics(),
+        healthInterval: Duration = .seconds(5)
+    ) throws {
         self.configuration = configuration
+        self.healthInterval = healthInterval
         self.logger = logger
         self.metrics = metrics
         let apps = try WorkerAssembly.appleApps(configuration, logger: logger)
@@ -30,16 +38,24 @@ public final class ReceiverRole: Sendable {
         }
         intake = NotificationIntake(
             apps: apps, producer: producer, topic: configuration.topics.notifications, metrics: metrics,
-            logger: logger)
+            logger: logger, deliveries: deliveries)
     }
 
-    /// Why the receiver is not ready (empty when it is): the broker has not described the notifications topic
-    /// in the last 15 s. Readiness routes Apple's deliveries; the ledger is not the receiver's concern.
+    /// Why the receiver is not ready (empty when it is): readiness means a record could be written now. Not
+    /// ready while the broker has not described the notifications topic for three rounds, while a partition of
+    /// it has no leader or the broker says this client may not write to it, and for a while after a record
+    /// the broker refused. Readiness routes Apple's deliveries; the ledger is not the receiver's concern.
     public var readiness: [String] {
         if stopping.load(ordering: .relaxed) { return ["stopping"] }
         guard let seen = brokerSeen.withLock({ $0 }) else { return ["starting: waiting for the broker"] }
-        let age = ContinuousClock.now - seen
-        return age < .seconds(15) ? [] : ["broker: the notifications topic not described for \(Int(age.inSeconds)) s"]
+        var problems: [String] = []
+        let age = ContinuousClock.now - seen.at
+        if age >= max(.seconds(15), healthInterval * 3) {
+            problems.append("broker: the notifications topic not described for \(Int(age.inSeconds)) s")
+        }
+        problems += seen.health.problems(topic: configuration.topics.notifications)
+        if let delivery = deliveries.problem { problems.append(delivery) }
+        return problems
     }
 
     public func receiver(listen: ListenAddress) throws -> NotificationReceiver {
@@ -47,18 +63,19 @@ public final class ReceiverRole: Sendable {
         return try NotificationReceiver(listen: listen, intake: { intake })
     }
 
-    /// Describes the notifications topic every 5 s (for readiness) until ``shutdown()``; a missing topic stops
-    /// start-up as a configuration error, as the worker's does.
+    /// Describes the notifications topic every `healthInterval` (for readiness) until ``shutdown()``; a missing
+    /// topic stops start-up as a configuration error, as the worker's does.
     public func run() async throws {
         let topic = configuration.topics.notifications
         let properties = WorkerAssembly.adminProperties(configuration)
         while !stopping.load(ordering: .relaxed) {
             do {
                 let logger = self.logger
-                try await withDeadline(.seconds(5), timeout: BrokerSilent()) {
-                    _ = try await KafkaAdmin.partitionCount(of: topic, properties: properties, logger: logger)
+                try await withDeadline(.seconds(5), timeout: BrokerSilent()) { [self] in
+                    let health = try await KafkaAdmin.topicHealth(
+                        of: topic, properties: properties, timeout: .seconds(4), logger: logger)
+                    brokerSeen.withLock { $0 = (ContinuousClock.now, health) }
                 }
-                brokerSeen.withLock { $0 = ContinuousClock.now }
             } catch let error as KafkaError where error.isMissingTopic {
                 throw ConfigurationError(
                     .unusable, key: "topics.notifications",
@@ -66,7 +83,7 @@ public final class ReceiverRole: Sendable {
             } catch {
                 logger.warning("cannot describe the notifications topic", ["error": "\(error)"])
             }
-            try? await Task.sleep(for: .seconds(5))
+            try? await Task.sleep(for: healthInterval)
         }
         await producer.close(timeout: .seconds(10))
     }
