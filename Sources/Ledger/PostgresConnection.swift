@@ -36,10 +36,11 @@ final class PostgresConnection: @unchecked Sendable {
     /// server must fail a call in seconds (then it is retried, and `/readyz` turns false), not after the
     /// kernel's TCP timeout of minutes; and a failover replica that is read-only must be refused at
     /// connection time (`target_session_attrs=read-write`), not loop every job on "read-only transaction".
+    /// No `options` startup parameter: PgBouncer refuses it; the statement timeout is set per transaction
+    /// (``begin()``).
     static let defaultParameters: [(String, String)] = [
         ("connect_timeout", "10"), ("keepalives", "1"), ("keepalives_idle", "10"), ("keepalives_interval", "5"),
         ("keepalives_count", "3"), ("tcp_user_timeout", "30000"), ("target_session_attrs", "read-write"),
-        ("options", "-c%20statement_timeout%3D30000"),
     ]
 
     static func withDeadlines(_ url: String) -> String {
@@ -55,6 +56,32 @@ final class PostgresConnection: @unchecked Sendable {
     }
 
     var isHealthy: Bool { PQstatus(handle) == CONNECTION_OK }
+
+    /// What an error's SQLSTATE means for the caller: a data exception (22) or a program limit (54, an index
+    /// row too large) fails the same way forever; a unique violation, a deadlock or a serialization failure met
+    /// another writer (retried, it finds what that writer did); anything else may heal.
+    static func code(sqlstate: String) -> LedgerError.Code {
+        if sqlstate.hasPrefix("22") || sqlstate.hasPrefix("54") { return .valueRefused }
+        if ["23505", "40P01", "40001"].contains(sqlstate) { return .conflict }
+        return .unavailable
+    }
+
+    /// Starts a transaction with the ledger's deadlines set for it alone (`SET LOCAL`): no session state, so a
+    /// pooler in transaction mode (PgBouncer) may hand the next transaction another server connection. A
+    /// statement that waits past `statement_timeout` (a lock held by a stuck client) fails and is retried.
+    func begin() throws {
+        let result = PQexec(
+            handle,
+            "BEGIN; SET LOCAL statement_timeout = \(Self.statementTimeoutMs); SET LOCAL client_min_messages = warning")
+        defer { PQclear(result) }
+        guard PQresultStatus(result) == PGRES_COMMAND_OK else {
+            let message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw LedgerError(.unavailable, "postgresql: \(message.isEmpty ? "no answer (connection lost)" : message)")
+        }
+    }
+
+    /// Each statement of the worker's transactions: 30 s.
+    static let statementTimeoutMs = 30_000
 
     /// Runs one statement with text parameters; returns the rows' first column (nil for SQL NULL).
     @discardableResult
@@ -81,10 +108,8 @@ final class PostgresConnection: @unchecked Sendable {
                 message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
             }
             let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
-            // A data exception (22) or a program limit (54, an index row too large) fails the same way forever.
             throw LedgerError(
-                state.hasPrefix("22") || state.hasPrefix("54") ? .valueRefused : .unavailable,
-                "postgresql: \(message.isEmpty ? "no answer (connection lost)" : message)")
+                Self.code(sqlstate: state), "postgresql: \(message.isEmpty ? "no answer (connection lost)" : message)")
         }
         return (0..<PQntuples(result)).map { row in
             (0..<PQnfields(result)).map { column in

@@ -14,9 +14,9 @@ public final class PostgresLedger: Ledger, Sendable {
     /// One item's answer from a batch.
     enum RecordAnswer: Sendable {
         case outcome(LedgerOutcome)
-        /// Met a concurrent decision, a deadlock or a unique violation: retried alone.
+        /// Met a concurrent decision, a deadlock or a unique violation: retried.
         case conflict
-        /// Failed with this SQLSTATE and message (a read-only server, a value the server refuses).
+        /// Failed for good: a value the server refuses.
         case failed(LedgerError)
     }
 
@@ -83,61 +83,147 @@ public final class PostgresLedger: Ledger, Sendable {
         return keys.map { found[$0] ?? legacy[$0.app.rawValue + "\u{0}" + $0.jobID] }
     }
 
-    /// One call of `record_batch_v3` for many decisions. Grants are sent in purchase order, so two batches
-    /// claiming the same purchases lock them in the same order. `conflict` for an item that met a concurrent
-    /// decision (to be retried alone).
+    /// Many decisions in one transaction, without a subtransaction each: the locks of their purchases (the
+    /// notification side takes the same: a grant and a revocation of one purchase never interleave), one read of
+    /// what the ledger holds about them, ``ClaimRules``' decisions, and one statement that writes them all. A
+    /// batch that meets a concurrent writer (a unique violation, a deadlock) or a value refused is rolled back,
+    /// and each decision is then recorded alone: only the one at fault fails (`conflict` is retried).
     static func record(_ decisions: [Decision], schema: PostgresSchema, on connection: PostgresConnection) throws
         -> [RecordAnswer]
     {
-        let order = decisions.indices.sorted {
-            (decisions[$0].grant?.purchaseID ?? "") < (decisions[$1].grant?.purchaseID ?? "")
+        do {
+            return try recordTogether(decisions, schema: schema.name, on: connection).map { .outcome($0) }
+        } catch let error as LedgerError {
+            _ = try? connection.query("ROLLBACK")
+            guard connection.isHealthy else { throw error }
+            guard decisions.count > 1 else {
+                switch error.code {
+                case .conflict: return [.conflict]
+                case .valueRefused: return [.failed(error)]
+                default: throw error
+                }
+            }
+            return try decisions.flatMap { try record([$0], schema: schema, on: connection) }
         }
-        let sorted = order.map { decisions[$0] }
-        func array(_ values: (Decision) -> String?) -> String? { PostgresArray.literal(sorted.map(values)) }
+    }
+
+    private static func recordTogether(_ decisions: [Decision], schema: String, on connection: PostgresConnection)
+        throws -> [LedgerOutcome]
+    {
+        try connection.begin()
+        let claims = decisions.compactMap { decision in decision.grant.map { (decision.key.app, $0) } }
+        if !claims.isEmpty {
+            // In the order of their lock keys, so two batches never wait for each other in a circle.
+            try connection.query(
+                """
+                SELECT count(pg_advisory_xact_lock(h))::text
+                    FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) AS k ORDER BY 1) s
+                """,
+                [
+                    PostgresArray.literal(
+                        claims.map { "\($0.0.rawValue)\u{1}\($0.1.environment)\u{1}\($0.1.purchaseID)" })
+                ])
+        }
+        var facts = try readFacts(decisions, claims: claims, schema: schema, on: connection)
+        let results = ClaimRules.decide(decisions, facts: &facts)
+        let grants = zip(decisions, results).compactMap { decision, result in
+            result.grant.map { (decision.key.app, $0) }
+        }
+        let stored = zip(decisions, results).compactMap { decision, result in
+            result.result.map { (decision.key, $0) }
+        }
+        if !grants.isEmpty || !stored.isEmpty {
+            func array<T>(_ rows: [T], _ value: (T) -> String?) -> String? { PostgresArray.literal(rows.map(value)) }
+            try connection.rows(
+                """
+                WITH g AS (INSERT INTO \(schema).grants (app, environment, transaction_id, order_id, purchase_id,
+                        user_id, product_id, quantity, original_transaction_id)
+                    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                        $7::text[], $8::integer[], $9::text[]) RETURNING 1),
+                r AS (INSERT INTO \(schema).results (app, job_id, fingerprint, event, event_id, event_type,
+                        event_time, event_key)
+                    SELECT * FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+                        $15::text[], $16::text[], $17::text[]) RETURNING 1)
+                SELECT (SELECT count(*) FROM g)::text, (SELECT count(*) FROM r)::text
+                """,
+                [
+                    array(grants) { $0.0.rawValue }, array(grants) { $0.1.environment },
+                    array(grants) { $0.1.transactionID }, array(grants) { $0.1.orderID },
+                    array(grants) { $0.1.purchaseID }, array(grants) { $0.1.userID }, array(grants) { $0.1.productID },
+                    array(grants) { String($0.1.quantity) },
+                    array(grants) { $0.1.purchaseID.hasPrefix("w:") ? $0.1.originalTransactionID : nil },
+                    array(stored) { $0.0.app.rawValue }, array(stored) { $0.0.jobID },
+                    array(stored) { $0.0.fingerprint },
+                    array(stored) { String(decoding: $0.1.json, as: UTF8.self) }, array(stored) { $0.1.eventID },
+                    array(stored) { $0.1.type }, array(stored) { $0.1.time }, array(stored) { $0.1.key },
+                ])
+        }
+        try connection.query("COMMIT")
+        return results.map(\.outcome)
+    }
+
+    /// What the ledger holds about the decisions' jobs, purchases and orders (``ClaimFacts``), in one
+    /// statement: their stored results, the grants of their transactions, purchases and orders, and the
+    /// refunds remembered for their purchases. Read after the locks, with a snapshot of its own (READ
+    /// COMMITTED), so a grant another replica committed while this batch waited for a lock is seen.
+    private static func readFacts(
+        _ decisions: [Decision], claims: [(AppScope, GrantClaim)], schema: String, on connection: PostgresConnection
+    ) throws -> ClaimFacts {
         let rows = try connection.rows(
             """
-            SELECT outcome, stored, stored_id, stored_type, stored_time, stored_key FROM \(schema.name).record_batch_v3(
-                $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-                $9::text[], $10::integer[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[])
+            WITH j AS (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS j(app, job)),
+            c AS (SELECT DISTINCT * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+                AS c(app, env, tx, purchase, ord))
+            SELECT 'r', r.app, r.job_id, r.fingerprint, r.event_id, r.event_type, r.event_time, r.event_key, r.event
+                FROM \(schema).results r JOIN j ON r.app = j.app AND r.job_id = j.job
+            UNION ALL
+            SELECT 'g', g.app, g.environment, g.transaction_id, g.purchase_id, g.order_id, (g.credit = 'job')::text,
+                g.credit_event_id, (g.revoked_at IS NOT NULL)::text
+                FROM \(schema).grants g JOIN c ON g.app = c.app AND g.environment = c.env
+                    AND g.transaction_id IN (c.tx, c.purchase)
+            UNION ALL
+            SELECT 'g', g.app, g.environment, g.transaction_id, g.purchase_id, g.order_id, (g.credit = 'job')::text,
+                g.credit_event_id, (g.revoked_at IS NOT NULL)::text
+                FROM \(schema).grants g JOIN c ON g.app = c.app AND g.environment = c.env AND g.purchase_id = c.purchase
+            UNION ALL
+            SELECT 'g', g.app, g.environment, g.transaction_id, g.purchase_id, g.order_id, (g.credit = 'job')::text,
+                g.credit_event_id, (g.revoked_at IS NOT NULL)::text
+                FROM \(schema).grants g JOIN c ON g.app = c.app AND g.order_id = c.ord AND g.credit = 'job'
+            UNION ALL
+            SELECT 's', s.app, s.environment, s.purchase_id, s.transaction_id, NULL, NULL, NULL, NULL
+                FROM \(schema).purchase_states s JOIN c ON s.revoked AND (s.app = c.app AND s.environment = c.env OR s.app = '*')
+                    AND (s.purchase_id = c.purchase OR s.transaction_id = c.tx)
             """,
             [
-                array { $0.key.app.rawValue }, array(\.key.jobID), array(\.key.fingerprint),
-                array { $0.grant?.transactionID }, array { $0.grant?.orderID }, array { $0.grant?.purchaseID },
-                array { $0.grant?.environment }, array { $0.grant?.userID }, array { $0.grant?.productID },
-                array { $0.grant.map { String($0.quantity) } },
-                array { String(decoding: $0.event.json, as: UTF8.self) },
-                array(\.event.eventID), array(\.event.type), array(\.event.time), array(\.event.key),
+                PostgresArray.literal(decisions.map(\.key.app.rawValue)),
+                PostgresArray.literal(decisions.map(\.key.jobID)),
+                PostgresArray.literal(claims.map { $0.0.rawValue }),
+                PostgresArray.literal(claims.map { $0.1.environment }),
+                PostgresArray.literal(claims.map { $0.1.transactionID }),
+                PostgresArray.literal(claims.map { $0.1.purchaseID }),
+                PostgresArray.literal(claims.map { $0.1.orderID }),
             ])
-        guard rows.count == decisions.count else {
-            throw LedgerError(.unavailable, "record_batch_v3 answered \(rows.count) of \(decisions.count)")
-        }
-        var answers = [RecordAnswer](repeating: .conflict, count: decisions.count)
-        for (position, row) in zip(order, rows) {
-            let stored = row.count > 1 ? row[1] : nil
-            switch row.first ?? nil {
-            case "recorded": answers[position] = .outcome(.recorded)
-            case "duplicate_transaction": answers[position] = .outcome(.duplicateTransaction)
-            case "order_already_fulfilled": answers[position] = .outcome(.orderAlreadyFulfilled)
-            case "revoked": answers[position] = .outcome(.revoked)
-            case "credited" where row.count == 6 && row[2] != nil:
-                answers[position] = .outcome(.credited(eventID: row[2] ?? ""))
-            case "replay" where row.count == 6:
-                answers[position] = .outcome(
-                    .replay(
-                        StoredEvent(
-                            eventID: row[2] ?? "", type: row[3] ?? "", time: row[4] ?? "", key: row[5] ?? "",
-                            json: Array((stored ?? "").utf8))))
-            case "conflict": answers[position] = .conflict
+        var facts = ClaimFacts()
+        for row in rows where row.count == 9 {
+            let text = { (index: Int) in row[index] ?? "" }
+            switch row[0] {
+            case "r":
+                facts.addResult(
+                    app: AppScope(text(1)), jobID: text(2), fingerprint: text(3),
+                    StoredEvent(
+                        eventID: text(4), type: text(5), time: text(6), key: text(7), json: Array(text(8).utf8)))
+            case "g":
+                facts.addGrant(
+                    GrantFact(
+                        app: AppScope(text(1)), environment: text(2), transactionID: text(3), purchaseID: text(4),
+                        orderID: text(5), isJobGrant: row[6] == "true", creditEventID: row[7], revoked: row[8] == "true"
+                    ))
             default:
-                // "error": SQLSTATE and message. A data exception (22) or a program limit (54) never heals.
-                let text = stored ?? "no answer"
-                answers[position] = .failed(
-                    LedgerError(
-                        text.hasPrefix("22") || text.hasPrefix("54") ? .valueRefused : .unavailable,
-                        "postgresql: \(text)"))
+                facts.addRefund(
+                    RefundFact(app: text(1), environment: text(2), purchaseID: text(3), transactionID: text(4)))
             }
         }
-        return answers
+        return facts
     }
 
     // MARK: Notifications
@@ -197,7 +283,7 @@ public final class PostgresLedger: Ledger, Sendable {
     private func inTransaction<T: Sendable>(_ body: @escaping @Sendable (Transaction) throws -> T) async throws -> T {
         let name = schema.name
         return try await pool.withConnection { connection in
-            try connection.query("BEGIN")
+            try connection.begin()
             do {
                 let result = try body(Transaction(connection: connection, schema: name))
                 try connection.query("COMMIT")
@@ -566,19 +652,25 @@ public final class PostgresLedger: Ledger, Sendable {
     public func recordOffsets(_ offsets: [ConsumedPartition: Int64], group: String) async throws {
         guard !offsets.isEmpty else { return }
         let name = schema.name
+        let entries = Array(offsets)
         try await pool.withConnection { connection in
-            try connection.query("BEGIN")
+            try connection.begin()
             do {
-                for (partition, offset) in offsets {
-                    _ = try connection.rows(
-                        """
-                        INSERT INTO \(name).consumer_offsets (group_id, topic, partition, next_offset)
-                            VALUES ($1, $2, $3::integer, $4::bigint)
-                            ON CONFLICT (group_id, topic, partition) DO UPDATE SET
-                                next_offset = GREATEST(\(name).consumer_offsets.next_offset, EXCLUDED.next_offset),
-                                recorded_at = now()
-                        """, [group, partition.topic, String(partition.partition), String(offset)])
-                }
+                // One statement for every partition: a commit round costs one write, whatever the assignment.
+                _ = try connection.rows(
+                    """
+                    INSERT INTO \(name).consumer_offsets (group_id, topic, partition, next_offset)
+                        SELECT $1, topic, partition, next_offset
+                            FROM unnest($2::text[], $3::integer[], $4::bigint[]) AS o(topic, partition, next_offset)
+                        ON CONFLICT (group_id, topic, partition) DO UPDATE SET
+                            next_offset = GREATEST(\(name).consumer_offsets.next_offset, EXCLUDED.next_offset),
+                            recorded_at = now()
+                    """,
+                    [
+                        group, PostgresArray.literal(entries.map(\.key.topic)),
+                        PostgresArray.literal(entries.map { String($0.key.partition) }),
+                        PostgresArray.literal(entries.map { String($0.value) }),
+                    ])
                 try connection.query("COMMIT")
             } catch {
                 _ = try? connection.query("ROLLBACK")
@@ -663,7 +755,7 @@ public final class PostgresLedger: Ledger, Sendable {
         var total = 0
         while true {
             let deleted = try await pool.withConnection { connection -> Int? in
-                try connection.query("BEGIN")
+                try connection.begin()
                 do {
                     guard
                         try connection.query("SELECT pg_try_advisory_xact_lock(\(PostgresSchema.pruneLock))").first

@@ -66,8 +66,10 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
     }
 
     /// Group commit: the decisions that arrived while the previous commit ran, in one transaction (one WAL
-    /// commit instead of one each: the writes and the fsyncs were a quarter of the worker's CPU), each in a
-    /// savepoint of its own, so a refused claim or a failing value rolls back alone.
+    /// commit instead of one each: the writes and the fsyncs were a quarter of the worker's CPU). What the
+    /// ledger holds about them is read first, ``ClaimRules`` decides each in order, and its rows are written;
+    /// no savepoint per decision. A write that fails (a value refused) rolls the batch back, and each decision
+    /// is then recorded alone, so only that one fails.
     private func recordBatch(_ decisions: [Decision]) -> [RecordAnswer] {
         do {
             try checkFile()
@@ -75,26 +77,96 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         } catch {
             return decisions.map { _ in .failed(error) }
         }
-        var answers: [RecordAnswer] = []
-        answers.reserveCapacity(decisions.count)
-        for decision in decisions {
-            do {
-                try connection.execute("SAVEPOINT decision")
-                let (outcome, keep) = try recordNow(decision)
-                try connection.execute(keep ? "RELEASE decision" : "ROLLBACK TO decision; RELEASE decision")
-                answers.append(.outcome(outcome))
-            } catch {
-                try? connection.execute("ROLLBACK TO decision; RELEASE decision")
-                answers.append(.failed(error))
-            }
-        }
         do {
+            var facts = try readFacts(decisions)
+            let results = ClaimRules.decide(decisions, facts: &facts)
+            for (decision, result) in zip(decisions, results) {
+                if let grant = result.grant { try insertGrant(grant, app: decision.key.app) }
+                if let event = result.result { try Self.insertResult(decision.key, event: event, on: connection) }
+            }
             try connection.execute("COMMIT")
+            return results.map { .outcome($0.outcome) }
         } catch {
             try? connection.execute("ROLLBACK")  // the original error is the one to report
-            return decisions.map { _ in .failed(error) }
+            guard decisions.count > 1 else { return [.failed(error)] }
+            return decisions.flatMap { recordBatch([$0]) }
         }
-        return answers
+    }
+
+    /// What the ledger holds about the decisions' jobs, purchases and orders (``ClaimFacts``). Each query an
+    /// exact key of an index: an OR of columns would make SQLite read every grant of the app and environment.
+    private func readFacts(_ decisions: [Decision]) throws -> ClaimFacts {
+        var facts = ClaimFacts()
+        for decision in decisions {
+            let key = decision.key
+            try connection.query(
+                """
+                SELECT fingerprint, event_id, event_type, event_time, event_key, event FROM results
+                    WHERE app = ?1 AND job_id = ?2 AND fingerprint IN (?3, '')
+                """, [.text(key.app.rawValue), .text(key.jobID), .text(key.fingerprint)]
+            ) { row in
+                facts.addResult(
+                    app: key.app, jobID: key.jobID, fingerprint: row.text(0) ?? "",
+                    StoredEvent(
+                        eventID: row.text(1) ?? "", type: row.text(2) ?? "", time: row.text(3) ?? "",
+                        key: row.text(4) ?? "", json: row.bytes(5) ?? []))
+            }
+            guard let grant = decision.grant else { continue }
+            let app = Value.text(key.app.rawValue)
+            let scope: [Value] = [app, .text(grant.environment), .text(grant.transactionID), .text(grant.purchaseID)]
+            try connection.query(
+                Self.grantFactColumns + " WHERE app = ?1 AND environment = ?2 AND transaction_id IN (?3, ?4)"
+                    + " UNION ALL " + Self.grantFactColumns
+                    + " WHERE app = ?1 AND environment = ?2 AND purchase_id = ?4",
+                scope
+            ) { facts.addGrant(Self.grantFact($0)) }
+            try connection.query(
+                Self.grantFactColumns + " WHERE app = ?1 AND order_id = ?2 AND credit = 'job'",
+                [app, .text(grant.orderID)]
+            ) { facts.addGrant(Self.grantFact($0)) }
+            try connection.query(
+                """
+                SELECT app, environment, purchase_id, transaction_id FROM purchase_states
+                    WHERE app = ?1 AND environment = ?2 AND purchase_id = ?4 AND revoked
+                UNION ALL SELECT app, environment, purchase_id, transaction_id FROM purchase_states
+                    WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3 AND revoked
+                UNION ALL SELECT app, environment, purchase_id, transaction_id FROM purchase_states
+                    WHERE app = '*' AND (purchase_id = ?4 OR transaction_id = ?3) AND revoked
+                """, scope
+            ) { row in
+                facts.addRefund(
+                    RefundFact(
+                        app: row.text(0) ?? "", environment: row.text(1) ?? "", purchaseID: row.text(2) ?? "",
+                        transactionID: row.text(3) ?? ""))
+            }
+        }
+        return facts
+    }
+
+    private static let grantFactColumns = """
+        SELECT app, environment, transaction_id, purchase_id, order_id, credit = 'job', credit_event_id,
+            revoked_at IS NOT NULL FROM grants
+        """
+
+    private static func grantFact(_ row: SQLiteConnection.Row) -> GrantFact {
+        GrantFact(
+            app: AppScope(row.text(0) ?? ""), environment: row.text(1) ?? "", transactionID: row.text(2) ?? "",
+            purchaseID: row.text(3) ?? "", orderID: row.text(4) ?? "", isJobGrant: row.integer(5) == 1,
+            creditEventID: row.text(6), revoked: row.integer(7) == 1)
+    }
+
+    /// A job's grant. Not the event (its result row keeps it): what later events name has columns of its own.
+    private func insertGrant(_ grant: GrantClaim, app: AppScope) throws {
+        try connection.run(
+            """
+            INSERT INTO grants (app, environment, transaction_id, order_id, purchase_id, user_id, product_id,
+                quantity, original_transaction_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+            """,
+            [
+                .text(app.rawValue), .text(grant.environment), .text(grant.transactionID), .text(grant.orderID),
+                .text(grant.purchaseID), .text(grant.userID), .text(grant.productID), .integer(grant.quantity),
+                grant.purchaseID.hasPrefix("w:") ? .optional(grant.originalTransactionID) : .null,
+            ])
     }
 
     private func storedDecisionNow(_ key: DecisionKey) throws -> StoredEvent? {
@@ -108,76 +180,6 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             SELECT event_id, event_type, event_time, event_key, event FROM results
                 WHERE app = ?1 AND job_id = ?2 AND fingerprint IN (?3, '') ORDER BY fingerprint = ?3 DESC LIMIT 1
             """, [.text(key.app.rawValue), .text(key.jobID), .text(key.fingerprint)], Self.event)
-    }
-
-    /// The claim and the decision, in one transaction (BEGIN IMMEDIATE: the only writer).
-    private func recordNow(_ decision: Decision) throws -> (LedgerOutcome, commit: Bool) {
-        if let stored = try storedDecisionNow(decision.key) { return (.replay(stored), true) }
-        let app = Value.text(decision.key.app.rawValue)
-        if let grant = decision.grant {
-            let scope: [Value] = [app, .text(grant.environment), .text(grant.transactionID), .text(grant.purchaseID)]
-            // Any grant of this transaction or of this purchase (under another transaction id), and whether it
-            // was refunded or revoked (an App Store notification): read once, for both checks below.
-            var owners: [(order: String, transaction: String, credit: String?, revoked: Bool)] = []
-            try connection.query(
-                """
-                SELECT order_id, transaction_id, credit_event_id, revoked_at IS NOT NULL FROM grants
-                    WHERE app = ?1 AND environment = ?2 AND transaction_id IN (?3, ?4)
-                UNION ALL SELECT order_id, transaction_id, credit_event_id, revoked_at IS NOT NULL FROM grants
-                    WHERE app = ?1 AND environment = ?2 AND purchase_id = ?4
-                """, scope
-            ) { owners.append(($0.text(0) ?? "", $0.text(1) ?? "", $0.text(2), $0.integer(3) == 1)) }
-            // Refunded or revoked, before or after a grant: never again. A refund remembered before apps were
-            // scoped, of a purchase not granted then, has app "*": any app's.
-            if owners.contains(where: \.revoked) { return (.revoked, false) }
-            let refunded = try connection.first(
-                """
-                SELECT 1 FROM purchase_states WHERE app = ?1 AND environment = ?2 AND purchase_id = ?4 AND revoked
-                UNION ALL SELECT 1 FROM purchase_states WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3
-                    AND revoked
-                UNION ALL SELECT 1 FROM purchase_states WHERE app = '*' AND (purchase_id = ?4 OR transaction_id = ?3)
-                    AND revoked
-                """, scope
-            ) { _ in true }
-            if refunded != nil { return (.revoked, false) }
-            // Bytes, as SQLite compares them (Swift's == would call two spellings of "é" one order).
-            if owners.contains(where: { !$0.order.utf8.elementsEqual(grant.orderID.utf8) }) {
-                return (.duplicateTransaction, false)
-            }
-            if !owners.isEmpty {
-                // This order holds the purchase: the same transaction again is the same grant; another
-                // transaction of the same purchase (a restore) is not a second grant of the order.
-                guard let same = owners.first(where: { $0.transaction.utf8.elementsEqual(grant.transactionID.utf8) })
-                else { return (.orderAlreadyFulfilled, false) }
-                // A credit the worker made (a renewal, a tied unclaimed purchase): the job is that credit.
-                if let credit = same.credit, credit != decision.event.eventID {
-                    return (.credited(eventID: credit), false)
-                }
-            } else if try connection.first(
-                "SELECT 1 FROM grants WHERE app = ?1 AND order_id = ?2 AND credit = 'job'",
-                [app, .text(grant.orderID)],
-                { _ in true })
-                != nil
-            {
-                return (.orderAlreadyFulfilled, false)
-            } else {
-                try connection.run(
-                    """
-                    INSERT INTO grants (app, environment, transaction_id, order_id, purchase_id, user_id, product_id,
-                        quantity, original_transaction_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                    """,
-                    // Not the event (its result row keeps it): what later events name has columns of its own,
-                    // and writing the JSON twice was a third of the bytes each decision wrote.
-                    [
-                        app, .text(grant.environment), .text(grant.transactionID), .text(grant.orderID),
-                        .text(grant.purchaseID), .text(grant.userID), .text(grant.productID),
-                        .integer(grant.quantity),
-                        grant.purchaseID.hasPrefix("w:") ? .optional(grant.originalTransactionID) : .null,
-                    ])
-            }
-        }
-        try Self.insertResult(decision.key, event: decision.event, on: connection)
-        return (.recorded, true)
     }
 
     fileprivate static func insertResult(_ key: DecisionKey, event: StoredEvent, on connection: SQLiteConnection) throws

@@ -1,0 +1,182 @@
+import Foundation
+
+/// A job's claim: the one place that decides what a decision does to the ledger (docs/contract.md section 3).
+/// Each ledger reads what it holds about a batch of decisions (``ClaimFacts``), under the locks of their
+/// purchases, lets these rules decide each decision in order, and writes what they say in one transaction; the
+/// two ledgers differ only in that SQL.
+///
+/// - A job decided before gets its stored event (a result stored before fingerprints answers any of its job's).
+/// - A deny claims nothing: its event is stored.
+/// - A purchase refunded or revoked (a grant of it revoked, or a refund remembered for it) is `revoked`.
+/// - A purchase granted to another order is `duplicate_transaction`; held by this order under another
+///   transaction id (a restore) it is `order_already_fulfilled`; held by this order through a credit of the
+///   worker's (a renewal, a tied unclaimed purchase), the job is that credit.
+/// - An order granted with another purchase is `order_already_fulfilled`.
+/// - Otherwise the purchase is granted to the order, with the decision.
+///
+/// Decisions of one batch see each other's writes: two jobs of one batch claiming one purchase are decided
+/// one after the other, as two transactions would be.
+enum ClaimRules {
+    /// The outcome of each decision, in order, and the rows to write. `facts` is updated with the writes.
+    static func decide(_ decisions: [Decision], facts: inout ClaimFacts) -> [ClaimResult] {
+        decisions.map { decide($0, facts: &facts) }
+    }
+
+    static func decide(_ decision: Decision, facts: inout ClaimFacts) -> ClaimResult {
+        let key = decision.key
+        if let stored = facts.result(key) { return ClaimResult(outcome: .replay(stored)) }
+        guard let claim = decision.grant else {
+            facts.addResult(key, decision.event)
+            return ClaimResult(outcome: .recorded, result: decision.event)
+        }
+        let owners = facts.owners(app: key.app, claim)
+        // Refunded or revoked, before or after a grant: never again.
+        if owners.contains(where: \.revoked) || facts.isRefunded(app: key.app, claim) {
+            return ClaimResult(outcome: .revoked)
+        }
+        if owners.contains(where: { !ClaimFacts.same($0.orderID, claim.orderID) }) {
+            return ClaimResult(outcome: .duplicateTransaction)
+        }
+        if !owners.isEmpty {
+            // This order holds the purchase: the same transaction again is the same grant; another transaction
+            // of the same purchase (a restore) is not a second grant of the order.
+            guard let same = owners.first(where: { ClaimFacts.same($0.transactionID, claim.transactionID) }) else {
+                return ClaimResult(outcome: .orderAlreadyFulfilled)
+            }
+            if let credit = same.creditEventID, credit != decision.event.eventID {
+                return ClaimResult(outcome: .credited(eventID: credit))
+            }
+            facts.addResult(key, decision.event)
+            return ClaimResult(outcome: .recorded, result: decision.event)
+        }
+        if facts.orderHasJobGrant(app: key.app, orderID: claim.orderID) {
+            return ClaimResult(outcome: .orderAlreadyFulfilled)
+        }
+        let grant = GrantFact(
+            app: key.app, environment: claim.environment, transactionID: claim.transactionID,
+            purchaseID: claim.purchaseID, orderID: claim.orderID, isJobGrant: true, creditEventID: nil, revoked: false)
+        facts.addGrant(grant)
+        facts.addResult(key, decision.event)
+        return ClaimResult(outcome: .recorded, grant: claim, result: decision.event)
+    }
+}
+
+/// What one decision does to the ledger: its outcome, the grant to insert and the result to store (nil: none).
+struct ClaimResult {
+    var outcome: LedgerOutcome
+    var grant: GrantClaim? = nil
+    var result: StoredEvent? = nil
+}
+
+/// A grant as the claim reads it.
+struct GrantFact {
+    var app: AppScope
+    var environment: String
+    var transactionID: String
+    var purchaseID: String
+    var orderID: String
+    /// A job's grant (`credit` = `job`), which holds its order; a credit's (a renewal, an unclaimed purchase)
+    /// holds only its purchase.
+    var isJobGrant: Bool
+    /// The credit's event id, for a grant the worker made (a renewal, an unclaimed purchase, tied or not).
+    var creditEventID: String?
+    var revoked: Bool
+}
+
+/// A refund or revocation remembered for a purchase (revoked now): by its identity or its transaction id, in
+/// its app and environment; app `*` for one remembered before apps were scoped (any app's).
+struct RefundFact {
+    var app: String
+    var environment: String
+    var purchaseID: String
+    var transactionID: String
+}
+
+/// What the ledger holds about a batch's jobs, purchases and orders, read under the locks of their purchases;
+/// ``ClaimRules`` adds the batch's own writes as it decides. Keys are compared as bytes, as the databases
+/// compare them (Swift's `==` would call two spellings of "é" one order).
+struct ClaimFacts {
+    private var results: [Bytes: StoredEvent] = [:]
+    private var grants: [GrantFact] = []
+    /// Grants by (app, environment, id) for their transaction id and their purchase id; job grants by
+    /// (app, order).
+    private var byTransaction: [Bytes: [Int]] = [:]
+    private var byPurchase: [Bytes: [Int]] = [:]
+    private var jobOrders: Set<Bytes> = []
+    private var grantIndex: Set<Bytes> = []
+    private var refunds: [Bytes: Bool] = [:]
+
+    init() {}
+
+    /// A stored result: `fingerprint` "" is one stored before fingerprints (it answers any of its job's).
+    mutating func addResult(app: AppScope, jobID: String, fingerprint: String, _ event: StoredEvent) {
+        results[Bytes(app.rawValue, jobID, fingerprint)] = event
+    }
+
+    mutating func addResult(_ key: DecisionKey, _ event: StoredEvent) {
+        addResult(app: key.app, jobID: key.jobID, fingerprint: key.fingerprint, event)
+    }
+
+    /// Adds a grant the ledger holds; one already known (read twice, by two of its keys) is kept once: a purchase
+    /// has one grant in its app and environment.
+    mutating func addGrant(_ grant: GrantFact) {
+        guard grantIndex.insert(Bytes(grant.app.rawValue, grant.environment, grant.purchaseID)).inserted else { return }
+        let index = grants.count
+        grants.append(grant)
+        byTransaction[Bytes(grant.app.rawValue, grant.environment, grant.transactionID), default: []].append(index)
+        byPurchase[Bytes(grant.app.rawValue, grant.environment, grant.purchaseID), default: []].append(index)
+        if grant.isJobGrant { jobOrders.insert(Bytes(grant.app.rawValue, grant.orderID)) }
+    }
+
+    mutating func addRefund(_ refund: RefundFact) {
+        refunds[Bytes(refund.app, refund.environment, "p", refund.purchaseID)] = true
+        refunds[Bytes(refund.app, refund.environment, "t", refund.transactionID)] = true
+        if refund.app == "*" {
+            refunds[Bytes("*", "p", refund.purchaseID)] = true
+            refunds[Bytes("*", "t", refund.transactionID)] = true
+        }
+    }
+
+    func result(_ key: DecisionKey) -> StoredEvent? {
+        results[Bytes(key.app.rawValue, key.jobID, key.fingerprint)]
+            ?? results[Bytes(key.app.rawValue, key.jobID, "")]
+    }
+
+    /// The grants of the claim's purchase in its app and environment: of its transaction id, of its identity
+    /// as a transaction id, or by its identity (under another transaction id: a restore).
+    func owners(app: AppScope, _ claim: GrantClaim) -> [GrantFact] {
+        var indexes: [Int] = []
+        for id in [claim.transactionID, claim.purchaseID] {
+            indexes += byTransaction[Bytes(app.rawValue, claim.environment, id)] ?? []
+        }
+        indexes += byPurchase[Bytes(app.rawValue, claim.environment, claim.purchaseID)] ?? []
+        var seen = Set<Int>()
+        return indexes.filter { seen.insert($0).inserted }.map { grants[$0] }
+    }
+
+    func isRefunded(app: AppScope, _ claim: GrantClaim) -> Bool {
+        refunds[Bytes(app.rawValue, claim.environment, "p", claim.purchaseID)] != nil
+            || refunds[Bytes(app.rawValue, claim.environment, "t", claim.transactionID)] != nil
+            || refunds[Bytes("*", "p", claim.purchaseID)] != nil || refunds[Bytes("*", "t", claim.transactionID)] != nil
+    }
+
+    func orderHasJobGrant(app: AppScope, orderID: String) -> Bool {
+        jobOrders.contains(Bytes(app.rawValue, orderID))
+    }
+
+    static func same(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
+}
+
+/// Strings joined as bytes, with a separator no key holds, hashed and compared as bytes.
+struct Bytes: Hashable {
+    let value: [UInt8]
+
+    init(_ parts: String...) {
+        var bytes: [UInt8] = []
+        for (index, part) in parts.enumerated() {
+            if index > 0 { bytes.append(0) }
+            bytes += part.utf8
+        }
+        value = bytes
+    }
+}

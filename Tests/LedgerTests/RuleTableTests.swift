@@ -1,0 +1,296 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import Ledger
+
+/// Every row of the claim table and of the notification table (``ClaimRules``, ``PurchaseRules``), run on both
+/// ledgers: each row's steps on a fresh SQLite and a fresh PostgreSQL ledger, each step's outcome written as a
+/// word, and the two lists must be the row's, step by step. The rules live in one place; these rows show the two
+/// dialects' SQL give them the same facts.
+@Suite("One rule set on both ledgers: the claim and notification tables", .timeLimit(.minutes(2)))
+struct RuleTableTests {
+    static let at = Date(timeIntervalSince1970: 1_790_000_000)
+
+    /// One step of a row, and the outcome it must have.
+    struct Step: Sendable {
+        let run: @Sendable (any Ledger) async throws -> String
+        let expected: String
+    }
+
+    struct Row: Sendable, CustomTestStringConvertible {
+        let name: String
+        let steps: [Step]
+        var testDescription: String { name }
+    }
+
+    // MARK: Steps
+
+    static func grant(
+        _ job: String, order: String, transaction: String, purchase: String? = nil, environment: String = "Production",
+        app: AppScope = .defaultApp, fingerprint: String = "f", expect: String
+    ) -> Step {
+        Step(
+            run: { ledger in
+                word(
+                    try await ledger.record(
+                        jobID: job, claim: .grant(orderID: order, transactionID: transaction, purchaseID: purchase),
+                        event: Data("{\"job\":\"\(job)\"}".utf8), app: app, fingerprint: fingerprint,
+                        environment: environment))
+            }, expected: expect)
+    }
+
+    static func deny(_ job: String, fingerprint: String = "f", expect: String) -> Step {
+        Step(
+            run: { ledger in
+                word(
+                    try await ledger.record(
+                        jobID: job, claim: .deny, event: Data("{\"job\":\"\(job)\"}".utf8), fingerprint: fingerprint))
+            }, expected: expect)
+    }
+
+    static func notify(_ change: NotificationChange, expect: String) -> Step {
+        Step(
+            run: { ledger in
+                let record = try await ledger.apply(change) { holder in
+                    StoredEvent(
+                        eventID: "\(change.id)-\(holder.grant.orderID)", type: "t", time: "", key: holder.grant.orderID,
+                        json: Array(holder.grant.orderID.utf8))
+                }
+                switch record {
+                case .recorded(let event?, _): return "published:\(event.key)"
+                case .recorded(nil, let granted): return granted ? "ignored" : "not_granted"
+                case .replay(let event): return "replay:\(event?.key ?? "-")"
+                }
+            }, expected: expect)
+    }
+
+    static func credits(expect: String) -> Step {
+        Step(
+            run: { ledger in
+                let events = try await ledger.creditUnclaimed(now: at.addingTimeInterval(3_600), limit: 10)
+                return events.map(\.key).sorted().joined(separator: ",")
+            }, expected: expect)
+    }
+
+    static func word(_ outcome: Outcome) -> String {
+        switch outcome {
+        case .recorded: "recorded"
+        case .replay(let json): "replay:\(String(decoding: json, as: UTF8.self))"
+        case .duplicateTransaction: "duplicate_transaction"
+        case .orderAlreadyFulfilled: "order_already_fulfilled"
+        case .revoked: "revoked"
+        case .credited(let id): "credited:\(id)"
+        }
+    }
+
+    static func change(_ id: String, _ kind: NotificationChange.Kind, environment: String = "Production")
+        -> NotificationChange
+    {
+        NotificationChange(id: id, app: .defaultApp, environment: environment, kind: kind)
+    }
+
+    static func revoke(_ id: String, purchase: String, at seconds: TimeInterval = 0, share: Int = 100_000)
+        -> NotificationChange
+    {
+        change(
+            id, .revoke(purchaseID: purchase, transactionID: purchase, at: at.addingTimeInterval(seconds), share: share)
+        )
+    }
+
+    static func reinstate(_ id: String, purchase: String, at seconds: TimeInterval) -> NotificationChange {
+        change(id, .reinstate(purchaseID: purchase, transactionID: purchase, at: at.addingTimeInterval(seconds)))
+    }
+
+    static func reported(_ id: String) -> NotificationChange {
+        change(
+            "report-\(id)",
+            .purchased(
+                ReportedPurchase(
+                    purchaseID: id, transactionID: id, originalTransactionID: id, productID: "gems", quantity: 1,
+                    dueAt: at,
+                    event: StoredEvent(
+                        eventID: "credit-\(id)", type: "receipt.unclaimed", time: "", key: "unclaimed:\(id)",
+                        json: Array("{}".utf8)))))
+    }
+
+    static func renewal(_ id: String, original: String, line: String, seconds: TimeInterval) -> NotificationChange {
+        change(
+            "renew-\(id)",
+            .subscription(
+                SubscriptionChange(
+                    originalTransactionID: original,
+                    state: SubscriptionState(
+                        status: "active", expiresAt: at.addingTimeInterval(86_400), gracePeriodExpiresAt: nil,
+                        autoRenew: true, autoRenewProductID: "vip", changedAt: at.addingTimeInterval(seconds)),
+                    renewal: .init(
+                        purchaseID: "w:\(line)", transactionID: id, productID: "vip", quantity: 1,
+                        eventID: "renewal-\(line)"))))
+    }
+
+    // MARK: The tables
+
+    static let claims: [Row] = [
+        Row(
+            name: "a grant, then the same job again: its first event",
+            steps: [
+                grant("j1", order: "o1", transaction: "100", expect: "recorded"),
+                grant("j1", order: "o1", transaction: "100", expect: "replay:{\"job\":\"j1\"}"),
+            ]),
+        Row(
+            name: "the same purchase for another order: duplicate_transaction",
+            steps: [
+                grant("j1", order: "o1", transaction: "100", expect: "recorded"),
+                grant("j2", order: "o2", transaction: "100", expect: "duplicate_transaction"),
+            ]),
+        Row(
+            name: "another purchase for a granted order: order_already_fulfilled",
+            steps: [
+                grant("j1", order: "o1", transaction: "100", expect: "recorded"),
+                grant("j2", order: "o1", transaction: "101", expect: "order_already_fulfilled"),
+            ]),
+        Row(
+            name: "the same order and transaction under a new job: the same grant",
+            steps: [
+                grant("j1", order: "o1", transaction: "100", expect: "recorded"),
+                grant("j2", order: "o1", transaction: "100", expect: "recorded"),
+            ]),
+        Row(
+            name:
+                "a restore (another transaction id of one purchase): the order's is order_already_fulfilled, another's a duplicate",
+            steps: [
+                grant("j1", order: "o1", transaction: "100", purchase: "p-100", expect: "recorded"),
+                grant("j2", order: "o1", transaction: "105", purchase: "p-100", expect: "order_already_fulfilled"),
+                grant("j3", order: "o2", transaction: "106", purchase: "p-100", expect: "duplicate_transaction"),
+            ]),
+        Row(
+            name: "a purchase refunded before any grant, and one refunded after its grant: revoked",
+            steps: [
+                notify(revoke("n1", purchase: "200"), expect: "not_granted"),
+                grant("j1", order: "o1", transaction: "200", expect: "revoked"),
+                grant("j2", order: "o2", transaction: "201", expect: "recorded"),
+                notify(revoke("n2", purchase: "201"), expect: "published:o2"),
+                grant("j3", order: "o3", transaction: "201", expect: "revoked"),
+                grant("j4", order: "o2", transaction: "201", expect: "revoked"),
+            ]),
+        Row(
+            name: "environments and apps are apart: the same transaction id in Sandbox, or in another app, is its own",
+            steps: [
+                grant("j1", order: "o1", transaction: "300", expect: "recorded"),
+                grant("j2", order: "o2", transaction: "300", environment: "Sandbox", expect: "recorded"),
+                grant("j3", order: "o1", transaction: "300", app: AppScope("com.other"), expect: "recorded"),
+            ]),
+        Row(
+            name: "a denial claims nothing, is kept, and a job id reused with other content is another job",
+            steps: [
+                deny("d1", expect: "recorded"),
+                deny("d1", expect: "replay:{\"job\":\"d1\"}"),
+                grant("d1", order: "o1", transaction: "400", fingerprint: "other", expect: "recorded"),
+            ]),
+        Row(
+            name: "a subscription's period credited to its order: a job of that order presenting it is the credit",
+            steps: [
+                grant("j1", order: "vip", transaction: "500", purchase: "w:L1", expect: "recorded"),
+                notify(renewal("501", original: "500", line: "L2", seconds: 10), expect: "published:vip"),
+                grant("j2", order: "vip", transaction: "501", purchase: "w:L2", expect: "credited:renewal-L2"),
+                grant("j3", order: "other", transaction: "501", purchase: "w:L2", expect: "duplicate_transaction"),
+            ]),
+    ]
+
+    static let notifications: [Row] = [
+        Row(
+            name: "a refund, the same refund again, a larger share, a stale refund, a reversal",
+            steps: [
+                grant("j1", order: "o1", transaction: "600", expect: "recorded"),
+                notify(revoke("n1", purchase: "600", at: 10, share: 40_000), expect: "published:o1"),
+                notify(revoke("n1", purchase: "600", at: 10, share: 40_000), expect: "replay:o1"),
+                notify(revoke("n2", purchase: "600", at: 20, share: 40_000), expect: "ignored"),
+                notify(revoke("n3", purchase: "600", at: 30), expect: "published:o1"),
+                notify(revoke("n4", purchase: "600", at: 5), expect: "ignored"),
+                notify(reinstate("n5", purchase: "600", at: 40), expect: "published:o1"),
+                grant("j2", order: "o2", transaction: "600", expect: "duplicate_transaction"),
+            ]),
+        Row(
+            name: "a consumption request is kept only for a purchase granted here",
+            steps: [
+                grant("j1", order: "o1", transaction: "700", expect: "recorded"),
+                notify(
+                    change("c1", .consumptionRequest(transactionID: "700", respondBy: at.addingTimeInterval(43_200))),
+                    expect: "published:o1"),
+                notify(
+                    change("c2", .consumptionRequest(transactionID: "701", respondBy: at.addingTimeInterval(43_200))),
+                    expect: "not_granted"),
+            ]),
+        Row(
+            name: "a Sandbox refund never touches the Production grant",
+            steps: [
+                grant("j1", order: "o1", transaction: "750", expect: "recorded"),
+                notify(
+                    change("s1", .revoke(purchaseID: "750", transactionID: "750", at: at), environment: "Sandbox"),
+                    expect: "not_granted"),
+                grant("j2", order: "o2", transaction: "750", expect: "duplicate_transaction"),
+            ]),
+        Row(
+            name: "a purchase no job claimed is credited once; claimed in time, never; refunded, never",
+            steps: [
+                notify(reported("800"), expect: "not_granted"),
+                notify(reported("801"), expect: "not_granted"),
+                grant("j1", order: "o1", transaction: "801", expect: "recorded"),
+                notify(reported("802"), expect: "not_granted"),
+                notify(revoke("r802", purchase: "802"), expect: "not_granted"),
+                credits(expect: "unclaimed:800"),
+                grant("j2", order: "o2", transaction: "800", expect: "duplicate_transaction"),
+            ]),
+    ]
+
+    @Test("every row of the claim table gives the same outcomes on SQLite and PostgreSQL", arguments: claims)
+    func claimTable(row: Row) async throws {
+        try await run(row)
+    }
+
+    @Test(
+        "every row of the notification table gives the same outcomes on SQLite and PostgreSQL", arguments: notifications
+    )
+    func notificationTable(row: Row) async throws {
+        try await run(row)
+    }
+
+    func run(_ row: Row) async throws {
+        var seen: [Backend: [String]] = [:]
+        for backend in Backend.allCases {
+            let ledger = try await backend.open()
+            var outcomes: [String] = []
+            for step in row.steps { outcomes.append(try await step.run(ledger)) }
+            await ledger.close()
+            seen[backend] = outcomes
+        }
+        #expect(seen[.sqlite] == row.steps.map(\.expected), "SQLite")
+        #expect(seen[.postgresql] == row.steps.map(\.expected), "PostgreSQL")
+    }
+
+    @Test("decisions of one batch see each other: two claims of one purchase in one batch grant it once")
+    func oneBatch() {
+        var facts = ClaimFacts()
+        func decision(_ job: String, order: String, transaction: String) -> Decision {
+            Decision(
+                key: DecisionKey(app: .defaultApp, jobID: job, fingerprint: "f"),
+                grant: GrantClaim(orderID: order, transactionID: transaction),
+                event: StoredEvent(eventID: "e-\(job)", type: "receipt.granted", time: "", key: order, json: []))
+        }
+        let results = ClaimRules.decide(
+            [
+                decision("a", order: "o1", transaction: "900"), decision("b", order: "o2", transaction: "900"),
+                decision("c", order: "o1", transaction: "901"), decision("a", order: "o1", transaction: "900"),
+            ], facts: &facts)
+        #expect(results.map(\.outcome).prefix(3) == [.recorded, .duplicateTransaction, .orderAlreadyFulfilled])
+        #expect(
+            results[3].outcome
+                == .replay(StoredEvent(eventID: "e-a", type: "receipt.granted", time: "", key: "o1", json: [])))
+        #expect(results.compactMap(\.grant).count == 1)
+        // Orders compared as bytes: two spellings of "é" are two orders.
+        var bytes = ClaimFacts()
+        let composed = ClaimRules.decide([decision("x", order: "caf\u{E9}", transaction: "950")], facts: &bytes)
+        let decomposed = ClaimRules.decide([decision("y", order: "cafe\u{301}", transaction: "951")], facts: &bytes)
+        #expect(composed[0].outcome == .recorded && decomposed[0].outcome == .recorded)
+    }
+}
