@@ -15,10 +15,40 @@ public protocol Ledger: DecisionStore, PurchaseStateStore, ConsumptionRequestSto
     /// its result went is verified again, and its grant, if any, meets itself in the ledger: the same event.
     func pruneResults(decidedBefore cutoff: Date) async throws -> Int
 
+    /// Deletes, in batches of 10,000, what outlived its retention (``Retention``): handled notifications, and
+    /// what is settled. Returns how many rows, by kind. Grants, results (``pruneResults(decidedBefore:)``),
+    /// revoked purchase states and waiting purchases are never deleted here.
+    func prune(_ retention: Retention) async throws -> [Retention.Kind: Int]
+
     /// Whether the ledger answers, and takes writes (for `/readyz`).
     func ping() async throws
 
     func close() async
+}
+
+/// What the ledger's upkeep deletes after its time, besides stored results: each kind with its cutoff (nil:
+/// kept). The rows each kind names are ``Retention/Kind``'s; the SQL of each ledger says the same.
+public struct Retention: Sendable {
+    public enum Kind: String, Sendable, CaseIterable {
+        /// Handled notifications (`ledger.notifications_retention_days`).
+        case notifications
+        /// Consumption requests whose deadline passed before the cutoff.
+        case consumptionRequests = "consumption_requests"
+        /// Reported purchases settled before the cutoff: claimed by a job, refunded, or credited and published.
+        case unclaimedPurchases = "unclaimed_purchases"
+        /// Purchase states last changed before the cutoff that are not revoked (reinstated): a refund is kept.
+        case purchaseStates = "purchase_states"
+    }
+
+    public var notificationsBefore: Date?
+    public var settledBefore: Date?
+
+    public init(notificationsBefore: Date?, settledBefore: Date?) {
+        self.notificationsBefore = notificationsBefore
+        self.settledBefore = settledBefore
+    }
+
+    func cutoff(_ kind: Kind) -> Date? { kind == .notifications ? notificationsBefore : settledBefore }
 }
 
 /// The job flow's view: a decision stored once per job, with the claim of its purchase and order.
@@ -340,14 +370,19 @@ public struct LedgerError: Error, Sendable, CustomStringConvertible {
         public static let closed = Code("closed")
         /// `ledger.url` or `ledger.schema` is not usable: a configuration error.
         public static let misconfigured = Code("misconfigured")
-        /// The schema lacks migrations this role may not apply.
+        /// The schema lacks migrations this role may not apply, or that this worker was told not to apply
+        /// (`ledger.migrate_on_start=false`): waited for.
         public static let notMigrated = Code("not_migrated")
+        /// A migration failed with the server answering (a lock never granted, a statement refused).
+        public static let migrationFailed = Code("migration_failed")
     }
 
     public let code: Code
     public let reason: String
     /// The configuration key the error is about, when it is one (`ledger.url`).
     public let key: String?
+    /// PostgreSQL's SQLSTATE, when the server answered one.
+    public var sqlstate: String? = nil
 
     public var isPermanent: Bool { code == .valueRefused }
 
@@ -377,7 +412,8 @@ public enum LedgerFactory {
     /// `defaultBundleID`: the default app's bundle id (`apple.bundle_id`), which migrating a ledger of a release
     /// before apps were scoped needs (each row gets the app its event names).
     public static func open(
-        url: String, poolSize: Int = 8, schema: String = PostgresSchema.defaultName, defaultBundleID: String? = nil
+        url: String, poolSize: Int = 8, schema: String = PostgresSchema.defaultName, defaultBundleID: String? = nil,
+        migrate: Bool = true
     ) async throws -> any Ledger {
         if url.hasPrefix("sqlite:") {
             return try SQLiteLedger(path: String(url.dropFirst("sqlite:".count)), defaultBundleID: defaultBundleID)
@@ -387,7 +423,7 @@ public enum LedgerFactory {
                 throw LedgerError(
                     .misconfigured, "ledger.schema must be a lower-case SQL name (a-z, 0-9, _)", key: "ledger.schema")
             }
-            return try await PostgresLedger(url: url, poolSize: poolSize, schema: schema)
+            return try await PostgresLedger(url: url, poolSize: poolSize, schema: schema, migrate: migrate)
         }
         throw LedgerError(.misconfigured, "ledger.url must start with sqlite: or postgresql://", key: "ledger.url")
     }

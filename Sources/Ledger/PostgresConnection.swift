@@ -80,6 +80,20 @@ final class PostgresConnection: @unchecked Sendable {
         }
     }
 
+    /// Starts a migration step's transaction: it waits at most `lockTimeoutMs` for a lock, and runs under a
+    /// statement timeout of its own (not the worker's 30 s: a step may scan a large table).
+    func beginMigration(lockTimeoutMs: Int, statementTimeoutMs: Int) throws {
+        let result = PQexec(
+            handle,
+            "BEGIN; SET LOCAL lock_timeout = \(lockTimeoutMs); SET LOCAL statement_timeout = \(statementTimeoutMs);"
+                + " SET LOCAL client_min_messages = warning")
+        defer { PQclear(result) }
+        guard PQresultStatus(result) == PGRES_COMMAND_OK else {
+            let message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw LedgerError(.unavailable, "postgresql: \(message.isEmpty ? "no answer (connection lost)" : message)")
+        }
+    }
+
     /// Each statement of the worker's transactions: 30 s.
     static let statementTimeoutMs = 30_000
 
@@ -108,8 +122,10 @@ final class PostgresConnection: @unchecked Sendable {
                 message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
             }
             let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
-            throw LedgerError(
+            var error = LedgerError(
                 Self.code(sqlstate: state), "postgresql: \(message.isEmpty ? "no answer (connection lost)" : message)")
+            error.sqlstate = state.isEmpty ? nil : state
+            throw error
         }
         return (0..<PQntuples(result)).map { row in
             (0..<PQnfields(result)).map { column in

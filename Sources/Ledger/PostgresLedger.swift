@@ -20,14 +20,24 @@ public final class PostgresLedger: Ledger, Sendable {
         case failed(LedgerError)
     }
 
-    public init(url: String, poolSize: Int, schema: PostgresSchema) async throws {
+    /// `migrate`: apply missing migrations at start-up (`ledger.migrate_on_start`); without it a schema that
+    /// lacks some is waited for, saying what to run, until a migration Job (or `ledger migrate`) applies them.
+    public init(url: String, poolSize: Int, schema: PostgresSchema, migrate: Bool = true) async throws {
         let logger = Logger(label: "ledger")
         let pool = try await PostgresPool(url: url, size: poolSize, logger: logger) { connection in
-            for migration in try schema.migrate(on: connection) {
-                logger.notice(
-                    "ledger schema migrated",
-                    ["schema": schema.name, "version": String(migration.version), "migration": migration.description])
+            if migrate {
+                _ = try schema.migrate(on: connection, logger: logger)
+                return
             }
+            let pending = try schema.pending(on: connection)
+            guard pending.isEmpty else {
+                throw LedgerError(
+                    .notMigrated,
+                    "schema \(schema.name) lacks migration(s) \(pending.map { String($0.version) }.joined(separator: ", "))"
+                        + " that this release needs, and ledger.migrate_on_start is false: run `receipt-worker ledger"
+                        + " migrate` (in Kubernetes, the migration Job: deploy/kubernetes/migrate-job.yaml)")
+            }
+            try schema.checkDefaultApp(on: connection)
         }
         self.pool = pool
         self.schema = schema
@@ -460,15 +470,14 @@ public final class PostgresLedger: Ledger, Sendable {
             !(try connection.rows(
                 """
                 INSERT INTO \(schema).grants (app, environment, transaction_id, order_id, purchase_id, user_id,
-                    product_id, quantity, event, credit, original_transaction_id, credit_event_id)
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8::integer, $9, $10, $11, $12)
+                    product_id, quantity, credit, original_transaction_id, credit_event_id)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8::integer, $9, $10, $11)
                     ON CONFLICT DO NOTHING RETURNING 1
                 """,
                 [
                     credit.purchase.app.rawValue, credit.purchase.environment, credit.transactionID, credit.orderID,
                     credit.purchase.purchaseID, credit.userID, credit.productID, String(credit.quantity),
-                    credit.event.map { String(decoding: $0.json, as: UTF8.self) }, credit.kind.rawValue,
-                    credit.originalTransactionID, credit.eventID,
+                    credit.kind.rawValue, credit.originalTransactionID, credit.eventID,
                 ]
             ).isEmpty)
         }
@@ -750,6 +759,37 @@ public final class PostgresLedger: Ledger, Sendable {
     /// WAL burst). Under a try-lock: with many replicas pruning on a timer, one does the work at a time and
     /// the others return 0 at once.
     public func pruneResults(decidedBefore cutoff: Date) async throws -> Int {
+        try await pruneInBatches(
+            "SELECT ctid FROM \(schema.name).results WHERE decided_at < $1::timestamptz LIMIT 10000", table: "results",
+            cutoff: cutoff)
+    }
+
+    public func prune(_ retention: Retention) async throws -> [Retention.Kind: Int] {
+        let name = schema.name
+        var deleted: [Retention.Kind: Int] = [:]
+        for kind in Retention.Kind.allCases {
+            guard let cutoff = retention.cutoff(kind) else { continue }
+            let (table, doomed): (String, String) =
+                switch kind {
+                case .notifications: ("notifications", "handled_at < $1::timestamptz")
+                case .consumptionRequests: ("consumption_requests", "respond_by < $1::timestamptz")
+                case .unclaimedPurchases:
+                    (
+                        "unclaimed_purchases",
+                        "state <> 'waiting' AND settled_at < $1::timestamptz AND (published OR state IN ('claimed', 'refunded'))"
+                    )
+                case .purchaseStates: ("purchase_states", "NOT revoked AND changed_at < $1::timestamptz")
+                }
+            deleted[kind] = try await pruneInBatches(
+                "SELECT ctid FROM \(name).\(table) WHERE \(doomed) LIMIT 10000", table: table, cutoff: cutoff)
+        }
+        return deleted
+    }
+
+    /// Deletes the rows `select` finds (their `ctid`s, at most 10,000), again until fewer come back: bounded
+    /// transactions, so pruning a year's backlog never holds a lock or a WAL burst for long. Under a try-lock:
+    /// with many replicas pruning on a timer, one does the work at a time and the others return 0 at once.
+    private func pruneInBatches(_ select: String, table: String, cutoff: Date) async throws -> Int {
         let name = schema.name
         let since = Timestamp.rfc3339(cutoff)
         var total = 0
@@ -765,10 +805,8 @@ public final class PostgresLedger: Ledger, Sendable {
                         return nil
                     }
                     let rows = try connection.query(
-                        """
-                        WITH doomed AS (SELECT ctid FROM \(name).results WHERE decided_at < $1::timestamptz LIMIT 10000)
-                        DELETE FROM \(name).results r USING doomed WHERE r.ctid = doomed.ctid RETURNING 1
-                        """, [since])
+                        "WITH doomed AS (\(select)) DELETE FROM \(name).\(table) r USING doomed WHERE r.ctid = doomed.ctid RETURNING 1",
+                        [since])
                     try connection.query("COMMIT")
                     return rows.count
                 } catch {
@@ -783,7 +821,7 @@ public final class PostgresLedger: Ledger, Sendable {
     }
 
     /// Applies the schema's missing migrations without opening a ledger (`receipt-worker ledger migrate`).
-    public static func migrate(url: String, schema: PostgresSchema) async throws -> [PostgresSchema.Migration] {
+    public static func migrate(url: String, schema: PostgresSchema) async throws -> [PostgresSchema.Applied] {
         let thread = BlockingThread(name: "ledger-migrate")
         defer { thread.stop() }
         return try await thread.perform {

@@ -29,7 +29,8 @@ final class PostgresPool: Sendable {
     /// Opens one connection and runs `prepare` on it (schema creation), retrying with backoff (up to 30 s
     /// apart) while the server refuses: a worker that starts before its database, or while the database is
     /// full, waits for it (unready) instead of exiting into a crash loop. A configuration the migration cannot
-    /// work with (``LedgerError/Code/misconfigured``) is thrown at once: waiting would not mend it.
+    /// work with (``LedgerError/Code/misconfigured``), or a migration that failed with the server answering
+    /// (``LedgerError/Code/migrationFailed``), is thrown at once: waiting would not mend it.
     init(
         url: String, size: Int, logger: Logger, prepare: @escaping @Sendable (PostgresConnection) throws -> Void
     ) async throws {
@@ -47,7 +48,7 @@ final class PostgresPool: Sendable {
                     $0.opened = 1
                 }
                 return
-            } catch let error as LedgerError where error.code == .misconfigured {
+            } catch let error as LedgerError where error.code == .misconfigured || error.code == .migrationFailed {
                 thread.stop()
                 throw error
             } catch {

@@ -6,7 +6,26 @@ public struct PostgresSchema: Sendable {
     public struct Migration: Sendable {
         public let version: Int
         public let description: String
-        public let statements: [String]
+        /// How it runs beside traffic (``MigrationStep``); migrations up to 9 are one transaction each.
+        public let steps: [MigrationStep]
+
+        public init(version: Int, description: String, steps: [MigrationStep]) {
+            self.version = version
+            self.description = description
+            self.steps = steps
+        }
+
+        init(version: Int, description: String, statements: [String]) {
+            self.init(version: version, description: description, steps: [.transaction(statements)])
+        }
+
+        /// The statements of its transactional steps (for tests that rebuild an old schema).
+        var statements: [String] {
+            steps.flatMap { step -> [String] in
+                if case .transaction(let statements) = step { return statements }
+                return []
+            }
+        }
     }
 
     /// A lower-case SQL identifier, so it is never quoted and never injected.
@@ -44,16 +63,18 @@ public struct PostgresSchema: Sendable {
 
     /// What a role needs to run the worker on a migrated schema, and nothing more: read and write the
     /// ledger's rows (update a grant only to revoke or reinstate it; delete only stored results, for
-    /// pruning), call its functions. No CREATE anywhere.
+    /// pruning, and the rows past their retention), call its functions. No CREATE anywhere.
     public func grants(to role: String) -> [String] {
         [
             "GRANT USAGE ON SCHEMA \(name) TO \(role)",
             "GRANT SELECT ON \(name).schema_migrations TO \(role)",
             "GRANT SELECT, INSERT, UPDATE ON \(name).grants TO \(role)",
             "GRANT SELECT, INSERT, DELETE ON \(name).results TO \(role)",
-            "GRANT SELECT, INSERT, UPDATE ON \(name).notifications TO \(role)",
-            "GRANT SELECT, INSERT, UPDATE ON \(name).consumption_requests TO \(role)",
-            "GRANT SELECT, INSERT, UPDATE ON \(name).purchase_states TO \(role)",
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON \(name).notifications TO \(role)",
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON \(name).consumption_requests TO \(role)",
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON \(name).purchase_states TO \(role)",
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON \(name).unclaimed_purchases TO \(role)",
+            "GRANT SELECT, INSERT, UPDATE ON \(name).subscriptions TO \(role)",
             "GRANT SELECT, INSERT ON \(name).ledger_meta TO \(role)",
             "GRANT SELECT, INSERT, UPDATE ON \(name).consumer_offsets TO \(role)",
             "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \(name) TO \(role)",
@@ -61,23 +82,6 @@ public struct PostgresSchema: Sendable {
     }
 
     public var latestVersion: Int { migrations.last?.version ?? 0 }
-
-    /// Every migration as one script for psql: the schema, the version table, then each migration and the
-    /// row that records it, in one transaction; then, with `role`, the grants of the worker's role.
-    public func script(grantingTo role: String? = nil) -> String {
-        var parts = ["BEGIN", "SELECT pg_advisory_xact_lock(\(Self.migrationLock))"] + bootstrap
-        for migration in migrations {
-            parts.append("-- \(migration.version): \(migration.description)")
-            parts += migration.statements
-            parts.append(record(migration))
-        }
-        if let role {
-            parts.append("-- the worker's role: rows and functions, nothing to create")
-            parts += grants(to: role)
-        }
-        parts.append("COMMIT")
-        return parts.map { $0.hasPrefix("--") ? $0 : $0 + ";" }.joined(separator: "\n\n") + "\n"
-    }
 
     /// The schema and the table of applied versions.
     var bootstrap: [String] {
@@ -111,7 +115,9 @@ public struct PostgresSchema: Sendable {
         [
             Migration(version: 1, description: "grants and results", statements: tables),
             Migration(version: 2, description: "purchase identity", statements: purchaseIdentity),
-            Migration(version: 3, description: "record functions", statements: [recordFunction, recordBatchFunction]),
+            // Retired: the record functions it made were replaced by migration 6's, and no release that runs
+            // beside a migrated schema calls them.
+            Migration(version: 3, description: "record functions", statements: ["SELECT 1"]),
             Migration(
                 version: 4, description: "results retention",
                 statements: ["CREATE INDEX IF NOT EXISTS results_decided_at ON \(name).results (decided_at)"]),
@@ -125,6 +131,9 @@ public struct PostgresSchema: Sendable {
             Migration(
                 version: 9, description: "the share of a purchase refunded",
                 statements: ["ALTER TABLE \(name).purchase_states ADD COLUMN IF NOT EXISTS revoked_share INTEGER"]),
+            Migration(
+                version: 10, description: "year two: primary keys, retention indexes, the event stored once",
+                steps: yearTwo),
         ]
     }
 
@@ -269,7 +278,6 @@ public struct PostgresSchema: Sendable {
                 requested_at TIMESTAMPTZ NOT NULL DEFAULT now(),
                 answered_at TIMESTAMPTZ)
             """,
-            recordFunction,
         ]
     }
 
@@ -344,93 +352,6 @@ public struct PostgresSchema: Sendable {
             """,
         ]
     }
-
-    /// The claim and the decision in one round trip, one transaction. Each statement of a PL/pgSQL function
-    /// takes a fresh snapshot under READ COMMITTED, so a grant committed meanwhile by another replica is seen
-    /// (one SQL statement with CTEs would share a single snapshot and miss it). When another replica stored
-    /// this job's decision meanwhile, the function raises: the grant it made rolls back, and the retry finds
-    /// the stored answer.
-    private var recordFunction: String {
-        """
-        CREATE OR REPLACE FUNCTION \(name).record_v2(p_job TEXT, p_transaction TEXT, p_order TEXT, p_purchase TEXT, p_event TEXT)
-        RETURNS TABLE (outcome TEXT, stored TEXT) LANGUAGE plpgsql AS $$
-        DECLARE
-            v_event TEXT;
-            v_owner TEXT;
-            v_transaction TEXT;
-        BEGIN
-            SELECT event INTO v_event FROM \(name).results WHERE job_id = p_job;
-            IF FOUND THEN
-                RETURN QUERY SELECT 'replay'::TEXT, v_event;
-                RETURN;
-            END IF;
-            IF p_transaction IS NOT NULL THEN
-                -- One purchase's grant and its revocation never interleave (the notification side takes the
-                -- same lock): a refund that lands first is seen here, a grant that lands first is revoked there.
-                PERFORM pg_advisory_xact_lock(hashtext(coalesce(p_purchase, p_transaction)));
-                IF EXISTS (SELECT 1 FROM \(name).purchase_states
-                    WHERE (purchase_id = coalesce(p_purchase, p_transaction) OR transaction_id = p_transaction) AND revoked) THEN
-                    RETURN QUERY SELECT 'revoked'::TEXT, NULL::TEXT;
-                    RETURN;
-                END IF;
-                INSERT INTO \(name).grants (transaction_id, order_id, purchase_id, event)
-                    VALUES (p_transaction, p_order, coalesce(p_purchase, p_transaction), p_event) ON CONFLICT DO NOTHING;
-                IF NOT FOUND THEN
-                    -- Refunded or revoked since it was granted (an App Store notification): never again.
-                    IF EXISTS (SELECT 1 FROM \(name).grants
-                        WHERE (transaction_id = p_transaction OR purchase_id = coalesce(p_purchase, p_transaction)
-                            OR transaction_id = coalesce(p_purchase, p_transaction)) AND revoked_at IS NOT NULL) THEN
-                        RETURN QUERY SELECT 'revoked'::TEXT, NULL::TEXT;
-                        RETURN;
-                    END IF;
-                    -- Another order's grant of this transaction or purchase first, if there is one.
-                    SELECT order_id, transaction_id INTO v_owner, v_transaction FROM \(name).grants
-                        WHERE transaction_id = p_transaction OR purchase_id = coalesce(p_purchase, p_transaction)
-                            OR transaction_id = coalesce(p_purchase, p_transaction)
-                        ORDER BY order_id = p_order LIMIT 1;
-                    IF FOUND AND v_owner <> p_order THEN
-                        RETURN QUERY SELECT 'duplicate_transaction'::TEXT, NULL::TEXT;
-                        RETURN;
-                    ELSIF NOT FOUND OR v_transaction <> p_transaction THEN
-                        RETURN QUERY SELECT 'order_already_fulfilled'::TEXT, NULL::TEXT;
-                        RETURN;
-                    END IF;
-                END IF;
-            END IF;
-            INSERT INTO \(name).results (job_id, event) VALUES (p_job, p_event) ON CONFLICT (job_id) DO NOTHING;
-            IF NOT FOUND THEN
-                RAISE EXCEPTION 'job % was decided concurrently', p_job USING ERRCODE = 'RW001';
-            END IF;
-            RETURN QUERY SELECT 'recorded'::TEXT, NULL::TEXT;
-        END
-        $$
-        """
-    }
-
-    /// The batch form of `record_v2`: one row per item, in order. Each item runs in a subtransaction, so an
-    /// item that meets a concurrent decision (or a deadlock with another batch) rolls back alone and answers
-    /// `conflict`, to be retried; the others are kept. Any other failure answers `error` with its SQLSTATE:
-    /// it is not a race, and must not be retried as one.
-    private var recordBatchFunction: String {
-        """
-        CREATE OR REPLACE FUNCTION \(name).record_batch_v2(p_jobs TEXT[], p_transactions TEXT[], p_orders TEXT[], p_purchases TEXT[], p_events TEXT[])
-        RETURNS TABLE (outcome TEXT, stored TEXT) LANGUAGE plpgsql AS $$
-        BEGIN
-            FOR i IN 1 .. coalesce(array_length(p_jobs, 1), 0) LOOP
-                BEGIN
-                    RETURN QUERY SELECT r.outcome, r.stored
-                        FROM \(name).record_v2(p_jobs[i], p_transactions[i], p_orders[i], p_purchases[i], p_events[i]) AS r;
-                EXCEPTION
-                    WHEN unique_violation OR deadlock_detected OR serialization_failure OR SQLSTATE 'RW001' THEN
-                        RETURN QUERY SELECT 'conflict'::TEXT, NULL::TEXT;
-                    WHEN OTHERS THEN
-                        RETURN QUERY SELECT 'error'::TEXT, SQLSTATE || ' ' || SQLERRM;
-                END;
-            END LOOP;
-        END
-        $$
-        """
-    }
 }
 
 extension PostgresSchema {
@@ -454,48 +375,4 @@ extension PostgresSchema {
             [defaultBundleID])
     }
 
-    /// Applies the migrations the database lacks, in one transaction under the migration lock; returns them.
-    /// A database already at the latest version is only read (a role without CREATE rights starts fine).
-    func migrate(on connection: PostgresConnection) throws -> [Migration] {
-        try connection.query("BEGIN")
-        do {
-            try connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))")
-            var applied: Set<Int> = []
-            if try connection.query("SELECT to_regclass('\(name).schema_migrations')::text").first ?? nil != nil {
-                applied = Set(
-                    try connection.query("SELECT version FROM \(name).schema_migrations").compactMap {
-                        $0.flatMap(Int.init)
-                    })
-            }
-            let pending = migrations.filter { !applied.contains($0.version) }
-            if defaultBundleID == nil && !applied.isEmpty && pending.contains(where: { $0.version == 6 }) {
-                throw LedgerError(
-                    .misconfigured,
-                    "migration 6 of schema \(name) gives each existing row its app: the default app's bundle id"
-                        + " (apple.bundle_id) must be set to apply it", key: "apple.bundle_id")
-            }
-            do {
-                if !pending.isEmpty {
-                    for statement in bootstrap { try connection.query(statement) }
-                    for migration in pending {
-                        for statement in migration.statements { try connection.query(statement) }
-                        try connection.query(record(migration))
-                    }
-                }
-            } catch let error as LedgerError where error.reason.contains("permission denied") {
-                // A least-privilege role meeting a schema not yet migrated: say who must do what.
-                throw LedgerError(
-                    .notMigrated,
-                    "schema \(name) lacks migrations \(pending.map { String($0.version) }.joined(separator: ", ")) and"
-                        + " this role may not apply them: run `receipt-worker ledger migrate` as the schema's owner"
-                        + " (\(error.reason))")
-            }
-            try checkDefaultApp(on: connection)
-            try connection.query("COMMIT")
-            return pending
-        } catch {
-            _ = try? connection.query("ROLLBACK")
-            throw error
-        }
-    }
 }

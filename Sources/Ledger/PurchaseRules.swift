@@ -157,7 +157,7 @@ enum PurchaseRules {
                             originalTransactionID: reported.originalTransactionID,
                             orderID: ReportedPurchase.creditOrderID(transactionID: reported.transactionID),
                             userID: "", productID: reported.productID, quantity: reported.quantity,
-                            eventID: reported.event.eventID, event: reported.event)) ? .credited : .claimed
+                            eventID: reported.event.eventID)) ? .credited : .claimed
             }
             try transaction.settleUnclaimed(purchase, outcome)
         }
@@ -246,9 +246,8 @@ struct Credit {
     var productID: String
     var quantity: Int
     /// The credit's event id: a job presenting the purchase for the order that holds it is answered with it.
+    /// (A reported purchase's credit event is kept once, with the reported purchase.)
     var eventID: String
-    /// The event kept with the grant (a reported purchase's credit event), if any.
-    var event: StoredEvent? = nil
 }
 
 /// An unclaimed credit that holds a purchase and that no job tied to its order yet.

@@ -427,15 +427,15 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             try connection.run(
                 """
                 INSERT INTO grants (app, environment, transaction_id, order_id, purchase_id, user_id, product_id,
-                    quantity, event, credit, original_transaction_id, credit_event_id)
-                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT DO NOTHING
+                    quantity, credit, original_transaction_id, credit_event_id)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT DO NOTHING
                 """,
                 [
                     .text(credit.purchase.app.rawValue), .text(credit.purchase.environment),
                     .text(credit.transactionID),
                     .text(credit.orderID), .text(credit.purchase.purchaseID), .text(credit.userID),
-                    .text(credit.productID), .integer(credit.quantity), credit.event.map { .blob($0.json) } ?? .null,
-                    .text(credit.kind.rawValue), .optional(credit.originalTransactionID), .text(credit.eventID),
+                    .text(credit.productID), .integer(credit.quantity), .text(credit.kind.rawValue),
+                    .optional(credit.originalTransactionID), .text(credit.eventID),
                 ]) > 0
         }
 
@@ -636,14 +636,39 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
     // MARK: Upkeep
 
     public func pruneResults(decidedBefore cutoff: Date) async throws -> Int {
-        // decided_at is RFC 3339 in UTC with milliseconds: text order is time order.
+        try await pruneInBatches(table: "results", where: "decided_at < ?1", cutoff: cutoff)
+    }
+
+    public func prune(_ retention: Retention) async throws -> [Retention.Kind: Int] {
+        var deleted: [Retention.Kind: Int] = [:]
+        for kind in Retention.Kind.allCases {
+            guard let cutoff = retention.cutoff(kind) else { continue }
+            let (table, doomed): (String, String) =
+                switch kind {
+                case .notifications: ("notifications", "handled_at < ?1")
+                case .consumptionRequests: ("consumption_requests", "respond_by < ?1")
+                case .unclaimedPurchases:
+                    (
+                        "unclaimed_purchases",
+                        "state <> 'waiting' AND settled_at < ?1 AND (published = 1 OR state IN ('claimed', 'refunded'))"
+                    )
+                case .purchaseStates: ("purchase_states", "NOT revoked AND changed_at < ?1")
+                }
+            deleted[kind] = try await pruneInBatches(table: table, where: doomed, cutoff: cutoff)
+        }
+        return deleted
+    }
+
+    /// Deletes the rows of `table` that `condition` holds for (`?1`: the cutoff), 10,000 a transaction, so the
+    /// one writer is never held for long. Times are RFC 3339 in UTC with milliseconds: text order is time order.
+    private func pruneInBatches(table: String, where condition: String, cutoff: Date) async throws -> Int {
         let since = Timestamp.rfc3339(cutoff)
         var total = 0
         while true {
             let deleted = try await queue.perform {
                 try self.checkFile()
                 return try self.connection.run(
-                    "DELETE FROM results WHERE rowid IN (SELECT rowid FROM results WHERE decided_at < ?1 LIMIT 10000)",
+                    "DELETE FROM \(table) WHERE rowid IN (SELECT rowid FROM \(table) WHERE \(condition) LIMIT 10000)",
                     [.text(since)])
             }
             total += deleted

@@ -6,8 +6,10 @@ import Foundation
 /// fingerprints, and stored events' headers in columns; 4 an index of grants by purchase alone (a consumption
 /// answer names a transaction of any app) and the consumer group's offsets (``OffsetStore``); 5 grants
 /// without a job (renewals, purchases no job claimed), subscriptions; 6 the share of a purchase refunded.
+/// From 10 on the numbers are those of every ledger (``LedgerMigrations``): version 6 is PostgreSQL's 9, and
+/// the next is 10, as PostgreSQL's.
 enum SQLiteSchema {
-    static let version = 6
+    static let version = 10
 
     /// Brings the file to ``version`` in one transaction per migration: a new file gets the whole schema at
     /// once; an older one each missing migration in turn, its rows kept. Version 3 gives each row the app its
@@ -17,10 +19,10 @@ enum SQLiteSchema {
             _ in true
         }
         if hasGrants == nil {
+            // A new file: the schema of version 6 at once, then the ladder shared with PostgreSQL from 10.
             try transaction(connection) {
-                try connection.execute(tables + purchaseLife + offsetsBaseline + "PRAGMA user_version = \(version);")
+                try connection.execute(tables + purchaseLife + offsetsBaseline + "PRAGMA user_version = 6;")
             }
-            return
         }
         let found = try connection.first("PRAGMA user_version") { $0.integer(0) ?? 0 } ?? 0
         var current = found
@@ -53,7 +55,27 @@ enum SQLiteSchema {
         if current < 6 {
             try transaction(connection) { try migrateToRefundShares(connection) }
         }
+        if found < 10 {
+            try transaction(connection) { try connection.execute(yearTwo + "PRAGMA user_version = 10;") }
+        }
     }
+
+    /// Version 10, as PostgreSQL's migration 10 (``LedgerMigrations``): a decision's event stored once (in its
+    /// result; grants' copies emptied), indexes for the retention of notifications, consumption requests,
+    /// purchase states and settled unclaimed purchases, and the triggers for writers older than the previous
+    /// release gone. Every table has its key already (SQLite's rowid, and the unique keys it had).
+    static let yearTwo = """
+        DROP TRIGGER IF EXISTS results_event_columns;
+        DROP TRIGGER IF EXISTS notifications_event_columns;
+        DROP TRIGGER IF EXISTS grants_order_columns;
+        DROP TRIGGER IF EXISTS grants_original_transaction;
+        UPDATE grants SET event = NULL WHERE event IS NOT NULL;
+        CREATE INDEX IF NOT EXISTS notifications_handled_at ON notifications (handled_at);
+        CREATE INDEX IF NOT EXISTS consumption_requests_respond_by ON consumption_requests (respond_by);
+        CREATE INDEX IF NOT EXISTS purchase_states_changed_at ON purchase_states (changed_at);
+        CREATE INDEX IF NOT EXISTS unclaimed_settled ON unclaimed_purchases (settled_at) WHERE state <> 'waiting';
+
+        """
 
     /// Version 6: the share of a revoked purchase refunded in all (milliunits), so a later refund of a larger
     /// share (a prorated refund, then a full one) is told apart from the same refund again. Rows before it say

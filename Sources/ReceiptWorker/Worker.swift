@@ -268,23 +268,33 @@ public final class Worker: Sendable {
         }
     }
 
-    /// Deletes stored results past `ledger.results_retention_days`, a minute after start and then hourly.
-    /// Every replica runs it; the PostgreSQL ledger lets one at a time do the work.
+    /// The ledger's retention, a minute after start and then hourly: stored results past
+    /// `ledger.results_retention_days`, handled notifications past `ledger.notifications_retention_days`, and
+    /// what is settled past `ledger.settled_retention_days`, each in bounded batches. Every replica runs it;
+    /// the PostgreSQL ledger lets one at a time do the work.
     private func resultsPruneLoop() async {
-        let days = configuration.resultsRetentionDays
-        guard days > 0 else { return }
+        func cutoff(_ days: Int) -> Date? { days > 0 ? Date(timeIntervalSinceNow: -Double(days) * 86_400) : nil }
         try? await Task.sleep(for: .seconds(60))
         while !Task.isCancelled && !runtime.isStopping {
-            let cutoff = Date(timeIntervalSinceNow: -Double(days) * 86_400)
             do {
-                let deleted = try await ledger.pruneResults(decidedBefore: cutoff)
-                if deleted > 0 {
+                if let before = cutoff(configuration.resultsRetentionDays) {
+                    let deleted = try await ledger.pruneResults(decidedBefore: before)
+                    if deleted > 0 {
+                        logger.info(
+                            "stored results pruned",
+                            ["deleted": String(deleted), "decided_before": Timestamp.rfc3339(before)])
+                    }
+                }
+                let deleted = try await ledger.prune(
+                    Retention(
+                        notificationsBefore: cutoff(configuration.notificationsRetentionDays),
+                        settledBefore: cutoff(configuration.settledRetentionDays)))
+                for (kind, count) in deleted.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where count > 0 {
                     logger.info(
-                        "stored results pruned",
-                        ["deleted": String(deleted), "decided_before": Timestamp.rfc3339(cutoff)])
+                        "ledger rows past their retention pruned", ["kind": kind.rawValue, "deleted": String(count)])
                 }
             } catch {
-                logger.warning("pruning stored results failed; trying again in an hour", ["error": "\(error)"])
+                logger.warning("pruning the ledger failed; trying again in an hour", ["error": "\(error)"])
             }
             try? await Task.sleep(for: .seconds(3_600))
         }

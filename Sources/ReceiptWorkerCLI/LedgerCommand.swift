@@ -100,7 +100,13 @@ enum LedgerCommand {
             return 0
         }
         let applied = try await PostgresLedger.migrate(url: configuration.ledgerURL, schema: schema)
-        for migration in applied { emit("applied \(migration.version): \(migration.description)") }
+        for applied in applied {
+            emit(
+                "applied \(applied.migration.version): \(applied.migration.description) in "
+                    + String(format: "%.2f s", applied.duration.inSeconds) + "; longest lock "
+                    + String(format: "%.3f s", applied.longestLock.inSeconds)
+                    + (applied.longestLockStep.isEmpty ? "" : " (\(applied.longestLockStep))"))
+        }
         emit("ledger schema \(schema.name) is at version \(schema.latestVersion)")
         return 0
     }

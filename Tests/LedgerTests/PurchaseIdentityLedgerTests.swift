@@ -123,9 +123,15 @@ struct PurchaseIdentityLedgerTests {
         #expect(runPsql(url, "SELECT 1 FROM receipt_worker.grants WHERE transaction_id = '100'") == 0)
         #expect(runPsql(url, "INSERT INTO public.grants (transaction_id, order_id) VALUES ('300', 'x')") != 0)
         #expect(runPsql(url, "SELECT receipt_worker_record('x')") != 0)
-        // A grant inserted without purchase_id (by hand, or an older writer) still gets its identity.
+        // A grant inserted by hand with its identity; one without (as writers before purchase identities
+        // inserted them) is refused: the triggers that filled it for them are gone (migration 10).
         #expect(
-            runPsql(url, "INSERT INTO receipt_worker.grants (transaction_id, order_id) VALUES ('300', 'manual')") == 0)
+            runPsql(url, "INSERT INTO receipt_worker.grants (transaction_id, order_id) VALUES ('302', 'bare')") != 0)
+        #expect(
+            runPsql(
+                url,
+                "INSERT INTO receipt_worker.grants (transaction_id, order_id, purchase_id) VALUES ('300', 'manual', '300')"
+            ) == 0)
         let restoreOfIt = LedgerClaim.grant(orderID: "other-order", transactionID: "301", purchaseID: "300")
         #expect(try await ledger.record(jobID: "k", claim: restoreOfIt, event: event) == .duplicateTransaction)
         await ledger.close()

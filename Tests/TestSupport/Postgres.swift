@@ -12,9 +12,14 @@ public func makePostgresDatabase() throws -> String {
     return String(base[..<(base.lastIndex(of: "/") ?? base.endIndex)]) + "/\(name)"
 }
 
-/// Runs one SQL statement with psql; returns its exit status.
+/// Runs SQL with psql, as a script (each statement on its own unless it says BEGIN, as `psql -f` runs a DBA's
+/// script: a migration's CREATE INDEX CONCURRENTLY needs that), stopping at the first error; returns its exit
+/// status (0 only when every statement succeeded).
 public func runPsql(_ url: String, _ sql: String) -> Int32 {
-    let arguments: [String] = ["/usr/bin/psql", url, "-qtAc", sql]
+    let file = FileManager.default.temporaryDirectory.appendingPathComponent("psql-\(UUID().uuidString).sql")
+    guard (try? sql.write(to: file, atomically: true, encoding: .utf8)) != nil else { return -1 }
+    defer { try? FileManager.default.removeItem(at: file) }
+    let arguments: [String] = ["/usr/bin/psql", url, "-qtA", "-v", "ON_ERROR_STOP=1", "-f", file.path]
     var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) } }
     var pid: pid_t = 0

@@ -218,6 +218,15 @@ enum ConfigurationKeys {
         ConfigurationKey("ledger.results_retention_days", default: String(defaults.resultsRetentionDays)) {
             $1.configuration.resultsRetentionDays = try $0.integer(0...36_500)
         },
+        ConfigurationKey(
+            "ledger.notifications_retention_days", default: String(defaults.notificationsRetentionDays)
+        ) { $1.configuration.notificationsRetentionDays = try $0.integer(0...36_500) },
+        ConfigurationKey("ledger.settled_retention_days", default: String(defaults.settledRetentionDays)) {
+            $1.configuration.settledRetentionDays = try $0.integer(0...36_500)
+        },
+        ConfigurationKey("ledger.migrate_on_start", default: String(defaults.ledgerMigrateOnStart)) {
+            $1.configuration.ledgerMigrateOnStart = try $0.boolean()
+        },
     ]
 
     private static func ledgerURL(_ key: String, _ value: String) throws -> String {

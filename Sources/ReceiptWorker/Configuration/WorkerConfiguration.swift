@@ -117,6 +117,18 @@ public struct WorkerConfiguration: Sendable {
     /// `ledger.results_retention_days`: results stored for re-delivered jobs are deleted after this many
     /// days (grants never are); 0 keeps them forever. Default: 30.
     public var resultsRetentionDays = 30
+    /// `ledger.notifications_retention_days`: handled notifications (what makes Apple's retries and backfills
+    /// change nothing twice) are deleted after this many days; 0 keeps them. Default: 200, past the 180 days of
+    /// history Apple keeps, so a backfill never meets a notification whose handling was forgotten.
+    public var notificationsRetentionDays = 200
+    /// `ledger.settled_retention_days`: consumption requests past their deadline, reported purchases settled
+    /// (claimed, credited and published, refunded), and purchase states a grant carries too (or reinstated),
+    /// are deleted after this many days; 0 keeps them. Refunds of purchases never granted are kept. Default:
+    /// 200.
+    public var settledRetentionDays = 200
+    /// `ledger.migrate_on_start`: the worker applies missing PostgreSQL migrations when it starts; false (a
+    /// migration Job does it) makes it wait, unready, for a schema that lacks some. Default: true.
+    public var ledgerMigrateOnStart = true
     /// `worker.max_in_flight`: jobs being verified at once. Default: 1,000.
     public var maxInFlight = 1_000
     /// `worker.max_in_flight_bytes`: bytes of job messages being verified or waiting at once. Each byte of a

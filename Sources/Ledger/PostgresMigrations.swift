@@ -1,0 +1,374 @@
+import Foundation
+import Observability
+
+/// One step of a PostgreSQL migration, as it runs beside traffic: no step holds a lock that blocks the ledger's
+/// writes for longer than a catalog change, and none waits for one for long.
+public enum MigrationStep: Sendable {
+    /// Statements in one short transaction under `lock_timeout`: a lock not granted in time (a long transaction
+    /// holds it) rolls the step back, and it is tried again a little later.
+    case transaction([String])
+    /// An index built with `CREATE [UNIQUE] INDEX CONCURRENTLY`, outside any transaction, without blocking
+    /// writes; an invalid leftover of an interrupted build of it (`name`) is dropped first.
+    case index(name: String, create: String)
+    /// An index dropped with `DROP INDEX CONCURRENTLY`.
+    case dropIndex(name: String)
+    /// `UPDATE table SET set WHERE where`, a thousand pages at a time (a TID range each), each range a
+    /// transaction of its own: a backfill whose locks, WAL bursts and dead rows stay bounded.
+    case pages(table: String, set: String, where: String)
+}
+
+extension PostgresSchema {
+    /// A migration applied: how long it took, and the longest a step held its locks (a transactional step's
+    /// duration: what writers may have waited behind).
+    public struct Applied: Sendable {
+        public let migration: Migration
+        public let duration: Duration
+        public let longestLock: Duration
+        public let longestLockStep: String
+    }
+
+    /// How long a migration step waits for a lock before it gives up and tries again, and how often it tries.
+    static let lockTimeoutMs = 2_000
+    static let lockAttempts = 90
+    /// A migration's own statement timeout: a step is no request on a payment path. Index builds have none.
+    static let migrationStatementTimeoutMs = 600_000
+    static let pagesPerBatch = 1_000
+
+    /// Migration 10: what a ledger needs for its second year. Every step runs beside traffic and beside the
+    /// previous release (whose `record_v3` still writes: the lean `fill_grant_columns` keeps what it needs).
+    ///
+    /// - A primary key on every table: the unique indexes the keys already had become the keys (logical
+    ///   replication, pg_repack and change-data capture need one), `grants.purchase_id` made NOT NULL through a
+    ///   constraint validated without an exclusive lock.
+    /// - One index for a transaction id (`transaction_id, app, environment`, unique) instead of two.
+    /// - Indexes for the retention of notifications, consumption requests, purchase states and settled
+    ///   unclaimed purchases.
+    /// - A decision's event stored once (in its result): grants' copies emptied, in bounded batches.
+    /// - The compatibility triggers for writers older than the previous release gone.
+    var yearTwo: [MigrationStep] {
+        let grants = "\(name).grants"
+        func primaryKey(_ table: String, index: String) -> MigrationStep {
+            .transaction([
+                """
+                DO $$ BEGIN
+                    IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = '\(name).\(table)'::regclass
+                        AND contype = 'p') THEN
+                        ALTER TABLE \(name).\(table) ADD CONSTRAINT \(index) PRIMARY KEY USING INDEX \(index);
+                    END IF;
+                END $$
+                """
+            ])
+        }
+        let nullable = """
+            EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '\(grants)'::regclass AND attname = 'purchase_id'
+                AND NOT attnotnull)
+            """
+        let check = "conrelid = '\(grants)'::regclass AND conname = 'grants_purchase_id_present'"
+        return [
+            .transaction([
+                "DROP TRIGGER IF EXISTS results_event_columns ON \(name).results",
+                "DROP TRIGGER IF EXISTS notifications_event_columns ON \(name).notifications",
+                "DROP FUNCTION IF EXISTS \(name).fill_event_columns()",
+                // Only what the previous release's record_v3 leaves to it; parsed only then.
+                """
+                CREATE OR REPLACE FUNCTION \(name).fill_grant_columns() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF NEW.original_transaction_id IS NULL AND NEW.purchase_id LIKE 'w:%' AND NEW.event IS NOT NULL THEN
+                        NEW.original_transaction_id := \(name).event_json(NEW.event)->>'original_transaction_id';
+                    END IF;
+                    RETURN NEW;
+                END
+                $$
+                """,
+            ]),
+            // NOT NULL without a scan under ACCESS EXCLUSIVE: a constraint added NOT VALID (a catalog change),
+            // validated under a lock writers pass, then SET NOT NULL uses it instead of scanning.
+            .transaction([
+                """
+                DO $$ BEGIN
+                    IF \(nullable) AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE \(check)) THEN
+                        ALTER TABLE \(grants) ADD CONSTRAINT grants_purchase_id_present
+                            CHECK (purchase_id IS NOT NULL) NOT VALID;
+                    END IF;
+                END $$
+                """
+            ]),
+            .transaction([
+                """
+                DO $$ BEGIN
+                    IF EXISTS (SELECT 1 FROM pg_constraint WHERE \(check) AND NOT convalidated) THEN
+                        ALTER TABLE \(grants) VALIDATE CONSTRAINT grants_purchase_id_present;
+                    END IF;
+                END $$
+                """
+            ]),
+            .transaction([
+                """
+                DO $$ BEGIN
+                    IF \(nullable) THEN ALTER TABLE \(grants) ALTER COLUMN purchase_id SET NOT NULL; END IF;
+                    IF EXISTS (SELECT 1 FROM pg_constraint WHERE \(check)) THEN
+                        ALTER TABLE \(grants) DROP CONSTRAINT grants_purchase_id_present;
+                    END IF;
+                END $$
+                """
+            ]),
+            primaryKey("grants", index: "grants_app_purchase"),
+            primaryKey("results", index: "results_app_job"),
+            primaryKey("purchase_states", index: "purchase_states_app_purchase"),
+            primaryKey("consumption_requests", index: "consumption_requests_app_transaction"),
+            .index(
+                name: "grants_transaction",
+                create:
+                    "CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS grants_transaction ON \(grants) (transaction_id, app, environment)"
+            ),
+            .dropIndex(name: "grants_app_transaction"),
+            .dropIndex(name: "grants_transaction_id"),
+            .index(
+                name: "notifications_handled_at",
+                create:
+                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS notifications_handled_at ON \(name).notifications (handled_at)"
+            ),
+            .index(
+                name: "consumption_requests_respond_by",
+                create:
+                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS consumption_requests_respond_by ON \(name).consumption_requests (respond_by)"
+            ),
+            .index(
+                name: "purchase_states_changed_at",
+                create:
+                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS purchase_states_changed_at ON \(name).purchase_states (changed_at)"
+            ),
+            .index(
+                name: "unclaimed_settled",
+                create: """
+                    CREATE INDEX CONCURRENTLY IF NOT EXISTS unclaimed_settled ON \(name).unclaimed_purchases (settled_at)
+                        WHERE state <> 'waiting'
+                    """),
+            .pages(table: "grants", set: "event = NULL", where: "event IS NOT NULL"),
+        ]
+    }
+
+    /// The migrations the database lacks (reading only: any role may ask).
+    func pending(on connection: PostgresConnection) throws -> [Migration] {
+        let applied = try appliedVersions(on: connection)
+        return migrations.filter { !applied.contains($0.version) }
+    }
+
+    private func appliedVersions(on connection: PostgresConnection) throws -> Set<Int> {
+        guard try connection.query("SELECT to_regclass('\(name).schema_migrations')::text").first ?? nil != nil else {
+            return []
+        }
+        return Set(
+            try connection.query("SELECT version FROM \(name).schema_migrations").compactMap { $0.flatMap(Int.init) })
+    }
+
+    /// Applies the migrations the database lacks, each step as ``MigrationStep`` says, under the session lock of
+    /// migrations (one migrator at a time, whichever replica or Job: the steps span transactions, so it is a
+    /// session lock, and a migration needs a connection of its own, not one behind PgBouncer in transaction
+    /// pooling). A database already at the latest version is only read. Returns what was applied.
+    func migrate(on connection: PostgresConnection, logger: Logger? = nil) throws -> [Applied] {
+        guard !(try pending(on: connection)).isEmpty else {
+            try checkDefaultApp(on: connection)
+            return []
+        }
+        // Tried, not waited for: a statement waiting for the lock would hold a snapshot, and the holder's
+        // CREATE INDEX CONCURRENTLY waits for every older snapshot to end: each would wait for the other.
+        while try connection.query("SELECT pg_try_advisory_lock(\(Self.migrationLock))").first != "t" {
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        defer { _ = try? connection.query("SELECT pg_advisory_unlock(\(Self.migrationLock))") }
+        let applied = try appliedVersions(on: connection)
+        let pending = migrations.filter { !applied.contains($0.version) }
+        if defaultBundleID == nil && !applied.isEmpty && pending.contains(where: { $0.version == 6 }) {
+            throw LedgerError(
+                .misconfigured,
+                "migration 6 of schema \(name) gives each existing row its app: the default app's bundle id"
+                    + " (apple.bundle_id) must be set to apply it", key: "apple.bundle_id")
+        }
+        var done: [Applied] = []
+        do {
+            if !pending.isEmpty { _ = try run(.transaction(bootstrap), on: connection) }
+            for migration in pending {
+                let started = ContinuousClock.now
+                var longest: (Duration, String) = (.zero, "")
+                for step in migration.steps {
+                    let held = try run(step, on: connection)
+                    if held > longest.0 { longest = (held, Self.describe(step)) }
+                }
+                _ = try run(.transaction([record(migration)]), on: connection)
+                let applied = Applied(
+                    migration: migration, duration: ContinuousClock.now - started, longestLock: longest.0,
+                    longestLockStep: longest.1)
+                logger?.notice(
+                    "ledger schema migrated",
+                    [
+                        "schema": name, "version": String(migration.version), "migration": migration.description,
+                        "seconds": String(format: "%.3f", applied.duration.inSeconds),
+                        "longest_lock_seconds": String(format: "%.3f", applied.longestLock.inSeconds),
+                    ])
+                done.append(applied)
+            }
+        } catch let error as LedgerError where error.reason.contains("permission denied") {
+            // A least-privilege role meeting a schema not yet migrated: say who must do what.
+            throw LedgerError(
+                .notMigrated,
+                "schema \(name) lacks migrations \(pending.map { String($0.version) }.joined(separator: ", ")) and"
+                    + " this role may not apply them: run `receipt-worker ledger migrate` as the schema's owner"
+                    + " (\(error.reason))")
+        } catch let error as LedgerError where connection.isHealthy && error.code != .misconfigured {
+            // The server answered and the migration failed (a lock never granted, a statement refused): retrying
+            // for ever at start-up would hide it. Said once, and the process exits.
+            throw LedgerError(
+                .migrationFailed,
+                "migrating schema \(name) failed: \(error.reason); nothing half done is lost: run"
+                    + " `receipt-worker ledger migrate` again (each step is idempotent)")
+        }
+        try checkDefaultApp(on: connection)
+        return done
+    }
+
+    /// Runs one step; returns how long it held locks writers could wait behind (a transaction's duration;
+    /// zero for a concurrent index build, which blocks no writer).
+    private func run(_ step: MigrationStep, on connection: PostgresConnection) throws -> Duration {
+        switch step {
+        case .transaction(let statements):
+            return try retryingLocks(on: connection) {
+                let started = ContinuousClock.now
+                try connection.beginMigration(
+                    lockTimeoutMs: Self.lockTimeoutMs, statementTimeoutMs: Self.migrationStatementTimeoutMs)
+                for statement in statements { try connection.query(statement) }
+                try connection.query("COMMIT")
+                return ContinuousClock.now - started
+            }
+        case .index(let index, let create):
+            return try retryingLocks(on: connection) {
+                try connection.query("SET lock_timeout = \(Self.lockTimeoutMs)")
+                try connection.query("SET statement_timeout = 0")
+                defer {
+                    _ = try? connection.query("RESET lock_timeout")
+                    _ = try? connection.query("RESET statement_timeout")
+                }
+                let invalid = try connection.query(
+                    """
+                    SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                        JOIN pg_namespace n ON n.oid = c.relnamespace
+                        WHERE n.nspname = $1 AND c.relname = $2 AND NOT i.indisvalid
+                    """, [name, index])
+                if !invalid.isEmpty { try connection.query("DROP INDEX CONCURRENTLY IF EXISTS \(name).\(index)") }
+                // CONCURRENTLY builds in the schema of its table: the name is unqualified in CREATE.
+                try connection.query(create)
+                return .zero
+            }
+        case .dropIndex(let index):
+            return try retryingLocks(on: connection) {
+                try connection.query("SET lock_timeout = \(Self.lockTimeoutMs)")
+                defer { _ = try? connection.query("RESET lock_timeout") }
+                try connection.query("DROP INDEX CONCURRENTLY IF EXISTS \(name).\(index)")
+                return .zero
+            }
+        case .pages(let table, let set, let condition):
+            var longest = Duration.zero
+            var start = 0
+            while true {
+                let pages =
+                    Int(
+                        try connection.query(
+                            "SELECT (pg_relation_size('\(name).\(table)') / current_setting('block_size')::int)::text"
+                        ).first.flatMap { $0 } ?? "0") ?? 0
+                guard start < pages else { return longest }
+                let end = start + Self.pagesPerBatch
+                let held = try run(
+                    .transaction([
+                        """
+                        UPDATE \(name).\(table) SET \(set) WHERE ctid >= '(\(start),0)'::tid AND ctid < '(\(end),0)'::tid
+                            AND (\(condition))
+                        """
+                    ]), on: connection)
+                longest = max(longest, held)
+                start = end
+            }
+        }
+    }
+
+    /// Runs `body`, again after a pause when a lock was not granted in time (or a deadlock broke it), up to
+    /// ``lockAttempts`` times: a migration yields to the traffic rather than queueing every writer behind it.
+    private func retryingLocks<T>(on connection: PostgresConnection, _ body: () throws -> T) throws -> T {
+        var delay = 0.25
+        for attempt in 1...Self.lockAttempts {
+            do {
+                return try body()
+            } catch let error as LedgerError
+                where (error.sqlstate == "55P03" || error.sqlstate == "40P01") && attempt < Self.lockAttempts
+            {
+                _ = try? connection.query("ROLLBACK")
+                Thread.sleep(forTimeInterval: delay)
+                delay = min(delay * 2, 5)
+            } catch {
+                _ = try? connection.query("ROLLBACK")
+                throw error
+            }
+        }
+        throw LedgerError(.unavailable, "a migration step never got its lock")
+    }
+
+    static func describe(_ step: MigrationStep) -> String {
+        switch step {
+        case .transaction(let statements):
+            return statements.first.map { String($0.prefix(80)).replacingOccurrences(of: "\n", with: " ") } ?? ""
+        case .index(let name, _): return "index \(name)"
+        case .dropIndex(let name): return "drop index \(name)"
+        case .pages(let table, let set, _): return "UPDATE \(table) SET \(set), by pages"
+        }
+    }
+
+    /// Every migration as a script for psql (each step as the worker runs it: transactions, concurrent index
+    /// builds outside them, backfills a range at a time): idempotent, so it can be run again. Then, with
+    /// `role`, the grants of the worker's role. Run it on a connection of its own (not through PgBouncer in
+    /// transaction pooling): it takes a session lock and builds indexes concurrently.
+    public func script(grantingTo role: String? = nil) -> String {
+        var parts = [
+            "\\set ON_ERROR_STOP on", "SELECT pg_advisory_lock(\(Self.migrationLock));",
+            "BEGIN;\n\n" + bootstrap.map { $0 + ";" }.joined(separator: "\n\n") + "\n\nCOMMIT;",
+        ]
+        for migration in migrations {
+            parts.append("-- \(migration.version): \(migration.description)")
+            for step in migration.steps { parts.append(scriptPart(step)) }
+            parts.append(record(migration) + ";")
+        }
+        if let role {
+            parts.append("-- the worker's role: rows and functions, nothing to create")
+            parts += grants(to: role).map { $0 + ";" }
+        }
+        parts.append("SELECT pg_advisory_unlock(\(Self.migrationLock));")
+        return parts.joined(separator: "\n\n") + "\n"
+    }
+
+    private func scriptPart(_ step: MigrationStep) -> String {
+        switch step {
+        case .transaction(let statements):
+            return "BEGIN;\nSET LOCAL lock_timeout = \(Self.lockTimeoutMs);\n\n"
+                + statements.map { $0 + ";" }.joined(separator: "\n\n") + "\n\nCOMMIT;"
+        case .index(let index, let create):
+            return "-- if an interrupted run left index \(index) invalid: DROP INDEX CONCURRENTLY \(name).\(index);\n"
+                + create + ";"
+        case .dropIndex(let index):
+            return "DROP INDEX CONCURRENTLY IF EXISTS \(name).\(index);"
+        case .pages(let table, let set, let condition):
+            return """
+                DO $$
+                DECLARE
+                    first bigint := 0;
+                BEGIN
+                    WHILE first < pg_relation_size('\(name).\(table)') / current_setting('block_size')::int LOOP
+                        UPDATE \(name).\(table) SET \(set)
+                            WHERE ctid >= format('(%s,0)', first)::tid AND ctid < format('(%s,0)', first + \(Self.pagesPerBatch))::tid
+                                AND (\(condition));
+                        COMMIT;
+                        first := first + \(Self.pagesPerBatch);
+                    END LOOP;
+                END
+                $$;
+                """
+        }
+    }
+}
