@@ -72,11 +72,8 @@ public final class PostgresLedger: Ledger, Sendable {
         throws -> [StoredEvent?]
     {
         let rows = try connection.rows(
-            """
-            SELECT r.app, r.job_id, r.fingerprint, r.event_id, r.event_type, r.event_time, r.event_key, r.event
-                FROM \(schema.name).results r
-                JOIN unnest($1::text[], $2::text[]) AS k(app, job_id) ON r.app = k.app AND r.job_id = k.job_id
-            """, [PostgresArray.literal(keys.map(\.app.rawValue)), PostgresArray.literal(keys.map(\.jobID))])
+            "SELECT * FROM \(schema.name).stored_results($1::text[], $2::text[])",
+            [PostgresArray.literal(keys.map(\.app.rawValue)), PostgresArray.literal(keys.map(\.jobID))])
         var found: [DecisionKey: StoredEvent] = [:]
         var legacy: [String: StoredEvent] = [:]
         for row in rows where row.count == 8 {
@@ -122,18 +119,6 @@ public final class PostgresLedger: Ledger, Sendable {
     {
         try connection.begin()
         let claims = decisions.compactMap { decision in decision.grant.map { (decision.key.app, $0) } }
-        if !claims.isEmpty {
-            // In the order of their lock keys, so two batches never wait for each other in a circle.
-            try connection.query(
-                """
-                SELECT count(pg_advisory_xact_lock(h))::text
-                    FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) AS k ORDER BY 1) s
-                """,
-                [
-                    PostgresArray.literal(
-                        claims.map { "\($0.0.rawValue)\u{1}\($0.1.environment)\u{1}\($0.1.purchaseID)" })
-                ])
-        }
         var facts = try readFacts(decisions, claims: claims, schema: schema, on: connection)
         let results = ClaimRules.decide(decisions, facts: &facts)
         let grants = zip(decisions, results).compactMap { decision, result in
@@ -146,15 +131,9 @@ public final class PostgresLedger: Ledger, Sendable {
             func array<T>(_ rows: [T], _ value: (T) -> String?) -> String? { PostgresArray.literal(rows.map(value)) }
             try connection.rows(
                 """
-                WITH g AS (INSERT INTO \(schema).grants (app, environment, transaction_id, order_id, purchase_id,
-                        user_id, product_id, quantity, original_transaction_id)
-                    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                        $7::text[], $8::integer[], $9::text[]) RETURNING 1),
-                r AS (INSERT INTO \(schema).results (app, job_id, fingerprint, event, event_id, event_type,
-                        event_time, event_key)
-                    SELECT * FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
-                        $15::text[], $16::text[], $17::text[]) RETURNING 1)
-                SELECT (SELECT count(*) FROM g)::text, (SELECT count(*) FROM r)::text
+                SELECT \(schema).claim_write($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                    $7::text[], $8::integer[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
+                    $14::text[], $15::text[], $16::text[], $17::text[])::text
                 """,
                 [
                     array(grants) { $0.0.rawValue }, array(grants) { $0.1.environment },
@@ -180,31 +159,9 @@ public final class PostgresLedger: Ledger, Sendable {
         _ decisions: [Decision], claims: [(AppScope, GrantClaim)], schema: String, on connection: PostgresConnection
     ) throws -> ClaimFacts {
         let rows = try connection.rows(
-            """
-            WITH j AS (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS j(app, job)),
-            c AS (SELECT DISTINCT * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
-                AS c(app, env, tx, purchase, ord))
-            SELECT 'r', r.app, r.job_id, r.fingerprint, r.event_id, r.event_type, r.event_time, r.event_key, r.event
-                FROM \(schema).results r JOIN j ON r.app = j.app AND r.job_id = j.job
-            UNION ALL
-            SELECT 'g', g.app, g.environment, g.transaction_id, g.purchase_id, g.order_id, (g.credit = 'job')::text,
-                g.credit_event_id, (g.revoked_at IS NOT NULL)::text
-                FROM \(schema).grants g JOIN c ON g.app = c.app AND g.environment = c.env
-                    AND g.transaction_id IN (c.tx, c.purchase)
-            UNION ALL
-            SELECT 'g', g.app, g.environment, g.transaction_id, g.purchase_id, g.order_id, (g.credit = 'job')::text,
-                g.credit_event_id, (g.revoked_at IS NOT NULL)::text
-                FROM \(schema).grants g JOIN c ON g.app = c.app AND g.environment = c.env AND g.purchase_id = c.purchase
-            UNION ALL
-            SELECT 'g', g.app, g.environment, g.transaction_id, g.purchase_id, g.order_id, (g.credit = 'job')::text,
-                g.credit_event_id, (g.revoked_at IS NOT NULL)::text
-                FROM \(schema).grants g JOIN c ON g.app = c.app AND g.order_id = c.ord AND g.credit = 'job'
-            UNION ALL
-            SELECT 's', s.app, s.environment, s.purchase_id, s.transaction_id, NULL, NULL, NULL, NULL
-                FROM \(schema).purchase_states s JOIN c ON s.revoked AND (s.app = c.app AND s.environment = c.env OR s.app = '*')
-                    AND (s.purchase_id = c.purchase OR s.transaction_id = c.tx)
-            """,
+            "SELECT * FROM \(schema).claim_facts($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])",
             [
+                PostgresArray.literal(claims.map { "\($0.0.rawValue)\u{1}\($0.1.environment)\u{1}\($0.1.purchaseID)" }),
                 PostgresArray.literal(decisions.map(\.key.app.rawValue)),
                 PostgresArray.literal(decisions.map(\.key.jobID)),
                 PostgresArray.literal(claims.map { $0.0.rawValue }),

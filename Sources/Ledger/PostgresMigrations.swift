@@ -45,6 +45,8 @@ extension PostgresSchema {
     ///   unclaimed purchases.
     /// - A decision's event stored once (in its result): grants' copies emptied, in bounded batches.
     /// - The compatibility triggers for writers older than the previous release gone.
+    /// - The claim's reads and writes as functions whose plans each server connection keeps
+    ///   (``claimFunctions``): the rules stay in Swift.
     var yearTwo: [MigrationStep] {
         let grants = "\(name).grants"
         func primaryKey(_ table: String, index: String) -> MigrationStep {
@@ -144,6 +146,7 @@ extension PostgresSchema {
                     CREATE INDEX CONCURRENTLY IF NOT EXISTS unclaimed_settled ON \(name).unclaimed_purchases (settled_at)
                         WHERE state <> 'waiting'
                     """),
+            .transaction(claimFunctions),
             .pages(table: "grants", set: "event = NULL", where: "event IS NOT NULL"),
         ]
     }

@@ -14,12 +14,19 @@ enum LedgerCommand {
                  receipt_worker) and lists them. Run it as the schema's owner; the worker can then run
                  as a role that may only read and write (see README, "PostgreSQL"). The worker also applies
                  missing migrations at start-up when its role may.
-                 --print: print every migration's SQL (idempotent, one transaction) and connect to
-                 nothing, for a DBA to review and run with psql; --grant-to ROLE appends the grants
-                 the worker's role needs on the schema (rows and functions; nothing to create).
-        prune    deletes the results stored for re-delivered jobs that were decided more than
-                 ledger.results_retention_days (or N) days ago, and prints how many. Grants are never
-                 deleted. The worker prunes hourly by itself; this is for a one-off or a cron job.
+                 Each step runs beside traffic: short transactions under a 2 s lock_timeout, retried;
+                 indexes built CONCURRENTLY; backfills in bounded batches. It prints each step's
+                 duration and the longest lock it held.
+                 --print: print every migration's SQL (idempotent; each step on its own, as the
+                 migration runs it) and connect to nothing, for a DBA to review and run with psql;
+                 --grant-to ROLE appends the grants the worker's role needs on the schema (rows and
+                 functions; nothing to create).
+        prune    deletes, in bounded batches, the results stored for re-delivered jobs decided more
+                 than ledger.results_retention_days (or N) days ago, handled notifications past
+                 ledger.notifications_retention_days, and what is settled (consumption requests,
+                 reported purchases, reinstated states) past ledger.settled_retention_days; prints
+                 how many of each. Grants and refunds are never deleted. The worker prunes hourly by
+                 itself; this is for a one-off or a cron job.
         accept-offsets
                  the worker refuses to start on a ledger that does not hold what its consumer group
                  (kafka.group.id) has processed: a ledger replaced, started empty on a fresh volume, or
@@ -70,9 +77,15 @@ enum LedgerCommand {
                 url: configuration.ledgerURL, poolSize: 1, schema: configuration.ledgerSchema,
                 defaultBundleID: configuration.apple.bundleID.isEmpty ? nil : configuration.apple.bundleID)
             let cutoff = Date(timeIntervalSinceNow: -Double(days) * 86_400)
+            func before(_ days: Int) -> Date? { days > 0 ? Date(timeIntervalSinceNow: -Double(days) * 86_400) : nil }
             let deleted = try await ledger.pruneResults(decidedBefore: cutoff)
+            let others = try await ledger.prune(
+                Retention(
+                    notificationsBefore: before(configuration.notificationsRetentionDays),
+                    settledBefore: before(configuration.settledRetentionDays)))
             await ledger.close()
             emit("deleted \(deleted) stored result(s) decided more than \(days) day(s) ago")
+            for kind in Retention.Kind.allCases { emit("deleted \(others[kind] ?? 0) \(kind.rawValue) past retention") }
             return 0
         }
     }

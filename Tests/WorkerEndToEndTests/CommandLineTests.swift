@@ -204,9 +204,17 @@ import Testing
                 url,
                 "INSERT INTO receipt_worker.results (job_id, event, decided_at) VALUES ('old', '{}', now() - interval '9 days'), ('new', '{}', now())"
             ) == 0)
+        #expect(
+            runPsql(
+                url,
+                "INSERT INTO receipt_worker.notifications (notification_id, handled_at) VALUES ('n-old', now() - interval '300 days'), ('n-new', now())"
+            ) == 0)
         let prune = try await CommandLineRun.run(["ledger", "prune", "--older-than-days", "7"] + common)
         #expect(prune.status == 0, "\(prune.errors)")
         #expect(prune.output.contains("deleted 1 stored result(s) decided more than 7 day(s) ago"))
+        // The rest of the retention too, at its windows (200 days for handled notifications).
+        #expect(prune.output.contains("deleted 1 notifications past retention"), "\(prune.output)")
+        #expect(prune.output.contains("deleted 0 purchase_states past retention"))
         #expect(try await CommandLineRun.run(["ledger", "vacuum"]).status == 2)
     }
 

@@ -1,0 +1,88 @@
+extension PostgresSchema {
+    /// The statements of a batch's claim (``ClaimRules`` decides; these only read and write), as functions so
+    /// that each server connection plans them once and keeps the plan (an ad hoc statement is planned at every
+    /// call: planning the facts cost more than running them), whatever pooler is in front: a function's plan
+    /// is the server connection's, not the client's, unlike a prepared statement under PgBouncer.
+    ///
+    /// `claim_facts` takes the advisory locks of the batch's purchases (in the order of their keys, so two
+    /// batches never wait for each other in a circle; the notification side takes the same), then reads, with a
+    /// snapshot of its own taken after the locks (each statement of a PL/pgSQL function takes one), what the
+    /// ledger holds about the batch: stored results of its jobs, grants of its transactions, purchases and
+    /// orders, and refunds of its purchases. Each an equality on one index, probed per key (LATERAL), whatever
+    /// the statistics say (`enable_seqscan = off` for these functions alone): a plan made while the tables were
+    /// empty and kept must not scan whole tables per batch once they hold millions of rows.
+    var claimFunctions: [String] {
+        [
+            """
+            CREATE OR REPLACE FUNCTION \(name).claim_facts(p_locks TEXT[], p_job_apps TEXT[], p_jobs TEXT[],
+                p_apps TEXT[], p_environments TEXT[], p_transactions TEXT[], p_purchases TEXT[], p_orders TEXT[])
+            RETURNS TABLE (kind TEXT, c1 TEXT, c2 TEXT, c3 TEXT, c4 TEXT, c5 TEXT, c6 TEXT, c7 TEXT, c8 TEXT)
+            LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+            BEGIN
+                PERFORM pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest(p_locks) AS k
+                    ORDER BY 1) AS l;
+                RETURN QUERY
+                WITH j AS (SELECT DISTINCT * FROM unnest(p_job_apps, p_jobs) AS j(app, job)),
+                c AS (SELECT DISTINCT * FROM unnest(p_apps, p_environments, p_transactions, p_purchases, p_orders)
+                    AS c(app, env, tx, purchase, ord)),
+                g AS (
+                    SELECT x.* FROM c CROSS JOIN LATERAL (SELECT * FROM \(name).grants g
+                        WHERE g.transaction_id = c.tx AND g.app = c.app AND g.environment = c.env) x
+                    UNION ALL SELECT x.* FROM c CROSS JOIN LATERAL (SELECT * FROM \(name).grants g
+                        WHERE g.transaction_id = c.purchase AND g.app = c.app AND g.environment = c.env) x
+                        WHERE c.purchase <> c.tx
+                    UNION ALL SELECT x.* FROM c CROSS JOIN LATERAL (SELECT * FROM \(name).grants g
+                        WHERE g.app = c.app AND g.environment = c.env AND g.purchase_id = c.purchase) x
+                    UNION ALL SELECT x.* FROM c CROSS JOIN LATERAL (SELECT * FROM \(name).grants g
+                        WHERE g.app = c.app AND g.order_id = c.ord AND g.credit = 'job') x),
+                s AS (
+                    SELECT x.* FROM c CROSS JOIN LATERAL (SELECT * FROM \(name).purchase_states s
+                        WHERE s.app = c.app AND s.environment = c.env AND s.purchase_id = c.purchase AND s.revoked) x
+                    UNION ALL SELECT x.* FROM c CROSS JOIN LATERAL (SELECT * FROM \(name).purchase_states s
+                        WHERE s.app = c.app AND s.environment = c.env AND s.transaction_id = c.tx AND s.revoked) x
+                    UNION ALL SELECT x.* FROM c CROSS JOIN LATERAL (SELECT * FROM \(name).purchase_states s
+                        WHERE s.app = '*' AND (s.purchase_id = c.purchase OR s.transaction_id = c.tx) AND s.revoked) x)
+                SELECT 'r', r.app, r.job_id, r.fingerprint, r.event_id, r.event_type, r.event_time, r.event_key, r.event
+                    FROM j CROSS JOIN LATERAL (SELECT * FROM \(name).results r WHERE r.app = j.app AND r.job_id = j.job) r
+                UNION ALL
+                SELECT 'g', g.app, g.environment, g.transaction_id, g.purchase_id, g.order_id, (g.credit = 'job')::text,
+                    g.credit_event_id, (g.revoked_at IS NOT NULL)::text FROM g
+                UNION ALL
+                SELECT 's', s.app, s.environment, s.purchase_id, s.transaction_id, NULL, NULL, NULL, NULL FROM s;
+            END
+            $$
+            """,
+            """
+            CREATE OR REPLACE FUNCTION \(name).claim_write(g_apps TEXT[], g_environments TEXT[],
+                g_transactions TEXT[], g_orders TEXT[], g_purchases TEXT[], g_users TEXT[], g_products TEXT[],
+                g_quantities INTEGER[], g_originals TEXT[], r_apps TEXT[], r_jobs TEXT[], r_fingerprints TEXT[],
+                r_events TEXT[], r_event_ids TEXT[], r_event_types TEXT[], r_event_times TEXT[], r_event_keys TEXT[])
+            RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+            BEGIN
+                INSERT INTO \(name).grants (app, environment, transaction_id, order_id, purchase_id, user_id,
+                        product_id, quantity, original_transaction_id)
+                    SELECT * FROM unnest(g_apps, g_environments, g_transactions, g_orders, g_purchases, g_users,
+                        g_products, g_quantities, g_originals);
+                INSERT INTO \(name).results (app, job_id, fingerprint, event, event_id, event_type, event_time,
+                        event_key)
+                    SELECT * FROM unnest(r_apps, r_jobs, r_fingerprints, r_events, r_event_ids, r_event_types,
+                        r_event_times, r_event_keys);
+            END
+            $$
+            """,
+            """
+            CREATE OR REPLACE FUNCTION \(name).stored_results(p_apps TEXT[], p_jobs TEXT[])
+            RETURNS TABLE (app TEXT, job_id TEXT, fingerprint TEXT, event_id TEXT, event_type TEXT, event_time TEXT,
+                event_key TEXT, event TEXT)
+            LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+            BEGIN
+                RETURN QUERY SELECT r.app, r.job_id, r.fingerprint, r.event_id, r.event_type, r.event_time,
+                        r.event_key, r.event
+                    FROM unnest(p_apps, p_jobs) AS k(app, job_id) CROSS JOIN LATERAL (SELECT * FROM \(name).results r
+                        WHERE r.app = k.app AND r.job_id = k.job_id) r;
+            END
+            $$
+            """,
+        ]
+    }
+}

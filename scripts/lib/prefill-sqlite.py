@@ -1,0 +1,47 @@
+"""The SQLite ledger's prefill: what scripts/lib/prefill-postgres.sql writes, in SQLite's SQL (a recursive
+series instead of generate_series). python3 prefill-sqlite.py FILE FROM TO"""
+import sqlite3, sys
+
+path, first, last = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+db = sqlite3.connect(path, isolation_level=None)
+db.execute("PRAGMA journal_mode = WAL")
+db.execute("PRAGMA synchronous = OFF")
+event = db.execute("SELECT event FROM results WHERE event_type = 'receipt.granted' LIMIT 1").fetchone()[0]
+series = "WITH RECURSIVE s(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM s WHERE i < ?2 - 1)"
+pad = "substr('000000000000' || i, -12, 12)"
+now = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || (i % {days}) || ' days')"
+db.execute("BEGIN")
+db.execute(f"""{series}
+    INSERT INTO grants (app, environment, transaction_id, order_id, purchase_id, user_id, product_id, quantity,
+        granted_at, credit, original_transaction_id, revoked_at)
+    SELECT '', 'Production', CAST(2100000000000000 + i AS TEXT), 'ord-' || {pad},
+        CASE WHEN i % 10 = 0 THEN 'w:' || (2200000000000000 + i) ELSE CAST(2100000000000000 + i AS TEXT) END,
+        'player-' || (i % 1000000), CASE i % 3 WHEN 0 THEN 'coins_100' WHEN 1 THEN 'gems_500' ELSE 'vip_monthly' END,
+        1, {now.format(days=365)}, 'job',
+        CASE WHEN i % 10 = 0 THEN CAST(2100000000000000 + i - i % 120 AS TEXT) END,
+        CASE WHEN i % 100 = 7 THEN {now.format(days=365)} END
+    FROM s""", (first, last))
+db.execute(f"""{series}
+    INSERT INTO results (app, job_id, fingerprint, event, event_id, event_type, event_time, event_key, decided_at)
+    SELECT '', 'job-' || {pad}, printf('%064d', i), ?3, printf('%036d', i), 'receipt.granted',
+        '2026-12-01T00:00:00.000Z', 'ord-' || {pad}, {now.format(days=29)}
+    FROM s WHERE i % 100 < 9""", (first, last, event))
+db.execute(f"""{series}
+    INSERT INTO notifications (notification_id, event, event_id, event_type, event_time, event_key, handled_at)
+    SELECT printf('n%035d', i), ?3, printf('e%035d', i), 'receipt.renewed', '2026-12-01T00:00:00.000Z',
+        'ord-' || {pad}, {now.format(days=200)}
+    FROM s WHERE i % 100 < 8""", (first, last, event))
+db.execute(f"""{series}
+    INSERT INTO purchase_states (app, environment, purchase_id, transaction_id, revoked, changed_at, revoked_share)
+    SELECT '', 'Production', CAST(2100000000000000 + i AS TEXT), CAST(2100000000000000 + i AS TEXT), 1,
+        {now.format(days=365)}, 100000
+    FROM s WHERE i % 100 = 7""", (first, last))
+db.execute(f"""{series}
+    INSERT INTO subscriptions (app, environment, original_transaction_id, status, expires_at, auto_renew,
+        auto_renew_product_id, changed_at)
+    SELECT '', 'Production', CAST(2100000000000000 + i AS TEXT), 'active', '2027-01-01T00:00:00.000Z', 1,
+        'vip_monthly', '2026-12-01T00:00:00.000Z'
+    FROM s WHERE i % 120 = 0""", (first, last))
+db.execute("COMMIT")
+db.execute("ANALYZE")
+db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
