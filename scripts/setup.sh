@@ -12,7 +12,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 # --- Debian packages --------------------------------------------------------------------------------
 debian_packages=(
     build-essential pkg-config ca-certificates curl python3 python3-yaml python3-venv python3-pip systemd
-    libcurl4-openssl-dev libssl-dev openssl libsqlite3-dev libpq-dev postgresql libmicrohttpd-dev
+    libcurl4-openssl-dev libssl-dev openssl libsqlite3-dev libpq-dev postgresql pgbouncer libmicrohttpd-dev
     zlib1g-dev libzstd-dev liblz4-dev prometheus
 )
 missing=()

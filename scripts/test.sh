@@ -48,10 +48,14 @@ if [ "$#" -eq 0 ]; then
     # in flight together, jobs in flight when SIGTERM lands, unready within 10 s of a hung PostgreSQL), beside
     # each other only: on two cores the other 240 tests running at once stall threads for seconds, which is
     # in no figure of the worker's. The rest after them, all at once.
+    # Last, the ledger's tests again with PostgreSQL behind PgBouncer in transaction pooling, its defaults
+    # (PgBouncerEndToEndTests runs the worker through it in both pooling modes); not the test of the server's
+    # connection limit, which PgBouncer stands in front of by design (it queues instead).
     timed='RateGovernorEndToEndTests|HTTPClientTests|ShutdownTests|LedgerHealthEndToEndTests|ConnectionFloodTests'
     bash scripts/with-services.sh bash -c "
         swift test --skip-build --filter '$timed' &&
-        swift test --skip-build --skip 'HTTPServerKitTests|DeadlineSweeperTests' --skip '$timed'"
+        swift test --skip-build --skip 'HTTPServerKitTests|DeadlineSweeperTests' --skip '$timed' &&
+        POSTGRES_URL=\"\$PGBOUNCER_TRANSACTION_URL\" swift test --skip-build --filter LedgerTests --skip ConnectionLimitTests"
     .deps/venv/bin/python Tests/contract/check_contract.py --messages "$capture"
     # The reference grant service (examples/grant-service) on every result event the tests received.
     .deps/venv/bin/python examples/grant-service/test_grant_service.py "$capture"

@@ -124,6 +124,15 @@ extension PostgresSchema {
                     "CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS grants_transaction ON \(grants) (transaction_id, app, environment)"
             ),
             .dropIndex(name: "grants_app_transaction"),
+            // A refund's transaction id first, as grants_transaction: each probe of the claim then has one index
+            // whose leading column it names, so a plan made while the tables were empty (a connection's
+            // generic plan) still probes by key once they are large.
+            .index(
+                name: "purchase_states_transaction",
+                create:
+                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS purchase_states_transaction ON \(name).purchase_states (transaction_id, app, environment)"
+            ),
+            .dropIndex(name: "purchase_states_app_transaction"),
             .dropIndex(name: "grants_transaction_id"),
             .index(
                 name: "notifications_handled_at",
@@ -180,6 +189,7 @@ extension PostgresSchema {
             Thread.sleep(forTimeInterval: 0.5)
         }
         defer { _ = try? connection.query("SELECT pg_advisory_unlock(\(Self.migrationLock))") }
+        let session = try SessionCheck(connection)
         let applied = try appliedVersions(on: connection)
         let pending = migrations.filter { !applied.contains($0.version) }
         if defaultBundleID == nil && !applied.isEmpty && pending.contains(where: { $0.version == 6 }) {
@@ -195,6 +205,7 @@ extension PostgresSchema {
                 let started = ContinuousClock.now
                 var longest: (Duration, String) = (.zero, "")
                 for step in migration.steps {
+                    try session.confirm()
                     let held = try run(step, on: connection)
                     if held > longest.0 { longest = (held, Self.describe(step)) }
                 }
@@ -228,6 +239,34 @@ extension PostgresSchema {
         }
         try checkDefaultApp(on: connection)
         return done
+    }
+
+    /// The server session a migration's lock belongs to. Its steps span transactions under one session lock
+    /// (and a concurrent index build cannot run in a transaction): behind PgBouncer in transaction pooling,
+    /// each transaction may land on another server connection, where the lock is not held. PgBouncer reuses
+    /// the connection a lone client just released (its default, server_round_robin = 0), so a start-up
+    /// migration through it usually keeps one session; when it does not, the migration stops before its next
+    /// step, with what to do, instead of running unlocked.
+    private struct SessionCheck {
+        let connection: PostgresConnection
+        let backend: String?
+
+        init(_ connection: PostgresConnection) throws {
+            self.connection = connection
+            self.backend = try connection.query("SELECT pg_backend_pid()::text").first ?? nil
+        }
+
+        func confirm() throws {
+            let now = try connection.query("SELECT pg_backend_pid()::text").first ?? nil
+            guard now == backend else {
+                throw LedgerError(
+                    .misconfigured,
+                    "the migration's statements reached more than one server session (a pooler in transaction"
+                        + " pooling, such as PgBouncer's default): run `receipt-worker ledger migrate` on a direct"
+                        + " connection to PostgreSQL (deploy/kubernetes/migrate-job.yaml) and start the workers with"
+                        + " ledger.migrate_on_start=false", key: "ledger.url")
+            }
+        }
     }
 
     /// Runs one step; returns how long it held locks writers could wait behind (a transaction's duration;

@@ -40,17 +40,7 @@ extension LedgerGroupCheck {
     {
         let kafka = try WorkerAssembly.kafkaConfigurations(configuration)
         let consumer = try KafkaConsumer(configuration: kafka.consumer, logger: logger)
-        let topics = configuration.topics
-        let properties = WorkerAssembly.adminProperties(configuration)
-        var counts: [(topic: String, partitions: Int)] = []
-        for topic in [topics.jobs, topics.retries, topics.notifications, topics.consumption] {
-            do {
-                counts.append(
-                    (topic, try await KafkaAdmin.partitionCount(of: topic, properties: properties, logger: logger)))
-            } catch let error as KafkaError where error.isMissingTopic {
-                continue  // a topic the workers do not read either
-            }
-        }
+        let counts = try await readTopics(configuration, logger: logger)
         let committed = try await Self.committed(consumer: consumer, partitionCounts: counts)
         await consumer.close()
         let ledger = try await LedgerFactory.open(
@@ -68,8 +58,95 @@ extension LedgerGroupCheck {
     }
 }
 
+extension LedgerGroupCheck {
+    /// A partition the group is moved back on: from what it committed to what the ledger recorded.
+    public struct Rewind: Sendable {
+        public let partition: String
+        public let committed: Int64
+        public let recorded: Int64
+    }
+
+    /// `receipt-worker ledger rewind-group`: after a restore, moves the consumer group back to what the ledger
+    /// recorded, on every partition where the group committed past it (a partition the ledger never recorded:
+    /// to its first offset), so the workers decide again every job the restored ledger lacks. The jobs it
+    /// holds are answered from it; a grant decided again repeats its event id (section 4 of the contract), so
+    /// a grant service deduplicates it. The group must have no member: the broker refuses to commit for a
+    /// group whose workers run (stop them first). Returns the partitions moved; none when they agree.
+    public static func rewindGroup(_ configuration: WorkerConfiguration, logger: Logger, dryRun: Bool) async throws
+        -> [Rewind]
+    {
+        let kafka = try WorkerAssembly.kafkaConfigurations(configuration)
+        let consumer = try KafkaConsumer(configuration: kafka.consumer, logger: logger)
+        do {
+            let counts = try await readTopics(configuration, logger: logger)
+            let committed = try await Self.committed(consumer: consumer, partitionCounts: counts)
+            let ledger = try await LedgerFactory.open(
+                url: configuration.ledgerURL, poolSize: 1, schema: configuration.ledgerSchema,
+                defaultBundleID: configuration.apple.bundleID.isEmpty ? nil : configuration.apple.bundleID)
+            let recorded: RecordedOffsets
+            do {
+                recorded = try await ledger.recordedOffsets(group: configuration.groupID)
+                await ledger.close()
+            } catch {
+                await ledger.close()
+                throw error
+            }
+            var moves: [KafkaTopicPartition: Int64] = [:]
+            var rewinds: [Rewind] = []
+            for (partition, offset) in committed {
+                var target = recorded.offsets[partition]
+                if target == nil {
+                    let topicPartition = KafkaTopicPartition(topic: partition.topic, partition: partition.partition)
+                    target = try await consumer.watermarks(topicPartition).low
+                }
+                guard let target, target < offset else { continue }
+                moves[KafkaTopicPartition(topic: partition.topic, partition: partition.partition)] = target
+                rewinds.append(Rewind(partition: partition.description, committed: offset, recorded: target))
+            }
+            if !dryRun && !moves.isEmpty {
+                do {
+                    try await consumer.commit(moves)
+                } catch {
+                    throw RewindRefused(
+                        description: "committing for group \(configuration.groupID) failed (\(error)): stop every"
+                            + " worker of the group first (the broker commits only for a group without members),"
+                            + " then run ledger rewind-group again")
+                }
+            }
+            await consumer.close()
+            return rewinds.sorted { $0.partition < $1.partition }
+        } catch {
+            await consumer.close()
+            throw error
+        }
+    }
+
+    /// The topics the workers read, with their partition counts (a topic that does not exist is skipped).
+    static func readTopics(_ configuration: WorkerConfiguration, logger: Logger) async throws
+        -> [(topic: String, partitions: Int)]
+    {
+        let topics = configuration.topics
+        let properties = WorkerAssembly.adminProperties(configuration)
+        var counts: [(topic: String, partitions: Int)] = []
+        for topic in [topics.jobs, topics.retries, topics.notifications, topics.consumption] {
+            do {
+                counts.append(
+                    (topic, try await KafkaAdmin.partitionCount(of: topic, properties: properties, logger: logger)))
+            } catch let error as KafkaError where error.isMissingTopic {
+                continue  // a topic the workers do not read either
+            }
+        }
+        return counts
+    }
+}
+
 extension ConsumedPartition {
     init(_ partition: KafkaTopicPartition) { self.init(topic: partition.topic, partition: partition.partition) }
+}
+
+/// `ledger rewind-group` could not move the group.
+public struct RewindRefused: Error, CustomStringConvertible {
+    public let description: String
 }
 
 /// The ledger does not hold what the consumer group has processed: the worker does not start (exit 2).
@@ -88,6 +165,8 @@ public struct LedgerMismatchError: Error, CustomStringConvertible {
             + ". It was replaced, started empty or restored from an older copy: the grants of those jobs are not"
             + " in it, and their purchases could be granted again to new orders. Start on the ledger the group"
             + " used (ledger.url), or, if this ledger is new on purpose and the old one is lost, run"
-            + " `receipt-worker ledger accept-offsets --config FILE` once (README, \"A ledger that starts empty\")"
+            + " `receipt-worker ledger accept-offsets --config FILE` once (README, \"A ledger that starts empty\")."
+            + " Restored it from a backup on purpose: stop every worker, run `receipt-worker ledger rewind-group"
+            + " --config FILE`, and start them: they decide again what the backup lacks (docs/runbook.md, \"Restore\")"
     }
 }

@@ -9,6 +9,8 @@ enum LedgerCommand {
         usage: receipt-worker ledger migrate [--config FILE] [--set key=value]... [--print [--grant-to ROLE]]
                receipt-worker ledger prune [--config FILE] [--set key=value]... [--older-than-days N]
                receipt-worker ledger accept-offsets [--config FILE] [--set key=value]...
+               receipt-worker ledger backup --to PATH [--config FILE] [--set key=value]...
+               receipt-worker ledger rewind-group [--config FILE] [--set key=value]... [--dry-run]
 
         migrate  applies the PostgreSQL ledger's missing migrations in ledger.schema (default
                  receipt_worker) and lists them. Run it as the schema's owner; the worker can then run
@@ -34,6 +36,15 @@ enum LedgerCommand {
                  When the ledger is new on purpose (the old one is lost, and what it held is accepted as
                  lost), this records the group's committed offsets in it, so the worker starts. It prints
                  them. Needs the kafka.* keys besides the ledger's.
+        backup   copies a SQLite ledger to PATH (a new file) while the worker runs, with SQLite's online
+                 backup API; prints the copy's size. A PostgreSQL ledger is backed up with its own tools
+                 (pg_basebackup, or pg_dump): docs/runbook.md, "Backup and restore".
+        rewind-group
+                 after a ledger is restored from a backup: moves the consumer group back to the offsets
+                 the ledger recorded, wherever the group committed past them, so the workers decide again
+                 every job the backup lacks (a grant decided again repeats its event id). Stop every
+                 worker of the group first. Prints each partition moved; --dry-run moves nothing. Needs
+                 the kafka.* keys besides the ledger's.
 
         Reads only the ledger's keys (ledger.url or ledger.url_file, ledger.schema, ...) and, to migrate,
         apple.bundle_id (the default app's rows keep a scope of their own): not Apple's key or secret.
@@ -41,8 +52,9 @@ enum LedgerCommand {
         """
 
     static func run(_ arguments: [String]) async throws -> Int32 {
-        guard let action = arguments.first, ["migrate", "prune", "accept-offsets"].contains(action) else {
-            throw UsageError("ledger needs a subcommand: migrate, prune or accept-offsets")
+        let actions = ["migrate", "prune", "accept-offsets", "backup", "rewind-group"]
+        guard let action = arguments.first, actions.contains(action) else {
+            throw UsageError("ledger needs a subcommand: migrate, prune, accept-offsets, backup or rewind-group")
         }
         let rest = Array(arguments.dropFirst())
         switch action {
@@ -64,6 +76,36 @@ enum LedgerCommand {
             emit(
                 "recorded \(recorded.count) committed offset(s) of group \(configuration.groupID)"
                     + " in the ledger: the worker starts on it")
+            return 0
+        case "backup":
+            let options = try Options(rest, valued: Options.configurationOptions.union(["--to"]), flags: [])
+            guard let destination = options.value("--to") else { throw UsageError("ledger backup needs --to PATH") }
+            let configuration = try options.configuration(purpose: .ledger)
+            guard configuration.ledgerURL.hasPrefix("sqlite:"), configuration.ledgerURL != "sqlite::memory:" else {
+                throw UsageError(
+                    "ledger backup copies a SQLite ledger; back up PostgreSQL with pg_basebackup or pg_dump"
+                        + " (docs/runbook.md, \"Backup and restore\")")
+            }
+            let bytes = try SQLiteBackup.copy(
+                from: String(configuration.ledgerURL.dropFirst("sqlite:".count)), to: destination)
+            emit("copied the ledger to \(destination) (\(bytes) bytes)")
+            return 0
+        case "rewind-group":
+            let options = try Options(rest, valued: Options.configurationOptions, flags: ["--dry-run"])
+            let configuration = try options.configuration(purpose: .ledger)
+            let dryRun = options.has("--dry-run")
+            let rewinds = try await LedgerGroupCheck.rewindGroup(
+                configuration, logger: ToolKafka.logger, dryRun: dryRun)
+            for rewind in rewinds {
+                emit(
+                    "\(rewind.partition) \(rewind.committed) -> \(rewind.recorded)"
+                        + " (\(rewind.committed - rewind.recorded) message(s) to decide again)")
+            }
+            emit(
+                rewinds.isEmpty
+                    ? "group \(configuration.groupID) committed nothing past what the ledger recorded: nothing to rewind"
+                    : "\(dryRun ? "would move" : "moved") group \(configuration.groupID) back on \(rewinds.count)"
+                        + " partition(s): start the workers")
             return 0
         default:
             let options = try Options(

@@ -193,12 +193,12 @@ struct LedgerHealthTests {
         let ledger = try await LedgerFactory.open(url: url, poolSize: 2)
         try await ledger.ping()
         #expect(runPsql(url, "ALTER DATABASE \(database) SET default_transaction_read_only = on") == 0)
-        // Sessions opened from now on are read-only; drop the pool's so it reconnects.
+        // Sessions opened from now on are read-only; drop every session of the database (the pool's, and behind
+        // PgBouncer its server connections too) so it reconnects: from another database's session.
+        let server = String(url[..<url.lastIndex(of: "/")!]) + "/postgres"
         #expect(
             runPsql(
-                url,
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(database)' AND pid <> pg_backend_pid()"
-            ) == 0)
+                server, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(database)'") == 0)
         var failed = false
         for _ in 0..<5 where !failed {
             do { try await ledger.ping() } catch { failed = "\(error)".contains("read-only") }

@@ -74,6 +74,40 @@ services_start_postgres() {
     echo "[services] PostgreSQL on 127.0.0.1:$port" >&2
 }
 
+# services_start_pgbouncer MODE: Debian's PgBouncer (1.18) in front of services_start_postgres's server, with its
+# defaults (no ignore_startup_parameters, no protocol-level prepared statements) and pool_mode MODE (transaction
+# or session); every database name passes through. Sets PGBOUNCER_URL (the same URL as POSTGRES_URL, on
+# PgBouncer's port). As root it runs as the postgres user, as PostgreSQL does.
+services_start_pgbouncer() {
+    local mode="$1" port; port="$(free_port)"
+    local dir="$SERVICES_DIR/pgbouncer-$mode" pg_port="${POSTGRES_URL##*:}"; pg_port="${pg_port%%/*}"
+    mkdir -p "$dir"
+    echo '"postgres" ""' >"$dir/users.txt"
+    cat >"$dir/pgbouncer.ini" <<INI
+[databases]
+* = host=127.0.0.1 port=$pg_port
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = trust
+auth_file = $dir/users.txt
+auth_user = postgres
+auth_query = SELECT usename, passwd FROM pg_shadow WHERE usename = \$1
+pool_mode = $mode
+max_client_conn = 2000
+default_pool_size = 40
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+INI
+    [ "$(id -u)" -eq 0 ] && chown -R postgres "$dir"
+    pg_run /usr/sbin/pgbouncer -d "$dir/pgbouncer.ini" || { cat "$dir/pgbouncer.log" >&2; return 1; }
+    wait_for "PgBouncer ($mode pooling) on port $port" 20 \
+        "$(cat "$SERVICES_DIR/postgres.bin")/pg_isready" -h 127.0.0.1 -p "$port" -U postgres
+    export PGBOUNCER_URL="postgresql://postgres@127.0.0.1:$port/postgres"
+    echo "[services] PgBouncer ($mode pooling) on 127.0.0.1:$port" >&2
+}
+
 # services_start_simulator DIR: the release build's App Store simulator on a free loopback port; sets SIM_URL
 # and SIM_PID (the caller stops it), and writes the root its signed data chains to as DIR/root.pem.
 services_start_simulator() {
@@ -107,6 +141,10 @@ services_stop() {
         kill "$(cat "$SERVICES_DIR/tansu.pid")" 2>/dev/null || true
         wait "$(cat "$SERVICES_DIR/tansu.pid")" 2>/dev/null || true
     fi
+    local pidfile
+    for pidfile in "$SERVICES_DIR"/pgbouncer-*/pgbouncer.pid; do
+        [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+    done
     if [ -f "$SERVICES_DIR/postgres.bin" ]; then
         pg_run "$(cat "$SERVICES_DIR/postgres.bin")/pg_ctl" -D "$SERVICES_DIR/postgres" -m immediate stop \
             >/dev/null 2>&1 || true
