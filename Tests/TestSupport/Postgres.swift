@@ -35,7 +35,10 @@ public struct TestSupportError: Error, CustomStringConvertible {
 }
 
 /// The first column of the first row `sql` returns on `url` (psql's unaligned output), nil when psql fails.
-public func psqlValue(_ url: String, _ sql: String) -> String? {
+public func psqlValue(_ url: String, _ sql: String) -> String? { psqlLines(url, sql)?.first }
+
+/// Every row's first column `sql` returns on `url`, nil when psql fails.
+public func psqlLines(_ url: String, _ sql: String) -> [String]? {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/psql")
     process.arguments = [url, "-qtAX", "-v", "ON_ERROR_STOP=1", "-c", sql]
@@ -46,5 +49,5 @@ public func psqlValue(_ url: String, _ sql: String) -> String? {
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     guard process.terminationStatus == 0 else { return nil }
-    return String(decoding: data, as: UTF8.self).split(separator: "\n").first.map(String.init)
+    return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
 }

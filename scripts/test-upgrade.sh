@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The upgrade drill (issue 34): the previous release's worker and this one on one PostgreSQL ledger, through the
+# migration, while jobs flow. The previous release (PREVIOUS_RELEASE, a commit of this repository) is built in a
+# worktree of its own; both are debug builds. Then, with every purchase presented for two orders:
+#   1. the previous release migrates the ledger to its schema and decides alone;
+#   2. this build's `ledger migrate` runs while it decides and jobs keep coming;
+#   3. this build's worker joins the same consumer group beside it;
+#   4. the previous release stops (SIGTERM, its graceful drain); this build decides alone.
+# Passes when every job is answered, each with one event, and each purchase is granted to exactly one order.
+#   scripts/test-upgrade.sh [PAIRS_PER_PHASE]      (default 150)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+per_phase="${1:-150}"
+previous="${PREVIOUS_RELEASE:-8306278}"  # issue 32's end: PostgreSQL migration 9, before the ledger's year two
+bash scripts/setup.sh >/dev/null
+swift build --product receipt-worker >/dev/null
+swift build --product appstore-sim >/dev/null
+root="$PWD"
+work="$(mktemp -d "${TMPDIR:-/tmp}/upgrade-drill.XXXXXX")"
+prev_dir="$root/.build/previous-release"
+if [ ! -x "$prev_dir/.build/debug/receipt-worker" ] || [ "$(cat "$prev_dir/.commit" 2>/dev/null)" != "$previous" ]; then
+    echo "[upgrade] building the previous release ($previous)"
+    git worktree remove --force "$prev_dir" 2>/dev/null || rm -rf "$prev_dir"
+    git worktree prune
+    git worktree add --detach "$prev_dir" "$previous" >/dev/null 2>&1
+    ln -sfn "$root/.deps" "$prev_dir/.deps"
+    (cd "$prev_dir" && swift build --product receipt-worker >/dev/null)
+    echo "$previous" >"$prev_dir/.commit"
+fi
+old_bin="$prev_dir/.build/debug/receipt-worker"
+new_bin="$root/.build/debug/receipt-worker"
+source scripts/lib/services.sh
+old_pid=""; new_pid=""; sim_pid=""
+cleanup() {
+    local status=$?
+    for pid in $old_pid $new_pid $sim_pid; do kill -9 "$pid" 2>/dev/null || true; done
+    services_stop
+    if [ "$status" -eq 0 ]; then rm -rf "$work"; else echo "[upgrade] kept $work (the workers' logs)" >&2; fi
+}
+trap cleanup EXIT
+SERVICES_DIR=""; services_start_kafka 2>/dev/null; services_start_postgres 2>/dev/null
+"$root/.build/debug/appstore-sim" --port 0 >"$work/sim.out" &
+sim_pid=$!
+for _ in $(seq 200); do grep -q listening "$work/sim.out" && break; sleep 0.05; done
+SIM_URL="$(sed -n 's/^listening on //p' "$work/sim.out")"
+"$root/.build/debug/appstore-sim" --print-test-root >"$work/root.pem"
+for topic in jobs results dlq; do
+    .deps/tools/tansu topic create "upgrade-$topic" --partitions 4 --broker "tcp://$KAFKA_BOOTSTRAP" >/dev/null
+done
+psql "$POSTGRES_URL" -qc "CREATE DATABASE upgrade"
+cat >"$work/worker.properties" <<PROPS
+apple.bundle_id=com.example
+$(services_simulator_properties "$work")
+ledger.url=${POSTGRES_URL%/*}/upgrade
+ledger.pool_size=4
+topics.jobs=upgrade-jobs
+topics.results=upgrade-results
+topics.dlq=upgrade-dlq
+kafka.bootstrap.servers=$KAFKA_BOOTSTRAP
+kafka.group.id=upgrade-workers
+kafka.session.timeout.ms=6000
+kafka.heartbeat.interval.ms=500
+PROPS
+
+# enqueue_pairs PHASE: PAIRS_PER_PHASE purchases, each presented for two orders, through `receipt-worker enqueue`.
+enqueue_pairs() {
+    python3 - "$SIM_URL" "$1" "$per_phase" <<'PY' >"$work/jobs-$1.jsonl"
+import json, sys, urllib.request
+sim, phase, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for i in range(count):
+    request = urllib.request.Request(f"{sim}/admin/purchases", data=json.dumps({"product_id": "coins"}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    receipt = json.load(urllib.request.urlopen(request))["receipt"]
+    for side in "ab":
+        print(json.dumps({"job_id": f"{phase}-{i}-{side}", "order_id": f"order-{phase}-{i}-{side}",
+                          "user_id": "player", "product_id": "coins", "receipt": receipt}))
+PY
+    "$new_bin" enqueue --config "$work/worker.properties" --file "$work/jobs-$1.jsonl" >/dev/null
+}
+
+echo "[upgrade] 1. the previous release ($previous) migrates and decides alone"
+"$old_bin" ledger migrate --config "$work/worker.properties" | tail -n 1
+LOG_LEVEL=warning "$old_bin" run --config "$work/worker.properties" 2>"$work/old.log" &
+old_pid=$!
+enqueue_pairs one
+echo "[upgrade] 2. this build migrates the ledger while the previous release decides"
+enqueue_pairs two &
+producer=$!
+"$new_bin" ledger migrate --config "$work/worker.properties" | sed 's/^/  /'
+wait "$producer"
+echo "[upgrade] 3. this build's worker joins the group beside the previous release"
+LOG_LEVEL=warning "$new_bin" run --config "$work/worker.properties" 2>"$work/new.log" &
+new_pid=$!
+enqueue_pairs three
+sleep 3
+echo "[upgrade] 4. the previous release stops; this build decides alone"
+kill -TERM "$old_pid"; wait "$old_pid" || true; old_pid=""
+enqueue_pairs four
+total=$((per_phase * 4 * 2))
+# Every job's answer (at least $total events), then everything the topic holds a few seconds later: a job answered
+# twice would show there.
+"$new_bin" results --config "$work/worker.properties" --from-beginning --count "$total" --timeout 180 >/dev/null || true
+sleep 5
+"$new_bin" results --config "$work/worker.properties" --from-beginning --json --count $((total * 2)) --timeout 15 \
+    >"$work/results.jsonl" || true
+kill -TERM "$new_pid"; wait "$new_pid" || true; new_pid=""
+python3 - "$work/results.jsonl" "$per_phase" <<'PY'
+import collections, json, sys
+path, per_phase = sys.argv[1], int(sys.argv[2])
+events = collections.defaultdict(set)
+grants = collections.defaultdict(int)
+decided = {}
+for line in open(path):
+    event = json.loads(line)
+    events[event["job_id"]].add(event["event_id"])
+    decided[event["job_id"]] = event
+phases = ["one", "two", "three", "four"]
+expected = [f"{p}-{i}-{s}" for p in phases for i in range(per_phase) for s in "ab"]
+unanswered = [j for j in expected if j not in events]
+two_answers = [j for j in expected if len(events.get(j, ())) > 1]
+twice, never = [], []
+for p in phases:
+    for i in range(per_phase):
+        granted = [s for s in "ab" if decided.get(f"{p}-{i}-{s}", {}).get("decision") == "grant"]
+        (twice if len(granted) > 1 else never if not granted else []).append(f"{p}-{i}")
+print(f"[upgrade] {len(expected)} jobs: {len(expected) - len(unanswered)} answered, {len(two_answers)} with two"
+      f" different events, {len(twice)} purchases granted twice, {len(never)} never granted")
+sys.exit(1 if unanswered or two_answers or twice or never else 0)
+PY
+echo "[upgrade] passed"
