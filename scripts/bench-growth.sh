@@ -8,7 +8,9 @@
 # of this machine now. Then a projection to 100 million grants from a fit of each figure on log10(grants).
 #   scripts/bench-growth.sh [JOBS] [SIZES]        (default 20000 jobs a burst; sizes "1000000 10000000")
 # LEDGERS="postgresql" or "sqlite" for one ledger; BASELINE_BIN=PATH also bursts an empty ledger with that
-# receipt-worker binary (another commit's), for "no loss of throughput" in the same run.
+# receipt-worker binary (another commit's), for "no loss of throughput" in the same run. PGBOUNCER=transaction
+# (or session) puts Debian's PgBouncer, with its defaults, between the workers and PostgreSQL (each database is
+# migrated directly first, as the migration Job would); the prefill and the figures still go straight to it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${1:-20000}"
@@ -38,6 +40,11 @@ echo "ECDSA P-256: one verification costs ${ecdsa_us} us on this machine now (op
 SERVICES_DIR=""; services_start_kafka 2>/dev/null
 services_start_postgres 2>/dev/null
 pg_base="${POSTGRES_URL%/*}"
+worker_pg_base="$pg_base"
+if [ -n "${PGBOUNCER:-}" ]; then
+    services_start_pgbouncer "$PGBOUNCER" 2>/dev/null
+    worker_pg_base="${PGBOUNCER_URL%/*}"
+fi
 if [ -n "${PG_LOG_SLOW_MS:-}" ]; then  # statements slower than this in PostgreSQL's log (kept: BENCH_KEEP=1)
     psql "$POSTGRES_URL" -qc "ALTER SYSTEM SET log_min_duration_statement = $PG_LOG_SLOW_MS" -c "SELECT pg_reload_conf()" >/dev/null
 fi
@@ -67,13 +74,19 @@ ledger_bytes() {
 burst() {
     local label="$1" kind="$2" ledger="$3" bin="$4"
     local suffix; suffix="$(date +%s%N)"
+    local worker_ledger="$ledger"
+    if [ "$kind" = postgresql ] && [ -n "${PGBOUNCER:-}" ]; then
+        worker_ledger="$worker_pg_base/${ledger##*/}"
+        printf 'apple.bundle_id=com.example\nledger.url=%s\n' "$ledger" >"$work/migrate.properties"
+        "$bin" ledger migrate --config "$work/migrate.properties" >/dev/null
+    fi
     for topic in jobs results dlq; do
         .deps/tools/tansu topic create "$topic-$suffix" --partitions 4 --broker "tcp://$KAFKA_BOOTSTRAP" >/dev/null
     done
     cat >"$work/worker.properties" <<PROPS
 apple.bundle_id=com.example
 $(services_simulator_properties "$work")
-ledger.url=$ledger
+ledger.url=$worker_ledger
 topics.jobs=jobs-$suffix
 topics.results=results-$suffix
 topics.dlq=dlq-$suffix

@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 grants="${1:-10000000}"
-: "${BASELINE_BIN:?BASELINE_BIN=PATH: the previous release's receipt-worker, whose schema is migrated}"
+: "${BASELINE_BIN:?BASELINE_BIN=PATH: the receipt-worker binary of the previous release, whose schema is migrated}"
 bash scripts/setup.sh
 swift build -c release --product receipt-worker >/dev/null
 source scripts/lib/services.sh
@@ -53,29 +53,7 @@ size() { psql "$url" -qtAc "SELECT pg_size_pretty(sum(pg_total_relation_size(c.o
 echo "ledger before: $(size)"
 
 # Traffic beside the migration: one grant a transaction, as a worker's claim would write it, timing each.
-python3 - "$url" "$work/writer.txt" <<'PY' &
-import subprocess, sys, time
-url, out = sys.argv[1:]
-proc = subprocess.Popen(["psql", url, "-qtAX", "-v", "ON_ERROR_STOP=0"], stdin=subprocess.PIPE,
-                        stdout=subprocess.PIPE, text=True, bufsize=1)
-worst, count, i = 0.0, 0, 0
-try:
-    while True:
-        i += 1
-        started = time.monotonic()
-        proc.stdin.write(f"INSERT INTO receipt_worker.grants (app, environment, transaction_id, order_id, purchase_id,"
-                         f" user_id, product_id, quantity, event) VALUES ('', 'Production', 'beside-{i}', 'beside-{i}',"
-                         f" 'beside-{i}', 'u', 'p', 1, NULL); SELECT 1;\n")
-        proc.stdin.flush()
-        proc.stdout.readline()
-        worst = max(worst, time.monotonic() - started)
-        count += 1
-        with open(out, "w") as f:
-            f.write(f"{count} {worst}\n")
-        time.sleep(0.01)
-except (BrokenPipeError, KeyboardInterrupt):
-    pass
-PY
+python3 scripts/lib/migration-writer.py "$url" "$work/writer.txt" &
 writer_pid=$!
 sleep 2
 migrate_started="$(date +%s.%N)"
@@ -84,5 +62,6 @@ migrate_seconds="$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(s
 sleep 1
 kill "$writer_pid" 2>/dev/null || true; wait "$writer_pid" 2>/dev/null || true; writer_pid=""
 read -r written worst <"$work/writer.txt"
-echo "migrated $grants grants in $migrate_seconds s; a writer beside it wrote $written grants, the slowest in $(python3 -c "print(f'{float(\"$worst\") * 1000:.0f}')") ms"
-echo "ledger after: $(size) (grants' events are emptied in place: the space is reused by new rows, or given back by VACUUM FULL / pg_repack)"
+worst_ms="$(python3 -c 'import sys; print(round(float(sys.argv[1]) * 1000))' "$worst")"
+echo "migrated $grants grants in $migrate_seconds s; a writer beside it wrote $written grants, the slowest in $worst_ms ms"
+echo "ledger after: $(size); the events emptied from grants leave space that new rows reuse (VACUUM FULL or pg_repack gives it back)"

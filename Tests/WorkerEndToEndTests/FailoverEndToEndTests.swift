@@ -75,12 +75,12 @@ private struct Drill {
     }
 
     static func run(mode: String) async throws -> Drill {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "pair-\(UUID().uuidString.prefix(8))"
-        )
-        .path
-        let ports = try pair(["start", directory, mode]).split(separator: " ").map(String.init)
+        // Not in the run's TMPDIR (root's, mode 700 under the test command): the clusters belong to the postgres
+        // user as root, and their socket path must stay short.
+        let base = ProcessInfo.processInfo.environment["SERVICES_TMPDIR"] ?? "/tmp"
+        let directory = "\(base)/pair-\(UUID().uuidString.prefix(8))"
         defer { _ = try? pair(["stop", directory]) }
+        let ports = try pair(["start", directory, mode]).split(separator: " ").map(String.init)
         let primary = "postgresql://postgres@127.0.0.1:\(ports[0])"
         let standby = "postgresql://postgres@127.0.0.1:\(ports[1])"
         #expect(runPsql(primary + "/postgres", "CREATE DATABASE failover") == 0)
