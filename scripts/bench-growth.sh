@@ -178,7 +178,7 @@ for kind in ${LEDGERS:-postgresql sqlite}; do
         filled="$size"
         burst "$kind, $size grants" "$kind" "$ledger" "$worker"
     done
-    [ "$kind" = postgresql ] && psql "$POSTGRES_URL" -qtAc "DROP DATABASE growth" >/dev/null
+    [ "$kind" = postgresql ] && psql "$POSTGRES_URL" -qtAc "DROP DATABASE growth WITH (FORCE)" >/dev/null
     rm -f "$work/growth.sqlite"*
 done
 echo
