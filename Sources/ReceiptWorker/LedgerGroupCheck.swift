@@ -43,16 +43,7 @@ extension LedgerGroupCheck {
         let counts = try await readTopics(configuration, logger: logger)
         let committed = try await Self.committed(consumer: consumer, partitionCounts: counts)
         await consumer.close()
-        let ledger = try await LedgerFactory.open(
-            url: configuration.ledgerURL, poolSize: 1, schema: configuration.ledgerSchema,
-            defaultBundleID: configuration.apple.bundleID.isEmpty ? nil : configuration.apple.bundleID)
-        do {
-            try await ledger.recordOffsets(committed, group: configuration.groupID)
-            await ledger.close()
-        } catch {
-            await ledger.close()
-            throw error
-        }
+        try await configuration.withToolLedger { try await $0.recordOffsets(committed, group: configuration.groupID) }
         return committed.sorted { ($0.key.topic, $0.key.partition) < ($1.key.topic, $1.key.partition) }
             .map { ($0.key.description, $0.value) }
     }
@@ -80,27 +71,22 @@ extension LedgerGroupCheck {
         do {
             let counts = try await readTopics(configuration, logger: logger)
             let committed = try await Self.committed(consumer: consumer, partitionCounts: counts)
-            let ledger = try await LedgerFactory.open(
-                url: configuration.ledgerURL, poolSize: 1, schema: configuration.ledgerSchema,
-                defaultBundleID: configuration.apple.bundleID.isEmpty ? nil : configuration.apple.bundleID)
-            let recorded: RecordedOffsets
-            do {
-                recorded = try await ledger.recordedOffsets(group: configuration.groupID)
-                await ledger.close()
-            } catch {
-                await ledger.close()
-                throw error
+            let recorded = try await configuration.withToolLedger {
+                try await $0.recordedOffsets(group: configuration.groupID)
             }
             var moves: [KafkaTopicPartition: Int64] = [:]
             var rewinds: [Rewind] = []
             for (partition, offset) in committed {
-                var target = recorded.offsets[partition]
-                if target == nil {
-                    let topicPartition = KafkaTopicPartition(topic: partition.topic, partition: partition.partition)
+                let topicPartition = KafkaTopicPartition(topic: partition.topic, partition: partition.partition)
+                // A partition the ledger never recorded: from its first offset kept.
+                let target: Int64
+                if let recordedOffset = recorded.offsets[partition] {
+                    target = recordedOffset
+                } else {
                     target = try await consumer.watermarks(topicPartition).low
                 }
-                guard let target, target < offset else { continue }
-                moves[KafkaTopicPartition(topic: partition.topic, partition: partition.partition)] = target
+                guard target < offset else { continue }
+                moves[topicPartition] = target
                 rewinds.append(Rewind(partition: partition.description, committed: offset, recorded: target))
             }
             if !dryRun && !moves.isEmpty {

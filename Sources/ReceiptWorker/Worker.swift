@@ -285,10 +285,7 @@ public final class Worker: Sendable {
                             ["deleted": String(deleted), "decided_before": Timestamp.rfc3339(before)])
                     }
                 }
-                let deleted = try await ledger.prune(
-                    Retention(
-                        notificationsBefore: cutoff(configuration.notificationsRetentionDays),
-                        settledBefore: cutoff(configuration.settledRetentionDays)))
+                let deleted = try await ledger.prune(configuration.retention())
                 for (kind, count) in deleted.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where count > 0 {
                     logger.info(
                         "ledger rows past their retention pruned", ["kind": kind.rawValue, "deleted": String(count)])

@@ -115,17 +115,13 @@ enum LedgerCommand {
             guard days > 0 else {
                 throw UsageError("ledger.results_retention_days is 0 (keep forever): give --older-than-days N")
             }
-            let ledger = try await LedgerFactory.open(
-                url: configuration.ledgerURL, poolSize: 1, schema: configuration.ledgerSchema,
-                defaultBundleID: configuration.apple.bundleID.isEmpty ? nil : configuration.apple.bundleID)
             let cutoff = Date(timeIntervalSinceNow: -Double(days) * 86_400)
-            func before(_ days: Int) -> Date? { days > 0 ? Date(timeIntervalSinceNow: -Double(days) * 86_400) : nil }
-            let deleted = try await ledger.pruneResults(decidedBefore: cutoff)
-            let others = try await ledger.prune(
-                Retention(
-                    notificationsBefore: before(configuration.notificationsRetentionDays),
-                    settledBefore: before(configuration.settledRetentionDays)))
-            await ledger.close()
+            let (deleted, others) = try await configuration.withToolLedger { ledger in
+                (
+                    try await ledger.pruneResults(decidedBefore: cutoff),
+                    try await ledger.prune(configuration.retention())
+                )
+            }
             emit("deleted \(deleted) stored result(s) decided more than \(days) day(s) ago")
             for kind in Retention.Kind.allCases { emit("deleted \(others[kind] ?? 0) \(kind.rawValue) past retention") }
             return 0

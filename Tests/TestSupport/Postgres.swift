@@ -19,11 +19,23 @@ public func runPsql(_ url: String, _ sql: String) -> Int32 {
     let file = FileManager.default.temporaryDirectory.appendingPathComponent("psql-\(UUID().uuidString).sql")
     guard (try? sql.write(to: file, atomically: true, encoding: .utf8)) != nil else { return -1 }
     defer { try? FileManager.default.removeItem(at: file) }
-    let arguments: [String] = ["/usr/bin/psql", url, "-qtA", "-v", "ON_ERROR_STOP=1", "-f", file.path]
+    return runAndWait(["/usr/bin/psql", url, "-qtA", "-v", "ON_ERROR_STOP=1", "-f", file.path])
+}
+
+/// Starts `arguments[0]` (a path) with the rest as its arguments, with posix_spawn: unlike Foundation's Process,
+/// waiting for it never depends on a run loop or on a pipe that a daemon it starts keeps open. Nil when it
+/// cannot start. The child inherits the calling thread's blocked signals (in Swift's pool, SIGTERM among them).
+public func spawn(_ arguments: [String]) -> pid_t? {
     var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) } }
     var pid: pid_t = 0
-    guard posix_spawn(&pid, "/usr/bin/psql", nil, nil, &argv, environ) == 0 else { return -1 }
+    guard posix_spawn(&pid, arguments[0], nil, nil, &argv, environ) == 0 else { return nil }
+    return pid
+}
+
+/// Runs `arguments` as ``spawn(_:)`` does and waits for it; returns its exit status (-1 when it cannot start).
+public func runAndWait(_ arguments: [String]) -> Int32 {
+    guard let pid = spawn(arguments) else { return -1 }
     var status: Int32 = 0
     waitpid(pid, &status, 0)
     return (status >> 8) & 0xff

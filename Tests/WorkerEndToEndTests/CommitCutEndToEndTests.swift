@@ -62,13 +62,8 @@ private final class CutProxy: @unchecked Sendable {
         let directory = FileManager.default.temporaryDirectory.path
         let output = "\(directory)/cut-proxy-\(UUID().uuidString).out"
         status = "\(directory)/cut-proxy-\(UUID().uuidString).status"
-        let argv = [
-            "/bin/bash", "-c", "exec python3 '\(script)' \(port) \(cuts) '\(status)' > '\(output)' < /dev/null",
-        ]
-        var pointers: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
-        defer { pointers.forEach { free($0) } }
-        var spawned: pid_t = 0
-        guard posix_spawn(&spawned, "/bin/bash", nil, nil, &pointers, environ) == 0 else {
+        let command = "exec python3 '\(script)' \(port) \(cuts) '\(status)' > '\(output)' < /dev/null"
+        guard let spawned = spawn(["/bin/bash", "-c", command]) else {
             throw TestSupportError("cannot start cut-commit-proxy.py")
         }
         pid = spawned

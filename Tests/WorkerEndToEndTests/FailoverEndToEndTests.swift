@@ -58,17 +58,9 @@ private struct Drill {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("pg-pair-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         let quoted = ([script] + arguments).map { "'\($0)'" }.joined(separator: " ")
-        let argv = ["/bin/bash", "-c", "\(quoted) > '\(path)' < /dev/null"]
-        var pointers: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
-        defer { pointers.forEach { free($0) } }
-        var pid: pid_t = 0
-        guard posix_spawn(&pid, "/bin/bash", nil, nil, &pointers, environ) == 0 else {
-            throw TestSupportError("cannot run pg-pair.sh")
-        }
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
-        guard (status >> 8) & 0xff == 0 else {
-            throw TestSupportError("pg-pair.sh \(arguments.joined(separator: " ")) exited \((status >> 8) & 0xff)")
+        let status = runAndWait(["/bin/bash", "-c", "\(quoted) > '\(path)' < /dev/null"])
+        guard status == 0 else {
+            throw TestSupportError("pg-pair.sh \(arguments.joined(separator: " ")) exited \(status)")
         }
         let data = FileManager.default.contents(atPath: path) ?? Data()
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
