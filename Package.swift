@@ -11,7 +11,8 @@ let hasLocalRdkafka = FileManager.default.fileExists(atPath: "\(localRdkafka)/in
 let rdkafkaSwiftSettings: [SwiftSetting] =
     hasLocalRdkafka ? [.unsafeFlags(["-Xcc", "-I\(localRdkafka)/include"])] : []
 let rdkafkaLinkerSettings: [LinkerSetting] =
-    hasLocalRdkafka ? [.unsafeFlags(["-L\(localRdkafka)/lib", "-Xlinker", "-rpath", "-Xlinker", "\(localRdkafka)/lib"])] : []
+    hasLocalRdkafka
+    ? [.unsafeFlags(["-L\(localRdkafka)/lib", "-Xlinker", "-rpath", "-Xlinker", "\(localRdkafka)/lib"])] : []
 
 let strict: [SwiftSetting] = [.treatAllWarnings(as: .error)]
 
@@ -43,32 +44,41 @@ let package = Package(
 
         // Library targets by concern.
         .target(name: "Observability", swiftSettings: strict),
+        .target(name: "Vocabulary", swiftSettings: strict),
         .target(
             name: "Kafka", dependencies: ["CRdKafka", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
-        .target(name: "Ledger", dependencies: ["CSQLite", "CPostgres", "Observability"], swiftSettings: strict),
+        .target(
+            name: "Ledger", dependencies: ["CSQLite", "CPostgres", "Observability", "Vocabulary"], swiftSettings: strict
+        ),
         // The runtime every flow runs on (intake, slots, offsets, commits, drain, liveness): nothing of Apple.
         .target(
-            name: "Runtime", dependencies: ["Kafka", "Observability"],
+            name: "Runtime", dependencies: ["Kafka", "Observability", "Vocabulary"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .target(name: "HTTPClient", dependencies: ["CCurl", "CLinux", "Observability"], swiftSettings: strict),
         .target(
-            name: "AppleVerification", dependencies: ["COpenSSL", "HTTPClient", "Observability"], swiftSettings: strict),
+            name: "AppleVerification", dependencies: ["COpenSSL", "HTTPClient", "Observability", "Vocabulary"],
+            swiftSettings: strict),
 
         .target(name: "HTTPServerKit", dependencies: ["CLinux", "CMicroHTTPD"], swiftSettings: strict),
         .target(
-            name: "AppStoreSimulator", dependencies: ["AppleVerification", "HTTPClient", "HTTPServerKit", "Observability"],
+            name: "AppStoreSimulator",
+            dependencies: ["AppleVerification", "HTTPClient", "HTTPServerKit", "Observability", "Vocabulary"],
             swiftSettings: strict),
 
         .target(
             name: "ReceiptWorker",
-            dependencies: ["AppleVerification", "HTTPServerKit", "Kafka", "Ledger", "Observability", "Runtime", "COpenSSL"],
+            dependencies: [
+                "AppleVerification", "HTTPServerKit", "Kafka", "Ledger", "Observability", "Runtime", "Vocabulary",
+                "COpenSSL",
+            ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
         // Executables only wire the libraries together.
         .executableTarget(
-            name: "ReceiptWorkerCLI", dependencies: ["ReceiptWorker", "HTTPServerKit", "Kafka", "Ledger", "Observability"],
+            name: "ReceiptWorkerCLI",
+            dependencies: ["ReceiptWorker", "HTTPServerKit", "Kafka", "Ledger", "Observability", "Vocabulary"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "AppStoreSimulatorCLI", dependencies: ["AppStoreSimulator"], swiftSettings: strict),
 
@@ -81,33 +91,44 @@ let package = Package(
             name: "KafkaTests", dependencies: ["Kafka", "Observability", "TestSupport"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
-            name: "AppleVerificationTests", dependencies: ["AppleVerification"],
+            name: "AppleVerificationTests", dependencies: ["AppleVerification", "Vocabulary"],
             resources: [.copy("Fixtures")], swiftSettings: strict),
         .testTarget(
             name: "AppleClientTests",
-            dependencies: ["AppleVerification", "AppStoreSimulator", "HTTPClient", "HTTPServerKit", "Observability", "TestSupport"],
+            dependencies: [
+                "AppleVerification", "AppStoreSimulator", "HTTPClient", "HTTPServerKit", "Observability", "TestSupport",
+                "Vocabulary",
+            ],
             resources: [.copy("testSigningKey.p8")], swiftSettings: strict),
         .testTarget(
             name: "ReceiptWorkerTests",
-            dependencies: ["ReceiptWorker", "AppleVerification", "Kafka", "Ledger", "Observability", "Runtime", "TestSupport"],
+            dependencies: [
+                "ReceiptWorker", "AppleVerification", "Kafka", "Ledger", "Observability", "Runtime", "TestSupport",
+                "Vocabulary",
+            ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
             name: "WorkerEndToEndTests",
             dependencies: [
-                "ReceiptWorker", "AppStoreSimulator", "HTTPClient", "HTTPServerKit", "Kafka", "Observability", "TestSupport",
+                "ReceiptWorker", "AppStoreSimulator", "HTTPClient", "HTTPServerKit", "Kafka", "Observability",
+                "TestSupport",
+                "Vocabulary",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "LedgerTests", dependencies: ["Ledger", "CSQLite", "TestSupport"], swiftSettings: strict),
+        .testTarget(
+            name: "LedgerTests", dependencies: ["Ledger", "CSQLite", "TestSupport", "Vocabulary"], swiftSettings: strict
+        ),
         // What each fuzz target checks of one input: run by the libFuzzer executables (below) and replayed over
         // every seed, corpus entry and saved crash by FuzzReplayTests.
         .target(
-            name: "FuzzChecks", dependencies: ["ReceiptWorker", "AppleVerification", "HTTPServerKit"],
-            path: "Fuzz/FuzzChecks", swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+            name: "FuzzChecks", dependencies: ["ReceiptWorker", "AppleVerification", "HTTPServerKit", "Vocabulary"],
+            path: "Fuzz/FuzzChecks", swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings
+        ),
         .testTarget(
             name: "FuzzReplayTests", dependencies: ["FuzzChecks"], swiftSettings: strict + rdkafkaSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
-            name: "RuntimeTests", dependencies: ["Runtime", "Kafka"],
+            name: "RuntimeTests", dependencies: ["Runtime", "Kafka", "Vocabulary"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "HTTPServerKitTests", dependencies: ["HTTPServerKit", "TestSupport"], swiftSettings: strict),
         .testTarget(

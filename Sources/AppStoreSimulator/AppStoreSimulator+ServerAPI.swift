@@ -1,6 +1,7 @@
 import AppleVerification
 import Foundation
 import HTTPServerKit
+import Vocabulary
 
 extension AppStoreSimulator {
     /// Get Transaction Info: checks the bearer token like Apple (ES256 with the configured key, kid, iss,

@@ -1,4 +1,5 @@
 import Foundation
+import Vocabulary
 
 /// What the app sent as proof of purchase.
 public enum PurchaseProof: Sendable, Equatable {
@@ -22,6 +23,16 @@ public enum AppleRejection: String, Sendable, CaseIterable {
     case bundleMismatch = "bundle_mismatch"
     case sandboxNotAllowed = "sandbox_not_allowed"
     case transactionNotFound = "transaction_not_found"
+
+    /// The deny reason it is.
+    public var denyReason: DenyReason {
+        switch self {
+        case .invalidReceipt: .invalidReceipt
+        case .bundleMismatch: .bundleMismatch
+        case .sandboxNotAllowed: .sandboxNotAllowed
+        case .transactionNotFound: .transactionNotFound
+        }
+    }
 }
 
 /// How `receipt` proofs are verified (`apple.receipt_verification`).

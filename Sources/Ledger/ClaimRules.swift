@@ -1,4 +1,5 @@
 import Foundation
+import Vocabulary
 
 /// A job's claim: the one place that decides what a decision does to the ledger (docs/contract.md section 3).
 /// Each ledger reads what it holds about a batch of decisions (``ClaimFacts``), under the locks of their
@@ -53,8 +54,9 @@ enum ClaimRules {
             return ClaimResult(outcome: .orderAlreadyFulfilled)
         }
         let grant = GrantFact(
-            app: key.app, environment: claim.environment, transactionID: claim.transactionID,
-            purchaseID: claim.purchaseID, orderID: claim.orderID, isJobGrant: true, creditEventID: nil, revoked: false)
+            app: key.app, environment: claim.environment.rawValue, transactionID: claim.transactionID,
+            purchaseID: claim.purchaseID.key, orderID: claim.orderID, isJobGrant: true, creditEventID: nil,
+            revoked: false)
         facts.addGrant(grant)
         facts.addResult(key, decision.event)
         return ClaimResult(outcome: .recorded, grant: claim, result: decision.event)
@@ -146,18 +148,19 @@ struct ClaimFacts {
     /// as a transaction id, or by its identity (under another transaction id: a restore).
     func owners(app: AppScope, _ claim: GrantClaim) -> [GrantFact] {
         var indexes: [Int] = []
-        for id in [claim.transactionID, claim.purchaseID] {
-            indexes += byTransaction[Bytes(app.rawValue, claim.environment, id)] ?? []
+        for id in [claim.transactionID, claim.purchaseID.key] {
+            indexes += byTransaction[Bytes(app.rawValue, claim.environment.rawValue, id)] ?? []
         }
-        indexes += byPurchase[Bytes(app.rawValue, claim.environment, claim.purchaseID)] ?? []
+        indexes += byPurchase[Bytes(app.rawValue, claim.environment.rawValue, claim.purchaseID.key)] ?? []
         var seen = Set<Int>()
         return indexes.filter { seen.insert($0).inserted }.map { grants[$0] }
     }
 
     func isRefunded(app: AppScope, _ claim: GrantClaim) -> Bool {
-        refunds[Bytes(app.rawValue, claim.environment, "p", claim.purchaseID)] != nil
-            || refunds[Bytes(app.rawValue, claim.environment, "t", claim.transactionID)] != nil
-            || refunds[Bytes("*", "p", claim.purchaseID)] != nil || refunds[Bytes("*", "t", claim.transactionID)] != nil
+        refunds[Bytes(app.rawValue, claim.environment.rawValue, "p", claim.purchaseID.key)] != nil
+            || refunds[Bytes(app.rawValue, claim.environment.rawValue, "t", claim.transactionID)] != nil
+            || refunds[Bytes("*", "p", claim.purchaseID.key)] != nil
+            || refunds[Bytes("*", "t", claim.transactionID)] != nil
     }
 
     func orderHasJobGrant(app: AppScope, orderID: String) -> Bool {

@@ -1,4 +1,5 @@
 import Foundation
+import Vocabulary
 
 /// Where decisions are kept, so that no purchase is granted to two orders and a re-delivered job gets its
 /// first answer again; what App Store notifications did to purchases; open consumption requests. Three narrow
@@ -159,7 +160,7 @@ public protocol ConsumptionRequestStore: Sendable {
     func grant(transactionID: String, app: AppScope?) async throws -> GrantRecord?
 
     /// Marks the consumption request of a transaction answered (sent, or refused for good).
-    func answerConsumptionRequest(app: AppScope, environment: String, transactionID: String) async throws
+    func answerConsumptionRequest(app: AppScope, environment: AppleEnvironment, transactionID: String) async throws
 
     /// When the oldest consumption request not yet answered and not yet past its deadline was made.
     func oldestOpenConsumptionRequest() async throws -> Date?
@@ -232,9 +233,8 @@ public struct GrantClaim: Sendable, Equatable {
     public var orderID: String
     public var transactionID: String
     /// The purchase identity (docs/contract.md section 3); the transaction id for a consumable.
-    public var purchaseID: String
-    /// `Production` or `Sandbox`.
-    public var environment: String
+    public var purchaseID: PurchaseID
+    public var environment: AppleEnvironment
     /// The granted order's player, product and quantity: what the events after the grant name.
     public var userID: String
     public var productID: String
@@ -243,12 +243,13 @@ public struct GrantClaim: Sendable, Equatable {
     public var originalTransactionID: String?
 
     public init(
-        orderID: String, transactionID: String, purchaseID: String? = nil, environment: String = "Production",
+        orderID: String, transactionID: String, purchaseID: PurchaseID? = nil,
+        environment: AppleEnvironment = .production,
         userID: String = "", productID: String = "", quantity: Int = 1, originalTransactionID: String? = nil
     ) {
         self.orderID = orderID
         self.transactionID = transactionID
-        self.purchaseID = purchaseID ?? transactionID
+        self.purchaseID = purchaseID ?? .transaction(transactionID)
         self.environment = environment
         self.userID = userID
         self.productID = productID
@@ -277,7 +278,7 @@ public enum LedgerOutcome: Sendable, Equatable {
 /// A granted purchase, as the ledger holds it.
 public struct GrantRecord: Sendable, Equatable {
     public var app: AppScope
-    public var environment: String
+    public var environment: AppleEnvironment
     public var orderID: String
     public var transactionID: String
     /// The granted order's player, product and quantity ("", "" and 1 for a grant recorded before the ledger
@@ -290,7 +291,7 @@ public struct GrantRecord: Sendable, Equatable {
     public var consumptionRespondBy: Date?
 
     public init(
-        app: AppScope, environment: String, orderID: String, transactionID: String, userID: String,
+        app: AppScope, environment: AppleEnvironment, orderID: String, transactionID: String, userID: String,
         productID: String, quantity: Int, revoked: Bool, consumptionRespondBy: Date?
     ) {
         self.app = app
@@ -316,9 +317,9 @@ public struct NotificationChange: Sendable, Equatable {
         /// Refunded or revoked: a later job presenting the purchase is denied `revoked`, even one that comes
         /// before any grant (the refund is remembered for a purchase not granted yet). `share`: how much of the
         /// purchase Apple has refunded in all, in milliunits (`revocationPercentage`; 100,000 when it says none).
-        case revoke(purchaseID: String, transactionID: String, at: Date, share: Int = 100_000)
+        case revoke(purchaseID: PurchaseID, transactionID: String, at: Date, share: Int = 100_000)
         /// The refund was reversed: granted again.
-        case reinstate(purchaseID: String, transactionID: String, at: Date)
+        case reinstate(purchaseID: PurchaseID, transactionID: String, at: Date)
         /// The player asked Apple for a refund; the answer is due by `respondBy`. Kept only for a purchase
         /// granted here: nobody else could answer it.
         case consumptionRequest(transactionID: String, respondBy: Date)
@@ -331,10 +332,10 @@ public struct NotificationChange: Sendable, Equatable {
 
     public var id: String
     public var app: AppScope
-    public var environment: String
+    public var environment: AppleEnvironment
     public var kind: Kind
 
-    public init(id: String, app: AppScope, environment: String, kind: Kind) {
+    public init(id: String, app: AppScope, environment: AppleEnvironment, kind: Kind) {
         self.id = id
         self.app = app
         self.environment = environment
@@ -434,8 +435,8 @@ public enum LedgerFactory {
 /// purchase of the subscription (its billing period), credited to the order the subscription was granted to.
 public struct SubscriptionChange: Sendable, Equatable {
     public struct Renewal: Sendable, Equatable {
-        /// The period's purchase identity (`w:` + its web order line item).
-        public var purchaseID: String
+        /// The period's purchase identity (``PurchaseID/billingPeriod(webOrderLineItemID:)``).
+        public var purchaseID: PurchaseID
         public var transactionID: String
         public var productID: String
         public var quantity: Int
@@ -443,7 +444,7 @@ public struct SubscriptionChange: Sendable, Equatable {
         /// period for the order that holds it is answered with it.
         public var eventID: String
 
-        public init(purchaseID: String, transactionID: String, productID: String, quantity: Int, eventID: String) {
+        public init(purchaseID: PurchaseID, transactionID: String, productID: String, quantity: Int, eventID: String) {
             self.purchaseID = purchaseID
             self.transactionID = transactionID
             self.productID = productID
@@ -472,7 +473,7 @@ public struct SubscriptionChange: Sendable, Equatable {
 /// A purchase Apple reported, waiting for a job to claim it until `dueAt`; then credited by `event` (made when
 /// the notification was handled, so every replica publishes the same bytes).
 public struct ReportedPurchase: Sendable, Equatable {
-    public var purchaseID: String
+    public var purchaseID: PurchaseID
     public var transactionID: String
     public var originalTransactionID: String?
     public var productID: String
@@ -482,7 +483,7 @@ public struct ReportedPurchase: Sendable, Equatable {
     public var event: StoredEvent
 
     public init(
-        purchaseID: String, transactionID: String, originalTransactionID: String?, productID: String, quantity: Int,
+        purchaseID: PurchaseID, transactionID: String, originalTransactionID: String?, productID: String, quantity: Int,
         dueAt: Date, event: StoredEvent
     ) {
         self.purchaseID = purchaseID

@@ -1,5 +1,6 @@
 import Foundation
 import Observability
+import Vocabulary
 
 /// The ledger in PostgreSQL, shared by every replica. Unique constraints (a purchase granted once in its app
 /// and environment, an order granted once in its app) make the claim safe under any number of concurrent
@@ -139,11 +140,12 @@ public final class PostgresLedger: Ledger, Sendable {
                     $14::text[], $15::text[], $16::text[], $17::text[])::text
                 """,
                 [
-                    array(grants) { $0.0.rawValue }, array(grants) { $0.1.environment },
+                    array(grants) { $0.0.rawValue }, array(grants) { $0.1.environment.rawValue },
                     array(grants) { $0.1.transactionID }, array(grants) { $0.1.orderID },
-                    array(grants) { $0.1.purchaseID }, array(grants) { $0.1.userID }, array(grants) { $0.1.productID },
+                    array(grants) { $0.1.purchaseID.key }, array(grants) { $0.1.userID },
+                    array(grants) { $0.1.productID },
                     array(grants) { String($0.1.quantity) },
-                    array(grants) { $0.1.purchaseID.hasPrefix("w:") ? $0.1.originalTransactionID : nil },
+                    array(grants) { $0.1.purchaseID.isBillingPeriod ? $0.1.originalTransactionID : nil },
                     array(stored) { $0.0.app.rawValue }, array(stored) { $0.0.jobID },
                     array(stored) { $0.0.fingerprint },
                     array(stored) { String(decoding: $0.1.json, as: UTF8.self) }, array(stored) { $0.1.eventID },
@@ -168,9 +170,9 @@ public final class PostgresLedger: Ledger, Sendable {
                 PostgresArray.literal(decisions.map(\.key.app.rawValue)),
                 PostgresArray.literal(decisions.map(\.key.jobID)),
                 PostgresArray.literal(claims.map { $0.0.rawValue }),
-                PostgresArray.literal(claims.map { $0.1.environment }),
+                PostgresArray.literal(claims.map { $0.1.environment.rawValue }),
                 PostgresArray.literal(claims.map { $0.1.transactionID }),
-                PostgresArray.literal(claims.map { $0.1.purchaseID }),
+                PostgresArray.literal(claims.map { $0.1.purchaseID.key }),
                 PostgresArray.literal(claims.map { $0.1.orderID }),
             ])
         var facts = ClaimFacts()
@@ -287,7 +289,7 @@ public final class PostgresLedger: Ledger, Sendable {
         func lock(_ purchase: PurchaseKey) throws {
             try connection.query(
                 "SELECT pg_advisory_xact_lock(hashtext($1 || chr(1) || $2 || chr(1) || $3))",
-                [purchase.app.rawValue, purchase.environment, purchase.purchaseID])
+                [purchase.app.rawValue, purchase.environment.rawValue, purchase.purchaseID.key])
         }
 
         func grant(of purchase: PurchaseKey, transactionID: String) throws -> GrantRecord? {
@@ -297,7 +299,7 @@ public final class PostgresLedger: Ledger, Sendable {
                      WHERE g.app = $2 AND g.environment = $3
                         AND (g.transaction_id = $1 OR g.purchase_id = $1 OR g.purchase_id = $4)
                         ORDER BY g.transaction_id = $1 DESC LIMIT 1
-                    """, [transactionID, purchase.app.rawValue, purchase.environment, purchase.purchaseID]
+                    """, [transactionID, purchase.app.rawValue, purchase.environment.rawValue, purchase.purchaseID.key]
             ).first.flatMap(PostgresLedger.grant)
         }
 
@@ -307,7 +309,7 @@ public final class PostgresLedger: Ledger, Sendable {
                 SELECT revoked::text, extract(epoch FROM changed_at)::text, revoked_share::text
                     FROM \(schema).purchase_states
                     WHERE app = $1 AND environment = $2 AND purchase_id = $3 FOR UPDATE
-                """, [purchase.app.rawValue, purchase.environment, purchase.purchaseID]
+                """, [purchase.app.rawValue, purchase.environment.rawValue, purchase.purchaseID.key]
             ).first.flatMap { row -> PurchaseState? in
                 guard row.count == 3, let seconds = row[1].flatMap(Double.init) else { return nil }
                 return PurchaseState(
@@ -327,7 +329,7 @@ public final class PostgresLedger: Ledger, Sendable {
                         revoked_share = EXCLUDED.revoked_share
                 """,
                 [
-                    purchase.app.rawValue, purchase.environment, purchase.purchaseID, transactionID,
+                    purchase.app.rawValue, purchase.environment.rawValue, purchase.purchaseID.key, transactionID,
                     String(revoked), String(at.timeIntervalSince1970), share.map(String.init),
                 ])
         }
@@ -338,11 +340,11 @@ public final class PostgresLedger: Ledger, Sendable {
                 UPDATE \(schema).grants SET revoked_at = \(revoked ? "coalesce(revoked_at, now())" : "NULL")
                     WHERE app = $1 AND environment = $2
                         AND (purchase_id = $3 OR transaction_id = $4 OR purchase_id = $4)
-                """, [purchase.app.rawValue, purchase.environment, purchase.purchaseID, transactionID])
+                """, [purchase.app.rawValue, purchase.environment.rawValue, purchase.purchaseID.key, transactionID])
         }
 
         func openConsumptionRequest(
-            app: AppScope, environment: String, transactionID: String, notificationID: String, respondBy: Date
+            app: AppScope, environment: AppleEnvironment, transactionID: String, notificationID: String, respondBy: Date
         ) throws {
             try connection.rows(
                 """
@@ -355,7 +357,10 @@ public final class PostgresLedger: Ledger, Sendable {
                         requested_at = EXCLUDED.requested_at, answered_at = NULL
                         WHERE \(schema).consumption_requests.respond_by < EXCLUDED.respond_by
                 """,
-                [app.rawValue, environment, transactionID, notificationID, String(respondBy.timeIntervalSince1970)])
+                [
+                    app.rawValue, environment.rawValue, transactionID, notificationID,
+                    String(respondBy.timeIntervalSince1970),
+                ])
         }
 
         func insertNotification(id: String, event: StoredEvent?) throws {
@@ -370,7 +375,7 @@ public final class PostgresLedger: Ledger, Sendable {
                 ])
         }
 
-        func subscriptionGrant(app: AppScope, environment: String, originalTransactionID: String) throws
+        func subscriptionGrant(app: AppScope, environment: AppleEnvironment, originalTransactionID: String) throws
             -> GrantRecord?
         {
             // The first grant of the subscription: of its original transaction, else the oldest of its periods.
@@ -380,11 +385,11 @@ public final class PostgresLedger: Ledger, Sendable {
                      WHERE g.app = $2 AND g.environment = $3
                         AND (g.transaction_id = $1 OR g.original_transaction_id = $1)
                         ORDER BY g.transaction_id = $1 DESC, g.granted_at LIMIT 1
-                    """, [originalTransactionID, app.rawValue, environment]
+                    """, [originalTransactionID, app.rawValue, environment.rawValue]
             ).first.flatMap(PostgresLedger.grant)
         }
 
-        func subscriptionState(app: AppScope, environment: String, originalTransactionID: String) throws
+        func subscriptionState(app: AppScope, environment: AppleEnvironment, originalTransactionID: String) throws
             -> SubscriptionState?
         {
             try connection.rows(
@@ -392,7 +397,7 @@ public final class PostgresLedger: Ledger, Sendable {
                 SELECT status, extract(epoch FROM expires_at)::text, extract(epoch FROM grace_period_expires_at)::text,
                     auto_renew::text, auto_renew_product_id, extract(epoch FROM changed_at)::text
                     FROM \(schema).subscriptions WHERE app = $1 AND environment = $2 AND original_transaction_id = $3
-                """, [app.rawValue, environment, originalTransactionID]
+                """, [app.rawValue, environment.rawValue, originalTransactionID]
             ).first.flatMap { row -> SubscriptionState? in
                 func date(_ text: String?) -> Date? {
                     text.flatMap(Double.init).map { Date(timeIntervalSince1970: $0) }
@@ -405,7 +410,7 @@ public final class PostgresLedger: Ledger, Sendable {
         }
 
         func setSubscriptionState(
-            app: AppScope, environment: String, originalTransactionID: String, _ state: SubscriptionState
+            app: AppScope, environment: AppleEnvironment, originalTransactionID: String, _ state: SubscriptionState
         ) throws {
             func seconds(_ date: Date?) -> String? { date.map { String($0.timeIntervalSince1970) } }
             try connection.rows(
@@ -420,7 +425,7 @@ public final class PostgresLedger: Ledger, Sendable {
                         changed_at = EXCLUDED.changed_at
                 """,
                 [
-                    app.rawValue, environment, originalTransactionID, state.status, seconds(state.expiresAt),
+                    app.rawValue, environment.rawValue, originalTransactionID, state.status, seconds(state.expiresAt),
                     seconds(state.gracePeriodExpiresAt), state.autoRenew.map { String($0) }, state.autoRenewProductID,
                     seconds(state.changedAt),
                 ])
@@ -435,14 +440,15 @@ public final class PostgresLedger: Ledger, Sendable {
                     ON CONFLICT DO NOTHING RETURNING 1
                 """,
                 [
-                    credit.purchase.app.rawValue, credit.purchase.environment, credit.transactionID, credit.orderID,
-                    credit.purchase.purchaseID, credit.userID, credit.productID, String(credit.quantity),
+                    credit.purchase.app.rawValue, credit.purchase.environment.rawValue, credit.transactionID,
+                    credit.orderID,
+                    credit.purchase.purchaseID.key, credit.userID, credit.productID, String(credit.quantity),
                     credit.kind.rawValue, credit.originalTransactionID, credit.eventID,
                 ]
             ).isEmpty)
         }
 
-        func waitUnclaimed(app: AppScope, environment: String, _ reported: ReportedPurchase) throws {
+        func waitUnclaimed(app: AppScope, environment: AppleEnvironment, _ reported: ReportedPurchase) throws {
             let event = reported.event
             try connection.rows(
                 """
@@ -454,14 +460,14 @@ public final class PostgresLedger: Ledger, Sendable {
                     ON CONFLICT DO NOTHING
                 """,
                 [
-                    app.rawValue, environment, reported.purchaseID, reported.transactionID,
+                    app.rawValue, environment.rawValue, reported.purchaseID.key, reported.transactionID,
                     reported.originalTransactionID, reported.productID, String(reported.quantity),
                     String(reported.dueAt.timeIntervalSince1970), event.eventID, event.type, event.time, event.key,
                     String(decoding: event.json, as: UTF8.self),
                 ])
         }
 
-        func dueUnclaimed(now: Date, limit: Int) throws -> [(AppScope, String, ReportedPurchase)] {
+        func dueUnclaimed(now: Date, limit: Int) throws -> [(AppScope, AppleEnvironment, ReportedPurchase)] {
             try connection.rows(
                 """
                 SELECT app, environment, purchase_id, transaction_id, original_transaction_id, product_id,
@@ -473,9 +479,10 @@ public final class PostgresLedger: Ledger, Sendable {
             ).compactMap { row in
                 guard row.count == 13 else { return nil }
                 return (
-                    AppScope(row[0] ?? ""), row[1] ?? "",
+                    AppScope(row[0] ?? ""), AppleEnvironment(rawValue: row[1] ?? ""),
                     ReportedPurchase(
-                        purchaseID: row[2] ?? "", transactionID: row[3] ?? "", originalTransactionID: row[4],
+                        purchaseID: PurchaseID(key: row[2] ?? ""), transactionID: row[3] ?? "",
+                        originalTransactionID: row[4],
                         productID: row[5] ?? "", quantity: row[6].flatMap { Int($0) } ?? 1,
                         dueAt: row[7].flatMap(Double.init).map { Date(timeIntervalSince1970: $0) } ?? now,
                         event: StoredEvent(
@@ -490,7 +497,7 @@ public final class PostgresLedger: Ledger, Sendable {
                 """
                 UPDATE \(schema).unclaimed_purchases SET state = $4, settled_at = now()
                     WHERE app = $1 AND environment = $2 AND purchase_id = $3
-                """, [purchase.app.rawValue, purchase.environment, purchase.purchaseID, outcome.rawValue])
+                """, [purchase.app.rawValue, purchase.environment.rawValue, purchase.purchaseID.key, outcome.rawValue])
         }
 
         func unpublishedCredits(limit: Int) throws -> [StoredEvent] {
@@ -530,7 +537,7 @@ public final class PostgresLedger: Ledger, Sendable {
                 SELECT g.credit_event_id, g.original_transaction_id, (g.revoked_at IS NOT NULL)::text
                     FROM \(schema).grants g
                     WHERE g.app = $1 AND g.environment = $2 AND g.purchase_id = $3 AND g.credit = 'unclaimed'
-                """, [purchase.app.rawValue, purchase.environment, purchase.purchaseID]
+                """, [purchase.app.rawValue, purchase.environment.rawValue, purchase.purchaseID.key]
             ).first.flatMap { row in
                 guard row.count == 3, let eventID = row[0] else { return nil }
                 return UntiedCredit(eventID: eventID, originalTransactionID: row[1], revoked: row[2] == "true")
@@ -543,7 +550,7 @@ public final class PostgresLedger: Ledger, Sendable {
                 SELECT credit_event_id FROM \(schema).grants
                     WHERE app = $1 AND environment = $2 AND purchase_id = $3 AND order_id = $4
                         AND credit_event_id IS NOT NULL
-                """, [purchase.app.rawValue, purchase.environment, purchase.purchaseID, orderID]
+                """, [purchase.app.rawValue, purchase.environment.rawValue, purchase.purchaseID.key, orderID]
             ).first?.first ?? nil
         }
 
@@ -556,7 +563,8 @@ public final class PostgresLedger: Ledger, Sendable {
 
         func tieCredit(of purchase: PurchaseKey, transactionID: String, to claim: GrantClaim) throws {
             let scope: [String?] = [
-                purchase.app.rawValue, purchase.environment, purchase.purchaseID, claim.orderID, claim.userID,
+                purchase.app.rawValue, purchase.environment.rawValue, purchase.purchaseID.key, claim.orderID,
+                claim.userID,
             ]
             // The subscription's periods credited meanwhile go with it.
             try connection.rows(
@@ -605,14 +613,16 @@ public final class PostgresLedger: Ledger, Sendable {
         }
     }
 
-    public func answerConsumptionRequest(app: AppScope, environment: String, transactionID: String) async throws {
+    public func answerConsumptionRequest(app: AppScope, environment: AppleEnvironment, transactionID: String)
+        async throws
+    {
         let name = schema.name
         _ = try await pool.withConnection { connection in
             try connection.rows(
                 """
                 UPDATE \(name).consumption_requests SET answered_at = now()
                     WHERE app = $1 AND environment = $2 AND transaction_id = $3
-                """, [app.rawValue, environment, transactionID])
+                """, [app.rawValue, environment.rawValue, transactionID])
         }
     }
 
@@ -695,7 +705,8 @@ public final class PostgresLedger: Ledger, Sendable {
     static func grant(_ row: [String?]) -> GrantRecord? {
         guard row.count == 9, let order = row[2], let transaction = row[3] else { return nil }
         return GrantRecord(
-            app: AppScope(row[0] ?? ""), environment: row[1] ?? "Production", orderID: order,
+            app: AppScope(row[0] ?? ""), environment: row[1].map(AppleEnvironment.init) ?? .production,
+            orderID: order,
             transactionID: transaction, userID: row[4] ?? "", productID: row[5] ?? "",
             quantity: row[6].flatMap { Int($0) } ?? 1, revoked: row[7] == "true",
             consumptionRespondBy: row[8].flatMap(Double.init).map { Date(timeIntervalSince1970: $0) })

@@ -1,4 +1,5 @@
 import Foundation
+import Vocabulary
 
 /// What an App Store notification does to a purchase: the one place that decides it. Each ledger runs it
 /// inside one transaction of its own, through the statements of ``PurchaseStateTransaction``; the two
@@ -47,7 +48,8 @@ enum PurchaseRules {
             }
             if outcome.changes, let grant { published = make(PurchaseHolder(grant: grant)) }
         case .consumptionRequest(let transactionID, let respondBy):
-            let purchase = PurchaseKey(app: change.app, environment: change.environment, purchaseID: transactionID)
+            let purchase = PurchaseKey(
+                app: change.app, environment: change.environment, purchaseID: .transaction(transactionID))
             if let grant = try transaction.grant(of: purchase, transactionID: transactionID) {
                 granted = true
                 try transaction.openConsumptionRequest(
@@ -84,7 +86,8 @@ enum PurchaseRules {
         _ subscription: SubscriptionChange, change: NotificationChange, in transaction: some PurchaseStateTransaction
     ) throws -> (holder: PurchaseHolder, publish: Bool)? {
         let key = PurchaseKey(
-            app: change.app, environment: change.environment, purchaseID: "s:" + subscription.originalTransactionID)
+            app: change.app, environment: change.environment,
+            purchaseID: .subscription(originalTransactionID: subscription.originalTransactionID))
         try transaction.lock(key)
         guard
             let grant = try transaction.subscriptionGrant(
@@ -177,7 +180,9 @@ enum PurchaseRules {
         let credit = try transaction.untiedCredit(of: purchase, transactionID: claim.transactionID)
         if let original = credit?.originalTransactionID {
             try transaction.lock(
-                PurchaseKey(app: purchase.app, environment: purchase.environment, purchaseID: "s:" + original))
+                PurchaseKey(
+                    app: purchase.app, environment: purchase.environment,
+                    purchaseID: .subscription(originalTransactionID: original)))
         }
         try transaction.lock(purchase)
         guard let current = try transaction.untiedCredit(of: purchase, transactionID: claim.transactionID) else {
@@ -229,8 +234,8 @@ struct PurchaseState {
 /// A purchase in its app and environment.
 struct PurchaseKey: Hashable, Sendable {
     var app: AppScope
-    var environment: String
-    var purchaseID: String
+    var environment: AppleEnvironment
+    var purchaseID: PurchaseID
 }
 
 /// A grant made by the worker, not by a job: a subscription's period (to the subscription's order) or a
@@ -290,25 +295,27 @@ protocol PurchaseStateTransaction {
     /// Opens (or re-opens) a transaction's consumption request; a request delivered late (a backfill) never
     /// moves a newer one's deadline back.
     func openConsumptionRequest(
-        app: AppScope, environment: String, transactionID: String, notificationID: String, respondBy: Date) throws
+        app: AppScope, environment: AppleEnvironment, transactionID: String, notificationID: String, respondBy: Date)
+        throws
     func insertNotification(id: String, event: StoredEvent?) throws
 
     // Subscriptions
     /// The grant that holds a subscription: a grant of its original transaction, or of a period of it.
-    func subscriptionGrant(app: AppScope, environment: String, originalTransactionID: String) throws -> GrantRecord?
-    func subscriptionState(app: AppScope, environment: String, originalTransactionID: String) throws
+    func subscriptionGrant(app: AppScope, environment: AppleEnvironment, originalTransactionID: String) throws
+        -> GrantRecord?
+    func subscriptionState(app: AppScope, environment: AppleEnvironment, originalTransactionID: String) throws
         -> SubscriptionState?
     func setSubscriptionState(
-        app: AppScope, environment: String, originalTransactionID: String, _ state: SubscriptionState) throws
+        app: AppScope, environment: AppleEnvironment, originalTransactionID: String, _ state: SubscriptionState) throws
     /// Grants a purchase without a job; false when it is held already (by a job, or another credit).
     func insertCredit(_ credit: Credit) throws -> Bool
 
     // Reported purchases
     /// Keeps a reported purchase until its due time (once: a second report changes nothing).
-    func waitUnclaimed(app: AppScope, environment: String, _ reported: ReportedPurchase) throws
+    func waitUnclaimed(app: AppScope, environment: AppleEnvironment, _ reported: ReportedPurchase) throws
     /// Reported purchases still waiting whose time has come, oldest first, locked for this transaction (another
     /// replica's sweep skips them).
-    func dueUnclaimed(now: Date, limit: Int) throws -> [(AppScope, String, ReportedPurchase)]
+    func dueUnclaimed(now: Date, limit: Int) throws -> [(AppScope, AppleEnvironment, ReportedPurchase)]
     func settleUnclaimed(_ purchase: PurchaseKey, _ outcome: UnclaimedOutcome) throws
     func unpublishedCredits(limit: Int) throws -> [StoredEvent]
 

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Observability
+import Vocabulary
 
 /// The ledger in one SQLite file, for a single host (`sqlite::memory:`: in memory, for tests). Every statement
 /// runs on one serial queue (SQLite has one writer at a time anyway), off Swift's cooperative pool; WAL keeps
@@ -113,7 +114,9 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             }
             guard let grant = decision.grant else { continue }
             let app = Value.text(key.app.rawValue)
-            let scope: [Value] = [app, .text(grant.environment), .text(grant.transactionID), .text(grant.purchaseID)]
+            let scope: [Value] = [
+                app, .text(grant.environment.rawValue), .text(grant.transactionID), .text(grant.purchaseID.key),
+            ]
             try connection.query(
                 Self.grantFactColumns + " WHERE app = ?1 AND environment = ?2 AND transaction_id IN (?3, ?4)"
                     + " UNION ALL " + Self.grantFactColumns
@@ -163,9 +166,10 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                 quantity, original_transaction_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
             """,
             [
-                .text(app.rawValue), .text(grant.environment), .text(grant.transactionID), .text(grant.orderID),
-                .text(grant.purchaseID), .text(grant.userID), .text(grant.productID), .integer(grant.quantity),
-                grant.purchaseID.hasPrefix("w:") ? .optional(grant.originalTransactionID) : .null,
+                .text(app.rawValue), .text(grant.environment.rawValue), .text(grant.transactionID),
+                .text(grant.orderID),
+                .text(grant.purchaseID.key), .text(grant.userID), .text(grant.productID), .integer(grant.quantity),
+                grant.purchaseID.isBillingPeriod ? .optional(grant.originalTransactionID) : .null,
             ])
     }
 
@@ -295,8 +299,8 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     + ", 1 FROM grants g WHERE g.app = ?2 AND g.environment = ?3 AND g.purchase_id IN (?1, ?4)"
                     + " ORDER BY 10 LIMIT 1",
                 [
-                    .text(transactionID), .text(purchase.app.rawValue), .text(purchase.environment),
-                    .text(purchase.purchaseID),
+                    .text(transactionID), .text(purchase.app.rawValue), .text(purchase.environment.rawValue),
+                    .text(purchase.purchaseID.key),
                 ], SQLiteLedger.grant)
         }
 
@@ -306,7 +310,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                 SELECT revoked, changed_at, revoked_share FROM purchase_states
                     WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3
                 """,
-                [.text(purchase.app.rawValue), .text(purchase.environment), .text(purchase.purchaseID)]
+                [.text(purchase.app.rawValue), .text(purchase.environment.rawValue), .text(purchase.purchaseID.key)]
             ) { row in
                 RFC3339Milliseconds.parse(row.text(1) ?? "").map {
                     PurchaseState(revoked: row.integer(0) == 1, at: $0, share: row.integer(2))
@@ -324,7 +328,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                         revoked_share = excluded.revoked_share
                 """,
                 [
-                    .text(purchase.app.rawValue), .text(purchase.environment), .text(purchase.purchaseID),
+                    .text(purchase.app.rawValue), .text(purchase.environment.rawValue), .text(purchase.purchaseID.key),
                     .text(transactionID), .integer(revoked ? 1 : 0), .text(Timestamp.rfc3339(at)),
                     share.map { .integer($0) } ?? .null,
                 ])
@@ -338,13 +342,13 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     + " AND purchase_id IN (?3, ?4) UNION ALL SELECT rowid FROM grants WHERE app = ?1"
                     + " AND environment = ?2 AND transaction_id = ?4)",
                 [
-                    .text(purchase.app.rawValue), .text(purchase.environment), .text(purchase.purchaseID),
+                    .text(purchase.app.rawValue), .text(purchase.environment.rawValue), .text(purchase.purchaseID.key),
                     .text(transactionID),
                 ])
         }
 
         func openConsumptionRequest(
-            app: AppScope, environment: String, transactionID: String, notificationID: String, respondBy: Date
+            app: AppScope, environment: AppleEnvironment, transactionID: String, notificationID: String, respondBy: Date
         ) throws {
             try connection.run(
                 """
@@ -356,7 +360,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                         WHERE consumption_requests.respond_by < excluded.respond_by
                 """,
                 [
-                    .text(app.rawValue), .text(environment), .text(transactionID), .text(notificationID),
+                    .text(app.rawValue), .text(environment.rawValue), .text(transactionID), .text(notificationID),
                     .text(Timestamp.rfc3339(respondBy)),
                     .text(Timestamp.rfc3339(respondBy.addingTimeInterval(-consumptionWindow))),
                 ])
@@ -374,7 +378,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                 ])
         }
 
-        func subscriptionGrant(app: AppScope, environment: String, originalTransactionID: String) throws
+        func subscriptionGrant(app: AppScope, environment: AppleEnvironment, originalTransactionID: String) throws
             -> GrantRecord?
         {
             // The first grant of the subscription: of its original transaction, else the oldest of its periods.
@@ -385,17 +389,17 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     + SQLiteLedger.grantQuery
                     + ", 1, g.rowid FROM grants g WHERE g.app = ?2 AND g.environment = ?3"
                     + " AND g.original_transaction_id = ?1 ORDER BY 10, 11 LIMIT 1",
-                [.text(originalTransactionID), .text(app.rawValue), .text(environment)], SQLiteLedger.grant)
+                [.text(originalTransactionID), .text(app.rawValue), .text(environment.rawValue)], SQLiteLedger.grant)
         }
 
-        func subscriptionState(app: AppScope, environment: String, originalTransactionID: String) throws
+        func subscriptionState(app: AppScope, environment: AppleEnvironment, originalTransactionID: String) throws
             -> SubscriptionState?
         {
             try connection.first(
                 """
                 SELECT status, expires_at, grace_period_expires_at, auto_renew, auto_renew_product_id, changed_at
                     FROM subscriptions WHERE app = ?1 AND environment = ?2 AND original_transaction_id = ?3
-                """, [.text(app.rawValue), .text(environment), .text(originalTransactionID)]
+                """, [.text(app.rawValue), .text(environment.rawValue), .text(originalTransactionID)]
             ) { row -> SubscriptionState? in
                 guard let changedAt = row.text(5).flatMap(RFC3339Milliseconds.parse) else { return nil }
                 return SubscriptionState(
@@ -406,7 +410,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         }
 
         func setSubscriptionState(
-            app: AppScope, environment: String, originalTransactionID: String, _ state: SubscriptionState
+            app: AppScope, environment: AppleEnvironment, originalTransactionID: String, _ state: SubscriptionState
         ) throws {
             try connection.run(
                 """
@@ -415,7 +419,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                 """,
                 [
-                    .text(app.rawValue), .text(environment), .text(originalTransactionID), .text(state.status),
+                    .text(app.rawValue), .text(environment.rawValue), .text(originalTransactionID), .text(state.status),
                     .optional(state.expiresAt.map(Timestamp.rfc3339)),
                     .optional(state.gracePeriodExpiresAt.map(Timestamp.rfc3339)),
                     state.autoRenew.map { .integer($0 ? 1 : 0) } ?? .null, .optional(state.autoRenewProductID),
@@ -431,15 +435,15 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT DO NOTHING
                 """,
                 [
-                    .text(credit.purchase.app.rawValue), .text(credit.purchase.environment),
+                    .text(credit.purchase.app.rawValue), .text(credit.purchase.environment.rawValue),
                     .text(credit.transactionID),
-                    .text(credit.orderID), .text(credit.purchase.purchaseID), .text(credit.userID),
+                    .text(credit.orderID), .text(credit.purchase.purchaseID.key), .text(credit.userID),
                     .text(credit.productID), .integer(credit.quantity), .text(credit.kind.rawValue),
                     .optional(credit.originalTransactionID), .text(credit.eventID),
                 ]) > 0
         }
 
-        func waitUnclaimed(app: AppScope, environment: String, _ reported: ReportedPurchase) throws {
+        func waitUnclaimed(app: AppScope, environment: AppleEnvironment, _ reported: ReportedPurchase) throws {
             let event = reported.event
             try connection.run(
                 """
@@ -448,15 +452,16 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT DO NOTHING
                 """,
                 [
-                    .text(app.rawValue), .text(environment), .text(reported.purchaseID), .text(reported.transactionID),
+                    .text(app.rawValue), .text(environment.rawValue), .text(reported.purchaseID.key),
+                    .text(reported.transactionID),
                     .optional(reported.originalTransactionID), .text(reported.productID), .integer(reported.quantity),
                     .text(Timestamp.rfc3339(reported.dueAt)), .text(event.eventID), .text(event.type),
                     .text(event.time), .text(event.key), .blob(event.json),
                 ])
         }
 
-        func dueUnclaimed(now: Date, limit: Int) throws -> [(AppScope, String, ReportedPurchase)] {
-            var due: [(AppScope, String, ReportedPurchase)] = []
+        func dueUnclaimed(now: Date, limit: Int) throws -> [(AppScope, AppleEnvironment, ReportedPurchase)] {
+            var due: [(AppScope, AppleEnvironment, ReportedPurchase)] = []
             try connection.query(
                 """
                 SELECT app, environment, purchase_id, transaction_id, original_transaction_id, product_id, quantity,
@@ -466,9 +471,9 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             ) { row in
                 due.append(
                     (
-                        AppScope(row.text(0) ?? ""), row.text(1) ?? "",
+                        AppScope(row.text(0) ?? ""), AppleEnvironment(rawValue: row.text(1) ?? ""),
                         ReportedPurchase(
-                            purchaseID: row.text(2) ?? "", transactionID: row.text(3) ?? "",
+                            purchaseID: PurchaseID(key: row.text(2) ?? ""), transactionID: row.text(3) ?? "",
                             originalTransactionID: row.text(4), productID: row.text(5) ?? "",
                             quantity: row.integer(6) ?? 1,
                             dueAt: row.text(7).flatMap(RFC3339Milliseconds.parse) ?? now,
@@ -487,7 +492,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3
                 """,
                 [
-                    .text(purchase.app.rawValue), .text(purchase.environment), .text(purchase.purchaseID),
+                    .text(purchase.app.rawValue), .text(purchase.environment.rawValue), .text(purchase.purchaseID.key),
                     .text(outcome.rawValue),
                 ])
         }
@@ -515,7 +520,8 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                 """
                 SELECT g.credit_event_id, g.original_transaction_id, g.revoked_at IS NOT NULL FROM grants g
                     WHERE g.app = ?1 AND g.environment = ?2 AND g.purchase_id = ?3 AND g.credit = 'unclaimed'
-                """, [.text(purchase.app.rawValue), .text(purchase.environment), .text(purchase.purchaseID)]
+                """,
+                [.text(purchase.app.rawValue), .text(purchase.environment.rawValue), .text(purchase.purchaseID.key)]
             ) { row in
                 row.text(0).map {
                     UntiedCredit(eventID: $0, originalTransactionID: row.text(1), revoked: row.integer(2) == 1)
@@ -528,7 +534,8 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                 """
                 SELECT credit_event_id, order_id FROM grants
                     WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3 AND credit_event_id IS NOT NULL
-                """, [.text(purchase.app.rawValue), .text(purchase.environment), .text(purchase.purchaseID)]
+                """,
+                [.text(purchase.app.rawValue), .text(purchase.environment.rawValue), .text(purchase.purchaseID.key)]
             ) { row in
                 // Bytes, as the claim compares orders.
                 (row.text(1) ?? "").utf8.elementsEqual(orderID.utf8) ? row.text(0) : nil
@@ -544,7 +551,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
 
         func tieCredit(of purchase: PurchaseKey, transactionID: String, to claim: GrantClaim) throws {
             let scope: [Value] = [
-                .text(purchase.app.rawValue), .text(purchase.environment), .text(purchase.purchaseID),
+                .text(purchase.app.rawValue), .text(purchase.environment.rawValue), .text(purchase.purchaseID.key),
                 .text(claim.orderID), .text(claim.userID),
             ]
             // The subscription's periods credited meanwhile go with it.
@@ -590,13 +597,15 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         }
     }
 
-    public func answerConsumptionRequest(app: AppScope, environment: String, transactionID: String) async throws {
+    public func answerConsumptionRequest(app: AppScope, environment: AppleEnvironment, transactionID: String)
+        async throws
+    {
         _ = try await queue.perform {
             try self.connection.run(
                 """
                 UPDATE consumption_requests SET answered_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
                     WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3
-                """, [.text(app.rawValue), .text(environment), .text(transactionID)])
+                """, [.text(app.rawValue), .text(environment.rawValue), .text(transactionID)])
         }
     }
 
@@ -620,7 +629,8 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
 
     private static func grant(_ row: SQLiteConnection.Row) -> GrantRecord {
         GrantRecord(
-            app: AppScope(row.text(0) ?? ""), environment: row.text(1) ?? "Production", orderID: row.text(2) ?? "",
+            app: AppScope(row.text(0) ?? ""), environment: row.text(1).map(AppleEnvironment.init) ?? .production,
+            orderID: row.text(2) ?? "",
             transactionID: row.text(3) ?? "", userID: row.text(4) ?? "", productID: row.text(5) ?? "",
             quantity: row.integer(6) ?? 1, revoked: row.integer(7) == 1,
             consumptionRespondBy: row.text(8).flatMap(RFC3339Milliseconds.parse))

@@ -1,6 +1,7 @@
 import AppleVerification
 import Foundation
 import Ledger
+import Vocabulary
 
 /// What the job flow asks of Apple: a verdict on a proof (``AppleVerifier``; a test gives its own).
 public protocol PurchaseVerifying: Sendable {

@@ -2,6 +2,7 @@ import AppleVerification
 import Foundation
 import Kafka
 import Runtime
+import Vocabulary
 
 /// An App Store Server Notification V2, verified: the payload's signature, chain, bundle id, environment
 /// and (in Production) app id, and the nested signed transaction and renewal info the same way.
@@ -12,8 +13,8 @@ struct AppleNotification: Sendable {
     /// The nested `signedRenewalInfo`, verified (auto-renewable subscriptions).
     let renewalInfo: JWSRenewalInfo?
     let id: String
-    let type: String
-    let subtype: String?
+    let type: NotificationType
+    let subtype: NotificationSubtype?
     let environment: AppleEnvironment?
     let bundleID: String
 
@@ -24,7 +25,8 @@ struct AppleNotification: Sendable {
     /// the notification causes continue it.
     func recordHeaders() -> [KafkaHeader] {
         [
-            ("notification_type", type), ("notification_subtype", subtype ?? ""), ("notification_uuid", id),
+            ("notification_type", type.rawValue), ("notification_subtype", subtype?.rawValue ?? ""),
+            ("notification_uuid", id),
             ("bundle_id", bundleID), ("environment", environment?.rawValue ?? ""),
         ].map { KafkaHeader(name: $0.0, string: $0.1) } + TraceContext.fresh().headers
     }
@@ -37,7 +39,7 @@ struct AppleNotification: Sendable {
     enum Verification: Sendable {
         case verified(AppleNotification)
         /// Genuine but of an environment this worker does not accept (Sandbox without apple.allow_sandbox).
-        case environmentNotAllowed(type: String)
+        case environmentNotAllowed(type: NotificationType)
         /// Not Apple's, not this app's, or not a notification: why.
         case rejected(String)
     }
@@ -83,13 +85,16 @@ struct AppleNotification: Sendable {
             }
             return .verified(
                 AppleNotification(
-                    payload: payload, transaction: transaction, renewalInfo: renewalInfo, id: id, type: type,
-                    subtype: payload.subtype,
+                    payload: payload, transaction: transaction, renewalInfo: renewalInfo, id: id,
+                    type: NotificationType(rawValue: type), subtype: payload.subtype.map(NotificationSubtype.init),
                     environment: app?.environment, bundleID: app?.bundleID ?? ""))
         } catch {
             if error.code == .environmentNotAllowed {
                 return .environmentNotAllowed(
-                    type: (try? verifier.verifiedPayload(jws, as: NotificationPayload.self))?.notificationType ?? "")
+                    type: NotificationType(
+                        rawValue: (try? verifier.verifiedPayload(jws, as: NotificationPayload.self))?.notificationType
+                            ?? ""
+                    ))
             }
             return .rejected(error.reason)
         }
@@ -112,7 +117,7 @@ struct AppleNotification: Sendable {
 public enum BackfilledNotification {
     public struct Record: Sendable {
         public let key: String
-        public let type: String
+        public let type: NotificationType
         public let headers: [KafkaHeader]
     }
 

@@ -4,6 +4,7 @@ import Kafka
 import Ledger
 import Observability
 import Runtime
+import Vocabulary
 
 /// The consumption topic (docs/contract.md section 9): a grant service's answer to a consumption (refund)
 /// request, sent to Apple with Send Consumption Information.
@@ -24,7 +25,7 @@ struct ConsumptionHandler: MessageHandler {
     /// The answers of each transaction, newest last (shared by every answer this handler takes).
     let succession = AnswerSuccession()
 
-    var deadLetterReason: String { "consumption_not_sent" }
+    var deadLetterReason: DeadLetterReason { .consumptionNotSent }
 
     func isPermanent(_ error: any Error) -> Bool { (error as? LedgerError)?.isPermanent == true }
 
@@ -65,7 +66,7 @@ struct ConsumptionHandler: MessageHandler {
         }
         let delivery = answer.deliveryStatus ?? (grant.map { !$0.revoked } == true ? "DELIVERED" : "UNDELIVERED_OTHER")
         let body = answer.appleBody(deliveryStatus: delivery)
-        var environment: AppleEnvironment = grant?.environment == "Sandbox" ? .sandbox : .production
+        var environment: AppleEnvironment = grant?.environment == .sandbox ? .sandbox : .production
         let respondBy = grant?.consumptionRespondBy
         let place = AnswerSuccession.Place(JobHandler.firstRead(message, retriesTopic: retriesTopic))
         guard let ticket = succession.begin(transactionID: answer.transactionID, place: place) else {
@@ -128,7 +129,7 @@ struct ConsumptionHandler: MessageHandler {
         do {
             try await context.retrying("ledger_record") {
                 try await requests.answerConsumptionRequest(
-                    app: app.scope, environment: environment.rawValue, transactionID: answer.transactionID)
+                    app: app.scope, environment: environment, transactionID: answer.transactionID)
             }
         } catch let error as LedgerError {
             logger.warning("cannot mark the consumption request answered", ["error": error.reason])
@@ -146,6 +147,6 @@ struct ConsumptionHandler: MessageHandler {
     }
 
     private func notSent(_ error: String, attempts: Int = 0) -> Outcome {
-        .deadLetter(DeadLetter(reason: "consumption_not_sent", error: error, attempts: attempts))
+        .deadLetter(DeadLetter(reason: .consumptionNotSent, error: error, attempts: attempts))
     }
 }

@@ -4,6 +4,7 @@ import Kafka
 import Ledger
 import Observability
 import Runtime
+import Vocabulary
 
 /// The jobs topic (docs/contract.md sections 2 to 4): a job becomes a grant or a deny event, or a dead letter.
 ///
@@ -37,7 +38,7 @@ struct JobHandler: MessageHandler {
     let metrics: WorkerMetrics
     let logger: Logger
 
-    var deadLetterReason: String { "malformed_job" }
+    var deadLetterReason: DeadLetterReason { .malformedJob }
 
     func isPermanent(_ error: any Error) -> Bool { (error as? LedgerError)?.isPermanent == true }
 
@@ -53,7 +54,7 @@ struct JobHandler: MessageHandler {
         {
         case .unreadable(let reason):
             // No order to answer: the dead letter alone.
-            return .deadLetter(DeadLetter(reason: "malformed_job", error: reason))
+            return .deadLetter(DeadLetter(reason: .malformedJob, error: reason))
         case .invalidJob(let identity, let reason):
             return try await denyMalformed(identity, reason: reason, message: message, context: context)
         case .job(let parsed):
@@ -133,7 +134,7 @@ struct JobHandler: MessageHandler {
                 let appleError = error as? AppleVerificationError
                 let reason = appleError?.reason ?? "\(error)"
                 guard appleError?.isRetriable ?? true else {
-                    return .deadLetter(DeadLetter(reason: "cannot_verify", error: reason, attempts: attempts))
+                    return .deadLetter(DeadLetter(reason: .cannotVerify, error: reason, attempts: attempts))
                 }
                 var retryAfter = appleError?.retryDelay
                 if appleError?.code == .possiblyMalformed {
@@ -147,7 +148,7 @@ struct JobHandler: MessageHandler {
                     retryAfter = .seconds(1 << min(malformedAnswers - 1, 10))
                 }
                 guard settings.retry.mayRetry(afterAttempts: attempts) else {
-                    return .deadLetter(DeadLetter(reason: "retries_exhausted", error: reason, attempts: attempts))
+                    return .deadLetter(DeadLetter(reason: .retriesExhausted, error: reason, attempts: attempts))
                 }
                 metrics.appleRetries.increment()
                 logger.debug(
@@ -166,14 +167,14 @@ struct JobHandler: MessageHandler {
     ) async throws -> Outcome {
         let now = Date()
         func event(
-            _ decision: ResultEvent.Decision, _ reason: String, _ transaction: AppleTransaction?,
-            _ environment: String?, _ detail: String?
+            _ decision: ResultEvent.Decision, _ transaction: AppleTransaction?, _ environment: AppleEnvironment?,
+            _ detail: String?
         ) -> ResultEvent {
             ResultEvent(
                 eventID: ResultEvent.eventID(
                     decision: decision, app: key.app, jobID: job.jobID, fingerprint: key.fingerprint,
                     orderID: job.orderID, transactionID: transaction?.transactionID),
-                jobID: job.jobID, orderID: job.orderID, userID: job.userID, decision: decision, reason: reason,
+                jobID: job.jobID, orderID: job.orderID, userID: job.userID, decision: decision,
                 productID: job.productID, quantity: job.quantity, transactionID: transaction?.transactionID,
                 originalTransactionID: transaction?.originalTransactionID, environment: environment,
                 purchaseDate: transaction?.purchaseDate, expiresDate: transaction?.expiresDate, verifiedAt: now,
@@ -181,22 +182,22 @@ struct JobHandler: MessageHandler {
         }
         switch outcome {
         case .deny(let reason, let detail, let transaction, let environment):
-            return try await deny(event(.deny, reason, transaction, environment, detail), key, context: context)
+            return try await deny(event(.deny(reason), transaction, environment, detail), key, context: context)
         case .grant(let transaction, let environment):
-            let grant = event(.grant, "verified", transaction, environment, nil)
+            let grant = event(.grant, transaction, environment, nil)
             let claim = GrantClaim(
                 orderID: job.orderID, transactionID: transaction.transactionID,
-                purchaseID: Self.ledgerPurchaseID(transaction.purchaseIdentity), environment: environment,
+                purchaseID: transaction.purchaseIdentity, environment: environment,
                 userID: job.userID, productID: job.productID, quantity: job.quantity,
                 originalTransactionID: transaction.originalTransactionID)
             let stored = grant.stored()
-            let refused: (reason: String, detail: String)
+            let refused: (reason: DenyReason, detail: String)
             switch try await context.retrying(
                 "ledger_record", stage: metrics.ledgerRecord,
                 { try await decisions.record(Decision(key: key, grant: claim, event: stored)) })
             {
             case .recorded:
-                metrics.decision("grant", reason: "verified").increment()
+                metrics.granted.increment()
                 return .publish([publishing(stored)])
             case .replay(let first):
                 metrics.replayedResults.increment()
@@ -213,7 +214,7 @@ struct JobHandler: MessageHandler {
                     { try await decisions.claimCredit(decision) { Self.tiedAnswer(grant, creditEventID: $0) } })
                 {
                 case .tied(let answer):
-                    metrics.decision("grant", reason: "verified").increment()
+                    metrics.granted.increment()
                     logger.info(
                         "unclaimed credit tied to its order", ["job_id": job.jobID, "event_id": answer.eventID])
                     return .publish([publishing(answer)])
@@ -221,20 +222,20 @@ struct JobHandler: MessageHandler {
                     metrics.replayedResults.increment()
                     return .publish([publishing(first)])
                 case .orderAlreadyFulfilled:
-                    refused = ("order_already_fulfilled", "the order was granted with another transaction")
+                    refused = (.orderAlreadyFulfilled, "the order was granted with another transaction")
                 case .revoked:
-                    refused = ("revoked", "the purchase was refunded or revoked after it was credited unclaimed")
+                    refused = (.revoked, "the purchase was refunded or revoked after it was credited unclaimed")
                 case .notACredit:
-                    refused = ("duplicate_transaction", "the transaction was granted to another order")
+                    refused = (.duplicateTransaction, "the transaction was granted to another order")
                 }
             case .orderAlreadyFulfilled:
-                refused = ("order_already_fulfilled", "the order was granted with another transaction")
+                refused = (.orderAlreadyFulfilled, "the order was granted with another transaction")
             case .revoked:
                 refused = (
-                    "revoked", "the purchase was refunded or revoked after it was granted (App Store notification)"
+                    .revoked, "the purchase was refunded or revoked after it was granted (App Store notification)"
                 )
             }
-            let denied = event(.deny, refused.reason, transaction, environment, refused.detail)
+            let denied = event(.deny(refused.reason), transaction, environment, refused.detail)
             return try await deny(denied, key, context: context)
         }
     }
@@ -253,14 +254,14 @@ struct JobHandler: MessageHandler {
     /// Records a grant that claims nothing (its order already holds the purchase by a credit), then publishes
     /// it, or the first answer of a job decided meanwhile.
     private func answer(_ stored: StoredEvent, _ key: DecisionKey, context: HandlingContext) async throws -> Outcome {
-        try await recordUnclaimed(stored, key, counted: metrics.decision("grant", reason: "verified"), context: context)
+        try await recordUnclaimed(stored, key, counted: metrics.granted, context: context)
     }
 
     /// Records a deny (it claims nothing), then publishes the event the ledger kept: this one, or the first
     /// answer of a job decided meanwhile.
     private func deny(_ event: ResultEvent, _ key: DecisionKey, context: HandlingContext) async throws -> Outcome {
         try await recordUnclaimed(
-            event.stored(), key, counted: metrics.decision("deny", reason: event.reason), context: context)
+            event.stored(), key, counted: metrics.counter(event.decision), context: context)
     }
 
     /// Records an answer that claims no purchase; publishes it (counted), or the job's first answer.
@@ -297,16 +298,16 @@ struct JobHandler: MessageHandler {
             eventID: identity.jobID.isEmpty
                 ? StableID.uuid("job\u{0}\(Self.firstRead(message, retriesTopic: settings.retriesTopic))")
                 : ResultEvent.eventID(
-                    decision: .deny, app: .defaultApp, jobID: identity.jobID, fingerprint: fingerprint,
+                    decision: .deny(.malformedJob), app: .defaultApp, jobID: identity.jobID, fingerprint: fingerprint,
                     orderID: identity.orderID, transactionID: nil),
-            jobID: identity.jobID, orderID: identity.orderID, userID: identity.userID, decision: .deny,
-            reason: "malformed_job", productID: identity.productID, quantity: identity.quantity, transactionID: nil,
+            jobID: identity.jobID, orderID: identity.orderID, userID: identity.userID, decision: .deny(.malformedJob),
+            productID: identity.productID, quantity: identity.quantity, transactionID: nil,
             originalTransactionID: nil, environment: nil, purchaseDate: nil, expiresDate: nil, verifiedAt: Date(),
             attempts: 0, detail: reason)
-        let letter = DeadLetter(reason: "malformed_job", error: reason)
+        let letter = DeadLetter(reason: .malformedJob, error: reason)
         guard !identity.jobID.isEmpty else {
             // No usable job id (absent, too long, or unfit for a ledger key): nothing to remember it by.
-            metrics.decision("deny", reason: "malformed_job").increment()
+            metrics.counter(.deny(.malformedJob)).increment()
             return .deadLetter(letter, after: [publishing(event.stored())])
         }
         guard case .publish(let records) = try await deny(event, key, context: context) else { return .letGo }
@@ -315,13 +316,5 @@ struct JobHandler: MessageHandler {
 
     private func publishing(_ event: StoredEvent) -> OutboundRecord {
         event.record(topic: settings.resultsTopic, source: settings.eventSource)
-    }
-
-    /// The purchase identity as the ledger keys it. Ledgers written before purchase identities hold each
-    /// grant's transaction id as its key; a `t:` identity (a transaction or original transaction id) is
-    /// stored bare so that those grants and new claims of the same purchase meet. `w:` (a billing period)
-    /// keeps its prefix: web order line item ids are another number sequence.
-    static func ledgerPurchaseID(_ identity: String) -> String {
-        identity.hasPrefix("t:") ? String(identity.dropFirst(2)) : identity
     }
 }

@@ -4,6 +4,7 @@ import Kafka
 import Ledger
 import Observability
 import Runtime
+import Vocabulary
 
 /// The notifications topic (docs/contract.md section 9): a verified App Store notification becomes an event
 /// for the order its purchase was granted to (`receipt.revoked`, `receipt.reinstated`,
@@ -29,7 +30,7 @@ struct NotificationHandler: MessageHandler {
     var recentlyVerified: RecentlyVerifiedNotifications? = nil
 
     /// A notification that cannot be read as one is dead-lettered under the jobs' reason, as before.
-    var deadLetterReason: String { "malformed_job" }
+    var deadLetterReason: DeadLetterReason { .malformedJob }
 
     func isPermanent(_ error: any Error) -> Bool { (error as? LedgerError)?.isPermanent == true }
 
@@ -48,7 +49,7 @@ struct NotificationHandler: MessageHandler {
                 metrics.notificationProcessed(type: type, outcome: "ignored").increment()
                 return .publish([])
             case .rejected(let reason):
-                return .deadLetter(DeadLetter(reason: "malformed_job", error: "notification: \(reason)"))
+                return .deadLetter(DeadLetter(reason: .malformedJob, error: "notification: \(reason)"))
             }
         }
         if let handled = try await context.retrying(
@@ -104,23 +105,23 @@ struct NotificationHandler: MessageHandler {
             let app = apps.app(bundleID: notification.bundleID)
         else { return nil }
         // A family member's access revoked is that member's transaction, not the purchaser's purchase.
-        let familyShared = notification.type == "REVOKE" || signed.inAppOwnershipType == "FAMILY_SHARED"
-        let purchaseID = familyShared ? transactionID : JobHandler.ledgerPurchaseID(transaction.purchaseIdentity)
+        let familyShared = notification.type == .revoke || signed.inAppOwnershipType == "FAMILY_SHARED"
+        let purchaseID: PurchaseID = familyShared ? .transaction(transactionID) : transaction.purchaseIdentity
         let at = notification.notifiedAt
         let kind: NotificationChange.Kind
         let eventType: String
         switch notification.type {
-        case "REFUND", "REVOKE":
+        case .refund, .revoke:
             // What Apple refunded of it in all: its percentage in milliunits; a refund or revocation that says
             // none is all of it.
             kind = .revoke(
                 purchaseID: purchaseID, transactionID: transactionID, at: at,
                 share: signed.revocationPercentage ?? 100_000)
             eventType = NotificationEvent.revokedType
-        case "REFUND_REVERSED":
+        case .refundReversed:
             kind = .reinstate(purchaseID: purchaseID, transactionID: transactionID, at: at)
             eventType = NotificationEvent.reinstatedType
-        case "CONSUMPTION_REQUEST":
+        case .consumptionRequest:
             kind = .consumptionRequest(
                 transactionID: transactionID, respondBy: at.addingTimeInterval(NotificationEvent.consumptionDeadline))
             eventType = NotificationEvent.consumptionRequestedType
@@ -143,7 +144,7 @@ struct NotificationHandler: MessageHandler {
                             purchaseID: purchaseID, transactionID: transactionID,
                             productID: transaction.productID ?? "", quantity: transaction.quantity,
                             eventID: SubscriptionEvent.renewalID(
-                                app: app.scope, environment: environment.rawValue, purchaseID: purchaseID)) : nil,
+                                app: app.scope, environment: environment, purchaseID: purchaseID)) : nil,
                     // A family member's period is the purchaser's purchase, credited to the purchaser's order:
                     // never a purchase of its own waiting to be credited (the family member paid nothing).
                     unheld: renewal && !familyShared
@@ -151,7 +152,7 @@ struct NotificationHandler: MessageHandler {
             eventType = subscriptionType
         }
         return (
-            NotificationChange(id: notification.id, app: app.scope, environment: environment.rawValue, kind: kind),
+            NotificationChange(id: notification.id, app: app.scope, environment: environment, kind: kind),
             eventType
         )
     }
@@ -159,7 +160,7 @@ struct NotificationHandler: MessageHandler {
     /// A purchase Apple reported, to credit by `receipt.unclaimed` if no job claims it in time; nil when
     /// `notifications.unclaimed_after_ms` is 0.
     private func reported(
-        _ notification: AppleNotification, _ transaction: AppleTransaction, app: AppScope, purchaseID: String
+        _ notification: AppleNotification, _ transaction: AppleTransaction, app: AppScope, purchaseID: PurchaseID
     ) -> ReportedPurchase? {
         guard let unclaimedAfter else { return nil }
         let dueAt = notification.notifiedAt.addingTimeInterval(Double(unclaimedAfter.milliseconds) / 1000)

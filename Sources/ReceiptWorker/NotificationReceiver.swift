@@ -85,7 +85,7 @@ public struct NotificationIntake: Sendable {
     func receive(body: Data, deadline: Duration) async -> (Int, String) {
         switch AppleNotification.verify(body: body, apps: apps) {
         case .rejected(let reason):
-            let counter = metrics.notificationReceived(type: "unverified", outcome: "rejected")
+            let counter = metrics.notificationReceived(type: nil, outcome: "rejected")
             counter.increment()
             // Anyone can post here: the first refusal and every hundredth are logged, not a flood of them.
             if counter.value % 100 == 1 {
@@ -122,7 +122,10 @@ public struct NotificationIntake: Sendable {
             metrics.notificationReceived(type: notification.type, outcome: "accepted").increment()
             logger.info(
                 "notification received",
-                ["notification_id": notification.id, "type": notification.type, "subtype": notification.subtype ?? ""])
+                [
+                    "notification_id": notification.id, "type": notification.type.rawValue,
+                    "subtype": notification.subtype?.rawValue ?? "",
+                ])
             return (200, "ok")
         }
     }

@@ -1,22 +1,23 @@
 import AppleVerification
 import Foundation
+import Vocabulary
 
 /// The contract's checks (docs/contract.md §3), in its order, on Apple's verdict. The first failing check names
 /// the deny reason. The ledger's two checks (duplicate_transaction, order_already_fulfilled) come after.
 public enum OrderChecks {
     public enum Outcome: Sendable, Equatable {
         /// Ready to be claimed in the ledger.
-        case grant(AppleTransaction, environment: String)
-        case deny(reason: String, detail: String, transaction: AppleTransaction?, environment: String?)
+        case grant(AppleTransaction, environment: AppleEnvironment)
+        case deny(reason: DenyReason, detail: String, transaction: AppleTransaction?, environment: AppleEnvironment?)
 
         /// For a log line: the decision, its reason and the transaction's id; never the transaction itself,
         /// which holds the app account token that authorises a bare transaction id.
         var logFields: [String: String] {
             switch self {
             case .grant(let transaction, let environment):
-                ["decision": "grant", "transaction_id": transaction.transactionID, "environment": environment]
+                ["decision": "grant", "transaction_id": transaction.transactionID, "environment": environment.rawValue]
             case .deny(let reason, _, let transaction, _):
-                ["decision": "deny", "reason": reason, "transaction_id": transaction?.transactionID ?? ""]
+                ["decision": "deny", "reason": reason.rawValue, "transaction_id": transaction?.transactionID ?? ""]
             }
         }
     }
@@ -27,12 +28,12 @@ public enum OrderChecks {
         case .rejected(let rejection, let detail):
             // A sandbox receipt refused by policy is known to be Sandbox: say so to the grant service.
             return .deny(
-                reason: rejection.rawValue, detail: detail, transaction: nil,
-                environment: rejection == .sandboxNotAllowed ? "Sandbox" : nil)
+                reason: rejection.denyReason, detail: detail, transaction: nil,
+                environment: rejection == .sandboxNotAllowed ? .sandbox : nil)
         case .verified(let verified):
             purchase = verified
         }
-        let environment = purchase.environment.rawValue
+        let environment = purchase.environment
         // A signed transaction is one purchase: check it, so another product's is product_mismatch. An app
         // receipt holds many: without a transaction id the entry is chosen by the order's product, and a
         // receipt without one is transaction_not_found.
@@ -46,26 +47,26 @@ public enum OrderChecks {
             let detail =
                 job.transactionID.map { "no transaction \($0) in the proof" }
                 ?? "no transaction for product \(job.productID) in the proof"
-            return .deny(reason: "transaction_not_found", detail: detail, transaction: nil, environment: environment)
+            return .deny(reason: .transactionNotFound, detail: detail, transaction: nil, environment: environment)
         }
-        func deny(_ reason: String, _ detail: String) -> Outcome {
+        func deny(_ reason: DenyReason, _ detail: String) -> Outcome {
             .deny(reason: reason, detail: detail, transaction: transaction, environment: environment)
         }
         // Compared as bytes, as the database compares them: Swift's == calls "é" and "e\u{301}" equal.
         if !sameBytes(transaction.productID, job.productID) {
-            return deny("product_mismatch", "the transaction is for product \(transaction.productID ?? "unknown")")
+            return deny(.productMismatch, "the transaction is for product \(transaction.productID ?? "unknown")")
         }
         if transaction.quantity != job.quantity {
-            return deny("quantity_mismatch", "the transaction is for quantity \(transaction.quantity)")
+            return deny(.quantityMismatch, "the transaction is for quantity \(transaction.quantity)")
         }
         if let expected = job.appAccountToken, !sameBytes(transaction.appAccountToken?.lowercased(), expected) {
-            return deny("account_mismatch", "the purchase's appAccountToken differs from the order's")
+            return deny(.accountMismatch, "the purchase's appAccountToken differs from the order's")
         }
         if let revoked = transaction.revocationDate {
-            return deny("revoked", "refunded or revoked at \(revoked)")
+            return deny(.revoked, "refunded or revoked at \(revoked)")
         }
         if transaction.isSubscription, let expires = transaction.expiresDate, expires <= now {
-            return deny("expired", "the subscription expired at \(expires)")
+            return deny(.expired, "the subscription expired at \(expires)")
         }
         return .grant(transaction, environment: environment)
     }

@@ -4,23 +4,42 @@ import Kafka
 import Ledger
 import Observability
 import Runtime
+import Vocabulary
 
 /// One grant or deny (docs/contract.md §4). Every field is always present; absent values are JSON null.
 public struct ResultEvent: Sendable, Equatable {
-    public enum Decision: String, Sendable { case grant, deny }
+    /// A grant, or a deny and its reason.
+    public enum Decision: Sendable, Equatable {
+        case grant
+        case deny(DenyReason)
+
+        /// `grant` or `deny`: the event's `decision`.
+        public var name: String {
+            switch self {
+            case .grant: "grant"
+            case .deny: "deny"
+            }
+        }
+
+        /// `verified` for a grant, else the deny reason: the event's `reason`.
+        public var reason: String {
+            switch self {
+            case .grant: "verified"
+            case .deny(let reason): reason.rawValue
+            }
+        }
+    }
 
     public var eventID: String
     public var jobID: String
     public var orderID: String
     public var userID: String
     public var decision: Decision
-    /// `verified` for a grant, else a deny reason.
-    public var reason: String
     public var productID: String
     public var quantity: Int
     public var transactionID: String?
     public var originalTransactionID: String?
-    public var environment: String?
+    public var environment: AppleEnvironment?
     public var purchaseDate: Date?
     public var expiresDate: Date?
     public var verifiedAt: Date
@@ -56,11 +75,11 @@ public struct ResultEvent: Sendable, Equatable {
         let type = decision == .grant ? Self.grantedType : Self.deniedType
         var out = "{\"event_id\":\(string(eventID)),\"type\":\"\(type)\",\"job_id\":\(string(jobID))"
         out += ",\"order_id\":\(string(orderID))"
-        out += ",\"user_id\":\(string(userID)),\"decision\":\"\(decision.rawValue)\",\"reason\":\(string(reason))"
+        out += ",\"user_id\":\(string(userID)),\"decision\":\"\(decision.name)\",\"reason\":\"\(decision.reason)\""
         out += ",\"product_id\":\(string(productID)),\"quantity\":\(quantity)"
         out +=
             ",\"transaction_id\":\(string(transactionID)),\"original_transaction_id\":\(string(originalTransactionID))"
-        out += ",\"environment\":\(string(environment)),\"bundle_id\":\(string(bundleID))"
+        out += ",\"environment\":\(string(environment?.rawValue)),\"bundle_id\":\(string(bundleID))"
         out += ",\"purchase_date\":\(time(purchaseDate))"
         out += ",\"expires_date\":\(time(expiresDate)),\"verified_at\":\(time(verifiedAt)),\"attempts\":\(attempts)"
         out += ",\"detail\":\(string(detail))}"

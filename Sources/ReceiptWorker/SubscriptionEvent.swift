@@ -2,6 +2,7 @@ import AppleVerification
 import Foundation
 import Ledger
 import Observability
+import Vocabulary
 
 /// The events of an auto-renewable subscription's life after its grant (docs/contract.md section 9): renewed,
 /// expired, a billing issue, a change of its renewal. Keyed by the order the subscription was granted to; each
@@ -18,19 +19,21 @@ enum SubscriptionEvent {
     /// purchase); nil for a type that says nothing of the subscription's entitlement. An upgrade is charged at
     /// once and starts a new period (Apple: "goes into effect immediately, starting a new billing period"): a
     /// renewal, credited to the subscription's order; a downgrade or a crossgrade waits for the next renewal.
-    static func type(of notificationType: String, subtype: String?) -> (type: String, renewal: Bool)? {
+    static func type(of notificationType: NotificationType, subtype: NotificationSubtype?) -> (
+        type: String, renewal: Bool
+    )? {
         switch (notificationType, subtype) {
-        case ("DID_RENEW", _), ("DID_CHANGE_RENEWAL_PREF", "UPGRADE"), ("OFFER_REDEEMED", "UPGRADE"):
+        case (.didRenew, _), (.didChangeRenewalPref, .some(.upgrade)), (.offerRedeemed, .some(.upgrade)):
             (renewedType, true)
         default: type(of: notificationType)
         }
     }
 
-    private static func type(of notificationType: String) -> (type: String, renewal: Bool)? {
+    private static func type(of notificationType: NotificationType) -> (type: String, renewal: Bool)? {
         switch notificationType {
-        case "EXPIRED", "GRACE_PERIOD_EXPIRED": (expiredType, false)
-        case "DID_FAIL_TO_RENEW": (billingIssueType, false)
-        case "DID_CHANGE_RENEWAL_STATUS", "DID_CHANGE_RENEWAL_PREF", "RENEWAL_EXTENDED": (renewalChangedType, false)
+        case .expired, .gracePeriodExpired: (expiredType, false)
+        case .didFailToRenew: (billingIssueType, false)
+        case .didChangeRenewalStatus, .didChangeRenewalPref, .renewalExtended: (renewalChangedType, false)
         default: nil
         }
     }
@@ -48,8 +51,8 @@ enum SubscriptionEvent {
             case 5: "revoked"
             default:
                 switch notification.type {
-                case "EXPIRED", "GRACE_PERIOD_EXPIRED": "expired"
-                case "DID_FAIL_TO_RENEW": renewal?.gracePeriodExpiresDate != nil ? "grace_period" : "billing_retry"
+                case .expired, .gracePeriodExpired: "expired"
+                case .didFailToRenew: renewal?.gracePeriodExpiresDate != nil ? "grace_period" : "billing_retry"
                 default: "active"
                 }
             }
@@ -64,8 +67,8 @@ enum SubscriptionEvent {
     /// A renewal's credit id: the period's (its purchase identity in its app and environment), whichever
     /// notification brings it. The ledger keeps it with the period's grant, and a job presenting the period for
     /// the order that holds it is answered with it: one credit.
-    static func renewalID(app: AppScope, environment: String, purchaseID: String) -> String {
-        StableID.uuid("\(renewedType)\u{0}\(app.rawValue)\u{0}\(environment)\u{0}\(purchaseID)")
+    static func renewalID(app: AppScope, environment: AppleEnvironment, purchaseID: PurchaseID) -> String {
+        StableID.uuid("\(renewedType)\u{0}\(app.rawValue)\u{0}\(environment.rawValue)\u{0}\(purchaseID.key)")
     }
 
     /// The event of `type` for `notification`, about the subscription `holder` holds. `renewalID`: the period's
@@ -86,8 +89,8 @@ enum SubscriptionEvent {
         out += ",\"bundle_id\":\(string(notification.bundleID.isEmpty ? nil : notification.bundleID))"
         out += ",\"notification_id\":\(string(notification.id))"
         out += ",\"notified_at\":\(time(notification.notifiedAt))"
-        out += ",\"notification_type\":\(string(notification.type))"
-        out += ",\"notification_subtype\":\(string(notification.subtype))"
+        out += ",\"notification_type\":\(string(notification.type.rawValue))"
+        out += ",\"notification_subtype\":\(string(notification.subtype?.rawValue))"
         out += ",\"purchase_date\":\(time(purchaseDate)),\"expires_at\":\(time(state.expiresAt))"
         out += ",\"status\":\(string(state.status))"
         out += ",\"grace_period_expires_at\":\(time(state.gracePeriodExpiresAt))"
@@ -108,10 +111,10 @@ enum UnclaimedEvent {
     /// resubscription, by itself or with an offer code or promotional offer (`OFFER_REDEEMED` `INITIAL_BUY`,
     /// `RESUBSCRIBE`). An upgrade is a renewal of the subscription (``SubscriptionEvent/type(of:subtype:)``);
     /// an offer for the active subscription (no subtype) or a downgrade takes effect at the next renewal.
-    static func reports(type: String, subtype: String?) -> Bool {
+    static func reports(type: NotificationType, subtype: NotificationSubtype?) -> Bool {
         switch (type, subtype) {
-        case ("ONE_TIME_CHARGE", _), ("SUBSCRIBED", _), ("OFFER_REDEEMED", "INITIAL_BUY"),
-            ("OFFER_REDEEMED", "RESUBSCRIBE"):
+        case (.oneTimeCharge, _), (.subscribed, _), (.offerRedeemed, .some(.initialBuy)),
+            (.offerRedeemed, .some(.resubscribe)):
             true
         default: false
         }
@@ -120,11 +123,11 @@ enum UnclaimedEvent {
     /// The credit a reported purchase gets at `dueAt` if no job claims it first. Its id is the purchase's in its
     /// app and environment: a purchase reported twice (another notification) is one credit.
     static func make(
-        notification: AppleNotification, transaction: AppleTransaction, app: AppScope, purchaseID: String,
+        notification: AppleNotification, transaction: AppleTransaction, app: AppScope, purchaseID: PurchaseID,
         dueAt: Date
     ) -> StoredEvent {
         let environment = notification.environment?.rawValue ?? ""
-        let eventID = StableID.uuid("\(type)\u{0}\(app.rawValue)\u{0}\(environment)\u{0}\(purchaseID)")
+        let eventID = StableID.uuid("\(type)\u{0}\(app.rawValue)\u{0}\(environment)\u{0}\(purchaseID.key)")
         let orderID = ReportedPurchase.creditOrderID(transactionID: transaction.transactionID)
         let string = EventJSON.string, time = EventJSON.time
         var out = "{\"event_id\":\(string(eventID)),\"type\":\(string(type)),\"order_id\":\(string(orderID))"
@@ -135,7 +138,7 @@ enum UnclaimedEvent {
         out += ",\"environment\":\(string(environment)),\"bundle_id\":\(string(notification.bundleID))"
         out += ",\"purchase_date\":\(time(transaction.purchaseDate)),\"expires_date\":\(time(transaction.expiresDate))"
         out += ",\"notification_id\":\(string(notification.id)),\"notified_at\":\(time(notification.notifiedAt))"
-        out += ",\"notification_type\":\(string(notification.type)),\"credited_at\":\(time(dueAt))}"
+        out += ",\"notification_type\":\(string(notification.type.rawValue)),\"credited_at\":\(time(dueAt))}"
         return StoredEvent(
             eventID: eventID, type: type, time: Timestamp.rfc3339(dueAt), key: orderID, json: Array(out.utf8))
     }

@@ -2,6 +2,7 @@ import AppleVerification
 import Foundation
 import Observability
 import Synchronization
+import Vocabulary
 
 /// The worker's Prometheus metrics (README, "Metrics"). Counters on the hot path are resolved once here;
 /// state owned elsewhere (jobs in flight, partitions, the circuit) is read at scrape time by ``Worker``.
@@ -23,19 +24,12 @@ public final class WorkerMetrics: Sendable {
     /// Notification records the processor took from this replica's receiver, and those it verified again.
     let notificationsTakenFromReceiver: Counter
     let notificationsVerifiedAgain: Counter
-    private let decisions: [String: Counter]
+    /// `receipt_worker_decisions_total`: grants, and denials by reason.
+    let granted: Counter
+    private let denials: [DenyReason: Counter]
 
     /// The handlers' own operations whose failures are counted (the runtime counts its own beside them).
     static let operations = ["ledger_lookup", "ledger_record"]
-
-    /// Every deny reason of the contract, so each series exists (at 0) from the start.
-    static let denyReasons = [
-        "invalid_receipt", "bundle_mismatch", "sandbox_not_allowed", "transaction_not_found", "product_mismatch",
-        "quantity_mismatch", "account_mismatch", "revoked", "expired", "duplicate_transaction",
-        "order_already_fulfilled",
-        "malformed_job",
-    ]
-    static let deadLetterReasons = DeadLetterReasons.all
 
     /// Seconds; from a fast local answer to Apple's slowest tail and the default 10 s timeout.
     static let appleBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.102, 0.105, 0.11, 0.12, 0.15, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -49,17 +43,17 @@ public final class WorkerMetrics: Sendable {
         self.registry = registry
         jobsConsumed = registry.counter(
             "receipt_worker_jobs_consumed_total", help: "Job messages taken from the jobs topic.")
-        var decisions = [
-            "grant/verified": registry.counter(
-                "receipt_worker_decisions_total",
-                help: "Result events decided, by decision and reason (re-emitted replays not included).",
-                labels: ["decision": "grant", "reason": "verified"])
-        ]
-        for reason in Self.denyReasons {
-            decisions["deny/\(reason)"] = registry.counter(
-                "receipt_worker_decisions_total", help: "", labels: ["decision": "deny", "reason": reason])
+        granted = registry.counter(
+            "receipt_worker_decisions_total",
+            help: "Result events decided, by decision and reason (re-emitted replays not included).",
+            labels: ["decision": "grant", "reason": "verified"])
+        // Every deny reason's series exists (at 0) from the start.
+        var denials: [DenyReason: Counter] = [:]
+        for reason in DenyReason.allCases {
+            denials[reason] = registry.counter(
+                "receipt_worker_decisions_total", help: "", labels: ["decision": "deny", "reason": reason.rawValue])
         }
-        self.decisions = decisions
+        self.denials = denials
         replayedResults = registry.counter(
             "receipt_worker_replayed_results_total", help: "Stored result events published again for re-delivered jobs."
         )
@@ -95,10 +89,10 @@ public final class WorkerMetrics: Sendable {
         ledgerLookup = stage("ledger_lookup")
         ledgerRecord = stage("ledger_record")
         for outcome in Self.receivedOutcomes {
-            _ = notificationReceived(type: "REFUND", outcome: outcome)
+            _ = notificationReceived(type: .refund, outcome: outcome)
         }
         for outcome in Self.processedOutcomes {
-            _ = notificationProcessed(type: "REFUND", outcome: outcome)
+            _ = notificationProcessed(type: .refund, outcome: outcome)
         }
         for outcome in Self.consumptionOutcomes {
             _ = consumptionAnswer(outcome)
@@ -122,27 +116,20 @@ public final class WorkerMetrics: Sendable {
         }
     }
 
-    /// Apple's notification types (App Store Server Notifications V2); any other is counted as `other`.
-    static let notificationTypes: Set<String> = [
-        "CONSUMPTION_REQUEST", "DID_CHANGE_RENEWAL_PREF", "DID_CHANGE_RENEWAL_STATUS", "DID_FAIL_TO_RENEW", "DID_RENEW",
-        "EXPIRED", "EXTERNAL_PURCHASE_TOKEN", "GRACE_PERIOD_EXPIRED", "METADATA_UPDATE", "MIGRATION",
-        "OFFER_REDEEMED", "ONE_TIME_CHARGE", "PRICE_CHANGE", "PRICE_INCREASE", "REFUND", "REFUND_DECLINED",
-        "REFUND_REVERSED", "RENEWAL_EXTENDED", "RENEWAL_EXTENSION", "RESCIND_CONSENT", "REVOKE", "SUBSCRIBED", "TEST",
-    ]
     static let receivedOutcomes = ["accepted", "rejected", "sandbox_dropped", "unavailable"]
     static let processedOutcomes = ["published", "not_granted", "ignored", "replayed", "waiting"]
     static let consumptionOutcomes = ["sent", "no_consent", "refused", "late", "failed"]
 
-    /// A notification at the receiver: `type` is Apple's (`other` for one unknown here, `unverified` when it
-    /// did not verify), so the series stay few whatever is posted.
-    func notificationReceived(type: String, outcome: String) -> Counter {
+    /// A notification at the receiver: `type` is Apple's (`other` for one unknown here, nil, `unverified`, when
+    /// it did not verify), so the series stay few whatever is posted.
+    func notificationReceived(type: NotificationType?, outcome: String) -> Counter {
         registry.counter(
             "receipt_worker_notifications_received_total",
             help: "App Store Server Notifications at the receiver, by type and outcome (accepted, rejected, ...).",
             labels: ["type": Self.label(notificationType: type), "outcome": outcome])
     }
 
-    func notificationProcessed(type: String, outcome: String) -> Counter {
+    func notificationProcessed(type: NotificationType, outcome: String) -> Counter {
         registry.counter(
             "receipt_worker_notifications_processed_total",
             help: "Notifications consumed from the notifications topic, by type and outcome (published, ...).",
@@ -156,14 +143,16 @@ public final class WorkerMetrics: Sendable {
             labels: ["outcome": outcome])
     }
 
-    static func label(notificationType type: String) -> String {
-        type == "unverified" || notificationTypes.contains(type) ? type : "other"
+    static func label(notificationType type: NotificationType?) -> String {
+        guard let type else { return "unverified" }
+        return type.isKnown ? type.rawValue : "other"
     }
 
-    func decision(_ decision: String, reason: String) -> Counter {
-        decisions["\(decision)/\(reason)"]
-            ?? registry.counter(
-                "receipt_worker_decisions_total", help: "", labels: ["decision": decision, "reason": reason])
+    func counter(_ decision: ResultEvent.Decision) -> Counter {
+        switch decision {
+        case .grant: granted
+        case .deny(let reason): denials[reason]!  // every reason has its counter from init
+        }
     }
 
     /// For ``RateGovernor/Observer``: waits for a lane, and its pauses (Apple's 429s).

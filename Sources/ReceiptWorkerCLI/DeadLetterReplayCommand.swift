@@ -1,3 +1,4 @@
+import Vocabulary
 import Foundation
 import Kafka
 import Observability
@@ -48,9 +49,10 @@ enum DeadLetterReplayCommand {
             flags: ["--dry-run"])
         let reasons = Set(options.all("--reason"))
         // A reason that never occurs would replay nothing and look like success.
-        for reason in reasons where !DeadLetterReasons.all.contains(reason) {
+        for reason in reasons where DeadLetterReason(rawValue: reason) == nil {
             throw UsageError(
-                "--reason \(reason) is not a DLQ reason (\(DeadLetterReasons.all.joined(separator: ", ")))")
+                "--reason \(reason) is not a DLQ reason (\(DeadLetterReason.allCases.map(\.rawValue).joined(separator: ", ")))"
+            )
         }
         let configuration = try options.configuration(purpose: .tool)
         let filter = Filter(

@@ -3,6 +3,7 @@ import Foundation
 import Kafka
 import Observability
 import ReceiptWorker
+import Vocabulary
 
 /// `receipt-worker notifications backfill`: what Apple sent while the receiver was down, from Get
 /// Notification History, produced to `topics.notifications` as the receiver would have.
@@ -105,7 +106,7 @@ enum NotificationsCommand {
                 case .skipped:
                     counts.skipped += 1
                 case .verified(let record):
-                    summary[record.type, default: 0] += 1
+                    summary[record.type.rawValue, default: 0] += 1
                     guard let producer else { continue }
                     do {
                         _ = try await producer.send(

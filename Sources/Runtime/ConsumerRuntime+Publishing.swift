@@ -76,12 +76,13 @@ extension ConsumerRuntime {
         logger.warning(
             "message dead-lettered",
             [
-                "reason": letter.reason, "error": letter.error, "partition": message.topicPartition.description,
+                "reason": letter.reason.rawValue, "error": letter.error,
+                "partition": message.topicPartition.description,
                 "offset": String(message.offset), "trace_id": trace?.traceID ?? "",
             ])
         let headers =
             (trace?.headers ?? []) + [
-                KafkaHeader(name: "dlq_reason", string: letter.reason),
+                KafkaHeader(name: "dlq_reason", string: letter.reason.rawValue),
                 KafkaHeader(name: "dlq_error", string: letter.error),
                 KafkaHeader(name: "dlq_source_topic", string: message.topic),
                 KafkaHeader(name: "dlq_source_partition", string: String(message.partition)),

@@ -1,4 +1,5 @@
 import Kafka
+import Vocabulary
 
 /// What one topic's messages become. The runtime (``ConsumerRuntime``) takes each message, gives it a slot of
 /// its group's budget, calls ``handle(_:context:)``, publishes the outcome, and commits behind it; a handler
@@ -20,7 +21,7 @@ public protocol MessageHandler: Sendable {
     func isPermanent(_ error: any Error) -> Bool
 
     /// The dead-letter reason of a message whose handling failed for good.
-    var deadLetterReason: String { get }
+    var deadLetterReason: DeadLetterReason { get }
 }
 
 /// How handling one message ended. Only a message whose outcome the broker acknowledged is committed past.
@@ -51,14 +52,14 @@ public struct OutboundRecord: Sendable, Equatable {
 
 /// Why a message goes to the dead-letter topic (docs/contract.md section 5).
 public struct DeadLetter: Sendable, Equatable {
-    /// `dlq_reason`: one of the contract's reasons.
-    public var reason: String
+    /// `dlq_reason`.
+    public var reason: DeadLetterReason
     /// `dlq_error`: for people; never a receipt, a token or a secret.
     public var error: String
     /// `dlq_attempts`: calls made to Apple for the message.
     public var attempts: Int
 
-    public init(reason: String, error: String, attempts: Int = 0) {
+    public init(reason: DeadLetterReason, error: String, attempts: Int = 0) {
         self.reason = reason
         self.error = error
         self.attempts = attempts

@@ -1,4 +1,5 @@
 import Observability
+import Vocabulary
 
 /// The runtime's metrics (README, "Metrics"): what happens to messages whatever their topic. Counters on the
 /// hot path are resolved once here; state owned elsewhere (slots, partitions) is read at scrape time.
@@ -8,13 +9,11 @@ final class RuntimeMetrics: Sendable {
     let duration: Histogram
     /// Each attempt at publishing an outcome.
     let publish: Histogram
-    private let deadLetters: [String: Counter]
+    private let deadLetters: [DeadLetterReason: Counter]
     private let failures: [String: Counter]
 
     /// The runtime's own operations whose failures are counted (each failed attempt).
     static let operations = ["publish_result", "publish_dead_letter", "park", "commit"]
-    /// The contract's dead-letter reasons, so each series exists (at 0) from the start.
-    static let deadLetterReasons = ["malformed_job", "retries_exhausted", "cannot_verify", "consumption_not_sent"]
     /// Fine around 100 ms (Apple's usual latency) so the benchmark can read the worker's own p99 from it.
     static let durationBuckets = [
         0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.105, 0.11, 0.12, 0.135, 0.15, 0.2, 0.25, 0.5, 1, 2.5, 5, 10,
@@ -32,13 +31,14 @@ final class RuntimeMetrics: Sendable {
             "receipt_worker_stage_duration_seconds",
             help: "Time of each attempt at the ledger and at publishing to Kafka, by stage (failed attempts too).",
             buckets: Self.stageBuckets, labels: ["stage": "publish"])
+        // Every dead-letter reason's series exists (at 0) from the start.
         deadLetters = Dictionary(
-            uniqueKeysWithValues: Self.deadLetterReasons.map { reason in
+            uniqueKeysWithValues: DeadLetterReason.allCases.map { reason in
                 (
                     reason,
                     registry.counter(
                         "receipt_worker_dlq_messages_total", help: "Messages sent to the dead-letter topic, by reason.",
-                        labels: ["reason": reason])
+                        labels: ["reason": reason.rawValue])
                 )
             })
         failures = Dictionary(
@@ -59,9 +59,8 @@ final class RuntimeMetrics: Sendable {
             labels: ["group": group])
     }
 
-    func deadLetter(reason: String) -> Counter {
-        deadLetters[reason]
-            ?? registry.counter("receipt_worker_dlq_messages_total", help: "", labels: ["reason": reason])
+    func deadLetter(reason: DeadLetterReason) -> Counter {
+        deadLetters[reason]!  // every reason has its counter from init
     }
 
     static func failureCounter(_ registry: MetricsRegistry, _ operation: String) -> Counter {

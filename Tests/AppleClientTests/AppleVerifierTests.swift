@@ -2,6 +2,7 @@ import AppStoreSimulator
 import AppleVerification
 import Foundation
 import Testing
+import Vocabulary
 
 @Suite("Apple verdicts on every kind of proof, against the simulator", .timeLimit(.minutes(1)))
 struct AppleVerifierTests {

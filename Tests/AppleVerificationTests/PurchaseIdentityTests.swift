@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Vocabulary
 
 @testable import AppleVerification
 
@@ -22,9 +23,9 @@ struct PurchaseIdentityTests {
     @Test(
         "signed transactions: each of Apple's types, and a type Apple adds, by the contract's table",
         arguments: [
-            ("Consumable", "t:2000000000000001"), ("Non-Consumable", "t:1000000000000009"),
-            ("Non-Renewing Subscription", "t:1000000000000009"), ("Auto-Renewable Subscription", "w:3000000000000007"),
-            ("Hologram Subscription", "t:2000000000000001"),
+            ("Consumable", "2000000000000001"), ("Non-Consumable", "1000000000000009"),
+            ("Non-Renewing Subscription", "1000000000000009"), ("Auto-Renewable Subscription", "w:3000000000000007"),
+            ("Hologram Subscription", "2000000000000001"),
         ])
     func signedTypes(type: String, identity: String) throws {
         let transaction = try signed([
@@ -33,15 +34,15 @@ struct PurchaseIdentityTests {
         ])
         #expect(transaction.productType.rawValue == type)
         #expect(transaction.webOrderLineItemID == "3000000000000007")
-        #expect(transaction.purchaseIdentity == identity)
+        #expect(transaction.purchaseIdentity.key == identity)  // the ledger's key: bare, or `w:` for a period
     }
 
     @Test("without their preferred id, identities fall back to the transaction id")
     func fallbacks() throws {
         let nonConsumable = try signed(["type": #""Non-Consumable""#, "originalTransactionId": nil])
-        #expect(nonConsumable.purchaseIdentity == "t:2000000000000001")
+        #expect(nonConsumable.purchaseIdentity == .transaction("2000000000000001"))
         let subscription = try signed(["type": #""Auto-Renewable Subscription""#, "webOrderLineItemId": #""""#])
-        #expect(subscription.purchaseIdentity == "t:2000000000000001")
+        #expect(subscription.purchaseIdentity == .transaction("2000000000000001"))
     }
 
     @Test("receipt entries: an expiry or a web order line item makes an auto-renewable subscription")
@@ -51,16 +52,16 @@ struct PurchaseIdentityTests {
         ])
         #expect(expiring.productType == .autoRenewableSubscription)
         #expect(expiring.webOrderLineItemID == "3000000000000007")
-        #expect(expiring.purchaseIdentity == "w:3000000000000007")
+        #expect(expiring.purchaseIdentity == .billingPeriod(webOrderLineItemID: "3000000000000007"))
         let lineItemOnly = try receipt(["web_order_line_item_id": #""3000000000000008""#])
         #expect(lineItemOnly.productType == .autoRenewableSubscription)
-        #expect(lineItemOnly.purchaseIdentity == "w:3000000000000008")
+        #expect(lineItemOnly.purchaseIdentity == .billingPeriod(webOrderLineItemID: "3000000000000008"))
         let expiryOnly = try receipt(["expires_date_ms": #""1700271930000""#])
-        #expect(expiryOnly.purchaseIdentity == "t:1000000000000001")
+        #expect(expiryOnly.purchaseIdentity == .transaction("1000000000000001"))
         let plain = try receipt([:])
         #expect(plain.productType == .unknown)
         #expect(plain.productType.rawValue == nil)
-        #expect(plain.purchaseIdentity == "t:1000000000000001")
+        #expect(plain.purchaseIdentity == .transaction("1000000000000001"))
     }
 
     @Test("a StoreKit 1 restore on a new device is the purchase it restores, whichever proof was granted first")
@@ -90,7 +91,7 @@ struct PurchaseIdentityTests {
         let period = AppleTransaction(
             transactionID: "11", productType: .autoRenewableSubscription, webOrderLineItemID: "42")
         let consumable = AppleTransaction(transactionID: "42", productType: .consumable)
-        #expect(period.purchaseIdentity == "w:42")
-        #expect(consumable.purchaseIdentity == "t:42")
+        #expect(period.purchaseIdentity == .billingPeriod(webOrderLineItemID: "42"))
+        #expect(consumable.purchaseIdentity == .transaction("42"))
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Vocabulary
 
 @testable import AppleVerification
 

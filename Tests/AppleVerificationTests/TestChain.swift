@@ -1,4 +1,5 @@
 import Foundation
+import Vocabulary
 
 @testable import AppleVerification
 

@@ -1,9 +1,10 @@
 import Foundation
 import Ledger
+import Vocabulary
 
 /// A claim as these tests write it: a grant of a purchase to an order, or a deny.
 enum LedgerClaim {
-    case grant(orderID: String, transactionID: String, purchaseID: String? = nil)
+    case grant(orderID: String, transactionID: String, purchaseID: PurchaseID? = nil)
     case deny
 }
 
@@ -17,7 +18,7 @@ extension Ledger {
     /// as its JSON.
     func record(
         jobID: String, claim: LedgerClaim, event: Data, app: AppScope = .defaultApp, fingerprint: String = "f",
-        environment: String = "Production"
+        environment: AppleEnvironment = .production
     ) async throws -> Outcome {
         let grant: GrantClaim? =
             switch claim {

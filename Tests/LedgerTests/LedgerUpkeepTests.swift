@@ -3,6 +3,7 @@ import Foundation
 import Ledger
 import TestSupport
 import Testing
+import Vocabulary
 
 /// The ledger's upkeep: its own PostgreSQL schema with versioned migrations, a role that may not create
 /// anything, and stored results pruned after their retention while grants stay.
@@ -107,7 +108,7 @@ struct LedgerUpkeepTests {
         #expect(runPsql(ownerURL, script) == 0)
 
         let ledger = try await LedgerFactory.open(url: appURL, poolSize: 2)
-        let grant = LedgerClaim.grant(orderID: "o", transactionID: "7", purchaseID: "7")
+        let grant = LedgerClaim.grant(orderID: "o", transactionID: "7", purchaseID: .transaction("7"))
         #expect(try await ledger.record(jobID: "j", claim: grant, event: event) == .recorded)
         #expect(try await ledger.record(jobID: "j", claim: grant, event: event) == .replay(event))
         #expect(try await ledger.storedEvent(jobID: "j") == event)

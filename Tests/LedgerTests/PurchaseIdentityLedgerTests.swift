@@ -3,6 +3,7 @@ import Foundation
 import Ledger
 import TestSupport
 import Testing
+import Vocabulary
 
 @Suite("The ledger claims purchases, not transaction ids", .timeLimit(.minutes(1)))
 struct PurchaseIdentityLedgerTests {
@@ -13,20 +14,23 @@ struct PurchaseIdentityLedgerTests {
         arguments: Backend.allCases)
     func restore(backend: Backend) async throws {
         let ledger = try await backend.open()
-        let first = LedgerClaim.grant(orderID: "o1", transactionID: "100", purchaseID: "100")
+        let first = LedgerClaim.grant(orderID: "o1", transactionID: "100", purchaseID: .transaction("100"))
         #expect(try await ledger.record(jobID: "j1", claim: first, event: event) == .recorded)
         // The same non-consumable restored on another device: transaction 200, original 100.
-        let restoredElsewhere = LedgerClaim.grant(orderID: "o2", transactionID: "200", purchaseID: "100")
+        let restoredElsewhere = LedgerClaim.grant(orderID: "o2", transactionID: "200", purchaseID: .transaction("100"))
         #expect(try await ledger.record(jobID: "j2", claim: restoredElsewhere, event: event) == .duplicateTransaction)
         // Presented again for the order that holds it: not a second grant of that order.
-        let restoredSameOrder = LedgerClaim.grant(orderID: "o1", transactionID: "200", purchaseID: "100")
+        let restoredSameOrder = LedgerClaim.grant(orderID: "o1", transactionID: "200", purchaseID: .transaction("100"))
         #expect(try await ledger.record(jobID: "j3", claim: restoredSameOrder, event: event) == .orderAlreadyFulfilled)
         // The original transaction for its own order, as a new job: the same grant (the same event id follows).
         #expect(try await ledger.record(jobID: "j4", claim: first, event: event) == .recorded)
         // A billing period is its own purchase: two periods, two orders.
-        let period1 = LedgerClaim.grant(orderID: "s1", transactionID: "300", purchaseID: "w:9001")
-        let period2 = LedgerClaim.grant(orderID: "s2", transactionID: "301", purchaseID: "w:9002")
-        let period1Again = LedgerClaim.grant(orderID: "s3", transactionID: "302", purchaseID: "w:9001")
+        let period1 = LedgerClaim.grant(
+            orderID: "s1", transactionID: "300", purchaseID: .billingPeriod(webOrderLineItemID: "9001"))
+        let period2 = LedgerClaim.grant(
+            orderID: "s2", transactionID: "301", purchaseID: .billingPeriod(webOrderLineItemID: "9002"))
+        let period1Again = LedgerClaim.grant(
+            orderID: "s3", transactionID: "302", purchaseID: .billingPeriod(webOrderLineItemID: "9001"))
         #expect(try await ledger.record(jobID: "j5", claim: period1, event: event) == .recorded)
         #expect(try await ledger.record(jobID: "j6", claim: period2, event: event) == .recorded)
         #expect(try await ledger.record(jobID: "j7", claim: period1Again, event: event) == .duplicateTransaction)
@@ -59,7 +63,7 @@ struct PurchaseIdentityLedgerTests {
                     group.addTask {
                         let claim = LedgerClaim.grant(
                             orderID: "\(side)-\(purchase)", transactionID: "\(side)\(purchase)",
-                            purchaseID: "p\(purchase)")
+                            purchaseID: .transaction("p\(purchase)"))
                         return try await recordRetrying(
                             ledger, jobID: "\(side)-\(purchase)", claim: claim, event: event)
                     }
@@ -88,7 +92,7 @@ struct PurchaseIdentityLedgerTests {
         #expect(sqlite3_exec(db, oldSchema, nil, nil, nil) == SQLITE_OK)
         sqlite3_close(db)
         let ledger = try await LedgerFactory.open(url: "sqlite:\(path)")
-        let restore = LedgerClaim.grant(orderID: "new-order", transactionID: "200", purchaseID: "100")
+        let restore = LedgerClaim.grant(orderID: "new-order", transactionID: "200", purchaseID: .transaction("100"))
         #expect(try await ledger.record(jobID: "j", claim: restore, event: event) == .duplicateTransaction)
         await ledger.close()
         // Opening it again migrates nothing twice.
@@ -115,7 +119,7 @@ struct PurchaseIdentityLedgerTests {
                 INSERT INTO results (job_id, event) VALUES ('old-job', '{"old":true}');
                 """) == 0)
         let ledger = try await LedgerFactory.open(url: url, poolSize: 2)
-        let restore = LedgerClaim.grant(orderID: "new-order", transactionID: "200", purchaseID: "100")
+        let restore = LedgerClaim.grant(orderID: "new-order", transactionID: "200", purchaseID: .transaction("100"))
         #expect(try await ledger.record(jobID: "j", claim: restore, event: event) == .duplicateTransaction)
         #expect(try await ledger.storedEvent(jobID: "old-job") == Data(#"{"old":true}"#.utf8))
         // The rows moved with their tables; the previous release's functions are gone, so a replica of it
@@ -132,7 +136,8 @@ struct PurchaseIdentityLedgerTests {
                 url,
                 "INSERT INTO receipt_worker.grants (transaction_id, order_id, purchase_id) VALUES ('300', 'manual', '300')"
             ) == 0)
-        let restoreOfIt = LedgerClaim.grant(orderID: "other-order", transactionID: "301", purchaseID: "300")
+        let restoreOfIt = LedgerClaim.grant(
+            orderID: "other-order", transactionID: "301", purchaseID: .transaction("300"))
         #expect(try await ledger.record(jobID: "k", claim: restoreOfIt, event: event) == .duplicateTransaction)
         await ledger.close()
     }

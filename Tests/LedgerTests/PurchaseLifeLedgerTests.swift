@@ -2,6 +2,7 @@ import CSQLite
 import Foundation
 import TestSupport
 import Testing
+import Vocabulary
 
 @testable import Ledger
 
@@ -25,12 +26,13 @@ struct PurchaseLifeLedgerTests {
 
     static func renewal(_ id: String, original: String, line: String, at date: Date) -> NotificationChange {
         NotificationChange(
-            id: "n-\(id)-\(date.timeIntervalSince1970)", app: .defaultApp, environment: "Production",
+            id: "n-\(id)-\(date.timeIntervalSince1970)", app: .defaultApp, environment: .production,
             kind: .subscription(
                 SubscriptionChange(
                     originalTransactionID: original, state: state(at: date, expires: date.addingTimeInterval(86_400)),
                     renewal: .init(
-                        purchaseID: "w:\(line)", transactionID: id, productID: "vip", quantity: 1,
+                        purchaseID: .billingPeriod(webOrderLineItemID: "\(line)"), transactionID: id, productID: "vip",
+                        quantity: 1,
                         eventID: "renewal-\(line)"))))
     }
 
@@ -49,10 +51,11 @@ struct PurchaseLifeLedgerTests {
 
     static func reported(_ id: String, due: Date) -> NotificationChange {
         NotificationChange(
-            id: "report-\(id)", app: .defaultApp, environment: "Production",
+            id: "report-\(id)", app: .defaultApp, environment: .production,
             kind: .purchased(
                 ReportedPurchase(
-                    purchaseID: id, transactionID: id, originalTransactionID: id, productID: "gems", quantity: 1,
+                    purchaseID: .transaction(id), transactionID: id, originalTransactionID: id, productID: "gems",
+                    quantity: 1,
                     dueAt: due,
                     event: StoredEvent(
                         eventID: "credit-\(id)", type: "receipt.unclaimed", time: "", key: "unclaimed:\(id)",
@@ -76,7 +79,8 @@ struct PurchaseLifeLedgerTests {
         arguments: Backend.allCases)
     func renewals(backend: Backend) async throws {
         let ledger = try await backend.open()
-        let first = LedgerClaim.grant(orderID: "vip-1", transactionID: "100", purchaseID: "w:L1")
+        let first = LedgerClaim.grant(
+            orderID: "vip-1", transactionID: "100", purchaseID: .billingPeriod(webOrderLineItemID: "L1"))
         #expect(
             try await ledger.record(
                 jobID: "j1", claim: first, event: Self.grantEvent(order: "vip-1", transaction: "100", original: "100"))
@@ -84,18 +88,20 @@ struct PurchaseLifeLedgerTests {
         let renewed = try await Self.applied(ledger, Self.renewal("101", original: "100", line: "L2", at: Self.at))
         #expect(renewed == "vip-1|active|\(Int(Self.at.timeIntervalSince1970) + 86_400)")
         // The period presented by a job for another order, and for the subscription's own.
-        let other = LedgerClaim.grant(orderID: "other", transactionID: "101", purchaseID: "w:L2")
+        let other = LedgerClaim.grant(
+            orderID: "other", transactionID: "101", purchaseID: .billingPeriod(webOrderLineItemID: "L2"))
         #expect(try await ledger.record(jobID: "j2", claim: other, event: Data("{}".utf8)) == .duplicateTransaction)
-        let own = LedgerClaim.grant(orderID: "vip-1", transactionID: "101", purchaseID: "w:L2")
+        let own = LedgerClaim.grant(
+            orderID: "vip-1", transactionID: "101", purchaseID: .billingPeriod(webOrderLineItemID: "L2"))
         #expect(
             try await ledger.record(jobID: "j3", claim: own, event: Data("{}".utf8)) == .credited("renewal-L2"),
             "the period's credit, not a grant of its own")
         // A new purchase for the order is still refused: renewals are not the order's job grants.
-        let third = LedgerClaim.grant(orderID: "vip-1", transactionID: "555", purchaseID: "555")
+        let third = LedgerClaim.grant(orderID: "vip-1", transactionID: "555", purchaseID: .transaction("555"))
         #expect(try await ledger.record(jobID: "j4", claim: third, event: Data("{}".utf8)) == .orderAlreadyFulfilled)
         // A change signed before the renewal: nothing; one after it: the newest state.
         let stale = NotificationChange(
-            id: "stale", app: .defaultApp, environment: "Production",
+            id: "stale", app: .defaultApp, environment: .production,
             kind: .subscription(
                 SubscriptionChange(
                     originalTransactionID: "100",
@@ -103,7 +109,7 @@ struct PurchaseLifeLedgerTests {
                     renewal: nil)))
         #expect(try await Self.applied(ledger, stale) == nil)
         let newer = NotificationChange(
-            id: "newer", app: .defaultApp, environment: "Production",
+            id: "newer", app: .defaultApp, environment: .production,
             kind: .subscription(
                 SubscriptionChange(
                     originalTransactionID: "100",
@@ -173,20 +179,22 @@ struct PurchaseLifeLedgerTests {
         _ = try await Self.applied(ledger, Self.reported("951", due: Self.at))
         _ = try await ledger.creditUnclaimed(now: Self.at, limit: 10)
         let refund = NotificationChange(
-            id: "refund-951", app: .defaultApp, environment: "Production",
-            kind: .revoke(purchaseID: "951", transactionID: "951", at: Self.at))
+            id: "refund-951", app: .defaultApp, environment: .production,
+            kind: .revoke(purchaseID: .transaction("951"), transactionID: "951", at: Self.at))
         _ = try await Self.applied(ledger, refund)
         #expect(try await Self.claim(ledger, job: "late", order: "shop-2", transaction: "951") == .revoked)
         // A period refunded before its renewal was heard of: no credit, no event; a job presenting it: revoked.
-        let first = LedgerClaim.grant(orderID: "vip-9", transactionID: "960", purchaseID: "w:S1")
+        let first = LedgerClaim.grant(
+            orderID: "vip-9", transactionID: "960", purchaseID: .billingPeriod(webOrderLineItemID: "S1"))
         _ = try await ledger.record(
             jobID: "vip", claim: first, event: Self.grantEvent(order: "vip-9", transaction: "960", original: "960"))
         let early = NotificationChange(
-            id: "refund-961", app: .defaultApp, environment: "Production",
-            kind: .revoke(purchaseID: "w:S2", transactionID: "961", at: Self.at))
+            id: "refund-961", app: .defaultApp, environment: .production,
+            kind: .revoke(purchaseID: .billingPeriod(webOrderLineItemID: "S2"), transactionID: "961", at: Self.at))
         _ = try await Self.applied(ledger, early)
         #expect(try await Self.applied(ledger, Self.renewal("961", original: "960", line: "S2", at: Self.at)) == nil)
-        let period = LedgerClaim.grant(orderID: "vip-9", transactionID: "961", purchaseID: "w:S2")
+        let period = LedgerClaim.grant(
+            orderID: "vip-9", transactionID: "961", purchaseID: .billingPeriod(webOrderLineItemID: "S2"))
         #expect(try await ledger.record(jobID: "p", claim: period, event: Data("{}".utf8)) == .revoked)
         await ledger.close()
     }
@@ -222,13 +230,13 @@ struct PurchaseLifeLedgerTests {
         // Credited, but its publish failed: not marked published.
         #expect(try await ledger.creditUnclaimed(now: Self.at, limit: 10).map(\.eventID) == ["credit-980"])
         let refund = NotificationChange(
-            id: "refund-980", app: .defaultApp, environment: "Production",
-            kind: .revoke(purchaseID: "980", transactionID: "980", at: Self.at))
+            id: "refund-980", app: .defaultApp, environment: .production,
+            kind: .revoke(purchaseID: .transaction("980"), transactionID: "980", at: Self.at))
         #expect(try await Self.applied(ledger, refund) != nil, "the refund of the credit is published")
         #expect(try await ledger.creditUnclaimed(now: Self.at, limit: 10).isEmpty, "the credit is not, after it")
         let reversal = NotificationChange(
-            id: "reversal-980", app: .defaultApp, environment: "Production",
-            kind: .reinstate(purchaseID: "980", transactionID: "980", at: Self.at.addingTimeInterval(60)))
+            id: "reversal-980", app: .defaultApp, environment: .production,
+            kind: .reinstate(purchaseID: .transaction("980"), transactionID: "980", at: Self.at.addingTimeInterval(60)))
         _ = try await Self.applied(ledger, reversal)
         #expect(try await ledger.creditUnclaimed(now: Self.at, limit: 10).map(\.eventID) == ["credit-980"])
         await ledger.close()
@@ -305,7 +313,7 @@ struct PurchaseLifeLedgerTests {
         #expect(
             try await Self.applied(upgraded, Self.renewal("81", original: "80", line: "R2", at: Self.at))?.hasPrefix(
                 "old-8|") == true)
-        let again = LedgerClaim.grant(orderID: "old-8", transactionID: "99", purchaseID: "99")
+        let again = LedgerClaim.grant(orderID: "old-8", transactionID: "99", purchaseID: .transaction("99"))
         #expect(try await upgraded.record(jobID: "j", claim: again, event: Data("{}".utf8)) == .orderAlreadyFulfilled)
         await upgraded.close()
     }

@@ -1,6 +1,7 @@
 import Foundation
 import TestSupport
 import Testing
+import Vocabulary
 
 @testable import Ledger
 
@@ -27,7 +28,8 @@ struct RuleTableTests {
     // MARK: Steps
 
     static func grant(
-        _ job: String, order: String, transaction: String, purchase: String? = nil, environment: String = "Production",
+        _ job: String, order: String, transaction: String, purchase: PurchaseID? = nil,
+        environment: AppleEnvironment = .production,
         app: AppScope = .defaultApp, fingerprint: String = "f", expect: String
     ) -> Step {
         Step(
@@ -84,7 +86,7 @@ struct RuleTableTests {
         }
     }
 
-    static func change(_ id: String, _ kind: NotificationChange.Kind, environment: String = "Production")
+    static func change(_ id: String, _ kind: NotificationChange.Kind, environment: AppleEnvironment = .production)
         -> NotificationChange
     {
         NotificationChange(id: id, app: .defaultApp, environment: environment, kind: kind)
@@ -94,12 +96,17 @@ struct RuleTableTests {
         -> NotificationChange
     {
         change(
-            id, .revoke(purchaseID: purchase, transactionID: purchase, at: at.addingTimeInterval(seconds), share: share)
+            id,
+            .revoke(
+                purchaseID: .transaction(purchase), transactionID: purchase, at: at.addingTimeInterval(seconds),
+                share: share)
         )
     }
 
     static func reinstate(_ id: String, purchase: String, at seconds: TimeInterval) -> NotificationChange {
-        change(id, .reinstate(purchaseID: purchase, transactionID: purchase, at: at.addingTimeInterval(seconds)))
+        change(
+            id,
+            .reinstate(purchaseID: .transaction(purchase), transactionID: purchase, at: at.addingTimeInterval(seconds)))
     }
 
     static func reported(_ id: String) -> NotificationChange {
@@ -107,7 +114,8 @@ struct RuleTableTests {
             "report-\(id)",
             .purchased(
                 ReportedPurchase(
-                    purchaseID: id, transactionID: id, originalTransactionID: id, productID: "gems", quantity: 1,
+                    purchaseID: .transaction(id), transactionID: id, originalTransactionID: id, productID: "gems",
+                    quantity: 1,
                     dueAt: at,
                     event: StoredEvent(
                         eventID: "credit-\(id)", type: "receipt.unclaimed", time: "", key: "unclaimed:\(id)",
@@ -124,7 +132,8 @@ struct RuleTableTests {
                         status: "active", expiresAt: at.addingTimeInterval(86_400), gracePeriodExpiresAt: nil,
                         autoRenew: true, autoRenewProductID: "vip", changedAt: at.addingTimeInterval(seconds)),
                     renewal: .init(
-                        purchaseID: "w:\(line)", transactionID: id, productID: "vip", quantity: 1,
+                        purchaseID: .billingPeriod(webOrderLineItemID: "\(line)"), transactionID: id, productID: "vip",
+                        quantity: 1,
                         eventID: "renewal-\(line)"))))
     }
 
@@ -159,9 +168,13 @@ struct RuleTableTests {
             name:
                 "a restore (another transaction id of one purchase): the order's is order_already_fulfilled, another's a duplicate",
             steps: [
-                grant("j1", order: "o1", transaction: "100", purchase: "p-100", expect: "recorded"),
-                grant("j2", order: "o1", transaction: "105", purchase: "p-100", expect: "order_already_fulfilled"),
-                grant("j3", order: "o2", transaction: "106", purchase: "p-100", expect: "duplicate_transaction"),
+                grant("j1", order: "o1", transaction: "100", purchase: .transaction("p-100"), expect: "recorded"),
+                grant(
+                    "j2", order: "o1", transaction: "105", purchase: .transaction("p-100"),
+                    expect: "order_already_fulfilled"),
+                grant(
+                    "j3", order: "o2", transaction: "106", purchase: .transaction("p-100"),
+                    expect: "duplicate_transaction"),
             ]),
         Row(
             name: "a purchase refunded before any grant, and one refunded after its grant: revoked",
@@ -177,7 +190,7 @@ struct RuleTableTests {
             name: "environments and apps are apart: the same transaction id in Sandbox, or in another app, is its own",
             steps: [
                 grant("j1", order: "o1", transaction: "300", expect: "recorded"),
-                grant("j2", order: "o2", transaction: "300", environment: "Sandbox", expect: "recorded"),
+                grant("j2", order: "o2", transaction: "300", environment: .sandbox, expect: "recorded"),
                 grant("j3", order: "o1", transaction: "300", app: AppScope("com.other"), expect: "recorded"),
             ]),
         Row(
@@ -190,10 +203,16 @@ struct RuleTableTests {
         Row(
             name: "a subscription's period credited to its order: a job of that order presenting it is the credit",
             steps: [
-                grant("j1", order: "vip", transaction: "500", purchase: "w:L1", expect: "recorded"),
+                grant(
+                    "j1", order: "vip", transaction: "500", purchase: .billingPeriod(webOrderLineItemID: "L1"),
+                    expect: "recorded"),
                 notify(renewal("501", original: "500", line: "L2", seconds: 10), expect: "published:vip"),
-                grant("j2", order: "vip", transaction: "501", purchase: "w:L2", expect: "credited:renewal-L2"),
-                grant("j3", order: "other", transaction: "501", purchase: "w:L2", expect: "duplicate_transaction"),
+                grant(
+                    "j2", order: "vip", transaction: "501", purchase: .billingPeriod(webOrderLineItemID: "L2"),
+                    expect: "credited:renewal-L2"),
+                grant(
+                    "j3", order: "other", transaction: "501", purchase: .billingPeriod(webOrderLineItemID: "L2"),
+                    expect: "duplicate_transaction"),
             ]),
     ]
 
@@ -226,7 +245,9 @@ struct RuleTableTests {
             steps: [
                 grant("j1", order: "o1", transaction: "750", expect: "recorded"),
                 notify(
-                    change("s1", .revoke(purchaseID: "750", transactionID: "750", at: at), environment: "Sandbox"),
+                    change(
+                        "s1", .revoke(purchaseID: .transaction("750"), transactionID: "750", at: at),
+                        environment: .sandbox),
                     expect: "not_granted"),
                 grant("j2", order: "o2", transaction: "750", expect: "duplicate_transaction"),
             ]),

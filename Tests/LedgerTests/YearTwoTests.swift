@@ -2,6 +2,7 @@ import CSQLite
 import Foundation
 import TestSupport
 import Testing
+import Vocabulary
 
 @testable import Ledger
 
@@ -125,7 +126,7 @@ struct YearTwoTests {
         let at = Date(timeIntervalSinceNow: -86_400)
         func notify(_ id: String, _ kind: NotificationChange.Kind) async throws {
             _ = try await ledger.apply(
-                NotificationChange(id: id, app: .defaultApp, environment: "Production", kind: kind)
+                NotificationChange(id: id, app: .defaultApp, environment: .production, kind: kind)
             ) { holder in
                 StoredEvent(eventID: id, type: "t", time: "", key: holder.grant.orderID, json: Array("{}".utf8))
             }
@@ -133,7 +134,8 @@ struct YearTwoTests {
         func reported(_ id: String, due: Date) -> NotificationChange.Kind {
             .purchased(
                 ReportedPurchase(
-                    purchaseID: id, transactionID: id, originalTransactionID: id, productID: "gems", quantity: 1,
+                    purchaseID: .transaction(id), transactionID: id, originalTransactionID: id, productID: "gems",
+                    quantity: 1,
                     dueAt: due,
                     event: StoredEvent(
                         eventID: "credit-\(id)", type: "receipt.unclaimed", time: "", key: "unclaimed:\(id)",
@@ -143,9 +145,10 @@ struct YearTwoTests {
         _ = try await ledger.record(jobID: "j2", claim: .grant(orderID: "o2", transactionID: "11"), event: Self.event)
         try await notify("c1", .consumptionRequest(transactionID: "10", respondBy: at))
         // A refund reversed (its state prunable), a refund of a purchase never granted (kept for good).
-        try await notify("r1", .revoke(purchaseID: "11", transactionID: "11", at: at))
-        try await notify("r2", .reinstate(purchaseID: "11", transactionID: "11", at: at.addingTimeInterval(1)))
-        try await notify("r3", .revoke(purchaseID: "12", transactionID: "12", at: at))
+        try await notify("r1", .revoke(purchaseID: .transaction("11"), transactionID: "11", at: at))
+        try await notify(
+            "r2", .reinstate(purchaseID: .transaction("11"), transactionID: "11", at: at.addingTimeInterval(1)))
+        try await notify("r3", .revoke(purchaseID: .transaction("12"), transactionID: "12", at: at))
         // Reported purchases: one credited and published, one still waiting.
         try await notify("p1", reported("20", due: at))
         try await notify("p2", reported("21", due: Date(timeIntervalSinceNow: 86_400)))

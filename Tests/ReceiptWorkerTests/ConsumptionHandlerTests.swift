@@ -6,6 +6,7 @@ import Runtime
 import Synchronization
 import TestSupport
 import Testing
+import Vocabulary
 
 @testable import ReceiptWorker
 
@@ -73,8 +74,8 @@ struct ConsumptionHandlerTests {
         try await grant("1000")
         consumption.answer([.success(.refused(status: 400, errorCode: 4000035))])
         let handler = try handler(consumption: consumption)
-        #expect(try await run(handler, answer([:])).deadLetter?.reason == "consumption_not_sent")
-        #expect(try await run(handler, Array("{}".utf8)).deadLetter?.reason == "consumption_not_sent")
+        #expect(try await run(handler, answer([:])).deadLetter?.reason == .consumptionNotSent)
+        #expect(try await run(handler, Array("{}".utf8)).deadLetter?.reason == .consumptionNotSent)
         let wrongApp = try await run(handler, answer(["bundle_id": "com.example.second"]))
         #expect(wrongApp.deadLetter?.error.contains("not the app the purchase was granted for") == true)
         let noKey = try await run(try self.handler(consumption: nil), answer([:]))
@@ -90,7 +91,7 @@ struct ConsumptionHandlerTests {
         #expect(try await run(handler, answer([:])).deadLetter == nil)
         consumption.answer(Array(repeating: .failure(failure), count: 3))
         let exhausted = try await run(handler, answer([:]))
-        #expect(exhausted.deadLetter?.reason == "consumption_not_sent" && exhausted.deadLetter?.attempts == 3)
+        #expect(exhausted.deadLetter?.reason == .consumptionNotSent && exhausted.deadLetter?.attempts == 3)
     }
 
     @Test("each app's answers have slots of their own: an answer's app is its bundle_id, else the default app")

@@ -5,6 +5,7 @@ import Ledger
 import Observability
 import Runtime
 import Synchronization
+import Vocabulary
 
 @testable import ReceiptWorker
 

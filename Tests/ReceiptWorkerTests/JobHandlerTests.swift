@@ -148,11 +148,11 @@ struct JobHandlerTests {
     func malformed() async throws {
         let handler = try handler()
         let invalid = try await run(handler, Handlers.job("j1", order: "o1", extra: ["quantity": "2"]))
-        #expect(invalid.deadLetter?.reason == "malformed_job")
+        #expect(invalid.deadLetter?.reason == .malformedJob)
         #expect(invalid.event?["reason"] as? String == "malformed_job")
         #expect(invalid.event?["order_id"] as? String == "o1")
         let unreadable = try await run(handler, Array("not json".utf8))
-        #expect(unreadable.deadLetter?.reason == "malformed_job")
+        #expect(unreadable.deadLetter?.reason == .malformedJob)
         #expect(unreadable.events.isEmpty)
         #expect(apple.calls == 0)
     }
@@ -178,11 +178,11 @@ struct JobHandlerTests {
         #expect(granted.event?["attempts"] as? Int == 3)
         apple.fail(Array(repeating: transient, count: 4))
         let exhausted = try await run(handler, Handlers.job("j2", order: "o2"))
-        #expect(exhausted.deadLetter == DeadLetter(reason: "retries_exhausted", error: transient.reason, attempts: 4))
+        #expect(exhausted.deadLetter == DeadLetter(reason: .retriesExhausted, error: transient.reason, attempts: 4))
         #expect(exhausted.events.isEmpty)
         apple.fail([AppleVerificationError(.unauthorized, "transactionInfo: HTTP 401", isRetriable: false)])
         let refused = try await run(handler, Handlers.job("j3", order: "o3"))
-        #expect(refused.deadLetter?.reason == "cannot_verify")
+        #expect(refused.deadLetter?.reason == .cannotVerify)
         #expect(refused.deadLetter?.attempts == 1)
     }
 
@@ -208,7 +208,7 @@ struct JobHandlerTests {
         let temporary = AppleVerificationError(.appleStatus, "verifyReceipt status 21002 (signed)", isRetriable: true)
         apple.fail(Array(repeating: temporary, count: 8))
         let exhausted = try await run(handler, Handlers.job("j3", order: "o3"))
-        #expect(exhausted.deadLetter?.reason == "retries_exhausted" && exhausted.events.isEmpty)
+        #expect(exhausted.deadLetter?.reason == .retriesExhausted && exhausted.events.isEmpty)
     }
 
     @Test(

@@ -3,6 +3,7 @@ import Foundation
 import Ledger
 import Runtime
 import Testing
+import Vocabulary
 
 @testable import ReceiptWorker
 
@@ -157,7 +158,7 @@ struct NotificationHandlerTests {
         let mixed = try Handlers.notification(
             "REFUND", transaction: nil,
             extra: ["signedTransactionInfo": try Handlers.sign(sandbox.merging(["bundleId": "com.example"]) { $1 })])
-        #expect(try await notify(mixed).deadLetter?.reason == "malformed_job")
+        #expect(try await notify(mixed).deadLetter?.reason == .malformedJob)
     }
 
     @Test("a family member's revocation revokes that member's transaction, never the purchaser's purchase")
@@ -209,10 +210,10 @@ struct NotificationHandlerTests {
         try await grant("7000", order: "o7")
         var body = try Handlers.notification("REFUND", transaction: Handlers.transaction("7000"))
         body[body.count - 10] = body[body.count - 10] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
-        #expect(try await notify(body).deadLetter?.reason == "malformed_job")
+        #expect(try await notify(body).deadLetter?.reason == .malformedJob)
         let stranger = try Handlers.notification(
             "REFUND", transaction: Handlers.transaction("7000"), bundleID: "com.stranger")
-        #expect(try await notify(stranger).deadLetter?.reason == "malformed_job")
+        #expect(try await notify(stranger).deadLetter?.reason == .malformedJob)
         apple.verified(Handlers.proof("again-7000"), transactionID: "7000")
         let again = try await Handlers.run(
             jobs, Handlers.job("job-o7", order: "o7", proof: ["receipt": Handlers.proof("proof-7000")]))

@@ -4,6 +4,7 @@ import Ledger
 import Kafka
 import Observability
 import Testing
+import Vocabulary
 
 @testable import ReceiptWorker
 
@@ -30,7 +31,7 @@ struct OrderChecksTests {
     func reason(_ outcome: OrderChecks.Outcome) -> String {
         switch outcome {
         case .grant: "verified"
-        case .deny(let reason, _, _, _): reason
+        case .deny(let reason, _, _, _): reason.rawValue
         }
     }
 
@@ -128,9 +129,8 @@ struct ResultEventTests {
                 decision: decision, app: .defaultApp, jobID: job, fingerprint: "f", orderID: order,
                 transactionID: transaction),
             jobID: job, orderID: order, userID: "u", decision: decision,
-            reason: decision == .grant ? "verified" : "revoked",
             productID: "p", quantity: 1, transactionID: transaction, originalTransactionID: nil,
-            environment: "Production",
+            environment: .production,
             purchaseDate: Date(timeIntervalSince1970: 1), expiresDate: nil, verifiedAt: Date(timeIntervalSince1970: 2),
             attempts: 1, detail: nil)
     }
@@ -144,11 +144,11 @@ struct ResultEventTests {
             event(.grant, job: "a", order: "o", transaction: "t").eventID
                 != event(.grant, job: "a", order: "o2", transaction: "t").eventID)
         #expect(
-            event(.deny, job: "a", order: "o", transaction: "t").eventID
-                == event(.deny, job: "a", order: "o", transaction: nil).eventID)
+            event(.deny(.revoked), job: "a", order: "o", transaction: "t").eventID
+                == event(.deny(.revoked), job: "a", order: "o", transaction: nil).eventID)
         #expect(
-            event(.deny, job: "a", order: "o", transaction: nil).eventID
-                != event(.deny, job: "b", order: "o", transaction: nil).eventID)
+            event(.deny(.revoked), job: "a", order: "o", transaction: nil).eventID
+                != event(.deny(.revoked), job: "b", order: "o", transaction: nil).eventID)
         #expect(event(.grant, job: "a", order: "o", transaction: "t").eventID.count == 36)
     }
 
@@ -158,7 +158,7 @@ struct ResultEventTests {
     func scopedIDs() {
         let denies = [AppScope.defaultApp, AppScope("com.example.b")].map {
             ResultEvent.eventID(
-                decision: .deny, app: $0, jobID: "1", fingerprint: "f", orderID: "1", transactionID: nil)
+                decision: .deny(.revoked), app: $0, jobID: "1", fingerprint: "f", orderID: "1", transactionID: nil)
         }
         #expect(denies[0] != denies[1])
         // A grant made by an earlier release, of any app, has this id: a job replayed after the upgrade under
@@ -172,9 +172,11 @@ struct ResultEventTests {
         // A job id reused for other content is another decision.
         #expect(
             ResultEvent.eventID(
-                decision: .deny, app: .defaultApp, jobID: "j", fingerprint: "f1", orderID: "o", transactionID: nil)
+                decision: .deny(.revoked), app: .defaultApp, jobID: "j", fingerprint: "f1", orderID: "o",
+                transactionID: nil)
                 != ResultEvent.eventID(
-                    decision: .deny, app: .defaultApp, jobID: "j", fingerprint: "f2", orderID: "o", transactionID: nil))
+                    decision: .deny(.revoked), app: .defaultApp, jobID: "j", fingerprint: "f2", orderID: "o",
+                    transactionID: nil))
     }
 
     @Test("the JSON has every contract field, nulls included, and CloudEvents headers")

@@ -46,17 +46,17 @@ struct RecentlyVerifiedNotificationsTests {
 
         // One byte more is another record: verified, and refused.
         let altered = try await Handlers.run(notifications, unverifiable + [0x20], topic: "notifications")
-        #expect(altered.deadLetter?.reason == "malformed_job")
+        #expect(altered.deadLetter?.reason == .malformedJob)
         // As long, with the same end, another byte before it: refused too, and the real record's result stays.
         var lookalike = unverifiable
         lookalike[2] = UInt8(ascii: "S")
         let forged = try await Handlers.run(notifications, lookalike, topic: "notifications")
-        #expect(forged.deadLetter?.reason == "malformed_job")
+        #expect(forged.deadLetter?.reason == .malformedJob)
         let revoked = try await Handlers.run(notifications, unverifiable, topic: "notifications")
         #expect(revoked.event?["type"] as? String == "receipt.revoked" && revoked.event?["order_id"] as? String == "o1")
         // Taken once: the same bytes delivered again are verified like any record.
         let again = try await Handlers.run(notifications, unverifiable, topic: "notifications")
-        #expect(again.deadLetter?.reason == "malformed_job")
+        #expect(again.deadLetter?.reason == .malformedJob)
         // What an operator reads: one taken from the receiver, three verified again.
         #expect(metrics.notificationsTakenFromReceiver.value == 1 && metrics.notificationsVerifiedAgain.value == 3)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Vocabulary
 
 /// One transaction as the worker's checks read it, whatever Apple source it came from.
 ///
@@ -49,30 +50,29 @@ public struct AppleTransaction: Sendable, Hashable {
     ///
     /// | product type | identity |
     /// |---|---|
-    /// | consumable, and any type Apple adds | `t:` + `transaction_id` |
-    /// | non-consumable, non-renewing subscription | `t:` + `original_transaction_id`, else `transaction_id` |
-    /// | auto-renewable subscription | `w:` + `web_order_line_item_id`, else `t:` + `transaction_id` |
-    /// | unknown (verifyReceipt entries without `expires_date_ms` or `web_order_line_item_id`) | `t:` + `original_transaction_id`, else `transaction_id` |
+    /// | consumable, and any type Apple adds | its `transaction_id` |
+    /// | non-consumable, non-renewing subscription | its `original_transaction_id`, else `transaction_id` |
+    /// | auto-renewable subscription | its billing period (`web_order_line_item_id`), else `transaction_id` |
+    /// | unknown (verifyReceipt entries without `expires_date_ms` or `web_order_line_item_id`) | its `original_transaction_id`, else `transaction_id` |
     ///
-    /// The prefix names the id space, so ids from different spaces never collide: `t:` holds Apple
-    /// transaction ids, and an `original_transaction_id` is one (the id of the first purchase), so a
-    /// purchase claimed by its own id and later by a restore's `original_transaction_id` collides, as it
-    /// must; `w:` holds web order line items, a separate sequence whose numbers may equal a transaction id.
+    /// ``PurchaseID`` keeps the id spaces apart: transaction ids (an `original_transaction_id` is one, the id of
+    /// the first purchase, so a purchase claimed by its own id and later by a restore's `original_transaction_id`
+    /// collides, as it must) and web order line items, a separate sequence whose numbers may equal a transaction id.
     ///
     /// verifyReceipt entries do not say whether a product is consumable. Their identity is the original
     /// transaction: a non-consumable restored on a new device (`original_transaction_id` differs from
     /// `transaction_id`) is then the purchase it restores, and a consumable, never restored, has its own id as
     /// its original, so it stays one purchase per transaction as the table asks.
-    public var purchaseIdentity: String {
+    public var purchaseIdentity: PurchaseID {
         func nonEmpty(_ value: String?) -> String? { value.flatMap { $0.isEmpty ? nil : $0 } }
         switch productType {
         case .autoRenewableSubscription:
-            if let line = nonEmpty(webOrderLineItemID) { return "w:" + line }
-            return "t:" + transactionID
+            if let line = nonEmpty(webOrderLineItemID) { return .billingPeriod(webOrderLineItemID: line) }
+            return .transaction(transactionID)
         case .nonConsumable, .nonRenewingSubscription, .unknown:
-            return "t:" + (nonEmpty(originalTransactionID) ?? transactionID)
+            return .transaction(nonEmpty(originalTransactionID) ?? transactionID)
         case .consumable, .other:
-            return "t:" + transactionID
+            return .transaction(transactionID)
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Vocabulary
 
 /// The decoded payload of a StoreKit 2 signed transaction (`JWSTransactionDecodedPayload`).
 ///

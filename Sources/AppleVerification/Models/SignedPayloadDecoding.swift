@@ -1,4 +1,5 @@
 import Foundation
+import Vocabulary
 
 // The signed payloads read from their JSON with `JSONObjectScanner` and a switch over the keys: JSONDecoder
 // took a tenth of the notification receiver's CPU (two payloads per notification). The result is the one

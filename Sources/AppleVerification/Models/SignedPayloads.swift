@@ -1,3 +1,5 @@
+import Vocabulary
+
 /// The decoded payload of signed renewal info (`JWSRenewalInfoDecodedPayload`), the fields the worker reads.
 public struct JWSRenewalInfo: Codable, Sendable, Hashable {
     public var originalTransactionId: String?

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPClient
+import Vocabulary
 
 extension AppStoreServerAPIClient {
     /// How Apple took a consumption answer.

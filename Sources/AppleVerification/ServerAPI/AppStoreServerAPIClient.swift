@@ -1,5 +1,6 @@
 import Foundation
 import HTTPClient
+import Vocabulary
 
 /// The App Store Server API: Get Transaction Info, production first, sandbox on "not found" when allowed.
 public final class AppStoreServerAPIClient: Sendable {

@@ -1,4 +1,5 @@
 import Foundation
+import Vocabulary
 
 /// Verifies StoreKit 2 signed data (JWS) locally, as Apple's App Store Server Library does: ES256 over
 /// `header.payload`, the `x5c` chain to the configured roots with Apple's OIDs, validity at `signedDate`;
