@@ -78,7 +78,9 @@ let package = Package(
         // Executables only wire the libraries together.
         .executableTarget(
             name: "ReceiptWorkerCLI",
-            dependencies: ["ReceiptWorker", "HTTPServerKit", "Kafka", "Ledger", "Observability", "Vocabulary"],
+            dependencies: [
+                "ReceiptWorker", "HTTPServerKit", "Kafka", "Ledger", "Observability", "Runtime", "Vocabulary",
+            ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "AppStoreSimulatorCLI", dependencies: ["AppStoreSimulator"], swiftSettings: strict),
 
@@ -128,7 +130,7 @@ let package = Package(
             name: "FuzzReplayTests", dependencies: ["FuzzChecks"], swiftSettings: strict + rdkafkaSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
-            name: "RuntimeTests", dependencies: ["Runtime", "Kafka", "Vocabulary"],
+            name: "RuntimeTests", dependencies: ["Runtime", "Kafka", "Observability", "Vocabulary"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "HTTPServerKitTests", dependencies: ["HTTPServerKit", "TestSupport"], swiftSettings: strict),
         .testTarget(

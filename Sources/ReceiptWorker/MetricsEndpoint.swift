@@ -1,12 +1,13 @@
 import Foundation
 import HTTPServerKit
 import Observability
+import Runtime
 
 /// Serves `metrics.listen`: `/metrics` (Prometheus text), `/healthz` (the process answers), `/readyz`
 /// (partitions assigned and the ledger reachable; 503 otherwise, so a load balancer or Kubernetes waits).
 /// On `MicroHTTPServer` with its default limits (connections, idle time, header and body size), so a client that
 /// pipelines without end, stalls or holds connections open is bounded instead of taking the process down.
-public final class MetricsEndpoint: Sendable {
+public final class MetricsEndpoint: Service {
     private let server: MicroHTTPServer
     public var port: UInt16 { server.port }
 
@@ -39,6 +40,13 @@ public final class MetricsEndpoint: Sendable {
 
     public func start() { server.start() }
     public func stop() { server.stop() }
+
+    /// Serves until its graceful shutdown (or cancellation), then stops answering.
+    public func run() async {
+        start()
+        await GracefulShutdown.current.wait()
+        stop()
+    }
 
     static func route(
         _ request: ServerRequest, registry: MetricsRegistry, readiness: () -> [String]

@@ -9,7 +9,7 @@ import Runtime
 /// Notifications V2. A notification is verified (nested data too), produced to `topics.notifications` as
 /// received, and answered 200 only once the broker acknowledged it: Apple sends again whatever is not
 /// answered 200, so nothing is lost while the broker is away (503) and nothing forged gets in (400).
-public final class NotificationReceiver: Sendable {
+public final class NotificationReceiver: Service {
     private let server: MicroHTTPServer
     public var port: UInt16 { server.port }
 
@@ -59,6 +59,13 @@ public final class NotificationReceiver: Sendable {
 
     public func start() { server.start() }
     public func stop() { server.stop() }
+
+    /// Serves until its graceful shutdown (or cancellation), then stops answering.
+    public func run() async {
+        start()
+        await GracefulShutdown.current.wait()
+        stop()
+    }
 
     static func route(_ request: ServerRequest, intake: NotificationIntake, deadline: Duration) async -> ServerReply {
         guard request.path == "/notifications/apple" else { return .text(404, "not found\n") }

@@ -7,7 +7,7 @@ import Synchronization
 /// `receipt-worker receive`: the notification receiver alone, for a Deployment of its own. It needs only the
 /// broker: no consumer group, no ledger. Apple's deliveries are answered whenever the notifications topic takes
 /// records, whatever happens to PostgreSQL or to the workers' partitions (a worker's readiness needs both).
-public final class ReceiverRole: Sendable {
+public final class ReceiverRole: Service {
     public let metrics: WorkerMetrics
     let producer: KafkaProducer
     let intake: NotificationIntake
@@ -15,7 +15,8 @@ public final class ReceiverRole: Sendable {
     let logger: Logger
     /// When the notifications topic was last described, and what the broker said of it (nil: not yet).
     private let brokerSeen = Mutex<(at: ContinuousClock.Instant, health: TopicHealth)?>(nil)
-    private let stopping = Atomic<Bool>(false)
+    /// Triggered by ``shutdown()``, as by the graceful shutdown of the group running the role.
+    private let stop = GracefulShutdown()
     /// Whether the last records reached the broker.
     let deliveries = DeliveryHealth()
     /// How often the notifications topic is described.
@@ -46,7 +47,7 @@ public final class ReceiverRole: Sendable {
     /// it has no leader or the broker says this client may not write to it, and for a while after a record
     /// the broker refused. Readiness routes Apple's deliveries; the ledger is not the receiver's concern.
     public var readiness: [String] {
-        if stopping.load(ordering: .relaxed) { return ["stopping"] }
+        if stop.isTriggered || GracefulShutdown.current.isTriggered { return ["stopping"] }
         guard let seen = brokerSeen.withLock({ $0 }) else { return ["starting: waiting for the broker"] }
         var problems: [String] = []
         let age = ContinuousClock.now - seen.at
@@ -63,12 +64,14 @@ public final class ReceiverRole: Sendable {
         return try NotificationReceiver(listen: listen, intake: { intake })
     }
 
-    /// Describes the notifications topic every `healthInterval` (for readiness) until ``shutdown()``; a missing
-    /// topic stops start-up as a configuration error, as the worker's does.
+    /// Describes the notifications topic every `healthInterval` (for readiness) until its graceful shutdown or
+    /// ``shutdown()``, then flushes the producer; a missing topic stops start-up as a configuration error, as the
+    /// worker's does.
     public func run() async throws {
         let topic = configuration.topics.notifications
         let properties = WorkerAssembly.adminProperties(configuration)
-        while !stopping.load(ordering: .relaxed) {
+        let outer = GracefulShutdown.current
+        while !stop.isTriggered && !outer.isTriggered && !Task.isCancelled {
             do {
                 let logger = self.logger
                 try await withDeadline(.seconds(5), timeout: BrokerSilent()) { [self] in
@@ -83,7 +86,9 @@ public final class ReceiverRole: Sendable {
             } catch {
                 logger.warning("cannot describe the notifications topic", ["error": "\(error)"])
             }
-            try? await Task.sleep(for: healthInterval)
+            await withGracefulShutdown(of: [outer], stop: { self.stop.trigger() }) {
+                await stop.sleep(for: healthInterval)
+            }
         }
         await producer.close(timeout: .seconds(10))
     }
@@ -93,5 +98,5 @@ public final class ReceiverRole: Sendable {
     }
 
     /// Turns unready and ends ``run()`` (which flushes the producer).
-    public func shutdown() { stopping.store(true, ordering: .relaxed) }
+    public func shutdown() { stop.trigger() }
 }

@@ -5,30 +5,23 @@ import Observability
 import Runtime
 
 /// Credits purchases Apple reported that no job claimed in time (docs/contract.md section 9, "Purchases no job
-/// claimed"): every replica, every `interval`, has the ledger credit those due (each once, whichever replica
-/// does it) and publishes each credit's `receipt.unclaimed` until the broker acknowledges it. A crash between
-/// the credit and its acknowledgement publishes it again, with the same event id.
+/// claimed"): every replica, every ``interval(after:)`` (a ``PeriodicService`` of the worker), has the ledger
+/// credit those due (each once, whichever replica does it) and publishes each credit's `receipt.unclaimed` until
+/// the broker acknowledges it. A crash between the credit and its acknowledgement publishes it again, with the
+/// same event id.
 struct UnclaimedCredits: Sendable {
     let ledger: any UnclaimedPurchaseStore
     let producer: KafkaProducer
     let resultsTopic: String
     let eventSource: String
-    /// How often to look: a quarter of `notifications.unclaimed_after_ms`, between 1 s and 1 min.
-    let interval: Duration
     let metrics: WorkerMetrics
     let logger: Logger
 
     /// Credits per round: a backlog (a backfill of a week) goes out over several rounds.
     static let batch = 500
 
+    /// How often to look: a quarter of `notifications.unclaimed_after_ms`, between 1 s and 1 min.
     static func interval(after: Duration) -> Duration { min(max(after / 4, .seconds(1)), .seconds(60)) }
-
-    func run(isStopping: @Sendable () -> Bool) async {
-        while !Task.isCancelled && !isStopping() {
-            await round()
-            try? await Task.sleep(for: interval)
-        }
-    }
 
     /// One round: credit what is due, publish what is not yet published. Failures wait for the next round.
     func round() async {

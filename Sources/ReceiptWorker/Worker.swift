@@ -9,7 +9,7 @@ import Synchronization
 /// The receipt worker: the runtime (``ConsumerRuntime``) with one handler per topic (jobs, notifications,
 /// consumption answers), the ledger's upkeep, and what the services beside it read (readiness, metrics, the
 /// notification intake). It decides nothing itself: the handlers do, each in a file of its own.
-public final class Worker: Sendable {
+public final class Worker: Service {
     let configuration: WorkerConfiguration
     let logger: Logger
     let runtime: ConsumerRuntime
@@ -20,6 +20,8 @@ public final class Worker: Sendable {
     let apps: AppleApps
     public let metrics: WorkerMetrics
     private let ledgerReachable = Atomic<Bool>(false)
+    /// Triggered by ``shutdown()``: the same as the graceful shutdown of the group running the worker.
+    private let stop = GracefulShutdown()
     /// Each replica's share of Apple's limits: its share of the jobs topic's partitions.
     private let appleShare: AppleLimitShare
     /// The budgets (and metric series) of the flows beside the apps' jobs; no app may have these names.
@@ -133,38 +135,62 @@ public final class Worker: Sendable {
             logger: logger, recentlyVerified: recentlyVerified)
     }
 
-    /// Asks ``run()`` to stop taking messages, drain, commit and return.
-    public func shutdown() { runtime.shutdown() }
+    /// Asks ``run()`` to stop taking messages, drain, commit and return (as its group's graceful shutdown does).
+    public func shutdown() { stop.trigger() }
 
     /// A fabricated fatal Kafka error, for tests of what follows one.
     package func raiseFatalErrorForTesting() { runtime.raiseFatalErrorForTesting() }
 
-    /// Runs until ``shutdown()`` (then drains within `worker.drain_timeout_ms` and commits) or a fatal Kafka
-    /// error (thrown). A missing or forbidden topic stops start-up as a configuration error.
+    /// Runs until its graceful shutdown or ``shutdown()`` (then drains within `worker.drain_timeout_ms` and
+    /// commits) or a fatal Kafka error (thrown). A missing or forbidden topic stops start-up as a configuration
+    /// error.
     public func run() async throws {
-        let read = try await checkTopics()
-        try await checkLedgerMatchesGroup(read)
-        let topics = read.map(\.topic)
+        let shutdowns = [GracefulShutdown.current, stop]
+        // Start-up waits for a broker or a ledger that does not answer yet; a shutdown meanwhile ends it.
+        let read = try await withGracefulShutdown(of: shutdowns, stop: { self.runtime.shutdown() }) {
+            let read = try await checkTopics()
+            try await checkLedgerMatchesGroup(read)
+            return read
+        }
+        if runtime.isStopping { return }
         logger.info(
             "worker started",
-            ["topics": topics.joined(separator: ","), "max_in_flight": String(configuration.maxInFlight)])
-        try await withThrowingDiscardingTaskGroup { group in
-            group.addTask { await self.ledgerHealthLoop() }
-            group.addTask { await self.resultsPruneLoop() }
-            group.addTask { await self.consumptionGaugeLoop() }
-            if let after = configuration.unclaimedAfter {
-                let credits = UnclaimedCredits(
-                    ledger: ledger, producer: producer, resultsTopic: configuration.topics.results,
-                    eventSource: configuration.eventSource, interval: UnclaimedCredits.interval(after: after),
-                    metrics: metrics, logger: logger)
-                group.addTask { await credits.run { self.runtime.isStopping } }
-            }
-            try await runtime.run(
-                subscribing: topics,
-                partitionCounts: Dictionary(read.map { ($0.topic, $0.partitions) }) { first, _ in first })
-            group.cancelAll()
-        }
+            [
+                "topics": read.map(\.topic).joined(separator: ","),
+                "max_in_flight": String(configuration.maxInFlight),
+            ])
+        let group = ServiceGroup(services(reading: read), logger: logger)
+        try await withGracefulShutdown(of: shutdowns, stop: { group.shutdown() }) { try await group.run() }
         logger.info("worker stopped")
+    }
+
+    /// The worker's parts, in the order they start; they stop the other way round. The chores that only read
+    /// the ledger start before the runtime and stop after its drain (readiness stays true to what is
+    /// happening); the unclaimed credits publish with the runtime's producer, so they stop before it drains.
+    private func services(reading read: [(topic: String, partitions: Int)]) -> [ServiceGroup.Entry] {
+        var services: [ServiceGroup.Entry] = [
+            .init("ledger health", PeriodicService(every: .seconds(5)) { await self.checkLedger() }),
+            .init(
+                "ledger pruning", PeriodicService(every: .seconds(3_600), after: .seconds(60)) { await self.prune() }),
+            .init(
+                "consumption gauge", PeriodicService(every: .seconds(30)) { await self.refreshConsumptionGauge() }),
+            .init("Apple limit share", appleShare),
+            .init(
+                "consumer runtime",
+                RuntimeService(
+                    runtime: runtime, topics: read.map(\.topic),
+                    partitionCounts: Dictionary(read.map { ($0.topic, $0.partitions) }) { first, _ in first })),
+        ]
+        if let after = configuration.unclaimedAfter {
+            let credits = UnclaimedCredits(
+                ledger: ledger, producer: producer, resultsTopic: configuration.topics.results,
+                eventSource: configuration.eventSource, metrics: metrics, logger: logger)
+            services.append(
+                .init(
+                    "unclaimed credits",
+                    PeriodicService(every: UnclaimedCredits.interval(after: after)) { await credits.round() }))
+        }
+        return services
     }
 
     /// Every topic the worker reads or writes must exist before it takes a job: a missing results or DLQ
@@ -248,10 +274,10 @@ public final class Worker: Sendable {
         }
     }
 
-    /// Checks the ledger every 5 s for `/readyz` and `receipt_worker_ledger_up`, each check with a deadline
+    /// Checks the ledger (every 5 s) for `/readyz` and `receipt_worker_ledger_up`, each check with a deadline
     /// of its own: a ledger hung behind a network partition must turn readiness false in seconds.
-    private func ledgerHealthLoop() async {
-        while !Task.isCancelled {
+    private func checkLedger() async {
+        do {
             let reachable: Bool
             do {
                 let ledger = self.ledger
@@ -264,18 +290,16 @@ public final class Worker: Sendable {
                 logger.warning("ledger health check failed", ["error": "\(error)"])
             }
             ledgerReachable.store(reachable, ordering: .relaxed)
-            try? await Task.sleep(for: .seconds(5))
         }
     }
 
-    /// The ledger's retention, a minute after start and then hourly: stored results past
+    /// The ledger's retention (a minute after start, then hourly): stored results past
     /// `ledger.results_retention_days`, handled notifications past `ledger.notifications_retention_days`, and
     /// what is settled past `ledger.settled_retention_days`, each in bounded batches. Every replica runs it;
     /// the PostgreSQL ledger lets one at a time do the work.
-    private func resultsPruneLoop() async {
+    private func prune() async {
         func cutoff(_ days: Int) -> Date? { days > 0 ? Date(timeIntervalSinceNow: -Double(days) * 86_400) : nil }
-        try? await Task.sleep(for: .seconds(60))
-        while !Task.isCancelled && !runtime.isStopping {
+        do {
             do {
                 if let before = cutoff(configuration.resultsRetentionDays) {
                     let deleted = try await ledger.pruneResults(decidedBefore: before)
@@ -293,20 +317,16 @@ public final class Worker: Sendable {
             } catch {
                 logger.warning("pruning the ledger failed; trying again in an hour", ["error": "\(error)"])
             }
-            try? await Task.sleep(for: .seconds(3_600))
         }
     }
 
-    /// Refreshes `receipt_worker_consumption_request_oldest_unanswered_seconds` every 30 s. A ledger that does
-    /// not answer leaves the last value: an alarm must not clear itself.
-    private func consumptionGaugeLoop() async {
-        while !Task.isCancelled && !runtime.isStopping {
-            do {
-                let oldest = try await ledger.oldestOpenConsumptionRequest()
-                metrics.oldestConsumptionRequest.set(oldest.map { max(0, Int(Date().timeIntervalSince($0))) } ?? 0)
-            } catch {}
-            try? await Task.sleep(for: .seconds(30))
-        }
+    /// Refreshes `receipt_worker_consumption_request_oldest_unanswered_seconds` (every 30 s). A ledger that
+    /// does not answer leaves the last value: an alarm must not clear itself.
+    private func refreshConsumptionGauge() async {
+        do {
+            let oldest = try await ledger.oldestOpenConsumptionRequest()
+            metrics.oldestConsumptionRequest.set(oldest.map { max(0, Int(Date().timeIntervalSince($0))) } ?? 0)
+        } catch {}
     }
 
     /// Gauges read at scrape time from the state the worker already keeps.
@@ -338,7 +358,7 @@ public final class Worker: Sendable {
 /// Apple's limits are per app across every replica: each replica takes the share of them that its share of
 /// the jobs topic's partitions is (jobs are spread over partitions by their key), so the pool keeps to the
 /// limit as it scales, with no arithmetic by the operator.
-final class AppleLimitShare: Sendable {
+final class AppleLimitShare: Service {
     let apps: AppleApps
     let jobsTopic: String
     /// The jobs topic's partition count: read at start-up, and again after each rebalance (partitions added
@@ -348,20 +368,33 @@ final class AppleLimitShare: Sendable {
     /// Reads the partition count again (nil when it cannot now).
     private let recount: @Sendable () async -> Int?
 
+    /// Each change of the assignment, for ``run()`` to count the partitions again.
+    private let changes: AsyncStream<Void>
+    private let changed: AsyncStream<Void>.Continuation
+
     init(apps: AppleApps, jobsTopic: String, recount: @escaping @Sendable () async -> Int? = { nil }) {
         self.apps = apps
         self.jobsTopic = jobsTopic
         self.recount = recount
+        (changes, changed) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
-    /// The assignment changed: each app's share follows it at once, then again once the count is read anew.
+    /// The assignment changed: each app's share follows it at once, then again once ``run()`` read the count
+    /// anew.
     func update(assigned partitions: [KafkaTopicPartition]) {
         assigned.withLock { $0 = partitions }
         apply()
-        Task {
-            guard let count = await recount(), count > 0 else { return }
-            self.partitions.store(count, ordering: .relaxed)
-            apply()
+        changed.yield()
+    }
+
+    /// Counts the jobs topic's partitions after each change of the assignment, until the shutdown.
+    func run() async {
+        await withGracefulShutdown(of: [GracefulShutdown.current], stop: { self.changed.finish() }) {
+            for await _ in changes {
+                guard let count = await recount(), count > 0 else { continue }
+                partitions.store(count, ordering: .relaxed)
+                apply()
+            }
         }
     }
 

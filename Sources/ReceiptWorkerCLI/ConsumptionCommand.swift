@@ -50,14 +50,21 @@ enum ConsumptionCommand {
         if let problem = ConsumptionAnswerCheck.problem(in: value) { throw UsageError(problem) }
         let configuration = try options.configuration(purpose: .tool)
         let producer = try ToolKafka.producer(configuration)
-        defer { Task { await producer.close() } }
+        let sent: Result<KafkaDeliveryReport, any Error>
         do {
-            let report = try await producer.send(
-                KafkaProducerMessage(
-                    topic: configuration.topics.consumption, key: Array(transaction.utf8), value: value))
+            sent = .success(
+                try await producer.send(
+                    KafkaProducerMessage(
+                        topic: configuration.topics.consumption, key: Array(transaction.utf8), value: value)))
+        } catch {
+            sent = .failure(error)
+        }
+        await producer.close()
+        switch sent {
+        case .success(let report):
             emit("answer for \(transaction) produced to \(report.topic)[\(report.partition)]@\(report.offset)")
             return 0
-        } catch {
+        case .failure(let error):
             complain("the broker did not take the answer: \(error)")
             return 1
         }

@@ -24,32 +24,11 @@ enum ReceiveCommand {
     static func run(_ arguments: [String]) async throws -> Int32 {
         let options = try Options(arguments, valued: Options.configurationOptions, flags: [])
         let configuration = try options.configuration(purpose: .worker)
-        guard let listen = configuration.notificationsListen else {
-            throw ConfigurationError(
-                .missingKey, key: "notifications.listen", reason: "is required by receive: where Apple posts")
-        }
         let logger = Logger(label: "receipt-worker")
         signal(SIGPIPE, SIG_IGN)
         _ = DescriptorBudget.raiseToHardLimit()
-        let role = try ReceiverRole(configuration: configuration, logger: logger)
-        var endpoint: MetricsEndpoint?
-        if let metricsListen = configuration.metricsListen {
-            endpoint = try MetricsEndpoint(listen: metricsListen, registry: role.metrics.registry) { role.readiness }
-            endpoint?.start()
-        }
-        let receiver = try role.receiver(listen: listen)
-        receiver.start()
-        logger.info("notification receiver listening", ["listen": listen.description, "port": String(receiver.port)])
-        TerminationSignals.install { _ in role.shutdown() }
-        do {
-            try await role.run()
-            receiver.stop()
-            endpoint?.stop()
-            logger.info("notification receiver stopped")
-            return 0
-        } catch let error as ConfigurationError {
-            logger.critical("configuration error", ["error": "\(error)"])
-            return 2
-        }
+        let code = await ExitStatus.serve(try ProcessRoles.receiver(configuration, logger: logger), logger: logger)
+        if code == 0 { logger.info("notification receiver stopped") }
+        return code
     }
 }

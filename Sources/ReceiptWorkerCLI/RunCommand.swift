@@ -3,7 +3,7 @@ import HTTPServerKit
 import Kafka
 import Observability
 import ReceiptWorker
-import Synchronization
+import Runtime
 
 enum RunCommand {
     static let help = """
@@ -35,57 +35,14 @@ enum RunCommand {
         // The servers' connection limits are shares of this budget: a flood of idle connections must leave
         // room for the probes.
         let descriptors = DescriptorBudget.raiseToHardLimit()
-        // The metrics port first: opening the ledger may wait for PostgreSQL or run a long migration, and
-        // meanwhile /healthz says the process lives (a startup probe must not kill a migration) and /readyz
-        // why it is not ready.
-        let metrics = WorkerMetrics()
-        let started = Mutex<Worker?>(nil)
-        var endpoint: MetricsEndpoint?
-        if let listen = configuration.metricsListen {
-            endpoint = try MetricsEndpoint(listen: listen, registry: metrics.registry) {
-                started.withLock { $0 }?.readiness ?? ["starting: opening the ledger (waiting for it, or migrating it)"]
-            }
-            endpoint?.start()
-            logger.info(
-                "metrics endpoint listening",
-                [
-                    "listen": listen.description, "port": String(endpoint?.port ?? 0),
-                    "max_connections": String(MetricsEndpoint.limits(budget: descriptors).maximumConnections),
-                ])
-        }
-        let worker = try await WorkerAssembly.make(configuration, logger: logger, metrics: metrics)
-        started.withLock { $0 = worker }
-        var receiver: NotificationReceiver?
-        if let listen = configuration.notificationsListen {
-            receiver = try NotificationReceiver(listen: listen, worker: worker)
-            receiver?.start()
-            logger.info(
-                "notification receiver listening", ["listen": listen.description, "port": String(receiver?.port ?? 0)])
-        }
-        TerminationSignals.install { received in
-            logger.notice("signal received; draining", ["signal": received == SIGTERM ? "SIGTERM" : "SIGINT"])
-            worker.shutdown()
-        }
+        let group: ServiceGroup
         do {
-            try await worker.run()
-            receiver?.stop()
-            endpoint?.stop()
-            return 0
-        } catch let error as ConfigurationError {
-            // Exit 2: the systemd unit and operators must not restart into the same mistake.
-            logger.critical("configuration error", ["error": "\(error)"])
-            return 2
-        } catch let error as KafkaError where error.code == .invalidConfiguration {
-            logger.critical("configuration error", ["error": "\(error)"])
-            return 2
-        } catch let error as LedgerMismatchError {
-            // Exit 2 too: restarting on the same ledger would refuse again; an operator must choose.
-            logger.critical("ledger does not match the consumer group", ["error": "\(error)"])
-            return 2
+            group = try ProcessRoles.worker(configuration, logger: logger, descriptors: descriptors)
         } catch {
-            logger.critical("worker failed", ["error": "\(error)"])
-            return 1
+            ExitStatus.log(error, logger)
+            return ExitStatus.of(error)
         }
+        return await ExitStatus.serve(group, logger: logger)
     }
 }
 

@@ -81,12 +81,7 @@ do {
     exit(try await command.run(arguments))
 } catch let error as UsageError {
     // The message says what is wrong; the whole usage text would bury it.
-    fail("\(error)\n(receipt-worker \(name) --help for usage)", code: 2)
-} catch let error as ConfigurationError {
-    fail("\(error)", code: 2)
-} catch let error as KafkaError where error.code == .invalidConfiguration {
-    // librdkafka refused a kafka.* setting: a configuration error, which a restart would only repeat.
-    fail("\(error)", code: 2)
+    fail("\(error)\n(receipt-worker \(name) --help for usage)", code: ExitStatus.of(error))
 } catch {
-    fail("\(error)", code: 1)
+    fail("\(error)", code: ExitStatus.of(error))
 }

@@ -10,7 +10,8 @@ public struct WorkerConfiguration: Sendable {
         public var jobs = "receipt-jobs"
         /// `topics.results`. Default: receipt-results.
         public var results = "receipt-results"
-        /// `topics.retries`. Default: receipt-retries. Accepted for the contract; retries wait in memory here.
+        /// `topics.retries`. Default: receipt-retries. Where jobs wait whose game's waiting room is full (its Apple
+        /// lane paused, its circuit open): parked here, so one game never holds up another's intake.
         public var retries = "receipt-retries"
         /// `topics.dlq`. Default: receipt-dlq.
         public var dlq = "receipt-dlq"

@@ -1,0 +1,225 @@
+import Observability
+import Synchronization
+
+/// A long-running part of a process: the consumer runtime, an HTTP endpoint, a periodic chore. Every one has the
+/// same shape (swift-service-lifecycle's `Service`): `run()` returns when its work is done, when the graceful
+/// shutdown of its group reaches it (``GracefulShutdown/current``: finish what was taken, then return), or at
+/// once when its task is cancelled. Throwing stops the whole group.
+public protocol Service: Sendable {
+    func run() async throws
+}
+
+/// Told once that a graceful shutdown began; awaited by any number of tasks.
+public final class GracefulShutdown: Sendable {
+    private struct State {
+        var triggered = false
+        var nextWaiter = 0
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+    }
+    private let state = Mutex(State())
+
+    public init() {}
+
+    /// The graceful shutdown of the service running in this task (set by ``ServiceGroup``; a service run alone
+    /// gets one never triggered).
+    @TaskLocal public static var current = GracefulShutdown()
+
+    public var isTriggered: Bool { state.withLock { $0.triggered } }
+
+    public func trigger() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard !state.triggered else { return [] }
+            state.triggered = true
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Sleeps for `duration`, or less: until the shutdown is triggered or the task cancelled.
+    public func sleep(for duration: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await Task.sleep(for: duration) }
+            group.addTask { await self.wait() }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Returns once the shutdown is triggered, or once the calling task is cancelled.
+    public func wait() async {
+        let id = state.withLock { state -> Int in
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                // Cancelled before the continuation was kept: the handler found nothing to resume.
+                let now = state.withLock { state -> Bool in
+                    if state.triggered || Task.isCancelled { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
+        }
+    }
+}
+
+/// Runs services together: all start in order; on ``shutdown()`` (SIGTERM) they stop in reverse order, each one's
+/// graceful shutdown triggered and awaited before the next's, so the last started (what takes traffic) stops
+/// first and the first started (the metrics port, what reports on the rest) last. A service that ends on its
+/// own, or throws, stops the others the same way; its error is what ``run()`` throws. Cancelling ``run()``'s task
+/// cancels every service.
+public final class ServiceGroup: Sendable {
+    public struct Entry: Sendable {
+        public let name: String
+        public let service: any Service
+
+        public init(_ name: String, _ service: any Service) {
+            self.name = name
+            self.service = service
+        }
+    }
+
+    /// Which services ended, and how (nil: returned).
+    private final class Ended: Sendable {
+        let results = Mutex<[Int: (any Error)?]>([:])
+        func withLock<T>(_ body: (inout [Int: (any Error)?]) -> T) -> T { results.withLock { body(&$0) } }
+    }
+
+    private let entries: [Entry]
+    private let logger: Logger
+    private let shutdownRequested = GracefulShutdown()
+
+    public init(_ entries: [Entry], logger: Logger) {
+        self.entries = entries
+        self.logger = logger
+    }
+
+    /// Begins the graceful shutdown (from a signal handler's thread, or anywhere).
+    public func shutdown() { shutdownRequested.trigger() }
+
+    public func run() async throws {
+        let shutdowns = entries.map { _ in GracefulShutdown() }
+        let ended = Ended()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            let finished = GracefulShutdown()  // triggered by the first service to end on its own
+            for (index, entry) in entries.enumerated() {
+                group.addTask { [logger] in
+                    var failure: (any Error)?
+                    do {
+                        try await GracefulShutdown.$current.withValue(shutdowns[index]) {
+                            try await entry.service.run()
+                        }
+                    } catch {
+                        failure = error
+                    }
+                    if !shutdowns[index].isTriggered {
+                        if let failure {
+                            logger.error(
+                                "service failed; stopping the others", ["service": entry.name, "error": "\(failure)"])
+                        } else {
+                            logger.notice("service ended; stopping the others", ["service": entry.name])
+                        }
+                    }
+                    ended.withLock { $0[index] = failure }
+                    finished.trigger()
+                }
+            }
+            // Wait for a shutdown, or for a service ending by itself; then stop the rest last-first.
+            await withTaskGroup(of: Void.self) { waiting in
+                waiting.addTask { await self.shutdownRequested.wait() }
+                waiting.addTask { await finished.wait() }
+                await waiting.next()
+                waiting.cancelAll()
+            }
+            for index in entries.indices.reversed() {
+                shutdowns[index].trigger()
+                while ended.withLock({ $0[index] }) == nil {
+                    guard try await group.next() != nil else { break }
+                }
+            }
+            try await group.waitForAll()
+        }
+        // The first service to fail, in start order (a later one failing in its stop is an effect, not a cause).
+        let failures = ended.withLock { $0 }
+        for index in entries.indices {
+            if let failure = failures[index], let error = failure { throw error }
+        }
+    }
+}
+
+/// A chore repeated every `interval` (the ledger's health check, its pruning, a gauge's refresh) as a service:
+/// the first round after `initialDelay`, and none once a graceful shutdown began.
+public struct PeriodicService: Service {
+    let initialDelay: Duration
+    let interval: Duration
+    let round: @Sendable () async -> Void
+
+    public init(
+        every interval: Duration, after initialDelay: Duration = .zero, _ round: @escaping @Sendable () async -> Void
+    ) {
+        self.initialDelay = initialDelay
+        self.interval = interval
+        self.round = round
+    }
+
+    public func run() async {
+        let shutdown = GracefulShutdown.current
+        var delay = initialDelay
+        while !Task.isCancelled {
+            // A sleep that the shutdown ends: an hourly chore must not hold the process for an hour.
+            if delay > .zero { await shutdown.sleep(for: delay) }
+            if Task.isCancelled || shutdown.isTriggered { return }
+            await round()
+            delay = interval
+        }
+    }
+}
+
+/// Runs `body`; once any of `shutdowns` is triggered, calls `stop` (which must make `body` return soon: a
+/// runtime's `shutdown()`, a server's stop). What `body` returns or throws is returned or thrown.
+public func withGracefulShutdown<T: Sendable>(
+    of shutdowns: [GracefulShutdown], stop: @escaping @Sendable () -> Void, _ body: () async throws -> T
+) async rethrows -> T {
+    try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in
+        group.addTask {
+            await withTaskGroup(of: Void.self) { any in
+                for shutdown in shutdowns { any.addTask { await shutdown.wait() } }
+                await any.next()
+                any.cancelAll()
+            }
+            if !Task.isCancelled { stop() }
+        }
+        do {
+            let value = try await body()
+            group.cancelAll()
+            return value
+        } catch {
+            group.cancelAll()
+            throw error
+        }
+    }
+}
+
+/// The consumer runtime as a service: its graceful shutdown stops its intake, drains and commits.
+public struct RuntimeService: Service {
+    let runtime: ConsumerRuntime
+    let topics: [String]
+    let partitionCounts: [String: Int]
+
+    public init(runtime: ConsumerRuntime, topics: [String], partitionCounts: [String: Int]) {
+        self.runtime = runtime
+        self.topics = topics
+        self.partitionCounts = partitionCounts
+    }
+
+    public func run() async throws {
+        try await withGracefulShutdown(of: [GracefulShutdown.current], stop: { runtime.shutdown() }) {
+            try await runtime.run(subscribing: topics, partitionCounts: partitionCounts)
+        }
+    }
+}

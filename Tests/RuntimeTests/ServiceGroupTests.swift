@@ -1,0 +1,107 @@
+import Observability
+import Synchronization
+import Testing
+
+@testable import Runtime
+
+/// The one lifecycle every long-running part has (runtime, receiver, metrics port, chores), in milliseconds.
+@Suite("Service groups: start in order, stop in reverse, one failure stops all")
+struct ServiceGroupTests {
+    final class Journal: Sendable {
+        let lines = Mutex<[String]>([])
+        func note(_ line: String) { lines.withLock { $0.append(line) } }
+        var all: [String] { lines.withLock { $0 } }
+    }
+
+    /// Runs until its graceful shutdown, then takes `stopping` to finish (a drain), noting both.
+    struct Recorder: Service {
+        let name: String
+        let journal: Journal
+        var stopping: Duration = .zero
+        var failAfter: Duration?
+
+        func run() async throws {
+            journal.note("start \(name)")
+            if let failAfter {
+                try await Task.sleep(for: failAfter)
+                throw Failure(name: name)
+            }
+            await GracefulShutdown.current.wait()
+            try? await Task.sleep(for: stopping)
+            journal.note("stopped \(name)")
+        }
+    }
+
+    struct Failure: Error, Equatable { let name: String }
+
+    static let logger = Logger(label: "test")
+
+    @Test("a shutdown stops the last started first, and each stop is awaited before the next begins")
+    func reverseOrder() async throws {
+        let journal = Journal()
+        let group = ServiceGroup(
+            [
+                .init("metrics", Recorder(name: "metrics", journal: journal)),
+                .init("runtime", Recorder(name: "runtime", journal: journal, stopping: .milliseconds(50))),
+                .init("receiver", Recorder(name: "receiver", journal: journal)),
+            ], logger: Self.logger)
+        async let ran: Void = group.run()
+        while journal.all.count < 3 { try await Task.sleep(for: .milliseconds(5)) }
+        group.shutdown()
+        try await ran
+        // The runtime's 50 ms drain is awaited: the metrics port stops after it, not beside it.
+        #expect(journal.all.suffix(3) == ["stopped receiver", "stopped runtime", "stopped metrics"])
+    }
+
+    @Test("a service that fails stops the others in reverse order, and its error is what the group throws")
+    func failureStopsAll() async throws {
+        let journal = Journal()
+        let group = ServiceGroup(
+            [
+                .init("metrics", Recorder(name: "metrics", journal: journal)),
+                .init("runtime", Recorder(name: "runtime", journal: journal, failAfter: .milliseconds(20))),
+                .init("receiver", Recorder(name: "receiver", journal: journal)),
+            ], logger: Self.logger)
+        await #expect(throws: Failure(name: "runtime")) { try await group.run() }
+        #expect(journal.all.filter { $0.hasPrefix("stopped") } == ["stopped receiver", "stopped metrics"])
+    }
+
+    @Test("cancelling the group's task ends every service, and no shutdown is reported as triggered")
+    func cancellation() async throws {
+        let journal = Journal()
+        let group = ServiceGroup([.init("metrics", Recorder(name: "metrics", journal: journal))], logger: Self.logger)
+        let task = Task { try await group.run() }
+        while journal.all.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        task.cancel()
+        try await task.value
+        #expect(journal.all == ["start metrics", "stopped metrics"])
+    }
+
+    @Test("an hourly chore ends at once on its shutdown, and runs no round after it")
+    func periodicStops() async throws {
+        let rounds = Atomic<Int>(0)
+        let chore = PeriodicService(every: .seconds(3_600)) { rounds.add(1, ordering: .relaxed) }
+        let group = ServiceGroup([.init("chore", chore)], logger: Self.logger)
+        let started = ContinuousClock.now
+        async let ran: Void = group.run()
+        while rounds.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        group.shutdown()
+        try await ran
+        #expect(ContinuousClock.now - started < .seconds(5), "the hour's sleep held the stop")
+        #expect(rounds.load(ordering: .relaxed) == 1)
+    }
+
+    @Test("a waiter cancelled before the shutdown returns, and the shutdown is still not triggered")
+    func waitCancelled() async {
+        let shutdown = GracefulShutdown()
+        let waiter = Task { await shutdown.wait() }
+        waiter.cancel()
+        await waiter.value
+        #expect(!shutdown.isTriggered)
+        let sleeper = ContinuousClock.now
+        await shutdown.sleep(for: .milliseconds(20))
+        #expect(ContinuousClock.now - sleeper >= .milliseconds(20))
+        shutdown.trigger()
+        await shutdown.wait()  // returns at once once triggered
+    }
+}
