@@ -184,21 +184,21 @@ struct ContractDocumentTests {
         }
     }
 
-    @Test("the README's metrics table names every metric the worker exports, and none it does not")
+    @Test("docs/metrics.md's table names every metric the worker exports, and none it does not")
     func metricsTable() throws {
         let exported = try Self.written(#""(receipt_worker_[a-z_]+)""#, in: "ReceiptWorker")
             .union(try Self.written(#""(receipt_worker_[a-z_]+)""#, in: "Runtime"))
         #expect(exported.count >= 20, "the pattern no longer finds the metrics: \(exported.count)")
         var documented = Set<String>()
-        for line in try Self.text("README.md").split(separator: "\n") where line.hasPrefix("| `receipt_worker_") {
+        for line in try Self.text("docs/metrics.md").split(separator: "\n") where line.hasPrefix("| `receipt_worker_") {
             let firstCell = line.dropFirst(2).prefix { $0 != "|" }
             for match in firstCell.matches(of: /`(receipt_worker_[a-z_]+)`/) { documented.insert(String(match.1)) }
         }
         for name in exported.subtracting(documented).sorted() {
-            Issue.record("the metric \(name) is missing from the README's metrics table")
+            Issue.record("the metric \(name) is missing from docs/metrics.md's table")
         }
         for name in documented.subtracting(exported).sorted() {
-            Issue.record("the README's metrics table has \(name), which the worker does not export")
+            Issue.record("docs/metrics.md's table has \(name), which the worker does not export")
         }
     }
 
