@@ -136,7 +136,7 @@ curl -sf -X PUT "$sim/admin/faults" -d '{"outage_start_in_ms":0,"outage_seconds"
 enqueue --order-id demo-outage --product-id gems_500 --receipt "$(field receipt <<<"$during_outage")"
 
 # After the grant: Apple refunds a purchase, and a player asks for a refund of another.
-granted() { [ "$(curl -s "http://127.0.0.1:$metrics_port/metrics" | grep -c '^receipt_worker_decisions_total{decision="grant".*} [2-9]')" -ge 1 ]; }
+granted() { [ "$(curl -s "http://127.0.0.1:$metrics_port/metrics" | grep -c '^receipt_worker_decisions_total{.*decision="grant".*} [2-9]')" -ge 1 ]; }
 wait_for "both grants" 60 granted
 curl -sf -X POST "$sim/admin/refund" -d "{\"transaction_id\":\"$(field transaction_id <<<"$coins")\"}" >/dev/null
 outage_transaction="$(field transaction_id <<<"$during_outage")"
@@ -155,7 +155,7 @@ say "Apple (the simulator) received the consumption answer: $(curl -s "$sim/admi
 # A subscription's life: granted by a job, then renewed by Apple (a new transaction of the subscription).
 vip="$(purchase '{"product_id":"vip_monthly","type":"subscription"}')"
 enqueue --order-id demo-vip --product-id vip_monthly --signed-transaction "$(field signed_transaction <<<"$vip")"
-vip_granted() { [ "$(curl -s "http://127.0.0.1:$metrics_port/metrics" | grep -c '^receipt_worker_decisions_total{decision="grant".*} [3-9]')" -ge 1 ]; }
+vip_granted() { [ "$(curl -s "http://127.0.0.1:$metrics_port/metrics" | grep -c '^receipt_worker_decisions_total{.*decision="grant".*} [3-9]')" -ge 1 ]; }
 wait_for "the subscription's grant" 60 vip_granted
 curl -sf -X POST "$sim/admin/renew" -d "{\"transaction_id\":\"$(field transaction_id <<<"$vip")\"}" >/dev/null
 # The player pays for gems and the app crashes before its backend sends the job: Apple reports the purchase

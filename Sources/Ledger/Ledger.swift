@@ -11,6 +11,9 @@ import Vocabulary
 /// purchase than a Production one with the same id.
 public protocol Ledger: DecisionStore, PurchaseStateStore, ConsumptionRequestStore, UnclaimedPurchaseStore, OffsetStore
 {
+    /// The connection pool's state, for `/metrics` (nil: a ledger without a pool, SQLite's).
+    var poolStats: LedgerPoolStats? { get }
+
     /// Deletes the results (stored for re-delivered jobs) decided before `cutoff`; returns how many. Grants are
     /// never deleted: they are what stops a purchase from being granted twice. A job delivered again after
     /// its result went is verified again, and its grant, if any, meets itself in the ledger: the same event.
@@ -164,6 +167,20 @@ public protocol ConsumptionRequestStore: Sendable {
 
     /// When the oldest consumption request not yet answered and not yet past its deadline was made.
     func oldestOpenConsumptionRequest() async throws -> Date?
+}
+
+/// A connection pool's state: connections allowed (`ledger.pool_size`), open, in use, callers waiting for one,
+/// and how many acquisitions had to wait since start.
+public struct LedgerPoolStats: Sendable, Equatable {
+    public var size: Int
+    public var open: Int
+    public var inUse: Int
+    public var waiting: Int
+    public var waits: Int
+}
+
+extension Ledger {
+    public var poolStats: LedgerPoolStats? { nil }
 }
 
 /// Which app a row belongs to: the app's bundle id, or "" for the default app (`apple.bundle_id`), whose rows

@@ -7,6 +7,7 @@ import Vocabulary
 /// writers: a second writer of the same row waits for the first to commit, then sees its row.
 public final class PostgresLedger: Ledger, Sendable {
     private let pool: PostgresPool
+    public var poolStats: LedgerPoolStats? { pool.stats }
     /// Lookups and records go in batches, one round trip and one transaction each (see ``Batcher``).
     private let lookups: Batcher<DecisionKey, StoredEvent?>
     private let records: Batcher<Decision, RecordAnswer>

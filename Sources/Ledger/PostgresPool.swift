@@ -24,6 +24,18 @@ final class PostgresPool: Sendable {
     private let url: String
     private let size: Int
     private let state = Mutex(State())
+    /// Acquisitions that found every connection in use and waited for one.
+    private let waits = Atomic<Int>(0)
+
+    /// The pool as `/metrics` shows it: its size, connections open and in use, callers waiting, waits so far.
+    var stats: LedgerPoolStats {
+        let waited = waits.load(ordering: .relaxed)
+        return state.withLock { state in
+            LedgerPoolStats(
+                size: size, open: state.opened, inUse: state.opened - state.idle.count,
+                waiting: state.waiters.count, waits: waited)
+        }
+    }
     private let logger: Logger
 
     /// Opens one connection and runs `prepare` on it (schema creation), retrying with backoff (up to 30 s
@@ -139,6 +151,7 @@ final class PostgresPool: Sendable {
                 throw error
             }
         case .wait:
+            waits.add(1, ordering: .relaxed)
             let session = await withCheckedContinuation { continuation in
                 let idle: Session?? = state.withLock { state in
                     if state.closed { return .some(nil) }

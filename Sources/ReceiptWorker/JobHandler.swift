@@ -197,7 +197,7 @@ struct JobHandler: MessageHandler {
                 { try await decisions.record(Decision(key: key, grant: claim, event: stored)) })
             {
             case .recorded:
-                metrics.granted.increment()
+                metrics.counter(.grant, app: appName(key)).increment()
                 return .publish([publishing(stored)])
             case .replay(let first):
                 metrics.replayedResults.increment()
@@ -214,7 +214,7 @@ struct JobHandler: MessageHandler {
                     { try await decisions.claimCredit(decision) { Self.tiedAnswer(grant, creditEventID: $0) } })
                 {
                 case .tied(let answer):
-                    metrics.granted.increment()
+                    metrics.counter(.grant, app: appName(key)).increment()
                     logger.info(
                         "unclaimed credit tied to its order", ["job_id": job.jobID, "event_id": answer.eventID])
                     return .publish([publishing(answer)])
@@ -254,14 +254,20 @@ struct JobHandler: MessageHandler {
     /// Records a grant that claims nothing (its order already holds the purchase by a credit), then publishes
     /// it, or the first answer of a job decided meanwhile.
     private func answer(_ stored: StoredEvent, _ key: DecisionKey, context: HandlingContext) async throws -> Outcome {
-        try await recordUnclaimed(stored, key, counted: metrics.granted, context: context)
+        try await recordUnclaimed(stored, key, counted: metrics.counter(.grant, app: appName(key)), context: context)
     }
 
     /// Records a deny (it claims nothing), then publishes the event the ledger kept: this one, or the first
     /// answer of a job decided meanwhile.
     private func deny(_ event: ResultEvent, _ key: DecisionKey, context: HandlingContext) async throws -> Outcome {
         try await recordUnclaimed(
-            event.stored(), key, counted: metrics.counter(event.decision), context: context)
+            event.stored(), key, counted: metrics.counter(event.decision, app: appName(key)), context: context)
+    }
+
+    /// The app a decision is counted under: its name, `other` for a bundle id no app has (kept few: the label
+    /// never takes a client's text).
+    private func appName(_ key: DecisionKey) -> String {
+        apps.all.first { $0.scope == key.app }?.name ?? "other"
     }
 
     /// Records an answer that claims no purchase; publishes it (counted), or the job's first answer.
@@ -307,7 +313,7 @@ struct JobHandler: MessageHandler {
         let letter = DeadLetter(reason: .malformedJob, error: reason)
         guard !identity.jobID.isEmpty else {
             // No usable job id (absent, too long, or unfit for a ledger key): nothing to remember it by.
-            metrics.counter(.deny(.malformedJob)).increment()
+            metrics.counter(.deny(.malformedJob), app: appName(key)).increment()
             return .deadLetter(letter, after: [publishing(event.stored())])
         }
         guard case .publish(let records) = try await deny(event, key, context: context) else { return .letGo }

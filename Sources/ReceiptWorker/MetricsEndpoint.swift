@@ -3,8 +3,10 @@ import HTTPServerKit
 import Observability
 import Runtime
 
-/// Serves `metrics.listen`: `/metrics` (Prometheus text), `/healthz` (the process answers), `/readyz`
-/// (partitions assigned and the ledger reachable; 503 otherwise, so a load balancer or Kubernetes waits).
+/// Serves `metrics.listen`: `/metrics` (Prometheus text); `/startupz` (200 once the process has started: for
+/// the worker, its ledger opened and its schema checked, which may wait for a migration Job); `/healthz` (200
+/// unless the process is wedged and a restart would mend it: the liveness probe's); `/readyz` (partitions
+/// assigned and the ledger reachable; 503 otherwise, so a load balancer or Kubernetes waits).
 /// On `MicroHTTPServer` with its default limits (connections, idle time, header and body size), so a client that
 /// pipelines without end, stalls or holds connections open is bounded instead of taking the process down.
 public final class MetricsEndpoint: Service {
@@ -13,7 +15,9 @@ public final class MetricsEndpoint: Service {
 
     /// Binds `listen`. Throws a configuration error naming `metrics.listen` when the address cannot be bound.
     public convenience init(listen: ListenAddress, worker: Worker) throws {
-        try self.init(listen: listen, registry: worker.metrics.registry, readiness: { worker.readiness })
+        try self.init(
+            listen: listen, registry: worker.metrics.registry, readiness: { worker.readiness },
+            liveness: { worker.liveness })
     }
 
     /// The port's limits: a quarter of the process's descriptor budget in connections (probes must get in
@@ -24,14 +28,16 @@ public final class MetricsEndpoint: Service {
         return limits
     }
 
-    /// `readiness`: why the process is not ready (empty when it is), asked on every `/readyz`.
+    /// `readiness`: why the process is not ready (empty when it is), asked on every `/readyz`; `liveness`: why
+    /// it must be restarted (`/healthz`); `starting`: why it has not started yet (`/startupz`).
     public init(
         listen: ListenAddress, registry: MetricsRegistry, limits: HTTPServerLimits = MetricsEndpoint.limits(),
-        readiness: @escaping @Sendable () -> [String]
+        readiness: @escaping @Sendable () -> [String], liveness: @escaping @Sendable () -> [String] = { [] },
+        starting: @escaping @Sendable () -> [String] = { [] }
     ) throws {
         do {
             server = try MicroHTTPServer(host: listen.host, port: listen.port, limits: limits) { request in
-                Self.route(request, registry: registry, readiness: readiness)
+                Self.route(request, registry: registry, readiness: readiness, liveness: liveness, starting: starting)
             }
         } catch {
             throw ConfigurationError(.unusable, key: "metrics.listen", reason: "cannot listen on \(listen): \(error)")
@@ -49,13 +55,19 @@ public final class MetricsEndpoint: Service {
     }
 
     static func route(
-        _ request: ServerRequest, registry: MetricsRegistry, readiness: () -> [String]
+        _ request: ServerRequest, registry: MetricsRegistry, readiness: () -> [String],
+        liveness: () -> [String] = { [] }, starting: () -> [String] = { [] }
     ) -> ServerReply {
         switch (request.method, request.path) {
         case ("GET", "/metrics"):
             return .text(200, registry.render(), contentType: "text/plain; version=0.0.4; charset=utf-8")
         case ("GET", "/healthz"):
-            return .text(200, "ok\n")
+            let problems = liveness()
+            return problems.isEmpty ? .text(200, "ok\n") : .text(503, "wedged: \(problems.joined(separator: "; "))\n")
+        case ("GET", "/startupz"):
+            let problems = starting()
+            return problems.isEmpty
+                ? .text(200, "started\n") : .text(503, "starting: \(problems.joined(separator: "; "))\n")
         case ("GET", "/readyz"):
             let problems = readiness()
             return problems.isEmpty

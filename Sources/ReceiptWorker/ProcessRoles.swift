@@ -18,9 +18,12 @@ public enum ProcessRoles {
         let assembled = AssembledWorker(configuration: configuration, metrics: metrics, logger: logger)
         var services: [ServiceGroup.Entry] = []
         if let listen = configuration.metricsListen {
-            let endpoint = try MetricsEndpoint(listen: listen, registry: metrics.registry) {
-                assembled.worker?.readiness ?? ["starting: opening the ledger (waiting for it, or migrating it)"]
-            }
+            let opening = "opening the ledger (waiting for it, for its migration, or migrating it)"
+            let endpoint = try MetricsEndpoint(
+                listen: listen, registry: metrics.registry,
+                readiness: { assembled.worker?.readiness ?? ["starting: \(opening)"] },
+                liveness: { assembled.worker?.liveness ?? [] },
+                starting: { assembled.worker == nil ? [opening] : [] })
             logger.info(
                 "metrics endpoint listening",
                 [

@@ -43,6 +43,7 @@ public final class Worker: Service {
         self.ledger = ledger
         self.apps = apps
         self.metrics = metrics
+        metrics.prepareDecisions(apps: apps.all.map(\.name))
         self.logger = logger
         let topics = configuration.topics
         let jobs = JobHandler(
@@ -127,6 +128,9 @@ public final class Worker: Service {
         if !ledgerReachable.load(ordering: .relaxed) { problems.insert("ledger unreachable", at: 0) }
         return problems
     }
+
+    /// Why the worker must be restarted (empty when it need not), for `/healthz`: the runtime wedged.
+    public var liveness: [String] { runtime.wedged }
 
     /// What the notification receiver needs of this worker: the apps, the producer, the topic.
     public var notificationIntake: NotificationIntake {
@@ -352,6 +356,30 @@ public final class Worker: Service {
         registry.gauges(
             "receipt_worker_ledger_up", help: "1 when the ledger answered its last health check (every 5 s)."
         ) { [weak self] in [(Labels.none, self?.ledgerReachable.load(ordering: .relaxed) == true ? 1 : 0)] }
+        // The PostgreSQL ledger's pool (SQLite has none: no series).
+        registry.gauges(
+            "receipt_worker_ledger_pool_connections",
+            help: "PostgreSQL ledger connections: allowed (ledger.pool_size), open, and in use by a call."
+        ) { [ledger] in
+            guard let stats = ledger.poolStats else { return [] }
+            return [
+                (["state": "allowed"], Double(stats.size)), (["state": "open"], Double(stats.open)),
+                (["state": "in_use"], Double(stats.inUse)),
+            ]
+        }
+        registry.gauges(
+            "receipt_worker_ledger_pool_waiting", help: "Ledger calls waiting for a PostgreSQL connection of the pool."
+        ) { [ledger] in ledger.poolStats.map { [(Labels.none, Double($0.waiting))] } ?? [] }
+        registry.counters(
+            "receipt_worker_ledger_pool_waits_total",
+            help: "Ledger calls that found every PostgreSQL connection in use and waited for one."
+        ) { [ledger] in ledger.poolStats.map { [(Labels.none, Double($0.waits))] } ?? [] }
+        let certificates = CertificateExpiry(configuration)
+        registry.gauges(
+            "receipt_worker_certificate_expiry_timestamp_seconds",
+            help:
+                "When the earliest certificate of each trusted CA file or root set expires (kafka_ca, ledger_ca, http_ca, apple_root, apple_receipt_root)."
+        ) { certificates.expiries.map { (["certificate": $0.0], $0.1) } }
     }
 }
 

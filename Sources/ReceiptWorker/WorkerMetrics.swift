@@ -24,9 +24,6 @@ public final class WorkerMetrics: Sendable {
     /// Notification records the processor took from this replica's receiver, and those it verified again.
     let notificationsTakenFromReceiver: Counter
     let notificationsVerifiedAgain: Counter
-    /// `receipt_worker_decisions_total`: grants, and denials by reason.
-    let granted: Counter
-    private let denials: [DenyReason: Counter]
 
     /// The handlers' own operations whose failures are counted (the runtime counts its own beside them).
     static let operations = ["ledger_lookup", "ledger_record"]
@@ -43,17 +40,6 @@ public final class WorkerMetrics: Sendable {
         self.registry = registry
         jobsConsumed = registry.counter(
             "receipt_worker_jobs_consumed_total", help: "Job messages taken from the jobs topic.")
-        granted = registry.counter(
-            "receipt_worker_decisions_total",
-            help: "Result events decided, by decision and reason (re-emitted replays not included).",
-            labels: ["decision": "grant", "reason": "verified"])
-        // Every deny reason's series exists (at 0) from the start.
-        var denials: [DenyReason: Counter] = [:]
-        for reason in DenyReason.allCases {
-            denials[reason] = registry.counter(
-                "receipt_worker_decisions_total", help: "", labels: ["decision": "deny", "reason": reason.rawValue])
-        }
-        self.denials = denials
         replayedResults = registry.counter(
             "receipt_worker_replayed_results_total", help: "Stored result events published again for re-delivered jobs."
         )
@@ -114,6 +100,7 @@ public final class WorkerMetrics: Sendable {
         registry.gauges("receipt_worker_ready", help: "1 when /readyz answers 200.") { [weak self] in
             [(Labels.none, self?.readiness.withLock { $0 }?() == true ? 1 : 0)]
         }
+        prepareDecisions(apps: ["default"])
     }
 
     static let receivedOutcomes = ["accepted", "rejected", "sandbox_dropped", "unavailable"]
@@ -148,10 +135,20 @@ public final class WorkerMetrics: Sendable {
         return type.isKnown ? type.rawValue : "other"
     }
 
-    func counter(_ decision: ResultEvent.Decision) -> Counter {
-        switch decision {
-        case .grant: granted
-        case .deny(let reason): denials[reason]!  // every reason has its counter from init
+    /// `receipt_worker_decisions_total`: result events decided, by app, decision and reason.
+    func counter(_ decision: ResultEvent.Decision, app: String) -> Counter {
+        registry.counter(
+            "receipt_worker_decisions_total",
+            help: "Result events decided, by app, decision and reason (re-emitted replays not included).",
+            labels: ["app": app, "decision": decision.name, "reason": decision.reason])
+    }
+
+    /// Every decision's series of each app exists (at 0) from the start: a dashboard and an alert read 0, not
+    /// "no data".
+    func prepareDecisions(apps: [String]) {
+        for app in apps {
+            _ = counter(.grant, app: app)
+            for reason in DenyReason.allCases { _ = counter(.deny(reason), app: app) }
         }
     }
 

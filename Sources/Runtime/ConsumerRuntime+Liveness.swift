@@ -44,6 +44,17 @@ extension ConsumerRuntime {
     /// park topic) the runtime paused because a group it feeds is full (one game's Apple lane paused for an hour)
     /// is waiting on purpose, and said so by `receipt_worker_group_full_seconds`: its partitions are not
     /// stalled, and the replica stays ready (an alert on that gauge tells how long).
+    /// Why the runtime is wedged (empty when it is not), for `/healthz`: a partition with lag that has made no
+    /// progress for five stall timeouts while none of its messages is in flight. A partition whose messages
+    /// wait on Apple (in a backoff, at an open circuit) has messages in flight and is not wedged: restarting
+    /// the pod would not make Apple answer. Nothing taken while messages wait is what a restart mends.
+    public var wedged: [String] {
+        stalledPartitions().filter { stall in
+            Double(stall.seconds) >= 5 * configuration.stallTimeout.inSeconds
+                && book.outstanding(in: [stall.partition]) == 0
+        }.map { "partition \($0.partition) wedged: lag \($0.lag), nothing taken for \($0.seconds) s" }
+    }
+
     func stalledPartitions() -> [PartitionStall] {
         let timeout = configuration.stallTimeout.inSeconds
         let waitingOnPurpose = consumer.pausedTopics ?? []

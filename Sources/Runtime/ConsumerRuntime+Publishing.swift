@@ -71,7 +71,9 @@ extension ConsumerRuntime {
     /// once the headers are added (a 1 MB job on a topic whose limit is 1 MB) becomes a stub: the same key and
     /// headers, an empty value, `dlq_truncated: true` and `dlq_original_bytes`; the original stays readable at
     /// its source offset while its topic retains it.
-    func deadLetter(_ message: KafkaMessage, _ letter: DeadLetter, _ context: HandlingContext) async -> Bool {
+    func deadLetter(
+        _ message: KafkaMessage, _ letter: DeadLetter, _ context: HandlingContext, group: String
+    ) async -> Bool {
         let trace = TraceContext(headers: message.headers)
         logger.warning(
             "message dead-lettered",
@@ -99,7 +101,7 @@ extension ConsumerRuntime {
                 _ = try await retries.retrying(
                     "publish_dead_letter", stage: nil, isPermanent: Self.isPermanent, letGo: { context.mustLetGo }
                 ) { try await self.producer.send(copy) }
-                metrics.deadLetter(reason: letter.reason).increment()
+                metrics.deadLetter(reason: letter.reason, group: group).increment()
                 return true
             } catch is LetGo {
                 return false
@@ -123,7 +125,7 @@ extension ConsumerRuntime {
         logger.warning(
             "dead letter too large for a record: sent as a stub",
             ["bytes": String(message.value.count), "offset": String(message.offset)])
-        metrics.deadLetter(reason: letter.reason).increment()
+        metrics.deadLetter(reason: letter.reason, group: group).increment()
         return true
     }
 

@@ -51,7 +51,7 @@ public final class ConsumerRuntime: Sendable {
         self.logger = logger
         self.assignmentChanged = assignmentChanged
         self.recordOffsets = recordOffsets
-        metrics = RuntimeMetrics(registry: registry)
+        metrics = RuntimeMetrics(registry: registry, groups: configuration.groups)
         retries = ServiceRetries(retry: configuration.retry, metrics: metrics, logger: logger)
         scheduler = GroupScheduler(
             maxInFlight: configuration.maxInFlight, maxInFlightBytes: configuration.maxInFlightBytes,
@@ -244,7 +244,7 @@ public final class ConsumerRuntime: Sendable {
             outcome = .deadLetter(DeadLetter(reason: handler.deadLetterReason, error: "\(error)"))
         }
         let partition = item.message.topicPartition
-        if await deliver(outcome, context) {
+        if await deliver(outcome, context, group: item.group) {
             metrics.duration.observe(ContinuousClock.now - started)
             book.finish(partition, offset: item.message.offset, generation: item.generation)
         } else {
@@ -255,7 +255,7 @@ public final class ConsumerRuntime: Sendable {
     }
 
     /// Publishes an outcome; true once the broker acknowledged all of it (answered).
-    private func deliver(_ outcome: Outcome, _ context: HandlingContext) async -> Bool {
+    private func deliver(_ outcome: Outcome, _ context: HandlingContext, group: String) async -> Bool {
         switch outcome {
         case .letGo:
             return false
@@ -263,7 +263,7 @@ public final class ConsumerRuntime: Sendable {
             return await publish(records, context)
         case .deadLetter(let letter, let records):
             guard await publish(records, context) else { return false }
-            return await deadLetter(context.message, letter, context)
+            return await deadLetter(context.message, letter, context, group: group)
         }
     }
 

@@ -9,7 +9,7 @@ final class RuntimeMetrics: Sendable {
     let duration: Histogram
     /// Each attempt at publishing an outcome.
     let publish: Histogram
-    private let deadLetters: [DeadLetterReason: Counter]
+    private let deadLetters: [String: Counter]
     private let failures: [String: Counter]
 
     /// The runtime's own operations whose failures are counted (each failed attempt).
@@ -21,7 +21,7 @@ final class RuntimeMetrics: Sendable {
     ]
     static let stageBuckets = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 5]
 
-    init(registry: MetricsRegistry) {
+    init(registry: MetricsRegistry, groups configurationGroups: [String] = []) {
         self.registry = registry
         duration = registry.histogram(
             "receipt_worker_job_duration_seconds",
@@ -31,20 +31,21 @@ final class RuntimeMetrics: Sendable {
             "receipt_worker_stage_duration_seconds",
             help: "Time of each attempt at the ledger and at publishing to Kafka, by stage (failed attempts too).",
             buckets: Self.stageBuckets, labels: ["stage": "publish"])
-        // Every dead-letter reason's series exists (at 0) from the start.
-        deadLetters = Dictionary(
-            uniqueKeysWithValues: DeadLetterReason.allCases.map { reason in
-                (
-                    reason,
-                    registry.counter(
-                        "receipt_worker_dlq_messages_total", help: "Messages sent to the dead-letter topic, by reason.",
-                        labels: ["reason": reason.rawValue])
-                )
-            })
+        // Every dead-letter reason's series exists (at 0) from the start, for each group named in the
+        // configuration (an app's jobs, its consumption answers, the notifications).
+        var deadLetters: [String: Counter] = [:]
+        for group in Set(configurationGroups) {
+            for reason in DeadLetterReason.allCases {
+                deadLetters["\(group)/\(reason.rawValue)"] = Self.deadLetterCounter(registry, reason, group)
+            }
+        }
+        self.deadLetters = deadLetters
         failures = Dictionary(
             uniqueKeysWithValues: Self.operations.map { operation in
                 (operation, Self.failureCounter(registry, operation))
             })
+        // Each group's parked series from 0 too: the parked-backlog panel reads 0, not "no data".
+        for group in Set(configurationGroups) { _ = parked(group) }
     }
 
     func failure(_ operation: String) -> Counter {
@@ -59,8 +60,15 @@ final class RuntimeMetrics: Sendable {
             labels: ["group": group])
     }
 
-    func deadLetter(reason: DeadLetterReason) -> Counter {
-        deadLetters[reason]!  // every reason has its counter from init
+    /// `group`: the message's group (an app, `consumption:` and an app, `notifications`).
+    func deadLetter(reason: DeadLetterReason, group: String) -> Counter {
+        deadLetters["\(group)/\(reason.rawValue)"] ?? Self.deadLetterCounter(registry, reason, group)
+    }
+
+    static func deadLetterCounter(_ registry: MetricsRegistry, _ reason: DeadLetterReason, _ group: String) -> Counter {
+        registry.counter(
+            "receipt_worker_dlq_messages_total", help: "Messages sent to the dead-letter topic, by reason and group.",
+            labels: ["reason": reason.rawValue, "group": group])
     }
 
     static func failureCounter(_ registry: MetricsRegistry, _ operation: String) -> Counter {

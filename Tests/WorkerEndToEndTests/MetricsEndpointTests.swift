@@ -1,7 +1,9 @@
 import Foundation
 import HTTPClient
+import Observability
 import ReceiptWorker
 import TestSupport
+import Synchronization
 import Testing
 
 /// `/metrics`, `/healthz` and `/readyz` of a worker that handles real jobs.
@@ -37,9 +39,12 @@ import Testing
         }
         #expect(scraped)
         let text = try await get("/metrics").body
-        #expect(text.contains("receipt_worker_decisions_total{decision=\"grant\",reason=\"verified\"} 1\n"))
-        #expect(text.contains("receipt_worker_decisions_total{decision=\"deny\",reason=\"product_mismatch\"} 0\n"))
-        #expect(text.contains("receipt_worker_dlq_messages_total{reason=\"malformed_job\"} 1\n"))
+        #expect(
+            text.contains("receipt_worker_decisions_total{app=\"default\",decision=\"grant\",reason=\"verified\"} 1\n"))
+        #expect(
+            text.contains(
+                "receipt_worker_decisions_total{app=\"default\",decision=\"deny\",reason=\"product_mismatch\"} 0\n"))
+        #expect(text.contains("receipt_worker_dlq_messages_total{group=\"default\",reason=\"malformed_job\"} 1\n"))
         #expect(
             text.contains(
                 "receipt_worker_apple_request_duration_seconds_count{app=\"default\",endpoint=\"verify_receipt_production\",outcome=\"ok\"} 1\n"
@@ -67,6 +72,39 @@ import Testing
         #expect(await eventually { (try? await get("/readyz").status) == 503 })
         endpoint.stop()
         await harness.stop()
+    }
+
+    @Test(
+        "/startupz waits for the start (the ledger opened), /healthz fails only when the process is wedged, /readyz says why not ready"
+    )
+    func probes() async throws {
+        let started = Atomic<Bool>(false)
+        let wedged = Atomic<Bool>(false)
+        let endpoint = try MetricsEndpoint(
+            listen: ListenAddress(host: "127.0.0.1", port: 0), registry: MetricsRegistry(),
+            readiness: { started.load(ordering: .relaxed) ? [] : ["starting"] },
+            liveness: { wedged.load(ordering: .relaxed) ? ["partition receipt-jobs[0] wedged: lag 40"] : [] },
+            starting: { started.load(ordering: .relaxed) ? [] : ["opening the ledger"] })
+        endpoint.start()
+        defer { endpoint.stop() }
+        let http = HTTPClient(logger: Logger(label: "probe-test"))
+        func get(_ path: String) async throws -> (status: Int, body: String) {
+            let response = try await http.execute(HTTPRequest(url: "http://127.0.0.1:\(endpoint.port)\(path)"))
+            return (response.status, String(decoding: response.body, as: UTF8.self))
+        }
+        // Starting (a migration may take minutes): alive, not started, not ready.
+        #expect(try await get("/healthz").status == 200)
+        let starting = try await get("/startupz")
+        #expect(starting.status == 503 && starting.body.contains("opening the ledger"), "\(starting)")
+        #expect(try await get("/readyz").status == 503)
+        started.store(true, ordering: .relaxed)
+        #expect(try await get("/startupz").status == 200)
+        #expect(try await get("/readyz").status == 200)
+        // Wedged: the liveness probe fails, with the reason, so kubelet restarts the pod.
+        wedged.store(true, ordering: .relaxed)
+        let health = try await get("/healthz")
+        #expect(health.status == 503 && health.body.contains("wedged"), "\(health)")
+        http.shutdown()
     }
 
     /// `receipt_worker_*` names in a file, with histogram suffixes taken back to the family's name.

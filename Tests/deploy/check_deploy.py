@@ -45,7 +45,7 @@ def properties(text):
 # strict: an unknown field fails): the oldest minor we still support, and the newest the package knows.
 OLDEST_KUBERNETES = "1.27"
 # Manifests deliberately left out of the kustomization: filled in and applied by hand (deploy/README.md).
-EXAMPLES = ("secret-example.yaml", "ingress-example.yaml")
+EXAMPLES = ("secret-example.yaml", "ingress-example.yaml", "kafka-users-example.yaml")
 NOTIFICATIONS_PATH = "/notifications/apple"
 
 
@@ -162,7 +162,7 @@ def kubernetes(binary):
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
     labels = deployment["spec"]["template"]["metadata"]["labels"]
-    config_map = documents["ConfigMap"][0]
+    config_map = next(d for d in documents["ConfigMap"] if "worker.properties" in d.get("data", {}))
     config = properties(config_map["data"]["worker.properties"])
     check("the Deployment has no replicas (KEDA owns the count; apply -k would reset it)",
           "replicas" not in deployment["spec"], deployment["spec"].get("replicas"))
@@ -246,6 +246,17 @@ def kubernetes(binary):
         check(f"the Deployment {name} spreads its replicas over nodes",
               any(c.get("topologyKey") == "kubernetes.io/hostname" and c.get("whenUnsatisfiable") == "DoNotSchedule"
                   for c in spread), spread)
+    for name, d in deployments.items():
+        spread = d["spec"]["template"]["spec"].get("topologySpreadConstraints", [])
+        check(f"the Deployment {name} spreads its replicas over zones, hard",
+              any(c.get("topologyKey") == "topology.kubernetes.io/zone" and c.get("whenUnsatisfiable") == "DoNotSchedule"
+                  for c in spread), spread)
+    startup = container.get("startupProbe", {})
+    check("the workers' startup probe is /startupz, and waits at least 15 minutes (a migration Job's)",
+          startup.get("httpGet", {}).get("path") == "/startupz"
+          and startup.get("periodSeconds", 10) * startup.get("failureThreshold", 3) >= 900, startup)
+    check("the workers set client.rack from their zone (KIP-392)",
+          any(e["name"] == "RECEIPT_WORKER_KAFKA__CLIENT__RACK" for e in container.get("env", [])))
     for pdb in documents["PodDisruptionBudget"]:
         check(f"the PodDisruptionBudget {pdb['metadata']['name']} lets drains evict unready pods",
               pdb["spec"].get("unhealthyPodEvictionPolicy") == "AlwaysAllow")
@@ -267,9 +278,11 @@ def kubernetes(binary):
     # agree with the notifications.listen the receiver's args set.
     receiver_container = receiver_deployment["spec"]["template"]["spec"]["containers"][0] if receiver_deployment else {}
     receiver_args = receiver_container.get("args", [])
-    listen = next((a.split("=", 1)[1] for a in receiver_args if a.startswith("notifications.listen=")), None)
-    check("the receiver's args set notifications.listen (the workers' ConfigMap does not)",
-          listen is not None and "notifications.listen" not in config, receiver_args)
+    receiver_maps = [d for d in documents["ConfigMap"] if "receiver.properties" in d.get("data", {})]
+    receiver_config = properties(receiver_maps[0]["data"]["receiver.properties"]) if receiver_maps else {}
+    listen = receiver_config.get("notifications.listen")
+    check("receiver.properties sets notifications.listen (the workers' ConfigMap does not)",
+          listen is not None and "notifications.listen" not in config, listen)
     ports = {p["name"]: p["containerPort"] for p in receiver_container.get("ports", [])} or ports
     if listen:
         check("the notifications port is notifications.listen's",
@@ -340,21 +353,20 @@ def kubernetes(binary):
     mechanism = config.get("kafka.sasl.mechanisms", "")
     protocol = config.get("kafka.security.protocol", "PLAINTEXT")
     sasl = {"SCRAM-SHA-512": "scram_sha512", "SCRAM-SHA-256": "scram_sha256", "PLAIN": "plaintext"}.get(mechanism, "none")
-    check("KEDA's sasl, username and tls agree with the worker's kafka.* settings",
+    check("KEDA's sasl and tls agree with the worker's kafka.* settings",
           keda.get("sasl", "none") == (sasl if protocol.startswith("SASL") else "none")
-          and keda.get("username") == config.get("kafka.sasl.username")
           and keda.get("tls", "disable") == ("enable" if protocol in ("SSL", "SASL_SSL") else "disable"),
-          {k: keda.get(k) for k in ("sasl", "username", "tls")})
+          {k: keda.get(k) for k in ("sasl", "tls")})
+    # Least privilege: KEDA has a Kafka user of its own and reads nothing of the workers' Secret.
+    check("KEDA uses a Kafka user of its own, not the workers'",
+          protocol == "PLAINTEXT" or (keda.get("username") and keda.get("username") != config.get("kafka.sasl.username")),
+          keda.get("username"))
+    check("KEDA's TriggerAuthentication reads nothing of the workers' Secret",
+          all(r["name"] != secret_name for r in refs), [r["name"] for r in refs])
     by_parameter = {r["parameter"]: r for r in refs}
-    password = config.get("kafka.sasl.password_file")
-    check("KEDA's password is the worker's (one copy in the worker's Secret)", password is None or (
-        by_parameter.get("password", {}).get("name") == secret_name
-        and by_parameter["password"]["key"] == os.path.basename(password)))
     ca = config.get("kafka.ssl.ca.location")
-    check("KEDA trusts the brokers' CA the worker trusts (one copy in the worker's Secret)",
-          (ca is None and "ca" not in by_parameter) or (ca is not None and by_parameter.get("ca", {}).get("name")
-                                                        == secret_name and by_parameter["ca"]["key"] == os.path.basename(ca)),
-          f"{ca} vs {by_parameter.get('ca')}")
+    check("KEDA trusts a brokers' CA when the worker does",
+          (ca is None) == ("ca" not in by_parameter), f"{ca} vs {by_parameter.get('ca')}")
 
     # The topics: deploy/README.md creates each one the worker checks at start, the jobs topic with a
     # partition for every replica KEDA may start (a replica without one idles).
@@ -365,11 +377,15 @@ def kubernetes(binary):
     check("deploy/README.md creates the jobs, results, DLQ, notifications and consumption topics",
           all(n in topics for n in names), f"{names} vs {sorted(topics)}")
     jobs_partitions = int(topics.get(names[0], {}).get("partitions", 0))
-    check("the jobs topic has at least KEDA's maxReplicaCount partitions",
-          jobs_partitions >= scaled["maxReplicaCount"], f"{jobs_partitions} < {scaled['maxReplicaCount']}")
+    check("KEDA's maxReplicaCount is the jobs topic's partition count (a replica more would idle, fewer would cap the fleet below it)",
+          jobs_partitions == scaled["maxReplicaCount"], f"{jobs_partitions} != {scaled['maxReplicaCount']}")
+    check("KEDA leaves persistent lag out (a slow Apple holds commits: no reason to scale out)",
+          trigger.get("excludePersistentLag") == "true", trigger.get("excludePersistentLag"))
     check("every topic is replicated (factor 3, min.insync.replicas 2)", all(
         topics.get(n, {}).get("replication-factor") == "3" and topics.get(n, {}).get("min.insync.replicas") == "2"
         for n in names), {n: topics.get(n) for n in names})
+
+    receiver_checks(documents, sources, config, examples, binary)
 
     # The ConfigMap's properties, validated by the worker itself, with the secret files stubbed.
     with tempfile.TemporaryDirectory() as stubs:
@@ -388,6 +404,69 @@ def kubernetes(binary):
             f.write(text)
         run = subprocess.run(arguments, capture_output=True, text=True, env={"PATH": os.environ.get("PATH", "")})
         check("the ConfigMap passes receipt-worker check-config", run.returncode == 0, run.stderr.strip())
+
+
+def receiver_checks(documents, sources, worker_config, examples, binary):
+    """The receiver faces the internet: it mounts its own ConfigMap and Secret and nothing else, neither holds
+    what grants (the App Store Connect key, a shared secret, the ledger), and its Kafka user is not the workers'."""
+    deployment = next(d for d in documents["Deployment"] if d["metadata"]["name"] == "receipt-worker-receiver")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    config_maps = {d["metadata"]["name"]: d for d in documents["ConfigMap"]}
+    receiver_map = next((d for n, d in config_maps.items() if "receiver.properties" in d.get("data", {})), None)
+    check("a ConfigMap of the receivers' own (receiver.properties)", receiver_map is not None)
+    if receiver_map is None:
+        return
+    config = properties(receiver_map["data"]["receiver.properties"])
+    secrets = [v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v]
+    projected = [s.get("secret", {}).get("name") for v in pod["volumes"] for s in v.get("projected", {}).get("sources", [])]
+    from_env = [e["valueFrom"]["secretKeyRef"]["name"] for c in pod["containers"] for e in c.get("env", [])
+                if "secretKeyRef" in e.get("valueFrom", {})]
+    from_env += [e["secretRef"]["name"] for c in pod["containers"] for e in c.get("envFrom", []) if "secretRef" in e]
+    mounted = set(secrets + projected + from_env)
+    check("the receiver mounts one Secret, receipt-worker-receiver, and no other", mounted == {"receipt-worker-receiver"},
+          sorted(mounted))
+    maps = {v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v}
+    check("the receiver mounts only its own ConfigMap", maps == {receiver_map["metadata"]["name"]}, sorted(maps))
+    granting = [k for k in config if k.startswith(("ledger.", "apple.api.private_key", "apple.shared_secret"))
+                or k.startswith("apps.") and ("shared_secret" in k or "private_key" in k)]
+    check("receiver.properties names no ledger, no App Store Connect key, no shared secret", not granting, granting)
+    example = examples.get("receipt-worker-receiver", {}).get("stringData", {})
+    check("the receivers' example Secret holds only the Kafka password and the brokers' CA",
+          example and set(example) <= {"kafka-password", "kafka-ca.crt"}, sorted(example))
+    mount = next(m["mountPath"] for m in container["volumeMounts"] if m["name"] == next(
+        v["name"] for v in pod["volumes"] if "secret" in v))
+    files = secret_files(config)
+    check("every secret file of receiver.properties is in its mounted Secret",
+          all(f.startswith(mount + "/") and os.path.basename(f) in example for f in files.values()), files)
+    check("the receivers' Kafka user is not the workers'",
+          config.get("kafka.sasl.username") != worker_config.get("kafka.sasl.username"), config.get("kafka.sasl.username"))
+    for key in ("apple.bundle_id", "apple.app_apple_id", "apple.allow_sandbox", "topics.notifications",
+                "kafka.bootstrap.servers", "kafka.security.protocol"):
+        check(f"receiver.properties agrees with worker.properties on {key}", config.get(key) == worker_config.get(key),
+              f"{config.get(key)} vs {worker_config.get(key)}")
+    check("the receiver's args read receiver.properties", any(a.endswith("receiver.properties") for a in container["args"]))
+    with tempfile.TemporaryDirectory() as stubs:
+        text = receiver_map["data"]["receiver.properties"]
+        for key, path in files.items():
+            stub = os.path.join(stubs, key)
+            with open(stub, "w") as f:
+                f.write("stub\n")
+            text = text.replace(f"{key}={path}", f"{key}={stub}")
+        with open(os.path.join(stubs, "receiver.properties"), "w") as f:
+            f.write(text)
+        run = subprocess.run([binary, "check-config", "--config", os.path.join(stubs, "receiver.properties")],
+                             capture_output=True, text=True, env={"PATH": os.environ.get("PATH", "")})
+        check("receiver.properties passes receipt-worker check-config", run.returncode == 0, run.stderr.strip())
+    # Users as a Strimzi example: the receiver's may write the notifications topic and nothing else.
+    users = {d["metadata"]["name"]: d for d in sources.get("kafka-users-example.yaml", [])}
+    receiver_acls = users.get(config.get("kafka.sasl.username"), {}).get("spec", {}).get("authorization", {}).get("acls", [])
+    writes = {a["resource"].get("name") for a in receiver_acls if "Write" in a["operations"] or "Read" in a["operations"]}
+    check("kafka-users-example.yaml: the receivers' user may write the notifications topic and read or write nothing else",
+          writes == {config.get("topics.notifications")}, sorted(w or "" for w in writes))
+    keda = users.get("receipt-worker-keda", {}).get("spec", {}).get("authorization", {}).get("acls", [])
+    check("kafka-users-example.yaml: KEDA's user may only describe",
+          keda and all(a["operations"] == ["Describe"] for a in keda), keda)
 
 
 def systemd(binary):
@@ -482,6 +561,15 @@ def monitoring(write=False):
     kinds = sorted(d["kind"] for d in documents)
     check("monitoring/ has a ServiceMonitor, a PodMonitor and the PrometheusRule",
           kinds == ["PodMonitor", "PrometheusRule", "ServiceMonitor"], kinds)
+    # The runbook's address is a setting of the kustomization: rendered, every alert's link is that base.
+    monitored = kustomize_render.render(folder)
+    settings = next(d for d in monitored if d["kind"] == "ConfigMap" and "runbook_base" in d.get("data", {}))
+    base = settings["data"]["runbook_base"]
+    links = [r["annotations"]["runbook_url"] for d in monitored if d["kind"] == "PrometheusRule"
+             for g in d["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    check("rendered, every runbook_url is the kustomization's runbook_base and the alert's section",
+          links and all(link.startswith(base + "#receiptworker") for link in links),
+          [link for link in links if not link.startswith(base + "#")][:3])
     rendered = kustomize_render.render(os.path.join(deploy, "kubernetes"))
     services = {d["metadata"]["name"]: d for d in rendered if d["kind"] == "Service"}
     templates = [d["spec"]["template"]["metadata"]["labels"] for d in rendered if d["kind"] == "Deployment"]
@@ -508,6 +596,31 @@ def grafana():
     check("every panel queries something", not empty, empty)
     unbalanced = [t["expr"] for p in panels for t in p["targets"] if t["expr"].count("(") != t["expr"].count(")")]
     check("every query has balanced brackets", not unbalanced, unbalanced)
+    # Every query parses as PromQL: promtool checks them as recording rules, Grafana's variables replaced by
+    # what Grafana sends (a multi-value variable as a regex alternation). The metrics they name are checked
+    # against a live /metrics by MetricsEndpointTests.
+    variables = {"$__rate_interval": "5m", "$__interval": "1m", "$job": "receipt-worker", "$app": "default|puzzle"}
+    def substituted(expr):
+        for name, value in variables.items():
+            expr = expr.replace(name, value)
+        return expr
+    group = {"groups": [{"name": "dashboard", "rules": [
+        {"record": f"dashboard:panel_{p['id']}_{i}", "expr": substituted(t["expr"])}
+        for p in panels for i, t in enumerate(p["targets"])]}]}
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        yaml.safe_dump(group, f)
+        f.flush()
+        run = subprocess.run(["promtool", "check", "rules", f.name], capture_output=True, text=True)
+    check("every panel's query parses as PromQL (promtool)", run.returncode == 0, (run.stdout + run.stderr)[-800:])
+    variable_names = {v["name"] for v in dashboard.get("templating", {}).get("list", [])}
+    check("the dashboard can be read per game (an app variable, used by the per-game panels)",
+          "app" in variable_names and sum('$app' in t["expr"] for p in panels for t in p["targets"]) >= 8)
+    # rate() and increase() apply to counters and histograms, never to a gauge.
+    gauges = ("receipt_worker_partition_committed_offset", "receipt_worker_partition_lag", "receipt_worker_ready",
+              "receipt_worker_jobs_in_flight", "receipt_worker_ledger_pool_connections")
+    misapplied = [t["expr"] for p in panels for t in p["targets"]
+                  if re.search(r"(rate|increase)\(\s*(" + "|".join(gauges) + r")\b", t["expr"])]
+    check("no panel applies rate() or increase() to a gauge", not misapplied, misapplied)
 
 
 def dockerfile():

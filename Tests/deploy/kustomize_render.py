@@ -10,7 +10,7 @@ check_deploy.py compares this with `kubectl kustomize` where kubectl is installe
 import hashlib, json, os
 import yaml
 
-SUPPORTED = {"apiVersion", "kind", "namespace", "resources", "configMapGenerator", "images"}
+SUPPORTED = {"apiVersion", "kind", "namespace", "resources", "configMapGenerator", "images", "replacements", "generatorOptions"}
 
 # Kinds without a namespace, among those a kustomization like ours can hold.
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
@@ -117,6 +117,44 @@ def rename_config_map_references(spec, renamed):
             rename(variable.get("valueFrom", {}).get("configMapKeyRef"), "name")
 
 
+def field_values(node, path):
+    """The (holder, key) pairs a kustomize fieldPath names: dotted, with `*` for every item of a list."""
+    head, _, rest = path.partition(".")
+    items = node if head == "*" and isinstance(node, list) else None
+    if items is not None:
+        return [pair for item in items for pair in field_values(item, rest)] if rest else []
+    if not isinstance(node, dict) or head not in node:
+        return []
+    return field_values(node[head], rest) if rest else [(node, head)]
+
+
+def apply_replacements(objects, replacements, renamed):
+    """kustomize's replacements, the subset used here: a source field of one object (by kind and name) copied
+    into target fields (by kind), whole or into one part of the target split by `options.delimiter`."""
+    for replacement in replacements:
+        source = replacement["source"]
+        names = {source["name"], renamed.get(source["name"], source["name"])}
+        origin = next((o for o in objects if o.get("kind") == source["kind"] and o["metadata"]["name"] in names), None)
+        if origin is None:
+            raise RenderError(f"replacement source {source['kind']}/{source['name']} not found")
+        pairs = field_values(origin, source["fieldPath"])
+        if len(pairs) != 1:
+            raise RenderError(f"replacement source field {source['fieldPath']} not found")
+        value = pairs[0][0][pairs[0][1]]
+        for target in replacement["targets"]:
+            kind = target["select"]["kind"]
+            options = target.get("options", {})
+            for resource in (o for o in objects if o.get("kind") == kind):
+                for path in target["fieldPaths"]:
+                    for holder, key in field_values(resource, path):
+                        if "delimiter" in options:
+                            parts = str(holder[key]).split(options["delimiter"])
+                            parts[options.get("index", 0)] = value
+                            holder[key] = options["delimiter"].join(parts)
+                        else:
+                            holder[key] = value
+
+
 def render(folder):
     folder = os.path.abspath(folder)
     with open(os.path.join(folder, "kustomization.yaml"), encoding="utf-8") as f:
@@ -142,13 +180,15 @@ def render(folder):
             if resource.get("kind") not in CLUSTER_SCOPED:
                 resource.setdefault("metadata", {})["namespace"] = namespace
 
+    hashing = not kustomization.get("generatorOptions", {}).get("disableNameSuffixHash", False)
     # The hash is taken once the generated ConfigMap is final (kustomize hashes after the namespace
     # transformer, which does not enter the hash), then references follow the new name.
     renamed = {}
     for config_map in generated:
         base = config_map["metadata"]["name"]
-        config_map["metadata"]["name"] = f"{base}-{content_hash(config_map)}"
+        config_map["metadata"]["name"] = f"{base}-{content_hash(config_map)}" if hashing else base
         renamed[base] = config_map["metadata"]["name"]
+    apply_replacements(objects, kustomization.get("replacements", []), renamed)
     for resource in objects:
         spec = pod_spec(resource)
         if spec is None:

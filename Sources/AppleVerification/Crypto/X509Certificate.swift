@@ -33,7 +33,7 @@ package final class X509Certificate: @unchecked Sendable {
     }
 
     /// The validity window, as seconds since the epoch.
-    var validity: ClosedRange<Double>? {
+    package var validity: ClosedRange<Double>? {
         guard let notBefore = Self.seconds(X509_get0_notBefore(pointer)),
             let notAfter = Self.seconds(X509_get0_notAfter(pointer)), notBefore <= notAfter
         else { return nil }
