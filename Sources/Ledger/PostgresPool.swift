@@ -69,6 +69,8 @@ final class PostgresPool: Sendable {
                     "cannot open the ledger; retrying",
                     ["error": "\(error)", "retry_in_ms": String(delay.milliseconds)])
                 try? await Task.sleep(for: delay)
+                // A process told to stop while it waits for its database (SIGTERM during start-up) stops.
+                try Task.checkCancellation()
                 delay = min(delay * 2, .seconds(30))
             }
         }

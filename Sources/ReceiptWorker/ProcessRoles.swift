@@ -75,7 +75,24 @@ final class AssembledWorker: Service {
     var worker: Worker? { made.withLock { $0 } }
 
     func run() async throws {
-        let worker = try await WorkerAssembly.make(configuration, logger: logger, metrics: metrics)
+        // A stop during start-up (the ledger not answering yet, a migration Job not done) ends the wait: nothing
+        // was taken, nothing is to drain.
+        let shutdown = GracefulShutdown.current
+        let (configuration, logger, metrics) = (self.configuration, self.logger, self.metrics)
+        let assembled: Worker? = try await withThrowingTaskGroup(of: Worker?.self) { group in
+            group.addTask { try await WorkerAssembly.make(configuration, logger: logger, metrics: metrics) }
+            group.addTask {
+                await shutdown.wait()
+                return nil
+            }
+            let first = try await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        guard let worker = assembled else {
+            logger.notice("stopped while starting (the ledger was not open yet)")
+            return
+        }
         made.withLock { $0 = worker }
         var services: [ServiceGroup.Entry] = [.init("worker", worker)]
         if let listen = configuration.notificationsListen {

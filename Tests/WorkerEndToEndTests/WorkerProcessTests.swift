@@ -276,6 +276,21 @@ struct WorkerProcessTests {
         await harness.stop()
     }
 
+    @Test(
+        "SIGTERM while the worker waits for its ledger at start-up (PostgreSQL not answering): it exits 0 at once, not at the grace period's SIGKILL"
+    )
+    func stopWhileStarting() async throws {
+        let harness = try await ProcessHarness()
+        // Nothing listens on port 1: the pool retries with backoff, forever, until told to stop.
+        let config = try harness.config(ledger: "postgresql://receipt_worker@127.0.0.1:1/none")
+        let worker = try WorkerProcess(config: config)
+        #expect(await eventually(timeout: .seconds(30)) { worker.log.contains("cannot open the ledger; retrying") })
+        let stopped = ContinuousClock.now
+        #expect(await worker.stop(SIGTERM) == 0, "log:\n\(worker.log.suffix(2000))")
+        #expect(ContinuousClock.now - stopped < .seconds(10), "SIGTERM waited for the ledger")
+        #expect(worker.log.contains("stopped while starting"))
+    }
+
     @Test("kill -9 in the middle of 5,000 jobs, then a restart: every job has a result, no transaction granted twice")
     func killNine() async throws {
         let harness = try await ProcessHarness()
