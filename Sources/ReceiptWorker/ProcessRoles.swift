@@ -53,6 +53,8 @@ public enum ProcessRoles {
         let receiver = try role.receiver(listen: listen)
         logger.info("notification receiver listening", ["listen": listen.description, "port": String(receiver.port)])
         services.append(.init("notification receiver", receiver))
+        // Stopped first: /readyz says "stopping" while the receiver's port still answers.
+        services.append(.init("readiness", ShutdownNotice { role.beginStopping() }))
         return ServiceGroup(services, logger: logger)
     }
 }

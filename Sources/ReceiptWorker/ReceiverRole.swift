@@ -17,6 +17,8 @@ public final class ReceiverRole: Service {
     private let brokerSeen = Mutex<(at: ContinuousClock.Instant, health: TopicHealth)?>(nil)
     /// Triggered by ``shutdown()``, as by the graceful shutdown of the group running the role.
     private let stop = GracefulShutdown()
+    /// Triggered when the group's shutdown begins (``beginStopping()``), before the receiver's port closes.
+    private let stopping = GracefulShutdown()
     /// Whether the last records reached the broker.
     let deliveries = DeliveryHealth()
     /// How often the notifications topic is described.
@@ -47,7 +49,7 @@ public final class ReceiverRole: Service {
     /// it has no leader or the broker says this client may not write to it, and for a while after a record
     /// the broker refused. Readiness routes Apple's deliveries; the ledger is not the receiver's concern.
     public var readiness: [String] {
-        if stop.isTriggered || GracefulShutdown.current.isTriggered { return ["stopping"] }
+        if stop.isTriggered || stopping.isTriggered { return ["stopping"] }
         guard let seen = brokerSeen.withLock({ $0 }) else { return ["starting: waiting for the broker"] }
         var problems: [String] = []
         let age = ContinuousClock.now - seen.at
@@ -96,6 +98,9 @@ public final class ReceiverRole: Service {
     struct BrokerSilent: Error, CustomStringConvertible {
         var description: String { "the broker did not describe the topic within 5 s" }
     }
+
+    /// Turns unready; ``run()`` goes on (the receiver, still answering, needs the producer).
+    public func beginStopping() { stopping.trigger() }
 
     /// Turns unready and ends ``run()`` (which flushes the producer).
     public func shutdown() { stop.trigger() }

@@ -29,6 +29,9 @@ struct UnclaimedCredits: Sendable {
         do {
             let events = try await ledger.creditUnclaimed(now: Date(), limit: Self.batch)
             for event in events {
+                // Stopping: the rest is published by the next round, here or on another replica (the group's
+                // stop waits for this round, and the runtime's drain waits behind it).
+                if GracefulShutdown.current.isTriggered { break }
                 let record = event.record(topic: resultsTopic, source: eventSource)
                 // A trace of its own: no job or request caused it now.
                 let trace = KafkaHeader(name: "traceparent", string: TraceContext.fresh().traceparent)

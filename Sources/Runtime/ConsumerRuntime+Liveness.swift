@@ -48,8 +48,13 @@ extension ConsumerRuntime {
     /// progress for five stall timeouts while none of its messages is in flight. A partition whose messages
     /// wait on Apple (in a backoff, at an open circuit) has messages in flight and is not wedged: restarting
     /// the pod would not make Apple answer. Nothing taken while messages wait is what a restart mends.
+    ///
+    /// Two stalls are not wedges, because a restart mends neither: commits failing (the ledger or the broker
+    /// down: every partition's commit stands still while its messages are answered), and the whole intake
+    /// paused for the replica's byte budget (its messages wait on Apple in other partitions' slots).
     public var wedged: [String] {
-        stalledPartitions().filter { stall in
+        guard commitsSucceed, consumer.pausedTopics != nil else { return [] }
+        return stalledPartitions().filter { stall in
             Double(stall.seconds) >= 5 * configuration.stallTimeout.inSeconds
                 && book.outstanding(in: [stall.partition]) == 0
         }.map { "partition \($0.partition) wedged: lag \($0.lag), nothing taken for \($0.seconds) s" }

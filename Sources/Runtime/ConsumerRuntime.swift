@@ -335,6 +335,9 @@ public final class ConsumerRuntime: Sendable {
         }
     }
 
+    /// False while commits fail (since the first failure, until one succeeds).
+    var commitsSucceed: Bool { commitFailures.withLock { $0 == nil } }
+
     private func commit(_ offsets: [KafkaTopicPartition: Int64]) async {
         guard !offsets.isEmpty else { return }
         do {

@@ -223,3 +223,16 @@ public struct RuntimeService: Service {
         }
     }
 }
+
+/// Calls `notify` when the group's shutdown begins. Started last, it is stopped first: before any port closes,
+/// readiness can say "stopping", so a load balancer stops sending while the ports still answer.
+public struct ShutdownNotice: Service {
+    let notify: @Sendable () -> Void
+
+    public init(_ notify: @escaping @Sendable () -> Void) { self.notify = notify }
+
+    public func run() async {
+        await GracefulShutdown.current.wait()
+        notify()
+    }
+}

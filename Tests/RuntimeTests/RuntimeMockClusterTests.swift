@@ -76,7 +76,10 @@ struct RuntimeMockClusterTests {
             await producer.close()
         }
 
-        func runtime(_ handler: Handler, drain: Duration = .seconds(5)) throws -> ConsumerRuntime {
+        func runtime(
+            _ handler: Handler, drain: Duration = .seconds(5), stallTimeout: Duration = .seconds(60),
+            recordOffsets: (@Sendable ([KafkaTopicPartition: Int64]) async throws -> Void)? = nil
+        ) throws -> ConsumerRuntime {
             var consumer = KafkaConsumer.Configuration(
                 bootstrapServers: mock.bootstrapServers, groupID: group,
                 properties: properties.merging(["auto.offset.reset": "earliest"]) { $1 })
@@ -85,13 +88,14 @@ struct RuntimeMockClusterTests {
                 routes: [.init(topic: jobs, handler: handler)], deadLetterTopic: dlq)
             configuration.groups = ["g"]
             configuration.drainTimeout = drain
+            configuration.stallTimeout = stallTimeout
             return ConsumerRuntime(
                 configuration: configuration,
                 consumer: try KafkaConsumer(configuration: consumer, logger: RuntimeMockClusterTests.logger),
                 producer: try KafkaProducer(
                     configuration: .init(bootstrapServers: mock.bootstrapServers),
                     logger: RuntimeMockClusterTests.logger),
-                registry: MetricsRegistry(), logger: RuntimeMockClusterTests.logger)
+                registry: MetricsRegistry(), logger: RuntimeMockClusterTests.logger, recordOffsets: recordOffsets)
         }
 
         /// The values and headers on `topic`, read from its start for up to `timeout` until there are `count`.
@@ -149,6 +153,26 @@ struct RuntimeMockClusterTests {
         try await running.value
         let committed = try await cluster.committed(using: try cluster.runtime(Handler(out: cluster.out)))
         #expect(committed.reduce(0, +) == 30, "committed \(committed)")
+    }
+
+    @Test("commits failing (the ledger down) stall the partitions but never make the runtime look wedged to /healthz")
+    func commitOutageIsNotWedged() async throws {
+        struct LedgerDown: Error {}
+        let cluster = try Cluster()
+        let values = (0..<10).map { "ok-\($0)" }
+        try await cluster.produce(values)
+        let handler = Handler(out: cluster.out)
+        let runtime = try cluster.runtime(
+            handler, stallTimeout: .milliseconds(100), recordOffsets: { _ in throw LedgerDown() })
+        let running = Task { try await runtime.run(subscribing: [cluster.jobs]) }
+        #expect(await Self.eventually { values.allSatisfy { handler.count($0) == 1 } }, "not every message handled")
+        // Five stall timeouts and more, every message answered and none committed: the lag stands still.
+        #expect(await Self.eventually { !runtime.stalledPartitions().isEmpty }, "the partitions should look stalled")
+        try await Task.sleep(for: .seconds(1))
+        #expect(!runtime.stalledPartitions().isEmpty)
+        #expect(runtime.wedged.isEmpty, "a restart does not bring the ledger back: \(runtime.wedged)")
+        runtime.shutdown()
+        _ = try? await running.value
     }
 
     @Test("a message dead-lettered carries its reason, and is committed past like an answer")

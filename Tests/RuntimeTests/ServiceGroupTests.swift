@@ -53,6 +53,24 @@ struct ServiceGroupTests {
         #expect(journal.all.suffix(3) == ["stopped receiver", "stopped runtime", "stopped metrics"])
     }
 
+    @Test("a shutdown notice started last is told first: readiness says stopping while the receiver still answers")
+    func noticeBeforePortsClose() async throws {
+        let journal = Journal()
+        let group = ServiceGroup(
+            [
+                .init("metrics", Recorder(name: "metrics", journal: journal)),
+                .init("receiver", Recorder(name: "receiver", journal: journal, stopping: .milliseconds(30))),
+                .init("readiness", ShutdownNotice { journal.note("unready") }),
+            ], logger: Self.logger)
+        async let ran: Void = group.run()
+        while journal.all.count < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(!journal.all.contains("unready"), "told only once the shutdown begins")
+        group.shutdown()
+        try await ran
+        #expect(journal.all.suffix(3) == ["unready", "stopped receiver", "stopped metrics"])
+    }
+
     @Test("a service that fails stops the others in reverse order, and its error is what the group throws")
     func failureStopsAll() async throws {
         let journal = Journal()
