@@ -178,7 +178,8 @@ struct JobHandler: MessageHandler {
                 productID: job.productID, quantity: job.quantity, transactionID: transaction?.transactionID,
                 originalTransactionID: transaction?.originalTransactionID, environment: environment,
                 purchaseDate: transaction?.purchaseDate, expiresDate: transaction?.expiresDate, verifiedAt: now,
-                attempts: attempts, detail: detail, bundleID: job.bundleID ?? apps.defaultApp.bundleID)
+                attempts: attempts, detail: detail, bundleID: job.bundleID ?? apps.defaultApp.bundleID,
+                value: transaction?.value ?? PurchaseValue())
         }
         switch outcome {
         case .deny(let reason, let detail, let transaction, let environment):

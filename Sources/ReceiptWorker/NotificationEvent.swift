@@ -38,6 +38,7 @@ enum NotificationEvent {
             out += ",\"revocation_reason\":\(transaction?.revocationReason.map(String.init) ?? "null")"
             out += ",\"revocation_type\":\(string(transaction?.revocationType))"
             out += ",\"revocation_percentage\":\(percentage(milliunits: transaction?.revocationPercentage))"
+            out += EventJSON.value(transaction.map(PurchaseValue.init) ?? PurchaseValue())
         }
         out += ",\"notification_id\":\(string(notification.id))"
         out += ",\"notified_at\":\(JSONString.quote(Timestamp.rfc3339(notifiedAt)))"

@@ -48,6 +48,8 @@ public struct ResultEvent: Sendable, Equatable {
     public var detail: String?
     /// The app the job was verified for (its `bundle_id`, or the default app's); nil for a malformed job.
     public var bundleID: String? = nil
+    /// What the granted purchase was worth (a grant's event only; its fields null where the proof says nothing).
+    public var value = PurchaseValue()
 
     /// Stable ids: every grant of one (order, transaction) has the same id, whichever job produced it, as in
     /// every release before (a transaction is one app's: Apple's ids are its own, and the bundle id is checked,
@@ -80,6 +82,7 @@ public struct ResultEvent: Sendable, Equatable {
         out +=
             ",\"transaction_id\":\(string(transactionID)),\"original_transaction_id\":\(string(originalTransactionID))"
         out += ",\"environment\":\(string(environment?.rawValue)),\"bundle_id\":\(string(bundleID))"
+        if decision == .grant { out += EventJSON.value(value) }
         out += ",\"purchase_date\":\(time(purchaseDate))"
         out += ",\"expires_date\":\(time(expiresDate)),\"verified_at\":\(time(verifiedAt)),\"attempts\":\(attempts)"
         out += ",\"detail\":\(string(detail))}"
@@ -115,6 +118,19 @@ extension StoredEvent {
 enum EventJSON {
     static func string(_ value: String?) -> String { value.map(JSONString.quote) ?? "null" }
     static func time(_ date: Date?) -> String { date.map { JSONString.quote(Timestamp.rfc3339($0)) } ?? "null" }
+    static func number<T: BinaryInteger>(_ value: T?) -> String { value.map { String($0) } ?? "null" }
+
+    /// The members every event about a purchase carries of its worth (docs/contract.md, "What a purchase was
+    /// worth"), each with a leading comma.
+    static func value(_ value: PurchaseValue) -> String {
+        var out = ",\"price\":\(number(value.price)),\"currency\":\(string(value.currency))"
+        out += ",\"storefront\":\(string(value.storefront)),\"transaction_reason\":\(string(value.transactionReason))"
+        out += ",\"in_app_ownership_type\":\(string(value.ownershipType)),\"offer_type\":\(number(value.offerType))"
+        out += ",\"offer_identifier\":\(string(value.offerIdentifier))"
+        out +=
+            ",\"offer_discount_type\":\(string(value.offerDiscountType)),\"offer_period\":\(string(value.offerPeriod))"
+        return out
+    }
 }
 
 /// Name-based UUIDs (version 5 layout over SHA-1 is not in Foundation; SHA-256 truncated is used instead,

@@ -50,4 +50,8 @@ public struct NotificationSubtype: RawRepresentable, Hashable, Sendable, CustomS
     public static let initialBuy = Self(rawValue: "INITIAL_BUY")
     public static let resubscribe = Self(rawValue: "RESUBSCRIBE")
     public static let upgrade = Self(rawValue: "UPGRADE")
+    /// `EXTERNAL_PURCHASE_TOKEN` subtypes: a token created, and a reminder to report an active one. Named for the
+    /// contract's table; no rule reads them (such notifications change no purchase).
+    public static let created = Self(rawValue: "CREATED")
+    public static let activeTokenReminder = Self(rawValue: "ACTIVE_TOKEN_REMINDER")
 }

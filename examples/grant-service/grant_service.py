@@ -62,6 +62,12 @@ class GrantService:
         self.unmapped: dict[str, dict] = {}
         # Subscriptions (bundle_id, original_transaction_id) -> the newest state applied (by notified_at).
         self.subscriptions: dict[tuple[str, str], dict] = {}
+        # What the purchases earned, from the events alone (docs/contract.md section 4, "What a purchase was
+        # worth"), in units of each currency: sales by (bundle_id, currency), and what refunds took back.
+        self.revenue: dict[tuple[str, str], Decimal] = {}
+        self.refunds: dict[tuple[str, str], Decimal] = {}
+        self._sold: set[str] = set()  # event ids counted as sales (a credit and the job tied to it: once)
+        self._refunded: dict[tuple[str, str], Decimal] = {}  # (bundle_id, transaction_id) -> amount taken back
 
     def handle(self, headers: dict, value: bytes | str) -> str:
         """Applies one record of the results topic; returns what it did (for logs and tests)."""
@@ -94,7 +100,33 @@ class GrantService:
             self._settle(key[0], order)
         if outcome != "kept for support":  # an unmapped credit is credited by the job that claims it later
             self.seen.add(event_id)
+        self._count_money(event_type, event)
         return outcome
+
+    def _count_money(self, event_type: str, event: dict):
+        """Revenue and refunds by app and currency. price is milliunits of currency; null (a receipt, an event
+        of an older release) counts nothing. A refund's revocation_percentage is the share refunded in all: each
+        event takes back the difference; a reversal gives back what was taken."""
+        price, currency = event.get("price"), event.get("currency")
+        if price is None or not currency:
+            return
+        bundle = event.get("bundle_id") or self.default_bundle_id
+        amount = Decimal(price) / 1000
+        if event_type in ("receipt.granted", "receipt.renewed", "receipt.unclaimed"):
+            if event["event_id"] not in self._sold:
+                self._sold.add(event["event_id"])
+                self.revenue[(bundle, currency)] = self.revenue.get((bundle, currency), Decimal(0)) + amount
+        elif event_type in ("receipt.revoked", "receipt.reinstated"):
+            purchase = (bundle, event["transaction_id"])
+            before = self._refunded.get(purchase, Decimal(0))
+            if event_type == "receipt.revoked":
+                share = event.get("revocation_percentage")
+                now = amount if share is None else amount * Decimal(str(share)) / 100
+                now = max(now, before)
+            else:
+                now = Decimal(0)
+            self._refunded[purchase] = now
+            self.refunds[(bundle, currency)] = self.refunds.get((bundle, currency), Decimal(0)) + now - before
 
     def _settle(self, bundle_id: str, order: Order):
         """Credits or debits the difference between what the order should have given and what it gave: the
@@ -212,6 +244,9 @@ def main(paths):
                     print(service.handle(record["headers"], record["value"]))
     for (bundle, user, product), units in sorted(service.balances.items()):
         print(f"balance {bundle} {user} {product} {units}")
+    for (bundle, currency), amount in sorted(service.revenue.items()):
+        refunded = service.refunds.get((bundle, currency), Decimal(0))
+        print(f"revenue {bundle} {currency} {amount} refunded {refunded} net {amount - refunded}")
 
 
 if __name__ == "__main__":

@@ -51,6 +51,24 @@ class Scenarios(unittest.TestCase):
         self.service.handle(*example("receipt.revoked"))  # notified 12-02
         self.assertEqual(self.balance(), 1)
 
+    def test_revenue_by_app_and_currency_and_refunds_against_it_from_the_events_alone(self):
+        self.service.handle(*example("receipt.granted"))  # 990 USD milliunits
+        self.service.handle(*example("receipt.granted"))  # the same event again: counted once
+        self.service.handle(*example("receipt.renewed"))  # 4990 EUR
+        self.service.handle(*example("receipt.revoked", revocation_percentage=40))
+        self.service.handle(*example("receipt.revoked", event_id="c1e2d3f4-0000-8000-8000-000000000001",
+                                     revocation_percentage=100))  # then all of it: the difference, not the sum
+        usd, eur = ("com.example.game", "USD"), ("com.example.game", "EUR")
+        self.assertEqual(self.service.revenue[usd], Decimal("0.99"))
+        self.assertEqual(self.service.revenue[eur], Decimal("4.99"))
+        self.assertEqual(self.service.refunds[usd], Decimal("0.99"))
+        self.assertNotIn(eur, self.service.refunds)
+
+    def test_a_grant_without_a_price_counts_no_revenue(self):
+        self.service.handle(*example("receipt.granted", price=None, currency=None))
+        self.assertEqual(self.service.revenue, {})
+        self.assertEqual(self.balance(), 1)
+
     def test_a_prorated_refund_takes_back_its_share(self):
         self.service.handle(*example("receipt.granted", quantity=10))
         self.service.handle(*example("receipt.revoked", quantity=10, revocation_percentage=40,

@@ -23,6 +23,8 @@ public struct AppleTransaction: Sendable, Hashable {
     /// not: an entry with `expires_date_ms` or `web_order_line_item_id` is an auto-renewable subscription,
     /// any other `.unknown`.
     public var productType: ProductType
+    /// Price, currency, storefront, reason and offer: what the purchase was worth (nil fields for a receipt).
+    public var value = PurchaseValue()
 
     public init(
         transactionID: String, originalTransactionID: String? = nil, productID: String? = nil, quantity: Int = 1,
@@ -86,6 +88,7 @@ public struct AppleTransaction: Sendable, Hashable {
             expiresDate: try Self.date(transaction.expiresDate, "expiresDate"),
             revocationDate: try Self.date(transaction.revocationDate, "revocationDate"),
             productType: transaction.productType, webOrderLineItemID: transaction.webOrderLineItemId)
+        value = PurchaseValue(transaction)
     }
 
     /// A verifyReceipt entry; nil when it has no transaction id. Throws `.malformed` for a date or a
@@ -126,6 +129,7 @@ public struct AppleTransaction: Sendable, Hashable {
         merged.purchaseDate = purchaseDate ?? other.purchaseDate
         merged.expiresDate = expiresDate ?? other.expiresDate
         if productType == .unknown { merged.productType = other.productType }
+        merged.value = value.merging(other.value)
         return merged
     }
 
