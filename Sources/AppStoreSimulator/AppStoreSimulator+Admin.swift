@@ -25,6 +25,11 @@ extension AppStoreSimulator {
     ///   GET  /admin/notifications → [{notification_uuid, type, subtype, environment, transaction_id,
     ///        signed_payload, attempts: [{at, status, error}], delivered}]
     ///   GET  /admin/consumption → [{transaction_id, environment, body, status}]
+    ///   GET  /admin/transactions/{id} → {transaction_id, order_id, app_account_token, finished}: what Set App
+    ///        Account Token and Finish Transaction left
+    ///   (POST /admin/purchases also takes order_id (else one is made up, as on an invoice), price (milliunits,
+    ///        990), currency (USD), storefront (USA), offer_type, offer_identifier, offer_discount_type,
+    ///        offer_period; and answers order_id)
     ///   PUT  /admin/faults {latency_ms, latency_jitter_ms, error_rate, error_status, status_21005_rate, bundle_id,
     ///        rate_limit_rate, retry_after_seconds, retry_after_header, garbage_rate, drop_rate, api_error_rate,
     ///        api_error_code (4040002|4040004|4040006|5000001), outage_start_in_ms,
@@ -73,6 +78,8 @@ extension AppStoreSimulator {
             return notificationList()
         case ("GET", ["consumption"]):
             return consumptionList()
+        case (_, _) where segments.count == 2 && segments[0] == "transactions":  // GET (POST reads it too)
+            return purchaseState(segments[1])
         case ("PUT", ["faults"]):
             var plan = FaultPlan()
             plan.latencyMs = body["latency_ms"] as? Double ?? 0
@@ -136,8 +143,13 @@ extension AppStoreSimulator {
                     revocationReason: restored.revocationReason, revocationType: restored.revocationType,
                     revocationPercentage: restored.revocationPercentage,
                     webOrderLineItemID: restored.webOrderLineItemID)
-                state.purchases[id] = purchase
-                return purchase
+                var restore = purchase
+                restore.orderID = restored.orderID
+                restore.price = restored.price
+                restore.currency = restored.currency
+                restore.storefront = restored.storefront
+                state.purchases[id] = restore
+                return restore
             }
             var purchase = Purchase(
                 transactionID: id, originalTransactionID: id,
@@ -148,6 +160,14 @@ extension AppStoreSimulator {
                     ? now.addingTimeInterval(body["expires_in_seconds"] as? Double ?? 2_592_000) : nil,
                 revocationDate: nil, webOrderLineItemID: kind == .subscription ? id : nil)
             if body["family_shared"] as? Bool == true { purchase.ownership = "FAMILY_SHARED" }
+            purchase.orderID = body["order_id"] as? String ?? Self.appleOrderID(id)
+            if let price = (body["price"] as? NSNumber)?.int64Value { purchase.price = price }
+            purchase.currency = body["currency"] as? String ?? purchase.currency
+            purchase.storefront = body["storefront"] as? String ?? purchase.storefront
+            purchase.offerType = body["offer_type"] as? Int
+            purchase.offerIdentifier = body["offer_identifier"] as? String
+            purchase.offerDiscountType = body["offer_discount_type"] as? String
+            purchase.offerPeriod = body["offer_period"] as? String
             state.purchases[id] = purchase
             return purchase
         }
@@ -177,6 +197,7 @@ extension AppStoreSimulator {
         var answer: [String: Any] = [
             "transaction_id": purchase.transactionID, "original_transaction_id": purchase.originalTransactionID,
             "receipt": receiptToken, "signed_transaction": signed, "environment": environment,
+            "order_id": purchase.orderID,
         ]
         if body["notify"] as? Bool == true { answer["notification_uuid"] = reportPurchase(purchase) ?? NSNull() }
         return .json(201, Self.json(answer))

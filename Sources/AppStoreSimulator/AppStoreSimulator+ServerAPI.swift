@@ -46,9 +46,18 @@ extension AppStoreSimulator {
             transaction.revocationType = purchase.revocationType
             transaction.revocationPercentage = purchase.revocationPercentage
         }
-        transaction.transactionReason = "PURCHASE"
-        transaction.storefront = "USA"
-        transaction.storefrontId = "143441"
+        transaction.transactionReason =
+            purchase.originalTransactionID == purchase.transactionID ? "PURCHASE" : "RENEWAL"
+        if purchase.kind != .subscription { transaction.transactionReason = "PURCHASE" }
+        transaction.storefront = purchase.storefront
+        transaction.storefrontId = purchase.storefront == "USA" ? "143441" : "143442"
+        transaction.price = purchase.price
+        transaction.currency = purchase.currency
+        transaction.offerType = purchase.offerType
+        transaction.offerIdentifier = purchase.offerIdentifier
+        transaction.offerDiscountType = purchase.offerDiscountType
+        transaction.offerPeriod = purchase.offerPeriod
+        transaction.appTransactionId = "70\(purchase.originalTransactionID)"
         if purchase.kind == .subscription { transaction.webOrderLineItemId = purchase.webOrderLineItemID }
         return try signer.sign(transaction)
     }

@@ -11,6 +11,8 @@ import Synchronization
 ///   /production/inApps/v1/transactions/{id}, /sandbox/inApps/v1/transactions/{id}
 ///   /production/inApps/v1/notifications/history, /sandbox/inApps/v1/notifications/history
 ///   /production/inApps/v2/transactions/consumption/{id}, /sandbox/inApps/v2/transactions/consumption/{id}
+///   /production/inApps/v1/lookup/{orderId} (Look Up Order ID), .../inApps/v1/transactions/{id}/appAccountToken
+///   (Set App Account Token, PUT), .../inApps/v1/transactions/{id}/finish (Finish Transaction, POST)
 ///   /admin/... (see `admin(_:segments:)`)
 public final class AppStoreSimulator: Sendable {
     public struct Configuration: Sendable {
@@ -120,6 +122,16 @@ public final class AppStoreSimulator: Sendable {
             endpoint = "verifyReceipt"
         } else if rest.count == 4, rest[0...2] == ["inApps", "v1", "transactions"], request.method == "GET" {
             endpoint = "transactionInfo"
+        } else if rest.count == 4, rest[0...2] == ["inApps", "v1", "lookup"], request.method == "GET" {
+            endpoint = "lookUpOrderID"
+        } else if rest.count == 5, rest[0...2] == ["inApps", "v1", "transactions"], rest[4] == "appAccountToken",
+            request.method == "PUT"
+        {
+            endpoint = "setAppAccountToken"
+        } else if rest.count == 5, rest[0...2] == ["inApps", "v1", "transactions"], rest[4] == "finish",
+            request.method == "POST"
+        {
+            endpoint = "finishTransaction"
         } else if rest == ["inApps", "v1", "notifications", "history"], request.method == "POST" {
             endpoint = "notificationHistory"
         } else if rest.count == 5, rest[0...3] == ["inApps", "v2", "transactions", "consumption"],
@@ -141,7 +153,7 @@ public final class AppStoreSimulator: Sendable {
                 let app = bid ?? Self.receiptBundleID(request, receipts: state.receipts) ?? configuration.bundleID
                 guard app == scope else { return (FaultPlan(), nil) }
             }
-            guard endpoint == "transactionInfo" || endpoint == "consumption" else { return (state.faults, nil) }
+            guard endpoint != "verifyReceipt" && endpoint != "notificationHistory" else { return (state.faults, nil) }
             // Apple's per-second limit: a sliding window of the requests taken.
             if let limit = state.faults.rateLimitPerSecond, limit > 0 {
                 let recent = state.served[lane, default: []].suffix(limit)
@@ -187,6 +199,9 @@ public final class AppStoreSimulator: Sendable {
                 case "verifyReceipt": verifyReceipt(request, role: role)
                 case "notificationHistory": notificationHistory(request, role: role)
                 case "consumption": sendConsumption(request, role: role, id: rest[4])
+                case "lookUpOrderID": lookUpOrderID(request, role: role, orderID: rest[3])
+                case "setAppAccountToken": setAppAccountToken(request, role: role, id: rest[3])
+                case "finishTransaction": finishTransaction(request, role: role, id: rest[3])
                 default: transactionInfo(request, role: role, id: rest[3])
                 }
             guard case .respond(let status, let headers, let body, _) = reply else { return reply }

@@ -21,7 +21,8 @@ struct Purchase: Sendable {
     let kind: Kind
     let environment: String
     let quantity: Int
-    let appAccountToken: String?
+    /// Set at purchase, or later by Set App Account Token.
+    var appAccountToken: String?
     let purchaseDate: Date
     var expiresDate: Date?
     var revocationDate: Date?
@@ -39,6 +40,18 @@ struct Purchase: Sendable {
     var gracePeriodExpiresDate: Date? = nil
     /// Apple's `inAppOwnershipType`: `PURCHASED`, or `FAMILY_SHARED` for a family member's access to it.
     var ownership = "PURCHASED"
+    /// The order id on the customer's invoice email (Look Up Order ID finds the order's transactions by it).
+    var orderID = ""
+    /// What it cost: milliunits of `currency`, the storefront, and the offer it was bought with, if any.
+    var price: Int64 = 990
+    var currency = "USD"
+    var storefront = "USA"
+    var offerType: Int? = nil
+    var offerIdentifier: String? = nil
+    var offerDiscountType: String? = nil
+    var offerPeriod: String? = nil
+    /// Whether the server said it finished the transaction (Finish Transaction).
+    var finished = false
 
     /// Apple's `data.status` of a subscription notification: 1 active, 2 expired, 3 billing retry, 4 grace
     /// period, 5 revoked.

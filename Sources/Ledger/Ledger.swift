@@ -9,7 +9,8 @@ import Vocabulary
 /// Every key is scoped by app (``AppScope``): two games that both number their jobs and orders from 1 never
 /// meet here. Purchases and their states are also scoped by environment: a Sandbox transaction is another
 /// purchase than a Production one with the same id.
-public protocol Ledger: DecisionStore, PurchaseStateStore, ConsumptionRequestStore, UnclaimedPurchaseStore, OffsetStore
+public protocol Ledger:
+    DecisionStore, PurchaseStateStore, ConsumptionRequestStore, UnclaimedPurchaseStore, OffsetStore, SupportStore
 {
     /// The connection pool's state, for `/metrics` (nil: a ledger without a pool, SQLite's).
     var poolStats: LedgerPoolStats? { get }

@@ -6,12 +6,12 @@ import Vocabulary
 /// and environment, an order granted once in its app) make the claim safe under any number of concurrent
 /// writers: a second writer of the same row waits for the first to commit, then sees its row.
 public final class PostgresLedger: Ledger, Sendable {
-    private let pool: PostgresPool
+    let pool: PostgresPool
     public var poolStats: LedgerPoolStats? { pool.stats }
     /// Lookups and records go in batches, one round trip and one transaction each (see ``Batcher``).
     private let lookups: Batcher<DecisionKey, StoredEvent?>
     private let records: Batcher<Decision, RecordAnswer>
-    private let schema: PostgresSchema
+    let schema: PostgresSchema
 
     /// One item's answer from a batch.
     enum RecordAnswer: Sendable {

@@ -9,8 +9,8 @@ import Vocabulary
 ///
 /// `@unchecked Sendable`: the connection is touched only on `queue`.
 public final class SQLiteLedger: Ledger, @unchecked Sendable {
-    private let queue = DispatchQueue(label: "ledger.sqlite")
-    private let connection: SQLiteConnection
+    let queue = DispatchQueue(label: "ledger.sqlite")
+    let connection: SQLiteConnection
     private let path: String
     /// The file this ledger opened (device and inode): decisions written after it was deleted or replaced
     /// would be lost at the next start, and its grants granted again. Nil in memory.

@@ -37,8 +37,12 @@ struct JobHandler: MessageHandler {
     let decisions: any DecisionStore
     let metrics: WorkerMetrics
     let logger: Logger
+    /// Finish Transaction after each grant published (`apple.finish_transactions`), nil: off.
+    var finisher: TransactionFinisher? = nil
 
     var deadLetterReason: DeadLetterReason { .malformedJob }
+
+    func delivered(_ records: [OutboundRecord]) { finisher?.granted(records, defaultApp: apps.defaultApp.name) }
 
     func isPermanent(_ error: any Error) -> Bool { (error as? LedgerError)?.isPermanent == true }
 

@@ -50,6 +50,13 @@ public struct ResultEvent: Sendable, Equatable {
     public var bundleID: String? = nil
     /// What the granted purchase was worth (a grant's event only; its fields null where the proof says nothing).
     public var value = PurchaseValue()
+    /// Who credited it and why, for a grant support made (`receipt-worker credit`); nil for a job's.
+    public var credit: SupportCredit? = nil
+
+    public struct SupportCredit: Sendable, Equatable {
+        public var by: String
+        public var reason: String
+    }
 
     /// Stable ids: every grant of one (order, transaction) has the same id, whichever job produced it, as in
     /// every release before (a transaction is one app's: Apple's ids are its own, and the bundle id is checked,
@@ -82,7 +89,10 @@ public struct ResultEvent: Sendable, Equatable {
         out +=
             ",\"transaction_id\":\(string(transactionID)),\"original_transaction_id\":\(string(originalTransactionID))"
         out += ",\"environment\":\(string(environment?.rawValue)),\"bundle_id\":\(string(bundleID))"
-        if decision == .grant { out += EventJSON.value(value) }
+        if decision == .grant {
+            out += EventJSON.value(value)
+            out += ",\"credited_by\":\(string(credit?.by)),\"credit_reason\":\(string(credit?.reason))"
+        }
         out += ",\"purchase_date\":\(time(purchaseDate))"
         out += ",\"expires_date\":\(time(expiresDate)),\"verified_at\":\(time(verifiedAt)),\"attempts\":\(attempts)"
         out += ",\"detail\":\(string(detail))}"

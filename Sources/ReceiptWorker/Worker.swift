@@ -32,6 +32,8 @@ public final class Worker: Service {
     static func consumptionGroup(of app: AppleApp) -> String { "\(consumptionGroup):\(app.name)" }
     /// What this process's receiver verified, for its own processor.
     let recentlyVerified = RecentlyVerifiedNotifications()
+    /// Finish Transaction after grants (`apple.finish_transactions`), nil: off.
+    private let finisher: TransactionFinisher?
 
     public init(
         configuration: WorkerConfiguration, consumer: KafkaConsumer, producer: KafkaProducer, ledger: any Ledger,
@@ -46,13 +48,18 @@ public final class Worker: Service {
         metrics.prepareDecisions(apps: apps.all.map(\.name))
         self.logger = logger
         let topics = configuration.topics
+        let finisher =
+            configuration.apple.finishTransactions
+            ? TransactionFinisher(apps: apps.all, retry: configuration.retry, metrics: metrics, logger: logger) : nil
+        self.finisher = finisher
         let jobs = JobHandler(
             settings: .init(
                 maxBytes: configuration.jobsMaxBytes,
                 transactionIDRequiresAccountToken: configuration.apple.transactionIDRequiresAccountToken,
                 retry: configuration.retry, resultsTopic: topics.results, eventSource: configuration.eventSource,
                 retriesTopic: topics.retries, malformedReceiptCalls: configuration.apple.malformedReceiptCalls),
-            apps: apps, decisions: ledger, metrics: metrics, logger: logger)
+            apps: apps, decisions: ledger, metrics: metrics, logger: logger,
+            finisher: finisher)
         let appGroups = Set(apps.all.map(\.name))
         let consumptionGroups = apps.all.map(Self.consumptionGroup(of:))
         let routes = [
@@ -179,11 +186,15 @@ public final class Worker: Service {
             .init(
                 "consumption gauge", PeriodicService(every: .seconds(30)) { await self.refreshConsumptionGauge() }),
             .init("Apple limit share", appleShare),
+        ]
+        // Started before the runtime, stopped after its drain: the grants the drain publishes are finished too.
+        if let finisher { services.append(.init("finish transactions", finisher)) }
+        services += [
             .init(
                 "consumer runtime",
                 RuntimeService(
                     runtime: runtime, topics: read.map(\.topic),
-                    partitionCounts: Dictionary(read.map { ($0.topic, $0.partitions) }) { first, _ in first })),
+                    partitionCounts: Dictionary(read.map { ($0.topic, $0.partitions) }) { first, _ in first }))
         ]
         if let after = configuration.unclaimedAfter {
             let credits = UnclaimedCredits(

@@ -21,6 +21,8 @@ let topUsage = """
                      accept a new ledger's offsets
       notifications backfill   produce what Apple's notification history holds for a time range
       consumption answer       answer a refund request (what a grant service produces)
+      lookup         a purchase as support asks about it: Apple's view beside the ledger's, and its case
+      credit         credit a verified purchase no order holds to an order (support), never a second grant
 
     `receipt-worker <command> --help` describes a command and its options.
     Configuration: --config FILE (key=value), RECEIPT_WORKER_* environment variables, --set key=value.
@@ -48,6 +50,8 @@ let commands: [String: Command] = [
     "ledger": Command(help: LedgerCommand.help, run: { try await LedgerCommand.run($0) }),
     "notifications": Command(help: NotificationsCommand.help, run: { try await NotificationsCommand.run($0) }),
     "consumption": Command(help: ConsumptionCommand.help, run: { try await ConsumptionCommand.run($0) }),
+    "lookup": Command(help: LookupCommand.help, run: { try await LookupCommand.run($0) }),
+    "credit": Command(help: CreditCommand.help, run: { try await CreditCommand.run($0) }),
 ]
 
 var arguments = Array(CommandLine.arguments.dropFirst())

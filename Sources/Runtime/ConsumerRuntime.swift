@@ -244,7 +244,7 @@ public final class ConsumerRuntime: Sendable {
             outcome = .deadLetter(DeadLetter(reason: handler.deadLetterReason, error: "\(error)"))
         }
         let partition = item.message.topicPartition
-        if await deliver(outcome, context, group: item.group) {
+        if await deliver(outcome, context, group: item.group, handler: handler) {
             metrics.duration.observe(ContinuousClock.now - started)
             book.finish(partition, offset: item.message.offset, generation: item.generation)
         } else {
@@ -255,12 +255,16 @@ public final class ConsumerRuntime: Sendable {
     }
 
     /// Publishes an outcome; true once the broker acknowledged all of it (answered).
-    private func deliver(_ outcome: Outcome, _ context: HandlingContext, group: String) async -> Bool {
+    private func deliver(_ outcome: Outcome, _ context: HandlingContext, group: String, handler: any MessageHandler)
+        async -> Bool
+    {
         switch outcome {
         case .letGo:
             return false
         case .publish(let records):
-            return await publish(records, context)
+            guard await publish(records, context) else { return false }
+            if !records.isEmpty { handler.delivered(records) }
+            return true
         case .deadLetter(let letter, let records):
             guard await publish(records, context) else { return false }
             return await deadLetter(context.message, letter, context, group: group)

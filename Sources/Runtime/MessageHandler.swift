@@ -22,6 +22,14 @@ public protocol MessageHandler: Sendable {
 
     /// The dead-letter reason of a message whose handling failed for good.
     var deadLetterReason: DeadLetterReason { get }
+
+    /// Told once the broker acknowledged the records of a `.publish` outcome (what follows a published answer:
+    /// telling Apple a granted transaction is finished). Must not block: it runs in the message's slot.
+    func delivered(_ records: [OutboundRecord])
+}
+
+extension MessageHandler {
+    public func delivered(_ records: [OutboundRecord]) {}
 }
 
 /// How handling one message ended. Only a message whose outcome the broker acknowledged is committed past.

@@ -75,8 +75,8 @@ extension AppStoreServerAPIClient {
 
     /// One authorized call; a 401 gets one fresh token (Apple no longer takes the old one), a second 401 is
     /// our configuration: not retriable.
-    private func authorized(
-        method: HTTPRequest.Method, url: String, body: Data, endpoint: String, call: String,
+    func authorized(
+        method: HTTPRequest.Method, url: String, body: Data?, endpoint: String, call: String,
         lane: RateGovernor.Lane, attempts: inout Int
     ) async throws -> HTTPResponse {
         for renewed in [false, true] {
@@ -102,7 +102,7 @@ extension AppStoreServerAPIClient {
     }
 
     /// Throws a retriable error for Apple's transient answers (its retryable codes, 429, 5xx, 408).
-    private func throwIfTransient(_ response: HTTPResponse, errorCode: Int?, endpoint: String) throws {
+    func throwIfTransient(_ response: HTTPResponse, errorCode: Int?, endpoint: String) throws {
         let retryAfter = AppleHTTP.retryAfter(response.header("retry-after"), maximum: configuration.maximumRetryAfter)
         if let errorCode,
             Self.retryableErrorCodes.contains(errorCode) || response.status == 429

@@ -90,6 +90,9 @@ enum ConfigurationKeys {
         ConfigurationKey("apple.allow_sandbox", default: String(defaults.apple.allowSandbox)) {
             $1.configuration.apple.allowSandbox = try $0.boolean()
         },
+        ConfigurationKey("apple.finish_transactions", default: String(defaults.apple.finishTransactions)) {
+            $1.configuration.apple.finishTransactions = try $0.boolean()
+        },
         ConfigurationKey("apple.allow_insecure_urls", default: "false") { $1.allowInsecureURLs = try $0.boolean() },
         ConfigurationKey(
             "apple.transaction_id_requires_account_token",

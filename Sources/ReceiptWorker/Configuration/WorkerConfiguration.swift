@@ -27,6 +27,9 @@ public struct WorkerConfiguration: Sendable {
         public var bundleID = ""
         /// `apple.allow_sandbox`. Default: false.
         public var allowSandbox = false
+        /// `apple.finish_transactions`: tell Apple a granted transaction is finished once its event is published
+        /// (Finish Transaction; apps with an App Store Server API key). Default: false.
+        public var finishTransactions = false
         /// `apple.transaction_id_requires_account_token`: a job with a bare `transaction_id` must carry the
         /// order's `app_account_token` (else `malformed_job`, without a call to Apple). Default: true.
         public var transactionIDRequiresAccountToken = true

@@ -1,0 +1,49 @@
+import Foundation
+import Vocabulary
+
+/// What support reads of a purchase (`receipt-worker lookup`): who holds it and since when, and whether Apple
+/// reported it unclaimed; and the purchases an order or an app account token leads to. Reads only: a credit goes
+/// through ``DecisionStore``, the same claim as a job's.
+public protocol SupportStore: Sendable {
+    /// The purchase's grant and its unclaimed report, in `app` and `environment`.
+    func supportRecord(app: AppScope, environment: AppleEnvironment, purchaseID: PurchaseID, transactionID: String)
+        async throws -> SupportRecord
+
+    /// The transactions granted to `orderID` in `app` (its job's, and a subscription's renewals), newest last.
+    func grantedTransactions(orderID: String, app: AppScope) async throws -> [(AppleEnvironment, String)]
+
+    /// The transactions Apple reported with `appAccountToken` (lower-case UUID) that wait for a job or were
+    /// credited unclaimed, in `app`, at most 100. A scan of the reports kept (retention prunes them): for a
+    /// support desk, not for a job's path.
+    func reportedTransactions(appAccountToken: String, app: AppScope) async throws -> [(AppleEnvironment, String)]
+}
+
+/// A purchase as the ledger holds it.
+public struct SupportRecord: Sendable, Equatable {
+    public struct Grant: Sendable, Equatable {
+        public var orderID: String
+        public var userID: String
+        public var transactionID: String
+        public var grantedAt: Date?
+        public var revokedAt: Date?
+        /// `job` (a job's order), `renewal` (a subscription's later period), `unclaimed` (credited, no job yet).
+        public var credit: String
+    }
+
+    public struct Report: Sendable, Equatable {
+        /// `waiting`, `claimed`, `refunded`, `credited`, `tied`.
+        public var state: String
+        public var dueAt: Date?
+        public var eventID: String
+        public var published: Bool
+        public var settledAt: Date?
+    }
+
+    public var grant: Grant?
+    public var report: Report?
+
+    public init(grant: Grant? = nil, report: Report? = nil) {
+        self.grant = grant
+        self.report = report
+    }
+}

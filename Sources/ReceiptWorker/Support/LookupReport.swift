@@ -1,0 +1,209 @@
+import AppleVerification
+import Foundation
+import Ledger
+import Observability
+import Vocabulary
+
+/// What `receipt-worker lookup` prints: each purchase the query led to, Apple's view beside the ledger's, and one
+/// line that names the case. Safe to hand to support: it holds no receipt, no signed data, no secret, and an app
+/// account token only shortened.
+public struct LookupReport: Sendable {
+    public var query: String
+    public var bundleID: String
+    public var purchases: [Purchase] = []
+    /// Why nothing (or less) was found, when that is so.
+    public var notFound: String?
+
+    public struct Purchase: Sendable {
+        public var transactionID = ""
+        public var originalTransactionID: String?
+        public var productID: String?
+        public var quantity = 0
+        public var type: String?
+        public var environment: AppleEnvironment?
+        public var purchaseDate: Date?
+        public var expiresDate: Date?
+        public var revocationDate: Date?
+        public var revocationType: String?
+        /// Apple's milliunits (40000 is 40 %).
+        public var revocationPercentage: Int?
+        public var value = PurchaseValue()
+        /// The first 8 characters and an ellipsis.
+        public var appAccountToken: String?
+        public var record = SupportRecord()
+        /// Why the signed transaction did not verify (nothing else is then known).
+        public var unverified: String?
+        /// The one line that names the case.
+        public var verdict = ""
+
+        init(unverified reason: String) {
+            unverified = reason
+            verdict = "does not verify as this app's: \(reason)"
+        }
+
+        init(
+            transaction: AppleTransaction, payload: JWSTransaction, environment: AppleEnvironment,
+            record: SupportRecord, sandboxAccepted: Bool
+        ) {
+            transactionID = transaction.transactionID
+            originalTransactionID = transaction.originalTransactionID
+            productID = transaction.productID
+            quantity = transaction.quantity
+            type = payload.type
+            self.environment = environment
+            purchaseDate = transaction.purchaseDate
+            expiresDate = transaction.expiresDate
+            revocationDate = transaction.revocationDate
+            revocationType = payload.revocationType
+            revocationPercentage = payload.revocationPercentage
+            value = transaction.value
+            appAccountToken = transaction.appAccountToken.map(LookupReport.masked)
+            self.record = record
+            verdict = Self.verdict(self, sandboxAccepted: sandboxAccepted)
+        }
+
+        /// The case, in the words support uses; the first that applies.
+        static func verdict(_ purchase: Purchase, sandboxAccepted: Bool) -> String {
+            let day = { (date: Date?) in date.map { String(Timestamp.rfc3339($0).prefix(10)) } ?? "?" }
+            let grant = purchase.record.grant
+            if purchase.environment == .sandbox && !sandboxAccepted {
+                return "Sandbox: a tester's purchase, no money paid; never credited here"
+            }
+            let sandbox = purchase.environment == .sandbox ? "Sandbox (a tester's, no money): " : ""
+            if let revoked = purchase.revocationDate {
+                let what = purchase.revocationType == "FAMILY_REVOKE" ? "revoked (Family Sharing)" : "refunded"
+                let share = purchase.revocationPercentage.map { " (\(NotificationEvent.percentage(milliunits: $0)) %)" }
+                let holder = grant.map { ", was granted to order \($0.orderID) of player \($0.userID)" } ?? ""
+                return sandbox + "\(what) on \(day(revoked))\(share ?? "")\(holder)"
+            }
+            if let grant, grant.credit != "unclaimed" {
+                return sandbox + "paid, granted to order \(grant.orderID) of player \(grant.userID) on \(day(grant.grantedAt))"
+            }
+            if let report = purchase.record.report {
+                switch report.state {
+                case "waiting":
+                    return sandbox + "paid, waiting for its job until \(day(report.dueAt)), then credited unclaimed"
+                case "credited":
+                    return sandbox
+                        + "paid, never claimed: credited unclaimed on \(day(report.settledAt)) (event \(report.eventID)); "
+                        + "its player is the one its app account token names, else credit it to an order"
+                default: break
+                }
+            }
+            return sandbox + "paid, never claimed: credit it (receipt-worker credit)"
+        }
+    }
+
+    /// The one line for the whole query: the purchase's, or why nothing was found.
+    public var summary: String {
+        if purchases.isEmpty { return notFound ?? "nothing found" }
+        if purchases.count == 1 { return purchases[0].verdict }
+        return "\(purchases.count) purchases: " + purchases.map { "\($0.transactionID): \($0.verdict)" }.joined(separator: "; ")
+    }
+
+    /// A token shortened for people: its first 8 characters.
+    static func masked(_ token: String) -> String { String(token.prefix(8)) + "…" }
+
+    /// The report for people: the summary, then one block per purchase.
+    public func table() -> String {
+        var lines = ["\(query) (app \(bundleID))", "=> \(summary)"]
+        for purchase in purchases {
+            lines.append("")
+            lines.append("transaction \(purchase.transactionID): \(purchase.verdict)")
+            guard purchase.unverified == nil else { continue }
+            let time = { (date: Date?) in date.map(Timestamp.rfc3339) ?? "-" }
+            let price =
+                purchase.value.price.map { "\(Self.amount(milliunits: $0)) \(purchase.value.currency ?? "")" } ?? "-"
+            let rows: [(String, String)] = [
+                ("apple", ""),
+                ("  product", "\(purchase.productID ?? "-") x \(purchase.quantity) (\(purchase.type ?? "-"))"),
+                ("  environment", purchase.environment?.rawValue ?? "-"),
+                ("  original transaction", purchase.originalTransactionID ?? "-"),
+                ("  purchased", time(purchase.purchaseDate)),
+                ("  expires", time(purchase.expiresDate)),
+                ("  price", price + (purchase.value.storefront.map { " in \($0)" } ?? "")),
+                ("  ownership", purchase.value.ownershipType ?? "-"),
+                ("  offer", purchase.value.offerIdentifier ?? purchase.value.offerType.map { "type \($0)" } ?? "-"),
+                (
+                    "  revoked",
+                    purchase.revocationDate.map {
+                        "\(Timestamp.rfc3339($0)) \(purchase.revocationType ?? "")"
+                            + (purchase.revocationPercentage.map {
+                                " \(NotificationEvent.percentage(milliunits: $0)) %"
+                            } ?? "")
+                    } ?? "-"
+                ),
+                ("  app account token", purchase.appAccountToken ?? "-"),
+                ("ledger", ""),
+                (
+                    "  granted",
+                    purchase.record.grant.map {
+                        "order \($0.orderID) of player \($0.userID) at \(time($0.grantedAt)) (\($0.credit))"
+                            + ($0.revokedAt.map { ", revoked at \(Timestamp.rfc3339($0))" } ?? "")
+                    } ?? "no"
+                ),
+                (
+                    "  reported by Apple",
+                    purchase.record.report.map {
+                        "\($0.state), due \(time($0.dueAt)), event \($0.eventID)"
+                            + ($0.published ? ", published" : "")
+                    } ?? "no"
+                ),
+            ]
+            lines += rows.map { $0.1.isEmpty ? $0.0 : $0.0.padding(toLength: 22, withPad: " ", startingAt: 0) + $0.1 }
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// The report for tools: one JSON object.
+    public func json() -> Data {
+        func time(_ date: Date?) -> Any { date.map(Timestamp.rfc3339) ?? NSNull() }
+        func value(_ any: Any?) -> Any { any ?? NSNull() }
+        let purchases = self.purchases.map { purchase -> [String: Any] in
+            [
+                "transaction_id": purchase.transactionID, "verdict": purchase.verdict,
+                "verified": purchase.unverified == nil, "unverified_reason": value(purchase.unverified),
+                "original_transaction_id": value(purchase.originalTransactionID),
+                "product_id": value(purchase.productID), "quantity": purchase.quantity, "type": value(purchase.type),
+                "environment": value(purchase.environment?.rawValue), "purchase_date": time(purchase.purchaseDate),
+                "expires_date": time(purchase.expiresDate), "revocation_date": time(purchase.revocationDate),
+                "revocation_type": value(purchase.revocationType),
+                "revocation_percentage": value(purchase.revocationPercentage.map { Double($0) / 1000 }),
+                "price": value(purchase.value.price), "currency": value(purchase.value.currency),
+                "storefront": value(purchase.value.storefront),
+                "in_app_ownership_type": value(purchase.value.ownershipType),
+                "offer_type": value(purchase.value.offerType), "offer_identifier": value(purchase.value.offerIdentifier),
+                "app_account_token": value(purchase.appAccountToken),
+                "ledger": [
+                    "grant": value(
+                        purchase.record.grant.map {
+                            [
+                                "order_id": $0.orderID, "user_id": $0.userID, "transaction_id": $0.transactionID,
+                                "granted_at": time($0.grantedAt), "revoked_at": time($0.revokedAt), "credit": $0.credit,
+                            ] as [String: Any]
+                        }),
+                    "reported": value(
+                        purchase.record.report.map {
+                            [
+                                "state": $0.state, "due_at": time($0.dueAt), "event_id": $0.eventID,
+                                "published": $0.published, "settled_at": time($0.settledAt),
+                            ] as [String: Any]
+                        }),
+                ] as [String: Any],
+            ]
+        }
+        let object: [String: Any] = [
+            "query": query, "bundle_id": bundleID, "summary": summary, "not_found": value(notFound),
+            "purchases": purchases,
+        ]
+        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+    }
+
+    /// Milliunits as a decimal amount: 990 is 0.99, 4990 is 4.99.
+    static func amount(milliunits: Int64) -> String {
+        let sign = milliunits < 0 ? "-" : ""
+        let magnitude = milliunits.magnitude
+        let fraction = String(magnitude % 1000)
+        return "\(sign)\(magnitude / 1000).\(String(repeating: "0", count: 3 - fraction.count) + fraction)"
+    }
+}

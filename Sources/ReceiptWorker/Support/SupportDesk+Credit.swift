@@ -1,0 +1,139 @@
+import AppleVerification
+import Foundation
+import Ledger
+import Observability
+import Vocabulary
+
+/// Support's credit of a purchase no order holds (`receipt-worker credit`).
+extension SupportDesk {
+    public struct CreditRequest: Sendable {
+        public var transactionID: String
+        public var orderID: String
+        public var userID: String
+        /// Who asked (a support agent's name or id) and why: in the event and, with it, in the ledger.
+        public var by: String
+        public var reason: String
+
+        public init(transactionID: String, orderID: String, userID: String, by: String, reason: String) {
+            self.transactionID = transactionID
+            self.orderID = orderID
+            self.userID = userID
+            self.by = by
+            self.reason = reason
+        }
+    }
+
+    public enum CreditOutcome: Sendable, Equatable {
+        /// Recorded with its claim: the event to publish (a grant, which grant services already handle), and
+        /// the purchase's original transaction and environment (for Set App Account Token).
+        case credited(StoredEvent, originalTransactionID: String, environment: AppleEnvironment, note: String)
+        /// Refused, and why, in support's words; nothing was recorded.
+        case refused(String)
+    }
+
+    /// Verifies the purchase with Apple (Get Transaction Info, its signature and app checked), refuses what must not
+    /// be credited, then claims it for the order as a job's grant claims it.
+    public func credit(_ request: CreditRequest, now: Date = Date()) async throws -> CreditOutcome {
+        let answer = try await retrying { try await api.transactionInfo(id: request.transactionID, attempts: &$0) }
+        let signed: String
+        switch answer {
+        case .found(let jws): signed = jws
+        case .notFound: return .refused("Apple knows no transaction \(request.transactionID) of this app: not this app's")
+        case .rejected(let code): return .refused("Apple refused transaction id \(request.transactionID) (error \(code))")
+        }
+        let payload: JWSTransaction
+        let transaction: AppleTransaction
+        do {
+            payload = try app.signedData.verifyTransaction(signed)
+            transaction = try AppleTransaction(payload)
+        } catch {
+            if error.code == .bundleMismatch { return .refused("not this app's: \(error.reason)") }
+            if error.code == .environmentNotAllowed { return .refused("Sandbox: a tester's purchase, never credited here") }
+            return .refused("the transaction does not verify: \(error.reason)")
+        }
+        let environment = payload.environment ?? .production
+        if environment == .sandbox && !allowSandbox {
+            return .refused("Sandbox: a tester's purchase, never credited here")
+        }
+        if let revoked = transaction.revocationDate {
+            return .refused("refunded or revoked on \(Timestamp.rfc3339(revoked)): nothing to credit")
+        }
+        if transaction.isSubscription, let expires = transaction.expiresDate, expires <= now {
+            return .refused("the subscription period expired at \(Timestamp.rfc3339(expires)): nothing to credit now")
+        }
+        let key = DecisionKey(
+            app: app.scope, jobID: "support:\(transaction.transactionID)",
+            fingerprint: SHA256Digest.hex(
+                Array("support-v1\u{0}\(request.orderID)\u{0}\(request.userID)\u{0}\(transaction.transactionID)".utf8)))
+        let productID = transaction.productID ?? ""
+        var event = ResultEvent(
+            eventID: ResultEvent.eventID(
+                decision: .grant, app: app.scope, jobID: key.jobID, fingerprint: key.fingerprint,
+                orderID: request.orderID, transactionID: transaction.transactionID),
+            jobID: key.jobID, orderID: request.orderID, userID: request.userID, decision: .grant,
+            productID: productID, quantity: transaction.quantity, transactionID: transaction.transactionID,
+            originalTransactionID: transaction.originalTransactionID, environment: environment,
+            purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate, verifiedAt: now, attempts: 1,
+            detail: "credited by support", bundleID: app.bundleID, value: transaction.value)
+        event.credit = ResultEvent.SupportCredit(by: request.by, reason: request.reason)
+        let claim = GrantClaim(
+            orderID: request.orderID, transactionID: transaction.transactionID,
+            purchaseID: transaction.purchaseIdentity, environment: environment, userID: request.userID,
+            productID: productID, quantity: transaction.quantity,
+            originalTransactionID: transaction.originalTransactionID)
+        let granted = event
+        let decision = Decision(key: key, grant: claim, event: granted.stored())
+        let original = transaction.originalTransactionID ?? transaction.transactionID
+        func credited(_ stored: StoredEvent, _ note: String) -> CreditOutcome {
+            .credited(stored, originalTransactionID: original, environment: environment, note: note)
+        }
+        switch try await ledger.record(decision) {
+        case .recorded:
+            return credited(decision.event, "credited to order \(request.orderID) of player \(request.userID)")
+        case .replay(let first):
+            return credited(first, "credited before by this same request: its event again (the same event_id)")
+        case .credited(let eventID):
+            return .refused("order \(request.orderID) holds this purchase already (event \(eventID))")
+        case .orderAlreadyFulfilled:
+            return .refused("order \(request.orderID) was granted with another purchase: name another order")
+        case .revoked:
+            return .refused("the purchase was refunded or revoked after it was granted: nothing to credit")
+        case .duplicateTransaction:
+            // A purchase credited unclaimed (receipt.unclaimed) is tied to this order, answered with the credit's
+            // event id: the grant service credited it once already, and credits nothing twice.
+            switch try await ledger.claimCredit(decision, answer: { creditEventID in
+                var tied = granted
+                tied.eventID = creditEventID
+                tied.detail = "credited unclaimed before (receipt.unclaimed with this event_id), tied by support"
+                return tied.stored()
+            }) {
+            case .tied(let answer):
+                return credited(answer, "it was credited unclaimed (event \(answer.eventID)): now tied to this order")
+            case .replay(let first):
+                return credited(first, "credited before by this same request: its event again (the same event_id)")
+            case .orderAlreadyFulfilled:
+                return .refused("order \(request.orderID) was granted with another purchase: name another order")
+            case .revoked:
+                return .refused("the purchase was refunded or revoked after it was credited: nothing to credit")
+            case .notACredit:
+                let held = try await ledger.supportRecord(
+                    app: app.scope, environment: environment, purchaseID: transaction.purchaseIdentity,
+                    transactionID: transaction.transactionID
+                ).grant
+                return .refused(
+                    "already held: granted to order \(held?.orderID ?? "?") of player \(held?.userID ?? "?")")
+            }
+        }
+    }
+
+    /// Apple's Set App Account Token on the purchase's original transaction, so Apple's later notifications of it
+    /// name the player; retried as a job's calls are.
+    public func setAccountToken(_ token: UUID, originalTransactionID: String, environment: AppleEnvironment)
+        async throws -> AppStoreServerAPIClient.Acknowledgement
+    {
+        try await retrying {
+            try await api.setAppAccountToken(
+                originalTransactionID: originalTransactionID, token: token, environment: environment, attempts: &$0)
+        }
+    }
+}

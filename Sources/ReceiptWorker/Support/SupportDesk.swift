@@ -1,0 +1,183 @@
+import AppleVerification
+import Foundation
+import Kafka
+import Ledger
+import Observability
+import Runtime
+import Vocabulary
+
+/// A support desk's questions about one app's purchases (`receipt-worker lookup` and `credit`): Apple's view of
+/// a purchase, verified, beside the ledger's, and the credit of a purchase no order holds through the same ledger
+/// claim as a job's, so it is never a second grant. Apple's transient failures are retried as a job's are
+/// (`retry.*`); what stays unanswered throws.
+public struct SupportDesk: Sendable {
+    let app: AppleApp
+    let api: AppStoreServerAPIClient
+    let allowSandbox: Bool
+    let ledger: any SupportStore & DecisionStore
+    let retry: RetryPolicy
+
+    public init(
+        app: AppleApp, api: AppStoreServerAPIClient, allowSandbox: Bool, ledger: any SupportStore & DecisionStore,
+        retry: RetryPolicy
+    ) {
+        self.app = app
+        self.api = api
+        self.allowSandbox = allowSandbox
+        self.ledger = ledger
+        self.retry = retry
+    }
+
+    /// What support is asked about.
+    public enum Query: Sendable, Equatable {
+        /// The order id on the player's invoice from Apple (Look Up Order ID).
+        case appleOrderID(String)
+        case transactionID(String)
+        /// The game's order (`order_id` of a job): the transactions the ledger granted to it.
+        case orderID(String)
+        /// The player's `appAccountToken`: the purchases Apple reported with it that no job claimed.
+        case appAccountToken(String)
+    }
+
+    public func lookup(_ query: Query) async throws -> LookupReport {
+        var report = LookupReport(query: query.shown, bundleID: app.bundleID)
+        for (environment, signed) in try await signedTransactions(query, report: &report) {
+            report.purchases.append(try await purchase(signed, environment: environment))
+        }
+        return report
+    }
+
+    /// Every signed transaction the query leads to, with the environment it was found in.
+    private func signedTransactions(_ query: Query, report: inout LookupReport) async throws
+        -> [(AppleEnvironment, String)]
+    {
+        switch query {
+        case .appleOrderID(let orderID):
+            var found: [(AppleEnvironment, String)] = []
+            for environment in environments {
+                let answer = try await retrying { try await api.lookUpOrder(id: orderID, environment: environment, attempts: &$0) }
+                if case .found(let signed) = answer { found += signed.map { (environment, $0) } }
+            }
+            if found.isEmpty {
+                report.notFound = "Apple knows no order \(orderID) of this app: not this app's (or not an Apple order id)"
+            }
+            return found
+        case .transactionID(let id):
+            return try await transactionInfo([(nil, id)], report: &report)
+        case .orderID(let orderID):
+            let granted = try await ledger.grantedTransactions(orderID: orderID, app: app.scope)
+            if granted.isEmpty { report.notFound = "the ledger holds no grant for order \(orderID) of this app" }
+            return try await transactionInfo(granted.map { ($0.0, $0.1) }, report: &report)
+        case .appAccountToken(let token):
+            let reported = try await ledger.reportedTransactions(appAccountToken: token, app: app.scope)
+            if reported.isEmpty {
+                report.notFound =
+                    "no purchase Apple reported with this app account token waits or was credited unclaimed here"
+            }
+            return try await transactionInfo(reported.map { ($0.0, $0.1) }, report: &report)
+        }
+    }
+
+    private func transactionInfo(_ ids: [(AppleEnvironment?, String)], report: inout LookupReport) async throws
+        -> [(AppleEnvironment, String)]
+    {
+        var found: [(AppleEnvironment, String)] = []
+        for (environment, id) in ids {
+            let wanted = environment.flatMap { $0 == .sandbox && !allowSandbox ? nil : $0 }
+            let answer = try await retrying { try await api.transactionInfo(id: id, in: wanted, attempts: &$0) }
+            switch answer {
+            case .found(let signed):
+                // Get Transaction Info answers from the host it asked: Sandbox only when allowed, or asked.
+                found.append((wanted ?? .production, signed))
+            case .notFound:
+                report.notFound =
+                    "Apple knows no transaction \(id) of this app"
+                    + (allowSandbox ? "" : " in Production (Sandbox is not looked up: apple.allow_sandbox is false)")
+                    + ": not this app's, or no such purchase"
+            case .rejected(let code):
+                report.notFound = "Apple refused transaction id \(id) (error \(code))"
+            }
+        }
+        return found
+    }
+
+    /// One signed transaction, verified, beside the ledger's record of its purchase.
+    private func purchase(_ signed: String, environment: AppleEnvironment) async throws -> LookupReport.Purchase {
+        let payload: JWSTransaction
+        let transaction: AppleTransaction
+        do {
+            payload = try app.signedData.verifyTransaction(signed)
+            transaction = try AppleTransaction(payload)
+        } catch {
+            return LookupReport.Purchase(unverified: error.reason)
+        }
+        let actual = payload.environment ?? environment
+        let record = try await ledger.supportRecord(
+            app: app.scope, environment: actual, purchaseID: transaction.purchaseIdentity,
+            transactionID: transaction.transactionID)
+        return LookupReport.Purchase(
+            transaction: transaction, payload: payload, environment: actual, record: record,
+            sandboxAccepted: allowSandbox)
+    }
+
+    private var environments: [AppleEnvironment] { allowSandbox ? [.production, .sandbox] : [.production] }
+
+    /// Apple's call, retried on its transient failures as a job's are.
+    func retrying<T>(_ call: (inout Int) async throws -> T) async throws -> T {
+        var attempts = 0
+        while true {
+            do {
+                return try await call(&attempts)
+            } catch let error as AppleVerificationError where error.isRetriable {
+                guard retry.mayRetry(afterAttempts: attempts) else { throw error }
+                try await Task.sleep(for: retry.delay(afterAttempts: attempts, retryAfter: error.retryDelay))
+            }
+        }
+    }
+}
+
+extension SupportDesk.Query {
+    /// The query as printed: an app account token shortened, never in full.
+    var shown: String {
+        switch self {
+        case .appleOrderID(let id): "Apple order \(id)"
+        case .transactionID(let id): "transaction \(id)"
+        case .orderID(let id): "order \(id)"
+        case .appAccountToken(let token): "app account token \(LookupReport.masked(token))"
+        }
+    }
+}
+
+extension SupportDesk {
+    /// The desk of one configured app (`app`: its name, `default` or an `apps.NAME`; nil: the default app), on
+    /// `ledger`. Needs the app's App Store Server API key.
+    public static func make(
+        _ configuration: WorkerConfiguration, app name: String?, ledger: any SupportStore & DecisionStore,
+        logger: Logger
+    ) throws -> SupportDesk {
+        let apps = try WorkerAssembly.appleApps(configuration, logger: logger)
+        let wanted = name ?? "default"
+        guard let index = apps.all.firstIndex(where: { $0.name == wanted || $0.bundleID == wanted }) else {
+            throw ConfigurationError(
+                .invalidValue, key: "--app",
+                reason: "no configured app is named \(wanted) (default, or an apps.NAME, or a bundle id)")
+        }
+        let app = apps.all[index]
+        guard let api = app.api else {
+            throw ConfigurationError(
+                .missingKey, key: index == 0 ? "apple.api.key_id" : "apps.\(app.name).api.key_id",
+                reason: "support needs the App Store Server API key of app \(app.name)")
+        }
+        return SupportDesk(
+            app: app, api: api, allowSandbox: configuration.allApps[index].allowSandbox, ledger: ledger,
+            retry: configuration.retry)
+    }
+
+    /// The record that publishes a credit's event on `topics.results`, as the worker publishes its events.
+    public static func message(_ event: StoredEvent, _ configuration: WorkerConfiguration) -> KafkaProducerMessage {
+        let record = event.record(topic: configuration.topics.results, source: configuration.eventSource)
+        let trace = KafkaHeader(name: "traceparent", string: TraceContext.fresh().traceparent)
+        return KafkaProducerMessage(
+            topic: record.topic, key: Array(record.key.utf8), value: record.value, headers: record.headers + [trace])
+    }
+}

@@ -1,0 +1,195 @@
+import AppStoreSimulator
+import AppleVerification
+import Foundation
+import HTTPClient
+import Kafka
+import Ledger
+import Observability
+import Testing
+import TestSupport
+import Vocabulary
+
+@testable import ReceiptWorker
+
+/// Support's commands on a worker's ledger and the simulator over HTTP (docs/operations.md, "Support: a player
+/// says they paid"): `lookup` and `credit` as the binary runs them (``SupportDesk``), and Finish Transaction.
+@Suite("Support: lookup and credit against the simulator; Finish Transaction")
+struct SupportEndToEndTests {
+    /// The desk of the harness's default app, on its ledger (opened as the commands open it).
+    func desk<T: Sendable>(_ harness: WorkerHarness, _ body: (SupportDesk) async throws -> T) async throws -> T {
+        try await harness.configuration.withToolLedger { ledger in
+            try await body(
+                try SupportDesk.make(harness.configuration, app: nil, ledger: ledger, logger: WorkerHarness.logger))
+        }
+    }
+
+    func credit(_ transactionID: String, order: String, user: String = "player-9") -> SupportDesk.CreditRequest {
+        SupportDesk.CreditRequest(
+            transactionID: transactionID, orderID: order, userID: user, by: "agent-17", reason: "ticket 4411")
+    }
+
+    /// Publishes a credit's event as `receipt-worker credit` does.
+    func publish(_ outcome: SupportDesk.CreditOutcome, _ harness: WorkerHarness) async throws -> StoredEvent? {
+        guard case .credited(let event, _, _, _) = outcome else { return nil }
+        _ = try await harness.producer.send(SupportDesk.message(event, harness.configuration))
+        return event
+    }
+
+    @Test(
+        "a purchase made while the app crashed: lookup by Apple's order id says paid, never claimed; credit grants it once, with who and why and its price; Apple's later notifications name the player"
+    )
+    func crashedPurchase() async throws {
+        let harness = try await WorkerHarness(notifications: true)
+        let bought = try await harness.admin.call(
+            "purchases", ["product_id": "gems_500", "price": 4990, "currency": "EUR", "storefront": "FRA"])
+        let transactionID = try #require(bought["transaction_id"] as? String)
+        let appleOrder = try #require(bought["order_id"] as? String)
+
+        let before = try await desk(harness) { try await $0.lookup(.appleOrderID(appleOrder)) }
+        #expect(before.summary == "paid, never claimed: credit it (receipt-worker credit)", "\(before.summary)")
+        #expect(before.purchases.first?.value.price == 4990 && before.purchases.first?.value.currency == "EUR")
+
+        let outcome = try await desk(harness) { try await $0.credit(credit(transactionID, order: "shop-77")) }
+        let event = try #require(try await publish(outcome, harness), "\(outcome)")
+        #expect(await eventually { !harness.events(orderID: "shop-77").isEmpty })
+        let granted = try #require(harness.events(orderID: "shop-77").first)
+        #expect(granted["type"] as? String == "receipt.granted" && granted["decision"] as? String == "grant")
+        #expect(granted["event_id"] as? String == event.eventID && granted["user_id"] as? String == "player-9")
+        #expect(granted["credited_by"] as? String == "agent-17" && granted["credit_reason"] as? String == "ticket 4411")
+        #expect(granted["price"] as? Int == 4990 && granted["storefront"] as? String == "FRA")
+
+        // The same request again is the same credit; another order is refused: never a second grant.
+        guard
+            case .credited(let again, _, _, _) = try await desk(
+                harness, { try await $0.credit(credit(transactionID, order: "shop-77")) })
+        else { Issue.record("the same credit again was refused"); return }
+        #expect(again.eventID == event.eventID)
+        let second = try await desk(harness) { try await $0.credit(credit(transactionID, order: "shop-78")) }
+        #expect(second == .refused("already held: granted to order shop-77 of player player-9"), "\(second)")
+        // A job presenting the purchase for another order is denied duplicate_transaction, as for any grant.
+        let after = try await desk(harness) { try await $0.lookup(.orderID("shop-77")) }
+        #expect(after.summary.hasPrefix("paid, granted to order shop-77 of player player-9 on "), "\(after.summary)")
+
+        // Set App Account Token: Apple's later notifications of the purchase name the player.
+        let token = UUID()
+        guard case .credited(_, let original, let environment, _) = outcome else { return }
+        let set = try await desk(harness) {
+            try await $0.setAccountToken(token, originalTransactionID: original, environment: environment)
+        }
+        #expect(set == .done)
+        let state = try await harness.admin.call("transactions/\(transactionID)", [:])
+        #expect(state["app_account_token"] as? String == token.uuidString.lowercased(), "\(state)")
+        await harness.stop()
+    }
+
+    @Test(
+        "hostile and refused: another app's order and transaction are not this app's; an order id that is a path is never sent; a refunded purchase is refused; a Sandbox purchase in production is never credited"
+    )
+    func refusals() async throws {
+        let harness = try await WorkerHarness(notifications: true)
+        try await harness.admin.addApp(["bundle_id": "com.other.game", "app_apple_id": 99])
+        let theirs = try await harness.admin.call(
+            "purchases", ["product_id": "gems_500", "bundle_id": "com.other.game"])
+        let theirOrder = try #require(theirs["order_id"] as? String)
+        let theirID = try #require(theirs["transaction_id"] as? String)
+        let other = try await desk(harness) { try await $0.lookup(.appleOrderID(theirOrder)) }
+        #expect(other.purchases.isEmpty && other.summary.contains("not this app's"), "\(other.summary)")
+        let refusedOther = try await desk(harness) { try await $0.credit(credit(theirID, order: "o-1")) }
+        #expect(refusedOther == .refused("Apple knows no transaction \(theirID) of this app: not this app's"))
+
+        let requestsBefore = try await harness.admin.appleRequests()
+        let path = try await desk(harness) { try await $0.lookup(.appleOrderID("../../admin/faults")) }
+        let requestsAfter = try await harness.admin.appleRequests()
+        #expect(path.purchases.isEmpty && requestsAfter == requestsBefore)
+
+        let refunded = try await harness.purchase(["product_id": "coins_100"])
+        try await harness.admin.refund(transactionID: refunded.transactionID)
+        let lookup = try await desk(harness) { try await $0.lookup(.transactionID(refunded.transactionID)) }
+        #expect(lookup.summary.hasPrefix("refunded on "), "\(lookup.summary)")
+        let refusedRefund = try await desk(harness) {
+            try await $0.credit(credit(refunded.transactionID, order: "o-2"))
+        }
+        guard case .refused(let why) = refusedRefund else { Issue.record("a refunded purchase was credited"); return }
+        #expect(why.hasPrefix("refunded or revoked on "))
+
+        let sandbox = try await harness.purchase(["product_id": "coins_100", "environment": "Sandbox"])
+        let sandboxLookup = try await desk(harness) { try await $0.lookup(.transactionID(sandbox.transactionID)) }
+        #expect(sandboxLookup.purchases.isEmpty && sandboxLookup.summary.contains("Sandbox is not looked up"))
+        let refusedSandbox = try await desk(harness) {
+            try await $0.credit(credit(sandbox.transactionID, order: "o-3"))
+        }
+        guard case .refused = refusedSandbox else { Issue.record("a Sandbox purchase was credited"); return }
+        // Nothing refused was recorded: the orders hold nothing.
+        for order in ["o-1", "o-2", "o-3"] {
+            let held = try await desk(harness) { try await $0.lookup(.orderID(order)) }
+            #expect(held.purchases.isEmpty, "\(order): \(held.summary)")
+        }
+        await harness.stop()
+    }
+
+    @Test(
+        "Apple answering 429 and 5xx: lookup and credit wait it out as a job does; Apple down throughout throws, recording nothing"
+    )
+    func appleBadDay() async throws {
+        let harness = try await WorkerHarness(maxAttempts: 8, notifications: true)
+        let bought = try await harness.purchase(["product_id": "coins_100"])
+        for mode in ["http_5xx", "rate_limited"] {
+            try await harness.faults(["outage_start_in_ms": 0, "outage_seconds": 0.3, "outage_mode": mode])
+            let report = try await desk(harness) { try await $0.lookup(.transactionID(bought.transactionID)) }
+            #expect(report.purchases.count == 1, "\(mode): \(report.summary)")
+        }
+        try await harness.faults(["error_rate": 1.0, "error_status": 503])
+        await #expect(throws: AppleVerificationError.self) {
+            _ = try await desk(harness) { try await $0.credit(credit(bought.transactionID, order: "o-down")) }
+        }
+        try await harness.faults([:])
+        let held = try await desk(harness) { try await $0.lookup(.orderID("o-down")) }
+        #expect(held.purchases.isEmpty)
+        await harness.stop()
+    }
+
+    @Test("a purchase credited unclaimed is tied to the order support names, with the credit's event id: one credit")
+    func unclaimedCreditTied() async throws {
+        let harness = try await WorkerHarness(notifications: true) { $0.unclaimedAfter = .seconds(1) }
+        let lost = try await harness.purchase(["product_id": "gems_500", "notify": true])
+        #expect(await eventually { !harness.events(orderID: "unclaimed:\(lost.transactionID)").isEmpty })
+        let credit = try #require(harness.events(orderID: "unclaimed:\(lost.transactionID)").first)
+        let lookup = try await desk(harness) { try await $0.lookup(.transactionID(lost.transactionID)) }
+        #expect(lookup.summary.hasPrefix("paid, never claimed: credited unclaimed on "), "\(lookup.summary)")
+        let outcome = try await desk(harness) { try await $0.credit(self.credit(lost.transactionID, order: "shop-90")) }
+        guard case .credited(let tied, _, _, _) = outcome else { Issue.record("\(outcome)"); return }
+        #expect(tied.eventID == credit["event_id"] as? String)
+        await harness.stop()
+    }
+
+    @Test(
+        "apple.finish_transactions: a grant published is finished at Apple; Apple failing never changes the decision, and is counted"
+    )
+    func finishTransactions() async throws {
+        let harness = try await WorkerHarness(notifications: true) { $0.apple.finishTransactions = true }
+        let bought = try await harness.purchase(["product_id": "coins_100"])
+        try await harness.submit(
+            job("job-f1", order: "f1", product: "coins_100", ["signed_transaction": bought.signedTransaction]))
+        #expect(await harness.result(jobID: "job-f1")?["decision"] as? String == "grant")
+        #expect(
+            await eventually {
+                ((try? await harness.admin.call("transactions/\(bought.transactionID)", [:]))?["finished"] as? Bool)
+                    == true
+            })
+        // Apple down: the grant is published all the same; the finish is given up after its calls, counted.
+        try await harness.faults(["error_rate": 1.0, "error_status": 503])
+        let next = try await harness.purchase(["product_id": "coins_100"])
+        try await harness.submit(
+            job("job-f2", order: "f2", product: "coins_100", ["signed_transaction": next.signedTransaction]))
+        #expect(await harness.result(jobID: "job-f2")?["decision"] as? String == "grant")
+        let metrics = harness.worker.metrics.registry
+        #expect(
+            await eventually {
+                metrics.render().contains(
+                    #"receipt_worker_finish_transactions_total{app="default",outcome="failed"} 1"#)
+            }, "\(metrics.render().split(separator: "\n").filter { $0.contains("finish") })")
+        #expect(
+            metrics.render().contains(#"receipt_worker_finish_transactions_total{app="default",outcome="finished"} 1"#))
+        await harness.stop()
+    }
+}
