@@ -77,7 +77,8 @@ public struct LookupReport: Sendable {
                 return sandbox + "\(what) on \(day(revoked))\(share ?? "")\(holder)"
             }
             if let grant, grant.credit != "unclaimed" {
-                return sandbox + "paid, granted to order \(grant.orderID) of player \(grant.userID) on \(day(grant.grantedAt))"
+                return sandbox
+                    + "paid, granted to order \(grant.orderID) of player \(grant.userID) on \(day(grant.grantedAt))"
             }
             if let report = purchase.record.report {
                 switch report.state {
@@ -98,7 +99,8 @@ public struct LookupReport: Sendable {
     public var summary: String {
         if purchases.isEmpty { return notFound ?? "nothing found" }
         if purchases.count == 1 { return purchases[0].verdict }
-        return "\(purchases.count) purchases: " + purchases.map { "\($0.transactionID): \($0.verdict)" }.joined(separator: "; ")
+        return "\(purchases.count) purchases: "
+            + purchases.map { "\($0.transactionID): \($0.verdict)" }.joined(separator: "; ")
     }
 
     /// A token shortened for people: its first 8 characters.
@@ -172,7 +174,8 @@ public struct LookupReport: Sendable {
                 "price": value(purchase.value.price), "currency": value(purchase.value.currency),
                 "storefront": value(purchase.value.storefront),
                 "in_app_ownership_type": value(purchase.value.ownershipType),
-                "offer_type": value(purchase.value.offerType), "offer_identifier": value(purchase.value.offerIdentifier),
+                "offer_type": value(purchase.value.offerType),
+                "offer_identifier": value(purchase.value.offerIdentifier),
                 "app_account_token": value(purchase.appAccountToken),
                 "ledger": [
                     "grant": value(

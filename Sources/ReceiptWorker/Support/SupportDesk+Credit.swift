@@ -38,8 +38,10 @@ extension SupportDesk {
         let signed: String
         switch answer {
         case .found(let jws): signed = jws
-        case .notFound: return .refused("Apple knows no transaction \(request.transactionID) of this app: not this app's")
-        case .rejected(let code): return .refused("Apple refused transaction id \(request.transactionID) (error \(code))")
+        case .notFound:
+            return .refused("Apple knows no transaction \(request.transactionID) of this app: not this app's")
+        case .rejected(let code):
+            return .refused("Apple refused transaction id \(request.transactionID) (error \(code))")
         }
         let payload: JWSTransaction
         let transaction: AppleTransaction
@@ -48,7 +50,9 @@ extension SupportDesk {
             transaction = try AppleTransaction(payload)
         } catch {
             if error.code == .bundleMismatch { return .refused("not this app's: \(error.reason)") }
-            if error.code == .environmentNotAllowed { return .refused("Sandbox: a tester's purchase, never credited here") }
+            if error.code == .environmentNotAllowed {
+                return .refused("Sandbox: a tester's purchase, never credited here")
+            }
             return .refused("the transaction does not verify: \(error.reason)")
         }
         let environment = payload.environment ?? .production
@@ -101,12 +105,15 @@ extension SupportDesk {
         case .duplicateTransaction:
             // A purchase credited unclaimed (receipt.unclaimed) is tied to this order, answered with the credit's
             // event id: the grant service credited it once already, and credits nothing twice.
-            switch try await ledger.claimCredit(decision, answer: { creditEventID in
-                var tied = granted
-                tied.eventID = creditEventID
-                tied.detail = "credited unclaimed before (receipt.unclaimed with this event_id), tied by support"
-                return tied.stored()
-            }) {
+            switch try await ledger.claimCredit(
+                decision,
+                answer: { creditEventID in
+                    var tied = granted
+                    tied.eventID = creditEventID
+                    tied.detail = "credited unclaimed before (receipt.unclaimed with this event_id), tied by support"
+                    return tied.stored()
+                })
+            {
             case .tied(let answer):
                 return credited(answer, "it was credited unclaimed (event \(answer.eventID)): now tied to this order")
             case .replay(let first):

@@ -55,11 +55,14 @@ public struct SupportDesk: Sendable {
         case .appleOrderID(let orderID):
             var found: [(AppleEnvironment, String)] = []
             for environment in environments {
-                let answer = try await retrying { try await api.lookUpOrder(id: orderID, environment: environment, attempts: &$0) }
+                let answer = try await retrying {
+                    try await api.lookUpOrder(id: orderID, environment: environment, attempts: &$0)
+                }
                 if case .found(let signed) = answer { found += signed.map { (environment, $0) } }
             }
             if found.isEmpty {
-                report.notFound = "Apple knows no order \(orderID) of this app: not this app's (or not an Apple order id)"
+                report.notFound =
+                    "Apple knows no order \(orderID) of this app: not this app's (or not an Apple order id)"
             }
             return found
         case .transactionID(let id):
