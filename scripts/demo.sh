@@ -4,9 +4,10 @@
 # arrive; then the simulator, as Apple, refunds the first purchase (receipt.revoked) and opens a refund
 # request on another, which the demo answers as a grant service would; renews a VIP subscription
 # (receipt.renewed); and reports a purchase the app never told its backend about, credited by
-# receipt.unclaimed five seconds later (notifications.unclaimed_after_ms, 1 hour outside the demo). Ctrl-C stops everything cleanly (the worker drains and exits 0).
+# receipt.unclaimed five seconds later (notifications.unclaimed_after_ms, 1 hour outside the demo); and support
+# looks up a purchase nothing reached the backend of, by its invoice's order id, and credits it. Ctrl-C stops everything cleanly (the worker drains and exits 0).
 #   scripts/demo.sh           runs until Ctrl-C
-#   scripts/demo.sh --once    stops by itself once the ten results are in (for scripts and CI)
+#   scripts/demo.sh --once    stops by itself once the eleven results are in (for scripts and CI)
 #   scripts/demo.sh --serve   no sample purchases: broker, simulator and worker for your own services' tests,
 #                             their addresses in .demo/env once ready, until Ctrl-C or SIGTERM (README,
 #                             "Testing your integration")
@@ -120,7 +121,7 @@ say "               a gem pack bought while the app crashed (no job)          ->
 say ""
 
 "$bin/receipt-worker" results --set "kafka.bootstrap.servers=$KAFKA_BOOTSTRAP" --from-beginning \
-    $($once && echo "--count 10 --timeout 120") &
+    $($once && echo "--count 11 --timeout 120") &
 results_pid=$!
 
 enqueue --order-id demo-grant --product-id coins_100 --receipt "$(field receipt <<<"$coins")"
@@ -161,6 +162,22 @@ curl -sf -X POST "$sim/admin/renew" -d "{\"transaction_id\":\"$(field transactio
 # The player pays for gems and the app crashes before its backend sends the job: Apple reports the purchase
 # (ONE_TIME_CHARGE) with the appAccountToken the game set, and no job ever claims it.
 purchase '{"product_id":"gems_500","app_account_token":"6f1c2b7e-4a0d-4c9e-8b3a-2d5e7f9a1c04","notify":true}' >/dev/null
+# Support: a player writes in with the order id of Apple's invoice for gems bought while the app crashed (no job,
+# no token, no notification kept). Support looks it up, then credits it to the player's order (README, "Support:
+# a player says they paid").
+crashed="$(purchase '{"product_id":"gems_100","price":1990,"currency":"EUR","storefront":"FRA"}')"
+tool() {
+    "$bin/receipt-worker" "$@" --config config/local.properties --set "kafka.bootstrap.servers=$KAFKA_BOOTSTRAP" \
+        --set "apple.allow_insecure_urls=true" --set "apple.api.production_url=$sim/production" \
+        --set "apple.api.sandbox_url=$sim/sandbox"
+}
+say ""
+say "support: receipt-worker lookup --apple-order-id $(field order_id <<<"$crashed")"
+tool lookup --apple-order-id "$(field order_id <<<"$crashed")" | sed 's/^/  /' >&2
+say "support: receipt-worker credit --transaction-id $(field transaction_id <<<"$crashed") --order-id demo-support ..."
+tool credit --transaction-id "$(field transaction_id <<<"$crashed")" --order-id demo-support --user-id player-42 \
+    --by demo-agent --reason "paid, the app crashed" --app-account-token 0b7e2d4c-1a3f-4e5b-9c8d-7f6a5b4c3d2e |
+    sed 's/^/  /' >&2
 
 if $once; then
     status=0; wait "$results_pid" || status=$?

@@ -28,6 +28,17 @@ public struct SupportRecord: Sendable, Equatable {
         public var revokedAt: Date?
         /// `job` (a job's order), `renewal` (a subscription's later period), `unclaimed` (credited, no job yet).
         public var credit: String
+
+        public init(
+            orderID: String, userID: String, transactionID: String, grantedAt: Date?, revokedAt: Date?, credit: String
+        ) {
+            self.orderID = orderID
+            self.userID = userID
+            self.transactionID = transactionID
+            self.grantedAt = grantedAt
+            self.revokedAt = revokedAt
+            self.credit = credit
+        }
     }
 
     public struct Report: Sendable, Equatable {
@@ -37,6 +48,14 @@ public struct SupportRecord: Sendable, Equatable {
         public var eventID: String
         public var published: Bool
         public var settledAt: Date?
+
+        public init(state: String, dueAt: Date?, eventID: String, published: Bool, settledAt: Date?) {
+            self.state = state
+            self.dueAt = dueAt
+            self.eventID = eventID
+            self.published = published
+            self.settledAt = settledAt
+        }
     }
 
     public var grant: Grant?

@@ -152,7 +152,7 @@ public struct LookupReport: Sendable {
                     } ?? "no"
                 ),
             ]
-            lines += rows.map { $0.1.isEmpty ? $0.0 : $0.0.padding(toLength: 22, withPad: " ", startingAt: 0) + $0.1 }
+            lines += rows.map { $0.1.isEmpty ? $0.0 : $0.0.padding(toLength: 24, withPad: " ", startingAt: 0) + $0.1 }
         }
         return lines.joined(separator: "\n")
     }
@@ -202,11 +202,13 @@ public struct LookupReport: Sendable {
         return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
     }
 
-    /// Milliunits as a decimal amount: 990 is 0.99, 4990 is 4.99.
+    /// Milliunits as a decimal amount, at least two decimals: 990 is 0.99, 4990 is 4.99, 1234 is 1.234.
     static func amount(milliunits: Int64) -> String {
         let sign = milliunits < 0 ? "-" : ""
         let magnitude = milliunits.magnitude
-        let fraction = String(magnitude % 1000)
-        return "\(sign)\(magnitude / 1000).\(String(repeating: "0", count: 3 - fraction.count) + fraction)"
+        var fraction = String(magnitude % 1000)
+        fraction = String(repeating: "0", count: 3 - fraction.count) + fraction
+        if fraction.hasSuffix("0") { fraction.removeLast() }
+        return "\(sign)\(magnitude / 1000).\(fraction)"
     }
 }
