@@ -175,7 +175,8 @@ say ""
 say "support: receipt-worker lookup --apple-order-id $(field order_id <<<"$crashed")"
 tool lookup --apple-order-id "$(field order_id <<<"$crashed")" | sed 's/^/  /' >&2
 say "support: receipt-worker credit --transaction-id $(field transaction_id <<<"$crashed") --order-id demo-support ..."
-tool credit --transaction-id "$(field transaction_id <<<"$crashed")" --order-id demo-support --user-id player-42 \
+tool credit --transaction-id "$(field transaction_id <<<"$crashed")" --apple-order-id "$(field order_id <<<"$crashed")" \
+    --order-id demo-support --user-id player-42 \
     --by demo-agent --reason "paid, the app crashed" --app-account-token 0b7e2d4c-1a3f-4e5b-9c8d-7f6a5b4c3d2e |
     sed 's/^/  /' >&2
 

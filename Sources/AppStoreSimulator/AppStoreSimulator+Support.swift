@@ -7,11 +7,13 @@ import HTTPServerKit
 /// its environment, as at Apple.
 extension AppStoreSimulator {
     /// `GET /inApps/v1/lookup/{orderId}`: `{"status": 0, "signedTransactions": [...]}` for an order of the app,
-    /// `{"status": 1}` for an order id Apple does not know for it (another app's included).
+    /// `{"status": 1}` for an order id Apple does not know for it (another app's included); Production only.
     func lookUpOrderID(_ request: ServerRequest, role: String, orderID: String) -> ServerReply {
         guard let app = authorizedApp(request, role: role) else {
             return .respond(status: 401, headers: [], body: Data(), after: .zero)
         }
+        // Apple: "This endpoint isn't available in the sandbox environment."
+        guard role == "Production" else { return .json(404, Self.error(4040000, "Not available in the sandbox.")) }
         let purchases = state.withLock { state in
             state.purchases.values.filter {
                 !orderID.isEmpty && $0.orderID == orderID && $0.environment == role && $0.bundleID == app.bundleID

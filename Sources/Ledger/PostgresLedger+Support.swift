@@ -24,9 +24,8 @@ extension PostgresLedger: SupportStore {
                 """
                 SELECT state, extract(epoch FROM due_at)::text, event_id, published::text,
                     extract(epoch FROM settled_at)::text
-                FROM \(name).unclaimed_purchases
-                    WHERE app = $1 AND environment = $2 AND (purchase_id = $3 OR transaction_id = $4) LIMIT 1
-                """, parameters
+                FROM \(name).unclaimed_purchases WHERE app = $1 AND environment = $2 AND purchase_id = $3
+                """, Array(parameters.prefix(3))
             ).first.map { row in
                 SupportRecord.Report(
                     state: row[0] ?? "", dueAt: Self.epoch(row[1]), eventID: row[2] ?? "", published: row[3] == "true",
@@ -41,8 +40,12 @@ extension PostgresLedger: SupportStore {
         return try await pool.withConnection { connection in
             try connection.rows(
                 """
-                SELECT environment, transaction_id FROM \(name).grants WHERE app = $1 AND order_id = $2
-                    ORDER BY granted_at LIMIT 100
+                SELECT environment, transaction_id, granted_at FROM \(name).grants
+                    WHERE app = $1 AND order_id = $2 AND credit = 'job'
+                UNION ALL
+                SELECT environment, transaction_id, granted_at FROM \(name).grants
+                    WHERE app = $1 AND order_id = $2 AND credit = 'renewal'
+                ORDER BY 3 LIMIT 100
                 """, [app.rawValue, orderID]
             ).map { (AppleEnvironment(rawValue: $0[0] ?? ""), $0[1] ?? "") }
         }
@@ -56,7 +59,8 @@ extension PostgresLedger: SupportStore {
             try connection.rows(
                 """
                 SELECT environment, transaction_id FROM \(name).unclaimed_purchases
-                    WHERE app = $1 AND \(name).event_json(event)->>'app_account_token' = $2
+                    WHERE app = $1 AND state IN ('waiting', 'credited')
+                        AND \(name).event_json(event)->>'app_account_token' = $2
                     ORDER BY reported_at LIMIT 100
                 """, [app.rawValue, appAccountToken]
             ).map { (AppleEnvironment(rawValue: $0[0] ?? ""), $0[1] ?? "") }

@@ -732,7 +732,9 @@ public final class PostgresLedger: Ledger, Sendable {
     /// the others return 0 at once.
     public func pruneResults(decidedBefore cutoff: Date) async throws -> Int {
         try await pruneInBatches(
-            "SELECT ctid FROM \(schema.name).results WHERE decided_at < $1::timestamptz LIMIT 10000", table: "results",
+            // Support's credits (`support:` job ids) are kept: who credited a purchase by hand, and why, for good.
+            "SELECT ctid FROM \(schema.name).results WHERE decided_at < $1::timestamptz AND job_id NOT LIKE 'support:%'"
+                + " LIMIT 10000", table: "results",
             cutoff: cutoff)
     }
 

@@ -11,9 +11,12 @@ extension SQLiteLedger: SupportStore {
             ]
             let grant = try self.connection.first(
                 """
-                SELECT order_id, coalesce(user_id, ''), transaction_id, granted_at, revoked_at, credit FROM grants
-                    WHERE app = ?1 AND environment = ?2 AND (purchase_id = ?3 OR transaction_id = ?4)
-                    ORDER BY purchase_id = ?3 DESC LIMIT 1
+                SELECT order_id, coalesce(user_id, ''), transaction_id, granted_at, revoked_at, credit, 0 FROM grants
+                    WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3
+                UNION ALL
+                SELECT order_id, coalesce(user_id, ''), transaction_id, granted_at, revoked_at, credit, 1 FROM grants
+                    WHERE app = ?1 AND environment = ?2 AND transaction_id = ?4
+                ORDER BY 7 LIMIT 1
                 """, values
             ) { row in
                 SupportRecord.Grant(
@@ -24,8 +27,8 @@ extension SQLiteLedger: SupportStore {
             let report = try self.connection.first(
                 """
                 SELECT state, due_at, event_id, published, settled_at FROM unclaimed_purchases
-                    WHERE app = ?1 AND environment = ?2 AND (purchase_id = ?3 OR transaction_id = ?4) LIMIT 1
-                """, values
+                    WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3
+                """, Array(values.prefix(3))
             ) { row in
                 SupportRecord.Report(
                     state: row.text(0) ?? "", dueAt: row.text(1).flatMap(RFC3339Milliseconds.parse),
@@ -41,8 +44,12 @@ extension SQLiteLedger: SupportStore {
             var found: [(AppleEnvironment, String)] = []
             try self.connection.query(
                 """
-                SELECT environment, transaction_id FROM grants WHERE app = ?1 AND order_id = ?2
-                    ORDER BY granted_at LIMIT 100
+                SELECT environment, transaction_id, granted_at FROM grants
+                    WHERE app = ?1 AND order_id = ?2 AND credit = 'job'
+                UNION ALL
+                SELECT environment, transaction_id, granted_at FROM grants
+                    WHERE app = ?1 AND order_id = ?2 AND credit = 'renewal'
+                ORDER BY 3 LIMIT 100
                 """, [.text(app.rawValue), .text(orderID)]
             ) { row in found.append((AppleEnvironment(rawValue: row.text(0) ?? ""), row.text(1) ?? "")) }
             return found
@@ -57,7 +64,7 @@ extension SQLiteLedger: SupportStore {
             try self.connection.query(
                 """
                 SELECT environment, transaction_id FROM unclaimed_purchases
-                    WHERE app = ?1 AND json_valid(CAST(event AS TEXT))
+                    WHERE app = ?1 AND state IN ('waiting', 'credited') AND json_valid(CAST(event AS TEXT))
                         AND json_extract(CAST(event AS TEXT), '$.app_account_token') = ?2
                     ORDER BY reported_at LIMIT 100
                 """, [.text(app.rawValue), .text(appAccountToken)]

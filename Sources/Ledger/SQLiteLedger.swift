@@ -646,7 +646,9 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
     // MARK: Upkeep
 
     public func pruneResults(decidedBefore cutoff: Date) async throws -> Int {
-        try await pruneInBatches(table: "results", where: "decided_at < ?1", cutoff: cutoff)
+        // Support's credits (`support:` job ids) are kept: who credited a purchase by hand, and why, for good.
+        try await pruneInBatches(
+            table: "results", where: "decided_at < ?1 AND job_id NOT LIKE 'support:%'", cutoff: cutoff)
     }
 
     public func prune(_ retention: Retention) async throws -> [Retention.Kind: Int] {

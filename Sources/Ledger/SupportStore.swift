@@ -9,7 +9,8 @@ public protocol SupportStore: Sendable {
     func supportRecord(app: AppScope, environment: AppleEnvironment, purchaseID: PurchaseID, transactionID: String)
         async throws -> SupportRecord
 
-    /// The transactions granted to `orderID` in `app` (its job's, and a subscription's renewals), newest last.
+    /// The transactions granted to `orderID` in `app` (its job's, and a subscription's renewals), newest last; by
+    /// the grants' two order indexes (a job's, a renewal's), never a scan.
     func grantedTransactions(orderID: String, app: AppScope) async throws -> [(AppleEnvironment, String)]
 
     /// The transactions Apple reported with `appAccountToken` (lower-case UUID) that wait for a job or were

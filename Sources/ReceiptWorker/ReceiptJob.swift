@@ -92,6 +92,8 @@ public enum JobParser {
         guard let jobID = readJobID else {
             return invalid("job_id must be a string of 1 to 128 bytes without control characters")
         }
+        // Reserved for support's credits (`receipt-worker credit`), whose results the ledger keeps for good.
+        guard !jobID.hasPrefix("support:") else { return invalid("job_id must not start with support: (reserved)") }
         guard let userID = text(object, "user_id", 1...128) else {
             return invalid("user_id must be a string of 1 to 128 bytes without control characters")
         }

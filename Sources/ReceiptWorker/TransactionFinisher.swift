@@ -50,8 +50,9 @@ public final class TransactionFinisher: Service {
     func granted(_ records: [OutboundRecord], defaultApp: String) {
         for record in records
         where record.headers.contains(where: { $0.name == "ce_type" && $0.stringValue == ResultEvent.grantedType }) {
+            // Production and Sandbox only: Xcode's and local testing's transactions are no server's to finish.
             guard let fields = Self.fields(record.value), let transactionID = fields.transactionID,
-                let environment = fields.environment
+                let environment = fields.environment, environment == .production || environment == .sandbox
             else { continue }
             let app = fields.bundleID.flatMap { bundles[$0] } ?? defaultApp
             guard apis[app] != nil else { continue }

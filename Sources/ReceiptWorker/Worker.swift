@@ -187,7 +187,8 @@ public final class Worker: Service {
                 "consumption gauge", PeriodicService(every: .seconds(30)) { await self.refreshConsumptionGauge() }),
             .init("Apple limit share", appleShare),
         ]
-        // Started before the runtime, stopped after its drain: the grants the drain publishes are finished too.
+        // Started before the runtime, stopped after its drain; what waits then is left (StoreKit delivers the
+        // transaction again, its job is answered from the ledger, and that grant's finish goes out then).
         if let finisher { services.append(.init("finish transactions", finisher)) }
         services += [
             .init(

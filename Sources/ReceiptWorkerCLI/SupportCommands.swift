@@ -19,7 +19,7 @@ enum LookupCommand {
         token only shortened. --app: the app (default, an apps.NAME, or a bundle id; default: default).
         Needs the app's App Store Server API key (apple.api.*) and the ledger (ledger.url).
 
-        Exit codes: 0 found; 3 nothing found; 1 Apple or the ledger did not answer; 2 usage or configuration error.
+        Exit codes: 0 found; 3 nothing found (or nothing that verifies as this app's); 1 Apple or the ledger did not answer; 2 usage or configuration error.
         """
 
     static func run(_ arguments: [String]) async throws -> Int32 {
@@ -52,7 +52,7 @@ enum LookupCommand {
         } else {
             emit(report.table())
         }
-        return report.purchases.isEmpty ? 3 : 0
+        return report.purchases.contains { $0.unverified == nil } ? 0 : 3
     }
 }
 
@@ -60,17 +60,23 @@ enum LookupCommand {
 enum CreditCommand {
     static let help = """
         usage: receipt-worker credit [--config FILE] [--set key=value]... [--app NAME] --transaction-id ID
-                   --order-id ORDER --user-id PLAYER --by WHO --reason WHY [--app-account-token UUID]
+                   --order-id ORDER --user-id PLAYER --by WHO --reason WHY
+                   (--apple-order-id ID | --app-account-token UUID | both)
 
         Credits a verified purchase that no order holds to ORDER of PLAYER: Apple's signed transaction is fetched
         and verified (Get Transaction Info), then claimed in the ledger as a job's grant is, so it is never a
         second grant, and a receipt.granted is published on topics.results (the event grant services already
         handle; credited_by and credit_reason say who asked and why, and the ledger keeps the event). A purchase
         credited unclaimed before is tied to ORDER with that credit's event_id: the grant service credits nothing
-        twice. With --app-account-token (the player's UUID), Apple's Set App Account Token is called on the
-        purchase, so Apple's later notifications of it name the player. Refuses, and says which, a purchase
-        already held by an order, refunded or revoked, of another app, or of the Sandbox where Sandbox is not
-        accepted. Running it again with the same values publishes the same event again (the same event_id).
+        twice. A transaction id alone proves nothing (ids are nearly sequential): the purchase must be shown to be
+        the player's, by the order id on the player's invoice from Apple (--apple-order-id: Look Up Order ID must
+        list the transaction) or, for a purchase that carries an app account token, by the player's token
+        (--app-account-token: it must be the purchase's). A purchase without a token gets the one given, through
+        Apple's Set App Account Token, so Apple's later notifications of it name the player. With
+        apple.finish_transactions, the transaction is finished at Apple. Refuses, and says which, a purchase
+        already held by an order, refunded or revoked, of another app, of the Sandbox where Sandbox is not
+        accepted, or not shown to be the player's. Running it again with the same values publishes the same
+        event again (the same event_id).
 
         Exit codes: 0 credited; 3 refused (nothing recorded); 1 Apple, the ledger or the broker did not answer
         (run it again: it is safe); 2 usage or configuration error.
@@ -81,6 +87,7 @@ enum CreditCommand {
             arguments,
             valued: Options.configurationOptions.union([
                 "--app", "--transaction-id", "--order-id", "--user-id", "--by", "--reason", "--app-account-token",
+                "--apple-order-id",
             ]), flags: [])
         func required(_ name: String) throws -> String {
             guard let value = options.value(name), !value.isEmpty, value.utf8.count <= 128,
@@ -88,20 +95,25 @@ enum CreditCommand {
             else { throw UsageError("\(name) is required: 1 to 128 bytes without control characters") }
             return value
         }
-        let request = SupportDesk.CreditRequest(
-            transactionID: try required("--transaction-id"), orderID: try required("--order-id"),
-            userID: try required("--user-id"), by: try required("--by"), reason: try required("--reason"))
         let token = try options.value("--app-account-token").map {
             guard let uuid = UUID(uuidString: $0) else { throw UsageError("--app-account-token must be a UUID") }
             return uuid
         }
+        let appleOrderID = options.value("--apple-order-id")
+        guard token != nil || appleOrderID != nil else {
+            throw UsageError("say --apple-order-id (the player's invoice) or --app-account-token (the player's token)")
+        }
+        let request = SupportDesk.CreditRequest(
+            transactionID: try required("--transaction-id"), orderID: try required("--order-id"),
+            userID: try required("--user-id"), by: try required("--by"), reason: try required("--reason"),
+            appleOrderID: appleOrderID, appAccountToken: token)
         let configuration = try options.configuration(purpose: .worker)
         let (desk, outcome) = try await configuration.withToolLedger { ledger in
             let desk = try SupportDesk.make(
                 configuration, app: options.value("--app"), ledger: ledger, logger: ToolKafka.logger)
             return (desk, try await desk.credit(request))
         }
-        guard case .credited(let event, let original, let environment, let note) = outcome else {
+        guard case .credited(let event, let original, let environment, let note, let setToken) = outcome else {
             if case .refused(let why) = outcome { complain("not credited: \(why)") }
             return 3
         }
@@ -115,8 +127,15 @@ enum CreditCommand {
             complain("recorded, but the broker did not take the event (\(error)): run the same command again")
             return 1
         }
-        guard let token else {
-            emit("no --app-account-token: Apple's later notifications of this purchase will not name the player")
+        if configuration.apple.finishTransactions {
+            // As after a job's grant: StoreKit stops delivering the transaction to the app (best effort).
+            let finished = try? await desk.finish(transactionID: request.transactionID, environment: environment)
+            emit(finished == .done ? "finished at Apple" : "not finished at Apple (the grant stands)")
+        }
+        guard setToken, let token else {
+            if token == nil {
+                emit("no --app-account-token: Apple's later notifications of this purchase will not name the player")
+            }
             return 0
         }
         switch try await desk.setAccountToken(token, originalTransactionID: original, environment: environment) {
@@ -125,9 +144,14 @@ enum CreditCommand {
             return 0
         case .notFound:
             complain("credited; Apple does not know transaction \(original) for Set App Account Token")
+        case .refused(_, 4000185):
+            // For good: Apple sets no token on a family member's transaction. The credit stands.
+            emit("credited; Apple sets no app account token on a family member's transaction")
+            return 0
         case .refused(let status, let code):
-            let why = code == 4000185 ? "a family member's transaction" : "error \(code.map(String.init) ?? "none")"
-            complain("credited; Apple refused Set App Account Token (HTTP \(status), \(why))")
+            complain(
+                "credited; Apple refused Set App Account Token (HTTP \(status), error \(code.map(String.init) ?? "none"))"
+            )
         }
         return 1
     }

@@ -66,6 +66,20 @@ struct JobParserTests {
         else { Issue.record("a NUL in order_id was accepted"); return }
     }
 
+    @Test("a job_id in support's reserved space (support:) is malformed: a client never forges a support credit's id")
+    func reservedJobID() {
+        guard
+            case .invalidJob(_, let reason) = parse(
+                #"{"job_id":"support:2000000000000001","order_id":"o1","user_id":"u1","product_id":"p","receipt":"QUJD"}"#
+            )
+        else { Issue.record("a support: job id was accepted"); return }
+        #expect(reason.contains("reserved"))
+        guard
+            case .job = parse(
+                #"{"job_id":"supported-1","order_id":"o1","user_id":"u1","product_id":"p","receipt":"QUJD"}"#)
+        else { Issue.record("an ordinary job id was refused"); return }
+    }
+
     @Test(
         "bundle_id names the app: absent or null is the default app; empty, too long, not a string or with a control character is malformed"
     )

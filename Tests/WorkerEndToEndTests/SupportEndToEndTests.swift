@@ -23,14 +23,17 @@ struct SupportEndToEndTests {
         }
     }
 
-    func credit(_ transactionID: String, order: String, user: String = "player-9") -> SupportDesk.CreditRequest {
+    func credit(
+        _ transactionID: String, order: String, user: String = "player-9", invoice: String? = nil, token: UUID? = nil
+    ) -> SupportDesk.CreditRequest {
         SupportDesk.CreditRequest(
-            transactionID: transactionID, orderID: order, userID: user, by: "agent-17", reason: "ticket 4411")
+            transactionID: transactionID, orderID: order, userID: user, by: "agent-17", reason: "ticket 4411",
+            appleOrderID: invoice, appAccountToken: token)
     }
 
     /// Publishes a credit's event as `receipt-worker credit` does.
     func publish(_ outcome: SupportDesk.CreditOutcome, _ harness: WorkerHarness) async throws -> StoredEvent? {
-        guard case .credited(let event, _, _, _) = outcome else { return nil }
+        guard case .credited(let event, _, _, _, _) = outcome else { return nil }
         _ = try await harness.producer.send(SupportDesk.message(event, harness.configuration))
         return event
     }
@@ -49,7 +52,24 @@ struct SupportEndToEndTests {
         #expect(before.summary == "paid, never claimed: credit it (receipt-worker credit)", "\(before.summary)")
         #expect(before.purchases.first?.value.price == 4990 && before.purchases.first?.value.currency == "EUR")
 
-        let outcome = try await desk(harness) { try await $0.credit(credit(transactionID, order: "shop-77")) }
+        // A transaction id alone proves nothing: another player could quote it. The invoice must list it.
+        let unproven = try await desk(harness) { try await $0.credit(credit(transactionID, order: "shop-77")) }
+        #expect(
+            unproven
+                == .refused(
+                    "no proof the purchase is the player's: give the order id on their invoice (--apple-order-id)"))
+        let other = try await harness.admin.call("purchases", ["product_id": "coins_100"])
+        let wrongInvoice = try await desk(harness) {
+            try await $0.credit(credit(transactionID, order: "shop-77", invoice: other["order_id"] as? String))
+        }
+        guard case .refused(let why) = wrongInvoice, why.contains("does not list transaction") else {
+            Issue.record("another purchase's invoice was taken as proof: \(wrongInvoice)")
+            return
+        }
+        let token = UUID()
+        let outcome = try await desk(harness) {
+            try await $0.credit(credit(transactionID, order: "shop-77", invoice: appleOrder, token: token))
+        }
         let event = try #require(try await publish(outcome, harness), "\(outcome)")
         #expect(await eventually { !harness.events(orderID: "shop-77").isEmpty })
         let granted = try #require(harness.events(orderID: "shop-77").first)
@@ -60,19 +80,24 @@ struct SupportEndToEndTests {
 
         // The same request again is the same credit; another order is refused: never a second grant.
         guard
-            case .credited(let again, _, _, _) = try await desk(
-                harness, { try await $0.credit(credit(transactionID, order: "shop-77")) })
+            case .credited(let again, _, _, _, _) = try await desk(
+                harness,
+                { try await $0.credit(credit(transactionID, order: "shop-77", invoice: appleOrder, token: token)) })
         else { Issue.record("the same credit again was refused"); return }
         #expect(again.eventID == event.eventID)
-        let second = try await desk(harness) { try await $0.credit(credit(transactionID, order: "shop-78")) }
-        #expect(second == .refused("already held: granted to order shop-77 of player player-9"), "\(second)")
+        for (order, user) in [("shop-78", "player-9"), ("shop-77", "player-10")] {
+            let second = try await desk(harness) {
+                try await $0.credit(credit(transactionID, order: order, user: user, invoice: appleOrder, token: token))
+            }
+            #expect(second == .refused("already held: granted to order shop-77 of player player-9"), "\(second)")
+        }
         // A job presenting the purchase for another order is denied duplicate_transaction, as for any grant.
         let after = try await desk(harness) { try await $0.lookup(.orderID("shop-77")) }
         #expect(after.summary.hasPrefix("paid, granted to order shop-77 of player player-9 on "), "\(after.summary)")
 
         // Set App Account Token: Apple's later notifications of the purchase name the player.
-        let token = UUID()
-        guard case .credited(_, let original, let environment, _) = outcome else { return }
+        guard case .credited(_, let original, let environment, _, let setToken) = outcome else { return }
+        #expect(setToken, "the purchase had no token, and the request gave the player's")
         let set = try await desk(harness) {
             try await $0.setAccountToken(token, originalTransactionID: original, environment: environment)
         }
@@ -96,6 +121,13 @@ struct SupportEndToEndTests {
         #expect(other.purchases.isEmpty && other.summary.contains("not this app's"), "\(other.summary)")
         let refusedOther = try await desk(harness) { try await $0.credit(credit(theirID, order: "o-1")) }
         #expect(refusedOther == .refused("Apple knows no transaction \(theirID) of this app: not this app's"))
+
+        // A purchase that names a player by its token is credited only with that player's token.
+        let tokened = try await harness.purchase(["product_id": "coins_100", "app_account_token": UUID().uuidString])
+        let wrongToken = try await desk(harness) {
+            try await $0.credit(credit(tokened.transactionID, order: "o-4", token: UUID()))
+        }
+        #expect(wrongToken == .refused("the purchase's app account token is not this player's: not theirs to credit"))
 
         let requestsBefore = try await harness.admin.appleRequests()
         let path = try await desk(harness) { try await $0.lookup(.appleOrderID("../../admin/faults")) }
@@ -151,13 +183,18 @@ struct SupportEndToEndTests {
     @Test("a purchase credited unclaimed is tied to the order support names, with the credit's event id: one credit")
     func unclaimedCreditTied() async throws {
         let harness = try await WorkerHarness(notifications: true) { $0.unclaimedAfter = .seconds(1) }
-        let lost = try await harness.purchase(["product_id": "gems_500", "notify": true])
+        let bought = try await harness.admin.call("purchases", ["product_id": "gems_500", "notify": true])
+        let lost = (
+            transactionID: try #require(bought["transaction_id"] as? String), invoice: bought["order_id"] as? String
+        )
         #expect(await eventually { !harness.events(orderID: "unclaimed:\(lost.transactionID)").isEmpty })
         let credit = try #require(harness.events(orderID: "unclaimed:\(lost.transactionID)").first)
         let lookup = try await desk(harness) { try await $0.lookup(.transactionID(lost.transactionID)) }
         #expect(lookup.summary.hasPrefix("paid, never claimed: credited unclaimed on "), "\(lookup.summary)")
-        let outcome = try await desk(harness) { try await $0.credit(self.credit(lost.transactionID, order: "shop-90")) }
-        guard case .credited(let tied, _, _, _) = outcome else { Issue.record("\(outcome)"); return }
+        let outcome = try await desk(harness) {
+            try await $0.credit(self.credit(lost.transactionID, order: "shop-90", invoice: lost.invoice))
+        }
+        guard case .credited(let tied, _, _, _, _) = outcome else { Issue.record("\(outcome)"); return }
         #expect(tied.eventID == credit["event_id"] as? String)
         await harness.stop()
     }

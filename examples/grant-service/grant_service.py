@@ -67,7 +67,7 @@ class GrantService:
         self.revenue: dict[tuple[str, str], Decimal] = {}
         self.refunds: dict[tuple[str, str], Decimal] = {}
         self._sold: set[str] = set()  # event ids counted as sales (a credit and the job tied to it: once)
-        self._refunded: dict[tuple[str, str], Decimal] = {}  # (bundle_id, transaction_id) -> amount taken back
+        self._refunded: dict[tuple[str, str, str], Decimal] = {}  # (bundle, transaction, currency) -> taken back
 
     def handle(self, headers: dict, value: bytes | str) -> str:
         """Applies one record of the results topic; returns what it did (for logs and tests)."""
@@ -104,27 +104,31 @@ class GrantService:
         return outcome
 
     def _count_money(self, event_type: str, event: dict):
-        """Revenue and refunds by app and currency. price is milliunits of currency; null (a receipt, an event
-        of an older release) counts nothing. A refund's revocation_percentage is the share refunded in all: each
-        event takes back the difference; a reversal gives back what was taken."""
-        price, currency = event.get("price"), event.get("currency")
-        if price is None or not currency:
-            return
+        """Indicative revenue and refunds by app and currency, for dashboards (Apple: reconcile with App Store
+        Connect's financial reports, not with price). price is milliunits of currency; null (a receipt, an event
+        of an older release) counts nothing, nor does a family member's access. A refund's revocation_percentage is
+        the share refunded in all: each event takes back the difference; a reversal gives back what was taken."""
         bundle = event.get("bundle_id") or self.default_bundle_id
+        if event_type == "receipt.reinstated":  # carries no price: give back what the refunds of it took
+            purchase = (bundle, event["transaction_id"])
+            for (key, taken) in list(self._refunded.items()):
+                if key[:2] == purchase and taken:
+                    self.refunds[(bundle, key[2])] -= taken
+                    self._refunded[key] = Decimal(0)
+            return
+        price, currency = event.get("price"), event.get("currency")
+        if price is None or not currency or event.get("in_app_ownership_type") == "FAMILY_SHARED":
+            return  # no price known, or a family member's access: the purchaser's purchase is the sale
         amount = Decimal(price) / 1000
         if event_type in ("receipt.granted", "receipt.renewed", "receipt.unclaimed"):
             if event["event_id"] not in self._sold:
                 self._sold.add(event["event_id"])
                 self.revenue[(bundle, currency)] = self.revenue.get((bundle, currency), Decimal(0)) + amount
-        elif event_type in ("receipt.revoked", "receipt.reinstated"):
-            purchase = (bundle, event["transaction_id"])
+        elif event_type == "receipt.revoked":
+            purchase = (bundle, event["transaction_id"], currency)
             before = self._refunded.get(purchase, Decimal(0))
-            if event_type == "receipt.revoked":
-                share = event.get("revocation_percentage")
-                now = amount if share is None else amount * Decimal(str(share)) / 100
-                now = max(now, before)
-            else:
-                now = Decimal(0)
+            share = event.get("revocation_percentage")
+            now = max(amount if share is None else amount * Decimal(str(share)) / 100, before)
             self._refunded[purchase] = now
             self.refunds[(bundle, currency)] = self.refunds.get((bundle, currency), Decimal(0)) + now - before
 

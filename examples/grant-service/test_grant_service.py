@@ -64,6 +64,16 @@ class Scenarios(unittest.TestCase):
         self.assertEqual(self.service.refunds[usd], Decimal("0.99"))
         self.assertNotIn(eur, self.service.refunds)
 
+    def test_a_reversed_refund_gives_back_what_it_took_and_family_access_is_no_sale(self):
+        self.service.handle(*example("receipt.granted"))
+        self.service.handle(*example("receipt.revoked", revocation_percentage=100))
+        self.service.handle(*example("receipt.reinstated"))
+        usd = ("com.example.game", "USD")
+        self.assertEqual(self.service.refunds[usd], Decimal(0))
+        self.service.handle(*example("receipt.granted", event_id="f0000000-0000-8000-8000-000000000002",
+                                     order_id="ord-family", in_app_ownership_type="FAMILY_SHARED"))
+        self.assertEqual(self.service.revenue[usd], Decimal("0.99"))
+
     def test_a_grant_without_a_price_counts_no_revenue(self):
         self.service.handle(*example("receipt.granted", price=None, currency=None))
         self.assertEqual(self.service.revenue, {})

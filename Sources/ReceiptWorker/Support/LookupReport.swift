@@ -14,6 +14,9 @@ public struct LookupReport: Sendable {
     /// Why nothing (or less) was found, when that is so.
     public var notFound: String?
 
+    /// Adds a reason to ``notFound`` (several ids may each miss).
+    mutating func notFound(_ reason: String) { notFound = notFound.map { "\($0); \(reason)" } ?? reason }
+
     public struct Purchase: Sendable {
         public var transactionID = ""
         public var originalTransactionID: String?
@@ -90,6 +93,9 @@ public struct LookupReport: Sendable {
                         + "its player is the one its app account token names, else credit it to an order"
                 default: break
                 }
+            }
+            if let expires = purchase.expiresDate, expires <= Date() {
+                return sandbox + "paid, never claimed, and the period ended on \(day(expires)): nothing to credit now"
             }
             return sandbox + "paid, never claimed: credit it (receipt-worker credit)"
         }

@@ -13,20 +13,32 @@ extension SupportDesk {
         /// Who asked (a support agent's name or id) and why: in the event and, with it, in the ledger.
         public var by: String
         public var reason: String
+        /// The proof that the purchase is the player's: the order id on the player's invoice from Apple (it must
+        /// list the transaction), or the player's app account token (the transaction's must be it). A transaction
+        /// id alone proves nothing: ids are nearly sequential, and a player could quote another's.
+        public var appleOrderID: String?
+        public var appAccountToken: UUID?
 
-        public init(transactionID: String, orderID: String, userID: String, by: String, reason: String) {
+        public init(
+            transactionID: String, orderID: String, userID: String, by: String, reason: String,
+            appleOrderID: String? = nil, appAccountToken: UUID? = nil
+        ) {
             self.transactionID = transactionID
             self.orderID = orderID
             self.userID = userID
             self.by = by
             self.reason = reason
+            self.appleOrderID = appleOrderID
+            self.appAccountToken = appAccountToken
         }
     }
 
     public enum CreditOutcome: Sendable, Equatable {
         /// Recorded with its claim: the event to publish (a grant, which grant services already handle), and
         /// the purchase's original transaction and environment (for Set App Account Token).
-        case credited(StoredEvent, originalTransactionID: String, environment: AppleEnvironment, note: String)
+        /// `setToken`: the purchase has no app account token yet, and the request gave the player's.
+        case credited(
+            StoredEvent, originalTransactionID: String, environment: AppleEnvironment, note: String, setToken: Bool)
         /// Refused, and why, in support's words; nothing was recorded.
         case refused(String)
     }
@@ -65,6 +77,7 @@ extension SupportDesk {
         if transaction.isSubscription, let expires = transaction.expiresDate, expires <= now {
             return .refused("the subscription period expired at \(Timestamp.rfc3339(expires)): nothing to credit now")
         }
+        if let refusal = try await ownershipRefusal(request, transaction, environment) { return .refused(refusal) }
         let key = DecisionKey(
             app: app.scope, jobID: "support:\(transaction.transactionID)",
             fingerprint: SHA256Digest.hex(
@@ -89,7 +102,20 @@ extension SupportDesk {
         let decision = Decision(key: key, grant: claim, event: granted.stored())
         let original = transaction.originalTransactionID ?? transaction.transactionID
         func credited(_ stored: StoredEvent, _ note: String) -> CreditOutcome {
-            .credited(stored, originalTransactionID: original, environment: environment, note: note)
+            .credited(
+                stored, originalTransactionID: original, environment: environment, note: note,
+                setToken: transaction.appAccountToken == nil && request.appAccountToken != nil)
+        }
+        // The same request again (a run cut short before the broker took its event) publishes its event again; a
+        // purchase an order holds already is refused, whichever order (the same one included: nothing to credit).
+        if let first = try await ledger.storedDecision(key) {
+            return credited(first, "credited before by this same request: its event again (the same event_id)")
+        }
+        let record = try await ledger.supportRecord(
+            app: app.scope, environment: environment, purchaseID: transaction.purchaseIdentity,
+            transactionID: transaction.transactionID)
+        if let held = record.grant, held.credit != "unclaimed" {
+            return .refused("already held: granted to order \(held.orderID) of player \(held.userID)")
         }
         switch try await ledger.record(decision) {
         case .recorded:
@@ -133,6 +159,39 @@ extension SupportDesk {
         }
     }
 
+    /// Why the request does not prove the purchase is the player's (nil: it does). The transaction's app account
+    /// token, when it has one, must be the one given; without one, the player's invoice (Look Up Order ID, in the
+    /// transaction's environment) must list the transaction.
+    func ownershipRefusal(_ request: CreditRequest, _ transaction: AppleTransaction, _ environment: AppleEnvironment)
+        async throws -> String?
+    {
+        if let token = transaction.appAccountToken {
+            guard let given = request.appAccountToken else {
+                return "the purchase carries an app account token: give the player's (--app-account-token) as proof"
+            }
+            return given.uuidString.lowercased() == token.lowercased()
+                ? nil : "the purchase's app account token is not this player's: not theirs to credit"
+        }
+        guard let orderID = request.appleOrderID else {
+            return "no proof the purchase is the player's: give the order id on their invoice (--apple-order-id)"
+        }
+        guard environment == .production else {
+            return
+                "Apple's Look Up Order ID answers in Production only: a \(environment.rawValue) purchase is not credited"
+        }
+        let answer = try await retrying {
+            try await api.lookUpOrder(id: orderID, environment: .production, attempts: &$0)
+        }
+        guard case .found(let signed) = answer else {
+            return "Apple knows no order \(orderID) of this app: not this app's, or not an Apple order id"
+        }
+        let listed = signed.contains { jws in
+            (try? app.signedData.verifyTransaction(jws))?.transactionId == transaction.transactionID
+        }
+        return listed
+            ? nil : "Apple's order \(orderID) does not list transaction \(transaction.transactionID): not this player's"
+    }
+
     /// Apple's Set App Account Token on the purchase's original transaction, so Apple's later notifications of it
     /// name the player; retried as a job's calls are.
     public func setAccountToken(_ token: UUID, originalTransactionID: String, environment: AppleEnvironment)
@@ -141,6 +200,15 @@ extension SupportDesk {
         try await retrying {
             try await api.setAppAccountToken(
                 originalTransactionID: originalTransactionID, token: token, environment: environment, attempts: &$0)
+        }
+    }
+
+    /// Finish Transaction, as after a job's grant with `apple.finish_transactions`.
+    public func finish(transactionID: String, environment: AppleEnvironment) async throws
+        -> AppStoreServerAPIClient.Acknowledgement
+    {
+        try await retrying {
+            try await api.finishTransaction(id: transactionID, environment: environment, attempts: &$0)
         }
     }
 }

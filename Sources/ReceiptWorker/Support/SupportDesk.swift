@@ -54,7 +54,8 @@ public struct SupportDesk: Sendable {
         switch query {
         case .appleOrderID(let orderID):
             var found: [(AppleEnvironment, String)] = []
-            for environment in environments {
+            // Apple's Look Up Order ID answers in Production only ("not available in the sandbox environment").
+            for environment in [AppleEnvironment.production] {
                 let answer = try await retrying {
                     try await api.lookUpOrder(id: orderID, environment: environment, attempts: &$0)
                 }
@@ -93,12 +94,13 @@ public struct SupportDesk: Sendable {
                 // Get Transaction Info answers from the host it asked: Sandbox only when allowed, or asked.
                 found.append((wanted ?? .production, signed))
             case .notFound:
-                report.notFound =
+                report.notFound(
                     "Apple knows no transaction \(id) of this app"
-                    + (allowSandbox ? "" : " in Production (Sandbox is not looked up: apple.allow_sandbox is false)")
-                    + ": not this app's, or no such purchase"
+                        + (allowSandbox
+                            ? "" : " in Production (Sandbox is not looked up: apple.allow_sandbox is false)")
+                        + ": not this app's, or no such purchase")
             case .rejected(let code):
-                report.notFound = "Apple refused transaction id \(id) (error \(code))"
+                report.notFound("Apple refused transaction id \(id) (error \(code))")
             }
         }
         return found
@@ -122,8 +124,6 @@ public struct SupportDesk: Sendable {
             transaction: transaction, payload: payload, environment: actual, record: record,
             sandboxAccepted: allowSandbox)
     }
-
-    private var environments: [AppleEnvironment] { allowSandbox ? [.production, .sandbox] : [.production] }
 
     /// Apple's call, retried on its transient failures as a job's are.
     func retrying<T>(_ call: (inout Int) async throws -> T) async throws -> T {
