@@ -11,9 +11,13 @@ extension PostgresLedger: SupportStore {
             let grant = try connection.rows(
                 """
                 SELECT order_id, coalesce(user_id, ''), transaction_id, extract(epoch FROM granted_at)::text,
-                    extract(epoch FROM revoked_at)::text, credit
-                FROM \(name).grants WHERE app = $1 AND environment = $2 AND (purchase_id = $3 OR transaction_id = $4)
-                    ORDER BY purchase_id = $3 DESC LIMIT 1
+                    extract(epoch FROM revoked_at)::text, credit, 0
+                FROM \(name).grants WHERE app = $1 AND environment = $2 AND purchase_id = $3
+                UNION ALL
+                SELECT order_id, coalesce(user_id, ''), transaction_id, extract(epoch FROM granted_at)::text,
+                    extract(epoch FROM revoked_at)::text, credit, 1
+                FROM \(name).grants WHERE app = $1 AND environment = $2 AND transaction_id = $4
+                ORDER BY 7 LIMIT 1
                 """, parameters
             ).first.map { row in
                 SupportRecord.Grant(

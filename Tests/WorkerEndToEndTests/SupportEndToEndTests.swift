@@ -229,4 +229,56 @@ struct SupportEndToEndTests {
             metrics.render().contains(#"receipt_worker_finish_transactions_total{app="default",outcome="finished"} 1"#))
         await harness.stop()
     }
+
+    /// `receipt-worker lookup` and `credit` as support runs them: the binary, on the harness's ledger, broker and
+    /// simulator, configured by flags.
+    func tool(_ harness: WorkerHarness, _ arguments: [String]) async throws -> CommandLineRun {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("support-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let root = directory.appendingPathComponent("root.pem")
+        try Data(AppStoreSimulator.testRootPEM.utf8).write(to: root)
+        let key = MetricsEndpointTests.repositoryRoot.appendingPathComponent("Tests/AppleClientTests/testSigningKey.p8")
+        let configuration = harness.configuration
+        let settings = [
+            "apple.bundle_id=com.example", "apple.root_certificates=\(root.path)",
+            "apple.app_apple_id=\(configuration.apple.appAppleID ?? 0)", "apple.api.key_id=keyId",
+            "apple.api.issuer_id=issuerId", "apple.api.private_key_file=\(key.path)",
+            "apple.api.production_url=\(configuration.apple.apiProductionURL)",
+            "apple.api.sandbox_url=\(configuration.apple.apiSandboxURL)", "apple.allow_insecure_urls=true",
+            "ledger.url=\(configuration.ledgerURL)", "topics.results=\(configuration.topics.results)",
+            "kafka.bootstrap.servers=\(WorkerHarness.bootstrap)", "retry.initial_backoff_ms=20",
+            "retry.max_backoff_ms=200",
+        ]
+        return try await CommandLineRun.run(arguments + settings.flatMap { ["--set", $0] })
+    }
+
+    @Test(
+        "the binary: lookup --json and credit of a purchase made while the app crashed; no proof is a usage error, a second order is refused, a made-up id is not found"
+    )
+    func commands() async throws {
+        let harness = try await WorkerHarness(notifications: true)
+        let bought = try await harness.admin.call("purchases", ["product_id": "gems_500", "price": 4990])
+        let transactionID = try #require(bought["transaction_id"] as? String)
+        let invoice = try #require(bought["order_id"] as? String)
+        let lookup = try await tool(harness, ["lookup", "--apple-order-id", invoice, "--json"])
+        #expect(lookup.status == 0, "\(lookup.errors)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(lookup.output.utf8)) as? [String: Any])
+        #expect(report["summary"] as? String == "paid, never claimed: credit it (receipt-worker credit)")
+        #expect(!lookup.output.contains(".ey"), "no signed data in the output")
+
+        let common = [
+            "credit", "--transaction-id", transactionID, "--user-id", "player-5", "--by", "agent", "--reason", "r",
+        ]
+        let unproven = try await tool(harness, common + ["--order-id", "cli-1"])
+        #expect(unproven.status == 2 && unproven.errors.contains("--apple-order-id"), "\(unproven.errors)")
+        let credited = try await tool(harness, common + ["--order-id", "cli-1", "--apple-order-id", invoice])
+        #expect(credited.status == 0 && credited.output.contains("credited to order cli-1"), "\(credited.errors)")
+        #expect(await eventually { harness.events(orderID: "cli-1").first?["credited_by"] as? String == "agent" })
+        let twice = try await tool(harness, common + ["--order-id", "cli-2", "--apple-order-id", invoice])
+        #expect(twice.status == 3 && twice.errors.contains("already held: granted to order cli-1"), "\(twice.errors)")
+
+        let madeUp = try await tool(harness, ["lookup", "--transaction-id", "1999999999999999"])
+        #expect(madeUp.status == 3 && madeUp.output.contains("Apple knows no transaction 1999999999999999"))
+        await harness.stop()
+    }
 }

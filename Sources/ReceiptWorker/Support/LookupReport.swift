@@ -33,6 +33,8 @@ public struct LookupReport: Sendable {
         public var value = PurchaseValue()
         /// The first 8 characters and an ellipsis.
         public var appAccountToken: String?
+        /// Apple's `appTransactionId`: the app download the purchase belongs to.
+        public var appTransactionID: String?
         public var record = SupportRecord()
         /// Why the signed transaction did not verify (nothing else is then known).
         public var unverified: String?
@@ -61,6 +63,7 @@ public struct LookupReport: Sendable {
             revocationPercentage = payload.revocationPercentage
             value = transaction.value
             appAccountToken = transaction.appAccountToken.map(LookupReport.masked)
+            appTransactionID = payload.appTransactionId
             self.record = record
             verdict = Self.verdict(self, sandboxAccepted: sandboxAccepted)
         }
@@ -142,6 +145,7 @@ public struct LookupReport: Sendable {
                     } ?? "-"
                 ),
                 ("  app account token", purchase.appAccountToken ?? "-"),
+                ("  app transaction", purchase.appTransactionID ?? "-"),
                 ("ledger", ""),
                 (
                     "  granted",
@@ -183,6 +187,7 @@ public struct LookupReport: Sendable {
                 "offer_type": value(purchase.value.offerType),
                 "offer_identifier": value(purchase.value.offerIdentifier),
                 "app_account_token": value(purchase.appAccountToken),
+                "app_transaction_id": value(purchase.appTransactionID),
                 "ledger": [
                     "grant": value(
                         purchase.record.grant.map {
