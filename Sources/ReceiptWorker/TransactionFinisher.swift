@@ -107,6 +107,7 @@ public final class TransactionFinisher: Service {
         var attempts = 0
         var outcome = "failed"
         while true {
+            let before = attempts
             do {
                 switch try await api.finishTransaction(
                     id: request.transactionID, environment: request.environment, attempts: &attempts)
@@ -116,7 +117,11 @@ public final class TransactionFinisher: Service {
                 case .refused: outcome = "refused"
                 }
                 break
-            } catch let error as AppleVerificationError where error.isRetriable && attempts < Self.maximumCalls {
+            } catch let error as AppleVerificationError
+                where error.isRetriable && max(attempts, before + 1) < Self.maximumCalls
+            {
+                // A round that sent nothing (an open circuit) counts too: at most three rounds, never a cooldown's wait.
+                attempts = max(attempts, before + 1)
                 try? await Task.sleep(for: retry.delay(afterAttempts: attempts, retryAfter: error.retryDelay))
                 if Task.isCancelled { break }
             } catch {

@@ -163,7 +163,9 @@ struct SupportEndToEndTests {
         "Apple answering 429 and 5xx: lookup and credit wait it out as a job does; Apple down throughout throws, recording nothing"
     )
     func appleBadDay() async throws {
-        let harness = try await WorkerHarness(maxAttempts: 8, notifications: true)
+        // Enough calls that the random backoff outlasts a 0.3 s outage (eight could sum to less), and fewer than
+        // the circuit breaker's 20, so it never opens.
+        let harness = try await WorkerHarness(maxAttempts: 16, notifications: true)
         let bought = try await harness.purchase(["product_id": "coins_100"])
         for mode in ["http_5xx", "rate_limited"] {
             try await harness.faults(["outage_start_in_ms": 0, "outage_seconds": 0.3, "outage_mode": mode])
