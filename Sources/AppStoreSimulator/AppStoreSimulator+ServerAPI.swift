@@ -46,9 +46,9 @@ extension AppStoreSimulator {
             transaction.revocationType = purchase.revocationType
             transaction.revocationPercentage = purchase.revocationPercentage
         }
-        transaction.transactionReason =
-            purchase.originalTransactionID == purchase.transactionID ? "PURCHASE" : "RENEWAL"
-        if purchase.kind != .subscription { transaction.transactionReason = "PURCHASE" }
+        // A subscription's later period is Apple's RENEWAL; anything else, its first purchase, a PURCHASE.
+        let renewal = purchase.kind == .subscription && purchase.originalTransactionID != purchase.transactionID
+        transaction.transactionReason = renewal ? "RENEWAL" : "PURCHASE"
         transaction.storefront = purchase.storefront
         transaction.storefrontId = purchase.storefront == "USA" ? "143441" : "143442"
         transaction.price = purchase.price

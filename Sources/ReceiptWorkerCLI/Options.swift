@@ -45,6 +45,13 @@ struct Options {
         return number
     }
 
+    /// A UUID option's value (nil when absent); any other text is a usage error.
+    func uuid(_ name: String) throws -> UUID? {
+        guard let text = value(name) else { return nil }
+        guard let uuid = UUID(uuidString: text) else { throw UsageError("\(name) must be a UUID") }
+        return uuid
+    }
+
     /// The configuration the options name: `--config FILE`, `RECEIPT_WORKER_*` variables, `--set key=value`.
     func configuration(purpose: ConfigurationLoader.Purpose) throws -> WorkerConfiguration {
         try ConfigurationLoader.load(file: value("--config"), overrides: all("--set"), purpose: purpose)

@@ -32,10 +32,7 @@ enum LookupCommand {
             options.value("--apple-order-id").map(SupportDesk.Query.appleOrderID),
             options.value("--transaction-id").map(SupportDesk.Query.transactionID),
             options.value("--order-id").map(SupportDesk.Query.orderID),
-            try options.value("--app-account-token").map {
-                guard let uuid = UUID(uuidString: $0) else { throw UsageError("--app-account-token must be a UUID") }
-                return SupportDesk.Query.appAccountToken(uuid.uuidString.lowercased())
-            },
+            try options.uuid("--app-account-token").map { .appAccountToken($0.uuidString.lowercased()) },
         ].compactMap { $0 }
         guard queries.count == 1, let query = queries.first else {
             throw UsageError(
@@ -95,10 +92,7 @@ enum CreditCommand {
             else { throw UsageError("\(name) is required: 1 to 128 bytes without control characters") }
             return value
         }
-        let token = try options.value("--app-account-token").map {
-            guard let uuid = UUID(uuidString: $0) else { throw UsageError("--app-account-token must be a UUID") }
-            return uuid
-        }
+        let token = try options.uuid("--app-account-token")
         let appleOrderID = options.value("--apple-order-id")
         guard token != nil || appleOrderID != nil else {
             throw UsageError("say --apple-order-id (the player's invoice) or --app-account-token (the player's token)")

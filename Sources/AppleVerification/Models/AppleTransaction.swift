@@ -129,7 +129,6 @@ public struct AppleTransaction: Sendable, Hashable {
         merged.purchaseDate = purchaseDate ?? other.purchaseDate
         merged.expiresDate = expiresDate ?? other.expiresDate
         if productType == .unknown { merged.productType = other.productType }
-        merged.value = value.merging(other.value)
         return merged
     }
 

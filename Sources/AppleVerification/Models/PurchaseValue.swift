@@ -44,16 +44,4 @@ public struct PurchaseValue: Sendable, Hashable {
             offerType: transaction.offerType, offerIdentifier: transaction.offerIdentifier,
             offerDiscountType: transaction.offerDiscountType, offerPeriod: transaction.offerPeriod)
     }
-
-    /// This value completed with what `other` adds (two entries of one purchase).
-    func merging(_ other: PurchaseValue) -> PurchaseValue {
-        PurchaseValue(
-            price: price ?? other.price, currency: currency ?? other.currency,
-            storefront: storefront ?? other.storefront,
-            transactionReason: transactionReason ?? other.transactionReason,
-            ownershipType: ownershipType ?? other.ownershipType, offerType: offerType ?? other.offerType,
-            offerIdentifier: offerIdentifier ?? other.offerIdentifier,
-            offerDiscountType: offerDiscountType ?? other.offerDiscountType,
-            offerPeriod: offerPeriod ?? other.offerPeriod)
-    }
 }

@@ -56,14 +56,7 @@ extension AppStoreServerAPIClient {
             call: "notification_history_\(environment == .sandbox ? "sandbox" : "production")",
             lane: RateGovernor.Lane(endpoint: "notification_history", sandbox: environment == .sandbox),
             attempts: &attempts)
-        let code = (try? JSONDecoder().decode(APIErrorBody.self, from: response.body))?.errorCode
-        guard response.status == 200 else {
-            try throwIfTransient(response, errorCode: code, endpoint: "notificationHistory")
-            throw AppleVerificationError(
-                .apiError,
-                "notificationHistory: Apple error \(code.map(String.init) ?? "none") (HTTP \(response.status))",
-                isRetriable: false)
-        }
+        try requireOK(response, endpoint: "notificationHistory")
         guard let page = try? JSONDecoder().decode(HistoryResponse.self, from: response.body) else {
             throw AppleVerificationError(
                 .apiError, "notificationHistory: HTTP 200 without a history", isRetriable: true)
@@ -99,6 +92,16 @@ extension AppStoreServerAPIClient {
         }
         throw AppleVerificationError(
             .unauthorized, "\(endpoint): HTTP 401 (check apple.api.key_id, issuer_id and the key)", isRetriable: false)
+    }
+
+    /// Returns for a 200; throws a retriable error for Apple's transient answers, else one that is not retriable.
+    func requireOK(_ response: HTTPResponse, endpoint: String) throws {
+        guard response.status != 200 else { return }
+        let code = (try? JSONDecoder().decode(APIErrorBody.self, from: response.body))?.errorCode
+        try throwIfTransient(response, errorCode: code, endpoint: endpoint)
+        throw AppleVerificationError(
+            .apiError, "\(endpoint): Apple error \(code.map(String.init) ?? "none") (HTTP \(response.status))",
+            isRetriable: false)
     }
 
     /// Throws a retriable error for Apple's transient answers (its retryable codes, 429, 5xx, 408).

@@ -35,13 +35,7 @@ extension AppStoreServerAPIClient {
             method: .get, url: "\(base(environment))/inApps/v1/lookup/\(orderID)", body: nil,
             endpoint: "lookUpOrderID", call: "order_lookup_\(environment == .sandbox ? "sandbox" : "production")",
             lane: RateGovernor.Lane(endpoint: "order_lookup", sandbox: environment == .sandbox), attempts: &attempts)
-        let code = (try? JSONDecoder().decode(APIErrorBody.self, from: response.body))?.errorCode
-        guard response.status == 200 else {
-            try throwIfTransient(response, errorCode: code, endpoint: "lookUpOrderID")
-            throw AppleVerificationError(
-                .apiError, "lookUpOrderID: Apple error \(code.map(String.init) ?? "none") (HTTP \(response.status))",
-                isRetriable: false)
-        }
+        try requireOK(response, endpoint: "lookUpOrderID")
         guard let body = try? JSONDecoder().decode(OrderLookupResponse.self, from: response.body),
             let status = body.status
         else {

@@ -58,8 +58,7 @@ extension SupportDesk {
         let payload: JWSTransaction
         let transaction: AppleTransaction
         do {
-            payload = try app.signedData.verifyTransaction(signed)
-            transaction = try AppleTransaction(payload)
+            (payload, transaction) = try verified(signed)
         } catch {
             if error.code == .bundleMismatch { return .refused("not this app's: \(error.reason)") }
             if error.code == .environmentNotAllowed {
@@ -101,6 +100,8 @@ extension SupportDesk {
         let granted = event
         let decision = Decision(key: key, grant: claim, event: granted.stored())
         let original = transaction.originalTransactionID ?? transaction.transactionID
+        let again = "credited before by this same request: its event again (the same event_id)"
+        let otherPurchase = "order \(request.orderID) was granted with another purchase: name another order"
         func credited(_ stored: StoredEvent, _ note: String) -> CreditOutcome {
             .credited(
                 stored, originalTransactionID: original, environment: environment, note: note,
@@ -109,7 +110,7 @@ extension SupportDesk {
         // The same request again (a run cut short before the broker took its event) publishes its event again; a
         // purchase an order holds already is refused, whichever order (the same one included: nothing to credit).
         if let first = try await ledger.storedDecision(key) {
-            return credited(first, "credited before by this same request: its event again (the same event_id)")
+            return credited(first, again)
         }
         let record = try await ledger.supportRecord(
             app: app.scope, environment: environment, purchaseID: transaction.purchaseIdentity,
@@ -121,11 +122,11 @@ extension SupportDesk {
         case .recorded:
             return credited(decision.event, "credited to order \(request.orderID) of player \(request.userID)")
         case .replay(let first):
-            return credited(first, "credited before by this same request: its event again (the same event_id)")
+            return credited(first, again)
         case .credited(let eventID):
             return .refused("order \(request.orderID) holds this purchase already (event \(eventID))")
         case .orderAlreadyFulfilled:
-            return .refused("order \(request.orderID) was granted with another purchase: name another order")
+            return .refused(otherPurchase)
         case .revoked:
             return .refused("the purchase was refunded or revoked after it was granted: nothing to credit")
         case .duplicateTransaction:
@@ -143,9 +144,9 @@ extension SupportDesk {
             case .tied(let answer):
                 return credited(answer, "it was credited unclaimed (event \(answer.eventID)): now tied to this order")
             case .replay(let first):
-                return credited(first, "credited before by this same request: its event again (the same event_id)")
+                return credited(first, again)
             case .orderAlreadyFulfilled:
-                return .refused("order \(request.orderID) was granted with another purchase: name another order")
+                return .refused(otherPurchase)
             case .revoked:
                 return .refused("the purchase was refunded or revoked after it was credited: nothing to credit")
             case .notACredit:

@@ -53,19 +53,16 @@ public struct SupportDesk: Sendable {
     {
         switch query {
         case .appleOrderID(let orderID):
-            var found: [(AppleEnvironment, String)] = []
             // Apple's Look Up Order ID answers in Production only ("not available in the sandbox environment").
-            for environment in [AppleEnvironment.production] {
-                let answer = try await retrying {
-                    try await api.lookUpOrder(id: orderID, environment: environment, attempts: &$0)
-                }
-                if case .found(let signed) = answer { found += signed.map { (environment, $0) } }
+            let answer = try await retrying {
+                try await api.lookUpOrder(id: orderID, environment: .production, attempts: &$0)
             }
-            if found.isEmpty {
+            guard case .found(let signed) = answer, !signed.isEmpty else {
                 report.notFound =
                     "Apple knows no order \(orderID) of this app: not this app's (or not an Apple order id)"
+                return []
             }
-            return found
+            return signed.map { (.production, $0) }
         case .transactionID(let id):
             return try await transactionInfo([(nil, id)], report: &report)
         case .orderID(let orderID):
@@ -111,8 +108,7 @@ public struct SupportDesk: Sendable {
         let payload: JWSTransaction
         let transaction: AppleTransaction
         do {
-            payload = try app.signedData.verifyTransaction(signed)
-            transaction = try AppleTransaction(payload)
+            (payload, transaction) = try verified(signed)
         } catch {
             return LookupReport.Purchase(unverified: error.reason)
         }
@@ -123,6 +119,12 @@ public struct SupportDesk: Sendable {
         return LookupReport.Purchase(
             transaction: transaction, payload: payload, environment: actual, record: record,
             sandboxAccepted: allowSandbox)
+    }
+
+    /// A signed transaction from Apple's answer, verified for this app (signature, bundle id, environment) and read.
+    func verified(_ signed: String) throws(AppleVerificationError) -> (JWSTransaction, AppleTransaction) {
+        let payload = try app.signedData.verifyTransaction(signed)
+        return (payload, try AppleTransaction(payload))
     }
 
     /// Apple's call, retried on its transient failures as a job's are. Every round counts as an attempt, also one
