@@ -115,7 +115,12 @@ enum PurchaseRules {
                         userID: grant.userID, productID: renewal.productID, quantity: renewal.quantity,
                         eventID: renewal.eventID))
                 let credited = try transaction.grant(of: period, transactionID: renewal.transactionID)
-                publish = credited.map { $0.orderID.utf8.elementsEqual(grant.orderID.utf8) && !$0.revoked } ?? false
+                // Published only as this period's renewal credit (made now, or by an earlier notification of
+                // it): a period a job or support granted first was credited by that grant's own event, and a
+                // renewal event with another id would make a grant service credit it twice.
+                let renewalCredit =
+                    try transaction.creditHeld(of: period, byOrder: grant.orderID) == renewal.eventID
+                publish = renewalCredit && credited.map { !$0.revoked } ?? false
                 if let credited { holder = credited }
             }
         }

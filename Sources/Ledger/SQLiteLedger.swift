@@ -648,7 +648,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
     public func pruneResults(decidedBefore cutoff: Date) async throws -> Int {
         // Support's credits (`support:` job ids) are kept: who credited a purchase by hand, and why, for good.
         try await pruneInBatches(
-            table: "results", where: "decided_at < ?1 AND job_id NOT LIKE 'support:%'", cutoff: cutoff)
+            table: "results", where: "decided_at < ?1 AND substr(job_id, 1, 8) <> 'support:'", cutoff: cutoff)
     }
 
     public func prune(_ retention: Retention) async throws -> [Retention.Kind: Int] {

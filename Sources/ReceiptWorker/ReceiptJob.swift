@@ -1,6 +1,7 @@
 import AppleVerification
 import Foundation
 import Observability
+import Vocabulary
 
 /// A verification job, as a front-end service submits it (docs/contract.md §2), validated.
 public struct ReceiptJob: Sendable, Equatable {
@@ -93,7 +94,9 @@ public enum JobParser {
             return invalid("job_id must be a string of 1 to 128 bytes without control characters")
         }
         // Reserved for support's credits (`receipt-worker credit`), whose results the ledger keeps for good.
-        guard !jobID.hasPrefix("support:") else { return invalid("job_id must not start with support: (reserved)") }
+        guard !SupportJobID.isReserved(jobID) else {
+            return invalid("job_id must not start with \(SupportJobID.prefix) (reserved)")
+        }
         guard let userID = text(object, "user_id", 1...128) else {
             return invalid("user_id must be a string of 1 to 128 bytes without control characters")
         }

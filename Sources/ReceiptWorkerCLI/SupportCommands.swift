@@ -111,13 +111,17 @@ enum CreditCommand {
             if case .refused(let why) = outcome { complain("not credited: \(why)") }
             return 3
         }
-        let producer = try ToolKafka.producer(configuration)
         do {
-            let report = try await producer.send(SupportDesk.message(event, configuration))
-            await producer.close()
-            emit("credited: \(note); event \(event.eventID) published to \(report.topic)[\(report.partition)]")
+            let producer = try ToolKafka.producer(configuration)
+            do {
+                let report = try await producer.send(SupportDesk.message(event, configuration))
+                await producer.close()
+                emit("credited: \(note); event \(event.eventID) published to \(report.topic)[\(report.partition)]")
+            } catch {
+                await producer.close()
+                throw error
+            }
         } catch {
-            await producer.close()
             complain("recorded, but the broker did not take the event (\(error)): run the same command again")
             return 1
         }

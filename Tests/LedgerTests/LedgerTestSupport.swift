@@ -4,7 +4,8 @@ import Vocabulary
 
 /// A claim as these tests write it: a grant of a purchase to an order, or a deny.
 enum LedgerClaim {
-    case grant(orderID: String, transactionID: String, purchaseID: PurchaseID? = nil)
+    case grant(
+        orderID: String, transactionID: String, purchaseID: PurchaseID? = nil, originalTransactionID: String? = nil)
     case deny
 }
 
@@ -22,10 +23,10 @@ extension Ledger {
     ) async throws -> Outcome {
         let grant: GrantClaim? =
             switch claim {
-            case .grant(let order, let transaction, let purchase):
+            case .grant(let order, let transaction, let purchase, let original):
                 GrantClaim(
                     orderID: order, transactionID: transaction, purchaseID: purchase, environment: environment,
-                    userID: "player-\(order)", productID: "coins", quantity: 1)
+                    userID: "player-\(order)", productID: "coins", quantity: 1, originalTransactionID: original)
             case .deny: nil
             }
         let stored = StoredEvent(

@@ -11,16 +11,22 @@ import Vocabulary
 struct LedgerUpkeepTests {
     let event = Data(#"{"decision":"grant","event_id":"e1"}"#.utf8)
 
-    /// Records `old-1`, `old-2` (a grant of transaction 100) and `new-1`, then ages the old ones by 40 days
-    /// with `age` (the backend's SQL) and adds 25,000 aged results (more than one pruning chunk).
-    private func pruneScenario(_ ledger: any Ledger, age: (String) -> Void) async throws {
+    /// Records `old-1`, `old-2` (a grant of transaction 100), `new-1`, `support:7` and `Support:7`, then ages all
+    /// but `new-1` by 40 days with `age` (the backend's SQL, given `LIKE` patterns) and adds 25,000 aged results
+    /// (more than one pruning chunk).
+    private func pruneScenario(_ ledger: any Ledger, age: ([String]) -> Void) async throws {
         #expect(try await ledger.record(jobID: "old-1", claim: .deny, event: event) == .recorded)
         let grant = LedgerClaim.grant(orderID: "order-1", transactionID: "100")
         #expect(try await ledger.record(jobID: "old-2", claim: grant, event: event) == .recorded)
         #expect(try await ledger.record(jobID: "new-1", claim: .deny, event: event) == .recorded)
-        age("old-%")
+        // Support's credit is kept for good; a job id that only looks like one (another case) is not.
+        #expect(try await ledger.record(jobID: "support:7", claim: .deny, event: event) == .recorded)
+        #expect(try await ledger.record(jobID: "Support:7", claim: .deny, event: event) == .recorded)
+        age(["old-%", "support:%", "Support:%"])
         let cutoff = Date(timeIntervalSinceNow: -30 * 86_400)
-        #expect(try await ledger.pruneResults(decidedBefore: cutoff) == 25_002)
+        #expect(try await ledger.pruneResults(decidedBefore: cutoff) == 25_003)
+        #expect(try await ledger.storedEvent(jobID: "support:7") == event)
+        #expect(try await ledger.storedEvent(jobID: "Support:7") == nil)
         #expect(try await ledger.storedEvent(jobID: "old-1") == nil)
         #expect(try await ledger.storedEvent(jobID: "old-2") == nil)
         #expect(try await ledger.storedEvent(jobID: "new-1") == event)
@@ -36,11 +42,11 @@ struct LedgerUpkeepTests {
     func pruneSQLite() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("prune-\(UUID()).sqlite").path
         let ledger = try await LedgerFactory.open(url: "sqlite:\(path)")
-        try await pruneScenario(ledger) { pattern in
+        try await pruneScenario(ledger) { patterns in
             var db: OpaquePointer?
             #expect(sqlite3_open(path, &db) == SQLITE_OK)
             let sql = """
-                UPDATE results SET decided_at = '2020-01-01T00:00:00.000Z' WHERE job_id LIKE '\(pattern)';
+                UPDATE results SET decided_at = '2020-01-01T00:00:00.000Z' WHERE \(patterns.map { "job_id LIKE '\($0)'" }.joined(separator: " OR "));
                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 25000)
                     INSERT INTO results (job_id, event, decided_at) SELECT 'bulk-' || i, '{}', '2020-01-01T00:00:00.000Z' FROM n;
                 """
@@ -54,9 +60,9 @@ struct LedgerUpkeepTests {
     func prunePostgres() async throws {
         let url = try makePostgresDatabase()
         let ledger = try await LedgerFactory.open(url: url, poolSize: 2)
-        try await pruneScenario(ledger) { pattern in
+        try await pruneScenario(ledger) { patterns in
             let sql = """
-                UPDATE receipt_worker.results SET decided_at = now() - interval '40 days' WHERE job_id LIKE '\(pattern)';
+                UPDATE receipt_worker.results SET decided_at = now() - interval '40 days' WHERE \(patterns.map { "job_id LIKE '\($0)'" }.joined(separator: " OR "));
                 INSERT INTO receipt_worker.results (job_id, event, decided_at)
                     SELECT 'bulk-' || g, '{}', now() - interval '40 days' FROM generate_series(1, 25000) g;
                 """

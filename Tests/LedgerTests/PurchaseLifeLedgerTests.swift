@@ -122,6 +122,37 @@ struct PurchaseLifeLedgerTests {
     }
 
     @Test(
+        "a period a job (or support) granted before its renewal was heard of is not credited again by the renewal; the next period is",
+        arguments: Backend.allCases)
+    func periodGrantedFirst(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        // No grant of the original purchase: the player's client presented the current period first.
+        let period = LedgerClaim.grant(
+            orderID: "shop-7", transactionID: "201", purchaseID: .billingPeriod(webOrderLineItemID: "R1"),
+            originalTransactionID: "200")
+        #expect(
+            try await ledger.record(
+                jobID: "j-201", claim: period,
+                event: Self.grantEvent(order: "shop-7", transaction: "201", original: "200"))
+                == .recorded)
+        // Apple's DID_RENEW of that same period arrives late: the order was credited by the job's grant event.
+        #expect(
+            try await Self.applied(ledger, Self.renewal("201", original: "200", line: "R1", at: Self.at)) == nil,
+            "a second credit of the period")
+        // The next period is a purchase of its own, credited to the order that holds the subscription.
+        let next = Self.at.addingTimeInterval(86_400)
+        #expect(
+            try await Self.applied(ledger, Self.renewal("202", original: "200", line: "R2", at: next))
+                == "shop-7|active|\(Int(next.timeIntervalSince1970) + 86_400)")
+        // Apple delivers that renewal again (a retry under a new id, a backfill): the same credit's event.
+        let again = NotificationChange(
+            id: "again-202", app: .defaultApp, environment: .production,
+            kind: Self.renewal("202", original: "200", line: "R2", at: next).kind)
+        #expect(try await Self.applied(ledger, again) != nil)
+        await ledger.close()
+    }
+
+    @Test(
         "a credit is made once, published until acknowledged, and tied to exactly one of 20 racing orders",
         arguments: Backend.allCases)
     func unclaimedCredits(backend: Backend) async throws {

@@ -1,4 +1,5 @@
 import Foundation
+import Ledger
 import TestSupport
 import Testing
 
@@ -58,6 +59,13 @@ struct LedgerGuardTests {
         try await harness.submit(
             (0..<5).map { job("early-\($0)", order: "order-\($0)", product: "coins", ["receipt": purchases[$0]]) })
         #expect(await eventually { harness.answeredJobs == 5 }, "log:\n\(worker.log.suffix(2000))")
+        // An answer is published before its offset is committed (and recorded in the ledger, just before the
+        // commit): the backup is taken once the ledger holds the five early jobs' offsets, so what it lacks is
+        // exactly the five late jobs.
+        #expect(
+            await eventually(timeout: .seconds(30)) {
+                await recordedOffsetCount(ledger: file, group: "workers-\(harness.suffix)") == 5
+            })
         // Last night's backup, taken while the worker runs.
         let copied = try await CommandLineRun.run(["ledger", "backup", "--to", backup, "--config", config])
         #expect(copied.status == 0, "\(copied.output)\(copied.errors)")
@@ -107,4 +115,13 @@ struct LedgerGuardTests {
         #expect(await replaying.stop(SIGTERM) == 0)
         await harness.stop()
     }
+}
+
+/// How many messages the ledger at `path` has recorded as committed for `group`, over all partitions (each
+/// partition's recorded next offset; the test's topics start at offset 0).
+private func recordedOffsetCount(ledger path: String, group: String) async -> Int64 {
+    guard let ledger = try? SQLiteLedger(path: path),
+        let recorded = try? await ledger.recordedOffsets(group: group)
+    else { return -1 }
+    return recorded.offsets.values.reduce(0, +)
 }

@@ -78,7 +78,7 @@ extension SupportDesk {
         }
         if let refusal = try await ownershipRefusal(request, transaction, environment) { return .refused(refusal) }
         let key = DecisionKey(
-            app: app.scope, jobID: "support:\(transaction.transactionID)",
+            app: app.scope, jobID: SupportJobID.of(transactionID: transaction.transactionID),
             fingerprint: SHA256Digest.hex(
                 Array("support-v1\u{0}\(request.orderID)\u{0}\(request.userID)\u{0}\(transaction.transactionID)".utf8)))
         let productID = transaction.productID ?? ""
@@ -115,6 +115,10 @@ extension SupportDesk {
         let record = try await ledger.supportRecord(
             app: app.scope, environment: environment, purchaseID: transaction.purchaseIdentity,
             transactionID: transaction.transactionID)
+        if let revoked = record.grant?.revokedAt {
+            return .refused(
+                "refunded or revoked on \(Timestamp.rfc3339(revoked)) after it was granted: nothing to credit")
+        }
         if let held = record.grant, held.credit != "unclaimed" {
             return .refused("already held: granted to order \(held.orderID) of player \(held.userID)")
         }

@@ -84,7 +84,14 @@ public struct SupportDesk: Sendable {
     {
         var found: [(AppleEnvironment, String)] = []
         for (environment, id) in ids {
-            let wanted = environment.flatMap { $0 == .sandbox && !allowSandbox ? nil : $0 }
+            if environment == .sandbox && !allowSandbox {
+                // The ledger's Sandbox record (from when Sandbox was accepted): Production knows nothing of it.
+                report.notFound(
+                    "Sandbox: transaction \(id) is a tester's purchase, no money paid (not looked up at Apple:"
+                        + " apple.allow_sandbox is false)")
+                continue
+            }
+            let wanted = environment
             let answer = try await retrying { try await api.transactionInfo(id: id, in: wanted, attempts: &$0) }
             switch answer {
             case .found(let signed):
