@@ -305,11 +305,8 @@ struct JobHandler: MessageHandler {
     ) async throws -> Outcome {
         let fingerprint = SHA256Digest.hex(message.value)
         let key = DecisionKey(app: .defaultApp, jobID: identity.jobID, fingerprint: fingerprint)
-        // No usable job id (absent, too long, unfit for a ledger key, or support's reserved prefix): nothing to
-        // remember it by.
-        let kept = !identity.jobID.isEmpty && !SupportJobID.isReserved(identity.jobID)
         let event = ResultEvent(
-            eventID: !kept
+            eventID: identity.jobID.isEmpty
                 ? StableID.uuid("job\u{0}\(Self.firstRead(message, retriesTopic: settings.retriesTopic))")
                 : ResultEvent.eventID(
                     decision: .deny(.malformedJob), app: .defaultApp, jobID: identity.jobID, fingerprint: fingerprint,
@@ -319,7 +316,8 @@ struct JobHandler: MessageHandler {
             originalTransactionID: nil, environment: nil, purchaseDate: nil, expiresDate: nil, verifiedAt: Date(),
             attempts: 0, detail: reason)
         let letter = DeadLetter(reason: .malformedJob, error: reason)
-        guard kept else {
+        guard !identity.jobID.isEmpty else {
+            // No usable job id (absent, too long, or unfit for a ledger key): nothing to remember it by.
             metrics.counter(.deny(.malformedJob), app: appName(key)).increment()
             return .deadLetter(letter, after: [publishing(event.stored())])
         }

@@ -95,6 +95,9 @@ public enum JobParser {
         }
         // Reserved for support's credits (`receipt-worker credit`), whose results the ledger keeps for good.
         guard !SupportJobID.isReserved(jobID) else {
+            // Not a usable job id: the deny says "", and nothing is kept under it (the ledger keeps support's
+            // results for good, so a client could fill it; an event with a support: id would pass for support's).
+            identity.jobID = ""
             return invalid("job_id must not start with \(SupportJobID.prefix) (reserved)")
         }
         guard let userID = text(object, "user_id", 1...128) else {

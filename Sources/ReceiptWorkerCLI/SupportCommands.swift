@@ -75,7 +75,7 @@ enum CreditCommand {
         accepted, or not shown to be the player's. Running it again with the same values publishes the same
         event again (the same event_id).
 
-        Exit codes: 0 credited; 3 refused (nothing recorded); 1 Apple, the ledger or the broker did not answer
+        Exit codes: 0 credited; 3 refused (nothing recorded by this run); 1 Apple, the ledger or the broker did not answer
         (run it again: it is safe); 2 usage or configuration error.
         """
 

@@ -69,11 +69,12 @@ struct JobParserTests {
     @Test("a job_id in support's reserved space (support:) is malformed: a client never forges a support credit's id")
     func reservedJobID() {
         guard
-            case .invalidJob(_, let reason) = parse(
+            case .invalidJob(let identity, let reason) = parse(
                 #"{"job_id":"support:2000000000000001","order_id":"o1","user_id":"u1","product_id":"p","receipt":"QUJD"}"#
             )
         else { Issue.record("a support: job id was accepted"); return }
         #expect(reason.contains("reserved"))
+        #expect(identity.jobID == "" && identity.orderID == "o1", "the order is answered; the id is not usable")
         guard
             case .job = parse(
                 #"{"job_id":"supported-1","order_id":"o1","user_id":"u1","product_id":"p","receipt":"QUJD"}"#)

@@ -104,6 +104,24 @@ struct SupportEndToEndTests {
         #expect(set == .done)
         let state = try await harness.admin.call("transactions/\(transactionID)", [:])
         #expect(state["app_account_token"] as? String == token.uuidString.lowercased(), "\(state)")
+
+        // Run again after the broker failed: the recorded credit's event, even where a first run would now be
+        // refused (its proof is not asked again: the first run's was checked, and only the event is missing)...
+        let rerun = try await desk(harness) {
+            try await $0.credit(
+                credit(transactionID, order: "shop-77", invoice: other["order_id"] as? String, token: token))
+        }
+        guard case .credited(let replayed, _, _, _, _) = rerun else { Issue.record("\(rerun)"); return }
+        #expect(replayed.eventID == event.eventID)
+        // ...but not once the purchase was refunded: its receipt.revoked went out, and a grant after it would have
+        // nothing to take it back.
+        try await harness.admin.refund(transactionID: transactionID)
+        let afterRefund = try await desk(harness) {
+            try await $0.credit(credit(transactionID, order: "shop-77", invoice: appleOrder, token: token))
+        }
+        guard case .refused(let refusal) = afterRefund,
+            refusal.hasPrefix("credited before by this same request, then refunded or revoked on ")
+        else { Issue.record("republished after its refund: \(afterRefund)"); return }
         await harness.stop()
     }
 
@@ -151,6 +169,26 @@ struct SupportEndToEndTests {
             try await $0.credit(credit(sandbox.transactionID, order: "o-3"))
         }
         guard case .refused = refusedSandbox else { Issue.record("a Sandbox purchase was credited"); return }
+        // A Sandbox grant the ledger holds from when Sandbox was accepted: shown as the ledger holds it (an order
+        // granted a tester's purchase is what support must see), never asked of Apple.
+        try await harness.configuration.withToolLedger { ledger in
+            let grant = GrantClaim(
+                orderID: "o-tester", transactionID: sandbox.transactionID, purchaseID: nil, environment: .sandbox,
+                userID: "tester-1", productID: "coins_100", quantity: 1)
+            let event = StoredEvent(
+                eventID: "e-tester", type: "receipt.granted", time: "", key: "o-tester", json: Array("{}".utf8))
+            _ = try await ledger.record(
+                Decision(
+                    key: DecisionKey(app: .defaultApp, jobID: "tester", fingerprint: "f"), grant: grant, event: event))
+        }
+        let callsBefore = try await harness.admin.appleRequests()
+        let tester = try await desk(harness) { try await $0.lookup(.orderID("o-tester")) }
+        #expect(try await harness.admin.appleRequests() == callsBefore)
+        #expect(tester.purchases.count == 1 && tester.purchases.first?.askedApple == false)
+        #expect(
+            tester.summary.hasPrefix(
+                "Sandbox: a tester's purchase, no money paid, granted here to order o-tester of player tester-1"),
+            "\(tester.summary)")
         // Nothing refused was recorded: the orders hold nothing.
         for order in ["o-1", "o-2", "o-3"] {
             let held = try await desk(harness) { try await $0.lookup(.orderID(order)) }

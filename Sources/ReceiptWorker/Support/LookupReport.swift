@@ -38,12 +38,26 @@ public struct LookupReport: Sendable {
         public var record = SupportRecord()
         /// Why the signed transaction did not verify (nothing else is then known).
         public var unverified: String?
+        /// False for a Sandbox purchase the ledger holds where Sandbox is not accepted: no Sandbox endpoint is
+        /// called then, so only the ledger's record is known.
+        public var askedApple = true
         /// The one line that names the case.
         public var verdict = ""
 
         init(unverified reason: String) {
             unverified = reason
             verdict = "does not verify as this app's: \(reason)"
+        }
+
+        /// The ledger's record of a Sandbox purchase (from when Sandbox was accepted), not asked of Apple.
+        init(sandboxRecord record: SupportRecord, transactionID: String) {
+            self.transactionID = transactionID
+            environment = .sandbox
+            askedApple = false
+            self.record = record
+            let held = record.grant.map { ", granted here to order \($0.orderID) of player \($0.userID)" } ?? ""
+            verdict =
+                "Sandbox: a tester's purchase, no money paid\(held); not asked of Apple (apple.allow_sandbox is false)"
         }
 
         init(
@@ -125,7 +139,7 @@ public struct LookupReport: Sendable {
             let time = { (date: Date?) in date.map(Timestamp.rfc3339) ?? "-" }
             let price =
                 purchase.value.price.map { "\(Self.amount(milliunits: $0)) \(purchase.value.currency ?? "")" } ?? "-"
-            let rows: [(String, String)] = [
+            let apple: [(String, String)] = [
                 ("apple", ""),
                 ("  product", "\(purchase.productID ?? "-") x \(purchase.quantity) (\(purchase.type ?? "-"))"),
                 ("  environment", purchase.environment?.rawValue ?? "-"),
@@ -146,6 +160,9 @@ public struct LookupReport: Sendable {
                 ),
                 ("  app account token", purchase.appAccountToken ?? "-"),
                 ("  app transaction", purchase.appTransactionID ?? "-"),
+            ]
+            let notAsked: [(String, String)] = [("apple", "not asked (Sandbox, not accepted here)")]
+            let ledger: [(String, String)] = [
                 ("ledger", ""),
                 (
                     "  granted",
@@ -162,6 +179,7 @@ public struct LookupReport: Sendable {
                     } ?? "no"
                 ),
             ]
+            let rows = (purchase.askedApple ? apple : notAsked) + ledger
             lines += rows.map { $0.1.isEmpty ? $0.0 : $0.0.padding(toLength: 24, withPad: " ", startingAt: 0) + $0.1 }
         }
         return lines.joined(separator: "\n")
@@ -174,7 +192,8 @@ public struct LookupReport: Sendable {
         let purchases = self.purchases.map { purchase -> [String: Any] in
             [
                 "transaction_id": purchase.transactionID, "verdict": purchase.verdict,
-                "verified": purchase.unverified == nil, "unverified_reason": value(purchase.unverified),
+                "verified": purchase.unverified == nil && purchase.askedApple,
+                "asked_apple": purchase.askedApple, "unverified_reason": value(purchase.unverified),
                 "original_transaction_id": value(purchase.originalTransactionID),
                 "product_id": value(purchase.productID), "quantity": purchase.quantity, "type": value(purchase.type),
                 "environment": value(purchase.environment?.rawValue), "purchase_date": time(purchase.purchaseDate),

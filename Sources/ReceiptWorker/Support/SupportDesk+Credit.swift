@@ -67,20 +67,42 @@ extension SupportDesk {
             return .refused("the transaction does not verify: \(error.reason)")
         }
         let environment = payload.environment ?? .production
+        let key = DecisionKey(
+            app: app.scope, jobID: SupportJobID.of(transactionID: transaction.transactionID),
+            fingerprint: SHA256Digest.hex(
+                Array("support-v1\u{0}\(request.orderID)\u{0}\(request.userID)\u{0}\(transaction.transactionID)".utf8)))
+        let original = transaction.originalTransactionID ?? transaction.transactionID
+        let again = "credited before by this same request: its event again (the same event_id)"
+        func credited(_ stored: StoredEvent, _ note: String) -> CreditOutcome {
+            .credited(
+                stored, originalTransactionID: original, environment: environment, note: note,
+                setToken: transaction.appAccountToken == nil && request.appAccountToken != nil)
+        }
+        let record = try await ledger.supportRecord(
+            app: app.scope, environment: environment, purchaseID: transaction.purchaseIdentity,
+            transactionID: transaction.transactionID)
+        // The same request again (a run cut short before the broker took its event) publishes its event again,
+        // whatever changed since (the period ended, the invoice unreachable): it was recorded, and only its event
+        // is missing. Unless the purchase was refunded since: its receipt.revoked went out, and a grant published
+        // after it would leave nothing to take it back.
+        if let first = try await ledger.storedDecision(key) {
+            if let revoked = transaction.revocationDate ?? record.grant?.revokedAt {
+                return .refused(
+                    "credited before by this same request, then refunded or revoked on \(Timestamp.rfc3339(revoked)):"
+                        + " its event is not published again")
+            }
+            return credited(first, again)
+        }
         if environment == .sandbox && !allowSandbox {
             return .refused("Sandbox: a tester's purchase, never credited here")
         }
-        if let revoked = transaction.revocationDate {
+        if let revoked = transaction.revocationDate ?? record.grant?.revokedAt {
             return .refused("refunded or revoked on \(Timestamp.rfc3339(revoked)): nothing to credit")
         }
         if transaction.isSubscription, let expires = transaction.expiresDate, expires <= now {
             return .refused("the subscription period expired at \(Timestamp.rfc3339(expires)): nothing to credit now")
         }
         if let refusal = try await ownershipRefusal(request, transaction, environment) { return .refused(refusal) }
-        let key = DecisionKey(
-            app: app.scope, jobID: SupportJobID.of(transactionID: transaction.transactionID),
-            fingerprint: SHA256Digest.hex(
-                Array("support-v1\u{0}\(request.orderID)\u{0}\(request.userID)\u{0}\(transaction.transactionID)".utf8)))
         let productID = transaction.productID ?? ""
         var event = ResultEvent(
             eventID: ResultEvent.eventID(
@@ -99,26 +121,9 @@ extension SupportDesk {
             originalTransactionID: transaction.originalTransactionID)
         let granted = event
         let decision = Decision(key: key, grant: claim, event: granted.stored())
-        let original = transaction.originalTransactionID ?? transaction.transactionID
-        let again = "credited before by this same request: its event again (the same event_id)"
         let otherPurchase = "order \(request.orderID) was granted with another purchase: name another order"
-        func credited(_ stored: StoredEvent, _ note: String) -> CreditOutcome {
-            .credited(
-                stored, originalTransactionID: original, environment: environment, note: note,
-                setToken: transaction.appAccountToken == nil && request.appAccountToken != nil)
-        }
-        // The same request again (a run cut short before the broker took its event) publishes its event again; a
-        // purchase an order holds already is refused, whichever order (the same one included: nothing to credit).
-        if let first = try await ledger.storedDecision(key) {
-            return credited(first, again)
-        }
-        let record = try await ledger.supportRecord(
-            app: app.scope, environment: environment, purchaseID: transaction.purchaseIdentity,
-            transactionID: transaction.transactionID)
-        if let revoked = record.grant?.revokedAt {
-            return .refused(
-                "refunded or revoked on \(Timestamp.rfc3339(revoked)) after it was granted: nothing to credit")
-        }
+        // A purchase an order holds already is refused, whichever order (the same one included: nothing to
+        // credit).
         if let held = record.grant, held.credit != "unclaimed" {
             return .refused("already held: granted to order \(held.orderID) of player \(held.userID)")
         }

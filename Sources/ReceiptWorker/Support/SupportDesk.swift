@@ -85,18 +85,19 @@ public struct SupportDesk: Sendable {
         var found: [(AppleEnvironment, String)] = []
         for (environment, id) in ids {
             if environment == .sandbox && !allowSandbox {
-                // The ledger's Sandbox record (from when Sandbox was accepted): Production knows nothing of it.
-                report.notFound(
-                    "Sandbox: transaction \(id) is a tester's purchase, no money paid (not looked up at Apple:"
-                        + " apple.allow_sandbox is false)")
+                // The ledger's Sandbox record (granted while Sandbox was accepted): shown as the ledger holds it,
+                // for support must see that an order was granted a tester's purchase; Production knows nothing of
+                // it, and no Sandbox endpoint is called where Sandbox is not accepted.
+                let record = try await ledger.supportRecord(
+                    app: app.scope, environment: .sandbox, purchaseID: .transaction(id), transactionID: id)
+                report.purchases.append(LookupReport.Purchase(sandboxRecord: record, transactionID: id))
                 continue
             }
-            let wanted = environment
-            let answer = try await retrying { try await api.transactionInfo(id: id, in: wanted, attempts: &$0) }
+            let answer = try await retrying { try await api.transactionInfo(id: id, in: environment, attempts: &$0) }
             switch answer {
             case .found(let signed):
                 // Get Transaction Info answers from the host it asked: Sandbox only when allowed, or asked.
-                found.append((wanted ?? .production, signed))
+                found.append((environment ?? .production, signed))
             case .notFound:
                 report.notFound(
                     "Apple knows no transaction \(id) of this app"
