@@ -104,32 +104,24 @@ public final class TransactionFinisher: Service {
     /// One transaction: at most ``maximumCalls`` calls, transient failures waited out as a job's are.
     func finish(_ request: Request) async {
         guard let api = apis[request.app] else { return }
-        var attempts = 0
-        var outcome = "failed"
-        while true {
-            let before = attempts
-            do {
-                switch try await api.finishTransaction(
-                    id: request.transactionID, environment: request.environment, attempts: &attempts)
-                {
-                case .done: outcome = "finished"
-                case .notFound: outcome = "not_found"
-                case .refused: outcome = "refused"
-                }
-                break
-            } catch let error as AppleVerificationError
-                where error.isRetriable && max(attempts, before + 1) < Self.maximumCalls
-            {
-                // A round that sent nothing (an open circuit) counts too: at most three rounds, never a cooldown's wait.
-                attempts = max(attempts, before + 1)
-                try? await Task.sleep(for: retry.delay(afterAttempts: attempts, retryAfter: error.retryDelay))
-                if Task.isCancelled { break }
-            } catch {
-                logger.debug(
-                    "finish transaction failed; the grant stands",
-                    ["app": request.app, "transaction_id": request.transactionID, "error": "\(error)"])
-                break
+        var rounds = retry
+        rounds.maxAttempts = Self.maximumCalls
+        let outcome: String
+        do {
+            switch try await rounds.retryingApple({
+                try await api.finishTransaction(
+                    id: request.transactionID, environment: request.environment, attempts: &$0)
+            }) {
+            case .done: outcome = "finished"
+            case .notFound: outcome = "not_found"
+            case .refused: outcome = "refused"
             }
+        } catch {
+            // Apple down past the rounds, or the worker stopping (the wait cancelled).
+            outcome = "failed"
+            logger.debug(
+                "finish transaction failed; the grant stands",
+                ["app": request.app, "transaction_id": request.transactionID, "error": "\(error)"])
         }
         metrics.finishedTransaction(app: request.app, outcome).increment()
     }

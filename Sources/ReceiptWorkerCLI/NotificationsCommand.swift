@@ -130,16 +130,11 @@ enum NotificationsCommand {
         _ api: AppStoreServerAPIClient, _ environment: AppleEnvironment, _ since: Date, _ until: Date, _ page: String?,
         _ configuration: WorkerConfiguration
     ) async throws -> AppStoreServerAPIClient.NotificationHistoryPage {
-        var attempts = 0
-        while true {
-            do {
-                return try await api.notificationHistory(
-                    environment: environment, start: since, end: until, page: page, attempts: &attempts)
-            } catch let error as AppleVerificationError where error.isRetriable {
-                guard configuration.retry.mayRetry(afterAttempts: attempts) else { throw error }
-                try await Task.sleep(
-                    for: configuration.retry.delay(afterAttempts: attempts, retryAfter: error.retryDelay))
-            }
+        // Every round counts, also one an open circuit answered without a call: a page waits retry.max_attempts
+        // rounds at most (this loop waited out the breaker's cooldowns before).
+        try await configuration.retry.retryingApple {
+            try await api.notificationHistory(
+                environment: environment, start: since, end: until, page: page, attempts: &$0)
         }
     }
 }

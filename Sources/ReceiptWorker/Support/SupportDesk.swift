@@ -135,20 +135,9 @@ public struct SupportDesk: Sendable {
         return (payload, try AppleTransaction(payload))
     }
 
-    /// Apple's call, retried on its transient failures as a job's are. Every round counts as an attempt, also one
-    /// that sent nothing (an open circuit): a command waits `retry.max_attempts` rounds, never a breaker's cooldowns.
+    /// Apple's call, retried as a job's are, for `retry.max_attempts` rounds (``RetryPolicy/retryingApple(_:)``).
     func retrying<T>(_ call: (inout Int) async throws -> T) async throws -> T {
-        var attempts = 0
-        while true {
-            let before = attempts
-            do {
-                return try await call(&attempts)
-            } catch let error as AppleVerificationError where error.isRetriable {
-                attempts = max(attempts, before + 1)
-                guard retry.mayRetry(afterAttempts: attempts) else { throw error }
-                try await Task.sleep(for: retry.delay(afterAttempts: attempts, retryAfter: error.retryDelay))
-            }
-        }
+        try await retry.retryingApple(call)
     }
 }
 
