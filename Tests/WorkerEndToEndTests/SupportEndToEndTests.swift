@@ -111,8 +111,9 @@ struct SupportEndToEndTests {
             try await $0.credit(
                 credit(transactionID, order: "shop-77", invoice: other["order_id"] as? String, token: token))
         }
-        guard case .credited(let replayed, _, _, _, _) = rerun else { Issue.record("\(rerun)"); return }
+        guard case .credited(let replayed, _, _, _, let setsToken) = rerun else { Issue.record("\(rerun)"); return }
         #expect(replayed.eventID == event.eventID)
+        #expect(!setsToken, "a token not proven by this run is never sent to Apple")
         // ...but not once the purchase was refunded: its receipt.revoked went out, and a grant after it would have
         // nothing to take it back.
         try await harness.admin.refund(transactionID: transactionID)

@@ -73,10 +73,11 @@ extension SupportDesk {
                 Array("support-v1\u{0}\(request.orderID)\u{0}\(request.userID)\u{0}\(transaction.transactionID)".utf8)))
         let original = transaction.originalTransactionID ?? transaction.transactionID
         let again = "credited before by this same request: its event again (the same event_id)"
-        func credited(_ stored: StoredEvent, _ note: String) -> CreditOutcome {
+        /// `proven`: this run checked the proof; a replay did not, and sets no token (it could be mistyped now).
+        func credited(_ stored: StoredEvent, _ note: String, proven: Bool = true) -> CreditOutcome {
             .credited(
                 stored, originalTransactionID: original, environment: environment, note: note,
-                setToken: transaction.appAccountToken == nil && request.appAccountToken != nil)
+                setToken: proven && transaction.appAccountToken == nil && request.appAccountToken != nil)
         }
         let record = try await ledger.supportRecord(
             app: app.scope, environment: environment, purchaseID: transaction.purchaseIdentity,
@@ -91,7 +92,7 @@ extension SupportDesk {
                     "credited before by this same request, then refunded or revoked on \(Timestamp.rfc3339(revoked)):"
                         + " its event is not published again")
             }
-            return credited(first, again)
+            return credited(first, again, proven: false)
         }
         if environment == .sandbox && !allowSandbox {
             return .refused("Sandbox: a tester's purchase, never credited here")
