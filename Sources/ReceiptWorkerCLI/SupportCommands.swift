@@ -49,7 +49,7 @@ enum LookupCommand {
         } else {
             emit(report.table())
         }
-        return report.purchases.contains { $0.unverified == nil && $0.askedApple } ? 0 : 3
+        return report.purchases.contains(where: \.verified) ? 0 : 3
     }
 }
 

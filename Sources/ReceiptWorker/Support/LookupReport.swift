@@ -41,6 +41,8 @@ public struct LookupReport: Sendable {
         /// False for a Sandbox purchase the ledger holds where Sandbox is not accepted: no Sandbox endpoint is
         /// called then, so only the ledger's record is known.
         public var askedApple = true
+        /// Apple's signed transaction was asked for and verified as this app's.
+        public var verified: Bool { unverified == nil && askedApple }
         /// The one line that names the case.
         public var verdict = ""
 
@@ -192,7 +194,7 @@ public struct LookupReport: Sendable {
         let purchases = self.purchases.map { purchase -> [String: Any] in
             [
                 "transaction_id": purchase.transactionID, "verdict": purchase.verdict,
-                "verified": purchase.unverified == nil && purchase.askedApple,
+                "verified": purchase.verified,
                 "asked_apple": purchase.askedApple, "unverified_reason": value(purchase.unverified),
                 "original_transaction_id": value(purchase.originalTransactionID),
                 "product_id": value(purchase.productID), "quantity": purchase.quantity, "type": value(purchase.type),

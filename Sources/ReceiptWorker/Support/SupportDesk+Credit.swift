@@ -82,12 +82,13 @@ extension SupportDesk {
         let record = try await ledger.supportRecord(
             app: app.scope, environment: environment, purchaseID: transaction.purchaseIdentity,
             transactionID: transaction.transactionID)
+        let revokedAt = transaction.revocationDate ?? record.grant?.revokedAt
         // The same request again (a run cut short before the broker took its event) publishes its event again,
         // whatever changed since (the period ended, the invoice unreachable): it was recorded, and only its event
         // is missing. Unless the purchase was refunded since: its receipt.revoked went out, and a grant published
         // after it would leave nothing to take it back.
         if let first = try await ledger.storedDecision(key) {
-            if let revoked = transaction.revocationDate ?? record.grant?.revokedAt {
+            if let revoked = revokedAt {
                 return .refused(
                     "credited before by this same request, then refunded or revoked on \(Timestamp.rfc3339(revoked)):"
                         + " its event is not published again")
@@ -97,7 +98,7 @@ extension SupportDesk {
         if environment == .sandbox && !allowSandbox {
             return .refused("Sandbox: a tester's purchase, never credited here")
         }
-        if let revoked = transaction.revocationDate ?? record.grant?.revokedAt {
+        if let revoked = revokedAt {
             return .refused("refunded or revoked on \(Timestamp.rfc3339(revoked)): nothing to credit")
         }
         if transaction.isSubscription, let expires = transaction.expiresDate, expires <= now {
