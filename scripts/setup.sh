@@ -4,6 +4,26 @@
 # checks stamps and takes a few seconds.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# --- First, what this set-up cannot install: Debian 12 and the Swift toolchain --------------------------------
+# The oldest Swift that builds the package is Package.swift's tools version. Stop here, saying what to install,
+# rather than halfway with "swift: command not found".
+swift_needed="$(sed -n 's|^// *swift-tools-version: *\([0-9][0-9.]*\).*|\1|p' "$here/Package.swift" | head -n 1)"
+install_swift="Install Swift ${swift_needed} or newer for Debian 12 from https://www.swift.org/install/linux/ (unpack the toolchain, e.g. into /opt/swift, and put its usr/bin on PATH), then run scripts/setup.sh again."
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "[setup] this set-up installs Debian packages (apt-get): run it on Debian 12 (bookworm), as root or with sudo." >&2
+    exit 1
+fi
+if ! command -v swift >/dev/null 2>&1; then
+    echo "[setup] no Swift toolchain: swift is not on PATH. ${install_swift}" >&2
+    exit 1
+fi
+swift_version="$(swift --version 2>&1 | sed -n 's/.*Swift version \([0-9][0-9.]*\).*/\1/p' | head -n 1)"
+if [ -z "$swift_version" ] || [ "$(printf '%s\n%s\n' "$swift_needed" "$swift_version" | sort -V | head -n 1)" != "$swift_needed" ]; then
+    echo "[setup] $(command -v swift) is Swift ${swift_version:-of an unknown version}; this package needs ${swift_needed} or newer (Package.swift's swift-tools-version). ${install_swift}" >&2
+    exit 1
+fi
+
 deps="$here/.deps"
 mkdir -p "$deps/downloads"
 
