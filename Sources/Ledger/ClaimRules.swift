@@ -8,7 +8,10 @@ import Vocabulary
 ///
 /// - A job decided before gets its stored event (a result stored before fingerprints answers any of its job's).
 /// - A deny claims nothing: its event is stored.
-/// - A purchase refunded or revoked (a grant of it revoked, or a refund remembered for it) is `revoked`.
+/// - A purchase refunded or revoked (a grant of it revoked, or a refund of all of it remembered for it) is
+///   `revoked`. A purchase Apple refunded in part before any order held it is granted for what the player kept,
+///   and the decision's follow-up event takes the refunded share back (stored with it); without a follow-up
+///   maker it is `revoked`.
 /// - A purchase granted to another order is `duplicate_transaction`; held by this order under another
 ///   transaction id (a restore) it is `order_already_fulfilled`; held by this order through a credit of the
 ///   worker's (a renewal, a tied unclaimed purchase), the job is that credit.
@@ -31,8 +34,9 @@ enum ClaimRules {
             return ClaimResult(outcome: .recorded, result: decision.event)
         }
         let owners = facts.owners(app: key.app, claim)
-        // Refunded or revoked, before or after a grant: never again.
-        if owners.contains(where: \.revoked) || facts.isRefunded(app: key.app, claim) {
+        // Refunded or revoked, before or after a grant: never again (a share refunded before any grant: below).
+        let refund = facts.refund(app: key.app, claim)
+        if owners.contains(where: \.revoked) || refund.map({ $0.share >= 100_000 }) == true {
             return ClaimResult(outcome: .revoked)
         }
         if owners.contains(where: { !ClaimFacts.same($0.orderID, claim.orderID) }) {
@@ -45,7 +49,7 @@ enum ClaimRules {
                 return ClaimResult(outcome: .orderAlreadyFulfilled)
             }
             if let credit = same.creditEventID, credit != decision.event.eventID {
-                return ClaimResult(outcome: .credited(eventID: credit))
+                return ClaimResult(outcome: .credited(eventID: credit, revenue: same.revenue))
             }
             facts.addResult(key, decision.event)
             return ClaimResult(outcome: .recorded, result: decision.event)
@@ -53,21 +57,48 @@ enum ClaimRules {
         if facts.orderHasJobGrant(app: key.app, orderID: claim.orderID) {
             return ClaimResult(outcome: .orderAlreadyFulfilled)
         }
+        // Refunded in part before any order held it: granted for what the player kept, the share taken back at
+        // once by the follow-up (never granted whole with nothing to take the share back).
+        var followUp: StoredEvent?
+        if let refund {
+            guard let make = decision.refundFollowUp else { return ClaimResult(outcome: .revoked) }
+            followUp = make(refund)
+        }
         let grant = GrantFact(
             app: key.app, environment: claim.environment.rawValue, transactionID: claim.transactionID,
             purchaseID: claim.purchaseID.key, orderID: claim.orderID, isJobGrant: true, creditEventID: nil,
-            revoked: false)
+            revoked: refund != nil, revenue: claim.revenue)
         facts.addGrant(grant)
-        facts.addResult(key, decision.event)
-        return ClaimResult(outcome: .recorded, grant: claim, result: decision.event)
+        var stored = decision.event
+        stored.followUps = followUp.map { [$0] } ?? []
+        facts.addResult(key, stored)
+        guard let followUp, let refund else {
+            return ClaimResult(outcome: .recorded, grant: claim, result: decision.event)
+        }
+        return ClaimResult(
+            outcome: .recordedPartlyRefunded(followUp: followUp), grant: claim, result: decision.event,
+            followUp: followUp, revokedAt: refund.at)
+    }
+
+    /// Where a decision's follow-up event is stored: a result row of its job beside its own, under its fingerprint
+    /// and this suffix (a job's lookup reads every row of its job id; a release before follow-ups reads only its
+    /// own fingerprint's).
+    static let followUpSuffix = "+refund"
+
+    static func followUpKey(_ key: DecisionKey) -> DecisionKey {
+        DecisionKey(app: key.app, jobID: key.jobID, fingerprint: key.fingerprint + followUpSuffix)
     }
 }
 
-/// What one decision does to the ledger: its outcome, the grant to insert and the result to store (nil: none).
+/// What one decision does to the ledger: its outcome, the grant to insert and the result to store (nil: none);
+/// a follow-up event to store beside the result (``ClaimRules/followUpKey(_:)``), and when the grant is inserted
+/// revoked (a purchase refunded in part before it was granted).
 struct ClaimResult {
     var outcome: LedgerOutcome
     var grant: GrantClaim? = nil
     var result: StoredEvent? = nil
+    var followUp: StoredEvent? = nil
+    var revokedAt: Date? = nil
 }
 
 /// A grant as the claim reads it.
@@ -83,15 +114,20 @@ struct GrantFact {
     /// The credit's event id, for a grant the worker made (a renewal, an unclaimed purchase, tied or not).
     var creditEventID: String?
     var revoked: Bool
+    /// What the grant's sale counted as revenue (nil: not known).
+    var revenue: Int64? = nil
 }
 
 /// A refund or revocation remembered for a purchase (revoked now): by its identity or its transaction id, in
-/// its app and environment; app `*` for one remembered before apps were scoped (any app's).
+/// its app and environment; app `*` for one remembered before apps were scoped (any app's). `share`: refunded in
+/// all, in milliunits (nil: not recorded, all of it); `at`: Apple's time of it.
 struct RefundFact {
     var app: String
     var environment: String
     var purchaseID: String
     var transactionID: String
+    var share: Int? = nil
+    var at: Date? = nil
 }
 
 /// What the ledger holds about a batch's jobs, purchases and orders, read under the locks of their purchases;
@@ -106,7 +142,7 @@ struct ClaimFacts {
     private var byPurchase: [Bytes: [Int]] = [:]
     private var jobOrders: Set<Bytes> = []
     private var grantIndex: Set<Bytes> = []
-    private var refunds: [Bytes: Bool] = [:]
+    private var refunds: [Bytes: RefundTaken] = [:]
 
     init() {}
 
@@ -131,17 +167,31 @@ struct ClaimFacts {
     }
 
     mutating func addRefund(_ refund: RefundFact) {
-        refunds[Bytes(refund.app, refund.environment, "p", refund.purchaseID)] = true
-        refunds[Bytes(refund.app, refund.environment, "t", refund.transactionID)] = true
+        // A share not recorded (a release before shares) is all of it; a time not known, none to go by.
+        let taken = RefundTaken(
+            share: min(max(refund.share ?? 100_000, 0), 100_000), at: refund.at ?? Date(timeIntervalSince1970: 0))
+        func add(_ key: Bytes) {
+            if let known = refunds[key], known.share >= taken.share { return }
+            refunds[key] = taken
+        }
+        add(Bytes(refund.app, refund.environment, "p", refund.purchaseID))
+        add(Bytes(refund.app, refund.environment, "t", refund.transactionID))
         if refund.app == "*" {
-            refunds[Bytes("*", "p", refund.purchaseID)] = true
-            refunds[Bytes("*", "t", refund.transactionID)] = true
+            add(Bytes("*", "p", refund.purchaseID))
+            add(Bytes("*", "t", refund.transactionID))
         }
     }
 
+    /// The job's stored answer, with its follow-up (stored beside it) when it has one.
     func result(_ key: DecisionKey) -> StoredEvent? {
-        results[Bytes(key.app.rawValue, key.jobID, key.fingerprint)]
-            ?? results[Bytes(key.app.rawValue, key.jobID, "")]
+        guard
+            var stored = results[Bytes(key.app.rawValue, key.jobID, key.fingerprint)]
+                ?? results[Bytes(key.app.rawValue, key.jobID, "")]
+        else { return nil }
+        if let followUp = results[Bytes(key.app.rawValue, key.jobID, key.fingerprint + ClaimRules.followUpSuffix)] {
+            stored.followUps = [followUp]
+        }
+        return stored
     }
 
     /// The grants of the claim's purchase in its app and environment: of its transaction id, of its identity
@@ -156,11 +206,13 @@ struct ClaimFacts {
         return indexes.filter { seen.insert($0).inserted }.map { grants[$0] }
     }
 
-    func isRefunded(app: AppScope, _ claim: GrantClaim) -> Bool {
-        refunds[Bytes(app.rawValue, claim.environment.rawValue, "p", claim.purchaseID.key)] != nil
-            || refunds[Bytes(app.rawValue, claim.environment.rawValue, "t", claim.transactionID)] != nil
-            || refunds[Bytes("*", "p", claim.purchaseID.key)] != nil
-            || refunds[Bytes("*", "t", claim.transactionID)] != nil
+    /// The largest refund remembered for the claim's purchase (by its identity or its transaction id), if any.
+    func refund(app: AppScope, _ claim: GrantClaim) -> RefundTaken? {
+        [
+            Bytes(app.rawValue, claim.environment.rawValue, "p", claim.purchaseID.key),
+            Bytes(app.rawValue, claim.environment.rawValue, "t", claim.transactionID),
+            Bytes("*", "p", claim.purchaseID.key), Bytes("*", "t", claim.transactionID),
+        ].compactMap { refunds[$0] }.max { $0.share < $1.share }
     }
 
     func orderHasJobGrant(app: AppScope, orderID: String) -> Bool {

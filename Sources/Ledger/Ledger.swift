@@ -69,10 +69,11 @@ public protocol DecisionStore: Sendable {
 
     /// A job whose grant met a purchase credited unclaimed (section 9 of docs/contract.md) and not yet tied to
     /// an order: ties it to the job's order, and records the job's answer, made by `answer` from the credit's
-    /// event id, atomically. `.notACredit` when the purchase's holder is an order (the caller keeps its
-    /// `duplicate_transaction`).
-    func claimCredit(_ decision: Decision, answer: @escaping @Sendable (_ creditEventID: String) -> StoredEvent)
-        async throws -> CreditClaim
+    /// event id and what the credit counted as revenue (so both events of that id say the same), atomically.
+    /// `.notACredit` when the purchase's holder is an order (the caller keeps its `duplicate_transaction`).
+    func claimCredit(
+        _ decision: Decision, answer: @escaping @Sendable (_ creditEventID: String, _ revenue: Int64?) -> StoredEvent
+    ) async throws -> CreditClaim
 }
 
 /// How a job's claim of a purchase credited unclaimed ended.
@@ -122,10 +123,14 @@ public protocol PurchaseStateStore: Sendable {
 public struct PurchaseHolder: Sendable, Equatable {
     public var grant: GrantRecord
     public var subscription: SubscriptionState?
+    /// For a refund or its reversal: the share of the purchase refunded before this change, in milliunits (0: none;
+    /// nil: refunded by an amount a release before shares did not record).
+    public var refundedBefore: Int?
 
-    public init(grant: GrantRecord, subscription: SubscriptionState? = nil) {
+    public init(grant: GrantRecord, subscription: SubscriptionState? = nil, refundedBefore: Int? = 0) {
         self.grant = grant
         self.subscription = subscription
+        self.refundedBefore = refundedBefore
     }
 }
 
@@ -219,6 +224,9 @@ public struct StoredEvent: Sendable, Equatable {
     /// The Kafka key: the order the event is about.
     public var key: String
     public var json: [UInt8]
+    /// Events published right after this one, as part of the same answer: the `receipt.revoked` that takes back
+    /// the share Apple refunded of a purchase before it was granted (``Decision/refundFollowUp``).
+    public var followUps: [StoredEvent] = []
 
     public init(eventID: String, type: String, time: String, key: String, json: [UInt8]) {
         self.eventID = eventID
@@ -226,6 +234,21 @@ public struct StoredEvent: Sendable, Equatable {
         self.time = time
         self.key = key
         self.json = json
+    }
+
+    /// This event, then its follow-ups, in the order they are published.
+    public var published: [StoredEvent] { [self] + followUps }
+}
+
+/// What Apple refunded of a purchase before any order held it (a prorated refund: `revocationPercentage` below
+/// 100 %), as the ledger remembers it: the share, in milliunits, and Apple's time of the refund.
+public struct RefundTaken: Sendable, Equatable {
+    public var share: Int
+    public var at: Date
+
+    public init(share: Int, at: Date) {
+        self.share = share
+        self.at = at
     }
 }
 
@@ -235,11 +258,20 @@ public struct Decision: Sendable {
     /// The grant to claim with it; nil for a deny, which claims nothing.
     public var grant: GrantClaim?
     public var event: StoredEvent
+    /// Makes the event that takes back what Apple refunded of the purchase before it was granted (a prorated
+    /// refund the ledger remembers): with it, such a purchase is granted for what the player kept and the refund
+    /// is taken back at once (``LedgerOutcome/recordedPartlyRefunded(followUp:)``); without it, it is `revoked`.
+    /// Stored with the decision, so a job delivered again publishes both again.
+    public var refundFollowUp: (@Sendable (RefundTaken) -> StoredEvent)?
 
-    public init(key: DecisionKey, grant: GrantClaim?, event: StoredEvent) {
+    public init(
+        key: DecisionKey, grant: GrantClaim?, event: StoredEvent,
+        refundFollowUp: (@Sendable (RefundTaken) -> StoredEvent)? = nil
+    ) {
         self.key = key
         self.grant = grant
         self.event = event
+        self.refundFollowUp = refundFollowUp
     }
 }
 
@@ -259,12 +291,17 @@ public struct GrantClaim: Sendable, Equatable {
     public var quantity: Int
     /// The subscription the purchase belongs to (Apple's `original_transaction_id`), when it is one.
     public var originalTransactionID: String?
+    /// What the sale counts as revenue, in milliunits of its currency (the grant event's `revenue`): kept with the
+    /// grant so that a refund takes back what the sale counted, and no more. Nil: not known.
+    public var revenue: Int64?
 
     public init(
         orderID: String, transactionID: String, purchaseID: PurchaseID? = nil,
         environment: AppleEnvironment = .production,
-        userID: String = "", productID: String = "", quantity: Int = 1, originalTransactionID: String? = nil
+        userID: String = "", productID: String = "", quantity: Int = 1, originalTransactionID: String? = nil,
+        revenue: Int64? = nil
     ) {
+        self.revenue = revenue
         self.orderID = orderID
         self.transactionID = transactionID
         self.purchaseID = purchaseID ?? .transaction(transactionID)
@@ -289,8 +326,12 @@ public enum LedgerOutcome: Sendable, Equatable {
     /// The purchase was granted, then refunded or revoked (an App Store notification said so).
     case revoked
     /// The order holds this purchase by a credit the worker made (a subscription's period, or a purchase no job
-    /// claimed, tied to the order): the job is that credit, answered with its event id; nothing was recorded.
-    case credited(eventID: String)
+    /// claimed, tied to the order): the job is that credit, answered with its event id and what the credit counted
+    /// as revenue; nothing was recorded.
+    case credited(eventID: String, revenue: Int64?)
+    /// Recorded, for a purchase Apple refunded in part before any order held it: granted for what the player
+    /// kept, and `followUp` (stored with the decision) takes the refunded share back; publish both, in order.
+    case recordedPartlyRefunded(followUp: StoredEvent)
 }
 
 /// A granted purchase, as the ledger holds it.
@@ -307,11 +348,26 @@ public struct GrantRecord: Sendable, Equatable {
     public var revoked: Bool
     /// When the consumption request of the transaction looked up must be answered by, if Apple made one.
     public var consumptionRespondBy: Date?
+    /// What the sale counted as revenue (milliunits of its currency); nil: recorded by a release before it was kept.
+    public var revenue: Int64?
+    /// While revoked: the share refunded in all, in milliunits (100,000 when a release before shares recorded it).
+    public var refundedShare: Int?
+
+    /// Whether the grant is held by a credit of a purchase no job claimed that no job or support tied to an order
+    /// yet (its order is ``ReportedPurchase/creditOrderID(transactionID:)``): no grant service has said it reached a
+    /// player.
+    public var isUntiedCredit: Bool { UnclaimedOrderID.isReserved(orderID) }
+
+    /// Refunded in all (or revoked): nothing of it is left to the player.
+    public var whollyRefunded: Bool { revoked && (refundedShare ?? 100_000) >= 100_000 }
 
     public init(
         app: AppScope, environment: AppleEnvironment, orderID: String, transactionID: String, userID: String,
-        productID: String, quantity: Int, revoked: Bool, consumptionRespondBy: Date?
+        productID: String, quantity: Int, revoked: Bool, consumptionRespondBy: Date?, revenue: Int64? = nil,
+        refundedShare: Int? = nil
     ) {
+        self.revenue = revenue
+        self.refundedShare = refundedShare
         self.app = app
         self.environment = environment
         self.orderID = orderID
@@ -430,9 +486,10 @@ public enum LedgerFactory {
     /// `schema`: the PostgreSQL schema of the ledger's tables (`ledger.schema`); SQLite has none.
     /// `defaultBundleID`: the default app's bundle id (`apple.bundle_id`), which migrating a ledger of a release
     /// before apps were scoped needs (each row gets the app its event names).
+    /// `giveUpAfter`: a command's bound on reaching PostgreSQL (nil: wait as long as it takes, as a worker does).
     public static func open(
         url: String, poolSize: Int = 8, schema: String = PostgresSchema.defaultName, defaultBundleID: String? = nil,
-        migrate: Bool = true
+        migrate: Bool = true, giveUpAfter: Duration? = nil
     ) async throws -> any Ledger {
         if url.hasPrefix("sqlite:") {
             return try SQLiteLedger(path: String(url.dropFirst("sqlite:".count)), defaultBundleID: defaultBundleID)
@@ -442,7 +499,8 @@ public enum LedgerFactory {
                 throw LedgerError(
                     .misconfigured, "ledger.schema must be a lower-case SQL name (a-z, 0-9, _)", key: "ledger.schema")
             }
-            return try await PostgresLedger(url: url, poolSize: poolSize, schema: schema, migrate: migrate)
+            return try await PostgresLedger(
+                url: url, poolSize: poolSize, schema: schema, migrate: migrate, giveUpAfter: giveUpAfter)
         }
         throw LedgerError(.misconfigured, "ledger.url must start with sqlite: or postgresql://", key: "ledger.url")
     }
@@ -461,8 +519,14 @@ public struct SubscriptionChange: Sendable, Equatable {
         /// The id of the period's credit (its `receipt.renewed`), kept with the grant: a job presenting the
         /// period for the order that holds it is answered with it.
         public var eventID: String
+        /// What the period counts as revenue (its `receipt.renewed`'s `revenue`).
+        public var revenue: Int64?
 
-        public init(purchaseID: PurchaseID, transactionID: String, productID: String, quantity: Int, eventID: String) {
+        public init(
+            purchaseID: PurchaseID, transactionID: String, productID: String, quantity: Int, eventID: String,
+            revenue: Int64? = nil
+        ) {
+            self.revenue = revenue
             self.purchaseID = purchaseID
             self.transactionID = transactionID
             self.productID = productID
@@ -499,11 +563,14 @@ public struct ReportedPurchase: Sendable, Equatable {
     public var dueAt: Date
     /// The credit's event (`receipt.unclaimed`), keyed by ``creditOrderID``.
     public var event: StoredEvent
+    /// What the credit counts as revenue (its event's `revenue`).
+    public var revenue: Int64?
 
     public init(
         purchaseID: PurchaseID, transactionID: String, originalTransactionID: String?, productID: String, quantity: Int,
-        dueAt: Date, event: StoredEvent
+        dueAt: Date, event: StoredEvent, revenue: Int64? = nil
     ) {
+        self.revenue = revenue
         self.purchaseID = purchaseID
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID
@@ -514,5 +581,7 @@ public struct ReportedPurchase: Sendable, Equatable {
     }
 
     /// The order a credit holds until a job ties it to its own: `unclaimed:` + the transaction id.
-    public static func creditOrderID(transactionID: String) -> String { "unclaimed:" + transactionID }
+    public static func creditOrderID(transactionID: String) -> String {
+        UnclaimedOrderID.of(transactionID: transactionID)
+    }
 }

@@ -24,9 +24,13 @@ public final class PostgresLedger: Ledger, Sendable {
 
     /// `migrate`: apply missing migrations at start-up (`ledger.migrate_on_start`); without it a schema that
     /// lacks some is waited for, saying what to run, until a migration Job (or `ledger migrate`) applies them.
-    public init(url: String, poolSize: Int, schema: PostgresSchema, migrate: Bool = true) async throws {
+    /// `giveUpAfter`: a command's bound on opening (nil: a worker waits for its database as long as it takes).
+    public init(
+        url: String, poolSize: Int, schema: PostgresSchema, migrate: Bool = true, giveUpAfter: Duration? = nil
+    ) async throws {
         let logger = Logger(label: "ledger")
-        let pool = try await PostgresPool(url: url, size: poolSize, logger: logger) { connection in
+        let pool = try await PostgresPool(url: url, size: poolSize, logger: logger, giveUpAfter: giveUpAfter) {
+            connection in
             if migrate {
                 _ = try schema.migrate(on: connection, logger: logger)
                 return
@@ -49,7 +53,7 @@ public final class PostgresLedger: Ledger, Sendable {
         // per job, two cost 138 µs and 0.024 (docs/benchmarks.md, "The ledger as it grows").
         let concurrent = min(max(1, poolSize / 2), 2)
         lookups = Batcher(maxBatch: 256, maxConcurrent: concurrent) { keys in
-            try await pool.withConnection { try Self.storedDecisions(keys, schema: schema, on: $0) }
+            try await pool.withConnection { try Self.storedDecisions(keys, schema: schema.name, on: $0) }
         }
         records = Batcher(maxBatch: 256, maxConcurrent: concurrent) { decisions in
             try await pool.withConnection { try Self.record(decisions, schema: schema, on: $0) }
@@ -73,11 +77,11 @@ public final class PostgresLedger: Ledger, Sendable {
     }
 
     /// One query for many jobs' stored events (a result stored before fingerprints answers any of its job's).
-    static func storedDecisions(_ keys: [DecisionKey], schema: PostgresSchema, on connection: PostgresConnection)
+    static func storedDecisions(_ keys: [DecisionKey], schema: String, on connection: PostgresConnection)
         throws -> [StoredEvent?]
     {
         let rows = try connection.rows(
-            "SELECT * FROM \(schema.name).stored_results($1::text[], $2::text[])",
+            "SELECT * FROM \(schema).stored_results($1::text[], $2::text[])",
             [PostgresArray.literal(keys.map(\.app.rawValue)), PostgresArray.literal(keys.map(\.jobID))])
         var found: [DecisionKey: StoredEvent] = [:]
         var legacy: [String: StoredEvent] = [:]
@@ -92,7 +96,11 @@ public final class PostgresLedger: Ledger, Sendable {
                 found[DecisionKey(app: AppScope(app), jobID: job, fingerprint: fingerprint)] = event
             }
         }
-        return keys.map { found[$0] ?? legacy[$0.app.rawValue + "\u{0}" + $0.jobID] }
+        return keys.map { key in
+            guard var stored = found[key] ?? legacy[key.app.rawValue + "\u{0}" + key.jobID] else { return nil }
+            if let followUp = found[ClaimRules.followUpKey(key)] { stored.followUps = [followUp] }
+            return stored
+        }
     }
 
     /// Many decisions in one transaction, without a subtransaction each: the locks of their purchases (the
@@ -127,18 +135,22 @@ public final class PostgresLedger: Ledger, Sendable {
         var facts = try readFacts(decisions, claims: claims, schema: schema, on: connection)
         let results = ClaimRules.decide(decisions, facts: &facts)
         let grants = zip(decisions, results).compactMap { decision, result in
-            result.grant.map { (decision.key.app, $0) }
+            result.grant.map { (decision.key.app, $0, result.revokedAt) }
         }
-        let stored = zip(decisions, results).compactMap { decision, result in
-            result.result.map { (decision.key, $0) }
+        let stored = zip(decisions, results).flatMap { decision, result in
+            [
+                result.result.map { (decision.key, $0) },
+                result.followUp.map { (ClaimRules.followUpKey(decision.key), $0) },
+            ]
+            .compactMap { $0 }
         }
         if !grants.isEmpty || !stored.isEmpty {
             func array<T>(_ rows: [T], _ value: (T) -> String?) -> String? { PostgresArray.literal(rows.map(value)) }
             try connection.rows(
                 """
-                SELECT \(schema).claim_write($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                    $7::text[], $8::integer[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
-                    $14::text[], $15::text[], $16::text[], $17::text[])::text
+                SELECT \(schema).claim_write_v2($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                    $7::text[], $8::integer[], $9::text[], $10::bigint[], $11::double precision[], $12::text[],
+                    $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[])::text
                 """,
                 [
                     array(grants) { $0.0.rawValue }, array(grants) { $0.1.environment.rawValue },
@@ -147,6 +159,8 @@ public final class PostgresLedger: Ledger, Sendable {
                     array(grants) { $0.1.productID },
                     array(grants) { String($0.1.quantity) },
                     array(grants) { $0.1.purchaseID.isBillingPeriod ? $0.1.originalTransactionID : nil },
+                    array(grants) { $0.1.revenue.map(String.init) },
+                    array(grants) { $0.2.map { String($0.timeIntervalSince1970) } },
                     array(stored) { $0.0.app.rawValue }, array(stored) { $0.0.jobID },
                     array(stored) { $0.0.fingerprint },
                     array(stored) { String(decoding: $0.1.json, as: UTF8.self) }, array(stored) { $0.1.eventID },
@@ -165,7 +179,7 @@ public final class PostgresLedger: Ledger, Sendable {
         _ decisions: [Decision], claims: [(AppScope, GrantClaim)], schema: String, on connection: PostgresConnection
     ) throws -> ClaimFacts {
         let rows = try connection.rows(
-            "SELECT * FROM \(schema).claim_facts($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])",
+            "SELECT * FROM \(schema).claim_facts_v2($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])",
             [
                 PostgresArray.literal(claims.map { "\($0.0.rawValue)\u{1}\($0.1.environment)\u{1}\($0.1.purchaseID)" }),
                 PostgresArray.literal(decisions.map(\.key.app.rawValue)),
@@ -177,7 +191,7 @@ public final class PostgresLedger: Ledger, Sendable {
                 PostgresArray.literal(claims.map { $0.1.orderID }),
             ])
         var facts = ClaimFacts()
-        for row in rows where row.count == 9 {
+        for row in rows where row.count == 10 {
             let text = { (index: Int) in row[index] ?? "" }
             switch row[0] {
             case "r":
@@ -189,11 +203,15 @@ public final class PostgresLedger: Ledger, Sendable {
                 facts.addGrant(
                     GrantFact(
                         app: AppScope(text(1)), environment: text(2), transactionID: text(3), purchaseID: text(4),
-                        orderID: text(5), isJobGrant: row[6] == "true", creditEventID: row[7], revoked: row[8] == "true"
-                    ))
+                        orderID: text(5), isJobGrant: row[6] == "true", creditEventID: row[7],
+                        revoked: row[8] == "true",
+                        revenue: row[9].flatMap { Int64($0) }))
             default:
                 facts.addRefund(
-                    RefundFact(app: text(1), environment: text(2), purchaseID: text(3), transactionID: text(4)))
+                    RefundFact(
+                        app: text(1), environment: text(2), purchaseID: text(3), transactionID: text(4),
+                        share: row[5].flatMap { Int($0) },
+                        at: row[6].flatMap(Double.init).map { Date(timeIntervalSince1970: $0) }))
             }
         }
         return facts
@@ -214,7 +232,9 @@ public final class PostgresLedger: Ledger, Sendable {
         try await inTransaction { try PurchaseRules.apply(change, event: event, in: $0) }
     }
 
-    public func claimCredit(_ decision: Decision, answer: @escaping @Sendable (String) -> StoredEvent) async throws
+    public func claimCredit(
+        _ decision: Decision, answer: @escaping @Sendable (_ creditEventID: String, _ revenue: Int64?) -> StoredEvent
+    ) async throws
         -> CreditClaim
     {
         // A job decided by another replica meanwhile fails its insert (a unique violation, retried): the retry
@@ -436,15 +456,15 @@ public final class PostgresLedger: Ledger, Sendable {
             !(try connection.rows(
                 """
                 INSERT INTO \(schema).grants (app, environment, transaction_id, order_id, purchase_id, user_id,
-                    product_id, quantity, credit, original_transaction_id, credit_event_id)
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8::integer, $9, $10, $11)
+                    product_id, quantity, credit, original_transaction_id, credit_event_id, revenue)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8::integer, $9, $10, $11, $12::bigint)
                     ON CONFLICT DO NOTHING RETURNING 1
                 """,
                 [
                     credit.purchase.app.rawValue, credit.purchase.environment.rawValue, credit.transactionID,
                     credit.orderID,
                     credit.purchase.purchaseID.key, credit.userID, credit.productID, String(credit.quantity),
-                    credit.kind.rawValue, credit.originalTransactionID, credit.eventID,
+                    credit.kind.rawValue, credit.originalTransactionID, credit.eventID, credit.revenue.map(String.init),
                 ]
             ).isEmpty)
         }
@@ -455,16 +475,16 @@ public final class PostgresLedger: Ledger, Sendable {
                 """
                 INSERT INTO \(schema).unclaimed_purchases (app, environment, purchase_id, transaction_id,
                     original_transaction_id, product_id, quantity, due_at, event_id, event_type, event_time, event_key,
-                    event)
+                    event, revenue)
                     VALUES ($1, $2, $3, $4, $5, $6, $7::integer, to_timestamp($8::double precision), $9, $10, $11,
-                        $12, $13)
+                        $12, $13, $14::bigint)
                     ON CONFLICT DO NOTHING
                 """,
                 [
                     app.rawValue, environment.rawValue, reported.purchaseID.key, reported.transactionID,
                     reported.originalTransactionID, reported.productID, String(reported.quantity),
                     String(reported.dueAt.timeIntervalSince1970), event.eventID, event.type, event.time, event.key,
-                    String(decoding: event.json, as: UTF8.self),
+                    String(decoding: event.json, as: UTF8.self), reported.revenue.map(String.init),
                 ])
         }
 
@@ -472,13 +492,14 @@ public final class PostgresLedger: Ledger, Sendable {
             try connection.rows(
                 """
                 SELECT app, environment, purchase_id, transaction_id, original_transaction_id, product_id,
-                    quantity::text, extract(epoch FROM due_at)::text, event_id, event_type, event_time, event_key, event
+                    quantity::text, extract(epoch FROM due_at)::text, event_id, event_type, event_time, event_key, event,
+                    revenue::text
                     FROM \(schema).unclaimed_purchases
                     WHERE state = 'waiting' AND due_at <= to_timestamp($1::double precision)
                     ORDER BY due_at LIMIT $2::integer FOR UPDATE SKIP LOCKED
                 """, [String(now.timeIntervalSince1970), String(limit)]
             ).compactMap { row in
-                guard row.count == 13 else { return nil }
+                guard row.count == 14 else { return nil }
                 return (
                     AppScope(row[0] ?? ""), AppleEnvironment(rawValue: row[1] ?? ""),
                     ReportedPurchase(
@@ -488,7 +509,8 @@ public final class PostgresLedger: Ledger, Sendable {
                         dueAt: row[7].flatMap(Double.init).map { Date(timeIntervalSince1970: $0) } ?? now,
                         event: StoredEvent(
                             eventID: row[8] ?? "", type: row[9] ?? "", time: row[10] ?? "", key: row[11] ?? "",
-                            json: Array((row[12] ?? "").utf8)))
+                            json: Array((row[12] ?? "").utf8)),
+                        revenue: row[13].flatMap { Int64($0) })
                 )
             }
         }
@@ -505,10 +527,7 @@ public final class PostgresLedger: Ledger, Sendable {
             try connection.rows(
                 """
                 SELECT u.event_id, u.event_type, u.event_time, u.event_key, u.event FROM \(schema).unclaimed_purchases u
-                    WHERE NOT u.published AND u.state IN ('credited', 'tied') AND NOT EXISTS (SELECT 1
-                        FROM \(schema).grants g WHERE g.app = u.app AND g.environment = u.environment
-                            AND g.purchase_id = u.purchase_id AND g.revoked_at IS NOT NULL)
-                    ORDER BY u.settled_at LIMIT $1::integer
+                    WHERE NOT u.published AND u.state IN ('credited', 'tied') ORDER BY u.settled_at LIMIT $1::integer
                 """, [String(limit)]
             ).compactMap { row in
                 guard row.count == 5 else { return nil }
@@ -519,40 +538,35 @@ public final class PostgresLedger: Ledger, Sendable {
         }
 
         func storedDecision(_ key: DecisionKey) throws -> StoredEvent? {
-            try connection.rows(
-                """
-                SELECT event_id, event_type, event_time, event_key, event FROM \(schema).results
-                    WHERE app = $1 AND job_id = $2 AND fingerprint IN ($3, '') ORDER BY fingerprint = $3 DESC LIMIT 1
-                """, [key.app.rawValue, key.jobID, key.fingerprint]
-            ).first.flatMap { row in
-                guard row.count == 5 else { return nil }
-                return StoredEvent(
-                    eventID: row[0] ?? "", type: row[1] ?? "", time: row[2] ?? "", key: row[3] ?? "",
-                    json: Array((row[4] ?? "").utf8))
-            }
+            try PostgresLedger.storedDecisions([key], schema: schema, on: connection).first ?? nil
         }
 
         func untiedCredit(of purchase: PurchaseKey, transactionID: String) throws -> UntiedCredit? {
             try connection.rows(
                 """
-                SELECT g.credit_event_id, g.original_transaction_id, (g.revoked_at IS NOT NULL)::text
+                SELECT g.credit_event_id, g.original_transaction_id, (g.revoked_at IS NOT NULL)::text, g.revenue::text
                     FROM \(schema).grants g
                     WHERE g.app = $1 AND g.environment = $2 AND g.purchase_id = $3 AND g.credit = 'unclaimed'
                 """, [purchase.app.rawValue, purchase.environment.rawValue, purchase.purchaseID.key]
             ).first.flatMap { row in
-                guard row.count == 3, let eventID = row[0] else { return nil }
-                return UntiedCredit(eventID: eventID, originalTransactionID: row[1], revoked: row[2] == "true")
+                guard row.count == 4, let eventID = row[0] else { return nil }
+                return UntiedCredit(
+                    eventID: eventID, originalTransactionID: row[1], revoked: row[2] == "true",
+                    revenue: row[3].flatMap { Int64($0) })
             }
         }
 
-        func creditHeld(of purchase: PurchaseKey, byOrder orderID: String) throws -> String? {
+        func creditHeld(of purchase: PurchaseKey, byOrder orderID: String) throws -> HeldCredit? {
             try connection.rows(
                 """
-                SELECT credit_event_id FROM \(schema).grants
+                SELECT credit_event_id, revenue::text FROM \(schema).grants
                     WHERE app = $1 AND environment = $2 AND purchase_id = $3 AND order_id = $4
                         AND credit_event_id IS NOT NULL
                 """, [purchase.app.rawValue, purchase.environment.rawValue, purchase.purchaseID.key, orderID]
-            ).first?.first ?? nil
+            ).first.flatMap { row in
+                guard row.count == 2, let eventID = row[0] else { return nil }
+                return HeldCredit(eventID: eventID, revenue: row[1].flatMap { Int64($0) })
+            }
         }
 
         func orderGranted(app: AppScope, orderID: String) throws -> Bool {
@@ -692,25 +706,32 @@ public final class PostgresLedger: Ledger, Sendable {
         return rows.first.flatMap { $0 }.flatMap(Double.init).map { Date(timeIntervalSince1970: $0) }
     }
 
-    /// A grant with its order fields and its transaction's consumption deadline (`$1`: the transaction id).
+    /// A grant with its order fields, its transaction's consumption deadline (`$1`: the transaction id), what its
+    /// sale counted and the share refunded while it is revoked.
     static func grantQuery(_ schema: String) -> String {
         """
         SELECT g.app, g.environment, g.order_id, g.transaction_id, coalesce(g.user_id, ''), coalesce(g.product_id, ''),
             coalesce(g.quantity, 1)::text, (g.revoked_at IS NOT NULL)::text,
             (SELECT extract(epoch FROM c.respond_by)::text FROM \(schema).consumption_requests c
-                WHERE c.app = g.app AND c.environment = g.environment AND c.transaction_id = $1)
+                WHERE c.app = g.app AND c.environment = g.environment AND c.transaction_id = $1),
+            g.revenue::text,
+            (SELECT coalesce(s.revoked_share, 100000)::text FROM \(schema).purchase_states s WHERE s.app = g.app
+                AND s.environment = g.environment AND s.purchase_id = g.purchase_id AND s.revoked)
         FROM \(schema).grants g
         """
     }
 
     static func grant(_ row: [String?]) -> GrantRecord? {
-        guard row.count == 9, let order = row[2], let transaction = row[3] else { return nil }
+        guard row.count == 11, let order = row[2], let transaction = row[3] else { return nil }
+        let revoked = row[7] == "true"
         return GrantRecord(
             app: AppScope(row[0] ?? ""), environment: row[1].map(AppleEnvironment.init) ?? .production,
             orderID: order,
             transactionID: transaction, userID: row[4] ?? "", productID: row[5] ?? "",
-            quantity: row[6].flatMap { Int($0) } ?? 1, revoked: row[7] == "true",
-            consumptionRespondBy: row[8].flatMap(Double.init).map { Date(timeIntervalSince1970: $0) })
+            quantity: row[6].flatMap { Int($0) } ?? 1, revoked: revoked,
+            consumptionRespondBy: row[8].flatMap(Double.init).map { Date(timeIntervalSince1970: $0) },
+            revenue: row[9].flatMap { Int64($0) }, refundedShare: revoked ? row[10].flatMap { Int($0) } ?? 100_000 : nil
+        )
     }
 
     // MARK: Upkeep

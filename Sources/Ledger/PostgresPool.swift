@@ -42,14 +42,17 @@ final class PostgresPool: Sendable {
     /// apart) while the server refuses: a worker that starts before its database, or while the database is
     /// full, waits for it (unready) instead of exiting into a crash loop. A configuration the migration cannot
     /// work with (``LedgerError/Code/misconfigured``), or a migration that failed with the server answering
-    /// (``LedgerError/Code/migrationFailed``), is thrown at once: waiting would not mend it.
+    /// (``LedgerError/Code/migrationFailed``), is thrown at once: waiting would not mend it. `giveUpAfter`: a
+    /// command's bound (nil: a worker waits as long as it takes), past which the last failure is thrown.
     init(
-        url: String, size: Int, logger: Logger, prepare: @escaping @Sendable (PostgresConnection) throws -> Void
+        url: String, size: Int, logger: Logger, giveUpAfter: Duration? = nil,
+        prepare: @escaping @Sendable (PostgresConnection) throws -> Void
     ) async throws {
         self.url = url
         self.size = max(1, size)
         self.logger = logger
         var delay = Duration.milliseconds(500)
+        let deadline = giveUpAfter.map { ContinuousClock.now + $0 }
         while true {
             let thread = BlockingThread(name: "ledger-0")
             do {
@@ -65,6 +68,10 @@ final class PostgresPool: Sendable {
                 throw error
             } catch {
                 thread.stop()
+                if let deadline, ContinuousClock.now + delay > deadline {
+                    throw LedgerError(
+                        .unavailable, "postgresql did not answer within \(giveUpAfter ?? .zero): \(error)")
+                }
                 logger.warning(
                     "cannot open the ledger; retrying",
                     ["error": "\(error)", "retry_in_ms": String(delay.milliseconds)])

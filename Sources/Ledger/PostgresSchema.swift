@@ -134,7 +134,20 @@ public struct PostgresSchema: Sendable {
             Migration(
                 version: 10, description: "year two: primary keys, retention indexes, the event stored once",
                 steps: yearTwo),
+            Migration(version: 11, description: "what each sale counted as revenue", statements: revenue),
         ]
+    }
+
+    /// Migration 11: what each grant's sale counted as revenue (and each reported purchase's credit), so that a
+    /// refund takes back what the sale counted, and a purchase refunded in part before it was granted is granted
+    /// for what was kept (``claimFunctionsV2``). Nullable columns without a default: catalog changes, no row
+    /// rewritten; rows before it say none (not known). The previous release's claim functions stay, untouched,
+    /// for it to run beside this one.
+    private var revenue: [String] {
+        [
+            "ALTER TABLE \(name).grants ADD COLUMN IF NOT EXISTS revenue BIGINT",
+            "ALTER TABLE \(name).unclaimed_purchases ADD COLUMN IF NOT EXISTS revenue BIGINT",
+        ] + claimFunctionsV2
     }
 
     /// Grants made without a job beside those of jobs (`credit`: `job`, `renewal` for a subscription's later

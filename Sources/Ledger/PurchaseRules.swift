@@ -46,7 +46,11 @@ enum PurchaseRules {
                     of: purchase, transactionID: transactionID, revoked: revoke, at: at, share: outcome.share)
                 try transaction.setRevoked(revoke, purchase: purchase, transactionID: transactionID)
             }
-            if outcome.changes, let grant { published = make(PurchaseHolder(grant: grant)) }
+            if outcome.changes, let grant {
+                // What was refunded before this change: what the event takes back, or gives back, is the difference.
+                let before: Int? = last?.revoked == true ? last?.share : 0
+                published = make(PurchaseHolder(grant: grant, refundedBefore: before))
+            }
         case .consumptionRequest(let transactionID, let respondBy):
             let purchase = PurchaseKey(
                 app: change.app, environment: change.environment, purchaseID: .transaction(transactionID))
@@ -113,13 +117,13 @@ enum PurchaseRules {
                         kind: .renewal, purchase: period, transactionID: renewal.transactionID,
                         originalTransactionID: subscription.originalTransactionID, orderID: grant.orderID,
                         userID: grant.userID, productID: renewal.productID, quantity: renewal.quantity,
-                        eventID: renewal.eventID))
+                        eventID: renewal.eventID, revenue: renewal.revenue))
                 let credited = try transaction.grant(of: period, transactionID: renewal.transactionID)
                 // Published only as this period's renewal credit (made now, or by an earlier notification of
                 // it): a period a job or support granted first was credited by that grant's own event, and a
                 // renewal event with another id would make a grant service credit it twice.
                 let renewalCredit =
-                    try transaction.creditHeld(of: period, byOrder: grant.orderID) == renewal.eventID
+                    try transaction.creditHeld(of: period, byOrder: grant.orderID)?.eventID == renewal.eventID
                 publish = renewalCredit && credited.map { !$0.revoked } ?? false
                 if let credited { holder = credited }
             }
@@ -142,10 +146,11 @@ enum PurchaseRules {
         return (state, newer)
     }
 
-    /// Credits the reported purchases due by `now` that no job claimed and that were not refunded; answers the
-    /// credits not yet published, except those refunded since (a credit published after its own refund would
-    /// reach a grant service after the refund's `receipt.revoked`, with nothing left to take it back: such a
-    /// credit is never published; published again if the refund is reversed).
+    /// Credits the reported purchases due by `now` that no job claimed and that were not refunded (in part
+    /// either: without a job the worker knows no order to grant what was kept to, and a job or support's credit
+    /// grants it then, the refunded share taken back at once); answers the credits not yet published, those
+    /// refunded since too: the refund found the credit's grant, so its `receipt.revoked` went out for the credit's
+    /// order, and a grant service holds it until the credit comes (never a refund whose grant never comes).
     static func creditDue(now: Date, limit: Int, in transaction: some PurchaseStateTransaction) throws
         -> [StoredEvent]
     {
@@ -165,7 +170,7 @@ enum PurchaseRules {
                             originalTransactionID: reported.originalTransactionID,
                             orderID: ReportedPurchase.creditOrderID(transactionID: reported.transactionID),
                             userID: "", productID: reported.productID, quantity: reported.quantity,
-                            eventID: reported.event.eventID)) ? .credited : .claimed
+                            eventID: reported.event.eventID, revenue: reported.revenue)) ? .credited : .claimed
             }
             try transaction.settleUnclaimed(purchase, outcome)
         }
@@ -176,7 +181,8 @@ enum PurchaseRules {
     /// player's), and the job is answered with the credit's event id, so that nothing is credited twice and the
     /// order is tied to the credit.
     static func claimCredit(
-        _ decision: Decision, answer: (String) -> StoredEvent, in transaction: some PurchaseStateTransaction
+        _ decision: Decision, answer: (_ creditEventID: String, _ revenue: Int64?) -> StoredEvent,
+        in transaction: some PurchaseStateTransaction
     ) throws -> CreditClaim {
         if let stored = try transaction.storedDecision(decision.key) { return .replay(stored) }
         guard let claim = decision.grant else { return .notACredit }
@@ -193,20 +199,19 @@ enum PurchaseRules {
         guard let current = try transaction.untiedCredit(of: purchase, transactionID: claim.transactionID) else {
             // Two jobs of one order at once: the other tied the credit first (its job's lookup and this one's
             // both found it untied). This order holds it now: the same credit, never a deny of its own order.
-            if let eventID = try transaction.creditHeld(of: purchase, byOrder: claim.orderID) {
-                let event = answer(eventID)
+            if let held = try transaction.creditHeld(of: purchase, byOrder: claim.orderID) {
+                let event = answer(held.eventID, held.revenue)
                 try transaction.insertResult(decision.key, event: event)
                 return .tied(event)
             }
             return .notACredit
         }
         if current.revoked { return .revoked }
-        let eventID = current.eventID
         if try transaction.orderGranted(app: decision.key.app, orderID: claim.orderID) {
             return .orderAlreadyFulfilled
         }
         try transaction.tieCredit(of: purchase, transactionID: claim.transactionID, to: claim)
-        let event = answer(eventID)
+        let event = answer(current.eventID, current.revenue)
         try transaction.insertResult(decision.key, event: event)
         return .tied(event)
     }
@@ -258,6 +263,14 @@ struct Credit {
     /// The credit's event id: a job presenting the purchase for the order that holds it is answered with it.
     /// (A reported purchase's credit event is kept once, with the reported purchase.)
     var eventID: String
+    /// What the credit counts as revenue (its event's `revenue`).
+    var revenue: Int64?
+}
+
+/// A credit of the worker's that an order holds: its event id and what it counted as revenue.
+struct HeldCredit: Equatable {
+    var eventID: String
+    var revenue: Int64?
 }
 
 /// An unclaimed credit that holds a purchase and that no job tied to its order yet.
@@ -266,6 +279,8 @@ struct UntiedCredit {
     var originalTransactionID: String?
     /// Refunded or revoked since it was credited.
     var revoked: Bool
+    /// What the credit counted as revenue.
+    var revenue: Int64?
 }
 
 /// How a reported purchase waiting for a job ended.
@@ -329,8 +344,8 @@ protocol PurchaseStateTransaction {
     /// The unclaimed credit that holds this purchase, if one does and no job tied it yet.
     func untiedCredit(of purchase: PurchaseKey, transactionID: String) throws -> UntiedCredit?
     func orderGranted(app: AppScope, orderID: String) throws -> Bool
-    /// The credit's event id when the purchase is held by a credit (tied, or a renewal) of `orderID`; nil otherwise.
-    func creditHeld(of purchase: PurchaseKey, byOrder orderID: String) throws -> String?
+    /// The credit when the purchase is held by a credit (tied, or a renewal) of `orderID`; nil otherwise.
+    func creditHeld(of purchase: PurchaseKey, byOrder orderID: String) throws -> HeldCredit?
     /// Gives the credit's grant to the job's order and player.
     func tieCredit(of purchase: PurchaseKey, transactionID: String, to claim: GrantClaim) throws
     func insertResult(_ key: DecisionKey, event: StoredEvent) throws

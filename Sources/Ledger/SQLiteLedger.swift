@@ -82,8 +82,13 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             var facts = try readFacts(decisions)
             let results = ClaimRules.decide(decisions, facts: &facts)
             for (decision, result) in zip(decisions, results) {
-                if let grant = result.grant { try insertGrant(grant, app: decision.key.app) }
+                if let grant = result.grant {
+                    try insertGrant(grant, app: decision.key.app, revokedAt: result.revokedAt)
+                }
                 if let event = result.result { try Self.insertResult(decision.key, event: event, on: connection) }
+                if let followUp = result.followUp {
+                    try Self.insertResult(ClaimRules.followUpKey(decision.key), event: followUp, on: connection)
+                }
             }
             try connection.execute("COMMIT")
             return results.map { .outcome($0.outcome) }
@@ -103,8 +108,12 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             try connection.query(
                 """
                 SELECT fingerprint, event_id, event_type, event_time, event_key, event FROM results
-                    WHERE app = ?1 AND job_id = ?2 AND fingerprint IN (?3, '')
-                """, [.text(key.app.rawValue), .text(key.jobID), .text(key.fingerprint)]
+                    WHERE app = ?1 AND job_id = ?2 AND fingerprint IN (?3, '', ?4)
+                """,
+                [
+                    .text(key.app.rawValue), .text(key.jobID), .text(key.fingerprint),
+                    .text(ClaimRules.followUpKey(key).fingerprint),
+                ]
             ) { row in
                 facts.addResult(
                     app: key.app, jobID: key.jobID, fingerprint: row.text(0) ?? "",
@@ -127,20 +136,22 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                 Self.grantFactColumns + " WHERE app = ?1 AND order_id = ?2 AND credit = 'job'",
                 [app, .text(grant.orderID)]
             ) { facts.addGrant(Self.grantFact($0)) }
+            let refundColumns = "SELECT app, environment, purchase_id, transaction_id, revoked_share, changed_at"
             try connection.query(
                 """
-                SELECT app, environment, purchase_id, transaction_id FROM purchase_states
+                \(refundColumns) FROM purchase_states
                     WHERE app = ?1 AND environment = ?2 AND purchase_id = ?4 AND revoked
-                UNION ALL SELECT app, environment, purchase_id, transaction_id FROM purchase_states
+                UNION ALL \(refundColumns) FROM purchase_states
                     WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3 AND revoked
-                UNION ALL SELECT app, environment, purchase_id, transaction_id FROM purchase_states
+                UNION ALL \(refundColumns) FROM purchase_states
                     WHERE app = '*' AND (purchase_id = ?4 OR transaction_id = ?3) AND revoked
                 """, scope
             ) { row in
                 facts.addRefund(
                     RefundFact(
                         app: row.text(0) ?? "", environment: row.text(1) ?? "", purchaseID: row.text(2) ?? "",
-                        transactionID: row.text(3) ?? ""))
+                        transactionID: row.text(3) ?? "", share: row.integer(4),
+                        at: row.text(5).flatMap(RFC3339Milliseconds.parse)))
             }
         }
         return facts
@@ -148,28 +159,31 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
 
     private static let grantFactColumns = """
         SELECT app, environment, transaction_id, purchase_id, order_id, credit = 'job', credit_event_id,
-            revoked_at IS NOT NULL FROM grants
+            revoked_at IS NOT NULL, revenue FROM grants
         """
 
     private static func grantFact(_ row: SQLiteConnection.Row) -> GrantFact {
         GrantFact(
             app: AppScope(row.text(0) ?? ""), environment: row.text(1) ?? "", transactionID: row.text(2) ?? "",
             purchaseID: row.text(3) ?? "", orderID: row.text(4) ?? "", isJobGrant: row.integer(5) == 1,
-            creditEventID: row.text(6), revoked: row.integer(7) == 1)
+            creditEventID: row.text(6), revoked: row.integer(7) == 1, revenue: row.integer(8).map(Int64.init))
     }
 
     /// A job's grant. Not the event (its result row keeps it): what later events name has columns of its own.
-    private func insertGrant(_ grant: GrantClaim, app: AppScope) throws {
+    /// `revokedAt`: a purchase refunded in part before it was granted is granted revoked.
+    private func insertGrant(_ grant: GrantClaim, app: AppScope, revokedAt: Date?) throws {
         try connection.run(
             """
             INSERT INTO grants (app, environment, transaction_id, order_id, purchase_id, user_id, product_id,
-                quantity, original_transaction_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                quantity, original_transaction_id, revenue, revoked_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,
+                ?10, ?11)
             """,
             [
                 .text(app.rawValue), .text(grant.environment.rawValue), .text(grant.transactionID),
                 .text(grant.orderID),
                 .text(grant.purchaseID.key), .text(grant.userID), .text(grant.productID), .integer(grant.quantity),
                 grant.purchaseID.isBillingPeriod ? .optional(grant.originalTransactionID) : .null,
+                grant.revenue.map { .integer(Int($0)) } ?? .null, .optional(revokedAt.map(Timestamp.rfc3339)),
             ])
     }
 
@@ -179,11 +193,23 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
 
     fileprivate static func storedDecision(_ key: DecisionKey, on connection: SQLiteConnection) throws -> StoredEvent? {
         // A result stored before fingerprints ("") answers any content of its job id, as it did then.
-        try connection.first(
+        guard
+            var stored = try connection.first(
+                """
+                SELECT event_id, event_type, event_time, event_key, event FROM results
+                    WHERE app = ?1 AND job_id = ?2 AND fingerprint IN (?3, '') ORDER BY fingerprint = ?3 DESC LIMIT 1
+                """, [.text(key.app.rawValue), .text(key.jobID), .text(key.fingerprint)], Self.event)
+        else { return nil }
+        let followUp = ClaimRules.followUpKey(key)
+        if let event = try connection.first(
             """
             SELECT event_id, event_type, event_time, event_key, event FROM results
-                WHERE app = ?1 AND job_id = ?2 AND fingerprint IN (?3, '') ORDER BY fingerprint = ?3 DESC LIMIT 1
-            """, [.text(key.app.rawValue), .text(key.jobID), .text(key.fingerprint)], Self.event)
+                WHERE app = ?1 AND job_id = ?2 AND fingerprint = ?3
+            """, [.text(followUp.app.rawValue), .text(followUp.jobID), .text(followUp.fingerprint)], Self.event)
+        {
+            stored.followUps = [event]
+        }
+        return stored
     }
 
     fileprivate static func insertResult(_ key: DecisionKey, event: StoredEvent, on connection: SQLiteConnection) throws
@@ -219,7 +245,9 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         }
     }
 
-    public func claimCredit(_ decision: Decision, answer: @escaping @Sendable (String) -> StoredEvent) async throws
+    public func claimCredit(
+        _ decision: Decision, answer: @escaping @Sendable (_ creditEventID: String, _ revenue: Int64?) -> StoredEvent
+    ) async throws
         -> CreditClaim
     {
         try await queue.perform {
@@ -297,7 +325,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     + " UNION ALL "
                     + SQLiteLedger.grantQuery
                     + ", 1 FROM grants g WHERE g.app = ?2 AND g.environment = ?3 AND g.purchase_id IN (?1, ?4)"
-                    + " ORDER BY 10 LIMIT 1",
+                    + " ORDER BY 12 LIMIT 1",
                 [
                     .text(transactionID), .text(purchase.app.rawValue), .text(purchase.environment.rawValue),
                     .text(purchase.purchaseID.key),
@@ -388,7 +416,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     + " UNION ALL "
                     + SQLiteLedger.grantQuery
                     + ", 1, g.rowid FROM grants g WHERE g.app = ?2 AND g.environment = ?3"
-                    + " AND g.original_transaction_id = ?1 ORDER BY 10, 11 LIMIT 1",
+                    + " AND g.original_transaction_id = ?1 ORDER BY 12, 13 LIMIT 1",
                 [.text(originalTransactionID), .text(app.rawValue), .text(environment.rawValue)], SQLiteLedger.grant)
         }
 
@@ -431,8 +459,8 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             try connection.run(
                 """
                 INSERT INTO grants (app, environment, transaction_id, order_id, purchase_id, user_id, product_id,
-                    quantity, credit, original_transaction_id, credit_event_id)
-                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT DO NOTHING
+                    quantity, credit, original_transaction_id, credit_event_id, revenue)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT DO NOTHING
                 """,
                 [
                     .text(credit.purchase.app.rawValue), .text(credit.purchase.environment.rawValue),
@@ -440,6 +468,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     .text(credit.orderID), .text(credit.purchase.purchaseID.key), .text(credit.userID),
                     .text(credit.productID), .integer(credit.quantity), .text(credit.kind.rawValue),
                     .optional(credit.originalTransactionID), .text(credit.eventID),
+                    credit.revenue.map { .integer(Int($0)) } ?? .null,
                 ]) > 0
         }
 
@@ -448,8 +477,8 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             try connection.run(
                 """
                 INSERT INTO unclaimed_purchases (app, environment, purchase_id, transaction_id, original_transaction_id,
-                    product_id, quantity, due_at, event_id, event_type, event_time, event_key, event)
-                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT DO NOTHING
+                    product_id, quantity, due_at, event_id, event_type, event_time, event_key, event, revenue)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) ON CONFLICT DO NOTHING
                 """,
                 [
                     .text(app.rawValue), .text(environment.rawValue), .text(reported.purchaseID.key),
@@ -457,6 +486,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                     .optional(reported.originalTransactionID), .text(reported.productID), .integer(reported.quantity),
                     .text(Timestamp.rfc3339(reported.dueAt)), .text(event.eventID), .text(event.type),
                     .text(event.time), .text(event.key), .blob(event.json),
+                    reported.revenue.map { .integer(Int($0)) } ?? .null,
                 ])
         }
 
@@ -465,7 +495,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             try connection.query(
                 """
                 SELECT app, environment, purchase_id, transaction_id, original_transaction_id, product_id, quantity,
-                    due_at, event_id, event_type, event_time, event_key, event
+                    due_at, event_id, event_type, event_time, event_key, event, revenue
                     FROM unclaimed_purchases WHERE state = 'waiting' AND due_at <= ?1 ORDER BY due_at LIMIT ?2
                 """, [.text(Timestamp.rfc3339(now)), .integer(limit)]
             ) { row in
@@ -479,7 +509,8 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                             dueAt: row.text(7).flatMap(RFC3339Milliseconds.parse) ?? now,
                             event: StoredEvent(
                                 eventID: row.text(8) ?? "", type: row.text(9) ?? "", time: row.text(10) ?? "",
-                                key: row.text(11) ?? "", json: row.bytes(12) ?? []))
+                                key: row.text(11) ?? "", json: row.bytes(12) ?? []),
+                            revenue: row.integer(13).map(Int64.init))
                     ))
             }
             return due
@@ -502,10 +533,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
             try connection.query(
                 """
                 SELECT u.event_id, u.event_type, u.event_time, u.event_key, u.event FROM unclaimed_purchases u
-                    WHERE u.published = 0 AND u.state IN ('credited', 'tied') AND NOT EXISTS (SELECT 1 FROM grants g
-                        WHERE g.app = u.app AND g.environment = u.environment AND g.purchase_id = u.purchase_id
-                            AND g.revoked_at IS NOT NULL)
-                    ORDER BY u.settled_at LIMIT ?1
+                    WHERE u.published = 0 AND u.state IN ('credited', 'tied') ORDER BY u.settled_at LIMIT ?1
                 """, [.integer(limit)]
             ) { events.append(SQLiteLedger.event($0)) }
             return events
@@ -518,27 +546,32 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         func untiedCredit(of purchase: PurchaseKey, transactionID: String) throws -> UntiedCredit? {
             try connection.first(
                 """
-                SELECT g.credit_event_id, g.original_transaction_id, g.revoked_at IS NOT NULL FROM grants g
+                SELECT g.credit_event_id, g.original_transaction_id, g.revoked_at IS NOT NULL, g.revenue FROM grants g
                     WHERE g.app = ?1 AND g.environment = ?2 AND g.purchase_id = ?3 AND g.credit = 'unclaimed'
                 """,
                 [.text(purchase.app.rawValue), .text(purchase.environment.rawValue), .text(purchase.purchaseID.key)]
             ) { row in
                 row.text(0).map {
-                    UntiedCredit(eventID: $0, originalTransactionID: row.text(1), revoked: row.integer(2) == 1)
+                    UntiedCredit(
+                        eventID: $0, originalTransactionID: row.text(1), revoked: row.integer(2) == 1,
+                        revenue: row.integer(3).map(Int64.init))
                 }
             } ?? nil
         }
 
-        func creditHeld(of purchase: PurchaseKey, byOrder orderID: String) throws -> String? {
+        func creditHeld(of purchase: PurchaseKey, byOrder orderID: String) throws -> HeldCredit? {
             try connection.first(
                 """
-                SELECT credit_event_id, order_id FROM grants
+                SELECT credit_event_id, order_id, revenue FROM grants
                     WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3 AND credit_event_id IS NOT NULL
                 """,
                 [.text(purchase.app.rawValue), .text(purchase.environment.rawValue), .text(purchase.purchaseID.key)]
             ) { row in
                 // Bytes, as the claim compares orders.
-                (row.text(1) ?? "").utf8.elementsEqual(orderID.utf8) ? row.text(0) : nil
+                guard (row.text(1) ?? "").utf8.elementsEqual(orderID.utf8), let eventID = row.text(0) else {
+                    return nil
+                }
+                return HeldCredit(eventID: eventID, revenue: row.integer(2).map(Int64.init))
             } ?? nil
         }
 
@@ -592,7 +625,7 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
                         + """
                         , 2 + (g.environment <> 'Production') FROM grants g WHERE g.purchase_id = ?1
                             AND (?2 IS NULL OR g.app = ?2)
-                            ORDER BY 10 LIMIT 1
+                            ORDER BY 12 LIMIT 1
                         """, [.text(transactionID), .optional(app?.rawValue)], Self.grant)
         }
     }
@@ -618,22 +651,28 @@ public final class SQLiteLedger: Ledger, @unchecked Sendable {
         }
     }
 
-    /// A grant with its order fields and its transaction's consumption deadline (`?1`: the transaction id);
-    /// the caller adds a rank column (the 10th), `FROM grants g` and its condition.
+    /// A grant with its order fields, its transaction's consumption deadline (`?1`: the transaction id), what its
+    /// sale counted and the share refunded while it is revoked; the caller adds a rank column (the 12th),
+    /// `FROM grants g` and its condition.
     private static let grantQuery = """
         SELECT g.app, g.environment, g.order_id, g.transaction_id, coalesce(g.user_id, ''), coalesce(g.product_id, ''),
             coalesce(g.quantity, 1), g.revoked_at IS NOT NULL,
             (SELECT c.respond_by FROM consumption_requests c
-                WHERE c.app = g.app AND c.environment = g.environment AND c.transaction_id = ?1)
+                WHERE c.app = g.app AND c.environment = g.environment AND c.transaction_id = ?1),
+            g.revenue,
+            (SELECT coalesce(s.revoked_share, 100000) FROM purchase_states s WHERE s.app = g.app
+                AND s.environment = g.environment AND s.purchase_id = g.purchase_id AND s.revoked)
         """
 
     private static func grant(_ row: SQLiteConnection.Row) -> GrantRecord {
-        GrantRecord(
+        let revoked = row.integer(7) == 1
+        return GrantRecord(
             app: AppScope(row.text(0) ?? ""), environment: row.text(1).map(AppleEnvironment.init) ?? .production,
             orderID: row.text(2) ?? "",
             transactionID: row.text(3) ?? "", userID: row.text(4) ?? "", productID: row.text(5) ?? "",
-            quantity: row.integer(6) ?? 1, revoked: row.integer(7) == 1,
-            consumptionRespondBy: row.text(8).flatMap(RFC3339Milliseconds.parse))
+            quantity: row.integer(6) ?? 1, revoked: revoked,
+            consumptionRespondBy: row.text(8).flatMap(RFC3339Milliseconds.parse),
+            revenue: row.integer(9).map(Int64.init), refundedShare: revoked ? row.integer(10) ?? 100_000 : nil)
     }
 
     /// A stored event from `event_id, event_type, event_time, event_key, event`.

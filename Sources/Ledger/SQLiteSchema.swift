@@ -6,10 +6,9 @@ import Foundation
 /// fingerprints, and stored events' headers in columns; 4 an index of grants by purchase alone (a consumption
 /// answer names a transaction of any app) and the consumer group's offsets (``OffsetStore``); 5 grants
 /// without a job (renewals, purchases no job claimed), subscriptions; 6 the share of a purchase refunded.
-/// From 10 on the numbers are those of every ledger (``LedgerMigrations``): version 6 is PostgreSQL's 9, and
-/// the next is 10, as PostgreSQL's.
+/// From 10 on the numbers are PostgreSQL's: version 6 is PostgreSQL's 9, then 10 and 11 are its 10 and 11.
 enum SQLiteSchema {
-    static let version = 10
+    static let version = 11
 
     /// Brings the file to ``version`` in one transaction per migration: a new file gets the whole schema at
     /// once; an older one each missing migration in turn, its rows kept. Version 3 gives each row the app its
@@ -58,9 +57,27 @@ enum SQLiteSchema {
         if found < 10 {
             try transaction(connection) { try connection.execute(yearTwo + "PRAGMA user_version = 10;") }
         }
+        if found < 11 {
+            try transaction(connection) { try migrateToRevenue(connection) }
+        }
     }
 
-    /// Version 10, as PostgreSQL's migration 10 (``LedgerMigrations``): a decision's event stored once (in its
+    /// Version 11, as PostgreSQL's migration 11: what each grant's sale counted as revenue, and what each
+    /// reported purchase's credit counts, so that a refund takes back what the sale counted (nothing for a receipt
+    /// without a price, a tester's purchase, a family member's access). Rows before it say none (not known).
+    /// Columns added: no row is rewritten.
+    private static func migrateToRevenue(_ connection: SQLiteConnection) throws {
+        for table in ["grants", "unclaimed_purchases"] {
+            var columns: [String] = []
+            try connection.query("SELECT name FROM pragma_table_info('\(table)')") { columns.append($0.text(0) ?? "") }
+            if !columns.contains("revenue") {
+                try connection.execute("ALTER TABLE \(table) ADD COLUMN revenue INTEGER")
+            }
+        }
+        try connection.execute("PRAGMA user_version = 11;")
+    }
+
+    /// Version 10, as PostgreSQL's migration 10: a decision's event stored once (in its
     /// result; grants' copies emptied), indexes for the retention of notifications, consumption requests,
     /// purchase states and settled unclaimed purchases, and the triggers for writers older than the previous
     /// release gone. Every table has its key already (SQLite's rowid, and the unique keys it had).

@@ -64,7 +64,11 @@ struct ConsumptionHandler: MessageHandler {
         guard let api = app.consumption else {
             return notSent("no App Store Server API key is configured for app \(app.name) (apple.api.*)")
         }
-        let delivery = answer.deliveryStatus ?? (grant.map { !$0.revoked } == true ? "DELIVERED" : "UNDELIVERED_OTHER")
+        guard let delivery = answer.deliveryStatus ?? Self.deliveryStatus(of: grant) else {
+            return notSent(
+                "delivery_status is required: \(Self.whyNoDefaultDelivery(grant)); the grant service knows what the"
+                    + " player received")
+        }
         let body = answer.appleBody(deliveryStatus: delivery)
         var environment: AppleEnvironment = grant?.environment == .sandbox ? .sandbox : .production
         let respondBy = grant?.consumptionRespondBy
@@ -119,6 +123,25 @@ struct ConsumptionHandler: MessageHandler {
                 try await context.sleep(for: retry.delay(afterAttempts: attempts, retryAfter: appleError?.retryDelay))
             }
         }
+    }
+
+    /// What the worker tells Apple of the delivery when the grant service's answer says nothing
+    /// (docs/contract.md section 9, "Delivery when the answer says none"): delivery is a fact about the content.
+    /// `DELIVERED` for a purchase granted to an order and not wholly refunded (a partial refund leaves the player
+    /// the rest); `UNDELIVERED_OTHER` for a purchase this ledger never granted; nil (not sent without the grant
+    /// service's word) for a purchase credited unclaimed that no order confirmed (the grant service may be holding
+    /// it for support), or refunded in all (what the player holds now is not what was delivered).
+    static func deliveryStatus(of grant: GrantRecord?) -> String? {
+        guard let grant else { return "UNDELIVERED_OTHER" }
+        if grant.isUntiedCredit || grant.whollyRefunded { return nil }
+        return "DELIVERED"
+    }
+
+    /// Why ``deliveryStatus(of:)`` has no default, in words for the dead letter.
+    static func whyNoDefaultDelivery(_ grant: GrantRecord?) -> String {
+        grant?.isUntiedCredit == true
+            ? "the purchase was credited unclaimed and no order confirmed it"
+            : "the purchase was refunded in all"
     }
 
     /// Closes the consumption request in the ledger (the oldest-unanswered gauge stops counting it). A value

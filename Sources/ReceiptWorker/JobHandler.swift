@@ -76,7 +76,7 @@ struct JobHandler: MessageHandler {
         let checkedHere = if case .signedTransaction = job.proof { true } else { false }
         if !checkedHere, let stored = try await storedAnswer(key, context: context) {
             // A job delivered again: its first answer, unchanged.
-            return .publish([publishing(stored)])
+            return .publish(publishing(stored))
         }
         guard let app else {
             // Never sent to Apple with another app's credentials: no app here sells this purchase.
@@ -88,7 +88,7 @@ struct JobHandler: MessageHandler {
         switch try await verify(job, with: app, context: context) {
         case .deadLetter(let letter):
             if checkedHere, let stored = try await storedAnswer(key, context: context) {
-                return .publish([publishing(stored)])
+                return .publish(publishing(stored))
             }
             return .deadLetter(letter)
         case .verdict(let verdict, let attempts):
@@ -174,7 +174,7 @@ struct JobHandler: MessageHandler {
             _ decision: ResultEvent.Decision, _ transaction: AppleTransaction?, _ environment: AppleEnvironment?,
             _ detail: String?
         ) -> ResultEvent {
-            ResultEvent(
+            var event = ResultEvent(
                 eventID: ResultEvent.eventID(
                     decision: decision, app: key.app, jobID: job.jobID, fingerprint: key.fingerprint,
                     orderID: job.orderID, transactionID: transaction?.transactionID),
@@ -184,6 +184,8 @@ struct JobHandler: MessageHandler {
                 purchaseDate: transaction?.purchaseDate, expiresDate: transaction?.expiresDate, verifiedAt: now,
                 attempts: attempts, detail: detail, bundleID: job.bundleID ?? apps.defaultApp.bundleID,
                 value: transaction?.value ?? PurchaseValue())
+            if decision == .grant { event.revenue = Revenue.ofSale(event.value, environment: environment) }
+            return event
         }
         switch outcome {
         case .deny(let reason, let detail, let transaction, let environment):
@@ -194,38 +196,51 @@ struct JobHandler: MessageHandler {
                 orderID: job.orderID, transactionID: transaction.transactionID,
                 purchaseID: transaction.purchaseIdentity, environment: environment,
                 userID: job.userID, productID: job.productID, quantity: job.quantity,
-                originalTransactionID: transaction.originalTransactionID)
+                originalTransactionID: transaction.originalTransactionID, revenue: grant.revenue)
             let stored = grant.stored()
+            let decision = Decision(
+                key: key, grant: claim, event: stored,
+                refundFollowUp: { RefundFollowUp.make(grant: grant, taken: $0) })
             let refused: (reason: DenyReason, detail: String)
             switch try await context.retrying(
-                "ledger_record", stage: metrics.ledgerRecord,
-                { try await decisions.record(Decision(key: key, grant: claim, event: stored)) })
+                "ledger_record", stage: metrics.ledgerRecord, { try await decisions.record(decision) })
             {
             case .recorded:
                 metrics.counter(.grant, app: appName(key)).increment()
-                return .publish([publishing(stored)])
+                return .publish(publishing(stored))
+            case .recordedPartlyRefunded(let followUp):
+                // Refunded in part before this grant: granted for what the player kept, the share taken back.
+                metrics.counter(.grant, app: appName(key)).increment()
+                logger.info(
+                    "granted a purchase refunded in part before, its refund taken back",
+                    ["job_id": job.jobID, "event_id": followUp.eventID])
+                return .publish(publishing(stored) + publishing(followUp))
             case .replay(let first):
                 metrics.replayedResults.increment()
-                return .publish([publishing(first)])
-            case .credited(let creditEventID):
+                return .publish(publishing(first))
+            case .credited(let creditEventID, let revenue):
                 // The order holds the purchase by a credit (a renewal, a tied unclaimed purchase): the same credit.
-                return try await answer(Self.tiedAnswer(grant, creditEventID: creditEventID), key, context: context)
+                return try await answer(
+                    Self.tiedAnswer(grant, creditEventID: creditEventID, revenue: revenue), key, context: context)
             case .duplicateTransaction:
                 // Held by a credit of a purchase no job claimed in time (receipt.unclaimed)? Then this order
                 // takes it, answered with the credit's event id: credited once, and the order tied to it.
-                let decision = Decision(key: key, grant: claim, event: stored)
                 switch try await context.retrying(
                     "ledger_record", stage: metrics.ledgerRecord,
-                    { try await decisions.claimCredit(decision) { Self.tiedAnswer(grant, creditEventID: $0) } })
+                    {
+                        try await decisions.claimCredit(decision) {
+                            Self.tiedAnswer(grant, creditEventID: $0, revenue: $1)
+                        }
+                    })
                 {
                 case .tied(let answer):
                     metrics.counter(.grant, app: appName(key)).increment()
                     logger.info(
                         "unclaimed credit tied to its order", ["job_id": job.jobID, "event_id": answer.eventID])
-                    return .publish([publishing(answer)])
+                    return .publish(publishing(answer))
                 case .replay(let first):
                     metrics.replayedResults.increment()
-                    return .publish([publishing(first)])
+                    return .publish(publishing(first))
                 case .orderAlreadyFulfilled:
                     refused = (.orderAlreadyFulfilled, "the order was granted with another transaction")
                 case .revoked:
@@ -247,10 +262,11 @@ struct JobHandler: MessageHandler {
 
     /// The answer to a job whose purchase its order holds by a credit of the worker's (a purchase credited
     /// unclaimed, a subscription's period): its grant, with the credit's event id (grant services credit once per
-    /// event id) and a detail that says so.
-    static func tiedAnswer(_ grant: ResultEvent, creditEventID: String) -> StoredEvent {
+    /// event id), what the credit counted as revenue (two events of one id say the same) and a detail that says so.
+    static func tiedAnswer(_ grant: ResultEvent, creditEventID: String, revenue: Int64?) -> StoredEvent {
         var answer = grant
         answer.eventID = creditEventID
+        answer.revenue = revenue
         answer.detail =
             "credited before this job (receipt.unclaimed or receipt.renewed with this event_id): one credit"
         return answer.stored()
@@ -284,10 +300,10 @@ struct JobHandler: MessageHandler {
             { try await decisions.record(Decision(key: key, grant: nil, event: stored)) })
         if case .replay(let first) = outcome {
             metrics.replayedResults.increment()
-            return .publish([publishing(first)])
+            return .publish(publishing(first))
         }
         counted.increment()
-        return .publish([publishing(stored)])
+        return .publish(publishing(stored))
     }
 
     /// Where a message was first read, `topic-partition@offset`: its own place, or, for a job parked on the
@@ -319,13 +335,14 @@ struct JobHandler: MessageHandler {
         guard !identity.jobID.isEmpty else {
             // No usable job id (absent, too long, or unfit for a ledger key): nothing to remember it by.
             metrics.counter(.deny(.malformedJob), app: appName(key)).increment()
-            return .deadLetter(letter, after: [publishing(event.stored())])
+            return .deadLetter(letter, after: publishing(event.stored()))
         }
         guard case .publish(let records) = try await deny(event, key, context: context) else { return .letGo }
         return .deadLetter(letter, after: records)
     }
 
-    private func publishing(_ event: StoredEvent) -> OutboundRecord {
-        event.record(topic: settings.resultsTopic, source: settings.eventSource)
+    /// The records that publish an answer: its event, then its follow-ups.
+    private func publishing(_ event: StoredEvent) -> [OutboundRecord] {
+        event.published.map { $0.record(topic: settings.resultsTopic, source: settings.eventSource) }
     }
 }

@@ -15,9 +15,12 @@ enum NotificationEvent {
     /// Apple gives a consumption request 12 hours from the notification.
     static let consumptionDeadline: TimeInterval = 12 * 3600
 
-    /// The event of `type` for `notification` about `grant`: the granted order's user, product and quantity
-    /// as the ledger holds them (Apple's transaction's for a grant recorded before the ledger kept them).
-    static func make(type: String, notification: AppleNotification, grant: GrantRecord) -> StoredEvent {
+    /// The event of `type` for `notification` about the purchase `holder` holds: the granted order's user,
+    /// product and quantity as the ledger holds them (Apple's transaction's for a grant recorded before the ledger
+    /// kept them); for a refund or its reversal, what it takes from or gives back to revenue (``Revenue``), from
+    /// what the grant's sale counted and what was refunded before.
+    static func make(type: String, notification: AppleNotification, holder: PurchaseHolder) -> StoredEvent {
+        let grant = holder.grant
         let notifiedAt = notification.notifiedAt
         let eventID = StableID.uuid("\(type)\u{0}\(notification.id)\u{0}\(grant.orderID)")
         let transaction = notification.transaction
@@ -39,6 +42,15 @@ enum NotificationEvent {
             out += ",\"revocation_type\":\(string(transaction?.revocationType))"
             out += ",\"revocation_percentage\":\(percentage(milliunits: transaction?.revocationPercentage))"
             out += EventJSON.value(transaction.map(PurchaseValue.init) ?? PurchaseValue())
+            out += EventJSON.revenue(
+                Revenue.ofRefund(
+                    saleRevenue: grant.revenue, share: transaction?.revocationPercentage ?? 100_000,
+                    refundedBefore: holder.refundedBefore))
+        }
+        if type == reinstatedType {
+            out += ",\"currency\":\(string(transaction?.currency))"
+            out += EventJSON.revenue(
+                Revenue.ofReversal(saleRevenue: grant.revenue, refundedBefore: holder.refundedBefore))
         }
         out += ",\"notification_id\":\(string(notification.id))"
         out += ",\"notified_at\":\(JSONString.quote(Timestamp.rfc3339(notifiedAt)))"

@@ -72,7 +72,7 @@ struct NotificationHandler: MessageHandler {
                         type: eventType, notification: notification, holder: holder,
                         renewalID: subscription.renewal?.eventID)
                 }
-                return NotificationEvent.make(type: eventType, notification: notification, grant: holder.grant)
+                return NotificationEvent.make(type: eventType, notification: notification, holder: holder)
             }
         }
         switch record {
@@ -144,7 +144,8 @@ struct NotificationHandler: MessageHandler {
                             purchaseID: purchaseID, transactionID: transactionID,
                             productID: transaction.productID ?? "", quantity: transaction.quantity,
                             eventID: SubscriptionEvent.renewalID(
-                                app: app.scope, environment: environment, purchaseID: purchaseID)) : nil,
+                                app: app.scope, environment: environment, purchaseID: purchaseID),
+                            revenue: Revenue.ofSale(transaction.value, environment: environment)) : nil,
                     // A family member's period is the purchaser's purchase, credited to the purchaser's order:
                     // never a purchase of its own waiting to be credited (the family member paid nothing).
                     unheld: renewal && !familyShared
@@ -169,7 +170,8 @@ struct NotificationHandler: MessageHandler {
             originalTransactionID: transaction.originalTransactionID, productID: transaction.productID ?? "",
             quantity: transaction.quantity, dueAt: dueAt,
             event: UnclaimedEvent.make(
-                notification: notification, transaction: transaction, app: app, purchaseID: purchaseID, dueAt: dueAt))
+                notification: notification, transaction: transaction, app: app, purchaseID: purchaseID, dueAt: dueAt),
+            revenue: Revenue.ofSale(transaction.value, environment: notification.environment))
     }
 
     private func publishing(_ record: NotificationRecord) -> [OutboundRecord] {

@@ -62,7 +62,9 @@ public enum OrderChecks {
         if let expected = job.appAccountToken, !sameBytes(transaction.appAccountToken?.lowercased(), expected) {
             return deny(.accountMismatch, "the purchase's appAccountToken differs from the order's")
         }
-        if let revoked = transaction.revocationDate {
+        // Refunded in part (a prorated refund), the rest is the player's: granted, and the refund taken back by
+        // its notification's receipt.revoked (or at once, when the ledger heard of it before the grant).
+        if let revoked = transaction.revocationDate, !transaction.isPartlyRefunded {
             return deny(.revoked, "refunded or revoked at \(revoked)")
         }
         if transaction.isSubscription, let expires = transaction.expiresDate, expires <= now {

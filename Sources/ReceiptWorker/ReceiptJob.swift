@@ -100,6 +100,10 @@ public enum JobParser {
             identity.jobID = ""
             return invalid("job_id must not start with \(SupportJobID.prefix) (reserved)")
         }
+        // Reserved for credits of purchases no job claimed (`receipt.unclaimed`): a job's order must never be one.
+        guard !UnclaimedOrderID.isReserved(orderID) else {
+            return invalid("order_id must not start with \(UnclaimedOrderID.prefix) (reserved)")
+        }
         guard let userID = text(object, "user_id", 1...128) else {
             return invalid("user_id must be a string of 1 to 128 bytes without control characters")
         }

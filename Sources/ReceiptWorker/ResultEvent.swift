@@ -50,6 +50,8 @@ public struct ResultEvent: Sendable, Equatable {
     public var bundleID: String? = nil
     /// What the granted purchase was worth (a grant's event only; its fields null where the proof says nothing).
     public var value = PurchaseValue()
+    /// What the grant counts as revenue (``Revenue``), in milliunits of `value.currency`: a grant's event only.
+    public var revenue: Int64? = nil
     /// Who credited it and why, for a grant support made (`receipt-worker credit`); nil for a job's.
     public var credit: SupportCredit? = nil
 
@@ -90,7 +92,7 @@ public struct ResultEvent: Sendable, Equatable {
             ",\"transaction_id\":\(string(transactionID)),\"original_transaction_id\":\(string(originalTransactionID))"
         out += ",\"environment\":\(string(environment?.rawValue)),\"bundle_id\":\(string(bundleID))"
         if decision == .grant {
-            out += EventJSON.value(value)
+            out += EventJSON.value(value) + EventJSON.revenue(revenue)
             out += ",\"credited_by\":\(string(credit?.by)),\"credit_reason\":\(string(credit?.reason))"
         }
         out += ",\"purchase_date\":\(time(purchaseDate))"
@@ -129,6 +131,9 @@ enum EventJSON {
     static func string(_ value: String?) -> String { value.map(JSONString.quote) ?? "null" }
     static func time(_ date: Date?) -> String { date.map { JSONString.quote(Timestamp.rfc3339($0)) } ?? "null" }
     static func number<T: BinaryInteger>(_ value: T?) -> String { value.map { String($0) } ?? "null" }
+
+    /// `revenue` (``Revenue``), with a leading comma: what the event adds to indicative revenue.
+    static func revenue(_ amount: Int64?) -> String { ",\"revenue\":\(number(amount))" }
 
     /// The members every event about a purchase carries of its worth (docs/contract.md, "What a purchase was
     /// worth"), each with a leading comma.

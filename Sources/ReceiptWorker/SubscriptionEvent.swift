@@ -87,7 +87,11 @@ enum SubscriptionEvent {
         out += ",\"original_transaction_id\":\(string(transaction.originalTransactionId))"
         out += ",\"environment\":\(string(notification.environment?.rawValue))"
         out += ",\"bundle_id\":\(string(notification.bundleID.isEmpty ? nil : notification.bundleID))"
-        if type == renewedType { out += EventJSON.value(PurchaseValue(transaction)) }
+        if type == renewedType {
+            let value = PurchaseValue(transaction)
+            out +=
+                EventJSON.value(value) + EventJSON.revenue(Revenue.ofSale(value, environment: notification.environment))
+        }
         out += ",\"notification_id\":\(string(notification.id))"
         out += ",\"notified_at\":\(time(notification.notifiedAt))"
         out += ",\"notification_type\":\(string(notification.type.rawValue))"
@@ -138,6 +142,7 @@ enum UnclaimedEvent {
         out += ",\"original_transaction_id\":\(string(transaction.originalTransactionID))"
         out += ",\"environment\":\(string(environment)),\"bundle_id\":\(string(notification.bundleID))"
         out += EventJSON.value(transaction.value)
+        out += EventJSON.revenue(Revenue.ofSale(transaction.value, environment: notification.environment))
         out += ",\"purchase_date\":\(time(transaction.purchaseDate)),\"expires_date\":\(time(transaction.expiresDate))"
         out += ",\"notification_id\":\(string(notification.id)),\"notified_at\":\(time(notification.notifiedAt))"
         out += ",\"notification_type\":\(string(notification.type.rawValue)),\"credited_at\":\(time(dueAt))}"

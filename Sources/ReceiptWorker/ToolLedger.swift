@@ -10,12 +10,21 @@ extension WorkerConfiguration {
             notificationsBefore: cutoff(notificationsRetentionDays), settledBefore: cutoff(settledRetentionDays))
     }
 
+    /// How long a command waits for its ledger before it gives up (exit 1, saying so): a person is waiting.
+    public static let toolLedgerPatience = Duration.seconds(20)
+
     /// Runs `body` on the configured ledger opened for a command's single task (one connection), and closes it
-    /// whether `body` returns or throws.
+    /// whether `body` returns or throws. A ledger that does not answer within ``toolLedgerPatience`` (refused
+    /// connections, a server that accepts and says nothing) is an error, never a wait for ever.
     public func withToolLedger<T: Sendable>(_ body: (any Ledger) async throws -> T) async throws -> T {
-        let ledger = try await LedgerFactory.open(
-            url: ledgerURL, poolSize: 1, schema: ledgerSchema,
-            defaultBundleID: apple.bundleID.isEmpty ? nil : apple.bundleID)
+        let patience = Self.toolLedgerPatience
+        let (url, schema, bundleID) = (ledgerURL, ledgerSchema, apple.bundleID.isEmpty ? nil : apple.bundleID)
+        let ledger = try await Deadline.within(
+            patience, else: LedgerError(.unavailable, "the ledger did not answer within \(patience)")
+        ) {
+            try await LedgerFactory.open(
+                url: url, poolSize: 1, schema: schema, defaultBundleID: bundleID, giveUpAfter: patience)
+        }
         do {
             let result = try await body(ledger)
             await ledger.close()

@@ -114,9 +114,15 @@ enum CreditCommand {
         do {
             let producer = try ToolKafka.producer(configuration)
             do {
-                let report = try await producer.send(SupportDesk.message(event, configuration))
+                // The grant, then its follow-up (a refund Apple made before it), in order.
+                var report: KafkaDeliveryReport?
+                for published in event.published {
+                    report = try await producer.send(SupportDesk.message(published, configuration))
+                }
                 await producer.close()
-                emit("credited: \(note); event \(event.eventID) published to \(report.topic)[\(report.partition)]")
+                emit(
+                    "credited: \(note); event \(event.eventID) published to"
+                        + " \(report.map { "\($0.topic)[\($0.partition)]" } ?? "-")")
             } catch {
                 await producer.close()
                 throw error

@@ -12,35 +12,43 @@ enum LedgerClaim {
 /// The ledger's answer with a replay's JSON as `Data`, so expectations read as the events they compare.
 enum Outcome: Equatable, Sendable {
     case recorded, replay(Data), duplicateTransaction, orderAlreadyFulfilled, revoked, credited(String)
+    /// Recorded, with a follow-up's JSON (a purchase refunded in part before its grant).
+    case recordedPartlyRefunded(Data)
 }
 
 extension Ledger {
     /// Records a decision of job `jobID` (default app, one fingerprint per job id unless given) with `event`
-    /// as its JSON.
+    /// as its JSON. `revenue`: what the grant's sale counts; `followUp`: the decision makes the follow-up of a refund
+    /// made before its grant (its JSON `taken:SHARE`).
     func record(
         jobID: String, claim: LedgerClaim, event: Data, app: AppScope = .defaultApp, fingerprint: String = "f",
-        environment: AppleEnvironment = .production
+        environment: AppleEnvironment = .production, revenue: Int64? = nil, followUp: Bool = false
     ) async throws -> Outcome {
         let grant: GrantClaim? =
             switch claim {
             case .grant(let order, let transaction, let purchase, let original):
                 GrantClaim(
                     orderID: order, transactionID: transaction, purchaseID: purchase, environment: environment,
-                    userID: "player-\(order)", productID: "coins", quantity: 1, originalTransactionID: original)
+                    userID: "player-\(order)", productID: "coins", quantity: 1, originalTransactionID: original,
+                    revenue: revenue)
             case .deny: nil
             }
         let stored = StoredEvent(
             eventID: "event-\(jobID)", type: grant == nil ? "receipt.denied" : "receipt.granted",
             time: "2026-12-01T00:00:00.000Z", key: "order", json: Array(event))
+        let maker: (@Sendable (RefundTaken) -> StoredEvent)? =
+            followUp ? { @Sendable taken in followUpEvent(jobID: jobID, taken) } : nil
         let decision = Decision(
-            key: DecisionKey(app: app, jobID: jobID, fingerprint: fingerprint), grant: grant, event: stored)
+            key: DecisionKey(app: app, jobID: jobID, fingerprint: fingerprint), grant: grant, event: stored,
+            refundFollowUp: maker)
         switch try await record(decision) {
         case .recorded: return .recorded
-        case .replay(let first): return .replay(Data(first.json))
+        case .replay(let first): return .replay(Data(first.published.flatMap { $0.json }))
         case .duplicateTransaction: return .duplicateTransaction
         case .orderAlreadyFulfilled: return .orderAlreadyFulfilled
         case .revoked: return .revoked
-        case .credited(let eventID): return .credited(eventID)
+        case .credited(let eventID, _): return .credited(eventID)
+        case .recordedPartlyRefunded(let followUp): return .recordedPartlyRefunded(Data(followUp.json))
         }
     }
 
@@ -48,4 +56,11 @@ extension Ledger {
     func storedEvent(jobID: String, app: AppScope = .defaultApp, fingerprint: String = "f") async throws -> Data? {
         try await storedDecision(DecisionKey(app: app, jobID: jobID, fingerprint: fingerprint)).map { Data($0.json) }
     }
+}
+
+/// A follow-up event whose JSON says the share it takes back.
+func followUpEvent(jobID: String, _ taken: RefundTaken) -> StoredEvent {
+    StoredEvent(
+        eventID: "follow-\(jobID)", type: "receipt.revoked", time: "", key: "order",
+        json: Array("taken:\(taken.share)".utf8))
 }

@@ -30,7 +30,8 @@ struct RuleTableTests {
     static func grant(
         _ job: String, order: String, transaction: String, purchase: PurchaseID? = nil,
         environment: AppleEnvironment = .production,
-        app: AppScope = .defaultApp, fingerprint: String = "f", expect: String
+        app: AppScope = .defaultApp, fingerprint: String = "f", revenue: Int64? = nil, followUp: Bool = false,
+        expect: String
     ) -> Step {
         Step(
             run: { ledger in
@@ -38,7 +39,33 @@ struct RuleTableTests {
                     try await ledger.record(
                         jobID: job, claim: .grant(orderID: order, transactionID: transaction, purchaseID: purchase),
                         event: Data("{\"job\":\"\(job)\"}".utf8), app: app, fingerprint: fingerprint,
-                        environment: environment))
+                        environment: environment, revenue: revenue, followUp: followUp))
+            }, expected: expect)
+    }
+
+    /// What the ledger holds of a transaction's grant for a consumption answer: what its sale counted, the share
+    /// refunded, and whether it is a credit no order confirmed.
+    static func held(_ transaction: String, expect: String) -> Step {
+        Step(
+            run: { ledger in
+                guard let grant = try await ledger.grant(transactionID: transaction, app: nil) else { return "none" }
+                return
+                    "revenue:\(grant.revenue.map(String.init) ?? "-") share:\(grant.refundedShare.map(String.init) ?? "-")"
+                    + (grant.isUntiedCredit ? " untied" : "")
+            }, expected: expect)
+    }
+
+    /// A refund or reversal, and what was refunded before it as the event's maker sees it.
+    static func notifyBefore(_ change: NotificationChange, expect: String) -> Step {
+        Step(
+            run: { ledger in
+                let record = try await ledger.apply(change) { holder in
+                    StoredEvent(
+                        eventID: change.id, type: "t", time: "", key: holder.grant.orderID,
+                        json: Array("\(holder.refundedBefore.map(String.init) ?? "-")".utf8))
+                }
+                guard case .recorded(let event?, _) = record else { return "nothing" }
+                return "before:\(String(decoding: event.json, as: UTF8.self))"
             }, expected: expect)
     }
 
@@ -83,6 +110,7 @@ struct RuleTableTests {
         case .orderAlreadyFulfilled: "order_already_fulfilled"
         case .revoked: "revoked"
         case .credited(let id): "credited:\(id)"
+        case .recordedPartlyRefunded(let json): "recorded+\(String(decoding: json, as: UTF8.self))"
         }
     }
 
@@ -187,6 +215,23 @@ struct RuleTableTests {
                 grant("j4", order: "o2", transaction: "201", expect: "revoked"),
             ]),
         Row(
+            name:
+                "a purchase refunded in part before any grant: granted with its follow-up, once; refunded in all: revoked",
+            steps: [
+                notify(revoke("n1", purchase: "250", at: 5, share: 33_333), expect: "not_granted"),
+                grant("j0", order: "o0", transaction: "250", expect: "revoked"),
+                grant(
+                    "j1", order: "o1", transaction: "250", revenue: 2_990, followUp: true,
+                    expect: "recorded+taken:33333"),
+                grant(
+                    "j1", order: "o1", transaction: "250", followUp: true,
+                    expect: "replay:{\"job\":\"j1\"}taken:33333"),
+                held("250", expect: "revenue:2990 share:33333"),
+                grant("j2", order: "o2", transaction: "250", followUp: true, expect: "revoked"),
+                notify(revoke("n2", purchase: "251", at: 5), expect: "not_granted"),
+                grant("j3", order: "o3", transaction: "251", followUp: true, expect: "revoked"),
+            ]),
+        Row(
             name: "environments and apps are apart: the same transaction id in Sandbox, or in another app, is its own",
             steps: [
                 grant("j1", order: "o1", transaction: "300", expect: "recorded"),
@@ -261,6 +306,24 @@ struct RuleTableTests {
                 notify(revoke("r802", purchase: "802"), expect: "not_granted"),
                 credits(expect: "unclaimed:800"),
                 grant("j2", order: "o2", transaction: "800", expect: "duplicate_transaction"),
+            ]),
+        Row(
+            name: "a credit refunded before its publish is still published: its refund went out for its order",
+            steps: [
+                notify(reported("810"), expect: "not_granted"),
+                credits(expect: "unclaimed:810"),
+                held("810", expect: "revenue:- share:- untied"),
+                notify(revoke("r810", purchase: "810", at: 10), expect: "published:unclaimed:810"),
+                credits(expect: "unclaimed:810"),
+            ]),
+        Row(
+            name: "a refund's event knows what was refunded before it: none, a share, and all before a reversal",
+            steps: [
+                grant("j1", order: "o1", transaction: "820", revenue: 990, expect: "recorded"),
+                notifyBefore(revoke("n1", purchase: "820", at: 10, share: 40_000), expect: "before:0"),
+                notifyBefore(revoke("n2", purchase: "820", at: 20), expect: "before:40000"),
+                notifyBefore(reinstate("n3", purchase: "820", at: 30), expect: "before:100000"),
+                held("820", expect: "revenue:990 share:-"),
             ]),
     ]
 

@@ -68,6 +68,62 @@ struct ConsumptionHandlerTests {
     }
 
     @Test(
+        "delivery is what was delivered: a purchase refunded in part is still DELIVERED when the answer says none, against the studio's DECLINE never UNDELIVERED"
+    )
+    func partlyRefundedIsDelivered() async throws {
+        try await grant("1000")
+        let refund = NotificationChange(
+            id: "refund-1000", app: .defaultApp, environment: .production,
+            kind: .revoke(purchaseID: .transaction("1000"), transactionID: "1000", at: Date(), share: 33_333))
+        _ = try await ledger.apply(refund) { _ in nil }
+        let handler = try handler(consumption: consumption)
+        let outcome = try await run(handler, answer(["refund_preference": "DECLINE"]))
+        #expect(outcome.deadLetter == nil)
+        let body = try #require(consumption.bodies.first).body
+        #expect(body.contains(#""deliveryStatus":"DELIVERED""#), "the two packs the player holds were delivered")
+        #expect(body.contains(#""refundPreference":"DECLINE""#))
+    }
+
+    @Test(
+        "the default delivery status, case by case: granted, refunded in part or in all, credited unclaimed, never granted"
+    )
+    func defaultDelivery() {
+        func grant(order: String = "o1", revoked: Bool = false, share: Int? = nil) -> GrantRecord {
+            GrantRecord(
+                app: .defaultApp, environment: .production, orderID: order, transactionID: "1", userID: "u",
+                productID: "gems", quantity: 3, revoked: revoked, consumptionRespondBy: nil, refundedShare: share)
+        }
+        #expect(ConsumptionHandler.deliveryStatus(of: grant()) == "DELIVERED")
+        #expect(ConsumptionHandler.deliveryStatus(of: grant(revoked: true, share: 33_333)) == "DELIVERED")
+        #expect(ConsumptionHandler.deliveryStatus(of: grant(revoked: true, share: 100_000)) == nil)
+        #expect(ConsumptionHandler.deliveryStatus(of: grant(revoked: true)) == nil)
+        #expect(
+            ConsumptionHandler.deliveryStatus(of: grant(order: "unclaimed:1")) == nil, "no grant service confirmed it")
+        #expect(ConsumptionHandler.deliveryStatus(of: nil) == "UNDELIVERED_OTHER")
+    }
+
+    @Test("an answer without delivery_status for a credit no order confirmed is not sent: the grant service must say")
+    func untiedCreditNeedsTheGrantServicesWord() async throws {
+        let reported = NotificationChange(
+            id: "report-2000", app: .defaultApp, environment: .production,
+            kind: .purchased(
+                ReportedPurchase(
+                    purchaseID: .transaction("2000"), transactionID: "2000", originalTransactionID: "2000",
+                    productID: "gems", quantity: 1, dueAt: Date(timeIntervalSinceNow: -1),
+                    event: StoredEvent(
+                        eventID: "credit-2000", type: "receipt.unclaimed", time: "", key: "unclaimed:2000", json: []))))
+        _ = try await ledger.apply(reported) { _ in nil }
+        _ = try await ledger.creditUnclaimed(now: Date(), limit: 10)
+        let handler = try handler(consumption: consumption)
+        let unsent = try await run(handler, answer(["transaction_id": "2000"]))
+        #expect(unsent.deadLetter?.reason == .consumptionNotSent)
+        #expect(unsent.deadLetter?.error.contains("delivery_status is required") == true)
+        #expect(consumption.bodies.isEmpty)
+        let said = try await run(handler, answer(["transaction_id": "2000", "delivery_status": "DELIVERED"]))
+        #expect(said.deadLetter == nil && consumption.bodies.count == 1)
+    }
+
+    @Test(
         "refused by Apple, malformed, for another app, or for an app without a key: dead-lettered consumption_not_sent"
     )
     func notSent() async throws {

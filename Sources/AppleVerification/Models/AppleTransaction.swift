@@ -19,6 +19,9 @@ public struct AppleTransaction: Sendable, Hashable {
     public var expiresDate: Date?
     /// A refund or revocation (`cancellation_date`, `revocationDate`).
     public var revocationDate: Date?
+    /// The share refunded, in milliunits (`revocationPercentage`: 33,333 is a third); nil with a revocation is all
+    /// of it (a receipt's `cancellation_date` says no share).
+    public var revocationShare: Int?
     /// Signed data says it (`type`, raw value kept in ``ProductType/rawValue``). verifyReceipt entries do
     /// not: an entry with `expires_date_ms` or `web_order_line_item_id` is an auto-renewable subscription,
     /// any other `.unknown`.
@@ -45,6 +48,9 @@ public struct AppleTransaction: Sendable, Hashable {
     }
 
     public var isSubscription: Bool { productType.isSubscription || expiresDate != nil }
+
+    /// Refunded in part (a prorated refund below 100 %): the player keeps the rest, which is theirs to be granted.
+    public var isPartlyRefunded: Bool { revocationDate != nil && (revocationShare ?? 100_000) < 100_000 }
 
     /// The purchase this transaction proves, as the ledger claims it (docs/contract.md §3, "Purchase identity"):
     /// two proofs of one purchase give one identity, whichever proof (signed transaction, Server API,
@@ -89,6 +95,7 @@ public struct AppleTransaction: Sendable, Hashable {
             revocationDate: try Self.date(transaction.revocationDate, "revocationDate"),
             productType: transaction.productType, webOrderLineItemID: transaction.webOrderLineItemId)
         value = PurchaseValue(transaction)
+        revocationShare = transaction.revocationPercentage.map { min(max($0, 0), 100_000) }
     }
 
     /// A verifyReceipt entry; nil when it has no transaction id. Throws `.malformed` for a date or a

@@ -92,15 +92,28 @@ public struct LookupReport: Sendable {
                 return "Sandbox: a tester's purchase, no money paid; never credited here"
             }
             let sandbox = purchase.environment == .sandbox ? "Sandbox (a tester's, no money): " : ""
+            // A family member's access: the purchaser paid; nothing of it is this player's to be credited.
+            let familyShared = purchase.value.ownershipType == "FAMILY_SHARED"
+            let paid = familyShared ? "a family member's access (Family Sharing, nothing paid for it)" : "paid"
+            let partlyRefunded = (purchase.revocationPercentage ?? 100_000) < 100_000
             if let revoked = purchase.revocationDate {
                 let what = purchase.revocationType == "FAMILY_REVOKE" ? "revoked (Family Sharing)" : "refunded"
                 let share = purchase.revocationPercentage.map { " (\(NotificationEvent.percentage(milliunits: $0)) %)" }
                 let holder = grant.map { ", was granted to order \($0.orderID) of player \($0.userID)" } ?? ""
+                // Refunded in part and held by no order: the rest is the player's.
+                if partlyRefunded && grant == nil && !familyShared {
+                    return sandbox
+                        + "refunded in part on \(day(revoked))\(share ?? ""), never claimed: credit the rest"
+                        + " (receipt-worker credit; the refunded share is taken back at once)"
+                }
                 return sandbox + "\(what) on \(day(revoked))\(share ?? "")\(holder)"
             }
             if let grant, grant.credit != "unclaimed" {
                 return sandbox
-                    + "paid, granted to order \(grant.orderID) of player \(grant.userID) on \(day(grant.grantedAt))"
+                    + "\(paid), granted to order \(grant.orderID) of player \(grant.userID) on \(day(grant.grantedAt))"
+            }
+            if familyShared {
+                return sandbox + "\(paid): nothing to credit; the app grants it when it presents the transaction"
             }
             if let report = purchase.record.report {
                 switch report.state {

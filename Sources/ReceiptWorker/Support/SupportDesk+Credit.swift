@@ -34,8 +34,9 @@ extension SupportDesk {
     }
 
     public enum CreditOutcome: Sendable, Equatable {
-        /// Recorded with its claim: the event to publish (a grant, which grant services already handle), and
-        /// the purchase's original transaction and environment (for Set App Account Token).
+        /// Recorded with its claim: the event to publish (a grant, which grant services already handle; with its
+        /// follow-up, publish ``StoredEvent/published`` in order), and the purchase's original transaction and
+        /// environment (for Set App Account Token).
         /// `setToken`: the purchase has no app account token yet, and the request gave the player's.
         case credited(
             StoredEvent, originalTransactionID: String, environment: AppleEnvironment, note: String, setToken: Bool)
@@ -46,6 +47,11 @@ extension SupportDesk {
     /// Verifies the purchase with Apple (Get Transaction Info, its signature and app checked), refuses what must not
     /// be credited, then claims it for the order as a job's grant claims it.
     public func credit(_ request: CreditRequest, now: Date = Date()) async throws -> CreditOutcome {
+        guard !UnclaimedOrderID.isReserved(request.orderID) else {
+            return .refused(
+                "order ids starting \(UnclaimedOrderID.prefix) are reserved for purchases credited unclaimed: name"
+                    + " the player's order")
+        }
         let answer = try await retrying { try await api.transactionInfo(id: request.transactionID, attempts: &$0) }
         let signed: String
         switch answer {
@@ -73,7 +79,7 @@ extension SupportDesk {
                 Array("support-v1\u{0}\(request.orderID)\u{0}\(request.userID)\u{0}\(transaction.transactionID)".utf8)))
         let original = transaction.originalTransactionID ?? transaction.transactionID
         let again = "credited before by this same request: its event again (the same event_id)"
-        /// `proven`: this run checked the proof; a replay did not, and sets no token (it could be mistyped now).
+        /// `proven`: this run checked the proof; only then is the player's token set at Apple.
         func credited(_ stored: StoredEvent, _ note: String, proven: Bool = true) -> CreditOutcome {
             .credited(
                 stored, originalTransactionID: original, environment: environment, note: note,
@@ -82,23 +88,24 @@ extension SupportDesk {
         let record = try await ledger.supportRecord(
             app: app.scope, environment: environment, purchaseID: transaction.purchaseIdentity,
             transactionID: transaction.transactionID)
-        let revokedAt = transaction.revocationDate ?? record.grant?.revokedAt
-        // The same request again (a run cut short before the broker took its event) publishes its event again,
-        // whatever changed since (the period ended, the invoice unreachable): it was recorded, and only its event
-        // is missing. Unless the purchase was refunded since: its receipt.revoked went out, and a grant published
-        // after it would leave nothing to take it back.
+        // The same request again (a run cut short before the broker took its event, or before Apple set the
+        // token) publishes its event again, whatever changed since (the period ended, a refund: its receipt.revoked
+        // went out for this order, and a grant service holds it until the grant comes): it was recorded, and only
+        // its event is missing. The proof is checked again, and the token set when it holds.
         if let first = try await ledger.storedDecision(key) {
-            if let revoked = revokedAt {
-                return .refused(
-                    "credited before by this same request, then refunded or revoked on \(Timestamp.rfc3339(revoked)):"
-                        + " its event is not published again")
-            }
-            return credited(first, again, proven: false)
+            let proven = (try? await ownershipRefusal(request, transaction, environment)) == .some(nil)
+            return credited(first, again, proven: proven)
         }
         if environment == .sandbox && !allowSandbox {
             return .refused("Sandbox: a tester's purchase, never credited here")
         }
-        if let revoked = revokedAt {
+        if payload.inAppOwnershipType == "FAMILY_SHARED" {
+            return .refused(
+                "a family member's access (Family Sharing): nothing was paid for it, nothing to credit;"
+                    + " the app grants it when it presents the transaction")
+        }
+        // Refunded in part, the rest is the player's: credited, and the refunded share taken back at once.
+        if let revoked = transaction.revocationDate, !transaction.isPartlyRefunded {
             return .refused("refunded or revoked on \(Timestamp.rfc3339(revoked)): nothing to credit")
         }
         if transaction.isSubscription, let expires = transaction.expiresDate, expires <= now {
@@ -116,13 +123,16 @@ extension SupportDesk {
             purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate, verifiedAt: now, attempts: 1,
             detail: "credited by support", bundleID: app.bundleID, value: transaction.value)
         event.credit = ResultEvent.SupportCredit(by: request.by, reason: request.reason)
+        event.revenue = Revenue.ofSale(transaction.value, environment: environment)
         let claim = GrantClaim(
             orderID: request.orderID, transactionID: transaction.transactionID,
             purchaseID: transaction.purchaseIdentity, environment: environment, userID: request.userID,
             productID: productID, quantity: transaction.quantity,
-            originalTransactionID: transaction.originalTransactionID)
+            originalTransactionID: transaction.originalTransactionID, revenue: event.revenue)
         let granted = event
-        let decision = Decision(key: key, grant: claim, event: granted.stored())
+        let decision = Decision(
+            key: key, grant: claim, event: granted.stored(),
+            refundFollowUp: { RefundFollowUp.make(grant: granted, taken: $0) })
         let otherPurchase = "order \(request.orderID) was granted with another purchase: name another order"
         // A purchase an order holds already is refused, whichever order (the same one included: nothing to
         // credit).
@@ -132,9 +142,16 @@ extension SupportDesk {
         switch try await ledger.record(decision) {
         case .recorded:
             return credited(decision.event, "credited to order \(request.orderID) of player \(request.userID)")
+        case .recordedPartlyRefunded(let followUp):
+            var stored = decision.event
+            stored.followUps = [followUp]
+            return credited(
+                stored,
+                "credited to order \(request.orderID) of player \(request.userID); Apple refunded part of it before:"
+                    + " that share is taken back at once (event \(followUp.eventID))")
         case .replay(let first):
             return credited(first, again)
-        case .credited(let eventID):
+        case .credited(let eventID, _):
             return .refused("order \(request.orderID) holds this purchase already (event \(eventID))")
         case .orderAlreadyFulfilled:
             return .refused(otherPurchase)
@@ -145,9 +162,10 @@ extension SupportDesk {
             // event id: the grant service credited it once already, and credits nothing twice.
             switch try await ledger.claimCredit(
                 decision,
-                answer: { creditEventID in
+                answer: { creditEventID, revenue in
                     var tied = granted
                     tied.eventID = creditEventID
+                    tied.revenue = revenue
                     tied.detail = "credited unclaimed before (receipt.unclaimed with this event_id), tied by support"
                     return tied.stored()
                 })

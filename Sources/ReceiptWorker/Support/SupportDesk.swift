@@ -44,7 +44,36 @@ public struct SupportDesk: Sendable {
         for (environment, signed) in try await signedTransactions(query, report: &report) {
             report.purchases.append(try await purchase(signed, environment: environment))
         }
+        try await followEndedPeriods(&report)
         return report
+    }
+
+    /// A subscription's invoice is one period: when its period ended, the paid period now is another transaction.
+    /// For a subscription an order holds, its latest period the ledger granted to that order is looked up too (a
+    /// renewal credited to it); for one no order holds, the line says which invoice to look up instead.
+    private func followEndedPeriods(_ report: inout LookupReport) async throws {
+        let now = Date()
+        for index in report.purchases.indices {
+            let purchase = report.purchases[index]
+            guard purchase.verified, ProductType(rawValue: purchase.type) == .autoRenewableSubscription,
+                let expires = purchase.expiresDate, expires <= now, purchase.revocationDate == nil
+            else { continue }
+            let shown = Set(report.purchases.map(\.transactionID))
+            guard let grant = purchase.record.grant,
+                let latest = try await ledger.grantedTransactions(orderID: grant.orderID, app: app.scope)
+                    .last(where: { !shown.contains($0.1) })
+            else {
+                report.purchases[index].verdict +=
+                    "; the subscription's current period is another transaction: look up the invoice of its latest"
+                    + " renewal (Apple sends one per renewal) or its transaction id"
+                continue
+            }
+            var more = LookupReport(query: "", bundleID: app.bundleID)
+            for (environment, signed) in try await transactionInfo([(latest.0, latest.1)], report: &more) {
+                report.purchases.append(try await self.purchase(signed, environment: environment))
+                report.purchases[index].verdict += "; its latest period is transaction \(latest.1) (below)"
+            }
+        }
     }
 
     /// Every signed transaction the query leads to, with the environment it was found in.
