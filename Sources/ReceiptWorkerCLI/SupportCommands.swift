@@ -70,13 +70,15 @@ enum CreditCommand {
         list the transaction) or, for a purchase that carries an app account token, by the player's token
         (--app-account-token: it must be the purchase's). A purchase without a token gets the one given, through
         Apple's Set App Account Token, so Apple's later notifications of it name the player. With
-        apple.finish_transactions, the transaction is finished at Apple. Refuses, and says which, a purchase
-        already held by an order, refunded or revoked, of another app, of the Sandbox where Sandbox is not
-        accepted, or not shown to be the player's. Running it again with the same values publishes the same
-        event again (the same event_id).
+        apple.finish_transactions, the transaction is finished at Apple. A purchase Apple refunded in part is
+        credited, and the refunded share taken back at once by a receipt.revoked. Refuses, and says which, a
+        purchase already held by an order, refunded or revoked in all, a family member's access, of another app,
+        of the Sandbox where Sandbox is not accepted, for an order id starting unclaimed: (reserved), or not shown
+        to be the player's. Running it again with the same values publishes the same event again (the same
+        event_id), checks the proof again and sets the token when it holds.
 
-        Exit codes: 0 credited; 3 refused (nothing recorded by this run); 1 Apple, the ledger or the broker did not answer
-        (run it again: it is safe); 2 usage or configuration error.
+        Exit codes: 0 credited; 3 refused (nothing recorded by this run); 1 Apple, the ledger or the broker did not
+        answer within 20 s each (run it again: it is safe); 2 usage or configuration error.
         """
 
     static func run(_ arguments: [String]) async throws -> Int32 {

@@ -197,12 +197,15 @@ final class FakeApple: PurchaseVerifying, Sendable {
     func verified(
         _ proof: String, transactionID: String, product: String = "coins_100", quantity: Int = 1,
         environment: AppleEnvironment = .production, type: ProductType = .consumable, token: String? = nil,
-        revoked: Date? = nil, expires: Date? = nil, original: String? = nil, line: String? = nil
+        revoked: Date? = nil, expires: Date? = nil, original: String? = nil, line: String? = nil,
+        revokedShare: Int? = nil, value: PurchaseValue = PurchaseValue()
     ) {
-        let transaction = AppleTransaction(
+        var transaction = AppleTransaction(
             transactionID: transactionID, originalTransactionID: original ?? transactionID, productID: product,
             quantity: quantity, appAccountToken: token, purchaseDate: Date(timeIntervalSinceNow: -60),
             expiresDate: expires, revocationDate: revoked, productType: type, webOrderLineItemID: line)
+        transaction.revocationShare = revokedShare
+        transaction.value = value
         answer(
             proof,
             .verified(

@@ -14,7 +14,8 @@ struct LookupReportTests {
 
     func purchase(
         environment: AppleEnvironment = .production, revoked: Date? = nil, revocationType: String? = nil,
-        percentage: Int? = nil, record: SupportRecord = SupportRecord(), sandboxAccepted: Bool = false
+        percentage: Int? = nil, record: SupportRecord = SupportRecord(), sandboxAccepted: Bool = false,
+        ownership: String = "PURCHASED"
     ) throws -> LookupReport.Purchase {
         var payload = JWSTransaction()
         payload.transactionId = "2000000000000042"
@@ -26,12 +27,26 @@ struct LookupReportTests {
         payload.revocationDate = revoked.map { $0.timeIntervalSince1970 * 1000 }
         payload.revocationType = revocationType
         payload.revocationPercentage = percentage
+        payload.inAppOwnershipType = ownership
         return LookupReport.Purchase(
             transaction: try AppleTransaction(payload), payload: payload, environment: environment, record: record,
             sandboxAccepted: sandboxAccepted)
     }
 
     static let day = Date(timeIntervalSince1970: 1_796_000_000)  // 2026-11-30
+
+    @Test(
+        "a family member's access is never support's to credit; a purchase refunded in part, no order's, is: the rest")
+    func familyAndPartlyRefunded() throws {
+        let family = try purchase(ownership: "FAMILY_SHARED").verdict
+        #expect(family.hasPrefix("a family member's access (Family Sharing, nothing paid for it): nothing to credit"))
+        #expect(!family.contains("credit it"))
+        let partly = try purchase(revoked: Self.day, revocationType: "REFUND_PRORATED", percentage: 33_333).verdict
+        #expect(partly.hasPrefix("refunded in part on 2026-11-30 (33.333 %), never claimed: credit the rest"))
+        #expect(
+            try purchase(revoked: Self.day, revocationType: "REFUND_FULL", percentage: 100_000).verdict
+                == "refunded on 2026-11-30 (100 %)")
+    }
 
     @Test("each case in support's words, the first that applies")
     func verdicts() throws {

@@ -62,12 +62,15 @@ class GrantService:
         self.unmapped: dict[str, dict] = {}
         # Subscriptions (bundle_id, original_transaction_id) -> the newest state applied (by notified_at).
         self.subscriptions: dict[tuple[str, str], dict] = {}
-        # What the purchases earned, from the events alone (docs/contract.md section 4, "What a purchase was
-        # worth"), in units of each currency: sales by (bundle_id, currency), and what refunds took back.
+        # What the purchases earned, from the events alone (docs/contract.md section 4, "Revenue"), in units of each
+        # currency: sales by (bundle_id, currency), and what refunds took back (reversals give it back).
         self.revenue: dict[tuple[str, str], Decimal] = {}
         self.refunds: dict[tuple[str, str], Decimal] = {}
-        self._sold: set[str] = set()  # event ids counted as sales (a credit and the job tied to it: once)
-        self._refunded: dict[tuple[str, str, str], Decimal] = {}  # (bundle, transaction, currency) -> taken back
+        self._counted: set[str] = set()  # event ids counted (a credit and the job tied to it: one event id, once)
+        # For events of a release before `revenue` only: what each sale counted, by (bundle, transaction), and what
+        # its refunds took back so far.
+        self._sales: dict[tuple[str, str], Decimal] = {}
+        self._taken: dict[tuple[str, str], Decimal] = {}
 
     def handle(self, headers: dict, value: bytes | str) -> str:
         """Applies one record of the results topic; returns what it did (for logs and tests)."""
@@ -103,34 +106,62 @@ class GrantService:
         self._count_money(event_type, event)
         return outcome
 
+    SALES = ("receipt.granted", "receipt.renewed", "receipt.unclaimed")
+
     def _count_money(self, event_type: str, event: dict):
-        """Indicative revenue and refunds by app and currency, for dashboards (Apple: reconcile with App Store
-        Connect's financial reports, not with price). price is milliunits of currency; null (a receipt, an event
-        of an older release) counts nothing, nor does a family member's access. A refund's revocation_percentage is
-        the share refunded in all: each event takes back the difference; a reversal gives back what was taken."""
-        bundle = event.get("bundle_id") or self.default_bundle_id
-        if event_type == "receipt.reinstated":  # carries no price: give back what the refunds of it took
-            purchase = (bundle, event["transaction_id"])
-            for (key, taken) in list(self._refunded.items()):
-                if key[:2] == purchase and taken:
-                    self.refunds[(bundle, key[2])] -= taken
-                    self._refunded[key] = Decimal(0)
+        """Indicative revenue and refunds by app and currency, for dashboards (gross; Apple: reconcile with App Store
+        Connect's financial reports). Each event says what it adds: `revenue`, in milliunits of `currency` (a sale
+        its price, nothing for a tester's purchase, a family member's access or a receipt without a price; a refund
+        minus its share of what the sale counted; a reversal what the refunds took, back). Counted once per
+        event_id. An event of a release before `revenue` has none: `_count_without_revenue` then."""
+        if event_type not in self.SALES + ("receipt.revoked", "receipt.reinstated"):
             return
-        price, currency = event.get("price"), event.get("currency")
-        if price is None or not currency or event.get("in_app_ownership_type") == "FAMILY_SHARED":
-            return  # no price known, or a family member's access: the purchaser's purchase is the sale
-        amount = Decimal(price) / 1000
-        if event_type in ("receipt.granted", "receipt.renewed", "receipt.unclaimed"):
-            if event["event_id"] not in self._sold:
-                self._sold.add(event["event_id"])
-                self.revenue[(bundle, currency)] = self.revenue.get((bundle, currency), Decimal(0)) + amount
-        elif event_type == "receipt.revoked":
-            purchase = (bundle, event["transaction_id"], currency)
-            before = self._refunded.get(purchase, Decimal(0))
-            share = event.get("revocation_percentage")
-            now = max(amount if share is None else amount * Decimal(str(share)) / 100, before)
-            self._refunded[purchase] = now
-            self.refunds[(bundle, currency)] = self.refunds.get((bundle, currency), Decimal(0)) + now - before
+        if event_type in self.SALES and event.get("decision", "grant") != "grant":
+            return
+        if event["event_id"] in self._counted:
+            return  # a credit and the job tied to it share one event_id, and say the same revenue
+        self._counted.add(event["event_id"])
+        bundle = event.get("bundle_id") or self.default_bundle_id
+        currency = event.get("currency")
+        amount = event.get("revenue")
+        if amount is None:
+            amount = self._count_without_revenue(event_type, event, bundle)
+            if amount is None:
+                return
+        if not currency or not amount:
+            if event_type in self.SALES and currency:  # a sale worth nothing here still opens its currency's row
+                self.revenue.setdefault((bundle, currency), Decimal(0))
+            return
+        value = Decimal(amount) / 1000
+        if event_type in self.SALES:
+            self._sales[(bundle, event["transaction_id"])] = value
+            self.revenue[(bundle, currency)] = self.revenue.get((bundle, currency), Decimal(0)) + value
+        else:  # a refund (negative) or its reversal (positive)
+            self.refunds[(bundle, currency)] = self.refunds.get((bundle, currency), Decimal(0)) - value
+
+    def _count_without_revenue(self, event_type: str, event: dict, bundle: str) -> int | None:
+        """What an event without `revenue` (a release before it, or a refund of a grant that release recorded)
+        adds, in milliunits, from this service's own memory of the sale: a sale counts a Production price (not a
+        family member's access); a refund takes its share of the sale this service counted, less earlier refunds;
+        a reversal gives back what they took."""
+        price, purchase = event.get("price"), (bundle, event.get("transaction_id"))
+        if event_type in self.SALES:
+            if price is None or event.get("environment") != "Production":
+                return None
+            if event.get("in_app_ownership_type") == "FAMILY_SHARED":
+                return None
+            return int(price)
+        sale = self._sales.get(purchase)
+        if sale is None:
+            return None  # a sale this service never counted: nothing to take back
+        before = self._taken.get(purchase, Decimal(0))
+        if event_type == "receipt.reinstated":
+            self._taken[purchase] = Decimal(0)
+            return int(before * 1000)
+        share = event.get("revocation_percentage")
+        now = max(sale if share is None else sale * Decimal(str(share)) / 100, before)
+        self._taken[purchase] = now
+        return -int((now - before) * 1000)
 
     def _settle(self, bundle_id: str, order: Order):
         """Credits or debits the difference between what the order should have given and what it gave: the

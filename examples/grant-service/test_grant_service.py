@@ -51,33 +51,99 @@ class Scenarios(unittest.TestCase):
         self.service.handle(*example("receipt.revoked"))  # notified 12-02
         self.assertEqual(self.balance(), 1)
 
+    USD, EUR = ("com.example.game", "USD"), ("com.example.game", "EUR")
+
+    def net(self, key):
+        return self.service.revenue.get(key, Decimal(0)) - self.service.refunds.get(key, Decimal(0))
+
     def test_revenue_by_app_and_currency_and_refunds_against_it_from_the_events_alone(self):
-        self.service.handle(*example("receipt.granted"))  # 990 USD milliunits
+        self.service.handle(*example("receipt.granted"))  # revenue 990 USD milliunits
         self.service.handle(*example("receipt.granted"))  # the same event again: counted once
         self.service.handle(*example("receipt.renewed"))  # 4990 EUR
-        self.service.handle(*example("receipt.revoked", revocation_percentage=40))
+        # A refund of 40 %, then all of it: each event takes back the difference, as the worker computes it.
+        self.service.handle(*example("receipt.revoked", revocation_percentage=40, revenue=-396))
         self.service.handle(*example("receipt.revoked", event_id="c1e2d3f4-0000-8000-8000-000000000001",
-                                     revocation_percentage=100))  # then all of it: the difference, not the sum
-        usd, eur = ("com.example.game", "USD"), ("com.example.game", "EUR")
-        self.assertEqual(self.service.revenue[usd], Decimal("0.99"))
-        self.assertEqual(self.service.revenue[eur], Decimal("4.99"))
-        self.assertEqual(self.service.refunds[usd], Decimal("0.99"))
-        self.assertNotIn(eur, self.service.refunds)
+                                     revocation_percentage=100, revenue=-594))
+        self.assertEqual(self.service.revenue[self.USD], Decimal("0.99"))
+        self.assertEqual(self.service.revenue[self.EUR], Decimal("4.99"))
+        self.assertEqual(self.service.refunds[self.USD], Decimal("0.99"))
+        self.assertNotIn(self.EUR, self.service.refunds)
 
     def test_a_reversed_refund_gives_back_what_it_took_and_family_access_is_no_sale(self):
         self.service.handle(*example("receipt.granted"))
-        self.service.handle(*example("receipt.revoked", revocation_percentage=100))
-        self.service.handle(*example("receipt.reinstated"))
-        usd = ("com.example.game", "USD")
-        self.assertEqual(self.service.refunds[usd], Decimal(0))
+        self.service.handle(*example("receipt.revoked"))  # all of it: -990
+        self.service.handle(*example("receipt.reinstated"))  # +990
+        self.assertEqual(self.service.refunds[self.USD], Decimal(0))
         self.service.handle(*example("receipt.granted", event_id="f0000000-0000-8000-8000-000000000002",
-                                     order_id="ord-family", in_app_ownership_type="FAMILY_SHARED"))
-        self.assertEqual(self.service.revenue[usd], Decimal("0.99"))
+                                     order_id="ord-family", in_app_ownership_type="FAMILY_SHARED", revenue=0))
+        self.assertEqual(self.service.revenue[self.USD], Decimal("0.99"))
 
     def test_a_grant_without_a_price_counts_no_revenue(self):
-        self.service.handle(*example("receipt.granted", price=None, currency=None))
+        self.service.handle(*example("receipt.granted", price=None, currency=None, revenue=0))
         self.assertEqual(self.service.revenue, {})
         self.assertEqual(self.balance(), 1)
+
+    def test_a_refunded_receipt_era_purchase_nets_zero_not_minus_its_price(self):
+        # A job proved it with a receipt: no price, revenue 0. Apple's REFUND carries Apple's price, and the worker
+        # says it takes back what the sale counted: nothing.
+        self.service.handle(*example("receipt.granted", price=None, currency=None, revenue=0))
+        self.service.handle(*example("receipt.revoked", price=1990, currency="USD", revenue=0))
+        self.assertEqual(self.net(self.USD), Decimal(0))
+        self.assertEqual(self.balance(), 0)
+
+    def test_a_testers_sandbox_purchase_is_no_revenue(self):
+        self.service.handle(*example("receipt.granted", environment="Sandbox", price=9990, revenue=0))
+        self.service.handle(*example("receipt.renewed", environment="Sandbox", revenue=0))
+        self.service.handle(*example("receipt.unclaimed", environment="Sandbox", revenue=0))
+        self.assertEqual(self.net(self.USD), Decimal(0))
+        self.assertEqual(self.net(self.EUR), Decimal(0))
+
+    def test_a_credit_refunded_before_its_publish_nets_to_zero_once_it_arrives(self):
+        token = "7e3fb20b-4cdb-47cc-936d-99d65f608138"
+        self.service.players[token] = "player-77120"
+        gems = ("com.example.game", "player-77120", "gems_500")
+        unclaimed = json.loads(example("receipt.unclaimed")[1])
+        refund = example("receipt.revoked", order_id=unclaimed["order_id"], product_id="gems_500",
+                         transaction_id=unclaimed["transaction_id"], currency=unclaimed["currency"],
+                         price=unclaimed["price"], revenue=-unclaimed["revenue"])
+        self.assertEqual(self.service.handle(*refund), "kept until the grant arrives")
+        self.service.handle(*example("receipt.unclaimed"))
+        self.assertEqual(self.balance(gems), 0)
+        self.assertEqual(self.net(("com.example.game", unclaimed["currency"])), Decimal(0))
+
+    def test_a_purchase_refunded_in_part_before_its_grant_counts_what_was_kept(self):
+        # Three packs at 2.99; Apple refunded a third before any order held it. The grant, then its follow-up.
+        self.service.handle(*example("receipt.granted", quantity=3, price=2990, revenue=2990))
+        self.service.handle(*example("receipt.revoked", event_id="a0000000-0000-8000-8000-0000000000f1",
+                                     quantity=3, revocation_percentage=33.333, revocation_type="REFUND_PRORATED",
+                                     notification_id=None, price=2990, revenue=-997))
+        self.assertEqual(self.balance(), Decimal("2.00001"))
+        self.assertEqual(self.net(self.USD), Decimal("1.993"))
+
+    def test_a_credit_and_the_job_tied_to_it_count_once_whichever_comes_first(self):
+        unclaimed = example("receipt.unclaimed")
+        credit = json.loads(unclaimed[1])
+        tied = example("receipt.granted", event_id=credit["event_id"], order_id="shop-9", product_id="gems_500",
+                       price=None, currency=credit["currency"], revenue=credit["revenue"])
+        self.service.handle(*tied)
+        self.service.handle(*unclaimed)
+        self.assertEqual(self.service.revenue[("com.example.game", credit["currency"])],
+                         Decimal(credit["revenue"]) / 1000)
+
+    def test_events_of_a_release_before_revenue_are_counted_from_their_price(self):
+        def old(event_type, **changes):
+            headers, value = example(event_type, **changes)
+            event = json.loads(value)
+            del event["revenue"]
+            return headers, json.dumps(event)
+        self.service.handle(*old("receipt.granted"))
+        self.service.handle(*old("receipt.granted", event_id="f0000000-0000-8000-8000-000000000003",
+                                 order_id="ord-sandbox", environment="Sandbox"))
+        self.service.handle(*old("receipt.revoked", revocation_percentage=40))
+        self.service.handle(*old("receipt.revoked", event_id="c1e2d3f4-0000-8000-8000-000000000004",
+                                 revocation_percentage=100))
+        self.assertEqual(self.service.revenue[self.USD], Decimal("0.99"))
+        self.assertEqual(self.service.refunds[self.USD], Decimal("0.99"))
 
     def test_a_prorated_refund_takes_back_its_share(self):
         self.service.handle(*example("receipt.granted", quantity=10))
