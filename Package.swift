@@ -16,6 +16,32 @@ let rdkafkaLinkerSettings: [LinkerSetting] =
 
 let strict: [SwiftSetting] = [.treatAllWarnings(as: .error)]
 
+// The source revision the binary is built from, for `--version` and `receipt_worker_build_info`: the environment's
+// RECEIPT_WORKER_REVISION (an image build, which has no .git), else the clone's git HEAD (read from its files: the
+// manifest runs no program), else "unknown". Read when the manifest is evaluated: a fresh clone's build (CI, a
+// release, an image) has the right one; an incremental build during development may keep an older one.
+func sourceRevision() -> String {
+    let given = ProcessInfo.processInfo.environment["RECEIPT_WORKER_REVISION"] ?? ""
+    func plain(_ text: String) -> String? {
+        let hex = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        return (7...64).contains(hex.count) && hex.allSatisfy(\.isHexDigit) ? hex.lowercased() : nil
+    }
+    if let revision = plain(given) { return revision }
+    let git = "\(packageRoot)/.git"
+    guard let head = try? String(contentsOfFile: "\(git)/HEAD", encoding: .utf8) else { return "unknown" }
+    let trimmed = head.trimmingCharacters(in: .whitespacesAndNewlines)
+    guard trimmed.hasPrefix("ref: ") else { return plain(trimmed) ?? "unknown" }
+    let ref = String(trimmed.dropFirst(5))
+    if let loose = try? String(contentsOfFile: "\(git)/\(ref)", encoding: .utf8), let revision = plain(loose) {
+        return revision
+    }
+    let packed = (try? String(contentsOfFile: "\(git)/packed-refs", encoding: .utf8)) ?? ""
+    for line in packed.split(separator: "\n") where line.hasSuffix(" \(ref)") {
+        if let revision = plain(String(line.prefix(while: { $0 != " " }))) { return revision }
+    }
+    return "unknown"
+}
+
 let package = Package(
     name: "receipt-worker",
     platforms: [.macOS(.v15)],
@@ -41,6 +67,7 @@ let package = Package(
         .systemLibrary(name: "CLinux"),
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .target(name: "CBuildInfo", cSettings: [.define("RECEIPT_WORKER_REVISION", to: "\"\(sourceRevision())\"")]),
 
         // Library targets by concern.
         .target(name: "Observability", swiftSettings: strict),
@@ -71,7 +98,7 @@ let package = Package(
             name: "ReceiptWorker",
             dependencies: [
                 "AppleVerification", "HTTPServerKit", "Kafka", "Ledger", "Observability", "Runtime", "Vocabulary",
-                "COpenSSL",
+                "COpenSSL", "CBuildInfo",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 

@@ -815,13 +815,27 @@ public final class PostgresLedger: Ledger, Sendable {
         }
     }
 
-    /// Applies the schema's missing migrations without opening a ledger (`receipt-worker ledger migrate`).
-    public static func migrate(url: String, schema: PostgresSchema) async throws -> [PostgresSchema.Applied] {
+    /// Applies the schema's missing migrations without opening a ledger (`receipt-worker ledger migrate`), then,
+    /// with `role`, grants that role what the worker needs (``PostgresSchema/grants(to:)``) in one transaction:
+    /// every run, so a migration that adds a table or a function is granted too (GRANT is idempotent).
+    public static func migrate(url: String, schema: PostgresSchema, grantingTo role: String? = nil) async throws
+        -> [PostgresSchema.Applied]
+    {
         let thread = BlockingThread(name: "ledger-migrate")
         defer { thread.stop() }
         return try await thread.perform {
             let connection = try PostgresConnection(url: url)
-            return try schema.migrate(on: connection)
+            let applied = try schema.migrate(on: connection)
+            guard let role else { return applied }
+            try connection.query("BEGIN")
+            do {
+                for grant in schema.grants(to: role) { try connection.query(grant) }
+                try connection.query("COMMIT")
+            } catch {
+                _ = try? connection.query("ROLLBACK")
+                throw error
+            }
+            return applied
         }
     }
 

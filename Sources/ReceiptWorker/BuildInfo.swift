@@ -1,5 +1,12 @@
+import CBuildInfo
+
 /// What this build is.
 public enum BuildInfo {
-    /// The release, bumped with each tagged release (`receipt-worker --version`).
-    public static let version = "0.3.0"
+    /// The release: the one place that names it (`receipt-worker --version`, `receipt_worker_build_info`); the
+    /// image tag in deploy/kubernetes/kustomization.yaml and CHANGELOG.md's newest heading follow it (the deploy
+    /// check holds them to it).
+    public static let version = "1.0.0"
+
+    /// The source revision (git commit) it was built from, or `unknown` (Package.swift says how it is found).
+    public static let revision = String(cString: receipt_worker_revision())
 }

@@ -244,12 +244,40 @@ public final class Worker: Service {
         ] {
             if let partitions = try await partitionCount(topic) {
                 read.append((topic, partitions))
+                if key == "topics.retries" { checkParkingLanes(partitions: partitions) }
             } else {
                 logger.notice(
                     "\(key) \(topic) does not exist: not read (create it, then restart); meanwhile \(without)")
             }
         }
         return read
+    }
+
+    /// The games whose parked jobs share a partition of `topics.retries` with another game's (fewer partitions than
+    /// games): such games wait behind each other's backlog. Said at start, and kept in
+    /// `receipt_worker_retries_shared_games` for an alert (0 when each game has a partition of its own).
+    private func checkParkingLanes(partitions: Int) {
+        let sharing = Self.gamesSharingParkingPartitions(apps: apps.all.map(\.name), partitions: partitions)
+        metrics.registry.gauge(
+            "receipt_worker_retries_shared_games",
+            help: "Games whose parked jobs share a partition of topics.retries with another game's (0: one each)."
+        ).set(sharing.count)
+        guard !sharing.isEmpty else { return }
+        logger.warning(
+            "topics.retries has fewer partitions than games: their parked jobs wait behind each other's",
+            [
+                "topic": configuration.topics.retries, "partitions": String(partitions),
+                "games": String(apps.all.count), "sharing": sharing.sorted().joined(separator: ","),
+            ])
+    }
+
+    /// The apps whose lane (``lanes(_:)``) falls on a partition another app's falls on too.
+    static func gamesSharingParkingPartitions(apps names: [String], partitions: Int) -> [String] {
+        guard partitions > 0 else { return names }
+        let sorted = names.sorted()
+        var byPartition: [Int: [String]] = [:]
+        for (index, name) in sorted.enumerated() { byPartition[index % partitions, default: []].append(name) }
+        return byPartition.values.filter { $0.count > 1 }.flatMap { $0 }
     }
 
     /// Refuses to start on a ledger that does not hold what the consumer group has processed (LedgerGroupCheck),

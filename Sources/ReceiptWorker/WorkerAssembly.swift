@@ -140,6 +140,25 @@ public enum WorkerAssembly {
 
     /// Builds everything ``make(_:logger:)`` builds short of connecting (the librdkafka configurations, the
     /// API key, the root certificates), failing the same way: for `check-config`.
+    /// Apple's stated limit for Get Transaction Info in Production, a second: what `apple.api.max_requests_per_second`
+    /// is meant to be.
+    static let applesTransactionInfoLimit = 50
+
+    /// What is valid but probably not meant: said by `check-config` and at start. A rate below Apple's limit
+    /// that divides it evenly looks divided by the replicas already, which the worker does itself (each replica
+    /// takes its partitions' share): following an old comment, that throttles Apple's calls by the replica count
+    /// twice.
+    public static func warnings(_ configuration: WorkerConfiguration) -> [String] {
+        let rate = configuration.apple.apiMaxRequestsPerSecond
+        let limit = applesTransactionInfoLimit
+        guard rate < limit, limit % rate == 0 else { return [] }
+        return [
+            "apple.api.max_requests_per_second=\(rate) looks like Apple's limit (\(limit)) divided by \(limit / rate):"
+                + " it is the whole pool's limit, and each replica already takes its share by its partitions; set"
+                + " Apple's limit as Apple states it, unless Apple gave this app a lower one"
+        ]
+    }
+
     public static func validate(_ configuration: WorkerConfiguration) throws {
         _ = try receiptVerification(configuration)
         _ = try receiptSignatures(configuration)

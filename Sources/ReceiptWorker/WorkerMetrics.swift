@@ -97,6 +97,11 @@ public final class WorkerMetrics: Sendable {
                 help: "Apple's 429s, each pausing its lane (app, endpoint, environment) until Retry-After.",
                 labels: ["app": "default", "endpoint": "transaction_info", "environment": environment])
         }
+        registry.gauge(
+            "receipt_worker_build_info",
+            help: "1, labelled with the release and the source revision this process runs.",
+            labels: ["version": BuildInfo.version, "revision": BuildInfo.revision]
+        ).set(1)
         registry.gauges("receipt_worker_ready", help: "1 when /readyz answers 200.") { [weak self] in
             [(Labels.none, self?.readiness.withLock { $0 }?() == true ? 1 : 0)]
         }

@@ -6,7 +6,7 @@ import ReceiptWorker
 /// owner, by cron, or by an operator after losing a ledger.
 enum LedgerCommand {
     static let help = """
-        usage: receipt-worker ledger migrate [--config FILE] [--set key=value]... [--print [--grant-to ROLE]]
+        usage: receipt-worker ledger migrate [--config FILE] [--set key=value]... [--grant-to ROLE] [--print]
                receipt-worker ledger prune [--config FILE] [--set key=value]... [--older-than-days N]
                receipt-worker ledger accept-offsets [--config FILE] [--set key=value]...
                receipt-worker ledger backup --to PATH [--config FILE] [--set key=value]...
@@ -19,10 +19,12 @@ enum LedgerCommand {
                  Each step runs beside traffic: short transactions under a 2 s lock_timeout, retried;
                  indexes built CONCURRENTLY; backfills in bounded batches. It prints each step's
                  duration and the longest lock it held.
+                 --grant-to ROLE then grants the worker's role what it needs on the schema (rows and
+                 functions; nothing to create), every run, so a migration that adds a table is granted
+                 too (the migration Job does this; ROLE must exist).
                  --print: print every migration's SQL (idempotent; each step on its own, as the
-                 migration runs it) and connect to nothing, for a DBA to review and run with psql;
-                 --grant-to ROLE appends the grants the worker's role needs on the schema (rows and
-                 functions; nothing to create).
+                 migration runs it) and, with --grant-to ROLE, the grants; connects to nothing, for a DBA
+                 to review and run with psql.
         prune    deletes, in bounded batches, the results stored for re-delivered jobs decided more
                  than ledger.results_retention_days (or N) days ago, handled notifications past
                  ledger.notifications_retention_days, and what is settled (consumption requests,
@@ -65,7 +67,6 @@ enum LedgerCommand {
             if let role, !PostgresSchema.isIdentifier(role) {
                 throw UsageError("--grant-to must be a lower-case SQL name: a-z, 0-9 and _")
             }
-            if role != nil && !options.has("--print") { throw UsageError("--grant-to goes with --print") }
             let configuration = try options.configuration(purpose: .ledger)
             return try await migrate(configuration, printOnly: options.has("--print"), grantingTo: role)
         case "accept-offsets":
@@ -150,7 +151,8 @@ enum LedgerCommand {
             emit("ledger.url is SQLite: the worker migrates its file itself; nothing to do")
             return 0
         }
-        let applied = try await PostgresLedger.migrate(url: configuration.ledgerURL, schema: schema)
+        let applied = try await PostgresLedger.migrate(
+            url: configuration.ledgerURL, schema: schema, grantingTo: role)
         for applied in applied {
             emit(
                 "applied \(applied.migration.version): \(applied.migration.description) in "
@@ -159,6 +161,7 @@ enum LedgerCommand {
                     + (applied.longestLockStep.isEmpty ? "" : " (\(applied.longestLockStep))"))
         }
         emit("ledger schema \(schema.name) is at version \(schema.latestVersion)")
+        if let role { emit("granted role \(role) what the worker needs on schema \(schema.name)") }
         return 0
     }
 }

@@ -35,6 +35,7 @@ enum RunCommand {
         // The servers' connection limits are shares of this budget: a flood of idle connections must leave
         // room for the probes.
         let descriptors = DescriptorBudget.raiseToHardLimit()
+        for warning in WorkerAssembly.warnings(configuration) { logger.warning("configuration: \(warning)") }
         let group: ServiceGroup
         do {
             group = try ProcessRoles.worker(configuration, logger: logger, descriptors: descriptors)
@@ -68,6 +69,7 @@ enum CheckConfigCommand {
         let loaded = try ConfigurationLoader.loadWithSources(
             file: options.value("--config"), overrides: options.all("--set"), purpose: .worker)
         try WorkerAssembly.validate(loaded.configuration)
+        for warning in WorkerAssembly.warnings(loaded.configuration) { complain("warning: \(warning)") }
         if options.has("--print") {
             // Standard output reads back as a properties file: the verdict too is a comment there. Both
             // through `emit`: `print` buffers, and the verdict would land inside a line of a long text.

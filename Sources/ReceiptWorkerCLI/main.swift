@@ -64,7 +64,7 @@ if ["--help", "-h", "help"].contains(arguments[0]) {
     exit(0)
 }
 if ["--version", "version"].contains(arguments[0]) {
-    print("receipt-worker \(BuildInfo.version)")
+    print("receipt-worker \(BuildInfo.version) (\(BuildInfo.revision))")
     exit(0)
 }
 var name = arguments.removeFirst()

@@ -13,6 +13,25 @@ struct ConfigurationTests {
         return try ConfigurationLoader.load(file: path, overrides: overrides, environment: environment)
     }
 
+    @Test("a rate that looks already divided by the replicas is warned about; Apple's own limit, or an odd one, is not")
+    func dividedRateWarning() throws {
+        #expect(WorkerAssembly.warnings(try load(["apple.bundle_id=com.example"])).isEmpty)
+        let divided = WorkerAssembly.warnings(
+            try load(["apple.bundle_id=com.example", "apple.api.max_requests_per_second=10"]))
+        #expect(divided.count == 1 && divided[0].contains("divided by 5") && divided[0].contains("whole pool"))
+        #expect(
+            WorkerAssembly.warnings(try load(["apple.bundle_id=com.example", "apple.api.max_requests_per_second=30"]))
+                .isEmpty)
+    }
+
+    @Test("games that share a partition of topics.retries are named: fewer partitions than games")
+    func sharedParkingPartitions() {
+        let games = ["alpha", "bravo", "charlie", "default"]
+        #expect(Worker.gamesSharingParkingPartitions(apps: games, partitions: 4).isEmpty)
+        #expect(Set(Worker.gamesSharingParkingPartitions(apps: games, partitions: 3)) == ["alpha", "default"])
+        #expect(Set(Worker.gamesSharingParkingPartitions(apps: games, partitions: 1)) == Set(games))
+    }
+
     @Test("a properties file with comments, then --set overrides")
     func loads() throws {
         let configuration = try load(

@@ -181,11 +181,27 @@ import Testing
         let first = try await CommandLineRun.run(["ledger", "migrate"] + common)
         #expect(first.status == 0, "\(first.errors)")
         #expect(first.output.contains("applied 1: grants and results") && first.output.contains("applied 10:"))
-        #expect(first.output.contains("ledger schema receipt_worker is at version 10"))
+        #expect(first.output.contains("applied 11: what each sale counted as revenue"))
+        #expect(first.output.contains("ledger schema receipt_worker is at version 11"))
         // Each migration says how long it took and the longest it held a lock writers could wait behind.
         #expect(first.output.contains("applied 10: year two") && first.output.contains("longest lock"))
-        let second = try await CommandLineRun.run(["ledger", "migrate"] + common)
-        #expect(second.status == 0 && !second.output.contains("applied") && second.output.contains("version 10"))
+        // As the migration Job runs it: nothing left to apply, the worker's role granted on every run.
+        let role = "rw_job_\(UUID().uuidString.prefix(8).lowercased())"
+        #expect(runPsql(url, "CREATE ROLE \(role) LOGIN") == 0)
+        let second = try await CommandLineRun.run(["ledger", "migrate", "--grant-to", role] + common)
+        #expect(second.status == 0 && !second.output.contains("applied") && second.output.contains("version 11"))
+        #expect(second.output.contains("granted role \(role)"), "\(second.errors)")
+        #expect(
+            runPsql(
+                url,
+                "SELECT 1 / (CASE WHEN has_table_privilege('\(role)', 'receipt_worker.grants', 'INSERT')"
+                    + " AND has_function_privilege('\(role)', 'receipt_worker.claim_write_v2(text[], text[], text[],"
+                    + " text[], text[], text[], text[], integer[], text[], bigint[], double precision[], text[],"
+                    + " text[], text[], text[], text[], text[], text[], text[])', 'EXECUTE')"
+                    + " AND NOT has_table_privilege('\(role)', 'receipt_worker.grants', 'DELETE') THEN 1 ELSE 0 END)")
+                == 0, "the worker's role may write and call, never delete a grant")
+        let noRole = try await CommandLineRun.run(["ledger", "migrate", "--grant-to", "no_such_role"] + common)
+        #expect(noRole.status == 1 && noRole.errors.contains("no_such_role"), "\(noRole.errors)")
         let printed = try await CommandLineRun.run(
             ["ledger", "migrate", "--print", "--grant-to", "rw_app", "--set", "apple.bundle_id=com.example.game"])
         #expect(printed.status == 0)

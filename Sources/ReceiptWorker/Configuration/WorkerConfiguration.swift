@@ -58,8 +58,9 @@ public struct WorkerConfiguration: Sendable {
         public var receiptRootCertificates: [Data] = []
         /// `apple.app_apple_id`: the app's numeric Apple id, which Production notifications must name.
         public var appAppleID: Int64?
-        /// `apple.api.max_requests_per_second`: per replica and Production lane (a Sandbox lane: a tenth).
-        /// Default: 50, Apple's limit for Get Transaction Info.
+        /// `apple.api.max_requests_per_second`: Apple's limit for the whole pool, per Production lane (a Sandbox
+        /// lane: a tenth); each replica takes its share by its partitions (``AppleLimitShare``). Default: 50,
+        /// Apple's limit for Get Transaction Info.
         public var apiMaxRequestsPerSecond = 50
         /// `apple.api.max_lane_pause_ms`: the longest a 429's `Retry-After` pauses a lane. Default: 300,000.
         public var apiMaxLanePause: Duration = .seconds(300)
