@@ -124,6 +124,16 @@ struct MoneyEndToEndTests {
             try await harness.supportTool(["lookup", "--transaction-id", other.transactionID, "--json"]).output
                 .components(separatedBy: "\"").first { $0.hasPrefix("refunded in part") })
         #expect(invoice.contains("credit the rest"))
+        let credited = try await harness.supportTool([
+            "credit", "--transaction-id", other.transactionID, "--order-id", "support-c", "--user-id", "player-3",
+            "--by", "agent", "--reason", "ticket", "--apple-order-id",
+            try await harness.appleOrderID(other.transactionID),
+        ])
+        #expect(credited.status == 0 && credited.output.contains("taken back at once"), "\(credited.errors)")
+        _ = await eventually(timeout: .seconds(60)) { harness.events(orderID: "support-c").count >= 2 }
+        let supported = harness.events(orderID: "support-c")
+        #expect(supported.map { $0["type"] as? String } == ["receipt.granted", "receipt.revoked"], "\(supported)")
+        #expect(supported.last?["revocation_percentage"] as? Double == 33.333)
         await harness.stop()
     }
 
@@ -198,4 +208,15 @@ final class SilentListener: Sendable {
     }
 
     func close() { _ = Glibc.close(descriptor) }
+}
+
+extension WorkerHarness {
+    /// The order id on the invoice Apple sent for a transaction (the simulator's Look Up Order ID key).
+    func appleOrderID(_ transactionID: String) async throws -> String {
+        let state = try await admin.call("transactions/\(transactionID)", [:])
+        guard let order = state["order_id"] as? String else {
+            throw TestSupportError("no order id for \(transactionID)")
+        }
+        return order
+    }
 }
