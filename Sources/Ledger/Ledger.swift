@@ -492,15 +492,17 @@ public enum LedgerFactory {
         migrate: Bool = true, giveUpAfter: Duration? = nil
     ) async throws -> any Ledger {
         if url.hasPrefix("sqlite:") {
-            return try SQLiteLedger(path: String(url.dropFirst("sqlite:".count)), defaultBundleID: defaultBundleID)
+            return try LedgerEngine.sqlite(
+                path: String(url.dropFirst("sqlite:".count)), defaultBundleID: defaultBundleID)
         }
         if url.hasPrefix("postgresql://") || url.hasPrefix("postgres://") {
             guard let schema = PostgresSchema(name: schema, defaultBundleID: defaultBundleID) else {
                 throw LedgerError(
                     .misconfigured, "ledger.schema must be a lower-case SQL name (a-z, 0-9, _)", key: "ledger.schema")
             }
-            return try await PostgresLedger(
-                url: url, poolSize: poolSize, schema: schema, migrate: migrate, giveUpAfter: giveUpAfter)
+            return LedgerEngine(
+                dialect: try await PostgresDialect(
+                    url: url, poolSize: poolSize, schema: schema, migrate: migrate, giveUpAfter: giveUpAfter))
         }
         throw LedgerError(.misconfigured, "ledger.url must start with sqlite: or postgresql://", key: "ledger.url")
     }

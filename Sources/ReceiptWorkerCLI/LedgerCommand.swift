@@ -151,8 +151,7 @@ enum LedgerCommand {
             emit("ledger.url is SQLite: the worker migrates its file itself; nothing to do")
             return 0
         }
-        let applied = try await PostgresLedger.migrate(
-            url: configuration.ledgerURL, schema: schema, grantingTo: role)
+        let applied = try await schema.migrate(url: configuration.ledgerURL, grantingTo: role)
         for applied in applied {
             emit(
                 "applied \(applied.migration.version): \(applied.migration.description) in "

@@ -16,7 +16,7 @@ import Vocabulary
 struct ConsumptionHandlerTests {
     let apple = FakeApple()
     let consumption = FakeConsumption()
-    let ledger: SQLiteLedger
+    let ledger: LedgerEngine
 
     init() throws { ledger = try Handlers.ledger() }
 

@@ -17,7 +17,7 @@ enum Handlers {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
-    static func ledger() throws -> SQLiteLedger { try SQLiteLedger(path: ":memory:") }
+    static func ledger() throws -> LedgerEngine { try LedgerEngine.sqlite(path: ":memory:") }
 
     /// The jobs' handler with the shipped limits (256 KiB, a transaction id needs its account token).
     static func jobs(_ apps: AppleApps, ledger: any DecisionStore, retry: RetryPolicy = RetryPolicy()) -> JobHandler {

@@ -12,7 +12,7 @@ import Testing
 @Suite("The job flow: every rule, in memory")
 struct JobHandlerTests {
     let apple = FakeApple()
-    let ledger: SQLiteLedger
+    let ledger: LedgerEngine
 
     init() throws { ledger = try Handlers.ledger() }
 

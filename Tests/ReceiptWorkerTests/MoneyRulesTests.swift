@@ -13,7 +13,7 @@ import Vocabulary
 @Suite("Money: revenue from the events alone, and refunds made before a grant")
 struct MoneyRulesTests {
     let apple = FakeApple()
-    let ledger: SQLiteLedger
+    let ledger: LedgerEngine
     let jobs: JobHandler
     let notifications: NotificationHandler
 

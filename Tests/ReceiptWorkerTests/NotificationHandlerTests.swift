@@ -12,7 +12,7 @@ import Vocabulary
 @Suite("The notification flow: every rule, in memory")
 struct NotificationHandlerTests {
     let apple = FakeApple()
-    let ledger: SQLiteLedger
+    let ledger: LedgerEngine
     let jobs: JobHandler
     let notifications: NotificationHandler
     let apps: AppleApps

@@ -12,7 +12,7 @@ import Testing
 @Suite("Subscriptions and purchases no job claimed, in memory")
 struct PurchaseLifeHandlerTests {
     let apple = FakeApple()
-    let ledger: SQLiteLedger
+    let ledger: LedgerEngine
     let jobs: JobHandler
     let notifications: NotificationHandler
     let month: TimeInterval = 30 * 86_400

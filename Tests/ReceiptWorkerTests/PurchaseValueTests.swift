@@ -12,7 +12,7 @@ import Vocabulary
 @Suite("Purchase value in events; Apple's newer notification types")
 struct PurchaseValueTests {
     let apple = FakeApple()
-    let ledger: SQLiteLedger
+    let ledger: LedgerEngine
     let jobs: JobHandler
     let notifications: NotificationHandler
 

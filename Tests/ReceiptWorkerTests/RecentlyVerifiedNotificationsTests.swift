@@ -10,7 +10,7 @@ import Testing
 @Suite("Notifications verified by this process's receiver")
 struct RecentlyVerifiedNotificationsTests {
     let apple = FakeApple()
-    let ledger: SQLiteLedger
+    let ledger: LedgerEngine
     let apps: AppleApps
     let jobs: JobHandler
     let recent = RecentlyVerifiedNotifications(capacity: 4)

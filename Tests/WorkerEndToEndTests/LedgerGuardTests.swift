@@ -120,7 +120,7 @@ struct LedgerGuardTests {
 /// How many messages the ledger at `path` has recorded as committed for `group`, over all partitions (each
 /// partition's recorded next offset; the test's topics start at offset 0).
 private func recordedOffsetCount(ledger path: String, group: String) async -> Int64 {
-    guard let ledger = try? SQLiteLedger(path: path),
+    guard let ledger = try? LedgerEngine.sqlite(path: path),
         let recorded = try? await ledger.recordedOffsets(group: group)
     else { return -1 }
     return recorded.offsets.values.reduce(0, +)

@@ -68,7 +68,7 @@ func decision(_ index: Int, run: String) -> Decision {
 }
 
 /// Runs the decisions, `inFlight` at a time, each a lookup then a record, as the worker does.
-func run(_ ledger: SQLiteLedger, _ decisions: [Decision], inFlight: Int) async throws {
+func run(_ ledger: LedgerEngine, _ decisions: [Decision], inFlight: Int) async throws {
     let next = Counter()
     try await withThrowingTaskGroup(of: Void.self) { group in
         for _ in 0..<inFlight {
@@ -104,7 +104,7 @@ let inFlight = max(1, option("--in-flight", default: 1_000))
 // A file of its own, never one given: the bench writes made-up grants and deletes the file after.
 let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-bench-\(UUID()).sqlite").path
 
-let ledger = try SQLiteLedger(path: path)
+let ledger = try LedgerEngine.sqlite(path: path)
 if prefill > 0 { try await run(ledger, (0..<prefill).map { decision($0, run: "p") }, inFlight: inFlight) }
 // Made before the measured window: what is measured is the ledger's work, not the making of its input.
 let measured = (0..<count).map { decision($0, run: "m") }

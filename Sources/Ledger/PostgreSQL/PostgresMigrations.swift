@@ -414,3 +414,27 @@ extension PostgresSchema {
         }
     }
 }
+
+extension PostgresSchema {
+    /// Applies the schema's missing migrations without opening a ledger (`receipt-worker ledger migrate`), then,
+    /// with `role`, grants that role what the worker needs (``grants(to:)``) in one transaction: every run, so a
+    /// migration that adds a table or a function is granted too (GRANT is idempotent).
+    public func migrate(url: String, grantingTo role: String? = nil) async throws -> [Applied] {
+        let thread = BlockingThread(name: "ledger-migrate")
+        defer { thread.stop() }
+        return try await thread.perform {
+            let connection = try PostgresConnection(url: url)
+            let applied = try self.migrate(on: connection)
+            guard let role else { return applied }
+            try connection.query("BEGIN")
+            do {
+                for grant in self.grants(to: role) { try connection.query(grant) }
+                try connection.query("COMMIT")
+            } catch {
+                _ = try? connection.query("ROLLBACK")
+                throw error
+            }
+            return applied
+        }
+    }
+}

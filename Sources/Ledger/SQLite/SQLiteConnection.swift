@@ -91,6 +91,19 @@ final class SQLiteConnection {
             sqlite3_column_type(statement, column) == SQLITE_NULL ? nil : Int(sqlite3_column_int64(statement, column))
         }
 
+        /// Every column, as the ledger's engine reads rows (``SQLRow``).
+        var cells: SQLRow {
+            SQLRow(
+                cells: (0..<sqlite3_column_count(statement)).map { column in
+                    switch sqlite3_column_type(statement, column) {
+                    case SQLITE_NULL: .null
+                    case SQLITE_INTEGER: .integer(sqlite3_column_int64(statement, column))
+                    case SQLITE_BLOB: .bytes(bytes(column) ?? [])
+                    default: .text(text(column) ?? "")
+                    }
+                })
+        }
+
         func bytes(_ column: Int32) -> [UInt8]? {
             guard sqlite3_column_type(statement, column) != SQLITE_NULL else { return nil }
             let count = Int(sqlite3_column_bytes(statement, column))

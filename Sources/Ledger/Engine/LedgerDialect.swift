@@ -1,0 +1,36 @@
+import Foundation
+
+/// What the ledger engine (``LedgerEngine``) needs of a database, and all that is written per database: how a
+/// transaction runs, the claim's facts and writes (PostgreSQL's as functions whose plans each server connection
+/// keeps), a batch of stored answers, the health check. Every other statement is written once
+/// (``PurchaseStatements``, ``LedgerQueries``) on the dialect's ``SQLSession``.
+protocol LedgerDialect: Sendable {
+    /// How many batches of records, and of lookups, run at once.
+    var concurrentBatches: Int { get }
+    /// The connection pool's state, for `/metrics` (nil: no pool).
+    var poolStats: LedgerPoolStats? { get }
+
+    /// Runs `body` in one write transaction: committed when it returns, rolled back when it throws.
+    func write<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T
+
+    /// Runs `body`'s reads, each statement on its own.
+    func read<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T
+
+    /// What the ledger holds about a batch's jobs, purchases and orders, read under the locks of their purchases,
+    /// inside `session`'s write transaction.
+    func claimFacts(_ decisions: [Decision], in session: any SQLSession) throws -> ClaimFacts
+
+    /// Writes what ``ClaimRules`` decided for a batch, in `session`'s transaction.
+    func claimWrite(_ decided: [(Decision, ClaimResult)], in session: any SQLSession) throws
+
+    /// The stored answers of many jobs, in one read.
+    func storedDecisions(_ keys: [DecisionKey], in session: any SQLSession) throws -> [StoredEvent?]
+
+    /// Whether the ledger answers and takes writes.
+    func ping() async throws
+
+    func close() async
+}
+
+/// Apple gives a consumption request 12 hours from the notification.
+let consumptionWindow: TimeInterval = 12 * 3600

@@ -1,0 +1,210 @@
+import Foundation
+import Vocabulary
+
+/// The ledger, written once over a database's ``LedgerDialect``: decisions recorded in batches (read the facts
+/// under the purchases' locks, let ``ClaimRules`` decide, write what they say), notifications applied by
+/// ``PurchaseRules``, and every read and upkeep of the ledger's tables. `LedgerFactory.open` makes one on SQLite
+/// (``SQLiteDialect``, one host) or PostgreSQL (``PostgresDialect``, shared by every replica).
+public final class LedgerEngine: Ledger, Sendable {
+    let dialect: any LedgerDialect
+    /// Lookups and records go in batches, one round trip and one transaction each (see ``Batcher``).
+    private let lookups: Batcher<DecisionKey, StoredEvent?>
+    private let records: Batcher<Decision, RecordAnswer>
+
+    /// One decision's answer in a batch.
+    enum RecordAnswer: Sendable {
+        case outcome(LedgerOutcome)
+        /// Met a concurrent decision, a deadlock or a unique violation: retried by the caller.
+        case conflict
+        /// Failed for good (a value the database refuses), or alone.
+        case failed(LedgerError)
+    }
+
+    init(dialect: any LedgerDialect) {
+        self.dialect = dialect
+        // Under load the batches grow instead of multiplying (docs/benchmarks.md, "The ledger as it grows").
+        lookups = Batcher(maxBatch: 256, maxConcurrent: dialect.concurrentBatches) { keys in
+            try await dialect.read { try dialect.storedDecisions(keys, in: $0) }
+        }
+        records = Batcher(maxBatch: 256, maxConcurrent: dialect.concurrentBatches) { decisions in
+            try await Self.record(decisions, dialect: dialect)
+        }
+    }
+
+    public var poolStats: LedgerPoolStats? { dialect.poolStats }
+
+    // MARK: Decisions
+
+    public func storedDecision(_ key: DecisionKey) async throws -> StoredEvent? {
+        try await lookups.submit(key)
+    }
+
+    public func record(_ decision: Decision) async throws -> LedgerOutcome {
+        switch try await records.submit(decision) {
+        case .outcome(let outcome): return outcome
+        case .conflict:
+            // Decided meanwhile by another replica (or another batch): the retry finds the stored answer.
+            throw LedgerError(.conflict, "job \(decision.key.jobID) was decided concurrently; retrying")
+        case .failed(let error): throw error
+        }
+    }
+
+    /// Many decisions in one transaction, without a subtransaction each: the facts read under the locks of their
+    /// purchases (the notification side takes the same: a grant and a revocation of one purchase never
+    /// interleave), ``ClaimRules``' decisions, and their writes. A batch that meets a concurrent writer or a
+    /// value refused is rolled back, and each decision is then recorded alone: only the one at fault fails.
+    static func record(_ decisions: [Decision], dialect: any LedgerDialect) async throws -> [RecordAnswer] {
+        do {
+            return try await dialect.write { session in
+                var facts = try dialect.claimFacts(decisions, in: session)
+                let results = ClaimRules.decide(decisions, facts: &facts)
+                try dialect.claimWrite(Array(zip(decisions, results)), in: session)
+                return results.map { .outcome($0.outcome) }
+            }
+        } catch let error as LedgerError where error.code == .conflict || error.code == .valueRefused {
+            guard decisions.count > 1 else { return [error.code == .conflict ? .conflict : .failed(error)] }
+            var answers: [RecordAnswer] = []
+            for decision in decisions { answers += try await record([decision], dialect: dialect) }
+            return answers
+        }
+    }
+
+    public func claimCredit(
+        _ decision: Decision, answer: @escaping @Sendable (_ creditEventID: String, _ revenue: Int64?) -> StoredEvent
+    ) async throws -> CreditClaim {
+        // A job decided by another writer meanwhile fails its insert (a unique violation, retried): the retry
+        // finds its answer.
+        try await dialect.write {
+            try PurchaseRules.claimCredit(decision, answer: answer, in: PurchaseStatements(session: $0))
+        }
+    }
+
+    // MARK: Notifications
+
+    public func storedNotification(id: String) async throws -> NotificationRecord? {
+        try await dialect.read {
+            try PurchaseStatements(session: $0).storedNotification(id: id).map { .replay($0.event) }
+        }
+    }
+
+    public func apply(_ change: NotificationChange, event: @escaping @Sendable (PurchaseHolder) -> StoredEvent?)
+        async throws -> NotificationRecord
+    {
+        try await dialect.write { try PurchaseRules.apply(change, event: event, in: PurchaseStatements(session: $0)) }
+    }
+
+    // MARK: Purchases no job claimed
+
+    public func creditUnclaimed(now: Date, limit: Int) async throws -> [StoredEvent] {
+        try await dialect.write {
+            try PurchaseRules.creditDue(now: now, limit: limit, in: PurchaseStatements(session: $0))
+        }
+    }
+
+    public func markCreditsPublished(eventIDs: [String]) async throws {
+        guard !eventIDs.isEmpty else { return }
+        try await dialect.write { try LedgerQueries.markCreditsPublished(eventIDs: eventIDs, in: $0) }
+    }
+
+    public func waitingUnclaimed() async throws -> Int {
+        try await dialect.read { try LedgerQueries.waitingUnclaimed(in: $0) }
+    }
+
+    // MARK: Consumption requests
+
+    public func grant(transactionID: String, app: AppScope?) async throws -> GrantRecord? {
+        try await dialect.read { try LedgerQueries.grant(transactionID: transactionID, app: app, in: $0) }
+    }
+
+    public func answerConsumptionRequest(app: AppScope, environment: AppleEnvironment, transactionID: String)
+        async throws
+    {
+        try await dialect.write {
+            try LedgerQueries.answerConsumptionRequest(
+                app: app, environment: environment, transactionID: transactionID, in: $0)
+        }
+    }
+
+    public func oldestOpenConsumptionRequest() async throws -> Date? {
+        let now = Date()
+        return try await dialect.read { try LedgerQueries.oldestOpenConsumptionRequest(now: now, in: $0) }
+    }
+
+    // MARK: Support
+
+    public func supportRecord(
+        app: AppScope, environment: AppleEnvironment, purchaseID: PurchaseID, transactionID: String
+    ) async throws -> SupportRecord {
+        try await dialect.read {
+            try LedgerQueries.supportRecord(
+                app: app, environment: environment, purchaseID: purchaseID, transactionID: transactionID, in: $0)
+        }
+    }
+
+    public func grantedTransactions(orderID: String, app: AppScope) async throws -> [(AppleEnvironment, String)] {
+        try await dialect.read { try LedgerQueries.grantedTransactions(orderID: orderID, app: app, in: $0) }
+    }
+
+    public func reportedTransactions(appAccountToken: String, app: AppScope) async throws
+        -> [(AppleEnvironment, String)]
+    {
+        try await dialect.read {
+            try LedgerQueries.reportedTransactions(appAccountToken: appAccountToken, app: app, in: $0)
+        }
+    }
+
+    // MARK: Offsets
+
+    public func recordOffsets(_ offsets: [ConsumedPartition: Int64], group: String) async throws {
+        guard !offsets.isEmpty else { return }
+        try await dialect.write { try LedgerQueries.recordOffsets(offsets, group: group, in: $0) }
+    }
+
+    public func recordedOffsets(group: String) async throws -> RecordedOffsets {
+        try await dialect.read { try LedgerQueries.recordedOffsets(group: group, in: $0) }
+    }
+
+    // MARK: Upkeep
+
+    public func pruneResults(decidedBefore cutoff: Date) async throws -> Int {
+        try await prune(LedgerQueries.doomedResults, cutoff: cutoff)
+    }
+
+    public func prune(_ retention: Retention) async throws -> [Retention.Kind: Int] {
+        var deleted: [Retention.Kind: Int] = [:]
+        for kind in Retention.Kind.allCases {
+            guard let cutoff = retention.cutoff(kind) else { continue }
+            deleted[kind] = try await prune({ LedgerQueries.doomed(kind, $0) }, cutoff: cutoff)
+        }
+        return deleted
+    }
+
+    /// Deletes what `doomed` names, 10,000 rows a transaction, until fewer come back; 0 at once when another
+    /// replica is pruning.
+    private func prune(_ doomed: @escaping @Sendable (SQLSpelling) -> (table: String, condition: String), cutoff: Date)
+        async throws -> Int
+    {
+        var total = 0
+        while true {
+            let deleted = try await dialect.write { session in
+                let (table, condition) = doomed(session.spelling)
+                return try LedgerQueries.pruneBatch(table: table, condition: condition, cutoff: cutoff, in: session)
+            }
+            guard let deleted else { return total }
+            total += deleted
+            if deleted < 10_000 { return total }
+        }
+    }
+
+    public func ping() async throws { try await dialect.ping() }
+
+    public func close() async { await dialect.close() }
+}
+
+extension LedgerEngine {
+    /// A ledger in one SQLite file (`:memory:`: in memory, for tests). `defaultBundleID`: the default app's bundle
+    /// id, which migrating a file of an earlier release needs (``SQLiteSchema``).
+    public static func sqlite(path: String, defaultBundleID: String? = nil) throws -> LedgerEngine {
+        LedgerEngine(dialect: try SQLiteDialect(path: path, defaultBundleID: defaultBundleID))
+    }
+}
