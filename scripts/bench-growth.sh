@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ledger as it grows (issue 33): the same end-to-end burst (broker -> receipt-worker -> App Store simulator at
+# The ledger as it grows: the same end-to-end burst (broker -> receipt-worker -> App Store simulator at
 # 100 ms -> ledger -> broker, all real processes, 1,000 jobs in flight) on each ledger when empty and when it
 # holds 1 million and 10 million grants, with their results, notifications and states at the retention's steady
 # state (written with set-based SQL: scripts/lib/prefill-postgres.sql, scripts/lib/prefill-sqlite.py), in one run.
@@ -8,7 +8,7 @@
 # of this machine now. Then a projection to 100 million grants from a fit of each figure on log10(grants).
 #   scripts/bench-growth.sh [JOBS] [SIZES]        (default 20000 jobs a burst; sizes "1000000 10000000")
 # LEDGERS="postgresql" or "sqlite" for one ledger; BASELINE_BIN=PATH also bursts an empty ledger with that
-# receipt-worker binary (another commit's), for "no loss of throughput" in the same run. PGBOUNCER=transaction
+# receipt-worker binary (another commit's), to compare two builds in one run. PGBOUNCER=transaction
 # (or session) puts Debian's PgBouncer, with its defaults, between the workers and PostgreSQL (each database is
 # migrated directly first, as the migration Job would); the prefill and the figures still go straight to it.
 set -euo pipefail

@@ -2,8 +2,8 @@
 # HTTP requests per second from HTTPClient (libcurl multi) to the App Store simulator's verifyReceipt, in
 # separate processes on this machine, at 0 ms and at 100 ms of simulated Apple latency.
 #   scripts/bench-http.sh [IN_FLIGHT] [SECONDS]     (defaults 1000, 5)
-# Beside each rate: the client's CPU per request, and in ECDSA P-256 verifications measured in the same run (the
-# unit of issue 25: a receipt job's call to Apple costs at least this). HTTP_BENCH=PATH runs that http-bench
+# Beside each rate: the client's CPU per request, and in ECDSA P-256 verifications measured in the same run
+# (scripts/lib/ecdsa.sh; a receipt job's call to Apple costs at least this). HTTP_BENCH=PATH runs that http-bench
 # binary (another commit's), to compare two clients against the same simulator.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

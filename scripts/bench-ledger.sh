@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The SQLite ledger alone, in process, as the worker drives it (a lookup, then a grant and its result row, 1,000
 # jobs in flight, decisions committed in groups): CPU and bytes written per decision, beside the cost of one
-# ECDSA P-256 verification on this machine now, the unit of issue 25's figures.
+# ECDSA P-256 verification on this machine now, the unit of the benchmarks' CPU figures (docs/benchmarks.md).
 #   scripts/bench-ledger.sh [DECISIONS] [PREFILL]     (default 30000 after 0)
 # LEDGER_BENCH=PATH runs that ledger-bench binary (another commit's), to compare two builds in one run.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The upgrade of a big ledger (issue 34): a PostgreSQL ledger of the previous release (BASELINE_BIN's schema)
+# The upgrade of a big ledger: a PostgreSQL ledger of the previous release (BASELINE_BIN's schema)
 # holding GRANTS grants with their events, results and notifications (written with set-based SQL), migrated by
 # this build's `ledger migrate` while a client keeps writing grants beside it; prints each migration's duration
 # and the longest lock it held, how long the concurrent writer waited at worst, and the ledger's size before

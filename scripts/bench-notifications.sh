@@ -115,7 +115,7 @@ import sys
 start, end, count, hz, ecdsa = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
 per = (end - start) / hz / count * 1e6
 print(f"worker CPU per notification, received and processed: {per:.0f} us (= {per / ecdsa:.1f} ECDSA verifications"
-      f" of {ecdsa} us; issue 25's goal: 3)")
+      f" of {ecdsa} us)")
 PY
 fi
 echo "worker peak memory: $(awk '/VmHWM/ {printf "%d MiB", $2 / 1024}' "/proc/$worker_pid/status")"

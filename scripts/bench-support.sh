@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# What `receipt-worker lookup` and `credit` cost the ledger when it is big (issue 36): a PostgreSQL ledger migrated
+# What `receipt-worker lookup` and `credit` cost the ledger when it is big: a PostgreSQL ledger migrated
 # by `receipt-worker ledger migrate`, filled with GRANTS grants (a tenth of them a subscription's period, renewals
 # beside them) and REPORTS purchases Apple reported (waiting or credited unclaimed), then each of support's reads
-# (Sources/Ledger/PostgresLedger+Support.swift, the same SQL) under EXPLAIN ANALYZE: its plan's access path and
+# (Sources/Ledger/Engine/LedgerQueries.swift, the same SQL) under EXPLAIN ANALYZE: its plan's access path and
 # its time, the median of 5 runs. A read that scans a table says so.
 #   scripts/bench-support.sh [GRANTS] [REPORTS]     (default 1000000 and 100000)
 set -euo pipefail

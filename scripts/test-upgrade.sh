@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The upgrade drill (issue 34): the previous release's worker and this one on one PostgreSQL ledger, through the
+# The upgrade drill: the previous release's worker and this one on one PostgreSQL ledger, through the
 # migration, while jobs flow. The previous release (PREVIOUS_RELEASE, a commit of this repository) is built in a
 # worktree of its own; both are debug builds. Then, with every purchase presented for two orders:
 #   1. the previous release migrates the ledger to its schema and decides alone;
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 per_phase="${1:-150}"
-previous="${PREVIOUS_RELEASE:-8306278}"  # issue 32's end: PostgreSQL migration 9, before the ledger's year two
+previous="${PREVIOUS_RELEASE:-8306278}"  # the previous release (0.3.0): PostgreSQL migration 9
 bash scripts/setup.sh >/dev/null
 swift build --product receipt-worker >/dev/null
 swift build --product appstore-sim >/dev/null

@@ -1,4 +1,4 @@
-# The unit of issue 25's figures. Source this file, then:
+# The unit of the benchmarks' CPU figures (docs/benchmarks.md). Source this file, then:
 #   ecdsa_us="$(ecdsa_verify_us)"
 # The cost in µs of one ECDSA P-256 verification on this machine now (one core, OpenSSL's own loop, 3 s):
 # the machine's speed moves by a factor of two between days, so CPU per job is stated in this, measured in

@@ -3,8 +3,8 @@ import Ledger
 
 // The SQLite ledger alone, as the worker drives it: each job looks its decision up, then records a grant with
 // its event, 1,000 jobs in flight. Prints the CPU (user and system) and the bytes written per decision, the
-// part of a job's CPU the ledger takes inside the worker (issue 25), without the broker's and the
-// simulator's noise around it.
+// part of a job's CPU the ledger takes inside the worker, without the broker's and the simulator's noise
+// around it.
 //   ledger-bench [--decisions N] [--prefill N] [--in-flight N]       (a ledger file of its own, in TMPDIR)
 // --prefill records N decisions first (not measured), as a ledger that has run for a while holds.
 // scripts/bench-ledger.sh runs it and prints the same machine's ECDSA cost beside it.
