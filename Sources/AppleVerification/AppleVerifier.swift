@@ -9,6 +9,15 @@ public enum PurchaseProof: Sendable, Equatable {
     case signedTransaction(String)
     /// A transaction id alone, looked up with the App Store Server API.
     case transactionID(String)
+
+    /// Which proof it is, never its content (for logs and spans): `receipt`, `signed_transaction`, `transaction_id`.
+    public var kind: String {
+        switch self {
+        case .receipt: "receipt"
+        case .signedTransaction: "signed_transaction"
+        case .transactionID: "transaction_id"
+        }
+    }
 }
 
 /// Apple's verdict on a proof, before the order checks.

@@ -28,6 +28,7 @@ struct AppleNotification: Sendable {
             ("notification_type", type.rawValue), ("notification_subtype", subtype?.rawValue ?? ""),
             ("notification_uuid", id),
             ("bundle_id", bundleID), ("environment", environment?.rawValue ?? ""),
+            ("signed_date", payload.signedDate.map { String(Int64($0)) } ?? ""),
         ].map { KafkaHeader(name: $0.0, string: $0.1) } + TraceContext.fresh().headers
     }
 

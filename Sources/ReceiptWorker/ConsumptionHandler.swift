@@ -89,8 +89,12 @@ struct ConsumptionHandler: MessageHandler {
             do {
                 let sent = try await succession.call(ticket) { [attempts, environment] in
                     var made = attempts
-                    let outcome = try await api.sendConsumption(
-                        transactionID: answer.transactionID, body: body, environment: environment, attempts: &made)
+                    let outcome = try await context.traced(
+                        "apple send consumption", attributes: [("receipt_worker.app", .string(app.name))]
+                    ) {
+                        try await api.sendConsumption(
+                            transactionID: answer.transactionID, body: body, environment: environment, attempts: &made)
+                    }
                     return (outcome, made)
                 }
                 guard let (outcome, made) = sent else { return superseded(answer, attempts: attempts) }

@@ -50,6 +50,11 @@ struct JobHandler: MessageHandler {
     /// without Apple: the default app's slots serve it.
     func group(of message: KafkaMessage) -> String { apps.app(ofJob: message.value)?.name ?? apps.defaultApp.name }
 
+    /// A player waits from the job's send (the producer's create time on the record).
+    func waitStart(of message: KafkaMessage) -> WaitStart? {
+        message.timestamp.map { WaitStart(flow: "job", app: group(of: message), at: $0) }
+    }
+
     func handle(_ message: KafkaMessage, context: HandlingContext) async throws -> Outcome {
         let job: ReceiptJob
         switch JobParser.parse(
@@ -129,7 +134,14 @@ struct JobHandler: MessageHandler {
             try context.checkLetGo()
             let before = attempts
             do {
-                let verdict = try await app.purchases.verify(job.proof, selecting: selection, attempts: &attempts)
+                var made = attempts
+                let verdict = try await context.traced(
+                    "apple verify",
+                    attributes: [
+                        ("receipt_worker.app", .string(app.name)), ("receipt_worker.proof", .string(job.proof.kind)),
+                    ]
+                ) { try await app.purchases.verify(job.proof, selecting: selection, attempts: &made) }
+                attempts = made
                 return .verdict(verdict, attempts: attempts)
             } catch {
                 // A call cut short by the stop (a cancelled request) says nothing about the purchase.
@@ -207,10 +219,13 @@ struct JobHandler: MessageHandler {
             {
             case .recorded:
                 metrics.counter(.grant, app: appName(key)).increment()
+                countSale(grant, key)
                 return .publish(publishing(stored))
             case .recordedPartlyRefunded(let followUp):
                 // Refunded in part before this grant: granted for what the player kept, the share taken back.
                 metrics.counter(.grant, app: appName(key)).increment()
+                countSale(grant, key)
+                metrics.money.count(followUp.json, app: appName(key))
                 logger.info(
                     "granted a purchase refunded in part before, its refund taken back",
                     ["job_id": job.jobID, "event_id": followUp.eventID])
@@ -258,6 +273,12 @@ struct JobHandler: MessageHandler {
             let denied = event(.deny(refused.reason), transaction, environment, refused.detail)
             return try await deny(denied, key, context: context)
         }
+    }
+
+    /// A grant recorded: what it adds to revenue (a tie to a credit adds nothing: the credit was counted).
+    private func countSale(_ grant: ResultEvent, _ key: DecisionKey) {
+        metrics.money.sale(
+            app: appName(key), currency: grant.value.currency, revenue: grant.revenue, environment: grant.environment)
     }
 
     /// The answer to a job whose purchase its order holds by a credit of the worker's (a purchase credited

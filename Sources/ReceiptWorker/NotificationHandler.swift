@@ -36,6 +36,17 @@ struct NotificationHandler: MessageHandler {
 
     func group(of message: KafkaMessage) -> String { Worker.notificationsGroup }
 
+    /// From Apple's signing of the notification (the receiver's `signed_date` header; else the record's time), for
+    /// the app its `bundle_id` header names (`other` for one no app has).
+    func waitStart(of message: KafkaMessage) -> WaitStart? {
+        let signed = message.header("signed_date")?.stringValue.flatMap(Int64.init).map {
+            Date(timeIntervalSince1970: Double($0) / 1000)
+        }
+        guard let at = signed ?? message.timestamp else { return nil }
+        let bundleID = message.header("bundle_id")?.stringValue
+        return WaitStart(flow: "notification", app: apps.app(bundleID: bundleID)?.name ?? "other", at: at)
+    }
+
     func handle(_ message: KafkaMessage, context: HandlingContext) async throws -> Outcome {
         let notification: AppleNotification
         if let verifiedHere = recentlyVerified?.take(value: message.value) {
@@ -78,6 +89,11 @@ struct NotificationHandler: MessageHandler {
         switch record {
         case .recorded(let event?, _):
             metrics.notificationProcessed(type: notification.type, outcome: "published").increment()
+            let app = apps.app(bundleID: notification.bundleID)?.name ?? "other"
+            metrics.money.count(event.json, app: app)
+            if eventType == NotificationEvent.consumptionRequestedType {
+                metrics.consumptionRequested(app: app).increment()
+            }
             logger.info("purchase event", ["type": eventType, "notification_id": notification.id])
             return .publish(publishing(.recorded(event, granted: true)))
         case .recorded(nil, let granted) where eventType == UnclaimedEvent.type:

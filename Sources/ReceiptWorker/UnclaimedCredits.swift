@@ -16,6 +16,14 @@ struct UnclaimedCredits: Sendable {
     let eventSource: String
     let metrics: WorkerMetrics
     let logger: Logger
+    /// The app name of a credit's `bundle_id`, for the money it adds (`other` for one no app has).
+    var appName: @Sendable (String?) -> String = { _ in "default" }
+
+    /// What a credit adds to revenue, by its app.
+    private func countMoney(_ event: StoredEvent) {
+        let bundleID = (try? JSONSerialization.jsonObject(with: Data(event.json)) as? [String: Any])?["bundle_id"]
+        metrics.money.count(event.json, app: appName(bundleID as? String))
+    }
 
     /// Credits per round: a backlog (a backfill of a week) goes out over several rounds.
     static let batch = 500
@@ -40,6 +48,7 @@ struct UnclaimedCredits: Sendable {
                         topic: record.topic, key: Array(record.key.utf8), value: record.value,
                         headers: record.headers + [trace]))
                 published.append(event.eventID)
+                countMoney(event)
                 logger.info("unclaimed purchase credited", ["event_id": event.eventID, "order_id": event.key])
             }
             try await ledger.markCreditsPublished(eventIDs: published)

@@ -34,6 +34,8 @@ public final class Worker: Service {
     let recentlyVerified = RecentlyVerifiedNotifications()
     /// Finish Transaction after grants (`apple.finish_transactions`), nil: off.
     private let finisher: TransactionFinisher?
+    /// Spans to an OTLP collector (`otel.endpoint`), nil without one.
+    private let traceExporter: TraceExporter?
 
     public init(
         configuration: WorkerConfiguration, consumer: KafkaConsumer, producer: KafkaProducer, ledger: any Ledger,
@@ -91,6 +93,10 @@ public final class Worker: Service {
         runtimeConfiguration.stallTimeout = configuration.stallTimeout
         runtimeConfiguration.retry = configuration.retry
         runtimeConfiguration.maxRecordBytes = configuration.kafka["message.max.bytes"].flatMap(Int.init) ?? 1_000_000
+        traceExporter = configuration.tracing.endpoint.map {
+            TraceExporter(configuration.tracing, endpoint: $0, registry: metrics.registry, logger: logger)
+        }
+        runtimeConfiguration.tracer = traceExporter?.tracer(sampleRatio: configuration.tracing.sampleRatio)
         // After a rebalance, the partition count is read again (one metadata request; nil on failure, the
         // last count kept).
         let adminProperties = WorkerAssembly.adminProperties(configuration)
@@ -109,6 +115,7 @@ public final class Worker: Service {
                     Dictionary(uniqueKeysWithValues: offsets.map { (ConsumedPartition($0.key), $0.value) }),
                     group: group)
             })
+        for flow in ["job", "notification"] { runtime.prepareWaits(flow: flow, apps: apps.all.map(\.name)) }
         registerGauges()
         metrics.readiness.withLock { $0 = { [weak self] in self?.isReady == true } }
     }
@@ -190,6 +197,8 @@ public final class Worker: Service {
         // Started before the runtime, stopped after its drain; what waits then is left (StoreKit delivers the
         // transaction again, its job is answered from the ledger, and that grant's finish goes out then).
         if let finisher { services.append(.init("finish transactions", finisher)) }
+        // Started before the runtime, stopped after it drained: the last jobs' spans go out too.
+        if let traceExporter { services.append(.init("trace exporter", traceExporter)) }
         services += [
             .init(
                 "consumer runtime",
@@ -198,9 +207,11 @@ public final class Worker: Service {
                     partitionCounts: Dictionary(read.map { ($0.topic, $0.partitions) }) { first, _ in first }))
         ]
         if let after = configuration.unclaimedAfter {
+            let apps = apps
             let credits = UnclaimedCredits(
                 ledger: ledger, producer: producer, resultsTopic: configuration.topics.results,
-                eventSource: configuration.eventSource, metrics: metrics, logger: logger)
+                eventSource: configuration.eventSource, metrics: metrics, logger: logger,
+                appName: { apps.app(bundleID: $0)?.name ?? "other" })
             services.append(
                 .init(
                     "unclaimed credits",

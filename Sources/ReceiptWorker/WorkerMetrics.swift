@@ -108,6 +108,16 @@ public final class WorkerMetrics: Sendable {
         prepareDecisions(apps: ["default"])
     }
 
+    /// Money while it happens (``MoneyMetrics``).
+    var money: MoneyMetrics { MoneyMetrics(registry: registry) }
+
+    /// Refund (consumption) requests Apple made, by app.
+    func consumptionRequested(app: String) -> Counter {
+        registry.counter(
+            "receipt_worker_consumption_requests_total",
+            help: "Apple's refund (consumption) requests for purchases granted here, by app.", labels: ["app": app])
+    }
+
     static let receivedOutcomes = ["accepted", "rejected", "sandbox_dropped", "unavailable"]
     static let processedOutcomes = ["published", "not_granted", "ignored", "replayed", "waiting"]
     static let consumptionOutcomes = ["sent", "no_consent", "refused", "late", "failed"]

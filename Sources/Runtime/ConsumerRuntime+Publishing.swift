@@ -3,10 +3,26 @@ import Kafka
 
 extension ConsumerRuntime {
     /// Publishes records, each until the broker acknowledges it (true) or the message must be let go (false).
-    /// Each carries the consumed message's trace context (``TraceContext``), when it has one.
+    /// Each carries the consumed message's trace context (``TraceContext``), when it has one; when the worker
+    /// traces (a sampled `process` span), the context of its own `send` span instead, so that a grant service's
+    /// span is the worker's child (its `tracestate` carried on).
     func publish(_ records: [OutboundRecord], _ context: HandlingContext) async -> Bool {
-        let trace = TraceContext(headers: context.message.headers)?.headers ?? []
+        let consumed = TraceContext(headers: context.message.headers)
         for record in records {
+            let send = context.span.map { span in
+                span.child(
+                    "send \(record.topic)", kind: .producer,
+                    attributes: [
+                        ("messaging.system", .string("kafka")), ("messaging.operation.type", .string("send")),
+                        ("messaging.destination.name", .string(record.topic)),
+                    ])
+            }
+            var trace = consumed?.headers ?? []
+            if let send, send.context.sampled {
+                trace =
+                    [KafkaHeader(name: "traceparent", string: send.context.traceparent)]
+                    + (consumed?.tracestate.map { [KafkaHeader(name: "tracestate", string: $0)] } ?? [])
+            }
             let message = KafkaProducerMessage(
                 topic: record.topic, key: Array(record.key.utf8), value: record.value,
                 headers: record.headers.filter { $0.name != "traceparent" && $0.name != "tracestate" } + trace)
@@ -15,8 +31,11 @@ extension ConsumerRuntime {
                     "publish_result", stage: metrics.publish, isPermanent: Self.isPermanent,
                     letGo: { context.mustLetGo }
                 ) { try await self.producer.send(message) }
+                send?.end()
                 logger.debug("published", ["topic": report.topic, "offset": String(report.offset)])
             } catch {
+                send?.fail("\(error)")
+                send?.end()
                 return false
             }
         }
@@ -30,19 +49,23 @@ extension ConsumerRuntime {
     /// (its lane's `partition`), where it waits for its group's room. One attempt: parking only spares memory and the other groups, so
     /// a copy the broker refuses (too large, not authorised, the broker away) is no reason to hold the message;
     /// `.failed` has it handled in place instead.
-    func park(_ message: KafkaMessage, to topic: String, partition: Int32?, _ context: HandlingContext) async
-        -> Parking
-    {
+    func park(
+        _ message: KafkaMessage, to topic: String, partition: Int32?, waitStartedAt: Date?, _ context: HandlingContext
+    ) async -> Parking {
         guard !context.mustLetGo else { return .letGo }
         let origin = "\(message.topicPartition)@\(message.offset)"
         guard message.value.count + (message.key?.count ?? 0) + 4_096 <= configuration.maxRecordBytes else {
             return .failed
         }
+        // Where its wait began goes with it (the first park's, parked again), so the wait counts from the send.
+        let waited = waitStartedAt.map {
+            KafkaHeader(name: WaitStart.parkedHeader, string: String(Int64($0.timeIntervalSince1970 * 1000)))
+        }
         let copy = KafkaProducerMessage(
             topic: topic, partition: partition, key: message.key, value: message.value,
-            headers: message.headers.filter { $0.name != "parked_from" } + [
+            headers: message.headers.filter { $0.name != "parked_from" && $0.name != WaitStart.parkedHeader } + [
                 KafkaHeader(name: "parked_from", string: origin)
-            ])
+            ] + (waited.map { [$0] } ?? []))
         let started = ContinuousClock.now
         do {
             _ = try await producer.send(copy)

@@ -18,6 +18,8 @@ public final class ConsumerRuntime: Sendable {
     let producer: KafkaProducer
     let logger: Logger
     let metrics: RuntimeMetrics
+    /// What players wait, from a message's send to its answer (``WaitTracker``).
+    let waits: WaitTracker
     let book = PartitionBook()
     let scheduler: GroupScheduler
     private let routeIndex: [String: Int]
@@ -52,6 +54,7 @@ public final class ConsumerRuntime: Sendable {
         self.assignmentChanged = assignmentChanged
         self.recordOffsets = recordOffsets
         metrics = RuntimeMetrics(registry: registry, groups: configuration.groups)
+        waits = WaitTracker(registry: registry)
         retries = ServiceRetries(retry: configuration.retry, metrics: metrics, logger: logger)
         scheduler = GroupScheduler(
             maxInFlight: configuration.maxInFlight, maxInFlightBytes: configuration.maxInFlightBytes,
@@ -152,8 +155,17 @@ public final class ConsumerRuntime: Sendable {
         let generation = book.generation(of: message.topicPartition)
         // Not taken: read under an earlier assignment, or taken before (a second delivery).
         guard book.take(message.topicPartition, offset: message.offset, generation: generation) else { return }
-        let group = configuration.routes[route].handler.group(of: message)
+        let handler = configuration.routes[route].handler
+        let group = handler.group(of: message)
         var item = GroupScheduler.Item(message: message, generation: generation, group: group, route: route)
+        if var start = handler.waitStart(of: message) {
+            // A parked copy's wait began at its first send.
+            if wasParked, let first = message.header(WaitStart.parkedHeader)?.stringValue.flatMap(Int64.init) {
+                start.at = Date(timeIntervalSince1970: Double(first) / 1000)
+            }
+            item.waitStart = start
+            waits.began(start, at: message.offset, in: message.topicPartition)
+        }
         if !wasParked, configuration.routes[route].parks, let parking = activeParking, scheduler.isFull(group) {
             // Its group's room is full (its Apple lane paused, its circuit open): it waits on its lane's
             // partition of the park topic, not in memory, and this topic goes on for the other groups.
@@ -188,6 +200,7 @@ public final class ConsumerRuntime: Sendable {
     /// Marks messages that never started as left for their next delivery.
     private func leave(_ items: [GroupScheduler.Item]) {
         for item in items {
+            endWait(item, answered: false)
             book.abandon(item.message.topicPartition, offset: item.message.offset, generation: item.generation)
         }
     }
@@ -210,20 +223,26 @@ public final class ConsumerRuntime: Sendable {
     /// One message, from its handler to its outcome acknowledged (or left for its next delivery).
     private func handle(_ item: GroupScheduler.Item) async {
         let handler = configuration.routes[item.route].handler
+        let span = processSpan(item.message)
+        defer { span?.end() }
         let context = HandlingContext(
             message: item.message, retries: retries, isPermanent: { handler.isPermanent($0) },
-            letGo: { [weak self] in self?.mustLetGo(item.message, generation: item.generation) ?? true })
+            letGo: { [weak self] in self?.mustLetGo(item.message, generation: item.generation) ?? true }, span: span)
         let started = ContinuousClock.now
         let outcome: Outcome
         if let park = item.parkTo {
             let partition = item.message.topicPartition
-            switch await self.park(item.message, to: park.topic, partition: park.partition, context) {
+            switch await self.park(
+                item.message, to: park.topic, partition: park.partition, waitStartedAt: item.waitStart?.at, context)
+            {
             case .parked:
                 metrics.parked(item.group).increment()
+                endWait(item, answered: false)  // it waits on the park topic now, counted there
                 book.finish(partition, offset: item.message.offset, generation: item.generation)
                 scheduler.release(item)
                 return
             case .letGo:
+                endWait(item, answered: false)
                 book.abandon(partition, offset: item.message.offset, generation: item.generation)
                 scheduler.release(item)
                 return
@@ -244,14 +263,53 @@ public final class ConsumerRuntime: Sendable {
             outcome = .deadLetter(DeadLetter(reason: handler.deadLetterReason, error: "\(error)"))
         }
         let partition = item.message.topicPartition
+        switch outcome {
+        case .publish: span?.set("receipt_worker.outcome", .string("published"))
+        case .deadLetter(let letter, _):
+            span?.set("receipt_worker.outcome", .string("dead_letter"))
+            span?.fail(letter.reason.rawValue)
+        case .letGo: span?.set("receipt_worker.outcome", .string("let_go"))
+        }
         if await deliver(outcome, context, group: item.group, handler: handler) {
             metrics.duration.observe(ContinuousClock.now - started)
+            endWait(item, answered: true)
             book.finish(partition, offset: item.message.offset, generation: item.generation)
         } else {
             // Never committed past: read again after the restart, or by the partition's new owner.
+            endWait(item, answered: false)
             book.abandon(partition, offset: item.message.offset, generation: item.generation)
         }
         scheduler.release(item)
+    }
+
+    /// The `process` span of a message (OpenTelemetry's messaging conventions), a child of the trace its
+    /// `traceparent` carries, when the worker traces.
+    private func processSpan(_ message: KafkaMessage) -> Span? {
+        guard let tracer = configuration.tracer else { return nil }
+        let parent = TraceContext(headers: message.headers).flatMap { SpanContext(traceparent: $0.traceparent) }
+        return tracer.start(
+            "process \(message.topic)", kind: .consumer, parent: parent,
+            attributes: [
+                ("messaging.system", .string("kafka")), ("messaging.operation.type", .string("process")),
+                ("messaging.destination.name", .string(message.topic)),
+                ("messaging.destination.partition.id", .string(String(message.partition))),
+                ("messaging.kafka.offset", .int(message.offset)),
+            ])
+    }
+
+    /// Registers the wait histograms of `flow` for these apps, so dashboards read 0 before the first message.
+    public func prepareWaits(flow: String, apps: [String]) {
+        for app in apps { _ = waits.histogram(flow: flow, app: app) }
+    }
+
+    /// Ends a measured message's wait here: observed when it was answered.
+    private func endWait(_ item: GroupScheduler.Item, answered: Bool) {
+        guard let start = item.waitStart else { return }
+        if answered {
+            waits.answered(start, at: item.message.offset, in: item.message.topicPartition)
+        } else {
+            waits.ended(start, at: item.message.offset, in: item.message.topicPartition)
+        }
     }
 
     /// Publishes an outcome; true once the broker acknowledged all of it (answered).

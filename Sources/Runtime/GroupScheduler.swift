@@ -23,6 +23,8 @@ final class GroupScheduler: Sendable {
         let group: String
         let route: Int
         var parkTo: ParkTarget? = nil
+        /// Where its wait began (``MessageHandler/waitStart(of:)``), when measured.
+        var waitStart: WaitStart? = nil
         var bytes: Int { message.value.count }
     }
 

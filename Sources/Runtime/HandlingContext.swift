@@ -8,15 +8,36 @@ public final class HandlingContext: Sendable {
     private let retries: ServiceRetries
     private let isPermanent: @Sendable (any Error) -> Bool
     private let letGo: @Sendable () -> Bool
+    /// The message's `process` span when the worker traces (``RuntimeConfiguration/tracer``).
+    public let span: Span?
 
     init(
         message: KafkaMessage, retries: ServiceRetries, isPermanent: @escaping @Sendable (any Error) -> Bool,
-        letGo: @escaping @Sendable () -> Bool
+        letGo: @escaping @Sendable () -> Bool, span: Span? = nil
     ) {
         self.message = message
         self.retries = retries
         self.isPermanent = isPermanent
         self.letGo = letGo
+        self.span = span
+    }
+
+    /// Runs `body` in a child span of the message's (a call to Apple, say), failed when it throws.
+    public func traced<T: Sendable>(
+        _ name: String, kind: SpanKind = .client, attributes: [(String, SpanValue)] = [],
+        _ body: () async throws -> T
+    ) async throws -> T {
+        guard let span else { return try await body() }
+        let child = span.child(name, kind: kind, attributes: attributes)
+        do {
+            let result = try await body()
+            child.end()
+            return result
+        } catch {
+            child.fail("\(error)")
+            child.end()
+            throw error
+        }
     }
 
     /// A context outside any runtime (a tool, a test of a handler's rules): never let go; a service that fails
@@ -54,6 +75,22 @@ public final class HandlingContext: Sendable {
     public func retrying<T: Sendable>(
         _ operation: String, stage: Histogram? = nil, _ body: @Sendable () async throws -> T
     ) async throws -> T {
-        try await retries.retrying(operation, stage: stage, isPermanent: isPermanent, letGo: letGo, body)
+        // Each attempt a span of its own when traced (a ledger round trip, a publish).
+        guard let span else {
+            return try await retries.retrying(operation, stage: stage, isPermanent: isPermanent, letGo: letGo, body)
+        }
+        return try await retries.retrying(operation, stage: stage, isPermanent: isPermanent, letGo: letGo) {
+            let child = span.child(
+                operation, kind: .client, attributes: [("receipt_worker.operation", .string(operation))])
+            do {
+                let result = try await body()
+                child.end()
+                return result
+            } catch {
+                child.fail("\(error)")
+                child.end()
+                throw error
+            }
+        }
     }
 }

@@ -23,6 +23,11 @@ public protocol MessageHandler: Sendable {
     /// The dead-letter reason of a message whose handling failed for good.
     var deadLetterReason: DeadLetterReason { get }
 
+    /// Where the wait of whoever waits on this message began, and the app it is about (``WaitStart``): measured to
+    /// its answer, and while unanswered in the lag gauges. Read cheaply, for every message as it is taken; nil:
+    /// not measured.
+    func waitStart(of message: KafkaMessage) -> WaitStart?
+
     /// Told once the broker acknowledged the records of a `.publish` outcome (what follows a published answer:
     /// telling Apple a granted transaction is finished). Must not block: it runs in the message's slot.
     func delivered(_ records: [OutboundRecord])
@@ -30,6 +35,7 @@ public protocol MessageHandler: Sendable {
 
 extension MessageHandler {
     public func delivered(_ records: [OutboundRecord]) {}
+    public func waitStart(of message: KafkaMessage) -> WaitStart? { nil }
 }
 
 /// How handling one message ended. Only a message whose outcome the broker acknowledged is committed past.

@@ -68,6 +68,9 @@ public struct RuntimeConfiguration: Sendable {
     public var retry = RetryPolicy()
     /// The largest record the producer sends (`kafka.message.max.bytes`). Default: librdkafka's 1,000,000.
     public var maxRecordBytes = 1_000_000
+    /// Spans of each message's handling (`otel.*`): a `process` span per message, a child per service call, a
+    /// producer span per record published. Nil: no spans, and the consumed trace context copied unchanged.
+    public var tracer: Tracer? = nil
 
     public init(routes: [Route], deadLetterTopic: String) {
         self.routes = routes

@@ -164,8 +164,18 @@ final class WorkerHarness: Sendable {
     /// Stops the worker as SIGTERM does (drain, commit, close) and starts a new one on the same
     /// configuration, topics, group and ledger: a restart.
     func restartWorker() async throws {
+        await stopWorker()
+        try await startWorker()
+    }
+
+    /// Stops the worker as SIGTERM does: what is produced meanwhile waits in Kafka.
+    func stopWorker() async {
         worker.shutdown()
         await tasks.withLock { $0 }[0].value
+    }
+
+    /// Starts a new worker after ``stopWorker()``, on the same configuration, topics, group and ledger.
+    func startWorker() async throws {
         let next = try await WorkerAssembly.make(configuration, logger: workerLogger)
         current.value.withLock { $0 = next }
         let running = Task { do { try await next.run() } catch { Issue.record("worker failed: \(error)") } }

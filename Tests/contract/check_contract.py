@@ -529,6 +529,7 @@ def check_notification(where, key, headers, signed_payload, report):
         "notification_uuid": payload.get("notificationUUID"),
         "bundle_id": data.get("bundleId"),
         "environment": data.get("environment"),
+        "signed_date": str(int(payload["signedDate"])) if isinstance(payload.get("signedDate"), (int, float)) else None,
     }
     for header, value in expected.items():
         if value is not None and headers.get(header) != value:

@@ -258,6 +258,21 @@ enum ConfigurationKeys {
             $1.configuration.eventSource = try $0.nonEmpty()
         },
         ConfigurationKey("metrics.listen") { $1.configuration.metricsListen = try $0.listenAddress() },
+        ConfigurationKey("otel.endpoint") { value, draft in
+            draft.configuration.tracing.endpoint = value.text.isEmpty ? nil : try value.url()
+        },
+        ConfigurationKey("otel.sample_ratio", default: "1") { value, draft in
+            guard let ratio = Double(value.text), (0...1).contains(ratio) else {
+                throw value.invalid("must be a number from 0 to 1")
+            }
+            draft.configuration.tracing.sampleRatio = ratio
+        },
+        ConfigurationKey("otel.max_queued_spans", default: String(defaults.tracing.maxQueuedSpans)) {
+            $1.configuration.tracing.maxQueuedSpans = try $0.integer(64...1_000_000)
+        },
+        ConfigurationKey("otel.export_interval_ms", default: String(defaults.tracing.exportInterval.milliseconds)) {
+            $1.configuration.tracing.exportInterval = try $0.milliseconds(100...60_000)
+        },
         ConfigurationKey("notifications.listen") { $1.configuration.notificationsListen = try $0.listenAddress() },
         ConfigurationKey(
             "notifications.unclaimed_after_ms", default: String(defaults.unclaimedAfter?.milliseconds ?? 0)

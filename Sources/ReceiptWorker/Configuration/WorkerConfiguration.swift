@@ -164,6 +164,21 @@ public struct WorkerConfiguration: Sendable {
     public var unclaimedAfter: Duration? = .seconds(3_600)
     /// `metrics.listen`: where /metrics, /healthz and /readyz are served. Default: none.
     public var metricsListen: ListenAddress?
+    /// `otel.*`: traces exported over OTLP/HTTP (nil endpoint: none, the default).
+    public var tracing = Tracing()
+
+    public struct Tracing: Sendable {
+        /// `otel.endpoint`: the collector's OTLP/HTTP traces URL (`http://collector:4318/v1/traces`).
+        public var endpoint: String?
+        /// `otel.sample_ratio`: the share of root traces recorded (a job's trace that its sender sampled, or not,
+        /// keeps that choice). Default: 1.
+        public var sampleRatio = 1.0
+        /// `otel.max_queued_spans`: spans held for the exporter at most; more are dropped and counted. Default:
+        /// 8,192.
+        public var maxQueuedSpans = 8_192
+        /// `otel.export_interval_ms`: how often spans go out (and at 512 queued). Default: 1,000.
+        public var exportInterval: Duration = .seconds(1)
+    }
     /// `kafka.*`, passed to librdkafka without the prefix.
     public var kafka: [String: String] = ["bootstrap.servers": "127.0.0.1:9092", "group.id": "receipt-worker"]
 

@@ -1,0 +1,75 @@
+import Foundation
+import Observability
+import Vocabulary
+
+/// Money while it happens, from what the events say (docs/contract.md section 4, "Revenue"): what sales add to
+/// indicative revenue and what refunds take back, by app and currency in Apple's milliunits, counted when the
+/// ledger records them (an event published again is not counted again); a tester's purchases apart (a count: they
+/// add no revenue). Few series: apps times currencies.
+struct MoneyMetrics: Sendable {
+    let registry: MetricsRegistry
+
+    /// A sale: revenue added, or a tester's purchase counted apart.
+    func sale(app: String, currency: String?, revenue: Int64?, environment: AppleEnvironment?) {
+        if environment == .sandbox {
+            registry.counter(
+                "receipt_worker_sandbox_sales_total",
+                help: "Tester's (Sandbox) purchases credited, by app: no revenue.", labels: ["app": app]
+            ).increment()
+            return
+        }
+        guard let revenue, revenue > 0 else { return }
+        revenueCounter(app: app, currency: currency).increment(by: Int(clamping: revenue))
+    }
+
+    /// A refund (`revenue` 0 or negative) or its reversal (positive).
+    func refund(app: String, currency: String?, revenue: Int64?) {
+        guard let revenue, revenue != 0 else { return }
+        let counter =
+            revenue < 0
+            ? registry.counter(
+                "receipt_worker_refunded_milliunits_total",
+                help: "What refunds took back from indicative revenue, by app and currency (milliunits).",
+                labels: ["app": app, "currency": Self.label(currency)])
+            : registry.counter(
+                "receipt_worker_refunds_reversed_milliunits_total",
+                help: "What reversed refunds gave back to indicative revenue, by app and currency (milliunits).",
+                labels: ["app": app, "currency": Self.label(currency)])
+        counter.increment(by: Int(clamping: revenue.magnitude))
+    }
+
+    /// An event the worker made, read back from its JSON (the notification and credit paths, not the jobs'):
+    /// a sale or a refund by its type.
+    func count(_ event: [UInt8], app: String) {
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(event))) as? [String: Any],
+            let type = object["type"] as? String
+        else { return }
+        let currency = object["currency"] as? String
+        let revenue = (object["revenue"] as? NSNumber)?.int64Value
+        switch type {
+        case "receipt.granted", "receipt.renewed", "receipt.unclaimed":
+            sale(
+                app: app, currency: currency, revenue: revenue,
+                environment: (object["environment"] as? String).map(AppleEnvironment.init(rawValue:)))
+        case "receipt.revoked", "receipt.reinstated":
+            refund(app: app, currency: currency, revenue: revenue)
+        default: break
+        }
+    }
+
+    /// The revenue series of an app and currency, from 0 (so a rate reads 0, not "no data").
+    func revenueCounter(app: String, currency: String?) -> Counter {
+        registry.counter(
+            "receipt_worker_revenue_milliunits_total",
+            help: "What sales added to indicative revenue, by app and currency (Apple's milliunits; Sandbox apart).",
+            labels: ["app": app, "currency": Self.label(currency)])
+    }
+
+    /// ISO 4217's three capital letters, else `other`: a label never takes arbitrary text.
+    static func label(_ currency: String?) -> String {
+        guard let currency, currency.utf8.count == 3, currency.utf8.allSatisfy({ (65...90).contains($0) }) else {
+            return "other"
+        }
+        return currency
+    }
+}

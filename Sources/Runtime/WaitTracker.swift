@@ -1,0 +1,116 @@
+import Foundation
+import Kafka
+import Observability
+import Synchronization
+
+/// Where the wait of whoever waits on a message began, and what it is about: a player's job from its send (the
+/// record's Kafka timestamp, the producer's create time), Apple's notification from its signing. Measured to the
+/// message's answer acknowledged by the broker, whatever happened between: the backlog in Kafka, a rebalance, a
+/// paused intake, a stay on `topics.retries`.
+public struct WaitStart: Sendable, Equatable {
+    /// `job` or `notification`: names the metrics (`receipt_worker_job_wait_seconds`, ...).
+    public var flow: String
+    /// The app (game) the message is about; few and known (never a client's text).
+    public var app: String
+    public var at: Date
+
+    public init(flow: String, app: String, at: Date) {
+        self.flow = flow
+        self.app = app
+        self.at = at
+    }
+
+    /// The header a parked copy carries its wait's start in (milliseconds since the epoch), so its wait goes on
+    /// counting from the first send, not from the park.
+    static let parkedHeader = "wait_started_at"
+}
+
+/// What players (and Apple) wait, as the runtime sees its messages: a histogram per flow and app of each wait to
+/// its answer (`receipt_worker_FLOW_wait_seconds{app}`), and, while messages are unanswered, the age of the oldest
+/// one per app and partition (`receipt_worker_FLOW_lag_seconds{app,topic,partition}`): lag in seconds, which a
+/// backlog held in Kafka moves though the time from taking a message to its answer does not. A start in the
+/// future (a producer's clock ahead of ours) counts as no wait, and is counted (`receipt_worker_wait_clock_skew_total`).
+final class WaitTracker: Sendable {
+    private struct Key: Hashable {
+        var flow: String
+        var app: String
+        var partition: KafkaTopicPartition
+    }
+
+    private let registry: MetricsRegistry
+    /// The starts of the messages taken and not answered, by key and offset.
+    private let open = Mutex<[Key: [Int64: Date]]>([:])
+    private let now: @Sendable () -> Date
+
+    /// Up to an hour and more: a backlog, not Apple's latency.
+    static let buckets = [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200]
+
+    init(registry: MetricsRegistry, now: @escaping @Sendable () -> Date = Date.init) {
+        self.registry = registry
+        self.now = now
+        registry.gauges(
+            "receipt_worker_job_lag_seconds",
+            help: "Age of the oldest job taken and not yet answered, by app and partition (lag in seconds)."
+        ) { [weak self] in self?.ages(flow: "job") ?? [] }
+        registry.gauges(
+            "receipt_worker_notification_lag_seconds",
+            help:
+                "Age (from Apple's signedDate) of the oldest notification taken and not yet answered, by app and partition."
+        ) { [weak self] in self?.ages(flow: "notification") ?? [] }
+    }
+
+    /// The wait histogram of a flow and app: registered from the start for the configured apps, so a dashboard
+    /// reads 0 before the first message.
+    func histogram(flow: String, app: String) -> Histogram {
+        registry.histogram(
+            "receipt_worker_\(flow)_wait_seconds",
+            help: flow == "job"
+                ? "From a job's send (its Kafka timestamp) to its answer acknowledged by the broker, by app."
+                : "From Apple's signing of a notification (its signedDate) to its event acknowledged, by app.",
+            buckets: Self.buckets, labels: ["app": app])
+    }
+
+    private func skew(flow: String) -> Counter {
+        registry.counter(
+            "receipt_worker_wait_clock_skew_total",
+            help: "Waits that began in the future by our clock (a producer's clock ahead), counted as no wait.",
+            labels: ["flow": flow])
+    }
+
+    func began(_ start: WaitStart, at offset: Int64, in partition: KafkaTopicPartition) {
+        let key = Key(flow: start.flow, app: start.app, partition: partition)
+        open.withLock { $0[key, default: [:]][offset] = start.at }
+    }
+
+    /// The message was answered (acknowledged): its wait is observed.
+    func answered(_ start: WaitStart, at offset: Int64, in partition: KafkaTopicPartition) {
+        ended(start, at: offset, in: partition)
+        let waited = now().timeIntervalSince(start.at)
+        if waited < 0 { skew(flow: start.flow).increment() }
+        histogram(flow: start.flow, app: start.app).observe(max(waited, 0))
+    }
+
+    /// The message left unanswered (let go, parked, its partition revoked): no longer waiting here.
+    func ended(_ start: WaitStart, at offset: Int64, in partition: KafkaTopicPartition) {
+        let key = Key(flow: start.flow, app: start.app, partition: partition)
+        open.withLock { open in
+            open[key]?[offset] = nil
+            if open[key]?.isEmpty == true { open[key] = nil }
+        }
+    }
+
+    private func ages(flow: String) -> [(Labels, Double)] {
+        let current = now()
+        return open.withLock { open in
+            open.compactMap { key, starts -> (Labels, Double)? in
+                guard key.flow == flow, let oldest = starts.values.min() else { return nil }
+                return (
+                    [
+                        "app": key.app, "topic": key.partition.topic,
+                        "partition": String(key.partition.partition),
+                    ], max(0, current.timeIntervalSince(oldest))
+                )
+            }
+        }
+    }
+}
