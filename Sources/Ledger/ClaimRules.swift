@@ -35,8 +35,17 @@ enum ClaimRules {
         }
         let owners = facts.owners(app: key.app, claim)
         // Refunded or revoked, before or after a grant: never again (a share refunded before any grant: below).
-        let refund = facts.refund(app: key.app, claim)
-        if owners.contains(where: \.revoked) || refund.map({ $0.share >= 100_000 }) == true {
+        // The ledger's memory of a refund, or what Apple's proof states, whichever refunded more.
+        let remembered = facts.refund(app: key.app, claim)
+        let stated = decision.appleRefund.map { RefundTaken(share: min(max($0.share, 0), 100_000), at: $0.at) }
+        let refund = [remembered, stated].compactMap { $0 }.max { $0.share < $1.share }
+        // A credit of a purchase no job claimed, refunded in part since, is still to be tied to its player's order
+        // (``PurchaseRules/claimCredit(_:answer:in:)``): the rest is theirs.
+        let revoked = owners.filter(\.revoked)
+        let partlyRefundedCredit =
+            !revoked.isEmpty && revoked.allSatisfy { !$0.isJobGrant && UnclaimedOrderID.isReserved($0.orderID) }
+            && refund.map { $0.share < 100_000 } == true
+        if (!revoked.isEmpty && !partlyRefundedCredit) || refund.map({ $0.share >= 100_000 }) == true {
             return ClaimResult(outcome: .revoked)
         }
         if owners.contains(where: { !ClaimFacts.same($0.orderID, claim.orderID) }) {
@@ -75,9 +84,11 @@ enum ClaimRules {
         guard let followUp, let refund else {
             return ClaimResult(outcome: .recorded, grant: claim, result: decision.event)
         }
+        // A refund only the proof stated is remembered, as its notification would have made it.
+        let seen = stated.flatMap { $0.share > (remembered?.share ?? -1) ? $0 : nil }
         return ClaimResult(
             outcome: .recordedPartlyRefunded(followUp: followUp), grant: claim, result: decision.event,
-            followUp: followUp, revokedAt: refund.at)
+            followUp: followUp, revokedAt: refund.at, refundSeen: seen)
     }
 
     /// Where a decision's follow-up event is stored: a result row of its job beside its own, under its fingerprint
@@ -99,6 +110,8 @@ struct ClaimResult {
     var result: StoredEvent? = nil
     var followUp: StoredEvent? = nil
     var revokedAt: Date? = nil
+    /// A refund Apple's proof stated that the ledger did not remember: written as the purchase's state.
+    var refundSeen: RefundTaken? = nil
 }
 
 /// A grant as the claim reads it.

@@ -245,10 +245,14 @@ public struct StoredEvent: Sendable, Equatable {
 public struct RefundTaken: Sendable, Equatable {
     public var share: Int
     public var at: Date
+    /// The refund's revenue was taken back by an event before (the `receipt.revoked` of a credit the purchase is
+    /// tied from): the follow-up takes back the share of the content, and none of the revenue again.
+    public var revenueTaken: Bool
 
-    public init(share: Int, at: Date) {
+    public init(share: Int, at: Date, revenueTaken: Bool = false) {
         self.share = share
         self.at = at
+        self.revenueTaken = revenueTaken
     }
 }
 
@@ -263,15 +267,20 @@ public struct Decision: Sendable {
     /// is taken back at once (``LedgerOutcome/recordedPartlyRefunded(followUp:)``); without it, it is `revoked`.
     /// Stored with the decision, so a job delivered again publishes both again.
     public var refundFollowUp: (@Sendable (RefundTaken) -> StoredEvent)?
+    /// A prorated refund Apple's own proof states (its `revocationPercentage` and `revocationDate`), which the ledger
+    /// may not have heard of (the notification lost, notifications off): taken back as the ledger's would be, and
+    /// remembered, so that the refund's notification, when it comes, takes nothing twice.
+    public var appleRefund: RefundTaken?
 
     public init(
         key: DecisionKey, grant: GrantClaim?, event: StoredEvent,
-        refundFollowUp: (@Sendable (RefundTaken) -> StoredEvent)? = nil
+        refundFollowUp: (@Sendable (RefundTaken) -> StoredEvent)? = nil, appleRefund: RefundTaken? = nil
     ) {
         self.key = key
         self.grant = grant
         self.event = event
         self.refundFollowUp = refundFollowUp
+        self.appleRefund = appleRefund
     }
 }
 

@@ -206,13 +206,25 @@ enum PurchaseRules {
             }
             return .notACredit
         }
-        if current.revoked { return .revoked }
+        // Refunded since it was credited: in all, nothing to tie; in part, the rest is the player's, tied with a
+        // follow-up that takes the share back from this order (its revenue was taken back by the credit's refund).
+        var followUp: StoredEvent?
+        if current.revoked {
+            guard let refund = current.refund, refund.share < 100_000, let make = decision.refundFollowUp else {
+                return .revoked
+            }
+            followUp = make(RefundTaken(share: refund.share, at: refund.at, revenueTaken: true))
+        }
         if try transaction.orderGranted(app: decision.key.app, orderID: claim.orderID) {
             return .orderAlreadyFulfilled
         }
         try transaction.tieCredit(of: purchase, transactionID: claim.transactionID, to: claim)
-        let event = answer(current.eventID, current.revenue)
+        var event = answer(current.eventID, current.revenue)
         try transaction.insertResult(decision.key, event: event)
+        if let followUp {
+            try transaction.insertResult(ClaimRules.followUpKey(decision.key), event: followUp)
+            event.followUps = [followUp]
+        }
         return .tied(event)
     }
 
@@ -281,6 +293,8 @@ struct UntiedCredit {
     var revoked: Bool
     /// What the credit counted as revenue.
     var revenue: Int64?
+    /// While revoked: the share refunded in all and Apple's time of it (nil: not recorded, all of it).
+    var refund: RefundTaken? = nil
 }
 
 /// How a reported purchase waiting for a job ended.

@@ -212,7 +212,8 @@ struct JobHandler: MessageHandler {
             let stored = grant.stored()
             let decision = Decision(
                 key: key, grant: claim, event: stored,
-                refundFollowUp: { RefundFollowUp.make(grant: grant, taken: $0) })
+                refundFollowUp: { RefundFollowUp.make(grant: grant, taken: $0) },
+                appleRefund: RefundFollowUp.stated(by: transaction))
             let refused: (reason: DenyReason, detail: String)
             switch try await context.retrying(
                 "ledger_record", stage: metrics.ledgerRecord, { try await decisions.record(decision) })

@@ -43,7 +43,9 @@ extension LedgerGroupCheck {
         let counts = try await readTopics(configuration, logger: logger)
         let committed = try await Self.committed(consumer: consumer, partitionCounts: counts)
         await consumer.close()
-        try await configuration.withToolLedger { try await $0.recordOffsets(committed, group: configuration.groupID) }
+        try await configuration.withToolLedger(newLedgerAllowed: true) {
+            try await $0.recordOffsets(committed, group: configuration.groupID)
+        }
         return committed.sorted { ($0.key.topic, $0.key.partition) < ($1.key.topic, $1.key.partition) }
             .map { ($0.key.description, $0.value) }
     }

@@ -10,6 +10,14 @@ import Observability
 /// again publishes the same bytes; Apple's notification of that refund was handled before any grant, so its id
 /// is not known here (`notification_id` null) and the refund's reason is not either.
 enum RefundFollowUp {
+    /// The prorated refund Apple's proof states (its share and `revocationDate`), for the ledger to take back if it
+    /// did not hear of it; nil when the proof states none, or a whole refund (a deny).
+    static func stated(by transaction: AppleTransaction) -> RefundTaken? {
+        guard transaction.isPartlyRefunded, let at = transaction.revocationDate, let share = transaction.revocationShare
+        else { return nil }
+        return RefundTaken(share: share, at: at)
+    }
+
     static func make(grant: ResultEvent, taken: RefundTaken) -> StoredEvent {
         let string = EventJSON.string, time = EventJSON.time
         let type = NotificationEvent.revokedType
@@ -23,7 +31,9 @@ enum RefundFollowUp {
         out += ",\"revocation_type\":\"REFUND_PRORATED\""
         out += ",\"revocation_percentage\":\(NotificationEvent.percentage(milliunits: taken.share))"
         out += EventJSON.value(grant.value)
-        out += EventJSON.revenue(Revenue.ofRefund(saleRevenue: grant.revenue, share: taken.share, refundedBefore: 0))
+        out += EventJSON.revenue(
+            taken.revenueTaken ? 0 : Revenue.ofRefund(saleRevenue: grant.revenue, share: taken.share, refundedBefore: 0)
+        )
         out += ",\"notification_id\":null,\"notified_at\":\(time(taken.at))}"
         return StoredEvent(
             eventID: eventID, type: type, time: Timestamp.rfc3339(taken.at), key: grant.orderID, json: Array(out.utf8))

@@ -16,14 +16,28 @@ extension WorkerConfiguration {
     /// Runs `body` on the configured ledger opened for a command's single task (one connection), and closes it
     /// whether `body` returns or throws. A ledger that does not answer within ``toolLedgerPatience`` (refused
     /// connections, a server that accepts and says nothing) is an error, never a wait for ever.
-    public func withToolLedger<T: Sendable>(_ body: (any Ledger) async throws -> T) async throws -> T {
+    ///
+    /// A command never migrates (a schema that lacks migrations is refused: run `ledger migrate`), and never
+    /// makes a new SQLite file (a mistyped path would be an empty ledger, and a credit in it a second grant), but
+    /// `accept-offsets`, whose ledger may be new on purpose (`newLedgerAllowed`: made and migrated).
+    public func withToolLedger<T: Sendable>(newLedgerAllowed: Bool = false, _ body: (any Ledger) async throws -> T)
+        async throws -> T
+    {
         let patience = Self.toolLedgerPatience
         let (url, schema, bundleID) = (ledgerURL, ledgerSchema, apple.bundleID.isEmpty ? nil : apple.bundleID)
+        if url.hasPrefix("sqlite:"), url != "sqlite::memory:", !newLedgerAllowed,
+            !FileManager.default.fileExists(atPath: String(url.dropFirst("sqlite:".count)))
+        {
+            throw LedgerError(
+                .misconfigured, "ledger.url names no ledger file (\(url.dropFirst("sqlite:".count))): check the path",
+                key: "ledger.url")
+        }
         let ledger = try await Deadline.within(
             patience, else: LedgerError(.unavailable, "the ledger did not answer within \(patience)")
         ) {
             try await LedgerFactory.open(
-                url: url, poolSize: 1, schema: schema, defaultBundleID: bundleID, giveUpAfter: patience)
+                url: url, poolSize: 1, schema: schema, defaultBundleID: bundleID, migrate: newLedgerAllowed,
+                giveUpAfter: patience)
         }
         do {
             let result = try await body(ledger)

@@ -77,8 +77,8 @@ enum CreditCommand {
         to be the player's. Running it again with the same values publishes the same event again (the same
         event_id), checks the proof again and sets the token when it holds.
 
-        Exit codes: 0 credited; 3 refused (nothing recorded by this run); 1 Apple, the ledger or the broker did not
-        answer within 20 s each (run it again: it is safe); 2 usage or configuration error.
+        Exit codes: 0 credited; 3 refused (nothing recorded by this run); 1 the ledger or the broker did not answer
+        within 20 s, or Apple within retry.max_attempts (run it again: it is safe); 2 usage or configuration error.
         """
 
     static func run(_ arguments: [String]) async throws -> Int32 {

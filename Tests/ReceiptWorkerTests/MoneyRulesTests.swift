@@ -135,16 +135,43 @@ struct MoneyRulesTests {
         #expect(try await job("j-3301", order: "o-3301", transaction: "3301").event?["reason"] as? String == "revoked")
     }
 
-    @Test("Apple's own proof saying a prorated refund is no deny: the player keeps the rest")
+    @Test(
+        "Apple's own proof stating a prorated refund the ledger never heard of: granted, the share taken back at once, and the refund's notification later takes nothing twice"
+    )
     func partlyRefundedProof() async throws {
         apple.verified(
-            Handlers.proof("proof-3400"), transactionID: "3400", quantity: 3, revoked: Date(), revokedShare: 33_333,
-            value: Self.priced)
-        #expect(
-            try await job("j-3400", order: "o-3400", transaction: "3400", quantity: 3).event?["decision"] as? String
-                == "grant")
+            Handlers.proof("proof-3400"), transactionID: "3400", quantity: 3, revoked: Date(timeIntervalSinceNow: -60),
+            revokedShare: 33_333, value: Self.priced)
+        let events = try await job("j-3400", order: "o-3400", transaction: "3400", quantity: 3).events
+        #expect(events.map { $0["type"] as? String } == ["receipt.granted", "receipt.revoked"])
+        #expect(events.last?["revenue"] as? Int == -997 && events.last?["revocation_percentage"] as? Double == 33.333)
+        #expect(try await refund("3400", quantity: 3, share: 33_333).events.isEmpty, "the same refund: nothing more")
+        #expect(try await refund("3400", quantity: 3).event?["revenue"] as? Int == -1_993, "the rest, refunded later")
         apple.verified(Handlers.proof("proof-3401"), transactionID: "3401", revoked: Date(), value: Self.priced)
         #expect(try await job("j-3401", order: "o-3401", transaction: "3401").event?["reason"] as? String == "revoked")
+    }
+
+    @Test(
+        "a purchase credited unclaimed, then refunded in part: the job that comes is tied to it and takes the share back from its order, no revenue twice"
+    )
+    func creditPartlyRefundedThenTied() async throws {
+        var fields = Handlers.transaction("3700", quantity: 3)
+        fields["price"] = 2_990
+        fields["currency"] = "USD"
+        _ = try await Handlers.run(
+            notifications,
+            try Handlers.notification(
+                "ONE_TIME_CHARGE", transaction: fields, signedDate: Date(timeIntervalSinceNow: -7_200)),
+            topic: "notifications")
+        let credit = try #require(try await ledger.creditUnclaimed(now: Date(), limit: 10).first)
+        let refunded = try #require(try await refund("3700", quantity: 3, share: 33_333).event)
+        #expect(refunded["order_id"] as? String == "unclaimed:3700" && refunded["revenue"] as? Int == -997)
+        apple.verified(Handlers.proof("proof-3700"), transactionID: "3700", quantity: 3)
+        let events = try await job("j-3700", order: "o-3700", transaction: "3700", quantity: 3).events
+        #expect(events.map { $0["type"] as? String } == ["receipt.granted", "receipt.revoked"], "\(events)")
+        #expect(
+            events.first?["event_id"] as? String == credit.eventID && events.first?["order_id"] as? String == "o-3700")
+        #expect(events.last?["order_id"] as? String == "o-3700" && events.last?["revenue"] as? Int == 0)
     }
 
     @Test("a job tied to a purchase credited unclaimed says what the credit counted: one event id, one revenue")

@@ -811,11 +811,158 @@ def systemd(binary):
     check("a configuration error (exit 2) is not restarted", "RestartPreventExitStatus=2" in text)
 
 
+# PromQL's aggregation operators that drop labels (topk and bottomk keep each series' labels: not here).
+AGGREGATIONS = {"sum", "min", "max", "avg", "count", "group", "stddev", "stdvar", "quantile", "count_values"}
+LABEL_LIST_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right"}
+PROMQL_KEYWORDS = LABEL_LIST_KEYWORDS | {"and", "or", "unless", "bool", "offset", "inf", "nan"}
+PROMQL_TOKEN = re.compile(r"""\s+|#[^\n]*|"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|`[^`]*`|\[[^\]]*\]|@|"""
+                          r"""[A-Za-z_:][A-Za-z0-9_:]*|\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|=~|!~|!=|==|>=|<=|[(){},=<>+\-*/%^]""")
+# Series read from the fleet: the worker's own families and the scrape jobs' `up`. A rule reading one selects
+# its job (workers: receipt-worker, receivers: receipt-worker-receiver; both export receipt_worker_ready).
+FLEET_SERIES = re.compile(r"^(receipt_worker_\w+|up)$")
+
+
+def promql_tokens(expr):
+    """The tokens of a PromQL expression: strings, ranges ([5m]) and comments whole; spaces dropped."""
+    tokens, position = [], 0
+    while position < len(expr):
+        match = PROMQL_TOKEN.match(expr, position)
+        if not match:
+            raise ValueError(f"cannot read PromQL at {expr[position:position + 20]!r}")
+        text = match.group(0)
+        if not text.isspace() and not text.startswith("#"):
+            tokens.append(text)
+        position = match.end()
+    return tokens
+
+
+def closing(tokens, start):
+    """The index of the bracket closing the one at `start`."""
+    pairs = {"(": ")", "{": "}"}
+    depth = 0
+    for index in range(start, len(tokens)):
+        if tokens[index] == tokens[start]:
+            depth += 1
+        elif tokens[index] == pairs[tokens[start]]:
+            depth -= 1
+            if depth == 0:
+                return index
+    raise ValueError(f"unbalanced {tokens[start]}")
+
+
+def promql_scan(expr):
+    """(aggregations, selectors) of a PromQL expression: each aggregation as (operator, "by"/"without"/None,
+    [labels], its text), each selector as (metric, [label names matched]). A careful scan, not a parser: label
+    lists (by, on, group_left, ...) and matchers are read as such, so a label called `group` is not taken for
+    the operator."""
+    tokens = promql_tokens(expr)
+    aggregations, selectors = [], []
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        following = tokens[index + 1] if index + 1 < len(tokens) else None
+        if token in LABEL_LIST_KEYWORDS and following == "(":
+            index = closing(tokens, index + 1) + 1
+            continue
+        if token == "{":
+            index = closing(tokens, index) + 1
+            continue
+        if token in AGGREGATIONS and following in ("(", "by", "without"):
+            grouping, labels, position = None, [], index + 1
+            if tokens[position] in ("by", "without"):
+                grouping = tokens[position]
+                end = closing(tokens, position + 1)
+                labels = [t for t in tokens[position + 2:end] if t != ","]
+                position = end + 1
+            end = closing(tokens, position)
+            if grouping is None and end + 1 < len(tokens) and tokens[end + 1] in ("by", "without"):
+                grouping = tokens[end + 1]
+                labels = [t for t in tokens[end + 3:closing(tokens, end + 2)] if t != ","]
+            aggregations.append((token, grouping, labels, " ".join(tokens[index:end + 1])[:90]))
+            index += 1
+            continue
+        if re.match(r"^[A-Za-z_:]", token) and token not in PROMQL_KEYWORDS and following != "(":
+            matched = []
+            if following == "{":
+                end = closing(tokens, index + 1)
+                matched = [tokens[i] for i in range(index + 2, end) if tokens[i + 1] in ("=", "!=", "=~", "!~")]
+            selectors.append((token, matched))
+        index += 1
+    return aggregations, selectors
+
+
+def rule_scope_problems(path):
+    """{rule name: [what is wrong]}: an aggregation that does not keep `namespace` (a bare one, a `by` without it,
+    a `without` dropping it), or a fleet series read without selecting its job."""
+    problems = {}
+    for group in yaml.safe_load(open(path))["groups"]:
+        for rule in group["rules"]:
+            name = rule.get("alert") or rule.get("record")
+            aggregations, selectors = promql_scan(rule["expr"])
+            found = []
+            for operator, grouping, labels, text in aggregations:
+                if grouping is None:
+                    found.append(f"{operator} without by (namespace, ...): {text}")
+                elif (grouping == "by") != ("namespace" in labels):
+                    found.append(f"{operator} {grouping} ({', '.join(labels)}) drops namespace: {text}")
+            for metric, matched in selectors:
+                if FLEET_SERIES.match(metric) and "job" not in matched:
+                    found.append(f"{metric} read without selecting its job")
+            if found:
+                problems[name] = found
+    return problems
+
+
+def rule_scope(path):
+    """Every rule keeps `namespace` in its aggregations and selects its job; and the check itself catches a
+    rule broken in a temporary copy (a bare sum, a by without namespace, a trailing by, a without, a selector
+    without its job), each of which promtool accepts."""
+    problems = rule_scope_problems(path)
+    check("every rule's aggregations keep namespace and every fleet series is read with its job",
+          not problems, "; ".join(f"{name}: {', '.join(found)}" for name, found in sorted(problems.items())))
+    breakages = {
+        "ReceiptWorkerNoReadyReplica": ('max by (namespace) (receipt_worker_ready{job="receipt-worker"}) == 0',
+                                        'sum(receipt_worker_ready{job="receipt-worker"}) == 0'),
+        "ReceiptWorkerAppleErrors": ("sum by (namespace, app) (rate(receipt_worker_apple_request_duration_seconds_count{job=\"receipt-worker\",outcome",
+                                     "sum by (app) (rate(receipt_worker_apple_request_duration_seconds_count{job=\"receipt-worker\",outcome"),
+        "ReceiptWorkerLedgerSlow": ("sum by (namespace, instance, le) (rate(receipt_worker_stage_duration_seconds_bucket{job=\"receipt-worker\",stage=\"ledger_record\"}[5m]))",
+                                    "sum(rate(receipt_worker_stage_duration_seconds_bucket{job=\"receipt-worker\",stage=\"ledger_record\"}[5m])) by (instance, le)"),
+        "ReceiptWorkerDeadLetters": ("sum by (namespace, reason, group)", "sum without (namespace, instance)"),
+        "ReceiptWorkerNotReady": ('max by (namespace, instance) (receipt_worker_ready{job="receipt-worker"})',
+                                  "max by (namespace, instance) (receipt_worker_ready)"),
+    }
+    text = open(path).read()
+    with tempfile.TemporaryDirectory() as folder:
+        broken = os.path.join(folder, os.path.basename(path))
+        for name, (before, after) in breakages.items():
+            if text.count(before) < 1:
+                check(f"the check's own test finds what it breaks in {name}", False, before)
+                return
+            text = text.replace(before, after, 1)
+        with open(broken, "w") as f:
+            f.write(text)
+        if shutil.which("promtool"):
+            run = subprocess.run(["promtool", "check", "rules", broken], capture_output=True, text=True)
+            check("promtool accepts the broken copy (the scope check is what catches it)", run.returncode == 0,
+                  (run.stdout + run.stderr)[-300:])
+        caught = rule_scope_problems(broken)
+        for name, found in sorted(caught.items()):
+            print(f"      broken copy: {name}: {'; '.join(found)}")
+        check("the scope check names each rule broken in a temporary copy, and only those",
+              set(caught) == set(breakages), sorted(caught))
+    # The scan reads a label called like an operator (group) as a label, and both places of a by clause.
+    aggregations, _ = promql_scan('sum(rate(x{group="a"}[5m])) by (namespace, group) / on (group) count by (namespace) (y)')
+    check("the scan reads `group` as a label, and a by clause before or after the operand",
+          [(a[0], a[1], a[2]) for a in aggregations] == [("sum", "by", ["namespace", "group"]), ("count", "by", ["namespace"])],
+          aggregations)
+
+
 def prometheus():
     folder = os.path.join(deploy, "prometheus")
     path = os.path.join(folder, "receipt-worker-rules.yaml")
     groups = yaml.safe_load(open(path))["groups"]
-    rules = [rule for group in groups for rule in group["rules"]]
+    rules = [rule for group in groups for rule in group["rules"] if "alert" in rule]
+    records = [rule for group in groups for rule in group["rules"] if "alert" not in rule]
     check("alert rules parse", len(rules) > 0)
     runbook = open(os.path.join(root, "docs", "runbook.md")).read()
     anchors = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in re.findall(r"^#+ (.+)$", runbook, re.M)}
@@ -830,7 +977,18 @@ def prometheus():
         anchor = url.partition("#")[2]
         check(f"alert {rule.get('alert')} has a runbook_url into docs/runbook.md",
               url.startswith("https://") and "docs/runbook.md#" in url and anchor in anchors, url)
+    # Recording rules are named level:metric:operation, and never receipt_worker_...: the test that scrapes a
+    # live worker reads every receipt_worker_ name in this file as one the worker must export.
+    for rule in records:
+        name = rule.get("record", "")
+        check(f"recording rule {name} is named level:metric:operation, not receipt_worker_*",
+              re.match(r"^[a-z_]+:[a-z_]+:[a-z0-9_]+$", name) is not None and "receipt_worker_" not in name
+              and rule.get("expr"), rule)
+        used = any(name in r["expr"] for r in rules)
+        check(f"recording rule {name} is read by an alert or the dashboard",
+              used or name in open(os.path.join(deploy, "grafana", "receipt-worker-dashboard.json")).read())
     check("alert names are unique", len({r["alert"] for r in rules}) == len(rules))
+    rule_scope(path)
     if not shutil.which("promtool"):
         check("promtool is installed (scripts/setup.sh installs Debian's prometheus)", False)
         return
@@ -840,10 +998,28 @@ def prometheus():
     run = subprocess.run(["promtool", "test", "rules", os.path.basename(tests)], capture_output=True, text=True,
                          cwd=folder)
     check("promtool test rules passes", run.returncode == 0, (run.stdout + run.stderr)[-1500:])
-    tested = {case["alertname"] for test in yaml.safe_load(open(tests))["tests"]
-              for case in test.get("alert_rule_test", []) if case.get("exp_alerts")}
+    cases = yaml.safe_load(open(tests))["tests"]
+    tested = {case["alertname"] for test in cases for case in test.get("alert_rule_test", []) if case.get("exp_alerts")}
     untested = sorted({r["alert"] for r in rules} - tested)
     check("every alert has a promtool test in which it fires", not untested, untested)
+    quiet = {case["alertname"] for test in cases for case in test.get("alert_rule_test", []) if not case.get("exp_alerts")}
+    check("the promtool tests also show alerts silent on the honest day beside them (at least half the alerts)",
+          len(quiet) * 2 >= len(rules), sorted(quiet))
+    # Each alert fires in a case with a second deployment beside the first (series of two namespaces), naming the
+    # namespace it fires for: the neighbour that a rule without `namespace` would mix in or be hidden by.
+    beside = set()
+    for test in cases:
+        namespaces = {m for s in test["input_series"] for m in re.findall(r'namespace="([^"]*)"', s["series"])}
+        for case in test.get("alert_rule_test", []):
+            expected = case.get("exp_alerts") or []
+            if expected and len(namespaces) >= 2 and all(e["exp_labels"].get("namespace") for e in expected):
+                beside.add(case["alertname"])
+    alone = sorted({r["alert"] for r in rules} - beside)
+    check("every alert fires, naming its namespace, beside a second namespace's series in a promtool test",
+          not alone, alone)
+    recorded = {r["record"] for r in records}
+    exercised = {name for test in cases for t in test.get("promql_expr_test", []) for name in recorded if name in t["expr"]}
+    check("every recording rule's value is tested (promql_expr_test)", exercised == recorded, sorted(recorded - exercised))
 
 
 def prometheus_rule_document():
@@ -933,9 +1109,31 @@ def grafana():
     variable_names = {v["name"] for v in dashboard.get("templating", {}).get("list", [])}
     check("the dashboard can be read per game (an app variable, used by the per-game panels)",
           "app" in variable_names and sum('$app' in t["expr"] for p in panels for t in p["targets"]) >= 8)
+    # One deployment at a time: a namespace variable, and every query of the fleet's series (and of KEDA's HPA)
+    # selects it, so a second deployment in the same Prometheus is never summed into the first.
+    check("the dashboard has a namespace variable (the deployment)", "namespace" in variable_names, sorted(variable_names))
+    unscoped = [f"{p['title']}: {metric}" for p in panels for t in p["targets"]
+                for metric, matched in promql_scan(substituted(t["expr"]))[1]
+                if re.match(r"^(receipt_worker_|up$|kube_|namespace_)", metric) and "namespace" not in matched]
+    check("every panel's query selects the deployment (namespace=~\"$namespace\")", not unscoped, unscoped)
+    # What players feel and what the games earn, per game: the wait and the lag in seconds by app, revenue and
+    # refunds by app and currency, the refund share, the build each replica runs.
+    queries = [t["expr"] for p in panels for t in p["targets"]]
+    wanted = {
+        "the player's wait p50 and p99 by game": r"histogram_quantile\(0\.(5|99), sum by \(le, app\) \(rate\(receipt_worker_job_wait_seconds_bucket",
+        "the lag in seconds by game": r"max by \(app\) \(receipt_worker_job_lag_seconds",
+        "revenue by game and currency": r"sum by \(app, currency\) \(increase\(receipt_worker_revenue_milliunits_total",
+        "refunds by game and currency": r"sum by \(app, currency\) \(increase\(receipt_worker_refunded_milliunits_total",
+        "the refund share (the recording rule)": r"namespace_app_currency:receipt_worker:refund_share_6h",
+        "the build each replica runs": r"by \([^)]*instance, version, revision\) \(receipt_worker_build_info",
+    }
+    for what, pattern in wanted.items():
+        check(f"the dashboard shows {what}", any(re.search(pattern, q) for q in queries), pattern)
     # rate() and increase() apply to counters and histograms, never to a gauge.
     gauges = ("receipt_worker_partition_committed_offset", "receipt_worker_partition_lag", "receipt_worker_ready",
-              "receipt_worker_jobs_in_flight", "receipt_worker_ledger_pool_connections")
+              "receipt_worker_jobs_in_flight", "receipt_worker_ledger_pool_connections", "receipt_worker_job_lag_seconds",
+              "receipt_worker_notification_lag_seconds", "receipt_worker_retries_shared_games",
+              "receipt_worker_build_info")
     misapplied = [t["expr"] for p in panels for t in p["targets"]
                   if re.search(r"(rate|increase)\(\s*(" + "|".join(gauges) + r")\b", t["expr"])]
     check("no panel applies rate() or increase() to a gauge", not misapplied, misapplied)

@@ -59,6 +59,13 @@ public final class LedgerEngine: Ledger, Sendable {
                 var facts = try dialect.claimFacts(decisions, in: session)
                 let results = ClaimRules.decide(decisions, facts: &facts)
                 try dialect.claimWrite(Array(zip(decisions, results)), in: session)
+                for (decision, result) in zip(decisions, results) {
+                    guard let seen = result.refundSeen, let claim = result.grant else { continue }
+                    try LedgerQueries.rememberRefund(
+                        PurchaseKey(
+                            app: decision.key.app, environment: claim.environment, purchaseID: claim.purchaseID),
+                        transactionID: claim.transactionID, seen, in: session)
+                }
                 return results.map { .outcome($0.outcome) }
             }
         } catch let error as LedgerError where error.code == .conflict || error.code == .valueRefused {

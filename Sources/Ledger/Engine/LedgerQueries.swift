@@ -44,6 +44,25 @@ enum LedgerQueries {
             ])
     }
 
+    /// A prorated refund a proof stated, remembered as a refund notification makes it (revoked, its share and
+    /// Apple's time), unless the purchase's state is newer.
+    static func rememberRefund(
+        _ purchase: PurchaseKey, transactionID: String, _ refund: RefundTaken, in session: any SQLSession
+    ) throws {
+        try session.rows(
+            """
+            INSERT INTO \(session.spelling.table("purchase_states")) AS s (app, environment, purchase_id, transaction_id,
+                revoked, changed_at, revoked_share) VALUES (?1, ?2, ?3, ?4, TRUE, \(session.spelling.time(5)), ?6)
+                ON CONFLICT (app, environment, purchase_id) DO UPDATE SET transaction_id = excluded.transaction_id,
+                    revoked = TRUE, changed_at = excluded.changed_at, revoked_share = excluded.revoked_share
+                    WHERE s.changed_at < excluded.changed_at
+            """,
+            [
+                .text(purchase.app.rawValue), .text(purchase.environment.rawValue), .text(purchase.purchaseID.key),
+                .text(transactionID), .time(refund.at), .integer(refund.share),
+            ])
+    }
+
     // MARK: Grants
 
     /// A grant with its order fields, its transaction's consumption deadline (`?1`: the transaction id), what its
@@ -172,7 +191,7 @@ enum LedgerQueries {
         return SupportRecord(grant: grant, report: report)
     }
 
-    /// By the grants' two order indexes (a job's, a renewal's), never a scan.
+    /// By the grants' two order indexes (a job's, a renewal's), never a scan: the newest 100, newest last.
     static func grantedTransactions(orderID: String, app: AppScope, in session: any SQLSession) throws
         -> [(AppleEnvironment, String)]
     {
@@ -183,9 +202,9 @@ enum LedgerQueries {
             UNION ALL
             SELECT environment, transaction_id, granted_at FROM \(grants) WHERE app = ?1 AND order_id = ?2
                 AND credit = 'renewal'
-            ORDER BY 3 LIMIT 100
+            ORDER BY 3 DESC LIMIT 100
             """, [.text(app.rawValue), .text(orderID)]
-        ).map { (AppleEnvironment(rawValue: $0.text(0) ?? ""), $0.text(1) ?? "") }
+        ).map { (AppleEnvironment(rawValue: $0.text(0) ?? ""), $0.text(1) ?? "") }.reversed()
     }
 
     /// A scan of the reports kept (retention prunes them): for a support desk, not for a job's path.

@@ -223,15 +223,22 @@ struct PurchaseStatements: PurchaseStateTransaction {
     }
 
     func untiedCredit(of purchase: PurchaseKey, transactionID: String) throws -> UntiedCredit? {
-        try session.first(
+        let states = table("purchase_states")
+        let state =
+            "FROM \(states) s WHERE s.app = g.app AND s.environment = g.environment AND s.purchase_id = g.purchase_id"
+        return try session.first(
             """
-            SELECT credit_event_id, original_transaction_id, revoked_at IS NOT NULL, revenue FROM \(table("grants"))
-                WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3 AND credit = 'unclaimed'
+            SELECT g.credit_event_id, g.original_transaction_id, g.revoked_at IS NOT NULL, g.revenue,
+                (SELECT s.revoked_share \(state) AND s.revoked), (SELECT \(spelling.readTime("s.changed_at")) \(state))
+                FROM \(table("grants")) g
+                WHERE g.app = ?1 AND g.environment = ?2 AND g.purchase_id = ?3 AND g.credit = 'unclaimed'
             """, key(purchase)
         ).flatMap { row in
             row.text(0).map {
                 UntiedCredit(
-                    eventID: $0, originalTransactionID: row.text(1), revoked: row.bool(2), revenue: row.int64(3))
+                    eventID: $0, originalTransactionID: row.text(1), revoked: row.bool(2), revenue: row.int64(3),
+                    refund: row.int(4).map { RefundTaken(share: $0, at: row.time(5) ?? Date(timeIntervalSince1970: 0)) }
+                )
             }
         }
     }

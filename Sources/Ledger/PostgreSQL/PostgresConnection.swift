@@ -15,7 +15,7 @@ final class PostgresConnection: @unchecked Sendable {
         guard PQstatus(handle) == CONNECTION_OK else {
             let message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
             PQfinish(handle)
-            throw LedgerError(.unavailable, "postgresql: \(message)")
+            throw LedgerError(.unavailable, "postgresql: \(Self.redacting(message, of: url))")
         }
         self.handle = handle
         // libpq prints server notices on standard error, which is for JSON log lines only. Notices (such as
@@ -31,6 +31,26 @@ final class PostgresConnection: @unchecked Sendable {
     }
 
     static let logger = Logger(label: "ledger")
+
+    /// `message` without the URL's password: libpq quotes a malformed URL's parts (a bad percent escape, say),
+    /// and a password must never reach a log line or a command's error.
+    static func redacting(_ message: String, of url: String) -> String {
+        guard let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].lastIndex(of: "@") else {
+            return message
+        }
+        let userInfo = url[scheme.upperBound..<at]
+        guard let colon = userInfo.firstIndex(of: ":") else { return message }
+        let password = String(userInfo[userInfo.index(after: colon)...])
+        var redacted = message
+        for secret in [url, password, password.removingPercentEncoding ?? password] where secret.count >= 2 {
+            redacted = redacted.replacingOccurrences(of: secret, with: "***")
+        }
+        // A fragment of it quoted on its own (libpq shows the token it could not read).
+        for token in password.split(separator: "%").map(String.init) where token.count >= 3 {
+            redacted = redacted.replacingOccurrences(of: token, with: "***")
+        }
+        return redacted
+    }
 
     /// Deadlines a ledger on a payment path needs, added unless the URL sets them: a hung or partitioned
     /// server must fail a call in seconds (then it is retried, and `/readyz` turns false), not after the

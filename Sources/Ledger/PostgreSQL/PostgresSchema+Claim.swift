@@ -90,7 +90,8 @@ extension PostgresSchema {
         ]
     }
 
-    /// The claim's statements from migration 11 (the functions above stay for the previous release): the facts
+    /// The claim's statements from migration 11 (the functions above stay, for builds made between migrations 10
+    /// and 11; the previous release calls `record_batch_v3`, which stays too): the facts
     /// add what each grant's sale counted (`revenue`) and, for each refund remembered, its share and Apple's time
     /// (a purchase refunded in part before it was granted is granted for what was kept); the write stores each
     /// grant's revenue and, for such a purchase, its revocation.

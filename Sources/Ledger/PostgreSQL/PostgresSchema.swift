@@ -134,20 +134,30 @@ public struct PostgresSchema: Sendable {
             Migration(
                 version: 10, description: "year two: primary keys, retention indexes, the event stored once",
                 steps: yearTwo),
-            Migration(version: 11, description: "what each sale counted as revenue", statements: revenue),
+            Migration(version: 11, description: "what each sale counted as revenue", steps: revenue),
         ]
     }
 
     /// Migration 11: what each grant's sale counted as revenue (and each reported purchase's credit), so that a
     /// refund takes back what the sale counted, and a purchase refunded in part before it was granted is granted
     /// for what was kept (``claimFunctionsV2``). Nullable columns without a default: catalog changes, no row
-    /// rewritten; rows before it say none (not known). The previous release's claim functions stay, untouched,
-    /// for it to run beside this one.
-    private var revenue: [String] {
+    /// rewritten; rows before it say none (not known); each its own short step (no lock held while waiting for
+    /// the other table's). Credits an earlier release kept from publishing because they were refunded before
+    /// their publish stay unpublished (published from now on, such a credit is; grant services may have
+    /// forgotten those old refunds). The earlier claim functions stay, untouched.
+    private var revenue: [MigrationStep] {
         [
-            "ALTER TABLE \(name).grants ADD COLUMN IF NOT EXISTS revenue BIGINT",
-            "ALTER TABLE \(name).unclaimed_purchases ADD COLUMN IF NOT EXISTS revenue BIGINT",
-        ] + claimFunctionsV2
+            .transaction(["ALTER TABLE \(name).grants ADD COLUMN IF NOT EXISTS revenue BIGINT"]),
+            .transaction(["ALTER TABLE \(name).unclaimed_purchases ADD COLUMN IF NOT EXISTS revenue BIGINT"]),
+            .transaction([
+                """
+                UPDATE \(name).unclaimed_purchases u SET published = true WHERE NOT u.published
+                    AND u.state IN ('credited', 'tied') AND EXISTS (SELECT 1 FROM \(name).grants g WHERE g.app = u.app
+                        AND g.environment = u.environment AND g.purchase_id = u.purchase_id AND g.revoked_at IS NOT NULL)
+                """
+            ]),
+            .transaction(claimFunctionsV2),
+        ]
     }
 
     /// Grants made without a job beside those of jobs (`credit`: `job`, `renewal` for a subscription's later

@@ -35,11 +35,9 @@ final class SQLiteDialect: LedgerDialect, @unchecked Sendable {
         try connection.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;")
         try SQLiteSchema.migrate(connection, defaultBundleID: defaultBundleID)
         try SQLiteSchema.checkDefaultApp(connection, defaultBundleID: defaultBundleID)
-        // A batch's savepoint per decision journals the pages the decision changes: SQLite keeps that statement
-        // journal in memory only up to 64 KiB, then writes it to a temporary file for the rest of the
-        // transaction, and every later decision of the batch wrote its pages there too (about 40 KiB per job,
-        // half the ledger's CPU). In memory it is emptied at each RELEASE, so it holds one decision's pages.
-        // Set after the migrations, whose one-off statements over whole tables may journal much more.
+        // Temporary files (statement journals, sorts) in memory: written to disk they cost a large share of the
+        // ledger's CPU in a batch's transaction. Set after the migrations, whose one-off statements over whole
+        // tables may need much more.
         try connection.execute("PRAGMA temp_store = MEMORY;")
     }
 

@@ -74,7 +74,15 @@ enum SQLiteSchema {
                 try connection.execute("ALTER TABLE \(table) ADD COLUMN revenue INTEGER")
             }
         }
-        try connection.execute("PRAGMA user_version = 11;")
+        // Credits an earlier release kept from publishing (refunded before their publish) stay unpublished.
+        try connection.execute(
+            """
+            UPDATE unclaimed_purchases SET published = 1 WHERE published = 0 AND state IN ('credited', 'tied')
+                AND EXISTS (SELECT 1 FROM grants g WHERE g.app = unclaimed_purchases.app
+                    AND g.environment = unclaimed_purchases.environment
+                    AND g.purchase_id = unclaimed_purchases.purchase_id AND g.revoked_at IS NOT NULL);
+            PRAGMA user_version = 11;
+            """)
     }
 
     /// Version 10, as PostgreSQL's migration 10: a decision's event stored once (in its

@@ -106,6 +106,11 @@ public struct LookupReport: Sendable {
                         + "refunded in part on \(day(revoked))\(share ?? ""), never claimed: credit the rest"
                         + " (receipt-worker credit; the refunded share is taken back at once)"
                 }
+                if partlyRefunded, let grant, grant.credit == "unclaimed", !familyShared {
+                    return sandbox
+                        + "credited unclaimed, then refunded in part on \(day(revoked))\(share ?? ""): if its player"
+                        + " was not known, credit the rest to their order (receipt-worker credit, order \(grant.orderID))"
+                }
                 return sandbox + "\(what) on \(day(revoked))\(share ?? "")\(holder)"
             }
             if let grant, grant.credit != "unclaimed" {

@@ -93,7 +93,10 @@ extension SupportDesk {
         // went out for this order, and a grant service holds it until the grant comes): it was recorded, and only
         // its event is missing. The proof is checked again, and the token set when it holds.
         if let first = try await ledger.storedDecision(key) {
-            let proven = (try? await ownershipRefusal(request, transaction, environment)) == .some(nil)
+            // Apple not answering the proof's check fails the run (exit 1, run again): never a rerun that forgets
+            // the token.
+            let wantsToken = transaction.appAccountToken == nil && request.appAccountToken != nil
+            let proven = wantsToken ? try await ownershipRefusal(request, transaction, environment) == nil : false
             return credited(first, again, proven: proven)
         }
         if environment == .sandbox && !allowSandbox {
@@ -132,7 +135,8 @@ extension SupportDesk {
         let granted = event
         let decision = Decision(
             key: key, grant: claim, event: granted.stored(),
-            refundFollowUp: { RefundFollowUp.make(grant: granted, taken: $0) })
+            refundFollowUp: { RefundFollowUp.make(grant: granted, taken: $0) },
+            appleRefund: RefundFollowUp.stated(by: transaction))
         let otherPurchase = "order \(request.orderID) was granted with another purchase: name another order"
         // A purchase an order holds already is refused, whichever order (the same one included: nothing to
         // credit).

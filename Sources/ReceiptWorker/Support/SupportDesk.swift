@@ -39,20 +39,20 @@ public struct SupportDesk: Sendable {
         case appAccountToken(String)
     }
 
-    public func lookup(_ query: Query) async throws -> LookupReport {
+    /// `now`: when the question is asked (a subscription's period ended before it, or not).
+    public func lookup(_ query: Query, now: Date = Date()) async throws -> LookupReport {
         var report = LookupReport(query: query.shown, bundleID: app.bundleID)
         for (environment, signed) in try await signedTransactions(query, report: &report) {
             report.purchases.append(try await purchase(signed, environment: environment))
         }
-        try await followEndedPeriods(&report)
+        try await followEndedPeriods(&report, now: now)
         return report
     }
 
     /// A subscription's invoice is one period: when its period ended, the paid period now is another transaction.
     /// For a subscription an order holds, its latest period the ledger granted to that order is looked up too (a
     /// renewal credited to it); for one no order holds, the line says which invoice to look up instead.
-    private func followEndedPeriods(_ report: inout LookupReport) async throws {
-        let now = Date()
+    private func followEndedPeriods(_ report: inout LookupReport, now: Date) async throws {
         for index in report.purchases.indices {
             let purchase = report.purchases[index]
             guard purchase.verified, ProductType(rawValue: purchase.type) == .autoRenewableSubscription,
