@@ -1,6 +1,6 @@
 import CSQLite
 import Foundation
-import Ledger
+@testable import Ledger
 import TestSupport
 import Testing
 import Vocabulary
@@ -140,5 +140,29 @@ struct LedgerUpkeepTests {
         let ledger = try await opening.value
         #expect(try await ledger.record(jobID: "j", claim: .deny, event: event) == .recorded)
         await ledger.close()
+    }
+}
+
+@Suite("A ledger URL's password never in an error")
+struct LedgerSecretTests {
+    @Test("a malformed URL whose password libpq quotes back: the error names no part of the password")
+    func passwordRedacted() {
+        for url in [
+            "postgresql://worker:s3cr%ZZet-Value@127.0.0.1:1/ledger",
+            "postgresql://worker:plainS3cret@127.0.0.1:1/x?bad",
+        ] {
+            do {
+                _ = try PostgresConnection(url: url)
+                Issue.record("connected to nothing")
+            } catch {
+                let text = "\(error)"
+                for secret in ["s3cr", "ZZet-Value", "plainS3cret"] { #expect(!text.contains(secret), "\(text)") }
+            }
+        }
+        #expect(
+            PostgresConnection.redacting(
+                "invalid percent-encoded token: \"s3cr%ZZet\"", of: "postgresql://u:s3cr%ZZet@h/d"
+            )
+            .contains("s3cr") == false)
     }
 }

@@ -5,7 +5,7 @@ import ReceiptWorker
 import TestSupport
 import Testing
 
-/// Thousands of idle connections held to the worker's ports (issue 20): the probe paths keep answering, and
+/// Thousands of idle connections held to the worker's ports: the probe paths keep answering, and
 /// one client cannot hold all of the receiver's connections.
 @Suite("Connection floods on the worker's ports", .serialized, .timeLimit(.minutes(2)))
 struct ConnectionFloodTests {

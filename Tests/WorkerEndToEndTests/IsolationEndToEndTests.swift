@@ -7,7 +7,7 @@ import ReceiptWorker
 import TestSupport
 import Testing
 
-/// Two games in one pool, tried as a second game, an attacker and an unlucky operator would (issue 20): one
+/// Two games in one pool, tried as a second game, an attacker and an unlucky operator would: one
 /// game's ids, limits, failures or forgeries never reach the other.
 @Suite("Games in one pool are isolated", .timeLimit(.minutes(3)))
 struct IsolationEndToEndTests {

@@ -6,7 +6,7 @@ import ReceiptWorker
 import TestSupport
 import Testing
 
-/// Where money leaked, and where one game held up another, reproduced with the real parts (issue 32): the
+/// Where money leaked, and where one game held up another, reproduced with the real parts: the
 /// simulator over HTTP, a broker, the worker. Each test has the honest case beside the hostile one.
 @Suite("Money and tenants: what was lost, end to end", .timeLimit(.minutes(3)))
 struct MoneyAndTenantsEndToEndTests {

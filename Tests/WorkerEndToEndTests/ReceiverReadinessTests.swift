@@ -6,7 +6,7 @@ import ReceiptWorker
 import TestSupport
 import Testing
 
-/// The receiver alone is ready only while a record could be written (issue 32): against librdkafka's mock
+/// The receiver alone is ready only while a record could be written: against librdkafka's mock
 /// cluster, whose faults the test sets, with Apple's notifications from the simulator over HTTP.
 @Suite("The receiver's readiness means a record can be written", .timeLimit(.minutes(2)))
 struct ReceiverReadinessTests {

@@ -878,7 +878,8 @@ def promql_scan(expr):
             if grouping is None and end + 1 < len(tokens) and tokens[end + 1] in ("by", "without"):
                 grouping = tokens[end + 1]
                 labels = [t for t in tokens[end + 3:closing(tokens, end + 2)] if t != ","]
-            aggregations.append((token, grouping, labels, " ".join(tokens[index:end + 1])[:90]))
+            text = re.sub(r"\s*([(){},]|=~|!~|!=|=)\s*", r"\1", " ".join(tokens[index:end + 1]))
+            aggregations.append((token, grouping, labels, re.sub(r",", ", ", text)[:100]))
             index += 1
             continue
         if re.match(r"^[A-Za-z_:]", token) and token not in PROMQL_KEYWORDS and following != "(":
@@ -902,7 +903,7 @@ def rule_scope_problems(path):
             found = []
             for operator, grouping, labels, text in aggregations:
                 if grouping is None:
-                    found.append(f"{operator} without by (namespace, ...): {text}")
+                    found.append(f"a bare {operator} (no by (namespace, ...)): {text}")
                 elif (grouping == "by") != ("namespace" in labels):
                     found.append(f"{operator} {grouping} ({', '.join(labels)}) drops namespace: {text}")
             for metric, matched in selectors:
