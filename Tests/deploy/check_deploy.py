@@ -10,9 +10,11 @@ monitoring kustomization's, the examples) is validated against the Kubernetes JS
 or, for KEDA's and the Prometheus Operator's kinds, against their CRDs vendored in Tests/deploy/crds/; the objects
 agree with each other, with deploy/README.md's topics and with the worker's configuration; the release named by
 BuildInfo.version, the image tag and CHANGELOG.md agree; the systemd unit passes `systemd-analyze verify` without
-a warning, the alert rules and the dashboard are well formed, and the Dockerfile builds librdkafka with the
-set-up's own script. The example Ingress (ingress-example.yaml, not in the kustomization) must publish
-/notifications/apple of the notifications Service over TLS. (That the dashboard and the rules name only metrics
+a warning, the alert rules and the dashboard are well formed (every rule keeps `namespace` in its aggregations
+and selects its scrape job, by a scan of its expression that is itself tested on a broken copy; every alert
+fires in a promtool test beside a second namespace; every panel selects the dashboard's namespace), and the
+Dockerfile builds librdkafka with the set-up's own script. The example Ingress (ingress-example.yaml, not in
+the kustomization) must publish /notifications/apple of the notifications Service over TLS. (That the dashboard and the rules name only metrics
 the worker exports is checked against a live /metrics by MetricsEndpointTests.)
 
     .deps/venv/bin/python Tests/deploy/check_deploy.py --binary .build/debug/receipt-worker
