@@ -34,6 +34,9 @@ debian_packages=(
     build-essential pkg-config ca-certificates curl python3 python3-yaml python3-venv python3-pip systemd
     libcurl4-openssl-dev libssl-dev openssl libsqlite3-dev libpq-dev postgresql pgbouncer libmicrohttpd-dev
     zlib1g-dev libzstd-dev liblz4-dev prometheus
+    # The support desk's console tests drive a real browser with selenium. chromium-driver must be chromium's own
+    # version, so both always come in one apt-get call; a font so that screenshots show text (about 2 minutes).
+    chromium chromium-driver fonts-liberation
 )
 missing=()
 for p in "${debian_packages[@]}"; do
