@@ -122,10 +122,10 @@ def main():
             form = urllib.parse.parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
             self.answer(302, headers=[("Location", form["to"][0])])
 
-    directory = tempfile.mkdtemp(prefix="cookie-experiment-")
-    _, cert, key = server_certificate(directory)
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    tls.load_cert_chain(cert, key)
+    with tempfile.TemporaryDirectory(prefix="cookie-experiment-") as directory:
+        _, cert, key = server_certificate(directory)
+        tls.load_cert_chain(cert, key)
     provider, desk = serve(Provider, tls=tls), serve(Desk)
     control = non_loopback_address()
     scenarios = [(p, d, landing) for d in ("127.0.0.1", "localhost") for p in ("127.0.0.1", "localhost")
