@@ -102,11 +102,21 @@ let package = Package(
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
+        // The support desk: its sign-in, sessions, rules of who may do what, audit, API and console.
+        .target(
+            name: "DeskService",
+            dependencies: [
+                "AppleVerification", "COpenSSL", "HTTPClient", "HTTPServerKit", "Kafka", "Ledger", "Observability",
+                "ReceiptWorker", "Runtime",
+            ],
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+
         // Executables only wire the libraries together.
         .executableTarget(
             name: "ReceiptWorkerCLI",
             dependencies: [
-                "ReceiptWorker", "HTTPServerKit", "Kafka", "Ledger", "Observability", "Runtime", "Vocabulary",
+                "DeskService", "ReceiptWorker", "HTTPServerKit", "Kafka", "Ledger", "Observability", "Runtime",
+                "Vocabulary",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "AppStoreSimulatorCLI", dependencies: ["AppStoreSimulator"], swiftSettings: strict),

@@ -12,7 +12,8 @@
 # makes every job carry a signed transaction instead of a receipt (PROOFS="receipt signed_transaction": one
 # configuration of each, each kind's CPU per job in the same run); TWO_APPS=no skips the two-app,
 # rate-limited run (TWO_APP_JOBS per app, default 1500); WORKER_BIN=PATH runs that receipt-worker binary (another
-# commit's, to compare workers with the same simulator and driver).
+# commit's, to compare workers with the same simulator and driver); OTEL_ENDPOINT=URL has the worker export its
+# traces there (scripts/bench-tracing.sh compares CPU per job with and without).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${1:-50000}"
@@ -139,6 +140,7 @@ kafka.session.timeout.ms=6000
 kafka.heartbeat.interval.ms=500
 kafka.max.poll.interval.ms=10000
 metrics.listen=127.0.0.1:$metrics_port
+${OTEL_ENDPOINT:+otel.endpoint=$OTEL_ENDPOINT}
 PROPS
     "$bench" prepare --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" --jobs "$count" \
         --proof "${PROOF:-receipt}" >/dev/null

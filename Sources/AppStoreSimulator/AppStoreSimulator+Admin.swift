@@ -27,7 +27,8 @@ extension AppStoreSimulator {
     ///   GET  /admin/consumption → [{transaction_id, environment, body, status}]
     ///   GET  /admin/transactions/{id} → {transaction_id, order_id, app_account_token, finished}: what Set App
     ///        Account Token and Finish Transaction left
-    ///   (POST /admin/purchases also takes order_id (else one is made up, as on an invoice), price (milliunits,
+    ///   (POST /admin/purchases also takes customer (the Apple Account: Get Transaction History's scope; else one
+    ///        of its own), order_id (else one is made up, as on an invoice), price (milliunits,
     ///        990), currency (USD), storefront (USA), offer_type, offer_identifier, offer_discount_type,
     ///        offer_period; and answers order_id)
     ///   PUT  /admin/faults {latency_ms, latency_jitter_ms, error_rate, error_status, status_21005_rate, bundle_id,
@@ -145,6 +146,7 @@ extension AppStoreSimulator {
                     webOrderLineItemID: restored.webOrderLineItemID)
                 var restore = purchase
                 restore.orderID = restored.orderID
+                restore.customer = restored.customer
                 restore.price = restored.price
                 restore.currency = restored.currency
                 restore.storefront = restored.storefront
@@ -161,6 +163,8 @@ extension AppStoreSimulator {
                 revocationDate: nil, webOrderLineItemID: kind == .subscription ? id : nil)
             if body["family_shared"] as? Bool == true { purchase.ownership = "FAMILY_SHARED" }
             purchase.orderID = body["order_id"] as? String ?? Self.appleOrderID(id)
+            // One customer per purchase unless named: a customer's history is what the test says they bought.
+            purchase.customer = body["customer"] as? String ?? "customer-\(id)"
             if let price = (body["price"] as? NSNumber)?.int64Value { purchase.price = price }
             purchase.currency = body["currency"] as? String ?? purchase.currency
             purchase.storefront = body["storefront"] as? String ?? purchase.storefront

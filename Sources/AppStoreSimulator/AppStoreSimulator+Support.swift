@@ -73,6 +73,45 @@ extension AppStoreSimulator {
         }
     }
 
+    /// `GET /inApps/v2/history/{transactionId}?revision=R`: every purchase of the transaction's customer in the
+    /// app and environment, oldest first, 20 a page; `revision` is the count already sent, as opaque text.
+    func transactionHistory(_ request: ServerRequest, role: String, id: String) -> ServerReply {
+        guard let app = authorizedApp(request, role: role) else {
+            return .respond(status: 401, headers: [], body: Data(), after: .zero)
+        }
+        guard !id.isEmpty, id.allSatisfy(\.isNumber) else {
+            return .json(400, Self.error(4000006, "Invalid transaction id."))
+        }
+        let start: Int
+        if let revision = request.query["revision"] {
+            guard revision.hasPrefix("r"), let sent = Int(revision.dropFirst()), sent >= 0 else {
+                return .json(400, Self.error(4000005, "Invalid revision."))
+            }
+            start = sent
+        } else {
+            start = 0
+        }
+        let purchases = state.withLock { state -> [Purchase]? in
+            guard let known = state.purchases[id], known.environment == role, known.bundleID == app.bundleID else {
+                return nil
+            }
+            return state.purchases.values.filter {
+                $0.customer == known.customer && $0.environment == role && $0.bundleID == app.bundleID
+            }.sorted { ($0.purchaseDate, Int($0.transactionID) ?? 0) < ($1.purchaseDate, Int($1.transactionID) ?? 0) }
+        }
+        guard let purchases else { return .json(404, Self.error(4040010, "Transaction id not found.")) }
+        let page = Array(purchases.dropFirst(start).prefix(20))
+        let signed = page.compactMap { try? signedTransaction($0) }
+        guard signed.count == page.count else { return .json(500, Self.error(5000000, "An unknown error occurred.")) }
+        let sent = start + page.count
+        return .json(
+            200,
+            Self.json([
+                "revision": "r\(sent)", "hasMore": sent < purchases.count, "bundleId": app.bundleID,
+                "environment": role, "signedTransactions": signed,
+            ]))
+    }
+
     /// `GET /admin/transactions/{id}`: what the support endpoints left on a purchase.
     func purchaseState(_ id: String) -> ServerReply {
         guard let purchase = state.withLock({ $0.purchases[id] }) else {

@@ -12,7 +12,8 @@ import Synchronization
 ///   /production/inApps/v1/notifications/history, /sandbox/inApps/v1/notifications/history
 ///   /production/inApps/v2/transactions/consumption/{id}, /sandbox/inApps/v2/transactions/consumption/{id}
 ///   /production/inApps/v1/lookup/{orderId} (Look Up Order ID), .../inApps/v1/transactions/{id}/appAccountToken
-///   (Set App Account Token, PUT), .../inApps/v1/transactions/{id}/finish (Finish Transaction, POST)
+///   (Set App Account Token, PUT), .../inApps/v1/transactions/{id}/finish (Finish Transaction, POST),
+///   .../inApps/v2/history/{id} (Get Transaction History v2)
 ///   /admin/... (see `admin(_:segments:)`)
 public final class AppStoreSimulator: Sendable {
     public struct Configuration: Sendable {
@@ -132,6 +133,8 @@ public final class AppStoreSimulator: Sendable {
             request.method == "POST"
         {
             endpoint = "finishTransaction"
+        } else if rest.count == 4, rest[0...2] == ["inApps", "v2", "history"], request.method == "GET" {
+            endpoint = "transactionHistory"
         } else if rest == ["inApps", "v1", "notifications", "history"], request.method == "POST" {
             endpoint = "notificationHistory"
         } else if rest.count == 5, rest[0...3] == ["inApps", "v2", "transactions", "consumption"],
@@ -202,6 +205,7 @@ public final class AppStoreSimulator: Sendable {
                 case "lookUpOrderID": lookUpOrderID(request, role: role, orderID: rest[3])
                 case "setAppAccountToken": setAppAccountToken(request, role: role, id: rest[3])
                 case "finishTransaction": finishTransaction(request, role: role, id: rest[3])
+                case "transactionHistory": transactionHistory(request, role: role, id: rest[3])
                 default: transactionInfo(request, role: role, id: rest[3])
                 }
             guard case .respond(let status, let headers, let body, _) = reply else { return reply }

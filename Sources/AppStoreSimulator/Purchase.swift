@@ -42,6 +42,9 @@ struct Purchase: Sendable {
     var ownership = "PURCHASED"
     /// The order id on the customer's invoice email (Look Up Order ID finds the order's transactions by it).
     var orderID = ""
+    /// The Apple Account that bought it: Get Transaction History answers every purchase of its customer in the
+    /// app from any one transaction id.
+    var customer = ""
     /// What it cost: milliunits of `currency`, the storefront, and the offer it was bought with, if any.
     var price: Int64 = 990
     var currency = "USD"

@@ -10,7 +10,8 @@ import Vocabulary
 /// meet here. Purchases and their states are also scoped by environment: a Sandbox transaction is another
 /// purchase than a Production one with the same id.
 public protocol Ledger:
-    DecisionStore, PurchaseStateStore, ConsumptionRequestStore, UnclaimedPurchaseStore, OffsetStore, SupportStore
+    DecisionStore, PurchaseStateStore, ConsumptionRequestStore, UnclaimedPurchaseStore, OffsetStore, SupportStore,
+    DeskStore
 {
     /// The connection pool's state, for `/metrics` (nil: a ledger without a pool, SQLite's).
     var poolStats: LedgerPoolStats? { get }

@@ -17,6 +17,10 @@ public protocol SupportStore: Sendable {
     /// credited unclaimed, in `app`, at most 100. A scan of the reports kept (retention prunes them): for a
     /// support desk, not for a job's path.
     func reportedTransactions(appAccountToken: String, app: AppScope) async throws -> [(AppleEnvironment, String)]
+
+    /// The purchases granted to the player `userID` in `app` (job grants, renewals, support's credits), newest
+    /// first, at most `limit`: by the grants' player index.
+    func grantedToPlayer(_ userID: String, app: AppScope, limit: Int) async throws -> [PlayerGrant]
 }
 
 /// A purchase as the ledger holds it.

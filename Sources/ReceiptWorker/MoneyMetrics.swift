@@ -22,9 +22,19 @@ struct MoneyMetrics: Sendable {
         revenueCounter(app: app, currency: currency).increment(by: Int(clamping: revenue))
     }
 
-    /// A refund (`revenue` 0 or negative) or its reversal (positive).
-    func refund(app: String, currency: String?, revenue: Int64?) {
+    /// A refund (`revenue` 0 or negative) or its reversal (positive). `registering`: both series made, at 0.
+    func refund(app: String, currency: String?, revenue: Int64?, registering: Bool = false) {
+        if registering {
+            for sign in [Int64(-1), 1] {
+                refund(app: app, currency: currency, revenue: sign, registering: false, by: 0)
+            }
+            return
+        }
         guard let revenue, revenue != 0 else { return }
+        refund(app: app, currency: currency, revenue: revenue, registering: false, by: Int(clamping: revenue.magnitude))
+    }
+
+    private func refund(app: String, currency: String?, revenue: Int64, registering: Bool, by amount: Int) {
         let counter =
             revenue < 0
             ? registry.counter(
@@ -35,7 +45,7 @@ struct MoneyMetrics: Sendable {
                 "receipt_worker_refunds_reversed_milliunits_total",
                 help: "What reversed refunds gave back to indicative revenue, by app and currency (milliunits).",
                 labels: ["app": app, "currency": Self.label(currency)])
-        counter.increment(by: Int(clamping: revenue.magnitude))
+        counter.increment(by: amount)
     }
 
     /// An event the worker made, read back from its JSON (the notification and credit paths, not the jobs'):
@@ -64,6 +74,28 @@ struct MoneyMetrics: Sendable {
             help: "What sales added to indicative revenue, by app and currency (Apple's milliunits; Sandbox apart).",
             labels: ["app": app, "currency": Self.label(currency)])
     }
+
+    /// Every series of these apps from 0, in the currencies Apple sells in (and `other`), so that a rate counts an
+    /// app's first sale in a currency too (a series that appears holding its first amount would not).
+    func prepare(apps: [String]) {
+        for app in apps {
+            registry.counter(
+                "receipt_worker_sandbox_sales_total",
+                help: "Tester's (Sandbox) purchases credited, by app: no revenue.", labels: ["app": app]
+            ).increment(by: 0)
+            for currency in Self.appleCurrencies + ["other"] {
+                _ = revenueCounter(app: app, currency: currency)
+                refund(app: app, currency: currency, revenue: 0, registering: true)
+            }
+        }
+    }
+
+    /// The currencies of Apple's storefronts (ISO 4217).
+    static let appleCurrencies = [
+        "AED", "AUD", "BGN", "BRL", "CAD", "CHF", "CLP", "CNY", "COP", "CZK", "DKK", "EGP", "EUR", "GBP", "HKD", "HUF",
+        "IDR", "ILS", "INR", "JPY", "KRW", "KZT", "MXN", "MYR", "NGN", "NOK", "NZD", "PEN", "PHP", "PKR", "PLN", "QAR",
+        "RON", "RUB", "SAR", "SEK", "SGD", "THB", "TRY", "TWD", "TZS", "USD", "VND", "ZAR",
+    ]
 
     /// ISO 4217's three capital letters, else `other`: a label never takes arbitrary text.
     static func label(_ currency: String?) -> String {

@@ -48,6 +48,7 @@ public final class Worker: Service {
         self.apps = apps
         self.metrics = metrics
         metrics.prepareDecisions(apps: apps.all.map(\.name))
+        metrics.prepareMoney(apps: apps.all.map(\.name))
         self.logger = logger
         let topics = configuration.topics
         let finisher =
@@ -269,10 +270,7 @@ public final class Worker: Service {
     /// `receipt_worker_retries_shared_games` for an alert (0 when each game has a partition of its own).
     private func checkParkingLanes(partitions: Int) {
         let sharing = Self.gamesSharingParkingPartitions(apps: apps.all.map(\.name), partitions: partitions)
-        metrics.registry.gauge(
-            "receipt_worker_retries_shared_games",
-            help: "Games whose parked jobs share a partition of topics.retries with another game's (0: one each)."
-        ).set(sharing.count)
+        metrics.retriesSharedGames.set(sharing.count)
         guard !sharing.isEmpty else { return }
         logger.warning(
             "topics.retries has fewer partitions than games: their parked jobs wait behind each other's",

@@ -207,6 +207,23 @@ public enum WorkerAssembly {
         app.name == "default" ? "apple.\(key)" : "apps.\(app.name).\(key)"
     }
 
+    /// A producer for a person waiting (a command, the support desk): a broker that does not take the message
+    /// within `patienceMilliseconds` fails the send (librdkafka's default is 300 s), and the person is told.
+    public static func producerForPeople(
+        _ configuration: WorkerConfiguration, patienceMilliseconds: Int, logger: Logger
+    ) throws -> KafkaProducer {
+        var properties = configuration.kafka
+        let bootstrap = properties.removeValue(forKey: "bootstrap.servers") ?? "127.0.0.1:9092"
+        properties.removeValue(forKey: "group.id")
+        for key in consumerOnly { properties.removeValue(forKey: key) }
+        let configured = (properties.removeValue(forKey: "delivery.timeout.ms") ?? properties["message.timeout.ms"])
+            .flatMap { Int($0) }
+        properties["message.timeout.ms"] = String(min(configured ?? Int.max, patienceMilliseconds))
+        return try KafkaProducer(
+            configuration: KafkaProducer.Configuration(bootstrapServers: bootstrap, properties: properties),
+            logger: logger)
+    }
+
     static func kafkaConfigurations(_ configuration: WorkerConfiguration) throws -> (
         consumer: KafkaConsumer.Configuration, producer: KafkaProducer.Configuration
     ) {

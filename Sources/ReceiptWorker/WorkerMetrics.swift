@@ -36,10 +36,16 @@ public final class WorkerMetrics: Sendable {
     /// start (a replica stuck opening its ledger shows as not ready, not as absent).
     let readiness = Mutex<(@Sendable () -> Bool)?>(nil)
 
+    /// Games whose parked jobs share a partition of `topics.retries` (0 from the start: an alert reads it).
+    let retriesSharedGames: Gauge
+
     public init(registry: MetricsRegistry = MetricsRegistry()) {
         self.registry = registry
         jobsConsumed = registry.counter(
             "receipt_worker_jobs_consumed_total", help: "Job messages taken from the jobs topic.")
+        retriesSharedGames = registry.gauge(
+            "receipt_worker_retries_shared_games",
+            help: "Games whose parked jobs share a partition of topics.retries with another game's (0: one each).")
         replayedResults = registry.counter(
             "receipt_worker_replayed_results_total", help: "Stored result events published again for re-delivered jobs."
         )
@@ -102,6 +108,15 @@ public final class WorkerMetrics: Sendable {
             help: "1, labelled with the release and the source revision this process runs.",
             labels: ["version": BuildInfo.version, "revision": BuildInfo.revision]
         ).set(1)
+        // Tracing's counters from 0, whether or not it is on (otel.endpoint): the dashboard reads 0, not "no data".
+        _ = registry.counter(
+            "receipt_worker_trace_spans_exported_total", help: "Spans the OTLP collector took (otel.endpoint).")
+        for reason in ["queue_full", "export_failed"] {
+            _ = registry.counter(
+                "receipt_worker_trace_spans_dropped_total",
+                help: "Spans dropped: the queue full (otel.max_queued_spans), or the collector not taking a batch.",
+                labels: ["reason": reason])
+        }
         registry.gauges("receipt_worker_ready", help: "1 when /readyz answers 200.") { [weak self] in
             [(Labels.none, self?.readiness.withLock { $0 }?() == true ? 1 : 0)]
         }
@@ -110,6 +125,12 @@ public final class WorkerMetrics: Sendable {
 
     /// Money while it happens (``MoneyMetrics``).
     var money: MoneyMetrics { MoneyMetrics(registry: registry) }
+
+    /// The money series and refund requests of these apps, from 0.
+    func prepareMoney(apps: [String]) {
+        money.prepare(apps: apps)
+        for app in apps { _ = consumptionRequested(app: app) }
+    }
 
     /// Refund (consumption) requests Apple made, by app.
     func consumptionRequested(app: String) -> Counter {

@@ -6,11 +6,14 @@ import ReceiptWorker
 /// owner, by cron, or by an operator after losing a ledger.
 enum LedgerCommand {
     static let help = """
-        usage: receipt-worker ledger migrate [--config FILE] [--set key=value]... [--grant-to ROLE] [--print]
+        usage: receipt-worker ledger migrate [--config FILE] [--set key=value]... [--grant-to ROLE]
+                   [--grant-desk-to ROLE] [--print]
                receipt-worker ledger prune [--config FILE] [--set key=value]... [--older-than-days N]
                receipt-worker ledger accept-offsets [--config FILE] [--set key=value]...
                receipt-worker ledger backup --to PATH [--config FILE] [--set key=value]...
                receipt-worker ledger rewind-group [--config FILE] [--set key=value]... [--dry-run]
+               receipt-worker ledger audit [--config FILE] [--set key=value]... [--since TIME] [--agent SUBJECT]
+                   [--player USER_ID] [--limit N] [--json]
 
         migrate  applies the PostgreSQL ledger's missing migrations in ledger.schema (default
                  receipt_worker) and lists them. Run it as the schema's owner; the worker can then run
@@ -22,6 +25,8 @@ enum LedgerCommand {
                  --grant-to ROLE then grants the worker's role what it needs on the schema (rows and
                  functions; nothing to create), every run, so a migration that adds a table is granted
                  too (the migration Job does this; ROLE must exist).
+                 --grant-desk-to ROLE grants the support desk's role what it needs (`receipt-worker
+                 desk`): reads, a credit's claim, the desk's tables; the audit only appended to.
                  --print: print every migration's SQL (idempotent; each step on its own, as the
                  migration runs it) and, with --grant-to ROLE, the grants; connects to nothing, for a DBA
                  to review and run with psql.
@@ -47,6 +52,11 @@ enum LedgerCommand {
                  every job the backup lacks (a grant decided again repeats its event id). Stop every
                  worker of the group first. Prints each partition moved; --dry-run moves nothing. Needs
                  the kafka.* keys besides the ledger's.
+        audit    lists the support desk's audit, newest first: every lookup and credit of `receipt-worker
+                 desk` and of the `lookup` and `credit` commands, refused ones included (who, the ticket,
+                 what was asked, what was answered or recorded, when). --since an RFC 3339 time, --agent a
+                 token's subject, --player a user id, --limit (default 100, at most 10000); --json: one
+                 JSON object a line, for a SIEM.
 
         Reads only the ledger's keys (ledger.url or ledger.url_file, ledger.schema, ...) and, to migrate,
         apple.bundle_id (the default app's rows keep a scope of their own): not Apple's key or secret.
@@ -54,21 +64,27 @@ enum LedgerCommand {
         """
 
     static func run(_ arguments: [String]) async throws -> Int32 {
-        let actions = ["migrate", "prune", "accept-offsets", "backup", "rewind-group"]
+        let actions = ["migrate", "prune", "accept-offsets", "backup", "rewind-group", "audit"]
         guard let action = arguments.first, actions.contains(action) else {
-            throw UsageError("ledger needs a subcommand: migrate, prune, accept-offsets, backup or rewind-group")
+            throw UsageError(
+                "ledger needs a subcommand: migrate, prune, accept-offsets, backup, rewind-group or audit")
         }
         let rest = Array(arguments.dropFirst())
         switch action {
         case "migrate":
             let options = try Options(
-                rest, valued: Options.configurationOptions.union(["--grant-to"]), flags: ["--print"])
-            let role = options.value("--grant-to")
-            if let role, !PostgresSchema.isIdentifier(role) {
-                throw UsageError("--grant-to must be a lower-case SQL name: a-z, 0-9 and _")
+                rest, valued: Options.configurationOptions.union(["--grant-to", "--grant-desk-to"]), flags: ["--print"])
+            let roles = (options.value("--grant-to"), options.value("--grant-desk-to"))
+            for (name, role) in [("--grant-to", roles.0), ("--grant-desk-to", roles.1)] {
+                if let role, !PostgresSchema.isIdentifier(role) {
+                    throw UsageError("\(name) must be a lower-case SQL name: a-z, 0-9 and _")
+                }
             }
             let configuration = try options.configuration(purpose: .ledger)
-            return try await migrate(configuration, printOnly: options.has("--print"), grantingTo: role)
+            return try await migrate(
+                configuration, printOnly: options.has("--print"), grantingTo: roles.0, deskRole: roles.1)
+        case "audit":
+            return try await AuditCommand.run(rest)
         case "accept-offsets":
             let options = try Options(rest, valued: Options.configurationOptions, flags: [])
             let configuration = try options.configuration(purpose: .ledger)
@@ -129,9 +145,9 @@ enum LedgerCommand {
         }
     }
 
-    private static func migrate(_ configuration: WorkerConfiguration, printOnly: Bool, grantingTo role: String?)
-        async throws -> Int32
-    {
+    private static func migrate(
+        _ configuration: WorkerConfiguration, printOnly: Bool, grantingTo role: String?, deskRole: String?
+    ) async throws -> Int32 {
         // The loader validated the name already. Migration 6 gives each row of an earlier release its app: it
         // needs to know which app is the default one.
         let bundleID = configuration.apple.bundleID
@@ -143,7 +159,7 @@ enum LedgerCommand {
         }
         guard let schema = PostgresSchema(name: configuration.ledgerSchema, defaultBundleID: bundleID) else { return 2 }
         if printOnly {
-            print(schema.script(grantingTo: role), terminator: "")
+            print(schema.script(grantingTo: role, deskRole: deskRole), terminator: "")
             return 0
         }
         guard !configuration.ledgerURL.hasPrefix("sqlite:") else {
@@ -151,7 +167,7 @@ enum LedgerCommand {
             emit("ledger.url is SQLite: the worker migrates its file itself; nothing to do")
             return 0
         }
-        let applied = try await schema.migrate(url: configuration.ledgerURL, grantingTo: role)
+        let applied = try await schema.migrate(url: configuration.ledgerURL, grantingTo: role, deskRole: deskRole)
         for applied in applied {
             emit(
                 "applied \(applied.migration.version): \(applied.migration.description) in "
@@ -161,6 +177,7 @@ enum LedgerCommand {
         }
         emit("ledger schema \(schema.name) is at version \(schema.latestVersion)")
         if let role { emit("granted role \(role) what the worker needs on schema \(schema.name)") }
+        if let deskRole { emit("granted role \(deskRole) what the support desk needs on schema \(schema.name)") }
         return 0
     }
 }

@@ -113,52 +113,26 @@ enum CreditCommand {
             if case .refused(let why) = outcome { complain("not credited: \(why)") }
             return 3
         }
+        let followed: CreditFollowThrough
         do {
             let producer = try ToolKafka.producer(configuration)
-            do {
-                // The grant, then its follow-up (a refund Apple made before it), in order.
-                var report: KafkaDeliveryReport?
-                for published in event.published {
-                    report = try await producer.send(SupportDesk.message(published, configuration))
-                }
-                await producer.close()
-                emit(
-                    "credited: \(note); event \(event.eventID) published to"
-                        + " \(report.map { "\($0.topic)[\($0.partition)]" } ?? "-")")
-            } catch {
-                await producer.close()
-                throw error
-            }
+            followed = await desk.followThrough(
+                event, originalTransactionID: original, environment: environment, setToken: setToken,
+                request: request, finish: configuration.apple.finishTransactions
+            ) { try await producer.send(SupportDesk.message($0, configuration)) }
+            await producer.close()
         } catch {
             complain("recorded, but the broker did not take the event (\(error)): run the same command again")
             return 1
         }
-        if configuration.apple.finishTransactions {
-            // As after a job's grant: StoreKit stops delivering the transaction to the app (best effort).
-            let finished = try? await desk.finish(transactionID: request.transactionID, environment: environment)
-            emit(finished == .done ? "finished at Apple" : "not finished at Apple (the grant stands)")
+        if let published = followed.publishedTo {
+            emit("credited: \(note); event \(event.eventID) published to \(published)")
         }
-        guard setToken, let token else {
-            if token == nil {
-                emit("no --app-account-token: Apple's later notifications of this purchase will not name the player")
-            }
-            return 0
+        for line in followed.notes { emit(line) }
+        if let unfinished = followed.unfinished {
+            complain(unfinished.replacingOccurrences(of: "the same request", with: "the same command"))
+            return 1
         }
-        switch try await desk.setAccountToken(token, originalTransactionID: original, environment: environment) {
-        case .done:
-            emit("Apple's app account token of transaction \(original) set: its notifications name the player")
-            return 0
-        case .notFound:
-            complain("credited; Apple does not know transaction \(original) for Set App Account Token")
-        case .refused(_, 4000185):
-            // For good: Apple sets no token on a family member's transaction. The credit stands.
-            emit("credited; Apple sets no app account token on a family member's transaction")
-            return 0
-        case .refused(let status, let code):
-            complain(
-                "credited; Apple refused Set App Account Token (HTTP \(status), error \(code.map(String.init) ?? "none"))"
-            )
-        }
-        return 1
+        return 0
     }
 }

@@ -12,18 +12,8 @@ enum ToolKafka {
     static let toolPatienceMilliseconds = Int(WorkerConfiguration.toolLedgerPatience.components.seconds * 1000)
 
     static func producer(_ configuration: WorkerConfiguration) throws -> KafkaProducer {
-        var properties = configuration.kafka
-        let bootstrap = properties.removeValue(forKey: "bootstrap.servers") ?? "127.0.0.1:9092"
-        properties.removeValue(forKey: "group.id")
-        for key in WorkerAssembly.consumerOnly { properties.removeValue(forKey: key) }
-        // A person is waiting: a broker that does not take the message within the tools' patience fails the send
-        // (librdkafka's default is 300 s), and the command says so and exits 1.
-        let configured = (properties.removeValue(forKey: "delivery.timeout.ms") ?? properties["message.timeout.ms"])
-            .flatMap { Int($0) }
-        properties["message.timeout.ms"] = String(min(configured ?? Int.max, toolPatienceMilliseconds))
-        return try KafkaProducer(
-            configuration: KafkaProducer.Configuration(bootstrapServers: bootstrap, properties: properties),
-            logger: logger)
+        try WorkerAssembly.producerForPeople(
+            configuration, patienceMilliseconds: toolPatienceMilliseconds, logger: logger)
     }
 
     /// A consumer that reads by assignment, outside any group (see ``KafkaConsumer/assign(topic:from:timeout:)``):

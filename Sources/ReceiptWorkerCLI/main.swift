@@ -18,11 +18,12 @@ let topUsage = """
       results        follow the results topic, one readable line per event
       dlq replay     send dead letters back to the jobs topic (filters, dry run)
       ledger         migrate the PostgreSQL ledger's schema (or print its SQL); prune stored results;
-                     accept a new ledger's offsets
+                     accept a new ledger's offsets; list the support desk's audit
       notifications backfill   produce what Apple's notification history holds for a time range
       consumption answer       answer a refund request (what a grant service produces)
       lookup         a purchase as support asks about it: Apple's view beside the ledger's, and its case
       credit         credit a verified purchase no order holds to an order (support), never a second grant
+      desk           the support desk: a web console and API behind the studio's sign-in, audited
 
     `receipt-worker <command> --help` describes a command and its options.
     Configuration: --config FILE (key=value), RECEIPT_WORKER_* environment variables, --set key=value.
@@ -52,6 +53,7 @@ let commands: [String: Command] = [
     "consumption": Command(help: ConsumptionCommand.help, run: { try await ConsumptionCommand.run($0) }),
     "lookup": Command(help: LookupCommand.help, run: { try await LookupCommand.run($0) }),
     "credit": Command(help: CreditCommand.help, run: { try await CreditCommand.run($0) }),
+    "desk": Command(help: DeskCommand.help, run: { try await DeskCommand.run($0) }),
 ]
 
 var arguments = Array(CommandLine.arguments.dropFirst())

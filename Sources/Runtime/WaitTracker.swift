@@ -48,6 +48,7 @@ final class WaitTracker: Sendable {
     init(registry: MetricsRegistry, now: @escaping @Sendable () -> Date = Date.init) {
         self.registry = registry
         self.now = now
+        for flow in ["job", "notification"] { _ = skew(flow: flow) }
         registry.gauges(
             "receipt_worker_job_lag_seconds",
             help: "Age of the oldest job taken and not yet answered, by app and partition (lag in seconds)."
@@ -62,12 +63,15 @@ final class WaitTracker: Sendable {
     /// The wait histogram of a flow and app: registered from the start for the configured apps, so a dashboard
     /// reads 0 before the first message.
     func histogram(flow: String, app: String) -> Histogram {
-        registry.histogram(
-            "receipt_worker_\(flow)_wait_seconds",
-            help: flow == "job"
-                ? "From a job's send (its Kafka timestamp) to its answer acknowledged by the broker, by app."
-                : "From Apple's signing of a notification (its signedDate) to its event acknowledged, by app.",
-            buckets: Self.buckets, labels: ["app": app])
+        flow == "job"
+            ? registry.histogram(
+                "receipt_worker_job_wait_seconds",
+                help: "From a job's send (its Kafka timestamp) to its answer acknowledged by the broker, by app.",
+                buckets: Self.buckets, labels: ["app": app])
+            : registry.histogram(
+                "receipt_worker_notification_wait_seconds",
+                help: "From Apple's signing of a notification (its signedDate) to its event acknowledged, by app.",
+                buckets: Self.buckets, labels: ["app": app])
     }
 
     private func skew(flow: String) -> Counter {

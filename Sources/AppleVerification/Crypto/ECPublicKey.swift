@@ -50,8 +50,8 @@ package final class ECPublicKey: @unchecked Sendable {
 }
 
 /// Conversions between JWS raw (r‖s) and DER ECDSA signatures.
-enum ES256Signature {
-    static func der(fromRaw raw: [UInt8]) -> [UInt8]? {
+package enum ES256Signature {
+    package static func der(fromRaw raw: [UInt8]) -> [UInt8]? {
         guard let signature = ECDSA_SIG_new() else { return nil }
         defer { ECDSA_SIG_free(signature) }
         let r = raw.withUnsafeBufferPointer { BN_bin2bn($0.baseAddress, 32, nil) }

@@ -84,7 +84,7 @@ extension AppStoreServerAPIClient {
         return .refused(status: response.status, errorCode: code)
     }
 
-    private func base(_ environment: AppleEnvironment) -> String {
+    func base(_ environment: AppleEnvironment) -> String {
         environment == .sandbox ? configuration.sandboxURL : configuration.productionURL
     }
 
@@ -103,4 +103,72 @@ extension AppStoreServerAPIClient {
 private struct OrderLookupResponse: Decodable {
     let status: Int?
     let signedTransactions: [String]?
+}
+
+extension AppStoreServerAPIClient {
+    /// One page of Get Transaction History v2: the customer's signed transactions in the app (at most 20, oldest
+    /// first), and the revision that asks for the next page while `hasMore`.
+    public struct HistoryPage: Sendable, Equatable {
+        public var signedTransactions: [String]
+        public var revision: String?
+        public var hasMore: Bool
+
+        public init(signedTransactions: [String], revision: String?, hasMore: Bool) {
+            self.signedTransactions = signedTransactions
+            self.revision = revision
+            self.hasMore = hasMore
+        }
+    }
+
+    public enum HistoryAnswer: Sendable, Equatable {
+        case page(HistoryPage)
+        /// 404 4040010: Apple knows no such transaction for this app in this environment.
+        case notFound
+        /// Refused for good: Apple's error code.
+        case refused(status: Int, errorCode: Int?)
+    }
+
+    /// `GET /inApps/v2/history/{transactionId}?sort=ASCENDING[&revision=R]`, from any transaction id of the
+    /// customer. The revision is Apple's opaque token: sent back only when it is plain (letters, digits and
+    /// `-_=`), never as a path or a query of Apple's choosing.
+    public func transactionHistory(
+        id: String, revision: String?, environment: AppleEnvironment, attempts: inout Int
+    ) async throws -> HistoryAnswer {
+        guard Self.isPlainID(id, letters: false) else { return .refused(status: 400, errorCode: 4000006) }
+        var url = "\(base(environment))/inApps/v2/history/\(id)?sort=ASCENDING"
+        if let revision {
+            guard (1...512).contains(revision.utf8.count),
+                revision.utf8.allSatisfy({ byte in
+                    (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                        || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "=")
+                })
+            else { return .refused(status: 400, errorCode: 4000005) }
+            url += "&revision=\(revision)"
+        }
+        let sandbox = environment == .sandbox
+        let response = try await authorized(
+            method: .get, url: url, body: nil, endpoint: "transactionHistory",
+            call: "transaction_history_\(sandbox ? "sandbox" : "production")",
+            lane: RateGovernor.Lane(endpoint: "transaction_history", sandbox: sandbox), attempts: &attempts)
+        if response.status == 200 {
+            guard let body = try? JSONDecoder().decode(HistoryResponse.self, from: response.body),
+                let signed = body.signedTransactions
+            else {
+                throw AppleVerificationError(
+                    .apiError, "transactionHistory: HTTP 200 without signedTransactions", isRetriable: true)
+            }
+            return .page(
+                HistoryPage(signedTransactions: signed, revision: body.revision, hasMore: body.hasMore ?? false))
+        }
+        let code = (try? JSONDecoder().decode(APIErrorBody.self, from: response.body))?.errorCode
+        try throwIfTransient(response, errorCode: code, endpoint: "transactionHistory")
+        if code == Self.transactionNotFound { return .notFound }
+        return .refused(status: response.status, errorCode: code)
+    }
+}
+
+private struct HistoryResponse: Decodable {
+    let signedTransactions: [String]?
+    let revision: String?
+    let hasMore: Bool?
 }

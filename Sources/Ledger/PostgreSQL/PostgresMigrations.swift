@@ -367,7 +367,7 @@ extension PostgresSchema {
     /// builds outside them, backfills a range at a time): idempotent, so it can be run again. Then, with
     /// `role`, the grants of the worker's role. Run it on a connection of its own (not through PgBouncer in
     /// transaction pooling): it takes a session lock and builds indexes concurrently.
-    public func script(grantingTo role: String? = nil) -> String {
+    public func script(grantingTo role: String? = nil, deskRole: String? = nil) -> String {
         var parts = [
             "\\set ON_ERROR_STOP on", "SELECT pg_advisory_lock(\(Self.migrationLock));",
             "BEGIN;\n\n" + bootstrap.map { $0 + ";" }.joined(separator: "\n\n") + "\n\nCOMMIT;",
@@ -380,6 +380,10 @@ extension PostgresSchema {
         if let role {
             parts.append("-- the worker's role: rows and functions, nothing to create")
             parts += grants(to: role).map { $0 + ";" }
+        }
+        if let deskRole {
+            parts.append("-- the support desk's role: reads, a credit's claim, its own tables; the audit appended to")
+            parts += deskGrants(to: deskRole).map { $0 + ";" }
         }
         parts.append("SELECT pg_advisory_unlock(\(Self.migrationLock));")
         return parts.joined(separator: "\n\n") + "\n"
@@ -417,18 +421,21 @@ extension PostgresSchema {
 
 extension PostgresSchema {
     /// Applies the schema's missing migrations without opening a ledger (`receipt-worker ledger migrate`), then,
-    /// with `role`, grants that role what the worker needs (``grants(to:)``) in one transaction: every run, so a
-    /// migration that adds a table or a function is granted too (GRANT is idempotent).
-    public func migrate(url: String, grantingTo role: String? = nil) async throws -> [Applied] {
+    /// with `role`, grants that role what the worker needs (``grants(to:)``), and `deskRole` what the support desk
+    /// needs (``deskGrants(to:)``), in one transaction: every run, so a migration that adds a table or a function
+    /// is granted too (GRANT is idempotent).
+    public func migrate(url: String, grantingTo role: String? = nil, deskRole: String? = nil) async throws -> [Applied]
+    {
         let thread = BlockingThread(name: "ledger-migrate")
         defer { thread.stop() }
         return try await thread.perform {
             let connection = try PostgresConnection(url: url)
             let applied = try self.migrate(on: connection)
-            guard let role else { return applied }
+            let grants = (role.map(self.grants(to:)) ?? []) + (deskRole.map(self.deskGrants(to:)) ?? [])
+            guard !grants.isEmpty else { return applied }
             try connection.query("BEGIN")
             do {
-                for grant in self.grants(to: role) { try connection.query(grant) }
+                for grant in grants { try connection.query(grant) }
                 try connection.query("COMMIT")
             } catch {
                 _ = try? connection.query("ROLLBACK")

@@ -81,6 +81,26 @@ public struct PostgresSchema: Sendable {
         ]
     }
 
+    /// What the support desk's role needs (`receipt-worker desk`): read the ledger, credit a purchase through the
+    /// claim (a grant, its stored answer, a purchase's state, a credit tied), and the desk's own tables, the audit
+    /// only appended to. No DELETE anywhere, no CREATE.
+    public func deskGrants(to role: String) -> [String] {
+        [
+            "GRANT USAGE ON SCHEMA \(name) TO \(role)",
+            """
+            GRANT SELECT ON \(name).schema_migrations, \(name).notifications, \(name).consumption_requests,
+                \(name).subscriptions, \(name).ledger_meta TO \(role)
+            """,
+            "GRANT SELECT, INSERT, UPDATE ON \(name).grants TO \(role)",
+            "GRANT SELECT, INSERT ON \(name).results TO \(role)",
+            "GRANT SELECT, INSERT, UPDATE ON \(name).purchase_states TO \(role)",
+            "GRANT SELECT, UPDATE ON \(name).unclaimed_purchases TO \(role)",
+            "GRANT SELECT, INSERT ON \(name).desk_audit TO \(role)",
+            "GRANT SELECT, INSERT, UPDATE ON \(name).desk_approvals, \(name).desk_daily_use TO \(role)",
+            "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \(name) TO \(role)",
+        ]
+    }
+
     public var latestVersion: Int { migrations.last?.version ?? 0 }
 
     /// The schema and the table of applied versions.
@@ -135,6 +155,66 @@ public struct PostgresSchema: Sendable {
                 version: 10, description: "year two: primary keys, retention indexes, the event stored once",
                 steps: yearTwo),
             Migration(version: 11, description: "what each sale counted as revenue", steps: revenue),
+            Migration(version: 12, description: "the support desk: audit, held credits, caps", steps: supportDesk),
+        ]
+    }
+
+    /// Migration 12: the support desk's audit (appended, never pruned: the worker's role may not even read it,
+    /// the desk's may only add to it), its credits held for a lead, each day's use of its caps; new tables, and
+    /// the grants' player index built without blocking writes.
+    private var supportDesk: [MigrationStep] {
+        [
+            .transaction([
+                """
+                CREATE TABLE IF NOT EXISTS \(name).desk_audit (
+                    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    at TIMESTAMPTZ NOT NULL,
+                    app TEXT NOT NULL,
+                    agent TEXT NOT NULL,
+                    agent_name TEXT NOT NULL,
+                    role TEXT NOT NULL,
+                    action TEXT NOT NULL,
+                    outcome TEXT NOT NULL,
+                    ticket TEXT NOT NULL,
+                    player TEXT,
+                    request TEXT NOT NULL,
+                    answer TEXT NOT NULL)
+                """,
+                "CREATE INDEX IF NOT EXISTS desk_audit_at ON \(name).desk_audit (at)",
+                "CREATE INDEX IF NOT EXISTS desk_audit_agent ON \(name).desk_audit (agent, id)",
+                "CREATE INDEX IF NOT EXISTS desk_audit_player ON \(name).desk_audit (player, id) WHERE player IS NOT NULL",
+                """
+                CREATE TABLE IF NOT EXISTS \(name).desk_approvals (
+                    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    created_at TIMESTAMPTZ NOT NULL,
+                    app TEXT NOT NULL,
+                    requested_by TEXT NOT NULL,
+                    requested_name TEXT NOT NULL,
+                    ticket TEXT NOT NULL,
+                    player TEXT NOT NULL,
+                    request TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    decided_by TEXT,
+                    decided_name TEXT,
+                    decided_at TIMESTAMPTZ,
+                    outcome TEXT)
+                """,
+                "CREATE INDEX IF NOT EXISTS desk_approvals_status ON \(name).desk_approvals (status, id)",
+                """
+                CREATE TABLE IF NOT EXISTS \(name).desk_daily_use (
+                    kind TEXT NOT NULL,
+                    who TEXT NOT NULL,
+                    day TEXT NOT NULL,
+                    used INTEGER NOT NULL,
+                    PRIMARY KEY (kind, who, day))
+                """,
+            ]),
+            .index(
+                name: "grants_player",
+                create: """
+                    CREATE INDEX CONCURRENTLY IF NOT EXISTS grants_player ON \(name).grants (app, user_id)
+                        WHERE user_id IS NOT NULL
+                    """),
         ]
     }
 

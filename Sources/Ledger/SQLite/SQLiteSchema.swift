@@ -6,9 +6,9 @@ import Foundation
 /// fingerprints, and stored events' headers in columns; 4 an index of grants by purchase alone (a consumption
 /// answer names a transaction of any app) and the consumer group's offsets (``OffsetStore``); 5 grants
 /// without a job (renewals, purchases no job claimed), subscriptions; 6 the share of a purchase refunded.
-/// From 10 on the numbers are PostgreSQL's: version 6 is PostgreSQL's 9, then 10 and 11 are its 10 and 11.
+/// From 10 on the numbers are PostgreSQL's: version 6 is PostgreSQL's 9, then 10, 11 and 12 are its 10, 11 and 12.
 enum SQLiteSchema {
-    static let version = 11
+    static let version = 12
 
     /// Brings the file to ``version`` in one transaction per migration: a new file gets the whole schema at
     /// once; an older one each missing migration in turn, its rows kept. Version 3 gives each row the app its
@@ -60,7 +60,54 @@ enum SQLiteSchema {
         if found < 11 {
             try transaction(connection) { try migrateToRevenue(connection) }
         }
+        if found < 12 {
+            try transaction(connection) { try connection.execute(supportDesk + "PRAGMA user_version = 12;") }
+        }
     }
+
+    /// Version 12, as PostgreSQL's migration 12: the support desk's audit (appended, never pruned), its credits
+    /// held for a lead, each day's use of its caps, and the grants by player.
+    static let supportDesk = """
+        CREATE TABLE IF NOT EXISTS desk_audit (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at TEXT NOT NULL,
+            app TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            agent_name TEXT NOT NULL,
+            role TEXT NOT NULL,
+            action TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            ticket TEXT NOT NULL,
+            player TEXT,
+            request TEXT NOT NULL,
+            answer TEXT NOT NULL);
+        CREATE INDEX IF NOT EXISTS desk_audit_at ON desk_audit (at);
+        CREATE INDEX IF NOT EXISTS desk_audit_agent ON desk_audit (agent, id);
+        CREATE INDEX IF NOT EXISTS desk_audit_player ON desk_audit (player, id) WHERE player IS NOT NULL;
+        CREATE TABLE IF NOT EXISTS desk_approvals (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            created_at TEXT NOT NULL,
+            app TEXT NOT NULL,
+            requested_by TEXT NOT NULL,
+            requested_name TEXT NOT NULL,
+            ticket TEXT NOT NULL,
+            player TEXT NOT NULL,
+            request TEXT NOT NULL,
+            status TEXT NOT NULL,
+            decided_by TEXT,
+            decided_name TEXT,
+            decided_at TEXT,
+            outcome TEXT);
+        CREATE INDEX IF NOT EXISTS desk_approvals_status ON desk_approvals (status, id);
+        CREATE TABLE IF NOT EXISTS desk_daily_use (
+            kind TEXT NOT NULL,
+            who TEXT NOT NULL,
+            day TEXT NOT NULL,
+            used INTEGER NOT NULL,
+            PRIMARY KEY (kind, who, day));
+        CREATE INDEX IF NOT EXISTS grants_player ON grants (app, user_id) WHERE user_id IS NOT NULL;
+
+        """
 
     /// Version 11, as PostgreSQL's migration 11: what each grant's sale counted as revenue, and what each
     /// reported purchase's credit counts, so that a refund takes back what the sale counted (nothing for a receipt

@@ -166,6 +166,8 @@ public struct WorkerConfiguration: Sendable {
     public var metricsListen: ListenAddress?
     /// `otel.*`: traces exported over OTLP/HTTP (nil endpoint: none, the default).
     public var tracing = Tracing()
+    /// `desk.*`: the support desk (`receipt-worker desk`, docs/support-desk.md).
+    public var desk = Desk()
 
     public struct Tracing: Sendable {
         /// `otel.endpoint`: the collector's OTLP/HTTP traces URL (`http://collector:4318/v1/traces`).

@@ -33,6 +33,9 @@ extension SupportDesk {
         }
     }
 
+    /// The note of a credit recorded before by the same request (nothing new recorded; its event again).
+    public static let repeatedCredit = "credited before by this same request: its event again (the same event_id)"
+
     public enum CreditOutcome: Sendable, Equatable {
         /// Recorded with its claim: the event to publish (a grant, which grant services already handle; with its
         /// follow-up, publish ``StoredEvent/published`` in order), and the purchase's original transaction and
@@ -78,7 +81,7 @@ extension SupportDesk {
             fingerprint: SHA256Digest.hex(
                 Array("support-v1\u{0}\(request.orderID)\u{0}\(request.userID)\u{0}\(transaction.transactionID)".utf8)))
         let original = transaction.originalTransactionID ?? transaction.transactionID
-        let again = "credited before by this same request: its event again (the same event_id)"
+        let again = Self.repeatedCredit
         /// `proven`: this run checked the proof; only then is the player's token set at Apple.
         func credited(_ stored: StoredEvent, _ note: String, proven: Bool = true) -> CreditOutcome {
             .credited(

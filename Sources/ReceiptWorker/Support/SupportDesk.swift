@@ -37,7 +37,15 @@ public struct SupportDesk: Sendable {
         case orderID(String)
         /// The player's `appAccountToken`: the purchases Apple reported with it that no job claimed.
         case appAccountToken(String)
+        /// The game's player (`user_id` of a job): every purchase the ledger granted to them, newest first.
+        case userID(String)
+        /// Any transaction id of the customer: their whole history in the app at Apple (Get Transaction History).
+        case customerOf(transactionID: String)
     }
+
+    /// How many of a player's grants a lookup shows, and how many pages of Apple's history (20 each) it reads.
+    static let playerGrantsShown = 100
+    static let historyPages = 10
 
     /// `now`: when the question is asked (a subscription's period ended before it, or not).
     public func lookup(_ query: Query, now: Date = Date()) async throws -> LookupReport {
@@ -105,7 +113,55 @@ public struct SupportDesk: Sendable {
                     "no purchase Apple reported with this app account token waits or was credited unclaimed here"
             }
             return try await transactionInfo(reported.map { ($0.0, $0.1) }, report: &report)
+        case .userID(let userID):
+            let granted = try await ledger.grantedToPlayer(userID, app: app.scope, limit: Self.playerGrantsShown)
+            if granted.isEmpty { report.notFound = "the ledger holds no grant to player \(userID) in this app" }
+            return try await transactionInfo(granted.map { ($0.environment, $0.transactionID) }, report: &report)
+        case .customerOf(let id):
+            return try await history(of: id, report: &report)
         }
+    }
+
+    /// Apple's Get Transaction History from one transaction id: found in Production, else (where Sandbox is
+    /// accepted) in the Sandbox; at most ``historyPages`` pages, each in the app's rate lane.
+    private func history(of id: String, report: inout LookupReport) async throws -> [(AppleEnvironment, String)] {
+        let environments: [AppleEnvironment] = allowSandbox ? [.production, .sandbox] : [.production]
+        for environment in environments {
+            var signed: [String] = []
+            var revision: String?
+            for page in 0..<Self.historyPages {
+                let answer = try await retrying {
+                    try await api.transactionHistory(
+                        id: id, revision: revision, environment: environment, attempts: &$0)
+                }
+                switch answer {
+                case .notFound where page == 0:
+                    break
+                case .notFound:
+                    report.notFound("Apple's history of transaction \(id) ended early: shown as far as it went")
+                case .refused(_, let code):
+                    report.notFound("Apple refused transaction id \(id) (error \(code.map(String.init) ?? "none"))")
+                    return []
+                case .page(let found):
+                    signed += found.signedTransactions
+                    revision = found.revision
+                    if found.hasMore && revision != nil {
+                        if page == Self.historyPages - 1 {
+                            report.notFound(
+                                "the customer has more than \(signed.count) purchases: the oldest \(signed.count) shown"
+                            )
+                        }
+                        continue
+                    }
+                }
+                break
+            }
+            if !signed.isEmpty { return signed.map { (environment, $0) } }
+        }
+        report.notFound(
+            "Apple knows no transaction \(id) of this app"
+                + (allowSandbox ? "" : " in Production (Sandbox is not looked up: apple.allow_sandbox is false)"))
+        return []
     }
 
     private func transactionInfo(_ ids: [(AppleEnvironment?, String)], report: inout LookupReport) async throws
@@ -178,6 +234,8 @@ extension SupportDesk.Query {
         case .transactionID(let id): "transaction \(id)"
         case .orderID(let id): "order \(id)"
         case .appAccountToken(let token): "app account token \(LookupReport.masked(token))"
+        case .userID(let id): "player \(id)"
+        case .customerOf(let id): "the customer's history from transaction \(id)"
         }
     }
 }
@@ -205,6 +263,21 @@ extension SupportDesk {
         return SupportDesk(
             app: app, api: api, allowSandbox: configuration.allApps[index].allowSandbox, ledger: ledger,
             retry: configuration.retry)
+    }
+
+    /// The desks of every configured app that has an App Store Server API key (the support desk serves these),
+    /// with each app's name and bundle id.
+    public static func all(
+        _ configuration: WorkerConfiguration, ledger: any SupportStore & DecisionStore, logger: Logger
+    ) throws -> [(name: String, bundleID: String, desk: SupportDesk)] {
+        let apps = try WorkerAssembly.appleApps(configuration, logger: logger)
+        return apps.all.enumerated().compactMap { index, app in
+            guard let api = app.api else { return nil }
+            let desk = SupportDesk(
+                app: app, api: api, allowSandbox: configuration.allApps[index].allowSandbox, ledger: ledger,
+                retry: configuration.retry)
+            return (app.name, app.bundleID, desk)
+        }
     }
 
     /// The record that publishes a credit's event on `topics.results`, as the worker publishes its events.

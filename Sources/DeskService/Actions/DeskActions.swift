@@ -1,0 +1,206 @@
+import Foundation
+import Kafka
+import Ledger
+import ReceiptWorker
+
+/// What the desk's API does, without HTTP: each action checks the agent's role, does what the CLI's `lookup` and
+/// `credit` do (``SupportDesk``, one implementation behind both), and appends its audit line, refused ones
+/// included. Tested with an in-memory store and the App Store simulator, no server.
+struct DeskActions: Sendable {
+    /// One configured app the desk serves (an app with an App Store Server API key).
+    struct App: Sendable {
+        var name: String
+        var bundleID: String
+        var desk: SupportDesk
+    }
+
+    let apps: [App]
+    let store: any DeskStore
+    let caps: CreditCaps
+    /// Publishes a credit's event on the results topic; returns where it went.
+    let publish: @Sendable (StoredEvent) async throws -> KafkaDeliveryReport
+    let finishTransactions: Bool
+    let metrics: DeskMetrics
+    let now: @Sendable () -> Date
+
+    /// An answer: its HTTP status and JSON body.
+    struct Answer: Sendable {
+        var status: Int
+        var body: Data
+
+        static func json(_ status: Int, _ object: [String: Any]) -> Answer {
+            Answer(
+                status: status,
+                body: (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8))
+        }
+
+        static func refused(_ status: Int, _ reason: String) -> Answer {
+            json(status, ["outcome": "refused", "error": reason])
+        }
+    }
+
+    func app(_ name: String?) throws(BadRequest) -> App {
+        let wanted = name ?? "default"
+        guard let app = apps.first(where: { $0.name == wanted || $0.bundleID == wanted }) else {
+            throw BadRequest("no app of this desk is named so (default, an apps.NAME, or a bundle id)")
+        }
+        return app
+    }
+
+    // MARK: Looking
+
+    func lookup(_ agent: Agent, body: Data) async throws -> Answer {
+        let form = try LookupForm(body)
+        return try await look(
+            agent, action: "lookup", ticket: form.ticket, app: try app(form.app), player: form.player,
+            asked: Self.asked(form.query), query: form.query)
+    }
+
+    func history(_ agent: Agent, body: Data) async throws -> Answer {
+        let form = try HistoryForm(body)
+        return try await look(
+            agent, action: "history", ticket: form.ticket, app: try app(form.app), player: nil,
+            asked: ["transaction_id": form.transactionID], query: .customerOf(transactionID: form.transactionID))
+    }
+
+    private func look(
+        _ agent: Agent, action: String, ticket: String, app: App, player: String?, asked: [String: String],
+        query: SupportDesk.Query
+    ) async throws -> Answer {
+        var line = audit(agent, action: action, app: app.name, ticket: ticket, player: player, request: asked)
+        guard agent.has(.viewer) else {
+            return try await refuse(&line, 403, "a support role is needed to look up purchases")
+        }
+        let report: LookupReport
+        do {
+            report = try await app.desk.lookup(query, now: now())
+        } catch {
+            line.outcome = "failed"
+            line.answer = Self.json(["error": "Apple or the ledger did not answer"])
+            try await store.appendAudit(line)
+            throw error
+        }
+        line.outcome = report.purchases.isEmpty ? "not_found" : "answered"
+        line.answer = Self.json([
+            "transactions": report.purchases.map(\.transactionID).filter { !$0.isEmpty },
+            "cases": report.purchases.map(\.verdict), "not_found": report.notFound ?? "",
+        ])
+        try await store.appendAudit(line)
+        metrics.looked(action: action, outcome: line.outcome)
+        return Answer(status: 200, body: report.json())
+    }
+
+    // MARK: The audit
+
+    /// The audit lines asked for, newest first: a lead's of anyone, anyone else's of their own.
+    func auditLines(_ agent: Agent, query: [String: String]) async throws -> Answer {
+        guard agent.has(.viewer) else { return .refused(403, "a support role is needed") }
+        var filter = AuditFilter()
+        if let since = query["since"] {
+            guard let date = RFC3339.parse(since) else { throw BadRequest("since must be an RFC 3339 time") }
+            filter.since = date
+        }
+        if let subject = query["agent"] {
+            guard DeskText.isPlain(subject, maxBytes: 255) else { throw BadRequest("agent must be a subject") }
+            filter.agent = subject
+        }
+        if let player = query["player"] {
+            guard DeskText.isPlain(player, maxBytes: 128) else { throw BadRequest("player must be a user id") }
+            filter.player = player
+        }
+        if let limit = query["limit"] {
+            guard let count = Int(limit), (1...10_000).contains(count) else {
+                throw BadRequest("limit must be 1 to 10000")
+            }
+            filter.limit = count
+        }
+        if !agent.has(.lead) { filter.agent = agent.subject }
+        let lines = try await store.audit(filter).map(AuditFormat.object)
+        return .json(200, ["lines": lines])
+    }
+
+    // MARK: Helpers
+
+    func audit(
+        _ agent: Agent, action: String, app: String, ticket: String, player: String?, request: [String: Any]
+    ) -> AuditEntry {
+        AuditEntry(
+            at: now(), app: app, agent: agent.subject, agentName: agent.name, role: agent.role, action: action,
+            outcome: "", ticket: ticket, player: player, request: Self.json(request), answer: "{}")
+    }
+
+    /// Refused by a rule of the desk (a role, a lead's own credit): audited, nothing else recorded.
+    func refuse(_ line: inout AuditEntry, _ status: Int, _ reason: String) async throws -> Answer {
+        line.outcome = "refused"
+        line.answer = Self.json(["refused": reason])
+        try await store.appendAudit(line)
+        metrics.refused(action: line.action, role: line.role)
+        return .refused(status, reason)
+    }
+
+    /// What a query asked, for the audit: an app account token shortened, as the CLI prints it.
+    static func asked(_ query: SupportDesk.Query) -> [String: String] {
+        switch query {
+        case .transactionID(let id): ["transaction_id": id]
+        case .appleOrderID(let id): ["apple_order_id": id]
+        case .orderID(let id): ["order_id": id]
+        case .appAccountToken(let token): ["app_account_token": String(token.prefix(8)) + "…"]
+        case .userID(let id): ["user_id": id]
+        case .customerOf(let id): ["transaction_id": id]
+        }
+    }
+
+    static func json(_ object: [String: Any]) -> String {
+        (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])).map {
+            String(decoding: $0, as: UTF8.self)
+        } ?? "{}"
+    }
+}
+
+/// RFC 3339 times as the API takes them (`2026-11-01T00:00:00Z`, fractions allowed).
+enum RFC3339 {
+    static func parse(_ text: String) -> Date? {
+        guard text.utf8.count <= 40 else { return nil }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = formatter.date(from: text) { return date }
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: text)
+    }
+}
+
+/// An audit line as the API and `ledger audit --json` show it.
+enum AuditFormat {
+    static func object(_ line: AuditEntry) -> [String: Any] {
+        func parsed(_ text: String) -> Any {
+            (try? JSONSerialization.jsonObject(with: Data(text.utf8))) ?? text
+        }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return [
+            "id": line.id, "at": formatter.string(from: line.at), "app": line.app, "agent": line.agent,
+            "agent_name": line.agentName, "role": line.role, "action": line.action, "outcome": line.outcome,
+            "ticket": line.ticket, "player": line.player ?? NSNull(), "request": parsed(line.request),
+            "answer": parsed(line.answer),
+        ]
+    }
+}
+
+/// The audit as `receipt-worker ledger audit` prints it.
+public enum DeskAudit {
+    public static func time(_ text: String) -> Date? { RFC3339.parse(text) }
+
+    /// One JSON object, for a SIEM.
+    public static func jsonLine(_ line: AuditEntry) -> String {
+        DeskActions.json(AuditFormat.object(line))
+    }
+
+    /// One line a person reads: when, who, what, the outcome, the ticket and the player.
+    public static func textLine(_ line: AuditEntry) -> String {
+        let formatter = ISO8601DateFormatter()
+        return [
+            formatter.string(from: line.at), "\(line.agentName) (\(line.role))", line.action, line.outcome,
+            "ticket \(line.ticket)", line.player.map { "player \($0)" } ?? "-", "app \(line.app)",
+        ].joined(separator: "  ")
+    }
+}

@@ -1,0 +1,142 @@
+import Foundation
+import HTTPClient
+import HTTPServerKit
+import Kafka
+import Ledger
+import Observability
+import ReceiptWorker
+import Runtime
+import Synchronization
+
+/// `receipt-worker desk`: the support desk as a process of its own (deploy/kubernetes/desk.yaml), beside the
+/// fleet. It holds the App Store Server API key, a ledger role with what support needs and a producer of the
+/// results topic; agents hold none of them.
+public enum DeskProcess {
+    /// The desk's services: its metrics port (when `metrics.listen` is set), then the desk itself. The ledger is
+    /// opened first, never migrated (the worker or the migration Job does): a ledger without the desk's tables
+    /// stops start-up with the migration it lacks.
+    public static func group(_ configuration: WorkerConfiguration, logger: Logger) async throws -> ServiceGroup {
+        let settings = try configuration.desk.checkedForDesk()
+        let ledger = try await LedgerFactory.open(
+            url: configuration.ledgerURL, poolSize: 4, schema: configuration.ledgerSchema,
+            defaultBundleID: configuration.apple.bundleID.isEmpty ? nil : configuration.apple.bundleID, migrate: false)
+        let server: DeskServer
+        do {
+            server = try DeskServer(configuration: configuration, settings: settings, ledger: ledger, logger: logger)
+        } catch {
+            await ledger.close()
+            throw error
+        }
+        var services: [ServiceGroup.Entry] = []
+        if let listen = configuration.metricsListen {
+            let endpoint = try MetricsEndpoint(listen: listen, registry: server.registry) { server.readiness }
+            services.append(.init("metrics endpoint", endpoint))
+        }
+        services.append(.init("support desk", server))
+        return ServiceGroup(services, logger: logger)
+    }
+}
+
+/// The desk's HTTP server and what it answers with.
+final class DeskServer: Service {
+    let registry = MetricsRegistry()
+    private let server: MicroHTTPServer
+    private let provider: SignInProvider
+    private let producer: KafkaProducer
+    private let ledger: any Ledger
+    private let readyState = ReadyState()
+    let logger: Logger
+
+    init(configuration: WorkerConfiguration, settings: WorkerConfiguration.Desk, ledger: any Ledger, logger: Logger)
+        throws
+    {
+        self.ledger = ledger
+        self.logger = logger
+        let metrics = DeskMetrics(registry: registry)
+        var http = HTTPClient.Configuration()
+        http.caFile = settings.caFile
+        http.maxResponseBytes = 1_048_576
+        guard let issuer = settings.issuer, let clientID = settings.clientID, let secret = settings.clientSecret,
+            let origin = settings.publicURL, let key = settings.sessionKey, let seal = Seal(key: key),
+            let listen = settings.listen
+        else { throw ConfigurationError(.missingKey, key: "desk.*", reason: "the desk's keys are incomplete") }
+        provider = SignInProvider(
+            issuer: issuer, http: HTTPClient(configuration: http, logger: logger), keysMaxAge: settings.keysMaxAge)
+        // An agent waits for the answer: a broker that does not take a credit's event in 20 s fails it (503; the
+        // same credit again publishes the same event).
+        producer = try WorkerAssembly.producerForPeople(configuration, patienceMilliseconds: 20_000, logger: logger)
+        let claims = DeskClaims(
+            nameClaim: settings.nameClaim, rolesClaim: settings.rolesClaim, viewer: settings.viewerRole,
+            agent: settings.agentRole, lead: settings.leadRole)
+        let apps = try SupportDesk.all(configuration, ledger: ledger, logger: logger).map {
+            DeskActions.App(name: $0.name, bundleID: $0.bundleID, desk: $0.desk)
+        }
+        guard !apps.isEmpty else {
+            throw ConfigurationError(
+                .missingKey, key: "apple.api.key_id", reason: "the desk needs an app with an App Store Server API key")
+        }
+        let producer = self.producer
+        let actions = DeskActions(
+            apps: apps, store: ledger,
+            caps: CreditCaps(agentDaily: settings.agentDailyCap, playerDaily: settings.playerDailyCap),
+            publish: { try await producer.send(SupportDesk.message($0, configuration)) },
+            finishTransactions: configuration.apple.finishTransactions, metrics: metrics, now: { Date() })
+        let router = DeskRouter(
+            actions: actions,
+            signIn: SignInFlow(
+                provider: provider, seal: seal, clientID: clientID, clientSecret: secret,
+                redirectURI: origin + "/desk/callback", scopes: settings.scopes,
+                verifier: TokenVerifier(
+                    issuer: issuer, audience: clientID, clockSkew: settings.clockSkew, claims: claims),
+                sessionMaxAge: settings.sessionMaxAge, metrics: metrics),
+            tokens: TokenVerifier(
+                issuer: issuer, audience: settings.audience ?? clientID, clockSkew: settings.clockSkew, claims: claims),
+            provider: provider, seal: seal, origin: origin, metrics: metrics, logger: logger)
+        var limits = HTTPServerLimits()
+        limits.maximumBodyBytes = 64 * 1_024
+        limits.maximumConnections = DescriptorBudget.connections(share: 0.5, of: DescriptorBudget.current)
+        limits.maximumConnectionsPerIP = max(64, limits.maximumConnections / 4)
+        do {
+            server = try MicroHTTPServer(host: listen.host, port: listen.port, limits: limits) { request in
+                await router.handle(request)
+            }
+        } catch {
+            throw ConfigurationError(.unusable, key: "desk.listen", reason: "cannot listen on \(listen): \(error)")
+        }
+        logger.info("support desk listening", ["listen": listen.description, "port": String(server.port)])
+    }
+
+    var port: UInt16 { server.port }
+
+    /// Ready once the provider's keys were fetched and while the ledger answers.
+    var readiness: [String] { readyState.problems }
+
+    func run() async throws {
+        server.start()
+        let shutdown = GracefulShutdown.current
+        while !shutdown.isTriggered && !Task.isCancelled {
+            var problems: [String] = []
+            if (try? await provider.key("", now: Date())) == nil, await !provider.hasKeys {
+                problems.append("the sign-in provider's keys are not fetched yet")
+            }
+            do {
+                try await ledger.ping()
+            } catch {
+                problems.append("the ledger does not answer")
+            }
+            readyState.set(problems)
+            await shutdown.sleep(for: .seconds(5))
+        }
+        readyState.set(["stopping"])
+        server.stop()
+        await producer.close(timeout: .seconds(10))
+        await ledger.close()
+    }
+}
+
+/// What `/readyz` says of the desk, updated every few seconds.
+final class ReadyState: Sendable {
+    private let state = Mutex<[String]>(["starting"])
+    var problems: [String] { state.withLock { $0 } }
+    func set(_ problems: [String]) { state.withLock { $0 = problems } }
+}

@@ -1,0 +1,166 @@
+import AppleVerification
+import Foundation
+
+/// Who a verified token says is asking, and what it lets them do.
+struct VerifiedToken: Sendable, Equatable {
+    var subject: String
+    var name: String
+    var roles: Set<AgentRole>
+    var expiresAt: Date
+    var nonce: String?
+}
+
+/// Why a token is refused: said in the 401, counted by reason, never with the token.
+struct TokenRefusal: Error, Equatable, CustomStringConvertible {
+    enum Reason: String, Sendable {
+        case malformed, algorithm, unknownKey = "unknown_key", signature, issuer, audience, expired
+        case notYetValid = "not_yet_valid", subject, nonce
+    }
+
+    let reason: Reason
+    let detail: String
+    var description: String { detail }
+
+    init(_ reason: Reason, _ detail: String) {
+        self.reason = reason
+        self.detail = detail
+    }
+}
+
+/// Verifies a sign-in provider's JWT (RFC 7519) as an OpenID Connect relying party must: a compact JWS signed
+/// with RS256 or ES256 by a key of the provider's JWKS (`none`, HMAC and every other algorithm refused, whatever
+/// the header says), its `iss` the issuer, its `aud` the audience, `exp` not past and `nbf`/`iat` not ahead
+/// (with `clockSkew` of leeway), a subject; and, for an ID token of the console's sign-in, its nonce.
+struct TokenVerifier: Sendable {
+    let issuer: String
+    let audience: String
+    let clockSkew: TimeInterval
+    let claims: DeskClaims
+
+    /// A token is a few kilobytes; anything larger is refused unread.
+    static let maximumTokenBytes = 16 * 1024
+
+    /// `key`: the provider's key of a `kid` (nil: none known, even after the JWKS was fetched again).
+    func verify(
+        _ token: String, now: Date, nonce: String? = nil, key: (String) async throws -> SigningKey?
+    ) async throws -> VerifiedToken {
+        guard token.utf8.count <= Self.maximumTokenBytes else { throw TokenRefusal(.malformed, "token too large") }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let headerBytes = Base64URL.decodeBytes(parts[0]),
+            let payloadBytes = Base64URL.decodeBytes(parts[1]), let signature = Base64URL.decodeBytes(parts[2]),
+            let header = try? JSONSerialization.jsonObject(with: Data(headerBytes)) as? [String: Any],
+            let payload = try? JSONSerialization.jsonObject(with: Data(payloadBytes)) as? [String: Any]
+        else { throw TokenRefusal(.malformed, "not a signed JWT") }
+        guard let name = header["alg"] as? String, let algorithm = SigningKey.Algorithm(rawValue: name) else {
+            throw TokenRefusal(.algorithm, "only RS256 and ES256 tokens are accepted")
+        }
+        guard header["crit"] == nil else { throw TokenRefusal(.malformed, "critical header extensions are refused") }
+        guard let kid = header["kid"] as? String, (1...256).contains(kid.utf8.count) else {
+            throw TokenRefusal(.unknownKey, "the token names no key (kid)")
+        }
+        guard let signingKey = try await key(kid) else {
+            throw TokenRefusal(.unknownKey, "the provider publishes no key \(Self.shown(kid))")
+        }
+        guard signingKey.algorithm == algorithm else {
+            throw TokenRefusal(.algorithm, "key \(Self.shown(kid)) is not an \(algorithm.rawValue) key")
+        }
+        let signed = Array(parts[0].utf8) + [UInt8(ascii: ".")] + Array(parts[1].utf8)
+        guard signingKey.verifies(signature, of: signed) else {
+            throw TokenRefusal(.signature, "the signature does not verify")
+        }
+        return try check(payload, now: now, nonce: nonce)
+    }
+
+    /// The claims of a token whose signature verified.
+    func check(_ payload: [String: Any], now: Date, nonce: String?) throws -> VerifiedToken {
+        guard payload["iss"] as? String == issuer else { throw TokenRefusal(.issuer, "another issuer's token") }
+        let audiences =
+            (payload["aud"] as? [Any])?.compactMap { $0 as? String } ?? [payload["aud"] as? String].compactMap { $0 }
+        guard audiences.contains(audience) else { throw TokenRefusal(.audience, "a token for another audience") }
+        guard let expires = Self.seconds(payload["exp"]) else { throw TokenRefusal(.malformed, "the token has no exp") }
+        let time = now.timeIntervalSince1970
+        guard expires + clockSkew > time else { throw TokenRefusal(.expired, "the token expired") }
+        if let notBefore = Self.seconds(payload["nbf"]), notBefore - clockSkew > time {
+            throw TokenRefusal(.notYetValid, "the token is not valid yet")
+        }
+        if let issued = Self.seconds(payload["iat"]), issued - clockSkew > time {
+            throw TokenRefusal(.notYetValid, "the token was issued in the future")
+        }
+        guard let subject = payload["sub"] as? String, DeskText.isPlain(subject, maxBytes: 255) else {
+            throw TokenRefusal(.subject, "the token names no usable subject")
+        }
+        if let nonce {
+            guard let given = payload["nonce"] as? String, Constant.equal(given, nonce) else {
+                throw TokenRefusal(.nonce, "the sign-in's nonce does not match")
+            }
+        }
+        return VerifiedToken(
+            subject: subject, name: claims.name(payload) ?? subject, roles: claims.roles(payload),
+            expiresAt: Date(timeIntervalSince1970: expires), nonce: payload["nonce"] as? String)
+    }
+
+    /// A NumericDate: a finite number of seconds, within the years a token can mean.
+    static func seconds(_ value: Any?) -> TimeInterval? {
+        guard let seconds = (value as? NSNumber)?.doubleValue ?? (value as? Double) ?? (value as? Int).map(Double.init)
+        else { return nil }
+        return seconds.isFinite && (0...32_503_680_000).contains(seconds) ? seconds : nil
+    }
+
+    /// A key id as shown in an error: short and plain.
+    static func shown(_ kid: String) -> String {
+        DeskText.isPlain(kid, maxBytes: 64) ? kid : "(an unprintable key id)"
+    }
+}
+
+/// Where the agent's name and roles are in a token (`desk.oidc.name_claim`, `desk.oidc.roles_claim`) and which
+/// values are which role (`desk.roles.*`).
+struct DeskClaims: Sendable, Equatable {
+    var nameClaim = "email"
+    var rolesClaim = "groups"
+    var viewer = "support-viewer"
+    var agent = "support-agent"
+    var lead = "support-lead"
+
+    func name(_ payload: [String: Any]) -> String? {
+        guard let name = payload[nameClaim] as? String, DeskText.isPlain(name, maxBytes: 255) else { return nil }
+        return name
+    }
+
+    /// The roles the claim's values grant: a list of strings, or one string of space-separated values; a lead is
+    /// an agent and a viewer, an agent a viewer.
+    func roles(_ payload: [String: Any]) -> Set<AgentRole> {
+        let values: [String]
+        if let list = payload[rolesClaim] as? [Any] {
+            values = list.compactMap { $0 as? String }
+        } else if let text = payload[rolesClaim] as? String {
+            values = text.split(separator: " ").map(String.init)
+        } else {
+            values = []
+        }
+        var roles = Set<AgentRole>()
+        if values.contains(lead) { roles.formUnion([.lead, .agent, .viewer]) }
+        if values.contains(agent) { roles.formUnion([.agent, .viewer]) }
+        if values.contains(viewer) { roles.insert(.viewer) }
+        return roles
+    }
+}
+
+/// The desk's roles, lowest first.
+enum AgentRole: String, Sendable, Comparable, CaseIterable, Codable {
+    case viewer, agent, lead
+
+    static func < (lhs: AgentRole, rhs: AgentRole) -> Bool {
+        allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+    }
+}
+
+/// Comparisons that take as long whatever the bytes (a CSRF token, a nonce, a state).
+enum Constant {
+    static func equal(_ a: String, _ b: String) -> Bool {
+        let (x, y) = (Array(a.utf8), Array(b.utf8))
+        guard x.count == y.count else { return false }
+        var difference: UInt8 = 0
+        for index in x.indices { difference |= x[index] ^ y[index] }
+        return difference == 0
+    }
+}
