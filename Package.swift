@@ -127,6 +127,12 @@ let package = Package(
             name: "TestSupport", dependencies: ["HTTPClient", "TestProcess"], path: "Tests/TestSupport",
             swiftSettings: strict),
         .testTarget(
+            name: "DeskServiceTests",
+            dependencies: [
+                "AppleVerification", "DeskService", "HTTPServerKit", "Ledger", "ReceiptWorker", "TestSupport",
+            ],
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(
             name: "KafkaTests", dependencies: ["Kafka", "Observability", "TestSupport"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(

@@ -1,0 +1,115 @@
+import Foundation
+import Ledger
+import TestSupport
+import Testing
+import Vocabulary
+
+/// What the support desk keeps in the ledger, the same from both backends: the audit, the caps, the credits held
+/// for a lead, and a player's grants.
+@Suite("The desk's ledger: audit, daily caps, held credits, a player's grants", .timeLimit(.minutes(1)))
+struct DeskStoreTests {
+    func line(_ agent: String, _ action: String, player: String?, at: Date) -> AuditEntry {
+        AuditEntry(
+            at: at, app: "default", agent: agent, agentName: "\(agent)@studio.test", role: "agent", action: action,
+            outcome: "answered", ticket: "T-1", player: player, request: #"{"user_id":"p"}"#, answer: "{}")
+    }
+
+    @Test(
+        "the audit keeps every line as written, newest first, filtered by time, agent and player",
+        arguments: Backend.allCases)
+    func audit(_ backend: Backend) async throws {
+        let ledger = try await backend.open()
+        let start = Date(timeIntervalSince1970: 1_800_000_000)
+        for index in 0..<6 {
+            try await ledger.appendAudit(
+                line(
+                    index % 2 == 0 ? "ana" : "vic", index < 3 ? "lookup" : "credit",
+                    player: index == 5 ? nil : "p\(index % 3)",
+                    at: start.addingTimeInterval(Double(index) * 60)))
+        }
+        let all = try await ledger.audit(AuditFilter())
+        #expect(all.count == 6 && all.map(\.id) == all.map(\.id).sorted(by: >))
+        #expect(all.first?.action == "credit" && all.first?.player == nil && all.first?.agentName == "vic@studio.test")
+        #expect(all.last?.request == #"{"user_id":"p"}"# && all.last?.at == start)
+        #expect(try await ledger.audit(AuditFilter(agent: "ana")).count == 3)
+        #expect(try await ledger.audit(AuditFilter(player: "p0")).map(\.agent) == ["vic", "ana"])
+        #expect(try await ledger.audit(AuditFilter(since: start.addingTimeInterval(150))).count == 3)
+        #expect(try await ledger.audit(AuditFilter(limit: 2)).count == 2)
+        await ledger.close()
+    }
+
+    @Test(
+        "a cap's places are taken all or none, atomically under contention, and given back", arguments: Backend.allCases
+    )
+    func caps(_ backend: Backend) async throws {
+        let ledger = try await backend.open()
+        let agent = DailyCounter(kind: "agent", who: "ana", limit: 5)
+        let player = DailyCounter(kind: "player", who: "default\u{0}p1", limit: 3)
+        // Twenty credits at once for one player by one agent: exactly three get a place.
+        let taken = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<20 { group.addTask { try await ledger.reserveDailyUse([agent, player], day: "2026-12-04") } }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(taken == 3)
+        // The player's cap refused the others, and took nothing of the agent's for them.
+        #expect(try await ledger.dailyUse(agent, day: "2026-12-04") == 3)
+        #expect(try await ledger.dailyUse(player, day: "2026-12-04") == 3)
+        try await ledger.releaseDailyUse([agent, player], day: "2026-12-04")
+        #expect(try await ledger.reserveDailyUse([agent, player], day: "2026-12-04"))
+        #expect(try await !ledger.reserveDailyUse([agent, player], day: "2026-12-04"))
+        // Another day is another count; a release never goes below zero.
+        #expect(try await ledger.reserveDailyUse([agent, player], day: "2026-12-05"))
+        try await ledger.releaseDailyUse([agent], day: "2026-12-06")
+        #expect(try await ledger.dailyUse(agent, day: "2026-12-06") == 0)
+        // A cap of zero holds everything.
+        #expect(
+            try await !ledger.reserveDailyUse([DailyCounter(kind: "agent", who: "bob", limit: 0)], day: "2026-12-04"))
+        await ledger.close()
+    }
+
+    @Test("a held credit is decided once: the first lead to claim it, never a second", arguments: Backend.allCases)
+    func approvals(_ backend: Backend) async throws {
+        let ledger = try await backend.open()
+        let id = try await ledger.requestApproval(
+            ApprovalRequest(
+                createdAt: Date(timeIntervalSince1970: 1_800_000_000), app: "default", requestedBy: "ana",
+                requestedName: "ana@studio.test", ticket: "T-9", player: "p1", request: #"{"transaction_id":"1"}"#))
+        let held = try #require(try await ledger.approvalRequest(id: id))
+        #expect(held.status == .pending && held.requestedBy == "ana" && held.decision == nil && held.ticket == "T-9")
+        let claim = ApprovalRequest.Decision(
+            status: .approving, by: "lee", byName: "lee@studio.test", at: Date(timeIntervalSince1970: 1_800_000_100),
+            outcome: "")
+        let claims = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<10 { group.addTask { try await ledger.decideApproval(id: id, from: .pending, to: claim) } }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(claims == 1)
+        var done = claim
+        done.status = .approved
+        done.outcome = "credited"
+        #expect(try await ledger.decideApproval(id: id, from: .approving, to: done))
+        let decided = try #require(try await ledger.approvalRequest(id: id))
+        #expect(decided.status == .approved && decided.decision?.byName == "lee@studio.test")
+        #expect(decided.decision?.outcome == "credited")
+        #expect(try await ledger.approvalRequests(status: .pending, limit: 10).isEmpty)
+        #expect(try await ledger.approvalRequests(status: nil, limit: 10).map(\.id) == [id])
+        #expect(try await ledger.approvalRequest(id: id + 1) == nil)
+        await ledger.close()
+    }
+
+    @Test("a player's grants, newest first, in their app only", arguments: Backend.allCases)
+    func playerGrants(_ backend: Backend) async throws {
+        let ledger = try await backend.open()
+        for (job, order, transaction) in [("j1", "o1", "100"), ("j2", "o2", "101")] {
+            _ = try await ledger.record(
+                jobID: job, claim: .grant(orderID: order, transactionID: transaction), event: Data("{}".utf8))
+        }
+        // The test support names each grant's player player-ORDER.
+        let grants = try await ledger.grantedToPlayer("player-o2", app: .defaultApp, limit: 10)
+        #expect(grants.map(\.transactionID) == ["101"] && grants.first?.orderID == "o2")
+        #expect(grants.first?.environment == .production)
+        #expect(try await ledger.grantedToPlayer("player-o2", app: AppScope("com.other"), limit: 10).isEmpty)
+        #expect(try await ledger.grantedToPlayer("nobody", app: .defaultApp, limit: 10).isEmpty)
+        await ledger.close()
+    }
+}
