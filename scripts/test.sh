@@ -59,6 +59,10 @@ if [ "$#" -eq 0 ]; then
     .deps/venv/bin/python Tests/contract/check_contract.py --messages "$capture"
     # The reference grant service (examples/grant-service) on every result event the tests received.
     .deps/venv/bin/python examples/grant-service/test_grant_service.py "$capture"
+    # The support desk end to end: the console in a headless Chromium signing in at the test OpenID Connect
+    # provider, the API's hostile callers, caps and approvals, the audit; SQLite, then PostgreSQL (about a minute;
+    # it prints where the console's screenshot is).
+    bash scripts/test-desk.sh
 else
     bash scripts/with-services.sh swift test --skip-build "$@"
 fi

@@ -1,0 +1,959 @@
+#!/usr/bin/env python3
+"""The support desk end to end, with real parts: `receipt-worker desk` (and `receipt-worker run` for a job's grant)
+against the test OpenID Connect provider (oidc_provider.py), the App Store simulator over HTTP, a real Kafka broker
+and the ledger, SQLite and, when POSTGRES_URL is set, PostgreSQL (the same tests again, on a schema of their own);
+the console in a headless Chromium (browser.py). Each test asserts what an agent, a lead or an attacker would notice:
+the page, the status, the ledger's answer, the audit, the results topic, the metrics.
+
+    scripts/test-desk.sh [SQLiteLedger[.test_...]]   (starts Kafka and PostgreSQL, runs this; the way to run it)
+    KAFKA_BOOTSTRAP=127.0.0.1:9092 TANSU_BIN=.deps/tools/tansu [POSTGRES_URL=postgresql://...] \\
+        .deps/venv/bin/python Tests/desk/test_desk.py [SQLiteLedger[.test_...]]
+    (or PYTHONDONTWRITEBYTECODE=1 .deps/venv/bin/python -m unittest Tests/desk/test_desk.py: then the run's files
+    are kept whatever the outcome)
+
+Environment:
+    KAFKA_BOOTSTRAP    a broker (required); TANSU_BIN creates the topics on it (Tansu's CLI)
+    POSTGRES_URL       PostgreSQL: the PostgreSQL run is skipped without it
+    DESK_BIN           where receipt-worker and appstore-sim are (default .build/debug)
+    DESK_SCREENSHOT    where the console's screenshot goes (default: console.png in the run's temp dir); the
+                       PostgreSQL run's is beside it with "-postgres" before the extension. Its path is printed.
+    DESK_KEEP          set: keep the run's temp dir (configuration, logs) even when the tests pass
+"""
+
+import atexit
+import ctypes
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.dont_write_bytecode = True  # browser.py and test_ca.py leave no __pycache__ in the work tree
+sys.path.insert(0, HERE)
+from browser import start_chromium  # noqa: E402
+
+BIN = os.path.abspath(os.environ.get("DESK_BIN", os.path.join(ROOT, ".build", "debug")))
+PYTHON = sys.executable
+APPLE_KEY = os.path.join(ROOT, "Tests", "AppleClientTests", "testSigningKey.p8")
+BUNDLE_ID = "com.example"  # the simulator's app
+PRODUCT = "com.example.gems100"
+RUN_DIR = tempfile.mkdtemp(prefix="desk-tests-")
+PLAYER_CAP = 1
+
+
+def log(message):
+    print(f"[desk-tests] {message}", file=sys.stderr, flush=True)
+
+
+def wait_until(condition, timeout=15.0, what="the condition", interval=0.05):
+    """condition's first truthy value, polled until timeout seconds have passed (then AssertionError)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(interval)
+
+
+def free_port():
+    import socket
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _die_with_parent():
+    """In the child before exec: SIGTERM when this test process dies, however it dies (no process left behind)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class Process:
+    """A child process with its output in a log file; stopped with SIGTERM (SIGKILL after `patience` s)."""
+
+    def __init__(self, name, arguments, directory, stdout=None):
+        self.name = name
+        self.log_path = os.path.join(directory, f"{name}.log")
+        self.log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(arguments, stdout=stdout or self.log, stderr=self.log,
+                                        stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, cwd=ROOT)
+        self.exit_status = None
+        self.killed = False
+
+    def stop(self, patience=15.0):
+        """The exit status after SIGTERM; kills it (and says so) when it does not stop within patience seconds."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(patience)
+            except subprocess.TimeoutExpired:
+                self.killed = True
+                log(f"{self.name} did not stop within {patience} s of SIGTERM: killed (log {self.log_path})")
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+        self.exit_status = self.process.returncode
+        return self.exit_status
+
+    def tail(self, lines=30):
+        try:
+            with open(self.log_path, "rb") as file:
+                return b"".join(file.readlines()[-lines:]).decode(errors="replace")
+        except OSError:
+            return ""
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args):
+        return None
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status, self.headers, self.body = status, headers, body
+
+    def json(self):
+        return json.loads(self.body or b"null")
+
+    def cookies(self):
+        """Set-Cookie's name=value pairs."""
+        found = {}
+        for header in self.headers.get_all("Set-Cookie") or []:
+            name, _, rest = header.partition("=")
+            found[name.strip()] = rest.split(";")[0]
+        return found
+
+    def __repr__(self):
+        return f"HTTP {self.status} {self.body[:300]!r}"
+
+
+def http(method, url, body=None, headers=None, context=None, timeout=20):
+    """One request, redirects not followed: a Response whatever its status. body: bytes, str or a JSON object."""
+    headers = dict(headers or {})
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body).encode()
+        headers.setdefault("Content-Type", "application/json")
+    elif isinstance(body, str):
+        body = body.encode()
+    handlers = [NoRedirect()] + ([urllib.request.HTTPSHandler(context=context)] if context else [])
+    opener = urllib.request.build_opener(*handlers)
+    request = urllib.request.Request(url, data=body, headers=headers, method=method)
+    try:
+        with opener.open(request, timeout=timeout) as answer:
+            return Response(answer.status, answer.headers, answer.read())
+    except urllib.error.HTTPError as error:
+        return Response(error.code, error.headers, error.read())
+
+
+class Stack:
+    """The parts of one run: provider, simulator, topics of its own, the ledger, the desk and a follower of the
+    results topic. `ledger` is "sqlite" or "postgres"."""
+
+    def __init__(self, ledger):
+        self.ledger = ledger
+        self.directory = tempfile.mkdtemp(prefix=f"{ledger}-", dir=RUN_DIR)
+        self.processes = []
+        self.suffix = secrets.token_hex(4)
+
+    # --- starting and stopping ----------------------------------------------------------------------------------
+    def start(self):
+        started = time.monotonic()
+        self.desk_port, self.metrics_port = free_port(), free_port()
+        self.desk = f"http://127.0.0.1:{self.desk_port}"
+        oidc_dir = os.path.join(self.directory, "oidc")
+        port_file = os.path.join(self.directory, "provider.port")
+        self.provider_process = self.spawn("provider", [PYTHON, os.path.join(HERE, "oidc_provider.py"), port_file,
+                                                        oidc_dir, "--redirect-uri", f"{self.desk}/desk/callback"])
+        sim_out = os.path.join(self.directory, "appstore-sim.out")
+        with open(sim_out, "wb") as out:
+            self.spawn("appstore-sim", [os.path.join(BIN, "appstore-sim"), "--port", "0"], stdout=out)
+        with open(os.path.join(self.directory, "root.pem"), "wb") as out:
+            subprocess.run([os.path.join(BIN, "appstore-sim"), "--print-test-root"], stdout=out, check=True)
+        self.create_topics()
+        self.sim = wait_until(lambda: self._listening(sim_out), 15, "the simulator listens")
+        self.provider_port = int(wait_until(lambda: self._read(port_file), 20, "the provider writes its port"))
+        self.issuer = f"https://127.0.0.1:{self.provider_port}"
+        self.tls = ssl.create_default_context(cafile=os.path.join(oidc_dir, "ca.pem"))
+        self.write_configuration(oidc_dir)
+        if self.ledger == "postgres":
+            self.tool("ledger", "migrate")
+        self.results_path = os.path.join(self.directory, "results.jsonl")
+        with open(self.results_path, "wb") as out:
+            self.spawn("results", [self.receipt_worker, "results", "--config", self.config, "--from-beginning",
+                                   "--json"], stdout=out)
+        self.grant_a_job()
+        self.start_desk()
+        log(f"{self.ledger}: desk {self.desk}, provider {self.issuer}, simulator {self.sim}, "
+            f"ready in {time.monotonic() - started:.1f} s; files in {self.directory}")
+
+    def start_desk(self):
+        name = "desk" if not any(p.name.startswith("desk") for p in self.processes) else f"desk-{time.time():.0f}"
+        self.desk_process = self.spawn(name, [self.receipt_worker, "desk", "--config", self.config])
+        wait_until(self.ready, 30, "the desk is ready (/readyz)")
+
+    def stop(self):
+        for process in reversed(self.processes):
+            process.stop()
+
+    def sign_in_answers(self):
+        """GET /desk/login answers with the redirect to the provider within 5 s. When it does not, the desk (stuck on
+        it) is killed and started again for the other tests, and the calling test fails as blocked."""
+        try:
+            answer = http("GET", f"{self.desk}/desk/login", timeout=5)
+        except OSError as error:
+            stuck = self.desk_process
+            stuck.stop(patience=1)
+            self.processes.remove(stuck)
+            self.start_desk()
+            raise AssertionError(f"BLOCKED: the desk's GET /desk/login did not answer within 5 s ({error!r}); the "
+                                 f"desk was killed and started again (its log: {stuck.log_path})") from None
+        assert answer.status == 302 and answer.headers["Location"].startswith(self.issuer), answer
+        return answer
+
+    def spawn(self, name, arguments, stdout=None):
+        process = Process(name, arguments, self.directory, stdout=stdout)
+        self.processes.append(process)
+        return process
+
+    @property
+    def receipt_worker(self):
+        return os.path.join(BIN, "receipt-worker")
+
+    @staticmethod
+    def _read(path):
+        try:
+            with open(path, encoding="utf-8") as file:
+                return file.read().strip()
+        except FileNotFoundError:
+            return None
+
+    def _listening(self, path):
+        found = re.search(r"listening on (\S+)", self._read(path) or "")
+        return found and found.group(1)
+
+    def create_topics(self):
+        self.topics = {name: f"desk-{name}-{self.suffix}"
+                       for name in ("jobs", "results", "retries", "dlq", "notifications", "consumption")}
+        for topic in self.topics.values():
+            subprocess.run([os.environ["TANSU_BIN"], "topic", "create", topic, "--partitions", "1", "--broker",
+                            f"tcp://{os.environ['KAFKA_BOOTSTRAP']}"], check=True, capture_output=True)
+
+    def write_configuration(self, oidc_dir):
+        session_key = os.path.join(self.directory, "session_key")
+        with open(session_key, "w", encoding="utf-8") as out:
+            out.write(secrets.token_hex(32))
+        if self.ledger == "postgres":
+            ledger = [f"ledger.url={os.environ['POSTGRES_URL']}", f"ledger.schema=desk_{self.suffix}"]
+        else:
+            ledger = [f"ledger.url=sqlite:{os.path.join(self.directory, 'ledger.sqlite')}"]
+        lines = [
+            f"apple.bundle_id={BUNDLE_ID}",
+            "apple.app_apple_id=1234567890",
+            f"apple.verify_receipt.production_url={self.sim}/production/verifyReceipt",
+            f"apple.verify_receipt.sandbox_url={self.sim}/sandbox/verifyReceipt",
+            f"apple.api.production_url={self.sim}/production",
+            f"apple.api.sandbox_url={self.sim}/sandbox",
+            "apple.api.key_id=keyId",
+            "apple.api.issuer_id=issuerId",
+            f"apple.api.private_key_file={APPLE_KEY}",
+            "apple.allow_insecure_urls=true",
+            f"apple.root_certificates={os.path.join(self.directory, 'root.pem')}",
+            *ledger,
+            f"kafka.bootstrap.servers={os.environ['KAFKA_BOOTSTRAP']}",
+            f"kafka.group.id=desk-tests-{self.suffix}",
+            # Tansu waits for the rebalance timeout on a first join: short ones (docs of the environment).
+            "kafka.session.timeout.ms=6000",
+            "kafka.heartbeat.interval.ms=1000",
+            "kafka.max.poll.interval.ms=10000",
+            *(f"topics.{name}={topic}" for name, topic in self.topics.items()),
+            f"desk.listen=127.0.0.1:{self.desk_port}",
+            f"desk.public_url={self.desk}",
+            f"desk.oidc.issuer={self.issuer}",
+            "desk.oidc.client_id=support-desk",
+            f"desk.oidc.client_secret_file={os.path.join(oidc_dir, 'client_secret')}",
+            f"desk.oidc.ca_file={os.path.join(oidc_dir, 'ca.pem')}",
+            f"desk.session_key_file={session_key}",
+            f"desk.caps.player_daily={PLAYER_CAP}",
+            f"metrics.listen=127.0.0.1:{self.metrics_port}",
+        ]
+        self.config = os.path.join(self.directory, "desk.properties")
+        with open(self.config, "w", encoding="utf-8") as out:
+            out.write("\n".join(lines) + "\n")
+
+    def tool(self, *arguments, check=True):
+        """receipt-worker ARGUMENTS --config (the desk's): its standard output."""
+        done = subprocess.run([self.receipt_worker, *arguments, "--config", self.config], capture_output=True,
+                              text=True, timeout=60, cwd=ROOT)
+        if check and done.returncode != 0:
+            raise AssertionError(f"receipt-worker {' '.join(arguments)}: exit {done.returncode}\n{done.stderr}")
+        return done.stdout
+
+    def ready(self):
+        try:
+            return http("GET", f"http://127.0.0.1:{self.metrics_port}/readyz", timeout=2).status == 200
+        except OSError:
+            return False
+
+    def grant_a_job(self):
+        """A purchase granted to a player by a job, as the game's backend submits it: the worker runs, the job's
+        grant reaches the results topic, the worker stops. The console's first lookup finds it."""
+        self.job_purchase = self.purchase(customer=f"browser-customer-{self.suffix}")
+        self.job_player, self.job_order = f"player-browser-{self.suffix}", f"order-job-{self.suffix}"
+        worker = self.spawn("worker", [self.receipt_worker, "run", "--config", self.config,
+                                       "--set", f"metrics.listen=127.0.0.1:{free_port()}"])
+        self.tool("enqueue", "--order-id", self.job_order, "--user-id", self.job_player, "--product-id", PRODUCT,
+                  "--signed-transaction", self.job_purchase["signed_transaction"])
+        event = wait_until(lambda: self.event(order_id=self.job_order), 60, "the job's grant on the results topic")
+        assert event.get("decision") == "grant", event
+        status = worker.stop()
+        assert status == 0, f"the worker exited {status}:\n{worker.tail()}"
+
+    # --- the simulator, the provider, the desk ------------------------------------------------------------------
+    def purchase(self, customer, **fields):
+        """A purchase at the (simulated) App Store: {transaction_id, order_id (the invoice's), ...}."""
+        answer = http("POST", f"{self.sim}/admin/purchases", {"product_id": PRODUCT, "customer": customer, **fields})
+        assert answer.status == 201, answer
+        return answer.json()
+
+    def mint(self, **claims):
+        """A token from the provider's test endpoint (default: a valid access token for ana)."""
+        answer = http("POST", f"{self.issuer}/test/mint", claims, context=self.tls)
+        assert answer.status == 200, answer
+        return answer.json()["token"]
+
+    def token(self, subject, role):
+        """A valid token for a person of the test's own (so that caps and audit lines are theirs alone)."""
+        return self.mint(sub=subject, groups=[f"support-{role}"], email=f"{subject}@studio.test", name=subject)
+
+    def api(self, method, path, body=None, token=None, headers=None):
+        headers = dict(headers or {})
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return http(method, self.desk + path, body, headers)
+
+    def audit(self, **query):
+        """The audit as a lead reads it (GET /desk/api/audit), newest first; without the lines of the tests' own
+        checks (lookup_player's "checker")."""
+        answer = self.api("GET", "/desk/api/audit?" + urllib.parse.urlencode({"limit": 1000, **query}),
+                          token=self.lead_token())
+        assert answer.status == 200, answer
+        return [line for line in answer.json()["lines"] if line["agent"] != "checker"]
+
+    def lead_token(self):
+        return self.mint(sub="lou")
+
+    def lookup_player(self, player):
+        """The ledger's grants to player, as a viewer sees them: {transaction_id: verdict}."""
+        answer = self.api("POST", "/desk/api/lookup", {"ticket": "CHECK-1", "user_id": player},
+                          token=self.token("checker", "viewer"))
+        assert answer.status == 200, answer
+        return {p["transaction_id"]: p["verdict"] for p in answer.json()["purchases"]}
+
+    def events(self):
+        """Every event the results topic holds so far (the follower's JSON lines)."""
+        events = []
+        with open(self.results_path, "rb") as file:
+            for line in file.read().splitlines():
+                try:
+                    events.append(json.loads(line))
+                except ValueError:
+                    pass  # a line half written
+        return events
+
+    def event(self, **fields):
+        return next((e for e in self.events() if all(e.get(k) == v for k, v in fields.items())), None)
+
+    def settle_topic(self):
+        """After this returns, every event published before it is in events(): a credit's event published now is
+        awaited, and the results topic has one partition, so everything before it arrived too."""
+        purchase = self.purchase(customer=f"sentinel-{secrets.token_hex(4)}")
+        order = f"order-sentinel-{secrets.token_hex(4)}"
+        answer = self.api("POST", "/desk/api/credit", {
+            "ticket": "SENTINEL-1", "transaction_id": purchase["transaction_id"], "order_id": order,
+            "user_id": f"player-sentinel-{secrets.token_hex(4)}", "reason": "the tests' sentinel",
+            "apple_order_id": purchase["order_id"]}, token=self.token(f"sentinel-{secrets.token_hex(3)}", "agent"))
+        assert answer.status == 200, answer
+        wait_until(lambda: self.event(order_id=order), 30, "the sentinel credit's event")
+
+    def metrics(self):
+        """{(name, frozenset(labels)): value} of /metrics."""
+        text = http("GET", f"http://127.0.0.1:{self.metrics_port}/metrics").body.decode()
+        values = {}
+        for line in text.splitlines():
+            found = re.match(r"^([a-zA-Z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)$", line)
+            if found and not line.startswith("#"):
+                labels = frozenset(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', found.group(2) or ""))
+                values[(found.group(1), labels)] = float(found.group(3))
+        return values
+
+    def metric(self, name, **labels):
+        return self.metrics().get((name, frozenset(labels.items())), 0.0)
+
+    # --- the console's sign-in without a browser (for the cookie's own attacks) -------------------------------
+    def session_cookie(self, user):
+        """The console's sign-in walked by hand: /desk/login, the provider's form, /desk/callback. The session
+        cookie's value, and what a replay of the callback would send: {"session", "callback", "signin"}."""
+        start = self.sign_in_answers()
+        signin_cookie = start.cookies()["__Host-desk-signin"]
+        authorize = urllib.parse.urlsplit(start.headers["Location"])
+        form = dict(urllib.parse.parse_qsl(authorize.query), username=user)
+        back = http("POST", f"{self.issuer}/authorize", urllib.parse.urlencode(form),
+                    {"Content-Type": "application/x-www-form-urlencoded"}, context=self.tls)
+        assert back.status == 302, back
+        callback = urllib.parse.urlsplit(back.headers["Location"])
+        landed = http("GET", f"{self.desk}{callback.path}?{callback.query}",
+                      headers={"Cookie": f"__Host-desk-signin={signin_cookie}"})
+        assert landed.status == 303, landed
+        return {"session": landed.cookies()["__Host-desk-session"], "signin": signin_cookie,
+                "callback": f"{self.desk}{callback.path}?{callback.query}"}
+
+
+class Browser:
+    """A headless Chromium signed in at the console as `user` through the provider's form."""
+
+    def __init__(self, stack, user):
+        self.stack = stack
+        stack.sign_in_answers()
+        self.driver = start_chromium(log_path=os.path.join(stack.directory, f"chromedriver-{user}.log"))
+        self.driver.set_page_load_timeout(20)
+        self.driver.set_script_timeout(20)
+        try:
+            self.sign_in(user)
+        except BaseException:
+            self.quit()
+            raise
+
+    def quit(self):
+        self.driver.quit()
+
+    def wait(self, condition, timeout=15, what="the page"):
+        return WebDriverWait(self.driver, timeout, poll_frequency=0.05).until(
+            lambda driver: condition(), message=what)
+
+    def element(self, id):
+        return self.driver.find_element(By.ID, id)
+
+    def sign_in(self, user):
+        self.driver.get(f"{self.stack.desk}/desk/")
+        self.wait(lambda: self.element("sign-in").is_displayed(), what="the console offers to sign in")
+        self.element("sign-in").click()
+        self.wait(lambda: self.driver.find_elements(By.ID, "username"), what="the provider's sign-in form")
+        assert self.driver.current_url.startswith(self.stack.issuer + "/authorize"), self.driver.current_url
+        self.element("username").send_keys(user)
+        self.element("sign-in").click()
+        self.wait(lambda: self.driver.current_url == f"{self.stack.desk}/desk/"
+                  and self.element("desk").is_displayed(), what=f"{user} lands on the console")
+
+    def text(self, id):
+        return self.element(id).text
+
+    def rows(self, table):
+        """The table's body as lists of cell texts."""
+        return [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+                for row in self.driver.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr")]
+
+    def look_up(self, kind, value):
+        Select(self.element("lookup-kind")).select_by_value(kind)
+        field = self.element("lookup-value")
+        field.clear()
+        field.send_keys(value)
+        self.driver.execute_script("document.getElementById('lookup-summary').textContent = ''")
+        self.element("lookup-submit").click()
+        self.wait(lambda: self.text("lookup-summary"), what=f"the lookup by {kind} answers")
+        return self.rows("purchases")
+
+    def fetch(self, method, path, body):
+        """fetch() from the console's page, as its script calls the API (the session's cookie, its CSRF token,
+        the page's origin): {status, answer}."""
+        return self.driver.execute_async_script("""
+            const [method, path, body, done] = arguments;
+            (async () => {
+              const session = await (await fetch('/desk/api/session')).json();
+              const response = await fetch(path, {method, body: JSON.stringify(body), credentials: 'same-origin',
+                headers: {'Content-Type': 'application/json', 'X-CSRF-Token': session.csrf_token}});
+              done({status: response.status, answer: await response.json()});
+            })().catch((error) => done({status: 0, answer: String(error)}));
+        """, method, path, body)
+
+
+def screenshot_path(ledger):
+    path = os.environ.get("DESK_SCREENSHOT") or os.path.join(RUN_DIR, "console.png")
+    if ledger != "sqlite":
+        stem, extension = os.path.splitext(path)
+        path = f"{stem}-{ledger}{extension or '.png'}"
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return path
+
+
+class DeskTests:
+    """The tests, run once per ledger (the subclasses below say which)."""
+
+    LEDGER = None
+    stack = None
+
+    @classmethod
+    def setUpClass(cls):
+        for name in ("KAFKA_BOOTSTRAP", "TANSU_BIN"):
+            if not os.environ.get(name):
+                raise unittest.SkipTest(f"{name} is not set: run scripts/test-desk.sh")
+        cls.stack = Stack(cls.LEDGER)
+        try:
+            cls.stack.start()
+        except BaseException:
+            cls.stack.stop()
+            for process in cls.stack.processes:
+                log(f"--- {process.name} ({process.log_path}):\n{process.tail()}")
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        stack = cls.stack
+        stack.stop()
+        desk = stack.desk_process
+        # The desk stops on SIGTERM within its grace: a process that must be killed would be killed mid-credit
+        # by Kubernetes too.
+        if desk.killed or desk.exit_status != 0:
+            raise AssertionError(f"the desk did not stop cleanly on SIGTERM (exit {desk.exit_status}, killed "
+                                 f"{desk.killed}):\n{desk.tail()}")
+
+    def setUp(self):
+        self.id_ = secrets.token_hex(3)  # this test's players, orders, agents and tickets carry it
+
+    def credit_body(self, purchase, player, order, ticket, **extra):
+        return {"ticket": ticket, "transaction_id": purchase["transaction_id"], "order_id": order,
+                "user_id": player, "reason": "the player says it never arrived",
+                "apple_order_id": purchase["order_id"], **extra}
+
+    # --- the console -----------------------------------------------------------------------------------------
+    def test_agent_finds_a_players_purchases_and_credits_one_in_the_console(self):
+        stack = self.stack
+        job = stack.job_purchase
+        lost = stack.purchase(customer=f"browser-customer-{stack.suffix}")  # the same customer: in the history
+        player, ticket, order = stack.job_player, f"HD-{self.id_}", f"order-console-{self.id_}"
+        browser = Browser(stack, "ana")
+        try:
+            self.assertIn("ana@studio.test", browser.text("agent"))
+            self.assertTrue(browser.element("credit-form").is_displayed(), "an agent sees the credit form")
+            self.assertFalse(browser.element("lead").is_displayed(), "an agent sees no approvals")
+            browser.element("ticket").send_keys(ticket)
+
+            rows = browser.look_up("user_id", player)
+            self.assertEqual([row[0] for row in rows], [job["transaction_id"]], rows)
+            self.assertIn(f"granted to order {stack.job_order} of player {player}", rows[0][4])
+
+            rows = browser.look_up("history", job["transaction_id"])
+            cases = {row[0]: row[4] for row in rows}
+            self.assertEqual(set(cases), {job["transaction_id"], lost["transaction_id"]}, rows)
+            self.assertIn("never claimed", cases[lost["transaction_id"]])
+            self.assertIn("granted to order", cases[job["transaction_id"]])
+
+            lost_row = next(row for row in browser.driver.find_elements(By.CSS_SELECTOR, "#purchases tbody tr")
+                            if row.find_element(By.TAG_NAME, "td").text == lost["transaction_id"])
+            lost_row.find_element(By.CSS_SELECTOR, "button.credit").click()
+            self.assertEqual(browser.element("credit-transaction").get_attribute("value"), lost["transaction_id"])
+            for field, value in (("credit-order", order), ("credit-user", player),
+                                 ("credit-apple-order", lost["order_id"]),
+                                 ("credit-reason", "gems never arrived after the purchase")):
+                browser.element(field).send_keys(value)
+            browser.element("credit-submit").click()
+            browser.wait(lambda: browser.text("credit-outcome").startswith("credited"), what="the credit's outcome")
+            self.assertIn(f"credited to order {order} of player {player}", browser.text("credit-outcome"))
+            browser.wait(lambda: ["credit", "credited", ticket, player] in [r[2:6] for r in browser.rows("audit")],
+                         what="the credit's line in the console's audit table")
+            audit_row = next(r for r in browser.rows("audit") if r[2:6] == ["credit", "credited", ticket, player])
+            self.assertEqual(audit_row[1], "ana@studio.test")
+
+            rows = browser.look_up("user_id", player)
+            cases = {row[0]: row[4] for row in rows}
+            self.assertEqual(set(cases), {job["transaction_id"], lost["transaction_id"]}, rows)
+            self.assertIn(f"granted to order {order} of player {player}", cases[lost["transaction_id"]])
+
+            path = screenshot_path(stack.ledger)
+            self.assertTrue(browser.driver.save_screenshot(path))
+            print(f"\nthe console's screenshot ({stack.ledger}): {path}", flush=True)
+        finally:
+            browser.quit()
+        event = wait_until(lambda: stack.event(order_id=order), 30, "the credit's event on the results topic")
+        self.assertEqual((event["decision"], event["user_id"], event["transaction_id"], event["credited_by"]),
+                         ("grant", player, lost["transaction_id"], "ana@studio.test"))
+        self.assertIn(ticket, event["credit_reason"])
+        lines = [(l["action"], l["outcome"], l["player"]) for l in stack.audit(agent="ana") if l["ticket"] == ticket]
+        self.assertEqual(lines, [("lookup", "answered", player), ("credit", "credited", player),
+                                 ("history", "answered", None), ("lookup", "answered", player)])
+
+    def test_viewer_is_refused_a_credit_audited_and_nothing_credited(self):
+        stack = self.stack
+        purchase = stack.purchase(customer=f"viewer-customer-{self.id_}")
+        player, ticket, order = f"player-viewer-{self.id_}", f"HD-{self.id_}", f"order-viewer-{self.id_}"
+        browser = Browser(stack, "vic")
+        try:
+            self.assertIn("vic@studio.test", browser.text("agent"))
+            self.assertFalse(browser.element("credit-form").is_displayed(), "a viewer is shown no credit form")
+            answer = browser.fetch("POST", "/desk/api/credit", self.credit_body(purchase, player, order, ticket))
+            self.assertEqual(answer["status"], 403, answer)
+            self.assertEqual(answer["answer"]["outcome"], "refused")
+            browser.driver.refresh()  # the console's own table ("Your recent actions") shows the refusal
+            browser.wait(lambda: ["credit", "refused", ticket, player] in [r[2:6] for r in browser.rows("audit")],
+                         what="the refusal in the viewer's audit table")
+        finally:
+            browser.quit()
+        # And with the viewer's bearer token, as a helpdesk's sidebar would call it.
+        answer = stack.api("POST", "/desk/api/credit", self.credit_body(purchase, player, order, f"{ticket}-2"),
+                           token=stack.mint(sub="vic"))
+        self.assertEqual(answer.status, 403, answer)
+        lines = stack.audit(player=player)
+        self.assertEqual([(l["agent"], l["role"], l["action"], l["outcome"], l["ticket"]) for l in lines],
+                         [("vic", "viewer", "credit", "refused", f"{ticket}-2"),
+                          ("vic", "viewer", "credit", "refused", ticket)])
+        self.assertEqual(stack.lookup_player(player), {})
+        stack.settle_topic()
+        self.assertIsNone(stack.event(order_id=order))
+
+    def test_credit_over_the_players_cap_is_held_until_a_lead_approves_it_in_the_console(self):
+        stack = self.stack
+        first, second = (stack.purchase(customer=f"cap-customer-{self.id_}") for _ in range(2))
+        player, ticket = f"player-cap-{self.id_}", f"HD-{self.id_}"
+        agent = stack.token(f"agent-cap-{self.id_}", "agent")
+        held_before = stack.metric("receipt_worker_desk_credits_total", outcome="held", role="agent")
+        approved_before = stack.metric("receipt_worker_desk_credits_total", outcome="approved_credited", role="lead")
+
+        answer = stack.api("POST", "/desk/api/credit",
+                           self.credit_body(first, player, f"order-cap1-{self.id_}", ticket), token=agent)
+        self.assertEqual((answer.status, answer.json()["outcome"]), (200, "credited"), answer)
+        answer = stack.api("POST", "/desk/api/credit",
+                           self.credit_body(second, player, f"order-cap2-{self.id_}", ticket), token=agent)
+        self.assertEqual((answer.status, answer.json()["outcome"]), (202, "held"), answer)
+        approval = answer.json()["approval_id"]
+        self.assertEqual(stack.metric("receipt_worker_desk_credits_total", outcome="held", role="agent"),
+                         held_before + 1)
+        # Held: nothing recorded, nothing published.
+        self.assertEqual(set(stack.lookup_player(player)), {first["transaction_id"]})
+        stack.settle_topic()
+        self.assertIsNone(stack.event(order_id=f"order-cap2-{self.id_}"))
+        # Its requester cannot approve it (an agent, and their own).
+        answer = stack.api("POST", f"/desk/api/approvals/{approval}/approve", {"ticket": ticket}, token=agent)
+        self.assertEqual(answer.status, 403, answer)
+
+        browser = Browser(stack, "lee")
+        try:
+            self.assertTrue(browser.element("lead").is_displayed(), "a lead sees the credits held")
+            browser.element("ticket").send_keys(ticket)
+            button = f"#approvals button.approve[data-id='{approval}']"
+            browser.wait(lambda: browser.driver.find_elements(By.CSS_SELECTOR, button), what="the held credit")
+            row = [r for r in browser.rows("approvals") if r[0] == str(approval)][0]
+            self.assertEqual(row[1:5], [f"agent-cap-{self.id_}@studio.test", player, second["transaction_id"],
+                                        "pending"])
+            browser.driver.find_element(By.CSS_SELECTOR, button).click()
+            browser.wait(lambda: browser.text("approval-outcome").startswith("credited"), what="the approval")
+            browser.wait(lambda: [r[4] for r in browser.rows("approvals") if r[0] == str(approval)] == ["approved"],
+                         what="the approval's status")
+        finally:
+            browser.quit()
+        self.assertEqual(set(stack.lookup_player(player)), {first["transaction_id"], second["transaction_id"]})
+        event = wait_until(lambda: stack.event(order_id=f"order-cap2-{self.id_}"), 30, "the approved credit's event")
+        self.assertEqual((event["user_id"], event["credited_by"]), (player, f"agent-cap-{self.id_}@studio.test"))
+        self.assertEqual(stack.metric("receipt_worker_desk_credits_total", outcome="approved_credited", role="lead"),
+                         approved_before + 1)
+        lines = [(l["agent"], l["action"], l["outcome"]) for l in stack.audit(player=player)]
+        self.assertEqual(lines, [("lee", "approve", "credited"), (f"agent-cap-{self.id_}", "credit", "held"),
+                                 (f"agent-cap-{self.id_}", "credit", "credited")])
+        refusal = [l for l in stack.audit(agent=f"agent-cap-{self.id_}") if l["action"] == "approve"]
+        self.assertEqual([(l["outcome"], l["request"]) for l in refusal], [("refused", {"approval_id": approval})])
+
+    def test_a_lead_cannot_approve_their_own_held_credit_another_lead_can(self):
+        stack = self.stack
+        first, second = (stack.purchase(customer=f"lead-customer-{self.id_}") for _ in range(2))
+        player, ticket = f"player-lead-{self.id_}", f"HD-{self.id_}"
+        answer = stack.api("POST", "/desk/api/credit",
+                           self.credit_body(first, player, f"order-lead1-{self.id_}", ticket),
+                           token=stack.token(f"agent-lead-{self.id_}", "agent"))
+        self.assertEqual(answer.status, 200, answer)
+        lee, lou = stack.mint(sub="lee"), stack.mint(sub="lou")
+        answer = stack.api("POST", "/desk/api/credit",
+                           self.credit_body(second, player, f"order-lead2-{self.id_}", ticket), token=lee)
+        self.assertEqual((answer.status, answer.json()["outcome"]), (202, "held"), answer)
+        approval = answer.json()["approval_id"]
+        answer = stack.api("POST", f"/desk/api/approvals/{approval}/approve", {"ticket": ticket}, token=lee)
+        self.assertEqual((answer.status, answer.json()["outcome"]), (403, "refused"), answer)
+        self.assertEqual(set(stack.lookup_player(player)), {first["transaction_id"]})
+        answer = stack.api("POST", f"/desk/api/approvals/{approval}/approve", {"ticket": ticket}, token=lou)
+        self.assertEqual((answer.status, answer.json()["outcome"]), (200, "credited"), answer)
+        self.assertEqual(set(stack.lookup_player(player)), {first["transaction_id"], second["transaction_id"]})
+        answer = stack.api("POST", f"/desk/api/approvals/{approval}/approve", {"ticket": ticket}, token=lou)
+        self.assertEqual(answer.status, 409, answer)
+        lines = [(l["agent"], l["action"], l["outcome"]) for l in stack.audit(player=player)]
+        self.assertEqual(lines, [("lou", "approve", "credited"), ("lee", "approve", "refused"),
+                                 ("lee", "credit", "held"), (f"agent-lead-{self.id_}", "credit", "credited")])
+        wait_until(lambda: stack.event(order_id=f"order-lead2-{self.id_}"), 30, "the approved credit's event")
+
+    def test_a_credit_the_ledger_refuses_is_audited_and_gives_its_place_under_the_cap_back(self):
+        stack = self.stack
+        player, ticket = f"player-refused-{self.id_}", f"HD-{self.id_}"
+        agent = stack.token(f"agent-refused-{self.id_}", "agent")
+        # The job's purchase is its order's already: crediting it to another player is refused.
+        answer = stack.api("POST", "/desk/api/credit",
+                           self.credit_body(stack.job_purchase, player, f"order-refused-{self.id_}", ticket),
+                           token=agent)
+        self.assertEqual(answer.json()["outcome"], "refused", answer)
+        self.assertEqual(answer.status, 422, answer)
+        self.assertIn(stack.job_order, answer.json()["note"])
+        # Its place under the player's cap (1 a day) is given back: the player's next credit is not held.
+        purchase = stack.purchase(customer=f"refused-customer-{self.id_}")
+        answer = stack.api("POST", "/desk/api/credit",
+                           self.credit_body(purchase, player, f"order-refused2-{self.id_}", ticket), token=agent)
+        self.assertEqual((answer.status, answer.json()["outcome"]), (200, "credited"), answer)
+        self.assertEqual(set(stack.lookup_player(player)), {purchase["transaction_id"]})
+        self.assertEqual([(l["action"], l["outcome"]) for l in stack.audit(player=player)],
+                         [("credit", "credited"), ("credit", "refused")])
+        wait_until(lambda: stack.event(order_id=f"order-refused2-{self.id_}"), 30, "the second credit's event")
+        self.assertIsNone(stack.event(order_id=f"order-refused-{self.id_}"))
+
+    # --- hostile callers ---------------------------------------------------------------------------------------
+    def test_hostile_tokens_are_refused_with_nothing_recorded(self):
+        stack = self.stack
+        purchase = stack.purchase(customer=f"hostile-customer-{self.id_}")
+        player, order = f"player-hostile-{self.id_}", f"order-hostile-{self.id_}"
+        body = self.credit_body(purchase, player, order, f"HD-{self.id_}")
+        cases = [  # (what, token or None, status, the refusal's reason in the metrics)
+            ("no token", None, 401, "missing"),
+            ("expired", stack.mint(exp_offset_s=-3600, iat_offset_s=-7200), 401, "expired"),
+            ("forged (a stranger's key)", stack.mint(sign_with="stranger", kid="rsa-1"), 401, "signature"),
+            ("alg none", stack.mint(alg="none", kid="rsa-1"), 401, "algorithm"),
+            ("HS256 keyed with the provider's public key", stack.mint(alg="HS256"), 401, "algorithm"),
+            ("another audience", stack.mint(aud="another-app"), 401, "audience"),
+            ("another issuer", stack.mint(iss="https://evil.example"), 401, "issuer"),
+            ("not valid yet", stack.mint(nbf_offset_s=3600), 401, "not_yet_valid"),
+            ("a key the provider never published", stack.mint(kid="rsa-99"), 401, "unknown_key"),
+            ("no support role", stack.mint(sub="nobody"), 403, "no_role"),
+            ("the roles in another claim than the configured one",
+             stack.mint(claims={"roles": ["support-lead"], "groups": None}), 403, "no_role"),
+            ("not a JWT", "not-a-token", 401, "malformed"),
+        ]
+        for what, token, status, reason in cases:
+            with self.subTest(what):
+                before = stack.metric("receipt_worker_desk_auth_refusals_total", reason=reason)
+                for path, request in (("/desk/api/credit", body),
+                                      ("/desk/api/lookup", {"ticket": f"HD-{self.id_}", "user_id": player})):
+                    answer = stack.api("POST", path, request, token=token)
+                    self.assertEqual(answer.status, status, f"{path}: {answer}")
+                    self.assertNotIn("outcome", answer.json())
+                self.assertEqual(stack.metric("receipt_worker_desk_auth_refusals_total", reason=reason), before + 2)
+        self.assertEqual(stack.audit(player=player), [])
+        self.assertEqual([l for l in stack.audit() if l["agent"] == "nobody"], [])
+        self.assertEqual(stack.lookup_player(player), {})
+        stack.settle_topic()
+        self.assertIsNone(stack.event(order_id=order))
+
+    def test_a_session_is_not_usable_cross_site(self):
+        stack = self.stack
+        purchase = stack.purchase(customer=f"csrf-customer-{self.id_}")
+        player, order = f"player-csrf-{self.id_}", f"order-csrf-{self.id_}"
+        signed_in = stack.session_cookie("bob")
+        cookie = signed_in["session"]
+        session = stack.api("GET", "/desk/api/session", headers={"Cookie": f"__Host-desk-session={cookie}"})
+        self.assertEqual(session.status, 200, session)
+        csrf = session.json()["csrf_token"]
+        body = self.credit_body(purchase, player, order, f"HD-{self.id_}")
+        right = {"Cookie": f"__Host-desk-session={cookie}", "Origin": stack.desk, "X-CSRF-Token": csrf}
+        before = {reason: stack.metric("receipt_worker_desk_auth_refusals_total", reason=reason)
+                  for reason in ("csrf", "origin")}
+        cases = [
+            ("no CSRF token (a replayed or cross-site request)", {**right, "X-CSRF-Token": None}, body, 403),
+            ("a wrong CSRF token", {**right, "X-CSRF-Token": "x" * len(csrf)}, body, 403),
+            ("another site's origin", {**right, "Origin": "http://evil.example"}, body, 403),
+            ("no origin", {**right, "Origin": None}, body, 403),
+            ("a form-encoded POST", {**right, "Content-Type": "application/x-www-form-urlencoded"},
+             urllib.parse.urlencode(body), 415),
+            ("a text/plain POST (a cross-site form's enctype)", {**right, "Content-Type": "text/plain"},
+             json.dumps(body), 415),
+        ]
+        for what, headers, request, status in cases:
+            with self.subTest(what):
+                headers = {k: v for k, v in headers.items() if v is not None}
+                answer = stack.api("POST", "/desk/api/credit", request, headers=headers)
+                self.assertEqual(answer.status, status, answer)
+        self.assertEqual(stack.metric("receipt_worker_desk_auth_refusals_total", reason="csrf"), before["csrf"] + 2)
+        self.assertEqual(stack.metric("receipt_worker_desk_auth_refusals_total", reason="origin"),
+                         before["origin"] + 2)
+        # The same session, asked rightly, works: the refusals above were the desk's rules, not a dead session.
+        answer = stack.api("POST", "/desk/api/lookup", {"ticket": f"HD-{self.id_}", "user_id": player},
+                           headers=right)
+        self.assertEqual(answer.status, 200, answer)
+        self.assertEqual([(l["agent"], l["action"]) for l in stack.audit(player=player)], [("bob", "lookup")])
+        self.assertEqual(stack.lookup_player(player), {})
+        stack.settle_topic()
+        self.assertIsNone(stack.event(order_id=order))
+        # A cookie changed by one character, or made up, is no session.
+        tampered = cookie[:-2] + ("A" if cookie[-2] != "A" else "B") + cookie[-1]
+        for what, value in (("tampered", tampered), ("made up", secrets.token_urlsafe(60))):
+            with self.subTest(what):
+                answer = stack.api("POST", "/desk/api/lookup", {"ticket": f"HD-{self.id_}", "user_id": player},
+                                   headers={**right, "Cookie": f"__Host-desk-session={value}"})
+                self.assertEqual(answer.status, 401, answer)
+        # The sign-in's callback replayed (its code is single-use), or reached without the sign-in's own cookie
+        # (a login forced from another site), makes no session.
+        for what, headers in (("replayed", {"Cookie": f"__Host-desk-signin={signed_in['signin']}"}),
+                              ("without the sign-in's cookie", {})):
+            with self.subTest(what):
+                answer = http("GET", signed_in["callback"], headers=headers)
+                self.assertEqual(answer.status, 403, answer)
+                self.assertNotIn("__Host-desk-session", {k for k, v in answer.cookies().items() if v})
+        self.assertEqual([(l["agent"], l["action"]) for l in stack.audit(player=player)], [("bob", "lookup")])
+        # Signed out, the cookie is cleared.
+        answer = stack.api("POST", "/desk/logout", {}, headers=right)
+        self.assertEqual(answer.status, 200, answer)
+        self.assertEqual(answer.cookies().get("__Host-desk-session"), "")
+
+    def test_hostile_bytes_are_refused_before_anything_is_asked_or_audited(self):
+        stack = self.stack
+        subject = f"agent-bytes-{self.id_}"
+        token = stack.token(subject, "agent")
+        purchase = stack.purchase(customer=f"bytes-customer-{self.id_}")
+        good = self.credit_body(purchase, f"player-bytes-{self.id_}", f"order-bytes-{self.id_}", f"HD-{self.id_}")
+        hostile = {
+            "control characters": "player\u0000\u001b[31m\u0007",
+            "a DEL and a C1 control": "player\u007f\u0085",
+            "a run of combining marks": "p" + "\u0301\u0302\u0303\u0304\u0305\u0306" * 3,
+            "a bidirectional override": "player\u202egnp.exe",
+            "a line separator": "player\u2028two",
+            "10 KB": "p" * 10_240,
+            "empty": "",
+        }
+        requests = []
+        for what, value in hostile.items():
+            requests += [
+                (f"credit, player of {what}", "/desk/api/credit", json.dumps({**good, "user_id": value})),
+                (f"credit, order of {what}", "/desk/api/credit", json.dumps({**good, "order_id": value})),
+                (f"credit, ticket of {what}", "/desk/api/credit", json.dumps({**good, "ticket": value})),
+                (f"lookup, player of {what}", "/desk/api/lookup",
+                 json.dumps({"ticket": f"HD-{self.id_}", "user_id": value})),
+                (f"lookup, ticket of {what}", "/desk/api/lookup",
+                 json.dumps({"ticket": value, "user_id": f"player-bytes-{self.id_}"})),
+            ]
+        requests += [
+            ("a ticket with a space", "/desk/api/lookup", json.dumps({"ticket": "HD 1", "user_id": "p"})),
+            ("a non-JSON body", "/desk/api/credit", "ticket=HD-1&user_id=p"),
+            ("a JSON array", "/desk/api/credit", json.dumps([good])),
+            ("a JSON string", "/desk/api/lookup", json.dumps("HD-1")),
+            ("invalid UTF-8", "/desk/api/lookup", b'{"ticket": "HD-1", "user_id": "p\xff\xfe"}'),
+            ("an unknown field", "/desk/api/credit", json.dumps({**good, "credited_by": "someone-else"})),
+            ("an unknown field in a lookup", "/desk/api/lookup",
+             json.dumps({"ticket": "HD-1", "user_id": "p", "role": "lead"})),
+            ("a number for a player", "/desk/api/credit", json.dumps({**good, "user_id": 42})),
+            ("a transaction id of letters", "/desk/api/credit", json.dumps({**good, "transaction_id": "20000x"})),
+            ("two questions at once", "/desk/api/lookup",
+             json.dumps({"ticket": "HD-1", "user_id": "p", "order_id": "o"})),
+            ("no proof it is the player's", "/desk/api/credit",
+             json.dumps({k: v for k, v in good.items() if k != "apple_order_id"})),
+            ("an approval with an unknown field", "/desk/api/approvals/1/approve",
+             json.dumps({"ticket": "HD-1", "force": True})),
+        ]
+        for what, path, body in requests:
+            with self.subTest(what):
+                answer = stack.api("POST", path, body, token=token, headers={"Content-Type": "application/json"})
+                self.assertEqual(answer.status, 400, answer)
+                self.assertIn("error", answer.json())
+                if isinstance(body, str) and len(body) < 12_000:
+                    for value in hostile.values():  # the answer never repeats the hostile value
+                        if value and value != "p" * 10_240:
+                            self.assertNotIn(value, answer.body.decode("utf-8", "replace"))
+        self.assertEqual(stack.audit(agent=subject), [])
+        self.assertEqual(stack.lookup_player(f"player-bytes-{self.id_}"), {})
+        stack.settle_topic()
+        self.assertIsNone(stack.event(order_id=f"order-bytes-{self.id_}"))
+
+    # --- the audit for operators ---------------------------------------------------------------------------------
+    def test_the_audit_cli_lists_the_desks_lines_as_json_filtered_by_player_and_agent(self):
+        stack = self.stack
+        purchase = stack.purchase(customer=f"audit-customer-{self.id_}")
+        player, other, ticket = f"player-audit-{self.id_}", f"player-audit-other-{self.id_}", f"HD-{self.id_}"
+        agent, viewer = f"agent-audit-{self.id_}", f"viewer-audit-{self.id_}"
+        answer = stack.api("POST", "/desk/api/lookup", {"ticket": ticket, "user_id": player},
+                           token=stack.token(viewer, "viewer"))
+        self.assertEqual(answer.status, 200, answer)
+        answer = stack.api("POST", "/desk/api/credit",
+                           self.credit_body(purchase, player, f"order-audit-{self.id_}", ticket),
+                           token=stack.token(agent, "agent"))
+        self.assertEqual(answer.status, 200, answer)
+        event_id = answer.json()["event_id"]
+        answer = stack.api("POST", "/desk/api/lookup", {"ticket": ticket, "user_id": other},
+                           token=stack.token(agent, "agent"))
+        self.assertEqual(answer.status, 200, answer)
+
+        def cli(*filters):
+            lines = [json.loads(line) for line in stack.tool("ledger", "audit", "--json", *filters).splitlines()]
+            return [line for line in lines if line["ticket"] == ticket]
+
+        everything = cli()
+        self.assertEqual([(l["agent"], l["action"], l["outcome"], l["player"]) for l in everything],
+                         [(agent, "lookup", "not_found", other), (agent, "credit", "credited", player),
+                          (viewer, "lookup", "not_found", player)])
+        credit = everything[1]
+        self.assertEqual((credit["role"], credit["agent_name"], credit["app"]),
+                         ("agent", f"{agent}@studio.test", "default"))
+        self.assertEqual(credit["answer"]["event_id"], event_id)
+        self.assertEqual(credit["request"]["transaction_id"], purchase["transaction_id"])
+        self.assertRegex(credit["at"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
+        self.assertEqual([(l["agent"], l["action"]) for l in cli("--player", player)],
+                         [(agent, "credit"), (viewer, "lookup")])
+        self.assertEqual([(l["action"], l["player"]) for l in cli("--agent", agent)],
+                         [("lookup", other), ("credit", player)])
+        self.assertEqual([(l["action"], l["player"]) for l in cli("--agent", agent, "--player", player)],
+                         [("credit", player)])
+        self.assertEqual(cli("--agent", f"nobody-{self.id_}"), [])
+        text = stack.tool("ledger", "audit", "--player", player).splitlines()
+        self.assertTrue(any("credit" in line and "credited" in line and f"ticket {ticket}" in line for line in text),
+                        text)
+
+
+class SQLiteLedger(DeskTests, unittest.TestCase):
+    LEDGER = "sqlite"
+
+
+@unittest.skipUnless(os.environ.get("POSTGRES_URL"), "POSTGRES_URL is not set")
+class PostgreSQLLedger(DeskTests, unittest.TestCase):
+    LEDGER = "postgres"
+
+
+def _clean_up():
+    """The run's files are removed when every test passed (run as a script), but for its screenshots."""
+    if not os.listdir(RUN_DIR):
+        os.rmdir(RUN_DIR)
+        return
+    if os.environ.get("DESK_KEEP") or not _passed[0]:
+        log(f"the run's files are kept in {RUN_DIR}")
+        return
+    for name in os.listdir(RUN_DIR):
+        path = os.path.join(RUN_DIR, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif not name.endswith(".png"):
+            os.remove(path)
+    if not os.listdir(RUN_DIR):
+        os.rmdir(RUN_DIR)
+
+
+_passed = [False]
+atexit.register(_clean_up)
+
+
+if __name__ == "__main__":
+    program = unittest.main(exit=False, verbosity=2)
+    _passed[0] = program.result.wasSuccessful()
+    sys.exit(0 if _passed[0] else 1)
