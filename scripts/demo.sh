@@ -5,12 +5,15 @@
 # request on another, which the demo answers as a grant service would; renews a VIP subscription
 # (receipt.renewed); and reports a purchase the app never told its backend about, credited by
 # receipt.unclaimed five seconds later (notifications.unclaimed_after_ms, 1 hour outside the demo); and support
-# looks up a purchase nothing reached the backend of, by its invoice's order id, and credits it. Ctrl-C stops everything cleanly (the worker drains and exits 0).
+# looks up a purchase nothing reached the backend of, by its invoice's order id, and credits it. Then the support
+# desk (receipt-worker desk, docs/support-desk.md) starts behind a test OpenID Connect provider
+# (Tests/desk/oidc_provider.py): its console to sign in to, and one call of its API with a minted token, which looks
+# up what the demo's player bought. Ctrl-C stops everything cleanly (the worker drains and exits 0).
 #   scripts/demo.sh           runs until Ctrl-C
 #   scripts/demo.sh --once    stops by itself once the eleven results are in (for scripts and CI)
-#   scripts/demo.sh --serve   no sample purchases: broker, simulator and worker for your own services' tests,
-#                             their addresses in .demo/env once ready, until Ctrl-C or SIGTERM (README,
-#                             "Testing your integration")
+#   scripts/demo.sh --serve   no sample purchases and no desk: broker, simulator and worker for your own
+#                             services' tests, their addresses in .demo/env once ready, until Ctrl-C or SIGTERM
+#                             (README, "Testing your integration")
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 once=false; [ "${1:-}" = "--once" ] && once=true
@@ -31,6 +34,16 @@ pids=()
 cleanup() {
     trap - INT TERM EXIT
     [ -n "${results_pid:-}" ] && kill "$results_pid" 2>/dev/null || true
+    # The desk first (SIGTERM: stop answering, flush its producer), then its sign-in provider.
+    for name in desk provider; do
+        local pid_var="${name}_pid"
+        local pid="${!pid_var:-}"
+        if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+            kill -TERM "$pid"
+            status=0; wait "$pid" || status=$?
+            say "$([ "$name" = desk ] && echo "support desk" || echo "sign-in provider") exited with status $status"
+        fi
+    done
     if [ -n "${worker_pid:-}" ] && kill -0 "$worker_pid" 2>/dev/null; then
         say "stopping the worker (SIGTERM: drain, commit, flush) ..."
         kill -TERM "$worker_pid"
@@ -179,6 +192,53 @@ tool credit --transaction-id "$(field transaction_id <<<"$crashed")" --apple-ord
     --order-id demo-support --user-id player-42 \
     --by demo-agent --reason "paid, the app crashed" --app-account-token 0b7e2d4c-1a3f-4e5b-9c8d-7f6a5b4c3d2e |
     sed 's/^/  /' >&2
+
+# The support desk: agents look up and credit in a web console behind the studio's sign-in, and every act is
+# audited; here the test OpenID Connect provider stands in for the studio's (HTTPS on loopback, a throwaway CA).
+desk_port="$(free_port)"
+desk_metrics_port="$(free_port)"
+desk_url="http://127.0.0.1:$desk_port"
+mkdir -p .demo/oidc
+own_process_group .deps/venv/bin/python Tests/desk/oidc_provider.py .demo/oidc/port .demo/oidc \
+    --redirect-uri "$desk_url/desk/callback" >.demo/oidc.log 2>&1 &
+provider_pid=$!
+wait_for "the test sign-in provider" 30 test -s .demo/oidc/port || { cat .demo/oidc.log >&2; exit 1; }
+provider="https://127.0.0.1:$(cat .demo/oidc/port)"
+(umask 077 && openssl rand -hex 32 >.demo/desk-session-key)
+own_process_group "$bin/receipt-worker" desk --config config/local.properties \
+    --set "kafka.bootstrap.servers=$KAFKA_BOOTSTRAP" \
+    --set "apple.allow_insecure_urls=true" --set "apple.api.production_url=$sim/production" \
+    --set "apple.api.sandbox_url=$sim/sandbox" \
+    --set "metrics.listen=127.0.0.1:$desk_metrics_port" \
+    --set "desk.listen=127.0.0.1:$desk_port" --set "desk.public_url=$desk_url" \
+    --set "desk.oidc.issuer=$provider" --set "desk.oidc.client_id=support-desk" \
+    --set "desk.oidc.client_secret_file=.demo/oidc/client_secret" --set "desk.oidc.ca_file=.demo/oidc/ca.pem" \
+    --set "desk.session_key_file=.demo/desk-session-key" >.demo/desk.log 2>&1 &
+desk_pid=$!
+desk_ready() { curl -sf "http://127.0.0.1:$desk_metrics_port/readyz"; }
+wait_for "the support desk (/readyz: the provider's keys, the ledger)" 30 desk_ready || { cat .demo/desk.log >&2; exit 1; }
+say ""
+say "support desk (logs: .demo/desk.log; the provider's: .demo/oidc.log):"
+say "  console: $desk_url/desk/  in a Chromium-based browser on this machine (its session cookie is Secure, which"
+say "           Chromium allows on http loopback). Sign in as ana (an agent), vic (a viewer) or lee (a lead): a user"
+say "           name, no password. The sign-in page is the test provider's, HTTPS with a throwaway CA"
+say "           (.demo/oidc/ca.pem): accept the browser's warning once."
+say "  its API, as ana, with a token the test provider mints (what a helpdesk's sidebar would send):"
+say "    token=\$(curl -s --cacert .demo/oidc/ca.pem -X POST $provider/test/mint -d '{\"sub\":\"ana\"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"token\"])')"
+say "    curl -s -X POST $desk_url/desk/api/lookup -H \"Authorization: Bearer \$token\" -H 'Content-Type: application/json' \\"
+say "        -d '{\"ticket\":\"DEMO-1\",\"user_id\":\"player-42\"}'"
+token="$(curl -sf --cacert .demo/oidc/ca.pem -X POST "$provider/test/mint" -d '{"sub":"ana"}' | field token)"
+say "  what the desk answers (every purchase granted to player-42, each with its case):"
+curl -sf -X POST "$desk_url/desk/api/lookup" -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+    -d '{"ticket":"DEMO-1","user_id":"player-42"}' | python3 -c '
+import json, sys
+for purchase in json.load(sys.stdin)["purchases"]:
+    grant = (purchase.get("ledger") or {}).get("grant") or {}
+    print("    %s  %-12s order %-13s %s" % (purchase["transaction_id"], purchase.get("product_id") or "-",
+                                          grant.get("order_id") or "-", purchase["verdict"]))
+' >&2
+say "  and audited it (receipt-worker ledger audit, newest first):"
+"$bin/receipt-worker" ledger audit --config config/local.properties --limit 1 | sed 's/^/    /' >&2
 
 if $once; then
     status=0; wait "$results_pid" || status=$?

@@ -14,8 +14,14 @@ a warning, the alert rules and the dashboard are well formed (every rule keeps `
 and selects its scrape job, by a scan of its expression that is itself tested on a broken copy; every alert
 fires in a promtool test beside a second namespace; every panel selects the dashboard's namespace), and the
 Dockerfile builds librdkafka with the set-up's own script. The example Ingress (ingress-example.yaml, not in
-the kustomization) must publish /notifications/apple of the notifications Service over TLS. (That the dashboard and the rules name only metrics
-the worker exports is checked against a live /metrics by MetricsEndpointTests.)
+the kustomization) must publish /notifications/apple of the notifications Service over TLS. The support desk
+(desk.yaml, `receipt-worker desk`) mounts only its own ConfigMap and Secret, sets every desk.* key the desk requires,
+agrees with the workers on the apps, the ledger and the brokers, has a Kafka user of its own that may only write the
+results topic, is reached only from the ingress controller and Prometheus, and its example Ingress
+(desk-ingress-example.yaml) publishes only /desk of its Service over TLS on desk.public_url's host; the migrate
+Job grants its role (--grant-desk-to). (That the dashboard and the rules name only metrics the worker exports is
+checked against a live /metrics by MetricsEndpointTests; the desk's, receipt_worker_desk_*, here against the
+desk's source.)
 
     .deps/venv/bin/python Tests/deploy/check_deploy.py --binary .build/debug/receipt-worker
 
@@ -54,12 +60,17 @@ def properties(text):
 # strict: an unknown field fails): the oldest minor we still support, and the newest the package knows.
 OLDEST_KUBERNETES = "1.27"
 # Manifests deliberately left out of the kustomization: filled in and applied by hand (deploy/README.md).
-EXAMPLES = ("ingress-example.yaml", "kafka-users-example.yaml")
+EXAMPLES = ("ingress-example.yaml", "desk-ingress-example.yaml", "kafka-users-example.yaml")
 # The one step that makes every Secret (deploy/README.md, "Secrets").
 SECRETS_SCRIPT = "deploy/kubernetes/create-secrets.sh"
 # Where a pod's configuration names its secret files.
 SECRETS_ROOT = "/run/secrets/"
 NOTIFICATIONS_PATH = "/notifications/apple"
+DESK_PATH = "/desk"
+# What `receipt-worker desk` cannot start without (WorkerConfiguration.Desk.checkedForDesk): check-config does not
+# require them (they are the desk's alone), so the desk's configuration is checked for them here.
+DESK_REQUIRED = ("desk.listen", "desk.public_url", "desk.oidc.issuer", "desk.oidc.client_id",
+                 "desk.oidc.client_secret_file", "desk.session_key_file", "metrics.listen", "ledger.url_file")
 
 
 def compare_with_kubectl(folder, rendered):
@@ -149,7 +160,9 @@ def stub_secret_files(folder, names):
     test_key = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "AppleClientTests", "testSigningKey.p8")
     values = {"app-store-key.p8": open(test_key).read(),
               "ledger-url": "postgresql://receipt_worker_app:stub-app@db.example:5432/receipts\n",
-              "ledger-migrate-url": "postgresql://receipt_worker_owner:stub-owner@db.example:5432/receipts\n"}
+              "ledger-migrate-url": "postgresql://receipt_worker_owner:stub-owner@db.example:5432/receipts\n",
+              "desk-ledger-url": "postgresql://receipt_worker_desk:stub-desk@db.example:5432/receipts\n",
+              "desk-session-key": "5f" * 32}
     for name in names:
         with open(os.path.join(folder, name), "w") as f:
             f.write(values.get(name, f"stub {name}\n"))
@@ -176,12 +189,37 @@ def documented_secrets(namespace):
         if run.returncode != 0:
             return None, []
         objects = [d for d in yaml.safe_load_all(run.stdout) if d]
-        with open(os.path.join(folder, "ledger-url"), "w") as f:
-            f.write(open(os.path.join(folder, "ledger-migrate-url")).read())
-        refused = subprocess.run(["bash", script, folder], capture_output=True, text=True,
-                                 env={"PATH": os.environ.get("PATH", ""), "HOME": folder})
-        check(f"{SECRETS_SCRIPT} refuses the schema owner's URL as the workers' ledger-url",
-              refused.returncode != 0 and not refused.stdout.strip(), refused.stderr.strip())
+        environment = {"PATH": os.environ.get("PATH", ""), "HOME": folder}
+        # The console's session key: made when absent (64 hex digits, readable by its owner only), kept after.
+        os.remove(os.path.join(folder, "desk-session-key"))
+        made = subprocess.run(["bash", script, folder], capture_output=True, text=True, env=environment)
+        key_path = os.path.join(folder, "desk-session-key")
+        key = open(key_path).read() if os.path.exists(key_path) else ""
+        again = subprocess.run(["bash", script, folder], capture_output=True, text=True, env=environment)
+        kept = open(key_path).read() if os.path.exists(key_path) else ""
+        check(f"{SECRETS_SCRIPT} makes desk-session-key when it is absent (openssl rand -hex 32, mode 0600), "
+              "and the next run keeps it",
+              made.returncode == 0 and again.returncode == 0 and re.fullmatch(r"[0-9a-f]{64}", key) is not None
+              and kept == key and os.stat(key_path).st_mode & 0o077 == 0
+              and "session-key: " + base64.b64encode(key.encode()).decode() in again.stdout,
+              (made.stderr + again.stderr).strip() or key)
+        def refused_when(name, text, what):
+            original = open(os.path.join(folder, name)).read()
+            with open(os.path.join(folder, name), "w") as f:
+                f.write(text)
+            refused = subprocess.run(["bash", script, folder], capture_output=True, text=True, env=environment)
+            with open(os.path.join(folder, name), "w") as f:
+                f.write(original)
+            check(f"{SECRETS_SCRIPT} refuses {what}", refused.returncode != 0 and not refused.stdout.strip(),
+                  refused.stderr.strip())
+        owner = open(os.path.join(folder, "ledger-migrate-url")).read()
+        refused_when("ledger-url", owner, "the schema owner's URL as the workers' ledger-url")
+        refused_when("desk-ledger-url", owner, "the schema owner's URL as the desk's ledger-url")
+        refused_when("desk-ledger-url", open(os.path.join(folder, "ledger-url")).read(),
+                     "the workers' URL as the desk's ledger-url")
+        refused_when("desk-kafka-password", open(os.path.join(folder, "kafka-password")).read(),
+                     "the workers' Kafka password as the desk's")
+        refused_when("desk-session-key", "not a key\n", "a desk-session-key that is not 64 hex digits")
     kinds = sorted({f"{d.get('kind')} in {d.get('metadata', {}).get('namespace')}" for d in objects})
     check(f"{SECRETS_SCRIPT} prints only Secrets, in the namespace {namespace}",
           kinds == [f"Secret in {namespace}"], kinds)
@@ -292,7 +330,7 @@ def secret_references(rendered, created):
             unread = sorted(f"{s}/{k} at {p}" for p, (s, k) in files.items() if (s, k) not in reads)
             check(f"the {name} mounts no secret it never reads", not unread, unread)
             read_anywhere |= reads
-            if container.get("args", [])[:1] in (["run"], ["receive"], ["ledger"]):
+            if container.get("args", [])[:1] in (["run"], ["receive"], ["ledger"], ["desk"]):
                 roles.append((name, container, text or "", sets, files))
     for auth in (d for d in rendered if d["kind"] == "TriggerAuthentication"):
         for ref in auth["spec"].get("secretTargetRef", []):
@@ -331,15 +369,22 @@ def roles_check_config(roles, created, binary):
                   run.returncode == 0, (run.stdout + run.stderr).strip())
 
 
+def grant_statements(text):
+    """The GRANT statements of a text of SQL: each from GRANT to its semicolon, over as many lines as it takes,
+    its spaces made single."""
+    return sorted(" ".join(statement.split()) + ";" for statement in
+                  re.findall(r"^\s*(GRANT\s[^;]*);", text, re.M))
+
+
 def documented_grants():
-    """The GRANT statements docs/deployment.md lists (lines starting with GRANT)."""
-    text = open(os.path.join(root, "docs", "deployment.md")).read()
-    return sorted(line.strip() for line in text.splitlines() if line.strip().startswith("GRANT "))
+    """The GRANT statements docs/deployment.md lists (its SQL blocks' GRANT statements)."""
+    return grant_statements(open(os.path.join(root, "docs", "deployment.md")).read())
 
 
 def migrate_job(rendered, roles, created, binary):
-    """The migrate Job grants the workers' role itself (ledger migrate --grant-to ROLE, not --print), and what it
-    grants is what docs/deployment.md lists: the binary prints the SQL it runs (--print) without a database."""
+    """The migrate Job grants the workers' role and the support desk's itself (ledger migrate --grant-to ROLE
+    --grant-desk-to DESK_ROLE, not --print), two roles, and what it grants is what docs/deployment.md lists: the
+    binary prints the SQL it runs (--print) without a database."""
     jobs = [d for d in rendered if d["kind"] == "Job"]
     job = next((d for d in jobs if pod_template(d)["spec"]["containers"][0].get("args", [])[:2] == ["ledger", "migrate"]),
                None)
@@ -348,8 +393,13 @@ def migrate_job(rendered, roles, created, binary):
         return
     args = pod_template(job)["spec"]["containers"][0]["args"]
     role = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--grant-to"), None)
+    desk_role = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--grant-desk-to"), None)
     check("the migrate Job grants the workers' role itself (--grant-to ROLE, without --print)",
           role is not None and "--print" not in args, args)
+    desks = [d for d in rendered if d["kind"] in WORKLOAD_KINDS
+             and pod_template(d)["spec"]["containers"][0].get("args", [])[:1] == ["desk"]]
+    check("the migrate Job grants the support desk's role (--grant-desk-to DESK_ROLE), a role of its own",
+          not desks or (desk_role is not None and desk_role != role), args)
     name, container, text, sets, files = next(r for r in roles if r[0] == f"Job {job['metadata']['name']}")
     secrets = sorted({s for s, _ in files.values()})
     check("the migrate Job mounts only its own Secret, with only the schema owner's URL",
@@ -370,15 +420,28 @@ def migrate_job(rendered, roles, created, binary):
         with open(config, "w") as f:
             f.write(text.replace(SECRETS_ROOT, top + SECRETS_ROOT))
         arguments = [binary, "ledger", "migrate", "--config", config, "--grant-to", role, "--print"]
+        arguments += ["--grant-desk-to", desk_role] if desk_role else []
         run = subprocess.run(arguments, capture_output=True, text=True, env={"PATH": os.environ.get("PATH", "")})
     check("the migrate Job's ledger migrate --print runs with its configuration and mounted files",
           run.returncode == 0, run.stderr.strip())
-    granted = sorted(line.strip() for line in run.stdout.splitlines() if line.strip().startswith("GRANT "))
+    granted = grant_statements(run.stdout)
+    check("no ledger function runs with its owner's rights (SECURITY DEFINER): EXECUTE grants no more than rows",
+          run.returncode == 0 and "SECURITY DEFINER" not in run.stdout.upper())
     documented = documented_grants()
-    check(f"docs/deployment.md lists exactly the grants `ledger migrate --grant-to {role}` applies (its GRANT lines)",
+    both = f"--grant-to {role}" + (f" --grant-desk-to {desk_role}" if desk_role else "")
+    check(f"docs/deployment.md lists exactly the grants `ledger migrate {both}` applies (its GRANT statements)",
           granted and granted == documented,
           f"the binary grants but the doc lacks: {sorted(set(granted) - set(documented))}; "
           f"the doc lists but the binary does not grant: {sorted(set(documented) - set(granted))}")
+    if desk_role:
+        desk_grants = [g for g in granted if g.endswith(f" TO {desk_role};")]
+        # What each grant allows: the words between GRANT and ON (functions run as their caller: none is SECURITY
+        # DEFINER, so EXECUTE lets a function do only what the role's own privileges allow).
+        deleting = [g for g in desk_grants if re.search(r"\b(DELETE|TRUNCATE|ALL|CREATE)\b", g.split(" ON ")[0])]
+        audit = [g for g in desk_grants if ".desk_audit " in g]
+        check(f"the desk's role ({desk_role}) may delete nothing, and only read and append to the audit",
+              desk_grants and not deleting and audit and all(g.startswith("GRANT SELECT, INSERT ON ") for g in audit),
+              deleting or audit or "no grant to the desk's role")
 
 
 def selects(selector, labels):
@@ -469,6 +532,8 @@ def kubernetes(binary):
     ingresses = [d for d in sources.get("ingress-example.yaml", []) if d.get("kind") == "Ingress"]
     validate_schemas(rendered, "deploy/kubernetes")
     validate_schemas(ingresses, "ingress-example.yaml")
+    validate_schemas([d for d in sources.get("desk-ingress-example.yaml", []) if d.get("kind") == "Ingress"],
+                     "desk-ingress-example.yaml")
     secrets_rendered = [f"{d['kind']} {d['metadata']['name']}" for d in rendered if d["kind"] == "Secret"]
     check(f"the kustomization applies no Secret (they come from {SECRETS_SCRIPT}; apply -k would overwrite them)",
           not secrets_rendered, secrets_rendered)
@@ -601,8 +666,15 @@ def kubernetes(binary):
     # PostgreSQL connections at the most replicas KEDA may start: under the server's default 100.
     pool = int(config.get("ledger.pool_size", "16"))
     most = documents["ScaledObject"][0]["spec"]["maxReplicaCount"]
-    check("maxReplicaCount x ledger.pool_size stays under PostgreSQL's default 100 connections (with room)",
-          most * pool <= 90, f"{most} x {pool}")
+    # The support desk's replicas hold a pool of their own (DeskProcess.swift's poolSize), beside the workers'.
+    desk_source = open(os.path.join(root, "Sources", "DeskService", "DeskProcess.swift")).read()
+    found = re.search(r"poolSize: (\d+)", desk_source)
+    desk_pool = int(found.group(1)) if found else 8  # LedgerFactory.open's default
+    desk_replicas = sum(d["spec"].get("replicas", 1) for d in documents["Deployment"]
+                        if d["spec"]["template"]["spec"]["containers"][0].get("args", [])[:1] == ["desk"])
+    check("maxReplicaCount x ledger.pool_size, and the desk's replicas x its pool, stay under PostgreSQL's default "
+          "100 connections (with room)", most * pool + desk_replicas * desk_pool <= 90,
+          f"{most} x {pool} + {desk_replicas} x {desk_pool}")
     check("KEDA's comments claim no zero-only setting (cooldownPeriod, activationLagThreshold with a minimum)",
           documents["ScaledObject"][0]["spec"].get("minReplicaCount", 0) == 0 or (
               "cooldownPeriod" not in documents["ScaledObject"][0]["spec"]
@@ -718,6 +790,8 @@ def kubernetes(binary):
         for n in names), {n: topics.get(n) for n in names})
 
     receiver_checks(documents, sources, config, created, keda.get("username"))
+    desk_checks(documents, sources, config, created, namespace)
+    security_contexts(rendered)
 
     # Each role as the worker itself reads it; the migrate Job's grants; disruption budgets; the migrate Job's
     # configuration agrees with the workers' on what a migration reads.
@@ -783,6 +857,168 @@ def receiver_checks(documents, sources, worker_config, created, keda_user):
     keda = users.get(keda_user, {}).get("spec", {}).get("authorization", {}).get("acls", [])
     check(f"kafka-users-example.yaml: KEDA's user ({keda_user}, its Secret's username) may only describe",
           keda and all(a["operations"] == ["Describe"] for a in keda), keda)
+
+
+def security_contexts(rendered):
+    """Every workload runs as the namespace's restricted Pod Security Standard requires, with what it asks of a
+    node stated: non-root, RuntimeDefault seccomp, no privilege escalation, every capability dropped, a read-only
+    root, a CPU and memory request and a memory limit."""
+    for workload in (d for d in rendered if d["kind"] in WORKLOAD_KINDS):
+        pod = pod_template(workload)["spec"]
+        for container in pod.get("containers", []) + pod.get("initContainers", []):
+            context = container.get("securityContext", {})
+            resources = container.get("resources", {})
+            problems = [what for what, ok in [
+                ("runAsNonRoot", pod.get("securityContext", {}).get("runAsNonRoot") is True),
+                ("seccomp RuntimeDefault", pod.get("securityContext", {}).get("seccompProfile", {}).get("type")
+                 == "RuntimeDefault"),
+                ("allowPrivilegeEscalation: false", context.get("allowPrivilegeEscalation") is False),
+                ("capabilities drop ALL", context.get("capabilities", {}).get("drop") == ["ALL"]),
+                ("readOnlyRootFilesystem", context.get("readOnlyRootFilesystem") is True),
+                ("cpu and memory requests", {"cpu", "memory"} <= set(resources.get("requests", {}))),
+                ("a memory limit", "memory" in resources.get("limits", {}))] if not ok]
+            check(f"the {workload['kind']} {workload['metadata']['name']} ({container['name']}) runs restricted, "
+                  "with requests and a memory limit", not problems, problems)
+
+
+def desk_checks(documents, sources, worker_config, created, namespace):
+    """The support desk (desk.yaml): its own ConfigMap and Secret and nothing else, every key `desk` requires, the
+    workers' apps, ledger keys and brokers, its own Kafka user (which may only write the results topic) and
+    PostgreSQL role, probes on the metrics port, a Service, a policy that admits only the ingress controller (to
+    the desk's port) and Prometheus (to metrics), and an example Ingress that publishes only /desk over TLS on the
+    host of desk.public_url."""
+    deployment = next((d for d in documents["Deployment"]
+                       if d["spec"]["template"]["spec"]["containers"][0].get("args", [])[:1] == ["desk"]), None)
+    check("a Deployment of the support desk (receipt-worker desk)", deployment is not None)
+    if deployment is None:
+        return
+    name = deployment["metadata"]["name"]
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    check("the desk runs two replicas or more (no state of its own: sessions are sealed cookies)",
+          deployment["spec"].get("replicas", 1) >= 2, deployment["spec"].get("replicas"))
+    desk_map = next((d for d in documents["ConfigMap"] if "desk.properties" in d.get("data", {})), None)
+    check("a ConfigMap of the desk's own (desk.properties)", desk_map is not None)
+    if desk_map is None:
+        return
+    config = properties(desk_map["data"]["desk.properties"])
+    check("the desk's args read desk.properties", any(a.endswith("desk.properties") for a in container["args"]))
+    maps = {v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v}
+    check("the desk mounts only its own ConfigMap", maps == {desk_map["metadata"]["name"]}, sorted(maps))
+    secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    secrets |= {s.get("secret", {}).get("name") for v in pod["volumes"] for s in v.get("projected", {}).get("sources", [])
+                if "secret" in s}
+    secrets |= {e["valueFrom"]["secretKeyRef"]["name"] for c in pod["containers"] for e in c.get("env", [])
+                if "secretKeyRef" in e.get("valueFrom", {})}
+    check("the desk mounts one Secret, receipt-worker-desk, and no other", secrets == {"receipt-worker-desk"},
+          sorted(secrets))
+    missing = [k for k in DESK_REQUIRED if not config.get(k)]
+    check("desk.properties sets every key `receipt-worker desk` requires", not missing, missing)
+    granting = [k for k in config if k.startswith(("apple.shared_secret", "notifications.listen"))
+                or k.startswith("apps.") and "shared_secret" in k]
+    check("desk.properties names no shared secret and serves no notifications", not granting, granting)
+    secret = created.get("receipt-worker-desk", {})
+    allowed = {"app-store-key.p8", "ledger-url", "kafka-password", "kafka-ca.crt", "oidc-client-secret", "session-key"}
+    check(f"the desk's Secret ({SECRETS_SCRIPT}) holds only its key, ledger URL, Kafka password, CA, client secret "
+          "and session key", secret and set(secret) <= allowed, sorted(secret))
+    workers = created.get("receipt-worker", {})
+    check(f"the desk's ledger URL ({SECRETS_SCRIPT}) is a role of its own: not the workers' nor the owner's",
+          secret.get("ledger-url") and secret.get("ledger-url") not in (
+              workers.get("ledger-url"), created.get("receipt-worker-migrate", {}).get("ledger-migrate-url")),
+          "the same URL")
+    passwords = [keys.get("kafka-password") or keys.get("password") for keys in created.values()]
+    check(f"the desk's Kafka password ({SECRETS_SCRIPT}) is its own",
+          secret.get("kafka-password") and passwords.count(secret.get("kafka-password")) == 1)
+    users = [worker_config.get("kafka.sasl.username")] + [
+        properties(d["data"][f]).get("kafka.sasl.username") for d in documents["ConfigMap"] for f in d.get("data", {})
+        if f.endswith(".properties") and f != "desk.properties"]
+    check("the desk's Kafka user is its own (not the workers' or the receivers')",
+          config.get("kafka.sasl.username") and config.get("kafka.sasl.username") not in users,
+          config.get("kafka.sasl.username"))
+    kafka_users = {d["metadata"]["name"]: d for d in sources.get("kafka-users-example.yaml", [])}
+    acls = kafka_users.get(config.get("kafka.sasl.username"), {}).get("spec", {}).get("authorization", {}).get("acls", [])
+    touched = {a["resource"].get("name") for a in acls if {"Write", "Read"} & set(a["operations"])}
+    check("kafka-users-example.yaml: the desk's user may write the results topic and read or write nothing else",
+          touched == {config.get("topics.results", "receipt-results")}, sorted(t or "" for t in touched))
+    shared = sorted(k for k in set(config) | set(worker_config) if k in (
+        "apple.bundle_id", "apple.app_apple_id", "apple.allow_sandbox", "apple.api.issuer_id", "topics.results",
+        "kafka.bootstrap.servers", "kafka.security.protocol", "kafka.sasl.mechanisms", "kafka.group.id")
+        or k.startswith("apps.") and not k.endswith(("_file", "shared_secret"))
+        or k.startswith("ledger.") and k not in ("ledger.url", "ledger.url_file", "ledger.pool_size"))
+    differ = [f"{k}: {config.get(k)} vs {worker_config.get(k)}" for k in shared if config.get(k) != worker_config.get(k)]
+    check("desk.properties agrees with worker.properties on the apps, the ledger's keys, the results topic and the "
+          "brokers", not differ, differ)
+
+    # Ports and probes.
+    ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+    listen = config.get("desk.listen", ":0")
+    metrics = config.get("metrics.listen", ":0")
+    check("the desk's port is desk.listen's, its metrics port metrics.listen's",
+          ports.get("desk") == int(listen.rsplit(":", 1)[1]) and ports.get("metrics") == int(metrics.rsplit(":", 1)[1]),
+          f"{ports} vs {listen}, {metrics}")
+    probes = {kind: container.get(kind, {}).get("httpGet", {}) for kind in ("livenessProbe", "readinessProbe")}
+    check("the desk's liveness is /healthz and its readiness /readyz, on the metrics port",
+          probes["livenessProbe"].get("path") == "/healthz" and probes["readinessProbe"].get("path") == "/readyz"
+          and all(p.get("port") in ("metrics", ports.get("metrics")) for p in probes.values()), probes)
+    services = [s for s in documents["Service"] if selects({"matchLabels": s["spec"].get("selector", {})}, labels)]
+    desk_service = next((s for s in services if any(p.get("targetPort") in ("desk", ports.get("desk"))
+                                                     for p in s["spec"].get("ports", []))), None)
+    check("a ClusterIP Service forwards to the desk's port",
+          desk_service is not None and desk_service["spec"].get("type", "ClusterIP") == "ClusterIP"
+          and desk_service["spec"].get("clusterIP") != "None", [s["metadata"]["name"] for s in services])
+
+    # The NetworkPolicy: in from the ingress controller to the desk's port and from Prometheus to metrics; out to
+    # DNS, HTTPS (Apple, the provider), PostgreSQL and the brokers.
+    policies = [p for p in documents["NetworkPolicy"] if selects(p["spec"].get("podSelector", {}), labels)]
+    check("one NetworkPolicy selects the desk's pods", len(policies) == 1, [p["metadata"]["name"] for p in policies])
+    if policies:
+        policy = policies[0]["spec"]
+        check("the desk's policy restricts both directions", sorted(policy.get("policyTypes", [])) == ["Egress", "Ingress"])
+        ingress = policy.get("ingress", [])
+        by_port = {}
+        for rule in ingress:
+            for port in rule.get("ports", []):
+                number = ports.get(port["port"], port["port"])
+                by_port.setdefault(number, []).extend(
+                    (f.get("namespaceSelector", {}).get("matchLabels", {}).get("kubernetes.io/metadata.name"),
+                     f.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/name"))
+                    for f in rule.get("from", []))
+        open_rules = [r for r in ingress if not r.get("from") or not r.get("ports")]
+        check("every ingress rule of the desk's policy names its sources and ports", not open_rules, open_rules)
+        check("the desk is reached only on its port (from the ingress controller) and metrics (from Prometheus)",
+              set(by_port) == {ports.get("desk"), ports.get("metrics")}
+              and all(app == "ingress-nginx" for _, app in by_port.get(ports.get("desk"), []))
+              and all(app == "prometheus" for _, app in by_port.get(ports.get("metrics"), [])), by_port)
+        allowed_out = {(p.get("protocol", "TCP"), p["port"]) for rule in policy.get("egress", [])
+                       for p in rule.get("ports", [])}
+        kafka_ports = {int(b.rsplit(":", 1)[1]) for b in config["kafka.bootstrap.servers"].split(",")}
+        needed = {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 5432)} | {("TCP", p) for p in kafka_ports}
+        check("the desk's egress allows DNS, HTTPS (Apple, the provider), PostgreSQL and the brokers",
+              needed <= allowed_out, sorted(needed - allowed_out))
+        check("every egress rule of the desk's policy names its ports", all(r.get("ports") for r in policy.get("egress", [])))
+
+    # The example Ingress: /desk of the desk's Service, on desk.public_url's host, over TLS, and nothing else.
+    ingresses = [d for d in sources.get("desk-ingress-example.yaml", []) if d.get("kind") == "Ingress"]
+    check("desk-ingress-example.yaml has an Ingress", len(ingresses) == 1, len(ingresses))
+    host = re.sub(r"^https?://", "", config.get("desk.public_url", "")).split(":")[0].rstrip("/")
+    check("desk.public_url is https (the session cookie is Secure and __Host-)",
+          config.get("desk.public_url", "").startswith("https://"), config.get("desk.public_url"))
+    service_ports = {p.get("name"): p.get("port") for p in (desk_service or {}).get("spec", {}).get("ports", [])}
+    for ingress in ingresses:
+        spec = ingress["spec"]
+        check("the desk's example Ingress is in the namespace", ingress["metadata"].get("namespace") == namespace)
+        routes = [(rule.get("host"), path) for rule in spec.get("rules", [])
+                  for path in rule.get("http", {}).get("paths", [])]
+        good = [(h, p) for h, p in routes if p.get("path") == DESK_PATH and p.get("pathType") == "Prefix"
+                and p["backend"]["service"]["name"] == (desk_service or {}).get("metadata", {}).get("name")
+                and (p["backend"]["service"]["port"].get("name") in service_ports
+                     or p["backend"]["service"]["port"].get("number") in service_ports.values())]
+        check(f"the desk's example Ingress routes {DESK_PATH} (Prefix) to the desk's Service, and nothing else",
+              good and len(good) == len(routes), routes)
+        tls_hosts = {h for entry in spec.get("tls", []) for h in entry.get("hosts", [])}
+        check("the desk's example Ingress serves desk.public_url's host, over TLS",
+              good and all(h == host and h in tls_hosts for h, _ in good), f"{host} vs {routes} and TLS {tls_hosts}")
 
 
 def systemd(binary):
@@ -991,6 +1227,7 @@ def prometheus():
         check(f"recording rule {name} is read by an alert or the dashboard",
               used or name in open(os.path.join(deploy, "grafana", "receipt-worker-dashboard.json")).read())
     check("alert names are unique", len({r["alert"] for r in rules}) == len(rules))
+    desk_metrics(rules + records)
     rule_scope(path)
     if not shutil.which("promtool"):
         check("promtool is installed (scripts/setup.sh installs Debian's prometheus)", False)
@@ -1025,6 +1262,31 @@ def prometheus():
     check("every recording rule's value is tested (promql_expr_test)", exercised == recorded, sorted(recorded - exercised))
 
 
+def desk_metrics(rules):
+    """The support desk's series (receipt_worker_desk_*) are not the worker's: MetricsEndpointTests, which checks the
+    rules' metrics against a live worker's /metrics, leaves them to this check, against the desk's own registry
+    (Sources/DeskService/DeskMetrics.swift): each name the rules read is one it registers, read from the desk's
+    scrape job, and each reason a rule matches is one it counts."""
+    source = open(os.path.join(root, "Sources", "DeskService", "DeskMetrics.swift")).read()
+    registered = set(re.findall(r'"(receipt_worker_desk_[a-z_]+)"', source))
+    listed = re.search(r"static let authReasons = \[(.*?)\]", source, re.S)
+    reasons = set(re.findall(r'"([a-z_]+)"', listed.group(1))) if listed else set()
+    for rule in rules:
+        name = rule.get("alert") or rule.get("record")
+        _, selectors = promql_scan(rule["expr"])
+        read = [metric for metric, _ in selectors if metric.startswith("receipt_worker_desk_")]
+        if not read:
+            continue
+        unknown = sorted(set(read) - registered)
+        check(f"{name} reads only metrics the desk registers (DeskMetrics.swift)", not unknown, unknown)
+        jobs = set(re.findall(r'receipt_worker_desk_\w+\{[^}]*job="([^"]+)"', rule["expr"]))
+        check(f"{name} reads the desk's series from its scrape job (job=\"receipt-worker-desk\")",
+              jobs == {"receipt-worker-desk"}, sorted(jobs))
+        matched = {v for alternation in re.findall(r'reason=~?"([^"]+)"', rule["expr"]) for v in alternation.split("|")}
+        check(f"{name} matches only reasons the desk counts (DeskMetrics.authReasons)",
+              reasons and matched <= reasons, sorted(matched - reasons) or "no authReasons in DeskMetrics.swift")
+
+
 def prometheus_rule_document():
     """deploy/kubernetes/monitoring/prometheusrule.yaml as it must be: the rules file's groups, unchanged."""
     groups = yaml.safe_load(open(os.path.join(deploy, "prometheus", "receipt-worker-rules.yaml")))["groups"]
@@ -1052,8 +1314,8 @@ def monitoring(write=False):
     kustomization = yaml.safe_load(open(os.path.join(folder, "kustomization.yaml")))
     documents = [d for name in kustomization["resources"] for d in yaml.safe_load_all(open(os.path.join(folder, name)))]
     kinds = sorted(d["kind"] for d in documents)
-    check("monitoring/ has a ServiceMonitor, a PodMonitor and the PrometheusRule",
-          kinds == ["PodMonitor", "PrometheusRule", "ServiceMonitor"], kinds)
+    check("monitoring/ has a ServiceMonitor, PodMonitors (the receiver's, the desk's) and the PrometheusRule",
+          kinds == ["PodMonitor", "PodMonitor", "PrometheusRule", "ServiceMonitor"], kinds)
     # The runbook's address is a setting of the kustomization: rendered, every alert's link is that base.
     monitored = kustomize_render.render(folder)
     validate_schemas(monitored, "deploy/kubernetes/monitoring")
@@ -1079,9 +1341,17 @@ def monitoring(write=False):
                   len(target) == 1 and d["spec"]["endpoints"][0]["port"] in
                   [p["name"] for p in target[0]["spec"]["ports"]], target and target[0]["metadata"]["name"])
         if d["kind"] == "PodMonitor":
-            check("the PodMonitor selects the receiver's pods",
-                  any(all(t.get(k) == v for k, v in selector.items()) and t.get("app.kubernetes.io/component") == "receiver"
-                      for t in templates), selector)
+            # The scrape job is the pods' app.kubernetes.io/name (jobLabel), which the rules select.
+            selected = [t for t in templates if all(t.get(k) == v for k, v in selector.items())]
+            check(f"the PodMonitor {d['metadata']['name']} selects one Deployment's pods (the receiver's or the "
+                  "desk's), named for its job",
+                  len(selected) == 1 and selected[0].get("app.kubernetes.io/component") in ("receiver", "desk")
+                  and d["spec"].get("jobLabel") == "app.kubernetes.io/name"
+                  and d["spec"]["podMetricsEndpoints"][0].get("port") == "metrics", selector)
+    monitored_jobs = {t.get("app.kubernetes.io/name") for t in templates for d in documents if d["kind"] == "PodMonitor"
+                      and all(t.get(k) == v for k, v in d["spec"]["selector"]["matchLabels"].items())}
+    check("the receivers and the desk are scraped (a PodMonitor each)",
+          {"receipt-worker-receiver", "receipt-worker-desk"} <= monitored_jobs, sorted(monitored_jobs))
 
 
 def grafana():

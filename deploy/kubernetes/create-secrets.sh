@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Every Secret the deployment mounts or KEDA reads, made from a directory of files (one value per file):
 #
-#   deploy/kubernetes/create-secrets.sh DIR                        # prints the four Secrets as YAML, changes nothing
+#   deploy/kubernetes/create-secrets.sh DIR                        # prints the five Secrets as YAML
 #   deploy/kubernetes/create-secrets.sh DIR | kubectl apply -f -   # creates them, or updates them (then restart the pods)
 #
 # It runs `kubectl create secret generic ... --dry-run=client -o yaml`, which asks no cluster. The output holds
 # the secrets (base64): pipe it to kubectl apply, or to your sealing tool (kubeseal, ...), never to a file in Git.
+# It changes nothing but this: when DIR has no desk-session-key, it makes one (openssl rand -hex 32, mode 0600)
+# and says so; later runs reuse it (a new key would end every console session).
 # The test command runs this script on stub files (Tests/deploy/check_deploy.py) and checks that every Secret and
 # key a workload or KEDA reads is made here, and that no workload mounts a key it does not read.
 #
@@ -17,6 +19,10 @@
 #   kafka-password            the workers' Kafka user's password (receipt-worker)
 #   receiver-kafka-password   the receivers' Kafka user's password (receipt-worker-receiver)
 #   keda-kafka-password       KEDA's Kafka user's password (receipt-worker-keda)
+#   desk-ledger-url           the support desk's PostgreSQL URL: postgresql://receipt_worker_desk:PASSWORD@HOST:5432/DB
+#   desk-kafka-password       the support desk's Kafka user's password (receipt-worker-desk)
+#   desk-oidc-client-secret   the desk's client secret at the studio's OpenID Connect provider
+#   desk-session-key          32 random bytes as 64 hex digits, sealing the console's sessions: made here when absent
 #   kafka-ca.crt              PEM of the CA that signed the brokers' certificates; needed while worker.properties
 #                             sets kafka.ssl.ca.location (a private CA, such as Strimzi's)
 #
@@ -24,6 +30,8 @@
 #   receipt-worker             the workers (deployment.yaml): shared secret, key, ledger-url, Kafka password, CA
 #   receipt-worker-migrate     the migrate Job (migrate-job.yaml): ledger-migrate-url only
 #   receipt-worker-receiver    the receivers (receiver.yaml): their Kafka password and the CA only
+#   receipt-worker-desk        the support desk (desk.yaml): the App Store Connect key, its ledger-url, its Kafka
+#                              password and the CA, its OIDC client secret, its session key
 #   receipt-worker-kafka-keda  KEDA's TriggerAuthentication (keda-scaledobject.yaml): sasl, username, password,
 #                              tls, ca.crt; sasl and tls follow worker.properties' kafka.* settings
 set -euo pipefail
@@ -41,19 +49,37 @@ property() { sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*//p" "$here/worke
 
 # The brokers' CA is needed while the workers' configuration names one.
 ca_used="$(property kafka.ssl.ca.location)"
+# The console's session key: made once, then kept in DIR (a new one signs every agent out).
+if [ ! -e "$dir/desk-session-key" ]; then
+    command -v openssl >/dev/null || die "openssl is not installed (it makes desk-session-key)"
+    (umask 077 && openssl rand -hex 32 | tr -d '\n' >"$dir/desk-session-key")
+    echo "create-secrets.sh: made $dir/desk-session-key (openssl rand -hex 32); keep it: the next run reuses it" >&2
+fi
+
 for name in apple-shared-secret app-store-key.p8 ledger-url ledger-migrate-url kafka-password \
-    receiver-kafka-password keda-kafka-password ${ca_used:+kafka-ca.crt}; do
+    receiver-kafka-password keda-kafka-password desk-ledger-url desk-kafka-password desk-oidc-client-secret \
+    desk-session-key ${ca_used:+kafka-ca.crt}; do
     [ -s "$dir/$name" ] || die "$dir/$name is missing or empty"
 done
+grep -Eqx '[0-9a-fA-F]{64}' "$dir/desk-session-key" ||
+    die "$dir/desk-session-key must be 64 hex digits on one line (openssl rand -hex 32)"
 
 # The owner's URL must not reach the workers: the workers' role can then create and drop nothing.
 if cmp -s "$dir/ledger-url" "$dir/ledger-migrate-url"; then
     die "ledger-url and ledger-migrate-url are the same: the workers must not connect as the schema's owner"
 fi
-if cmp -s "$dir/kafka-password" "$dir/receiver-kafka-password" || \
-    cmp -s "$dir/kafka-password" "$dir/keda-kafka-password"; then
-    die "a Kafka password is shared: the workers, the receivers and KEDA each have a user of their own"
+# The desk's role is neither: it may credit, not migrate, and its grants are not the workers'.
+if cmp -s "$dir/desk-ledger-url" "$dir/ledger-url" || cmp -s "$dir/desk-ledger-url" "$dir/ledger-migrate-url"; then
+    die "desk-ledger-url is the workers' or the owner's URL: the desk connects as a role of its own (receipt_worker_desk)"
 fi
+passwords=(kafka-password receiver-kafka-password keda-kafka-password desk-kafka-password)
+for one in "${passwords[@]}"; do
+    for other in "${passwords[@]}"; do
+        if [ "$one" \< "$other" ] && cmp -s "$dir/$one" "$dir/$other"; then
+            die "$one and $other are the same: the workers, the receivers, the desk and KEDA each have a Kafka user of their own"
+        fi
+    done
+done
 
 # The brokers' CA: in every Kafka client's Secret.
 ca=()
@@ -93,6 +119,13 @@ secret receipt-worker-migrate \
     --from-file=ledger-migrate-url="$dir/ledger-migrate-url"
 secret receipt-worker-receiver \
     --from-file=kafka-password="$dir/receiver-kafka-password" \
+    "${ca[@]}"
+secret receipt-worker-desk \
+    --from-file=app-store-key.p8="$dir/app-store-key.p8" \
+    --from-file=ledger-url="$dir/desk-ledger-url" \
+    --from-file=kafka-password="$dir/desk-kafka-password" \
+    --from-file=oidc-client-secret="$dir/desk-oidc-client-secret" \
+    --from-file=session-key="$dir/desk-session-key" \
     "${ca[@]}"
 secret receipt-worker-kafka-keda \
     --from-literal=sasl="$sasl" \
