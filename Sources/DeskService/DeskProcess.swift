@@ -12,34 +12,77 @@ import Synchronization
 /// fleet. It holds the App Store Server API key, a ledger role with what support needs and a producer of the
 /// results topic; agents hold none of them.
 public enum DeskProcess {
-    /// The desk's services: its metrics port (when `metrics.listen` is set), then the desk itself. The ledger is
-    /// opened first, never migrated (the worker or the migration Job does): a ledger without the desk's tables
-    /// stops start-up with the migration it lacks.
-    public static func group(_ configuration: WorkerConfiguration, logger: Logger) async throws -> ServiceGroup {
+    /// The desk's services: its metrics port first (when `metrics.listen` is set: `/startupz` says what it waits
+    /// for), then the desk, once its ledger answers. The ledger is never migrated here (the worker or the
+    /// migration Job does): a ledger without the desk's tables, or a role not granted them yet, is waited for.
+    public static func group(_ configuration: WorkerConfiguration, logger: Logger) throws -> ServiceGroup {
         let settings = try configuration.desk.checkedForDesk()
-        let ledger = try await LedgerFactory.open(
-            url: configuration.ledgerURL, poolSize: 4, schema: configuration.ledgerSchema,
-            defaultBundleID: configuration.apple.bundleID.isEmpty ? nil : configuration.apple.bundleID, migrate: false)
+        let desk = DeskAssembly(configuration: configuration, settings: settings, logger: logger)
+        var services: [ServiceGroup.Entry] = []
+        if let listen = configuration.metricsListen {
+            let opening = "opening the ledger (waiting for it, or for its migration and grants)"
+            let endpoint = try MetricsEndpoint(
+                listen: listen, registry: desk.registry,
+                readiness: { desk.server?.readiness ?? ["starting: \(opening)"] },
+                starting: { desk.server == nil ? [opening] : [] })
+            services.append(.init("metrics endpoint", endpoint))
+        }
+        services.append(.init("support desk", desk))
+        return ServiceGroup(services, logger: logger)
+    }
+}
+
+/// The desk, put together once its ledger answers.
+final class DeskAssembly: Service {
+    let registry = MetricsRegistry()
+    let configuration: WorkerConfiguration
+    let settings: WorkerConfiguration.Desk
+    let logger: Logger
+    private let made = Mutex<DeskServer?>(nil)
+
+    init(configuration: WorkerConfiguration, settings: WorkerConfiguration.Desk, logger: Logger) {
+        self.configuration = configuration
+        self.settings = settings
+        self.logger = logger
+    }
+
+    var server: DeskServer? { made.withLock { $0 } }
+
+    func run() async throws {
+        let shutdown = GracefulShutdown.current
+        let configuration = self.configuration
+        let opened: (any Ledger)? = try await withThrowingTaskGroup(of: (any Ledger)?.self) { group in
+            group.addTask {
+                try await LedgerFactory.open(
+                    url: configuration.ledgerURL, poolSize: 4, schema: configuration.ledgerSchema,
+                    defaultBundleID: configuration.apple.bundleID.isEmpty ? nil : configuration.apple.bundleID,
+                    migrate: false)
+            }
+            group.addTask {
+                await shutdown.wait()
+                return nil
+            }
+            let first = try await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        guard let ledger = opened else { return }
         let server: DeskServer
         do {
-            server = try DeskServer(configuration: configuration, settings: settings, ledger: ledger, logger: logger)
+            server = try DeskServer(
+                configuration: configuration, settings: settings, ledger: ledger, registry: registry, logger: logger)
         } catch {
             await ledger.close()
             throw error
         }
-        var services: [ServiceGroup.Entry] = []
-        if let listen = configuration.metricsListen {
-            let endpoint = try MetricsEndpoint(listen: listen, registry: server.registry) { server.readiness }
-            services.append(.init("metrics endpoint", endpoint))
-        }
-        services.append(.init("support desk", server))
-        return ServiceGroup(services, logger: logger)
+        made.withLock { $0 = server }
+        try await server.run()
     }
 }
 
 /// The desk's HTTP server and what it answers with.
 final class DeskServer: Service {
-    let registry = MetricsRegistry()
+    let registry: MetricsRegistry
     private let server: MicroHTTPServer
     private let provider: SignInProvider
     private let producer: KafkaProducer
@@ -47,9 +90,11 @@ final class DeskServer: Service {
     private let readyState = ReadyState()
     let logger: Logger
 
-    init(configuration: WorkerConfiguration, settings: WorkerConfiguration.Desk, ledger: any Ledger, logger: Logger)
-        throws
-    {
+    init(
+        configuration: WorkerConfiguration, settings: WorkerConfiguration.Desk, ledger: any Ledger,
+        registry: MetricsRegistry, logger: Logger
+    ) throws {
+        self.registry = registry
         self.ledger = ledger
         self.logger = logger
         let metrics = DeskMetrics(registry: registry)
@@ -116,7 +161,7 @@ final class DeskServer: Service {
         let shutdown = GracefulShutdown.current
         while !shutdown.isTriggered && !Task.isCancelled {
             var problems: [String] = []
-            if (try? await provider.key("", now: Date())) == nil, await !provider.hasKeys {
+            if await !provider.refreshIfStale() {
                 problems.append("the sign-in provider's keys are not fetched yet")
             }
             do {

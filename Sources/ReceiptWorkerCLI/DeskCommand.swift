@@ -27,7 +27,7 @@ enum DeskCommand {
         let logger = Logger(label: "receipt-worker")
         signal(SIGPIPE, SIG_IGN)
         _ = DescriptorBudget.raiseToHardLimit()
-        let code = await ExitStatus.serve(try await DeskProcess.group(configuration, logger: logger), logger: logger)
+        let code = await ExitStatus.serve(try DeskProcess.group(configuration, logger: logger), logger: logger)
         if code == 0 { logger.info("support desk stopped") }
         return code
     }

@@ -1,3 +1,4 @@
+import DeskService
 import Foundation
 import Kafka
 import Ledger
@@ -6,8 +7,9 @@ import ReceiptWorker
 /// `receipt-worker lookup`: a purchase as support asks about it, Apple's view beside the ledger's.
 enum LookupCommand {
     static let help = """
-        usage: receipt-worker lookup [--config FILE] [--set key=value]... [--app NAME] [--json]
-                   (--apple-order-id ID | --transaction-id ID | --order-id ID | --app-account-token UUID)
+        usage: receipt-worker lookup [--config FILE] [--set key=value]... [--app NAME] [--json] [--ticket T]
+                   (--apple-order-id ID | --transaction-id ID | --order-id ID | --app-account-token UUID |
+                    --user-id PLAYER | --history TRANSACTION_ID)
 
         A player says they paid and got nothing. Finds the purchase by the order id on the player's invoice from
         Apple (Look Up Order ID), by transaction id, by the game's order_id (what the ledger granted to it), or by
@@ -17,7 +19,10 @@ enum LookupCommand {
         names the case: "paid, granted to order X of player Y", "paid, never claimed: credit it", "refunded on
         D", "not this app's", "Sandbox". Safe to hand to support: no receipt, no signed data, no secret; a
         token only shortened. --app: the app (default, an apps.NAME, or a bundle id; default: default).
-        Needs the app's App Store Server API key (apple.api.*) and the ledger (ledger.url).
+        --user-id: every purchase the ledger granted to the player, newest first; --history: the customer's whole
+        history in the app at Apple (Get Transaction History) from any one of their transaction ids.
+        Needs the app's App Store Server API key (apple.api.*) and the ledger (ledger.url). Each lookup is appended
+        to the support desk's audit (receipt-worker ledger audit) as the operator's (the login name), with --ticket.
 
         Exit codes: 0 found; 3 nothing found (or nothing that verifies as this app's); 1 Apple or the ledger did not answer; 2 usage or configuration error.
         """
@@ -26,23 +31,33 @@ enum LookupCommand {
         let options = try Options(
             arguments,
             valued: Options.configurationOptions.union([
-                "--app", "--apple-order-id", "--transaction-id", "--order-id", "--app-account-token",
+                "--app", "--apple-order-id", "--transaction-id", "--order-id", "--app-account-token", "--user-id",
+                "--history", "--ticket",
             ]), flags: ["--json"])
         let queries: [SupportDesk.Query] = [
             options.value("--apple-order-id").map(SupportDesk.Query.appleOrderID),
             options.value("--transaction-id").map(SupportDesk.Query.transactionID),
             options.value("--order-id").map(SupportDesk.Query.orderID),
             try options.uuid("--app-account-token").map { .appAccountToken($0.uuidString.lowercased()) },
+            options.value("--user-id").map(SupportDesk.Query.userID),
+            options.value("--history").map { SupportDesk.Query.customerOf(transactionID: $0) },
         ].compactMap { $0 }
         guard queries.count == 1, let query = queries.first else {
             throw UsageError(
-                "say one of --apple-order-id, --transaction-id, --order-id or --app-account-token")
+                "say one of --apple-order-id, --transaction-id, --order-id, --app-account-token, --user-id or"
+                    + " --history")
         }
+        let ticket = try OperatorAudit.ticket(options.value("--ticket"))
         let configuration = try options.configuration(purpose: .worker)
         let report = try await configuration.withToolLedger { ledger in
             let desk = try SupportDesk.make(
                 configuration, app: options.value("--app"), ledger: ledger, logger: ToolKafka.logger)
-            return try await desk.lookup(query)
+            let report = try await desk.lookup(query)
+            try await ledger.appendAudit(
+                DeskAudit.operatorLookup(
+                    query, report: report, app: options.value("--app") ?? "default", by: OperatorAudit.login,
+                    ticket: ticket))
+            return report
         }
         if options.has("--json") {
             emit(String(decoding: report.json(), as: UTF8.self))
@@ -57,7 +72,7 @@ enum LookupCommand {
 enum CreditCommand {
     static let help = """
         usage: receipt-worker credit [--config FILE] [--set key=value]... [--app NAME] --transaction-id ID
-                   --order-id ORDER --user-id PLAYER --by WHO --reason WHY
+                   --order-id ORDER --user-id PLAYER --by WHO --reason WHY [--ticket T]
                    (--apple-order-id ID | --app-account-token UUID | both)
 
         Credits a verified purchase that no order holds to ORDER of PLAYER: Apple's signed transaction is fetched
@@ -68,7 +83,9 @@ enum CreditCommand {
         twice. A transaction id alone proves nothing (ids are nearly sequential): the purchase must be shown to be
         the player's, by the order id on the player's invoice from Apple (--apple-order-id: Look Up Order ID must
         list the transaction) or, for a purchase that carries an app account token, by the player's token
-        (--app-account-token: it must be the purchase's). A purchase without a token gets the one given, through
+        (--app-account-token: it must be the purchase's). Each credit, refused ones included, is appended to the
+        support desk's audit (receipt-worker ledger audit) under the operator's login name and --by, with --ticket.
+        A purchase without a token gets the one given, through
         Apple's Set App Account Token, so Apple's later notifications of it name the player. With
         apple.finish_transactions, the transaction is finished at Apple. A purchase Apple refunded in part is
         credited, and the refunded share taken back at once by a receipt.revoked. Refuses, and says which, a
@@ -86,7 +103,7 @@ enum CreditCommand {
             arguments,
             valued: Options.configurationOptions.union([
                 "--app", "--transaction-id", "--order-id", "--user-id", "--by", "--reason", "--app-account-token",
-                "--apple-order-id",
+                "--apple-order-id", "--ticket",
             ]), flags: [])
         func required(_ name: String) throws -> String {
             guard let value = options.value(name), !value.isEmpty, value.utf8.count <= 128,
@@ -99,6 +116,7 @@ enum CreditCommand {
         guard token != nil || appleOrderID != nil else {
             throw UsageError("say --apple-order-id (the player's invoice) or --app-account-token (the player's token)")
         }
+        let ticket = try OperatorAudit.ticket(options.value("--ticket"))
         let request = SupportDesk.CreditRequest(
             transactionID: try required("--transaction-id"), orderID: try required("--order-id"),
             userID: try required("--user-id"), by: try required("--by"), reason: try required("--reason"),
@@ -107,7 +125,12 @@ enum CreditCommand {
         let (desk, outcome) = try await configuration.withToolLedger { ledger in
             let desk = try SupportDesk.make(
                 configuration, app: options.value("--app"), ledger: ledger, logger: ToolKafka.logger)
-            return (desk, try await desk.credit(request))
+            let outcome = try await desk.credit(request)
+            try await ledger.appendAudit(
+                DeskAudit.operatorCredit(
+                    request, outcome: outcome, app: options.value("--app") ?? "default", login: OperatorAudit.login,
+                    ticket: ticket))
+            return (desk, outcome)
         }
         guard case .credited(let event, let original, let environment, let note, let setToken) = outcome else {
             if case .refused(let why) = outcome { complain("not credited: \(why)") }
@@ -134,5 +157,20 @@ enum CreditCommand {
             return 1
         }
         return 0
+    }
+}
+
+/// Who runs a support command, as the audit names them: the login name, never a field alone.
+enum OperatorAudit {
+    static var login: String {
+        let name = ProcessInfo.processInfo.environment["USER"] ?? ProcessInfo.processInfo.environment["LOGNAME"]
+        return name.map { "operator:\($0)" } ?? "operator"
+    }
+
+    /// A ticket as the desk takes it (1 to 64 of `A-Z a-z 0-9 - _ . : # /`); `-` when none is given.
+    static func ticket(_ given: String?) throws -> String {
+        guard let given else { return "-" }
+        guard DeskAudit.isTicket(given) else { throw UsageError("--ticket is 1 to 64 of A-Z a-z 0-9 - _ . : # /") }
+        return given
     }
 }

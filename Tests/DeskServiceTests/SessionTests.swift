@@ -20,13 +20,13 @@ struct SessionTests {
         #expect(!sealed.contains("ana") && !sealed.contains("agent"))
         // Another purpose (the sign-in's cookie), another key, a flipped character, a cut: nothing.
         #expect(seal.open(ConsoleSession.self, from: sealed, purpose: SignInState.cookie) == nil)
-        #expect(Seal(key: Array(repeating: 8, count: 32))!.open(sealed, purpose: ConsoleSession.cookie) == nil)
+        #expect(Seal(key: Array(repeating: 8, count: 32))!.open(bytes: sealed, purpose: ConsoleSession.cookie) == nil)
         var flipped = Array(sealed)
         flipped[20] = flipped[20] == "A" ? "B" : "A"
-        #expect(seal.open(String(flipped), purpose: ConsoleSession.cookie) == nil)
-        #expect(seal.open(String(sealed.dropLast(3)), purpose: ConsoleSession.cookie) == nil)
-        #expect(seal.open("", purpose: ConsoleSession.cookie) == nil)
-        #expect(seal.open(String(repeating: "A", count: 10_000), purpose: ConsoleSession.cookie) == nil)
+        #expect(seal.open(bytes: String(flipped), purpose: ConsoleSession.cookie) == nil)
+        #expect(seal.open(bytes: String(sealed.dropLast(3)), purpose: ConsoleSession.cookie) == nil)
+        #expect(seal.open(bytes: "", purpose: ConsoleSession.cookie) == nil)
+        #expect(seal.open(bytes: String(repeating: "A", count: 10_000), purpose: ConsoleSession.cookie) == nil)
         // Two seals of the same session differ (a fresh nonce each).
         #expect(seal.seal(session, purpose: ConsoleSession.cookie) != sealed)
         #expect(Seal(key: [1, 2, 3]) == nil)

@@ -81,10 +81,7 @@ struct DeskActions: Sendable {
             throw error
         }
         line.outcome = report.purchases.isEmpty ? "not_found" : "answered"
-        line.answer = Self.json([
-            "transactions": report.purchases.map(\.transactionID).filter { !$0.isEmpty },
-            "cases": report.purchases.map(\.verdict), "not_found": report.notFound ?? "",
-        ])
+        line.answer = Self.json(Self.lookupSummary(report))
         try await store.appendAudit(line)
         metrics.looked(action: action, outcome: line.outcome)
         return Answer(status: 200, body: report.json())
@@ -136,6 +133,14 @@ struct DeskActions: Sendable {
         try await store.appendAudit(line)
         metrics.refused(action: line.action, role: line.role)
         return .refused(status, reason)
+    }
+
+    /// What a lookup answered, for the audit: the transactions shown and each one's case.
+    static func lookupSummary(_ report: LookupReport) -> [String: Any] {
+        [
+            "transactions": report.purchases.map(\.transactionID).filter { !$0.isEmpty },
+            "cases": report.purchases.map(\.verdict), "not_found": report.notFound ?? "",
+        ]
     }
 
     /// What a query asked, for the audit: an app account token shortened, as the CLI prints it.
@@ -193,6 +198,45 @@ public enum DeskAudit {
     /// One JSON object, for a SIEM.
     public static func jsonLine(_ line: AuditEntry) -> String {
         DeskActions.json(AuditFormat.object(line))
+    }
+
+    public static func isTicket(_ text: String) -> Bool { DeskText.isTicket(text) }
+
+    /// An operator's `receipt-worker lookup`, as the desk audits a lookup.
+    public static func operatorLookup(
+        _ query: SupportDesk.Query, report: LookupReport, app: String, by login: String, ticket: String
+    ) -> AuditEntry {
+        var player: String?
+        if case .userID(let id) = query { player = id }
+        let action: String
+        if case .customerOf = query { action = "history" } else { action = "lookup" }
+        return AuditEntry(
+            at: Date(), app: app, agent: login, agentName: login, role: "operator", action: action,
+            outcome: report.purchases.isEmpty ? "not_found" : "answered", ticket: ticket, player: player,
+            request: DeskActions.json(DeskActions.asked(query)),
+            answer: DeskActions.json(DeskActions.lookupSummary(report)))
+    }
+
+    /// An operator's `receipt-worker credit`: `--by` is what they say, the login who they are.
+    public static func operatorCredit(
+        _ request: SupportDesk.CreditRequest, outcome: SupportDesk.CreditOutcome, app: String, login: String,
+        ticket: String
+    ) -> AuditEntry {
+        var asked: [String: Any] = [
+            "transaction_id": request.transactionID, "order_id": request.orderID, "user_id": request.userID,
+            "reason": request.reason, "by": request.by,
+        ]
+        if let id = request.appleOrderID { asked["apple_order_id"] = id }
+        if request.appAccountToken != nil { asked["app_account_token"] = "given" }
+        let (result, answer): (String, [String: Any]) =
+            switch outcome {
+            case .credited(let event, _, _, let note, _): ("credited", ["event_id": event.eventID, "note": note])
+            case .refused(let why): ("refused", ["refused": why])
+            }
+        return AuditEntry(
+            at: Date(), app: app, agent: login, agentName: request.by, role: "operator", action: "credit",
+            outcome: result, ticket: ticket, player: request.userID, request: DeskActions.json(asked),
+            answer: DeskActions.json(answer))
     }
 
     /// One line a person reads: when, who, what, the outcome, the ticket and the player.

@@ -71,6 +71,20 @@ actor SignInProvider {
         return keys[kid]
     }
 
+    /// Fetches the keys when none are at hand or they are older than `desk.oidc.jwks_max_age_s` (at most every
+    /// ``refetchInterval``); whether keys are at hand after it. For readiness: never spends a refetch a rotated
+    /// key may need.
+    func refreshIfStale(now: Date = Date()) async -> Bool {
+        if let fetched = keysFetchedAt, now.timeIntervalSince(fetched) < keysMaxAge, !keys.isEmpty { return true }
+        if let last = lastFetchAttempt, now.timeIntervalSince(last) < Self.refetchInterval { return !keys.isEmpty }
+        lastFetchAttempt = now
+        if let fetched = try? await fetchKeys() {
+            keys = fetched
+            keysFetchedAt = now
+        }
+        return !keys.isEmpty
+    }
+
     private func fetchKeys() async throws -> [String: SigningKey] {
         let document = try await json(try await discovered().jwks)
         guard let list = document["keys"] as? [[String: Any]] else { throw ProviderUnavailable("the JWKS has no keys") }

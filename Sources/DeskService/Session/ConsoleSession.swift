@@ -73,11 +73,11 @@ extension Seal {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .secondsSince1970
         guard let data = try? encoder.encode(value) else { return nil }
-        return seal(Array(data), purpose: purpose)
+        return seal(bytes: Array(data), purpose: purpose)
     }
 
     func open<T: Decodable>(_ type: T.Type, from sealed: String, purpose: String) -> T? {
-        guard let bytes = open(sealed, purpose: purpose) else { return nil }
+        guard let bytes = open(bytes: sealed, purpose: purpose) else { return nil }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .secondsSince1970
         return try? decoder.decode(type, from: Data(bytes))

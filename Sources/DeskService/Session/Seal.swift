@@ -15,7 +15,7 @@ struct Seal: Sendable {
     }
 
     /// base64url(nonce ‖ ciphertext ‖ tag).
-    func seal(_ plaintext: [UInt8], purpose: String) -> String? {
+    func seal(bytes plaintext: [UInt8], purpose: String) -> String? {
         let nonce = Random.bytes(12)
         guard let context = EVP_CIPHER_CTX_new() else { return nil }
         defer { EVP_CIPHER_CTX_free(context) }
@@ -46,7 +46,7 @@ struct Seal: Sendable {
     }
 
     /// The plaintext, or nil for anything not sealed by this key for this purpose.
-    func open(_ sealed: String, purpose: String) -> [UInt8]? {
+    func open(bytes sealed: String, purpose: String) -> [UInt8]? {
         guard sealed.utf8.count <= 8_192, let bytes = Base64URL.decodeBytes(Substring(sealed)), bytes.count >= 28
         else { return nil }
         let nonce = Array(bytes.prefix(12))
