@@ -572,7 +572,8 @@ class DeskTests:
                                  ("credit-reason", "gems never arrived after the purchase")):
                 browser.element(field).send_keys(value)
             browser.element("credit-submit").click()
-            browser.wait(lambda: browser.text("credit-outcome").startswith("credited"), what="the credit's outcome")
+            outcome = browser.wait(lambda: browser.text("credit-outcome"), what="the credit's outcome")
+            self.assertTrue(outcome.startswith("credited"), outcome)
             self.assertIn(f"credited to order {order} of player {player}", browser.text("credit-outcome"))
             browser.wait(lambda: ["credit", "credited", ticket, player] in [r[2:6] for r in browser.rows("audit")],
                          what="the credit's line in the console's audit table")
@@ -660,7 +661,8 @@ class DeskTests:
             self.assertEqual(row[1:5], [f"agent-cap-{self.id_}@studio.test", player, second["transaction_id"],
                                         "pending"])
             browser.driver.find_element(By.CSS_SELECTOR, button).click()
-            browser.wait(lambda: browser.text("approval-outcome").startswith("credited"), what="the approval")
+            outcome = browser.wait(lambda: browser.text("approval-outcome"), what="the approval's outcome")
+            self.assertTrue(outcome.startswith("credited"), outcome)
             browser.wait(lambda: [r[4] for r in browser.rows("approvals") if r[0] == str(approval)] == ["approved"],
                          what="the approval's status")
         finally:
