@@ -584,12 +584,12 @@ class DeskTests:
             cases = {row[0]: row[4] for row in rows}
             self.assertEqual(set(cases), {job["transaction_id"], lost["transaction_id"]}, rows)
             self.assertIn(f"granted to order {order} of player {player}", cases[lost["transaction_id"]])
-
+        finally:  # the console as the agent left it, also when an assertion failed (what did the page say?)
             path = screenshot_path(stack.ledger)
-            self.assertTrue(browser.driver.save_screenshot(path))
+            saved = browser.driver.save_screenshot(path)
             print(f"\nthe console's screenshot ({stack.ledger}): {path}", flush=True)
-        finally:
             browser.quit()
+        self.assertTrue(saved, "the screenshot is saved")
         event = wait_until(lambda: stack.event(order_id=order), 30, "the credit's event on the results topic")
         self.assertEqual((event["decision"], event["user_id"], event["transaction_id"], event["credited_by"]),
                          ("grant", player, lost["transaction_id"], "ana@studio.test"))
