@@ -58,6 +58,21 @@ struct DeskRulesTests {
         (try? JSONSerialization.jsonObject(with: answer.body)) as? [String: Any] ?? [:]
     }
 
+    @Test("each player of each app has a cap of their own, on a real ledger")
+    func playerCaps() async throws {
+        let caps = CreditCaps(agentDaily: 10, playerDaily: 1)
+        let ledger = try LedgerEngine.sqlite(path: ":memory:")
+        for player in ["p1", "p2", "p1/x"] {
+            #expect(
+                try await ledger.reserveDailyUse(
+                    caps.counters(agent: Self.ana, app: "default", player: player), day: "d"))
+        }
+        #expect(
+            try await !ledger.reserveDailyUse(caps.counters(agent: Self.ana, app: "default", player: "p1"), day: "d"))
+        #expect(try await ledger.reserveDailyUse(caps.counters(agent: Self.ana, app: "second", player: "p1"), day: "d"))
+        await ledger.close()
+    }
+
     @Test("a viewer may look up but not credit: refused, audited, nothing held and no cap taken")
     func viewerCredits() async throws {
         let answer = try await actions().credit(Self.vic, body: Self.credit)

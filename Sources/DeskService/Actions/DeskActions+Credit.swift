@@ -12,7 +12,8 @@ struct CreditCaps: Sendable, Equatable {
     func counters(agent: Agent, app: String, player: String) -> [DailyCounter] {
         [
             DailyCounter(kind: "agent", who: agent.subject, limit: agentDaily),
-            DailyCounter(kind: "player", who: "\(app)\u{0}\(player)", limit: playerDaily),
+            // An app's name is a-z, 0-9 and _ (or `default`): the first slash ends it, whatever the player id holds.
+            DailyCounter(kind: "player", who: "\(app)/\(player)", limit: playerDaily),
         ]
     }
 

@@ -77,6 +77,7 @@ enum ConsoleAssets {
         """
 
     static let style = """
+        [hidden] { display: none !important; }
         body { font: 15px/1.4 system-ui, sans-serif; margin: 0; color: #1d1d1f; background: #fafafa; }
         header { display: flex; gap: 1em; align-items: center; padding: .6em 1.2em; background: #1d3557; color: #fff; }
         header h1 { font-size: 1.2em; margin: 0; flex: 1; }
@@ -219,7 +220,9 @@ enum ConsoleAssets {
             credit.type = 'button';
             credit.textContent = 'Credit…';
             credit.className = 'credit';
-            credit.hidden = !roles.includes('agent');
+            // A purchase an order holds is not credited again: the button is offered for the others only.
+            const grant = (purchase.ledger || {}).grant;
+            credit.hidden = !roles.includes('agent') || !purchase.verified || (grant && grant.credit !== 'unclaimed');
             credit.addEventListener('click', () => {
               element('credit-transaction').value = purchase.transaction_id || '';
               if (kind === 'user_id') { element('credit-user').value = value; }

@@ -146,7 +146,8 @@ struct DeskRouter: Sendable {
     func authenticate(_ request: ServerRequest, stateChanging: Bool) async -> Result<Agent, Refusal> {
         let now = actions.now()
         if let authorization = request.headers["authorization"] {
-            guard authorization.hasPrefix("Bearer "), authorization.utf8.count > 7 else {
+            // The scheme is case-insensitive (RFC 9110): "bearer" and "Bearer" alike.
+            guard authorization.utf8.count > 7, authorization.prefix(7).lowercased() == "bearer " else {
                 return .failure(Refusal(status: 401, reason: "malformed", message: "a Bearer token is expected"))
             }
             do {
