@@ -117,6 +117,8 @@ struct AppleNotification: Sendable {
 /// one, with the record the receiver would have produced.
 public enum BackfilledNotification {
     public struct Record: Sendable {
+        /// Apple's notificationUUID.
+        public let id: String
         public let key: String
         public let type: NotificationType
         public let headers: [KafkaHeader]
@@ -134,7 +136,7 @@ public enum BackfilledNotification {
         case .verified(let notification):
             return .verified(
                 Record(
-                    key: notification.key, type: notification.type,
+                    id: notification.id, key: notification.key, type: notification.type,
                     headers: notification.recordHeaders()))
         case .environmentNotAllowed: return .skipped
         case .rejected(let reason): return .rejected(reason)

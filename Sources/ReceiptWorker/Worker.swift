@@ -49,6 +49,7 @@ public final class Worker: Service {
         self.metrics = metrics
         metrics.prepareDecisions(apps: apps.all.map(\.name))
         metrics.prepareMoney(apps: apps.all.map(\.name))
+        metrics.prepareSweep(apps: apps.all.filter { $0.api != nil }.map(\.name))
         self.logger = logger
         let topics = configuration.topics
         let finisher =
@@ -183,6 +184,9 @@ public final class Worker: Service {
         logger.info("worker stopped")
     }
 
+    /// This worker as a lease's holder: its host and a random part (a restarted worker is another holder).
+    let leaseHolder = "\(ProcessInfo.processInfo.hostName)-\(UUID().uuidString.prefix(8))"
+
     /// The worker's parts, in the order they start; they stop the other way round. The chores that only read
     /// the ledger start before the runtime and stop after its drain (readiness stays true to what is
     /// happening); the unclaimed credits publish with the runtime's producer, so they stop before it drains.
@@ -207,6 +211,12 @@ public final class Worker: Service {
                     runtime: runtime, topics: read.map(\.topic),
                     partitionCounts: Dictionary(read.map { ($0.topic, $0.partitions) }) { first, _ in first }))
         ]
+        if let sweep = NotificationSweeper.service(
+            configuration, apps: apps, ledger: ledger, producer: producer, metrics: metrics, logger: logger,
+            holder: leaseHolder)
+        {
+            services.append(.init("notification sweep", sweep))
+        }
         if let after = configuration.unclaimedAfter {
             let apps = apps
             let credits = UnclaimedCredits(

@@ -132,6 +132,30 @@ public final class WorkerMetrics: Sendable {
         for app in apps { _ = consumptionRequested(app: app) }
     }
 
+    /// The sweep's series of these apps, from 0: an alert reads the failed deliveries found.
+    func prepareSweep(apps: [String]) {
+        for app in apps {
+            for outcome in ["swept", "elsewhere", "failed"] { _ = sweep(app: app, outcome: outcome) }
+            for found in ["failed_delivery", "gap"] { _ = sweptNotifications(app: app, found: found) }
+        }
+    }
+
+    /// Rounds of the notification sweep, by app and outcome (`elsewhere`: another replica holds the lease).
+    func sweep(app: String, outcome: String) -> Counter {
+        registry.counter(
+            "receipt_worker_notification_sweeps_total",
+            help: "Rounds of the sweep of Apple's notification history, by app and outcome (elsewhere: another"
+                + " replica swept).", labels: ["app": app, "outcome": outcome])
+    }
+
+    /// Notifications a sweep found and produced, by app and why it read them.
+    func sweptNotifications(app: String, found: String) -> Counter {
+        registry.counter(
+            "receipt_worker_swept_notifications_total",
+            help: "Notifications the sweep found in Apple's history and produced, by app: failed_delivery (Apple"
+                + " could not deliver them), gap (read after a silence).", labels: ["app": app, "found": found])
+    }
+
     /// Refund (consumption) requests Apple made, by app.
     func consumptionRequested(app: String) -> Counter {
         registry.counter(

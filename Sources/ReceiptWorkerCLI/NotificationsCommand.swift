@@ -49,6 +49,10 @@ enum NotificationsCommand {
         }
         let dryRun = options.has("--dry-run")
         let producer = dryRun ? nil : try ToolKafka.producer(configuration)
+        var produce: (@Sendable (KafkaProducerMessage) async throws -> Void)?
+        if let producer { produce = { message in _ = try await producer.send(message) } }
+        let replay = HistoryReplay(
+            apps: apps, retry: configuration.retry, topic: configuration.topics.notifications, produce: produce)
         var failed = false
         // Every app's history: each app's token (its bundle id) reads that app's notifications only.
         for (app, settings) in zip(apps.all, configuration.allApps) {
@@ -61,80 +65,19 @@ enum NotificationsCommand {
             if settings.allowSandbox { environments.append(.sandbox) }
             for environment in environments {
                 let lane = apps.all.count > 1 ? "\(app.name) \(environment.rawValue)" : environment.rawValue
-                let outcome = await backfill(
-                    api, environment, since, until, apps: apps, producer: producer, configuration)
-                failed = failed || outcome.failed
+                let outcome = await replay.replay(api, environment: environment, from: since, to: until)
+                for reason in outcome.rejections { complain("a notification does not verify: \(reason)") }
+                if let failure = outcome.failure { complain("\(environment.rawValue): \(failure)") }
+                failed = failed || outcome.failure != nil || !outcome.rejections.isEmpty
                 let counts = outcome.counts
                 emit(
                     "\(lane): \(counts.read) notification(s) read, \(counts.produced) produced"
                         + (dryRun ? " (dry run)" : "") + ", \(counts.skipped) skipped (environment not accepted),"
                         + " \(counts.rejected) not verified")
-                for (type, count) in outcome.summary.sorted(by: { $0.key < $1.key }) { emit("  \(type): \(count)") }
+                for (type, count) in counts.byType.sorted(by: { $0.key < $1.key }) { emit("  \(type): \(count)") }
             }
         }
         await producer?.close()
         return failed ? 1 : 0
-    }
-
-    /// One app's history of one environment, every page, each notification verified and (unless a dry run)
-    /// produced. A page that cannot be read, a notification that does not verify (Apple's and ours: a wrong
-    /// app id, roots) or one the broker does not take fails the run.
-    private static func backfill(
-        _ api: AppStoreServerAPIClient, _ environment: AppleEnvironment, _ since: Date, _ until: Date,
-        apps: AppleApps, producer: KafkaProducer?, _ configuration: WorkerConfiguration
-    ) async -> (failed: Bool, counts: (read: Int, produced: Int, skipped: Int, rejected: Int), summary: [String: Int]) {
-        var failed = false
-        var summary: [String: Int] = [:]
-        var counts = (read: 0, produced: 0, skipped: 0, rejected: 0)
-        var page: String?
-        repeat {
-            let history: AppStoreServerAPIClient.NotificationHistoryPage
-            do {
-                history = try await fetch(api, environment, since, until, page, configuration)
-            } catch {
-                complain("\(environment.rawValue): Get Notification History failed: \(error)")
-                return (true, counts, summary)
-            }
-            for signed in history.signedPayloads {
-                counts.read += 1
-                let body = Data("{\"signedPayload\":\(JSONString.quote(signed))}".utf8)
-                switch BackfilledNotification.verify(body: body, apps: apps) {
-                case .rejected(let reason):
-                    counts.rejected += 1
-                    failed = true
-                    complain("a notification does not verify: \(reason)")
-                case .skipped:
-                    counts.skipped += 1
-                case .verified(let record):
-                    summary[record.type.rawValue, default: 0] += 1
-                    guard let producer else { continue }
-                    do {
-                        _ = try await producer.send(
-                            KafkaProducerMessage(
-                                topic: configuration.topics.notifications, key: Array(record.key.utf8),
-                                value: Array(body), headers: record.headers))
-                        counts.produced += 1
-                    } catch {
-                        complain("the broker did not take a notification: \(error)")
-                        failed = true
-                    }
-                }
-            }
-            page = history.nextPage
-        } while page != nil
-        return (failed, counts, summary)
-    }
-
-    /// One page, retried on Apple's transient failures as the worker retries (`retry.*`).
-    private static func fetch(
-        _ api: AppStoreServerAPIClient, _ environment: AppleEnvironment, _ since: Date, _ until: Date, _ page: String?,
-        _ configuration: WorkerConfiguration
-    ) async throws -> AppStoreServerAPIClient.NotificationHistoryPage {
-        // Every round counts, also one an open circuit answered without a call: a page waits retry.max_attempts
-        // rounds at most (this loop waited out the breaker's cooldowns before).
-        try await configuration.retry.retryingApple {
-            try await api.notificationHistory(
-                environment: environment, start: since, end: until, page: page, attempts: &$0)
-        }
     }
 }

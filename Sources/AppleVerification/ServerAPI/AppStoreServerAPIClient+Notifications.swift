@@ -37,9 +37,10 @@ extension AppStoreServerAPIClient {
     }
 
     /// Every notification Apple sent (or tried to) from `start` to `end`, one page at a time; pass the
-    /// previous page's `nextPage` to read on.
+    /// previous page's `nextPage` to read on. `onlyFailures`: only those Apple could not deliver.
     public func notificationHistory(
-        environment: AppleEnvironment, start: Date, end: Date, page token: String?, attempts: inout Int
+        environment: AppleEnvironment, start: Date, end: Date, page token: String?, onlyFailures: Bool = false,
+        attempts: inout Int
     ) async throws -> NotificationHistoryPage {
         let base = environment == .sandbox ? configuration.sandboxURL : configuration.productionURL
         var url = "\(base)/inApps/v1/notifications/history"
@@ -50,7 +51,7 @@ extension AppStoreServerAPIClient {
         }
         let request = HistoryRequest(
             startDate: Int64((start.timeIntervalSince1970 * 1000).rounded()),
-            endDate: Int64((end.timeIntervalSince1970 * 1000).rounded()))
+            endDate: Int64((end.timeIntervalSince1970 * 1000).rounded()), onlyFailures: onlyFailures ? true : nil)
         let response = try await authorized(
             method: .post, url: url, body: try JSONEncoder().encode(request), endpoint: "notificationHistory",
             call: "notification_history_\(environment == .sandbox ? "sandbox" : "production")",
@@ -126,6 +127,8 @@ extension AppStoreServerAPIClient {
 private struct HistoryRequest: Encodable {
     let startDate: Int64
     let endDate: Int64
+    /// Only the notifications Apple could not deliver (absent: every one).
+    let onlyFailures: Bool?
 }
 
 private struct HistoryResponse: Decodable {

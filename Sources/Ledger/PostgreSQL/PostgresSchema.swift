@@ -77,6 +77,7 @@ public struct PostgresSchema: Sendable {
             "GRANT SELECT, INSERT, UPDATE ON \(name).subscriptions TO \(role)",
             "GRANT SELECT, INSERT ON \(name).ledger_meta TO \(role)",
             "GRANT SELECT, INSERT, UPDATE ON \(name).consumer_offsets TO \(role)",
+            "GRANT SELECT, INSERT, UPDATE ON \(name).leases TO \(role)",
             "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \(name) TO \(role)",
         ]
     }
@@ -156,6 +157,19 @@ public struct PostgresSchema: Sendable {
                 steps: yearTwo),
             Migration(version: 11, description: "what each sale counted as revenue", steps: revenue),
             Migration(version: 12, description: "the support desk: audit, held credits, caps", steps: supportDesk),
+            Migration(
+                version: 13, description: "leases: one replica at a time",
+                steps: [
+                    .transaction([
+                        """
+                        CREATE TABLE IF NOT EXISTS \(name).leases (
+                            name TEXT PRIMARY KEY,
+                            holder TEXT NOT NULL,
+                            expires_at TIMESTAMPTZ NOT NULL,
+                            state TEXT NOT NULL DEFAULT '')
+                        """
+                    ])
+                ]),
         ]
     }
 

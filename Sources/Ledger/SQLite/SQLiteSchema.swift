@@ -6,9 +6,9 @@ import Foundation
 /// fingerprints, and stored events' headers in columns; 4 an index of grants by purchase alone (a consumption
 /// answer names a transaction of any app) and the consumer group's offsets (``OffsetStore``); 5 grants
 /// without a job (renewals, purchases no job claimed), subscriptions; 6 the share of a purchase refunded.
-/// From 10 on the numbers are PostgreSQL's: version 6 is PostgreSQL's 9, then 10, 11 and 12 are its 10, 11 and 12.
+/// From 10 on the numbers are PostgreSQL's: version 6 is PostgreSQL's 9, then 10 to 13 are its 10 to 13.
 enum SQLiteSchema {
-    static let version = 12
+    static let version = 13
 
     /// Brings the file to ``version`` in one transaction per migration: a new file gets the whole schema at
     /// once; an older one each missing migration in turn, its rows kept. Version 3 gives each row the app its
@@ -63,7 +63,21 @@ enum SQLiteSchema {
         if found < 12 {
             try transaction(connection) { try connection.execute(supportDesk + "PRAGMA user_version = 12;") }
         }
+        if found < 13 {
+            try transaction(connection) { try connection.execute(leases + "PRAGMA user_version = 13;") }
+        }
     }
+
+    /// Version 13, as PostgreSQL's migration 13: leases, so that one replica at a time does what must be done once
+    /// (the sweep of Apple's notification history, the refund requests answered by policy).
+    static let leases = """
+        CREATE TABLE IF NOT EXISTS leases (
+            name TEXT PRIMARY KEY,
+            holder TEXT NOT NULL,
+            expires_at TEXT NOT NULL,
+            state TEXT NOT NULL DEFAULT '');
+
+        """
 
     /// Version 12, as PostgreSQL's migration 12: the support desk's audit (appended, never pruned), its credits
     /// held for a lead, each day's use of its caps, and the grants by player.

@@ -275,6 +275,18 @@ enum ConfigurationKeys {
         },
         ConfigurationKey("notifications.listen") { $1.configuration.notificationsListen = try $0.listenAddress() },
         ConfigurationKey(
+            "notifications.sweep_interval_ms", default: String(defaults.sweepInterval?.milliseconds ?? 0)
+        ) {
+            let interval = try $0.milliseconds(0...86_400_000)
+            $1.configuration.sweepInterval = interval == .zero ? nil : max(interval, .seconds(1))
+        },
+        ConfigurationKey("notifications.sweep_window_ms", default: String(defaults.sweepWindow.milliseconds)) {
+            $1.configuration.sweepWindow = try $0.milliseconds(60_000...15_552_000_000)
+        },
+        ConfigurationKey("notifications.sweep_gap_ms", default: String(defaults.sweepGap.milliseconds)) {
+            $1.configuration.sweepGap = try $0.milliseconds(60_000...15_552_000_000)
+        },
+        ConfigurationKey(
             "notifications.unclaimed_after_ms", default: String(defaults.unclaimedAfter?.milliseconds ?? 0)
         ) {
             let after = try $0.milliseconds(0...2_592_000_000)

@@ -162,6 +162,14 @@ public struct WorkerConfiguration: Sendable {
     /// `notifications.unclaimed_after_ms`: how long a purchase Apple reports (`ONE_TIME_CHARGE`, `SUBSCRIBED`)
     /// waits for a job before it is credited by `receipt.unclaimed`; nil (0): never. Default: 1 hour.
     public var unclaimedAfter: Duration? = .seconds(3_600)
+    /// `notifications.sweep_interval_ms`: how often Apple's notification history is swept (nil, 0: never).
+    /// Default: 1 hour.
+    public var sweepInterval: Duration? = .seconds(3_600)
+    /// `notifications.sweep_window_ms`: how far back each sweep asks for the deliveries that failed. Default: 1 day.
+    public var sweepWindow: Duration = .seconds(86_400)
+    /// `notifications.sweep_gap_ms`: a silence of the ledger (no notification handled) this long makes the sweep
+    /// read every notification since. Default: 6 hours.
+    public var sweepGap: Duration = .seconds(21_600)
     /// `metrics.listen`: where /metrics, /healthz and /readyz are served. Default: none.
     public var metricsListen: ListenAddress?
     /// `otel.*`: traces exported over OTLP/HTTP (nil endpoint: none, the default).

@@ -1,0 +1,60 @@
+import Foundation
+
+/// Leases: what must be done by one replica at a time (the sweep of Apple's notification history, the refund
+/// requests answered by policy) is done by the holder of its lease. A lease ends at its time: a replica that
+/// stopped holds nothing for long.
+public protocol LeaseStore: Sendable {
+    /// Takes lease `name` for `holder` until `until`, when it is free (never taken, or past its time at `now`) or
+    /// `holder`'s already; the lease's state as its holders left it, nil when another holds it.
+    func acquireLease(_ name: String, holder: String, until: Date, now: Date) async throws -> String?
+
+    /// Keeps `state` with the lease (what its next holder needs), if `holder` still holds it.
+    func recordLeaseState(_ name: String, holder: String, state: String) async throws
+
+    /// When the ledger last handled a notification (nil: never): how long Apple has been silent.
+    func newestNotificationHandled() async throws -> Date?
+}
+
+enum LeaseQueries {
+    static func acquire(_ name: String, holder: String, until: Date, now: Date, in session: any SQLSession) throws
+        -> String?
+    {
+        let spelling = session.spelling
+        let leases = spelling.table("leases")
+        return try session.first(
+            """
+            INSERT INTO \(leases) AS l (name, holder, expires_at) VALUES (?1, ?2, \(spelling.time(3)))
+                ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+                    WHERE l.expires_at <= \(spelling.time(4)) OR l.holder = excluded.holder
+                RETURNING state
+            """, [.text(name), .text(holder), .time(until), .time(now)]
+        )?.text(0)
+    }
+
+    static func recordState(_ name: String, holder: String, state: String, in session: any SQLSession) throws {
+        try session.rows(
+            "UPDATE \(session.spelling.table("leases")) SET state = ?3 WHERE name = ?1 AND holder = ?2",
+            [.text(name), .text(holder), .text(state)])
+    }
+
+    static func newestNotification(in session: any SQLSession) throws -> Date? {
+        let spelling = session.spelling
+        return try session.first(
+            "SELECT \(spelling.readTime("max(handled_at)")) FROM \(spelling.table("notifications"))", []
+        )?.time(0)
+    }
+}
+
+extension LedgerEngine: LeaseStore {
+    public func acquireLease(_ name: String, holder: String, until: Date, now: Date) async throws -> String? {
+        try await dialect.write { try LeaseQueries.acquire(name, holder: holder, until: until, now: now, in: $0) }
+    }
+
+    public func recordLeaseState(_ name: String, holder: String, state: String) async throws {
+        try await dialect.write { try LeaseQueries.recordState(name, holder: holder, state: state, in: $0) }
+    }
+
+    public func newestNotificationHandled() async throws -> Date? {
+        try await dialect.read { try LeaseQueries.newestNotification(in: $0) }
+    }
+}

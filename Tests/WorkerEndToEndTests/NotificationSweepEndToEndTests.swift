@@ -1,0 +1,110 @@
+import AppStoreSimulator
+import Foundation
+import Observability
+import TestSupport
+
+@testable import ReceiptWorker
+import Testing
+
+/// Apple's history swept by the workers themselves: what Apple could not deliver while the receiver was down is
+/// found and handled without anyone running a backfill, once, whichever replica sweeps.
+@Suite("The sweep of Apple's notification history", .timeLimit(.minutes(3)))
+struct NotificationSweepEndToEndTests {
+    func events(_ harness: WorkerHarness, order: String, type: String) async -> [[String: Any]] {
+        _ = await eventually(timeout: .seconds(60)) {
+            !harness.events(orderID: order).filter { $0["type"] as? String == type }.isEmpty
+        }
+        return harness.events(orderID: order).filter { $0["type"] as? String == type }
+    }
+
+    @Test(
+        "a receiver down for a window: two replicas, one sweeping, publish every refund and unclaimed purchase of it once"
+    )
+    func receiverDown() async throws {
+        let harness = try await WorkerHarness(notifications: true) {
+            $0.sweepInterval = .seconds(2)
+            $0.sweepGap = .seconds(3_600)
+            $0.unclaimedAfter = .seconds(2)
+        }
+        // A second replica of the same group, on the same ledger.
+        let second = try await WorkerAssembly.make(harness.configuration, logger: WorkerHarness.logger)
+        let secondRun = Task { try? await second.run() }
+        var granted: [String: WorkerHarness.Purchase] = [:]
+        for order in ["order-w1", "order-w2"] {
+            let purchase = try await harness.purchase(["product_id": "gems_100"])
+            try await harness.submit(
+                job(
+                    "job-\(order)", order: order, product: "gems_100",
+                    ["signed_transaction": purchase.signedTransaction]))
+            #expect(await harness.result(jobID: "job-\(order)")?["decision"] as? String == "grant")
+            granted[order] = purchase
+        }
+        // The receiver is down: Apple cannot deliver the refunds, nor the purchase no job will claim.
+        try await harness.admin.sendNotifications(to: "http://127.0.0.1:1/notifications/apple", retryDelaysMs: [])
+        for purchase in granted.values {
+            _ = try await harness.admin.notify("refund", ["transaction_id": purchase.transactionID])
+        }
+        let lost = try await harness.purchase(["product_id": "gems_500", "notify": true])
+
+        for (order, purchase) in granted {
+            let revoked = await events(harness, order: order, type: "receipt.revoked")
+            #expect(revoked.first?["transaction_id"] as? String == purchase.transactionID, "\(order)")
+        }
+        let credit = await events(harness, order: "unclaimed:\(lost.transactionID)", type: "receipt.unclaimed")
+        #expect(credit.first?["product_id"] as? String == "gems_500")
+        // Rounds go on, on both replicas: nothing is published twice.
+        let rounds = { (metrics: String) in
+            metrics.split(separator: "\n").filter { $0.hasPrefix("receipt_worker_notification_sweeps_total") }
+                .compactMap { Double($0.split(separator: " ").last ?? "") }.reduce(0, +)
+        }
+        _ = await eventually(timeout: .seconds(30)) {
+            rounds(harness.worker.metrics.registry.render()) + rounds(second.metrics.registry.render()) >= 8
+        }
+        for order in granted.keys {
+            #expect(harness.events(orderID: order).filter { $0["type"] as? String == "receipt.revoked" }.count == 1)
+        }
+        // One credit: its event may go out from both replicas' credit rounds (at least once, the same event id,
+        // as the contract says events may repeat), never as a second credit.
+        let credits = harness.events(orderID: "unclaimed:\(lost.transactionID)")
+        #expect(Set(credits.compactMap { $0["event_id"] as? String }).count == 1, "\(credits)")
+        #expect(credits.allSatisfy { $0["type"] as? String == "receipt.unclaimed" })
+        // One replica swept: the found notifications are counted once, on it; the other found the lease held.
+        let found = [harness.worker, second].map { worker in
+            worker.metrics.registry.render().split(separator: "\n").first {
+                $0.hasPrefix("receipt_worker_swept_notifications_total{app=\"default\",found=\"failed_delivery\"}")
+            }.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
+        }
+        #expect(found.sorted() == [0, 3], "\(found)")
+        let elsewhere = [harness.worker, second].map {
+            $0.metrics.registry.render().contains(
+                "receipt_worker_notification_sweeps_total{app=\"default\",outcome=\"elsewhere\"} 0")
+        }
+        #expect(elsewhere.filter { !$0 }.count == 1, "one replica found the lease held by the other")
+        second.shutdown()
+        await secondRun.value
+        await harness.stop()
+    }
+
+    @Test("a sweep's plan: the failures of the rolling window; after a silence, everything since")
+    func plan() {
+        let settings = NotificationSweeper.Settings(interval: .seconds(3_600), window: 86_400, gap: 21_600)
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let heard = now.addingTimeInterval(-600)
+        let quiet = NotificationSweeper.plan(now: now, newestHandled: heard, state: .init(), settings: settings)
+        #expect(quiet.failures.start == now.addingTimeInterval(-86_400) && quiet.full == nil)
+        let silent = NotificationSweeper.plan(
+            now: now, newestHandled: now.addingTimeInterval(-30_000), state: .init(), settings: settings)
+        #expect(silent.full?.start == now.addingTimeInterval(-30_000) && silent.full?.end == now)
+        // Swept in full an hour ago: the silence is measured from there.
+        let swept = NotificationSweeper.plan(
+            now: now, newestHandled: now.addingTimeInterval(-30_000),
+            state: .init(fullUntil: now.addingTimeInterval(-3_600)), settings: settings)
+        #expect(swept.full == nil)
+        // Never a notification: the window in full; never more than Apple keeps.
+        let never = NotificationSweeper.plan(now: now, newestHandled: nil, state: .init(), settings: settings)
+        #expect(never.full?.start == now.addingTimeInterval(-86_400))
+        let long = NotificationSweeper.Settings(interval: .seconds(3_600), window: 400 * 86_400, gap: 21_600)
+        let capped = NotificationSweeper.plan(now: now, newestHandled: nil, state: .init(), settings: long)
+        #expect(capped.failures.start > now.addingTimeInterval(-180 * 86_400))
+    }
+}
