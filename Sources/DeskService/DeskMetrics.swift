@@ -10,7 +10,7 @@ struct DeskMetrics: Sendable {
     ]
     static let authReasons = [
         "missing", "malformed", "algorithm", "unknown_key", "signature", "issuer", "audience", "expired",
-        "not_yet_valid", "subject", "nonce", "no_role", "csrf", "origin", "provider_unavailable",
+        "not_yet_valid", "subject", "nonce", "no_role", "csrf", "origin", "provider_unavailable", "rate_limited",
     ]
 
     init(registry: MetricsRegistry) {

@@ -88,6 +88,7 @@ final class DeskServer: Service {
     private let producer: KafkaProducer
     private let ledger: any Ledger
     private let readyState = ReadyState()
+    private let router: DeskRouter
     let logger: Logger
 
     init(
@@ -141,6 +142,7 @@ final class DeskServer: Service {
         limits.maximumBodyBytes = 64 * 1_024
         limits.maximumConnections = DescriptorBudget.connections(share: 0.5, of: DescriptorBudget.current)
         limits.maximumConnectionsPerIP = max(64, limits.maximumConnections / 4)
+        self.router = router
         do {
             server = try MicroHTTPServer(host: listen.host, port: listen.port, limits: limits) { request in
                 await router.handle(request)
@@ -173,6 +175,11 @@ final class DeskServer: Service {
             await shutdown.sleep(for: .seconds(5))
         }
         readyState.set(["stopping"])
+        // Requests being answered finish first (a credit between the ledger and the broker), 15 s at most.
+        let patience = ContinuousClock.now + .seconds(15)
+        while router.inFlight.value > 0 && ContinuousClock.now < patience {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
         server.stop()
         await producer.close(timeout: .seconds(10))
         await ledger.close()

@@ -1,7 +1,7 @@
 import COpenSSL
 
 /// SHA-256 through OpenSSL, for stable ids.
-enum SHA256Digest {
+public enum SHA256Digest {
     static func hash(_ bytes: [UInt8]) -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: 32)
         _ = bytes.withUnsafeBufferPointer { input in
@@ -11,7 +11,7 @@ enum SHA256Digest {
     }
 
     /// The digest in lower-case hex.
-    static func hex(_ bytes: [UInt8]) -> String {
+    public static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var text: [UInt8] = []
         text.reserveCapacity(64)

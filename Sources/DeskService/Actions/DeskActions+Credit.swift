@@ -40,9 +40,22 @@ extension DeskActions {
         guard agent.has(.agent) else {
             return try await refuse(&line, 403, "a viewer may look up, not credit: crediting needs the agent role")
         }
+        // The same request again (its event not published, the token not set): finished, outside the caps.
+        if try await app.desk.recordedBefore(form.request(by: agent.name)) {
+            let answer = try await carryOut(form, app: app, by: agent, line: &line) { _ in }
+            metrics.credited(outcome: line.outcome, role: agent.role)
+            return answer
+        }
         let counters = caps.counters(agent: agent, app: app.name, player: form.userID)
         let day = CreditCaps.day(now())
         guard try await store.reserveDailyUse(counters, day: day) else {
+            let pending = try await store.approvalRequests(status: .pending, limit: 1_000)
+                .filter { $0.requestedBy == agent.subject }
+            guard pending.count < Self.pendingPerAgent else {
+                return try await refuse(
+                    &line, 429,
+                    "\(pending.count) of your credits already wait for a lead: ask a lead to decide them first")
+            }
             let id = try await store.requestApproval(
                 ApprovalRequest(
                     createdAt: now(), app: app.name, requestedBy: agent.subject, requestedName: agent.name,
@@ -66,6 +79,9 @@ extension DeskActions {
         metrics.credited(outcome: line.outcome, role: agent.role)
         return answer
     }
+
+    /// How many credits one agent may have waiting for a lead.
+    static let pendingPerAgent = 20
 
     /// The credit itself and its follow-through, audited on `line`; `settle` is told whether the ledger recorded a
     /// new credit (else a cap's use is given back).
@@ -96,7 +112,7 @@ extension DeskActions {
             let followed = await app.desk.followThrough(
                 event, originalTransactionID: original, environment: environment, setToken: setToken,
                 request: request, finish: finishTransactions, send: publish)
-            line.outcome = "credited"
+            line.outcome = followed.unfinished == nil ? "credited" : "unpublished"
             line.answer = Self.json([
                 "event_id": event.eventID, "note": note, "published_to": followed.publishedTo ?? NSNull(),
                 "steps": followed.notes, "unfinished": followed.unfinished ?? NSNull(),
@@ -105,7 +121,7 @@ extension DeskActions {
             return .json(
                 followed.unfinished == nil ? 200 : 503,
                 [
-                    "outcome": "credited", "event_id": event.eventID, "note": note, "steps": followed.notes,
+                    "outcome": line.outcome, "event_id": event.eventID, "note": note, "steps": followed.notes,
                     "unfinished": followed.unfinished ?? NSNull(),
                 ])
         }
@@ -115,7 +131,7 @@ extension DeskActions {
 
     func approvalRequests(_ agent: Agent) async throws -> Answer {
         guard agent.has(.lead) else { return .refused(403, "only a lead sees the credits held for approval") }
-        let held = try await store.approvalRequests(status: nil, limit: 200)
+        let held = try await store.approvalRequests(status: .pending, limit: 200)
         return .json(200, ["approvals": held.map(Self.object)])
     }
 
@@ -129,8 +145,14 @@ extension DeskActions {
         guard let held = try await store.approvalRequest(id: id) else { return .refused(404, "no such held credit") }
         line.app = held.app
         line.player = held.player
-        guard held.status == .pending else { return .refused(409, "decided already: \(held.status.rawValue)") }
-        guard held.requestedBy != agent.subject else {
+        // An approval carried out by a lead whose process then stopped: taken over after a while (the credit is
+        // one ledger claim: carrying it out twice grants nothing twice).
+        let stalled = held.status == .approving && (held.decision.map { now().timeIntervalSince($0.at) > 300 } ?? true)
+        guard held.status == .pending || stalled else {
+            return .refused(409, "decided already: \(held.status.rawValue)")
+        }
+        // The subject, and the name too: a provider may give one person another subject per client.
+        guard held.requestedBy != agent.subject, held.requestedName != agent.name else {
             return try await refuse(&line, 403, "a lead approves another person's credit, never their own")
         }
         guard let credit = try? JSONDecoder().decode(CreditForm.self, from: Data(held.request.utf8)),
@@ -138,7 +160,7 @@ extension DeskActions {
         else { return .refused(409, "the held credit cannot be read, or its app is no longer served") }
         let claimed = ApprovalRequest.Decision(
             status: .approving, by: agent.subject, byName: agent.name, at: now(), outcome: "")
-        guard try await store.decideApproval(id: id, from: .pending, to: claimed) else {
+        guard try await store.decideApproval(id: id, from: held.status, to: claimed) else {
             return .refused(409, "another lead decided it first")
         }
         let requester = Agent(subject: held.requestedBy, name: held.requestedName, roles: [.agent], via: .session)
@@ -188,7 +210,10 @@ extension DeskActions {
             "reason": form.reason,
         ]
         if let id = form.appleOrderID { asked["apple_order_id"] = id }
-        if let token = form.appAccountToken { asked["app_account_token"] = String(token.prefix(8)) + "…" }
+        // The token itself never: its SHA-256, which an investigator holding the player's token can match.
+        if let token = form.appAccountToken {
+            asked["app_account_token_sha256"] = SHA256Digest.hex(Array(token.lowercased().utf8))
+        }
         return asked
     }
 

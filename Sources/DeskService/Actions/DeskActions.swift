@@ -227,14 +227,16 @@ public enum DeskAudit {
             "reason": request.reason, "by": request.by,
         ]
         if let id = request.appleOrderID { asked["apple_order_id"] = id }
-        if request.appAccountToken != nil { asked["app_account_token"] = "given" }
+        if let token = request.appAccountToken {
+            asked["app_account_token_sha256"] = SHA256Digest.hex(Array(token.uuidString.lowercased().utf8))
+        }
         let (result, answer): (String, [String: Any]) =
             switch outcome {
             case .credited(let event, _, _, let note, _): ("credited", ["event_id": event.eventID, "note": note])
             case .refused(let why): ("refused", ["refused": why])
             }
         return AuditEntry(
-            at: Date(), app: app, agent: login, agentName: request.by, role: "operator", action: "credit",
+            at: Date(), app: app, agent: login, agentName: login, role: "operator", action: "credit",
             outcome: result, ticket: ticket, player: request.userID, request: DeskActions.json(asked),
             answer: DeskActions.json(answer))
     }

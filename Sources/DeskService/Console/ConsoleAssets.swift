@@ -67,7 +67,7 @@ enum ConsoleAssets {
             </section>
             <h2 id="audit-title">Recent actions</h2>
             <table id="audit">
-              <thead><tr><th>When</th><th>Who</th><th>Action</th><th>Outcome</th><th>Ticket</th><th>Player</th></tr></thead>
+              <thead><tr><th>When</th><th>Who</th><th>Role</th><th>Action</th><th>Outcome</th><th>Ticket</th><th>Player</th></tr></thead>
               <tbody></tbody>
             </table>
           </section>
@@ -165,7 +165,8 @@ enum ConsoleAssets {
           const { status, answer } = await call('GET', '/desk/api/audit?limit=20');
           if (status !== 200) { return; }
           fill('audit', (answer.lines || []).map((line) => row([
-            line.at, line.agent_name, line.action, line.outcome, line.ticket, line.player,
+            line.at, line.agent_name + ' (' + line.agent + ')', line.role, line.action, line.outcome, line.ticket,
+            line.player,
           ])));
         }
 
@@ -195,9 +196,10 @@ enum ConsoleAssets {
           const ticket = element('ticket').value.trim();
           if (!ticket) { say('approval-outcome', 'Name the ticket first.', 'refused'); return; }
           const body = verb === 'approve' ? { ticket } : { ticket, reason: 'rejected at the console' };
-          const { answer } = await call('POST', '/desk/api/approvals/' + id + '/' + verb, body);
-          say('approval-outcome', (answer.outcome || 'failed') + ': ' + (answer.note || answer.error || ''),
-            answer.outcome);
+          const { status, answer } = await call('POST', '/desk/api/approvals/' + id + '/' + verb, body);
+          let text = (answer.outcome || 'failed') + ': ' + (answer.note || answer.error || '');
+          if (answer.unfinished) { text = 'recorded, not finished: ' + answer.unfinished; }
+          say('approval-outcome', text, status === 200 ? answer.outcome : 'refused');
           await Promise.all([refreshApprovals(), refreshAudit()]);
         }
 
@@ -249,11 +251,15 @@ enum ConsoleAssets {
           const token = element('credit-token').value.trim();
           if (appleOrder) { body.apple_order_id = appleOrder; }
           if (token) { body.app_account_token = token; }
-          const { answer } = await call('POST', '/desk/api/credit', body);
+          const { status, answer } = await call('POST', '/desk/api/credit', body);
           const outcome = answer.outcome || 'failed';
           let text = outcome + ': ' + (answer.note || answer.error || '');
           if (answer.approval_id) { text += ' (approval ' + answer.approval_id + ')'; }
-          say('credit-outcome', text, outcome);
+          if (answer.unfinished) {
+            // Recorded, not finished: the same request again finishes it (the same event, outside the caps).
+            text = 'recorded, not finished: ' + answer.unfinished + ' Press Credit again.';
+          }
+          say('credit-outcome', text, status === 200 || status === 202 ? outcome : 'refused');
           await Promise.all([refreshAudit(), refreshApprovals()]);
         }
 

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPServerKit
 import Observability
+import Synchronization
 
 /// The desk's HTTP surface: the console's pages, its sign-in, and the API. Every API request names its agent by
 /// a bearer token or the console's session, verified here on each request; a session's state-changing request
@@ -16,8 +17,14 @@ struct DeskRouter: Sendable {
     let origin: String
     let metrics: DeskMetrics
     let logger: Logger
+    /// What each agent may ask in a minute (lookups, histories, credits, decisions), on this replica.
+    let limiter = AgentLimiter(perMinute: 60)
+    /// Requests being answered: a stop waits for them (a credit is never cut between the ledger and the broker).
+    let inFlight = InFlight()
 
     func handle(_ request: ServerRequest) async -> ServerReply {
+        inFlight.enter()
+        defer { inFlight.leave() }
         let (route, reply) = await routed(request)
         if case .respond(let status, _, _, _) = reply { metrics.answered(route: route, status: status) }
         return reply
@@ -104,6 +111,10 @@ struct DeskRouter: Sendable {
         case .failure(let refusal):
             metrics.unauthenticated(refusal.reason)
             return DeskPages.json(refusal.status, ["error": refusal.message])
+        }
+        if stateChanging && !limiter.take(agent.subject) {
+            metrics.unauthenticated("rate_limited")
+            return DeskPages.json(429, ["error": "too many requests: at most \(limiter.perMinute) a minute"])
         }
         if stateChanging && request.method == "POST" {
             let type = request.headers["content-type"] ?? ""
@@ -194,4 +205,37 @@ extension ServerReply {
         guard case .respond(let status, let headers, let body, let after) = self else { return self }
         return .respond(status: status, headers: headers + [header], body: body, after: after)
     }
+}
+
+/// A bucket per agent: `perMinute` requests, refilled evenly; the oldest agents forgotten past 10,000.
+final class AgentLimiter: Sendable {
+    let perMinute: Int
+    private let buckets = Mutex<[String: (tokens: Double, at: ContinuousClock.Instant)]>([:])
+
+    init(perMinute: Int) { self.perMinute = perMinute }
+
+    func take(_ subject: String, now: ContinuousClock.Instant = .now) -> Bool {
+        buckets.withLock { buckets in
+            if buckets.count > 10_000 { buckets.removeAll() }
+            let capacity = Double(perMinute)
+            var bucket = buckets[subject] ?? (capacity, now)
+            bucket.tokens = min(capacity, bucket.tokens + (now - bucket.at).inSeconds * capacity / 60)
+            bucket.at = now
+            guard bucket.tokens >= 1 else {
+                buckets[subject] = bucket
+                return false
+            }
+            bucket.tokens -= 1
+            buckets[subject] = bucket
+            return true
+        }
+    }
+}
+
+/// How many requests are being answered.
+final class InFlight: Sendable {
+    private let count = Atomic<Int>(0)
+    func enter() { count.add(1, ordering: .relaxed) }
+    func leave() { count.subtract(1, ordering: .relaxed) }
+    var value: Int { count.load(ordering: .relaxed) }
 }

@@ -76,10 +76,7 @@ extension SupportDesk {
             return .refused("the transaction does not verify: \(error.reason)")
         }
         let environment = payload.environment ?? .production
-        let key = DecisionKey(
-            app: app.scope, jobID: SupportJobID.of(transactionID: transaction.transactionID),
-            fingerprint: SHA256Digest.hex(
-                Array("support-v1\u{0}\(request.orderID)\u{0}\(request.userID)\u{0}\(transaction.transactionID)".utf8)))
+        let key = decisionKey(request, transactionID: transaction.transactionID)
         let original = transaction.originalTransactionID ?? transaction.transactionID
         let again = Self.repeatedCredit
         /// `proven`: this run checked the proof; only then is the player's token set at Apple.
@@ -194,6 +191,20 @@ extension SupportDesk {
                     "already held: granted to order \(held?.orderID ?? "?") of player \(held?.userID ?? "?")")
             }
         }
+    }
+
+    /// The ledger's key of a credit: the same request (order, player, transaction) is the same decision.
+    func decisionKey(_ request: CreditRequest, transactionID: String) -> DecisionKey {
+        DecisionKey(
+            app: app.scope, jobID: SupportJobID.of(transactionID: transactionID),
+            fingerprint: SHA256Digest.hex(
+                Array("support-v1\u{0}\(request.orderID)\u{0}\(request.userID)\u{0}\(transactionID)".utf8)))
+    }
+
+    /// Whether the ledger recorded this very request before (its event may still need publishing): asking
+    /// again is then no new credit, and takes nothing of a cap.
+    public func recordedBefore(_ request: CreditRequest) async throws -> Bool {
+        try await ledger.storedDecision(decisionKey(request, transactionID: request.transactionID)) != nil
     }
 
     /// Why the request does not prove the purchase is the player's (nil: it does). The transaction's app account
