@@ -174,6 +174,15 @@ public protocol ConsumptionRequestStore: Sendable {
 
     /// When the oldest consumption request not yet answered and not yet past its deadline was made.
     func oldestOpenConsumptionRequest() async throws -> Date?
+
+    /// The requests of `app` no one answered whose deadline comes before `dueBy` (and is not past at `now`),
+    /// soonest first, at most `limit`: what an app's policy answers.
+    func dueConsumptionRequests(app: AppScope, dueBy: Date, now: Date, limit: Int) async throws
+        -> [OpenConsumptionRequest]
+
+    /// Whether the request of a transaction was answered (by a grant service, or by policy).
+    func consumptionRequestAnswered(app: AppScope, environment: AppleEnvironment, transactionID: String)
+        async throws -> Bool
 }
 
 /// A connection pool's state: connections allowed (`ledger.pool_size`), open, in use, callers waiting for one,

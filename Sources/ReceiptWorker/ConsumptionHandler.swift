@@ -72,6 +72,18 @@ struct ConsumptionHandler: MessageHandler {
         let body = answer.appleBody(deliveryStatus: delivery)
         var environment: AppleEnvironment = grant?.environment == .sandbox ? .sandbox : .production
         let respondBy = grant?.consumptionRespondBy
+        // A policy's answer never goes over a grant service's: one that answered first closed the request.
+        if message.headers.contains(where: { $0.name == ConsumptionPolicyAnswers.header }) {
+            let environment = environment
+            let answered = try await context.retrying("ledger_lookup", stage: metrics.ledgerLookup) {
+                try await requests.consumptionRequestAnswered(
+                    app: app.scope, environment: environment, transactionID: answer.transactionID)
+            }
+            if answered {
+                metrics.consumptionAnswer("policy_superseded").increment()
+                return .publish([])
+            }
+        }
         let place = AnswerSuccession.Place(JobHandler.firstRead(message, retriesTopic: retriesTopic))
         guard let ticket = succession.begin(transactionID: answer.transactionID, place: place) else {
             return superseded(answer, attempts: 0)

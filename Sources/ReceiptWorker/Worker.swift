@@ -217,6 +217,12 @@ public final class Worker: Service {
         {
             services.append(.init("notification sweep", sweep))
         }
+        if let answers = ConsumptionPolicyAnswers.service(
+            configuration, apps: apps, ledger: ledger, producer: producer, metrics: metrics, logger: logger,
+            holder: leaseHolder)
+        {
+            services.append(.init("refund requests answered by policy", answers))
+        }
         if let after = configuration.unclaimedAfter {
             let apps = apps
             let credits = UnclaimedCredits(

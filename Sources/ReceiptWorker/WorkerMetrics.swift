@@ -156,6 +156,14 @@ public final class WorkerMetrics: Sendable {
                 + " could not deliver them), gap (read after a silence).", labels: ["app": app, "found": found])
     }
 
+    /// Refund requests the app's policy answered (no grant service did), by app and answer.
+    func consumptionPolicyAnswer(app: String, answer: String) -> Counter {
+        registry.counter(
+            "receipt_worker_consumption_policy_answers_total",
+            help: "Refund (consumption) requests answered by the app's policy because no grant service answered, by"
+                + " app and answer.", labels: ["app": app, "answer": answer])
+    }
+
     /// Refund (consumption) requests Apple made, by app.
     func consumptionRequested(app: String) -> Counter {
         registry.counter(
@@ -165,7 +173,7 @@ public final class WorkerMetrics: Sendable {
 
     static let receivedOutcomes = ["accepted", "rejected", "sandbox_dropped", "unavailable"]
     static let processedOutcomes = ["published", "not_granted", "ignored", "replayed", "waiting"]
-    static let consumptionOutcomes = ["sent", "no_consent", "refused", "late", "failed"]
+    static let consumptionOutcomes = ["sent", "no_consent", "refused", "late", "failed", "policy_superseded"]
 
     /// A notification at the receiver: `type` is Apple's (`other` for one unknown here, nil, `unverified`, when
     /// it did not verify), so the series stay few whatever is posted.
@@ -186,7 +194,8 @@ public final class WorkerMetrics: Sendable {
     func consumptionAnswer(_ outcome: String) -> Counter {
         registry.counter(
             "receipt_worker_consumption_answers_total",
-            help: "Answers to consumption requests, by outcome (sent, no_consent, refused, late, failed).",
+            help: "Answers to consumption requests, by outcome (sent, no_consent, refused, late, failed,"
+                + " policy_superseded: a policy's answer not sent, a grant service answered first).",
             labels: ["outcome": outcome])
     }
 

@@ -22,7 +22,7 @@ struct NotificationSweepEndToEndTests {
     )
     func receiverDown() async throws {
         let harness = try await WorkerHarness(notifications: true) {
-            $0.sweepInterval = .seconds(2)
+            $0.sweepInterval = .seconds(4)
             $0.sweepGap = .seconds(3_600)
             $0.unclaimedAfter = .seconds(2)
         }
@@ -68,18 +68,19 @@ struct NotificationSweepEndToEndTests {
         let credits = harness.events(orderID: "unclaimed:\(lost.transactionID)")
         #expect(Set(credits.compactMap { $0["event_id"] as? String }).count == 1, "\(credits)")
         #expect(credits.allSatisfy { $0["type"] as? String == "receipt.unclaimed" })
-        // One replica swept: the found notifications are counted once, on it; the other found the lease held.
+        // One replica swept at a time: the other found the lease held (the holder's rounds came late on a busy
+        // machine, it may have passed to the other: never to both at once).
         let found = [harness.worker, second].map { worker in
             worker.metrics.registry.render().split(separator: "\n").first {
                 $0.hasPrefix("receipt_worker_swept_notifications_total{app=\"default\",found=\"failed_delivery\"}")
             }.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
         }
-        #expect(found.sorted() == [0, 3], "\(found)")
+        #expect(found.reduce(0, +) == 3, "\(found)")
         let elsewhere = [harness.worker, second].map {
             $0.metrics.registry.render().contains(
                 "receipt_worker_notification_sweeps_total{app=\"default\",outcome=\"elsewhere\"} 0")
         }
-        #expect(elsewhere.filter { !$0 }.count == 1, "one replica found the lease held by the other")
+        #expect(elsewhere.contains(false), "a replica found the lease held by the other")
         second.shutdown()
         await secondRun.value
         await harness.stop()
@@ -106,5 +107,67 @@ struct NotificationSweepEndToEndTests {
         let long = NotificationSweeper.Settings(interval: .seconds(3_600), window: 400 * 86_400, gap: 21_600)
         let capped = NotificationSweeper.plan(now: now, newestHandled: nil, state: .init(), settings: long)
         #expect(capped.failures.start > now.addingTimeInterval(-180 * 86_400))
+    }
+}
+
+/// Refund requests answered by an app's policy when no grant service does, never over one that does.
+@Suite("Refund requests answered by policy", .timeLimit(.minutes(3)))
+struct ConsumptionPolicyEndToEndTests {
+    @Test(
+        "a request nobody answers is answered by policy before its deadline; one a grant service answered is left alone"
+    )
+    func policy() async throws {
+        let harness = try await WorkerHarness(notifications: true) {
+            $0.apple.consumptionPolicy.answer = .decline
+            $0.apple.consumptionPolicy.termsCarryConsent = true
+            // Apple gives 12 hours: a margin of 12 hours makes every request due at once.
+            $0.apple.consumptionPolicy.margin = .seconds(43_200)
+            $0.consumptionPolicyInterval = .seconds(1)
+        }
+        var purchases: [String: WorkerHarness.Purchase] = [:]
+        for order in ["order-answered", "order-silent"] {
+            let purchase = try await harness.purchase(["product_id": "gems_100"])
+            try await harness.submit(
+                job(
+                    "job-\(order)", order: order, product: "gems_100",
+                    ["signed_transaction": purchase.signedTransaction]))
+            #expect(await harness.result(jobID: "job-\(order)")?["decision"] as? String == "grant")
+            purchases[order] = purchase
+        }
+        let answered = try #require(purchases["order-answered"])
+        // The grant service answers its request at once.
+        _ = try await harness.admin.notify("consumption-request", ["transaction_id": answered.transactionID])
+        _ = await eventually(timeout: .seconds(30)) {
+            harness.events(orderID: "order-answered").contains {
+                $0["type"] as? String == "receipt.consumption_requested"
+            }
+        }
+        try await harness.answerConsumption([
+            "transaction_id": answered.transactionID, "customer_consented": true, "sample_content_provided": false,
+            "refund_preference": "GRANT_FULL",
+        ])
+        // Nobody answers the other.
+        let silent = try #require(purchases["order-silent"])
+        _ = try await harness.admin.notify("consumption-request", ["transaction_id": silent.transactionID])
+        let both = await eventually(timeout: .seconds(60)) {
+            (try? await harness.admin.consumptionAnswers().count) ?? 0 >= 2
+        }
+        #expect(both)
+        // A few rounds more: nothing else goes to Apple.
+        try await Task.sleep(for: .seconds(3))
+        let answers = try await harness.admin.consumptionAnswers()
+        let byTransaction = Dictionary(grouping: answers) { $0["transaction_id"] as? String ?? "" }
+        #expect(byTransaction[answered.transactionID]?.count == 1)
+        #expect(byTransaction[silent.transactionID]?.count == 1)
+        let grantService = try #require(byTransaction[answered.transactionID]?.first?["body"] as? [String: Any])
+        #expect(grantService["refundPreference"] as? String == "GRANT_FULL")
+        let policy = try #require(byTransaction[silent.transactionID]?.first?["body"] as? [String: Any])
+        #expect(policy["refundPreference"] as? String == "DECLINE" && policy["customerConsented"] as? Bool == true)
+        // Delivery from the ledger: granted, not refunded.
+        #expect(policy["deliveryStatus"] as? String == "DELIVERED")
+        #expect(
+            harness.worker.metrics.registry.render().contains(
+                "receipt_worker_consumption_policy_answers_total{answer=\"decline\",app=\"default\"} 1"))
+        await harness.stop()
     }
 }

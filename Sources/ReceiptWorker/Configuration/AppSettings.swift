@@ -6,7 +6,8 @@ struct AppSettings: Sendable {
     /// FIELD, after `apps.NAME.`.
     static let fields = [
         "bundle_id", "app_apple_id", "allow_sandbox", "shared_secret", "shared_secret_file", "api.key_id",
-        "api.issuer_id", "api.private_key_file",
+        "api.issuer_id", "api.private_key_file", "consumption.policy", "consumption.margin_ms",
+        "consumption.terms_carry_consent",
     ]
 
     /// Names an app may not have: the groups of the flows beside the jobs (``Worker``).
@@ -51,10 +52,14 @@ struct AppSettings: Sendable {
         case "api.key_id", "api.issuer_id": _ = try value.nonEmpty()
         case "allow_sandbox": _ = try value.boolean()
         case "app_apple_id": _ = try value.appAppleID()
+        case "consumption.policy": _ = try ConfigurationKeys.consumptionAnswer(value)
+        case "consumption.margin_ms": _ = try ConfigurationKeys.consumptionMargin(value)
+        case "consumption.terms_carry_consent": _ = try value.boolean()
         default: break
         }
         draft.apps[name, default: AppSettings()].settings[field] =
-            field == "allow_sandbox" ? value.text.lowercased() : value.text
+            field == "allow_sandbox" || field == "consumption.terms_carry_consent"
+            ? value.text.lowercased() : value.text
         return true
     }
 
@@ -71,6 +76,15 @@ struct AppSettings: Sendable {
         }
         app.allowSandbox = settings["allow_sandbox"] == "true"
         app.sharedSecret = settings["shared_secret"].flatMap { $0.isEmpty ? nil : $0 }
+        if let answer = settings["consumption.policy"] {
+            app.consumptionPolicy.answer = try ConfigurationKeys.consumptionAnswer(
+                ConfigurationValue(key: prefix + "consumption.policy", text: answer))
+        }
+        if let margin = settings["consumption.margin_ms"] {
+            app.consumptionPolicy.margin = try ConfigurationKeys.consumptionMargin(
+                ConfigurationValue(key: prefix + "consumption.margin_ms", text: margin))
+        }
+        app.consumptionPolicy.termsCarryConsent = settings["consumption.terms_carry_consent"]?.lowercased() == "true"
         app.apiKeyID = settings["api.key_id"]
         app.apiIssuerID = settings["api.issuer_id"]
         let given = [app.apiKeyID != nil, app.apiIssuerID != nil, settings["api.private_key_file"] != nil]

@@ -13,8 +13,35 @@ enum ConfigurationKeys {
 
     /// The checks each component makes once every key was read, in order.
     static let checks: [@Sendable (inout ConfigurationDraft) throws -> Void] = [
-        checkApple, AppSettings.checkAll, checkRetry,
+        checkApple, AppSettings.checkAll, checkRetry, checkConsumptionPolicies,
     ]
+
+    /// `consumption.policy`: one of none, decline, grant_prorated, grant_full.
+    static func consumptionAnswer(_ value: ConfigurationValue) throws -> WorkerConfiguration.ConsumptionPolicy.Answer {
+        guard let answer = WorkerConfiguration.ConsumptionPolicy.Answer(rawValue: value.text) else {
+            throw value.invalid("must be none, decline, grant_prorated or grant_full")
+        }
+        return answer
+    }
+
+    /// `consumption.margin_ms`: 1 minute to Apple's 12 hours.
+    static func consumptionMargin(_ value: ConfigurationValue) throws -> Duration {
+        try value.milliseconds(60_000...43_200_000)
+    }
+
+    /// A policy that answers needs the studio's declaration that its terms carry the player's consent: Apple
+    /// takes consumption data only with it.
+    static func checkConsumptionPolicies(_ draft: inout ConfigurationDraft) throws {
+        for (index, app) in draft.configuration.allApps.enumerated()
+        where app.consumptionPolicy.answer != .none && !app.consumptionPolicy.termsCarryConsent {
+            let prefix = index == 0 ? "apple." : "apps.\(app.name)."
+            throw ConfigurationError(
+                .conflictingKeys, key: prefix + "consumption.terms_carry_consent",
+                reason:
+                    "must be true for \(prefix)consumption.policy=\(app.consumptionPolicy.answer.rawValue): Apple takes"
+                    + " consumption data only with the player's consent, which the studio's terms must carry")
+        }
+    }
 
     private static let defaults = WorkerConfiguration()
 
@@ -94,6 +121,15 @@ enum ConfigurationKeys {
             $1.configuration.apple.finishTransactions = try $0.boolean()
         },
         ConfigurationKey("apple.allow_insecure_urls", default: "false") { $1.allowInsecureURLs = try $0.boolean() },
+        ConfigurationKey("apple.consumption.policy", default: "none") {
+            $1.configuration.apple.consumptionPolicy.answer = try consumptionAnswer($0)
+        },
+        ConfigurationKey("apple.consumption.margin_ms", default: "3600000") {
+            $1.configuration.apple.consumptionPolicy.margin = try consumptionMargin($0)
+        },
+        ConfigurationKey("apple.consumption.terms_carry_consent", default: "false") {
+            $1.configuration.apple.consumptionPolicy.termsCarryConsent = try $0.boolean()
+        },
         ConfigurationKey(
             "apple.transaction_id_requires_account_token",
             default: String(defaults.apple.transactionIDRequiresAccountToken)

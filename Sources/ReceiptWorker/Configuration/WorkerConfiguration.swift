@@ -30,6 +30,8 @@ public struct WorkerConfiguration: Sendable {
         /// `apple.finish_transactions`: tell Apple a granted transaction is finished once its event is published
         /// (Finish Transaction; apps with an App Store Server API key). Default: false.
         public var finishTransactions = false
+        /// `apple.consumption.*`: the default app's answers to refund requests nobody else answered.
+        public var consumptionPolicy = ConsumptionPolicy()
         /// `apple.transaction_id_requires_account_token`: a job with a bare `transaction_id` must carry the
         /// order's `app_account_token` (else `malformed_job`, without a call to Apple). Default: true.
         public var transactionIDRequiresAccountToken = true
@@ -81,8 +83,38 @@ public struct WorkerConfiguration: Sendable {
         public var apiKeyID: String?
         public var apiIssuerID: String?
         public var apiPrivateKeyPEM: String?
+        /// `apps.NAME.consumption.*` (the default app's: `apple.consumption.*`).
+        public var consumptionPolicy = ConsumptionPolicy()
 
         public init(name: String) { self.name = name }
+    }
+
+    /// What the worker answers to Apple's refund (consumption) request of an app when no grant service answered
+    /// a margin before its deadline; sent only where the studio declares that its terms carry the player's
+    /// consent to share consumption data.
+    public struct ConsumptionPolicy: Sendable, Equatable {
+        public enum Answer: String, Sendable, CaseIterable {
+            case none, decline, grantProrated = "grant_prorated", grantFull = "grant_full"
+
+            /// Apple's `refundPreference`; nil for none.
+            public var refundPreference: String? {
+                switch self {
+                case .none: nil
+                case .decline: "DECLINE"
+                case .grantProrated: "GRANT_PRORATED"
+                case .grantFull: "GRANT_FULL"
+                }
+            }
+        }
+
+        /// `consumption.policy`: none, decline, grant_prorated, grant_full. Default: none.
+        public var answer = Answer.none
+        /// `consumption.margin_ms`: how long before Apple's deadline the policy answers. Default: 1 hour.
+        public var margin: Duration = .seconds(3_600)
+        /// `consumption.terms_carry_consent`: the studio's terms carry the player's consent. Default: false.
+        public var termsCarryConsent = false
+
+        public init() {}
     }
 
     public var topics = Topics()
@@ -101,6 +133,7 @@ public struct WorkerConfiguration: Sendable {
         defaultApp.apiKeyID = apple.apiKeyID
         defaultApp.apiIssuerID = apple.apiIssuerID
         defaultApp.apiPrivateKeyPEM = apple.apiPrivateKeyPEM
+        defaultApp.consumptionPolicy = apple.consumptionPolicy
         return [defaultApp]
             + apps.sorted { $0.name < $1.name }.map { app in
                 guard app.apiKeyID == nil else { return app }
@@ -162,6 +195,8 @@ public struct WorkerConfiguration: Sendable {
     /// `notifications.unclaimed_after_ms`: how long a purchase Apple reports (`ONE_TIME_CHARGE`, `SUBSCRIBED`)
     /// waits for a job before it is credited by `receipt.unclaimed`; nil (0): never. Default: 1 hour.
     public var unclaimedAfter: Duration? = .seconds(3_600)
+    /// How often the refund requests due are answered by policy (no key: tests shorten it). Default: 1 minute.
+    public var consumptionPolicyInterval: Duration = .seconds(60)
     /// `notifications.sweep_interval_ms`: how often Apple's notification history is swept (nil, 0: never).
     /// Default: 1 hour.
     public var sweepInterval: Duration? = .seconds(3_600)

@@ -1,0 +1,72 @@
+import Foundation
+import Vocabulary
+
+/// A refund (consumption) request no grant service answered yet.
+public struct OpenConsumptionRequest: Sendable, Equatable {
+    public var environment: AppleEnvironment
+    public var transactionID: String
+    public var respondBy: Date
+
+    public init(environment: AppleEnvironment, transactionID: String, respondBy: Date) {
+        self.environment = environment
+        self.transactionID = transactionID
+        self.respondBy = respondBy
+    }
+}
+
+/// What the answers by policy read (``ConsumptionRequestStore``): the requests due, and whether one was answered.
+enum ConsumptionPolicyQueries {
+    /// Unanswered requests of `app` whose deadline is before `dueBy` and not past at `now`, soonest first; by the
+    /// requests' deadline index.
+    static func due(app: AppScope, dueBy: Date, now: Date, limit: Int, in session: any SQLSession) throws
+        -> [OpenConsumptionRequest]
+    {
+        let spelling = session.spelling
+        return try session.rows(
+            """
+            SELECT environment, transaction_id, \(spelling.readTime("respond_by"))
+                FROM \(spelling.table("consumption_requests"))
+                WHERE respond_by <= \(spelling.time(2)) AND respond_by > \(spelling.time(3)) AND app = ?1
+                    AND answered_at IS NULL
+                ORDER BY respond_by LIMIT ?4
+            """, [.text(app.rawValue), .time(dueBy), .time(now), .integer(limit)]
+        ).compactMap { row in
+            guard let respondBy = row.time(2) else { return nil }
+            return OpenConsumptionRequest(
+                environment: AppleEnvironment(rawValue: row.text(0) ?? ""), transactionID: row.text(1) ?? "",
+                respondBy: respondBy)
+        }
+    }
+
+    static func answered(
+        app: AppScope, environment: AppleEnvironment, transactionID: String, in session: any SQLSession
+    )
+        throws -> Bool
+    {
+        try session.first(
+            """
+            SELECT answered_at IS NOT NULL FROM \(session.spelling.table("consumption_requests"))
+                WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3
+            """, [.text(app.rawValue), .text(environment.rawValue), .text(transactionID)]
+        )?.bool(0) ?? false
+    }
+}
+
+extension LedgerEngine {
+    public func dueConsumptionRequests(app: AppScope, dueBy: Date, now: Date, limit: Int) async throws
+        -> [OpenConsumptionRequest]
+    {
+        try await dialect.read {
+            try ConsumptionPolicyQueries.due(app: app, dueBy: dueBy, now: now, limit: limit, in: $0)
+        }
+    }
+
+    public func consumptionRequestAnswered(app: AppScope, environment: AppleEnvironment, transactionID: String)
+        async throws -> Bool
+    {
+        try await dialect.read {
+            try ConsumptionPolicyQueries.answered(
+                app: app, environment: environment, transactionID: transactionID, in: $0)
+        }
+    }
+}
