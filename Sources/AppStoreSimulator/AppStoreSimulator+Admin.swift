@@ -1,3 +1,4 @@
+import AppleVerification
 import Foundation
 import HTTPServerKit
 
@@ -30,7 +31,8 @@ extension AppStoreSimulator {
     ///   (POST /admin/purchases also takes customer (the Apple Account: Get Transaction History's scope; else one
     ///        of its own), order_id (else one is made up, as on an invoice), price (milliunits,
     ///        990), currency (USD), storefront (USA), offer_type, offer_identifier, offer_discount_type,
-    ///        offer_period; and answers order_id)
+    ///        offer_period, billing_plan_type, commitment_periods and commitment_price (a monthly subscription within a
+    ///        commitment); and answers order_id)
     ///   PUT  /admin/faults {latency_ms, latency_jitter_ms, error_rate, error_status, status_21005_rate, bundle_id,
     ///        rate_limit_rate, retry_after_seconds, retry_after_header, garbage_rate, drop_rate, api_error_rate,
     ///        api_error_code (4040002|4040004|4040006|5000001), outage_start_in_ms,
@@ -172,6 +174,16 @@ extension AppStoreSimulator {
             purchase.offerIdentifier = body["offer_identifier"] as? String
             purchase.offerDiscountType = body["offer_discount_type"] as? String
             purchase.offerPeriod = body["offer_period"] as? String
+            // A monthly subscription with a commitment: billing_plan_type MONTHLY, commitment_periods instalments
+            // (12), commitment_price the price after it; the first instalment now.
+            purchase.billingPlanType = body["billing_plan_type"] as? String
+            if let periods = body["commitment_periods"] as? Int, (1...36).contains(periods) {
+                let month = 2_592_000.0
+                purchase.commitment = TransactionCommitmentInfo(
+                    billingPeriodNumber: 1, totalBillingPeriods: periods,
+                    commitmentExpiresDate: ((now.timeIntervalSince1970 + Double(periods) * month) * 1000).rounded(),
+                    commitmentPrice: (body["commitment_price"] as? NSNumber)?.int64Value)
+            }
             state.purchases[id] = purchase
             return purchase
         }

@@ -57,6 +57,8 @@ extension AppStoreSimulator {
         transaction.offerIdentifier = purchase.offerIdentifier
         transaction.offerDiscountType = purchase.offerDiscountType
         transaction.offerPeriod = purchase.offerPeriod
+        transaction.billingPlanType = purchase.billingPlanType
+        transaction.commitmentInfo = purchase.commitment
         transaction.appTransactionId = "70\(purchase.originalTransactionID)"
         if purchase.kind == .subscription { transaction.webOrderLineItemId = purchase.webOrderLineItemID }
         return try signer.sign(transaction)

@@ -24,12 +24,23 @@ extension AppStoreSimulator {
             state.nextTransaction += 1
             let newID = String(state.nextTransaction)
             let start = max(lastEnd, Date())
-            let purchase = Purchase(
+            var purchase = Purchase(
                 transactionID: newID, originalTransactionID: last.originalTransactionID, bundleID: last.bundleID,
                 productID: last.productID, kind: .subscription, environment: last.environment, quantity: 1,
                 appAccountToken: last.appAccountToken, purchaseDate: start,
                 expiresDate: start.addingTimeInterval(period), webOrderLineItemID: newID, autoRenew: last.autoRenew,
                 ownership: last.ownership)
+            // The next instalment of a commitment, at the instalment's price.
+            purchase.billingPlanType = last.billingPlanType
+            purchase.commitment = last.commitment.map { commitment in
+                var next = commitment
+                next.billingPeriodNumber = (commitment.billingPeriodNumber ?? 0) + 1
+                return next
+            }
+            if last.commitment != nil {
+                purchase.price = last.price
+                purchase.currency = last.currency
+            }
             state.purchases[newID] = purchase
             return (purchase, last.billingRetry)
         }

@@ -1,3 +1,4 @@
+import AppleVerification
 import Foundation
 
 /// One purchase the simulator knows, as the admin API created it.
@@ -55,6 +56,9 @@ struct Purchase: Sendable {
     var offerPeriod: String? = nil
     /// Whether the server said it finished the transaction (Finish Transaction).
     var finished = false
+    /// A subscription paid month by month within a commitment: `MONTHLY`, and which instalment this is.
+    var billingPlanType: String? = nil
+    var commitment: TransactionCommitmentInfo? = nil
 
     /// Apple's `data.status` of a subscription notification: 1 active, 2 expired, 3 billing retry, 4 grace
     /// period, 5 revoked.

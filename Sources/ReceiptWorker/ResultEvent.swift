@@ -144,7 +144,18 @@ enum EventJSON {
         out += ",\"offer_identifier\":\(string(value.offerIdentifier))"
         out +=
             ",\"offer_discount_type\":\(string(value.offerDiscountType)),\"offer_period\":\(string(value.offerPeriod))"
+        out += ",\"billing_plan_type\":\(string(value.billingPlanType)),\"commitment\":\(commitment(value.commitment))"
         return out
+    }
+
+    /// A monthly instalment's commitment: which instalment, of how many, until when, and the price after it.
+    static func commitment(_ commitment: TransactionCommitmentInfo?) -> String {
+        guard let commitment else { return "null" }
+        let expires = commitment.commitmentExpiresDate.flatMap { AppleTimestamp.date(milliseconds: $0) }
+        return "{\"billing_period_number\":\(number(commitment.billingPeriodNumber)),"
+            + "\"total_billing_periods\":\(number(commitment.totalBillingPeriods)),"
+            + "\"expires_date\":\(string(expires.map(Timestamp.rfc3339))),"
+            + "\"price_after\":\(number(commitment.commitmentPrice))}"
     }
 }
 

@@ -73,6 +73,42 @@ struct PurchaseValueTests {
         expectWorth(revoked, "revoked")
     }
 
+    @Test("a monthly instalment of a committed subscription says so: billing_plan_type and its commitment")
+    func commitment() async throws {
+        var fields = Handlers.transaction("7100")
+        fields.merge(Self.worth) { $1 }
+        fields["bundleId"] = "com.example"
+        fields["environment"] = "Production"
+        fields["billingPlanType"] = "MONTHLY"
+        fields["commitmentInfo"] = [
+            "billingPeriodNumber": 3, "totalBillingPeriods": 12, "commitmentExpiresDate": 1_830_000_000_000,
+            "commitmentPrice": 119_880,
+        ]
+        let jws = try Handlers.sign(fields)
+        apple.answer(jws, .verified(try Self.purchase(fields)))
+        let granted = try #require(
+            try await Handlers.run(jobs, Handlers.job("job-o71", order: "o71", proof: ["signed_transaction": jws]))
+                .event)
+        #expect(granted["billing_plan_type"] as? String == "MONTHLY")
+        let commitment = try #require(granted["commitment"] as? [String: Any])
+        #expect(commitment["billing_period_number"] as? Int == 3 && commitment["total_billing_periods"] as? Int == 12)
+        #expect(commitment["price_after"] as? Int == 119_880)
+        #expect(commitment["expires_date"] as? String == "2027-12-28T13:20:00.000Z")
+        // Without one, both are null; Apple's payload read by the worker's own decoder the same way.
+        let plain = try await grant("7101", order: "o72")
+        #expect(plain["billing_plan_type"] is NSNull && plain["commitment"] is NSNull)
+        let decoded = try JWSTransaction(
+            payloadJSON: Array(try JSONSerialization.data(withJSONObject: fields)))
+        #expect(decoded.commitmentInfo?.billingPeriodNumber == 3 && decoded.billingPlanType == "MONTHLY")
+        for hostile in [["commitmentInfo": "12"], ["commitmentInfo": ["billingPeriodNumber": "three"]]] {
+            #expect(throws: AppleVerificationError.self) {
+                try JWSTransaction(
+                    payloadJSON: Array(
+                        try JSONSerialization.data(withJSONObject: fields.merging(hostile) { $1 })))
+            }
+        }
+    }
+
     @Test("a proof without a price (a receipt) grants with every value field null, never a made-up price")
     func receiptSaysNone() async throws {
         apple.verified(Handlers.proof("r-7100"), transactionID: "7100")

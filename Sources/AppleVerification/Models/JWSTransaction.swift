@@ -41,10 +41,38 @@ public struct JWSTransaction: Codable, Sendable, Hashable {
     public var offerDiscountType: String?
     public var appTransactionId: String?
     public var offerPeriod: String?
+    /// `MONTHLY` (a subscription paid month by month within a commitment) or `BILLED_UPFRONT` (raw: a plan Apple
+    /// adds later still decodes). App Store Server API 1.21.
+    public var billingPlanType: String?
+    /// The commitment a monthly instalment belongs to (a monthly subscription with a 12-month commitment).
+    public var commitmentInfo: TransactionCommitmentInfo?
 
     public var productType: ProductType { ProductType(rawValue: type) }
 
     public init() {}
+}
+
+/// Apple's `TransactionCommitmentInfo`: which instalment of a commitment a transaction is, and when and at what
+/// price the commitment ends.
+public struct TransactionCommitmentInfo: Codable, Sendable, Hashable {
+    /// This instalment's number, 1 to `totalBillingPeriods`.
+    public var billingPeriodNumber: Int?
+    /// The instalments of the commitment (12 for a year paid monthly).
+    public var totalBillingPeriods: Int?
+    /// When the commitment ends, milliseconds since the epoch.
+    public var commitmentExpiresDate: Double?
+    /// The subscription's price after the commitment, in milliunits.
+    public var commitmentPrice: Int64?
+
+    public init(
+        billingPeriodNumber: Int? = nil, totalBillingPeriods: Int? = nil, commitmentExpiresDate: Double? = nil,
+        commitmentPrice: Int64? = nil
+    ) {
+        self.billingPeriodNumber = billingPeriodNumber
+        self.totalBillingPeriods = totalBillingPeriods
+        self.commitmentExpiresDate = commitmentExpiresDate
+        self.commitmentPrice = commitmentPrice
+    }
 }
 
 /// An in-app product's type. `other` keeps a value Apple adds later.

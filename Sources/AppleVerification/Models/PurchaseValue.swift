@@ -20,6 +20,10 @@ public struct PurchaseValue: Sendable, Hashable {
     public var offerDiscountType: String?
     /// `offerPeriod`: the offer's duration, ISO 8601 (`P1M`).
     public var offerPeriod: String?
+    /// `billingPlanType`: `MONTHLY` (one instalment of a commitment: `price` is the month's), `BILLED_UPFRONT`.
+    public var billingPlanType: String?
+    /// `commitmentInfo`: the commitment a monthly instalment belongs to.
+    public var commitment: TransactionCommitmentInfo?
 
     public init(
         price: Int64? = nil, currency: String? = nil, storefront: String? = nil, transactionReason: String? = nil,
@@ -43,5 +47,7 @@ public struct PurchaseValue: Sendable, Hashable {
             transactionReason: transaction.transactionReason, ownershipType: transaction.inAppOwnershipType,
             offerType: transaction.offerType, offerIdentifier: transaction.offerIdentifier,
             offerDiscountType: transaction.offerDiscountType, offerPeriod: transaction.offerPeriod)
+        billingPlanType = transaction.billingPlanType
+        commitment = transaction.commitmentInfo
     }
 }

@@ -42,6 +42,8 @@ extension JWSTransaction: SignedPayload {
             case "offerDiscountType": offerDiscountType = try JSONField.string(member)
             case "appTransactionId": appTransactionId = try JSONField.string(member)
             case "offerPeriod": offerPeriod = try JSONField.string(member)
+            case "billingPlanType": billingPlanType = try JSONField.string(member)
+            case "commitmentInfo": commitmentInfo = try TransactionCommitmentInfo(member)
             default: break
             }
         }
@@ -51,7 +53,28 @@ extension JWSTransaction: SignedPayload {
         [
             ("signedDate", signedDate), ("purchaseDate", purchaseDate), ("originalPurchaseDate", originalPurchaseDate),
             ("expiresDate", expiresDate), ("revocationDate", revocationDate),
+            ("commitmentInfo.commitmentExpiresDate", commitmentInfo?.commitmentExpiresDate),
         ]
+    }
+}
+
+extension TransactionCommitmentInfo {
+    /// The nested object; `null` is none, anything but an object refused.
+    init?(_ member: JSONObjectScanner.Member) throws(AppleVerificationError) {
+        if member.raw.elementsEqual("null".utf8) { return nil }
+        guard let members = JSONObjectScanner.members(member.raw) else {
+            throw AppleVerificationError(.malformed, "the JWS payload does not decode: commitmentInfo is not an object")
+        }
+        self.init()
+        for field in members {
+            switch field.key {
+            case "billingPeriodNumber": billingPeriodNumber = try JSONField.integer(field)
+            case "totalBillingPeriods": totalBillingPeriods = try JSONField.integer(field)
+            case "commitmentExpiresDate": commitmentExpiresDate = try JSONField.double(field)
+            case "commitmentPrice": commitmentPrice = try JSONField.integer(field)
+            default: break
+            }
+        }
     }
 }
 
