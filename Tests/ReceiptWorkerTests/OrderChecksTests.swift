@@ -190,7 +190,8 @@ struct ResultEventTests {
                 "expires_date", "verified_at", "attempts", "detail",
                 // What the purchase was worth, and who credited it by hand: a grant's only.
                 "price", "currency", "storefront", "transaction_reason", "in_app_ownership_type", "offer_type",
-                "offer_identifier", "offer_discount_type", "offer_period", "revenue", "credited_by", "credit_reason",
+                "offer_identifier", "offer_discount_type", "offer_period", "billing_plan_type", "commitment", "revenue",
+                "credited_by", "credit_reason",
             ])
         #expect(object["type"] as? String == "receipt.granted")  // the field carries ce_type too
         #expect(object["original_transaction_id"] is NSNull)

@@ -169,7 +169,8 @@ struct RuntimeMockClusterTests {
         // Five stall timeouts and more, every message answered and none committed: the lag stands still.
         #expect(await Self.eventually { !runtime.stalledPartitions().isEmpty }, "the partitions should look stalled")
         try await Task.sleep(for: .seconds(1))
-        #expect(!runtime.stalledPartitions().isEmpty)
+        // A busy machine may rebalance the group meanwhile; the partitions come back and stall again.
+        #expect(await Self.eventually { !runtime.stalledPartitions().isEmpty })
         #expect(runtime.wedged.isEmpty, "a restart does not bring the ledger back: \(runtime.wedged)")
         runtime.shutdown()
         _ = try? await running.value
