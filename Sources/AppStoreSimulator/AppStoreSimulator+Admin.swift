@@ -18,6 +18,7 @@ extension AppStoreSimulator {
     ///   POST /admin/revoke {transaction_id}: Family Sharing revocation → sends REVOKE
     ///   POST /admin/consumption-request {transaction_id, reason} → sends CONSUMPTION_REQUEST
     ///   POST /admin/notify {type, subtype, transaction_id, environment} → sends any notification
+    ///   POST /admin/rescind-consent {app_transaction_id, environment, bundle_id} → sends RESCIND_CONSENT
     ///   POST /admin/renew {transaction_id, period_seconds} → a new period of the subscription; sends DID_RENEW
     ///   POST /admin/fail-renewal {transaction_id, grace_period_seconds} → sends DID_FAIL_TO_RENEW
     ///   POST /admin/expire {transaction_id, subtype} → sends EXPIRED (GRACE_PERIOD_EXPIRED in a grace period)
@@ -67,6 +68,8 @@ extension AppStoreSimulator {
             return revoke(body)
         case ("POST", ["consumption-request"]):
             return consumptionRequest(body)
+        case ("POST", ["rescind-consent"]):
+            return rescindConsent(body)
         case ("POST", ["notify"]):
             return notify(body)
         case ("POST", ["renew"]):

@@ -204,13 +204,60 @@ extension AppStoreSimulator {
         } catch {
             return .json(500, Self.error(5000000, "signing failed"))
         }
+        return deliver(
+            uuid: uuid, signedPayload: signedPayload, at: now, type: type, subtype: subtype, bundleID: bundleID,
+            environment: environment, purchase: purchase, settings: settings)
+    }
+
+    /// POST /admin/rescind-consent {app_transaction_id, environment, bundle_id}: a parent withdrew consent for
+    /// the app's download (RESCIND_CONSENT, its `appData` carrying the signed app transaction).
+    func rescindConsent(_ body: [String: Any]) -> ServerReply {
+        guard let appTransactionID = body["app_transaction_id"] as? String, !appTransactionID.isEmpty else {
+            return .json(400, Self.error(4000000, "app_transaction_id is required"))
+        }
+        let environment = body["environment"] as? String ?? "Production"
+        guard environment == "Production" || environment == "Sandbox" else {
+            return .json(400, Self.error(4000000, "environment is Production or Sandbox"))
+        }
+        let now = Date()
+        let uuid = UUID().uuidString.lowercased()
+        let bundleID = body["bundle_id"] as? String ?? configuration.bundleID
+        let settings = state.withLock { $0.notifications }
+        let appAppleID = app(bundleID)?.appAppleID ?? state.withLock { $0.appAppleID }
+        let signedPayload: String
+        do {
+            let appTransaction = try signer.sign(
+                AppTransactionPayload(
+                    appTransactionId: appTransactionID, bundleId: bundleID, appAppleId: appAppleID,
+                    receiptType: environment, originalPurchaseDate: Self.milliseconds(now.addingTimeInterval(-86_400)),
+                    receiptCreationDate: Self.milliseconds(now), signedDate: Self.milliseconds(now)))
+            signedPayload = try signer.sign(
+                NotificationPayloadV2(
+                    notificationType: "RESCIND_CONSENT", subtype: nil, notificationUUID: uuid,
+                    signedDate: Self.milliseconds(now),
+                    appData: AppDataPayload(
+                        appAppleId: appAppleID, bundleId: bundleID, environment: environment,
+                        signedAppTransactionInfo: appTransaction)))
+        } catch {
+            return .json(500, Self.error(5000000, "signing failed"))
+        }
+        return deliver(
+            uuid: uuid, signedPayload: signedPayload, at: now, type: "RESCIND_CONSENT", subtype: nil,
+            bundleID: bundleID, environment: environment, purchase: nil, settings: settings)
+    }
+
+    /// Records a signed notification and starts delivering it; answers `{"notification_uuid"}`.
+    private func deliver(
+        uuid: String, signedPayload: String, at now: Date, type: String, subtype: String?, bundleID: String,
+        environment: String, purchase: Purchase?, settings: NotificationSettings
+    ) -> ServerReply {
         let sequence = state.withLock { state -> Int in
             state.nextNotification += 1
             return state.nextNotification
         }
         sender.send(
             NotificationRecord(
-                sequence: sequence, uuid: uuid, bundleID: data.bundleId, type: type, subtype: subtype,
+                sequence: sequence, uuid: uuid, bundleID: bundleID, type: type, subtype: subtype,
                 environment: environment,
                 transactionID: purchase?.transactionID, originalTransactionID: purchase?.originalTransactionID,
                 signedDate: now, signedPayload: signedPayload),

@@ -10,7 +10,31 @@ struct NotificationPayloadV2: Encodable {
     let notificationUUID: String
     let version = "2.0"
     let signedDate: Int64
-    let data: NotificationData
+    var data: NotificationData? = nil
+    /// RESCIND_CONSENT: the app's download instead of a purchase's `data`.
+    var appData: AppDataPayload? = nil
+}
+
+/// The notification's `appData` (RESCIND_CONSENT).
+struct AppDataPayload: Encodable {
+    let appAppleId: Int64
+    let bundleId: String
+    let environment: String
+    let signedAppTransactionInfo: String
+}
+
+/// `JWSAppTransactionDecodedPayload`, the fields the simulator knows.
+struct AppTransactionPayload: Encodable {
+    let appTransactionId: String
+    let bundleId: String
+    let appAppleId: Int64
+    let receiptType: String
+    let applicationVersion = "1"
+    let originalApplicationVersion = "1"
+    let originalPurchaseDate: Int64
+    let receiptCreationDate: Int64
+    let signedDate: Int64
+    let originalPlatform = "iOS"
 }
 
 /// The notification's `data`.

@@ -407,6 +407,9 @@ public struct NotificationChange: Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
         /// Nothing to change (a type the worker does not act on): remembered as handled.
         case none
+        /// Nothing of a purchase changes, and the notification's own event goes out (RESCIND_CONSENT: about a
+        /// download, not a purchase): remembered as handled with it.
+        case notice(StoredEvent)
         /// Refunded or revoked: a later job presenting the purchase is denied `revoked`, even one that comes
         /// before any grant (the refund is remembered for a purchase not granted yet). `share`: how much of the
         /// purchase Apple has refunded in all, in milliunits (`revocationPercentage`; 100,000 when it says none).

@@ -29,6 +29,9 @@ enum PurchaseRules {
         switch change.kind {
         case .none:
             break
+        case .notice(let event):
+            published = event
+            granted = true
         case .revoke(let purchaseID, let transactionID, let at, _),
             .reinstate(let purchaseID, let transactionID, let at):
             let share: Int? =

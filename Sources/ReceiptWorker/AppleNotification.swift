@@ -12,6 +12,8 @@ struct AppleNotification: Sendable {
     let transaction: JWSTransaction?
     /// The nested `signedRenewalInfo`, verified (auto-renewable subscriptions).
     let renewalInfo: JWSRenewalInfo?
+    /// The nested `appData.signedAppTransactionInfo`, verified (RESCIND_CONSENT).
+    var appTransaction: JWSAppTransaction? = nil
     let id: String
     let type: NotificationType
     let subtype: NotificationSubtype?
@@ -84,11 +86,20 @@ struct AppleNotification: Sendable {
             if let renewal = payload.data?.signedRenewalInfo {
                 renewalInfo = try verifier.verifyRenewalInfo(renewal, within: app?.environment)
             }
-            return .verified(
-                AppleNotification(
-                    payload: payload, transaction: transaction, renewalInfo: renewalInfo, id: id,
-                    type: NotificationType(rawValue: type), subtype: payload.subtype.map(NotificationSubtype.init),
-                    environment: app?.environment, bundleID: app?.bundleID ?? ""))
+            var appTransaction: JWSAppTransaction?
+            if let signed = payload.appData?.signedAppTransactionInfo {
+                let nested = try verifier.verifyAppTransaction(signed, within: app?.environment)
+                guard let appTransactionID = nested.appTransactionId, isToken(appTransactionID, maximum: 64) else {
+                    return .rejected("the notification's app transaction has no usable appTransactionId")
+                }
+                appTransaction = nested
+            }
+            var verified = AppleNotification(
+                payload: payload, transaction: transaction, renewalInfo: renewalInfo, id: id,
+                type: NotificationType(rawValue: type), subtype: payload.subtype.map(NotificationSubtype.init),
+                environment: app?.environment, bundleID: app?.bundleID ?? "")
+            verified.appTransaction = appTransaction
+            return .verified(verified)
         } catch {
             if error.code == .environmentNotAllowed {
                 return .environmentNotAllowed(

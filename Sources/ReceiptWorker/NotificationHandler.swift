@@ -78,6 +78,7 @@ struct NotificationHandler: MessageHandler {
         }
         let record = try await context.retrying("ledger_record", stage: metrics.ledgerRecord) {
             try await purchases.apply(change) { holder in
+                if case .notice(let event) = change.kind { return event }
                 if case .subscription(let subscription) = change.kind {
                     return SubscriptionEvent.make(
                         type: eventType, notification: notification, holder: holder,
@@ -116,6 +117,15 @@ struct NotificationHandler: MessageHandler {
     /// What a notification asks of the ledger, and the type of the event it publishes; nil for a notification
     /// the worker does not act on (kept on the topic for whoever wants it).
     private func change(_ notification: AppleNotification) -> (NotificationChange, String)? {
+        if notification.type == .rescindConsent {
+            guard let event = ConsentEvent.make(notification), let environment = notification.environment,
+                let app = apps.app(bundleID: notification.bundleID)
+            else { return nil }
+            return (
+                NotificationChange(id: notification.id, app: app.scope, environment: environment, kind: .notice(event)),
+                ConsentEvent.type
+            )
+        }
         guard let signed = notification.transaction, let transactionID = signed.transactionId,
             let transaction = try? AppleTransaction(signed), let environment = notification.environment,
             let app = apps.app(bundleID: notification.bundleID)

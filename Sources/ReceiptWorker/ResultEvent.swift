@@ -106,7 +106,9 @@ public struct ResultEvent: Sendable, Equatable {
     public static let deniedType = "receipt.denied"
     /// Every `ce_type` the worker publishes; a test holds docs/ to it.
     public static let eventTypes =
-        [grantedType, deniedType] + NotificationEvent.types + SubscriptionEvent.types + [UnclaimedEvent.type]
+        [grantedType, deniedType] + NotificationEvent.types + SubscriptionEvent.types + [
+            UnclaimedEvent.type, ConsentEvent.type,
+        ]
 
 }
 

@@ -36,6 +36,30 @@ struct SignedPayloadDecodingTests {
         }
     }
 
+    @Test(
+        "an app transaction (RESCIND_CONSENT's appData) reads as with JSONDecoder; a field of the wrong type is refused"
+    )
+    func appTransaction() throws {
+        let json = #"""
+            {"receiptType":"Production","appAppleId":1234,"bundleId":"com.example","applicationVersion":"1.2",
+             "versionExternalIdentifier":1,"receiptCreationDate":1698148900000,"originalPurchaseDate":1698148800000,
+             "originalApplicationVersion":"1.0","deviceVerification":"x","deviceVerificationNonce":"y",
+             "appTransactionId":"704289572311","originalPlatform":"iOS","signedDate":1698148900000}
+            """#
+        let app = try scanned(json, as: JWSAppTransaction.self)
+        #expect(app == (try JSONDecoder().decode(JWSAppTransaction.self, from: Data(json.utf8))))
+        #expect(app.appTransactionId == "704289572311" && app.receiptType == "Production")
+        for (hostile, field) in [
+            (#"{"appTransactionId":704289572311}"#, "appTransactionId"), (#"{"appAppleId":"1"}"#, "appAppleId"),
+            (#"{"signedDate":"soon"}"#, "signedDate"),
+        ] {
+            let error = #expect(throws: AppleVerificationError.self) {
+                try scanned(hostile, as: JWSAppTransaction.self)
+            }
+            #expect(error?.reason.contains(field) == true)
+        }
+    }
+
     @Test("null is absent; unknown keys, nested or not, are ignored; escapes are read")
     func nullsUnknownsAndEscapes() throws {
         let transaction = try scanned(

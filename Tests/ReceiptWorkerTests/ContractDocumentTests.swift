@@ -98,7 +98,8 @@ struct ContractDocumentTests {
             let headers = event.stored().record(topic: "results", source: "s").headers
             return headers.first { $0.name == "ce_type" }?.stringValue ?? ""
         }
-        sent += (NotificationEvent.types + SubscriptionEvent.types + [UnclaimedEvent.type]).map { type in
+        sent += (NotificationEvent.types + SubscriptionEvent.types + [UnclaimedEvent.type, ConsentEvent.type]).map {
+            type in
             StoredEvent(eventID: "e", type: type, time: "t", key: "o", json: []).record(topic: "results", source: "s")
                 .headers.first { $0.name == "ce_type" }?.stringValue ?? ""
         }

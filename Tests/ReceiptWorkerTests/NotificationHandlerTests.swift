@@ -205,6 +205,53 @@ struct NotificationHandlerTests {
         }
     }
 
+    /// A RESCIND_CONSENT as Apple signs it: `appData` carrying the download's signed app transaction.
+    func rescindConsent(
+        _ appTransactionID: String, bundleID: String = "com.example", receiptType: String = "Production",
+        uuid: String = UUID().uuidString
+    ) throws -> [UInt8] {
+        let appTransaction = try Handlers.sign([
+            "appTransactionId": appTransactionID, "bundleId": bundleID, "appAppleId": 1234,
+            "receiptType": receiptType, "originalPurchaseDate": Handlers.milliseconds(Date()),
+            "signedDate": Handlers.milliseconds(Date()),
+        ])
+        let payload: [String: Any] = [
+            "notificationType": "RESCIND_CONSENT", "notificationUUID": uuid, "version": "2.0",
+            "signedDate": Handlers.milliseconds(Date()),
+            "appData": [
+                "appAppleId": 1234, "bundleId": "com.example", "environment": "Production",
+                "signedAppTransactionInfo": appTransaction,
+            ] as [String: Any],
+        ]
+        return Array(try JSONSerialization.data(withJSONObject: ["signedPayload": try Handlers.sign(payload)]))
+    }
+
+    @Test(
+        "a parent's rescinded consent reaches the results topic keyed by the download's app transaction id, once; a nested app transaction of another app or environment is refused"
+    )
+    func consentRescinded() async throws {
+        let uuid = UUID().uuidString
+        let outcome = try await notify(try rescindConsent("704289572311", uuid: uuid))
+        let event = try #require(outcome.event)
+        #expect(event["type"] as? String == "receipt.consent_rescinded")
+        #expect(event["app_transaction_id"] as? String == "704289572311")
+        #expect(event["bundle_id"] as? String == "com.example" && event["environment"] as? String == "Production")
+        #expect(event["notification_id"] as? String == uuid)
+        #expect(outcome.headers["ce_type"] == "receipt.consent_rescinded")
+        if case .publish(let records) = outcome { #expect(records.first?.key == "704289572311") }
+        // Apple's retry of the same notification: the same event again, never a second one.
+        #expect(
+            try await notify(try rescindConsent("704289572311", uuid: uuid)).event?["event_id"] as? String
+                == event["event_id"] as? String)
+        for hostile in [
+            try rescindConsent("1", bundleID: "com.stranger"), try rescindConsent("2", receiptType: "Sandbox"),
+        ] {
+            let refused = try await notify(hostile)
+            #expect(refused.events.isEmpty)
+            #expect(refused.deadLetter?.reason == .malformedJob)
+        }
+    }
+
     @Test("a forged notification, or one for a bundle no app has, is dead-lettered, never acted on")
     func forged() async throws {
         try await grant("7000", order: "o7")

@@ -91,6 +91,24 @@ struct PurchaseLifeEndToEndTests {
         await harness.stop()
     }
 
+    @Test(
+        "a parent's rescinded consent, sent by Apple to the receiver, reaches the results topic once, keyed by the download; delivered again, the same event"
+    )
+    func consentRescinded() async throws {
+        let harness = try await WorkerHarness(notifications: true)
+        let sent = try await harness.admin.call("rescind-consent", ["app_transaction_id": "704289572311"])
+        let type = "receipt.consent_rescinded"
+        #expect(await eventually(timeout: .seconds(60)) { !harness.resultEvents(type: type).isEmpty })
+        let event = try #require(harness.resultEvents(type: type).first)
+        #expect(event["app_transaction_id"] as? String == "704289572311")
+        #expect(event["environment"] as? String == "Production")
+        #expect(event["notification_id"] as? String == sent["notification_uuid"] as? String)
+        try await deliver(harness, uuid: try #require(sent["notification_uuid"] as? String))
+        #expect(await eventually(timeout: .seconds(60)) { harness.resultEvents(type: type).count == 2 })
+        #expect(Set(harness.resultEvents(type: type).compactMap { $0["event_id"] as? String }).count == 1)
+        await harness.stop()
+    }
+
     @Test("a billing failure delivered after a newer change of the subscription publishes nothing")
     func disorder() async throws {
         let harness = try await WorkerHarness(notifications: true)

@@ -242,6 +242,13 @@ final class WorkerHarness: Sendable {
         received.withLock { $0 }.filter { $0.topic == topics.notifications }
     }
 
+    /// Result events of one type, whatever their key, decoded, as they arrived.
+    func resultEvents(type: String) -> [[String: Any]] {
+        received.withLock { $0 }.filter { $0.topic == topics.results }.compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.value))) as? [String: Any]
+        }.filter { $0["type"] as? String == type }
+    }
+
     /// Result records of any type of one order, as they arrived.
     func eventMessages(orderID: String) -> [KafkaMessage] { resultsByOrder.withLock { $0[orderID] ?? [] } }
 

@@ -62,6 +62,9 @@ class GrantService:
         self.unmapped: dict[str, dict] = {}
         # Subscriptions (bundle_id, original_transaction_id) -> the newest state applied (by notified_at).
         self.subscriptions: dict[tuple[str, str], dict] = {}
+        # Downloads (bundle_id, app_transaction_id) whose parent withdrew consent: the game ends their sessions and
+        # stops processing what it keeps under that consent (docs/integration.md, "A parent withdraws consent").
+        self.consent_rescinded: set[tuple[str, str]] = set()
         # What the purchases earned, from the events alone (docs/contract.md section 4, "Revenue"), in units of each
         # currency: sales by (bundle_id, currency), and what refunds took back (reversals give it back).
         self.revenue: dict[tuple[str, str], Decimal] = {}
@@ -93,7 +96,11 @@ class GrantService:
             "receipt.billing_issue": self._subscription,
             "receipt.renewal_changed": self._subscription,
         }.get(event_type)
-        if handler is None:
+        if event_type == "receipt.consent_rescinded":
+            # No order: Apple names the download. The game maps app_transaction_id to its player at sign-in.
+            self.consent_rescinded.add((event.get("bundle_id") or self.default_bundle_id, event["app_transaction_id"]))
+            outcome = "consent rescinded"
+        elif handler is None:
             self.ignored_types.add(event_type)  # a type added by a later release: ignore it, never fail
             outcome = "ignored"
         else:

@@ -182,6 +182,15 @@ class Scenarios(unittest.TestCase):
                  json.dumps({"event_id": "9f1e2d3c-4b5a-8c6d-8e7f-0a1b2c3d4e5f", "order_id": "o"}))
         self.assertEqual(self.service.handle(*later), "ignored")
 
+    def test_a_rescinded_consent_names_the_download_and_changes_no_balance(self):
+        self.service.handle(*example("receipt.granted"))
+        headers, value = example("receipt.consent_rescinded")
+        self.assertEqual(self.service.handle(headers, value), "consent rescinded")
+        event = json.loads(value)
+        self.assertIn((event["bundle_id"], event["app_transaction_id"]), self.service.consent_rescinded)
+        self.assertEqual(self.balance(), 1)
+        self.assertEqual(self.service.handle(headers, value), "duplicate")
+
     def test_two_games_with_one_order_id_and_one_player_id_are_apart(self):
         self.service.handle(*example("receipt.granted"))
         other = "3c2b1a09-8f7e-8d6c-b5a4-f3e2d1c0b9a8"

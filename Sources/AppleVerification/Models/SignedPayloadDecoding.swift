@@ -58,6 +58,27 @@ extension JWSTransaction: SignedPayload {
     }
 }
 
+extension JWSAppTransaction: SignedPayload {
+    public init(payloadJSON bytes: [UInt8]) throws(AppleVerificationError) {
+        self.init()
+        for member in try JSONField.members(of: bytes) {
+            switch member.key {
+            case "appTransactionId": appTransactionId = try JSONField.string(member)
+            case "bundleId": bundleId = try JSONField.string(member)
+            case "appAppleId": appAppleId = try JSONField.integer(member)
+            case "receiptType": receiptType = try JSONField.string(member)
+            case "originalPurchaseDate": originalPurchaseDate = try JSONField.double(member)
+            case "signedDate": signedDate = try JSONField.double(member)
+            default: break
+            }
+        }
+    }
+
+    public var millisecondTimes: [(field: String, milliseconds: Double?)] {
+        [("signedDate", signedDate), ("originalPurchaseDate", originalPurchaseDate)]
+    }
+}
+
 extension TransactionCommitmentInfo {
     /// The nested object; `null` is none, anything but an object refused.
     init?(_ member: JSONObjectScanner.Member) throws(AppleVerificationError) {

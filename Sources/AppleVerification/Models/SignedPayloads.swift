@@ -65,3 +65,17 @@ public struct NotificationPayload: Codable, Sendable, Hashable {
         return nil
     }
 }
+
+/// The decoded payload of a signed app transaction (`JWSAppTransactionDecodedPayload`), the fields the worker
+/// reads: which download of the app it is, for whom Apple rescinds consent (RESCIND_CONSENT).
+public struct JWSAppTransaction: Codable, Sendable, Hashable {
+    public var appTransactionId: String?
+    public var bundleId: String?
+    public var appAppleId: Int64?
+    /// `receiptType`: `Production`, `Sandbox` (or Xcode's).
+    public var receiptType: String?
+    public var originalPurchaseDate: Double?
+    public var signedDate: Double?
+
+    public init() {}
+}

@@ -61,6 +61,23 @@ public final class SignedDataVerifier: Sendable {
         return info
     }
 
+    /// A signed app transaction (a notification's `appData`), verified and decoded, with its bundle id and its
+    /// receipt type's environment checked (`within` as for a transaction).
+    public func verifyAppTransaction(_ jws: String, within notification: AppleEnvironment? = nil)
+        throws(AppleVerificationError) -> JWSAppTransaction
+    {
+        let app = try verifiedPayload(jws, as: JWSAppTransaction.self)
+        try check(bundleID: app.bundleId)
+        let own: AppleEnvironment? =
+            switch app.receiptType {
+            case "Production": .production
+            case "Sandbox": .sandbox
+            default: nil
+            }
+        try check(environment: try Self.nested(own, in: notification))
+        return app
+    }
+
     /// The environment of signed data nested in a notification: its own, else the notification's. Renewal info
     /// signed before Apple added the field (and older transactions) says none; the notification around it,
     /// signed by Apple too, does. A nested environment other than the notification's is refused.

@@ -1,0 +1,30 @@
+import AppleVerification
+import Foundation
+import Ledger
+import Observability
+
+/// `receipt.consent_rescinded` (docs/contract.md): a parent withdrew the consent a minor's account needs
+/// (RESCIND_CONSENT, App Store Server Notifications 2.19; in force for new Texas accounts since June 2026). Apple
+/// stops the app from launching for that download; the game's backend must end the player's sessions and the
+/// data kept under that consent. Apple names the download (its app transaction id), not a purchase: the event is
+/// keyed by it, and a backend that keeps `app_transaction_id` with its players (StoreKit's AppTransaction, or
+/// any transaction's `appTransactionId`) finds the player.
+enum ConsentEvent {
+    static let type = "receipt.consent_rescinded"
+
+    /// The event of a verified RESCIND_CONSENT; nil without its app transaction.
+    static func make(_ notification: AppleNotification) -> StoredEvent? {
+        guard let app = notification.appTransaction, let appTransactionID = app.appTransactionId else { return nil }
+        let at = notification.notifiedAt
+        let eventID = StableID.uuid("\(type)\u{0}\(notification.id)")
+        let string = EventJSON.string
+        var out = "{\"event_id\":\(string(eventID)),\"type\":\(string(type))"
+        out += ",\"app_transaction_id\":\(string(appTransactionID))"
+        out += ",\"bundle_id\":\(string(notification.bundleID.isEmpty ? nil : notification.bundleID))"
+        out += ",\"environment\":\(string(notification.environment?.rawValue))"
+        out += ",\"notification_id\":\(string(notification.id))"
+        out += ",\"notified_at\":\(JSONString.quote(Timestamp.rfc3339(at)))}"
+        return StoredEvent(
+            eventID: eventID, type: type, time: Timestamp.rfc3339(at), key: appTransactionID, json: Array(out.utf8))
+    }
+}
