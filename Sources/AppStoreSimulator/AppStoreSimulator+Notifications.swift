@@ -156,6 +156,9 @@ extension AppStoreSimulator {
             return .json(404, Self.error(4040010, "Transaction id not found."))
         case .failure(.refused(let message)):
             return .json(409, Self.error(4090000, message))
+        case .success where body["notify"] as? Bool == false:
+            // Apple changed the purchase and never said so (a notification lost for good).
+            return .json(200, Self.json(["notification_uuid": NSNull()]))
         case .success(let purchase):
             return sendNotification(
                 type: type, subtype: subtype, purchase: purchase, environment: purchase.environment,
@@ -184,16 +187,7 @@ extension AppStoreSimulator {
             if let purchase {
                 data.signedTransactionInfo = try signedTransaction(purchase)
                 if purchase.kind == .subscription {
-                    data.signedRenewalInfo = try signer.sign(
-                        RenewalInfoPayload(
-                            originalTransactionId: purchase.originalTransactionID,
-                            autoRenewProductId: purchase.productID, productId: purchase.productID,
-                            autoRenewStatus: purchase.revocationDate == nil && purchase.autoRenew ? 1 : 0,
-                            signedDate: Self.milliseconds(now), environment: purchase.environment,
-                            recentSubscriptionStartDate: Self.milliseconds(purchase.purchaseDate),
-                            renewalDate: purchase.expiresDate.map(Self.milliseconds),
-                            isInBillingRetryPeriod: purchase.billingRetry,
-                            gracePeriodExpiresDate: purchase.gracePeriodExpiresDate.map(Self.milliseconds)))
+                    data.signedRenewalInfo = try signedRenewalInfo(purchase, at: now)
                     data.status = purchase.subscriptionStatus(at: now)
                 }
             }
@@ -207,6 +201,21 @@ extension AppStoreSimulator {
         return deliver(
             uuid: uuid, signedPayload: signedPayload, at: now, type: type, subtype: subtype, bundleID: bundleID,
             environment: environment, purchase: purchase, settings: settings)
+    }
+
+    /// The subscription's `signedRenewalInfo` as Apple signs it at `now`.
+    func signedRenewalInfo(_ purchase: Purchase, at now: Date) throws -> String {
+        try signer.sign(
+            RenewalInfoPayload(
+                originalTransactionId: purchase.originalTransactionID,
+                autoRenewProductId: purchase.productID, productId: purchase.productID,
+                autoRenewStatus: purchase.revocationDate == nil && purchase.autoRenew ? 1 : 0,
+                signedDate: Self.milliseconds(now), environment: purchase.environment,
+                recentSubscriptionStartDate: Self.milliseconds(purchase.purchaseDate),
+                renewalDate: purchase.expiresDate.map(Self.milliseconds),
+                isInBillingRetryPeriod: purchase.billingRetry,
+                gracePeriodExpiresDate: purchase.gracePeriodExpiresDate.map(Self.milliseconds),
+                expirationIntent: purchase.expirationIntent))
     }
 
     /// POST /admin/rescind-consent {app_transaction_id, environment, bundle_id}: a parent withdrew consent for

@@ -7,7 +7,9 @@ extension AppStoreSimulator {
     /// POST /admin/renew {transaction_id, period_seconds}: the subscription renews: a new transaction of the same
     /// subscription (a new transaction id and billing period, the same original transaction), from the last
     /// period's end for `period_seconds` (default: the last period's length); sends DID_RENEW
-    /// (BILLING_RECOVERY after a billing failure). Answers the new transaction as /admin/purchases does.
+    /// (BILLING_RECOVERY after a billing failure). Answers the new transaction as /admin/purchases does. With
+    /// `notify: false` (here and for fail-renewal and expire) the change is made and no notification sent: one
+    /// Apple lost for good, for Get All Subscription Statuses to tell.
     func renew(_ body: [String: Any]) -> ServerReply {
         guard let id = body["transaction_id"] as? String else {
             return .json(400, Self.error(4000000, "transaction_id is required"))
@@ -47,6 +49,10 @@ extension AppStoreSimulator {
         guard let (purchase, recovered) = renewed else {
             return .json(404, Self.error(4040010, "no subscription with that transaction_id"))
         }
+        guard body["notify"] as? Bool != false else {
+            // Renewed, and Apple never said so (a notification lost for good).
+            return withTransaction(purchase, .json(200, Self.json(["notification_uuid": NSNull()])))
+        }
         return withTransaction(
             purchase,
             sendNotification(
@@ -85,6 +91,13 @@ extension AppStoreSimulator {
             purchase.autoRenew = false
             purchase.billingRetry = false
             purchase.gracePeriodExpiresDate = nil
+            purchase.expirationIntent =
+                switch subtype {
+                case "BILLING_RETRY": 2
+                case "PRICE_INCREASE": 3
+                case "PRODUCT_NOT_FOR_SALE": 4
+                default: 1
+                }
             return nil
         }
     }
@@ -115,6 +128,39 @@ extension AppStoreSimulator {
             let fields = try? JSONSerialization.jsonObject(with: answer) as? [String: Any]
         else { return nil }
         return fields["notification_uuid"] as? String
+    }
+
+    /// `GET /inApps/v1/subscriptions/{transactionId}` (Get All Subscription Statuses): the subscription of any of
+    /// its transactions, as it stands now: its latest period, its status and renewal info, each signed. The
+    /// simulator keeps one subscription group per subscription.
+    func subscriptionStatuses(_ request: ServerRequest, role: String, id: String) -> ServerReply {
+        guard let app = authorizedApp(request, role: role) else {
+            return .respond(status: 401, headers: [], body: Data(), after: .zero)
+        }
+        guard !id.isEmpty, id.allSatisfy(\.isNumber) else {
+            return .json(400, Self.error(4000006, "Invalid transaction id."))
+        }
+        let latest = state.withLock { state -> Purchase? in
+            guard let known = state.purchases[id], known.kind == .subscription, known.environment == role,
+                known.bundleID == app.bundleID
+            else { return nil }
+            return state.purchases.values.filter { $0.originalTransactionID == known.originalTransactionID }
+                .max { ($0.purchaseDate, Int($0.transactionID) ?? 0) < ($1.purchaseDate, Int($1.transactionID) ?? 0) }
+        }
+        guard let latest else { return .json(404, Self.error(4040010, "Transaction id not found.")) }
+        let now = Date()
+        guard let transaction = try? signedTransaction(latest), let renewal = try? signedRenewalInfo(latest, at: now)
+        else { return .json(500, Self.error(5000000, "An unknown error occurred.")) }
+        let item: [String: Any] = [
+            "status": latest.subscriptionStatus(at: now), "originalTransactionId": latest.originalTransactionID,
+            "signedTransactionInfo": transaction, "signedRenewalInfo": renewal,
+        ]
+        return .json(
+            200,
+            Self.json([
+                "environment": role, "bundleId": app.bundleID, "appAppleId": app.appAppleID,
+                "data": [["subscriptionGroupIdentifier": latest.productID, "lastTransactions": [item]]],
+            ]))
     }
 
     /// The notification's answer with the new transaction's fields added.

@@ -13,7 +13,8 @@ import Synchronization
 ///   /production/inApps/v2/transactions/consumption/{id}, /sandbox/inApps/v2/transactions/consumption/{id}
 ///   /production/inApps/v1/lookup/{orderId} (Look Up Order ID), .../inApps/v1/transactions/{id}/appAccountToken
 ///   (Set App Account Token, PUT), .../inApps/v1/transactions/{id}/finish (Finish Transaction, POST),
-///   .../inApps/v2/history/{id} (Get Transaction History v2)
+///   .../inApps/v2/history/{id} (Get Transaction History v2), .../inApps/v1/subscriptions/{id} (Get All
+///   Subscription Statuses)
 ///   /admin/... (see `admin(_:segments:)`)
 public final class AppStoreSimulator: Sendable {
     public struct Configuration: Sendable {
@@ -135,6 +136,8 @@ public final class AppStoreSimulator: Sendable {
             endpoint = "finishTransaction"
         } else if rest.count == 4, rest[0...2] == ["inApps", "v2", "history"], request.method == "GET" {
             endpoint = "transactionHistory"
+        } else if rest.count == 4, rest[0...2] == ["inApps", "v1", "subscriptions"], request.method == "GET" {
+            endpoint = "subscriptionStatuses"
         } else if rest == ["inApps", "v1", "notifications", "history"], request.method == "POST" {
             endpoint = "notificationHistory"
         } else if rest.count == 5, rest[0...3] == ["inApps", "v2", "transactions", "consumption"],
@@ -206,6 +209,7 @@ public final class AppStoreSimulator: Sendable {
                 case "setAppAccountToken": setAppAccountToken(request, role: role, id: rest[3])
                 case "finishTransaction": finishTransaction(request, role: role, id: rest[3])
                 case "transactionHistory": transactionHistory(request, role: role, id: rest[3])
+                case "subscriptionStatuses": subscriptionStatuses(request, role: role, id: rest[3])
                 default: transactionInfo(request, role: role, id: rest[3])
                 }
             guard case .respond(let status, let headers, let body, _) = reply else { return reply }

@@ -63,6 +63,9 @@ struct RenewalInfoPayload: Encodable {
     let renewalDate: Int64?
     var isInBillingRetryPeriod: Bool? = nil
     var gracePeriodExpiresDate: Int64? = nil
+    /// Why an expired subscription ended: 1 the customer cancelled, 2 billing error, 3 price increase not
+    /// consented, 4 product not for sale.
+    var expirationIntent: Int? = nil
 }
 
 /// `NotificationHistoryRequest`.

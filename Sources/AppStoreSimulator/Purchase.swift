@@ -39,6 +39,8 @@ struct Purchase: Sendable {
     var autoRenew = true
     var billingRetry = false
     var gracePeriodExpiresDate: Date? = nil
+    /// Why the subscription expired (the renewal info's `expirationIntent`), once it did.
+    var expirationIntent: Int? = nil
     /// Apple's `inAppOwnershipType`: `PURCHASED`, or `FAMILY_SHARED` for a family member's access to it.
     var ownership = "PURCHASED"
     /// The order id on the customer's invoice email (Look Up Order ID finds the order's transactions by it).

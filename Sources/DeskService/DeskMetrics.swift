@@ -6,7 +6,8 @@ struct DeskMetrics: Sendable {
     let registry: MetricsRegistry
 
     static let creditOutcomes = [
-        "credited", "held", "refused", "failed", "approved_credited", "approved_refused", "rejected",
+        "credited", "held", "refused", "failed", "unpublished", "approved_credited", "approved_refused",
+        "approved_unpublished", "rejected",
     ]
     static let authReasons = [
         "missing", "malformed", "algorithm", "unknown_key", "signature", "issuer", "audience", "expired",

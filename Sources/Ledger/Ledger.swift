@@ -11,7 +11,7 @@ import Vocabulary
 /// purchase than a Production one with the same id.
 public protocol Ledger:
     DecisionStore, PurchaseStateStore, ConsumptionRequestStore, UnclaimedPurchaseStore, OffsetStore, SupportStore,
-    DeskStore, LeaseStore
+    DeskStore, LeaseStore, SubscriptionCheckStore
 {
     /// The connection pool's state, for `/metrics` (nil: a ledger without a pool, SQLite's).
     var poolStats: LedgerPoolStats? { get }
@@ -313,14 +313,19 @@ public struct GrantClaim: Sendable, Equatable {
     /// What the sale counts as revenue, in milliunits of its currency (the grant event's `revenue`): kept with the
     /// grant so that a refund takes back what the sale counted, and no more. Nil: not known.
     public var revenue: Int64?
+    /// An auto-renewable subscription's period (its purchase date to its expiry): the ledger watches the
+    /// subscription from its grant, so a renewal or an expiry never heard is asked of Apple
+    /// (``SubscriptionCheckStore``). Nil for anything else.
+    public var subscriptionPeriod: DateInterval?
 
     public init(
         orderID: String, transactionID: String, purchaseID: PurchaseID? = nil,
         environment: AppleEnvironment = .production,
         userID: String = "", productID: String = "", quantity: Int = 1, originalTransactionID: String? = nil,
-        revenue: Int64? = nil
+        revenue: Int64? = nil, subscriptionPeriod: DateInterval? = nil
     ) {
         self.revenue = revenue
+        self.subscriptionPeriod = subscriptionPeriod
         self.orderID = orderID
         self.transactionID = transactionID
         self.purchaseID = purchaseID ?? .transaction(transactionID)

@@ -208,7 +208,8 @@ struct JobHandler: MessageHandler {
                 orderID: job.orderID, transactionID: transaction.transactionID,
                 purchaseID: transaction.purchaseIdentity, environment: environment,
                 userID: job.userID, productID: job.productID, quantity: job.quantity,
-                originalTransactionID: transaction.originalTransactionID, revenue: grant.revenue)
+                originalTransactionID: transaction.originalTransactionID, revenue: grant.revenue,
+                subscriptionPeriod: Self.subscriptionPeriod(transaction))
             let stored = grant.stored()
             let decision = Decision(
                 key: key, grant: claim, event: stored,
@@ -274,6 +275,15 @@ struct JobHandler: MessageHandler {
             let denied = event(.deny(refused.reason), transaction, environment, refused.detail)
             return try await deny(denied, key, context: context)
         }
+    }
+
+    /// An auto-renewable subscription's period, which the ledger watches from the grant (a renewal or an
+    /// expiry never heard is asked of Apple); nil for anything else, or a period that ends before it starts.
+    static func subscriptionPeriod(_ transaction: AppleTransaction) -> DateInterval? {
+        guard transaction.productType == .autoRenewableSubscription, transaction.originalTransactionID != nil,
+            let start = transaction.purchaseDate, let end = transaction.expiresDate, start <= end
+        else { return nil }
+        return DateInterval(start: start, end: end)
     }
 
     /// A grant recorded: what it adds to revenue (a tie to a credit adds nothing: the credit was counted).

@@ -54,7 +54,12 @@ struct NotificationHandler: MessageHandler {
             notification = verifiedHere
         } else {
             metrics.notificationsVerifiedAgain.increment()
-            switch AppleNotification.verify(body: Data(message.value), apps: apps) {
+            let verification =
+                message.header(SubscriptionStatusRecord.sourceHeader)?.stringValue == SubscriptionStatusRecord.source
+                ? SubscriptionStatusRecord.verify(
+                    value: message.value, bundleID: message.header("bundle_id")?.stringValue, apps: apps)
+                : AppleNotification.verify(body: Data(message.value), apps: apps)
+            switch verification {
             case .verified(let verified): notification = verified
             case .environmentNotAllowed(let type):
                 metrics.notificationProcessed(type: type, outcome: "ignored").increment()

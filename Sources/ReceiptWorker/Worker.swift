@@ -49,7 +49,8 @@ public final class Worker: Service {
         self.metrics = metrics
         metrics.prepareDecisions(apps: apps.all.map(\.name))
         metrics.prepareMoney(apps: apps.all.map(\.name))
-        metrics.prepareSweep(apps: apps.all.filter { $0.api != nil }.map(\.name))
+        // Every app's, also one without an API key (never swept): the rules and dashboard read them at 0.
+        metrics.prepareSweep(apps: apps.all.map(\.name))
         self.logger = logger
         let topics = configuration.topics
         let finisher =
@@ -216,6 +217,12 @@ public final class Worker: Service {
             holder: leaseHolder)
         {
             services.append(.init("notification sweep", sweep))
+        }
+        if let checks = SubscriptionStatusChecks.service(
+            configuration, apps: apps, ledger: ledger, producer: producer, metrics: metrics, logger: logger,
+            holder: leaseHolder)
+        {
+            services.append(.init("subscription status checks", checks))
         }
         if let answers = ConsumptionPolicyAnswers.service(
             configuration, apps: apps, ledger: ledger, producer: producer, metrics: metrics, logger: logger,

@@ -132,11 +132,15 @@ public final class WorkerMetrics: Sendable {
         for app in apps { _ = consumptionRequested(app: app) }
     }
 
-    /// The sweep's series of these apps, from 0: an alert reads the failed deliveries found.
+    /// The series of the sweep and of the subscription status checks of these apps, from 0: an alert reads the
+    /// failed deliveries found.
     func prepareSweep(apps: [String]) {
         for app in apps {
             for outcome in ["swept", "elsewhere", "failed"] { _ = sweep(app: app, outcome: outcome) }
             for found in ["failed_delivery", "gap"] { _ = sweptNotifications(app: app, found: found) }
+            for outcome in ["produced", "unchanged", "unknown", "failed"] {
+                _ = statusCheck(app: app, outcome: outcome)
+            }
         }
     }
 
@@ -154,6 +158,16 @@ public final class WorkerMetrics: Sendable {
             "receipt_worker_swept_notifications_total",
             help: "Notifications the sweep found in Apple's history and produced, by app: failed_delivery (Apple"
                 + " could not deliver them), gap (read after a silence).", labels: ["app": app, "found": found])
+    }
+
+    /// Subscriptions whose renewal or expiry was overdue, asked of Apple, by app and outcome: produced (Apple's
+    /// answer put on the notifications topic), unchanged (that answer handled before), unknown (Apple knows no
+    /// status of it), failed (Apple or the broker did not answer; asked again next round).
+    func statusCheck(app: String, outcome: String) -> Counter {
+        registry.counter(
+            "receipt_worker_subscription_status_checks_total",
+            help: "Overdue subscriptions asked of Apple (Get All Subscription Statuses), by app and outcome"
+                + " (produced, unchanged, unknown, failed).", labels: ["app": app, "outcome": outcome])
     }
 
     /// Refund requests the app's policy answered (no grant service did), by app and answer.

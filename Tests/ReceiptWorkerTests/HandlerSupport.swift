@@ -39,11 +39,12 @@ enum Handlers {
     }
 
     /// Runs `handler` on one message, as the runtime would, without one.
-    static func run(_ handler: any MessageHandler, _ value: [UInt8], topic: String = "jobs", offset: Int64 = 0)
-        async throws -> Outcome
-    {
+    static func run(
+        _ handler: any MessageHandler, _ value: [UInt8], topic: String = "jobs", offset: Int64 = 0,
+        headers: [KafkaHeader] = []
+    ) async throws -> Outcome {
         let message = KafkaMessage(
-            topic: topic, partition: 0, offset: offset, key: nil, value: value, headers: [], timestamp: nil)
+            topic: topic, partition: 0, offset: offset, key: nil, value: value, headers: headers, timestamp: nil)
         var retry = RetryPolicy()
         retry.initialBackoff = .milliseconds(1)
         retry.maxBackoff = .milliseconds(2)

@@ -109,6 +109,44 @@ struct PurchaseLifeEndToEndTests {
         await harness.stop()
     }
 
+    @Test(
+        "a subscription whose renewal and expiry Apple never sent: each asked of Apple once its period is over, and published to the order once"
+    )
+    func statusChecks() async throws {
+        let harness = try await WorkerHarness(notifications: true) {
+            $0.statusCheckInterval = .milliseconds(500)
+            $0.statusCheckAfter = .zero
+        }
+        let first = try await harness.purchase([
+            "product_id": "vip_monthly", "type": "subscription", "expires_in_seconds": 10,
+        ])
+        try await harness.submit(
+            job("job-quiet", order: "quiet", product: "vip_monthly", ["signed_transaction": first.signedTransaction]))
+        #expect(await harness.result(jobID: "job-quiet")?["decision"] as? String == "grant")
+        // Apple renews the subscription and never says so.
+        let renewal = try await harness.admin.call(
+            "renew", ["transaction_id": first.transactionID, "period_seconds": 4, "notify": false])
+        #expect(renewal["notification_uuid"] is NSNull)
+        let renewed = try #require(await events(harness, order: "quiet", type: "receipt.renewed").first)
+        #expect(renewed["transaction_id"] as? String == renewal["transaction_id"] as? String)
+        #expect(renewed["status"] as? String == "active" && renewed["notification_type"] as? String == "DID_RENEW")
+        #expect(renewed["user_id"] as? String == "player-1")
+        // Then ends it, without a word either.
+        let renewalID = try #require(renewal["transaction_id"] as? String)
+        _ = try await harness.admin.call("expire", ["transaction_id": renewalID, "notify": false])
+        let expired = try #require(await events(harness, order: "quiet", type: "receipt.expired").first)
+        #expect(expired["status"] as? String == "expired" && expired["notification_subtype"] as? String == "VOLUNTARY")
+        // Asked again for nothing new: each answer published once.
+        try await Task.sleep(for: .seconds(2))
+        #expect(harness.events(orderID: "quiet").filter { $0["type"] as? String == "receipt.renewed" }.count == 1)
+        #expect(harness.events(orderID: "quiet").filter { $0["type"] as? String == "receipt.expired" }.count == 1)
+        let metrics = harness.worker.metrics.registry.render()
+        #expect(
+            metrics.contains(#"receipt_worker_subscription_status_checks_total{app="default",outcome="produced"} 2"#),
+            "\(metrics.split(separator: "\n").filter { $0.contains("status_checks") })")
+        await harness.stop()
+    }
+
     @Test("a billing failure delivered after a newer change of the subscription publishes nothing")
     func disorder() async throws {
         let harness = try await WorkerHarness(notifications: true)

@@ -98,8 +98,10 @@ final class WorkerHarness: Sendable {
             configuration.apple.apiProductionURL = "\(simulator.baseURL)/production"
             configuration.apple.apiSandboxURL = "\(simulator.baseURL)/sandbox"
         }
-        // The sweep of Apple's history reads the simulator's too: on only in the tests of it.
+        // The sweep of Apple's history and the subscription status checks ask the simulator too: on only in the
+        // tests of them.
         configuration.sweepInterval = nil
+        configuration.statusCheckInterval = nil
         configure(&configuration)
         workerLogger = workerLog.map { Logger(label: "e2e", minimumLevel: .info, sink: $0) } ?? Self.logger
         self.configuration = configuration

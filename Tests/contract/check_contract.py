@@ -434,7 +434,10 @@ def check_messages(directory, validators, mapping, report):
             continue
         if not validate(NOTIFICATION, body, where):
             continue
-        check_notification(where, message["key"], headers, body["signedPayload"], report)
+        if headers.get("source") == "subscription_status":
+            check_status_record(where, message["key"], headers, body.get("subscriptionStatus"), report)
+        else:
+            check_notification(where, message["key"], headers, body["signedPayload"], report)
 
     unsent_invalid = 0
     unsent_valid = 0
@@ -540,6 +543,27 @@ def check_notification(where, key, headers, signed_payload, report):
     if key != expected_key:
         report.fail(f"{where}: key {key!r} is not the signed transaction's originalTransactionId, else the "
                     f"notificationUUID ({expected_key!r})")
+
+
+def check_status_record(where, key, headers, status, report):
+    """A subscription's status asked of Apple: keyed by its original transaction, its headers the transaction's app
+    and environment, its transaction and renewal info of one subscription (docs/contract.md section 9)."""
+    if not isinstance(status, dict):
+        report.fail(f"{where}: a record with source subscription_status has no subscriptionStatus object")
+        return
+    transaction = jws_payload(status.get("signedTransactionInfo", ""))
+    renewal = jws_payload(status.get("signedRenewalInfo", ""))
+    if not isinstance(transaction, dict) or not isinstance(renewal, dict):
+        report.fail(f"{where}: the status record's signed values are not JWS of JSON objects")
+        return
+    original = transaction.get("originalTransactionId")
+    if key != str(original) or renewal.get("originalTransactionId") != original:
+        report.fail(f"{where}: key {key!r}, the transaction's and the renewal info's original transaction differ")
+    for header, value in (("bundle_id", transaction.get("bundleId")), ("environment", transaction.get("environment"))):
+        if headers.get(header) != value:
+            report.fail(f"{where}: header {header} {headers.get(header)!r} is not the transaction's {value!r}")
+    if headers.get("notification_type") not in ("DID_RENEW", "DID_FAIL_TO_RENEW", "EXPIRED", "GRACE_PERIOD_EXPIRED"):
+        report.fail(f"{where}: notification_type {headers.get('notification_type')!r} is not one a status stands for")
 
 
 def main():

@@ -13,6 +13,8 @@ public struct JWSRenewalInfo: Codable, Sendable, Hashable {
     public var environment: AppleEnvironment?
     public var recentSubscriptionStartDate: Double?
     public var renewalDate: Double?
+
+    public init() {}
 }
 
 /// The decoded payload of an App Store Server Notification V2 (`ResponseBodyV2DecodedPayload`).
@@ -29,6 +31,8 @@ public struct NotificationPayload: Codable, Sendable, Hashable {
         public var consumptionRequestReason: String?
         /// `appData` (RESCIND_CONSENT and later types): the app transaction, signed.
         public var signedAppTransactionInfo: String?
+
+        public init() {}
     }
 
     /// `externalPurchaseToken` (EXTERNAL_PURCHASE_TOKEN): an external purchase's token, without `environment`
@@ -49,6 +53,10 @@ public struct NotificationPayload: Codable, Sendable, Hashable {
     public var summary: AppData?
     public var externalPurchaseToken: ExternalPurchaseToken?
     public var appData: AppData?
+
+    /// An empty payload (filled field by field: a notification the worker makes itself from Apple's signed data,
+    /// a subscription's status asked of Apple).
+    public init() {}
 
     /// The members that name the notification's app, in the order Apple's library reads them.
     public static let appFields = ["data", "summary", "externalPurchaseToken", "appData"]

@@ -60,6 +60,14 @@ public final class LedgerEngine: Ledger, Sendable {
                 let results = ClaimRules.decide(decisions, facts: &facts)
                 try dialect.claimWrite(Array(zip(decisions, results)), in: session)
                 for (decision, result) in zip(decisions, results) {
+                    guard let claim = result.grant, let period = claim.subscriptionPeriod,
+                        let original = claim.originalTransactionID
+                    else { continue }
+                    try SubscriptionCheckQueries.watch(
+                        app: decision.key.app, environment: claim.environment, originalTransactionID: original,
+                        period: period, in: session)
+                }
+                for (decision, result) in zip(decisions, results) {
                     guard let seen = result.refundSeen, let claim = result.grant else { continue }
                     try LedgerQueries.rememberRefund(
                         PurchaseKey(

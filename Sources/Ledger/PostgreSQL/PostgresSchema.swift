@@ -78,6 +78,9 @@ public struct PostgresSchema: Sendable {
             "GRANT SELECT, INSERT ON \(name).ledger_meta TO \(role)",
             "GRANT SELECT, INSERT, UPDATE ON \(name).consumer_offsets TO \(role)",
             "GRANT SELECT, INSERT, UPDATE ON \(name).leases TO \(role)",
+            // The operators' lookup and credit, run with the workers' configuration, append to the desk's audit:
+            // a line added (its id read back), nothing of the audit read.
+            "GRANT INSERT, SELECT (id) ON \(name).desk_audit TO \(role)",
             "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \(name) TO \(role)",
         ]
     }
@@ -169,6 +172,18 @@ public struct PostgresSchema: Sendable {
                             state TEXT NOT NULL DEFAULT '')
                         """
                     ])
+                ]),
+            // Built without blocking writes; the previous release neither reads nor needs it.
+            Migration(
+                version: 14, description: "subscriptions whose news is overdue",
+                steps: [
+                    .index(
+                        name: "subscriptions_overdue",
+                        create: """
+                            CREATE INDEX CONCURRENTLY IF NOT EXISTS subscriptions_overdue
+                                ON \(name).subscriptions (app, expires_at)
+                                WHERE status IN ('active', 'grace_period', 'billing_retry')
+                            """)
                 ]),
         ]
     }

@@ -8,7 +8,7 @@ import Foundation
 /// without a job (renewals, purchases no job claimed), subscriptions; 6 the share of a purchase refunded.
 /// From 10 on the numbers are PostgreSQL's: version 6 is PostgreSQL's 9, then 10 to 13 are its 10 to 13.
 enum SQLiteSchema {
-    static let version = 13
+    static let version = 14
 
     /// Brings the file to ``version`` in one transaction per migration: a new file gets the whole schema at
     /// once; an older one each missing migration in turn, its rows kept. Version 3 gives each row the app its
@@ -66,7 +66,18 @@ enum SQLiteSchema {
         if found < 13 {
             try transaction(connection) { try connection.execute(leases + "PRAGMA user_version = 13;") }
         }
+        if found < 14 {
+            try transaction(connection) { try connection.execute(subscriptionsOverdue + "PRAGMA user_version = 14;") }
+        }
     }
+
+    /// Version 14, as PostgreSQL's migration 14: the index the subscription status checks read, of the
+    /// subscriptions not ended by their expiry.
+    static let subscriptionsOverdue = """
+        CREATE INDEX IF NOT EXISTS subscriptions_overdue ON subscriptions (app, expires_at)
+            WHERE status IN ('active', 'grace_period', 'billing_retry');
+
+        """
 
     /// Version 13, as PostgreSQL's migration 13: leases, so that one replica at a time does what must be done once
     /// (the sweep of Apple's notification history, the refund requests answered by policy).

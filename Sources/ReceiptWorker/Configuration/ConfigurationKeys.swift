@@ -323,6 +323,20 @@ enum ConfigurationKeys {
             $1.configuration.sweepGap = try $0.milliseconds(60_000...15_552_000_000)
         },
         ConfigurationKey(
+            "subscriptions.status_check_interval_ms", default: String(defaults.statusCheckInterval?.milliseconds ?? 0)
+        ) {
+            let interval = try $0.milliseconds(0...86_400_000)
+            $1.configuration.statusCheckInterval = interval == .zero ? nil : max(interval, .seconds(1))
+        },
+        ConfigurationKey(
+            "subscriptions.status_check_after_ms", default: String(defaults.statusCheckAfter.milliseconds)
+        ) {
+            $1.configuration.statusCheckAfter = try $0.milliseconds(0...2_592_000_000)
+        },
+        ConfigurationKey("subscriptions.status_check_batch", default: String(defaults.statusCheckBatch)) {
+            $1.configuration.statusCheckBatch = try $0.integer(1...10_000)
+        },
+        ConfigurationKey(
             "notifications.unclaimed_after_ms", default: String(defaults.unclaimedAfter?.milliseconds ?? 0)
         ) {
             let after = try $0.milliseconds(0...2_592_000_000)

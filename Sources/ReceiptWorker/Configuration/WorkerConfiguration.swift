@@ -205,6 +205,14 @@ public struct WorkerConfiguration: Sendable {
     /// `notifications.sweep_gap_ms`: a silence of the ledger (no notification handled) this long makes the sweep
     /// read every notification since. Default: 6 hours.
     public var sweepGap: Duration = .seconds(21_600)
+    /// `subscriptions.status_check_interval_ms`: how often the subscriptions whose renewal or expiry is overdue
+    /// are asked of Apple (Get All Subscription Statuses); nil (0): never. Default: 10 minutes.
+    public var statusCheckInterval: Duration? = .seconds(600)
+    /// `subscriptions.status_check_after_ms`: how long after a period (or a grace period) ended with nothing
+    /// heard a subscription is asked. Default: 1 hour.
+    public var statusCheckAfter: Duration = .seconds(3_600)
+    /// `subscriptions.status_check_batch`: at most this many subscriptions asked per app and round. Default: 500.
+    public var statusCheckBatch = 500
     /// `metrics.listen`: where /metrics, /healthz and /readyz are served. Default: none.
     public var metricsListen: ListenAddress?
     /// `otel.*`: traces exported over OTLP/HTTP (nil endpoint: none, the default).

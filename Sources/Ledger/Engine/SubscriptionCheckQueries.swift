@@ -1,0 +1,92 @@
+import Foundation
+import Vocabulary
+
+/// A subscription whose renewal or expiry is overdue: nothing heard of it since its period (or its grace
+/// period) ended.
+public struct OverdueSubscription: Sendable, Equatable {
+    public var environment: AppleEnvironment
+    public var originalTransactionID: String
+    /// `active`, `grace_period` or `billing_retry`: what the ledger last knew.
+    public var status: String
+    public var expiresAt: Date
+
+    public init(environment: AppleEnvironment, originalTransactionID: String, status: String, expiresAt: Date) {
+        self.environment = environment
+        self.originalTransactionID = originalTransactionID
+        self.status = status
+        self.expiresAt = expiresAt
+    }
+}
+
+/// What the subscription status checks read: the subscriptions granted here whose news is overdue.
+public protocol SubscriptionCheckStore: Sendable {
+    /// The subscriptions of `app` whose period ended before `endedBefore` and that heard nothing since then:
+    /// active ones, those whose grace period ended too, and those in billing retry not heard of since
+    /// `retryHeardBefore` (Apple retries billing for up to 60 days). Oldest expiry first, at most `limit`.
+    func overdueSubscriptions(app: AppScope, endedBefore: Date, retryHeardBefore: Date, limit: Int) async throws
+        -> [OverdueSubscription]
+}
+
+/// The statements of ``SubscriptionCheckStore``, and the watch a subscription's grant starts.
+enum SubscriptionCheckQueries {
+    static let watched = "('active', 'grace_period', 'billing_retry')"
+
+    /// A subscription granted by a job is watched from its grant: its row says active until the period's end,
+    /// as of the period's start (a notification about the period, signed after it started, still applies). A row
+    /// a notification wrote is kept, unless this grant is of a later period that started after it (a player who
+    /// subscribes again after an expiry: the same original transaction, a new order): active again until its end.
+    static func watch(
+        app: AppScope, environment: AppleEnvironment, originalTransactionID: String, period: DateInterval,
+        in session: any SQLSession
+    ) throws {
+        let spelling = session.spelling
+        try session.rows(
+            """
+            INSERT INTO \(spelling.table("subscriptions")) AS s (app, environment, original_transaction_id, status,
+                expires_at, changed_at) VALUES (?1, ?2, ?3, 'active', \(spelling.time(4)), \(spelling.time(5)))
+                ON CONFLICT (app, environment, original_transaction_id) DO UPDATE
+                    SET status = 'active', expires_at = excluded.expires_at, grace_period_expires_at = NULL,
+                        changed_at = excluded.changed_at
+                    WHERE s.expires_at < excluded.expires_at AND s.changed_at < excluded.changed_at
+            """,
+            [
+                .text(app.rawValue), .text(environment.rawValue), .text(originalTransactionID), .time(period.end),
+                .time(period.start),
+            ])
+    }
+
+    /// By the `subscriptions_overdue` index: (app, expires_at) of the subscriptions not ended.
+    static func overdue(
+        app: AppScope, endedBefore: Date, retryHeardBefore: Date, limit: Int, in session: any SQLSession
+    ) throws -> [OverdueSubscription] {
+        let spelling = session.spelling
+        return try session.rows(
+            """
+            SELECT environment, original_transaction_id, status, \(spelling.readTime("expires_at"))
+                FROM \(spelling.table("subscriptions"))
+                WHERE app = ?1 AND status IN \(watched) AND expires_at < \(spelling.time(2))
+                    AND changed_at < \(spelling.time(2))
+                    AND (status = 'active'
+                        OR (status = 'grace_period' AND grace_period_expires_at < \(spelling.time(2)))
+                        OR (status = 'billing_retry' AND changed_at < \(spelling.time(3))))
+                ORDER BY expires_at LIMIT ?4
+            """, [.text(app.rawValue), .time(endedBefore), .time(retryHeardBefore), .integer(limit)]
+        ).compactMap { row in
+            guard let original = row.text(1), let status = row.text(2), let expiresAt = row.time(3) else { return nil }
+            return OverdueSubscription(
+                environment: AppleEnvironment(rawValue: row.text(0) ?? ""), originalTransactionID: original,
+                status: status, expiresAt: expiresAt)
+        }
+    }
+}
+
+extension LedgerEngine: SubscriptionCheckStore {
+    public func overdueSubscriptions(app: AppScope, endedBefore: Date, retryHeardBefore: Date, limit: Int)
+        async throws -> [OverdueSubscription]
+    {
+        try await dialect.read {
+            try SubscriptionCheckQueries.overdue(
+                app: app, endedBefore: endedBefore, retryHeardBefore: retryHeardBefore, limit: limit, in: $0)
+        }
+    }
+}

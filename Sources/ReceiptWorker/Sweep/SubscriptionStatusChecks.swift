@@ -1,0 +1,145 @@
+import AppleVerification
+import Foundation
+import Kafka
+import Ledger
+import Observability
+import Runtime
+import Vocabulary
+
+/// Subscriptions whose news never came, asked of Apple. A period ends and Apple sends `DID_RENEW`, `EXPIRED` or
+/// `DID_FAIL_TO_RENEW`; when none of them reached the worker (lost for good, or older than the sweep's window),
+/// the grant service would keep the player's access on, or off, for ever.
+///
+/// Every `subscriptions.status_check_interval_ms`, per app with an App Store Server API key, the holder of the
+/// app's lease reads from the ledger the subscriptions granted here whose period (or grace period) ended more than
+/// `subscriptions.status_check_after_ms` ago with nothing heard since (those in billing retry once a day), asks
+/// Get All Subscription Statuses for each, and puts Apple's signed answer on the notifications topic
+/// (``SubscriptionStatusRecord``): the notification flow acts on it as on the notification Apple would have sent,
+/// once. Its calls take their own rate lane: jobs never wait behind them.
+struct SubscriptionStatusChecks: Sendable {
+    struct Settings: Sendable {
+        var interval: Duration
+        var after: TimeInterval
+        var batch: Int
+        /// Apple retries billing for up to 60 days: a subscription in billing retry is asked once a day.
+        var billingRetryEvery: TimeInterval = 86_400
+    }
+
+    let apps: AppleApps
+    let allowSandbox: [String: Bool]
+    let ledger: any SubscriptionCheckStore & LeaseStore & PurchaseStateStore
+    let retry: RetryPolicy
+    let produce: @Sendable (KafkaProducerMessage) async throws -> Void
+    let topic: String
+    let settings: Settings
+    let metrics: WorkerMetrics
+    let logger: Logger
+    let holder: String
+
+    func round(now: Date = Date()) async {
+        for app in apps.all {
+            guard let api = app.api else { continue }
+            await check(app, api: api, now: now)
+        }
+    }
+
+    private func check(_ app: AppleApp, api: AppStoreServerAPIClient, now: Date) async {
+        let lease = "subscription-status/\(app.name)"
+        let overdue: [OverdueSubscription]
+        do {
+            guard
+                try await ledger.acquireLease(
+                    lease, holder: holder, until: now.addingTimeInterval(settings.interval.inSeconds * 1.5), now: now)
+                    != nil
+            else { return }
+            overdue = try await ledger.overdueSubscriptions(
+                app: app.scope, endedBefore: now.addingTimeInterval(-settings.after),
+                retryHeardBefore: now.addingTimeInterval(-settings.billingRetryEvery), limit: settings.batch)
+        } catch {
+            metrics.statusCheck(app: app.name, outcome: "failed").increment()
+            logger.warning("overdue subscriptions cannot be read", ["app": app.name, "error": "\(error)"])
+            return
+        }
+        for subscription in overdue {
+            guard subscription.environment == .production || allowSandbox[app.name] == true else { continue }
+            let outcome = await ask(subscription, app: app, api: api)
+            metrics.statusCheck(app: app.name, outcome: outcome).increment()
+            // Apple or the broker not answering: the rest waits for the next round, asked again then.
+            if outcome == "failed" { return }
+        }
+    }
+
+    /// Asks Apple for one subscription and produces its answer; what came of it, as the metric's outcome.
+    private func ask(_ subscription: OverdueSubscription, app: AppleApp, api: AppStoreServerAPIClient) async
+        -> String
+    {
+        let answer: AppStoreServerAPIClient.SubscriptionStatusAnswer
+        do {
+            answer = try await retry.retryingApple {
+                try await api.subscriptionStatuses(
+                    id: subscription.originalTransactionID, environment: subscription.environment, attempts: &$0)
+            }
+        } catch {
+            logger.warning(
+                "Get All Subscription Statuses failed: the next round asks again",
+                ["app": app.name, "original_transaction_id": subscription.originalTransactionID, "error": "\(error)"])
+            return "failed"
+        }
+        guard case .found(let statuses) = answer,
+            let status = statuses.first(where: { $0.originalTransactionId == subscription.originalTransactionID })
+        else {
+            logger.warning(
+                "Apple knows no status of a subscription granted here",
+                ["app": app.name, "original_transaction_id": subscription.originalTransactionID])
+            return "unknown"
+        }
+        let record: KafkaProducerMessage
+        let notification: AppleNotification
+        switch SubscriptionStatusRecord.record(status, bundleID: app.bundleID, apps: apps, topic: topic) {
+        case .success(let made): (record, notification) = made
+        case .failure(let refusal):
+            logger.warning(
+                "Apple's status of a subscription does not verify",
+                [
+                    "app": app.name, "original_transaction_id": subscription.originalTransactionID,
+                    "reason": refusal.reason,
+                ])
+            return "unknown"
+        }
+        // An answer handled before (a subscription still in billing retry) is not produced again.
+        if (try? await ledger.storedNotification(id: notification.id)) != nil { return "unchanged" }
+        do {
+            try await produce(record)
+        } catch {
+            logger.warning("the broker did not take a subscription's status", ["app": app.name, "error": "\(error)"])
+            return "failed"
+        }
+        logger.info(
+            "a subscription's overdue news asked of Apple",
+            [
+                "app": app.name, "original_transaction_id": subscription.originalTransactionID,
+                "was": subscription.status, "now": notification.type.rawValue,
+            ])
+        return "produced"
+    }
+
+    /// The checks of a worker (nil: `subscriptions.status_check_interval_ms` is 0, or no app has an API key).
+    static func service(
+        _ configuration: WorkerConfiguration, apps: AppleApps, ledger: any Ledger, producer: KafkaProducer,
+        metrics: WorkerMetrics, logger: Logger, holder: String
+    ) -> PeriodicService? {
+        guard let interval = configuration.statusCheckInterval, apps.all.contains(where: { $0.api != nil }) else {
+            return nil
+        }
+        let checks = SubscriptionStatusChecks(
+            apps: apps,
+            allowSandbox: Dictionary(configuration.allApps.map { ($0.name, $0.allowSandbox) }) { a, _ in a },
+            ledger: ledger, retry: configuration.retry, produce: { _ = try await producer.send($0) },
+            topic: configuration.topics.notifications,
+            settings: Settings(
+                interval: interval, after: configuration.statusCheckAfter.inSeconds,
+                batch: configuration.statusCheckBatch),
+            metrics: metrics, logger: logger, holder: holder)
+        return PeriodicService(every: interval, after: min(interval, .seconds(10))) { await checks.round() }
+    }
+}

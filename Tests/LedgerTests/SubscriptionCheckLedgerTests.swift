@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+import Vocabulary
+
+@testable import Ledger
+
+/// What the subscription status checks read, on both ledgers: a subscription is watched from its grant by a job,
+/// and is overdue once its period (or grace period) ended with nothing heard since.
+@Suite("Overdue subscriptions in the ledger, SQLite and PostgreSQL", .timeLimit(.minutes(1)))
+struct SubscriptionCheckLedgerTests {
+    static let start = Date(timeIntervalSince1970: 1_790_000_000)
+
+    /// Grants `original`'s period from `start` for `days` days to `order` by a job.
+    static func grant(
+        _ ledger: any Ledger, order: String, original: String, transaction: String? = nil, days: Double,
+        from start: Date = start
+    ) async throws {
+        let transaction = transaction ?? original
+        let claim = GrantClaim(
+            orderID: order, transactionID: transaction,
+            purchaseID: .billingPeriod(webOrderLineItemID: "line-\(transaction)"), userID: "player", productID: "vip",
+            originalTransactionID: original,
+            subscriptionPeriod: DateInterval(start: start, end: start.addingTimeInterval(days * 86_400)))
+        let event = StoredEvent(
+            eventID: "g-\(transaction)", type: "receipt.granted", time: "", key: order, json: Array("{}".utf8))
+        let outcome = try await ledger.record(
+            Decision(
+                key: DecisionKey(app: .defaultApp, jobID: "job-\(transaction)", fingerprint: "f"), grant: claim,
+                event: event))
+        #expect(outcome == .recorded)
+    }
+
+    static func overdue(_ ledger: any Ledger, at date: Date, retryHeardBefore: Date? = nil, limit: Int = 10)
+        async throws -> [String]
+    {
+        try await ledger.overdueSubscriptions(
+            app: .defaultApp, endedBefore: date, retryHeardBefore: retryHeardBefore ?? date.addingTimeInterval(-86_400),
+            limit: limit
+        ).map { "\($0.originalTransactionID):\($0.status)" }
+    }
+
+    static func change(_ original: String, status: String, at date: Date, expires: Date, grace: Date? = nil)
+        -> NotificationChange
+    {
+        NotificationChange(
+            id: "n-\(original)-\(status)-\(date.timeIntervalSince1970)", app: .defaultApp, environment: .production,
+            kind: .subscription(
+                SubscriptionChange(
+                    originalTransactionID: original,
+                    state: SubscriptionState(
+                        status: status, expiresAt: expires, gracePeriodExpiresAt: grace, autoRenew: true,
+                        autoRenewProductID: "vip", changedAt: date),
+                    renewal: nil)))
+    }
+
+    @Test(
+        "a subscription granted by a job is overdue once its period ended with nothing heard; oldest first, at most the limit; a consumable never",
+        arguments: Backend.allCases)
+    func watchedFromTheGrant(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        try await Self.grant(ledger, order: "a", original: "100", days: 30)
+        try await Self.grant(ledger, order: "b", original: "200", days: 7)
+        #expect(
+            try await ledger.record(
+                jobID: "coins", claim: .grant(orderID: "c", transactionID: "300"), event: Data("{}".utf8)) == .recorded)
+        let day = 86_400.0
+        #expect(try await Self.overdue(ledger, at: Self.start.addingTimeInterval(6 * day)).isEmpty)
+        #expect(try await Self.overdue(ledger, at: Self.start.addingTimeInterval(8 * day)) == ["200:active"])
+        #expect(
+            try await Self.overdue(ledger, at: Self.start.addingTimeInterval(31 * day)) == ["200:active", "100:active"])
+        #expect(try await Self.overdue(ledger, at: Self.start.addingTimeInterval(31 * day), limit: 1) == ["200:active"])
+        // Expired; then the player subscribes again (the same subscription, a new order): watched again.
+        let end = Self.start.addingTimeInterval(7 * day)
+        _ = try await ledger.apply(Self.change("200", status: "expired", at: end, expires: end)) { _ in nil }
+        #expect(try await Self.overdue(ledger, at: Self.start.addingTimeInterval(20 * day)) == [])
+        try await Self.grant(
+            ledger, order: "b-again", original: "200", transaction: "201", days: 7,
+            from: Self.start.addingTimeInterval(10 * day))
+        #expect(try await Self.overdue(ledger, at: Self.start.addingTimeInterval(16 * day)).isEmpty)
+        #expect(try await Self.overdue(ledger, at: Self.start.addingTimeInterval(18 * day)) == ["200:active"])
+        await ledger.close()
+    }
+
+    @Test(
+        "what a notification says ends the wait: expired never again; a grace period once it ended; billing retry once a day",
+        arguments: Backend.allCases)
+    func notificationsAnswerIt(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        let day = 86_400.0
+        let end = Self.start.addingTimeInterval(7 * day)
+        for original in ["1", "2", "3"] {
+            try await Self.grant(ledger, order: "o\(original)", original: original, days: 7)
+        }
+        _ = try await ledger.apply(Self.change("1", status: "expired", at: end, expires: end)) { _ in nil }
+        _ = try await ledger.apply(
+            Self.change("2", status: "grace_period", at: end, expires: end, grace: end.addingTimeInterval(3 * day))
+        ) { _ in nil }
+        _ = try await ledger.apply(Self.change("3", status: "billing_retry", at: end, expires: end)) { _ in nil }
+        let soon = end.addingTimeInterval(day / 2)
+        #expect(try await Self.overdue(ledger, at: soon, retryHeardBefore: end.addingTimeInterval(-1)).isEmpty)
+        #expect(
+            try await Self.overdue(ledger, at: soon, retryHeardBefore: end.addingTimeInterval(1)) == ["3:billing_retry"]
+        )
+        let later = end.addingTimeInterval(4 * day)
+        #expect(
+            try await Self.overdue(ledger, at: later, retryHeardBefore: end.addingTimeInterval(-1)) == [
+                "2:grace_period"
+            ])
+        await ledger.close()
+    }
+}
