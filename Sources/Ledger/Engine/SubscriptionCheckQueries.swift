@@ -31,10 +31,11 @@ public protocol SubscriptionCheckStore: Sendable {
 enum SubscriptionCheckQueries {
     static let watched = "('active', 'grace_period', 'billing_retry')"
 
-    /// A subscription granted by a job is watched from its grant: its row says active until the period's end,
-    /// as of the period's start (a notification about the period, signed after it started, still applies). A row
-    /// a notification wrote is kept, unless this grant is of a later period that started after it (a player who
-    /// subscribes again after an expiry: the same original transaction, a new order): active again until its end.
+    /// A subscription granted by a job is watched from its grant: its row says active until the period's end, as
+    /// of no time at all (nothing heard yet: every notification about it applies, even one Apple signed a moment
+    /// before the period's purchase date). A row a notification wrote is kept, unless this grant is of a later
+    /// period that started after the row's last change (a player who subscribes again after an expiry: the same
+    /// original transaction, a new order): active again until its end, as of its start.
     static func watch(
         app: AppScope, environment: AppleEnvironment, originalTransactionID: String, period: DateInterval,
         in session: any SQLSession
@@ -46,12 +47,12 @@ enum SubscriptionCheckQueries {
                 expires_at, changed_at) VALUES (?1, ?2, ?3, 'active', \(spelling.time(4)), \(spelling.time(5)))
                 ON CONFLICT (app, environment, original_transaction_id) DO UPDATE
                     SET status = 'active', expires_at = excluded.expires_at, grace_period_expires_at = NULL,
-                        changed_at = excluded.changed_at
-                    WHERE s.expires_at < excluded.expires_at AND s.changed_at < excluded.changed_at
+                        changed_at = \(spelling.time(6))
+                    WHERE s.expires_at < excluded.expires_at AND s.changed_at < \(spelling.time(6))
             """,
             [
                 .text(app.rawValue), .text(environment.rawValue), .text(originalTransactionID), .time(period.end),
-                .time(period.start),
+                .time(Date(timeIntervalSince1970: 0)), .time(period.start),
             ])
     }
 
