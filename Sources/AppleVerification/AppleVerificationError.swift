@@ -21,6 +21,8 @@ public struct AppleVerificationError: Error, Sendable, CustomStringConvertible {
         public static let bundleMismatch = Code("bundle_mismatch")
         public static let environmentNotAllowed = Code("environment_not_allowed")
         public static let invalidKey = Code("invalid_key")
+        /// The chain's revocation status (OCSP) is not known yet, or its responder did not answer: retriable.
+        public static let revocationUnknown = Code("revocation_unknown")
         // Calls to Apple.
         public static let transport = Code("transport")
         public static let timeout = Code("timeout")

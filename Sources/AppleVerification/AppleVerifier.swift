@@ -105,13 +105,13 @@ public final class AppleVerifier: Sendable {
             }
             return try await verifyReceipt(receipt, attempts: &attempts)
         case .signedTransaction(let jws):
-            return verifySigned(jws, source: .signedTransaction)
+            return try verifySigned(jws, source: .signedTransaction)
         case .transactionID(let id):
             guard let api else {
                 throw AppleVerificationError(.invalidKey, "no App Store Server API key is configured (apple.api.*)")
             }
             switch try await api.transactionInfo(id: id, attempts: &attempts) {
-            case .found(let jws): return verifySigned(jws, source: .serverAPI)
+            case .found(let jws): return try verifySigned(jws, source: .serverAPI)
             case .notFound: return .rejected(.transactionNotFound, detail: "Apple knows no transaction \(id)")
             case .rejected(let code):
                 return .rejected(.transactionNotFound, detail: "Apple refused the transaction id (error \(code))")
@@ -143,7 +143,7 @@ public final class AppleVerifier: Sendable {
                     transactions: []))
         }
         switch try await api.transactionInfo(id: id, in: environment, attempts: &attempts) {
-        case .found(let jws): return verifySigned(jws, source: .serverAPI)
+        case .found(let jws): return try verifySigned(jws, source: .serverAPI)
         case .notFound:
             return .rejected(.transactionNotFound, detail: "Apple knows no transaction \(id) of the receipt")
         case .rejected(let code):
@@ -214,15 +214,18 @@ public final class AppleVerifier: Sendable {
                 transactions: transactions))
     }
 
-    private func verifySigned(_ jws: String, source: VerifiedPurchase.Source) -> AppleVerdict {
-        Self.verdict(onSigned: jws, source: source, verifier: signedData)
+    private func verifySigned(_ jws: String, source: VerifiedPurchase.Source) throws(AppleVerificationError)
+        -> AppleVerdict
+    {
+        try Self.verdict(onSigned: jws, source: source, verifier: signedData)
     }
 
     /// The verdict on a signed transaction: its signature, chain, bundle and environment (``SignedDataVerifier``),
     /// then its fields. A failure of any is a rejection, never a crash: the payload is hostile until verified,
-    /// and a verified payload can still hold numbers no date can be made of.
+    /// and a verified payload can still hold numbers no date can be made of. Only what may pass later is thrown
+    /// (the chain's revocation status not known yet): the job is retried, never denied for it.
     static func verdict(onSigned jws: String, source: VerifiedPurchase.Source, verifier: SignedDataVerifier)
-        -> AppleVerdict
+        throws(AppleVerificationError) -> AppleVerdict
     {
         do {
             let transaction = try verifier.verifyTransaction(jws)
@@ -234,6 +237,7 @@ public final class AppleVerifier: Sendable {
                     source: source, bundleID: transaction.bundleId, environment: transaction.environment ?? .production,
                     transactions: [try AppleTransaction(transaction)]))
         } catch {
+            if error.isRetriable { throw error }
             switch error.code {
             case .bundleMismatch: return .rejected(.bundleMismatch, detail: error.reason)
             case .environmentNotAllowed: return .rejected(.sandboxNotAllowed, detail: error.reason)

@@ -75,6 +75,9 @@ public struct AppleApps: Sendable {
 
     public var defaultApp: AppleApp { all[0] }
 
+    /// The checker of the certificates' revocation every app's verifier shares (nil: not checked).
+    public var revocation: RevocationChecker? { defaultApp.signedData.configuration.revocation }
+
     /// The app a job names: its `bundle_id`, or the default app when it names none; nil for a bundle id no
     /// app has.
     public func app(bundleID: String?) -> AppleApp? {

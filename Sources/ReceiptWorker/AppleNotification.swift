@@ -45,6 +45,9 @@ struct AppleNotification: Sendable {
         case environmentNotAllowed(type: NotificationType)
         /// Not Apple's, not this app's, or not a notification: why.
         case rejected(String)
+        /// Not decided yet: the chain's revocation status is not known (its OCSP responder is being asked, or did
+        /// not answer). Try again: Apple sends it again after a 503; the workers retry the record.
+        case unavailable(String)
     }
 
     /// `body`: the HTTP request body Apple sends, `{"signedPayload": "<JWS>"}`.
@@ -101,6 +104,7 @@ struct AppleNotification: Sendable {
             verified.appTransaction = appTransaction
             return .verified(verified)
         } catch {
+            if error.isRetriable { return .unavailable(error.reason) }
             if error.code == .environmentNotAllowed {
                 return .environmentNotAllowed(
                     type: NotificationType(
@@ -150,7 +154,7 @@ public enum BackfilledNotification {
                     id: notification.id, key: notification.key, type: notification.type,
                     headers: notification.recordHeaders()))
         case .environmentNotAllowed: return .skipped
-        case .rejected(let reason): return .rejected(reason)
+        case .rejected(let reason), .unavailable(let reason): return .rejected(reason)
         }
     }
 }

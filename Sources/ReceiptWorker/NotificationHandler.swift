@@ -66,6 +66,9 @@ struct NotificationHandler: MessageHandler {
                 return .publish([])
             case .rejected(let reason):
                 return .deadLetter(DeadLetter(reason: .malformedJob, error: "notification: \(reason)"))
+            case .unavailable(let reason):
+                // Apple's word on the chain is not known yet: the record is handled again after a backoff.
+                throw AppleVerificationError(.revocationUnknown, reason, isRetriable: true)
             }
         }
         if let handled = try await context.retrying(

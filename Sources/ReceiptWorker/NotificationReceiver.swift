@@ -90,7 +90,19 @@ public struct NotificationIntake: Sendable {
 
     /// One notification at the receiver: the HTTP status and a short text for it.
     func receive(body: Data, deadline: Duration) async -> (Int, String) {
-        switch AppleNotification.verify(body: body, apps: apps) {
+        var verification = AppleNotification.verify(body: body, apps: apps)
+        if case .unavailable = verification, let revocation = apps.revocation {
+            // The chain's status is being asked (the first notification signed by a new chain): waited for once.
+            await revocation.settled()
+            verification = AppleNotification.verify(body: body, apps: apps)
+        }
+        switch verification {
+        case .unavailable(let reason):
+            metrics.notificationReceived(type: nil, outcome: "unavailable").increment()
+            logger.warning(
+                "notification not verified yet: its certificates' revocation status is not known; Apple will send it"
+                    + " again", ["error": reason])
+            return (503, "not verified yet; send it again")
         case .rejected(let reason):
             let counter = metrics.notificationReceived(type: nil, outcome: "rejected")
             counter.increment()

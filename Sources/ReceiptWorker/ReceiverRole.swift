@@ -32,7 +32,14 @@ public final class ReceiverRole: Service {
         self.healthInterval = healthInterval
         self.logger = logger
         self.metrics = metrics
-        let apps = try WorkerAssembly.appleApps(configuration, logger: logger)
+        let apps = try WorkerAssembly.appleApps(
+            configuration, logger: logger,
+            revocationObserver: { outcome, detail in
+                metrics.revocationCheck(outcome).increment()
+                if let detail {
+                    logger.warning("a certificate chain's revocation check", ["outcome": outcome, "why": detail])
+                }
+            })
         do {
             producer = try KafkaProducer(
                 configuration: try WorkerAssembly.kafkaConfigurations(configuration).producer, logger: logger)

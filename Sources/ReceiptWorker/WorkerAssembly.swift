@@ -14,7 +14,13 @@ public enum WorkerAssembly {
         let apps = try appleApps(
             configuration, logger: logger,
             observer: { app in { metrics.observeAppleCall(app: app, $0, outcome: $1, duration: $2) } },
-            laneObserver: { app in { metrics.observeLane(app: app, $0, waited: $1, paused: $2) } })
+            laneObserver: { app in { metrics.observeLane(app: app, $0, waited: $1, paused: $2) } },
+            revocationObserver: { outcome, detail in
+                metrics.revocationCheck(outcome).increment()
+                if let detail {
+                    logger.warning("a certificate chain's revocation check", ["outcome": outcome, "why": detail])
+                }
+            })
 
         let kafka = try kafkaConfigurations(configuration)
         let consumer: KafkaConsumer
@@ -49,7 +55,8 @@ public enum WorkerAssembly {
     public static func appleApps(
         _ configuration: WorkerConfiguration, logger: Logger,
         observer: (@Sendable (_ app: String) -> AppleCallObserver)? = nil,
-        laneObserver: (@Sendable (_ app: String) -> RateGovernor.Observer)? = nil
+        laneObserver: (@Sendable (_ app: String) -> RateGovernor.Observer)? = nil,
+        revocationObserver: RevocationChecker.Observer? = nil
     ) throws -> AppleApps {
         var http = HTTPClient.Configuration()
         http.caFile = configuration.httpCAFile
@@ -61,11 +68,13 @@ public enum WorkerAssembly {
         http.connectionCacheSize = max(64, http.connectionCacheSize / max(1, configuration.allApps.count))
         let receiptVerification = try receiptVerification(configuration)
         let receiptSignatures = try receiptSignatures(configuration)
+        let revocation = try revocationChecker(
+            configuration, http: HTTPClient(configuration: http, logger: logger), observer: revocationObserver)
         return AppleApps(
             try configuration.allApps.enumerated().map { index, app in
                 try appleApp(
                     app, isDefault: index == 0, configuration, http: HTTPClient(configuration: http, logger: logger),
-                    receiptVerification: receiptVerification,
+                    revocation: revocation, receiptVerification: receiptVerification,
                     receiptSignatures: receiptSignatures, observer: observer?(app.name),
                     laneObserver: laneObserver?(app.name))
             })
@@ -76,7 +85,8 @@ public enum WorkerAssembly {
     /// limits and failures are per app).
     private static func appleApp(
         _ app: WorkerConfiguration.App, isDefault: Bool, _ configuration: WorkerConfiguration, http client: HTTPClient,
-        receiptVerification: ReceiptVerification, receiptSignatures: ReceiptSignatureVerifier,
+        revocation: RevocationChecker?, receiptVerification: ReceiptVerification,
+        receiptSignatures: ReceiptSignatureVerifier,
         observer: AppleCallObserver?, laneObserver: RateGovernor.Observer?
     ) throws -> AppleApp {
         let breakers = CircuitBreakers()
@@ -108,7 +118,7 @@ public enum WorkerAssembly {
             apiConfiguration.governor = governor
             api = AppStoreServerAPIClient(configuration: apiConfiguration, tokens: tokens, http: client)
         }
-        let signedData = try signedDataVerifier(app, configuration)
+        let signedData = try signedDataVerifier(app, configuration, revocation: revocation)
         let verifier = AppleVerifier(
             bundleID: app.bundleID, receipts: VerifyReceiptClient(configuration: receipts, http: client), api: api,
             signedData: signedData, receiptVerification: receiptVerification)
@@ -188,11 +198,12 @@ public enum WorkerAssembly {
         }
     }
 
-    static func signedDataVerifier(_ app: WorkerConfiguration.App, _ configuration: WorkerConfiguration) throws
-        -> SignedDataVerifier
-    {
+    static func signedDataVerifier(
+        _ app: WorkerConfiguration.App, _ configuration: WorkerConfiguration, revocation: RevocationChecker? = nil
+    ) throws -> SignedDataVerifier {
         var signed = SignedDataVerifier.Configuration(
             rootCertificates: configuration.apple.rootCertificates, bundleID: app.bundleID)
+        signed.revocation = revocation
         signed.allowedEnvironments = app.allowSandbox ? [.production, .sandbox] : [.production]
         signed.appAppleID = app.appAppleID
         do {
@@ -200,6 +211,32 @@ public enum WorkerAssembly {
         } catch {
             throw ConfigurationError(.invalidValue, key: "apple.root_certificates", reason: error.reason)
         }
+    }
+
+    /// One checker of revocation for every app (Apple signs them all with one chain), with its own HTTP client:
+    /// OCSP responders are asked over plain HTTP (their answers are signed), nil with `apple.revocation_check=off`.
+    static func revocationChecker(
+        _ configuration: WorkerConfiguration, http: HTTPClient, observer: RevocationChecker.Observer?
+    ) throws -> RevocationChecker? {
+        guard configuration.apple.revocationCheck else { return nil }
+        do {
+            return try RevocationChecker(rootCertificates: configuration.apple.rootCertificates, observer: observer) {
+                url, request, timeout in
+                let answer = try await http.execute(
+                    HTTPRequest(
+                        method: .post, url: url, headers: [(name: "Content-Type", value: "application/ocsp-request")],
+                        body: request, timeout: timeout))
+                guard answer.status == 200 else { throw OCSPUnanswered(status: answer.status) }
+                return answer.body
+            }
+        } catch {
+            throw ConfigurationError(.invalidValue, key: "apple.root_certificates", reason: error.reason)
+        }
+    }
+
+    struct OCSPUnanswered: Error, CustomStringConvertible {
+        let status: Int
+        var description: String { "HTTP \(status)" }
     }
 
     /// `apple.KEY` for the default app, `apps.NAME.KEY` for another (the default app's key when it has none).

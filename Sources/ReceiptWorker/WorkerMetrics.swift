@@ -121,6 +121,7 @@ public final class WorkerMetrics: Sendable {
             [(Labels.none, self?.readiness.withLock { $0 }?() == true ? 1 : 0)]
         }
         prepareDecisions(apps: ["default"])
+        for outcome in ["good", "revoked", "unknown", "unavailable", "untrusted"] { _ = revocationCheck(outcome) }
     }
 
     /// Money while it happens (``MoneyMetrics``).
@@ -158,6 +159,15 @@ public final class WorkerMetrics: Sendable {
             "receipt_worker_swept_notifications_total",
             help: "Notifications the sweep found in Apple's history and produced, by app: failed_delivery (Apple"
                 + " could not deliver them), gap (read after a silence).", labels: ["app": app, "found": found])
+    }
+
+    /// Asks of a certificate chain's revocation status (OCSP), by outcome: good, revoked, unknown (the responder
+    /// does not know a certificate), unavailable (no answer), untrusted (an answer that does not verify).
+    func revocationCheck(_ outcome: String) -> Counter {
+        registry.counter(
+            "receipt_worker_revocation_checks_total",
+            help: "Asks of a certificate chain's revocation status (OCSP), by outcome (good, revoked, unknown,"
+                + " unavailable, untrusted).", labels: ["outcome": outcome])
     }
 
     /// Subscriptions whose renewal or expiry was overdue, asked of Apple, by app and outcome: produced (Apple's

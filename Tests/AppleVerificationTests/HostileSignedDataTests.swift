@@ -8,7 +8,7 @@ import Testing
 @Suite("Signed data with hostile numbers and fields")
 struct HostileSignedDataTests {
     func verdict(_ payload: String, realRoot: Bool = false) throws -> AppleVerdict {
-        AppleVerifier.verdict(
+        try AppleVerifier.verdict(
             onSigned: try TestChain.sign(payload), source: .signedTransaction,
             verifier: try TestChain.verifier(realRoot: realRoot))
     }
@@ -74,7 +74,7 @@ struct HostileSignedDataTests {
     func xcodeData(path: String) throws {
         let jws = try Fixtures.text(path)
         #expect(
-            AppleVerifier.verdict(onSigned: jws, source: .signedTransaction, verifier: try TestChain.verifier())
+            try AppleVerifier.verdict(onSigned: jws, source: .signedTransaction, verifier: try TestChain.verifier())
                 .reason == "invalid_receipt")
         let payload = try #require(Base64URL.decode(jws.split(separator: ".")[1]))
         let transaction = try JSONDecoder().decode(JWSTransaction.self, from: payload)

@@ -9,7 +9,7 @@ import Vocabulary
 @Suite("Purchase identity of verified transactions")
 struct PurchaseIdentityTests {
     func signed(_ changes: [String: String?]) throws -> AppleTransaction {
-        let verdict = AppleVerifier.verdict(
+        let verdict = try AppleVerifier.verdict(
             onSigned: try TestChain.sign(TestChain.transaction(changes)), source: .signedTransaction,
             verifier: try TestChain.verifier())
         return try #require(verdict.purchase?.transactions.first)

@@ -706,6 +706,10 @@ def kubernetes(binary):
         ingress_ports = [p["port"] for r in receiver_policy["spec"].get("ingress", []) for p in r.get("ports", [])]
         check("the receiver's NetworkPolicy admits the notifications port (from the ingress controller)",
               "notifications" in ingress_ports or ports.get("notifications") in ingress_ports, ingress_ports)
+        receiver_out = {(p.get("protocol", "TCP"), p["port"]) for r in receiver_policy["spec"].get("egress", [])
+                        for p in r.get("ports", [])}
+        check("the receiver's NetworkPolicy lets it ask Apple's OCSP responders (80), and nothing of Apple's over 443",
+              ("TCP", 80) in receiver_out and ("TCP", 443) not in receiver_out, sorted(receiver_out))
         check("ingress-example.yaml has an Ingress", len(ingresses) == 1, len(ingresses))
         for ingress in ingresses:
             spec = ingress["spec"]
@@ -729,10 +733,10 @@ def kubernetes(binary):
     check("it restricts both directions", sorted(policy.get("policyTypes", [])) == ["Egress", "Ingress"])
     allowed = {(p.get("protocol", "TCP"), p["port"]) for rule in policy.get("egress", []) for p in rule.get("ports", [])}
     kafka_ports = {int(s.rsplit(":", 1)[1]) for s in config["kafka.bootstrap.servers"].split(",")}
-    needed = {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 5432), ("TCP", 9092), ("TCP", 9093), ("TCP", 9094),
-              ("TCP", 9096), ("TCP", 9098)}
+    needed = {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 80), ("TCP", 5432), ("TCP", 9092), ("TCP", 9093),
+              ("TCP", 9094), ("TCP", 9096), ("TCP", 9098)}
     needed |= {("TCP", p) for p in kafka_ports}
-    check("egress allows DNS, Apple (443), Kafka (the brokers' ports) and PostgreSQL (5432)",
+    check("egress allows DNS, Apple (443, and 80 for its OCSP responders), Kafka (the brokers' ports) and PostgreSQL (5432)",
           needed <= allowed, sorted(needed - allowed))
     check("every egress rule names its ports", all(rule.get("ports") for rule in policy.get("egress", [])))
     ingress = policy.get("ingress", [])
@@ -993,7 +997,7 @@ def desk_checks(documents, sources, worker_config, created, namespace):
         allowed_out = {(p.get("protocol", "TCP"), p["port"]) for rule in policy.get("egress", [])
                        for p in rule.get("ports", [])}
         kafka_ports = {int(b.rsplit(":", 1)[1]) for b in config["kafka.bootstrap.servers"].split(",")}
-        needed = {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 5432)} | {("TCP", p) for p in kafka_ports}
+        needed = {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 80), ("TCP", 5432)} | {("TCP", p) for p in kafka_ports}
         check("the desk's egress allows DNS, HTTPS (Apple, the provider), PostgreSQL and the brokers",
               needed <= allowed_out, sorted(needed - allowed_out))
         check("every egress rule of the desk's policy names its ports", all(r.get("ports") for r in policy.get("egress", [])))

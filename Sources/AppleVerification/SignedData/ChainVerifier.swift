@@ -5,7 +5,8 @@ import Synchronization
 /// Verifies a JWS `x5c` chain the way Apple's App Store Server Library does: exactly three certificates,
 /// Apple's OIDs on the leaf and the intermediate, a path to one of the configured roots, each certificate
 /// valid at the effective date. OpenSSL's strict mode stays off, as in Apple's libraries (Apple's own test
-/// root fails it). Revocation is not checked online.
+/// root fails it). Revocation is checked online when a ``RevocationChecker`` is given: every chain, also one
+/// from the caches, passes its check (a cached answer, most of the time).
 ///
 /// Two caches, each holding only what Apple made, so that nothing an unauthenticated sender posts can evict
 /// Apple's chain or fill them:
@@ -25,7 +26,9 @@ final class ChainVerifier: Sendable {
     struct VerifiedChain: Sendable {
         let key: ECPublicKey
         let validity: ClosedRange<Double>
-        fileprivate let digest: [UInt8]
+        let digest: [UInt8]
+        /// The validated path's certificates (DER): leaf, intermediate, the configured root it reached.
+        let path: [Data]
     }
 
     private struct Caches {
@@ -44,9 +47,12 @@ final class ChainVerifier: Sendable {
     /// How many chains were validated from their certificates since start (each a cache miss).
     var pathValidations: Int { validations.load(ordering: .relaxed) }
 
-    init(roots: [X509Certificate], cacheLimit: Int) {
+    private let revocation: RevocationChecker?
+
+    init(roots: [X509Certificate], cacheLimit: Int, revocation: RevocationChecker? = nil) {
         self.roots = roots
         self.cacheLimit = cacheLimit
+        self.revocation = revocation
     }
 
     /// The chain of a JWS whose header is `header` and whose `x5c` (base64 DER, leaf first) `certificates`
@@ -55,6 +61,14 @@ final class ChainVerifier: Sendable {
     func chain(header: Substring, certificates: () throws(AppleVerificationError) -> [String], at date: Double)
         throws(AppleVerificationError) -> VerifiedChain
     {
+        let chain = try validated(header: header, certificates: certificates, at: date)
+        try revocation?.check(chain)
+        return chain
+    }
+
+    private func validated(
+        header: Substring, certificates: () throws(AppleVerificationError) -> [String], at date: Double
+    ) throws(AppleVerificationError) -> VerifiedChain {
         if cacheLimit > 0, let known = caches.withLock({ $0.headers[header] }) {
             return try Self.valid(known, at: date)
         }
@@ -147,12 +161,14 @@ final class ChainVerifier: Sendable {
         guard intermediate.hasExtension(oid: Self.intermediateOID) else {
             throw AppleVerificationError(.invalidCertificate, "the intermediate certificate lacks Apple's WWDR OID")
         }
-        let validity = try validatePath(leaf: leaf, intermediate: intermediate, at: date)
-        return VerifiedChain(key: try leaf.publicKey(), validity: validity, digest: digest)
+        let (validity, root) = try validatePath(leaf: leaf, intermediate: intermediate, at: date)
+        return VerifiedChain(
+            key: try leaf.publicKey(), validity: validity, digest: digest, path: [ders[0], ders[1], root])
     }
-    /// Path validation with OpenSSL; returns the window in which every certificate of the path is valid.
+    /// Path validation with OpenSSL; returns the window in which every certificate of the path is valid, and the
+    /// DER of the root it reached.
     private func validatePath(leaf: X509Certificate, intermediate: X509Certificate, at date: Double)
-        throws(AppleVerificationError) -> ClosedRange<Double>
+        throws(AppleVerificationError) -> (ClosedRange<Double>, Data)
     {
         guard let store = X509_STORE_new(), let context = X509_STORE_CTX_new(), let untrusted = OPENSSL_sk_new_null()
         else { throw AppleVerificationError(.invalidChain, "out of memory") }
@@ -191,6 +207,13 @@ final class ChainVerifier: Sendable {
             }
             window = lower...upper
         }
-        return window
+        guard OPENSSL_sk_num(path) == 3, let top = OPENSSL_sk_value(path, 2) else {
+            throw AppleVerificationError(.invalidChain, "the path is not leaf, intermediate and a configured root")
+        }
+        var out: UnsafeMutablePointer<UInt8>?
+        let length = i2d_X509(OpaquePointer(top), &out)
+        guard length > 0, let out else { throw AppleVerificationError(.invalidChain, "out of memory") }
+        defer { CRYPTO_free(out, nil, 0) }
+        return (window, Data(bytes: out, count: Int(length)))
     }
 }

@@ -16,6 +16,9 @@ public final class SignedDataVerifier: Sendable {
         public var appAppleID: Int64?
         /// Verified chains kept; 0 verifies every chain every time. Default: 64.
         public var chainCacheSize = 64
+        /// Whether Apple revoked a chain's certificates, asked online (OCSP); nil: not asked. One checker may serve
+        /// every app's verifier (Apple signs them all with one chain).
+        public var revocation: RevocationChecker?
 
         public init(rootCertificates: [Data], bundleID: String) {
             self.rootCertificates = rootCertificates
@@ -33,7 +36,8 @@ public final class SignedDataVerifier: Sendable {
         var roots: [X509Certificate] = []
         for bytes in configuration.rootCertificates { roots.append(try X509Certificate(bytes: bytes)) }
         self.configuration = configuration
-        self.chains = ChainVerifier(roots: roots, cacheLimit: max(0, configuration.chainCacheSize))
+        self.chains = ChainVerifier(
+            roots: roots, cacheLimit: max(0, configuration.chainCacheSize), revocation: configuration.revocation)
     }
 
     /// Certificate chains validated from their certificates since start, cache misses each: Apple's few

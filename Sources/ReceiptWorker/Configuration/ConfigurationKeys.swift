@@ -168,6 +168,13 @@ enum ConfigurationKeys {
             $1.configuration.apple.apiMaxLanePause = try $0.milliseconds(0...3_600_000)
         },
         ConfigurationKey("apple.root_certificates") { $1.rootFiles = $0.files() },
+        ConfigurationKey("apple.revocation_check", default: "ocsp") { value, draft in
+            switch value.text {
+            case "ocsp": draft.configuration.apple.revocationCheck = true
+            case "off": draft.configuration.apple.revocationCheck = false
+            default: throw value.invalid("must be ocsp or off")
+            }
+        },
         ConfigurationKey("apple.receipt_verification", default: "verify_receipt") { value, draft in
             switch value.text {
             case "verify_receipt": draft.configuration.apple.receiptsWithServerAPI = false

@@ -52,6 +52,9 @@ public struct WorkerConfiguration: Sendable {
         public var apiPrivateKeyPEM: String?
         /// `apple.root_certificates`: DER or PEM bytes. Default: the compiled-in Apple Root CA - G3.
         public var rootCertificates: [Data] = []
+        /// `apple.revocation_check`: whether the certificates of signed data are checked with the OCSP responders
+        /// they name (`ocsp`, the default) or not (`off`).
+        public var revocationCheck = true
         /// `apple.receipt_verification=server_api`: app receipts verified locally and with Get Transaction
         /// Info instead of verifyReceipt. Default: false (verify_receipt).
         public var receiptsWithServerAPI = false

@@ -67,7 +67,7 @@ extension SupportDesk {
         let payload: JWSTransaction
         let transaction: AppleTransaction
         do {
-            (payload, transaction) = try verified(signed)
+            (payload, transaction) = try await verified(signed)
         } catch {
             if error.code == .bundleMismatch { return .refused("not this app's: \(error.reason)") }
             if error.code == .environmentNotAllowed {

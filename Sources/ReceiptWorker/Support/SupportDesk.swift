@@ -201,7 +201,7 @@ public struct SupportDesk: Sendable {
         let payload: JWSTransaction
         let transaction: AppleTransaction
         do {
-            (payload, transaction) = try verified(signed)
+            (payload, transaction) = try await verified(signed)
         } catch {
             return LookupReport.Purchase(unverified: error.reason)
         }
@@ -215,8 +215,15 @@ public struct SupportDesk: Sendable {
     }
 
     /// A signed transaction from Apple's answer, verified for this app (signature, bundle id, environment) and read.
-    func verified(_ signed: String) throws(AppleVerificationError) -> (JWSTransaction, AppleTransaction) {
-        let payload = try app.signedData.verifyTransaction(signed)
+    /// A chain whose revocation status is being asked (the first of its kind) is waited for, once.
+    func verified(_ signed: String) async throws(AppleVerificationError) -> (JWSTransaction, AppleTransaction) {
+        let payload: JWSTransaction
+        do {
+            payload = try app.signedData.verifyTransaction(signed)
+        } catch  where error.isRetriable {
+            await app.signedData.configuration.revocation?.settled()
+            payload = try app.signedData.verifyTransaction(signed)
+        }
         return (payload, try AppleTransaction(payload))
     }
 

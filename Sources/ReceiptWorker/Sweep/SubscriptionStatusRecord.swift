@@ -37,7 +37,7 @@ enum SubscriptionStatusRecord {
                     notification
                 ))
         case .environmentNotAllowed: return .failure(Refusal(reason: "an environment this worker does not accept"))
-        case .rejected(let reason): return .failure(Refusal(reason: reason))
+        case .rejected(let reason), .unavailable(let reason): return .failure(Refusal(reason: reason))
         }
     }
 
@@ -118,6 +118,7 @@ enum SubscriptionStatusRecord {
                     payload: payload, transaction: transaction, renewalInfo: renewal, id: id, type: type,
                     subtype: subtype, environment: environment, bundleID: app.bundleID))
         } catch {
+            if error.isRetriable { return .unavailable(error.reason) }
             if error.code == .environmentNotAllowed { return .environmentNotAllowed(type: .didRenew) }
             return .rejected(error.reason)
         }
