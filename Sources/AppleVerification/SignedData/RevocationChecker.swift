@@ -71,42 +71,60 @@ public final class RevocationChecker: Sendable {
         case good
         case refused(String)
         case pending(String?)
+        /// A chain not seen before: whether its certificates name a responder is read first.
+        case firstSight(String?)
     }
 
     /// Throws unless the chain's certificates are known not to be revoked at `now`.
     func check(_ chain: ChainVerifier.VerifiedChain, now: Date = Date()) throws(AppleVerificationError) {
-        if states.withLock({ $0[chain.digest] == nil }), !Self.namesResponders(chain) {
+        var decision = decide(chain, now: now, firstSight: false)
+        if case .firstSight = decision {
             // Nothing to ask (a test chain, a root of the studio's own): known at once, never a retry.
-            states.withLock { $0[chain.digest] = State(known: .good(until: .distantFuture)) }
-            return
-        }
-        let decision = states.withLock { states -> Decision in
-            var state = states[chain.digest] ?? State()
-            defer { states[chain.digest] = state }
-            switch state.known {
-            case .refused(let why):
-                return .refused(why)
-            case .good(let until) where until > now:
-                if until.timeIntervalSince(now) < settings.refreshAhead, state.asking == nil {
-                    state.asking = ask(chain)
-                }
-                return .good
-            default:
-                let mayAsk = state.failedAt.map { now.timeIntervalSince($0) >= settings.retryAfterFailure } ?? true
-                if state.asking == nil, mayAsk { state.asking = ask(chain) }
-                return .pending(state.failure)
+            guard Self.namesResponders(chain) else {
+                states.withLock { $0[chain.digest] = State(known: .good(until: .distantFuture)) }
+                return
             }
+            decision = decide(chain, now: now, firstSight: true)
         }
         switch decision {
         case .good:
             return
         case .refused(let why):
             throw AppleVerificationError(.invalidCertificate, why)
-        case .pending(let failure):
+        case .pending(let failure), .firstSight(let failure):
             throw AppleVerificationError(
                 .revocationUnknown,
                 "the certificates' revocation status is not known yet (OCSP)" + (failure.map { ": \($0)" } ?? ""),
                 isRetriable: true)
+        }
+    }
+
+    /// One look under the lock (the path of nearly every verification): the cached answer, or an ask started.
+    /// A chain never seen is left to the caller to inspect first, unless `firstSight` says it was.
+    private func decide(_ chain: ChainVerifier.VerifiedChain, now: Date, firstSight: Bool) -> Decision {
+        states.withLock { states -> Decision in
+            guard var state = states[chain.digest] else {
+                guard firstSight else { return .firstSight(nil) }
+                states[chain.digest] = State(asking: ask(chain))
+                return .pending(nil)
+            }
+            switch state.known {
+            case .refused(let why):
+                return .refused(why)
+            case .good(let until) where until > now:
+                // Nothing written on this path: a look-up, and an ask started only as the answer nears its end.
+                if until.timeIntervalSince(now) < settings.refreshAhead, state.asking == nil {
+                    states[chain.digest]?.asking = ask(chain)
+                }
+                return .good
+            default:
+                let mayAsk = state.failedAt.map { now.timeIntervalSince($0) >= settings.retryAfterFailure } ?? true
+                if state.asking == nil, mayAsk {
+                    state.asking = ask(chain)
+                    states[chain.digest] = state
+                }
+                return .pending(state.failure)
+            }
         }
     }
 
