@@ -3,7 +3,7 @@ import Foundation
 
 // Signed-transaction verifications per second on the calling thread (pin it to one core with taskset).
 //   jws-bench make --key testLeaf.key --chain testLeaf.pem,testIntermediate.pem,testCA.pem --out FILE
-//   jws-bench verify --jws FILE --root testCA.der [--seconds 3] [--no-cache]
+//   jws-bench verify --jws FILE --root testCA.der [--seconds 3] [--no-cache] [--revocation]
 //   jws-bench forged --jws FILE --root testCA.der --forger-key KEY [--seconds 3]
 //     forgeries: the genuine JWS's chain and payload in a header of their own (a `kid` varied each time),
 //     signed with anyone's key: what an unauthenticated sender posts to the notification receiver.
@@ -71,6 +71,12 @@ case "verify":
             rootCertificates: [try Data(contentsOf: URL(fileURLWithPath: rootPath))], bundleID: "com.example")
         configuration.allowedEnvironments = [.sandbox]
         if arguments.contains("--no-cache") { configuration.chainCacheSize = 0 }
+        if arguments.contains("--revocation") {
+            // The cached answer's look-up on every verification (the test chain names no responder: never asked).
+            configuration.revocation = try RevocationChecker(rootCertificates: configuration.rootCertificates) {
+                _, _, _ in fail("the test chain names no OCSP responder")
+            }
+        }
         let verifier = try SignedDataVerifier(configuration: configuration)
         let expected = try verifier.verifyTransaction(jws)  // warm-up, and the answer every round must give
         let clock = ContinuousClock()
