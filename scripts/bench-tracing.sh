@@ -4,7 +4,8 @@
 # this machine, with the same broker, simulator and SQLite ledger settings (scripts/bench-worker.sh, one ledger, no
 # Apple latency: the worker's own CPU is what shows).
 #   scripts/bench-tracing.sh [JOBS]     (default 20000)
-# LEDGERS=postgresql measures on PostgreSQL instead; ROUNDS=2 repeats the pair (the machine's speed drifts).
+# LEDGERS=postgresql measures on PostgreSQL instead; ROUNDS=2 repeats the pair (the machine's speed drifts). Last,
+# one job's trace as the receiver decoded it (Tests/tracing/tree.py).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${1:-20000}"
@@ -31,4 +32,6 @@ for _ in $(seq "${ROUNDS:-1}"); do
     bench "tracing on " "$endpoint"
 done
 spans="$(wc -l <"$work/spans.jsonl" 2>/dev/null || echo 0)"
-echo "the receiver decoded $spans spans (about $(( spans / jobs )) per job of the traced run)"
+echo "the receiver decoded $spans spans (the traced runs' queued and paced jobs)"
+# One job's tree, as the receiver decoded it.
+.deps/venv/bin/python Tests/tracing/tree.py "$work/spans.jsonl"
