@@ -205,6 +205,27 @@ struct SupportEndToEndTests {
     }
 
     @Test(
+        "an order id starting unclaimed: is refused before Apple is asked: that order is a credit's, never support's to name"
+    )
+    func reservedOrder() async throws {
+        let harness = try await WorkerHarness(notifications: true)
+        let bought = try await harness.purchase(["product_id": "coins_100"])
+        let asked = try await harness.admin.appleRequests()
+        let refused = try await desk(harness) {
+            try await $0.credit(credit(bought.transactionID, order: "unclaimed:\(bought.transactionID)"))
+        }
+        guard case .refused(let why) = refused else {
+            Issue.record("credited for a reserved order id: \(refused)")
+            return
+        }
+        #expect(why.contains("reserved for purchases credited unclaimed"))
+        #expect(try await harness.admin.appleRequests() == asked, "Apple was asked")
+        let held = try await desk(harness) { try await $0.lookup(.orderID("unclaimed:\(bought.transactionID)")) }
+        #expect(held.purchases.isEmpty, "nothing recorded")
+        await harness.stop()
+    }
+
+    @Test(
         "Apple answering 429 and 5xx: lookup and credit wait it out as a job does; Apple down throughout throws, recording nothing"
     )
     func appleBadDay() async throws {
