@@ -144,6 +144,8 @@ public enum BackfilledNotification {
         /// Genuine, of an environment not accepted here.
         case skipped
         case rejected(String)
+        /// Not decided yet: its certificates' revocation status is not known (the replay stops, to read it again).
+        case unavailable(String)
     }
 
     public static func verify(body: Data, apps: AppleApps) -> Outcome {
@@ -154,7 +156,8 @@ public enum BackfilledNotification {
                     id: notification.id, key: notification.key, type: notification.type,
                     headers: notification.recordHeaders()))
         case .environmentNotAllowed: return .skipped
-        case .rejected(let reason), .unavailable(let reason): return .rejected(reason)
+        case .rejected(let reason): return .rejected(reason)
+        case .unavailable(let reason): return .unavailable(reason)
         }
     }
 }

@@ -79,6 +79,12 @@ struct NotificationHandler: MessageHandler {
             metrics.notificationProcessed(type: notification.type, outcome: "replayed").increment()
             return .publish(publishing(handled))
         }
+        if notification.type == .rescindConsent, notification.appTransaction == nil {
+            // A parent's withdrawal the game must act on, without the download it is about: kept in sight.
+            return .deadLetter(
+                DeadLetter(
+                    reason: .malformedJob, error: "notification: RESCIND_CONSENT without a signed app transaction"))
+        }
         guard let (change, eventType) = change(notification) else {
             // Kept on the topic for whoever wants it; nothing to do here.
             metrics.notificationProcessed(type: notification.type, outcome: "ignored").increment()

@@ -77,7 +77,7 @@ struct RevocationCheckTests {
         /// sends nothing would leave `openssl ocsp`, which serves one connection at a time, waiting on it.
         static func waitForListener(_ port: UInt16) -> Bool {
             let local = String(format: ":%04X ", port)
-            for _ in 0..<200 {
+            for _ in 0..<1_200 {  // a minute: four processes start for each case, beside every other test
                 for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
                     let text = (try? String(contentsOfFile: table, encoding: .utf8)) ?? ""
                     // Columns: sl, local_address, rem_address, st (0A: LISTEN).
@@ -153,8 +153,7 @@ struct RevocationCheckTests {
     }
 
     @Test(
-        "revoked, or unknown to its responder: refused for good (invalid_receipt), not retried",
-        arguments: ["revoked", "unknown"])
+        "revoked: refused (invalid_receipt), not retried", arguments: ["revoked"])
     func refused(leaf: String) async throws {
         let responders = try Responders()
         let asks = Asks()
@@ -177,8 +176,12 @@ struct RevocationCheckTests {
     }
 
     @Test(
-        "a responder that does not answer, answers too late, or answers with a signature nobody authorised: transient, never a deny",
-        arguments: [("unreachable", "unavailable"), ("slow", "unavailable"), ("forged", "untrusted")])
+        "a responder that does not answer, answers too late, answers with a signature nobody authorised, or does not know the certificate: transient, never a deny",
+        arguments: [
+            ("unreachable", "unavailable"), ("slow", "unavailable"), ("forged", "untrusted"),
+            // Unknown to its responder (a new certificate not yet loaded, or another CA's): asked again, never a deny.
+            ("unknown", "unknown"),
+        ])
     func transient(leaf: String, outcome: String) async throws {
         let responders = try Responders()
         let asks = Asks()
@@ -192,8 +195,9 @@ struct RevocationCheckTests {
         }
         #expect(error.isRetriable && error.code == .revocationUnknown, "\(error)")
         #expect(asks.outcomes.withLock { $0 }.first == outcome)
-        // The slow responder is given up on at the timeout (1 s), not waited for.
-        #expect(ContinuousClock.now - started < .seconds(5))
+        // The silent responder is given up on at the timeout (1 s), never waited for (a busy machine: well within
+        // 30 s).
+        #expect(ContinuousClock.now - started < .seconds(30))
         // A job is retried, never denied for it.
         #expect(throws: AppleVerificationError.self) {
             try AppleVerifier.verdict(onSigned: jws, source: .signedTransaction, verifier: verifier)

@@ -30,12 +30,9 @@ struct SubscriptionCheckLedgerTests {
         #expect(outcome == .recorded)
     }
 
-    static func overdue(_ ledger: any Ledger, at date: Date, retryHeardBefore: Date? = nil, limit: Int = 10)
-        async throws -> [String]
-    {
+    static func overdue(_ ledger: any Ledger, at date: Date, limit: Int = 10) async throws -> [String] {
         try await ledger.overdueSubscriptions(
-            app: .defaultApp, endedBefore: date, retryHeardBefore: retryHeardBefore ?? date.addingTimeInterval(-86_400),
-            limit: limit
+            app: .defaultApp, endedBefore: date, askedBefore: date.addingTimeInterval(-86_400), limit: limit
         ).map { "\($0.originalTransactionID):\($0.status)" }
     }
 
@@ -82,7 +79,7 @@ struct SubscriptionCheckLedgerTests {
     }
 
     @Test(
-        "what a notification says ends the wait: expired never again; a grace period once it ended; billing retry once a day",
+        "what a notification says ends the wait: expired never again; a grace period once it ended; one asked of Apple not again for a day, whatever it said",
         arguments: Backend.allCases)
     func notificationsAnswerIt(backend: Backend) async throws {
         let ledger = try await backend.open()
@@ -97,15 +94,19 @@ struct SubscriptionCheckLedgerTests {
         ) { _ in nil }
         _ = try await ledger.apply(Self.change("3", status: "billing_retry", at: end, expires: end)) { _ in nil }
         let soon = end.addingTimeInterval(day / 2)
-        #expect(try await Self.overdue(ledger, at: soon, retryHeardBefore: end.addingTimeInterval(-1)).isEmpty)
-        #expect(
-            try await Self.overdue(ledger, at: soon, retryHeardBefore: end.addingTimeInterval(1)) == ["3:billing_retry"]
-        )
+        #expect(try await Self.overdue(ledger, at: soon) == ["3:billing_retry"])
+        // Asked: not again for a day, whatever Apple said (still in billing retry).
+        try await ledger.subscriptionAsked(
+            app: .defaultApp, environment: .production, originalTransactionID: "3", at: soon)
+        #expect(try await Self.overdue(ledger, at: soon.addingTimeInterval(3_600)).isEmpty)
+        // Its news comes after the ask (recovered for a week): asked again once that period ends.
+        let recovered = end.addingTimeInterval(day)
+        _ = try await ledger.apply(
+            Self.change("3", status: "active", at: recovered, expires: recovered.addingTimeInterval(2 * day))
+        ) { _ in nil }
+        #expect(try await Self.overdue(ledger, at: recovered.addingTimeInterval(day)).isEmpty)
         let later = end.addingTimeInterval(4 * day)
-        #expect(
-            try await Self.overdue(ledger, at: later, retryHeardBefore: end.addingTimeInterval(-1)) == [
-                "2:grace_period"
-            ])
+        #expect(Set(try await Self.overdue(ledger, at: later)) == ["2:grace_period", "3:active"])
         await ledger.close()
     }
 }

@@ -178,20 +178,20 @@ struct NotificationHandlerTests {
     }
 
     @Test(
-        "notifications that carry externalPurchaseToken or appData instead of data are verified and kept, not refused"
+        "notifications that carry externalPurchaseToken or appData instead of data are verified: kept, or (a withdrawn consent without its download) dead-lettered in sight"
     )
     func otherShapes() async throws {
-        for (type, field, value) in [
+        for (type, field, value, kept) in [
             (
                 "EXTERNAL_PURCHASE_TOKEN", "externalPurchaseToken",
                 [
                     "externalPurchaseId": "b2f3c4d5", "tokenCreationDate": Handlers.milliseconds(Date()),
                     "appAppleId": 1234, "bundleId": "com.example",
-                ] as [String: Any]
+                ] as [String: Any], true
             ),
             (
                 "RESCIND_CONSENT", "appData",
-                ["appAppleId": 1234, "bundleId": "com.example", "environment": "Production"] as [String: Any]
+                ["appAppleId": 1234, "bundleId": "com.example", "environment": "Production"] as [String: Any], false
             ),
         ] {
             let payload: [String: Any] = [
@@ -200,7 +200,7 @@ struct NotificationHandlerTests {
             ]
             let body = Array(try JSONSerialization.data(withJSONObject: ["signedPayload": try Handlers.sign(payload)]))
             let outcome = try await notify(body)
-            #expect(outcome.deadLetter == nil, "\(type): \(String(describing: outcome.deadLetter))")
+            #expect((outcome.deadLetter == nil) == kept, "\(type): \(String(describing: outcome.deadLetter))")
             #expect(outcome.events.isEmpty)
         }
     }

@@ -45,6 +45,8 @@ struct SubscriptionStatusRecordTests {
         var transaction = transaction
         transaction["bundleId"] = "com.example"
         transaction["environment"] = "Production"
+        // Apple signs both in one answer.
+        transaction["signedDate"] = transaction["signedDate"] ?? renewal["signedDate"]
         return AppStoreServerAPIClient.SubscriptionStatus(
             status: 1, originalTransactionId: transaction["originalTransactionId"] as? String,
             signedTransactionInfo: try Handlers.sign(transaction), signedRenewalInfo: try Handlers.sign(renewal))
@@ -152,9 +154,13 @@ struct SubscriptionStatusRecordTests {
         var forged = try record(period, renewalInfo(original: "200"))
         forged.value[forged.value.count - 20] ^= 0x01
         let stranger = try record(period, renewalInfo(original: "200"), bundleID: "com.stranger")
+        // An old period's transaction (signed a month ago) beside a recent renewal info: not one answer of Apple's.
+        var old = period
+        old["signedDate"] = Handlers.milliseconds(Date(timeIntervalSinceNow: -month))
+        let spliced = try record(old, renewalInfo(original: "200"))
         var shaped = try record(period, renewalInfo(original: "200"))
         shaped.value = Array(#"{"subscriptionStatus":{"signedTransactionInfo":"a.b.c"}}"#.utf8)
-        for hostile in [mixed, forged, stranger, shaped] {
+        for hostile in [mixed, forged, stranger, shaped, spliced] {
             let outcome = try await handle(hostile)
             #expect(outcome.events.isEmpty)
             #expect(outcome.deadLetter?.reason == .malformedJob)

@@ -5,8 +5,9 @@ import Synchronization
 /// Verifies a JWS `x5c` chain the way Apple's App Store Server Library does: exactly three certificates,
 /// Apple's OIDs on the leaf and the intermediate, a path to one of the configured roots, each certificate
 /// valid at the effective date. OpenSSL's strict mode stays off, as in Apple's libraries (Apple's own test
-/// root fails it). Revocation is checked online when a ``RevocationChecker`` is given: every chain, also one
-/// from the caches, passes its check (a cached answer, most of the time).
+/// root fails it). Revocation is checked online when a ``RevocationChecker`` is given (``checkRevocation(_:)``,
+/// once a signature made with the chain verified): every chain, also one from the caches, passes its check (a
+/// cached answer, most of the time).
 ///
 /// Two caches, each holding only what Apple made, so that nothing an unauthenticated sender posts can evict
 /// Apple's chain or fill them:
@@ -61,14 +62,6 @@ final class ChainVerifier: Sendable {
     func chain(header: Substring, certificates: () throws(AppleVerificationError) -> [String], at date: Double)
         throws(AppleVerificationError) -> VerifiedChain
     {
-        let chain = try validated(header: header, certificates: certificates, at: date)
-        try revocation?.check(chain)
-        return chain
-    }
-
-    private func validated(
-        header: Substring, certificates: () throws(AppleVerificationError) -> [String], at date: Double
-    ) throws(AppleVerificationError) -> VerifiedChain {
         if cacheLimit > 0, let known = caches.withLock({ $0.headers[header] }) {
             return try Self.valid(known, at: date)
         }
@@ -86,6 +79,12 @@ final class ChainVerifier: Sendable {
             if caches.chains.updateValue(verified, forKey: digest) == nil { caches.recency.append(digest) }
         }
         return verified
+    }
+
+    /// Throws unless the chain is known not to be revoked (nothing to do without a ``RevocationChecker``). Called
+    /// only once a JWS signed with the chain's key verified: nothing a sender makes up ever causes an ask.
+    func checkRevocation(_ chain: VerifiedChain) throws(AppleVerificationError) {
+        try revocation?.check(chain)
     }
 
     /// Remembers `header` as Apple's, with its chain: a JWS signed with that chain's key verified under it.

@@ -40,11 +40,15 @@ final class OCSPQuery: @unchecked Sendable {
             ERR_clear_error()
             return nil
         }
-        guard let request = OCSP_REQUEST_new(), let copy = OCSP_CERTID_dup(id) else {
+        guard let request = OCSP_REQUEST_new() else {
             OCSP_CERTID_free(id)
             return nil
         }
         defer { OCSP_REQUEST_free(request) }
+        guard let copy = OCSP_CERTID_dup(id) else {
+            OCSP_CERTID_free(id)
+            return nil
+        }
         guard OCSP_request_add0_id(request, copy) != nil else {
             OCSP_CERTID_free(copy)
             OCSP_CERTID_free(id)
@@ -68,7 +72,7 @@ final class OCSPQuery: @unchecked Sendable {
 
     /// The responder's answer `body`, verified: its signer chains to one of `roots` (with `issuer` as an
     /// intermediate) and is the issuer or a responder the issuer authorised; about this certificate; current at
-    /// `now` (5 minutes of clock skew allowed).
+    /// now (5 minutes of clock skew allowed; without a next update, at most a day old).
     func answer(_ body: Data, issuer: X509Certificate, roots: [X509Certificate]) -> Answer {
         let response = body.withUnsafeBytes { raw -> OpaquePointer? in
             var cursor = raw.bindMemory(to: UInt8.self).baseAddress
@@ -110,7 +114,9 @@ final class OCSPQuery: @unchecked Sendable {
             OCSP_resp_find_status(
                 basic, id, &certificateStatus, &reason, &revokedAt, &thisUpdate, &nextUpdate) == 1
         else { return .untrusted("the response is not about this certificate") }
-        guard OCSP_check_validity(thisUpdate, nextUpdate, 300, -1) == 1 else {
+        // 5 minutes of clock skew; an answer without a next update at most a day old (an old "good" replayed
+        // by someone on the plain-HTTP path is refused).
+        guard OCSP_check_validity(thisUpdate, nextUpdate, 300, nextUpdate == nil ? 86_400 : -1) == 1 else {
             ERR_clear_error()
             return .untrusted("the response is not current")
         }

@@ -7,9 +7,11 @@ import Synchronization
 /// Verification stays synchronous and never waits on the network: the answer is cached per chain (until the
 /// earliest `nextUpdate` of the two, at most a day; 15 minutes when a responder names none) and refreshed in the
 /// background before it runs out. A chain whose status is not known yet (the first of its kind, or a responder
-/// that did not answer) is refused with a retriable error while one fetch asks: a job is retried, a notification
-/// answered 503 so that Apple sends it again, never a deny. A revoked certificate, or one its responder does not
-/// know, is refused for good (`invalid_receipt`). An answer that does not verify is never trusted: transient.
+/// that did not answer, or one that does not know the certificate yet) is refused with a retriable error while one
+/// fetch asks: a job is retried, a notification answered 503 so that Apple sends it again, never a deny. A revoked
+/// certificate is refused (`invalid_receipt`), and asked again an hour later (a responder's mistake does not last
+/// until a restart). An answer that does not verify is never trusted: transient. Only chains whose signature
+/// verified get here, and at most ``Settings/maximumChains`` are remembered.
 public final class RevocationChecker: Sendable {
     /// POSTs an OCSP request (`application/ocsp-request`) to the responder and answers its body; throws when no
     /// HTTP 200 came within the timeout.
@@ -26,6 +28,10 @@ public final class RevocationChecker: Sendable {
         public var ageWithoutNextUpdate: TimeInterval = 900
         /// How long before a good answer runs out it is asked again, in the background. Default: 5 minutes.
         public var refreshAhead: TimeInterval = 300
+        /// How long a revoked certificate is refused before its responder is asked again. Default: an hour.
+        public var revokedAge: TimeInterval = 3_600
+        /// Chains remembered at most (Apple signs with a handful); past it, those not being asked are forgotten.
+        public var maximumChains = 1_024
 
         public init() {}
     }
@@ -37,7 +43,7 @@ public final class RevocationChecker: Sendable {
 
     private enum Known {
         case good(until: Date)
-        case refused(String)
+        case refused(String, until: Date)
     }
 
     private struct State {
@@ -105,20 +111,22 @@ public final class RevocationChecker: Sendable {
         states.withLock { states -> Decision in
             guard var state = states[chain.digest] else {
                 guard firstSight else { return .firstSight(nil) }
+                if states.count >= settings.maximumChains { states = states.filter { $0.value.asking != nil } }
                 states[chain.digest] = State(asking: ask(chain))
                 return .pending(nil)
             }
+            let mayAsk = state.failedAt.map { now.timeIntervalSince($0) >= settings.retryAfterFailure } ?? true
             switch state.known {
-            case .refused(let why):
+            case .refused(let why, let until) where until > now:
                 return .refused(why)
             case .good(let until) where until > now:
-                // Nothing written on this path: a look-up, and an ask started only as the answer nears its end.
-                if until.timeIntervalSince(now) < settings.refreshAhead, state.asking == nil {
+                // Nothing written on this path: a look-up, and an ask started only as the answer nears its end
+                // (and not again right after a failed one).
+                if until.timeIntervalSince(now) < settings.refreshAhead, state.asking == nil, mayAsk {
                     states[chain.digest]?.asking = ask(chain)
                 }
                 return .good
             default:
-                let mayAsk = state.failedAt.map { now.timeIntervalSince($0) >= settings.retryAfterFailure } ?? true
                 if state.asking == nil, mayAsk {
                     state.asking = ask(chain)
                     states[chain.digest] = state
@@ -195,11 +203,13 @@ public final class RevocationChecker: Sendable {
             case .revoked:
                 let why = "a certificate of the chain is revoked (OCSP, \(query.url))"
                 observer?("revoked", why)
-                return (.refused(why), nil)
+                return (.refused(why, until: now.addingTimeInterval(settings.revokedAge)), nil)
             case .unknown:
+                // Not yet known to the responder (a new certificate), or not issued by its CA: never a deny on
+                // that alone; asked again, and counted (an alert reads it).
                 let why = "the OCSP responder \(query.url) does not know a certificate of the chain"
                 observer?("unknown", why)
-                return (.refused(why), nil)
+                return (nil, why)
             case .untrusted(let reason):
                 let why = "the OCSP responder \(query.url)'s answer is not trusted: \(reason)"
                 observer?("untrusted", why)

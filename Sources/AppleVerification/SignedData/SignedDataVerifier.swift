@@ -72,6 +72,9 @@ public final class SignedDataVerifier: Sendable {
     {
         let app = try verifiedPayload(jws, as: JWSAppTransaction.self)
         try check(bundleID: app.bundleId)
+        if let named = app.appAppleId, let expected = configuration.appAppleID, named != expected {
+            throw AppleVerificationError(.bundleMismatch, "the app transaction is for another app")
+        }
         let own: AppleEnvironment? =
             switch app.receiptType {
             case "Production": .production
@@ -164,6 +167,8 @@ public final class SignedDataVerifier: Sendable {
         }
         guard valid else { throw AppleVerificationError(.invalidSignature, "the JWS signature does not verify") }
         chains.confirm(header: headerSegment, chain)
+        // Apple's word on the chain only now, for a signature its key made: a forgery never causes an ask.
+        try chains.checkRevocation(chain)
         for (field, milliseconds) in payload.millisecondTimes {
             if let milliseconds, AppleTimestamp.date(milliseconds: milliseconds) == nil {
                 throw AppleVerificationError(.malformed, "\(field) is not a time from 1970 to 9999")

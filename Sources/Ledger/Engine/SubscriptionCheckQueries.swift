@@ -20,11 +20,17 @@ public struct OverdueSubscription: Sendable, Equatable {
 
 /// What the subscription status checks read: the subscriptions granted here whose news is overdue.
 public protocol SubscriptionCheckStore: Sendable {
-    /// The subscriptions of `app` whose period ended before `endedBefore` and that heard nothing since then:
-    /// active ones, those whose grace period ended too, and those in billing retry not heard of since
-    /// `retryHeardBefore` (Apple retries billing for up to 60 days). Oldest expiry first, at most `limit`.
-    func overdueSubscriptions(app: AppScope, endedBefore: Date, retryHeardBefore: Date, limit: Int) async throws
+    /// The subscriptions of `app` whose period (or grace period) ended before `endedBefore`, that heard nothing
+    /// since then, and that were not asked of Apple since `askedBefore`, nor since their last change (Apple's
+    /// answer may not change for days: a subscription in billing retry, one whose refund was never heard). Oldest
+    /// expiry first, at most `limit`.
+    func overdueSubscriptions(app: AppScope, endedBefore: Date, askedBefore: Date, limit: Int) async throws
         -> [OverdueSubscription]
+
+    /// Remembers that the subscription was asked of Apple at `at`, whatever Apple said: the next ask waits.
+    func subscriptionAsked(
+        app: AppScope, environment: AppleEnvironment, originalTransactionID: String, at: Date
+    ) async throws
 }
 
 /// The statements of ``SubscriptionCheckStore``, and the watch a subscription's grant starts.
@@ -48,7 +54,7 @@ enum SubscriptionCheckQueries {
                 ON CONFLICT (app, environment, original_transaction_id) DO UPDATE
                     SET status = 'active', expires_at = excluded.expires_at, grace_period_expires_at = NULL,
                         changed_at = \(spelling.time(6))
-                    WHERE s.expires_at < excluded.expires_at AND s.changed_at < \(spelling.time(6))
+                    WHERE COALESCE(s.expires_at < excluded.expires_at, TRUE) AND s.changed_at < \(spelling.time(6))
             """,
             [
                 .text(app.rawValue), .text(environment.rawValue), .text(originalTransactionID), .time(period.end),
@@ -58,7 +64,7 @@ enum SubscriptionCheckQueries {
 
     /// By the `subscriptions_overdue` index: (app, expires_at) of the subscriptions not ended.
     static func overdue(
-        app: AppScope, endedBefore: Date, retryHeardBefore: Date, limit: Int, in session: any SQLSession
+        app: AppScope, endedBefore: Date, askedBefore: Date, limit: Int, in session: any SQLSession
     ) throws -> [OverdueSubscription] {
         let spelling = session.spelling
         return try session.rows(
@@ -67,11 +73,10 @@ enum SubscriptionCheckQueries {
                 FROM \(spelling.table("subscriptions"))
                 WHERE app = ?1 AND status IN \(watched) AND expires_at < \(spelling.time(2))
                     AND changed_at < \(spelling.time(2))
-                    AND (status = 'active'
-                        OR (status = 'grace_period' AND grace_period_expires_at < \(spelling.time(2)))
-                        OR (status = 'billing_retry' AND changed_at < \(spelling.time(3))))
+                    AND (status <> 'grace_period' OR grace_period_expires_at < \(spelling.time(2)))
+                    AND (checked_at IS NULL OR checked_at < \(spelling.time(3)) OR checked_at < changed_at)
                 ORDER BY expires_at LIMIT ?4
-            """, [.text(app.rawValue), .time(endedBefore), .time(retryHeardBefore), .integer(limit)]
+            """, [.text(app.rawValue), .time(endedBefore), .time(askedBefore), .integer(limit)]
         ).compactMap { row in
             guard let original = row.text(1), let status = row.text(2), let expiresAt = row.time(3) else { return nil }
             return OverdueSubscription(
@@ -82,12 +87,25 @@ enum SubscriptionCheckQueries {
 }
 
 extension LedgerEngine: SubscriptionCheckStore {
-    public func overdueSubscriptions(app: AppScope, endedBefore: Date, retryHeardBefore: Date, limit: Int)
+    public func overdueSubscriptions(app: AppScope, endedBefore: Date, askedBefore: Date, limit: Int)
         async throws -> [OverdueSubscription]
     {
         try await dialect.read {
             try SubscriptionCheckQueries.overdue(
-                app: app, endedBefore: endedBefore, retryHeardBefore: retryHeardBefore, limit: limit, in: $0)
+                app: app, endedBefore: endedBefore, askedBefore: askedBefore, limit: limit, in: $0)
+        }
+    }
+
+    public func subscriptionAsked(
+        app: AppScope, environment: AppleEnvironment, originalTransactionID: String, at: Date
+    ) async throws {
+        try await dialect.write { session in
+            _ = try session.rows(
+                """
+                UPDATE \(session.spelling.table("subscriptions")) SET checked_at = \(session.spelling.time(4))
+                    WHERE app = ?1 AND environment = ?2 AND original_transaction_id = ?3
+                """,
+                [.text(app.rawValue), .text(environment.rawValue), .text(originalTransactionID), .time(at)])
         }
     }
 }

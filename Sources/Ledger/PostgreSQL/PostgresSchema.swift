@@ -177,6 +177,10 @@ public struct PostgresSchema: Sendable {
             Migration(
                 version: 14, description: "subscriptions whose news is overdue",
                 steps: [
+                    // A nullable column without a default: a catalog change, no row rewritten.
+                    .transaction([
+                        "ALTER TABLE \(name).subscriptions ADD COLUMN IF NOT EXISTS checked_at TIMESTAMPTZ"
+                    ]),
                     .index(
                         name: "subscriptions_overdue",
                         create: """

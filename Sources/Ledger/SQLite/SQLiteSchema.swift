@@ -67,17 +67,25 @@ enum SQLiteSchema {
             try transaction(connection) { try connection.execute(leases + "PRAGMA user_version = 13;") }
         }
         if found < 14 {
-            try transaction(connection) { try connection.execute(subscriptionsOverdue + "PRAGMA user_version = 14;") }
+            try transaction(connection) { try migrateToSubscriptionChecks(connection) }
         }
     }
 
-    /// Version 14, as PostgreSQL's migration 14: the index the subscription status checks read, of the
-    /// subscriptions not ended by their expiry.
-    static let subscriptionsOverdue = """
-        CREATE INDEX IF NOT EXISTS subscriptions_overdue ON subscriptions (app, expires_at)
-            WHERE status IN ('active', 'grace_period', 'billing_retry');
-
-        """
+    /// Version 14, as PostgreSQL's migration 14: when each subscription was last asked of Apple (a column added:
+    /// no row rewritten), and the index the subscription status checks read, of the subscriptions not ended.
+    private static func migrateToSubscriptionChecks(_ connection: SQLiteConnection) throws {
+        var columns: [String] = []
+        try connection.query("SELECT name FROM pragma_table_info('subscriptions')") { columns.append($0.text(0) ?? "") }
+        if !columns.contains("checked_at") {
+            try connection.execute("ALTER TABLE subscriptions ADD COLUMN checked_at TEXT")
+        }
+        try connection.execute(
+            """
+            CREATE INDEX IF NOT EXISTS subscriptions_overdue ON subscriptions (app, expires_at)
+                WHERE status IN ('active', 'grace_period', 'billing_retry');
+            PRAGMA user_version = 14;
+            """)
+    }
 
     /// Version 13, as PostgreSQL's migration 13: leases, so that one replica at a time does what must be done once
     /// (the sweep of Apple's notification history, the refund requests answered by policy).

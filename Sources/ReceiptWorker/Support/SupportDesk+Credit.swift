@@ -233,8 +233,10 @@ extension SupportDesk {
         guard case .found(let signed) = answer else {
             return "Apple knows no order \(orderID) of this app: not this app's, or not an Apple order id"
         }
-        let listed = signed.contains { jws in
-            (try? app.signedData.verifyTransaction(jws))?.transactionId == transaction.transactionID
+        var listed = false
+        for jws in signed where !listed {
+            // A chain whose revocation status is being asked is waited for (``verified(_:)``), never "not listed".
+            listed = (try? await verified(jws))?.0.transactionId == transaction.transactionID
         }
         return listed
             ? nil : "Apple's order \(orderID) does not list transaction \(transaction.transactionID): not this player's"

@@ -21,8 +21,9 @@ struct SubscriptionStatusChecks: Sendable {
         var interval: Duration
         var after: TimeInterval
         var batch: Int
-        /// Apple retries billing for up to 60 days: a subscription in billing retry is asked once a day.
-        var billingRetryEvery: TimeInterval = 86_400
+        /// A subscription asked is not asked again for a day, whatever Apple said: one in billing retry (Apple
+        /// retries for up to 60 days), one whose answer changes nothing here (a refund never heard of).
+        var askAgainAfter: TimeInterval = 86_400
     }
 
     let apps: AppleApps
@@ -54,18 +55,27 @@ struct SubscriptionStatusChecks: Sendable {
             else { return }
             overdue = try await ledger.overdueSubscriptions(
                 app: app.scope, endedBefore: now.addingTimeInterval(-settings.after),
-                retryHeardBefore: now.addingTimeInterval(-settings.billingRetryEvery), limit: settings.batch)
+                askedBefore: now.addingTimeInterval(-settings.askAgainAfter), limit: settings.batch)
         } catch {
             metrics.statusCheck(app: app.name, outcome: "failed").increment()
             logger.warning("overdue subscriptions cannot be read", ["app": app.name, "error": "\(error)"])
             return
         }
         for subscription in overdue {
-            guard subscription.environment == .production || allowSandbox[app.name] == true else { continue }
-            let outcome = await ask(subscription, app: app, api: api)
-            metrics.statusCheck(app: app.name, outcome: outcome).increment()
+            let outcome =
+                subscription.environment == .production || allowSandbox[app.name] == true
+                ? await ask(subscription, app: app, api: api) : "skipped"
             // Apple or the broker not answering: the rest waits for the next round, asked again then.
-            if outcome == "failed" { return }
+            if outcome == "failed" {
+                metrics.statusCheck(app: app.name, outcome: outcome).increment()
+                return
+            }
+            if outcome != "skipped" { metrics.statusCheck(app: app.name, outcome: outcome).increment() }
+            // Asked (or not to be asked: a Sandbox subscription where Sandbox is off): not again for a day, so the
+            // oldest never keep the others waiting.
+            try? await ledger.subscriptionAsked(
+                app: app.scope, environment: subscription.environment,
+                originalTransactionID: subscription.originalTransactionID, at: now)
         }
     }
 

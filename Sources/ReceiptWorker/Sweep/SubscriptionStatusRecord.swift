@@ -14,6 +14,8 @@ import Vocabulary
 enum SubscriptionStatusRecord {
     static let sourceHeader = "source"
     static let source = "subscription_status"
+    /// Milliseconds between the two signatures of one answer of Apple's at most.
+    static let maximumSigningGap: Double = 60_000
 
     /// The record of Apple's answer on one subscription, verified as the flow will verify it, with the
     /// notification it stands for (its headers are that notification's); nil without both signed values, or when
@@ -97,12 +99,20 @@ enum SubscriptionStatusRecord {
                 let original = transaction.originalTransactionId, original == renewal.originalTransactionId,
                 let environment = transaction.environment
             else { return .rejected("the status record's transaction and renewal info are not of one subscription") }
+            // Apple signs both in one answer: an old period's transaction beside a recent renewal info (each
+            // genuine, taken from elsewhere) would read as an expiry.
+            guard let signedA = transaction.signedDate, let signedB = renewal.signedDate,
+                abs(signedA - signedB) <= maximumSigningGap
+            else { return .rejected("the status record's transaction and renewal info were not signed together") }
             guard let (type, subtype, status) = change(transaction, renewal) else {
                 return .rejected("the status record's period is revoked: its refund's notification says so")
             }
+            // One answer, one id: the same period in the same state (its expiry and grace period too: an extension
+            // of the same transaction is news) asked again is the same notification, handled once.
             let id = StableID.uuid(
                 "subscription-status\u{0}\(app.bundleID)\u{0}\(environment.rawValue)\u{0}\(transactionID)"
-                    + "\u{0}\(type.rawValue)\u{0}\(subtype?.rawValue ?? "")")
+                    + "\u{0}\(type.rawValue)\u{0}\(subtype?.rawValue ?? "")\u{0}\(transaction.expiresDate ?? 0)"
+                    + "\u{0}\(renewal.gracePeriodExpiresDate ?? 0)")
             var data = NotificationPayload.AppData()
             data.bundleId = app.bundleID
             data.environment = environment
