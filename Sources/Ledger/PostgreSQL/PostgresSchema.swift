@@ -187,7 +187,7 @@ public struct PostgresSchema: Sendable {
                             CREATE INDEX CONCURRENTLY IF NOT EXISTS subscriptions_overdue
                                 ON \(name).subscriptions (app, expires_at)
                                 WHERE status IN ('active', 'grace_period', 'billing_retry')
-                            """)
+                            """),
                 ]),
         ]
     }
