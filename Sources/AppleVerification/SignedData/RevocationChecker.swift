@@ -38,7 +38,7 @@ public final class RevocationChecker: Sendable {
 
     /// What became of one ask of a chain's status, for metrics and logs: `good`, `revoked`, `unknown` (the
     /// responder does not know the certificate), `unavailable` (no answer), `untrusted` (an answer that does not
-    /// verify); with why, for the last three.
+    /// verify); with why, for all but `good`.
     public typealias Observer = @Sendable (_ outcome: String, _ detail: String?) -> Void
 
     private enum Known {
