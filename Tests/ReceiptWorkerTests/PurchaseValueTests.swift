@@ -133,12 +133,12 @@ struct PurchaseValueTests {
     }
 
     @Test(
-        "RESCIND_CONSENT, METADATA_UPDATE, MIGRATION, PRICE_CHANGE, EXTERNAL_PURCHASE_TOKEN's CREATED and ACTIVE_TOKEN_REMINDER, and a type Apple adds later: no event, no change, no error"
+        "METADATA_UPDATE, MIGRATION, PRICE_CHANGE, EXTERNAL_PURCHASE_TOKEN's CREATED and ACTIVE_TOKEN_REMINDER, and a type Apple adds later: no event, no change, no error (RESCIND_CONSENT: NotificationHandlerTests)"
     )
     func newerTypesChangeNothing() async throws {
         _ = try await grant("7300", order: "o73")
         let cases: [(String, String?)] = [
-            ("RESCIND_CONSENT", nil), ("METADATA_UPDATE", nil), ("MIGRATION", nil), ("PRICE_CHANGE", nil),
+            ("METADATA_UPDATE", nil), ("MIGRATION", nil), ("PRICE_CHANGE", nil),
             ("EXTERNAL_PURCHASE_TOKEN", "CREATED"), ("EXTERNAL_PURCHASE_TOKEN", "ACTIVE_TOKEN_REMINDER"),
             ("SOMETHING_APPLE_ADDS_IN_2030", "AND_A_SUBTYPE"),
         ]
