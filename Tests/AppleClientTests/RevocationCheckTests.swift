@@ -17,7 +17,15 @@ struct RevocationCheckTests {
         let directory: String
         let pids: [pid_t]
 
-        init() throws {
+        /// Made off Swift's thread pool: the PKI's openssl runs and the waits for the servers block a thread for
+        /// seconds on a busy machine, which the pool's two threads cannot spare for the tests beside.
+        static func start() async throws -> Responders {
+            try await withCheckedThrowingContinuation { continuation in
+                DispatchQueue.global().async { continuation.resume(with: Result { try Responders() }) }
+            }
+        }
+
+        private init() throws {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ocsp-\(UUID())").path
             self.directory = directory
             let ports = try (0..<5).map { _ in try freeLoopbackPort() }
@@ -27,10 +35,14 @@ struct RevocationCheckTests {
             let made = runAndWait(["/bin/bash", script, directory] + ports.map(String.init))
             guard made == 0 else { throw TestSupportError("make-pki.sh exited \(made)") }
             func file(_ name: String) -> String { "\(directory)/\(name)" }
+            // Each server says when it listens in a log of its own (a probe connection would leave `openssl ocsp`,
+            // which serves one connection at a time, waiting on it; the kernel's socket tables are megabytes
+            // while the other tests hold thousands of sockets).
             func responder(port: UInt16, index: String, signer: String, ca: String) -> pid_t? {
                 spawn([
-                    "/usr/bin/openssl", "ocsp", "-index", file(index), "-port", String(port), "-rsigner",
-                    file("\(signer).pem"), "-rkey", file("\(signer).key"), "-CA", file("\(ca).pem"), "-nmin", "60",
+                    "/bin/sh", "-c",
+                    "exec /usr/bin/openssl ocsp -index \(file(index)) -port \(port) -rsigner \(file("\(signer).pem"))"
+                        + " -rkey \(file("\(signer).key")) -CA \(file("\(ca).pem")) -nmin 60 > \(file("\(port).log")) 2>&1",
                 ])
             }
             // A server that takes connections and never answers.
@@ -38,6 +50,7 @@ struct RevocationCheckTests {
                 import socket, time
                 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 s.bind(("127.0.0.1", \(slow))); s.listen(64); held = []
+                open("\(file("\(slow).log"))", "w").write("ACCEPT\\n")
                 while True: held.append(s.accept()[0])
                 """
             let pids = [
@@ -49,7 +62,11 @@ struct RevocationCheckTests {
             self.pids = pids
             _ = dead  // nothing listens there
             for port in [root, leaf, forged, slow] {
-                guard Self.waitForListener(port) else { throw TestSupportError("nothing listens on \(port)") }
+                guard Self.waitForListener(log: file("\(port).log")) else {
+                    for pid in pids { kill(pid, SIGKILL) }
+                    for pid in pids { waitpid(pid, nil, 0) }
+                    throw TestSupportError("nothing listens on \(port)")
+                }
             }
         }
 
@@ -73,18 +90,10 @@ struct RevocationCheckTests {
                         .utf8))
         }
 
-        /// Whether something listens on `port`, read from the kernel's socket tables: a probe connection that
-        /// sends nothing would leave `openssl ocsp`, which serves one connection at a time, waiting on it.
-        static func waitForListener(_ port: UInt16) -> Bool {
-            let local = String(format: ":%04X ", port)
+        /// Whether the server writing `log` says it listens (`openssl ocsp` prints "ACCEPT" once bound).
+        static func waitForListener(log: String) -> Bool {
             for _ in 0..<1_200 {  // a minute: four processes start for each case, beside every other test
-                for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-                    let text = (try? String(contentsOfFile: table, encoding: .utf8)) ?? ""
-                    // Columns: sl, local_address, rem_address, st (0A: LISTEN).
-                    if text.split(separator: "\n").contains(where: { $0.contains(local) && $0.contains(" 0A ") }) {
-                        return true
-                    }
-                }
+                if let text = try? String(contentsOfFile: log, encoding: .utf8), text.contains("ACCEPT") { return true }
                 usleep(50_000)
             }
             return false
@@ -137,7 +146,7 @@ struct RevocationCheckTests {
 
     @Test("a good chain verifies once its responders said so, and is not asked again until its next update")
     func good() async throws {
-        let responders = try Responders()
+        let responders = try await Responders.start()
         let asks = Asks()
         let (verifier, checker) = try Self.verifier(responders, asks: asks)
         let jws = try responders.transaction(signedBy: "good")
@@ -155,7 +164,7 @@ struct RevocationCheckTests {
     @Test(
         "revoked: refused (invalid_receipt), not retried", arguments: ["revoked"])
     func refused(leaf: String) async throws {
-        let responders = try Responders()
+        let responders = try await Responders.start()
         let asks = Asks()
         let (verifier, checker) = try Self.verifier(responders, asks: asks)
         let settled = await Self.settledVerification(try responders.transaction(signedBy: leaf), verifier, checker)
@@ -183,7 +192,7 @@ struct RevocationCheckTests {
             ("unknown", "unknown"),
         ])
     func transient(leaf: String, outcome: String) async throws {
-        let responders = try Responders()
+        let responders = try await Responders.start()
         let asks = Asks()
         let (verifier, checker) = try Self.verifier(responders, asks: asks)
         let jws = try responders.transaction(signedBy: leaf)
