@@ -105,13 +105,13 @@ public final class AppleVerifier: Sendable {
             }
             return try await verifyReceipt(receipt, attempts: &attempts)
         case .signedTransaction(let jws):
-            return try verifySigned(jws, source: .signedTransaction)
+            return try await verifySigned(jws, source: .signedTransaction)
         case .transactionID(let id):
             guard let api else {
                 throw AppleVerificationError(.invalidKey, "no App Store Server API key is configured (apple.api.*)")
             }
             switch try await api.transactionInfo(id: id, attempts: &attempts) {
-            case .found(let jws): return try verifySigned(jws, source: .serverAPI)
+            case .found(let jws): return try await verifySigned(jws, source: .serverAPI)
             case .notFound: return .rejected(.transactionNotFound, detail: "Apple knows no transaction \(id)")
             case .rejected(let code):
                 return .rejected(.transactionNotFound, detail: "Apple refused the transaction id (error \(code))")
@@ -143,7 +143,7 @@ public final class AppleVerifier: Sendable {
                     transactions: []))
         }
         switch try await api.transactionInfo(id: id, in: environment, attempts: &attempts) {
-        case .found(let jws): return try verifySigned(jws, source: .serverAPI)
+        case .found(let jws): return try await verifySigned(jws, source: .serverAPI)
         case .notFound:
             return .rejected(.transactionNotFound, detail: "Apple knows no transaction \(id) of the receipt")
         case .rejected(let code):
@@ -214,10 +214,16 @@ public final class AppleVerifier: Sendable {
                 transactions: transactions))
     }
 
-    private func verifySigned(_ jws: String, source: VerifiedPurchase.Source) throws(AppleVerificationError)
-        -> AppleVerdict
-    {
-        try Self.verdict(onSigned: jws, source: source, verifier: signedData)
+    /// A chain seen first (its revocation status being asked) is waited for once, here: the job is answered now,
+    /// without a retry that would call Apple again for the same transaction.
+    private func verifySigned(_ jws: String, source: VerifiedPurchase.Source) async throws -> AppleVerdict {
+        do {
+            return try Self.verdict(onSigned: jws, source: source, verifier: signedData)
+        } catch let error where error.code == .revocationUnknown {
+            guard let revocation = signedData.configuration.revocation else { throw error }
+            await revocation.settled()
+            return try Self.verdict(onSigned: jws, source: source, verifier: signedData)
+        }
     }
 
     /// The verdict on a signed transaction: its signature, chain, bundle and environment (``SignedDataVerifier``),
