@@ -79,14 +79,16 @@ struct RevocationCheckTests {
         func data(_ name: String) throws -> Data { try Data(contentsOf: URL(fileURLWithPath: "\(directory)/\(name)")) }
 
         /// A signed transaction of `com.example`, signed by the leaf `leaf` (x5c: leaf, intermediate, root).
-        func transaction(signedBy leaf: String) throws -> String {
+        func transaction(signedBy leaf: String, bundleID: String = "com.example", environment: String = "Production")
+            throws -> String
+        {
             let key = try ECPrivateKey(pem: String(decoding: try data("\(leaf).key"), as: UTF8.self))
             let signer = try JWSSigner(
                 key: key, x5c: [try data("\(leaf).der"), try data("intermediate.der"), try data("root.der")])
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             return try signer.sign(
                 payload: Data(
-                    #"{"transactionId":"100","bundleId":"com.example","environment":"Production","signedDate":\#(now)}"#
+                    #"{"transactionId":"100","bundleId":"\#(bundleID)","environment":"\#(environment)","signedDate":\#(now)}"#
                         .utf8))
         }
 
@@ -159,6 +161,24 @@ struct RevocationCheckTests {
         #expect(asks.calls.withLock { $0 } == 2 && asks.outcomes.withLock { $0 } == ["good"])
         for _ in 0..<100 { _ = try verifier.verifyTransaction(try responders.transaction(signedBy: "good")) }
         #expect(asks.calls.withLock { $0 } == 2)
+    }
+
+    @Test("data refused anyway (another app's, an environment not accepted, a forged signature) never causes an ask")
+    func refusedDataAsksNothing() async throws {
+        let responders = try await Responders.start()
+        let asks = Asks()
+        let (verifier, checker) = try Self.verifier(responders, asks: asks)
+        let other = try responders.transaction(signedBy: "good", bundleID: "com.other")
+        #expect(throws: AppleVerificationError.self) { try verifier.verifyTransaction(other) }
+        let sandbox = try responders.transaction(signedBy: "good", environment: "Sandbox")
+        #expect(throws: AppleVerificationError.self) { try verifier.verifyTransaction(sandbox) }
+        var forged = Array(try responders.transaction(signedBy: "good").utf8)
+        forged[forged.count - 5] = forged[forged.count - 5] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        #expect(throws: AppleVerificationError.self) {
+            try verifier.verifyTransaction(String(decoding: forged, as: UTF8.self))
+        }
+        await checker.settled()
+        #expect(asks.calls.withLock { $0 } == 0, "the responders were asked about data refused anyway")
     }
 
     @Test(

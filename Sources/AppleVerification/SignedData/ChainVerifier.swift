@@ -6,7 +6,8 @@ import Synchronization
 /// Apple's OIDs on the leaf and the intermediate, a path to one of the configured roots, each certificate
 /// valid at the effective date. OpenSSL's strict mode stays off, as in Apple's libraries (Apple's own test
 /// root fails it). Revocation is checked online when a ``RevocationChecker`` is given (``checkRevocation(_:)``,
-/// once a signature made with the chain verified): every chain, also one from the caches, passes its check (a
+/// once a signature made with the chain verified and the data is this app's, of an environment accepted: the
+/// verifier's last check): every chain, also one from the caches, passes its check (a
 /// cached answer, most of the time).
 ///
 /// Two caches, each holding only what Apple made, so that nothing an unauthenticated sender posts can evict

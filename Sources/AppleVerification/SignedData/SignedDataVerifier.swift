@@ -50,9 +50,10 @@ public final class SignedDataVerifier: Sendable {
     public func verifyTransaction(_ jws: String, within notification: AppleEnvironment? = nil)
         throws(AppleVerificationError) -> JWSTransaction
     {
-        let transaction = try verifiedPayload(jws, as: JWSTransaction.self)
+        let (transaction, chain) = try verified(jws, as: JWSTransaction.self)
         try check(bundleID: transaction.bundleId)
         try check(environment: try Self.nested(transaction.environment, in: notification))
+        try chains.checkRevocation(chain)
         return transaction
     }
 
@@ -60,8 +61,9 @@ public final class SignedDataVerifier: Sendable {
     public func verifyRenewalInfo(_ jws: String, within notification: AppleEnvironment? = nil)
         throws(AppleVerificationError) -> JWSRenewalInfo
     {
-        let info = try verifiedPayload(jws, as: JWSRenewalInfo.self)
+        let (info, chain) = try verified(jws, as: JWSRenewalInfo.self)
         try check(environment: try Self.nested(info.environment, in: notification))
+        try chains.checkRevocation(chain)
         return info
     }
 
@@ -70,7 +72,7 @@ public final class SignedDataVerifier: Sendable {
     public func verifyAppTransaction(_ jws: String, within notification: AppleEnvironment? = nil)
         throws(AppleVerificationError) -> JWSAppTransaction
     {
-        let app = try verifiedPayload(jws, as: JWSAppTransaction.self)
+        let (app, chain) = try verified(jws, as: JWSAppTransaction.self)
         try check(bundleID: app.bundleId)
         if let named = app.appAppleId, let expected = configuration.appAppleID, named != expected {
             throw AppleVerificationError(.bundleMismatch, "the app transaction is for another app")
@@ -82,6 +84,7 @@ public final class SignedDataVerifier: Sendable {
             default: nil
             }
         try check(environment: try Self.nested(own, in: notification))
+        try chains.checkRevocation(chain)
         return app
     }
 
@@ -102,7 +105,7 @@ public final class SignedDataVerifier: Sendable {
 
     /// A signed App Store Server Notification, verified and decoded, with its app and environment checked.
     public func verifyNotification(_ jws: String) throws(AppleVerificationError) -> NotificationPayload {
-        let notification = try verifiedPayload(jws, as: NotificationPayload.self)
+        let (notification, chain) = try verified(jws, as: NotificationPayload.self)
         // `data`, `summary`, `externalPurchaseToken` or `appData`: whichever says which app it is about.
         let app = notification.app
         try check(bundleID: app?.bundleID)
@@ -120,6 +123,7 @@ public final class SignedDataVerifier: Sendable {
                     ? "a Production notification, and apple.app_apple_id is not set"
                     : "a Production notification without appAppleId")
         }
+        try chains.checkRevocation(chain)
         return notification
     }
 
@@ -128,6 +132,15 @@ public final class SignedDataVerifier: Sendable {
     /// signature makes a payload Apple's, not its numbers usable.
     public func verifiedPayload<Payload: SignedPayload>(_ jws: String, as type: Payload.Type)
         throws(AppleVerificationError) -> Payload
+    {
+        try verified(jws, as: type).payload
+    }
+
+    /// ``verifiedPayload(_:as:)`` with the chain that signed it, for the revocation check the public methods make
+    /// last: only data signed with the chain's key, for this app, of an environment accepted here, is ever asked
+    /// about (a forgery, another app's or a refused environment's data never causes an ask).
+    private func verified<Payload: SignedPayload>(_ jws: String, as type: Payload.Type)
+        throws(AppleVerificationError) -> (payload: Payload, chain: ChainVerifier.VerifiedChain)
     {
         var jws = jws  // contiguous UTF-8 (a bridged or foreign string is made so), read in place below
         let parts = jws.withUTF8 { Self.segments(of: $0) }
@@ -167,14 +180,12 @@ public final class SignedDataVerifier: Sendable {
         }
         guard valid else { throw AppleVerificationError(.invalidSignature, "the JWS signature does not verify") }
         chains.confirm(header: headerSegment, chain)
-        // Apple's word on the chain only now, for a signature its key made: a forgery never causes an ask.
-        try chains.checkRevocation(chain)
         for (field, milliseconds) in payload.millisecondTimes {
             if let milliseconds, AppleTimestamp.date(milliseconds: milliseconds) == nil {
                 throw AppleVerificationError(.malformed, "\(field) is not a time from 1970 to 9999")
             }
         }
-        return payload
+        return (payload, chain)
     }
 
     /// The offsets of the two dots of `header.payload.signature`, each segment non-empty; nil for anything
