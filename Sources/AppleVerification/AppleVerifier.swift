@@ -217,12 +217,8 @@ public final class AppleVerifier: Sendable {
     /// A chain seen first (its revocation status being asked) is waited for once, here: the job is answered now,
     /// without a retry that would call Apple again for the same transaction.
     private func verifySigned(_ jws: String, source: VerifiedPurchase.Source) async throws -> AppleVerdict {
-        do {
-            return try Self.verdict(onSigned: jws, source: source, verifier: signedData)
-        } catch let error where error.code == .revocationUnknown {
-            guard let revocation = signedData.configuration.revocation else { throw error }
-            await revocation.settled()
-            return try Self.verdict(onSigned: jws, source: source, verifier: signedData)
+        try await signedData.settling { () throws(AppleVerificationError) in
+            try Self.verdict(onSigned: jws, source: source, verifier: signedData)
         }
     }
 

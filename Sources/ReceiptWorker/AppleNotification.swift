@@ -116,6 +116,15 @@ struct AppleNotification: Sendable {
         }
     }
 
+    /// ``verify(body:apps:)``, once more when the notification's chain was not known yet, after the revocation
+    /// asks it started ended: the first notification signed by a new chain is decided now.
+    static func verifySettled(body: Data, apps: AppleApps) async -> Verification {
+        let verification = verify(body: body, apps: apps)
+        guard case .unavailable = verification, let revocation = apps.revocation else { return verification }
+        await revocation.settled()
+        return verify(body: body, apps: apps)
+    }
+
     /// Letters, digits, `-`, `_` and `.`, 1 to `maximum` bytes: what Apple's ids and type names are made of;
     /// anything else would end up in headers, keys and metric labels.
     static func isToken(_ text: String, maximum: Int) -> Bool {
@@ -148,8 +157,8 @@ public enum BackfilledNotification {
         case unavailable(String)
     }
 
-    public static func verify(body: Data, apps: AppleApps) -> Outcome {
-        switch AppleNotification.verify(body: body, apps: apps) {
+    public static func verify(body: Data, apps: AppleApps) async -> Outcome {
+        switch await AppleNotification.verifySettled(body: body, apps: apps) {
         case .verified(let notification):
             return .verified(
                 Record(

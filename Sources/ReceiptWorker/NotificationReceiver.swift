@@ -90,13 +90,7 @@ public struct NotificationIntake: Sendable {
 
     /// One notification at the receiver: the HTTP status and a short text for it.
     func receive(body: Data, deadline: Duration) async -> (Int, String) {
-        var verification = AppleNotification.verify(body: body, apps: apps)
-        if case .unavailable = verification, let revocation = apps.revocation {
-            // The chain's status is being asked (the first notification signed by a new chain): waited for once.
-            await revocation.settled()
-            verification = AppleNotification.verify(body: body, apps: apps)
-        }
-        switch verification {
+        switch await AppleNotification.verifySettled(body: body, apps: apps) {
         case .unavailable(let reason):
             metrics.notificationReceived(type: nil, outcome: "unavailable").increment()
             logger.warning(

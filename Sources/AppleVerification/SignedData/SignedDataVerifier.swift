@@ -40,6 +40,21 @@ public final class SignedDataVerifier: Sendable {
             roots: roots, cacheLimit: max(0, configuration.chainCacheSize), revocation: configuration.revocation)
     }
 
+    /// `verify` run once more, when it met a chain whose revocation status was not known yet, after the asks it
+    /// started ended (each within its responders' timeouts): the first data signed by a new chain is answered
+    /// now, not retried later. Without a revocation check, or still not known: what `verify` threw.
+    public func settling<T>(_ verify: () throws(AppleVerificationError) -> T) async throws(AppleVerificationError)
+        -> T
+    {
+        do {
+            return try verify()
+        } catch  where error.code == .revocationUnknown {
+            guard let revocation = configuration.revocation else { throw error }
+            await revocation.settled()
+            return try verify()
+        }
+    }
+
     /// Certificate chains validated from their certificates since start, cache misses each: Apple's few
     /// chains are validated once; a number that keeps growing is a sender posting chains of its own.
     public var chainValidations: Int { chains.pathValidations }

@@ -217,12 +217,9 @@ public struct SupportDesk: Sendable {
     /// A signed transaction from Apple's answer, verified for this app (signature, bundle id, environment) and read.
     /// A chain whose revocation status is being asked (the first of its kind) is waited for, once.
     func verified(_ signed: String) async throws(AppleVerificationError) -> (JWSTransaction, AppleTransaction) {
-        let payload: JWSTransaction
-        do {
-            payload = try app.signedData.verifyTransaction(signed)
-        } catch  where error.isRetriable {
-            await app.signedData.configuration.revocation?.settled()
-            payload = try app.signedData.verifyTransaction(signed)
+        let verifier = app.signedData
+        let payload = try await verifier.settling { () throws(AppleVerificationError) in
+            try verifier.verifyTransaction(signed)
         }
         return (payload, try AppleTransaction(payload))
     }

@@ -81,13 +81,7 @@ public struct HistoryReplay: Sendable {
             for signed in history.signedPayloads {
                 outcome.counts.read += 1
                 let body = Data("{\"signedPayload\":\(JSONString.quote(signed))}".utf8)
-                var verification = BackfilledNotification.verify(body: body, apps: apps)
-                if case .unavailable = verification, let revocation = apps.revocation {
-                    // A chain seen first here (a new process): its status is asked, and waited for once.
-                    await revocation.settled()
-                    verification = BackfilledNotification.verify(body: body, apps: apps)
-                }
-                switch verification {
+                switch await BackfilledNotification.verify(body: body, apps: apps) {
                 case .unavailable(let reason):
                     // Never counted as read: the window is read again (the sweep's next round, the backfill again).
                     outcome.failure = "a notification's certificates' revocation status is not known: \(reason)"
