@@ -53,10 +53,7 @@ struct ConsumptionPolicyAnswers: Sendable {
     func round(every interval: Duration, now: Date = Date()) async {
         for (app, policy) in apps where policy.answer != .none {
             let lease = "consumption-policy/\(app.name)"
-            guard
-                (try? await ledger.acquireLease(
-                    lease, holder: holder, until: now.addingTimeInterval(interval.inSeconds * 1.5), now: now))
-                    != nil
+            guard (try? await ledger.acquireLease(lease, holder: holder, roundsEvery: interval, now: now)) != nil
             else { continue }
             let due: [OpenConsumptionRequest]
             do {

@@ -40,7 +40,6 @@ struct NotificationSweeper: Sendable {
     }
 
     let apps: AppleApps
-    let allowSandbox: [String: Bool]
     let ledger: any LeaseStore
     let replay: HistoryReplay
     let settings: Settings
@@ -92,10 +91,7 @@ struct NotificationSweeper: Sendable {
         let lease = "notification-sweep/\(app.name)"
         let held: String?
         do {
-            // Held for an interval and a half: the holder keeps it at its next round; stopped, it leaves it to
-            // another replica half an interval later.
-            held = try await ledger.acquireLease(
-                lease, holder: holder, until: now.addingTimeInterval(settings.interval.inSeconds * 1.5), now: now)
+            held = try await ledger.acquireLease(lease, holder: holder, roundsEvery: settings.interval, now: now)
         } catch {
             metrics.sweep(app: app.name, outcome: "failed").increment()
             logger.warning("the notification sweep cannot take its lease", ["app": app.name, "error": "\(error)"])
@@ -109,7 +105,7 @@ struct NotificationSweeper: Sendable {
         let newest = try? await ledger.newestNotificationHandled()
         let plan = Self.plan(now: now, newestHandled: newest, state: state, settings: settings)
         var environments: [AppleEnvironment] = [.production]
-        if allowSandbox[app.name] == true { environments.append(.sandbox) }
+        if api.configuration.allowSandbox { environments.append(.sandbox) }
         var failed = false
         for environment in environments {
             let failures = await replay.replay(
@@ -174,7 +170,6 @@ extension NotificationSweeper {
             }, produced: { produced.add($0, keep: keep) })
         let sweeper = NotificationSweeper(
             apps: apps,
-            allowSandbox: Dictionary(configuration.allApps.map { ($0.name, $0.allowSandbox) }) { a, _ in a },
             ledger: ledger, replay: replay,
             settings: Settings(
                 interval: interval, window: configuration.sweepWindow.inSeconds, gap: configuration.sweepGap.inSeconds),

@@ -27,7 +27,6 @@ struct SubscriptionStatusChecks: Sendable {
     }
 
     let apps: AppleApps
-    let allowSandbox: [String: Bool]
     let ledger: any SubscriptionCheckStore & LeaseStore & PurchaseStateStore
     let retry: RetryPolicy
     let produce: @Sendable (KafkaProducerMessage) async throws -> Void
@@ -48,10 +47,7 @@ struct SubscriptionStatusChecks: Sendable {
         let lease = "subscription-status/\(app.name)"
         let overdue: [OverdueSubscription]
         do {
-            guard
-                try await ledger.acquireLease(
-                    lease, holder: holder, until: now.addingTimeInterval(settings.interval.inSeconds * 1.5), now: now)
-                    != nil
+            guard try await ledger.acquireLease(lease, holder: holder, roundsEvery: settings.interval, now: now) != nil
             else { return }
             overdue = try await ledger.overdueSubscriptions(
                 app: app.scope, endedBefore: now.addingTimeInterval(-settings.after),
@@ -63,7 +59,7 @@ struct SubscriptionStatusChecks: Sendable {
         }
         for subscription in overdue {
             let outcome =
-                subscription.environment == .production || allowSandbox[app.name] == true
+                subscription.environment == .production || api.configuration.allowSandbox
                 ? await ask(subscription, app: app, api: api) : "skipped"
             // Apple or the broker not answering: the rest waits for the next round, asked again then.
             if outcome == "failed" {
@@ -143,7 +139,6 @@ struct SubscriptionStatusChecks: Sendable {
         }
         let checks = SubscriptionStatusChecks(
             apps: apps,
-            allowSandbox: Dictionary(configuration.allApps.map { ($0.name, $0.allowSandbox) }) { a, _ in a },
             ledger: ledger, retry: configuration.retry, produce: { _ = try await producer.send($0) },
             topic: configuration.topics.notifications,
             settings: Settings(
