@@ -3,12 +3,14 @@ import Foundation
 
 extension FuzzChecks {
     /// One compact JWS, read as each kind of signed data Apple sends: a transaction, renewal info, a
-    /// notification. Every failure must be a thrown error; only crashes are looked for.
+    /// notification, an app transaction (RESCIND_CONSENT). Every failure must be a thrown error; only crashes are
+    /// looked for.
     @Sendable public static func signedData(_ bytes: [UInt8]) -> String? {
         let jws = String(decoding: bytes, as: UTF8.self)
         _ = try? SignedDataHarness.verifier.verifyTransaction(jws)
         _ = try? SignedDataHarness.verifier.verifyRenewalInfo(jws)
         _ = try? SignedDataHarness.verifier.verifyNotification(jws)
+        _ = try? SignedDataHarness.verifier.verifyAppTransaction(jws)
         return nil
     }
 
