@@ -193,6 +193,8 @@ public struct LedgerPoolStats: Sendable, Equatable {
     public var inUse: Int
     public var waiting: Int
     public var waits: Int
+    /// Statements sent to PostgreSQL since the pool opened, each a round trip.
+    public var roundTrips: Int
 }
 
 extension Ledger {

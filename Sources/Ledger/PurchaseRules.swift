@@ -1,9 +1,10 @@
 import Foundation
 import Vocabulary
 
-/// What an App Store notification does to a purchase: the one place that decides it. Each ledger runs it
-/// inside one transaction of its own, through the statements of ``PurchaseStateTransaction``; the two
-/// ledgers differ only in that SQL.
+/// What an App Store notification does to a purchase: the one place that decides it. The ledger engine reads a
+/// notification's facts under its purchase's lock (``factsQuery(_:)``), lets ``decide(_:facts:)`` say what to
+/// write and which event is wanted, makes the event and writes, all in one transaction; a subscription's change,
+/// which reads what it writes, runs statement by statement (``applySubscription(_:change:in:)``).
 ///
 /// - A notification is handled once (its `notificationUUID`): handled before, it answers its first outcome.
 /// - A revoke or reinstate changes the purchase's state (in its app and environment) unless it is older than
@@ -19,77 +20,95 @@ import Vocabulary
 /// - A purchase Apple reports is credited by an event of its own when no job claimed it by its due time; a job
 ///   that presents it later ties the credit to its order (``claimCredit(_:answer:in:)``).
 enum PurchaseRules {
-    static func apply(
-        _ change: NotificationChange, event make: (PurchaseHolder) -> StoredEvent?,
-        in transaction: some PurchaseStateTransaction
-    ) throws -> NotificationRecord {
-        if let handled = try transaction.storedNotification(id: change.id) { return .replay(handled.event) }
-        var published: StoredEvent?
-        var granted = false
+    /// What to read for a notification (a subscription's change reads its own: ``applySubscription(_:change:in:)``).
+    static func factsQuery(_ change: NotificationChange) -> PurchaseFactsQuery {
+        var query = PurchaseFactsQuery(notificationID: change.id)
+        func purchase(_ id: PurchaseID) -> PurchaseKey {
+            PurchaseKey(app: change.app, environment: change.environment, purchaseID: id)
+        }
         switch change.kind {
-        case .none:
+        case .none, .notice, .subscription:
             break
+        case .revoke(let purchaseID, let transactionID, _, _), .reinstate(let purchaseID, let transactionID, _):
+            query.purchase = purchase(purchaseID)
+            query.transactionID = transactionID
+            query.locks = true
+            query.readsState = true
+        case .consumptionRequest(let transactionID, _):
+            query.purchase = purchase(.transaction(transactionID))
+            query.transactionID = transactionID
+        case .purchased(let reported):
+            query.purchase = purchase(reported.purchaseID)
+            query.transactionID = reported.transactionID
+            query.locks = true
+        }
+        return query
+    }
+
+    /// What a notification not handled before does, given what ``factsQuery(_:)`` read.
+    static func decide(_ change: NotificationChange, facts: PurchaseFacts) -> NotificationDecision {
+        var decided = NotificationDecision(granted: facts.grant != nil)
+        switch change.kind {
+        case .none, .subscription:
+            decided.granted = false
         case .notice(let event):
-            published = event
-            granted = true
+            decided.notice = event
+            decided.granted = true
         case .revoke(let purchaseID, let transactionID, let at, _),
             .reinstate(let purchaseID, let transactionID, let at):
             let share: Int? =
                 if case .revoke(_, _, _, let share) = change.kind { min(max(share, 0), 100_000) } else { nil }
             let revoke = share != nil
-            let purchase = PurchaseKey(app: change.app, environment: change.environment, purchaseID: purchaseID)
-            // The claim of a grant takes the same lock: a grant and a revocation of one purchase never interleave.
-            try transaction.lock(purchase)
-            let grant = try transaction.grant(of: purchase, transactionID: transactionID)
-            granted = grant != nil
-            let last = try transaction.state(of: purchase)
+            let last = facts.state
             let outcome = outcome(revoke: revoke, at: at, share: share, last: last)
             if outcome.applies {
-                try transaction.setState(
-                    of: purchase, transactionID: transactionID, revoked: revoke, at: at, share: outcome.share)
-                try transaction.setRevoked(revoke, purchase: purchase, transactionID: transactionID)
+                let purchase = PurchaseKey(app: change.app, environment: change.environment, purchaseID: purchaseID)
+                decided.writes.append(
+                    .state(purchase, transactionID: transactionID, revoked: revoke, at: at, share: outcome.share))
             }
-            if outcome.changes, let grant {
+            if outcome.changes, let grant = facts.grant {
                 // What was refunded before this change: what the event takes back, or gives back, is the difference.
                 let before: Int? = last?.revoked == true ? last?.share : 0
-                published = make(PurchaseHolder(grant: grant, refundedBefore: before))
+                decided.wanted = PurchaseHolder(grant: grant, refundedBefore: before)
             }
         case .consumptionRequest(let transactionID, let respondBy):
-            let purchase = PurchaseKey(
-                app: change.app, environment: change.environment, purchaseID: .transaction(transactionID))
-            if let grant = try transaction.grant(of: purchase, transactionID: transactionID) {
-                granted = true
-                try transaction.openConsumptionRequest(
-                    app: change.app, environment: change.environment, transactionID: transactionID,
-                    notificationID: change.id, respondBy: respondBy)
-                published = make(PurchaseHolder(grant: grant))
-            }
-        case .subscription(let subscription):
-            if let holder = try applySubscription(subscription, change: change, in: transaction) {
-                granted = true
-                published = holder.publish ? make(holder.holder) : nil
-            } else if let unheld = subscription.unheld {
-                // A renewal before any grant of its subscription (the job late, the first purchase waiting for
-                // one): a purchase Apple reported, like any other.
-                try transaction.waitUnclaimed(app: change.app, environment: change.environment, unheld)
+            if let grant = facts.grant {
+                decided.writes.append(
+                    .consumptionRequest(
+                        app: change.app, environment: change.environment, transactionID: transactionID,
+                        notificationID: change.id, respondBy: respondBy))
+                decided.wanted = PurchaseHolder(grant: grant)
             }
         case .purchased(let reported):
-            let purchase = PurchaseKey(
-                app: change.app, environment: change.environment, purchaseID: reported.purchaseID)
-            try transaction.lock(purchase)
-            if try transaction.grant(of: purchase, transactionID: reported.transactionID) != nil {
-                granted = true  // a job claimed it first: nothing to wait for
-            } else {
-                try transaction.waitUnclaimed(app: change.app, environment: change.environment, reported)
+            // A job claimed it first: nothing to wait for.
+            if facts.grant == nil {
+                decided.writes.append(.waitUnclaimed(app: change.app, environment: change.environment, reported))
             }
         }
-        try transaction.insertNotification(id: change.id, event: published)
-        return .recorded(published, granted: granted)
+        return decided
+    }
+
+    /// A subscription notification, read and written statement by statement (a period credited, then its grant
+    /// read): the subscription's holder and the event wanted, when an order here holds the subscription; else a
+    /// renewal kept as a purchase Apple reported.
+    static func applySubscription(
+        _ subscription: SubscriptionChange, change: NotificationChange, in transaction: some PurchaseStateTransaction
+    ) throws -> NotificationDecision {
+        var decided = NotificationDecision()
+        if let holder = try subscriptionHolder(subscription, change: change, in: transaction) {
+            decided.granted = true
+            decided.wanted = holder.publish ? holder.holder : nil
+        } else if let unheld = subscription.unheld {
+            // A renewal before any grant of its subscription (the job late, the first purchase waiting for
+            // one): a purchase Apple reported, like any other.
+            decided.writes.append(.waitUnclaimed(app: change.app, environment: change.environment, unheld))
+        }
+        return decided
     }
 
     /// A subscription notification: the subscription's holder and its state after it, and whether it publishes
     /// an event; nil when no order here holds the subscription.
-    private static func applySubscription(
+    private static func subscriptionHolder(
         _ subscription: SubscriptionChange, change: NotificationChange, in transaction: some PurchaseStateTransaction
     ) throws -> (holder: PurchaseHolder, publish: Bool)? {
         let key = PurchaseKey(
@@ -315,9 +334,9 @@ struct HandledNotification {
     var event: StoredEvent?
 }
 
-/// The statements ``PurchaseRules`` needs, run by one ledger inside one transaction.
+/// The statements ``PurchaseRules`` reads and writes through where a rule reads what it writes (a subscription's
+/// change, a credit due, a job meeting a credit), run inside one transaction.
 protocol PurchaseStateTransaction {
-    func storedNotification(id: String) throws -> HandledNotification?
     /// Serialises this purchase's claim and state changes across writers (a no-op where the transaction
     /// already holds the only write lock).
     func lock(_ purchase: PurchaseKey) throws
@@ -325,16 +344,6 @@ protocol PurchaseStateTransaction {
     /// the grant of `transactionID` itself first.
     func grant(of purchase: PurchaseKey, transactionID: String) throws -> GrantRecord?
     func state(of purchase: PurchaseKey) throws -> PurchaseState?
-    /// `share`: the share refunded in all (milliunits) while revoked; nil when not revoked.
-    func setState(of purchase: PurchaseKey, transactionID: String, revoked: Bool, at: Date, share: Int?) throws
-    /// Marks the purchase's grants revoked (keeping the first revocation's time) or not.
-    func setRevoked(_ revoked: Bool, purchase: PurchaseKey, transactionID: String) throws
-    /// Opens (or re-opens) a transaction's consumption request; a request delivered late (a backfill) never
-    /// moves a newer one's deadline back.
-    func openConsumptionRequest(
-        app: AppScope, environment: AppleEnvironment, transactionID: String, notificationID: String, respondBy: Date)
-        throws
-    func insertNotification(id: String, event: StoredEvent?) throws
 
     // Subscriptions
     /// The grant that holds a subscription: a grant of its original transaction, or of a period of it.
@@ -348,8 +357,6 @@ protocol PurchaseStateTransaction {
     func insertCredit(_ credit: Credit) throws -> Bool
 
     // Reported purchases
-    /// Keeps a reported purchase until its due time (once: a second report changes nothing).
-    func waitUnclaimed(app: AppScope, environment: AppleEnvironment, _ reported: ReportedPurchase) throws
     /// Reported purchases still waiting whose time has come, oldest first, locked for this transaction (another
     /// replica's sweep skips them).
     func dueUnclaimed(now: Date, limit: Int) throws -> [(AppScope, AppleEnvironment, ReportedPurchase)]

@@ -446,6 +446,11 @@ public final class Worker: Service {
             "receipt_worker_ledger_pool_waits_total",
             help: "Ledger calls that found every PostgreSQL connection in use and waited for one."
         ) { [ledger] in ledger.poolStats.map { [(Labels.none, Double($0.waits))] } ?? [] }
+        registry.counters(
+            "receipt_worker_ledger_round_trips_total",
+            help:
+                "Statements sent to the PostgreSQL ledger, each a round trip (per job or notification: its cost there)."
+        ) { [ledger] in ledger.poolStats.map { [(Labels.none, Double($0.roundTrips))] } ?? [] }
         let certificates = CertificateExpiry(configuration)
         registry.gauges(
             "receipt_worker_certificate_expiry_timestamp_seconds",

@@ -23,6 +23,10 @@ protocol LedgerDialect: Sendable {
     /// Writes what ``ClaimRules`` decided for a batch, in `session`'s transaction.
     func claimWrite(_ decided: [(Decision, ClaimResult)], in session: any SQLSession) throws
 
+    /// What the ledger holds for a notification (``PurchaseRules/factsQuery(_:)``), inside `session`'s write
+    /// transaction: read after the purchase's lock when the query takes it, so a grant committed meanwhile is seen.
+    func purchaseFacts(_ query: PurchaseFactsQuery, in session: any SQLSession) throws -> PurchaseFacts
+
     /// The stored answers of many jobs, in one read.
     func storedDecisions(_ keys: [DecisionKey], in session: any SQLSession) throws -> [StoredEvent?]
 
@@ -34,3 +38,16 @@ protocol LedgerDialect: Sendable {
 
 /// Apple gives a consumption request 12 hours from the notification.
 let consumptionWindow: TimeInterval = 12 * 3600
+
+extension LedgerDialect {
+    /// Statement by statement (SQLite, in process: no round trips to save).
+    func purchaseFacts(_ query: PurchaseFactsQuery, in session: any SQLSession) throws -> PurchaseFacts {
+        let statements = PurchaseStatements(session: session)
+        var facts = PurchaseFacts(handled: try statements.storedNotification(id: query.notificationID))
+        guard facts.handled == nil, let purchase = query.purchase else { return facts }
+        if query.locks { try statements.lock(purchase) }
+        facts.grant = try statements.grant(of: purchase, transactionID: query.transactionID)
+        if query.readsState { facts.state = try statements.state(of: purchase) }
+        return facts
+    }
+}

@@ -102,10 +102,31 @@ public final class LedgerEngine: Ledger, Sendable {
         }
     }
 
-    public func apply(_ change: NotificationChange, event: @escaping @Sendable (PurchaseHolder) -> StoredEvent?)
+    /// A notification in one transaction: its facts read under its purchase's lock (one statement on PostgreSQL),
+    /// ``PurchaseRules``' decision, the event made here (the one place), and the writes with the notification
+    /// kept (one statement). On PostgreSQL four round trips, with the transaction's begin and commit; a
+    /// subscription's change, which reads what it writes, a few more.
+    public func apply(_ change: NotificationChange, event make: @escaping @Sendable (PurchaseHolder) -> StoredEvent?)
         async throws -> NotificationRecord
     {
-        try await dialect.write { try PurchaseRules.apply(change, event: event, in: PurchaseStatements(session: $0)) }
+        let dialect = dialect
+        return try await dialect.write { session in
+            let statements = PurchaseStatements(session: session)
+            let decided: NotificationDecision
+            if case .subscription(let subscription) = change.kind {
+                if let handled = try statements.storedNotification(id: change.id) { return .replay(handled.event) }
+                decided = try PurchaseRules.applySubscription(subscription, change: change, in: statements)
+            } else {
+                let facts = try dialect.purchaseFacts(PurchaseRules.factsQuery(change), in: session)
+                if let handled = facts.handled { return .replay(handled.event) }
+                decided = PurchaseRules.decide(change, facts: facts)
+            }
+            let published = decided.notice ?? decided.wanted.flatMap(make)
+            try session.run(
+                decided.writes.flatMap(statements.statements(for:))
+                    + [statements.notification(id: change.id, event: published)])
+            return .recorded(published, granted: decided.granted)
+        }
     }
 
     // MARK: Purchases no job claimed

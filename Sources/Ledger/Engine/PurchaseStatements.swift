@@ -18,8 +18,12 @@ struct PurchaseStatements: PurchaseStateTransaction {
     }
 
     func lock(_ purchase: PurchaseKey) throws {
-        try session.lock(
-            purchase.app.rawValue + "\u{1}" + purchase.environment.rawValue + "\u{1}" + purchase.purchaseID.key)
+        try session.lock(Self.lockKey(purchase))
+    }
+
+    /// The key of a purchase's lock: the claim and every notification take the same one.
+    static func lockKey(_ purchase: PurchaseKey) -> String {
+        purchase.app.rawValue + "\u{1}" + purchase.environment.rawValue + "\u{1}" + purchase.purchaseID.key
     }
 
     func grant(of purchase: PurchaseKey, transactionID: String) throws -> GrantRecord? {
@@ -42,58 +46,6 @@ struct PurchaseStatements: PurchaseStateTransaction {
                 WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3\(spelling.forUpdate)
             """, key(purchase)
         ).flatMap { row in row.time(1).map { PurchaseState(revoked: row.bool(0), at: $0, share: row.int(2)) } }
-    }
-
-    func setState(of purchase: PurchaseKey, transactionID: String, revoked: Bool, at: Date, share: Int?) throws {
-        try session.rows(
-            """
-            INSERT INTO \(table("purchase_states")) (app, environment, purchase_id, transaction_id, revoked, changed_at,
-                revoked_share) VALUES (?1, ?2, ?3, ?4, ?5, \(spelling.time(6)), ?7)
-                ON CONFLICT (app, environment, purchase_id) DO UPDATE SET transaction_id = excluded.transaction_id,
-                    revoked = excluded.revoked, changed_at = excluded.changed_at, revoked_share = excluded.revoked_share
-            """,
-            key(purchase) + [.text(transactionID), .bool(revoked), .time(at), .optional(share.map(Int64.init))])
-    }
-
-    func setRevoked(_ revoked: Bool, purchase: PurchaseKey, transactionID: String) throws {
-        let grants = table("grants")
-        try session.rows(
-            "UPDATE \(grants) SET revoked_at = "
-                + (revoked ? "coalesce(revoked_at, \(spelling.now))" : "NULL")
-                + " WHERE \(spelling.rowID) IN (SELECT \(spelling.rowID) FROM \(grants) WHERE app = ?1"
-                + " AND environment = ?2 AND purchase_id IN (?3, ?4) UNION ALL SELECT \(spelling.rowID) FROM \(grants)"
-                + " WHERE app = ?1 AND environment = ?2 AND transaction_id = ?4)",
-            key(purchase) + [.text(transactionID)])
-    }
-
-    func openConsumptionRequest(
-        app: AppScope, environment: AppleEnvironment, transactionID: String, notificationID: String, respondBy: Date
-    ) throws {
-        try session.rows(
-            """
-            INSERT INTO \(table("consumption_requests")) AS c (app, environment, transaction_id, notification_id,
-                respond_by, requested_at) VALUES (?1, ?2, ?3, ?4, \(spelling.time(5)), \(spelling.time(6)))
-                ON CONFLICT (app, environment, transaction_id) DO UPDATE SET
-                    notification_id = excluded.notification_id, respond_by = excluded.respond_by,
-                    requested_at = excluded.requested_at, answered_at = NULL
-                    WHERE c.respond_by < excluded.respond_by
-            """,
-            [
-                .text(app.rawValue), .text(environment.rawValue), .text(transactionID), .text(notificationID),
-                .time(respondBy), .time(respondBy.addingTimeInterval(-consumptionWindow)),
-            ])
-    }
-
-    func insertNotification(id: String, event: StoredEvent?) throws {
-        try session.rows(
-            """
-            INSERT INTO \(table("notifications")) (notification_id, event_id, event_type, event_time, event_key, event)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-            """,
-            [
-                .text(id), .optional(event?.eventID), .optional(event?.type), .optional(event?.time),
-                .optional(event?.key), event.map { .bytes($0.json) } ?? .null,
-            ])
     }
 
     func subscriptionGrant(app: AppScope, environment: AppleEnvironment, originalTransactionID: String) throws
@@ -165,21 +117,7 @@ struct PurchaseStatements: PurchaseStateTransaction {
     }
 
     func waitUnclaimed(app: AppScope, environment: AppleEnvironment, _ reported: ReportedPurchase) throws {
-        let event = reported.event
-        try session.rows(
-            """
-            INSERT INTO \(table("unclaimed_purchases")) (app, environment, purchase_id, transaction_id,
-                original_transaction_id, product_id, quantity, due_at, event_id, event_type, event_time, event_key,
-                event, revenue)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \(spelling.time(8)), ?9, ?10, ?11, ?12, ?13, ?14)
-                ON CONFLICT DO NOTHING
-            """,
-            [
-                .text(app.rawValue), .text(environment.rawValue), .text(reported.purchaseID.key),
-                .text(reported.transactionID), .optional(reported.originalTransactionID), .text(reported.productID),
-                .integer(reported.quantity), .time(reported.dueAt), .text(event.eventID), .text(event.type),
-                .text(event.time), .text(event.key), .bytes(event.json), .optional(reported.revenue),
-            ])
+        try session.run(statements(for: .waitUnclaimed(app: app, environment: environment, reported)))
     }
 
     func dueUnclaimed(now: Date, limit: Int) throws -> [(AppScope, AppleEnvironment, ReportedPurchase)] {
@@ -285,6 +223,86 @@ struct PurchaseStatements: PurchaseStateTransaction {
 
     func insertResult(_ key: DecisionKey, event: StoredEvent) throws {
         try LedgerQueries.insertResult(key, event: event, in: session)
+    }
+
+    // MARK: The writes the rules decide
+
+    /// A notification handled, with the event it published (nil: none).
+    func notification(id: String, event: StoredEvent?) -> SQLStatement {
+        SQLStatement(
+            """
+            INSERT INTO \(table("notifications")) (notification_id, event_id, event_type, event_time, event_key, event)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+            """,
+            [
+                .text(id), .optional(event?.eventID), .optional(event?.type), .optional(event?.time),
+                .optional(event?.key), event.map { .bytes($0.json) } ?? .null,
+            ])
+    }
+
+    /// A write's statements, none reading what another writes (``SQLSession/run(_:)``).
+    func statements(for write: PurchaseWrite) -> [SQLStatement] {
+        switch write {
+        case .state(let purchase, let transactionID, let revoked, let at, let share):
+            let grants = table("grants")
+            return [
+                SQLStatement(
+                    """
+                    INSERT INTO \(table("purchase_states")) (app, environment, purchase_id, transaction_id, revoked,
+                        changed_at, revoked_share) VALUES (?1, ?2, ?3, ?4, ?5, \(spelling.time(6)), ?7)
+                        ON CONFLICT (app, environment, purchase_id) DO UPDATE SET
+                            transaction_id = excluded.transaction_id, revoked = excluded.revoked,
+                            changed_at = excluded.changed_at, revoked_share = excluded.revoked_share
+                    """,
+                    key(purchase) + [.text(transactionID), .bool(revoked), .time(at), .optional(share.map(Int64.init))]),
+                // The purchase's grants revoked (keeping the first revocation's time), or not.
+                SQLStatement(
+                    "UPDATE \(grants) SET revoked_at = "
+                        + (revoked ? "coalesce(revoked_at, \(spelling.now))" : "NULL")
+                        + " WHERE \(spelling.rowID) IN (SELECT \(spelling.rowID) FROM \(grants) WHERE app = ?1"
+                        + " AND environment = ?2 AND purchase_id IN (?3, ?4) UNION ALL SELECT \(spelling.rowID)"
+                        + " FROM \(grants) WHERE app = ?1 AND environment = ?2 AND transaction_id = ?4)",
+                    key(purchase) + [.text(transactionID)]),
+            ]
+        case .consumptionRequest(let app, let environment, let transactionID, let notificationID, let respondBy):
+            // Opened, or opened again; a request delivered late (a backfill) never moves a newer one's deadline back.
+            return [
+                SQLStatement(
+                    """
+                    INSERT INTO \(table("consumption_requests")) AS c (app, environment, transaction_id,
+                        notification_id, respond_by, requested_at)
+                        VALUES (?1, ?2, ?3, ?4, \(spelling.time(5)), \(spelling.time(6)))
+                        ON CONFLICT (app, environment, transaction_id) DO UPDATE SET
+                            notification_id = excluded.notification_id, respond_by = excluded.respond_by,
+                            requested_at = excluded.requested_at, answered_at = NULL
+                            WHERE c.respond_by < excluded.respond_by
+                    """,
+                    [
+                        .text(app.rawValue), .text(environment.rawValue), .text(transactionID), .text(notificationID),
+                        .time(respondBy), .time(respondBy.addingTimeInterval(-consumptionWindow)),
+                    ])
+            ]
+        case .waitUnclaimed(let app, let environment, let reported):
+            // Kept once: a second report changes nothing.
+            let event = reported.event
+            return [
+                SQLStatement(
+                    """
+                    INSERT INTO \(table("unclaimed_purchases")) (app, environment, purchase_id, transaction_id,
+                        original_transaction_id, product_id, quantity, due_at, event_id, event_type, event_time,
+                        event_key, event, revenue)
+                        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \(spelling.time(8)), ?9, ?10, ?11, ?12, ?13, ?14)
+                        ON CONFLICT DO NOTHING
+                    """,
+                    [
+                        .text(app.rawValue), .text(environment.rawValue), .text(reported.purchaseID.key),
+                        .text(reported.transactionID), .optional(reported.originalTransactionID),
+                        .text(reported.productID), .integer(reported.quantity), .time(reported.dueAt),
+                        .text(event.eventID), .text(event.type), .text(event.time), .text(event.key),
+                        .bytes(event.json), .optional(reported.revenue),
+                    ])
+            ]
+        }
     }
 
     /// A purchase's key as the first three parameters.

@@ -19,6 +19,22 @@ protocol SQLSession {
     /// Takes a lock only one caller at a time holds, for the rest of the transaction, without waiting: false when
     /// another holds it (PostgreSQL's try-lock; always true in SQLite).
     func tryLock(_ key: Int) throws -> Bool
+
+    /// Runs writes that never read what another of them writes (each a different table's rows), in one round trip
+    /// where the database can: PostgreSQL runs them as one statement (``PostgresSession``); SQLite, in process, one
+    /// after another.
+    func run(_ writes: [SQLStatement]) throws
+}
+
+/// A statement and its parameters (`?1`, `?2`, ... in `sql`), to be run later: the writes a rule decided.
+struct SQLStatement {
+    var sql: String
+    var parameters: [SQLValue]
+
+    init(_ sql: String, _ parameters: [SQLValue]) {
+        self.sql = sql
+        self.parameters = parameters
+    }
 }
 
 extension SQLSession {
@@ -26,6 +42,10 @@ extension SQLSession {
     func rows(_ sql: String, _ parameters: SQLValue...) throws -> [SQLRow] { try rows(sql, parameters) }
 
     func first(_ sql: String, _ parameters: [SQLValue]) throws -> SQLRow? { try rows(sql, parameters).first }
+
+    func run(_ writes: [SQLStatement]) throws {
+        for write in writes { try rows(write.sql, write.parameters) }
+    }
 }
 
 /// A parameter. A time is written as each database keeps it (RFC 3339 text in SQLite, `timestamptz` in

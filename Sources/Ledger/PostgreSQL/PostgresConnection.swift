@@ -1,14 +1,18 @@
 import CPostgres
 import Foundation
 import Observability
+import Synchronization
 
 /// One libpq connection. Used by one caller at a time (the pool hands it out), on a blocking queue.
 ///
 /// `@unchecked Sendable`: the pool guarantees exclusive use; libpq connections may move between threads.
 final class PostgresConnection: @unchecked Sendable {
     private let handle: OpaquePointer
+    /// Where the statements it sends are counted, each a round trip to the server (its pool's count).
+    private let roundTrips: RoundTripCount
 
-    init(url: String) throws {
+    init(url: String, roundTrips: RoundTripCount = RoundTripCount()) throws {
+        self.roundTrips = roundTrips
         guard let handle = PQconnectdb(Self.withDeadlines(url)) else {
             throw LedgerError(.unavailable, "postgresql: out of memory")
         }
@@ -90,6 +94,7 @@ final class PostgresConnection: @unchecked Sendable {
     /// pooler in transaction mode (PgBouncer) may hand the next transaction another server connection. A
     /// statement that waits past `statement_timeout` (a lock held by a stuck client) fails and is retried.
     func begin() throws {
+        roundTrips.add()
         let result = PQexec(
             handle,
             "BEGIN; SET LOCAL statement_timeout = \(Self.statementTimeoutMs); SET LOCAL client_min_messages = warning")
@@ -103,6 +108,7 @@ final class PostgresConnection: @unchecked Sendable {
     /// Starts a migration step's transaction: it waits at most `lockTimeoutMs` for a lock, and runs under a
     /// statement timeout of its own (not the worker's 30 s: a step may scan a large table).
     func beginMigration(lockTimeoutMs: Int, statementTimeoutMs: Int) throws {
+        roundTrips.add()
         let result = PQexec(
             handle,
             "BEGIN; SET LOCAL lock_timeout = \(lockTimeoutMs); SET LOCAL statement_timeout = \(statementTimeoutMs);"
@@ -126,6 +132,7 @@ final class PostgresConnection: @unchecked Sendable {
     /// Runs one statement with text parameters (nil is SQL NULL); returns every row's columns.
     @discardableResult
     func rows(_ sql: String, _ parameters: [String?]) throws -> [[String?]] {
+        roundTrips.add()
         let cParameters = parameters.map { $0.map { strdup($0) } ?? nil }
         defer { cParameters.forEach { free($0) } }
         let result = cParameters.withUnsafeBufferPointer { buffer in
@@ -153,4 +160,14 @@ final class PostgresConnection: @unchecked Sendable {
             }
         }
     }
+}
+
+/// Statements sent to PostgreSQL, each a round trip: what the ledger's calls cost the database, counted per pool
+/// (``LedgerPoolStats/roundTrips``).
+final class RoundTripCount: Sendable {
+    private let count = Atomic<Int>(0)
+
+    func add() { count.add(1, ordering: .relaxed) }
+
+    var total: Int { count.load(ordering: .relaxed) }
 }

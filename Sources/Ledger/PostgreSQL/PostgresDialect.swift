@@ -155,6 +155,33 @@ final class PostgresDialect: LedgerDialect {
             ])
     }
 
+    /// One statement (``PostgresSchema/purchaseFactsFunction``): whether the notification was handled; if not,
+    /// the purchase's lock, then its grant and state read after it.
+    func purchaseFacts(_ query: PurchaseFactsQuery, in session: any SQLSession) throws -> PurchaseFacts {
+        let purchase = query.purchase
+        let rows = try session.rows(
+            "SELECT * FROM \(schema.name).purchase_facts(?1, ?2, ?3, ?4, ?5, ?6, ?7::boolean)",
+            [
+                .text(query.notificationID),
+                .optional(purchase.flatMap { query.locks ? PurchaseStatements.lockKey($0) : nil }),
+                .optional(purchase?.app.rawValue), .optional(purchase?.environment.rawValue),
+                .text(query.transactionID), .optional(purchase?.purchaseID.key), .bool(query.readsState),
+            ])
+        var facts = PurchaseFacts()
+        for row in rows {
+            let columns = SQLRow(cells: Array(row.cells.dropFirst()))
+            switch row.text(0) {
+            case "n": facts.handled = HandledNotification(event: columns.bytes(4) == nil ? nil : columns.event())
+            case "g": facts.grant = LedgerQueries.grant(columns)
+            default:
+                facts.state = columns.time(1).map {
+                    PurchaseState(revoked: columns.bool(0), at: $0, share: columns.int(2))
+                }
+            }
+        }
+        return facts
+    }
+
     /// One query for many jobs' stored events, every fingerprint of their job ids (``LedgerQueries/answer(_:among:)``
     /// picks each job's).
     func storedDecisions(_ keys: [DecisionKey], in session: any SQLSession) throws -> [StoredEvent?] {
@@ -207,6 +234,45 @@ struct PostgresSession: SQLSession {
 
     func tryLock(_ key: Int) throws -> Bool {
         try connection.query("SELECT pg_try_advisory_xact_lock(\(key))").first == "t"
+    }
+
+    /// One statement: the first writes each a data-modifying `WITH` of the last (PostgreSQL runs every one of
+    /// them, to completion, on one snapshot: none sees another's rows, which is why they must touch different
+    /// tables), their parameters numbered on.
+    func run(_ writes: [SQLStatement]) throws {
+        guard let last = writes.last else { return }
+        var parameters: [SQLValue] = []
+        var parts: [String] = []
+        for write in writes {
+            parts.append(Self.shifting(write.sql, by: parameters.count))
+            parameters += write.parameters
+        }
+        let with = parts.dropLast().enumerated().map { "w\($0.offset) AS (\($0.element))" }
+        _ = try rows(
+            with.isEmpty ? last.sql : "WITH " + with.joined(separator: ", ") + " " + parts[parts.count - 1], parameters)
+    }
+
+    /// `?n` as `?(n + offset)`: a statement's parameters after those of the statements before it.
+    static func shifting(_ sql: String, by offset: Int) -> String {
+        guard offset > 0 else { return sql }
+        var out = ""
+        var number = ""
+        func flush() {
+            if let n = Int(number) { out += String(n + offset) }
+            number = ""
+        }
+        var inParameter = false
+        for character in sql {
+            if inParameter, character.isASCII, character.isNumber {
+                number.append(character)
+                continue
+            }
+            if inParameter { flush() }
+            inParameter = character == "?"
+            out.append(character)
+        }
+        if inParameter { flush() }
+        return out
     }
 
     static func text(_ value: SQLValue) -> String? {

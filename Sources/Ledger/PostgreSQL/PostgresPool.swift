@@ -26,6 +26,8 @@ final class PostgresPool: Sendable {
     private let state = Mutex(State())
     /// Acquisitions that found every connection in use and waited for one.
     private let waits = Atomic<Int>(0)
+    /// Statements its connections sent.
+    private let roundTrips = RoundTripCount()
 
     /// The pool as `/metrics` shows it: its size, connections open and in use, callers waiting, waits so far.
     var stats: LedgerPoolStats {
@@ -33,7 +35,7 @@ final class PostgresPool: Sendable {
         return state.withLock { state in
             LedgerPoolStats(
                 size: size, open: state.opened, inUse: state.opened - state.idle.count,
-                waiting: state.waiters.count, waits: waited)
+                waiting: state.waiters.count, waits: waited, roundTrips: roundTrips.total)
         }
     }
     private let logger: Logger
@@ -56,7 +58,9 @@ final class PostgresPool: Sendable {
         while true {
             let thread = BlockingThread(name: "ledger-0")
             do {
-                let connection = try await thread.perform { [url] in try PostgresConnection(url: url) }
+                let connection = try await thread.perform { [url, roundTrips] in
+                    try PostgresConnection(url: url, roundTrips: roundTrips)
+                }
                 try await thread.perform { try prepare(connection) }
                 state.withLock {
                     $0.idle = [Session(connection: connection, thread: thread)]
@@ -98,7 +102,9 @@ final class PostgresPool: Sendable {
                 throw error
             }
             do {
-                session.connection = try await session.thread.perform { [url] in try PostgresConnection(url: url) }
+                session.connection = try await session.thread.perform { [url, roundTrips] in
+                    try PostgresConnection(url: url, roundTrips: roundTrips)
+                }
                 release(session)
             } catch {
                 // The server refuses new connections (down, full, read-only): give the slot back, so the next
@@ -153,7 +159,9 @@ final class PostgresPool: Sendable {
         case .open(let index):
             let thread = BlockingThread(name: "ledger-\(index)")
             do {
-                let connection = try await thread.perform { [url] in try PostgresConnection(url: url) }
+                let connection = try await thread.perform { [url, roundTrips] in
+                    try PostgresConnection(url: url, roundTrips: roundTrips)
+                }
                 return Session(connection: connection, thread: thread)
             } catch {
                 giveBackSlot(of: thread)

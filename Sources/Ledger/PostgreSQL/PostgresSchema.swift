@@ -189,6 +189,10 @@ public struct PostgresSchema: Sendable {
                                 WHERE status IN ('active', 'grace_period', 'billing_retry')
                             """),
                 ]),
+            // A function added: the previous release neither calls nor needs it.
+            Migration(
+                version: 15, description: "the facts of a notification in one statement",
+                steps: [.transaction([purchaseFactsFunction])]),
         ]
     }
 
