@@ -14,7 +14,9 @@ import Vocabulary
 ///   maker it is `revoked`.
 /// - A purchase granted to another order is `duplicate_transaction`; held by this order under another
 ///   transaction id (a restore) it is `order_already_fulfilled`; held by this order through a credit of the
-///   worker's (a renewal, a tied unclaimed purchase), the job is that credit.
+///   worker's (a renewal, a tied unclaimed purchase), the job is that credit (answered by the decision's
+///   ``Decision/creditAnswer``, stored). Held by a credit of a purchase no job claimed, the engine ties it to the
+///   order after the batch (``PurchaseRules/claimCredit(_:answer:in:)``).
 /// - An order granted with another purchase is `order_already_fulfilled`.
 /// - Otherwise the purchase is granted to the order, with the decision.
 ///
@@ -58,7 +60,12 @@ enum ClaimRules {
                 return ClaimResult(outcome: .orderAlreadyFulfilled)
             }
             if let credit = same.creditEventID, credit != decision.event.eventID {
-                return ClaimResult(outcome: .credited(eventID: credit, revenue: same.revenue))
+                guard let make = decision.creditAnswer else {
+                    return ClaimResult(outcome: .credited(eventID: credit, revenue: same.revenue))
+                }
+                let answer = make(credit, same.revenue)
+                facts.addResult(key, answer)
+                return ClaimResult(outcome: .tied(answer), result: answer)
             }
             facts.addResult(key, decision.event)
             return ClaimResult(outcome: .recorded, result: decision.event)

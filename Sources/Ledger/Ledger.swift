@@ -68,17 +68,10 @@ public protocol DecisionStore: Sendable {
     /// `.replay` with its stored event, whatever the claim now says.
     func record(_ decision: Decision) async throws -> LedgerOutcome
 
-    /// A job whose grant met a purchase credited unclaimed (section 9 of docs/contract.md) and not yet tied to
-    /// an order: ties it to the job's order, and records the job's answer, made by `answer` from the credit's
-    /// event id and what the credit counted as revenue (so both events of that id say the same), atomically.
-    /// `.notACredit` when the purchase's holder is an order (the caller keeps its `duplicate_transaction`).
-    func claimCredit(
-        _ decision: Decision, answer: @escaping @Sendable (_ creditEventID: String, _ revenue: Int64?) -> StoredEvent
-    ) async throws -> CreditClaim
 }
 
-/// How a job's claim of a purchase credited unclaimed ended.
-public enum CreditClaim: Sendable, Equatable {
+/// How a job's claim of a purchase credited unclaimed ended (``PurchaseRules/claimCredit(_:answer:in:)``).
+enum CreditClaim: Sendable, Equatable {
     /// Tied to the job's order; the answer stored and to publish.
     case tied(StoredEvent)
     /// This job was decided before: its stored event.
@@ -283,16 +276,25 @@ public struct Decision: Sendable {
     /// may not have heard of (the notification lost, notifications off): taken back as the ledger's would be, and
     /// remembered, so that the refund's notification, when it comes, takes nothing twice.
     public var appleRefund: RefundTaken?
+    /// Makes the job's answer when its order holds the purchase by a credit of the worker's, or takes it now: a
+    /// purchase credited unclaimed (section 9 of docs/contract.md) that no order held is tied to this order; one this
+    /// order holds already (a renewal, a credit tied before) is the same credit. Made from the credit's event id and
+    /// what the credit counted as revenue (both events of that id say the same), and stored as the job's answer
+    /// (``LedgerOutcome/tied(_:)``). Without it, such a purchase is `duplicate_transaction` or
+    /// ``LedgerOutcome/credited(eventID:revenue:)``.
+    public var creditAnswer: (@Sendable (_ creditEventID: String, _ revenue: Int64?) -> StoredEvent)?
 
     public init(
         key: DecisionKey, grant: GrantClaim?, event: StoredEvent,
-        refundFollowUp: (@Sendable (RefundTaken) -> StoredEvent)? = nil, appleRefund: RefundTaken? = nil
+        refundFollowUp: (@Sendable (RefundTaken) -> StoredEvent)? = nil, appleRefund: RefundTaken? = nil,
+        creditAnswer: (@Sendable (_ creditEventID: String, _ revenue: Int64?) -> StoredEvent)? = nil
     ) {
         self.key = key
         self.grant = grant
         self.event = event
         self.refundFollowUp = refundFollowUp
         self.appleRefund = appleRefund
+        self.creditAnswer = creditAnswer
     }
 }
 
@@ -358,6 +360,10 @@ public enum LedgerOutcome: Sendable, Equatable {
     /// Recorded, for a purchase Apple refunded in part before any order held it: granted for what the player
     /// kept, and `followUp` (stored with the decision) takes the refunded share back; publish both, in order.
     case recordedPartlyRefunded(followUp: StoredEvent)
+    /// The order holds the purchase by a credit of the worker's, or took it now (a purchase credited unclaimed):
+    /// answered with `answer`, made by ``Decision/creditAnswer`` and stored (its follow-ups, when the credit was
+    /// refunded in part since, with it); publish it.
+    case tied(StoredEvent)
 }
 
 /// A granted purchase, as the ledger holds it.

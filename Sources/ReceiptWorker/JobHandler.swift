@@ -214,7 +214,8 @@ struct JobHandler: MessageHandler {
             let decision = Decision(
                 key: key, grant: claim, event: stored,
                 refundFollowUp: { RefundFollowUp.make(grant: grant, taken: $0) },
-                appleRefund: RefundFollowUp.stated(by: transaction))
+                appleRefund: RefundFollowUp.stated(by: transaction),
+                creditAnswer: { Self.tiedAnswer(grant, creditEventID: $0, revenue: $1) })
             let refused: (reason: DenyReason, detail: String)
             switch try await context.retrying(
                 "ledger_record", stage: metrics.ledgerRecord, { try await decisions.record(decision) })
@@ -235,41 +236,24 @@ struct JobHandler: MessageHandler {
             case .replay(let first):
                 metrics.replayedResults.increment()
                 return .publish(publishing(first))
+            case .tied(let answer):
+                // The order holds the purchase by a credit (a renewal, a purchase credited unclaimed, tied now or
+                // before): answered with the credit's event id, credited once.
+                metrics.counter(.grant, app: appName(key)).increment()
+                logger.info("answered with the order's credit", ["job_id": job.jobID, "event_id": answer.eventID])
+                return .publish(publishing(answer))
             case .credited(let creditEventID, let revenue):
-                // The order holds the purchase by a credit (a renewal, a tied unclaimed purchase): the same credit.
+                // Not made here (the decision says how to answer a credit): kept for other callers of the ledger.
                 return try await answer(
                     Self.tiedAnswer(grant, creditEventID: creditEventID, revenue: revenue), key, context: context)
             case .duplicateTransaction:
-                // Held by a credit of a purchase no job claimed in time (receipt.unclaimed)? Then this order
-                // takes it, answered with the credit's event id: credited once, and the order tied to it.
-                switch try await context.retrying(
-                    "ledger_record", stage: metrics.ledgerRecord,
-                    {
-                        try await decisions.claimCredit(decision) {
-                            Self.tiedAnswer(grant, creditEventID: $0, revenue: $1)
-                        }
-                    })
-                {
-                case .tied(let answer):
-                    metrics.counter(.grant, app: appName(key)).increment()
-                    logger.info(
-                        "unclaimed credit tied to its order", ["job_id": job.jobID, "event_id": answer.eventID])
-                    return .publish(publishing(answer))
-                case .replay(let first):
-                    metrics.replayedResults.increment()
-                    return .publish(publishing(first))
-                case .orderAlreadyFulfilled:
-                    refused = (.orderAlreadyFulfilled, "the order was granted with another transaction")
-                case .revoked:
-                    refused = (.revoked, "the purchase was refunded or revoked after it was credited unclaimed")
-                case .notACredit:
-                    refused = (.duplicateTransaction, "the transaction was granted to another order")
-                }
+                refused = (.duplicateTransaction, "the transaction was granted to another order")
             case .orderAlreadyFulfilled:
                 refused = (.orderAlreadyFulfilled, "the order was granted with another transaction")
             case .revoked:
                 refused = (
-                    .revoked, "the purchase was refunded or revoked after it was granted (App Store notification)"
+                    .revoked,
+                    "the purchase was refunded or revoked after it was granted or credited (App Store notification)"
                 )
             }
             let denied = event(.deny(refused.reason), transaction, environment, refused.detail)

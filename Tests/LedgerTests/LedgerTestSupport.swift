@@ -49,6 +49,7 @@ extension Ledger {
         case .revoked: return .revoked
         case .credited(let eventID, _): return .credited(eventID)
         case .recordedPartlyRefunded(let followUp): return .recordedPartlyRefunded(Data(followUp.json))
+        case .tied(let answer): return .credited(answer.eventID)
         }
     }
 

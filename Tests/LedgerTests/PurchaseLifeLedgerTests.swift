@@ -62,16 +62,18 @@ struct PurchaseLifeLedgerTests {
                         json: Array("{}".utf8)))))
     }
 
+    /// A job's claim as the worker makes it, answering a credit its order holds or takes with the credit's id.
     static func claim(_ ledger: any Ledger, job: String, order: String, transaction: String) async throws
-        -> CreditClaim
+        -> LedgerOutcome
     {
-        let decision = Decision(
-            key: DecisionKey(app: .defaultApp, jobID: job, fingerprint: "f"),
-            grant: GrantClaim(orderID: order, transactionID: transaction, userID: "player-\(order)"),
-            event: StoredEvent(eventID: "e-\(job)", type: "receipt.granted", time: "", key: order, json: []))
-        return try await ledger.claimCredit(decision) { id, _ in
-            StoredEvent(eventID: id, type: "receipt.granted", time: "", key: order, json: Array("tied".utf8))
-        }
+        try await ledger.record(
+            Decision(
+                key: DecisionKey(app: .defaultApp, jobID: job, fingerprint: "f"),
+                grant: GrantClaim(orderID: order, transactionID: transaction, userID: "player-\(order)"),
+                event: StoredEvent(eventID: "e-\(job)", type: "receipt.granted", time: "", key: order, json: []),
+                creditAnswer: { id, _ in
+                    StoredEvent(eventID: id, type: "receipt.granted", time: "", key: order, json: Array("tied".utf8))
+                }))
     }
 
     @Test(
@@ -167,7 +169,7 @@ struct PurchaseLifeLedgerTests {
         // The credit holds the purchase: a plain grant meets it as another order's.
         let plain = LedgerClaim.grant(orderID: "o-1", transactionID: "900")
         #expect(try await ledger.record(jobID: "plain", claim: plain, event: Data("{}".utf8)) == .duplicateTransaction)
-        let claims = try await withThrowingTaskGroup(of: CreditClaim?.self) { group in
+        let claims = try await withThrowingTaskGroup(of: LedgerOutcome?.self) { group in
             for order in 0..<20 {
                 group.addTask {
                     for _ in 0..<50 {
@@ -187,7 +189,7 @@ struct PurchaseLifeLedgerTests {
             if case .tied(let event)? = claim { event.eventID } else { nil }
         }
         #expect(tied == ["credit-900"])
-        #expect(claims.filter { $0 == .notACredit }.count == 19)
+        #expect(claims.filter { $0 == .duplicateTransaction }.count == 19)
         await ledger.close()
     }
 
@@ -248,7 +250,7 @@ struct PurchaseLifeLedgerTests {
         #expect(tied.eventID == "credit-970")
         #expect(try await Self.claim(ledger, job: "b", order: "shop-7", transaction: "970") == .tied(tied))
         // Another order is still refused.
-        #expect(try await Self.claim(ledger, job: "c", order: "shop-8", transaction: "970") == .notACredit)
+        #expect(try await Self.claim(ledger, job: "c", order: "shop-8", transaction: "970") == .duplicateTransaction)
         await ledger.close()
     }
 

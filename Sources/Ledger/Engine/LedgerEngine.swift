@@ -39,8 +39,19 @@ public final class LedgerEngine: Ledger, Sendable {
         try await lookups.submit(key)
     }
 
+    /// One call for a job's claim: the batch's rules, then, for a purchase held by a credit of a purchase no job
+    /// claimed, the credit tied to the order when the decision says how to answer it (``Decision/creditAnswer``).
     public func record(_ decision: Decision) async throws -> LedgerOutcome {
         switch try await records.submit(decision) {
+        case .outcome(.duplicateTransaction):
+            guard let answer = decision.creditAnswer else { return .duplicateTransaction }
+            switch try await claimCredit(decision, answer: answer) {
+            case .tied(let event): return .tied(event)
+            case .replay(let first): return .replay(first)
+            case .notACredit: return .duplicateTransaction
+            case .orderAlreadyFulfilled: return .orderAlreadyFulfilled
+            case .revoked: return .revoked
+            }
         case .outcome(let outcome): return outcome
         case .conflict:
             // Decided meanwhile by another replica (or another batch): the retry finds the stored answer.
@@ -84,11 +95,12 @@ public final class LedgerEngine: Ledger, Sendable {
         }
     }
 
-    public func claimCredit(
+    /// A transaction of its own: the tie reads what it writes, and takes the subscription's lock before the
+    /// purchase's, as a renewal does. A job decided by another writer meanwhile fails its insert (a unique
+    /// violation, retried): the retry finds its answer.
+    func claimCredit(
         _ decision: Decision, answer: @escaping @Sendable (_ creditEventID: String, _ revenue: Int64?) -> StoredEvent
     ) async throws -> CreditClaim {
-        // A job decided by another writer meanwhile fails its insert (a unique violation, retried): the retry
-        // finds its answer.
         try await dialect.write {
             try PurchaseRules.claimCredit(decision, answer: answer, in: PurchaseStatements(session: $0))
         }

@@ -133,10 +133,19 @@ extension SupportDesk {
             productID: productID, quantity: transaction.quantity,
             originalTransactionID: transaction.originalTransactionID, revenue: event.revenue)
         let granted = event
+        // A purchase credited unclaimed (receipt.unclaimed) is tied to this order, answered with the credit's event
+        // id: the grant service credited it once already, and credits nothing twice.
         let decision = Decision(
             key: key, grant: claim, event: granted.stored(),
             refundFollowUp: { RefundFollowUp.make(grant: granted, taken: $0) },
-            appleRefund: RefundFollowUp.stated(by: transaction))
+            appleRefund: RefundFollowUp.stated(by: transaction),
+            creditAnswer: { creditEventID, revenue in
+                var tied = granted
+                tied.eventID = creditEventID
+                tied.revenue = revenue
+                tied.detail = "credited unclaimed before (receipt.unclaimed with this event_id), tied by support"
+                return tied.stored()
+            })
         let otherPurchase = "order \(request.orderID) was granted with another purchase: name another order"
         // A purchase an order holds already is refused, whichever order (the same one included: nothing to
         // credit).
@@ -159,37 +168,16 @@ extension SupportDesk {
             return .refused("order \(request.orderID) holds this purchase already (event \(eventID))")
         case .orderAlreadyFulfilled:
             return .refused(otherPurchase)
+        case .tied(let answer):
+            return credited(answer, "it was credited unclaimed (event \(answer.eventID)): now tied to this order")
         case .revoked:
-            return .refused("the purchase was refunded or revoked after it was granted: nothing to credit")
+            return .refused("the purchase was refunded or revoked after it was granted or credited: nothing to credit")
         case .duplicateTransaction:
-            // A purchase credited unclaimed (receipt.unclaimed) is tied to this order, answered with the credit's
-            // event id: the grant service credited it once already, and credits nothing twice.
-            switch try await ledger.claimCredit(
-                decision,
-                answer: { creditEventID, revenue in
-                    var tied = granted
-                    tied.eventID = creditEventID
-                    tied.revenue = revenue
-                    tied.detail = "credited unclaimed before (receipt.unclaimed with this event_id), tied by support"
-                    return tied.stored()
-                })
-            {
-            case .tied(let answer):
-                return credited(answer, "it was credited unclaimed (event \(answer.eventID)): now tied to this order")
-            case .replay(let first):
-                return credited(first, again)
-            case .orderAlreadyFulfilled:
-                return .refused(otherPurchase)
-            case .revoked:
-                return .refused("the purchase was refunded or revoked after it was credited: nothing to credit")
-            case .notACredit:
-                let held = try await ledger.supportRecord(
-                    app: app.scope, environment: environment, purchaseID: transaction.purchaseIdentity,
-                    transactionID: transaction.transactionID
-                ).grant
-                return .refused(
-                    "already held: granted to order \(held?.orderID ?? "?") of player \(held?.userID ?? "?")")
-            }
+            let held = try await ledger.supportRecord(
+                app: app.scope, environment: environment, purchaseID: transaction.purchaseIdentity,
+                transactionID: transaction.transactionID
+            ).grant
+            return .refused("already held: granted to order \(held?.orderID ?? "?") of player \(held?.userID ?? "?")")
         }
     }
 
