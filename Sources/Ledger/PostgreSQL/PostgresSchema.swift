@@ -158,123 +158,38 @@ public struct PostgresSchema: Sendable {
             Migration(
                 version: 10, description: "year two: primary keys, retention indexes, the event stored once",
                 steps: yearTwo),
-            Migration(version: 11, description: "what each sale counted as revenue", steps: revenue),
-            Migration(version: 12, description: "the support desk: audit, held credits, caps", steps: supportDesk),
-            Migration(
-                version: 13, description: "leases: one replica at a time",
-                steps: [
-                    .transaction([
-                        """
-                        CREATE TABLE IF NOT EXISTS \(name).leases (
-                            name TEXT PRIMARY KEY,
-                            holder TEXT NOT NULL,
-                            expires_at TIMESTAMPTZ NOT NULL,
-                            state TEXT NOT NULL DEFAULT '')
-                        """
-                    ])
-                ]),
-            // Built without blocking writes; the previous release neither reads nor needs it.
-            Migration(
-                version: 14, description: "subscriptions whose news is overdue",
-                steps: [
-                    // A nullable column without a default: a catalog change, no row rewritten.
-                    .transaction([
-                        "ALTER TABLE \(name).subscriptions ADD COLUMN IF NOT EXISTS checked_at TIMESTAMPTZ"
-                    ]),
-                    .index(
-                        name: "subscriptions_overdue",
-                        create: """
-                            CREATE INDEX CONCURRENTLY IF NOT EXISTS subscriptions_overdue
-                                ON \(name).subscriptions (app, expires_at)
-                                WHERE status IN ('active', 'grace_period', 'billing_retry')
-                            """),
-                ]),
-            // A function added: the previous release neither calls nor needs it.
-            Migration(
-                version: 15, description: "the facts of a notification in one statement",
-                steps: [.transaction([purchaseFactsFunction])]),
         ]
+            + LedgerMigrations.all.map {
+                Migration(version: $0.version, description: $0.description, steps: steps(of: $0))
+            }
     }
 
-    /// Migration 12: the support desk's audit (appended, never pruned: the worker's role may not even read it,
-    /// the desk's may only add to it), its credits held for a lead, each day's use of its caps; new tables, and
-    /// the grants' player index built without blocking writes.
-    private var supportDesk: [MigrationStep] {
-        [
-            .transaction([
-                """
-                CREATE TABLE IF NOT EXISTS \(name).desk_audit (
-                    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-                    at TIMESTAMPTZ NOT NULL,
-                    app TEXT NOT NULL,
-                    agent TEXT NOT NULL,
-                    agent_name TEXT NOT NULL,
-                    role TEXT NOT NULL,
-                    action TEXT NOT NULL,
-                    outcome TEXT NOT NULL,
-                    ticket TEXT NOT NULL,
-                    player TEXT,
-                    request TEXT NOT NULL,
-                    answer TEXT NOT NULL)
-                """,
-                "CREATE INDEX IF NOT EXISTS desk_audit_at ON \(name).desk_audit (at)",
-                "CREATE INDEX IF NOT EXISTS desk_audit_agent ON \(name).desk_audit (agent, id)",
-                "CREATE INDEX IF NOT EXISTS desk_audit_player ON \(name).desk_audit (player, id) WHERE player IS NOT NULL",
-                """
-                CREATE TABLE IF NOT EXISTS \(name).desk_approvals (
-                    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-                    created_at TIMESTAMPTZ NOT NULL,
-                    app TEXT NOT NULL,
-                    requested_by TEXT NOT NULL,
-                    requested_name TEXT NOT NULL,
-                    ticket TEXT NOT NULL,
-                    player TEXT NOT NULL,
-                    request TEXT NOT NULL,
-                    status TEXT NOT NULL,
-                    decided_by TEXT,
-                    decided_name TEXT,
-                    decided_at TIMESTAMPTZ,
-                    outcome TEXT)
-                """,
-                "CREATE INDEX IF NOT EXISTS desk_approvals_status ON \(name).desk_approvals (status, id)",
-                """
-                CREATE TABLE IF NOT EXISTS \(name).desk_daily_use (
-                    kind TEXT NOT NULL,
-                    who TEXT NOT NULL,
-                    day TEXT NOT NULL,
-                    used INTEGER NOT NULL,
-                    PRIMARY KEY (kind, who, day))
-                """,
-            ]),
-            .index(
-                name: "grants_player",
-                create: """
-                    CREATE INDEX CONCURRENTLY IF NOT EXISTS grants_player ON \(name).grants (app, user_id)
-                        WHERE user_id IS NOT NULL
-                    """),
-        ]
+    /// A migration of the list both databases share, as steps that run beside traffic and the previous release.
+    func steps(of migration: LedgerMigration) -> [MigrationStep] {
+        migration.changes.map { change in
+            switch change {
+            case .tables(let statements):
+                .transaction(statements.map(spelled))
+            case .column(let table, let definition):
+                .transaction(["ALTER TABLE \(name).\(table) ADD COLUMN IF NOT EXISTS \(spelled(definition))"])
+            case .index(let index, let on):
+                .index(
+                    name: index, create: "CREATE INDEX CONCURRENTLY IF NOT EXISTS \(index) ON \(name).\(spelled(on))")
+            case .rows(let statement):
+                .transaction([spelled(statement)])
+            case .postgresFunctions(let functions):
+                .transaction(self[keyPath: functions])
+            }
+        }
     }
 
-    /// Migration 11: what each grant's sale counted as revenue (and each reported purchase's credit), so that a
-    /// refund takes back what the sale counted, and a purchase refunded in part before it was granted is granted
-    /// for what was kept (``claimFunctionsV2``). Nullable columns without a default: catalog changes, no row
-    /// rewritten; rows before it say none (not known); each its own short step (no lock held while waiting for
-    /// the other table's). Credits an earlier release kept from publishing because they were refunded before
-    /// their publish stay unpublished (published from now on, such a credit is; grant services may have
-    /// forgotten those old refunds). The earlier claim functions stay, untouched.
-    private var revenue: [MigrationStep] {
-        [
-            .transaction(["ALTER TABLE \(name).grants ADD COLUMN IF NOT EXISTS revenue BIGINT"]),
-            .transaction(["ALTER TABLE \(name).unclaimed_purchases ADD COLUMN IF NOT EXISTS revenue BIGINT"]),
-            .transaction([
-                """
-                UPDATE \(name).unclaimed_purchases u SET published = true WHERE NOT u.published
-                    AND u.state IN ('credited', 'tied') AND EXISTS (SELECT 1 FROM \(name).grants g WHERE g.app = u.app
-                        AND g.environment = u.environment AND g.purchase_id = u.purchase_id AND g.revoked_at IS NOT NULL)
-                """
-            ]),
-            .transaction(claimFunctionsV2),
-        ]
+    /// ``LedgerMigrations``' words as PostgreSQL spells them.
+    private func spelled(_ sql: String) -> String {
+        sql.replacingOccurrences(of: "{schema}", with: name + ".").replacingOccurrences(
+            of: "{time}", with: "TIMESTAMPTZ"
+        )
+        .replacingOccurrences(of: "{bigint}", with: "BIGINT")
+        .replacingOccurrences(of: "{identity}", with: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")
     }
 
     /// Grants made without a job beside those of jobs (`credit`: `job`, `renewal` for a subscription's later

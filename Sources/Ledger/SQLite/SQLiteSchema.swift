@@ -6,9 +6,10 @@ import Foundation
 /// fingerprints, and stored events' headers in columns; 4 an index of grants by purchase alone (a consumption
 /// answer names a transaction of any app) and the consumer group's offsets (``OffsetStore``); 5 grants
 /// without a job (renewals, purchases no job claimed), subscriptions; 6 the share of a purchase refunded.
-/// From 10 on the numbers are PostgreSQL's: version 6 is PostgreSQL's 9, then 10 to 13 are its 10 to 13.
+/// From 10 on the numbers are PostgreSQL's: version 6 is PostgreSQL's 9, 10 is its 10, and from 11 on both take
+/// one list (``LedgerMigrations``).
 enum SQLiteSchema {
-    static let version = 14
+    static var version: Int { LedgerMigrations.latest }
 
     /// Brings the file to ``version`` in one transaction per migration: a new file gets the whole schema at
     /// once; an older one each missing migration in turn, its rows kept. Version 3 gives each row the app its
@@ -57,112 +58,42 @@ enum SQLiteSchema {
         if found < 10 {
             try transaction(connection) { try connection.execute(yearTwo + "PRAGMA user_version = 10;") }
         }
-        if found < 11 {
-            try transaction(connection) { try migrateToRevenue(connection) }
-        }
-        if found < 12 {
-            try transaction(connection) { try connection.execute(supportDesk + "PRAGMA user_version = 12;") }
-        }
-        if found < 13 {
-            try transaction(connection) { try connection.execute(leases + "PRAGMA user_version = 13;") }
-        }
-        if found < 14 {
-            try transaction(connection) { try migrateToSubscriptionChecks(connection) }
+        for migration in LedgerMigrations.all where found < migration.version {
+            try transaction(connection) { try apply(migration, connection) }
         }
     }
 
-    /// Version 14, as PostgreSQL's migration 14: when each subscription was last asked of Apple (a column added:
-    /// no row rewritten), and the index the subscription status checks read, of the subscriptions not ended.
-    private static func migrateToSubscriptionChecks(_ connection: SQLiteConnection) throws {
-        var columns: [String] = []
-        try connection.query("SELECT name FROM pragma_table_info('subscriptions')") { columns.append($0.text(0) ?? "") }
-        if !columns.contains("checked_at") {
-            try connection.execute("ALTER TABLE subscriptions ADD COLUMN checked_at TEXT")
-        }
-        try connection.execute(
-            """
-            CREATE INDEX IF NOT EXISTS subscriptions_overdue ON subscriptions (app, expires_at)
-                WHERE status IN ('active', 'grace_period', 'billing_retry');
-            PRAGMA user_version = 14;
-            """)
-    }
-
-    /// Version 13, as PostgreSQL's migration 13: leases, so that one replica at a time does what must be done once
-    /// (the sweep of Apple's notification history, the refund requests answered by policy).
-    static let leases = """
-        CREATE TABLE IF NOT EXISTS leases (
-            name TEXT PRIMARY KEY,
-            holder TEXT NOT NULL,
-            expires_at TEXT NOT NULL,
-            state TEXT NOT NULL DEFAULT '');
-
-        """
-
-    /// Version 12, as PostgreSQL's migration 12: the support desk's audit (appended, never pruned), its credits
-    /// held for a lead, each day's use of its caps, and the grants by player.
-    static let supportDesk = """
-        CREATE TABLE IF NOT EXISTS desk_audit (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            at TEXT NOT NULL,
-            app TEXT NOT NULL,
-            agent TEXT NOT NULL,
-            agent_name TEXT NOT NULL,
-            role TEXT NOT NULL,
-            action TEXT NOT NULL,
-            outcome TEXT NOT NULL,
-            ticket TEXT NOT NULL,
-            player TEXT,
-            request TEXT NOT NULL,
-            answer TEXT NOT NULL);
-        CREATE INDEX IF NOT EXISTS desk_audit_at ON desk_audit (at);
-        CREATE INDEX IF NOT EXISTS desk_audit_agent ON desk_audit (agent, id);
-        CREATE INDEX IF NOT EXISTS desk_audit_player ON desk_audit (player, id) WHERE player IS NOT NULL;
-        CREATE TABLE IF NOT EXISTS desk_approvals (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            created_at TEXT NOT NULL,
-            app TEXT NOT NULL,
-            requested_by TEXT NOT NULL,
-            requested_name TEXT NOT NULL,
-            ticket TEXT NOT NULL,
-            player TEXT NOT NULL,
-            request TEXT NOT NULL,
-            status TEXT NOT NULL,
-            decided_by TEXT,
-            decided_name TEXT,
-            decided_at TEXT,
-            outcome TEXT);
-        CREATE INDEX IF NOT EXISTS desk_approvals_status ON desk_approvals (status, id);
-        CREATE TABLE IF NOT EXISTS desk_daily_use (
-            kind TEXT NOT NULL,
-            who TEXT NOT NULL,
-            day TEXT NOT NULL,
-            used INTEGER NOT NULL,
-            PRIMARY KEY (kind, who, day));
-        CREATE INDEX IF NOT EXISTS grants_player ON grants (app, user_id) WHERE user_id IS NOT NULL;
-
-        """
-
-    /// Version 11, as PostgreSQL's migration 11: what each grant's sale counted as revenue, and what each
-    /// reported purchase's credit counts, so that a refund takes back what the sale counted (nothing for a receipt
-    /// without a price, a tester's purchase, a family member's access). Rows before it say none (not known).
-    /// Columns added: no row is rewritten.
-    private static func migrateToRevenue(_ connection: SQLiteConnection) throws {
-        for table in ["grants", "unclaimed_purchases"] {
-            var columns: [String] = []
-            try connection.query("SELECT name FROM pragma_table_info('\(table)')") { columns.append($0.text(0) ?? "") }
-            if !columns.contains("revenue") {
-                try connection.execute("ALTER TABLE \(table) ADD COLUMN revenue INTEGER")
+    /// A migration of the list both databases share, in the file's transaction (server functions: none here).
+    private static func apply(_ migration: LedgerMigration, _ connection: SQLiteConnection) throws {
+        for change in migration.changes {
+            switch change {
+            case .tables(let statements):
+                for statement in statements { try connection.execute(spelled(statement)) }
+            case .column(let table, let definition):
+                var columns: [String] = []
+                try connection.query("SELECT name FROM pragma_table_info('\(table)')") {
+                    columns.append($0.text(0) ?? "")
+                }
+                let column = String(definition.prefix { $0 != " " })
+                if !columns.contains(column) {
+                    try connection.execute("ALTER TABLE \(table) ADD COLUMN \(spelled(definition))")
+                }
+            case .index(let name, let on):
+                try connection.execute("CREATE INDEX IF NOT EXISTS \(name) ON \(spelled(on))")
+            case .rows(let statement):
+                try connection.execute(spelled(statement))
+            case .postgresFunctions:
+                break
             }
         }
-        // Credits an earlier release kept from publishing (refunded before their publish) stay unpublished.
-        try connection.execute(
-            """
-            UPDATE unclaimed_purchases SET published = 1 WHERE published = 0 AND state IN ('credited', 'tied')
-                AND EXISTS (SELECT 1 FROM grants g WHERE g.app = unclaimed_purchases.app
-                    AND g.environment = unclaimed_purchases.environment
-                    AND g.purchase_id = unclaimed_purchases.purchase_id AND g.revoked_at IS NOT NULL);
-            PRAGMA user_version = 11;
-            """)
+        try connection.execute("PRAGMA user_version = \(migration.version);")
+    }
+
+    /// ``LedgerMigrations``' words as SQLite spells them.
+    private static func spelled(_ sql: String) -> String {
+        sql.replacingOccurrences(of: "{schema}", with: "").replacingOccurrences(of: "{time}", with: "TEXT")
+            .replacingOccurrences(of: "{bigint}", with: "INTEGER")
+            .replacingOccurrences(of: "{identity}", with: "INTEGER PRIMARY KEY AUTOINCREMENT")
     }
 
     /// Version 10, as PostgreSQL's migration 10: a decision's event stored once (in its

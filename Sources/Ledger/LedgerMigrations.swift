@@ -1,0 +1,140 @@
+/// The ledger's migrations from version 11 on, one list for SQLite and PostgreSQL: what each adds, written once.
+/// Each database renders a change its own way (``SQLiteSchema``: one transaction on the file; ``PostgresSchema``:
+/// steps that run beside traffic and beside the previous release). Earlier versions stay on each database's own
+/// ladder: the files and schemas of earlier releases were built by them.
+///
+/// A new table, column or index is one entry here, in the DDL both databases take, with these words spelled by
+/// each: `{schema}` (PostgreSQL's schema and a dot; nothing in SQLite), `{time}` (`TIMESTAMPTZ`; RFC 3339 `TEXT`),
+/// `{bigint}` (`BIGINT`; `INTEGER`), `{identity}` (a key the database numbers: `BIGINT GENERATED ALWAYS AS
+/// IDENTITY PRIMARY KEY`; `INTEGER PRIMARY KEY AUTOINCREMENT`).
+enum LedgerMigrations {
+    static let all: [LedgerMigration] = [
+        LedgerMigration(
+            version: 11, description: "what each sale counted as revenue",
+            changes: [
+                // Rows before it say none (not known): a nullable column without a default, no row rewritten.
+                .column(table: "grants", "revenue {bigint}"),
+                .column(table: "unclaimed_purchases", "revenue {bigint}"),
+                // Credits an earlier release kept from publishing because they were refunded before their publish
+                // stay unpublished (published from now on, such a credit is; grant services may have forgotten
+                // those old refunds).
+                .rows(
+                    """
+                    UPDATE {schema}unclaimed_purchases AS u SET published = TRUE WHERE NOT u.published
+                        AND u.state IN ('credited', 'tied') AND EXISTS (SELECT 1 FROM {schema}grants g
+                            WHERE g.app = u.app AND g.environment = u.environment AND g.purchase_id = u.purchase_id
+                            AND g.revoked_at IS NOT NULL)
+                    """),
+                // The claim's functions that read and write revenue; the earlier ones stay, untouched.
+                .postgresFunctions(\.claimFunctionsV2),
+            ]),
+        LedgerMigration(
+            version: 12, description: "the support desk: audit, held credits, caps",
+            changes: [
+                // The desk's audit, appended, never pruned: the worker's role may not even read it, the desk's
+                // may only add to it.
+                .tables([
+                    """
+                    CREATE TABLE IF NOT EXISTS {schema}desk_audit (
+                        id {identity},
+                        at {time} NOT NULL,
+                        app TEXT NOT NULL,
+                        agent TEXT NOT NULL,
+                        agent_name TEXT NOT NULL,
+                        role TEXT NOT NULL,
+                        action TEXT NOT NULL,
+                        outcome TEXT NOT NULL,
+                        ticket TEXT NOT NULL,
+                        player TEXT,
+                        request TEXT NOT NULL,
+                        answer TEXT NOT NULL)
+                    """,
+                    "CREATE INDEX IF NOT EXISTS desk_audit_at ON {schema}desk_audit (at)",
+                    "CREATE INDEX IF NOT EXISTS desk_audit_agent ON {schema}desk_audit (agent, id)",
+                    "CREATE INDEX IF NOT EXISTS desk_audit_player ON {schema}desk_audit (player, id) WHERE player IS NOT NULL",
+                    // Credits held for a lead.
+                    """
+                    CREATE TABLE IF NOT EXISTS {schema}desk_approvals (
+                        id {identity},
+                        created_at {time} NOT NULL,
+                        app TEXT NOT NULL,
+                        requested_by TEXT NOT NULL,
+                        requested_name TEXT NOT NULL,
+                        ticket TEXT NOT NULL,
+                        player TEXT NOT NULL,
+                        request TEXT NOT NULL,
+                        status TEXT NOT NULL,
+                        decided_by TEXT,
+                        decided_name TEXT,
+                        decided_at {time},
+                        outcome TEXT)
+                    """,
+                    "CREATE INDEX IF NOT EXISTS desk_approvals_status ON {schema}desk_approvals (status, id)",
+                    // Each day's use of the desk's caps.
+                    """
+                    CREATE TABLE IF NOT EXISTS {schema}desk_daily_use (
+                        kind TEXT NOT NULL,
+                        who TEXT NOT NULL,
+                        day TEXT NOT NULL,
+                        used INTEGER NOT NULL,
+                        PRIMARY KEY (kind, who, day))
+                    """,
+                ]),
+                // A player's grants, for the desk's lookups.
+                .index("grants_player", on: "grants (app, user_id) WHERE user_id IS NOT NULL"),
+            ]),
+        LedgerMigration(
+            version: 13, description: "leases: one replica at a time",
+            changes: [
+                // What one replica at a time does: the sweep of Apple's notification history, the status checks,
+                // the refund requests answered by policy.
+                .tables([
+                    """
+                    CREATE TABLE IF NOT EXISTS {schema}leases (
+                        name TEXT PRIMARY KEY,
+                        holder TEXT NOT NULL,
+                        expires_at {time} NOT NULL,
+                        state TEXT NOT NULL DEFAULT '')
+                    """
+                ])
+            ]),
+        LedgerMigration(
+            version: 14, description: "subscriptions whose news is overdue",
+            changes: [
+                // When each subscription was last asked of Apple; the index the status checks read.
+                .column(table: "subscriptions", "checked_at {time}"),
+                .index(
+                    "subscriptions_overdue",
+                    on: "subscriptions (app, expires_at) WHERE status IN ('active', 'grace_period', 'billing_retry')"),
+            ]),
+        LedgerMigration(
+            version: 15, description: "the facts of a notification in one statement",
+            changes: [.postgresFunctions(\.purchaseFactsFunction)]),
+    ]
+
+    /// The latest version, on both databases.
+    static var latest: Int { all.last?.version ?? 0 }
+}
+
+/// One version of the ledger's schema.
+struct LedgerMigration: Sendable {
+    let version: Int
+    let description: String
+    let changes: [SchemaChange]
+}
+
+/// What a migration changes, in the words ``LedgerMigrations`` spells per database.
+enum SchemaChange: Sendable {
+    /// New tables and their indexes (`CREATE ... IF NOT EXISTS`), made in one short transaction: empty, they
+    /// lock nothing anyone waits for.
+    case tables([String])
+    /// A nullable column without a default, added when missing: a catalog change, no row rewritten.
+    case column(table: String, _ definition: String)
+    /// An index of a table that has rows (`name`, then `on`: the table, its columns and any `WHERE`): on
+    /// PostgreSQL built `CONCURRENTLY`, without blocking writes.
+    case index(_ name: String, on: String)
+    /// Rows changed, in one statement (a transaction of its own on PostgreSQL).
+    case rows(String)
+    /// Server functions (PostgreSQL alone: SQLite has none), created or replaced.
+    case postgresFunctions(KeyPath<PostgresSchema, [String]> & Sendable)
+}
