@@ -76,9 +76,11 @@ let package = Package(
             name: "Kafka", dependencies: ["CRdKafka", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
+        // The ledger's domain: value types, the stores' protocols. No SQL, no C: what the flows see of the ledger.
+        .target(name: "LedgerDomain", dependencies: ["Vocabulary"], swiftSettings: strict),
         .target(
-            name: "Ledger", dependencies: ["CSQLite", "CPostgres", "Observability", "Vocabulary"], swiftSettings: strict
-        ),
+            name: "Ledger", dependencies: ["CSQLite", "CPostgres", "LedgerDomain", "Observability", "Vocabulary"],
+            swiftSettings: strict),
         // The runtime every flow runs on (intake, slots, offsets, commits, drain, liveness): nothing of Apple.
         .target(
             name: "Runtime", dependencies: ["Kafka", "Observability", "Vocabulary"],
@@ -97,8 +99,8 @@ let package = Package(
         .target(
             name: "ReceiptWorker",
             dependencies: [
-                "AppleVerification", "HTTPServerKit", "Kafka", "Ledger", "Observability", "Runtime", "Vocabulary",
-                "COpenSSL", "CBuildInfo",
+                "AppleVerification", "HTTPServerKit", "Kafka", "Ledger", "LedgerDomain", "Observability", "Runtime",
+                "Vocabulary", "COpenSSL", "CBuildInfo",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
@@ -106,7 +108,8 @@ let package = Package(
         .target(
             name: "DeskService",
             dependencies: [
-                "AppleVerification", "COpenSSL", "HTTPClient", "HTTPServerKit", "Kafka", "Ledger", "Observability",
+                "AppleVerification", "COpenSSL", "HTTPClient", "HTTPServerKit", "Kafka", "Ledger", "LedgerDomain",
+                "Observability",
                 "ReceiptWorker", "Runtime",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),

@@ -1,4 +1,5 @@
 import Synchronization
+import LedgerDomain
 
 /// Smart batching: requests that arrive while earlier batches are running wait, then go together in the
 /// next batch (up to `maxBatch`), with at most `maxConcurrent` batches running. Under light load a request

@@ -1,5 +1,6 @@
 import Foundation
 import Vocabulary
+import LedgerDomain
 
 /// What an App Store notification does to a purchase: the one place that decides it. The ledger engine reads a
 /// notification's facts under its purchase's lock (``factsQuery(_:)``), lets ``decide(_:facts:)`` say what to
@@ -373,4 +374,18 @@ protocol PurchaseStateTransaction {
     /// Gives the credit's grant to the job's order and player.
     func tieCredit(of purchase: PurchaseKey, transactionID: String, to claim: GrantClaim) throws
     func insertResult(_ key: DecisionKey, event: StoredEvent) throws
+}
+
+/// How a job's claim of a purchase credited unclaimed ended (``PurchaseRules/claimCredit(_:answer:in:)``).
+enum CreditClaim: Sendable, Equatable {
+    /// Tied to the job's order; the answer stored and to publish.
+    case tied(StoredEvent)
+    /// This job was decided before: its stored event.
+    case replay(StoredEvent)
+    /// The purchase is held by an order (another job's, or a credit tied before): not a credit to claim.
+    case notACredit
+    /// The job's order was granted with another purchase.
+    case orderAlreadyFulfilled
+    /// The credit was refunded or revoked meanwhile.
+    case revoked
 }

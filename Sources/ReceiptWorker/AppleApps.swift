@@ -1,6 +1,6 @@
 import AppleVerification
 import Foundation
-import Ledger
+import LedgerDomain
 import Vocabulary
 
 /// What the job flow asks of Apple: a verdict on a proof (``AppleVerifier``; a test gives its own).

@@ -1,6 +1,6 @@
 import AppleVerification
 import Foundation
-import Ledger
+import LedgerDomain
 import Observability
 
 /// `receipt.consent_rescinded` (docs/contract.md): a parent withdrew the consent a minor's account needs

@@ -1,6 +1,6 @@
 import Foundation
 import Kafka
-import Ledger
+import LedgerDomain
 import Observability
 import Runtime
 import Synchronization

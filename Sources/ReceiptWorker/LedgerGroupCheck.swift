@@ -1,6 +1,6 @@
 import Foundation
 import Kafka
-import Ledger
+import LedgerDomain
 import Observability
 
 /// The ledger and the consumer group must agree on what was processed (docs/internals.md, "A ledger that

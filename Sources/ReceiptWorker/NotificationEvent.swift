@@ -1,6 +1,6 @@
 import AppleVerification
 import Foundation
-import Ledger
+import LedgerDomain
 import Observability
 
 /// An event on `topics.results` about a purchase's life after its grant (docs/contract.md): revoked,

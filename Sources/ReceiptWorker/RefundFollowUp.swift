@@ -1,6 +1,6 @@
 import AppleVerification
 import Foundation
-import Ledger
+import LedgerDomain
 import Observability
 
 /// The `receipt.revoked` that follows a grant of a purchase Apple had refunded in part before any order held it

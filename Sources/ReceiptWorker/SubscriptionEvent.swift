@@ -1,6 +1,6 @@
 import AppleVerification
 import Foundation
-import Ledger
+import LedgerDomain
 import Observability
 import Vocabulary
 

@@ -1,7 +1,7 @@
 import AppleVerification
 import Foundation
 import Kafka
-import Ledger
+import LedgerDomain
 import Observability
 import Runtime
 import Synchronization

@@ -1,5 +1,5 @@
 import Foundation
-import Ledger
+import LedgerDomain
 import ReceiptWorker
 
 /// The daily caps (`desk.caps.*`): what one agent credits in a UTC day, in every app, and how often support

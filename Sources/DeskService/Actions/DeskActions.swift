@@ -1,6 +1,6 @@
 import Foundation
 import Kafka
-import Ledger
+import LedgerDomain
 import ReceiptWorker
 
 /// What the desk's API does, without HTTP: each action checks the agent's role, does what the CLI's `lookup` and

@@ -1,18 +1,6 @@
 import Foundation
 import Vocabulary
-
-/// A refund (consumption) request no grant service answered yet.
-public struct OpenConsumptionRequest: Sendable, Equatable {
-    public var environment: AppleEnvironment
-    public var transactionID: String
-    public var respondBy: Date
-
-    public init(environment: AppleEnvironment, transactionID: String, respondBy: Date) {
-        self.environment = environment
-        self.transactionID = transactionID
-        self.respondBy = respondBy
-    }
-}
+import LedgerDomain
 
 /// What the answers by policy read (``ConsumptionRequestStore``): the requests due, and whether one was answered.
 enum ConsumptionPolicyQueries {

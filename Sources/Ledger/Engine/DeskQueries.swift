@@ -1,5 +1,6 @@
 import Foundation
 import Vocabulary
+import LedgerDomain
 
 /// The support desk's statements (``DeskStore``), written once for both databases.
 enum DeskQueries {

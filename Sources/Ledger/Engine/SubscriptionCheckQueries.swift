@@ -1,37 +1,6 @@
 import Foundation
 import Vocabulary
-
-/// A subscription whose renewal or expiry is overdue: nothing heard of it since its period (or its grace
-/// period) ended.
-public struct OverdueSubscription: Sendable, Equatable {
-    public var environment: AppleEnvironment
-    public var originalTransactionID: String
-    /// `active`, `grace_period` or `billing_retry`: what the ledger last knew.
-    public var status: String
-    public var expiresAt: Date
-
-    public init(environment: AppleEnvironment, originalTransactionID: String, status: String, expiresAt: Date) {
-        self.environment = environment
-        self.originalTransactionID = originalTransactionID
-        self.status = status
-        self.expiresAt = expiresAt
-    }
-}
-
-/// What the subscription status checks read: the subscriptions granted here whose news is overdue.
-public protocol SubscriptionCheckStore: Sendable {
-    /// The subscriptions of `app` whose period (or grace period) ended before `endedBefore`, that heard nothing
-    /// since then, and that were not asked of Apple since `askedBefore`, nor since their last change (Apple's
-    /// answer may not change for days: a subscription in billing retry, one whose refund was never heard). Oldest
-    /// expiry first, at most `limit`.
-    func overdueSubscriptions(app: AppScope, endedBefore: Date, askedBefore: Date, limit: Int) async throws
-        -> [OverdueSubscription]
-
-    /// Remembers that the subscription was asked of Apple at `at`, whatever Apple said: the next ask waits.
-    func subscriptionAsked(
-        app: AppScope, environment: AppleEnvironment, originalTransactionID: String, at: Date
-    ) async throws
-}
+import LedgerDomain
 
 /// The statements of ``SubscriptionCheckStore``, and the watch a subscription's grant starts.
 enum SubscriptionCheckQueries {

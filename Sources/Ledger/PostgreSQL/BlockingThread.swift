@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Synchronization
+import LedgerDomain
 
 /// A thread of its own that runs blocking calls in order: one per database connection.
 ///

@@ -1,4 +1,5 @@
 import Foundation
+import LedgerDomain
 
 extension PostgresSchema {
     /// Migration 6: every key scoped by app, purchases and their states by environment, job fingerprints, and

@@ -1,7 +1,7 @@
 import AppleVerification
 import Foundation
 import Kafka
-import Ledger
+import LedgerDomain
 import Vocabulary
 
 /// What follows a credit the ledger recorded, the same for `receipt-worker credit` and the support desk: its

@@ -1,5 +1,5 @@
 import Foundation
-import Ledger
+import LedgerDomain
 import Observability
 
 extension LeaseStore {

@@ -54,7 +54,7 @@ public struct Retention: Sendable {
         self.settledBefore = settledBefore
     }
 
-    func cutoff(_ kind: Kind) -> Date? { kind == .notifications ? notificationsBefore : settledBefore }
+    package func cutoff(_ kind: Kind) -> Date? { kind == .notifications ? notificationsBefore : settledBefore }
 }
 
 /// The job flow's view: a decision stored once per job, with the claim of its purchase and order.
@@ -68,20 +68,6 @@ public protocol DecisionStore: Sendable {
     /// `.replay` with its stored event, whatever the claim now says.
     func record(_ decision: Decision) async throws -> LedgerOutcome
 
-}
-
-/// How a job's claim of a purchase credited unclaimed ended (``PurchaseRules/claimCredit(_:answer:in:)``).
-enum CreditClaim: Sendable, Equatable {
-    /// Tied to the job's order; the answer stored and to publish.
-    case tied(StoredEvent)
-    /// This job was decided before: its stored event.
-    case replay(StoredEvent)
-    /// The purchase is held by an order (another job's, or a credit tied before): not a credit to claim.
-    case notACredit
-    /// The job's order was granted with another purchase.
-    case orderAlreadyFulfilled
-    /// The credit was refunded or revoked meanwhile.
-    case revoked
 }
 
 /// Purchases Apple reported (`ONE_TIME_CHARGE`, `SUBSCRIBED`) that no job claimed in time: credited by an event
@@ -188,6 +174,15 @@ public struct LedgerPoolStats: Sendable, Equatable {
     public var waits: Int
     /// Statements sent to PostgreSQL since the pool opened, each a round trip.
     public var roundTrips: Int
+
+    package init(size: Int, open: Int, inUse: Int, waiting: Int, waits: Int, roundTrips: Int) {
+        self.size = size
+        self.open = open
+        self.inUse = inUse
+        self.waiting = waiting
+        self.waits = waits
+        self.roundTrips = roundTrips
+    }
 }
 
 extension Ledger {
@@ -506,40 +501,12 @@ public struct LedgerError: Error, Sendable, CustomStringConvertible {
 
     /// The ledger records its default app's bundle id; opened with another `apple.bundle_id`, the default app's
     /// history would be read as another app's, and its purchases could be granted again (both ledgers refuse).
-    static func defaultAppMismatch(recorded: String, configured: String) -> LedgerError {
+    package static func defaultAppMismatch(recorded: String, configured: String) -> LedgerError {
         LedgerError(
             .misconfigured,
             "this ledger's default app is \(recorded), and apple.bundle_id is \(configured): the default app's"
                 + " purchases would be another app's (set apple.bundle_id=\(recorded), or use another ledger)",
             key: "apple.bundle_id")
-    }
-}
-
-/// Opens the ledger a `ledger.url` names: `sqlite:PATH` (`sqlite::memory:` for a ledger in memory) or
-/// `postgresql://...`.
-public enum LedgerFactory {
-    /// `schema`: the PostgreSQL schema of the ledger's tables (`ledger.schema`); SQLite has none.
-    /// `defaultBundleID`: the default app's bundle id (`apple.bundle_id`), which migrating a ledger of a release
-    /// before apps were scoped needs (each row gets the app its event names).
-    /// `giveUpAfter`: a command's bound on reaching PostgreSQL (nil: wait as long as it takes, as a worker does).
-    public static func open(
-        url: String, poolSize: Int = 8, schema: String = PostgresSchema.defaultName, defaultBundleID: String? = nil,
-        migrate: Bool = true, giveUpAfter: Duration? = nil
-    ) async throws -> any Ledger {
-        if url.hasPrefix("sqlite:") {
-            return try LedgerEngine.sqlite(
-                path: String(url.dropFirst("sqlite:".count)), defaultBundleID: defaultBundleID)
-        }
-        if url.hasPrefix("postgresql://") || url.hasPrefix("postgres://") {
-            guard let schema = PostgresSchema(name: schema, defaultBundleID: defaultBundleID) else {
-                throw LedgerError(
-                    .misconfigured, "ledger.schema must be a lower-case SQL name (a-z, 0-9, _)", key: "ledger.schema")
-            }
-            return LedgerEngine(
-                dialect: try await PostgresDialect(
-                    url: url, poolSize: poolSize, schema: schema, migrate: migrate, giveUpAfter: giveUpAfter))
-        }
-        throw LedgerError(.misconfigured, "ledger.url must start with sqlite: or postgresql://", key: "ledger.url")
     }
 }
 
@@ -620,5 +587,18 @@ public struct ReportedPurchase: Sendable, Equatable {
     /// The order a credit holds until a job ties it to its own: `unclaimed:` + the transaction id.
     public static func creditOrderID(transactionID: String) -> String {
         UnclaimedOrderID.of(transactionID: transactionID)
+    }
+}
+
+/// A refund (consumption) request no grant service answered yet.
+public struct OpenConsumptionRequest: Sendable, Equatable {
+    public var environment: AppleEnvironment
+    public var transactionID: String
+    public var respondBy: Date
+
+    public init(environment: AppleEnvironment, transactionID: String, respondBy: Date) {
+        self.environment = environment
+        self.transactionID = transactionID
+        self.respondBy = respondBy
     }
 }
