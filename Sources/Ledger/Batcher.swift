@@ -1,5 +1,4 @@
 import Synchronization
-import LedgerDomain
 
 /// Smart batching: requests that arrive while earlier batches are running wait, then go together in the
 /// next batch (up to `maxBatch`), with at most `maxConcurrent` batches running. Under light load a request

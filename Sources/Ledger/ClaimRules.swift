@@ -1,6 +1,5 @@
 import Foundation
 import Vocabulary
-import LedgerDomain
 
 /// A job's claim: the one place that decides what a decision does to the ledger (docs/contract.md section 3).
 /// Each ledger reads what it holds about a batch of decisions (``ClaimFacts``), under the locks of their

@@ -1,4 +1,5 @@
-// The ledger's value types and the stores' protocols (LedgerDomain) come with it: whoever opens a ledger uses them.
+// The ledger's value types and the stores' protocols (LedgerDomain): for every file of the ledger, and for
+// whoever opens one.
 @_exported import LedgerDomain
 
 /// Opens the ledger a `ledger.url` names: `sqlite:PATH` (`sqlite::memory:` for a ledger in memory) or

@@ -1,5 +1,3 @@
-import LedgerDomain
-
 /// The ledger's migrations from version 11 on, one list for SQLite and PostgreSQL: what each adds, written once.
 /// Each database renders a change its own way (``SQLiteSchema``: one transaction on the file; ``PostgresSchema``:
 /// steps that run beside traffic and beside the previous release). Earlier versions stay on each database's own

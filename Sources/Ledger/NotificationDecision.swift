@@ -1,6 +1,5 @@
 import Foundation
 import Vocabulary
-import LedgerDomain
 
 /// What a notification's facts are read for (``PurchaseRules/factsQuery(_:)``): whether it was handled, and the
 /// purchase it names, under that purchase's lock when it may change it.

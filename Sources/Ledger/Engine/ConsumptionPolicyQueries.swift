@@ -1,6 +1,5 @@
 import Foundation
 import Vocabulary
-import LedgerDomain
 
 /// What the answers by policy read (``ConsumptionRequestStore``): the requests due, and whether one was answered.
 enum ConsumptionPolicyQueries {

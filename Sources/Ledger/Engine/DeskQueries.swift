@@ -1,6 +1,5 @@
 import Foundation
 import Vocabulary
-import LedgerDomain
 
 /// The support desk's statements (``DeskStore``), written once for both databases.
 enum DeskQueries {

@@ -1,5 +1,4 @@
 import Foundation
-import LedgerDomain
 
 enum LeaseQueries {
     static func acquire(_ name: String, holder: String, until: Date, now: Date, in session: any SQLSession) throws

@@ -1,5 +1,4 @@
 import Foundation
-import LedgerDomain
 
 /// What the ledger engine (``LedgerEngine``) needs of a database, and all that is written per database: how a
 /// transaction runs, the claim's facts and writes (PostgreSQL's as functions whose plans each server connection

@@ -1,6 +1,5 @@
 import Foundation
 import Vocabulary
-import LedgerDomain
 
 /// The ledger, written once over a database's ``LedgerDialect``: decisions recorded in batches (read the facts
 /// under the purchases' locks, let ``ClaimRules`` decide, write what they say), notifications applied by

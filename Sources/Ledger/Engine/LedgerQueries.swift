@@ -1,6 +1,5 @@
 import Foundation
 import Vocabulary
-import LedgerDomain
 
 /// The ledger's statements outside the claim and the notification rules, written once for both databases: stored
 /// answers, a transaction's grant, support's reads, offsets, credits published, and retention.

@@ -1,6 +1,5 @@
 import Foundation
 import Vocabulary
-import LedgerDomain
 
 /// ``PurchaseRules``' statements, written once for both databases (``SQLSession``). Each key an index's: a
 /// purchase by its identity or its transaction id is read as a `UNION ALL` of exact keys, never an `OR` of

@@ -1,6 +1,5 @@
 import Foundation
 import Observability
-import LedgerDomain
 
 /// One connection inside a transaction, as the ledger's statements use it: one SQL text for SQLite and
 /// PostgreSQL, its parameters written `?1`, `?2`, ..., and the few words the two spell differently taken from

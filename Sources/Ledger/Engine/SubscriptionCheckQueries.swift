@@ -1,6 +1,5 @@
 import Foundation
 import Vocabulary
-import LedgerDomain
 
 /// The statements of ``SubscriptionCheckStore``, and the watch a subscription's grant starts.
 enum SubscriptionCheckQueries {

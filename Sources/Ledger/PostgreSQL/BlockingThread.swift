@@ -1,7 +1,6 @@
 import Dispatch
 import Foundation
 import Synchronization
-import LedgerDomain
 
 /// A thread of its own that runs blocking calls in order: one per database connection.
 ///

@@ -1,5 +1,3 @@
-import LedgerDomain
-
 /// PostgreSQL array literals for text parameters (`$1::text[]`): every element quoted, `"` and `\` escaped,
 /// nil as NULL. One parameter carries a whole batch.
 enum PostgresArray {

@@ -2,7 +2,6 @@ import CPostgres
 import Foundation
 import Observability
 import Synchronization
-import LedgerDomain
 
 /// One libpq connection. Used by one caller at a time (the pool hands it out), on a blocking queue.
 ///

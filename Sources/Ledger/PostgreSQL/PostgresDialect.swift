@@ -2,7 +2,6 @@ import Foundation
 import Observability
 import Synchronization
 import Vocabulary
-import LedgerDomain
 
 /// The ledger in PostgreSQL, shared by every replica. Unique constraints (a purchase granted once in its app
 /// and environment, an order granted once in its app) make the claim safe under any number of concurrent

@@ -1,6 +1,5 @@
 import Foundation
 import Observability
-import LedgerDomain
 
 /// One step of a PostgreSQL migration, as it runs beside traffic: no step holds a lock that blocks the ledger's
 /// writes for longer than a catalog change, and none waits for one for long.

@@ -1,7 +1,6 @@
 import Dispatch
 import Observability
 import Synchronization
-import LedgerDomain
 
 /// PostgreSQL connections, each with a thread of its own for its blocking calls, handed out one caller at
 /// a time. The pool grows on demand up to its size: a replica starting while the server is at

@@ -1,5 +1,4 @@
 import Foundation
-import LedgerDomain
 
 extension PostgresSchema {
     /// Migration 6: every key scoped by app, purchases and their states by environment, job fingerprints, and

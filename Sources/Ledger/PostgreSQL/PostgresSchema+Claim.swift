@@ -1,5 +1,3 @@
-import LedgerDomain
-
 extension PostgresSchema {
     /// The statements of a batch's claim (``ClaimRules`` decides; these only read and write), as functions so
     /// that each server connection plans them once and keeps the plan (an ad hoc statement is planned at every

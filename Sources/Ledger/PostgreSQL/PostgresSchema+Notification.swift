@@ -1,5 +1,3 @@
-import LedgerDomain
-
 extension PostgresSchema {
     /// What a notification finds (``PostgresDialect/purchaseFacts(_:in:)``), in one statement: whether it was
     /// handled; if not, the purchase's lock (`p_lock`, when given: the claim takes the same), then, read after it

@@ -1,5 +1,4 @@
 import Dispatch
-import LedgerDomain
 
 extension DispatchQueue {
     /// Runs a blocking database call on this queue, off Swift's cooperative pool, and returns its result.

@@ -1,6 +1,5 @@
 import CSQLite
 import Foundation
-import LedgerDomain
 
 /// `receipt-worker ledger backup`: a consistent copy of a SQLite ledger taken while a worker writes to it,
 /// through SQLite's online backup API (sqlite3_backup_*). The copy is taken a few hundred pages at a time;

@@ -1,6 +1,5 @@
 import CSQLite
 import Foundation
-import LedgerDomain
 
 /// One SQLite connection and its prepared statements, each prepared once and reused: preparing a statement
 /// cost more than running it on every decision.

@@ -2,7 +2,6 @@ import Dispatch
 import Foundation
 import Observability
 import Vocabulary
-import LedgerDomain
 
 /// The ledger in one SQLite file, for a single host (`sqlite::memory:`: in memory, for tests). Every statement
 /// runs on one serial queue (SQLite has one writer at a time anyway), off Swift's cooperative pool; WAL keeps

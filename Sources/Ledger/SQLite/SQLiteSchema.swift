@@ -1,5 +1,4 @@
 import Foundation
-import LedgerDomain
 
 /// The SQLite ledger's schema, and the migrations of files written by earlier releases. The version is
 /// `PRAGMA user_version`: 0 the first ledger; 1 purchase identity; 2 after the grant (events kept with grants,
