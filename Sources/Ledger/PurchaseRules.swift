@@ -285,8 +285,8 @@ struct PurchaseKey: Hashable, Sendable {
 /// A grant made by the worker, not by a job: a subscription's period (to the subscription's order) or a
 /// reported purchase no job claimed (to ``ReportedPurchase/creditOrderID(transactionID:)`` until a job ties it).
 struct Credit {
-    enum Kind: String { case renewal, unclaimed }
-    var kind: Kind
+    /// `renewal` or `unclaimed`.
+    var kind: GrantKind
     var purchase: PurchaseKey
     var transactionID: String
     var originalTransactionID: String?

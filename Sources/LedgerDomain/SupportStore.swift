@@ -31,11 +31,11 @@ public struct SupportRecord: Sendable, Equatable {
         public var transactionID: String
         public var grantedAt: Date?
         public var revokedAt: Date?
-        /// `job` (a job's order), `renewal` (a subscription's later period), `unclaimed` (credited, no job yet).
-        public var credit: String
+        public var credit: GrantKind
 
         public init(
-            orderID: String, userID: String, transactionID: String, grantedAt: Date?, revokedAt: Date?, credit: String
+            orderID: String, userID: String, transactionID: String, grantedAt: Date?, revokedAt: Date?,
+            credit: GrantKind
         ) {
             self.orderID = orderID
             self.userID = userID
@@ -70,4 +70,20 @@ public struct SupportRecord: Sendable, Equatable {
         self.grant = grant
         self.report = report
     }
+}
+
+/// How a grant came to be: the column `grants.credit`. Open: a kind a later release writes is kept as it is.
+public struct GrantKind: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// A job's grant, to its order: the order holds it.
+    public static let job = GrantKind(rawValue: "job")
+    /// A subscription's later period, credited to the subscription's order.
+    public static let renewal = GrantKind(rawValue: "renewal")
+    /// A purchase Apple reported that no job claimed in time, credited by its own event until a job ties it.
+    public static let unclaimed = GrantKind(rawValue: "unclaimed")
+
+    public var description: String { rawValue }
 }

@@ -3,6 +3,7 @@ import Foundation
 import Kafka
 import Observability
 import ReceiptWorker
+import Runtime
 
 enum DeadLetterReplayCommand {
     static let help = """
@@ -35,7 +36,9 @@ enum DeadLetterReplayCommand {
         var until: Date?
 
         func matches(_ letter: KafkaMessage) -> Bool {
-            if !reasons.isEmpty && !reasons.contains(letter.header("dlq_reason")?.stringValue ?? "") { return false }
+            if !reasons.isEmpty && !reasons.contains(letter.header(DeadLetterHeader.reason)?.stringValue ?? "") {
+                return false
+            }
             let written = letter.timestamp ?? .distantPast
             if let since, written < since { return false }
             if let until, written >= until { return false }
@@ -84,7 +87,7 @@ enum DeadLetterReplayCommand {
                     if unfinished.isEmpty { break reading } else { continue }
                 }
                 read += 1
-                let reason = letter.header("dlq_reason")?.stringValue ?? "-"
+                let reason = letter.header(DeadLetterHeader.reason)?.stringValue ?? "-"
                 let matched = filter.matches(letter)
                 let written = letter.timestamp.map { Timestamp.rfc3339($0) } ?? "-"
                 let route = matched ? Self.destination(of: letter, reason: reason, configuration) : nil
@@ -95,7 +98,9 @@ enum DeadLetterReplayCommand {
                     let job = KafkaProducerMessage(
                         topic: destination, key: letter.key, value: letter.value,
                         headers: [
-                            KafkaHeader(name: "dlq_replayed_from", string: "\(letter.topicPartition)@\(letter.offset)")
+                            KafkaHeader(
+                                name: DeadLetterHeader.replayedFrom, string: "\(letter.topicPartition)@\(letter.offset)"
+                            )
                         ])
                     do {
                         _ = try await producer.send(job)
@@ -108,7 +113,7 @@ enum DeadLetterReplayCommand {
                 var note = ""
                 if case .failure(let unroutable) = route { note = unroutable.why }
                 emit(
-                    "\(action)  \(letter.topicPartition)@\(letter.offset)  \(reason)  \(written)  \(note)\(letter.header("dlq_error")?.stringValue ?? "")"
+                    "\(action)  \(letter.topicPartition)@\(letter.offset)  \(reason)  \(written)  \(note)\(letter.header(DeadLetterHeader.error)?.stringValue ?? "")"
                 )
                 if letter.offset >= end - 1 {
                     unfinished.remove(letter.topicPartition)
@@ -141,18 +146,16 @@ enum DeadLetterReplayCommand {
     static func destination(of letter: KafkaMessage, reason: String, _ configuration: WorkerConfiguration)
         -> Result<String, Unroutable>
     {
-        if letter.header("dlq_truncated")?.stringValue == "true" {
+        if letter.header(DeadLetterHeader.truncated)?.stringValue == "true" {
             return .failure(Unroutable(why: "(truncated: read the original at its source offset) "))
         }
         let topics = configuration.topics
-        guard let source = letter.header("dlq_source_topic")?.stringValue else {
+        guard let source = letter.header(DeadLetterHeader.sourceTopic)?.stringValue else {
             return .success(reason == "consumption_not_sent" ? topics.consumption : topics.jobs)
         }
         // A message parked on the retries topic (its game's room was full) goes back where it was first read.
         if source == topics.retries {
-            let origin = letter.header("parked_from")?.stringValue.flatMap { text in
-                text.lastIndex(of: "[").map { String(text[..<$0]) }
-            }
+            let origin = ParkedOrigin(of: letter)?.topic
             if origin == topics.consumption || (origin == nil && reason == "consumption_not_sent") {
                 return .success(topics.consumption)
             }

@@ -53,7 +53,6 @@ extension ConsumerRuntime {
         _ message: KafkaMessage, to topic: String, partition: Int32?, waitStartedAt: Date?, _ context: HandlingContext
     ) async -> Parking {
         guard !context.mustLetGo else { return .letGo }
-        let origin = "\(message.topicPartition)@\(message.offset)"
         guard message.value.count + (message.key?.count ?? 0) + 4_096 <= configuration.maxRecordBytes else {
             return .failed
         }
@@ -63,9 +62,8 @@ extension ConsumerRuntime {
         }
         let copy = KafkaProducerMessage(
             topic: topic, partition: partition, key: message.key, value: message.value,
-            headers: message.headers.filter { $0.name != "parked_from" && $0.name != WaitStart.parkedHeader } + [
-                KafkaHeader(name: "parked_from", string: origin)
-            ] + (waited.map { [$0] } ?? []))
+            headers: message.headers.filter { $0.name != ParkedOrigin.header && $0.name != WaitStart.parkedHeader }
+                + [ParkedOrigin(message).kafkaHeader] + (waited.map { [$0] } ?? []))
         let started = ContinuousClock.now
         do {
             _ = try await producer.send(copy)
@@ -107,16 +105,16 @@ extension ConsumerRuntime {
             ])
         let headers =
             (trace?.headers ?? []) + [
-                KafkaHeader(name: "dlq_reason", string: letter.reason.rawValue),
-                KafkaHeader(name: "dlq_error", string: letter.error),
-                KafkaHeader(name: "dlq_source_topic", string: message.topic),
-                KafkaHeader(name: "dlq_source_partition", string: String(message.partition)),
-                KafkaHeader(name: "dlq_source_offset", string: String(message.offset)),
-                KafkaHeader(name: "dlq_attempts", string: String(letter.attempts)),
+                KafkaHeader(name: DeadLetterHeader.reason, string: letter.reason.rawValue),
+                KafkaHeader(name: DeadLetterHeader.error, string: letter.error),
+                KafkaHeader(name: DeadLetterHeader.sourceTopic, string: message.topic),
+                KafkaHeader(name: DeadLetterHeader.sourcePartition, string: String(message.partition)),
+                KafkaHeader(name: DeadLetterHeader.sourceOffset, string: String(message.offset)),
+                KafkaHeader(name: DeadLetterHeader.attempts, string: String(letter.attempts)),
             ]
             // A parked message was first read elsewhere: where, so a dead letter leads back to the original.
             + (message.topic == configuration.parking?.topic
-                ? message.headers.filter { $0.name == "parked_from" } : [])
+                ? message.headers.filter { $0.name == ParkedOrigin.header } : [])
         let topic = configuration.deadLetterTopic
         if message.value.count + (message.key?.count ?? 0) + 4_096 <= configuration.maxRecordBytes {
             let copy = KafkaProducerMessage(topic: topic, key: message.key, value: message.value, headers: headers)
@@ -135,8 +133,8 @@ extension ConsumerRuntime {
         let stub = KafkaProducerMessage(
             topic: topic, key: message.key, value: [],
             headers: headers + [
-                KafkaHeader(name: "dlq_truncated", string: "true"),
-                KafkaHeader(name: "dlq_original_bytes", string: String(message.value.count)),
+                KafkaHeader(name: DeadLetterHeader.truncated, string: "true"),
+                KafkaHeader(name: DeadLetterHeader.originalBytes, string: String(message.value.count)),
             ])
         do {
             _ = try await retries.retrying(

@@ -181,8 +181,8 @@ public final class ConsumerRuntime: Sendable {
     /// first route that parks (a message written there by hand is handled as that route's).
     private func parkedRoute(of message: KafkaMessage) -> Int? {
         let parking = configuration.routes.indices.filter { configuration.routes[$0].parks }
-        if let origin = message.header("parked_from")?.stringValue, let bracket = origin.lastIndex(of: "["),
-            let route = routeIndex[String(origin[..<bracket])], configuration.routes[route].parks
+        if let origin = ParkedOrigin(of: message), let route = routeIndex[origin.topic],
+            configuration.routes[route].parks
         {
             return route
         }

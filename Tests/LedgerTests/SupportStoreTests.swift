@@ -17,7 +17,7 @@ struct SupportStoreTests {
         let record = try await ledger.supportRecord(
             app: .defaultApp, environment: .production, purchaseID: .transaction("100"), transactionID: "100")
         let grant = try #require(record.grant)
-        #expect(grant.orderID == "o1" && grant.userID == "player-o1" && grant.credit == "job" && grant.revokedAt == nil)
+        #expect(grant.orderID == "o1" && grant.userID == "player-o1" && grant.credit == .job && grant.revokedAt == nil)
         #expect(
             grant.grantedAt.map { abs($0.timeIntervalSinceNow) < 600 } == true, "\(String(describing: grant.grantedAt))"
         )

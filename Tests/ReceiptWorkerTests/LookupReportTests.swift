@@ -52,7 +52,7 @@ struct LookupReportTests {
     func verdicts() throws {
         let grant = SupportRecord.Grant(
             orderID: "shop-7", userID: "player-4", transactionID: "2000000000000042", grantedAt: Self.day,
-            revokedAt: nil, credit: "job")
+            revokedAt: nil, credit: .job)
         #expect(
             try purchase(record: SupportRecord(grant: grant)).verdict
                 == "paid, granted to order shop-7 of player player-4 on 2026-11-30")

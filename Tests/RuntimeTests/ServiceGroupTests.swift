@@ -105,7 +105,8 @@ struct ServiceGroupTests {
         while rounds.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(5)) }
         group.shutdown()
         try await ran
-        #expect(ContinuousClock.now - started < .seconds(5), "the hour's sleep held the stop")
+        // Far below the hour (a busy machine may take seconds to run the stop), so only the sleep could hold it.
+        #expect(ContinuousClock.now - started < .seconds(120), "the hour's sleep held the stop")
         #expect(rounds.load(ordering: .relaxed) == 1)
     }
 

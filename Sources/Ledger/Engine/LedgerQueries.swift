@@ -176,7 +176,7 @@ enum LedgerQueries {
         ).map { row in
             SupportRecord.Grant(
                 orderID: row.text(0) ?? "", userID: row.text(1) ?? "", transactionID: row.text(2) ?? "",
-                grantedAt: row.time(3), revokedAt: row.time(4), credit: row.text(5) ?? "job")
+                grantedAt: row.time(3), revokedAt: row.time(4), credit: row.text(5).map(GrantKind.init) ?? .job)
         }
         let report = try session.first(
             """

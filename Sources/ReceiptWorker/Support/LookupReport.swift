@@ -106,14 +106,14 @@ public struct LookupReport: Sendable {
                         + "refunded in part on \(day(revoked))\(share ?? ""), never claimed: credit the rest"
                         + " (receipt-worker credit; the refunded share is taken back at once)"
                 }
-                if partlyRefunded, let grant, grant.credit == "unclaimed", !familyShared {
+                if partlyRefunded, let grant, grant.credit == .unclaimed, !familyShared {
                     return sandbox
                         + "credited unclaimed, then refunded in part on \(day(revoked))\(share ?? ""): if its player"
                         + " was not known, credit the rest to their order (receipt-worker credit, order \(grant.orderID))"
                 }
                 return sandbox + "\(what) on \(day(revoked))\(share ?? "")\(holder)"
             }
-            if let grant, grant.credit != "unclaimed" {
+            if let grant, grant.credit != .unclaimed {
                 return sandbox
                     + "\(paid), granted to order \(grant.orderID) of player \(grant.userID) on \(day(grant.grantedAt))"
             }
@@ -232,7 +232,8 @@ public struct LookupReport: Sendable {
                         purchase.record.grant.map {
                             [
                                 "order_id": $0.orderID, "user_id": $0.userID, "transaction_id": $0.transactionID,
-                                "granted_at": time($0.grantedAt), "revoked_at": time($0.revokedAt), "credit": $0.credit,
+                                "granted_at": time($0.grantedAt), "revoked_at": time($0.revokedAt),
+                                "credit": $0.credit.rawValue,
                             ] as [String: Any]
                         }),
                     "reported": value(

@@ -149,7 +149,7 @@ extension SupportDesk {
         let otherPurchase = "order \(request.orderID) was granted with another purchase: name another order"
         // A purchase an order holds already is refused, whichever order (the same one included: nothing to
         // credit).
-        if let held = record.grant, held.credit != "unclaimed" {
+        if let held = record.grant, held.credit != .unclaimed {
             return .refused("already held: granted to order \(held.orderID) of player \(held.userID)")
         }
         switch try await ledger.record(decision) {
