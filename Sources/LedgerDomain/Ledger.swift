@@ -114,11 +114,29 @@ public struct PurchaseHolder: Sendable, Equatable {
     }
 }
 
+/// A subscription's status, as the events and the ledger say it (Apple's `status` 1 to 5). Open: a status a later
+/// release writes is kept as it is.
+public struct SubscriptionStatus: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    public static let active = SubscriptionStatus(rawValue: "active")
+    public static let expired = SubscriptionStatus(rawValue: "expired")
+    /// Apple is retrying a failed renewal, without a grace period.
+    public static let billingRetry = SubscriptionStatus(rawValue: "billing_retry")
+    /// Apple is retrying a failed renewal, and the player keeps access until the grace period ends.
+    public static let gracePeriod = SubscriptionStatus(rawValue: "grace_period")
+    /// Refunded or revoked (Apple's status 5).
+    public static let revoked = SubscriptionStatus(rawValue: "revoked")
+
+    public var description: String { rawValue }
+}
+
 /// An auto-renewable subscription as the ledger knows it: the newest state Apple's notifications gave it
 /// (ordered by their `signedDate`), and the latest expiry of any of its periods.
 public struct SubscriptionState: Sendable, Equatable {
-    /// `active`, `billing_retry`, `grace_period` or `expired`.
-    public var status: String
+    public var status: SubscriptionStatus
     /// The latest `expiresDate` of its transactions seen (renewals and extensions move it; nothing moves it back).
     public var expiresAt: Date?
     /// Apple's `gracePeriodExpiresDate` while in a grace period.
@@ -131,7 +149,8 @@ public struct SubscriptionState: Sendable, Equatable {
     public var changedAt: Date
 
     public init(
-        status: String, expiresAt: Date?, gracePeriodExpiresAt: Date?, autoRenew: Bool?, autoRenewProductID: String?,
+        status: SubscriptionStatus, expiresAt: Date?, gracePeriodExpiresAt: Date?, autoRenew: Bool?,
+        autoRenewProductID: String?,
         changedAt: Date
     ) {
         self.status = status

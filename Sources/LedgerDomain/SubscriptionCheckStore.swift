@@ -7,10 +7,12 @@ public struct OverdueSubscription: Sendable, Equatable {
     public var environment: AppleEnvironment
     public var originalTransactionID: String
     /// `active`, `grace_period` or `billing_retry`: what the ledger last knew.
-    public var status: String
+    public var status: SubscriptionStatus
     public var expiresAt: Date
 
-    public init(environment: AppleEnvironment, originalTransactionID: String, status: String, expiresAt: Date) {
+    public init(
+        environment: AppleEnvironment, originalTransactionID: String, status: SubscriptionStatus, expiresAt: Date
+    ) {
         self.environment = environment
         self.originalTransactionID = originalTransactionID
         self.status = status

@@ -42,23 +42,23 @@ enum SubscriptionEvent {
     /// what the type implies; the transaction's expiry; the renewal info's renewal and grace period.
     static func state(_ notification: AppleNotification, transaction: AppleTransaction) -> SubscriptionState {
         let renewal = notification.renewalInfo
-        let status: String =
+        let status: SubscriptionStatus =
             switch notification.payload.data?.status {
-            case 1: "active"
-            case 2: "expired"
-            case 3: "billing_retry"
-            case 4: "grace_period"
-            case 5: "revoked"
+            case 1: .active
+            case 2: .expired
+            case 3: .billingRetry
+            case 4: .gracePeriod
+            case 5: .revoked
             default:
                 switch notification.type {
-                case .expired, .gracePeriodExpired: "expired"
-                case .didFailToRenew: renewal?.gracePeriodExpiresDate != nil ? "grace_period" : "billing_retry"
-                default: "active"
+                case .expired, .gracePeriodExpired: .expired
+                case .didFailToRenew: renewal?.gracePeriodExpiresDate != nil ? .gracePeriod : .billingRetry
+                default: .active
                 }
             }
         return SubscriptionState(
             status: status, expiresAt: transaction.expiresDate,
-            gracePeriodExpiresAt: status == "grace_period"
+            gracePeriodExpiresAt: status == .gracePeriod
                 ? renewal?.gracePeriodExpiresDate.flatMap { AppleTimestamp.date(milliseconds: $0) } : nil,
             autoRenew: renewal?.autoRenewStatus.map { $0 == 1 }, autoRenewProductID: renewal?.autoRenewProductId,
             changedAt: notification.notifiedAt)
@@ -97,7 +97,7 @@ enum SubscriptionEvent {
         out += ",\"notification_type\":\(string(notification.type.rawValue))"
         out += ",\"notification_subtype\":\(string(notification.subtype?.rawValue))"
         out += ",\"purchase_date\":\(time(purchaseDate)),\"expires_at\":\(time(state.expiresAt))"
-        out += ",\"status\":\(string(state.status))"
+        out += ",\"status\":\(string(state.status.rawValue))"
         out += ",\"grace_period_expires_at\":\(time(state.gracePeriodExpiresAt))"
         out += ",\"auto_renew\":\(state.autoRenew.map { $0 ? "true" : "false" } ?? "null")"
         out += ",\"auto_renew_product_id\":\(string(state.autoRenewProductID))}"

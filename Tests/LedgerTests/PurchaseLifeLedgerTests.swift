@@ -18,7 +18,7 @@ struct PurchaseLifeLedgerTests {
                 + #""original_transaction_id":"\#(original)"}"#).utf8)
     }
 
-    static func state(at date: Date, status: String = "active", expires: Date? = nil) -> SubscriptionState {
+    static func state(at date: Date, status: SubscriptionStatus = .active, expires: Date? = nil) -> SubscriptionState {
         SubscriptionState(
             status: status, expiresAt: expires, gracePeriodExpiresAt: nil, autoRenew: true,
             autoRenewProductID: "vip", changedAt: date)
@@ -40,7 +40,7 @@ struct PurchaseLifeLedgerTests {
     static func applied(_ ledger: any Ledger, _ change: NotificationChange) async throws -> String? {
         let record = try await ledger.apply(change) { holder in
             let expires = holder.subscription?.expiresAt.map { String(Int($0.timeIntervalSince1970)) } ?? "-"
-            let text = "\(holder.grant.orderID)|\(holder.subscription?.status ?? "-")|\(expires)"
+            let text = "\(holder.grant.orderID)|\(holder.subscription?.status.rawValue ?? "-")|\(expires)"
             return StoredEvent(
                 eventID: change.id, type: "t", time: "", key: holder.grant.orderID, json: Array(text.utf8))
         }
@@ -107,7 +107,7 @@ struct PurchaseLifeLedgerTests {
             kind: .subscription(
                 SubscriptionChange(
                     originalTransactionID: "100",
-                    state: Self.state(at: Self.at.addingTimeInterval(-5), status: "expired"),
+                    state: Self.state(at: Self.at.addingTimeInterval(-5), status: .expired),
                     renewal: nil)))
         #expect(try await Self.applied(ledger, stale) == nil)
         let newer = NotificationChange(
@@ -115,7 +115,7 @@ struct PurchaseLifeLedgerTests {
             kind: .subscription(
                 SubscriptionChange(
                     originalTransactionID: "100",
-                    state: Self.state(at: Self.at.addingTimeInterval(5), status: "expired"),
+                    state: Self.state(at: Self.at.addingTimeInterval(5), status: .expired),
                     renewal: nil)))
         #expect(
             try await Self.applied(ledger, newer) == "vip-1|expired|\(Int(Self.at.timeIntervalSince1970) + 86_400)",

@@ -157,7 +157,7 @@ struct RuleTableTests {
                 SubscriptionChange(
                     originalTransactionID: original,
                     state: SubscriptionState(
-                        status: "active", expiresAt: at.addingTimeInterval(86_400), gracePeriodExpiresAt: nil,
+                        status: .active, expiresAt: at.addingTimeInterval(86_400), gracePeriodExpiresAt: nil,
                         autoRenew: true, autoRenewProductID: "vip", changedAt: at.addingTimeInterval(seconds)),
                     renewal: .init(
                         purchaseID: .billingPeriod(webOrderLineItemID: "\(line)"), transactionID: id, productID: "vip",

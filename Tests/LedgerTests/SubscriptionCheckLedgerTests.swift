@@ -36,7 +36,7 @@ struct SubscriptionCheckLedgerTests {
         ).map { "\($0.originalTransactionID):\($0.status)" }
     }
 
-    static func change(_ original: String, status: String, at date: Date, expires: Date, grace: Date? = nil)
+    static func change(_ original: String, status: SubscriptionStatus, at date: Date, expires: Date, grace: Date? = nil)
         -> NotificationChange
     {
         NotificationChange(
@@ -68,7 +68,7 @@ struct SubscriptionCheckLedgerTests {
         #expect(try await Self.overdue(ledger, at: Self.start.addingTimeInterval(31 * day), limit: 1) == ["200:active"])
         // Expired; then the player subscribes again (the same subscription, a new order): watched again.
         let end = Self.start.addingTimeInterval(7 * day)
-        _ = try await ledger.apply(Self.change("200", status: "expired", at: end, expires: end)) { _ in nil }
+        _ = try await ledger.apply(Self.change("200", status: .expired, at: end, expires: end)) { _ in nil }
         #expect(try await Self.overdue(ledger, at: Self.start.addingTimeInterval(20 * day)) == [])
         try await Self.grant(
             ledger, order: "b-again", original: "200", transaction: "201", days: 7,
@@ -88,11 +88,11 @@ struct SubscriptionCheckLedgerTests {
         for original in ["1", "2", "3"] {
             try await Self.grant(ledger, order: "o\(original)", original: original, days: 7)
         }
-        _ = try await ledger.apply(Self.change("1", status: "expired", at: end, expires: end)) { _ in nil }
+        _ = try await ledger.apply(Self.change("1", status: .expired, at: end, expires: end)) { _ in nil }
         _ = try await ledger.apply(
-            Self.change("2", status: "grace_period", at: end, expires: end, grace: end.addingTimeInterval(3 * day))
+            Self.change("2", status: .gracePeriod, at: end, expires: end, grace: end.addingTimeInterval(3 * day))
         ) { _ in nil }
-        _ = try await ledger.apply(Self.change("3", status: "billing_retry", at: end, expires: end)) { _ in nil }
+        _ = try await ledger.apply(Self.change("3", status: .billingRetry, at: end, expires: end)) { _ in nil }
         let soon = end.addingTimeInterval(day / 2)
         #expect(try await Self.overdue(ledger, at: soon) == ["3:billing_retry"])
         // Asked: not again for a day, whatever Apple said (still in billing retry).
@@ -102,7 +102,7 @@ struct SubscriptionCheckLedgerTests {
         // Its news comes after the ask (recovered for a week): asked again once that period ends.
         let recovered = end.addingTimeInterval(day)
         _ = try await ledger.apply(
-            Self.change("3", status: "active", at: recovered, expires: recovered.addingTimeInterval(2 * day))
+            Self.change("3", status: .active, at: recovered, expires: recovered.addingTimeInterval(2 * day))
         ) { _ in nil }
         #expect(try await Self.overdue(ledger, at: recovered.addingTimeInterval(day)).isEmpty)
         let later = end.addingTimeInterval(4 * day)

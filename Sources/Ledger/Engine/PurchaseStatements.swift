@@ -73,7 +73,8 @@ struct PurchaseStatements: PurchaseStateTransaction {
         ).flatMap { row -> SubscriptionState? in
             guard let changedAt = row.time(5) else { return nil }
             return SubscriptionState(
-                status: row.text(0) ?? "active", expiresAt: row.time(1), gracePeriodExpiresAt: row.time(2),
+                status: row.text(0).map(SubscriptionStatus.init) ?? .active, expiresAt: row.time(1),
+                gracePeriodExpiresAt: row.time(2),
                 autoRenew: row.text(3) == nil ? nil : row.bool(3), autoRenewProductID: row.text(4),
                 changedAt: changedAt)
         }
@@ -93,7 +94,8 @@ struct PurchaseStatements: PurchaseStateTransaction {
                     changed_at = excluded.changed_at
             """,
             [
-                .text(app.rawValue), .text(environment.rawValue), .text(originalTransactionID), .text(state.status),
+                .text(app.rawValue), .text(environment.rawValue), .text(originalTransactionID),
+                .text(state.status.rawValue),
                 .optional(state.expiresAt), .optional(state.gracePeriodExpiresAt),
                 state.autoRenew.map(SQLValue.bool) ?? .null, .optional(state.autoRenewProductID),
                 .time(state.changedAt),

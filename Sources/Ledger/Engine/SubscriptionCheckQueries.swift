@@ -49,7 +49,7 @@ enum SubscriptionCheckQueries {
             guard let original = row.text(1), let status = row.text(2), let expiresAt = row.time(3) else { return nil }
             return OverdueSubscription(
                 environment: AppleEnvironment(rawValue: row.text(0) ?? ""), originalTransactionID: original,
-                status: status, expiresAt: expiresAt)
+                status: SubscriptionStatus(rawValue: status), expiresAt: expiresAt)
         }
     }
 }

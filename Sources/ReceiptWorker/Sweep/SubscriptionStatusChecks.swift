@@ -124,7 +124,7 @@ struct SubscriptionStatusChecks: Sendable {
             "a subscription's overdue news asked of Apple",
             [
                 "app": app.name, "original_transaction_id": subscription.originalTransactionID,
-                "was": subscription.status, "now": notification.type.rawValue,
+                "was": subscription.status.rawValue, "now": notification.type.rawValue,
             ])
         return "produced"
     }
