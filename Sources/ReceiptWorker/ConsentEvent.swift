@@ -1,3 +1,4 @@
+import Vocabulary
 import AppleVerification
 import Foundation
 import LedgerDomain
@@ -10,12 +11,12 @@ import Observability
 /// keyed by it, and a backend that keeps `app_transaction_id` with its players (StoreKit's AppTransaction, or
 /// any transaction's `appTransactionId`) finds the player.
 enum ConsentEvent {
-    static let type = "receipt.consent_rescinded"
 
     /// The event of a verified RESCIND_CONSENT; nil without its app transaction.
     static func make(_ notification: AppleNotification) -> StoredEvent? {
         guard let app = notification.appTransaction, let appTransactionID = app.appTransactionId else { return nil }
         let at = notification.notifiedAt
+        let type = EventType.consentRescinded.rawValue
         let eventID = StableID.uuid("\(type)\u{0}\(notification.id)")
         let string = EventJSON.string
         var out = "{\"event_id\":\(string(eventID)),\"type\":\(string(type))"

@@ -56,12 +56,12 @@ struct MoneyMetrics: Sendable {
         else { return }
         let currency = object["currency"] as? String
         let revenue = (object["revenue"] as? NSNumber)?.int64Value
-        switch type {
-        case "receipt.granted", "receipt.renewed", "receipt.unclaimed":
+        switch EventType(rawValue: type) {
+        case .granted, .renewed, .unclaimed:
             sale(
                 app: app, currency: currency, revenue: revenue,
                 environment: (object["environment"] as? String).map(AppleEnvironment.init(rawValue:)))
-        case "receipt.revoked", "receipt.reinstated":
+        case .revoked, .reinstated:
             refund(app: app, currency: currency, revenue: revenue)
         default: break
         }

@@ -1,3 +1,4 @@
+import Vocabulary
 import AppleVerification
 import Foundation
 import LedgerDomain
@@ -7,10 +8,7 @@ import Observability
 /// reinstated, or a consumption (refund) request. Keyed by the order the purchase was granted to; every
 /// field always present, null when absent.
 enum NotificationEvent {
-    static let revokedType = "receipt.revoked"
-    static let reinstatedType = "receipt.reinstated"
-    static let consumptionRequestedType = "receipt.consumption_requested"
-    static let types = [revokedType, reinstatedType, consumptionRequestedType]
+    static let types: [EventType] = [.revoked, .reinstated, .consumptionRequested]
 
     /// Apple gives a consumption request 12 hours from the notification.
     static let consumptionDeadline: TimeInterval = 12 * 3600
@@ -36,7 +34,7 @@ enum NotificationEvent {
         out += ",\"original_transaction_id\":\(string(transaction?.originalTransactionId))"
         out += ",\"environment\":\(string(notification.environment?.rawValue))"
         out += ",\"bundle_id\":\(string(notification.bundleID.isEmpty ? nil : notification.bundleID))"
-        if type == revokedType {
+        if type == EventType.revoked.rawValue {
             out += ",\"revocation_date\":\(time(transaction?.revocationDate))"
             out += ",\"revocation_reason\":\(transaction?.revocationReason.map(String.init) ?? "null")"
             out += ",\"revocation_type\":\(string(transaction?.revocationType))"
@@ -47,14 +45,14 @@ enum NotificationEvent {
                     saleRevenue: grant.revenue, share: transaction?.revocationPercentage ?? 100_000,
                     refundedBefore: holder.refundedBefore))
         }
-        if type == reinstatedType {
+        if type == EventType.reinstated.rawValue {
             out += ",\"currency\":\(string(transaction?.currency))"
             out += EventJSON.revenue(
                 Revenue.ofReversal(saleRevenue: grant.revenue, refundedBefore: holder.refundedBefore))
         }
         out += ",\"notification_id\":\(string(notification.id))"
         out += ",\"notified_at\":\(JSONString.quote(Timestamp.rfc3339(notifiedAt)))"
-        if type == consumptionRequestedType {
+        if type == EventType.consumptionRequested.rawValue {
             let respondBy = notifiedAt.addingTimeInterval(consumptionDeadline)
             out += ",\"respond_by\":\(JSONString.quote(Timestamp.rfc3339(respondBy)))"
             out += ",\"consumption_request_reason\":\(string(notification.payload.data?.consumptionRequestReason))"

@@ -106,12 +106,12 @@ struct NotificationHandler: MessageHandler {
             metrics.notificationProcessed(type: notification.type, outcome: "published").increment()
             let app = apps.app(bundleID: notification.bundleID)?.name ?? "other"
             metrics.money.count(event.json, app: app)
-            if eventType == NotificationEvent.consumptionRequestedType {
+            if eventType == EventType.consumptionRequested.rawValue {
                 metrics.consumptionRequested(app: app).increment()
             }
             logger.info("purchase event", ["type": eventType, "notification_id": notification.id])
             return .publish(publishing(.recorded(event, granted: true)))
-        case .recorded(nil, let granted) where eventType == UnclaimedEvent.type:
+        case .recorded(nil, let granted) where eventType == EventType.unclaimed.rawValue:
             // Waits for a job (or a job claimed it already).
             metrics.notificationProcessed(type: notification.type, outcome: granted ? "ignored" : "waiting")
                 .increment()
@@ -137,7 +137,7 @@ struct NotificationHandler: MessageHandler {
             else { return nil }
             return (
                 NotificationChange(id: notification.id, app: app.scope, environment: environment, kind: .notice(event)),
-                ConsentEvent.type
+                EventType.consentRescinded.rawValue
             )
         }
         guard let signed = notification.transaction, let transactionID = signed.transactionId,
@@ -157,20 +157,20 @@ struct NotificationHandler: MessageHandler {
             kind = .revoke(
                 purchaseID: purchaseID, transactionID: transactionID, at: at,
                 share: signed.revocationPercentage ?? 100_000)
-            eventType = NotificationEvent.revokedType
+            eventType = EventType.revoked.rawValue
         case .refundReversed:
             kind = .reinstate(purchaseID: purchaseID, transactionID: transactionID, at: at)
-            eventType = NotificationEvent.reinstatedType
+            eventType = EventType.reinstated.rawValue
         case .consumptionRequest:
             kind = .consumptionRequest(
                 transactionID: transactionID, respondBy: at.addingTimeInterval(NotificationEvent.consumptionDeadline))
-            eventType = NotificationEvent.consumptionRequestedType
+            eventType = EventType.consumptionRequested.rawValue
         case let type where UnclaimedEvent.reports(type: type, subtype: notification.subtype):
             guard let reported = reported(notification, transaction, app: app.scope, purchaseID: purchaseID),
                 !familyShared
             else { return nil }
             kind = .purchased(reported)
-            eventType = UnclaimedEvent.type
+            eventType = EventType.unclaimed.rawValue
         case let type:
             guard let (subscriptionType, renewal) = SubscriptionEvent.type(of: type, subtype: notification.subtype),
                 transaction.productType == .autoRenewableSubscription

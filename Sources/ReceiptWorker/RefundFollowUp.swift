@@ -1,3 +1,4 @@
+import Vocabulary
 import AppleVerification
 import Foundation
 import LedgerDomain
@@ -20,7 +21,7 @@ enum RefundFollowUp {
 
     static func make(grant: ResultEvent, taken: RefundTaken) -> StoredEvent {
         let string = EventJSON.string, time = EventJSON.time
-        let type = NotificationEvent.revokedType
+        let type = EventType.revoked.rawValue
         let eventID = StableID.uuid("\(type)\u{0}before-grant\u{0}\(grant.eventID)")
         var out = "{\"event_id\":\(string(eventID)),\"type\":\(string(type)),\"order_id\":\(string(grant.orderID))"
         out += ",\"user_id\":\(string(grant.userID)),\"product_id\":\(string(grant.productID))"

@@ -76,14 +76,14 @@ public struct ResultEvent: Sendable, Equatable {
     /// The event as the ledger keeps it: its JSON, and its key and headers' values.
     public func stored() -> StoredEvent {
         StoredEvent(
-            eventID: eventID, type: decision == .grant ? Self.grantedType : Self.deniedType,
+            eventID: eventID, type: decision == .grant ? EventType.granted.rawValue : EventType.denied.rawValue,
             time: Timestamp.rfc3339(verifiedAt), key: orderID, json: Array(json()))
     }
 
     /// The JSON value, keys in the contract's order.
     public func json() -> Data {
         let string = EventJSON.string, time = EventJSON.time
-        let type = decision == .grant ? Self.grantedType : Self.deniedType
+        let type = decision == .grant ? EventType.granted.rawValue : EventType.denied.rawValue
         var out = "{\"event_id\":\(string(eventID)),\"type\":\"\(type)\",\"job_id\":\(string(jobID))"
         out += ",\"order_id\":\(string(orderID))"
         out += ",\"user_id\":\(string(userID)),\"decision\":\"\(decision.name)\",\"reason\":\"\(decision.reason)\""
@@ -101,14 +101,8 @@ public struct ResultEvent: Sendable, Equatable {
         return Data(out.utf8)
     }
 
-    /// The CloudEvents `ce_type` of a grant and of a deny (docs/contract.md, section 4).
-    public static let grantedType = "receipt.granted"
-    public static let deniedType = "receipt.denied"
     /// Every `ce_type` the worker publishes; a test holds docs/ to it.
-    public static let eventTypes =
-        [grantedType, deniedType] + NotificationEvent.types + SubscriptionEvent.types + [
-            UnclaimedEvent.type, ConsentEvent.type,
-        ]
+    public static let eventTypes = EventType.allCases.map(\.rawValue)
 
 }
 

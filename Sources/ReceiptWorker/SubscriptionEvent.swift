@@ -9,11 +9,7 @@ import Vocabulary
 /// carries the subscription's state as the ledger knows it after the notification, so a grant service sets the
 /// entitlement from the event alone, without calling Apple. Every field always present, null when absent.
 enum SubscriptionEvent {
-    static let renewedType = "receipt.renewed"
-    static let expiredType = "receipt.expired"
-    static let billingIssueType = "receipt.billing_issue"
-    static let renewalChangedType = "receipt.renewal_changed"
-    static let types = [renewedType, expiredType, billingIssueType, renewalChangedType]
+    static let types: [EventType] = [.renewed, .expired, .billingIssue, .renewalChanged]
 
     /// The event type of a notification about a subscription, and whether it is a renewal (a new period, a
     /// purchase); nil for a type that says nothing of the subscription's entitlement. An upgrade is charged at
@@ -24,16 +20,17 @@ enum SubscriptionEvent {
     )? {
         switch (notificationType, subtype) {
         case (.didRenew, _), (.didChangeRenewalPref, .some(.upgrade)), (.offerRedeemed, .some(.upgrade)):
-            (renewedType, true)
+            (EventType.renewed.rawValue, true)
         default: type(of: notificationType)
         }
     }
 
     private static func type(of notificationType: NotificationType) -> (type: String, renewal: Bool)? {
         switch notificationType {
-        case .expired, .gracePeriodExpired: (expiredType, false)
-        case .didFailToRenew: (billingIssueType, false)
-        case .didChangeRenewalStatus, .didChangeRenewalPref, .renewalExtended: (renewalChangedType, false)
+        case .expired, .gracePeriodExpired: (EventType.expired.rawValue, false)
+        case .didFailToRenew: (EventType.billingIssue.rawValue, false)
+        case .didChangeRenewalStatus, .didChangeRenewalPref, .renewalExtended:
+            (EventType.renewalChanged.rawValue, false)
         default: nil
         }
     }
@@ -68,7 +65,8 @@ enum SubscriptionEvent {
     /// notification brings it. The ledger keeps it with the period's grant, and a job presenting the period for
     /// the order that holds it is answered with it: one credit.
     static func renewalID(app: AppScope, environment: AppleEnvironment, purchaseID: PurchaseID) -> String {
-        StableID.uuid("\(renewedType)\u{0}\(app.rawValue)\u{0}\(environment.rawValue)\u{0}\(purchaseID.key)")
+        StableID.uuid(
+            "\(EventType.renewed.rawValue)\u{0}\(app.rawValue)\u{0}\(environment.rawValue)\u{0}\(purchaseID.key)")
     }
 
     /// The event of `type` for `notification`, about the subscription `holder` holds. `renewalID`: the period's
@@ -87,7 +85,7 @@ enum SubscriptionEvent {
         out += ",\"original_transaction_id\":\(string(transaction.originalTransactionId))"
         out += ",\"environment\":\(string(notification.environment?.rawValue))"
         out += ",\"bundle_id\":\(string(notification.bundleID.isEmpty ? nil : notification.bundleID))"
-        if type == renewedType {
+        if type == EventType.renewed.rawValue {
             let value = PurchaseValue(transaction)
             out +=
                 EventJSON.value(value) + EventJSON.revenue(Revenue.ofSale(value, environment: notification.environment))
@@ -111,7 +109,6 @@ enum SubscriptionEvent {
 /// `notifications.unclaimed_after_ms`, credited by this event (docs/contract.md section 9). The backend finds
 /// its player by `app_account_token`.
 enum UnclaimedEvent {
-    static let type = "receipt.unclaimed"
     /// Whether a notification reports a purchase that starts now: a one-time charge, a new subscription or a
     /// resubscription, by itself or with an offer code or promotional offer (`OFFER_REDEEMED` `INITIAL_BUY`,
     /// `RESUBSCRIBE`). An upgrade is a renewal of the subscription (``SubscriptionEvent/type(of:subtype:)``);
@@ -131,6 +128,7 @@ enum UnclaimedEvent {
         notification: AppleNotification, transaction: AppleTransaction, app: AppScope, purchaseID: PurchaseID,
         dueAt: Date
     ) -> StoredEvent {
+        let type = EventType.unclaimed.rawValue
         let environment = notification.environment?.rawValue ?? ""
         let eventID = StableID.uuid("\(type)\u{0}\(app.rawValue)\u{0}\(environment)\u{0}\(purchaseID.key)")
         let orderID = ReportedPurchase.creditOrderID(transactionID: transaction.transactionID)

@@ -49,7 +49,7 @@ public final class TransactionFinisher: Service {
     /// The grants among `records` (acknowledged by the broker), to finish. Never blocks.
     func granted(_ records: [OutboundRecord], defaultApp: String) {
         for record in records
-        where record.headers.contains(where: { $0.name == "ce_type" && $0.stringValue == ResultEvent.grantedType }) {
+        where record.headers.contains(where: { $0.name == "ce_type" && $0.stringValue == EventType.granted.rawValue }) {
             // Production and Sandbox only: Xcode's and local testing's transactions are no server's to finish.
             guard let fields = Self.fields(record.value), let transactionID = fields.transactionID,
                 let environment = fields.environment, environment == .production || environment == .sandbox

@@ -1,3 +1,4 @@
+import Vocabulary
 import Foundation
 import Kafka
 import ReceiptWorker
@@ -89,18 +90,18 @@ enum ResultsCommand {
         // After the grant (receipt.revoked, ...): the type where the decision goes, the detail where the reason.
         if event["decision"] == nil, let type = event["type"] as? String {
             let detail =
-                switch type {
-                case "receipt.revoked":
+                switch EventType(rawValue: type) {
+                case .revoked:
                     "\(field("revocation_type")) \(event["revocation_percentage"].map { "\($0)%" } ?? "all")"
-                case "receipt.consumption_requested": "answer by \(field("respond_by").prefix(19))Z"
-                case "receipt.renewed", "receipt.expired", "receipt.billing_issue", "receipt.renewal_changed":
+                case .consumptionRequested: "answer by \(field("respond_by").prefix(19))Z"
+                case .renewed, .expired, .billingIssue, .renewalChanged:
                     "\(field("status")) to \(field("expires_at").prefix(10))"
-                case "receipt.unclaimed": "token \(field("app_account_token").prefix(8))"
+                case .unclaimed: "token \(field("app_account_token").prefix(8))"
                 default: "-"
                 }
             return line([
                 event["credited_at"] is String ? field("credited_at") : field("notified_at"),
-                type == "receipt.consumption_requested" ? "consumption" : String(type.dropFirst(8)),
+                type == EventType.consumptionRequested.rawValue ? "consumption" : String(type.dropFirst(8)),
                 detail, field("order_id"),
                 field("product_id"), field("transaction_id"), field("environment"), "-",
             ])

@@ -98,11 +98,14 @@ struct ContractDocumentTests {
             let headers = event.stored().record(topic: "results", source: "s").headers
             return headers.first { $0.name == "ce_type" }?.stringValue ?? ""
         }
-        sent += (NotificationEvent.types + SubscriptionEvent.types + [UnclaimedEvent.type, ConsentEvent.type]).map {
-            type in
-            StoredEvent(eventID: "e", type: type, time: "t", key: "o", json: []).record(topic: "results", source: "s")
+        sent += (NotificationEvent.types + SubscriptionEvent.types + [.unclaimed, .consentRescinded]).map(\.rawValue)
+            .map {
+                type in
+                StoredEvent(eventID: "e", type: type, time: "t", key: "o", json: []).record(
+                    topic: "results", source: "s"
+                )
                 .headers.first { $0.name == "ce_type" }?.stringValue ?? ""
-        }
+            }
         #expect(sent == code, "a ce_type is sent that is not in ResultEvent.eventTypes")
         let documented = try Self.tableNames("event types", column: 0)
         #expect(documented == code, "docs/contract.md's event types differ from ResultEvent.eventTypes")
@@ -112,8 +115,8 @@ struct ContractDocumentTests {
         for eventType in code {
             let payload = try Self.schema("\(eventType).json")
             // Grants and denials carry their decision; the events after the grant carry their type.
-            if eventType == ResultEvent.grantedType || eventType == ResultEvent.deniedType {
-                let decision = eventType == ResultEvent.grantedType ? "grant" : "deny"
+            if eventType == EventType.granted.rawValue || eventType == EventType.denied.rawValue {
+                let decision = eventType == EventType.granted.rawValue ? "grant" : "deny"
                 #expect(
                     Self.allowed(payload, "decision") == [decision], "\(eventType).json must say decision \(decision)")
             }
