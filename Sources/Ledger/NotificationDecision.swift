@@ -37,6 +37,16 @@ enum PurchaseWrite {
         app: AppScope, environment: AppleEnvironment, transactionID: String, notificationID: String, respondBy: Date)
     /// A purchase Apple reported, kept until its due time for a job to claim it.
     case waitUnclaimed(app: AppScope, environment: AppleEnvironment, ReportedPurchase)
+
+    /// The tables it writes, by name: a decision's writes are run as one statement on PostgreSQL, where none sees
+    /// another's rows, so no two of them may write one table.
+    var table: String {
+        switch self {
+        case .state: "purchase_states, grants"
+        case .consumptionRequest: "consumption_requests"
+        case .waitUnclaimed: "unclaimed_purchases"
+        }
+    }
 }
 
 /// What a notification does, as ``PurchaseRules`` decided it: the writes, and the event wanted. The engine makes

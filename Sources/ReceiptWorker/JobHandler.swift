@@ -326,7 +326,9 @@ struct JobHandler: MessageHandler {
     /// retries topic, the place the worker wrote in `parked_from` (a client's header of that name on the jobs
     /// topic is not believed), so both deliveries of one malformed job get one event id.
     static func firstRead(_ message: KafkaMessage, retriesTopic: String?) -> String {
-        if message.topic == retriesTopic, let origin = message.header("parked_from")?.stringValue { return origin }
+        if message.topic == retriesTopic, let origin = message.header(ParkedOrigin.header)?.stringValue {
+            return origin
+        }
         return "\(message.topicPartition)@\(message.offset)"
     }
 

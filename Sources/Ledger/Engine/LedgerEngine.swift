@@ -133,6 +133,8 @@ public final class LedgerEngine: Ledger, Sendable {
                 if let handled = facts.handled { return .replay(handled.event) }
                 decided = PurchaseRules.decide(change, facts: facts)
             }
+            // One statement on PostgreSQL, on one snapshot: each write must touch tables the others do not.
+            assert(Set(decided.writes.map(\.table)).count == decided.writes.count, "two writes of one table")
             let published = decided.notice ?? decided.wanted.flatMap(make)
             try session.run(
                 decided.writes.flatMap(statements.statements(for:))

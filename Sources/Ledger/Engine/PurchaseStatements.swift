@@ -118,10 +118,6 @@ struct PurchaseStatements: PurchaseStateTransaction {
         ).isEmpty)
     }
 
-    func waitUnclaimed(app: AppScope, environment: AppleEnvironment, _ reported: ReportedPurchase) throws {
-        try session.run(statements(for: .waitUnclaimed(app: app, environment: environment, reported)))
-    }
-
     func dueUnclaimed(now: Date, limit: Int) throws -> [(AppScope, AppleEnvironment, ReportedPurchase)] {
         try session.rows(
             """
