@@ -96,11 +96,19 @@ let package = Package(
             dependencies: ["AppleVerification", "HTTPClient", "HTTPServerKit", "Observability", "Vocabulary"],
             swiftSettings: strict),
 
+        // The worker's configuration: its keys, their defaults and checks, read from a file and the environment.
+        .target(
+            name: "Configuration",
+            dependencies: [
+                "AppleVerification", "Kafka", "Ledger", "LedgerDomain", "Observability", "Runtime", "Vocabulary",
+            ],
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .target(
             name: "ReceiptWorker",
             dependencies: [
-                "AppleVerification", "HTTPServerKit", "Kafka", "Ledger", "LedgerDomain", "Observability", "Runtime",
-                "Vocabulary", "COpenSSL", "CBuildInfo",
+                "AppleVerification", "Configuration", "HTTPServerKit", "Kafka", "Ledger", "LedgerDomain",
+                "Observability",
+                "Runtime", "Vocabulary", "COpenSSL", "CBuildInfo",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 

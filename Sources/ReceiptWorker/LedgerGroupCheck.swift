@@ -38,7 +38,7 @@ extension LedgerGroupCheck {
     public static func acceptGroupOffsets(_ configuration: WorkerConfiguration, logger: Logger) async throws
         -> [(partition: String, offset: Int64)]
     {
-        let kafka = try WorkerAssembly.kafkaConfigurations(configuration)
+        let kafka = try configuration.kafkaClients()
         let consumer = try KafkaConsumer(configuration: kafka.consumer, logger: logger)
         let counts = try await readTopics(configuration, logger: logger)
         let committed = try await Self.committed(consumer: consumer, partitionCounts: counts)
@@ -68,7 +68,7 @@ extension LedgerGroupCheck {
     public static func rewindGroup(_ configuration: WorkerConfiguration, logger: Logger, dryRun: Bool) async throws
         -> [Rewind]
     {
-        let kafka = try WorkerAssembly.kafkaConfigurations(configuration)
+        let kafka = try configuration.kafkaClients()
         let consumer = try KafkaConsumer(configuration: kafka.consumer, logger: logger)
         do {
             let counts = try await readTopics(configuration, logger: logger)

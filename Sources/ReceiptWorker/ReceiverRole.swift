@@ -42,7 +42,7 @@ public final class ReceiverRole: Service {
             })
         do {
             producer = try KafkaProducer(
-                configuration: try WorkerAssembly.kafkaConfigurations(configuration).producer, logger: logger)
+                configuration: try configuration.kafkaClients().producer, logger: logger)
         } catch {
             throw WorkerAssembly.configurationError(error)
         }

@@ -25,8 +25,8 @@ public final class Worker: Service {
     /// Each replica's share of Apple's limits: its share of the jobs topic's partitions.
     private let appleShare: AppleLimitShare
     /// The budgets (and metric series) of the flows beside the apps' jobs; no app may have these names.
-    static let notificationsGroup = "notifications"
-    static let consumptionGroup = "consumption"
+    static let notificationsGroup = FlowGroup.notifications
+    static let consumptionGroup = FlowGroup.consumption
     /// Each app's consumption answers have a budget of their own: one app's answers waiting on Apple never
     /// hold another's (app names have no `:`).
     static func consumptionGroup(of app: AppleApp) -> String { "\(consumptionGroup):\(app.name)" }

@@ -22,7 +22,7 @@ public enum WorkerAssembly {
                 }
             })
 
-        let kafka = try kafkaConfigurations(configuration)
+        let kafka = try configuration.kafkaClients()
         let consumer: KafkaConsumer
         let producer: KafkaProducer
         do {
@@ -176,7 +176,7 @@ public enum WorkerAssembly {
             _ = try tokenIssuer(app)
             _ = try signedDataVerifier(app, configuration)
         }
-        let kafka = try kafkaConfigurations(configuration)
+        let kafka = try configuration.kafkaClients()
         do {
             try kafka.consumer.validate()
             try kafka.producer.validate()
@@ -252,44 +252,13 @@ public enum WorkerAssembly {
         var properties = configuration.kafka
         let bootstrap = properties.removeValue(forKey: "bootstrap.servers") ?? "127.0.0.1:9092"
         properties.removeValue(forKey: "group.id")
-        for key in consumerOnly { properties.removeValue(forKey: key) }
+        for key in WorkerConfiguration.consumerOnly { properties.removeValue(forKey: key) }
         let configured = (properties.removeValue(forKey: "delivery.timeout.ms") ?? properties["message.timeout.ms"])
             .flatMap { Int($0) }
         properties["message.timeout.ms"] = String(min(configured ?? Int.max, patienceMilliseconds))
         return try KafkaProducer(
             configuration: KafkaProducer.Configuration(bootstrapServers: bootstrap, properties: properties),
             logger: logger)
-    }
-
-    static func kafkaConfigurations(_ configuration: WorkerConfiguration) throws -> (
-        consumer: KafkaConsumer.Configuration, producer: KafkaProducer.Configuration
-    ) {
-        var kafka = configuration.kafka
-        guard let bootstrap = kafka.removeValue(forKey: "bootstrap.servers"),
-            let group = kafka.removeValue(forKey: "group.id")
-        else {
-            throw ConfigurationError(
-                .missingKey, key: "kafka.bootstrap.servers",
-                reason: "kafka.bootstrap.servers and kafka.group.id are required")
-        }
-        // Bound what librdkafka prefetches, so memory stays flat when Apple is slow and intake pauses; and
-        // answer fetches quickly: librdkafka's 500 ms fetch wait would sit in every job's latency.
-        var consumerProperties = ["queued.max.messages.kbytes": "16384", "fetch.wait.max.ms": "10"]
-        consumerProperties.merge(kafka) { _, configured in configured }
-        // Events and notifications are awaited one by one, but thousands are in flight: 5 ms of batching
-        // (librdkafka's default) halves the produce requests the broker handles at a notification burst,
-        // which gave the receiver a fifth more notifications a second than 1 ms (docs/benchmarks.md).
-        let producerProperties = ["linger.ms": "5"].merging(kafka.filter { !Self.consumerOnly.contains($0.key) }) {
-            $1
-        }
-        var consumer = KafkaConsumer.Configuration(
-            bootstrapServers: bootstrap, groupID: group, properties: consumerProperties)
-        // A revocation waits for the drain: librdkafka must not release the partitions first.
-        consumer.revocationTimeout = configuration.drainTimeout + .seconds(5)
-        return (
-            consumer,
-            KafkaProducer.Configuration(bootstrapServers: bootstrap, properties: producerProperties)
-        )
     }
 
     /// A Kafka configuration error as the configuration's own: librdkafka refusing `acks` names `kafka.acks`.
@@ -302,13 +271,7 @@ public enum WorkerAssembly {
     /// The properties of a producer-type client for metadata requests: consumer settings would only draw
     /// librdkafka's warnings.
     static func adminProperties(_ configuration: WorkerConfiguration) -> [String: String] {
-        configuration.kafka.filter { !consumerOnly.contains($0.key) && $0.key != "group.id" }
+        configuration.kafka.filter { !WorkerConfiguration.consumerOnly.contains($0.key) && $0.key != "group.id" }
     }
 
-    /// Consumer properties that librdkafka would warn about on a producer.
-    public static let consumerOnly: Set<String> = [
-        "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms", "auto.offset.reset",
-        "partition.assignment.strategy", "queued.max.messages.kbytes", "fetch.max.bytes", "group.instance.id",
-        "enable.auto.commit", "isolation.level", "fetch.wait.max.ms",
-    ]
 }

@@ -10,8 +10,8 @@ struct AppSettings: Sendable {
         "consumption.terms_carry_consent",
     ]
 
-    /// Names an app may not have: the groups of the flows beside the jobs (``Worker``).
-    static let reservedNames: Set<String> = [Worker.notificationsGroup, Worker.consumptionGroup]
+    /// Names an app may not have: the groups of the flows beside the jobs.
+    static let reservedNames: Set<String> = [FlowGroup.notifications, FlowGroup.consumption]
 
     var settings: [String: String] = [:]
 
@@ -129,4 +129,10 @@ struct AppSettings: Sendable {
             }
         }
     }
+}
+
+/// The runtime's groups of the flows beside each app's jobs (an app's own group is its name).
+public enum FlowGroup {
+    public static let notifications = "notifications"
+    public static let consumption = "consumption"
 }

@@ -64,7 +64,7 @@ public struct LoadedConfiguration: Sendable {
         }
         lines.append(
             "# apps.NAME.{\(ConfigurationLoader.appKeys.joined(separator: ","))}: another app (none has a default)")
-        if let (consumer, producer) = try? WorkerAssembly.kafkaConfigurations(configuration) {
+        if let (consumer, producer) = try? configuration.kafkaClients() {
             for (client, properties) in [
                 ("consumer", try? consumer.effectiveProperties()), ("producer", try? producer.effectiveProperties()),
             ] {
