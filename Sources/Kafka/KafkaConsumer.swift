@@ -1,4 +1,3 @@
-import CRdKafka
 import Foundation
 import Observability
 import Synchronization
@@ -35,7 +34,7 @@ public final class KafkaConsumer: Sendable {
         /// Checks the configuration as the client's creation would, without creating a client (nothing
         /// connects): guarded properties, unknown librdkafka properties, invalid values.
         public func validate() throws(KafkaError) {
-            rd_kafka_conf_destroy(try librdkafkaProperties().makeConf())
+            try librdkafkaProperties().validate()
         }
 
         /// The properties librdkafka is given, in order (the guarded ones checked): for `check-config --print`.
@@ -73,11 +72,8 @@ public final class KafkaConsumer: Sendable {
         guard configuration.batchSize > 0, configuration.bufferedBatches > 0 else {
             throw KafkaError(code: .invalidConfiguration, reason: "batchSize and bufferedBatches must be positive")
         }
-        self.client = try RDKafkaClient(
-            type: RD_KAFKA_CONSUMER, properties: configuration.librdkafkaProperties(), logger: logger,
-            configure: { rd_kafka_conf_set_rebalance_cb($0, rebalanceCallback) })
-        // Everything (rebalances, errors) is then served by the consumer poll on the poll thread.
-        rd_kafka_poll_set_consumer(client.handle)
+        // Everything (rebalances, errors) is served by the consumer poll on the poll thread.
+        self.client = try RDKafkaClient.consumer(properties: configuration.librdkafkaProperties(), logger: logger)
         self.configuration = configuration
         self.logger = logger
         self.channel = EventChannel(capacity: configuration.bufferedBatches)
@@ -100,9 +96,7 @@ public final class KafkaConsumer: Sendable {
     /// Joins the group for `topics` and starts polling.
     public func subscribe(topics: [String]) throws {
         guard !closed.load(ordering: .acquiring) else { throw KafkaError.closed }
-        let list = TopicPartitionList(topics.map { KafkaTopicPartition(topic: $0, partition: RD_KAFKA_PARTITION_UA) })
-        let err = rd_kafka_subscribe(client.handle, list.pointer)
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+        try client.subscribe(topics: topics)
         startPolling()
     }
 
@@ -122,10 +116,7 @@ public final class KafkaConsumer: Sendable {
         guard !offsets.isEmpty else { return }
         guard !closed.load(ordering: .acquiring) else { throw KafkaError.closed }
         let client = self.client
-        let list = TopicPartitionList(offsets.map { $0.key }, offsets: offsets)
-        let err = await Blocking.run { rd_kafka_commit(client.handle, list.pointer, 0) }
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
-        if let failed = list.firstError() { throw failed }
+        if let failed = await Blocking.run({ client.commitBlocking(offsets) }) { throw failed }
     }
 
     /// The committed offsets (next offset to read) of these partitions; absent where none is committed.
@@ -133,12 +124,7 @@ public final class KafkaConsumer: Sendable {
         -> [KafkaTopicPartition: Int64]
     {
         let client = self.client
-        let list = TopicPartitionList(partitions)
-        let err = await Blocking.run {
-            rd_kafka_committed(client.handle, list.pointer, Int32(clamping: timeout.milliseconds))
-        }
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
-        return list.offsets().filter { $0.value >= 0 }
+        return try await Blocking.run { client.committedBlocking(partitions, timeout: timeout) }.get()
     }
 
     /// Where ``assign(topic:from:timeout:)`` starts reading: the oldest record kept, the end, or the first
@@ -166,31 +152,25 @@ public final class KafkaConsumer: Sendable {
         var partitions: [KafkaTopicPartition] = []
         for topic in topics {
             let count = try await Blocking.run { client.partitionCount(topic: topic, timeout: timeout) }.get()
-            guard count > 0 else { throw KafkaError(RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC) }
+            guard count > 0 else { throw KafkaError.unknownTopic }
             partitions += (0..<count).map { KafkaTopicPartition(topic: topic, partition: $0) }
         }
         var offsets: [KafkaTopicPartition: Int64]
         var resolved: [KafkaTopicPartition: Int64] = [:]
         switch start {
         case .beginning:
-            offsets = Dictionary(uniqueKeysWithValues: partitions.map { ($0, Int64(RD_KAFKA_OFFSET_BEGINNING)) })
-        case .end: offsets = Dictionary(uniqueKeysWithValues: partitions.map { ($0, Int64(RD_KAFKA_OFFSET_END)) })
+            offsets = Dictionary(uniqueKeysWithValues: partitions.map { ($0, RDKafkaClient.offsetBeginning) })
+        case .end: offsets = Dictionary(uniqueKeysWithValues: partitions.map { ($0, RDKafkaClient.offsetEnd) })
         case .time(let date):
             // A date from a command line: clamped, never a trapping conversion.
             let raw = (date.timeIntervalSince1970 * 1000).rounded(.down)
             let millis = raw.isNaN ? 0 : Int64(min(max(raw, 0), 253_402_300_799_999))
-            let query = TopicPartitionList(
-                partitions, offsets: Dictionary(uniqueKeysWithValues: partitions.map { ($0, millis) }))
-            let err = await Blocking.run {
-                rd_kafka_offsets_for_times(client.handle, query.pointer, Int32(clamping: timeout.milliseconds))
-            }
-            guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
-            offsets = query.offsets()  // -1 where nothing was written since: read from the end
+            let times = Dictionary(uniqueKeysWithValues: partitions.map { ($0, millis) })
+            // -1 where nothing was written since: read from the end.
+            offsets = try await Blocking.run { client.offsetsForTimesBlocking(times, timeout: timeout) }.get()
             resolved = offsets
         }
-        let list = TopicPartitionList(partitions, offsets: offsets)
-        let err = rd_kafka_assign(client.handle, list.pointer)
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
+        try client.assign(offsets, order: partitions)
         startPolling()
         return partitions.map { ($0, resolved[$0]) }
     }
@@ -201,15 +181,7 @@ public final class KafkaConsumer: Sendable {
         -> (low: Int64, high: Int64)
     {
         let client = self.client
-        let (err, low, high) = await Blocking.run {
-            var low: Int64 = 0
-            var high: Int64 = 0
-            let err = rd_kafka_query_watermark_offsets(
-                client.handle, partition.topic, partition.partition, &low, &high, Int32(clamping: timeout.milliseconds))
-            return (err, low, high)
-        }
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
-        return (low, high)
+        return try await Blocking.run { client.watermarksBlocking(partition, timeout: timeout) }.get()
     }
 
     /// Stops fetching every assigned partition, and every partition assigned later, until
@@ -243,12 +215,7 @@ public final class KafkaConsumer: Sendable {
     public var pausedPartitions: Set<KafkaTopicPartition> { gate.pause.partitions }
 
     /// The partitions assigned to this member now.
-    public func assignment() throws -> [KafkaTopicPartition] {
-        var raw: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
-        let err = rd_kafka_assignment(client.handle, &raw)
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let raw else { throw KafkaError(err) }
-        return TopicPartitionList(adopting: raw).partitions()
-    }
+    public func assignment() throws -> [KafkaTopicPartition] { try client.assignment() }
 
     /// Leaves the group and stops polling. Commit finished work before: nothing is committed here, and
     /// events not yet read are dropped (their offsets were not committed, so they will be read again).
@@ -259,7 +226,7 @@ public final class KafkaConsumer: Sendable {
             await poller.stopAndJoin()  // the poll thread leaves the group on its way out
         } else {
             let client = self.client
-            _ = await Blocking.run { rd_kafka_consumer_close(client.handle) }
+            await Blocking.run { client.closeConsumerBlocking() }
         }
     }
 }

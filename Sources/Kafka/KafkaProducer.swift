@@ -1,4 +1,3 @@
-import CRdKafka
 import Foundation
 import Observability
 import Synchronization
@@ -27,7 +26,7 @@ public final class KafkaProducer: Sendable {
         /// Checks the configuration as the client's creation would, without creating a client (nothing
         /// connects): guarded properties, unknown librdkafka properties, invalid values.
         public func validate() throws(KafkaError) {
-            rd_kafka_conf_destroy(try librdkafkaProperties().makeConf())
+            try librdkafkaProperties().validate()
         }
 
         /// The properties librdkafka is given, in order (the guarded ones checked): for `check-config --print`.
@@ -57,19 +56,14 @@ public final class KafkaProducer: Sendable {
     private let deliveryTimeout: Duration
 
     public init(configuration: Configuration, logger: Logger) throws {
-        let client = try RDKafkaClient(
-            type: RD_KAFKA_PRODUCER, properties: configuration.librdkafkaProperties(), logger: logger,
-            configure: { rd_kafka_conf_set_dr_msg_cb($0, deliveryReportCallback) })
+        let client = try RDKafkaClient.producer(properties: configuration.librdkafkaProperties(), logger: logger)
         self.client = client
         self.deliveryTimeout = configuration.deliveryTimeout
         // A thread, not a task: delivery reports must flow from the first send, and the poll blocks.
         self.poller = PollThread(name: "kafka-producer-poll") { poller in
-            while poller.isRunning {
-                rd_kafka_poll(client.handle, 100)
-            }
+            while poller.isRunning { client.serveDeliveryReports(waiting: .milliseconds(100)) }
             // Whatever is still queued fails now, so no caller waits forever.
-            rd_kafka_purge(client.handle, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
-            rd_kafka_poll(client.handle, 0)
+            client.failEverythingQueued()
         }
     }
 
@@ -81,34 +75,23 @@ public final class KafkaProducer: Sendable {
     /// outbox relay or a Kafka Streams application writes jobs): fences an older instance with the same id.
     public func initTransactions(timeout: Duration = .seconds(30)) async throws {
         let client = self.client
-        try await Self.check { rd_kafka_init_transactions(client.handle, Int32(clamping: timeout.milliseconds)) }
+        try await Blocking.run { client.initTransactionsBlocking(timeout: timeout) }.get()
     }
 
     /// Begins a transaction: what is sent until ``commitTransaction(timeout:)`` becomes visible together.
     public func beginTransaction() async throws {
         let client = self.client
-        try await Self.check { rd_kafka_begin_transaction(client.handle) }
+        try await Blocking.run { client.beginTransactionBlocking() }.get()
     }
 
     /// Commits the transaction: its records, and a commit marker after them in each partition.
     public func commitTransaction(timeout: Duration = .seconds(30)) async throws {
         let client = self.client
-        try await Self.check { rd_kafka_commit_transaction(client.handle, Int32(clamping: timeout.milliseconds)) }
-    }
-
-    /// Runs a blocking transactional call off the cooperative pool; throws its error, if any.
-    private static func check(_ call: @escaping @Sendable () -> OpaquePointer?) async throws {
-        let error = await Blocking.run { call().map(ErrorHandle.init) }
-        if let error { throw KafkaError(consuming: error.pointer) }
-    }
-
-    /// An `rd_kafka_error_t` handed from the blocking thread to the caller, who destroys it.
-    private struct ErrorHandle: @unchecked Sendable {
-        let pointer: OpaquePointer
+        try await Blocking.run { client.commitTransactionBlocking(timeout: timeout) }.get()
     }
 
     /// Records waiting to be sent or acknowledged.
-    public var outstanding: Int { Int(rd_kafka_outq_len(client.handle)) }
+    public var outstanding: Int { client.outstanding }
 
     /// Sends one record and returns once the broker has acknowledged it.
     ///
@@ -142,53 +125,13 @@ public final class KafkaProducer: Sendable {
         onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
     ) throws(KafkaError) {
         guard !closed.load(ordering: .acquiring) else { throw .closed }
-        let box = Unmanaged.passRetained(DeliveryBox(topic: message.topic, onDelivery: onDelivery))
-        let headers = makeHeaders(message.headers)
-        let error = message.topic.withCString { topic in
-            message.value.withUnsafeBytes { value in
-                withOptionalBytes(message.key) { key in
-                    var vus = [rd_kafka_vu_t](repeating: rd_kafka_vu_t(), count: 5)
-                    vus[0].vtype = RD_KAFKA_VTYPE_TOPIC
-                    vus[0].u.cstr = topic
-                    vus[1].vtype = RD_KAFKA_VTYPE_VALUE
-                    vus[1].u.mem.ptr = UnsafeMutableRawPointer(mutating: value.baseAddress)
-                    vus[1].u.mem.size = value.count
-                    vus[2].vtype = RD_KAFKA_VTYPE_MSGFLAGS
-                    vus[2].u.i = RD_KAFKA_MSG_F_COPY
-                    vus[3].vtype = RD_KAFKA_VTYPE_OPAQUE
-                    vus[3].u.ptr = box.toOpaque()
-                    vus[4].vtype = RD_KAFKA_VTYPE_PARTITION
-                    vus[4].u.i32 = message.partition ?? RD_KAFKA_PARTITION_UA
-                    if let key {
-                        var entry = rd_kafka_vu_t()
-                        entry.vtype = RD_KAFKA_VTYPE_KEY
-                        entry.u.mem.ptr = UnsafeMutableRawPointer(mutating: key.baseAddress)
-                        entry.u.mem.size = key.count
-                        vus.append(entry)
-                    }
-                    if let headers {
-                        var entry = rd_kafka_vu_t()
-                        entry.vtype = RD_KAFKA_VTYPE_HEADERS
-                        entry.u.headers = headers
-                        vus.append(entry)
-                    }
-                    return rd_kafka_produceva(client.handle, vus, vus.count)
-                }
-            }
-        }
-        if let error {
-            // On failure librdkafka owns neither the headers nor the opaque.
-            box.release()
-            if let headers { rd_kafka_headers_destroy(headers) }
-            throw KafkaError(consuming: error)
-        }
+        try client.produce(message, onDelivery: onDelivery)
     }
 
     /// Waits until every queued record is acknowledged or failed.
     public func flush(timeout: Duration) async throws {
         let client = self.client
-        let err = await Blocking.run { rd_kafka_flush(client.handle, Int32(clamping: timeout.milliseconds)) }
-        if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError(err) }
+        if let error = await Blocking.run({ client.flushBlocking(timeout: timeout) }) { throw error }
     }
 
     /// Stops taking records, flushes for up to `timeout`, fails whatever is left, and stops polling.
@@ -197,49 +140,4 @@ public final class KafkaProducer: Sendable {
         try? await flush(timeout: timeout)  // What did not flush is failed to its callers just below.
         await poller.stopAndJoin()
     }
-
-    private func makeHeaders(_ headers: [KafkaHeader]) -> OpaquePointer? {
-        guard !headers.isEmpty, let list = rd_kafka_headers_new(headers.count) else { return nil }
-        for header in headers {
-            if let value = header.value {
-                value.withUnsafeBytes { _ = rd_kafka_header_add(list, header.name, -1, $0.baseAddress, $0.count) }
-            } else {
-                rd_kafka_header_add(list, header.name, -1, nil, 0)
-            }
-        }
-        return list
-    }
-}
-
-/// What one queued record's delivery report needs: the caller's callback and the topic (kept here so the
-/// report costs no C string copy).
-private final class DeliveryBox {
-    let topic: String
-    let onDelivery: @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
-
-    init(topic: String, onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void) {
-        self.topic = topic
-        self.onDelivery = onDelivery
-    }
-}
-
-private let deliveryReportCallback:
-    @convention(c) (OpaquePointer?, UnsafePointer<rd_kafka_message_t>?, UnsafeMutableRawPointer?) -> Void = {
-        _, message, _ in
-        guard let message, let opaque = message.pointee._private else { return }
-        let box = Unmanaged<DeliveryBox>.fromOpaque(opaque).takeRetainedValue()
-        let err = message.pointee.err
-        if err == RD_KAFKA_RESP_ERR_NO_ERROR {
-            box.onDelivery(
-                .success(
-                    KafkaDeliveryReport(
-                        topic: box.topic, partition: message.pointee.partition, offset: message.pointee.offset)))
-        } else {
-            box.onDelivery(.failure(KafkaError(err)))
-        }
-    }
-
-func withOptionalBytes<R>(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPointer?) -> R) -> R {
-    guard let bytes else { return body(nil) }
-    return bytes.withUnsafeBytes { body($0) }
 }

@@ -1,0 +1,136 @@
+import CRdKafka
+import Observability
+
+/// The producer's calls into librdkafka: ``KafkaProducer`` says what it does, this file how.
+extension RDKafkaClient {
+    /// An idempotent producer whose delivery reports reach each record's callback.
+    static func producer(properties: KafkaProperties, logger: Logger) throws -> RDKafkaClient {
+        try RDKafkaClient(
+            type: RD_KAFKA_PRODUCER, properties: properties, logger: logger,
+            configure: { rd_kafka_conf_set_dr_msg_cb($0, deliveryReportCallback) })
+    }
+
+    /// Serves delivery reports for up to `waiting` (blocking: the producer's poll thread).
+    func serveDeliveryReports(waiting: Duration) { rd_kafka_poll(handle, Int32(clamping: waiting.milliseconds)) }
+
+    /// Fails every record still queued or in flight, to its caller (at close).
+    func failEverythingQueued() {
+        rd_kafka_purge(handle, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
+        rd_kafka_poll(handle, 0)
+    }
+
+    var outstanding: Int { Int(rd_kafka_outq_len(handle)) }
+
+    func flushBlocking(timeout: Duration) -> KafkaError? {
+        let err = rd_kafka_flush(handle, Int32(clamping: timeout.milliseconds))
+        return err == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError(err)
+    }
+
+    func initTransactionsBlocking(timeout: Duration) -> Result<Void, KafkaError> {
+        Self.result(rd_kafka_init_transactions(handle, Int32(clamping: timeout.milliseconds)))
+    }
+
+    func beginTransactionBlocking() -> Result<Void, KafkaError> { Self.result(rd_kafka_begin_transaction(handle)) }
+
+    func commitTransactionBlocking(timeout: Duration) -> Result<Void, KafkaError> {
+        Self.result(rd_kafka_commit_transaction(handle, Int32(clamping: timeout.milliseconds)))
+    }
+
+    /// An `rd_kafka_error_t` (nil: success) as a result; destroys it.
+    private static func result(_ error: OpaquePointer?) -> Result<Void, KafkaError> {
+        guard let error else { return .success(()) }
+        return .failure(KafkaError(consuming: error))
+    }
+
+    /// Queues one record without waiting; `onDelivery` runs on the poll thread with the broker's answer.
+    func produce(
+        _ message: KafkaProducerMessage,
+        onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
+    ) throws(KafkaError) {
+        let box = Unmanaged.passRetained(DeliveryBox(topic: message.topic, onDelivery: onDelivery))
+        let headers = makeHeaders(message.headers)
+        let error = message.topic.withCString { topic in
+            message.value.withUnsafeBytes { value in
+                withOptionalBytes(message.key) { key in
+                    var vus = [rd_kafka_vu_t](repeating: rd_kafka_vu_t(), count: 5)
+                    vus[0].vtype = RD_KAFKA_VTYPE_TOPIC
+                    vus[0].u.cstr = topic
+                    vus[1].vtype = RD_KAFKA_VTYPE_VALUE
+                    vus[1].u.mem.ptr = UnsafeMutableRawPointer(mutating: value.baseAddress)
+                    vus[1].u.mem.size = value.count
+                    vus[2].vtype = RD_KAFKA_VTYPE_MSGFLAGS
+                    vus[2].u.i = RD_KAFKA_MSG_F_COPY
+                    vus[3].vtype = RD_KAFKA_VTYPE_OPAQUE
+                    vus[3].u.ptr = box.toOpaque()
+                    vus[4].vtype = RD_KAFKA_VTYPE_PARTITION
+                    vus[4].u.i32 = message.partition ?? RD_KAFKA_PARTITION_UA
+                    if let key {
+                        var entry = rd_kafka_vu_t()
+                        entry.vtype = RD_KAFKA_VTYPE_KEY
+                        entry.u.mem.ptr = UnsafeMutableRawPointer(mutating: key.baseAddress)
+                        entry.u.mem.size = key.count
+                        vus.append(entry)
+                    }
+                    if let headers {
+                        var entry = rd_kafka_vu_t()
+                        entry.vtype = RD_KAFKA_VTYPE_HEADERS
+                        entry.u.headers = headers
+                        vus.append(entry)
+                    }
+                    return rd_kafka_produceva(handle, vus, vus.count)
+                }
+            }
+        }
+        if let error {
+            // On failure librdkafka owns neither the headers nor the opaque.
+            box.release()
+            if let headers { rd_kafka_headers_destroy(headers) }
+            throw KafkaError(consuming: error)
+        }
+    }
+
+    private func makeHeaders(_ headers: [KafkaHeader]) -> OpaquePointer? {
+        guard !headers.isEmpty, let list = rd_kafka_headers_new(headers.count) else { return nil }
+        for header in headers {
+            if let value = header.value {
+                value.withUnsafeBytes { _ = rd_kafka_header_add(list, header.name, -1, $0.baseAddress, $0.count) }
+            } else {
+                rd_kafka_header_add(list, header.name, -1, nil, 0)
+            }
+        }
+        return list
+    }
+}
+
+/// What one queued record's delivery report needs: the caller's callback and the topic (kept here so the
+/// report costs no C string copy).
+private final class DeliveryBox {
+    let topic: String
+    let onDelivery: @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
+
+    init(topic: String, onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void) {
+        self.topic = topic
+        self.onDelivery = onDelivery
+    }
+}
+
+private let deliveryReportCallback:
+    @convention(c) (OpaquePointer?, UnsafePointer<rd_kafka_message_t>?, UnsafeMutableRawPointer?) -> Void = {
+        _, message, _ in
+        guard let message, let opaque = message.pointee._private else { return }
+        let box = Unmanaged<DeliveryBox>.fromOpaque(opaque).takeRetainedValue()
+        let err = message.pointee.err
+        if err == RD_KAFKA_RESP_ERR_NO_ERROR {
+            box.onDelivery(
+                .success(
+                    KafkaDeliveryReport(
+                        topic: box.topic, partition: message.pointee.partition, offset: message.pointee.offset)))
+        } else {
+            box.onDelivery(.failure(KafkaError(err)))
+        }
+    }
+
+func withOptionalBytes<R>(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPointer?) -> R) -> R {
+    guard let bytes else { return body(nil) }
+    return bytes.withUnsafeBytes { body($0) }
+}
