@@ -137,6 +137,10 @@ let package = Package(
         .target(
             name: "TestSupport", dependencies: ["HTTPClient", "TestProcess"], path: "Tests/TestSupport",
             swiftSettings: strict),
+        // librdkafka's mock cluster, for the tests that need a broker with faults: never linked into a product.
+        .target(
+            name: "KafkaMock", dependencies: ["CRdKafka"], path: "Tests/KafkaMock",
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
             name: "DeskServiceTests",
             dependencies: [
@@ -166,9 +170,8 @@ let package = Package(
         .testTarget(
             name: "WorkerEndToEndTests",
             dependencies: [
-                "ReceiptWorker", "AppStoreSimulator", "HTTPClient", "HTTPServerKit", "Kafka", "Observability",
-                "TestSupport",
-                "Vocabulary",
+                "ReceiptWorker", "AppStoreSimulator", "HTTPClient", "HTTPServerKit", "Kafka", "KafkaMock",
+                "Observability", "TestSupport", "Vocabulary",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
@@ -184,7 +187,7 @@ let package = Package(
             name: "FuzzReplayTests", dependencies: ["FuzzChecks"], swiftSettings: strict + rdkafkaSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
-            name: "RuntimeTests", dependencies: ["Runtime", "Kafka", "Observability", "Vocabulary"],
+            name: "RuntimeTests", dependencies: ["Runtime", "Kafka", "KafkaMock", "Observability", "Vocabulary"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "HTTPServerKitTests", dependencies: ["HTTPServerKit", "TestSupport"], swiftSettings: strict),
         .testTarget(

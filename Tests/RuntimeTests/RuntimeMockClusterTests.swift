@@ -1,3 +1,4 @@
+import KafkaMock
 import Foundation
 import Kafka
 import Observability
@@ -58,7 +59,7 @@ struct RuntimeMockClusterTests {
         let jobs = "jobs", out = "out", dlq = "dlq", group = "runtime-test"
 
         init() throws {
-            mock = try KafkaMockCluster(logger: RuntimeMockClusterTests.logger)
+            mock = try KafkaMockCluster()
             try mock.createTopic(jobs, partitions: 2)
             try mock.createTopic(out, partitions: 1)
             try mock.createTopic(dlq, partitions: 1)

@@ -1,3 +1,4 @@
+import KafkaMock
 import AppStoreSimulator
 import Foundation
 import HTTPClient
@@ -15,7 +16,7 @@ struct ReceiverReadinessTests {
     )
     func readinessFollowsTheBroker() async throws {
         let logger = WorkerHarness.logger
-        let mock = try KafkaMockCluster(logger: logger)
+        let mock = try KafkaMockCluster()
         let topic = "notifications"
         try mock.createTopic(topic, partitions: 2)
         let simulator = try AppStoreSimulator()
