@@ -112,12 +112,20 @@ let package = Package(
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
+        // Support's lookup and credit, as the desk and the command line use them: over the worker's parts.
+        .target(
+            name: "Support",
+            dependencies: [
+                "AppleVerification", "Kafka", "LedgerDomain", "Observability", "ReceiptWorker", "Runtime", "Vocabulary",
+            ],
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+
         // The support desk: its sign-in, sessions, rules of who may do what, audit, API and console.
         .target(
             name: "DeskService",
             dependencies: [
                 "AppleVerification", "COpenSSL", "HTTPClient", "HTTPServerKit", "Kafka", "Ledger", "LedgerDomain",
-                "Observability",
+                "Observability", "Support",
                 "ReceiptWorker", "Runtime",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
@@ -127,7 +135,7 @@ let package = Package(
             name: "ReceiptWorkerCLI",
             dependencies: [
                 "DeskService", "ReceiptWorker", "HTTPServerKit", "Kafka", "Ledger", "Observability", "Runtime",
-                "Vocabulary",
+                "Support", "Vocabulary",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "AppStoreSimulatorCLI", dependencies: ["AppStoreSimulator"], swiftSettings: strict),
@@ -144,7 +152,8 @@ let package = Package(
         .testTarget(
             name: "DeskServiceTests",
             dependencies: [
-                "AppleVerification", "DeskService", "HTTPServerKit", "Ledger", "ReceiptWorker", "TestSupport",
+                "AppleVerification", "DeskService", "HTTPServerKit", "Ledger", "ReceiptWorker", "Support",
+                "TestSupport",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
@@ -163,15 +172,15 @@ let package = Package(
         .testTarget(
             name: "ReceiptWorkerTests",
             dependencies: [
-                "ReceiptWorker", "AppleVerification", "Kafka", "Ledger", "Observability", "Runtime", "TestSupport",
-                "Vocabulary",
+                "ReceiptWorker", "AppleVerification", "Kafka", "Ledger", "Observability", "Runtime", "Support",
+                "TestSupport", "Vocabulary",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
             name: "WorkerEndToEndTests",
             dependencies: [
                 "ReceiptWorker", "AppStoreSimulator", "HTTPClient", "HTTPServerKit", "Kafka", "KafkaMock",
-                "Observability", "TestSupport", "Vocabulary",
+                "Observability", "Support", "TestSupport", "Vocabulary",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(

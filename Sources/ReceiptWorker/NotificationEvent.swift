@@ -7,7 +7,7 @@ import Observability
 /// An event on `topics.results` about a purchase's life after its grant (docs/contract.md): revoked,
 /// reinstated, or a consumption (refund) request. Keyed by the order the purchase was granted to; every
 /// field always present, null when absent.
-enum NotificationEvent {
+package enum NotificationEvent {
     static let types: [EventType] = [.revoked, .reinstated, .consumptionRequested]
 
     /// Apple gives a consumption request 12 hours from the notification.
@@ -64,7 +64,7 @@ enum NotificationEvent {
 
     /// Apple's milliunits (40000) as a percentage (40, or 67.932): null when absent (all of it). A value out
     /// of 0...100000 is clamped, never turned into null: null would tell a grant service to debit all.
-    static func percentage(milliunits: Int?) -> String {
+    package static func percentage(milliunits: Int?) -> String {
         guard let raw = milliunits else { return "null" }
         let milliunits = min(max(raw, 0), 100_000)
         let whole = milliunits / 1000

@@ -10,16 +10,16 @@ import Observability
 /// Made from the grant and the refund the ledger remembers (its share and Apple's time), so a job delivered
 /// again publishes the same bytes; Apple's notification of that refund was handled before any grant, so its id
 /// is not known here (`notification_id` null) and the refund's reason is not either.
-enum RefundFollowUp {
+package enum RefundFollowUp {
     /// The prorated refund Apple's proof states (its share and `revocationDate`), for the ledger to take back if it
     /// did not hear of it; nil when the proof states none, or a whole refund (a deny).
-    static func stated(by transaction: AppleTransaction) -> RefundTaken? {
+    package static func stated(by transaction: AppleTransaction) -> RefundTaken? {
         guard transaction.isPartlyRefunded, let at = transaction.revocationDate, let share = transaction.revocationShare
         else { return nil }
         return RefundTaken(share: share, at: at)
     }
 
-    static func make(grant: ResultEvent, taken: RefundTaken) -> StoredEvent {
+    package static func make(grant: ResultEvent, taken: RefundTaken) -> StoredEvent {
         let string = EventJSON.string, time = EventJSON.time
         let type = EventType.revoked.rawValue
         let eventID = StableID.uuid("\(type)\u{0}before-grant\u{0}\(grant.eventID)")

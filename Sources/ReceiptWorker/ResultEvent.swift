@@ -109,7 +109,7 @@ public struct ResultEvent: Sendable, Equatable {
 extension StoredEvent {
     /// The record that publishes the event on `topic`, keyed by its order, with its CloudEvents 1.0 headers
     /// (Kafka binary mode: the attributes as `ce_` headers; docs/contract.md section 4).
-    func record(topic: String, source: String) -> OutboundRecord {
+    package func record(topic: String, source: String) -> OutboundRecord {
         OutboundRecord(
             topic: topic, key: key, value: json,
             headers: [
@@ -172,5 +172,27 @@ enum StableID {
             text.append(digits[Int(byte & 0x0F)])
         }
         return String(decoding: text, as: UTF8.self)
+    }
+}
+
+extension ResultEvent {
+    /// The grant of a purchase support credited (`receipt-worker credit`, the desk): "credited by support", who
+    /// and why, and what its sale counts as revenue.
+    package static func supportGrant(
+        key: DecisionKey, app: AppScope, bundleID: String, orderID: String, userID: String,
+        transaction: AppleTransaction, environment: AppleEnvironment, by: String, reason: String, at now: Date
+    ) -> ResultEvent {
+        var event = ResultEvent(
+            eventID: eventID(
+                decision: .grant, app: app, jobID: key.jobID, fingerprint: key.fingerprint, orderID: orderID,
+                transactionID: transaction.transactionID),
+            jobID: key.jobID, orderID: orderID, userID: userID, decision: .grant,
+            productID: transaction.productID ?? "", quantity: transaction.quantity,
+            transactionID: transaction.transactionID, originalTransactionID: transaction.originalTransactionID,
+            environment: environment, purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate,
+            verifiedAt: now, attempts: 1, detail: "credited by support", bundleID: bundleID, value: transaction.value)
+        event.credit = SupportCredit(by: by, reason: reason)
+        event.revenue = Revenue.ofSale(transaction.value, environment: environment)
+        return event
     }
 }

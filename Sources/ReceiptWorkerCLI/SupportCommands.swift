@@ -1,3 +1,4 @@
+import Support
 import DeskService
 import Foundation
 import Kafka

@@ -4,6 +4,7 @@ import Synchronization
 import Ledger
 import Observability
 import ReceiptWorker
+import Support
 import Testing
 import Vocabulary
 

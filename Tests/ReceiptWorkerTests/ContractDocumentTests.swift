@@ -182,7 +182,7 @@ struct ContractDocumentTests {
     func keysReadByTheLoader() throws {
         let declared = try Self.written(#"ConfigurationKey\(\s*"([a-z_]+\.[a-z_.]+)""#, in: "Configuration")
             .union(Self.written(#"ConfigurationKey\(\s*"([a-z_]+\.[a-z_.]+)""#, in: "ReceiptWorker"))
-        let named = try ["Configuration", "ReceiptWorker", "ReceiptWorkerCLI"].reduce(into: Set<String>()) {
+        let named = try ["Configuration", "ReceiptWorker", "ReceiptWorkerCLI", "Support"].reduce(into: Set<String>()) {
             $0.formUnion(try Self.written(#"key: "([a-z_]+\.[a-z_.]+)""#, in: $1))
         }
         let documented = Set(ConfigurationLoader.documentedKeys)

@@ -5,6 +5,7 @@ import Testing
 import Vocabulary
 
 @testable import ReceiptWorker
+@testable import Support
 
 /// The line `receipt-worker lookup` names a purchase's case with, from Apple's view and the ledger's, in
 /// milliseconds; and what it never prints.

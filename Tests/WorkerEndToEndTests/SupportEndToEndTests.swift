@@ -10,6 +10,7 @@ import TestSupport
 import Vocabulary
 
 @testable import ReceiptWorker
+@testable import Support
 
 /// Support's commands on a worker's ledger and the simulator over HTTP (docs/operations.md, "Support: a player
 /// says they paid"): `lookup` and `credit` as the binary runs them (``SupportDesk``), and Finish Transaction.

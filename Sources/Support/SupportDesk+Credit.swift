@@ -1,3 +1,4 @@
+import ReceiptWorker
 import AppleVerification
 import Foundation
 import LedgerDomain
@@ -116,17 +117,9 @@ extension SupportDesk {
         }
         if let refusal = try await ownershipRefusal(request, transaction, environment) { return .refused(refusal) }
         let productID = transaction.productID ?? ""
-        var event = ResultEvent(
-            eventID: ResultEvent.eventID(
-                decision: .grant, app: app.scope, jobID: key.jobID, fingerprint: key.fingerprint,
-                orderID: request.orderID, transactionID: transaction.transactionID),
-            jobID: key.jobID, orderID: request.orderID, userID: request.userID, decision: .grant,
-            productID: productID, quantity: transaction.quantity, transactionID: transaction.transactionID,
-            originalTransactionID: transaction.originalTransactionID, environment: environment,
-            purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate, verifiedAt: now, attempts: 1,
-            detail: "credited by support", bundleID: app.bundleID, value: transaction.value)
-        event.credit = ResultEvent.SupportCredit(by: request.by, reason: request.reason)
-        event.revenue = Revenue.ofSale(transaction.value, environment: environment)
+        let event = ResultEvent.supportGrant(
+            key: key, app: app.scope, bundleID: app.bundleID, orderID: request.orderID, userID: request.userID,
+            transaction: transaction, environment: environment, by: request.by, reason: request.reason, at: now)
         let claim = GrantClaim(
             orderID: request.orderID, transactionID: transaction.transactionID,
             purchaseID: transaction.purchaseIdentity, environment: environment, userID: request.userID,

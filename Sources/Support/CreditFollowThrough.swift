@@ -1,3 +1,4 @@
+import ReceiptWorker
 import AppleVerification
 import Foundation
 import Kafka
