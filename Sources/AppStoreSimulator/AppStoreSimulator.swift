@@ -232,9 +232,16 @@ public final class AppStoreSimulator: Sendable {
     }
 }
 
-/// Lets the server's handler reach the simulator, which owns the server (set once, before `start`).
-final class Router: @unchecked Sendable {
-    weak var simulator: AppStoreSimulator?
+/// Lets the server's handler reach the simulator, which owns the server (set once, before `start`): weakly, so
+/// the server does not keep the simulator alive.
+final class Router: Sendable {
+    private struct Target { weak var simulator: AppStoreSimulator? }
+    private let target = Mutex(Target())
+
+    var simulator: AppStoreSimulator? {
+        get { target.withLock { $0.simulator } }
+        set { target.withLock { $0.simulator = newValue } }
+    }
 
     func route(_ request: ServerRequest) -> ServerReply {
         simulator?.route(request) ?? .json(503, AppStoreSimulator.error(5000000, "shutting down"))

@@ -374,7 +374,10 @@ struct WorkerProcessTests {
         }
         #expect(records.count == 1_000)
         try await harness.submitNotifications(records)
-        let first = try WorkerProcess(config: config)
+        // One notification at a time, so that the kill lands in the middle however fast the machine is (50 at a
+        // time, the 1,000 were once all published before the test could kill the worker).
+        let oneAtATime = try harness.config(ledger: ledger, extra: ["worker.max_in_flight": "1"])
+        let first = try WorkerProcess(config: oneAtATime)
         #expect(await eventually(timeout: .seconds(60)) { harness.notificationEvents.count >= 50 })
         #expect(harness.notificationEvents.count < 1_000, "the worker finished before it could be killed")
         await first.stop(SIGKILL)

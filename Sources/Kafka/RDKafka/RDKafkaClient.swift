@@ -1,6 +1,7 @@
 import CRdKafka
 import Foundation
 import Observability
+import Synchronization
 
 /// Owns one `rd_kafka_t` and destroys it in `deinit`. C types stop here and in the producer and consumer.
 ///
@@ -11,11 +12,20 @@ final class RDKafkaClient: @unchecked Sendable {
     let context: CallbackContext
 
     /// What C callbacks need, reached through `rd_kafka_opaque`. Owned here, so it outlives the handle.
-    final class CallbackContext: @unchecked Sendable {
+    final class CallbackContext: Sendable {
+        typealias Rebalance =
+            @Sendable (
+                OpaquePointer, rd_kafka_resp_err_t, UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+            ) -> Void
+
         let logger: Logger
-        /// Set by the consumer before it subscribes; read only on the poll thread.
-        var rebalance:
-            ((OpaquePointer, rd_kafka_resp_err_t, UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) -> Void)?
+        private let rebalanceHandler = Mutex<Rebalance?>(nil)
+
+        /// Set by the consumer before it subscribes; called on the poll thread at each rebalance.
+        var rebalance: Rebalance? {
+            get { rebalanceHandler.withLock { $0 } }
+            set { rebalanceHandler.withLock { $0 = newValue } }
+        }
 
         init(logger: Logger) { self.logger = logger }
     }

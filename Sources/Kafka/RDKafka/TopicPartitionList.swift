@@ -1,9 +1,8 @@
 import CRdKafka
 
-/// Owns an `rd_kafka_topic_partition_list_t` and destroys it in `deinit`.
-///
-/// `@unchecked Sendable`: handed to one blocking call at a time, never shared while it is mutated.
-final class TopicPartitionList: @unchecked Sendable {
+/// Owns an `rd_kafka_topic_partition_list_t` and destroys it in `deinit`. Made, used and dropped within one call
+/// into librdkafka: never shared between threads.
+final class TopicPartitionList {
     let pointer: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
 
     init(_ partitions: [KafkaTopicPartition], offsets: [KafkaTopicPartition: Int64] = [:]) {
