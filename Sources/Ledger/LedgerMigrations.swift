@@ -138,3 +138,22 @@ enum SchemaChange: Sendable {
     /// Server functions (PostgreSQL alone: SQLite has none), created or replaced.
     case postgresFunctions(KeyPath<PostgresSchema, [String]> & Sendable)
 }
+
+/// ``LedgerMigrations``' four words as one database spells them.
+struct DDLWords {
+    let schema, time, bigint, identity: String
+
+    static let sqlite = DDLWords(
+        schema: "", time: "TEXT", bigint: "INTEGER", identity: "INTEGER PRIMARY KEY AUTOINCREMENT")
+
+    static func postgres(schema: String) -> DDLWords {
+        DDLWords(
+            schema: schema + ".", time: "TIMESTAMPTZ", bigint: "BIGINT",
+            identity: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")
+    }
+
+    func spell(_ sql: String) -> String {
+        sql.replacingOccurrences(of: "{schema}", with: schema).replacingOccurrences(of: "{time}", with: time)
+            .replacingOccurrences(of: "{bigint}", with: bigint).replacingOccurrences(of: "{identity}", with: identity)
+    }
+}

@@ -3,8 +3,35 @@ import CRdKafka
 /// What the broker says of a topic, from librdkafka: the metadata and DescribeTopics calls behind
 /// ``KafkaAdmin/topicHealth(of:properties:timeout:logger:)``.
 extension RDKafkaClient {
+    /// The partition count of `topic`, asked of the broker; `_UNKNOWN_TOPIC` (or the broker's error) when the topic
+    /// does not exist. Blocking: call through `Blocking.run`.
+    func partitionCount(topic: String, timeout: Duration) -> Result<Int32, KafkaError> {
+        described(topic: topic, timeout: timeout) { $0.partition_cnt }
+    }
+
     /// Blocking: call through `Blocking.run`.
     func topicHealth(topic: String, timeout: Duration) -> Result<TopicHealth, KafkaError> {
+        described(topic: topic, timeout: timeout) { described in
+            var leaderless: [Int32] = []
+            for index in 0..<Int(described.partition_cnt) {
+                let partition = described.partitions[index]
+                if partition.leader < 0 || partition.err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE {
+                    leaderless.append(partition.id)
+                }
+            }
+            return (Int(described.partition_cnt), leaderless.sorted())
+        }.map { partitions, leaderless in
+            TopicHealth(
+                partitions: partitions, leaderless: leaderless,
+                writable: writeAuthorized(topic: topic, timeout: timeout))
+        }
+    }
+
+    /// The broker's metadata of one topic, read by `body` while it is alive: `_UNKNOWN_TOPIC` for a topic the
+    /// broker does not describe or that has no partition, the broker's error for the topic otherwise. Blocking.
+    private func described<T>(topic: String, timeout: Duration, _ body: (rd_kafka_metadata_topic_t) -> T)
+        -> Result<T, KafkaError>
+    {
         guard let handle = rd_kafka_topic_new(self.handle, topic, nil) else {
             return .failure(KafkaError(code: .invalidConfiguration, reason: "topic \(topic)"))
         }
@@ -20,17 +47,7 @@ extension RDKafkaClient {
                 described.err == RD_KAFKA_RESP_ERR_NO_ERROR ? RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC : described.err
             return .failure(KafkaError(topicErr))
         }
-        var leaderless: [Int32] = []
-        for index in 0..<Int(described.partition_cnt) {
-            let partition = described.partitions[index]
-            if partition.leader < 0 || partition.err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE {
-                leaderless.append(partition.id)
-            }
-        }
-        return .success(
-            TopicHealth(
-                partitions: Int(described.partition_cnt), leaderless: leaderless.sorted(),
-                writable: writeAuthorized(topic: topic, timeout: timeout)))
+        return .success(body(described))
     }
 
     /// Whether the broker's authorized operations for `topic` include WRITE; nil when it does not say (an

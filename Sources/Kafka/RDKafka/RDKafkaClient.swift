@@ -93,27 +93,3 @@ extension Array where Element == CChar {
     /// A NUL-terminated error buffer filled by librdkafka, as text.
     var string: String { withUnsafeBufferPointer { String(cString: $0.baseAddress!) } }
 }
-
-extension RDKafkaClient {
-    /// The partition count of `topic`, asked of the broker; throws `_UNKNOWN_TOPIC` (or the broker's error)
-    /// when the topic does not exist. Blocking: call through `Blocking.run`.
-    func partitionCount(topic: String, timeout: Duration) -> Result<Int32, KafkaError> {
-        guard let handle = rd_kafka_topic_new(self.handle, topic, nil) else {
-            return .failure(KafkaError(code: .invalidConfiguration, reason: "topic \(topic)"))
-        }
-        defer { rd_kafka_topic_destroy(handle) }
-        var metadata: UnsafePointer<rd_kafka_metadata_t>?
-        let err = rd_kafka_metadata(self.handle, 0, handle, &metadata, Int32(clamping: timeout.milliseconds))
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else { return .failure(KafkaError(err)) }
-        defer { rd_kafka_metadata_destroy(metadata) }
-        guard metadata.pointee.topic_cnt == 1, metadata.pointee.topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR,
-            metadata.pointee.topics[0].partition_cnt > 0
-        else {
-            let topicErr =
-                metadata.pointee.topic_cnt == 1 ? metadata.pointee.topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC
-            return .failure(
-                KafkaError(topicErr == RD_KAFKA_RESP_ERR_NO_ERROR ? RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC : topicErr))
-        }
-        return .success(metadata.pointee.topics[0].partition_cnt)
-    }
-}

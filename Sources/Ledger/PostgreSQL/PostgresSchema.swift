@@ -166,30 +166,23 @@ public struct PostgresSchema: Sendable {
 
     /// A migration of the list both databases share, as steps that run beside traffic and the previous release.
     func steps(of migration: LedgerMigration) -> [MigrationStep] {
-        migration.changes.map { change in
+        let words = DDLWords.postgres(schema: name)
+        return migration.changes.map { change -> MigrationStep in
             switch change {
             case .tables(let statements):
-                .transaction(statements.map(spelled))
+                .transaction(statements.map(words.spell))
             case .column(let table, let definition):
-                .transaction(["ALTER TABLE \(name).\(table) ADD COLUMN IF NOT EXISTS \(spelled(definition))"])
+                .transaction(["ALTER TABLE \(name).\(table) ADD COLUMN IF NOT EXISTS \(words.spell(definition))"])
             case .index(let index, let on):
                 .index(
-                    name: index, create: "CREATE INDEX CONCURRENTLY IF NOT EXISTS \(index) ON \(name).\(spelled(on))")
+                    name: index,
+                    create: "CREATE INDEX CONCURRENTLY IF NOT EXISTS \(index) ON \(name).\(words.spell(on))")
             case .rows(let statement):
-                .transaction([spelled(statement)])
+                .transaction([words.spell(statement)])
             case .postgresFunctions(let functions):
                 .transaction(self[keyPath: functions])
             }
         }
-    }
-
-    /// ``LedgerMigrations``' words as PostgreSQL spells them.
-    private func spelled(_ sql: String) -> String {
-        sql.replacingOccurrences(of: "{schema}", with: name + ".").replacingOccurrences(
-            of: "{time}", with: "TIMESTAMPTZ"
-        )
-        .replacingOccurrences(of: "{bigint}", with: "BIGINT")
-        .replacingOccurrences(of: "{identity}", with: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")
     }
 
     /// Grants made without a job beside those of jobs (`credit`: `job`, `renewal` for a subscription's later

@@ -68,20 +68,16 @@ enum SQLiteSchema {
         for change in migration.changes {
             switch change {
             case .tables(let statements):
-                for statement in statements { try connection.execute(spelled(statement)) }
+                for statement in statements { try connection.execute(DDLWords.sqlite.spell(statement)) }
             case .column(let table, let definition):
-                var columns: [String] = []
-                try connection.query("SELECT name FROM pragma_table_info('\(table)')") {
-                    columns.append($0.text(0) ?? "")
-                }
                 let column = String(definition.prefix { $0 != " " })
-                if !columns.contains(column) {
-                    try connection.execute("ALTER TABLE \(table) ADD COLUMN \(spelled(definition))")
+                if try !columns(of: table, connection).contains(column) {
+                    try connection.execute("ALTER TABLE \(table) ADD COLUMN \(DDLWords.sqlite.spell(definition))")
                 }
             case .index(let name, let on):
-                try connection.execute("CREATE INDEX IF NOT EXISTS \(name) ON \(spelled(on))")
+                try connection.execute("CREATE INDEX IF NOT EXISTS \(name) ON \(DDLWords.sqlite.spell(on))")
             case .rows(let statement):
-                try connection.execute(spelled(statement))
+                try connection.execute(DDLWords.sqlite.spell(statement))
             case .postgresFunctions:
                 break
             }
@@ -89,11 +85,11 @@ enum SQLiteSchema {
         try connection.execute("PRAGMA user_version = \(migration.version);")
     }
 
-    /// ``LedgerMigrations``' words as SQLite spells them.
-    private static func spelled(_ sql: String) -> String {
-        sql.replacingOccurrences(of: "{schema}", with: "").replacingOccurrences(of: "{time}", with: "TEXT")
-            .replacingOccurrences(of: "{bigint}", with: "INTEGER")
-            .replacingOccurrences(of: "{identity}", with: "INTEGER PRIMARY KEY AUTOINCREMENT")
+    /// The names of a table's columns: what a migration adds only when missing.
+    private static func columns(of table: String, _ connection: SQLiteConnection) throws -> Set<String> {
+        var columns: Set<String> = []
+        try connection.query("SELECT name FROM pragma_table_info('\(table)')") { columns.insert($0.text(0) ?? "") }
+        return columns
     }
 
     /// Version 10, as PostgreSQL's migration 10: a decision's event stored once (in its
@@ -117,11 +113,7 @@ enum SQLiteSchema {
     /// share (a prorated refund, then a full one) is told apart from the same refund again. Rows before it say
     /// none (unknown). A column added: no row is rewritten.
     private static func migrateToRefundShares(_ connection: SQLiteConnection) throws {
-        var columns: [String] = []
-        try connection.query("SELECT name FROM pragma_table_info('purchase_states')") {
-            columns.append($0.text(0) ?? "")
-        }
-        if !columns.contains("revoked_share") {
+        if try !columns(of: "purchase_states", connection).contains("revoked_share") {
             try connection.execute("ALTER TABLE purchase_states ADD COLUMN revoked_share INTEGER")
         }
         try connection.execute("PRAGMA user_version = 6;")
@@ -131,8 +123,7 @@ enum SQLiteSchema {
     /// of jobs: an order holds one purchase of its jobs (the unique index is now partial), and a grant knows its
     /// subscription (`original_transaction_id`). Subscriptions' states, and reported purchases waiting for a job.
     private static func migrateToPurchaseLife(_ connection: SQLiteConnection) throws {
-        var columns: [String] = []
-        try connection.query("SELECT name FROM pragma_table_info('grants')") { columns.append($0.text(0) ?? "") }
+        let columns = try columns(of: "grants", connection)
         if !columns.contains("credit") {
             // The inline UNIQUE (app, order_id) goes: SQLite drops a table constraint only by copying the table.
             try connection.execute(
@@ -408,8 +399,7 @@ enum SQLiteSchema {
     /// Version 2: the grant's event kept with it, its revocation, each App Store notification handled (once),
     /// open consumption requests, and the index pruning uses.
     private static func migrateToAfterGrant(_ connection: SQLiteConnection) throws {
-        var columns: [String] = []
-        try connection.query("SELECT name FROM pragma_table_info('grants')") { columns.append($0.text(0) ?? "") }
+        let columns = try columns(of: "grants", connection)
         if !columns.contains("event") { try connection.execute("ALTER TABLE grants ADD COLUMN event BLOB") }
         if !columns.contains("revoked_at") { try connection.execute("ALTER TABLE grants ADD COLUMN revoked_at TEXT") }
         try connection.execute(
@@ -436,8 +426,7 @@ enum SQLiteSchema {
     /// Version 1: the purchase identity (`grants.purchase_id`), filled for existing grants with their
     /// transaction id, which is the purchase identity of a consumable and of a first purchase.
     private static func migrateToPurchaseIdentity(_ connection: SQLiteConnection) throws {
-        var columns: [String] = []
-        try connection.query("SELECT name FROM pragma_table_info('grants')") { columns.append($0.text(0) ?? "") }
+        let columns = try columns(of: "grants", connection)
         if !columns.contains("purchase_id") { try connection.execute("ALTER TABLE grants ADD COLUMN purchase_id TEXT") }
         try connection.execute(
             """
