@@ -1,11 +1,11 @@
 import COpenSSL
 import Foundation
 
-/// Owns an OpenSSL `EVP_PKEY` holding a P-256 private key (an App Store Connect .p8 key, or a test key).
-///
-/// `@unchecked Sendable`: OpenSSL 3 allows concurrent signatures with one key, each with its own context.
-public final class ECPrivateKey: @unchecked Sendable {
-    let pointer: OpaquePointer
+/// Owns an OpenSSL `EVP_PKEY` holding a P-256 private key (an App Store Connect .p8 key, or a test key). Signs
+/// from any number of threads at once (each signature has its own context).
+public final class ECPrivateKey: Sendable {
+    private let key: OpenSSLObject
+    var pointer: OpaquePointer { key.pointer }
 
     /// Reads PEM: PKCS#8 `PRIVATE KEY` (.p8) or SEC1 `EC PRIVATE KEY`. The error never repeats the key.
     public init(pem: String) throws(AppleVerificationError) {
@@ -18,11 +18,7 @@ public final class ECPrivateKey: @unchecked Sendable {
             ERR_clear_error()
             throw AppleVerificationError(.invalidKey, "not a PEM elliptic-curve private key")
         }
-        pointer = key
-    }
-
-    deinit {
-        EVP_PKEY_free(pointer)
+        self.key = OpenSSLObject(adopting: key, free: { EVP_PKEY_free($0) })
     }
 
     /// An ES256 signature of `message`, JWS-style raw r‖s (64 bytes).

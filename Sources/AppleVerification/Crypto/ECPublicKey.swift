@@ -1,14 +1,14 @@
 import COpenSSL
 import Foundation
 
-/// Owns an OpenSSL `EVP_PKEY` holding a P-256 public key. Verifies ES256 signatures.
-///
-/// `@unchecked Sendable`: OpenSSL 3 allows concurrent verifications with one key, each with its own context.
-package final class ECPublicKey: @unchecked Sendable {
-    let pointer: OpaquePointer
+/// Owns an OpenSSL `EVP_PKEY` holding a P-256 public key. Verifies ES256 signatures, from any number of threads
+/// at once (each verification has its own context).
+package final class ECPublicKey: Sendable {
+    private let key: OpenSSLObject
+    var pointer: OpaquePointer { key.pointer }
 
     init(adopting pointer: OpaquePointer) {
-        self.pointer = pointer
+        key = OpenSSLObject(adopting: pointer, free: { EVP_PKEY_free($0) })
     }
 
     /// Reads a PEM `PUBLIC KEY`.
@@ -23,10 +23,6 @@ package final class ECPublicKey: @unchecked Sendable {
             throw AppleVerificationError(.invalidKey, "not a PEM public key")
         }
         self.init(adopting: key)
-    }
-
-    deinit {
-        EVP_PKEY_free(pointer)
     }
 
     /// Whether `signature`, JWS-style raw r‖s (64 bytes), signs SHA-256 of `message` with this key.

@@ -3,7 +3,7 @@ import Foundation
 
 /// Signs content into a PKCS#7 signed-data container, the shape of an app receipt: for the App Store
 /// simulator and tests, with a test chain (Apple's private keys are Apple's).
-package final class PKCS7Signer: @unchecked Sendable {
+package final class PKCS7Signer: Sendable {
     private let key: ECPrivateKey
     private let signer: X509Certificate
     private let intermediates: [X509Certificate]

@@ -1,11 +1,10 @@
 import COpenSSL
 import Foundation
 
-/// Owns one OpenSSL `X509` and frees it in `deinit`.
-///
-/// `@unchecked Sendable`: never mutated after parsing; OpenSSL allows concurrent reads of an `X509`.
-package final class X509Certificate: @unchecked Sendable {
-    let pointer: OpaquePointer
+/// Owns one OpenSSL `X509`, never changed after parsing (OpenSSL allows concurrent reads of an `X509`).
+package final class X509Certificate: Sendable {
+    private let certificate: OpenSSLObject
+    var pointer: OpaquePointer { certificate.pointer }
 
     /// Parses DER, or PEM when the bytes start with "-----BEGIN".
     package init(bytes: Data) throws(AppleVerificationError) {
@@ -25,11 +24,7 @@ package final class X509Certificate: @unchecked Sendable {
             ERR_clear_error()
             throw AppleVerificationError(.invalidCertificate, "a certificate could not be parsed")
         }
-        pointer = parsed
-    }
-
-    deinit {
-        X509_free(pointer)
+        certificate = OpenSSLObject(adopting: parsed, free: { X509_free($0) })
     }
 
     /// The validity window, as seconds since the epoch.

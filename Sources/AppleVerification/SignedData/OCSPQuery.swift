@@ -4,10 +4,8 @@ import Foundation
 /// One certificate's revocation status, asked of the OCSP responder the certificate names (RFC 6960), with
 /// OpenSSL: the request to POST, and the answer read only once it verifies (signed by the certificate's issuer,
 /// or by a responder the issuer delegated to, chaining to a configured root; about this very certificate;
-/// current).
-///
-/// `@unchecked Sendable`: the certificate id is never changed after it is made; OpenSSL reads it only.
-final class OCSPQuery: @unchecked Sendable {
+/// current). The certificate id is never changed after it is made; OpenSSL reads it only.
+final class OCSPQuery: Sendable {
     /// What a verified answer says.
     enum Answer: Equatable, Sendable {
         /// Not revoked; ask again by `nextUpdate` (nil: the responder names no time).
@@ -24,7 +22,7 @@ final class OCSPQuery: @unchecked Sendable {
     let url: String
     /// The DER of the request, for `POST` with `Content-Type: application/ocsp-request`.
     let request: Data
-    private let id: OpaquePointer
+    private let certificateID: OpenSSLObject
 
     /// Nil when the certificate names no responder over HTTP: nothing to ask.
     init?(certificate: X509Certificate, issuer: X509Certificate) {
@@ -36,38 +34,25 @@ final class OCSPQuery: @unchecked Sendable {
         guard url.hasPrefix("http://") || url.hasPrefix("https://"), url.utf8.count <= 512,
             url.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
         else { return nil }
-        guard let id = OCSP_cert_to_id(EVP_sha1(), certificate.pointer, issuer.pointer) else {
+        guard let made = OCSP_cert_to_id(EVP_sha1(), certificate.pointer, issuer.pointer) else {
             ERR_clear_error()
             return nil
         }
-        guard let request = OCSP_REQUEST_new() else {
-            OCSP_CERTID_free(id)
-            return nil
-        }
+        let certificateID = OpenSSLObject(adopting: made, free: { OCSP_CERTID_free($0) })  // freed on every return
+        guard let request = OCSP_REQUEST_new() else { return nil }
         defer { OCSP_REQUEST_free(request) }
-        guard let copy = OCSP_CERTID_dup(id) else {
-            OCSP_CERTID_free(id)
-            return nil
-        }
+        guard let copy = OCSP_CERTID_dup(made) else { return nil }
         guard OCSP_request_add0_id(request, copy) != nil else {
             OCSP_CERTID_free(copy)
-            OCSP_CERTID_free(id)
             return nil
         }
         var out: UnsafeMutablePointer<UInt8>?
         let length = i2d_OCSP_REQUEST(request, &out)
-        guard length > 0, let out else {
-            OCSP_CERTID_free(id)
-            return nil
-        }
+        guard length > 0, let out else { return nil }
         self.request = Data(bytes: out, count: Int(length))
         CRYPTO_free(out, nil, 0)
         self.url = url
-        self.id = id
-    }
-
-    deinit {
-        OCSP_CERTID_free(id)
+        self.certificateID = certificateID
     }
 
     /// The responder's answer `body`, verified: its signer chains to one of `roots` (with `issuer` as an
@@ -112,7 +97,7 @@ final class OCSPQuery: @unchecked Sendable {
         var nextUpdate: UnsafeMutablePointer<ASN1_GENERALIZEDTIME>?
         guard
             OCSP_resp_find_status(
-                basic, id, &certificateStatus, &reason, &revokedAt, &thisUpdate, &nextUpdate) == 1
+                basic, certificateID.pointer, &certificateStatus, &reason, &revokedAt, &thisUpdate, &nextUpdate) == 1
         else { return .untrusted("the response is not about this certificate") }
         // 5 minutes of clock skew; an answer without a next update at most a day old (an old "good" replayed
         // by someone on the plain-HTTP path is refused).

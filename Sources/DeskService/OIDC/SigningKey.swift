@@ -4,17 +4,17 @@ import Foundation
 
 /// One public key of the sign-in provider's JWKS, as OpenSSL holds it: RSA (RS256) or P-256 (ES256). Built from
 /// the JWK's numbers as a DER SubjectPublicKeyInfo (the form every OpenSSL reads), never from a certificate or PEM
-/// the provider could smuggle in.
-///
-/// `@unchecked Sendable`: OpenSSL 3 allows concurrent verifications with one key, each with its own context.
-final class SigningKey: @unchecked Sendable {
+/// the provider could smuggle in. Verifies from any number of threads at once (each verification has its own
+/// context).
+final class SigningKey: Sendable {
     enum Algorithm: String, Sendable {
         case rs256 = "RS256"
         case es256 = "ES256"
     }
 
     let algorithm: Algorithm
-    private let key: OpaquePointer
+    private let owned: OpenSSLObject
+    private var key: OpaquePointer { owned.pointer }
 
     /// An RSA key from its modulus and exponent (big-endian bytes); 2048 to 8192 bits.
     convenience init?(rsaModulus modulus: [UInt8], exponent: [UInt8]) {
@@ -46,11 +46,9 @@ final class SigningKey: @unchecked Sendable {
             ERR_clear_error()
             return nil
         }
-        key = parsed
+        owned = OpenSSLObject(adopting: parsed, free: { EVP_PKEY_free($0) })
         self.algorithm = algorithm
     }
-
-    deinit { EVP_PKEY_free(key) }
 
     /// Whether `signature` (RS256: PKCS #1 v1.5; ES256: JWS's raw r‖s) signs SHA-256 of `message`.
     func verifies(_ signature: [UInt8], of message: [UInt8]) -> Bool {

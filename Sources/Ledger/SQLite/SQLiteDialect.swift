@@ -1,16 +1,17 @@
 import Dispatch
 import Foundation
 import Observability
+import Synchronization
 import Vocabulary
 
 /// The ledger in one SQLite file, for a single host (`sqlite::memory:`: in memory, for tests). Every statement
 /// runs on one serial queue (SQLite has one writer at a time anyway), off Swift's cooperative pool; WAL keeps
 /// readers out of the writer's way.
-///
-/// `@unchecked Sendable`: the connection is touched only on `queue`.
-final class SQLiteDialect: LedgerDialect, @unchecked Sendable {
+final class SQLiteDialect: LedgerDialect, Sendable {
     private let queue = DispatchQueue(label: "ledger.sqlite")
-    private let connection: SQLiteConnection
+    /// Only ever taken on `queue`, so never waited for: the lock is there for the compiler, which then sees that
+    /// nothing else touches the connection.
+    private let connection: Mutex<SQLiteConnection>
     private let path: String
     /// The file this ledger opened (device and inode): decisions written after it was deleted or replaced
     /// would be lost at the next start, and its grants granted again. Nil in memory.
@@ -26,7 +27,7 @@ final class SQLiteDialect: LedgerDialect, @unchecked Sendable {
     /// `defaultBundleID`: the default app's bundle id (`apple.bundle_id`), which migrating a file of an
     /// earlier release needs (each row gets the app its event names; see ``SQLiteSchema``).
     init(path: String, defaultBundleID: String? = nil) throws {
-        connection = try SQLiteConnection(path: path)
+        let connection = try SQLiteConnection(path: path)
         self.path = path
         identity = path == ":memory:" ? nil : FileIdentity(path: path)
         if path != ":memory:" && identity == nil {
@@ -39,6 +40,7 @@ final class SQLiteDialect: LedgerDialect, @unchecked Sendable {
         // ledger's CPU in a batch's transaction. Set after the migrations, whose one-off statements over whole
         // tables may need much more.
         try connection.execute("PRAGMA temp_store = MEMORY;")
+        self.connection = Mutex(connection)
     }
 
     /// One at a time: SQLite has one writer; what arrives meanwhile waits and goes in the next commit (group
@@ -48,22 +50,26 @@ final class SQLiteDialect: LedgerDialect, @unchecked Sendable {
     var poolStats: LedgerPoolStats? { nil }
 
     func write<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T {
-        try await queue.perform {
+        try await onQueue { connection in
             try self.checkFile()
-            try self.connection.execute("BEGIN IMMEDIATE")
+            try connection.execute("BEGIN IMMEDIATE")
             do {
-                let result = try body(SQLiteSession(connection: self.connection))
-                try self.connection.execute("COMMIT")
+                let result = try body(SQLiteSession(connection: connection))
+                try connection.execute("COMMIT")
                 return result
             } catch {
-                try? self.connection.execute("ROLLBACK")  // the original error is the one to report
+                try? connection.execute("ROLLBACK")  // the original error is the one to report
                 throw error
             }
         }
     }
 
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T {
-        try await queue.perform { try body(SQLiteSession(connection: self.connection)) }
+        try await onQueue { connection in try body(SQLiteSession(connection: connection)) }
+    }
+
+    private func onQueue<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
+        try await queue.perform { try self.connection.withLock { connection in try body(connection) } }
     }
 
     /// Each query an exact key of an index: an OR of columns would make SQLite read every grant of the app and
@@ -173,7 +179,7 @@ final class SQLiteDialect: LedgerDialect, @unchecked Sendable {
     func close() async {
         await withCheckedContinuation { continuation in
             queue.async {
-                self.connection.close()
+                self.connection.withLock { $0.close() }
                 continuation.resume()
             }
         }
