@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 per_phase="${1:-150}"
-previous="${PREVIOUS_RELEASE:-8306278}"  # the previous release (0.3.0): PostgreSQL migration 9
+previous="${PREVIOUS_RELEASE:-13344b1}"  # the previous release, 1.0.0 (its last commit before migration 12): migration 11
 bash scripts/setup.sh >/dev/null
 swift build --product receipt-worker >/dev/null
 swift build --product appstore-sim >/dev/null

@@ -110,6 +110,9 @@ enum LedgerMigrations {
         LedgerMigration(
             version: 15, description: "the facts of a notification in one statement",
             changes: [.postgresFunctions(\.purchaseFactsFunction)]),
+        LedgerMigration(
+            version: 16, description: "what only releases before 1.0.0 called, dropped",
+            changes: [.postgresFunctions(\.beforeOneDrops)]),
     ]
 
     /// The latest version, on both databases.
@@ -135,7 +138,7 @@ enum SchemaChange: Sendable {
     case index(_ name: String, on: String)
     /// Rows changed, in one statement (a transaction of its own on PostgreSQL).
     case rows(String)
-    /// Server functions (PostgreSQL alone: SQLite has none), created or replaced.
+    /// Server functions and their triggers (PostgreSQL alone: SQLite has none), created, replaced or dropped.
     case postgresFunctions(KeyPath<PostgresSchema, [String]> & Sendable)
 }
 

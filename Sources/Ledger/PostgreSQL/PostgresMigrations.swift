@@ -45,8 +45,9 @@ extension PostgresSchema {
     ///   unclaimed purchases.
     /// - A decision's event stored once (in its result): grants' copies emptied, in bounded batches.
     /// - The compatibility triggers for writers older than the previous release gone.
-    /// - The claim's reads and writes as functions whose plans each server connection keeps
-    ///   (``claimFunctions``): the rules stay in Swift.
+    /// - The stored results of a batch's jobs as a function whose plan each server connection keeps
+    ///   (``storedResultsFunction``; the claim's own functions of this migration, which only builds before 1.0.0
+    ///   called, are no longer made: migration 16 drops them from ledgers that have them).
     var yearTwo: [MigrationStep] {
         let grants = "\(name).grants"
         func primaryKey(_ table: String, index: String) -> MigrationStep {
@@ -155,7 +156,7 @@ extension PostgresSchema {
                     CREATE INDEX CONCURRENTLY IF NOT EXISTS unclaimed_settled ON \(name).unclaimed_purchases (settled_at)
                         WHERE state <> 'waiting'
                     """),
-            .transaction(claimFunctions),
+            .transaction(storedResultsFunction),
             .pages(table: "grants", set: "event = NULL", where: "event IS NOT NULL"),
         ]
     }

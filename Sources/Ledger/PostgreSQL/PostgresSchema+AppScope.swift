@@ -164,7 +164,6 @@ extension PostgresSchema {
             defaultBundleID.map {
                 "INSERT INTO \(name).ledger_meta (key, value) VALUES ('default_app', \(Self.literal($0))) ON CONFLICT DO NOTHING"
             } ?? "SELECT 1",
-            recordFunctionV3, recordBatchFunctionV3,
             "DROP FUNCTION IF EXISTS \(name).record_batch_v2(TEXT[], TEXT[], TEXT[], TEXT[], TEXT[])",
             "DROP FUNCTION IF EXISTS \(name).record_v2(TEXT, TEXT, TEXT, TEXT, TEXT)",
         ]
@@ -193,121 +192,6 @@ extension PostgresSchema {
                 CASE \(name).event_json(event)->>'decision' WHEN 'grant' THEN 'receipt.granted' ELSE 'receipt.denied' END),
             event_time = coalesce(\(name).event_json(event)->>'verified_at', \(name).event_json(event)->>'notified_at'),
             event_key = coalesce(\(name).event_json(event)->>'order_id', '')
-        """
-    }
-
-    /// The claim and the decision in one round trip, one transaction, scoped by app and environment. Each
-    /// statement of a PL/pgSQL function takes a fresh snapshot under READ COMMITTED, so a grant committed
-    /// meanwhile by another replica is seen (one SQL statement with CTEs would share a single snapshot and
-    /// miss it). When another replica stored this job's decision meanwhile, the function raises: the grant it
-    /// made rolls back, and the retry finds the stored answer.
-    var recordFunctionV3: String {
-        """
-        CREATE OR REPLACE FUNCTION \(name).record_v3(p_app TEXT, p_job TEXT, p_fingerprint TEXT, p_transaction TEXT,
-            p_order TEXT, p_purchase TEXT, p_environment TEXT, p_user TEXT, p_product TEXT, p_quantity INTEGER,
-            p_event TEXT, p_event_id TEXT, p_event_type TEXT, p_event_time TEXT, p_event_key TEXT)
-        RETURNS TABLE (outcome TEXT, stored TEXT, stored_id TEXT, stored_type TEXT, stored_time TEXT, stored_key TEXT)
-        LANGUAGE plpgsql AS $$
-        DECLARE
-            v_stored RECORD;
-            v_owner TEXT;
-            v_transaction TEXT;
-            v_credit TEXT;
-        BEGIN
-            SELECT r.event, r.event_id, r.event_type, r.event_time, r.event_key INTO v_stored FROM \(name).results r
-                WHERE r.app = p_app AND r.job_id = p_job AND r.fingerprint IN (p_fingerprint, '')
-                ORDER BY r.fingerprint = p_fingerprint DESC LIMIT 1;
-            IF FOUND THEN
-                RETURN QUERY SELECT 'replay'::TEXT, v_stored.event, v_stored.event_id, v_stored.event_type,
-                    v_stored.event_time, v_stored.event_key;
-                RETURN;
-            END IF;
-            IF p_transaction IS NOT NULL THEN
-                -- One purchase's grant and its revocation never interleave (the notification side takes the
-                -- same lock): a refund that lands first is seen here, a grant that lands first is revoked there.
-                PERFORM pg_advisory_xact_lock(hashtext(p_app || chr(1) || p_environment || chr(1) || p_purchase));
-                IF EXISTS (SELECT 1 FROM \(name).purchase_states
-                    WHERE (app = p_app AND environment = p_environment OR app = '*')
-                    AND (purchase_id = p_purchase OR transaction_id = p_transaction) AND revoked) THEN
-                    RETURN QUERY SELECT 'revoked'::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT;
-                    RETURN;
-                END IF;
-                INSERT INTO \(name).grants (app, environment, transaction_id, order_id, purchase_id, user_id,
-                    product_id, quantity, event)
-                    VALUES (p_app, p_environment, p_transaction, p_order, p_purchase, p_user, p_product, p_quantity,
-                        p_event)
-                    ON CONFLICT DO NOTHING;
-                IF NOT FOUND THEN
-                    -- Refunded or revoked since it was granted (an App Store notification): never again.
-                    IF EXISTS (SELECT 1 FROM \(name).grants WHERE app = p_app AND environment = p_environment
-                        AND (transaction_id = p_transaction OR purchase_id = p_purchase OR transaction_id = p_purchase)
-                        AND revoked_at IS NOT NULL) THEN
-                        RETURN QUERY SELECT 'revoked'::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT;
-                        RETURN;
-                    END IF;
-                    -- Another order's grant of this transaction or purchase first, if there is one.
-                    SELECT order_id, transaction_id, credit_event_id INTO v_owner, v_transaction, v_credit
-                        FROM \(name).grants
-                        WHERE app = p_app AND environment = p_environment
-                            AND (transaction_id = p_transaction OR purchase_id = p_purchase OR transaction_id = p_purchase)
-                        ORDER BY order_id = p_order, transaction_id = p_transaction DESC LIMIT 1;
-                    IF FOUND AND v_owner <> p_order THEN
-                        RETURN QUERY SELECT 'duplicate_transaction'::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT,
-                            NULL::TEXT, NULL::TEXT;
-                        RETURN;
-                    ELSIF NOT FOUND OR v_transaction <> p_transaction THEN
-                        RETURN QUERY SELECT 'order_already_fulfilled'::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT,
-                            NULL::TEXT, NULL::TEXT;
-                        RETURN;
-                    ELSIF v_credit IS NOT NULL AND v_credit <> p_event_id THEN
-                        -- A credit the worker made (a renewal, a tied unclaimed purchase): the job is that credit.
-                        RETURN QUERY SELECT 'credited'::TEXT, NULL::TEXT, v_credit, NULL::TEXT, NULL::TEXT, NULL::TEXT;
-                        RETURN;
-                    END IF;
-                END IF;
-            END IF;
-            INSERT INTO \(name).results (app, job_id, fingerprint, event, event_id, event_type, event_time, event_key)
-                VALUES (p_app, p_job, p_fingerprint, p_event, p_event_id, p_event_type, p_event_time, p_event_key)
-                ON CONFLICT (app, job_id, fingerprint) DO NOTHING;
-            IF NOT FOUND THEN
-                RAISE EXCEPTION 'job % was decided concurrently', p_job USING ERRCODE = 'RW001';
-            END IF;
-            RETURN QUERY SELECT 'recorded'::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT;
-        END
-        $$
-        """
-    }
-
-    /// The batch form of `record_v3`: one row per item, in order. Each item runs in a subtransaction, so an
-    /// item that meets a concurrent decision (or a deadlock with another batch) rolls back alone and answers
-    /// `conflict`, to be retried; the others are kept. Any other failure answers `error` with its SQLSTATE: it
-    /// is not a race, and must not be retried as one.
-    var recordBatchFunctionV3: String {
-        """
-        CREATE OR REPLACE FUNCTION \(name).record_batch_v3(p_apps TEXT[], p_jobs TEXT[], p_fingerprints TEXT[],
-            p_transactions TEXT[], p_orders TEXT[], p_purchases TEXT[], p_environments TEXT[], p_users TEXT[],
-            p_products TEXT[], p_quantities INTEGER[], p_events TEXT[], p_event_ids TEXT[], p_event_types TEXT[],
-            p_event_times TEXT[], p_event_keys TEXT[])
-        RETURNS TABLE (outcome TEXT, stored TEXT, stored_id TEXT, stored_type TEXT, stored_time TEXT, stored_key TEXT)
-        LANGUAGE plpgsql AS $$
-        BEGIN
-            FOR i IN 1 .. coalesce(array_length(p_jobs, 1), 0) LOOP
-                BEGIN
-                    RETURN QUERY SELECT r.* FROM \(name).record_v3(p_apps[i], p_jobs[i], p_fingerprints[i],
-                        p_transactions[i], p_orders[i], p_purchases[i], p_environments[i], p_users[i], p_products[i],
-                        p_quantities[i], p_events[i], p_event_ids[i], p_event_types[i], p_event_times[i],
-                        p_event_keys[i]) AS r;
-                EXCEPTION
-                    WHEN unique_violation OR deadlock_detected OR serialization_failure OR SQLSTATE 'RW001' THEN
-                        RETURN QUERY SELECT 'conflict'::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT,
-                            NULL::TEXT;
-                    WHEN OTHERS THEN
-                        RETURN QUERY SELECT 'error'::TEXT, SQLSTATE || ' ' || SQLERRM, NULL::TEXT, NULL::TEXT,
-                            NULL::TEXT, NULL::TEXT;
-                END;
-            END LOOP;
-        END
-        $$
         """
     }
 }

@@ -4,7 +4,7 @@ extension PostgresSchema {
     /// with a snapshot of its own (each statement of a PL/pgSQL function takes one), the purchase's grant (of the
     /// transaction named first, as ``PurchaseStatements/grant(of:transactionID:)``) and, when `p_state`, its last
     /// revoke or reinstate, its row locked. Each read an equality on one index, planned once per server
-    /// connection (as ``claimFunctions``). Its columns are fixed once installed (`CREATE OR REPLACE` cannot change
+    /// connection (as ``claimFunctionsV2``). Its columns are fixed once installed (`CREATE OR REPLACE` cannot change
     /// a function's result type): facts it must return one day are a new function beside it, as the claim's v2.
     var purchaseFactsFunction: [String] {
         [

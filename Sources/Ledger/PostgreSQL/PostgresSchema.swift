@@ -270,8 +270,6 @@ public struct PostgresSchema: Sendable {
                 WHERE NOT published AND state IN ('credited', 'tied')
             """,
             "CREATE INDEX IF NOT EXISTS unclaimed_event ON \(name).unclaimed_purchases (event_id)",
-            // A job presenting a purchase its order holds by a credit is answered with the credit's id.
-            recordFunctionV3, recordBatchFunctionV3,
         ]
     }
 
