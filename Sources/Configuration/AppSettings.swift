@@ -1,19 +1,47 @@
 import Foundation
 
-/// The keys of each further app, `apps.NAME.FIELD` (docs/contract.md, sections 7 and 10), as read before the
-/// files they name are read and the whole is checked.
+/// The keys of one app, `apps.NAME.FIELD` (docs/contract.md, sections 7 and 10), as read before the files they
+/// name are read and the whole is checked. Every app is configured this one way; the default app is the app
+/// named `default`, whose keys are also spelled `apple.FIELD` (`apple.bundle_id` is `apps.default.bundle_id`,
+/// the spelling of every release before, and the one errors and `check-config --print` use).
 struct AppSettings: Sendable {
-    /// FIELD, after `apps.NAME.`.
+    /// FIELD, after `apps.NAME.` (or the default app's `apple.`).
     static let fields = [
         "bundle_id", "app_apple_id", "allow_sandbox", "shared_secret", "shared_secret_file", "api.key_id",
         "api.issuer_id", "api.private_key_file", "consumption.policy", "consumption.margin_ms",
         "consumption.terms_carry_consent",
     ]
 
+    /// What a field is when not set, as a properties file writes it (the others have none).
+    static let defaults = [
+        "allow_sandbox": "false", "consumption.policy": "none", "consumption.margin_ms": "3600000",
+        "consumption.terms_carry_consent": "false",
+    ]
+
     /// Names an app may not have: the groups of the flows beside the jobs.
     static let reservedNames: Set<String> = [FlowGroup.notifications, FlowGroup.consumption]
 
     var settings: [String: String] = [:]
+
+    /// The default app's keys as `ConfigurationKeys` lists them (`apple.FIELD`), read as the app's.
+    static let defaultAppKeys: [ConfigurationKey] = fields.map { field in
+        ConfigurationKey("apple.\(field)", default: defaults[field]) { value, draft in
+            try set(field, of: WorkerConfiguration.App.defaultName, value, &draft)
+        }
+    }
+
+    /// The prefix of an app's keys as errors name them.
+    static func prefix(of name: String) -> String {
+        name == WorkerConfiguration.App.defaultName ? "apple." : "apps.\(name)."
+    }
+
+    /// `apps.default.FIELD`, written as the default app's `apple.FIELD`: one key however it was spelled, so the
+    /// later of two sources wins across the two spellings.
+    static func canonical(_ key: String) -> String {
+        let alias = "apps.\(WorkerConfiguration.App.defaultName)."
+        guard key.hasPrefix(alias), fields.contains(String(key.dropFirst(alias.count))) else { return key }
+        return "apple." + key.dropFirst(alias.count)
+    }
 
     /// `apps.NAME.FIELD=value`: NAME checked, FIELD known, the value of the right kind. False for a key that
     /// is not under `apps.`.
@@ -34,9 +62,6 @@ struct AppSettings: Sendable {
                     || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
             })
         else { throw value.invalid("the app's name must be 1 to 32 of a-z, 0-9 and _") }
-        guard name != "default" else {
-            throw value.invalid("default is the app of apple.*: give this app another name")
-        }
         // The other flows' budgets and metric series have these names: an app of that name would share them.
         guard !reservedNames.contains(name) else {
             throw value.invalid("\(name) names the \(name) flow's budget and metrics: give this app another name")
@@ -47,6 +72,14 @@ struct AppSettings: Sendable {
             let hint = near.flatMap { $0.1 <= 2 ? "; did you mean \($0.0)?" : nil } ?? ""
             throw ConfigurationError(.unknownKey, key: key, reason: "unknown key" + hint)
         }
+        try set(field, of: name, value, &draft)
+        return true
+    }
+
+    /// One field of the app `name`, its value checked.
+    static func set(_ field: String, of name: String, _ value: ConfigurationValue, _ draft: inout ConfigurationDraft)
+        throws
+    {
         switch field {
         case "bundle_id": _ = try value.bundleID()
         case "api.key_id", "api.issuer_id": _ = try value.nonEmpty()
@@ -60,13 +93,12 @@ struct AppSettings: Sendable {
         draft.apps[name, default: AppSettings()].settings[field] =
             field == "allow_sandbox" || field == "consumption.terms_carry_consent"
             ? value.text.lowercased() : value.text
-        return true
     }
 
     /// The app NAME as configured; its files read for the worker.
     func app(name: String, isWorker: Bool) throws -> WorkerConfiguration.App {
         var app = WorkerConfiguration.App(name: name)
-        let prefix = "apps.\(name)."
+        let prefix = Self.prefix(of: name)
         app.bundleID = settings["bundle_id"] ?? ""
         guard !app.bundleID.isEmpty || !isWorker else {
             throw ConfigurationError(.missingKey, key: prefix + "bundle_id", reason: "is required for every app")
@@ -105,26 +137,30 @@ struct AppSettings: Sendable {
         return app
     }
 
-    /// Every app built, in name order; each app's bundle id its own, and each able to take notifications when
-    /// the receiver listens.
+    /// Every app built, the default first, then the others in name order; each app's bundle id its own, and
+    /// each able to take notifications when the receiver listens.
     static func checkAll(_ draft: inout ConfigurationDraft) throws {
         let isWorker = draft.isWorker
-        draft.configuration.apps = try draft.apps.keys.sorted().map { name in
+        let defaultName = WorkerConfiguration.App.defaultName
+        let others = draft.apps.keys.filter { $0 != defaultName }.sorted()
+        draft.configuration.apps = try ([defaultName] + others).map { name in
             try draft.apps[name, default: AppSettings()].app(name: name, isWorker: isWorker)
         }
         guard isWorker else { return }
         let configuration = draft.configuration
-        var owners: [[UInt8]: String] = [Array(configuration.apple.bundleID.utf8): "the default app (apple.bundle_id)"]
+        var owners: [[UInt8]: String] = [:]
         for app in configuration.apps {
+            let prefix = prefix(of: app.name)
             if let owner = owners[Array(app.bundleID.utf8)] {
                 throw ConfigurationError(
-                    .conflictingKeys, key: "apps.\(app.name).bundle_id",
+                    .conflictingKeys, key: prefix + "bundle_id",
                     reason: "\(app.bundleID) is already the bundle id of \(owner)")
             }
-            owners[Array(app.bundleID.utf8)] = "app \(app.name)"
+            owners[Array(app.bundleID.utf8)] =
+                app.name == defaultName ? "the default app (apple.bundle_id)" : "app \(app.name)"
             if configuration.notificationsListen != nil && app.appAppleID == nil {
                 throw ConfigurationError(
-                    .missingKey, key: "apps.\(app.name).app_apple_id",
+                    .missingKey, key: prefix + "app_apple_id",
                     reason: "is required with notifications.listen: Production notifications must name this app")
             }
         }

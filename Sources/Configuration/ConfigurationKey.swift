@@ -24,8 +24,6 @@ struct ConfigurationKey: Sendable {
 struct ConfigurationDraft {
     var configuration = WorkerConfiguration()
     let purpose: ConfigurationLoader.Purpose
-    var sharedSecretFile: String?
-    var apiKeyFileGiven = false
     var allowInsecureURLs = false
     var rootFiles: [String]?
     var receiptRootFiles: [String]?

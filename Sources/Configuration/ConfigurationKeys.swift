@@ -13,7 +13,7 @@ enum ConfigurationKeys {
 
     /// The checks each component makes once every key was read, in order.
     static let checks: [@Sendable (inout ConfigurationDraft) throws -> Void] = [
-        checkApple, AppSettings.checkAll, checkRetry, checkConsumptionPolicies,
+        AppSettings.checkAll, checkApple, checkRetry, checkConsumptionPolicies,
     ]
 
     /// `consumption.policy`: one of none, decline, grant_prorated, grant_full.
@@ -111,87 +111,62 @@ enum ConfigurationKeys {
 
     // MARK: Apple: the default app, and what every app shares
 
-    static let apple: [ConfigurationKey] = [
-        ConfigurationKey("apple.bundle_id") { $1.configuration.apple.bundleID = try $0.bundleID() },
-        ConfigurationKey("apple.app_apple_id") { $1.configuration.apple.appAppleID = try $0.appAppleID() },
-        ConfigurationKey("apple.allow_sandbox", default: String(defaults.apple.allowSandbox)) {
-            $1.configuration.apple.allowSandbox = try $0.boolean()
-        },
-        ConfigurationKey("apple.finish_transactions", default: String(defaults.apple.finishTransactions)) {
-            $1.configuration.apple.finishTransactions = try $0.boolean()
-        },
-        ConfigurationKey("apple.allow_insecure_urls", default: "false") { $1.allowInsecureURLs = try $0.boolean() },
-        ConfigurationKey("apple.consumption.policy", default: "none") {
-            $1.configuration.apple.consumptionPolicy.answer = try consumptionAnswer($0)
-        },
-        ConfigurationKey("apple.consumption.margin_ms", default: "3600000") {
-            $1.configuration.apple.consumptionPolicy.margin = try consumptionMargin($0)
-        },
-        ConfigurationKey("apple.consumption.terms_carry_consent", default: "false") {
-            $1.configuration.apple.consumptionPolicy.termsCarryConsent = try $0.boolean()
-        },
-        ConfigurationKey(
-            "apple.transaction_id_requires_account_token",
-            default: String(defaults.apple.transactionIDRequiresAccountToken)
-        ) { $1.configuration.apple.transactionIDRequiresAccountToken = try $0.boolean() },
-        ConfigurationKey("apple.verify_receipt.production_url", default: defaults.apple.verifyReceiptProductionURL) {
-            $1.configuration.apple.verifyReceiptProductionURL = try $0.url()
-        },
-        ConfigurationKey("apple.verify_receipt.sandbox_url", default: defaults.apple.verifyReceiptSandboxURL) {
-            $1.configuration.apple.verifyReceiptSandboxURL = try $0.url()
-        },
-        ConfigurationKey(
-            "apple.verify_receipt.status_21002_calls", default: String(defaults.apple.malformedReceiptCalls)
-        ) { $1.configuration.apple.malformedReceiptCalls = try $0.integer(1...100) },
-        ConfigurationKey("apple.shared_secret") {
-            $1.configuration.apple.sharedSecret = $0.text.isEmpty ? nil : $0.text
-        },
-        ConfigurationKey("apple.shared_secret_file") { $1.sharedSecretFile = $0.text },
-        ConfigurationKey("apple.api.production_url", default: defaults.apple.apiProductionURL) {
-            $1.configuration.apple.apiProductionURL = try $0.url()
-        },
-        ConfigurationKey("apple.api.sandbox_url", default: defaults.apple.apiSandboxURL) {
-            $1.configuration.apple.apiSandboxURL = try $0.url()
-        },
-        ConfigurationKey("apple.api.key_id") { $1.configuration.apple.apiKeyID = try $0.nonEmpty() },
-        ConfigurationKey("apple.api.issuer_id") { $1.configuration.apple.apiIssuerID = try $0.nonEmpty() },
-        ConfigurationKey("apple.api.private_key_file") { value, draft in
-            // The Kafka-only tools (enqueue, results, dlq replay) never call Apple: an on-call engineer running
-            // them must not need the App Store key readable.
-            if draft.isWorker { draft.configuration.apple.apiPrivateKeyPEM = try value.fileContents() }
-            draft.apiKeyFileGiven = true
-        },
-        ConfigurationKey(
-            "apple.api.max_requests_per_second", default: String(defaults.apple.apiMaxRequestsPerSecond)
-        ) { $1.configuration.apple.apiMaxRequestsPerSecond = try $0.integer(1...100_000) },
-        ConfigurationKey("apple.api.max_lane_pause_ms", default: String(defaults.apple.apiMaxLanePause.milliseconds)) {
-            $1.configuration.apple.apiMaxLanePause = try $0.milliseconds(0...3_600_000)
-        },
-        ConfigurationKey("apple.root_certificates") { $1.rootFiles = $0.files() },
-        ConfigurationKey("apple.revocation_check", default: "ocsp") { value, draft in
-            switch value.text {
-            case "ocsp": draft.configuration.apple.revocationCheck = true
-            case "off": draft.configuration.apple.revocationCheck = false
-            default: throw value.invalid("must be ocsp or off")
-            }
-        },
-        ConfigurationKey("apple.receipt_verification", default: "verify_receipt") { value, draft in
-            switch value.text {
-            case "verify_receipt": draft.configuration.apple.receiptsWithServerAPI = false
-            case "server_api": draft.configuration.apple.receiptsWithServerAPI = true
-            default: throw value.invalid("must be verify_receipt or server_api")
-            }
-        },
-        ConfigurationKey("apple.receipt_root_certificates") { $1.receiptRootFiles = $0.files() },
-    ]
+    static let apple: [ConfigurationKey] =
+        AppSettings.defaultAppKeys + [
+            ConfigurationKey("apple.finish_transactions", default: String(defaults.apple.finishTransactions)) {
+                $1.configuration.apple.finishTransactions = try $0.boolean()
+            },
+            ConfigurationKey("apple.allow_insecure_urls", default: "false") { $1.allowInsecureURLs = try $0.boolean() },
+            ConfigurationKey(
+                "apple.transaction_id_requires_account_token",
+                default: String(defaults.apple.transactionIDRequiresAccountToken)
+            ) { $1.configuration.apple.transactionIDRequiresAccountToken = try $0.boolean() },
+            ConfigurationKey("apple.verify_receipt.production_url", default: defaults.apple.verifyReceiptProductionURL)
+            {
+                $1.configuration.apple.verifyReceiptProductionURL = try $0.url()
+            },
+            ConfigurationKey("apple.verify_receipt.sandbox_url", default: defaults.apple.verifyReceiptSandboxURL) {
+                $1.configuration.apple.verifyReceiptSandboxURL = try $0.url()
+            },
+            ConfigurationKey(
+                "apple.verify_receipt.status_21002_calls", default: String(defaults.apple.malformedReceiptCalls)
+            ) { $1.configuration.apple.malformedReceiptCalls = try $0.integer(1...100) },
+            ConfigurationKey("apple.api.production_url", default: defaults.apple.apiProductionURL) {
+                $1.configuration.apple.apiProductionURL = try $0.url()
+            },
+            ConfigurationKey("apple.api.sandbox_url", default: defaults.apple.apiSandboxURL) {
+                $1.configuration.apple.apiSandboxURL = try $0.url()
+            },
+            ConfigurationKey(
+                "apple.api.max_requests_per_second", default: String(defaults.apple.apiMaxRequestsPerSecond)
+            ) { $1.configuration.apple.apiMaxRequestsPerSecond = try $0.integer(1...100_000) },
+            ConfigurationKey(
+                "apple.api.max_lane_pause_ms", default: String(defaults.apple.apiMaxLanePause.milliseconds)
+            ) {
+                $1.configuration.apple.apiMaxLanePause = try $0.milliseconds(0...3_600_000)
+            },
+            ConfigurationKey("apple.root_certificates") { $1.rootFiles = $0.files() },
+            ConfigurationKey("apple.revocation_check", default: "ocsp") { value, draft in
+                switch value.text {
+                case "ocsp": draft.configuration.apple.revocationCheck = true
+                case "off": draft.configuration.apple.revocationCheck = false
+                default: throw value.invalid("must be ocsp or off")
+                }
+            },
+            ConfigurationKey("apple.receipt_verification", default: "verify_receipt") { value, draft in
+                switch value.text {
+                case "verify_receipt": draft.configuration.apple.receiptsWithServerAPI = false
+                case "server_api": draft.configuration.apple.receiptsWithServerAPI = true
+                default: throw value.invalid("must be verify_receipt or server_api")
+                }
+            },
+            ConfigurationKey("apple.receipt_root_certificates") { $1.receiptRootFiles = $0.files() },
+        ]
 
-    /// The default app's files read (for the worker), and the rules across Apple's keys.
+    /// The roots read (for the worker), and the rules across Apple's shared keys (each app's, the default
+    /// app's included, are ``AppSettings``').
     static func checkApple(_ draft: inout ConfigurationDraft) throws {
         var apple = draft.configuration.apple
-        if let file = draft.sharedSecretFile, draft.isWorker {
-            apple.sharedSecret = try ConfigurationValue.read("apple.shared_secret_file", file)
-                .trimmingCharacters(in: .whitespacesAndNewlines)
-        }
         func certificates(_ key: String, _ files: [String]?, default root: Data) throws -> [Data] {
             guard let files, draft.isWorker else { return [root] }
             return try files.map { path in
@@ -206,9 +181,6 @@ enum ConfigurationKeys {
         apple.receiptRootCertificates = try certificates(
             "apple.receipt_root_certificates", draft.receiptRootFiles, default: AppleRootCertificates.appleRootCA)
         draft.configuration.apple = apple
-        guard !apple.bundleID.isEmpty || !draft.isWorker else {
-            throw ConfigurationError(.missingKey, key: "apple.bundle_id", reason: "is required")
-        }
         // Over http the shared secret and the API's bearer token travel in clear, and anyone on the path can
         // answer "status 0": only a test's simulator on loopback, and only when asked for.
         for (key, url) in [
@@ -220,18 +192,8 @@ enum ConfigurationKeys {
                 .conflictingKeys, key: key,
                 reason: "is http://: secrets would travel in clear (apple.allow_insecure_urls=true for tests)")
         }
-        if draft.configuration.notificationsListen != nil && apple.appAppleID == nil && draft.isWorker {
-            throw ConfigurationError(
-                .missingKey, key: "apple.app_apple_id",
-                reason: "is required with notifications.listen: Production notifications must name this app")
-        }
-        let api = [apple.apiKeyID != nil, apple.apiIssuerID != nil, draft.apiKeyFileGiven]
-        if api.contains(true) && api.contains(false) {
-            throw ConfigurationError(
-                .conflictingKeys, key: "apple.api.key_id",
-                reason: "apple.api.key_id, apple.api.issuer_id and apple.api.private_key_file go together")
-        }
-        if apple.receiptsWithServerAPI && !draft.apiKeyFileGiven && draft.isWorker {
+        let defaultKey = draft.apps[WorkerConfiguration.App.defaultName]?.settings["api.private_key_file"]
+        if apple.receiptsWithServerAPI && defaultKey == nil && draft.isWorker {
             throw ConfigurationError(
                 .conflictingKeys, key: "apple.receipt_verification",
                 reason: "server_api fetches each receipt's transaction from Apple: it needs apple.api.key_id, "

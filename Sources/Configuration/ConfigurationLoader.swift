@@ -71,7 +71,9 @@ public enum ConfigurationLoader {
                     key: String(override[..<equals]), value: String(override[override.index(after: equals)...]),
                     source: .commandLine))
         }
-        // Later sources win: only each key's last value is validated (a bad value overridden is no error).
+        // One key however it is spelled (apps.default.bundle_id is apple.bundle_id); later sources win: only each
+        // key's last value is validated (a bad value overridden is no error).
+        settings = settings.map { .init(key: AppSettings.canonical($0.key), value: $0.value, source: $0.source) }
         var seen: Set<String> = []
         settings = settings.reversed().filter { seen.insert($0.key).inserted }.reversed()
         do {
@@ -131,12 +133,13 @@ public enum ConfigurationLoader {
                 throw ConfigurationError(key: "\(source):\(number + 1)", reason: "expected key=value")
             }
             let key = line[..<equals].trimmingCharacters(in: .whitespaces)
-            // Two lines for one key: one of them is a mistake, and which one wins is not obvious.
-            if let first = lines[key] {
+            // Two lines for one key (or its two spellings): one of them is a mistake, and which one wins is not
+            // obvious.
+            if let first = lines[AppSettings.canonical(key)] {
                 throw ConfigurationError(
                     key: "\(source):\(number + 1)", reason: "\(key) is already set at line \(first)")
             }
-            lines[key] = number + 1
+            lines[AppSettings.canonical(key)] = number + 1
             properties.append(
                 (key, line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces), number + 1))
         }

@@ -22,16 +22,11 @@ public struct WorkerConfiguration: Sendable {
         public var consumption = "receipt-consumption"
     }
 
+    /// What every app shares (`apple.*`); each app's own settings, the default app's included, are an ``App``.
     public struct Apple: Sendable {
-        /// `apple.bundle_id`. Required.
-        public var bundleID = ""
-        /// `apple.allow_sandbox`. Default: false.
-        public var allowSandbox = false
         /// `apple.finish_transactions`: tell Apple a granted transaction is finished once its event is published
         /// (Finish Transaction; apps with an App Store Server API key). Default: false.
         public var finishTransactions = false
-        /// `apple.consumption.*`: the default app's answers to refund requests nobody else answered.
-        public var consumptionPolicy = ConsumptionPolicy()
         /// `apple.transaction_id_requires_account_token`: a job with a bare `transaction_id` must carry the
         /// order's `app_account_token` (else `malformed_job`, without a call to Apple). Default: true.
         public var transactionIDRequiresAccountToken = true
@@ -41,15 +36,9 @@ public struct WorkerConfiguration: Sendable {
         /// `apple.verify_receipt.status_21002_calls`: calls answered 21002 ("malformed, or a temporary issue")
         /// before a receipt whose signature is not Apple's is denied `invalid_receipt`. Default: 5.
         public var malformedReceiptCalls = 5
-        /// `apple.shared_secret` or `apple.shared_secret_file`.
-        public var sharedSecret: String?
         /// `apple.api.production_url`, `apple.api.sandbox_url`. Default: Apple's.
         public var apiProductionURL = "https://api.storekit.apple.com"
         public var apiSandboxURL = "https://api.storekit-sandbox.apple.com"
-        /// `apple.api.key_id`, `apple.api.issuer_id`, `apple.api.private_key_file` (its PEM text is kept).
-        public var apiKeyID: String?
-        public var apiIssuerID: String?
-        public var apiPrivateKeyPEM: String?
         /// `apple.root_certificates`: DER or PEM bytes. Default: the compiled-in Apple Root CA - G3.
         public var rootCertificates: [Data] = []
         /// `apple.revocation_check`: whether the certificates of signed data are checked with the OCSP responders
@@ -61,8 +50,6 @@ public struct WorkerConfiguration: Sendable {
         /// `apple.receipt_root_certificates`: DER or PEM roots of app receipts' signatures. Default: Apple
         /// Root CA, compiled in.
         public var receiptRootCertificates: [Data] = []
-        /// `apple.app_apple_id`: the app's numeric Apple id, which Production notifications must name.
-        public var appAppleID: Int64?
         /// `apple.api.max_requests_per_second`: Apple's limit for the whole pool, per Production lane (a Sandbox
         /// lane: a tenth); each replica takes its share by its partitions (``AppleLimitShare``). Default: 50,
         /// Apple's limit for Get Transaction Info.
@@ -71,22 +58,29 @@ public struct WorkerConfiguration: Sendable {
         public var apiMaxLanePause: Duration = .seconds(300)
     }
 
-    /// An app besides the default one (`apps.NAME.*`, docs/contract.md section 10). The URLs, roots, rate
-    /// limits and policies of `apple.*` apply to every app.
+    /// One app (game): `apps.NAME.*`, docs/contract.md section 10. The default app is the app named `default`,
+    /// whose keys are also spelled `apple.*` (`apple.bundle_id` is `apps.default.bundle_id`). The URLs, roots,
+    /// rate limits and policies of `apple.*` (``Apple``) apply to every app.
     public struct App: Sendable, Equatable {
-        /// NAME: a-z, 0-9 and _, in metrics and logs. The default app's is `default`.
+        /// The default app's name.
+        public static let defaultName = "default"
+        /// NAME: a-z, 0-9 and _, in metrics and logs.
         public var name: String
-        /// Which jobs (`bundle_id`) and notifications (`bundleId`) are this app's. Required.
+        /// `bundle_id`: which jobs (`bundle_id`) and notifications (`bundleId`) are this app's. Required.
         public var bundleID = ""
+        /// `app_apple_id`: the app's numeric Apple id, which Production notifications must name.
         public var appAppleID: Int64?
+        /// `allow_sandbox`. Default: false.
         public var allowSandbox = false
-        /// This app's shared secret; an app without one has none (they are per app).
+        /// `shared_secret` or `shared_secret_file`: this app's shared secret; an app without one has none (they
+        /// are per app).
         public var sharedSecret: String?
-        /// This app's own API key; nil: the default app's (one key serves every app of an account).
+        /// `api.key_id`, `api.issuer_id`, `api.private_key_file` (its PEM text is kept): this app's own API key;
+        /// nil in another app: the default app's (one key serves every app of an account).
         public var apiKeyID: String?
         public var apiIssuerID: String?
         public var apiPrivateKeyPEM: String?
-        /// `apps.NAME.consumption.*` (the default app's: `apple.consumption.*`).
+        /// `consumption.*`: the app's answers to refund requests nobody else answered.
         public var consumptionPolicy = ConsumptionPolicy()
 
         public init(name: String) { self.name = name }
@@ -122,28 +116,32 @@ public struct WorkerConfiguration: Sendable {
 
     public var topics = Topics()
     public var apple = Apple()
-    /// `apps.NAME.*`, by name.
-    public var apps: [App] = []
+    /// Every app as configured, the default first, then the others in name order.
+    public var apps = [App(name: App.defaultName)]
 
-    /// Every app, the default first: the default app from `apple.*`, then `apps.*` in name order, each with
-    /// the default app's API key when it has none of its own.
+    /// The default app (`apple.*`, or `apps.default.*`).
+    public var defaultApp: App {
+        get { apps.first { $0.name == App.defaultName } ?? App(name: App.defaultName) }
+        set {
+            if let index = apps.firstIndex(where: { $0.name == App.defaultName }) {
+                apps[index] = newValue
+            } else {
+                apps.insert(newValue, at: 0)
+            }
+        }
+    }
+
+    /// Every app, the default first, then the others in name order, each with the default app's API key when it
+    /// has none of its own.
     public var allApps: [App] {
-        var defaultApp = App(name: "default")
-        defaultApp.bundleID = apple.bundleID
-        defaultApp.appAppleID = apple.appAppleID
-        defaultApp.allowSandbox = apple.allowSandbox
-        defaultApp.sharedSecret = apple.sharedSecret
-        defaultApp.apiKeyID = apple.apiKeyID
-        defaultApp.apiIssuerID = apple.apiIssuerID
-        defaultApp.apiPrivateKeyPEM = apple.apiPrivateKeyPEM
-        defaultApp.consumptionPolicy = apple.consumptionPolicy
+        let defaultApp = defaultApp
         return [defaultApp]
-            + apps.sorted { $0.name < $1.name }.map { app in
+            + apps.filter { $0.name != App.defaultName }.sorted { $0.name < $1.name }.map { app in
                 guard app.apiKeyID == nil else { return app }
                 var app = app
-                app.apiKeyID = apple.apiKeyID
-                app.apiIssuerID = apple.apiIssuerID
-                app.apiPrivateKeyPEM = apple.apiPrivateKeyPEM
+                app.apiKeyID = defaultApp.apiKeyID
+                app.apiIssuerID = defaultApp.apiIssuerID
+                app.apiPrivateKeyPEM = defaultApp.apiPrivateKeyPEM
                 return app
             }
     }

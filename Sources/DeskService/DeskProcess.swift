@@ -52,12 +52,12 @@ final class DeskAssembly: Service {
     func run() async throws {
         let shutdown = GracefulShutdown.current
         let configuration = self.configuration
+        let bundleID = configuration.defaultApp.bundleID
         let opened: (any Ledger)? = try await withThrowingTaskGroup(of: (any Ledger)?.self) { group in
             group.addTask {
                 try await LedgerFactory.open(
                     url: configuration.ledgerURL, poolSize: 4, schema: configuration.ledgerSchema,
-                    defaultBundleID: configuration.apple.bundleID.isEmpty ? nil : configuration.apple.bundleID,
-                    migrate: false)
+                    defaultBundleID: bundleID.isEmpty ? nil : bundleID, migrate: false)
             }
             group.addTask {
                 await shutdown.wait()

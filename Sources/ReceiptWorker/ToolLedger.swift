@@ -24,7 +24,7 @@ extension WorkerConfiguration {
         async throws -> T
     {
         let patience = Self.toolLedgerPatience
-        let (url, schema, bundleID) = (ledgerURL, ledgerSchema, apple.bundleID.isEmpty ? nil : apple.bundleID)
+        let (url, schema, bundleID) = (ledgerURL, ledgerSchema, defaultApp.bundleID.isEmpty ? nil : defaultApp.bundleID)
         if url.hasPrefix("sqlite:"), url != "sqlite::memory:", !newLedgerAllowed,
             !FileManager.default.fileExists(atPath: String(url.dropFirst("sqlite:".count)))
         {

@@ -36,7 +36,7 @@ public enum WorkerAssembly {
         do {
             ledger = try await LedgerFactory.open(
                 url: configuration.ledgerURL, poolSize: configuration.ledgerPoolSize,
-                schema: configuration.ledgerSchema, defaultBundleID: configuration.apple.bundleID,
+                schema: configuration.ledgerSchema, defaultBundleID: configuration.defaultApp.bundleID,
                 migrate: configuration.ledgerMigrateOnStart)
         } catch let error as LedgerError where error.key != nil {
             throw ConfigurationError(.unusable, key: error.key ?? "ledger.url", reason: error.reason)

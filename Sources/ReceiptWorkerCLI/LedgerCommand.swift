@@ -150,7 +150,7 @@ enum LedgerCommand {
     ) async throws -> Int32 {
         // The loader validated the name already. Migration 6 gives each row of an earlier release its app: it
         // needs to know which app is the default one.
-        let bundleID = configuration.apple.bundleID
+        let bundleID = configuration.defaultApp.bundleID
         guard !bundleID.isEmpty else {
             throw ConfigurationError(
                 .missingKey, key: "apple.bundle_id",

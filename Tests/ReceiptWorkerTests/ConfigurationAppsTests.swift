@@ -64,7 +64,9 @@ struct ConfigurationAppsTests {
                 "already the bundle id of app a"
             ),
             (["apps.Puzzle.bundle_id=x"], "apps.Puzzle.bundle_id", "1 to 32 of a-z"),
-            (["apps.default.bundle_id=x"], "apps.default.bundle_id", "another name"),
+            // The default app's keys spelled apps.default.*: one key with apple.*, named as apple.* in errors.
+            (["apps.default.bundle_id=x"], FileManager.default.temporaryDirectory.path, "is already set at line 1"),
+            (["apps.default.allow_sandbox=yes"], "apple.allow_sandbox", "true or false"),
             (["apps.puzzle.bundle_id=com.example\\puzzle"], "apps.puzzle.bundle_id", "must be a bundle id"),
             (["apps.notifications.bundle_id=x"], "apps.notifications.bundle_id", "another name"),
             (["apps.consumption.bundle_id=x"], "apps.consumption.bundle_id", "another name"),
@@ -89,6 +91,38 @@ struct ConfigurationAppsTests {
         let error = error(["apple.bundle_id=com.example.game"] + lines)
         #expect(error?.key.hasPrefix(key) == true, "\(String(describing: error))")
         #expect(error?.reason.contains(reason) == true, "\(String(describing: error))")
+    }
+
+    @Test(
+        "the default app is configured as every app: apps.default.* is apple.*, the later source winning across the two"
+    )
+    func defaultAppSpelledAsAnApp() throws {
+        let configuration = try load(
+            [
+                "apps.default.bundle_id=com.example.game", "apps.default.allow_sandbox=true",
+                "apps.default.consumption.policy=decline", "apps.default.consumption.terms_carry_consent=true",
+                "apps.puzzle.bundle_id=com.example.puzzle",
+            ],
+            environment: [
+                "RECEIPT_WORKER_APPLE__ALLOW_SANDBOX": "false", "RECEIPT_WORKER_APPS__DEFAULT__APP_APPLE_ID": "7",
+            ])
+        #expect(configuration.defaultApp.bundleID == "com.example.game")
+        #expect(!configuration.defaultApp.allowSandbox, "the environment's apple.allow_sandbox wins over the file's")
+        #expect(configuration.defaultApp.appAppleID == 7)
+        #expect(configuration.defaultApp.consumptionPolicy.answer == .decline)
+        #expect(configuration.allApps.map(\.name) == ["default", "puzzle"])
+        let spelledAsBefore = try load([
+            "apple.bundle_id=com.example.game", "apple.allow_sandbox=true", "apple.consumption.policy=decline",
+            "apple.consumption.terms_carry_consent=true", "apps.puzzle.bundle_id=com.example.puzzle",
+            "apple.app_apple_id=7",
+        ])
+        #expect(
+            spelledAsBefore.allApps
+                == configuration.allApps.map { app in
+                    var app = app
+                    if app.name == "default" { app.allowSandbox = true }
+                    return app
+                })
     }
 
     @Test("an app's API key that is not a PEM EC key fails check-config naming that app's key")
@@ -122,7 +156,7 @@ struct ConfigurationAppsTests {
         let copy = FileManager.default.temporaryDirectory.appendingPathComponent("printed-\(UUID()).properties").path
         try printed.write(toFile: copy, atomically: true, encoding: .utf8)
         let again = try ConfigurationLoader.load(file: copy, overrides: [], environment: [:])
-        #expect(again.apps.map(\.bundleID) == ["com.example.puzzle"])
+        #expect(again.apps.map(\.bundleID) == ["com.example.game", "com.example.puzzle"])
     }
 
     @Test("the tools read no app's files: enqueue and results need neither its key nor its secret")
@@ -134,7 +168,8 @@ struct ConfigurationAppsTests {
                 "apps.puzzle.api.key_id=K", "apps.puzzle.api.issuer_id=I",
                 "apps.puzzle.api.private_key_file=/root/no.p8",
             ], environment: [:], purpose: .tool)
-        #expect(configuration.apps.count == 1 && configuration.apps[0].apiPrivateKeyPEM == nil)
+        #expect(configuration.apps.map(\.name) == ["default", "puzzle"])
+        #expect(configuration.apps.allSatisfy { $0.apiPrivateKeyPEM == nil && $0.sharedSecret == nil })
     }
 
     @Test("a mistyped key's value is never shown: it may be a secret (apps.x.sharedsecret)")

@@ -40,9 +40,9 @@ struct ConfigurationTests {
                 "kafka.bootstrap.servers=broker:9092", "apple.allow_sandbox=true",
             ],
             overrides: ["worker.max_in_flight=75", "kafka.client.id=w1"])
-        #expect(configuration.apple.bundleID == "com.example.game")
+        #expect(configuration.defaultApp.bundleID == "com.example.game")
         #expect(configuration.maxInFlight == 75)
-        #expect(configuration.apple.allowSandbox)
+        #expect(configuration.defaultApp.allowSandbox)
         #expect(configuration.kafka["bootstrap.servers"] == "broker:9092")
         #expect(configuration.kafka["client.id"] == "w1")
         #expect(configuration.apple.rootCertificates.count == 1)  // the compiled-in G3 root by default
@@ -131,7 +131,7 @@ struct ConfigurationTests {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("tool-\(UUID()).properties").path
         try lines.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
         let tool = try ConfigurationLoader.load(file: path, overrides: [], environment: [:], purpose: .tool)
-        #expect(tool.apple.apiPrivateKeyPEM == nil && tool.apple.sharedSecret == nil)
+        #expect(tool.defaultApp.apiPrivateKeyPEM == nil && tool.defaultApp.sharedSecret == nil)
         #expect(throws: ConfigurationError.self) {
             try ConfigurationLoader.load(file: path, overrides: [], environment: [:], purpose: .worker)
         }
@@ -143,7 +143,7 @@ struct ConfigurationTests {
         try "# written on Windows\r\napple.bundle_id=com.example\r\nworker.max_in_flight=9\r\n".write(
             toFile: path, atomically: true, encoding: .utf8)
         let configuration = try ConfigurationLoader.load(file: path, overrides: [], environment: [:])
-        #expect(configuration.apple.bundleID == "com.example")
+        #expect(configuration.defaultApp.bundleID == "com.example")
         #expect(configuration.maxInFlight == 9)
     }
 
@@ -192,7 +192,7 @@ struct ConfigurationTests {
         #expect(again.configuration.maxInFlight == 50 && again.configuration.retry.maxAttempts == 3)
         #expect(again.configuration.kafka == loaded.configuration.kafka)
         #expect(again.configuration.ledgerURL == "sqlite:/tmp/x.sqlite")
-        #expect(again.configuration.apple.sharedSecret == "s3cr3t")
+        #expect(again.configuration.defaultApp.sharedSecret == "s3cr3t")
         // Printed again, it says the same (but for where each value came from).
         let strip = { (text: String) in text.split(separator: "\n").filter { !$0.hasPrefix("#") }.sorted() }
         #expect(strip(again.propertiesText()) == strip(printed))
@@ -261,7 +261,7 @@ struct ConfigurationTests {
                 "RECEIPT_WORKER_WORKER__MAX_IN_FLIGHT": "20", "RECEIPT_WORKER_KAFKA__SASL__USERNAME": "svc",
                 "RECEIPT_WORKER_RETRY__MAX_ATTEMPTS": "0", "UNRELATED": "x",
             ])
-        #expect(configuration.apple.bundleID == "from.file")
+        #expect(configuration.defaultApp.bundleID == "from.file")
         #expect(configuration.maxInFlight == 20)
         #expect(configuration.retry.maxAttempts == 6)  // the environment's bad 0 was overridden, so no error
         #expect(configuration.kafka["sasl.username"] == "svc")
@@ -312,7 +312,7 @@ struct ConfigurationTests {
             .deletingLastPathComponent()
         let example = root.appendingPathComponent("config/worker.properties").path
         let configuration = try ConfigurationLoader.load(file: example, overrides: [], environment: [:])
-        #expect(configuration.apple.bundleID == "com.example.game")
+        #expect(configuration.defaultApp.bundleID == "com.example.game")
         // Every key of the contract and the extensions appears in the example, commented or not.
         let text = try String(contentsOfFile: example, encoding: .utf8)
         for key in ConfigurationLoader.documentedKeys {

@@ -371,7 +371,7 @@ struct NotificationEndToEndTests {
         let settings = [
             "kafka.bootstrap.servers=\(WorkerHarness.bootstrap)",
             "topics.notifications=\(harness.topics.notifications)",
-            "apple.bundle_id=com.example", "apple.app_apple_id=\(harness.configuration.apple.appAppleID ?? 0)",
+            "apple.bundle_id=com.example", "apple.app_apple_id=\(harness.configuration.defaultApp.appAppleID ?? 0)",
             "apple.api.key_id=keyId", "apple.api.issuer_id=issuerId", "apple.api.private_key_file=\(key.path)",
             "apple.api.production_url=\(harness.simulator.baseURL)/production",
             "apple.api.sandbox_url=\(harness.simulator.baseURL)/sandbox", "apple.allow_insecure_urls=true",

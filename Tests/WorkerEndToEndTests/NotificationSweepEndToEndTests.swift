@@ -118,11 +118,11 @@ struct ConsumptionPolicyEndToEndTests {
     )
     func policy() async throws {
         let harness = try await WorkerHarness(notifications: true) {
-            $0.apple.consumptionPolicy.answer = .decline
-            $0.apple.consumptionPolicy.termsCarryConsent = true
+            $0.defaultApp.consumptionPolicy.answer = .decline
+            $0.defaultApp.consumptionPolicy.termsCarryConsent = true
             // Apple gives 12 hours: a margin of 12 hours less 10 seconds makes each request due 10 seconds after it
             // came, time enough for the grant service below to answer its own first.
-            $0.apple.consumptionPolicy.margin = .seconds(43_190)
+            $0.defaultApp.consumptionPolicy.margin = .seconds(43_190)
             $0.consumptionPolicyInterval = .seconds(1)
         }
         var purchases: [String: WorkerHarness.Purchase] = [:]

@@ -26,8 +26,8 @@ struct ReceiverReadinessTests {
         defer { http.shutdown() }
         var configuration = WorkerConfiguration()
         configuration.topics.notifications = topic
-        configuration.apple.bundleID = "com.example"
-        configuration.apple.appAppleID = AppStoreSimulator.Configuration().appAppleID
+        configuration.defaultApp.bundleID = "com.example"
+        configuration.defaultApp.appAppleID = AppStoreSimulator.Configuration().appAppleID
         configuration.apple.rootCertificates = [Data(AppStoreSimulator.testRootPEM.utf8)]
         configuration.kafka = ["bootstrap.servers": mock.bootstrapServers, "group.id": "unused"]
         let role = try ReceiverRole(configuration: configuration, logger: logger, healthInterval: .milliseconds(200))

@@ -410,7 +410,7 @@ extension WorkerHarness {
         let key = MetricsEndpointTests.repositoryRoot.appendingPathComponent("Tests/AppleClientTests/testSigningKey.p8")
         let settings = [
             "apple.bundle_id=com.example", "apple.root_certificates=\(root.path)",
-            "apple.app_apple_id=\(configuration.apple.appAppleID ?? 0)", "apple.api.key_id=keyId",
+            "apple.app_apple_id=\(configuration.defaultApp.appAppleID ?? 0)", "apple.api.key_id=keyId",
             "apple.api.issuer_id=issuerId", "apple.api.private_key_file=\(key.path)",
             "apple.api.production_url=\(configuration.apple.apiProductionURL)",
             "apple.api.sandbox_url=\(configuration.apple.apiSandboxURL)", "apple.allow_insecure_urls=true",

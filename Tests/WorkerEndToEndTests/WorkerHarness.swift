@@ -71,8 +71,8 @@ final class WorkerHarness: Sendable {
         }
         if parking { created.append((configuration.topics.retries, 2)) }
         try await KafkaAdmin.createTopics(bootstrapServers: Self.bootstrap, topics: created, logger: Self.logger)
-        configuration.apple.bundleID = "com.example"
-        configuration.apple.allowSandbox = allowSandbox
+        configuration.defaultApp.bundleID = "com.example"
+        configuration.defaultApp.allowSandbox = allowSandbox
         configuration.apple.verifyReceiptProductionURL = "\(simulator.baseURL)/production/verifyReceipt"
         configuration.apple.verifyReceiptSandboxURL = "\(simulator.baseURL)/sandbox/verifyReceipt"
         configuration.apple.rootCertificates = [Data(AppStoreSimulator.testRootPEM.utf8)]
@@ -89,10 +89,10 @@ final class WorkerHarness: Sendable {
 
         ]
         if notifications {
-            configuration.apple.appAppleID = AppStoreSimulator.Configuration().appAppleID
-            configuration.apple.apiKeyID = "keyId"
-            configuration.apple.apiIssuerID = "issuerId"
-            configuration.apple.apiPrivateKeyPEM = try String(
+            configuration.defaultApp.appAppleID = AppStoreSimulator.Configuration().appAppleID
+            configuration.defaultApp.apiKeyID = "keyId"
+            configuration.defaultApp.apiIssuerID = "issuerId"
+            configuration.defaultApp.apiPrivateKeyPEM = try String(
                 contentsOf: MetricsEndpointTests.repositoryRoot.appendingPathComponent(
                     "Tests/AppleClientTests/testSigningKey.p8"), encoding: .utf8)
             configuration.apple.apiProductionURL = "\(simulator.baseURL)/production"
