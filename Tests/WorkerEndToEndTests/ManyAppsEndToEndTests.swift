@@ -23,7 +23,7 @@ struct ManyAppsEndToEndTests {
             app.bundleID = Self.second
             app.appAppleID = Self.secondAppleID
             app.sharedSecret = "second-secret"
-            configuration.apps = [app]
+            configuration.apps.append(app)
             configure(&configuration)
         }
         try await harness.admin.addApp([
