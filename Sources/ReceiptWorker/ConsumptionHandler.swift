@@ -90,15 +90,17 @@ struct ConsumptionHandler: MessageHandler {
         }
         defer { succession.end(ticket) }
         var attempts = 0
+        let rounds = AppleRetry(
+            policy: retry, sleep: { try await context.sleep(for: $0) },
+            letGo: { context.mustLetGo || Task.isCancelled })
         while true {
-            if let respondBy, Date() > respondBy {
-                metrics.consumptionAnswer("late").increment()
-                return notSent("past the request's deadline (respond_by)", attempts: attempts)
-            }
-            try context.checkLetGo()
-            if succession.isSuperseded(ticket) { return superseded(answer, attempts: attempts) }
-            let before = attempts
-            do {
+            let ended = try await rounds.run(attempts: &attempts) { attempts -> Round in
+                if let respondBy, Date() > respondBy {
+                    metrics.consumptionAnswer("late").increment()
+                    return .done(notSent("past the request's deadline (respond_by)", attempts: attempts))
+                }
+                try context.checkLetGo()
+                if succession.isSuperseded(ticket) { return .done(superseded(answer, attempts: attempts)) }
                 let sent = try await succession.call(ticket) { [attempts, environment] in
                     var made = attempts
                     let outcome = try await context.traced(
@@ -109,7 +111,7 @@ struct ConsumptionHandler: MessageHandler {
                     }
                     return (outcome, made)
                 }
-                guard let (outcome, made) = sent else { return superseded(answer, attempts: attempts) }
+                guard let (outcome, made) = sent else { return .done(superseded(answer, attempts: attempts)) }
                 attempts = made
                 switch outcome {
                 case .accepted:
@@ -118,27 +120,38 @@ struct ConsumptionHandler: MessageHandler {
                         "consumption answer sent",
                         ["transaction_id": answer.transactionID, "delivery_status": delivery])
                     try await markAnswered(answer, app: app, environment: environment, context: context)
-                    return .publish([])
+                    return .done(.publish([]))
                 case .refused(_, let code) where code == 4040010 && environment == .production && api.allowsSandbox:
-                    environment = .sandbox  // not a production transaction: a sandbox one, where allowed
+                    return .sandboxInstead  // not a production transaction: a sandbox one, where allowed
                 case .refused(let status, let code):
                     metrics.consumptionAnswer("refused").increment()
                     try await markAnswered(answer, app: app, environment: environment, context: context)
-                    return notSent(
-                        "Apple refused it: HTTP \(status)\(code.map { ", error \($0)" } ?? "")", attempts: attempts)
+                    return .done(
+                        notSent(
+                            "Apple refused it: HTTP \(status)\(code.map { ", error \($0)" } ?? "")", attempts: attempts)
+                    )
                 }
-            } catch {
-                if context.mustLetGo || Task.isCancelled { throw LetGo() }
-                attempts = max(attempts, before + 1)
+            } failed: { error, attempts -> AppleRetry.Next<Outcome> in
                 let appleError = error as? AppleVerificationError
                 let retriable = appleError?.isRetriable ?? true
                 guard retriable, respondBy != nil || retry.mayRetry(afterAttempts: attempts) else {
                     metrics.consumptionAnswer(retriable ? "failed" : "refused").increment()
-                    return notSent(appleError?.reason ?? "\(error)", attempts: attempts)
+                    return .stop(notSent(appleError?.reason ?? "\(error)", attempts: attempts))
                 }
-                try await context.sleep(for: retry.delay(afterAttempts: attempts, retryAfter: appleError?.retryDelay))
+                return .retry(after: appleError?.retryDelay)
+            }
+            switch ended {
+            case .answered(.done(let outcome)), .stopped(let outcome): return outcome
+            case .answered(.sandboxInstead): environment = .sandbox  // asked again at once
             }
         }
+    }
+
+    /// How one round of sending an answer ended: with the handler's outcome, or with Apple saying the
+    /// transaction is a sandbox one (asked again there at once).
+    private enum Round {
+        case done(Outcome)
+        case sandboxInstead
     }
 
     /// What the worker tells Apple of the delivery when the grant service's answer says nothing

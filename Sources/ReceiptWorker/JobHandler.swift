@@ -130,48 +130,50 @@ struct JobHandler: MessageHandler {
         var attempts = 0
         var malformedAnswers = 0
         let selection = ReceiptSelection(transactionID: job.transactionID, productID: job.productID)
-        while true {
+        // A call cut short by the stop (a cancelled request) says nothing about the purchase.
+        let rounds = AppleRetry(
+            policy: settings.retry, sleep: { try await context.sleep(for: $0) },
+            letGo: { context.mustLetGo || Task.isCancelled })
+        let ended = try await rounds.run(attempts: &attempts) { attempts in
             try context.checkLetGo()
-            let before = attempts
-            do {
-                var made = attempts
-                let verdict = try await context.traced(
-                    "apple verify",
-                    attributes: [
-                        ("receipt_worker.app", .string(app.name)), ("receipt_worker.proof", .string(job.proof.kind)),
-                    ]
-                ) { try await app.purchases.verify(job.proof, selecting: selection, attempts: &made) }
-                attempts = made
-                return .verdict(verdict, attempts: attempts)
-            } catch {
-                // A call cut short by the stop (a cancelled request) says nothing about the purchase.
-                if context.mustLetGo || Task.isCancelled { throw LetGo() }
-                attempts = max(attempts, before + 1)
-                let appleError = error as? AppleVerificationError
-                let reason = appleError?.reason ?? "\(error)"
-                guard appleError?.isRetriable ?? true else {
-                    return .deadLetter(DeadLetter(reason: .cannotVerify, error: reason, attempts: attempts))
-                }
-                var retryAfter = appleError?.retryDelay
-                if appleError?.code == .possiblyMalformed {
-                    // Apple's 21002 means a malformed receipt, or its own temporary issue: asked again, at least
-                    // 1 s later and doubling, so a deny comes only once Apple said it for seconds on end.
-                    malformedAnswers += 1
-                    guard malformedAnswers < settings.malformedReceiptCalls else {
-                        let detail = "\(reason), on \(malformedAnswers) calls"
-                        return .verdict(.rejected(.invalidReceipt, detail: detail), attempts: attempts)
-                    }
-                    retryAfter = .seconds(1 << min(malformedAnswers - 1, 10))
-                }
-                guard settings.retry.mayRetry(afterAttempts: attempts) else {
-                    return .deadLetter(DeadLetter(reason: .retriesExhausted, error: reason, attempts: attempts))
-                }
-                metrics.appleRetries.increment()
-                logger.debug(
-                    "Apple transient failure; retrying",
-                    ["job_id": job.jobID, "app": app.name, "attempts": String(attempts), "error": reason])
-                try await context.sleep(for: settings.retry.delay(afterAttempts: attempts, retryAfter: retryAfter))
+            var made = attempts
+            let verdict = try await context.traced(
+                "apple verify",
+                attributes: [
+                    ("receipt_worker.app", .string(app.name)), ("receipt_worker.proof", .string(job.proof.kind)),
+                ]
+            ) { try await app.purchases.verify(job.proof, selecting: selection, attempts: &made) }
+            attempts = made
+            return verdict
+        } failed: { error, attempts -> AppleRetry.Next<AppleAnswer> in
+            let appleError = error as? AppleVerificationError
+            let reason = appleError?.reason ?? "\(error)"
+            guard appleError?.isRetriable ?? true else {
+                return .stop(.deadLetter(DeadLetter(reason: .cannotVerify, error: reason, attempts: attempts)))
             }
+            var retryAfter = appleError?.retryDelay
+            if appleError?.code == .possiblyMalformed {
+                // Apple's 21002 means a malformed receipt, or its own temporary issue: asked again, at least
+                // 1 s later and doubling, so a deny comes only once Apple said it for seconds on end.
+                malformedAnswers += 1
+                guard malformedAnswers < settings.malformedReceiptCalls else {
+                    let detail = "\(reason), on \(malformedAnswers) calls"
+                    return .stop(.verdict(.rejected(.invalidReceipt, detail: detail), attempts: attempts))
+                }
+                retryAfter = .seconds(1 << min(malformedAnswers - 1, 10))
+            }
+            guard settings.retry.mayRetry(afterAttempts: attempts) else {
+                return .stop(.deadLetter(DeadLetter(reason: .retriesExhausted, error: reason, attempts: attempts)))
+            }
+            metrics.appleRetries.increment()
+            logger.debug(
+                "Apple transient failure; retrying",
+                ["job_id": job.jobID, "app": app.name, "attempts": String(attempts), "error": reason])
+            return .retry(after: retryAfter)
+        }
+        switch ended {
+        case .answered(let verdict): return .verdict(verdict, attempts: attempts)
+        case .stopped(let answer): return answer
         }
     }
 
