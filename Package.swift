@@ -81,9 +81,11 @@ let package = Package(
         .target(
             name: "Ledger", dependencies: ["CSQLite", "CPostgres", "LedgerDomain", "Observability", "Vocabulary"],
             swiftSettings: strict),
+        // A process's long-running parts as services of one group: started in order, stopped in reverse.
+        .target(name: "Lifecycle", dependencies: ["Observability"], swiftSettings: strict),
         // The runtime every flow runs on (intake, slots, offsets, commits, drain, liveness): nothing of Apple.
         .target(
-            name: "Runtime", dependencies: ["Kafka", "Observability", "Vocabulary"],
+            name: "Runtime", dependencies: ["Kafka", "Lifecycle", "Observability", "Vocabulary"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .target(name: "HTTPClient", dependencies: ["CCurl", "CLinux", "Observability"], swiftSettings: strict),
         .target(
@@ -106,9 +108,8 @@ let package = Package(
         .target(
             name: "ReceiptWorker",
             dependencies: [
-                "AppleVerification", "Configuration", "HTTPServerKit", "Kafka", "Ledger", "LedgerDomain",
-                "Observability",
-                "Runtime", "Vocabulary", "COpenSSL", "CBuildInfo",
+                "AppleVerification", "Configuration", "HTTPServerKit", "Kafka", "Ledger", "LedgerDomain", "Lifecycle",
+                "Observability", "Runtime", "Vocabulary", "COpenSSL", "CBuildInfo",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
@@ -125,8 +126,7 @@ let package = Package(
             name: "DeskService",
             dependencies: [
                 "AppleVerification", "COpenSSL", "HTTPClient", "HTTPServerKit", "Kafka", "Ledger", "LedgerDomain",
-                "Observability", "Support",
-                "ReceiptWorker", "Runtime",
+                "Lifecycle", "Observability", "Support", "ReceiptWorker", "Runtime",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
@@ -134,8 +134,8 @@ let package = Package(
         .executableTarget(
             name: "ReceiptWorkerCLI",
             dependencies: [
-                "DeskService", "ReceiptWorker", "HTTPServerKit", "Kafka", "Ledger", "Observability", "Runtime",
-                "Support", "Vocabulary",
+                "DeskService", "ReceiptWorker", "HTTPServerKit", "Kafka", "Ledger", "Lifecycle", "Observability",
+                "Runtime", "Support", "Vocabulary",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "AppStoreSimulatorCLI", dependencies: ["AppStoreSimulator"], swiftSettings: strict),
@@ -196,7 +196,8 @@ let package = Package(
             name: "FuzzReplayTests", dependencies: ["FuzzChecks"], swiftSettings: strict + rdkafkaSwiftSettings,
             linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
-            name: "RuntimeTests", dependencies: ["Runtime", "Kafka", "KafkaMock", "Observability", "Vocabulary"],
+            name: "RuntimeTests",
+            dependencies: ["Runtime", "Kafka", "KafkaMock", "Lifecycle", "Observability", "Vocabulary"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "HTTPServerKitTests", dependencies: ["HTTPServerKit", "TestSupport"], swiftSettings: strict),
         .testTarget(

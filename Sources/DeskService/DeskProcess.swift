@@ -1,3 +1,4 @@
+import Lifecycle
 import Support
 import Foundation
 import HTTPClient
@@ -6,7 +7,6 @@ import Kafka
 import Ledger
 import Observability
 import ReceiptWorker
-import Runtime
 import Synchronization
 
 /// `receipt-worker desk`: the support desk as a process of its own (deploy/kubernetes/desk.yaml), beside the

@@ -1,3 +1,4 @@
+import Lifecycle
 import Foundation
 import Kafka
 import LedgerDomain

@@ -1,3 +1,4 @@
+import Lifecycle
 import AppleVerification
 import Foundation
 import Observability

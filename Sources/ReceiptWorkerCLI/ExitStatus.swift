@@ -1,8 +1,8 @@
+import Lifecycle
 import Foundation
 import Kafka
 import Observability
 import ReceiptWorker
-import Runtime
 
 /// Every command's exit code for an error, decided here once: 2 for what a restart would only repeat (a usage
 /// or configuration error, a ledger that does not match the consumer group: an operator must act), 1 for a

@@ -1,9 +1,9 @@
+import Lifecycle
 import Foundation
 import HTTPServerKit
 import Kafka
 import Observability
 import ReceiptWorker
-import Runtime
 
 enum RunCommand {
     static let help = """

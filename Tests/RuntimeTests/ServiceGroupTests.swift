@@ -1,3 +1,4 @@
+import Lifecycle
 import Observability
 import Synchronization
 import Testing

@@ -205,25 +205,6 @@ public func withGracefulShutdown<T: Sendable>(
     }
 }
 
-/// The consumer runtime as a service: its graceful shutdown stops its intake, drains and commits.
-public struct RuntimeService: Service {
-    let runtime: ConsumerRuntime
-    let topics: [String]
-    let partitionCounts: [String: Int]
-
-    public init(runtime: ConsumerRuntime, topics: [String], partitionCounts: [String: Int]) {
-        self.runtime = runtime
-        self.topics = topics
-        self.partitionCounts = partitionCounts
-    }
-
-    public func run() async throws {
-        try await withGracefulShutdown(of: [GracefulShutdown.current], stop: { runtime.shutdown() }) {
-            try await runtime.run(subscribing: topics, partitionCounts: partitionCounts)
-        }
-    }
-}
-
 /// Calls `notify` when the group's shutdown begins. Started last, it is stopped first: before any port closes,
 /// readiness can say "stopping", so a load balancer stops sending while the ports still answer.
 public struct ShutdownNotice: Service {
