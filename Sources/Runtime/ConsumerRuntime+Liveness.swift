@@ -76,7 +76,7 @@ extension ConsumerRuntime {
 
     /// Per assigned partition: its lag when it has some, and seconds since its last progress (0 without lag).
     func idleness() -> [(partition: KafkaTopicPartition, lag: Int64?, seconds: Double)] {
-        let lags = self.lags.withLock { $0 }
+        let lags = state.withLock { $0.lags }
         let now = ContinuousClock.now
         return book.partitionsSnapshot().map { partition in
             guard let lag = lags[partition.partition], lag > 0 else { return (partition.partition, nil, 0) }
@@ -108,9 +108,6 @@ extension ConsumerRuntime {
             }
         }
         let assigned = Set(book.assigned)
-        lags.withLock { lags in
-            lags.merge(measured) { _, new in new }
-            lags = lags.filter { assigned.contains($0.key) }
-        }
+        state.withLock { $0.measured(measured, assigned: assigned) }
     }
 }

@@ -24,7 +24,7 @@ extension ConsumerRuntime {
             [weak self] in
             guard let self else { return [] }
             let paused = consumer.pausedTopics
-            return subscribed.withLock { $0 }.sorted().map { topic in
+            return state.withLock { $0.subscribed }.sorted().map { topic in
                 (["topic": topic], (paused?.contains(topic) ?? true) ? 1 : 0)
             }
         }
@@ -54,7 +54,7 @@ extension ConsumerRuntime {
                 "Messages of the partition not yet committed (high watermark minus committed offset), measured every few seconds."
         ) { [weak self] in
             guard let self else { return [] }
-            let lags = self.lags.withLock { $0 }
+            let lags = state.withLock { $0.lags }
             return book.assigned.compactMap { partition in lags[partition].map { (Self.labels(partition), Double($0)) }
             }
         }

@@ -71,14 +71,7 @@ extension ConsumerRuntime {
             return .parked
         } catch {
             metrics.failure("park").increment()
-            let shouldLog = parkFailures.withLock { last -> Bool in
-                guard let at = last, ContinuousClock.now - at < .seconds(30) else {
-                    last = .now
-                    return true
-                }
-                return false
-            }
-            if shouldLog {
+            if state.withLock({ $0.parkFailed(at: .now) }) {
                 logger.warning(
                     "cannot park a message; it is handled in place (said once every 30 s)",
                     ["topic": topic, "error": "\(error)"])

@@ -23,19 +23,11 @@ public final class ConsumerRuntime: Sendable {
     let book = PartitionBook()
     let scheduler: GroupScheduler
     private let routeIndex: [String: Int]
-    /// The topics read (set by ``run(subscribing:partitionCounts:)``): a route parks only on a topic that is read.
-    let subscribed = Mutex<Set<String>>([])
-    /// The partition counts of the topics read, as the caller found them at start-up (the park topic's lanes).
-    private let partitionCounts = Mutex<[String: Int]>([:])
+    /// The topics read, their partition counts, the lags, what fails now: one value, one lock.
+    let state = Mutex(RuntimeState())
     private let stopping = Atomic<Bool>(false)
-    /// Per assigned partition, its lag (high watermark minus committed offset) as last measured.
-    let lags = Mutex<[KafkaTopicPartition: Int64]>([:])
     /// Retries of the broker and of the handlers' services, and which of them keep failing now.
     let retries: ServiceRetries
-    /// When a failed commit was last logged (nil: the last commit succeeded).
-    private let commitFailures = Mutex<ContinuousClock.Instant?>(nil)
-    /// When a failed park was last logged.
-    let parkFailures = Mutex<ContinuousClock.Instant?>(nil)
     /// Told of the assignment whenever it changes.
     private let assignmentChanged: (@Sendable ([KafkaTopicPartition]) -> Void)?
     /// Called with the offsets about to be committed, before they are: a failure skips this round's commit.
@@ -99,8 +91,7 @@ public final class ConsumerRuntime: Sendable {
     /// start-up; the park topic's gives each lane its partition (without it, a full group pauses all of it).
     public func run(subscribing topics: [String], partitionCounts: [String: Int] = [:]) async throws {
         let read = topics.filter { routeIndex[$0] != nil || $0 == configuration.parking?.topic }
-        subscribed.withLock { $0 = Set(read) }
-        self.partitionCounts.withLock { $0 = partitionCounts }
+        state.withLock { $0.start(reading: Set(read), partitionCounts: partitionCounts) }
         try consumer.subscribe(topics: read)
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask { await self.commitLoop() }
@@ -123,7 +114,7 @@ public final class ConsumerRuntime: Sendable {
                     leave(scheduler.remove(Set(partitions)))
                     await drain(partitions, commit: !revocation.isLost)
                     book.release(partitions)
-                    lags.withLock { lags in for partition in partitions { lags[partition] = nil } }
+                    state.withLock { $0.released(partitions) }
                     revocation.done()
                     assignmentChanged?(book.assigned)
                 case .positions(let positions):
@@ -192,7 +183,7 @@ public final class ConsumerRuntime: Sendable {
     /// The park topic's partition of `group`'s lane (nil: the partitioner's choice, the lane or the count unknown).
     private func parkPartition(of group: String) -> Int32? {
         guard let parking = configuration.parking, let lane = parking.lanes[group],
-            let count = partitionCounts.withLock({ $0[parking.topic] }), count > 0
+            let count = state.withLock({ $0.partitionCounts[parking.topic] }), count > 0
         else { return nil }
         return Int32(lane % count)
     }
@@ -380,7 +371,7 @@ public final class ConsumerRuntime: Sendable {
     /// The park topic when it is read (routes that park pause their own topics without it).
     private var activeParking: RuntimeConfiguration.Parking? {
         guard let parking = configuration.parking else { return nil }
-        return subscribed.withLock { $0.contains(parking.topic) } ? parking : nil
+        return state.withLock { $0.subscribed.contains(parking.topic) } ? parking : nil
     }
 
     /// Whether `group`'s messages may wait on the park topic: a group of a route that parks.
@@ -398,7 +389,7 @@ public final class ConsumerRuntime: Sendable {
     }
 
     /// False while commits fail (since the first failure, until one succeeds).
-    var commitsSucceed: Bool { commitFailures.withLock { $0 == nil } }
+    var commitsSucceed: Bool { state.withLock { $0.commitsSucceed } }
 
     private func commit(_ offsets: [KafkaTopicPartition: Int64]) async {
         guard !offsets.isEmpty else { return }
@@ -406,19 +397,13 @@ public final class ConsumerRuntime: Sendable {
             try await recordOffsets?(offsets)
             try await consumer.commit(offsets)
             book.markCommitted(offsets)
-            commitFailures.withLock { $0 = nil }
+            state.withLock { $0.commitSucceeded() }
         } catch {
             metrics.failure("commit").increment()
             // Retried every 200 ms: said once, then every 30 s while it lasts.
-            let shouldLog = commitFailures.withLock { since -> Bool in
-                let now = ContinuousClock.now
-                guard let last = since, now - last < .seconds(30) else {
-                    since = now
-                    return true
-                }
-                return false
+            if state.withLock({ $0.commitFailed(at: .now) }) {
+                logger.warning("commit failed; it will be retried", ["error": "\(error)"])
             }
-            if shouldLog { logger.warning("commit failed; it will be retried", ["error": "\(error)"]) }
         }
     }
 
