@@ -2,24 +2,29 @@ import CRdKafka
 import Dispatch
 import Foundation
 import Observability
+import Synchronization
 
 /// The consumer's poll thread: polls librdkafka, batches messages, serves rebalances.
-///
-/// `@unchecked Sendable`: all of its state is touched only on the poll thread (the rebalance callback
-/// runs inside `rd_kafka_consumer_poll` on that same thread).
-final class ConsumerPollLoop: @unchecked Sendable {
+final class ConsumerPollLoop: Sendable {
     private let client: RDKafkaClient
     private let channel: EventChannel<KafkaConsumerEvent>
     private let gate: IntakeGate
     private let configuration: KafkaConsumer.Configuration
     private let logger: Logger
-    private var pending: [KafkaConsumerEvent] = []
-    private var topicNames: [OpaquePointer: String] = [:]
-    private var isClosing = false
-    private var poller: PollThread?
-    /// Positions last handed over, and when they were last read.
-    private var reportedPositions: [KafkaTopicPartition: Int64] = [:]
-    private var positionsReadAt = ContinuousClock.now
+    /// Only the poll thread takes it (the rebalance callback runs inside `rd_kafka_consumer_poll`, on that same
+    /// thread), so it is never waited for: the lock is there for the compiler, which then sees that nothing else
+    /// touches the state. Never held across a librdkafka call that can call back.
+    private let state = Mutex(State())
+
+    private struct State {
+        var pending: [KafkaConsumerEvent] = []
+        var topicNames: [UInt: String] = [:]
+        var isClosing = false
+        var poller: PollThread?
+        /// Positions last handed over, and when they were last read.
+        var reportedPositions: [KafkaTopicPartition: Int64] = [:]
+        var positionsReadAt = ContinuousClock.now
+    }
 
     init(
         client: RDKafkaClient, channel: EventChannel<KafkaConsumerEvent>, gate: IntakeGate,
@@ -33,26 +38,26 @@ final class ConsumerPollLoop: @unchecked Sendable {
     }
 
     func run(_ poller: PollThread) {
-        self.poller = poller
+        state.withLock { $0.poller = poller }
         let rk = client.handle
         while poller.isRunning {
             guard let first = rd_kafka_consumer_poll(rk, 100) else {
                 reportPositions()
                 continue
             }
-            take(first)
+            var taken = take(first)
             // Hand over what is already fetched in one batch, without waiting for more.
-            while pending.count < configuration.batchSize, let next = rd_kafka_consumer_poll(rk, 0) {
-                take(next)
+            while taken < configuration.batchSize, let next = rd_kafka_consumer_poll(rk, 0) {
+                taken = take(next)
             }
             flush()
         }
-        isClosing = true
+        state.withLock { $0.isClosing = true }
         let err = rd_kafka_consumer_close(rk)  // serves the final revocation through `rebalance`
         if err != RD_KAFKA_RESP_ERR_NO_ERROR {
             logger.warning("consumer close failed", ["error": KafkaError(err).description])
         }
-        self.poller = nil
+        state.withLock { $0.poller = nil }
     }
 
     /// When idle, at most every 250 ms: positions that moved without a message (control records of
@@ -60,38 +65,57 @@ final class ConsumerPollLoop: @unchecked Sendable {
     /// message before them.
     private func reportPositions() {
         let now = ContinuousClock.now
-        guard now - positionsReadAt >= .milliseconds(250), pending.isEmpty else { return }
-        positionsReadAt = now
+        let due = state.withLock { state -> Bool in
+            guard now - state.positionsReadAt >= .milliseconds(250), state.pending.isEmpty else { return false }
+            state.positionsReadAt = now
+            return true
+        }
+        guard due else { return }
         var raw: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
         guard rd_kafka_assignment(client.handle, &raw) == RD_KAFKA_RESP_ERR_NO_ERROR, let raw else { return }
         let assignment = TopicPartitionList(adopting: raw)
         guard rd_kafka_position(client.handle, assignment.pointer) == RD_KAFKA_RESP_ERR_NO_ERROR else { return }
         let current = assignment.offsets().filter { $0.value >= 0 }  // no position yet: OFFSET_INVALID
-        let moved = current.filter { reportedPositions[$0.key] != $0.value }
-        reportedPositions = current
-        guard !moved.isEmpty else { return }
-        pending.append(.positions(moved))
-        flush()
+        let moved = state.withLock { state in
+            let moved = current.filter { state.reportedPositions[$0.key] != $0.value }
+            state.reportedPositions = current
+            if !moved.isEmpty { state.pending.append(.positions(moved)) }
+            return moved
+        }
+        if !moved.isEmpty { flush() }
+    }
+
+    private func append(_ event: KafkaConsumerEvent) {
+        state.withLock { $0.pending.append(event) }
     }
 
     private func flush() {
-        guard !pending.isEmpty else { return }
-        channel.push(pending)
-        pending.removeAll(keepingCapacity: true)
+        let batch = state.withLock { state -> [KafkaConsumerEvent] in
+            defer { state.pending.removeAll(keepingCapacity: true) }
+            return state.pending
+        }
+        if !batch.isEmpty { channel.push(batch) }
     }
 
-    private func take(_ message: UnsafeMutablePointer<rd_kafka_message_t>) {
+    /// Returns how many events wait to be handed over.
+    private func take(_ message: UnsafeMutablePointer<rd_kafka_message_t>) -> Int {
         defer { rd_kafka_message_destroy(message) }
         let err = message.pointee.err
-        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            if err == RD_KAFKA_RESP_ERR__FATAL {
-                pending.append(.fatalError(client.fatalError() ?? KafkaError(err)))
-            } else if err != RD_KAFKA_RESP_ERR__PARTITION_EOF {
+        let event: KafkaConsumerEvent?
+        if err == RD_KAFKA_RESP_ERR_NO_ERROR {
+            event = .message(convert(message))
+        } else if err == RD_KAFKA_RESP_ERR__FATAL {
+            event = .fatalError(client.fatalError() ?? KafkaError(err))
+        } else {
+            if err != RD_KAFKA_RESP_ERR__PARTITION_EOF {
                 logger.warning("consumer error", ["error": KafkaError(err).description])
             }
-            return
+            event = nil
         }
-        pending.append(.message(convert(message)))
+        return state.withLock { state in
+            if let event { state.pending.append(event) }
+            return state.pending.count
+        }
     }
 
     private func convert(_ message: UnsafeMutablePointer<rd_kafka_message_t>) -> KafkaMessage {
@@ -120,9 +144,10 @@ final class ConsumerPollLoop: @unchecked Sendable {
 
     private func topicName(_ topic: OpaquePointer?) -> String {
         guard let topic else { return "" }
-        if let name = topicNames[topic] { return name }
+        let address = UInt(bitPattern: topic)  // the address of the topic handle its messages share
+        if let name = state.withLock({ $0.topicNames[address] }) { return name }
         let name = String(cString: rd_kafka_topic_name(topic))
-        topicNames[topic] = name
+        state.withLock { $0.topicNames[address] = name }
         return name
     }
 
@@ -135,7 +160,7 @@ final class ConsumerPollLoop: @unchecked Sendable {
         let list = TopicPartitionList.borrowing(partitions)
         // Assigned anew or given up, a partition's next position is news: the runtime's book of it starts
         // again (reported under an earlier assignment, it would be suppressed as unchanged).
-        for partition in list { reportedPositions[partition] = nil }
+        state.withLock { state in for partition in list { state.reportedPositions[partition] = nil } }
         switch err {
         case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
             do {
@@ -155,11 +180,13 @@ final class ConsumerPollLoop: @unchecked Sendable {
                 logger.error("cannot set the intake state of assigned partitions", ["error": "\(error)"])
             }
             logger.info("partitions assigned", ["partitions": list.map(\.description).joined(separator: ",")])
-            pending.append(.partitionsAssigned(list))
+            append(.partitionsAssigned(list))
             flush()
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
             logger.info("partitions revoked", ["partitions": list.map(\.description).joined(separator: ",")])
-            if !isClosing { waitForCaller(toRelease: list, lost: rd_kafka_assignment_lost(rk) != 0) }
+            if !state.withLock({ $0.isClosing }) {
+                waitForCaller(toRelease: list, lost: rd_kafka_assignment_lost(rk) != 0)
+            }
             release(partitions) {
                 if cooperative {
                     if let error = rd_kafka_incremental_unassign(rk, partitions) {
@@ -189,7 +216,7 @@ final class ConsumerPollLoop: @unchecked Sendable {
     /// Hands the revocation to the caller and waits for its answer, the timeout, or shutdown.
     private func waitForCaller(toRelease partitions: [KafkaTopicPartition], lost: Bool) {
         let acknowledgement = DispatchSemaphore(value: 0)
-        pending.append(
+        append(
             .partitionsRevoked(KafkaRevocation(partitions: partitions, isLost: lost, acknowledgement: acknowledgement)))
         flush()
         let deadline = ContinuousClock.now + configuration.revocationTimeout
@@ -200,7 +227,7 @@ final class ConsumerPollLoop: @unchecked Sendable {
                     ["partitions": partitions.map(\.description).joined(separator: ",")])
                 return
             }
-            if poller?.isRunning != true || channel.isFinished { return }
+            if state.withLock({ $0.poller })?.isRunning != true || channel.isFinished { return }
         }
     }
 }
