@@ -76,7 +76,7 @@ let package = Package(
             name: "Kafka", dependencies: ["CRdKafka", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
-        // The ledger's domain: value types, the stores' protocols. No SQL, no C: what the flows see of the ledger.
+        // The ledger's domain: value types, the stores' protocols, the rules. No SQL, no C.
         .target(name: "LedgerDomain", dependencies: ["Vocabulary"], swiftSettings: strict),
         .target(
             name: "Ledger", dependencies: ["CSQLite", "CPostgres", "LedgerDomain", "Observability", "Vocabulary"],

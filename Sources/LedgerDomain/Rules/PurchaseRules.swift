@@ -19,9 +19,9 @@ import Vocabulary
 ///   claimed it first.
 /// - A purchase Apple reports is credited by an event of its own when no job claimed it by its due time; a job
 ///   that presents it later ties the credit to its order (``claimCredit(_:answer:in:)``).
-enum PurchaseRules {
+package enum PurchaseRules {
     /// What to read for a notification (a subscription's change reads its own: ``applySubscription(_:change:in:)``).
-    static func factsQuery(_ change: NotificationChange) -> PurchaseFactsQuery {
+    package static func factsQuery(_ change: NotificationChange) -> PurchaseFactsQuery {
         var query = PurchaseFactsQuery(notificationID: change.id)
         func purchase(_ id: PurchaseID) -> PurchaseKey {
             PurchaseKey(app: change.app, environment: change.environment, purchaseID: id)
@@ -46,7 +46,7 @@ enum PurchaseRules {
     }
 
     /// What a notification not handled before does, given what ``factsQuery(_:)`` read.
-    static func decide(_ change: NotificationChange, facts: PurchaseFacts) -> NotificationDecision {
+    package static func decide(_ change: NotificationChange, facts: PurchaseFacts) -> NotificationDecision {
         var decided = NotificationDecision(granted: facts.grant != nil)
         switch change.kind {
         case .none, .subscription:
@@ -91,7 +91,7 @@ enum PurchaseRules {
     /// A subscription notification, read and written statement by statement (a period credited, then its grant
     /// read): the subscription's holder and the event wanted, when an order here holds the subscription; else a
     /// renewal kept as a purchase Apple reported.
-    static func applySubscription(
+    package static func applySubscription(
         _ subscription: SubscriptionChange, change: NotificationChange, in transaction: some PurchaseStateTransaction
     ) throws -> NotificationDecision {
         var decided = NotificationDecision()
@@ -160,7 +160,9 @@ enum PurchaseRules {
 
     /// A subscription's state after a notification's: the notification's, when it is newer than the last one
     /// applied (Apple's `signedDate`), else the last unchanged; the latest expiry of either in both cases.
-    static func merge(_ said: SubscriptionState, into last: SubscriptionState?) -> (SubscriptionState, newer: Bool) {
+    package static func merge(_ said: SubscriptionState, into last: SubscriptionState?) -> (
+        SubscriptionState, newer: Bool
+    ) {
         guard let last else { return (said, true) }
         let newer = said.changedAt > last.changedAt
         var state = newer ? said : last
@@ -173,7 +175,7 @@ enum PurchaseRules {
     /// grants it then, the refunded share taken back at once); answers the credits not yet published, those
     /// refunded since too: the refund found the credit's grant, so its `receipt.revoked` went out for the credit's
     /// order, and a grant service holds it until the credit comes (never a refund whose grant never comes).
-    static func creditDue(now: Date, limit: Int, in transaction: some PurchaseStateTransaction) throws
+    package static func creditDue(now: Date, limit: Int, in transaction: some PurchaseStateTransaction) throws
         -> [StoredEvent]
     {
         for (app, environment, reported) in try transaction.dueUnclaimed(now: now, limit: limit) {
@@ -202,7 +204,7 @@ enum PurchaseRules {
     /// A job's grant that met a purchase held by an unclaimed credit: the credit becomes the job's order's (its
     /// player's), and the job is answered with the credit's event id, so that nothing is credited twice and the
     /// order is tied to the credit.
-    static func claimCredit(
+    package static func claimCredit(
         _ decision: Decision, answer: (_ creditEventID: String, _ revenue: Int64?) -> StoredEvent,
         in transaction: some PurchaseStateTransaction
     ) throws -> CreditClaim {
@@ -256,7 +258,7 @@ enum PurchaseRules {
     /// refunded now of a larger share than before (a prorated refund, then a full one). The share refunded
     /// only grows until a reversal; a share not recorded (by a release before shares) is unknown, so any later
     /// refund of it publishes (its event says the share in all: publishing it again takes back nothing twice).
-    static func outcome(revoke: Bool, at: Date, share: Int?, last: PurchaseState?)
+    package static func outcome(revoke: Bool, at: Date, share: Int?, last: PurchaseState?)
         -> (applies: Bool, changes: Bool, share: Int?)
     {
         if let last, last.at >= at { return (false, false, last.share) }
@@ -269,58 +271,102 @@ enum PurchaseRules {
 
 /// A purchase's last revoke or reinstate: whether it is revoked, Apple's time of the change, and the share
 /// refunded in all while revoked (milliunits; nil when not recorded: rows of releases before shares).
-struct PurchaseState {
-    var revoked: Bool
-    var at: Date
-    var share: Int?
+package struct PurchaseState {
+    package var revoked: Bool
+    package var at: Date
+    package var share: Int?
+
+    package init(revoked: Bool, at: Date, share: Int? = nil) {
+        self.revoked = revoked
+        self.at = at
+        self.share = share
+    }
 }
 
 /// A purchase in its app and environment.
-struct PurchaseKey: Hashable, Sendable {
-    var app: AppScope
-    var environment: AppleEnvironment
-    var purchaseID: PurchaseID
+package struct PurchaseKey: Hashable, Sendable {
+    package var app: AppScope
+    package var environment: AppleEnvironment
+    package var purchaseID: PurchaseID
+
+    package init(app: AppScope, environment: AppleEnvironment, purchaseID: PurchaseID) {
+        self.app = app
+        self.environment = environment
+        self.purchaseID = purchaseID
+    }
 }
 
 /// A grant made by the worker, not by a job: a subscription's period (to the subscription's order) or a
 /// reported purchase no job claimed (to ``ReportedPurchase/creditOrderID(transactionID:)`` until a job ties it).
-struct Credit {
+package struct Credit {
     /// `renewal` or `unclaimed`.
-    var kind: GrantKind
-    var purchase: PurchaseKey
-    var transactionID: String
-    var originalTransactionID: String?
-    var orderID: String
-    var userID: String
-    var productID: String
-    var quantity: Int
+    package var kind: GrantKind
+    package var purchase: PurchaseKey
+    package var transactionID: String
+    package var originalTransactionID: String?
+    package var orderID: String
+    package var userID: String
+    package var productID: String
+    package var quantity: Int
     /// The credit's event id: a job presenting the purchase for the order that holds it is answered with it.
     /// (A reported purchase's credit event is kept once, with the reported purchase.)
-    var eventID: String
+    package var eventID: String
     /// What the credit counts as revenue (its event's `revenue`).
-    var revenue: Int64?
+    package var revenue: Int64?
+
+    package init(
+        kind: GrantKind, purchase: PurchaseKey, transactionID: String, originalTransactionID: String? = nil,
+        orderID: String, userID: String, productID: String, quantity: Int, eventID: String, revenue: Int64? = nil
+    ) {
+        self.kind = kind
+        self.purchase = purchase
+        self.transactionID = transactionID
+        self.originalTransactionID = originalTransactionID
+        self.orderID = orderID
+        self.userID = userID
+        self.productID = productID
+        self.quantity = quantity
+        self.eventID = eventID
+        self.revenue = revenue
+    }
 }
 
 /// A credit of the worker's that an order holds: its event id and what it counted as revenue.
-struct HeldCredit: Equatable {
-    var eventID: String
-    var revenue: Int64?
+package struct HeldCredit: Equatable {
+    package var eventID: String
+    package var revenue: Int64?
+
+    package init(eventID: String, revenue: Int64? = nil) {
+        self.eventID = eventID
+        self.revenue = revenue
+    }
 }
 
 /// An unclaimed credit that holds a purchase and that no job tied to its order yet.
-struct UntiedCredit {
-    var eventID: String
-    var originalTransactionID: String?
+package struct UntiedCredit {
+    package var eventID: String
+    package var originalTransactionID: String?
     /// Refunded or revoked since it was credited.
-    var revoked: Bool
+    package var revoked: Bool
     /// What the credit counted as revenue.
-    var revenue: Int64?
+    package var revenue: Int64?
     /// While revoked: the share refunded in all and Apple's time of it (nil: not recorded, all of it).
-    var refund: RefundTaken? = nil
+    package var refund: RefundTaken? = nil
+
+    package init(
+        eventID: String, originalTransactionID: String? = nil, revoked: Bool, revenue: Int64? = nil,
+        refund: RefundTaken? = nil
+    ) {
+        self.eventID = eventID
+        self.originalTransactionID = originalTransactionID
+        self.revoked = revoked
+        self.revenue = revenue
+        self.refund = refund
+    }
 }
 
 /// How a reported purchase waiting for a job ended.
-enum UnclaimedOutcome: String {
+package enum UnclaimedOutcome: String {
     /// A job claimed it (or another replica credited it meanwhile).
     case claimed
     /// Refunded or revoked before its time: nothing to credit.
@@ -330,13 +376,17 @@ enum UnclaimedOutcome: String {
 }
 
 /// A notification handled before: what it published (nil: nothing).
-struct HandledNotification {
-    var event: StoredEvent?
+package struct HandledNotification {
+    package var event: StoredEvent?
+
+    package init(event: StoredEvent? = nil) {
+        self.event = event
+    }
 }
 
 /// The statements ``PurchaseRules`` reads and writes through where a rule reads what it writes (a subscription's
 /// change, a credit due, a job meeting a credit), run inside one transaction.
-protocol PurchaseStateTransaction {
+package protocol PurchaseStateTransaction {
     /// Serialises this purchase's claim and state changes across writers (a no-op where the transaction
     /// already holds the only write lock).
     func lock(_ purchase: PurchaseKey) throws
@@ -376,7 +426,7 @@ protocol PurchaseStateTransaction {
 }
 
 /// How a job's claim of a purchase credited unclaimed ended (``PurchaseRules/claimCredit(_:answer:in:)``).
-enum CreditClaim: Sendable, Equatable {
+package enum CreditClaim: Sendable, Equatable {
     /// Tied to the job's order; the answer stored and to publish.
     case tied(StoredEvent)
     /// This job was decided before: its stored event.

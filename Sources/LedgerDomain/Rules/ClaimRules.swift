@@ -22,13 +22,13 @@ import Vocabulary
 ///
 /// Decisions of one batch see each other's writes: two jobs of one batch claiming one purchase are decided
 /// one after the other, as two transactions would be.
-enum ClaimRules {
+package enum ClaimRules {
     /// The outcome of each decision, in order, and the rows to write. `facts` is updated with the writes.
-    static func decide(_ decisions: [Decision], facts: inout ClaimFacts) -> [ClaimResult] {
+    package static func decide(_ decisions: [Decision], facts: inout ClaimFacts) -> [ClaimResult] {
         decisions.map { decide($0, facts: &facts) }
     }
 
-    static func decide(_ decision: Decision, facts: inout ClaimFacts) -> ClaimResult {
+    package static func decide(_ decision: Decision, facts: inout ClaimFacts) -> ClaimResult {
         let key = decision.key
         if let stored = facts.result(key) { return ClaimResult(outcome: .replay(stored)) }
         guard let claim = decision.grant else {
@@ -101,9 +101,9 @@ enum ClaimRules {
     /// Where a decision's follow-up event is stored: a result row of its job beside its own, under its fingerprint
     /// and this suffix (a job's lookup reads every row of its job id; a release before follow-ups reads only its
     /// own fingerprint's).
-    static let followUpSuffix = "+refund"
+    package static let followUpSuffix = "+refund"
 
-    static func followUpKey(_ key: DecisionKey) -> DecisionKey {
+    package static func followUpKey(_ key: DecisionKey) -> DecisionKey {
         DecisionKey(app: key.app, jobID: key.jobID, fingerprint: key.fingerprint + followUpSuffix)
     }
 }
@@ -111,49 +111,87 @@ enum ClaimRules {
 /// What one decision does to the ledger: its outcome, the grant to insert and the result to store (nil: none);
 /// a follow-up event to store beside the result (``ClaimRules/followUpKey(_:)``), and when the grant is inserted
 /// revoked (a purchase refunded in part before it was granted).
-struct ClaimResult {
-    var outcome: LedgerOutcome
-    var grant: GrantClaim? = nil
-    var result: StoredEvent? = nil
-    var followUp: StoredEvent? = nil
-    var revokedAt: Date? = nil
+package struct ClaimResult {
+    package var outcome: LedgerOutcome
+    package var grant: GrantClaim? = nil
+    package var result: StoredEvent? = nil
+    package var followUp: StoredEvent? = nil
+    package var revokedAt: Date? = nil
     /// A refund Apple's proof stated that the ledger did not remember: written as the purchase's state.
-    var refundSeen: RefundTaken? = nil
+    package var refundSeen: RefundTaken? = nil
+
+    package init(
+        outcome: LedgerOutcome, grant: GrantClaim? = nil, result: StoredEvent? = nil, followUp: StoredEvent? = nil,
+        revokedAt: Date? = nil, refundSeen: RefundTaken? = nil
+    ) {
+        self.outcome = outcome
+        self.grant = grant
+        self.result = result
+        self.followUp = followUp
+        self.revokedAt = revokedAt
+        self.refundSeen = refundSeen
+    }
 }
 
 /// A grant as the claim reads it.
-struct GrantFact {
-    var app: AppScope
-    var environment: String
-    var transactionID: String
-    var purchaseID: String
-    var orderID: String
+package struct GrantFact {
+    package var app: AppScope
+    package var environment: String
+    package var transactionID: String
+    package var purchaseID: String
+    package var orderID: String
     /// A job's grant (`credit` = `job`), which holds its order; a credit's (a renewal, an unclaimed purchase)
     /// holds only its purchase.
-    var isJobGrant: Bool
+    package var isJobGrant: Bool
     /// The credit's event id, for a grant the worker made (a renewal, an unclaimed purchase, tied or not).
-    var creditEventID: String?
-    var revoked: Bool
+    package var creditEventID: String?
+    package var revoked: Bool
     /// What the grant's sale counted as revenue (nil: not known).
-    var revenue: Int64? = nil
+    package var revenue: Int64? = nil
+
+    package init(
+        app: AppScope, environment: String, transactionID: String, purchaseID: String, orderID: String,
+        isJobGrant: Bool, creditEventID: String? = nil, revoked: Bool, revenue: Int64? = nil
+    ) {
+        self.app = app
+        self.environment = environment
+        self.transactionID = transactionID
+        self.purchaseID = purchaseID
+        self.orderID = orderID
+        self.isJobGrant = isJobGrant
+        self.creditEventID = creditEventID
+        self.revoked = revoked
+        self.revenue = revenue
+    }
 }
 
 /// A refund or revocation remembered for a purchase (revoked now): by its identity or its transaction id, in
 /// its app and environment; app `*` for one remembered before apps were scoped (any app's). `share`: refunded in
 /// all, in milliunits (nil: not recorded, all of it); `at`: Apple's time of it.
-struct RefundFact {
-    var app: String
-    var environment: String
-    var purchaseID: String
-    var transactionID: String
-    var share: Int? = nil
-    var at: Date? = nil
+package struct RefundFact {
+    package var app: String
+    package var environment: String
+    package var purchaseID: String
+    package var transactionID: String
+    package var share: Int? = nil
+    package var at: Date? = nil
+
+    package init(
+        app: String, environment: String, purchaseID: String, transactionID: String, share: Int? = nil, at: Date? = nil
+    ) {
+        self.app = app
+        self.environment = environment
+        self.purchaseID = purchaseID
+        self.transactionID = transactionID
+        self.share = share
+        self.at = at
+    }
 }
 
 /// What the ledger holds about a batch's jobs, purchases and orders, read under the locks of their purchases;
 /// ``ClaimRules`` adds the batch's own writes as it decides. Keys are compared as bytes, as the databases
 /// compare them (Swift's `==` would call two spellings of "é" one order).
-struct ClaimFacts {
+package struct ClaimFacts {
     private var results: [Bytes: StoredEvent] = [:]
     private var grants: [GrantFact] = []
     /// Grants by (app, environment, id) for their transaction id and their purchase id; job grants by
@@ -164,20 +202,20 @@ struct ClaimFacts {
     private var grantIndex: Set<Bytes> = []
     private var refunds: [Bytes: RefundTaken] = [:]
 
-    init() {}
+    package init() {}
 
     /// A stored result: `fingerprint` "" is one stored before fingerprints (it answers any of its job's).
-    mutating func addResult(app: AppScope, jobID: String, fingerprint: String, _ event: StoredEvent) {
+    package mutating func addResult(app: AppScope, jobID: String, fingerprint: String, _ event: StoredEvent) {
         results[Bytes(app.rawValue, jobID, fingerprint)] = event
     }
 
-    mutating func addResult(_ key: DecisionKey, _ event: StoredEvent) {
+    package mutating func addResult(_ key: DecisionKey, _ event: StoredEvent) {
         addResult(app: key.app, jobID: key.jobID, fingerprint: key.fingerprint, event)
     }
 
     /// Adds a grant the ledger holds; one already known (read twice, by two of its keys) is kept once: a purchase
     /// has one grant in its app and environment.
-    mutating func addGrant(_ grant: GrantFact) {
+    package mutating func addGrant(_ grant: GrantFact) {
         guard grantIndex.insert(Bytes(grant.app.rawValue, grant.environment, grant.purchaseID)).inserted else { return }
         let index = grants.count
         grants.append(grant)
@@ -186,7 +224,7 @@ struct ClaimFacts {
         if grant.isJobGrant { jobOrders.insert(Bytes(grant.app.rawValue, grant.orderID)) }
     }
 
-    mutating func addRefund(_ refund: RefundFact) {
+    package mutating func addRefund(_ refund: RefundFact) {
         // A share not recorded (a release before shares) is all of it; a time not known, none to go by.
         let taken = RefundTaken(
             share: min(max(refund.share ?? 100_000, 0), 100_000), at: refund.at ?? Date(timeIntervalSince1970: 0))
@@ -203,7 +241,7 @@ struct ClaimFacts {
     }
 
     /// The job's stored answer, with its follow-up (stored beside it) when it has one.
-    func result(_ key: DecisionKey) -> StoredEvent? {
+    package func result(_ key: DecisionKey) -> StoredEvent? {
         guard
             var stored = results[Bytes(key.app.rawValue, key.jobID, key.fingerprint)]
                 ?? results[Bytes(key.app.rawValue, key.jobID, "")]
@@ -216,7 +254,7 @@ struct ClaimFacts {
 
     /// The grants of the claim's purchase in its app and environment: of its transaction id, of its identity
     /// as a transaction id, or by its identity (under another transaction id: a restore).
-    func owners(app: AppScope, _ claim: GrantClaim) -> [GrantFact] {
+    package func owners(app: AppScope, _ claim: GrantClaim) -> [GrantFact] {
         var indexes: [Int] = []
         for id in [claim.transactionID, claim.purchaseID.key] {
             indexes += byTransaction[Bytes(app.rawValue, claim.environment.rawValue, id)] ?? []
@@ -227,7 +265,7 @@ struct ClaimFacts {
     }
 
     /// The largest refund remembered for the claim's purchase (by its identity or its transaction id), if any.
-    func refund(app: AppScope, _ claim: GrantClaim) -> RefundTaken? {
+    package func refund(app: AppScope, _ claim: GrantClaim) -> RefundTaken? {
         [
             Bytes(app.rawValue, claim.environment.rawValue, "p", claim.purchaseID.key),
             Bytes(app.rawValue, claim.environment.rawValue, "t", claim.transactionID),
@@ -235,18 +273,18 @@ struct ClaimFacts {
         ].compactMap { refunds[$0] }.max { $0.share < $1.share }
     }
 
-    func orderHasJobGrant(app: AppScope, orderID: String) -> Bool {
+    package func orderHasJobGrant(app: AppScope, orderID: String) -> Bool {
         jobOrders.contains(Bytes(app.rawValue, orderID))
     }
 
-    static func same(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
+    package static func same(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
 }
 
 /// Strings joined as bytes, with a separator no key holds, hashed and compared as bytes.
-struct Bytes: Hashable {
-    let value: [UInt8]
+package struct Bytes: Hashable {
+    package let value: [UInt8]
 
-    init(_ parts: String...) {
+    package init(_ parts: String...) {
         var bytes: [UInt8] = []
         for (index, part) in parts.enumerated() {
             if index > 0 { bytes.append(0) }
