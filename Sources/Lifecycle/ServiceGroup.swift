@@ -73,21 +73,63 @@ public final class GracefulShutdown: Sendable {
 /// first and the first started (the metrics port, what reports on the rest) last. A service that ends on its
 /// own, or throws, stops the others the same way; its error is what ``run()`` throws. Cancelling ``run()``'s task
 /// cancels every service.
+///
+/// A process's parts are one group, one level: what can only be made once an earlier part runs (a worker, made
+/// once its ledger opened, while the metrics port already answers) is an entry made ``Entry/later(_:_:)``, whose
+/// services join the group where it stands.
 public final class ServiceGroup: Sendable {
     public struct Entry: Sendable {
         public let name: String
-        public let service: any Service
+        let kind: Kind
+
+        enum Kind: Sendable {
+            case service(any Service)
+            case later(@Sendable () async throws -> [Entry])
+        }
 
         public init(_ name: String, _ service: any Service) {
             self.name = name
-            self.service = service
+            kind = .service(service)
+        }
+
+        /// Services known only once `make` returns: they start in its place, and the entries after it once they
+        /// have. `make` runs with a graceful shutdown of its own (``GracefulShutdown/current``), triggered, and its
+        /// task cancelled, when the group stops meanwhile; nothing more starts then. Its throw stops the group as a
+        /// failing service's does.
+        public static func later(_ name: String, _ make: @escaping @Sendable () async throws -> [Entry]) -> Entry {
+            Entry(name: name, kind: .later(make))
+        }
+
+        private init(name: String, kind: Kind) {
+            self.name = name
+            self.kind = kind
         }
     }
 
-    /// Which services ended, and how (nil: returned).
-    private final class Ended: Sendable {
-        let results = Mutex<[Int: (any Error)?]>([:])
-        func withLock<T>(_ body: (inout [Int: (any Error)?]) -> T) -> T { results.withLock { body(&$0) } }
+    /// The services started, in order: each one's shutdown, and how it ended (nil: running; .some(nil): returned).
+    private final class Started: Sendable {
+        private struct Service {
+            let shutdown = GracefulShutdown()
+            var ended: (any Error)??
+        }
+        private let services = Mutex<[Service]>([])
+
+        /// A new service's place and its shutdown.
+        func start() -> (index: Int, shutdown: GracefulShutdown) {
+            services.withLock { services in
+                services.append(Service())
+                return (services.count - 1, services[services.count - 1].shutdown)
+            }
+        }
+
+        func end(_ index: Int, _ failure: (any Error)?) { services.withLock { $0[index].ended = .some(failure) } }
+        func hasEnded(_ index: Int) -> Bool { services.withLock { $0[index].ended != nil } }
+        func shutdown(_ index: Int) -> GracefulShutdown { services.withLock { $0[index].shutdown } }
+        var count: Int { services.withLock { $0.count } }
+        /// The first failure, in start order (a later one failing in its stop is an effect, not a cause).
+        var firstFailure: (any Error)? {
+            services.withLock { services in services.lazy.compactMap { $0.ended ?? nil }.first }
+        }
     }
 
     private let entries: [Entry]
@@ -103,52 +145,92 @@ public final class ServiceGroup: Sendable {
     public func shutdown() { shutdownRequested.trigger() }
 
     public func run() async throws {
-        let shutdowns = entries.map { _ in GracefulShutdown() }
-        let ended = Ended()
+        let started = Started()
+        let finished = GracefulShutdown()  // triggered by the first service to end on its own
         try await withThrowingTaskGroup(of: Void.self) { group in
-            let finished = GracefulShutdown()  // triggered by the first service to end on its own
-            for (index, entry) in entries.enumerated() {
-                group.addTask { [logger] in
-                    var failure: (any Error)?
+            var queue = entries[...]
+            var stopping = false
+            while !stopping, let entry = queue.popFirst() {
+                switch entry.kind {
+                case .service(let service):
+                    let (index, shutdown) = started.start()
+                    group.addTask { [logger] in
+                        var failure: (any Error)?
+                        do {
+                            try await GracefulShutdown.$current.withValue(shutdown) { try await service.run() }
+                        } catch {
+                            failure = error
+                        }
+                        if !shutdown.isTriggered {
+                            if let failure {
+                                logger.error(
+                                    "service failed; stopping the others",
+                                    ["service": entry.name, "error": "\(failure)"])
+                            } else {
+                                logger.notice("service ended; stopping the others", ["service": entry.name])
+                            }
+                        }
+                        started.end(index, failure)
+                        finished.trigger()
+                    }
+                case .later(let make):
                     do {
-                        try await GracefulShutdown.$current.withValue(shutdowns[index]) {
-                            try await entry.service.run()
+                        if let made = try await made(by: make, unless: finished) {
+                            queue = made[...] + queue
+                        } else {
+                            logger.notice("stopped while starting", ["service": entry.name])
+                            stopping = true
                         }
                     } catch {
-                        failure = error
+                        logger.error(
+                            "service failed to start; stopping the others",
+                            [
+                                "service": entry.name, "error": "\(error)",
+                            ])
+                        started.end(started.start().index, error)
+                        stopping = true
                     }
-                    if !shutdowns[index].isTriggered {
-                        if let failure {
-                            logger.error(
-                                "service failed; stopping the others", ["service": entry.name, "error": "\(failure)"])
-                        } else {
-                            logger.notice("service ended; stopping the others", ["service": entry.name])
-                        }
-                    }
-                    ended.withLock { $0[index] = failure }
-                    finished.trigger()
                 }
             }
             // Wait for a shutdown, or for a service ending by itself; then stop the rest last-first.
-            await withTaskGroup(of: Void.self) { waiting in
-                waiting.addTask { await self.shutdownRequested.wait() }
-                waiting.addTask { await finished.wait() }
-                await waiting.next()
-                waiting.cancelAll()
-            }
-            for index in entries.indices.reversed() {
-                shutdowns[index].trigger()
-                while ended.withLock({ $0[index] }) == nil {
+            if !stopping { await firstOf(shutdownRequested, finished) }
+            for index in (0..<started.count).reversed() {
+                started.shutdown(index).trigger()
+                while !started.hasEnded(index) {
                     guard try await group.next() != nil else { break }
                 }
             }
             try await group.waitForAll()
         }
-        // The first service to fail, in start order (a later one failing in its stop is an effect, not a cause).
-        let failures = ended.withLock { $0 }
-        for index in entries.indices {
-            if let failure = failures[index], let error = failure { throw error }
+        if let failure = started.firstFailure { throw failure }
+    }
+
+    /// What `make` makes, or nil when the group is told to stop first (or a started service ends on its own).
+    private func made(by make: @escaping @Sendable () async throws -> [Entry], unless finished: GracefulShutdown)
+        async throws -> [Entry]?
+    {
+        let stop = GracefulShutdown()
+        return try await withThrowingTaskGroup(of: [Entry]?.self) { race in
+            race.addTask { try await GracefulShutdown.$current.withValue(stop) { try await make() } }
+            race.addTask { [shutdownRequested] in
+                await firstOf(shutdownRequested, finished)
+                if !Task.isCancelled { stop.trigger() }
+                return nil
+            }
+            let first = try await race.next() ?? nil
+            race.cancelAll()
+            return first
         }
+    }
+}
+
+/// Returns once either is triggered (or the task is cancelled).
+private func firstOf(_ one: GracefulShutdown, _ other: GracefulShutdown) async {
+    await withTaskGroup(of: Void.self) { any in
+        any.addTask { await one.wait() }
+        any.addTask { await other.wait() }
+        await any.next()
+        any.cancelAll()
     }
 }
 

@@ -165,8 +165,18 @@ public final class Worker: Service {
 
     /// Runs until its graceful shutdown or ``shutdown()`` (then drains within `worker.drain_timeout_ms` and
     /// commits) or a fatal Kafka error (thrown). A missing or forbidden topic stops start-up as a configuration
-    /// error.
+    /// error. (`receipt-worker run` puts ``startUp()``'s parts in the process's one group instead.)
     public func run() async throws {
+        let group = ServiceGroup([.later("worker") { try await self.startUp() }], logger: logger)
+        try await withGracefulShutdown(of: [GracefulShutdown.current, stop], stop: { group.shutdown() }) {
+            try await group.run()
+        }
+    }
+
+    /// Starts the worker: waits for its topics (a missing or forbidden one stops start-up as a configuration
+    /// error) and checks the ledger against the consumer group; then returns its parts, in the order they start.
+    /// A graceful shutdown (``GracefulShutdown/current``, or ``shutdown()``) meanwhile ends the wait: nothing then.
+    public func startUp() async throws -> [ServiceGroup.Entry] {
         let shutdowns = [GracefulShutdown.current, stop]
         // Start-up waits for a broker or a ledger that does not answer yet; a shutdown meanwhile ends it.
         let read = try await withGracefulShutdown(of: shutdowns, stop: { self.runtime.shutdown() }) {
@@ -174,16 +184,16 @@ public final class Worker: Service {
             try await checkLedgerMatchesGroup(read)
             return read
         }
-        if runtime.isStopping { return }
+        if runtime.isStopping { return [] }
         logger.info(
             "worker started",
             [
                 "topics": read.map(\.topic).joined(separator: ","),
                 "max_in_flight": String(configuration.maxInFlight),
             ])
-        let group = ServiceGroup(services(reading: read), logger: logger)
-        try await withGracefulShutdown(of: shutdowns, stop: { group.shutdown() }) { try await group.run() }
-        logger.info("worker stopped")
+        // Told last of the worker's parts, once the others stopped.
+        let stopped = ServiceGroup.Entry("worker stopped", ShutdownNotice { [logger] in logger.info("worker stopped") })
+        return [stopped] + services(reading: read)
     }
 
     /// This worker as a lease's holder: its host and a random part (a restarted worker is another holder).

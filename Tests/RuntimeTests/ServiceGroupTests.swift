@@ -85,6 +85,68 @@ struct ServiceGroupTests {
         #expect(journal.all.filter { $0.hasPrefix("stopped") } == ["stopped receiver", "stopped metrics"])
     }
 
+    @Test(
+        "services made later (a worker once its ledger opened) start in its place, after the port; all stop in reverse"
+    )
+    func madeLater() async throws {
+        let journal = Journal()
+        let group = ServiceGroup(
+            [
+                .init("metrics", Recorder(name: "metrics", journal: journal)),
+                .later("worker") {
+                    journal.note("made worker")
+                    return [
+                        .init("chore", Recorder(name: "chore", journal: journal)),
+                        .init("runtime", Recorder(name: "runtime", journal: journal, stopping: .milliseconds(30))),
+                    ]
+                },
+                .init("receiver", Recorder(name: "receiver", journal: journal)),
+            ], logger: Self.logger)
+        async let ran: Void = group.run()
+        while journal.all.filter({ $0.hasPrefix("start") }).count < 4 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(journal.all.firstIndex(of: "made worker")! < journal.all.firstIndex(of: "start chore")!)
+        #expect(journal.all.firstIndex(of: "start runtime")! < journal.all.firstIndex(of: "start receiver")!)
+        group.shutdown()
+        try await ran
+        #expect(
+            journal.all.filter { $0.hasPrefix("stopped") }
+                == ["stopped receiver", "stopped runtime", "stopped chore", "stopped metrics"])
+    }
+
+    @Test("a stop while services are being made ends the wait: nothing after starts, what started stops")
+    func stoppedWhileMaking() async throws {
+        let journal = Journal()
+        let group = ServiceGroup(
+            [
+                .init("metrics", Recorder(name: "metrics", journal: journal)),
+                .later("worker") {
+                    journal.note("opening the ledger")
+                    await GracefulShutdown.current.wait()  // a ledger that does not answer, until the stop
+                    return [.init("runtime", Recorder(name: "runtime", journal: journal))]
+                },
+                .init("receiver", Recorder(name: "receiver", journal: journal)),
+            ], logger: Self.logger)
+        async let ran: Void = group.run()
+        while !journal.all.contains("opening the ledger") { try await Task.sleep(for: .milliseconds(5)) }
+        group.shutdown()
+        try await ran
+        #expect(journal.all.filter { $0 != "opening the ledger" } == ["start metrics", "stopped metrics"])
+    }
+
+    @Test("services that cannot be made (a topic missing) stop the group with that error")
+    func makingFails() async throws {
+        let journal = Journal()
+        let group = ServiceGroup(
+            [
+                .init("metrics", Recorder(name: "metrics", journal: journal)),
+                .later("worker") { throw Failure(name: "topics.jobs missing") },
+                .init("receiver", Recorder(name: "receiver", journal: journal)),
+            ], logger: Self.logger)
+        await #expect(throws: Failure(name: "topics.jobs missing")) { try await group.run() }
+        #expect(journal.all.filter { $0.hasSuffix("receiver") }.isEmpty)
+        #expect(journal.all.last == "stopped metrics")
+    }
+
     @Test("cancelling the group's task ends every service, and no shutdown is reported as triggered")
     func cancellation() async throws {
         let journal = Journal()
