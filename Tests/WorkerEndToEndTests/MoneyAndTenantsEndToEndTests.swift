@@ -182,9 +182,12 @@ struct MoneyAndTenantsEndToEndTests {
             $0.httpMaxConnectionsPerHost = 4
         }
         // Apple answers game A's verifyReceipt calls after 3 s: 40 of them need ten rounds of its 4 connections.
+        // The purchases are made first, so the 40 jobs are submitted well within the first round of calls (made
+        // one by one between submissions, on a busy machine the first jobs were answered before the last came).
+        var purchases: [SimulatorAdmin.Purchase] = []
+        for _ in 0..<40 { purchases.append(try await harness.purchase(["product_id": "gems_100"])) }
         try await harness.faults(["latency_ms": 3_000, "bundle_id": "com.example"])
-        for index in 0..<40 {
-            let purchase = try await harness.purchase(["product_id": "gems_100"])
+        for (index, purchase) in purchases.enumerated() {
             try await harness.submit(
                 job("slow-\(index)", order: "slow-\(index)", product: "gems_100", ["receipt": purchase.receipt]))
         }
