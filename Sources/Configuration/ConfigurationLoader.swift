@@ -73,6 +73,7 @@ public enum ConfigurationLoader {
         }
         // One key however it is spelled (apps.default.bundle_id is apple.bundle_id); later sources win: only each
         // key's last value is validated (a bad value overridden is no error).
+        try refuseTwoSpellings(settings)
         settings = settings.map { .init(key: AppSettings.canonical($0.key), value: $0.value, source: $0.source) }
         var seen: Set<String> = []
         settings = settings.reversed().filter { seen.insert($0.key).inserted }.reversed()
@@ -90,6 +91,29 @@ public enum ConfigurationLoader {
             error.value = hidden ? nil : printable(setting.key, setting.value).map(displayed)
             error.source = setting.source.description
             throw error
+        }
+    }
+
+    /// The environment, or `--set`, naming one key by both its spellings (`apple.X` and `apps.default.X`): which
+    /// one wins would be an accident of sorting or order, so neither does (a file's two lines are refused as a key
+    /// set twice).
+    private static func refuseTwoSpellings(_ settings: [LoadedConfiguration.Setting]) throws {
+        var seen: [String: LoadedConfiguration.Setting] = [:]
+        for setting in settings {
+            let key = AppSettings.canonical(setting.key)
+            let group: String
+            switch setting.source {
+            case .file: continue
+            case .environment: group = "environment"
+            case .commandLine: group = "--set"
+            }
+            if let first = seen[group + key], first.key != setting.key {
+                throw ConfigurationError(
+                    .conflictingKeys, key: setting.key,
+                    reason: "\(first.source.description == "--set" ? first.key : first.source.description) names "
+                        + "the same key (\(key)): set one of them")
+            }
+            seen[group + key] = setting
         }
     }
 

@@ -274,7 +274,9 @@ public func withGracefulShutdown<T: Sendable>(
                 await any.next()
                 any.cancelAll()
             }
-            if !Task.isCancelled { stop() }
+            // Told to stop, even when cancelled meanwhile (a group cancels what it stops waiting for): `body` may
+            // wait in a loop only `stop` ends. Not when `body` returned first, which cancels this watcher.
+            if shutdowns.contains(where: \.isTriggered) { stop() }
         }
         do {
             let value = try await body()

@@ -11,8 +11,9 @@ public enum ProcessRoles {
     /// `receipt-worker run`, one group: the metrics port first (opening the ledger may wait for PostgreSQL or run a
     /// long migration, and meanwhile /healthz says the process lives, so a startup probe does not kill a
     /// migration, and /readyz why it is not ready), then the worker's parts once it is made and started
-    /// (``Worker/startUp()``), then, on `notifications.listen`, the receiver. On SIGTERM the receiver stops first,
-    /// then the worker drains and commits, then the metrics port closes.
+    /// (``Worker/startUp()``), then, on `notifications.listen`, the receiver: it listens once the topics are known
+    /// to exist (a broker still down at start-up means connection refused for Apple, which sends again). On SIGTERM
+    /// the receiver stops first, then the worker drains and commits, then the metrics port closes.
     public static func worker(
         _ configuration: WorkerConfiguration, logger: Logger, descriptors: Int = DescriptorBudget.current
     ) throws -> ServiceGroup {

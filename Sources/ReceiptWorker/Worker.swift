@@ -184,7 +184,7 @@ public final class Worker: Service {
             try await checkLedgerMatchesGroup(read)
             return read
         }
-        if runtime.isStopping { return [] }
+        if runtime.isStopping || Task.isCancelled { return [] }
         logger.info(
             "worker started",
             [
@@ -327,7 +327,7 @@ public final class Worker: Service {
     /// waiting for a ledger or a broker that does not answer yet.
     private func checkLedgerMatchesGroup(_ read: [(topic: String, partitions: Int)]) async throws {
         var delay = Duration.milliseconds(500)
-        while true {
+        while !runtime.isStopping && !Task.isCancelled {
             do {
                 let committed = try await LedgerGroupCheck.committed(consumer: consumer, partitionCounts: read)
                 try await LedgerGroupCheck.check(ledger: ledger, group: configuration.groupID, committed: committed)
@@ -335,7 +335,7 @@ public final class Worker: Service {
             } catch let error as LedgerMismatchError {
                 throw error
             } catch {
-                if runtime.isStopping { return }
+                if runtime.isStopping || Task.isCancelled { return }
                 logger.warning("cannot compare the ledger with the group's offsets; retrying", ["error": "\(error)"])
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(10))
@@ -344,21 +344,24 @@ public final class Worker: Service {
     }
 
     /// The topic's partition count (nil: missing or forbidden), waiting for a broker that does not answer yet.
+    /// Stopping, it asks no more (each ask may wait out a metadata timeout) and answers 1, which start-up, stopped,
+    /// does not use.
     private func partitionCount(_ topic: String) async throws -> Int? {
         var delay = Duration.milliseconds(500)
-        while true {
+        while !runtime.isStopping && !Task.isCancelled {
             do {
                 return try await KafkaAdmin.partitionCount(
                     of: topic, properties: WorkerAssembly.adminProperties(configuration), logger: logger)
             } catch let error as KafkaError where error.isMissingTopic {
                 return nil
             } catch {
-                if runtime.isStopping { return 1 }
+                if runtime.isStopping || Task.isCancelled { break }
                 logger.warning("cannot describe topic \(topic); retrying", ["error": "\(error)"])
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(10))
             }
         }
+        return 1
     }
 
     /// Checks the ledger (every 5 s) for `/readyz` and `receipt_worker_ledger_up`, each check with a deadline

@@ -66,6 +66,8 @@ struct YearTwoTests {
         #expect(count("to_regproc('receipt_worker.claim_write_v2') IS NOT NULL") == 0, "1.0.0's claim stays")
         #expect(count("to_regproc('receipt_worker.stored_results') IS NOT NULL") == 0, "1.0.0's read stays")
         #expect(count("NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'grants_fill_columns')") == 0)
+        #expect(count("to_regproc('receipt_worker.fill_purchase_id') IS NULL") == 0)
+        #expect(count("to_regproc('receipt_worker.fill_grant_columns') IS NULL") == 0)
         await ledger.close()
     }
 

@@ -125,6 +125,28 @@ struct ConfigurationAppsTests {
                 })
     }
 
+    @Test("the environment or --set naming one key by both its spellings is refused: which one won would be chance")
+    func twoSpellingsInOneSource() {
+        let environment = [
+            "RECEIPT_WORKER_APPLE__ALLOW_SANDBOX": "true", "RECEIPT_WORKER_APPS__DEFAULT__ALLOW_SANDBOX": "false",
+        ]
+        #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader.load(
+                file: nil, overrides: ["apple.bundle_id=com.example.game"], environment: environment)
+        }
+        do {
+            _ = try ConfigurationLoader.load(
+                file: nil,
+                overrides: ["apple.bundle_id=com.example.game", "apps.default.bundle_id=com.example.other"],
+                environment: [:])
+            Issue.record("two spellings in --set were taken")
+        } catch let error as ConfigurationError {
+            #expect(error.key == "apps.default.bundle_id" && error.reason.contains("apple.bundle_id"), "\(error)")
+        } catch {
+            Issue.record("\(error)")
+        }
+    }
+
     @Test("an app's API key that is not a PEM EC key fails check-config naming that app's key")
     func badAppKey() throws {
         let notAKey = FileManager.default.temporaryDirectory.appendingPathComponent("key-\(UUID()).p8").path

@@ -133,6 +133,34 @@ struct ServiceGroupTests {
         #expect(journal.all.filter { $0 != "opening the ledger" } == ["start metrics", "stopped metrics"])
     }
 
+    @Test(
+        "a stop while services are being made reaches a wait only its stop ends (a broker's metadata, retried), though the making is cancelled too",
+        .timeLimit(.minutes(1)))
+    func stoppedWhileWaitingForABroker() async throws {
+        let journal = Journal()
+        let group = ServiceGroup(
+            [
+                .init("metrics", Recorder(name: "metrics", journal: journal)),
+                .later("worker") {
+                    let stopped = Atomic<Bool>(false)
+                    await withGracefulShutdown(
+                        of: [GracefulShutdown.current], stop: { stopped.store(true, ordering: .relaxed) }
+                    ) {
+                        journal.note("waiting for the broker")
+                        // Ends only by its stop: cancelled, the sleep returns at once and the loop would spin.
+                        while !stopped.load(ordering: .relaxed) { try? await Task.sleep(for: .milliseconds(5)) }
+                    }
+                    return [.init("runtime", Recorder(name: "runtime", journal: journal))]
+                },
+            ], logger: Self.logger)
+        async let ran: Void = group.run()
+        while !journal.all.contains("waiting for the broker") { try await Task.sleep(for: .milliseconds(5)) }
+        group.shutdown()
+        try await ran
+        #expect(journal.all.filter { $0.hasSuffix("runtime") }.isEmpty, "nothing made after the stop starts")
+        #expect(journal.all.last == "stopped metrics")
+    }
+
     @Test("services that cannot be made (a topic missing) stop the group with that error")
     func makingFails() async throws {
         let journal = Journal()

@@ -291,6 +291,26 @@ struct WorkerProcessTests {
         #expect(worker.log.contains("stopped while starting"))
     }
 
+    @Test(
+        "SIGTERM while the worker waits for its broker at start-up (the ledger open, no broker answering): it exits 0 without starting, not at the grace period's SIGKILL"
+    )
+    func stopWhileWaitingForTheBroker() async throws {
+        let harness = try await ProcessHarness()
+        let ledger =
+            "sqlite:"
+            + FileManager.default.temporaryDirectory.appendingPathComponent("nobroker-\(harness.suffix).sqlite").path
+        // Nothing listens on port 1: each look at a topic waits out its metadata timeout, then is retried.
+        let config = try harness.config(ledger: ledger, extra: ["kafka.bootstrap.servers": "127.0.0.1:1"])
+        let worker = try WorkerProcess(config: config)
+        #expect(await eventually(timeout: .seconds(60)) { worker.log.contains("cannot describe topic") })
+        let stopped = ContinuousClock.now
+        #expect(await worker.stop(SIGTERM) == 0, "log:\n\(worker.log.suffix(2000))")
+        // At most the one metadata wait in progress (10 s), never the retries after it.
+        #expect(ContinuousClock.now - stopped < .seconds(20), "SIGTERM waited for the broker")
+        #expect(!worker.log.contains("worker started"))
+        await harness.stop()
+    }
+
     @Test("kill -9 in the middle of 5,000 jobs, then a restart: every job has a result, no transaction granted twice")
     func killNine() async throws {
         let harness = try await ProcessHarness()

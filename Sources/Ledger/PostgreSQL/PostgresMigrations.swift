@@ -34,8 +34,9 @@ extension PostgresSchema {
     static let migrationStatementTimeoutMs = 600_000
     static let pagesPerBatch = 1_000
 
-    /// Migration 10: what a ledger needs for its second year. Every step runs beside traffic and beside the
-    /// previous release (whose `record_v3` still writes: the lean `fill_grant_columns` keeps what it needs).
+    /// Migration 10: what a ledger needs for its second year. Every step runs beside traffic and beside the release
+    /// before it (whose `record_v3` still wrote: the lean `fill_grant_columns` kept what it needed, until migration
+    /// 16).
     ///
     /// - A primary key on every table: the unique indexes the keys already had become the keys (logical
     ///   replication, pg_repack and change-data capture need one), `grants.purchase_id` made NOT NULL through a

@@ -109,7 +109,8 @@ extension PostgresSchema {
     /// upgrade drill runs beside this one) and this release never call. The claim functions of migration 10
     /// (`claim_facts`, `claim_write`; 1.0.0 calls their `_v2`), 0.3.0's `record_v3` and `record_batch_v3`, and
     /// the trigger that filled in what `record_v3` left out of a grant: it ran a PL/pgSQL function on every grant's
-    /// insert, for writers that no longer exist. Every overload by name (`DROP FUNCTION` needs the argument types;
+    /// insert, for writers that no longer exist; and `fill_purchase_id`, whose trigger migration 9 dropped. The
+    /// earlier migrations still make the trigger on a new ledger, and this drops it. Every overload by name (`DROP FUNCTION` needs the argument types;
     /// a name alone fails once two exist). Dropping the trigger takes the grants' table lock for a moment, under
     /// the migrations' lock timeout, retried.
     var beforeOneDrops: [String] {
@@ -122,8 +123,8 @@ extension PostgresSchema {
             BEGIN
                 FOR f IN SELECT p.oid::regprocedure FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
                     WHERE n.nspname = '\(name)'
-                        AND p.proname IN ('fill_grant_columns', 'record_batch_v3', 'record_v3', 'claim_facts',
-                            'claim_write')
+                        AND p.proname IN ('fill_grant_columns', 'fill_purchase_id', 'record_batch_v3', 'record_v3',
+                            'claim_facts', 'claim_write')
                 LOOP
                     EXECUTE 'DROP FUNCTION ' || f;
                 END LOOP;
