@@ -132,9 +132,14 @@ struct LedgerUpkeepTests {
         let database = String(url[url.index(after: url.lastIndex(of: "/")!)...])
         #expect(runPsql(url, "CREATE ROLE \(app) LOGIN; REVOKE CREATE ON DATABASE \(database) FROM PUBLIC") == 0)
         let appURL = url.replacingOccurrences(of: "://postgres@", with: "://\(app)@")
+        func refusals() -> Int {
+            Int(psqlValue(url, "SELECT xact_rollback FROM pg_stat_database WHERE datname = current_database()") ?? "")
+                ?? 0
+        }
+        let before = refusals()
         let opening = Task { try await LedgerFactory.open(url: appURL, poolSize: 2) }
-        try await Task.sleep(for: .seconds(1))
-        // Still opening (retrying with "permission denied" in its log), until the owner migrates.
+        // Refused ("permission denied": a rolled back migration), and retrying, until the owner migrates.
+        #expect(await eventually(timeout: .seconds(30)) { refusals() > before }, "the worker's role was never refused")
         let script = PostgresSchema(name: "receipt_worker")!.script(grantingTo: app)
         #expect(runPsql(url, script) == 0)
         let ledger = try await opening.value
