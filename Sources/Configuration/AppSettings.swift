@@ -12,11 +12,16 @@ struct AppSettings: Sendable {
         "consumption.terms_carry_consent",
     ]
 
-    /// What a field is when not set, as a properties file writes it (the others have none).
-    static let defaults = [
-        "allow_sandbox": "false", "consumption.policy": "none", "consumption.margin_ms": "3600000",
-        "consumption.terms_carry_consent": "false",
-    ]
+    /// What a field is when not set, as a properties file writes it, from ``WorkerConfiguration/App``'s own
+    /// defaults (the other fields have none).
+    static let defaults: [String: String] = {
+        let app = WorkerConfiguration.App(name: WorkerConfiguration.App.defaultName)
+        return [
+            "allow_sandbox": String(app.allowSandbox), "consumption.policy": app.consumptionPolicy.answer.rawValue,
+            "consumption.margin_ms": String(app.consumptionPolicy.margin.milliseconds),
+            "consumption.terms_carry_consent": String(app.consumptionPolicy.termsCarryConsent),
+        ]
+    }()
 
     /// Names an app may not have: the groups of the flows beside the jobs.
     static let reservedNames: Set<String> = [FlowGroup.notifications, FlowGroup.consumption]

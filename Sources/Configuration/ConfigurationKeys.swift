@@ -32,9 +32,9 @@ enum ConfigurationKeys {
     /// A policy that answers needs the studio's declaration that its terms carry the player's consent: Apple
     /// takes consumption data only with it.
     static func checkConsumptionPolicies(_ draft: inout ConfigurationDraft) throws {
-        for (index, app) in draft.configuration.allApps.enumerated()
+        for app in draft.configuration.allApps
         where app.consumptionPolicy.answer != .none && !app.consumptionPolicy.termsCarryConsent {
-            let prefix = index == 0 ? "apple." : "apps.\(app.name)."
+            let prefix = AppSettings.prefix(of: app.name)
             throw ConfigurationError(
                 .conflictingKeys, key: prefix + "consumption.terms_carry_consent",
                 reason:

@@ -193,7 +193,7 @@ public final class ServiceGroup: Sendable {
                 }
             }
             // Wait for a shutdown, or for a service ending by itself; then stop the rest last-first.
-            if !stopping { await firstOf(shutdownRequested, finished) }
+            if !stopping { await firstOf([shutdownRequested, finished]) }
             for index in (0..<started.count).reversed() {
                 started.shutdown(index).trigger()
                 while !started.hasEnded(index) {
@@ -213,7 +213,7 @@ public final class ServiceGroup: Sendable {
         return try await withThrowingTaskGroup(of: [Entry]?.self) { race in
             race.addTask { try await GracefulShutdown.$current.withValue(stop) { try await make() } }
             race.addTask { [shutdownRequested] in
-                await firstOf(shutdownRequested, finished)
+                await firstOf([shutdownRequested, finished])
                 if !Task.isCancelled { stop.trigger() }
                 return nil
             }
@@ -224,11 +224,10 @@ public final class ServiceGroup: Sendable {
     }
 }
 
-/// Returns once either is triggered (or the task is cancelled).
-private func firstOf(_ one: GracefulShutdown, _ other: GracefulShutdown) async {
+/// Returns once any of `shutdowns` is triggered (or the task is cancelled).
+private func firstOf(_ shutdowns: [GracefulShutdown]) async {
     await withTaskGroup(of: Void.self) { any in
-        any.addTask { await one.wait() }
-        any.addTask { await other.wait() }
+        for shutdown in shutdowns { any.addTask { await shutdown.wait() } }
         await any.next()
         any.cancelAll()
     }
@@ -269,11 +268,7 @@ public func withGracefulShutdown<T: Sendable>(
 ) async rethrows -> T {
     try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in
         group.addTask {
-            await withTaskGroup(of: Void.self) { any in
-                for shutdown in shutdowns { any.addTask { await shutdown.wait() } }
-                await any.next()
-                any.cancelAll()
-            }
+            await firstOf(shutdowns)
             // Told to stop, even when cancelled meanwhile (a group cancels what it stops waiting for): `body` may
             // wait in a loop only `stop` ends. Not when `body` returned first, which cancels this watcher.
             if shutdowns.contains(where: \.isTriggered) { stop() }
