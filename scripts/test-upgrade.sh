@@ -6,7 +6,9 @@
 #   2. this build's `ledger migrate` runs while it decides and jobs keep coming;
 #   3. this build's worker joins the same consumer group beside it;
 #   4. the previous release stops (SIGTERM, its graceful drain); this build decides alone.
-# Passes when every job is answered, each with one event, and each purchase is granted to exactly one order.
+# Passes when every job is answered, each with one event, and each purchase is granted to exactly one order; and
+# when a new ledger of this build (made as 1.0.0 left one, at once) has the same schema as the previous release's
+# ledger migrated by this build, on PostgreSQL and SQLite, and the previous release finds nothing to migrate on it.
 #   scripts/test-upgrade.sh [PAIRS_PER_PHASE]      (default 150)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -127,4 +129,36 @@ print(f"[upgrade] {len(expected)} jobs: {len(expected) - len(unanswered)} answer
       f" different events, {len(twice)} purchases granted twice, {len(never)} never granted")
 sys.exit(1 if unanswered or two_answers or twice or never else 0)
 PY
+
+# pg_schema DATABASE, sqlite_schema FILE: a ledger's schema, comparable between two ledgers.
+pg_schema() { pg_dump --schema-only --no-owner "${POSTGRES_URL%/*}/$1" | grep -v '^\\\(un\)\?restrict\|^--'; }
+sqlite_schema() {
+    python3 - "$1" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for kind, name, sql in db.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name"):
+    print(kind, name, " ".join((sql or "").split()))
+print("version", db.execute("PRAGMA user_version").fetchone()[0])
+PY
+}
+ledger_at() { printf 'apple.bundle_id=com.example\nledger.url=%s\n' "$1" >"$work/at.properties"; echo "$work/at.properties"; }
+echo "[upgrade] 5. a new ledger of this build has the schema of the previous release's, migrated"
+psql "$POSTGRES_URL" -qc "CREATE DATABASE fresh"
+"$new_bin" ledger migrate --config "$(ledger_at "${POSTGRES_URL%/*}/fresh")" >/dev/null
+pg_schema upgrade >"$work/upgraded.sql"
+pg_schema fresh >"$work/fresh.sql"
+"$old_bin" ledger migrate --config "$(ledger_at "${POSTGRES_URL%/*}/fresh")" >/dev/null
+pg_schema fresh >"$work/fresh-after-previous.sql"
+: >"$work/old.sqlite"; : >"$work/new.sqlite"
+"$old_bin" ledger prune --older-than-days 1 --config "$(ledger_at "sqlite:$work/old.sqlite")" >/dev/null
+"$new_bin" ledger prune --older-than-days 1 --config "$(ledger_at "sqlite:$work/old.sqlite")" >/dev/null
+"$new_bin" ledger prune --older-than-days 1 --config "$(ledger_at "sqlite:$work/new.sqlite")" >/dev/null
+"$old_bin" ledger prune --older-than-days 1 --config "$(ledger_at "sqlite:$work/new.sqlite")" >/dev/null
+sqlite_schema "$work/old.sqlite" >"$work/upgraded.sqlite.txt"
+sqlite_schema "$work/new.sqlite" >"$work/fresh.sqlite.txt"
+diff -u "$work/upgraded.sql" "$work/fresh.sql"
+diff -u "$work/fresh.sql" "$work/fresh-after-previous.sql"
+diff -u "$work/upgraded.sqlite.txt" "$work/fresh.sqlite.txt"
+echo "[upgrade] the same schema: PostgreSQL ($(grep -c '^CREATE' "$work/fresh.sql") statements), SQLite" \
+    "($(wc -l <"$work/fresh.sqlite.txt") objects); the previous release migrated nothing on the new ledger"
 echo "[upgrade] passed"

@@ -6,8 +6,8 @@
 /// `postgresql://...`.
 public enum LedgerFactory {
     /// `schema`: the PostgreSQL schema of the ledger's tables (`ledger.schema`); SQLite has none.
-    /// `defaultBundleID`: the default app's bundle id (`apple.bundle_id`), which migrating a ledger of a release
-    /// before apps were scoped needs (each row gets the app its event names).
+    /// `defaultBundleID`: the default app's bundle id (`apple.bundle_id`), recorded in the ledger on first use:
+    /// opened with another, the ledger is refused (its default app's rows would be read as another app's).
     /// `giveUpAfter`: a command's bound on reaching PostgreSQL (nil: wait as long as it takes, as a worker does).
     public static func open(
         url: String, poolSize: Int = 8, schema: String = PostgresSchema.defaultName, defaultBundleID: String? = nil,

@@ -1,33 +1,18 @@
-/// The ledger's migrations from version 11 on, one list for SQLite and PostgreSQL: what each adds, written once.
-/// Each database renders a change its own way (``SQLiteSchema``: one transaction on the file; ``PostgresSchema``:
-/// steps that run beside traffic and beside the previous release). Earlier versions stay on each database's own
-/// ladder: the files and schemas of earlier releases were built by them.
+/// The ledger's migrations after 1.0.0's, one list for SQLite and PostgreSQL: what each adds, written once. Each
+/// database renders a change its own way (``SQLiteSchema``: one transaction on the file; ``PostgresSchema``: steps
+/// that run beside traffic and beside the previous release). Before them, each database makes the ledger of 1.0.0
+/// at once on a new file or schema (version ``baseline``); a ledger of a release before 1.0.0 is refused,
+/// untouched: 1.0.0 migrates it first (CHANGELOG.md).
 ///
 /// A new table, column or index is one entry here, in the DDL both databases take, with these words spelled by
 /// each: `{schema}` (PostgreSQL's schema and a dot; nothing in SQLite), `{time}` (`TIMESTAMPTZ`; RFC 3339 `TEXT`),
 /// `{bigint}` (`BIGINT`; `INTEGER`), `{identity}` (a key the database numbers: `BIGINT GENERATED ALWAYS AS
 /// IDENTITY PRIMARY KEY`; `INTEGER PRIMARY KEY AUTOINCREMENT`).
 enum LedgerMigrations {
+    /// The version of 1.0.0's ledger, the oldest this release migrates.
+    static let baseline = 11
+
     static let all: [LedgerMigration] = [
-        LedgerMigration(
-            version: 11, description: "what each sale counted as revenue",
-            changes: [
-                // Rows before it say none (not known): a nullable column without a default, no row rewritten.
-                .column(table: "grants", "revenue {bigint}"),
-                .column(table: "unclaimed_purchases", "revenue {bigint}"),
-                // Credits an earlier release kept from publishing because they were refunded before their publish
-                // stay unpublished (published from now on, such a credit is; grant services may have forgotten
-                // those old refunds).
-                .rows(
-                    """
-                    UPDATE {schema}unclaimed_purchases AS u SET published = TRUE WHERE NOT u.published
-                        AND u.state IN ('credited', 'tied') AND EXISTS (SELECT 1 FROM {schema}grants g
-                            WHERE g.app = u.app AND g.environment = u.environment AND g.purchase_id = u.purchase_id
-                            AND g.revoked_at IS NOT NULL)
-                    """),
-                // The claim's functions that read and write revenue; the earlier ones stay, untouched.
-                .postgresFunctions(\.claimFunctionsV2),
-            ]),
         LedgerMigration(
             version: 12, description: "the support desk: audit, held credits, caps",
             changes: [
@@ -136,8 +121,6 @@ enum SchemaChange: Sendable {
     /// An index of a table that has rows (`name`, then `on`: the table, its columns and any `WHERE`): on
     /// PostgreSQL built `CONCURRENTLY`, without blocking writes.
     case index(_ name: String, on: String)
-    /// Rows changed, in one statement (a transaction of its own on PostgreSQL).
-    case rows(String)
     /// Server functions and their triggers (PostgreSQL alone: SQLite has none), created, replaced or dropped.
     case postgresFunctions(KeyPath<PostgresSchema, [String]> & Sendable)
 }
@@ -158,5 +141,16 @@ struct DDLWords {
     func spell(_ sql: String) -> String {
         sql.replacingOccurrences(of: "{schema}", with: schema).replacingOccurrences(of: "{time}", with: time)
             .replacingOccurrences(of: "{bigint}", with: bigint).replacingOccurrences(of: "{identity}", with: identity)
+    }
+}
+
+extension LedgerError {
+    /// A ledger of a release before 1.0.0 (`found` says how it was told): refused, nothing changed.
+    static func beforeBaseline(_ found: String) -> LedgerError {
+        LedgerError(
+            .migrationFailed,
+            "this ledger was written by a release before 1.0.0 (\(found)): migrate it with receipt-worker 1.0.0"
+                + " first (`ledger migrate`; a SQLite file: any command of 1.0.0 that opens it, such as `ledger prune`),"
+                + " then with this release. Nothing was changed (CHANGELOG.md, upgrade notes)")
     }
 }

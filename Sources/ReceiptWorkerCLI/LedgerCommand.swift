@@ -58,8 +58,9 @@ enum LedgerCommand {
                  token's subject, --player a user id, --limit (default 100, at most 10000); --json: one
                  JSON object a line, for a SIEM.
 
-        Reads only the ledger's keys (ledger.url or ledger.url_file, ledger.schema, ...) and, to migrate,
-        apple.bundle_id (the default app's rows keep a scope of their own): not Apple's key or secret.
+        Reads only the ledger's keys (ledger.url or ledger.url_file, ledger.schema, ...) and apple.bundle_id
+        (recorded in the ledger: the default app's rows keep a scope of their own): not Apple's key or secret.
+        A ledger of a release before 1.0.0 is refused, untouched: migrate it with 1.0.0 first.
         Exit codes: 0 done; 1 the ledger failed; 2 usage or configuration error.
         """
 
@@ -148,16 +149,13 @@ enum LedgerCommand {
     private static func migrate(
         _ configuration: WorkerConfiguration, printOnly: Bool, grantingTo role: String?, deskRole: String?
     ) async throws -> Int32 {
-        // The loader validated the name already. Migration 6 gives each row of an earlier release its app: it
-        // needs to know which app is the default one.
+        // The loader validated the name already. The default app's bundle id, when set, is recorded in the ledger
+        // (its rows have the app ""): a worker configured with another is refused.
         let bundleID = configuration.defaultApp.bundleID
-        guard !bundleID.isEmpty else {
-            throw ConfigurationError(
-                .missingKey, key: "apple.bundle_id",
-                reason: "is required by ledger migrate: migration 6 gives each existing row its app, and the"
-                    + " default app's rows a scope of their own")
-        }
-        guard let schema = PostgresSchema(name: configuration.ledgerSchema, defaultBundleID: bundleID) else { return 2 }
+        guard
+            let schema = PostgresSchema(
+                name: configuration.ledgerSchema, defaultBundleID: bundleID.isEmpty ? nil : bundleID)
+        else { return 2 }
         if printOnly {
             print(schema.script(grantingTo: role, deskRole: deskRole), terminator: "")
             return 0

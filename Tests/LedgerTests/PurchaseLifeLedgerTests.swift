@@ -1,4 +1,3 @@
-import CSQLite
 import Foundation
 import TestSupport
 import Testing
@@ -272,61 +271,5 @@ struct PurchaseLifeLedgerTests {
         }
         await first.close()
         await second.close()
-    }
-
-    @Test("PostgreSQL: a subscription granted before migration 8 gets its renewals")
-    func postgresUpgrade() async throws {
-        let url = try makePostgresDatabase()
-        let schema = try #require(PostgresSchema(name: "receipt_worker", defaultBundleID: "com.example"))
-        let version7 =
-            (["BEGIN"] + schema.bootstrap
-            + schema.migrations.prefix(7).flatMap { $0.statements + [schema.record($0)] } + ["COMMIT"])
-            .map { $0 + ";" }.joined(separator: "\n")
-        #expect(runPsql(url, version7) == 0)
-        let event = String(decoding: Self.grantEvent(order: "old-1", transaction: "70", original: "70"), as: UTF8.self)
-        #expect(
-            runPsql(
-                url,
-                "INSERT INTO receipt_worker.grants (transaction_id, order_id, purchase_id, user_id, product_id, quantity, event) VALUES ('70', 'old-1', 'w:Q1', 'u', 'vip', 1, '\(event)')"
-            ) == 0)
-        let ledger = try await LedgerFactory.open(url: url, poolSize: 2, defaultBundleID: "com.example")
-        #expect(
-            try await Self.applied(ledger, Self.renewal("71", original: "70", line: "Q2", at: Self.at))?.hasPrefix(
-                "old-1|") == true)
-        await ledger.close()
-    }
-
-    @Test("SQLite: a file of version 4 moves to 5 with its grants, and its subscriptions get their renewals")
-    func sqliteUpgrade() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("v4-\(UUID()).sqlite").path
-        let ledger = try await LedgerFactory.open(url: "sqlite:\(path)", defaultBundleID: "com.example")
-        await ledger.close()
-        // Back to version 4's grants table: the unique order constraint inline, no credit columns.
-        var db: OpaquePointer?
-        #expect(sqlite3_open(path, &db) == SQLITE_OK)
-        let version4 = """
-            DROP TABLE grants;
-            CREATE TABLE grants (app TEXT NOT NULL DEFAULT '', environment TEXT NOT NULL DEFAULT 'Production',
-                transaction_id TEXT NOT NULL, order_id TEXT NOT NULL, purchase_id TEXT NOT NULL, user_id TEXT,
-                product_id TEXT, quantity INTEGER, event BLOB, revoked_at TEXT,
-                granted_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-                UNIQUE (app, order_id), UNIQUE (app, environment, purchase_id), UNIQUE (app, environment, transaction_id));
-            CREATE INDEX grants_transaction_id ON grants (transaction_id);
-            CREATE INDEX grants_purchase_id ON grants (purchase_id);
-            DROP TABLE subscriptions;
-            DROP TABLE unclaimed_purchases;
-            INSERT INTO grants (transaction_id, order_id, purchase_id, user_id, product_id, quantity, event)
-                VALUES ('80', 'old-8', 'w:R1', 'u', 'vip', 1, '\(String(decoding: Self.grantEvent(order: "old-8", transaction: "80", original: "80"), as: UTF8.self))');
-            PRAGMA user_version = 4;
-            """
-        #expect(sqlite3_exec(db, version4, nil, nil, nil) == SQLITE_OK)
-        sqlite3_close(db)
-        let upgraded = try await LedgerFactory.open(url: "sqlite:\(path)", defaultBundleID: "com.example")
-        #expect(
-            try await Self.applied(upgraded, Self.renewal("81", original: "80", line: "R2", at: Self.at))?.hasPrefix(
-                "old-8|") == true)
-        let again = LedgerClaim.grant(orderID: "old-8", transactionID: "99", purchaseID: .transaction("99"))
-        #expect(try await upgraded.record(jobID: "j", claim: again, event: Data("{}".utf8)) == .orderAlreadyFulfilled)
-        await upgraded.close()
     }
 }

@@ -10,11 +10,6 @@ public enum MigrationStep: Sendable {
     /// An index built with `CREATE [UNIQUE] INDEX CONCURRENTLY`, outside any transaction, without blocking
     /// writes; an invalid leftover of an interrupted build of it (`name`) is dropped first.
     case index(name: String, create: String)
-    /// An index dropped with `DROP INDEX CONCURRENTLY`.
-    case dropIndex(name: String)
-    /// `UPDATE table SET set WHERE where`, a thousand pages at a time (a TID range each), each range a
-    /// transaction of its own: a backfill whose locks, WAL bursts and dead rows stay bounded.
-    case pages(table: String, set: String, where: String)
 }
 
 extension PostgresSchema {
@@ -32,135 +27,6 @@ extension PostgresSchema {
     static let lockAttempts = 90
     /// A migration's own statement timeout: a step is no request on a payment path. Index builds have none.
     static let migrationStatementTimeoutMs = 600_000
-    static let pagesPerBatch = 1_000
-
-    /// Migration 10: what a ledger needs for its second year. Every step runs beside traffic and beside the release
-    /// before it (whose `record_v3` still wrote: the lean `fill_grant_columns` kept what it needed, until migration
-    /// 16).
-    ///
-    /// - A primary key on every table: the unique indexes the keys already had become the keys (logical
-    ///   replication, pg_repack and change-data capture need one), `grants.purchase_id` made NOT NULL through a
-    ///   constraint validated without an exclusive lock.
-    /// - One index for a transaction id (`transaction_id, app, environment`, unique) instead of two.
-    /// - Indexes for the retention of notifications, consumption requests, purchase states and settled
-    ///   unclaimed purchases.
-    /// - A decision's event stored once (in its result): grants' copies emptied, in bounded batches.
-    /// - The compatibility triggers for writers older than the previous release gone.
-    /// - The stored results of a batch's jobs as a function whose plan each server connection keeps
-    ///   (``storedResultsFunction``; the claim's own functions of this migration, which only builds before 1.0.0
-    ///   called, are no longer made: migration 16 drops them from ledgers that have them).
-    var yearTwo: [MigrationStep] {
-        let grants = "\(name).grants"
-        func primaryKey(_ table: String, index: String) -> MigrationStep {
-            .transaction([
-                """
-                DO $$ BEGIN
-                    IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = '\(name).\(table)'::regclass
-                        AND contype = 'p') THEN
-                        ALTER TABLE \(name).\(table) ADD CONSTRAINT \(index) PRIMARY KEY USING INDEX \(index);
-                    END IF;
-                END $$
-                """
-            ])
-        }
-        let nullable = """
-            EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '\(grants)'::regclass AND attname = 'purchase_id'
-                AND NOT attnotnull)
-            """
-        let check = "conrelid = '\(grants)'::regclass AND conname = 'grants_purchase_id_present'"
-        return [
-            .transaction([
-                "DROP TRIGGER IF EXISTS results_event_columns ON \(name).results",
-                "DROP TRIGGER IF EXISTS notifications_event_columns ON \(name).notifications",
-                "DROP FUNCTION IF EXISTS \(name).fill_event_columns()",
-                // Only what the previous release's record_v3 leaves to it; parsed only then.
-                """
-                CREATE OR REPLACE FUNCTION \(name).fill_grant_columns() RETURNS trigger LANGUAGE plpgsql AS $$
-                BEGIN
-                    IF NEW.original_transaction_id IS NULL AND NEW.purchase_id LIKE 'w:%' AND NEW.event IS NOT NULL THEN
-                        NEW.original_transaction_id := \(name).event_json(NEW.event)->>'original_transaction_id';
-                    END IF;
-                    RETURN NEW;
-                END
-                $$
-                """,
-            ]),
-            // NOT NULL without a scan under ACCESS EXCLUSIVE: a constraint added NOT VALID (a catalog change),
-            // validated under a lock writers pass, then SET NOT NULL uses it instead of scanning.
-            .transaction([
-                """
-                DO $$ BEGIN
-                    IF \(nullable) AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE \(check)) THEN
-                        ALTER TABLE \(grants) ADD CONSTRAINT grants_purchase_id_present
-                            CHECK (purchase_id IS NOT NULL) NOT VALID;
-                    END IF;
-                END $$
-                """
-            ]),
-            .transaction([
-                """
-                DO $$ BEGIN
-                    IF EXISTS (SELECT 1 FROM pg_constraint WHERE \(check) AND NOT convalidated) THEN
-                        ALTER TABLE \(grants) VALIDATE CONSTRAINT grants_purchase_id_present;
-                    END IF;
-                END $$
-                """
-            ]),
-            .transaction([
-                """
-                DO $$ BEGIN
-                    IF \(nullable) THEN ALTER TABLE \(grants) ALTER COLUMN purchase_id SET NOT NULL; END IF;
-                    IF EXISTS (SELECT 1 FROM pg_constraint WHERE \(check)) THEN
-                        ALTER TABLE \(grants) DROP CONSTRAINT grants_purchase_id_present;
-                    END IF;
-                END $$
-                """
-            ]),
-            primaryKey("grants", index: "grants_app_purchase"),
-            primaryKey("results", index: "results_app_job"),
-            primaryKey("purchase_states", index: "purchase_states_app_purchase"),
-            primaryKey("consumption_requests", index: "consumption_requests_app_transaction"),
-            .index(
-                name: "grants_transaction",
-                create:
-                    "CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS grants_transaction ON \(grants) (transaction_id, app, environment)"
-            ),
-            .dropIndex(name: "grants_app_transaction"),
-            // A refund's transaction id first, as grants_transaction: each probe of the claim then has one index
-            // whose leading column it names, so a plan made while the tables were empty (a connection's
-            // generic plan) still probes by key once they are large.
-            .index(
-                name: "purchase_states_transaction",
-                create:
-                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS purchase_states_transaction ON \(name).purchase_states (transaction_id, app, environment)"
-            ),
-            .dropIndex(name: "purchase_states_app_transaction"),
-            .dropIndex(name: "grants_transaction_id"),
-            .index(
-                name: "notifications_handled_at",
-                create:
-                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS notifications_handled_at ON \(name).notifications (handled_at)"
-            ),
-            .index(
-                name: "consumption_requests_respond_by",
-                create:
-                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS consumption_requests_respond_by ON \(name).consumption_requests (respond_by)"
-            ),
-            .index(
-                name: "purchase_states_changed_at",
-                create:
-                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS purchase_states_changed_at ON \(name).purchase_states (changed_at)"
-            ),
-            .index(
-                name: "unclaimed_settled",
-                create: """
-                    CREATE INDEX CONCURRENTLY IF NOT EXISTS unclaimed_settled ON \(name).unclaimed_purchases (settled_at)
-                        WHERE state <> 'waiting'
-                    """),
-            .transaction(storedResultsFunction),
-            .pages(table: "grants", set: "event = NULL", where: "event IS NOT NULL"),
-        ]
-    }
 
     /// The migrations the database lacks (reading only: any role may ask).
     func pending(on connection: PostgresConnection) throws -> [Migration] {
@@ -194,11 +60,11 @@ extension PostgresSchema {
         let session = try SessionCheck(connection)
         let applied = try appliedVersions(on: connection)
         let pending = migrations.filter { !applied.contains($0.version) }
-        if defaultBundleID == nil && !applied.isEmpty && pending.contains(where: { $0.version == 6 }) {
-            throw LedgerError(
-                .misconfigured,
-                "migration 6 of schema \(name) gives each existing row its app: the default app's bundle id"
-                    + " (apple.bundle_id) must be set to apply it", key: "apple.bundle_id")
+        if !applied.isEmpty && !applied.contains(LedgerMigrations.baseline) {
+            throw LedgerError.beforeBaseline("schema \(name) at migration \(applied.max() ?? 0)")
+        }
+        if applied.isEmpty, try connection.query("SELECT (\(hasTablesOfZeroThree))::text").first == "true" {
+            throw LedgerError.beforeBaseline("its tables in the schema public")
         }
         var done: [Applied] = []
         do {
@@ -303,34 +169,6 @@ extension PostgresSchema {
                 try connection.query(create)
                 return .zero
             }
-        case .dropIndex(let index):
-            return try retryingLocks(on: connection) {
-                try connection.query("SET lock_timeout = \(Self.lockTimeoutMs)")
-                defer { _ = try? connection.query("RESET lock_timeout") }
-                try connection.query("DROP INDEX CONCURRENTLY IF EXISTS \(name).\(index)")
-                return .zero
-            }
-        case .pages(let table, let set, let condition):
-            var longest = Duration.zero
-            var start = 0
-            while true {
-                let pages =
-                    Int(
-                        try connection.query(
-                            "SELECT (pg_relation_size('\(name).\(table)') / current_setting('block_size')::int)::text"
-                        ).first.flatMap { $0 } ?? "0") ?? 0
-                guard start < pages else { return longest }
-                let end = start + Self.pagesPerBatch
-                let held = try run(
-                    .transaction([
-                        """
-                        UPDATE \(name).\(table) SET \(set) WHERE ctid >= '(\(start),0)'::tid AND ctid < '(\(end),0)'::tid
-                            AND (\(condition))
-                        """
-                    ]), on: connection)
-                longest = max(longest, held)
-                start = end
-            }
         }
     }
 
@@ -360,8 +198,6 @@ extension PostgresSchema {
         case .transaction(let statements):
             return statements.first.map { String($0.prefix(80)).replacingOccurrences(of: "\n", with: " ") } ?? ""
         case .index(let name, _): return "index \(name)"
-        case .dropIndex(let name): return "drop index \(name)"
-        case .pages(let table, let set, _): return "UPDATE \(table) SET \(set), by pages"
         }
     }
 
@@ -399,24 +235,6 @@ extension PostgresSchema {
         case .index(let index, let create):
             return "-- if an interrupted run left index \(index) invalid: DROP INDEX CONCURRENTLY \(name).\(index);\n"
                 + create + ";"
-        case .dropIndex(let index):
-            return "DROP INDEX CONCURRENTLY IF EXISTS \(name).\(index);"
-        case .pages(let table, let set, let condition):
-            return """
-                DO $$
-                DECLARE
-                    first bigint := 0;
-                BEGIN
-                    WHILE first < pg_relation_size('\(name).\(table)') / current_setting('block_size')::int LOOP
-                        UPDATE \(name).\(table) SET \(set)
-                            WHERE ctid >= format('(%s,0)', first)::tid AND ctid < format('(%s,0)', first + \(Self.pagesPerBatch))::tid
-                                AND (\(condition));
-                        COMMIT;
-                        first := first + \(Self.pagesPerBatch);
-                    END LOOP;
-                END
-                $$;
-                """
         }
     }
 }

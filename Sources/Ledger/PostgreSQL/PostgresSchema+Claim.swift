@@ -106,13 +106,13 @@ extension PostgresSchema {
     }
 
     /// Migration 16: what only releases before 1.0.0 called, which 1.0.0 (the previous release, the one the
-    /// upgrade drill runs beside this one) and this release never call. The claim functions of migration 10
-    /// (`claim_facts`, `claim_write`; 1.0.0 calls their `_v2`), 0.3.0's `record_v3` and `record_batch_v3`, and
-    /// the trigger that filled in what `record_v3` left out of a grant: it ran a PL/pgSQL function on every grant's
-    /// insert, for writers that no longer exist; and `fill_purchase_id`, whose trigger migration 9 dropped. The
-    /// earlier migrations still make the trigger on a new ledger, and this drops it. Every overload by name (`DROP FUNCTION` needs the argument types;
-    /// a name alone fails once two exist). Dropping the trigger takes the grants' table lock for a moment, under
-    /// the migrations' lock timeout, retried.
+    /// upgrade drill runs beside this one) and this release never call: the claim functions of migration 10
+    /// (`claim_facts`, `claim_write`; 1.0.0 calls their `_v2`), 0.3.0's `record_v3` and `record_batch_v3`, the
+    /// trigger that filled in what `record_v3` left out of a grant (a PL/pgSQL function run on every grant's
+    /// insert, for writers that no longer exist), and `fill_purchase_id`, whose trigger migration 9 dropped. A new
+    /// ledger never had them. Every overload by name (`DROP FUNCTION` needs the argument types; a name alone fails
+    /// once two exist). Dropping the trigger takes the grants' table lock for a moment, under the migrations' lock
+    /// timeout, retried.
     var beforeOneDrops: [String] {
         [
             "DROP TRIGGER IF EXISTS grants_fill_columns ON \(name).grants",

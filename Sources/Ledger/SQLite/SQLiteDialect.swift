@@ -24,8 +24,7 @@ final class SQLiteDialect: LedgerDialect, Sendable {
             "CASE WHEN json_valid(CAST(\(column) AS TEXT)) THEN json_extract(CAST(\(column) AS TEXT), '$.\(member)') END"
         })
 
-    /// `defaultBundleID`: the default app's bundle id (`apple.bundle_id`), which migrating a file of an
-    /// earlier release needs (each row gets the app its event names; see ``SQLiteSchema``).
+    /// `defaultBundleID`: the default app's bundle id (`apple.bundle_id`), recorded in the file on first use.
     init(path: String, defaultBundleID: String? = nil) throws {
         let connection = try SQLiteConnection(path: path)
         self.path = path
@@ -34,7 +33,7 @@ final class SQLiteDialect: LedgerDialect, Sendable {
             throw LedgerError(.unavailable, "sqlite \(path): the file cannot be read after opening it")
         }
         try connection.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;")
-        try SQLiteSchema.migrate(connection, defaultBundleID: defaultBundleID)
+        try SQLiteSchema.migrate(connection)
         try SQLiteSchema.checkDefaultApp(connection, defaultBundleID: defaultBundleID)
         // Temporary files (statement journals, sorts) in memory: written to disk they cost a large share of the
         // ledger's CPU in a batch's transaction. Set after the migrations, whose one-off statements over whole
