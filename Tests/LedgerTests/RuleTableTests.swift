@@ -7,8 +7,10 @@ import Vocabulary
 
 /// Every row of the claim table and of the notification table (``ClaimRules``, ``PurchaseRules``), run on both
 /// ledgers: each row's steps on a fresh SQLite and a fresh PostgreSQL ledger, each step's outcome written as a
-/// word, and the two lists must be the row's, step by step. The rules live in one place; these rows show the two
-/// dialects' SQL give them the same facts.
+/// word, and the lists must be the row's, step by step. The rules live in one place; these rows are the dialects'
+/// conformance test: their SQL gives the rules the same facts. A third run takes PostgreSQL with the claim and a
+/// notification's facts read and written statement by statement (``ClaimStatements``, as SQLite runs them), so the
+/// server functions PostgreSQL runs instead are held to the same statements.
 @Suite("One rule set on both ledgers: the claim and notification tables", .timeLimit(.minutes(2)))
 struct RuleTableTests {
     static let at = Date(timeIntervalSince1970: 1_790_000_000)
@@ -350,6 +352,14 @@ struct RuleTableTests {
         }
         #expect(seen[.sqlite] == row.steps.map(\.expected), "SQLite")
         #expect(seen[.postgresql] == row.steps.map(\.expected), "PostgreSQL")
+        let schema = try #require(PostgresSchema(name: PostgresSchema.defaultName))
+        let statements = LedgerEngine(
+            dialect: StatementByStatement(
+                base: try await PostgresDialect(url: try makePostgresDatabase(), poolSize: 8, schema: schema)))
+        var outcomes: [String] = []
+        for step in row.steps { outcomes.append(try await step.run(statements)) }
+        await statements.close()
+        #expect(outcomes == row.steps.map(\.expected), "PostgreSQL, statement by statement")
     }
 
     @Test("decisions of one batch see each other: two claims of one purchase in one batch grant it once")
@@ -377,4 +387,24 @@ struct RuleTableTests {
         let decomposed = ClaimRules.decide([decision("y", order: "cafe\u{301}", transaction: "951")], facts: &bytes)
         #expect(composed[0].outcome == .recorded && decomposed[0].outcome == .recorded)
     }
+}
+
+/// PostgreSQL with the defaults of ``LedgerDialect``: the claim, a batch's stored answers and a notification's facts
+/// statement by statement, instead of its server functions.
+struct StatementByStatement: LedgerDialect {
+    let base: PostgresDialect
+    var concurrentBatches: Int { base.concurrentBatches }
+    var poolStats: LedgerPoolStats? { base.poolStats }
+
+    func write<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T {
+        try await base.write(body)
+    }
+
+    func read<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T {
+        try await base.read(body)
+    }
+
+    func ping() async throws { try await base.ping() }
+
+    func close() async { await base.close() }
 }

@@ -253,7 +253,7 @@ public final class LedgerEngine: Ledger, Sendable {
 
 extension LedgerEngine {
     /// A ledger in one SQLite file (`:memory:`: in memory, for tests). `defaultBundleID`: the default app's bundle
-    /// id, recorded in the file on first use (``SQLiteSchema/checkDefaultApp(_:defaultBundleID:)``).
+    /// id, recorded in the file on first use (``LedgerQueries/checkDefaultApp(_:in:)``).
     public static func sqlite(path: String, defaultBundleID: String? = nil) throws -> LedgerEngine {
         LedgerEngine(dialect: try SQLiteDialect(path: path, defaultBundleID: defaultBundleID))
     }

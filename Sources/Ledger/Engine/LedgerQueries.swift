@@ -9,7 +9,13 @@ enum LedgerQueries {
     /// A job's stored answer, with its follow-up (``ClaimRules/followUpKey(_:)``); a result stored before
     /// fingerprints (`""`) answers any content of its job id, as it did then.
     static func storedDecision(_ key: DecisionKey, in session: any SQLSession) throws -> StoredEvent? {
-        let rows = try session.rows(
+        answer(key, among: try storedResults(key, in: session).map { ($0.text(0) ?? "", $0.event(from: 1)) })
+    }
+
+    /// A job's stored results that may answer it (its fingerprint, none, its follow-up's): the fingerprint, then
+    /// the event's columns.
+    static func storedResults(_ key: DecisionKey, in session: any SQLSession) throws -> [SQLRow] {
+        try session.rows(
             """
             SELECT fingerprint, event_id, event_type, event_time, event_key, event FROM \(session.spelling.table("results"))
                 WHERE app = ?1 AND job_id = ?2 AND fingerprint IN (?3, '', ?4)
@@ -18,7 +24,6 @@ enum LedgerQueries {
                 .text(key.app.rawValue), .text(key.jobID), .text(key.fingerprint),
                 .text(ClaimRules.followUpKey(key).fingerprint),
             ])
-        return answer(key, among: rows.map { ($0.text(0) ?? "", $0.event(from: 1)) })
     }
 
     /// The answer of `key` among a job's stored rows (fingerprint, event): its own, else one stored before
@@ -246,6 +251,22 @@ enum LedgerQueries {
                 + entries.flatMap {
                     [SQLValue.text($0.key.topic), .integer(Int64($0.key.partition)), .integer($0.value)]
                 })
+    }
+
+    /// The ledger keeps the bundle id of its default app (whose rows have app ""): opened with another
+    /// `apple.bundle_id` (a typo, another game's configuration), the default app's history would be read as
+    /// another app's, and its purchases could be granted again. Recorded on first use; a mismatch is refused.
+    static func checkDefaultApp(_ bundleID: String?, in session: any SQLSession) throws {
+        guard let bundleID else { return }
+        let table = session.spelling.table("ledger_meta")
+        if let recorded = try session.first("SELECT value FROM \(table) WHERE key = 'default_app'", [])?.text(0) {
+            guard recorded == bundleID else {
+                throw LedgerError.defaultAppMismatch(recorded: recorded, configured: bundleID)
+            }
+            return
+        }
+        try session.rows(
+            "INSERT INTO \(table) (key, value) VALUES ('default_app', ?1) ON CONFLICT DO NOTHING", [.text(bundleID)])
     }
 
     static func recordedOffsets(group: String, in session: any SQLSession) throws -> RecordedOffsets {

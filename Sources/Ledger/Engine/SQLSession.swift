@@ -111,7 +111,7 @@ struct SQLRow {
     func time(_ index: Int) -> Date? {
         guard let text = text(index) else { return nil }
         if let seconds = Double(text) { return Date(timeIntervalSince1970: seconds) }
-        return RFC3339Milliseconds.parse(text)
+        return Timestamp.parse(text)
     }
 
     func bytes(_ index: Int) -> [UInt8]? {

@@ -155,24 +155,9 @@ public struct PostgresSchema: Sendable {
 }
 
 extension PostgresSchema {
-    /// The ledger keeps the bundle id of its default app (whose rows have app ""): opened with another
-    /// `apple.bundle_id` (a typo, another game's configuration), the default app's history would be read as
-    /// another app's, and its purchases could be granted again. Recorded on first use; a mismatch is refused.
+    /// Records the default app's bundle id on first use, and refuses another (``LedgerQueries/checkDefaultApp(_:in:)``).
     func checkDefaultApp(on connection: PostgresConnection) throws {
-        guard let defaultBundleID else { return }
-        let recorded =
-            try connection.query(
-                "SELECT value FROM \(name).ledger_meta WHERE key = 'default_app'"
-            ).first ?? nil
-        if let recorded {
-            guard recorded == defaultBundleID else {
-                throw LedgerError.defaultAppMismatch(recorded: recorded, configured: defaultBundleID)
-            }
-            return
-        }
-        try connection.query(
-            "INSERT INTO \(name).ledger_meta (key, value) VALUES ('default_app', $1) ON CONFLICT DO NOTHING",
-            [defaultBundleID])
+        let session = PostgresSession(connection: connection, spelling: PostgresDialect.spelling(schema: name))
+        try LedgerQueries.checkDefaultApp(defaultBundleID, in: session)
     }
-
 }

@@ -1,15 +1,14 @@
-import Dispatch
 import Foundation
 import Observability
 import Synchronization
 import Vocabulary
 
 /// The ledger in one SQLite file, for a single host (`sqlite::memory:`: in memory, for tests). Every statement
-/// runs on one serial queue (SQLite has one writer at a time anyway), off Swift's cooperative pool; WAL keeps
-/// readers out of the writer's way.
+/// runs on one thread of its own, in order (SQLite has one writer at a time anyway), off Swift's cooperative pool;
+/// WAL keeps readers out of the writer's way.
 final class SQLiteDialect: LedgerDialect, Sendable {
-    private let queue = DispatchQueue(label: "ledger.sqlite")
-    /// Only ever taken on `queue`, so never waited for: the lock is there for the compiler, which then sees that
+    private let thread = BlockingThread(name: "ledger-sqlite")
+    /// Only ever taken on `thread`, so never waited for: the lock is there for the compiler, which then sees that
     /// nothing else touches the connection.
     private let connection: Mutex<SQLiteConnection>
     private let path: String
@@ -34,7 +33,7 @@ final class SQLiteDialect: LedgerDialect, Sendable {
         }
         try connection.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;")
         try SQLiteSchema.migrate(connection)
-        try SQLiteSchema.checkDefaultApp(connection, defaultBundleID: defaultBundleID)
+        try LedgerQueries.checkDefaultApp(defaultBundleID, in: SQLiteSession(connection: connection))
         // Temporary files (statement journals, sorts) in memory: written to disk they cost a large share of the
         // ledger's CPU in a batch's transaction. Set after the migrations, whose one-off statements over whole
         // tables may need much more.
@@ -68,100 +67,7 @@ final class SQLiteDialect: LedgerDialect, Sendable {
     }
 
     private func onQueue<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
-        try await queue.perform { try self.connection.withLock { connection in try body(connection) } }
-    }
-
-    /// Each query an exact key of an index: an OR of columns would make SQLite read every grant of the app and
-    /// environment.
-    func claimFacts(_ decisions: [Decision], in session: any SQLSession) throws -> ClaimFacts {
-        var facts = ClaimFacts()
-        for decision in decisions {
-            let key = decision.key
-            for row in try session.rows(
-                """
-                SELECT fingerprint, event_id, event_type, event_time, event_key, event FROM results
-                    WHERE app = ?1 AND job_id = ?2 AND fingerprint IN (?3, '', ?4)
-                """,
-                [
-                    .text(key.app.rawValue), .text(key.jobID), .text(key.fingerprint),
-                    .text(ClaimRules.followUpKey(key).fingerprint),
-                ])
-            {
-                facts.addResult(app: key.app, jobID: key.jobID, fingerprint: row.text(0) ?? "", row.event(from: 1))
-            }
-            guard let grant = decision.grant else { continue }
-            let app = SQLValue.text(key.app.rawValue)
-            let scope: [SQLValue] = [
-                app, .text(grant.environment.rawValue), .text(grant.transactionID), .text(grant.purchaseID.key),
-            ]
-            let grants =
-                try session.rows(
-                    Self.grantFactColumns + " WHERE app = ?1 AND environment = ?2 AND transaction_id IN (?3, ?4)"
-                        + " UNION ALL " + Self.grantFactColumns
-                        + " WHERE app = ?1 AND environment = ?2 AND purchase_id = ?4",
-                    scope)
-                + session.rows(
-                    Self.grantFactColumns + " WHERE app = ?1 AND order_id = ?2 AND credit = 'job'",
-                    [app, .text(grant.orderID)])
-            for row in grants {
-                facts.addGrant(
-                    GrantFact(
-                        app: AppScope(row.text(0) ?? ""), environment: row.text(1) ?? "",
-                        transactionID: row.text(2) ?? "", purchaseID: row.text(3) ?? "", orderID: row.text(4) ?? "",
-                        isJobGrant: row.bool(5), creditEventID: row.text(6), revoked: row.bool(7),
-                        revenue: row.int64(8)))
-            }
-            let refunds = "SELECT app, environment, purchase_id, transaction_id, revoked_share, changed_at"
-            for row in try session.rows(
-                """
-                \(refunds) FROM purchase_states WHERE app = ?1 AND environment = ?2 AND purchase_id = ?4 AND revoked
-                UNION ALL \(refunds) FROM purchase_states
-                    WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3 AND revoked
-                UNION ALL \(refunds) FROM purchase_states
-                    WHERE app = '*' AND (purchase_id = ?4 OR transaction_id = ?3) AND revoked
-                """, scope)
-            {
-                facts.addRefund(
-                    RefundFact(
-                        app: row.text(0) ?? "", environment: row.text(1) ?? "", purchaseID: row.text(2) ?? "",
-                        transactionID: row.text(3) ?? "", share: row.int(4), at: row.time(5)))
-            }
-        }
-        return facts
-    }
-
-    private static let grantFactColumns = """
-        SELECT app, environment, transaction_id, purchase_id, order_id, credit = 'job', credit_event_id,
-            revoked_at IS NOT NULL, revenue FROM grants
-        """
-
-    /// A job's grant, not its event (its result row keeps it): what later events name has columns of its own.
-    func claimWrite(_ decided: [(Decision, ClaimResult)], in session: any SQLSession) throws {
-        for (decision, result) in decided {
-            if let grant = result.grant {
-                try session.rows(
-                    """
-                    INSERT INTO grants (app, environment, transaction_id, order_id, purchase_id, user_id, product_id,
-                        quantity, original_transaction_id, revenue, revoked_at)
-                        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                    """,
-                    [
-                        .text(decision.key.app.rawValue), .text(grant.environment.rawValue),
-                        .text(grant.transactionID), .text(grant.orderID), .text(grant.purchaseID.key),
-                        .text(grant.userID), .text(grant.productID), .integer(grant.quantity),
-                        grant.purchaseID.isBillingPeriod ? .optional(grant.originalTransactionID) : .null,
-                        .optional(grant.revenue), .optional(result.revokedAt),
-                    ])
-            }
-            if let event = result.result { try LedgerQueries.insertResult(decision.key, event: event, in: session) }
-            if let followUp = result.followUp {
-                try LedgerQueries.insertResult(ClaimRules.followUpKey(decision.key), event: followUp, in: session)
-            }
-        }
-    }
-
-    func storedDecisions(_ keys: [DecisionKey], in session: any SQLSession) throws -> [StoredEvent?] {
-        try keys.map { try LedgerQueries.storedDecision($0, in: session) }
+        try await thread.perform { try self.connection.withLock { connection in try body(connection) } }
     }
 
     /// Writes, as a decision would: a lock held by another process, a full disk or a read-only file fail
@@ -176,13 +82,11 @@ final class SQLiteDialect: LedgerDialect, Sendable {
     }
 
     func close() async {
-        await withCheckedContinuation { continuation in
-            queue.async {
-                self.connection.withLock { $0.close() }
-                continuation.resume()
-            }
-        }
+        _ = try? await thread.perform { self.connection.withLock { $0.close() } }
+        thread.stop()
     }
+
+    deinit { thread.stop() }
 
     /// Refuses to go on when the ledger's file is no longer the one opened (deleted, or replaced by a
     /// restore or another file): every decision from then on would be lost at the next start.
@@ -235,45 +139,4 @@ struct FileIdentity: Equatable {
         device = UInt64(info.st_dev)
         inode = UInt64(info.st_ino)
     }
-}
-
-/// The ledger's own times, `2026-11-30T17:26:36.233Z`, read by hand (a formatter per row cost more than
-/// the query).
-enum RFC3339Milliseconds {
-    static func parse(_ text: String) -> Date? {
-        let bytes = Array(text.utf8)
-        guard bytes.count >= 20, bytes.count <= 30, bytes.last == UInt8(ascii: "Z"), bytes[4] == UInt8(ascii: "-"),
-            bytes[7] == UInt8(ascii: "-"), bytes[10] == UInt8(ascii: "T"), bytes[13] == UInt8(ascii: ":"),
-            bytes[16] == UInt8(ascii: ":")
-        else { return nil }
-        func number(_ range: Range<Int>) -> Int? {
-            var value = 0
-            for byte in bytes[range] {
-                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
-                value = value * 10 + Int(byte - UInt8(ascii: "0"))
-            }
-            return value
-        }
-        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
-            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19)
-        else { return nil }
-        var milliseconds = 0
-        if bytes.count > 20 {
-            let fraction = bytes[20..<(bytes.count - 1)]
-            guard bytes[19] == UInt8(ascii: "."), (1...9).contains(fraction.count),
-                let digits = number(20..<(bytes.count - 1))
-            else { return nil }
-            milliseconds = fraction.count >= 3 ? digits / pow10(fraction.count - 3) : digits * pow10(3 - fraction.count)
-        }
-        var parts = tm()
-        parts.tm_year = Int32(year - 1900)
-        parts.tm_mon = Int32(month - 1)
-        parts.tm_mday = Int32(day)
-        parts.tm_hour = Int32(hour)
-        parts.tm_min = Int32(minute)
-        parts.tm_sec = Int32(second)
-        return Date(timeIntervalSince1970: Double(timegm(&parts)) + Double(milliseconds) / 1000)
-    }
-
-    private static func pow10(_ exponent: Int) -> Int { (0..<exponent).reduce(1) { value, _ in value * 10 } }
 }

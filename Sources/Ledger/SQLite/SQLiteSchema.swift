@@ -50,23 +50,6 @@ enum SQLiteSchema {
         return columns
     }
 
-    /// The file keeps the bundle id of its default app (whose rows have app ""): opened with another
-    /// `apple.bundle_id`, the default app's history would be read as another app's, and its purchases could be
-    /// granted again. Recorded on first use; a mismatch is refused.
-    static func checkDefaultApp(_ connection: SQLiteConnection, defaultBundleID: String?) throws {
-        guard let defaultBundleID else { return }
-        let recorded = try connection.first("SELECT value FROM ledger_meta WHERE key = 'default_app'") { $0.text(0) }
-        if let recorded, let recorded {
-            guard recorded == defaultBundleID else {
-                throw LedgerError.defaultAppMismatch(recorded: recorded, configured: defaultBundleID)
-            }
-            return
-        }
-        try connection.query(
-            "INSERT OR IGNORE INTO ledger_meta (key, value) VALUES ('default_app', ?1)", [.text(defaultBundleID)]
-        ) { _ in }
-    }
-
     private static func transaction(_ connection: SQLiteConnection, _ body: () throws -> Void) throws {
         try connection.execute("BEGIN IMMEDIATE")
         do {

@@ -2,7 +2,8 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// A thread of its own that runs blocking calls in order: one per database connection.
+/// A thread of its own that runs blocking calls in order: one per database connection (each of PostgreSQL's pool,
+/// the SQLite ledger's one).
 ///
 /// Blocking calls on Dispatch's global queues (or Swift's cooperative pool) share a few threads: on Linux
 /// libdispatch adds threads for blocked work only slowly, so eight connections ran about as few calls at
@@ -27,10 +28,16 @@ final class BlockingThread: Sendable {
         thread.start()
     }
 
-    /// Runs `body` on this thread, after what was submitted before, and returns its result.
+    /// Runs `body` on this thread, after what was submitted before, and returns its result; once stopped, throws
+    /// at once (`closed`).
     func perform<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            work.withLock { $0.queue.append { continuation.resume(with: Result { try body() }) } }
+            let accepted = work.withLock { work in
+                guard !work.stopping else { return false }
+                work.queue.append { continuation.resume(with: Result { try body() }) }
+                return true
+            }
+            guard accepted else { return continuation.resume(throwing: LedgerError(.closed, "the ledger is closed")) }
             ready.signal()
         }
     }

@@ -1,0 +1,107 @@
+import Foundation
+
+/// The claim statement by statement, in SQL both databases take: what a dialect runs unless it has a faster way.
+/// SQLite runs it (in process: no round trips to save); PostgreSQL runs the same reads and writes as server
+/// functions whose plans each connection keeps (``PostgresSchema/claimFunctionsV2``), one round trip each, and the
+/// dialects' conformance test reads a batch's facts both ways on one PostgreSQL ledger.
+extension LedgerDialect {
+    func claimFacts(_ decisions: [Decision], in session: any SQLSession) throws -> ClaimFacts {
+        try ClaimStatements.facts(decisions, in: session)
+    }
+
+    func claimWrite(_ decided: [(Decision, ClaimResult)], in session: any SQLSession) throws {
+        try ClaimStatements.write(decided, in: session)
+    }
+
+    func storedDecisions(_ keys: [DecisionKey], in session: any SQLSession) throws -> [StoredEvent?] {
+        try keys.map { try LedgerQueries.storedDecision($0, in: session) }
+    }
+}
+
+enum ClaimStatements {
+    /// The batch's purchases locked first, in the order of their keys (PostgreSQL's advisory locks; SQLite's write
+    /// transaction holds the only lock). Each query an exact key of an index: an OR of columns would make SQLite
+    /// read every grant of the app and environment.
+    static func facts(_ decisions: [Decision], in session: any SQLSession) throws -> ClaimFacts {
+        let purchases = decisions.compactMap { decision in
+            decision.grant.map {
+                PurchaseKey(app: decision.key.app, environment: $0.environment, purchaseID: $0.purchaseID)
+            }
+        }
+        for key in Set(purchases.map(PurchaseStatements.lockKey)).sorted() { try session.lock(key) }
+        let table = session.spelling.table
+        var facts = ClaimFacts()
+        for decision in decisions {
+            let key = decision.key
+            for row in try LedgerQueries.storedResults(key, in: session) {
+                facts.addResult(app: key.app, jobID: key.jobID, fingerprint: row.text(0) ?? "", row.event(from: 1))
+            }
+            guard let grant = decision.grant else { continue }
+            let app = SQLValue.text(key.app.rawValue)
+            let scope: [SQLValue] = [
+                app, .text(grant.environment.rawValue), .text(grant.transactionID), .text(grant.purchaseID.key),
+            ]
+            let grantFacts = """
+                SELECT app, environment, transaction_id, purchase_id, order_id, credit = 'job', credit_event_id,
+                    revoked_at IS NOT NULL, revenue FROM \(table("grants"))
+                """
+            let grants =
+                try session.rows(
+                    grantFacts + " WHERE app = ?1 AND environment = ?2 AND transaction_id IN (?3, ?4)"
+                        + " UNION ALL " + grantFacts + " WHERE app = ?1 AND environment = ?2 AND purchase_id = ?4",
+                    scope)
+                + session.rows(
+                    grantFacts + " WHERE app = ?1 AND order_id = ?2 AND credit = 'job'", [app, .text(grant.orderID)])
+            for row in grants {
+                facts.addGrant(
+                    GrantFact(
+                        app: AppScope(row.text(0) ?? ""), environment: row.text(1) ?? "",
+                        transactionID: row.text(2) ?? "", purchaseID: row.text(3) ?? "", orderID: row.text(4) ?? "",
+                        isJobGrant: row.bool(5), creditEventID: row.text(6), revoked: row.bool(7),
+                        revenue: row.int64(8)))
+            }
+            let refunds = """
+                SELECT app, environment, purchase_id, transaction_id, revoked_share,
+                    \(session.spelling.readTime("changed_at")) FROM \(table("purchase_states"))
+                """
+            for row in try session.rows(
+                """
+                \(refunds) WHERE app = ?1 AND environment = ?2 AND purchase_id = ?4 AND revoked
+                UNION ALL \(refunds) WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3 AND revoked
+                UNION ALL \(refunds) WHERE app = '*' AND (purchase_id = ?4 OR transaction_id = ?3) AND revoked
+                """, scope)
+            {
+                facts.addRefund(
+                    RefundFact(
+                        app: row.text(0) ?? "", environment: row.text(1) ?? "", purchaseID: row.text(2) ?? "",
+                        transactionID: row.text(3) ?? "", share: row.int(4), at: row.time(5)))
+            }
+        }
+        return facts
+    }
+
+    /// A job's grant, not its event (its result row keeps it): what later events name has columns of its own.
+    static func write(_ decided: [(Decision, ClaimResult)], in session: any SQLSession) throws {
+        for (decision, result) in decided {
+            if let grant = result.grant {
+                try session.rows(
+                    """
+                    INSERT INTO \(session.spelling.table("grants")) (app, environment, transaction_id, order_id,
+                        purchase_id, user_id, product_id, quantity, original_transaction_id, revenue, revoked_at)
+                        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, \(session.spelling.time(11)))
+                    """,
+                    [
+                        .text(decision.key.app.rawValue), .text(grant.environment.rawValue),
+                        .text(grant.transactionID), .text(grant.orderID), .text(grant.purchaseID.key),
+                        .text(grant.userID), .text(grant.productID), .integer(grant.quantity),
+                        grant.purchaseID.isBillingPeriod ? .optional(grant.originalTransactionID) : .null,
+                        .optional(grant.revenue), .optional(result.revokedAt),
+                    ])
+            }
+            if let event = result.result { try LedgerQueries.insertResult(decision.key, event: event, in: session) }
+            if let followUp = result.followUp {
+                try LedgerQueries.insertResult(ClaimRules.followUpKey(decision.key), event: followUp, in: session)
+            }
+        }
+    }
+}
