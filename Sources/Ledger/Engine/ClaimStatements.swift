@@ -52,14 +52,7 @@ enum ClaimStatements {
                     scope)
                 + session.rows(
                     grantFacts + " WHERE app = ?1 AND order_id = ?2 AND credit = 'job'", [app, .text(grant.orderID)])
-            for row in grants {
-                facts.addGrant(
-                    GrantFact(
-                        app: AppScope(row.text(0) ?? ""), environment: row.text(1) ?? "",
-                        transactionID: row.text(2) ?? "", purchaseID: row.text(3) ?? "", orderID: row.text(4) ?? "",
-                        isJobGrant: row.bool(5), creditEventID: row.text(6), revoked: row.bool(7),
-                        revenue: row.int64(8)))
-            }
+            for row in grants { facts.addGrant(row.grantFact()) }
             let refunds = """
                 SELECT app, environment, purchase_id, transaction_id, revoked_share,
                     \(session.spelling.readTime("changed_at")) FROM \(table("purchase_states"))
@@ -70,12 +63,7 @@ enum ClaimStatements {
                 UNION ALL \(refunds) WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3 AND revoked
                 UNION ALL \(refunds) WHERE app = '*' AND (purchase_id = ?4 OR transaction_id = ?3) AND revoked
                 """, scope)
-            {
-                facts.addRefund(
-                    RefundFact(
-                        app: row.text(0) ?? "", environment: row.text(1) ?? "", purchaseID: row.text(2) ?? "",
-                        transactionID: row.text(3) ?? "", share: row.int(4), at: row.time(5)))
-            }
+            { facts.addRefund(row.refundFact()) }
         }
         return facts
     }
@@ -103,5 +91,25 @@ enum ClaimStatements {
                 try LedgerQueries.insertResult(ClaimRules.followUpKey(decision.key), event: followUp, in: session)
             }
         }
+    }
+}
+
+extension SQLRow {
+    /// A grant as the claim reads it, from column `index` on: app, environment, transaction, purchase, order,
+    /// whether a job's, its credit's event id, whether revoked, its revenue.
+    func grantFact(from index: Int = 0) -> GrantFact {
+        let text = { self.text(index + $0) ?? "" }
+        return GrantFact(
+            app: AppScope(text(0)), environment: text(1), transactionID: text(2), purchaseID: text(3),
+            orderID: text(4), isJobGrant: bool(index + 5), creditEventID: self.text(index + 6),
+            revoked: bool(index + 7), revenue: int64(index + 8))
+    }
+
+    /// A refund remembered, from column `index` on: app, environment, purchase, transaction, share, time.
+    func refundFact(from index: Int = 0) -> RefundFact {
+        let text = { self.text(index + $0) ?? "" }
+        return RefundFact(
+            app: text(0), environment: text(1), purchaseID: text(2), transactionID: text(3), share: int(index + 4),
+            at: time(index + 5))
     }
 }

@@ -90,33 +90,30 @@ final class PostgresConnection: @unchecked Sendable {
         return .unavailable
     }
 
-    /// Starts a transaction with the ledger's deadlines set for it alone (`SET LOCAL`): no session state, so a
-    /// pooler in transaction mode (PgBouncer) may hand the next transaction another server connection. A
-    /// statement that waits past `statement_timeout` (a lock held by a stuck client) fails and is retried.
-    func begin() throws {
+    /// Runs `body` in a transaction, committed when it returns and rolled back when it throws, with `settings`
+    /// set for it alone (`SET LOCAL`): no session state, so a pooler in transaction mode (PgBouncer) may hand the
+    /// next transaction another server connection. By default the worker's deadline: a statement that waits past
+    /// `statement_timeout` (a lock held by a stuck client) fails and is retried.
+    func transaction<T>(_ settings: [String] = ["statement_timeout = \(statementTimeoutMs)"], _ body: () throws -> T)
+        throws -> T
+    {
         roundTrips.add()
-        let result = PQexec(
+        let begin = PQexec(
             handle,
-            "BEGIN; SET LOCAL statement_timeout = \(Self.statementTimeoutMs); SET LOCAL client_min_messages = warning")
-        defer { PQclear(result) }
-        guard PQresultStatus(result) == PGRES_COMMAND_OK else {
+            (["BEGIN"] + (settings + ["client_min_messages = warning"]).map { "SET LOCAL " + $0 }).joined(
+                separator: "; "))
+        defer { PQclear(begin) }
+        guard PQresultStatus(begin) == PGRES_COMMAND_OK else {
             let message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
             throw LedgerError(.unavailable, "postgresql: \(message.isEmpty ? "no answer (connection lost)" : message)")
         }
-    }
-
-    /// Starts a migration step's transaction: it waits at most `lockTimeoutMs` for a lock, and runs under a
-    /// statement timeout of its own (not the worker's 30 s: a step may scan a large table).
-    func beginMigration(lockTimeoutMs: Int, statementTimeoutMs: Int) throws {
-        roundTrips.add()
-        let result = PQexec(
-            handle,
-            "BEGIN; SET LOCAL lock_timeout = \(lockTimeoutMs); SET LOCAL statement_timeout = \(statementTimeoutMs);"
-                + " SET LOCAL client_min_messages = warning")
-        defer { PQclear(result) }
-        guard PQresultStatus(result) == PGRES_COMMAND_OK else {
-            let message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
-            throw LedgerError(.unavailable, "postgresql: \(message.isEmpty ? "no answer (connection lost)" : message)")
+        do {
+            let result = try body()
+            try query("COMMIT")
+            return result
+        } catch {
+            _ = try? query("ROLLBACK")  // the original error is the one to report
+            throw error
         }
     }
 

@@ -54,20 +54,12 @@ final class PostgresDialect: LedgerDialect {
 
     var poolStats: LedgerPoolStats? { pool.stats }
 
-    /// The ledger's deadlines set for the transaction alone (``PostgresConnection/begin()``): no session state,
-    /// whatever pooler is in front.
+    /// The ledger's deadlines set for the transaction alone (``PostgresConnection/transaction(_:_:)``): no session
+    /// state, whatever pooler is in front.
     func write<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T {
         let spelling = spelling
         return try await pool.withConnection { connection in
-            try connection.begin()
-            do {
-                let result = try body(PostgresSession(connection: connection, spelling: spelling))
-                try connection.query("COMMIT")
-                return result
-            } catch {
-                _ = try? connection.query("ROLLBACK")
-                throw error
-            }
+            try connection.transaction { try body(PostgresSession(connection: connection, spelling: spelling)) }
         }
     }
 
@@ -96,24 +88,13 @@ final class PostgresDialect: LedgerDialect {
             ])
         var facts = ClaimFacts()
         for row in rows {
-            let text = { (index: Int) in row.text(index) ?? "" }
             switch row.text(0) {
             case "r":
                 facts.addResult(
-                    app: AppScope(text(1)), jobID: text(2), fingerprint: text(3),
-                    StoredEvent(
-                        eventID: text(4), type: text(5), time: text(6), key: text(7), json: row.bytes(8) ?? []))
-            case "g":
-                facts.addGrant(
-                    GrantFact(
-                        app: AppScope(text(1)), environment: text(2), transactionID: text(3), purchaseID: text(4),
-                        orderID: text(5), isJobGrant: row.bool(6), creditEventID: row.text(7), revoked: row.bool(8),
-                        revenue: row.int64(9)))
-            default:
-                facts.addRefund(
-                    RefundFact(
-                        app: text(1), environment: text(2), purchaseID: text(3), transactionID: text(4),
-                        share: row.int(5), at: row.time(6)))
+                    app: AppScope(row.text(1) ?? ""), jobID: row.text(2) ?? "", fingerprint: row.text(3) ?? "",
+                    row.event(from: 4))
+            case "g": facts.addGrant(row.grantFact(from: 1))
+            default: facts.addRefund(row.refundFact(from: 1))
             }
         }
         return facts
@@ -194,13 +175,7 @@ final class PostgresDialect: LedgerDialect {
         var byJob: [String: [(fingerprint: String, event: StoredEvent)]] = [:]
         for row in rows {
             guard let app = row.text(0), let job = row.text(1), let fingerprint = row.text(2) else { continue }
-            byJob[app + "\u{0}" + job, default: []].append(
-                (
-                    fingerprint,
-                    StoredEvent(
-                        eventID: row.text(3) ?? "", type: row.text(4) ?? "", time: row.text(5) ?? "",
-                        key: row.text(6) ?? "", json: row.bytes(7) ?? [])
-                ))
+            byJob[app + "\u{0}" + job, default: []].append((fingerprint, row.event(from: 3)))
         }
         return keys.map { LedgerQueries.answer($0, among: byJob[$0.app.rawValue + "\u{0}" + $0.jobID] ?? []) }
     }

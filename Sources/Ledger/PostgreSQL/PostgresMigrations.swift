@@ -144,10 +144,11 @@ extension PostgresSchema {
         case .transaction(let statements):
             return try retryingLocks(on: connection) {
                 let started = ContinuousClock.now
-                try connection.beginMigration(
-                    lockTimeoutMs: Self.lockTimeoutMs, statementTimeoutMs: Self.migrationStatementTimeoutMs)
-                for statement in statements { try connection.query(statement) }
-                try connection.query("COMMIT")
+                try connection.transaction([
+                    "lock_timeout = \(Self.lockTimeoutMs)", "statement_timeout = \(Self.migrationStatementTimeoutMs)",
+                ]) {
+                    for statement in statements { try connection.query(statement) }
+                }
                 return ContinuousClock.now - started
             }
         case .index(let index, let create):
@@ -182,12 +183,8 @@ extension PostgresSchema {
             } catch let error as LedgerError
                 where (error.sqlstate == "55P03" || error.sqlstate == "40P01") && attempt < Self.lockAttempts
             {
-                _ = try? connection.query("ROLLBACK")
                 Thread.sleep(forTimeInterval: delay)
                 delay = min(delay * 2, 5)
-            } catch {
-                _ = try? connection.query("ROLLBACK")
-                throw error
             }
         }
         throw LedgerError(.unavailable, "a migration step never got its lock")
@@ -202,7 +199,7 @@ extension PostgresSchema {
     }
 
     /// Every migration as a script for psql (each step as the worker runs it: transactions, concurrent index
-    /// builds outside them, backfills a range at a time): idempotent, so it can be run again. Then, with
+    /// builds outside them): idempotent, so it can be run again. Then, with
     /// `role`, the grants of the worker's role. Run it on a connection of its own (not through PgBouncer in
     /// transaction pooling): it takes a session lock and builds indexes concurrently.
     public func script(grantingTo role: String? = nil, deskRole: String? = nil) -> String {
@@ -252,15 +249,7 @@ extension PostgresSchema {
             let connection = try PostgresConnection(url: url)
             let applied = try self.migrate(on: connection)
             let grants = (role.map(self.grants(to:)) ?? []) + (deskRole.map(self.deskGrants(to:)) ?? [])
-            guard !grants.isEmpty else { return applied }
-            try connection.query("BEGIN")
-            do {
-                for grant in grants { try connection.query(grant) }
-                try connection.query("COMMIT")
-            } catch {
-                _ = try? connection.query("ROLLBACK")
-                throw error
-            }
+            if !grants.isEmpty { try connection.transaction { for grant in grants { try connection.query(grant) } } }
             return applied
         }
     }

@@ -31,7 +31,7 @@ extension PostgresSchema {
                 IF (EXISTS (SELECT 1 FROM \(name).schema_migrations) AND NOT EXISTS (SELECT 1 FROM
                     \(name).schema_migrations WHERE version = \(LedgerMigrations.baseline))) OR \(hasTablesOfZeroThree)
                 THEN
-                    RAISE EXCEPTION '%', \(Self.literal(LedgerError.beforeBaseline("a release before 1.0.0").reason));
+                    RAISE EXCEPTION '%', $m$\(LedgerError.beforeBaseline("schema \(name)").reason)$m$;
                 END IF;
             END $$
             """,
@@ -214,7 +214,4 @@ extension PostgresSchema {
             """,
         ] + storedResultsFunction + claimFunctionsV2
     }
-
-    /// A SQL string literal (standard_conforming_strings, on since PostgreSQL 9.1: only quotes are special).
-    static func literal(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "''") + "'" }
 }

@@ -9,16 +9,6 @@ public struct PostgresSchema: Sendable {
         /// How it runs beside traffic (``MigrationStep``); the ledger of 1.0.0, made on an empty database, is one
         /// transaction.
         public let steps: [MigrationStep]
-
-        public init(version: Int, description: String, steps: [MigrationStep]) {
-            self.version = version
-            self.description = description
-            self.steps = steps
-        }
-
-        init(version: Int, description: String, statements: [String]) {
-            self.init(version: version, description: description, steps: [.transaction(statements)])
-        }
     }
 
     /// A lower-case SQL identifier, so it is never quoted and never injected.
@@ -128,7 +118,10 @@ public struct PostgresSchema: Sendable {
     /// The ledger of 1.0.0 at once (``baseline``), then the migrations both databases share. A ledger of a release
     /// before 1.0.0 is refused: 1.0.0 migrates it first.
     public var migrations: [Migration] {
-        [Migration(version: LedgerMigrations.baseline, description: "the ledger of 1.0.0", statements: baseline)]
+        [
+            Migration(
+                version: LedgerMigrations.baseline, description: "the ledger of 1.0.0", steps: [.transaction(baseline)])
+        ]
             + LedgerMigrations.all.map {
                 Migration(version: $0.version, description: $0.description, steps: steps(of: $0))
             }

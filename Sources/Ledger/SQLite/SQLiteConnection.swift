@@ -12,8 +12,6 @@ final class SQLiteConnection {
         case integer(Int)
         case blob([UInt8])
         case null
-
-        static func optional(_ text: String?) -> Value { text.map(Value.text) ?? .null }
     }
 
     private var db: OpaquePointer?
@@ -36,6 +34,20 @@ final class SQLiteConnection {
 
     deinit { close() }
 
+    /// Runs `body` in one write transaction (`BEGIN IMMEDIATE`: the write lock taken at once, so two writers never
+    /// both read and then fail to write), committed when it returns, rolled back when it throws.
+    func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")  // the original error is the one to report
+            throw error
+        }
+    }
+
     func close() {
         for statement in statements.values { sqlite3_finalize(statement) }
         statements.removeAll()
@@ -47,15 +59,6 @@ final class SQLiteConnection {
     func execute(_ sql: String) throws {
         guard let db else { throw LedgerError(.closed, "closed") }
         guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw error() }
-    }
-
-    /// Runs a statement that returns no rows; returns the rows it changed.
-    @discardableResult
-    func run(_ sql: String, _ values: [Value] = []) throws -> Int {
-        let statement = try prepared(sql, values)
-        defer { sqlite3_reset(statement) }
-        guard sqlite3_step(statement) == SQLITE_DONE else { throw error() }
-        return Int(sqlite3_changes(db))
     }
 
     /// Runs a query; `read` is called on each row. A read cut short (busy, I/O) throws: it must never look like

@@ -50,15 +50,7 @@ final class SQLiteDialect: LedgerDialect, Sendable {
     func write<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T {
         try await onQueue { connection in
             try self.checkFile()
-            try connection.execute("BEGIN IMMEDIATE")
-            do {
-                let result = try body(SQLiteSession(connection: connection))
-                try connection.execute("COMMIT")
-                return result
-            } catch {
-                try? connection.execute("ROLLBACK")  // the original error is the one to report
-                throw error
-            }
+            return try connection.transaction { try body(SQLiteSession(connection: connection)) }
         }
     }
 

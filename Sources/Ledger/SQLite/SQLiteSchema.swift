@@ -12,14 +12,14 @@ enum SQLiteSchema {
             _ in true
         }
         if hasGrants == nil {
-            try transaction(connection) {
+            try connection.transaction {
                 try connection.execute(baseline + "PRAGMA user_version = \(LedgerMigrations.baseline);")
             }
         }
         let found = try connection.first("PRAGMA user_version") { $0.integer(0) ?? 0 } ?? 0
         guard found >= LedgerMigrations.baseline else { throw LedgerError.beforeBaseline("file version \(found)") }
         for migration in LedgerMigrations.all where found < migration.version {
-            try transaction(connection) { try apply(migration, connection) }
+            try connection.transaction { try apply(migration, connection) }
         }
     }
 
@@ -48,17 +48,6 @@ enum SQLiteSchema {
         var columns: Set<String> = []
         try connection.query("SELECT name FROM pragma_table_info('\(table)')") { columns.insert($0.text(0) ?? "") }
         return columns
-    }
-
-    private static func transaction(_ connection: SQLiteConnection, _ body: () throws -> Void) throws {
-        try connection.execute("BEGIN IMMEDIATE")
-        do {
-            try body()
-            try connection.execute("COMMIT")
-        } catch {
-            try? connection.execute("ROLLBACK")  // the original error is the one to report
-            throw error
-        }
     }
 
     /// The ledger of 1.0.0 (version 11): what a file migrated by every release up to 1.0.0 holds (the upgrade drill
