@@ -1,19 +1,12 @@
 import CSQLite
 import Foundation
+import Observability
 
 /// One SQLite connection and its prepared statements, each prepared once and reused: preparing a statement
 /// cost more than running it on every decision.
 ///
 /// Used by one thread at a time (the ledger's queue); not Sendable on its own.
 final class SQLiteConnection {
-    /// A parameter: text, an integer, a blob, or NULL.
-    enum Value {
-        case text(String)
-        case integer(Int)
-        case blob([UInt8])
-        case null
-    }
-
     private var db: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
 
@@ -61,61 +54,41 @@ final class SQLiteConnection {
         guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw error() }
     }
 
-    /// Runs a query; `read` is called on each row. A read cut short (busy, I/O) throws: it must never look like
-    /// "no row", which would grant twice.
-    func query(_ sql: String, _ values: [Value] = [], _ read: (Row) throws -> Void) throws {
+    /// Runs a statement; returns its rows. A read cut short (busy, I/O) throws: it must never look like "no row",
+    /// which would grant twice.
+    @discardableResult
+    func rows(_ sql: String, _ values: [SQLValue] = []) throws -> [SQLRow] {
         let statement = try prepared(sql, values)
         defer { sqlite3_reset(statement) }
+        var rows: [SQLRow] = []
         while true {
             switch sqlite3_step(statement) {
-            case SQLITE_ROW: try read(Row(statement: statement))
-            case SQLITE_DONE: return
+            case SQLITE_ROW: rows.append(Self.row(statement))
+            case SQLITE_DONE: return rows
             default: throw error()
             }
         }
     }
 
-    /// The first row of a query, read by `read`; nil when there is none.
-    func first<T>(_ sql: String, _ values: [Value] = [], _ read: (Row) throws -> T) throws -> T? {
-        var result: T?
-        try query(sql, values) { row in if result == nil { result = try read(row) } }
-        return result
+    private static func row(_ statement: OpaquePointer) -> SQLRow {
+        SQLRow(
+            cells: (0..<sqlite3_column_count(statement)).map { column in
+                switch sqlite3_column_type(statement, column) {
+                case SQLITE_NULL: .null
+                case SQLITE_INTEGER: .integer(sqlite3_column_int64(statement, column))
+                case SQLITE_BLOB:
+                    .bytes(
+                        sqlite3_column_blob(statement, column).map {
+                            Array(
+                                UnsafeRawBufferPointer(start: $0, count: Int(sqlite3_column_bytes(statement, column))))
+                        } ?? [])
+                default: .text(sqlite3_column_text(statement, column).map { String(cString: $0) } ?? "")
+                }
+            })
     }
 
-    /// One row of a query result; columns by index.
-    struct Row {
-        let statement: OpaquePointer
-
-        func text(_ column: Int32) -> String? {
-            sqlite3_column_text(statement, column).map { String(cString: $0) }
-        }
-
-        func integer(_ column: Int32) -> Int? {
-            sqlite3_column_type(statement, column) == SQLITE_NULL ? nil : Int(sqlite3_column_int64(statement, column))
-        }
-
-        /// Every column, as the ledger's engine reads rows (``SQLRow``).
-        var cells: SQLRow {
-            SQLRow(
-                cells: (0..<sqlite3_column_count(statement)).map { column in
-                    switch sqlite3_column_type(statement, column) {
-                    case SQLITE_NULL: .null
-                    case SQLITE_INTEGER: .integer(sqlite3_column_int64(statement, column))
-                    case SQLITE_BLOB: .bytes(bytes(column) ?? [])
-                    default: .text(text(column) ?? "")
-                    }
-                })
-        }
-
-        func bytes(_ column: Int32) -> [UInt8]? {
-            guard sqlite3_column_type(statement, column) != SQLITE_NULL else { return nil }
-            let count = Int(sqlite3_column_bytes(statement, column))
-            guard let pointer = sqlite3_column_blob(statement, column) else { return [] }
-            return Array(UnsafeRawBufferPointer(start: pointer, count: count))
-        }
-    }
-
-    private func prepared(_ sql: String, _ values: [Value]) throws -> OpaquePointer {
+    /// Times as the RFC 3339 text SQLite keeps, booleans as 0 and 1.
+    private func prepared(_ sql: String, _ values: [SQLValue]) throws -> OpaquePointer {
         guard let db else { throw LedgerError(.closed, "closed") }
         let statement: OpaquePointer
         if let cached = statements[sql] {
@@ -133,8 +106,11 @@ final class SQLiteConnection {
             let position = Int32(index + 1)
             switch value {
             case .text(let text): sqlite3_bind_text(statement, position, text, -1, csqlite_transient())
-            case .integer(let number): sqlite3_bind_int64(statement, position, sqlite3_int64(number))
-            case .blob(let bytes):
+            case .time(let date):
+                sqlite3_bind_text(statement, position, Timestamp.rfc3339(date), -1, csqlite_transient())
+            case .integer(let number): sqlite3_bind_int64(statement, position, number)
+            case .bool(let flag): sqlite3_bind_int64(statement, position, flag ? 1 : 0)
+            case .bytes(let bytes):
                 _ = bytes.withUnsafeBytes {
                     sqlite3_bind_blob(
                         statement, position, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count),

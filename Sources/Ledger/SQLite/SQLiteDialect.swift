@@ -92,32 +92,16 @@ final class SQLiteDialect: LedgerDialect, Sendable {
     }
 }
 
-/// A statement of the ledger's on SQLite: parameters as SQLite keeps them (times as RFC 3339 text, booleans
-/// as 0 and 1), each statement prepared once (``SQLiteConnection``).
+/// A statement of the ledger's on SQLite, each prepared once (``SQLiteConnection``).
 struct SQLiteSession: SQLSession {
     let connection: SQLiteConnection
     var spelling: SQLSpelling { SQLiteDialect.spelling }
 
-    func rows(_ sql: String, _ parameters: [SQLValue]) throws -> [SQLRow] {
-        var rows: [SQLRow] = []
-        try connection.query(sql, parameters.map(Self.value)) { row in rows.append(row.cells) }
-        return rows
-    }
+    func rows(_ sql: String, _ parameters: [SQLValue]) throws -> [SQLRow] { try connection.rows(sql, parameters) }
 
     func lock(_ key: String) throws {}  // BEGIN IMMEDIATE holds the only write lock
 
     func tryLock(_ key: Int) throws -> Bool { true }
-
-    static func value(_ value: SQLValue) -> SQLiteConnection.Value {
-        switch value {
-        case .text(let text): .text(text)
-        case .integer(let number): .integer(Int(number))
-        case .bool(let flag): .integer(flag ? 1 : 0)
-        case .time(let date): .text(Timestamp.rfc3339(date))
-        case .bytes(let bytes): .blob(bytes)
-        case .null: .null
-        }
-    }
 }
 
 /// A file's device and inode.

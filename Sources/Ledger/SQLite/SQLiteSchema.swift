@@ -8,15 +8,12 @@ enum SQLiteSchema {
 
     /// Brings the file to ``version``, one transaction per migration, its rows kept.
     static func migrate(_ connection: SQLiteConnection) throws {
-        let hasGrants = try connection.first("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'grants'") {
-            _ in true
-        }
-        if hasGrants == nil {
+        if try connection.rows("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'grants'").isEmpty {
             try connection.transaction {
                 try connection.execute(baseline + "PRAGMA user_version = \(LedgerMigrations.baseline);")
             }
         }
-        let found = try connection.first("PRAGMA user_version") { $0.integer(0) ?? 0 } ?? 0
+        let found = try connection.rows("PRAGMA user_version").first?.int(0) ?? 0
         guard found >= LedgerMigrations.baseline else { throw LedgerError.beforeBaseline("file version \(found)") }
         for migration in LedgerMigrations.all where found < migration.version {
             try connection.transaction { try apply(migration, connection) }
@@ -45,9 +42,7 @@ enum SQLiteSchema {
 
     /// The names of a table's columns: what a migration adds only when missing.
     private static func columns(of table: String, _ connection: SQLiteConnection) throws -> Set<String> {
-        var columns: Set<String> = []
-        try connection.query("SELECT name FROM pragma_table_info('\(table)')") { columns.insert($0.text(0) ?? "") }
-        return columns
+        Set(try connection.rows("SELECT name FROM pragma_table_info('\(table)')").compactMap { $0.text(0) })
     }
 
     /// The ledger of 1.0.0 (version 11): what a file migrated by every release up to 1.0.0 holds (the upgrade drill
