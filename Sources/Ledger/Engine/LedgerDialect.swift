@@ -1,9 +1,10 @@
 import Foundation
 
-/// What the ledger engine (``LedgerEngine``) needs of a database, and all that is written per database: how a
-/// transaction runs, the claim's facts and writes (PostgreSQL's as functions whose plans each server connection
-/// keeps), a batch of stored answers, the health check. Every other statement is written once
-/// (``PurchaseStatements``, ``LedgerQueries``) on the dialect's ``SQLSession``.
+/// What the ledger engine (``LedgerEngine``) needs of a database: how a transaction runs, the health check, and
+/// the claim's facts and writes, a batch of stored answers and a notification's facts, which the engine reads and
+/// writes statement by statement unless a dialect has a faster way (PostgreSQL's functions, whose plans each
+/// server connection keeps: ``ClaimStatements``). Every other statement is written once (``PurchaseStatements``,
+/// ``LedgerQueries``) on the dialect's ``SQLSession``.
 protocol LedgerDialect: Sendable {
     /// How many batches of records, and of lookups, run at once.
     var concurrentBatches: Int { get }
