@@ -72,8 +72,10 @@ let package = Package(
         // Library targets by concern.
         .target(name: "Observability", swiftSettings: strict),
         .target(name: "Vocabulary", swiftSettings: strict),
+        // What the flows send and receive: messages as values, and where they send them. No client, no C.
+        .target(name: "Messaging", swiftSettings: strict),
         .target(
-            name: "Kafka", dependencies: ["CRdKafka", "Observability"],
+            name: "Kafka", dependencies: ["CRdKafka", "Messaging", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
         // The ledger's domain: value types, the stores' protocols, the rules. No SQL, no C.
@@ -85,7 +87,7 @@ let package = Package(
         .target(name: "Lifecycle", dependencies: ["Observability"], swiftSettings: strict),
         // The runtime every flow runs on (intake, slots, offsets, commits, drain, liveness): nothing of Apple.
         .target(
-            name: "Runtime", dependencies: ["Kafka", "Lifecycle", "Observability", "Vocabulary"],
+            name: "Runtime", dependencies: ["Kafka", "Lifecycle", "Messaging", "Observability", "Vocabulary"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .target(name: "HTTPClient", dependencies: ["CCurl", "CLinux", "Observability"], swiftSettings: strict),
         .target(
@@ -109,7 +111,7 @@ let package = Package(
             name: "ReceiptWorker",
             dependencies: [
                 "AppleVerification", "Configuration", "HTTPServerKit", "Kafka", "Ledger", "LedgerDomain", "Lifecycle",
-                "Observability", "Runtime", "Vocabulary", "COpenSSL", "CBuildInfo",
+                "Messaging", "Observability", "Runtime", "Vocabulary", "COpenSSL", "CBuildInfo",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
@@ -117,7 +119,8 @@ let package = Package(
         .target(
             name: "Support",
             dependencies: [
-                "AppleVerification", "Kafka", "LedgerDomain", "Observability", "ReceiptWorker", "Runtime", "Vocabulary",
+                "AppleVerification", "LedgerDomain", "Messaging", "Observability", "ReceiptWorker", "Runtime",
+                "Vocabulary",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
@@ -126,7 +129,7 @@ let package = Package(
             name: "DeskService",
             dependencies: [
                 "AppleVerification", "COpenSSL", "HTTPClient", "HTTPServerKit", "Kafka", "Ledger", "LedgerDomain",
-                "Lifecycle", "Observability", "Support", "ReceiptWorker", "Runtime",
+                "Lifecycle", "Messaging", "Observability", "Support", "ReceiptWorker", "Runtime",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 

@@ -112,7 +112,7 @@ public final class KafkaConsumer: Sendable {
 
     /// Commits, synchronously with the broker, the next offset to read for each partition
     /// (the last finished offset + 1).
-    public func commit(_ offsets: [KafkaTopicPartition: Int64]) async throws {
+    public func commit(_ offsets: [TopicPartition: Int64]) async throws {
         guard !offsets.isEmpty else { return }
         guard !closed.load(ordering: .acquiring) else { throw KafkaError.closed }
         let client = self.client
@@ -120,8 +120,8 @@ public final class KafkaConsumer: Sendable {
     }
 
     /// The committed offsets (next offset to read) of these partitions; absent where none is committed.
-    public func committed(_ partitions: [KafkaTopicPartition], timeout: Duration = .seconds(10)) async throws
-        -> [KafkaTopicPartition: Int64]
+    public func committed(_ partitions: [TopicPartition], timeout: Duration = .seconds(10)) async throws
+        -> [TopicPartition: Int64]
     {
         let client = self.client
         return try await Blocking.run { client.committedBlocking(partitions, timeout: timeout) }.get()
@@ -137,7 +137,7 @@ public final class KafkaConsumer: Sendable {
     /// does not exist. For tools; commits are meaningless here.
     @discardableResult
     public func assign(topic: String, from start: StartOffset, timeout: Duration = .seconds(10)) async throws
-        -> [(partition: KafkaTopicPartition, start: Int64?)]
+        -> [(partition: TopicPartition, start: Int64?)]
     {
         try await assign(topics: [topic], from: start, timeout: timeout)
     }
@@ -145,18 +145,18 @@ public final class KafkaConsumer: Sendable {
     /// ``assign(topic:from:timeout:)`` for several topics at once (one assignment holds them all).
     @discardableResult
     public func assign(topics: [String], from start: StartOffset, timeout: Duration = .seconds(10)) async throws
-        -> [(partition: KafkaTopicPartition, start: Int64?)]
+        -> [(partition: TopicPartition, start: Int64?)]
     {
         guard !closed.load(ordering: .acquiring) else { throw KafkaError.closed }
         let client = self.client
-        var partitions: [KafkaTopicPartition] = []
+        var partitions: [TopicPartition] = []
         for topic in topics {
             let count = try await Blocking.run { client.partitionCount(topic: topic, timeout: timeout) }.get()
             guard count > 0 else { throw KafkaError.unknownTopic }
-            partitions += (0..<count).map { KafkaTopicPartition(topic: topic, partition: $0) }
+            partitions += (0..<count).map { TopicPartition(topic: topic, partition: $0) }
         }
-        var offsets: [KafkaTopicPartition: Int64]
-        var resolved: [KafkaTopicPartition: Int64] = [:]
+        var offsets: [TopicPartition: Int64]
+        var resolved: [TopicPartition: Int64] = [:]
         switch start {
         case .beginning:
             offsets = Dictionary(uniqueKeysWithValues: partitions.map { ($0, RDKafkaClient.offsetBeginning) })
@@ -177,7 +177,7 @@ public final class KafkaConsumer: Sendable {
 
     /// The first offset held and the offset the next record will get (the high watermark), asked of the
     /// broker. Tools use it to read a topic up to where it ended when they started.
-    public func watermarks(_ partition: KafkaTopicPartition, timeout: Duration = .seconds(10)) async throws
+    public func watermarks(_ partition: TopicPartition, timeout: Duration = .seconds(10)) async throws
         -> (low: Int64, high: Int64)
     {
         let client = self.client
@@ -198,7 +198,7 @@ public final class KafkaConsumer: Sendable {
     /// Pauses the partitions of `topics`, and `partitions` one by one (now and after rebalances), fetching
     /// every other; both empty resumes everything. Returns false when the intake was already so.
     @discardableResult
-    public func pauseIntake(topics: Set<String>, partitions: Set<KafkaTopicPartition> = []) throws -> Bool {
+    public func pauseIntake(topics: Set<String>, partitions: Set<TopicPartition> = []) throws -> Bool {
         try gate.set(.init(topics: topics, partitions: partitions), client: client)
     }
 
@@ -212,10 +212,10 @@ public final class KafkaConsumer: Sendable {
     public var pausedTopics: Set<String>? { gate.pause.all ? nil : gate.pause.topics }
 
     /// The partitions paused one by one (beside whole topics).
-    public var pausedPartitions: Set<KafkaTopicPartition> { gate.pause.partitions }
+    public var pausedPartitions: Set<TopicPartition> { gate.pause.partitions }
 
     /// The partitions assigned to this member now.
-    public func assignment() throws -> [KafkaTopicPartition] { try client.assignment() }
+    public func assignment() throws -> [TopicPartition] { try client.assignment() }
 
     /// Leaves the group and stops polling. Commit finished work before: nothing is committed here, and
     /// events not yet read are dropped (their offsets were not committed, so they will be read again).

@@ -3,30 +3,30 @@ import Synchronization
 
 /// What a consumer hands its caller, in the order it happened.
 public enum KafkaConsumerEvent: Sendable {
-    case message(KafkaMessage)
+    case message(InboundMessage)
     /// These partitions are now this member's; their messages follow.
-    case partitionsAssigned([KafkaTopicPartition])
+    case partitionsAssigned([TopicPartition])
     /// These partitions are about to be released. They stay assigned until ``KafkaRevocation/done()`` is
     /// called (or the revocation timeout passes), so in-flight work can be drained and committed first.
     case partitionsRevoked(KafkaRevocation)
     /// The consumer's position moved past records it never hands over (a transaction's commit or abort
     /// marker): for each partition, the offset of the next record it will read. Every message before it was
     /// handed over before this event. Sent when the consumer is idle and a position moved.
-    case positions([KafkaTopicPartition: Int64])
+    case positions([TopicPartition: Int64])
     /// The consumer is unusable and must be closed.
     case fatalError(KafkaError)
 }
 
 /// A pending release of partitions. Call ``done()`` once their in-flight work is committed or abandoned.
 public final class KafkaRevocation: Sendable {
-    public let partitions: [KafkaTopicPartition]
+    public let partitions: [TopicPartition]
     /// True when the partitions were lost rather than handed over (the session timed out): another member
     /// may own them already, and commits for them will fail.
     public let isLost: Bool
     private let acknowledgement: DispatchSemaphore
     private let acknowledged = Atomic<Bool>(false)
 
-    init(partitions: [KafkaTopicPartition], isLost: Bool, acknowledgement: DispatchSemaphore) {
+    init(partitions: [TopicPartition], isLost: Bool, acknowledgement: DispatchSemaphore) {
         self.partitions = partitions
         self.isLost = isLost
         self.acknowledgement = acknowledgement

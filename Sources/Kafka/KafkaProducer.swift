@@ -96,7 +96,7 @@ public final class KafkaProducer: Sendable {
     /// Sends one record and returns once the broker has acknowledged it.
     ///
     /// When librdkafka's local queue is full, waits for room up to the delivery timeout.
-    public func send(_ message: KafkaProducerMessage) async throws -> KafkaDeliveryReport {
+    public func send(_ message: OutboundMessage) async throws -> DeliveryReport {
         var deadline: ContinuousClock.Instant?  // read the clock only once the queue is full
         while true {
             do {
@@ -121,8 +121,8 @@ public final class KafkaProducer: Sendable {
     ///
     /// Throws at once when the record cannot be queued (``KafkaError/Code/queueFull`` is retriable).
     public func enqueue(
-        _ message: KafkaProducerMessage,
-        onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
+        _ message: OutboundMessage,
+        onDelivery: @escaping @Sendable (Result<DeliveryReport, KafkaError>) -> Void
     ) throws(KafkaError) {
         guard !closed.load(ordering: .acquiring) else { throw .closed }
         try client.produce(message, onDelivery: onDelivery)

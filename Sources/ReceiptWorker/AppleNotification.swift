@@ -1,6 +1,6 @@
 import AppleVerification
 import Foundation
-import Kafka
+import Messaging
 import Runtime
 import Vocabulary
 
@@ -25,13 +25,13 @@ struct AppleNotification: Sendable {
 
     /// Headers of the record on `topics.notifications` (docs/contract.md), with a trace of its own: the events
     /// the notification causes continue it.
-    func recordHeaders() -> [KafkaHeader] {
+    func recordHeaders() -> [MessageHeader] {
         [
             ("notification_type", type.rawValue), ("notification_subtype", subtype?.rawValue ?? ""),
             ("notification_uuid", id),
             ("bundle_id", bundleID), ("environment", environment?.rawValue ?? ""),
             ("signed_date", payload.signedDate.map { String(Int64($0)) } ?? ""),
-        ].map { KafkaHeader(name: $0.0, string: $0.1) } + TraceContext.fresh().headers
+        ].map { MessageHeader(name: $0.0, string: $0.1) } + TraceContext.fresh().headers
     }
 
     /// The notification's `signedDate`.
@@ -145,7 +145,7 @@ public enum BackfilledNotification {
         public let id: String
         public let key: String
         public let type: NotificationType
-        public let headers: [KafkaHeader]
+        public let headers: [MessageHeader]
     }
 
     public enum Outcome: Sendable {

@@ -1,6 +1,6 @@
 import AppleVerification
 import Foundation
-import Kafka
+import Messaging
 import LedgerDomain
 import Observability
 import Runtime
@@ -31,11 +31,11 @@ struct ConsumptionHandler: MessageHandler {
 
     /// The app the answer names (`bundle_id`), else the default app: each app's answers wait in slots of their
     /// own, so one app's answers retrying against Apple never hold another's.
-    func group(of message: KafkaMessage) -> String {
+    func group(of message: InboundMessage) -> String {
         Worker.consumptionGroup(of: apps.app(ofJob: message.value) ?? apps.defaultApp)
     }
 
-    func handle(_ message: KafkaMessage, context: HandlingContext) async throws -> Outcome {
+    func handle(_ message: InboundMessage, context: HandlingContext) async throws -> Outcome {
         let answer: ConsumptionAnswer
         switch ConsumptionAnswer.parse(message.value) {
         case .success(let parsed): answer = parsed

@@ -1,6 +1,6 @@
 import Lifecycle
 import Foundation
-import Kafka
+import Messaging
 import LedgerDomain
 import Observability
 import Runtime
@@ -15,7 +15,7 @@ import Vocabulary
 struct ConsumptionPolicyAnswers: Sendable {
     let apps: [(app: AppleApp, policy: WorkerConfiguration.ConsumptionPolicy)]
     let ledger: any ConsumptionRequestStore & LeaseStore
-    let produce: @Sendable (KafkaProducerMessage) async throws -> Void
+    let produce: @Sendable (OutboundMessage) async throws -> Void
     let topic: String
     let metrics: WorkerMetrics
     let logger: Logger
@@ -40,15 +40,15 @@ struct ConsumptionPolicyAnswers: Sendable {
     /// The answer a grant service would send, with the policy's refund preference (nil for `none`).
     static func answer(
         _ request: OpenConsumptionRequest, app: AppleApp, policy: WorkerConfiguration.ConsumptionPolicy, topic: String
-    ) -> KafkaProducerMessage? {
+    ) -> OutboundMessage? {
         guard let preference = policy.answer.refundPreference else { return nil }
         let body =
             "{\"transaction_id\":\(JSONString.quote(request.transactionID)),\"customer_consented\":true,"
             + "\"sample_content_provided\":false,\"refund_preference\":\"\(preference)\","
             + "\"bundle_id\":\(JSONString.quote(app.bundleID))}"
-        return KafkaProducerMessage(
+        return OutboundMessage(
             topic: topic, key: Array(request.transactionID.utf8), value: Array(body.utf8),
-            headers: [KafkaHeader(name: header, string: "policy")])
+            headers: [MessageHeader(name: header, string: "policy")])
     }
 
     func round(every interval: Duration, now: Date = Date()) async {
@@ -88,7 +88,7 @@ struct ConsumptionPolicyAnswers: Sendable {
 
     /// The answers of a worker (nil: no app has a policy that answers).
     static func service(
-        _ configuration: WorkerConfiguration, apps: AppleApps, ledger: any Ledger, producer: KafkaProducer,
+        _ configuration: WorkerConfiguration, apps: AppleApps, ledger: any Ledger, producer: any MessageSender,
         metrics: WorkerMetrics, logger: Logger, holder: String
     ) -> PeriodicService? {
         let answering = zip(apps.all, configuration.allApps).filter {

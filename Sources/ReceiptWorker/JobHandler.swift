@@ -1,6 +1,6 @@
 import AppleVerification
 import Foundation
-import Kafka
+import Messaging
 import LedgerDomain
 import Observability
 import Runtime
@@ -48,14 +48,14 @@ struct JobHandler: MessageHandler {
 
     /// A job's app: its slots are that app's. A job that names no app here, or is unreadable, is answered
     /// without Apple: the default app's slots serve it.
-    func group(of message: KafkaMessage) -> String { apps.app(ofJob: message.value)?.name ?? apps.defaultApp.name }
+    func group(of message: InboundMessage) -> String { apps.app(ofJob: message.value)?.name ?? apps.defaultApp.name }
 
     /// A player waits from the job's send (the producer's create time on the record).
-    func waitStart(of message: KafkaMessage) -> WaitStart? {
+    func waitStart(of message: InboundMessage) -> WaitStart? {
         message.timestamp.map { WaitStart(flow: "job", app: group(of: message), at: $0) }
     }
 
-    func handle(_ message: KafkaMessage, context: HandlingContext) async throws -> Outcome {
+    func handle(_ message: InboundMessage, context: HandlingContext) async throws -> Outcome {
         let job: ReceiptJob
         switch JobParser.parse(
             message.value, maxBytes: settings.maxBytes,
@@ -327,7 +327,7 @@ struct JobHandler: MessageHandler {
     /// Where a message was first read, `topic-partition@offset`: its own place, or, for a job parked on the
     /// retries topic, the place the worker wrote in `parked_from` (a client's header of that name on the jobs
     /// topic is not believed), so both deliveries of one malformed job get one event id.
-    static func firstRead(_ message: KafkaMessage, retriesTopic: String?) -> String {
+    static func firstRead(_ message: InboundMessage, retriesTopic: String?) -> String {
         if message.topic == retriesTopic, let origin = message.header(ParkedOrigin.header)?.stringValue {
             return origin
         }
@@ -337,7 +337,7 @@ struct JobHandler: MessageHandler {
     /// A JSON object with an `order_id` but a field missing or invalid: a deny `malformed_job` for the order
     /// (kept in the ledger by its job id when it has a usable one) and the dead letter.
     private func denyMalformed(
-        _ identity: JobIdentity, reason: String, message: KafkaMessage, context: HandlingContext
+        _ identity: JobIdentity, reason: String, message: InboundMessage, context: HandlingContext
     ) async throws -> Outcome {
         let fingerprint = SHA256Digest.hex(message.value)
         let key = DecisionKey(app: .defaultApp, jobID: identity.jobID, fingerprint: fingerprint)

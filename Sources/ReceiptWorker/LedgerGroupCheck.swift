@@ -16,7 +16,7 @@ public enum LedgerGroupCheck {
         -> [ConsumedPartition: Int64]
     {
         let partitions = partitionCounts.flatMap { topic, count in
-            (0..<Int32(clamping: count)).map { KafkaTopicPartition(topic: topic, partition: $0) }
+            (0..<Int32(clamping: count)).map { TopicPartition(topic: topic, partition: $0) }
         }
         guard !partitions.isEmpty else { return [:] }
         let committed = try await consumer.committed(partitions)
@@ -76,10 +76,10 @@ extension LedgerGroupCheck {
             let recorded = try await configuration.withToolLedger {
                 try await $0.recordedOffsets(group: configuration.groupID)
             }
-            var moves: [KafkaTopicPartition: Int64] = [:]
+            var moves: [TopicPartition: Int64] = [:]
             var rewinds: [Rewind] = []
             for (partition, offset) in committed {
-                let topicPartition = KafkaTopicPartition(topic: partition.topic, partition: partition.partition)
+                let topicPartition = TopicPartition(topic: partition.topic, partition: partition.partition)
                 // A partition the ledger never recorded: from its first offset kept.
                 let target: Int64
                 if let recordedOffset = recorded.offsets[partition] {
@@ -129,7 +129,7 @@ extension LedgerGroupCheck {
 }
 
 extension ConsumedPartition {
-    init(_ partition: KafkaTopicPartition) { self.init(topic: partition.topic, partition: partition.partition) }
+    init(_ partition: TopicPartition) { self.init(topic: partition.topic, partition: partition.partition) }
 }
 
 /// `ledger rewind-group` could not move the group.

@@ -1,6 +1,6 @@
 import AppleVerification
 import Foundation
-import Kafka
+import Messaging
 import LedgerDomain
 import Observability
 import Runtime
@@ -34,11 +34,11 @@ struct NotificationHandler: MessageHandler {
 
     func isPermanent(_ error: any Error) -> Bool { (error as? LedgerError)?.isPermanent == true }
 
-    func group(of message: KafkaMessage) -> String { Worker.notificationsGroup }
+    func group(of message: InboundMessage) -> String { Worker.notificationsGroup }
 
     /// From Apple's signing of the notification (the receiver's `signed_date` header; else the record's time), for
     /// the app its `bundle_id` header names (`other` for one no app has).
-    func waitStart(of message: KafkaMessage) -> WaitStart? {
+    func waitStart(of message: InboundMessage) -> WaitStart? {
         let signed = message.header("signed_date")?.stringValue.flatMap(Int64.init).map {
             Date(timeIntervalSince1970: Double($0) / 1000)
         }
@@ -47,7 +47,7 @@ struct NotificationHandler: MessageHandler {
         return WaitStart(flow: "notification", app: apps.app(bundleID: bundleID)?.name ?? "other", at: at)
     }
 
-    func handle(_ message: KafkaMessage, context: HandlingContext) async throws -> Outcome {
+    func handle(_ message: InboundMessage, context: HandlingContext) async throws -> Outcome {
         let notification: AppleNotification
         if let verifiedHere = recentlyVerified?.take(value: message.value) {
             metrics.notificationsTakenFromReceiver.increment()

@@ -2,7 +2,7 @@ import Lifecycle
 import AppleVerification
 import Foundation
 import HTTPServerKit
-import Kafka
+import Messaging
 import Observability
 import Runtime
 
@@ -80,7 +80,7 @@ public final class NotificationReceiver: Service {
 /// notifications topic as received, and answer once the broker acknowledged it.
 public struct NotificationIntake: Sendable {
     let apps: AppleApps
-    let producer: KafkaProducer
+    let producer: any MessageSender
     let topic: String
     let metrics: WorkerMetrics
     let logger: Logger
@@ -113,7 +113,7 @@ public struct NotificationIntake: Sendable {
             metrics.notificationReceived(type: type, outcome: "sandbox_dropped").increment()
             return (200, "sandbox notifications are not accepted here; dropped")
         case .verified(let notification):
-            let record = KafkaProducerMessage(
+            let record = OutboundMessage(
                 topic: topic, key: Array(notification.key.utf8), value: Array(body),
                 headers: notification.recordHeaders())
             // Remembered before the broker answers: the processor may read the record before the receiver

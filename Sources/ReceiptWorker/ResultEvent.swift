@@ -1,6 +1,6 @@
 import AppleVerification
 import Foundation
-import Kafka
+import Messaging
 import LedgerDomain
 import Observability
 import Runtime
@@ -113,10 +113,10 @@ extension StoredEvent {
         OutboundRecord(
             topic: topic, key: key, value: json,
             headers: [
-                KafkaHeader(name: "ce_specversion", string: "1.0"), KafkaHeader(name: "ce_id", string: eventID),
-                KafkaHeader(name: "ce_source", string: source), KafkaHeader(name: "ce_type", string: type),
-                KafkaHeader(name: "ce_time", string: time),
-                KafkaHeader(name: "content-type", string: "application/json"),
+                MessageHeader(name: "ce_specversion", string: "1.0"), MessageHeader(name: "ce_id", string: eventID),
+                MessageHeader(name: "ce_source", string: source), MessageHeader(name: "ce_type", string: type),
+                MessageHeader(name: "ce_time", string: time),
+                MessageHeader(name: "content-type", string: "application/json"),
             ])
     }
 }

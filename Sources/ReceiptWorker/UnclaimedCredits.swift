@@ -1,6 +1,6 @@
 import Lifecycle
 import Foundation
-import Kafka
+import Messaging
 import LedgerDomain
 import Observability
 import Runtime
@@ -12,7 +12,7 @@ import Runtime
 /// same event id.
 struct UnclaimedCredits: Sendable {
     let ledger: any UnclaimedPurchaseStore
-    let producer: KafkaProducer
+    let producer: any MessageSender
     let resultsTopic: String
     let eventSource: String
     let metrics: WorkerMetrics
@@ -43,9 +43,9 @@ struct UnclaimedCredits: Sendable {
                 if GracefulShutdown.current.isTriggered { break }
                 let record = event.record(topic: resultsTopic, source: eventSource)
                 // A trace of its own: no job or request caused it now.
-                let trace = KafkaHeader(name: "traceparent", string: TraceContext.fresh().traceparent)
+                let trace = MessageHeader(name: "traceparent", string: TraceContext.fresh().traceparent)
                 _ = try await producer.send(
-                    KafkaProducerMessage(
+                    OutboundMessage(
                         topic: record.topic, key: Array(record.key.utf8), value: record.value,
                         headers: record.headers + [trace]))
                 published.append(event.eventID)

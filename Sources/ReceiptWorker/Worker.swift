@@ -483,7 +483,7 @@ final class AppleLimitShare: Service {
     /// The jobs topic's partition count: read at start-up, and again after each rebalance (partitions added
     /// to the topic start one), so a share never counts against fewer partitions than there are.
     let partitions = Atomic<Int>(0)
-    private let assigned = Mutex<[KafkaTopicPartition]>([])
+    private let assigned = Mutex<[TopicPartition]>([])
     /// Reads the partition count again (nil when it cannot now).
     private let recount: @Sendable () async -> Int?
 
@@ -500,7 +500,7 @@ final class AppleLimitShare: Service {
 
     /// The assignment changed: each app's share follows it at once, then again once ``run()`` read the count
     /// anew.
-    func update(assigned partitions: [KafkaTopicPartition]) {
+    func update(assigned partitions: [TopicPartition]) {
         assigned.withLock { $0 = partitions }
         apply()
         changed.yield()

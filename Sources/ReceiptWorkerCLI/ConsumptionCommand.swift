@@ -50,11 +50,11 @@ enum ConsumptionCommand {
         if let problem = ConsumptionAnswerCheck.problem(in: value) { throw UsageError(problem) }
         let configuration = try options.configuration(purpose: .tool)
         let producer = try ToolKafka.producer(configuration)
-        let sent: Result<KafkaDeliveryReport, any Error>
+        let sent: Result<DeliveryReport, any Error>
         do {
             sent = .success(
                 try await producer.send(
-                    KafkaProducerMessage(
+                    OutboundMessage(
                         topic: configuration.topics.consumption, key: Array(transaction.utf8), value: value)))
         } catch {
             sent = .failure(error)

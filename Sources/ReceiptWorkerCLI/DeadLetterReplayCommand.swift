@@ -35,7 +35,7 @@ enum DeadLetterReplayCommand {
         var since: Date?
         var until: Date?
 
-        func matches(_ letter: KafkaMessage) -> Bool {
+        func matches(_ letter: InboundMessage) -> Bool {
             if !reasons.isEmpty && !reasons.contains(letter.header(DeadLetterHeader.reason)?.stringValue ?? "") {
                 return false
             }
@@ -65,8 +65,8 @@ enum DeadLetterReplayCommand {
 
         let consumer = try ToolKafka.reader(configuration)
         let producer = dryRun ? nil : try ToolKafka.producer(configuration)
-        var ends: [KafkaTopicPartition: Int64] = [:]  // the offset each partition ended at when we started
-        var unfinished: Set<KafkaTopicPartition> = []
+        var ends: [TopicPartition: Int64] = [:]  // the offset each partition ended at when we started
+        var unfinished: Set<TopicPartition> = []
         // With --since, the broker's time index skips what was written before: no need to read it all.
         let from: KafkaConsumer.StartOffset = filter.since.map { .time($0) } ?? .beginning
         for (partition, start) in try await consumer.assign(topic: configuration.topics.dlq, from: from) {
@@ -95,10 +95,10 @@ enum DeadLetterReplayCommand {
                 let action =
                     !matched ? "skipped " : destination == nil ? "cannot replay" : dryRun ? "would replay" : "replayed"
                 if let destination, let producer {
-                    let job = KafkaProducerMessage(
+                    let job = OutboundMessage(
                         topic: destination, key: letter.key, value: letter.value,
                         headers: [
-                            KafkaHeader(
+                            MessageHeader(
                                 name: DeadLetterHeader.replayedFrom, string: "\(letter.topicPartition)@\(letter.offset)"
                             )
                         ])
@@ -143,7 +143,7 @@ enum DeadLetterReplayCommand {
     /// (its `parked_from`: the jobs or the consumption topic); a letter without that header by its reason (a
     /// consumption answer is no job: the jobs topic would dead-letter it again). A truncated letter, whose value is gone, and one from a topic
     /// this configuration does not know go nowhere: `.failure` says why, for the letter's line.
-    static func destination(of letter: KafkaMessage, reason: String, _ configuration: WorkerConfiguration)
+    static func destination(of letter: InboundMessage, reason: String, _ configuration: WorkerConfiguration)
         -> Result<String, Unroutable>
     {
         if letter.header(DeadLetterHeader.truncated)?.stringValue == "true" {

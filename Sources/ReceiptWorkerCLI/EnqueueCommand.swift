@@ -54,7 +54,7 @@ enum EnqueueCommand {
         for (job, parsed) in jobs {
             do {
                 let report = try await producer.send(
-                    KafkaProducerMessage(topic: configuration.topics.jobs, key: Array(parsed.orderID.utf8), value: job))
+                    OutboundMessage(topic: configuration.topics.jobs, key: Array(parsed.orderID.utf8), value: job))
                 emit("enqueued \(parsed.jobID) \(report.topic)[\(report.partition)]@\(report.offset)")
             } catch {
                 failures += 1

@@ -49,7 +49,7 @@ enum NotificationsCommand {
         }
         let dryRun = options.has("--dry-run")
         let producer = dryRun ? nil : try ToolKafka.producer(configuration)
-        var produce: (@Sendable (KafkaProducerMessage) async throws -> Void)?
+        var produce: (@Sendable (OutboundMessage) async throws -> Void)?
         if let producer { produce = { message in _ = try await producer.send(message) } }
         let replay = HistoryReplay(
             apps: apps, retry: configuration.retry, topic: configuration.topics.notifications, produce: produce)

@@ -8,7 +8,7 @@ import Observability
 /// commit marker is not an unread message.
 extension ConsumerRuntime {
     struct PartitionStall: Sendable {
-        let partition: KafkaTopicPartition
+        let partition: TopicPartition
         let lag: Int64
         let seconds: Int
     }
@@ -17,7 +17,7 @@ extension ConsumerRuntime {
     /// made no progress for the stall timeout (and once when it moves again).
     func livenessLoop() async {
         let interval = max(.milliseconds(100), min(.seconds(10), configuration.stallTimeout / 4))
-        var warned: Set<KafkaTopicPartition> = []
+        var warned: Set<TopicPartition> = []
         while !Task.isCancelled {
             try? await Task.sleep(for: interval)
             await measureLags()
@@ -75,7 +75,7 @@ extension ConsumerRuntime {
     }
 
     /// Per assigned partition: its lag when it has some, and seconds since its last progress (0 without lag).
-    func idleness() -> [(partition: KafkaTopicPartition, lag: Int64?, seconds: Double)] {
+    func idleness() -> [(partition: TopicPartition, lag: Int64?, seconds: Double)] {
         let lags = state.withLock { $0.lags }
         let now = ContinuousClock.now
         return book.partitionsSnapshot().map { partition in
@@ -89,7 +89,7 @@ extension ConsumerRuntime {
     private func measureLags() async {
         let snapshot = book.partitionsSnapshot()
         let uncommitted = snapshot.filter { $0.committed == nil }.map(\.partition)
-        var groupCommitted: [KafkaTopicPartition: Int64] = [:]
+        var groupCommitted: [TopicPartition: Int64] = [:]
         if !uncommitted.isEmpty {
             do {
                 groupCommitted = try await consumer.committed(uncommitted, timeout: .seconds(5))
@@ -97,7 +97,7 @@ extension ConsumerRuntime {
                 logger.debug("cannot read committed offsets for the lag", ["error": "\(error)"])
             }
         }
-        var measured: [KafkaTopicPartition: Int64] = [:]
+        var measured: [TopicPartition: Int64] = [:]
         for partition in snapshot {
             do {
                 let marks = try await consumer.watermarks(partition.partition, timeout: .seconds(5))

@@ -68,7 +68,7 @@ extension ConsumerRuntime {
         }
     }
 
-    private static func labels(_ partition: KafkaTopicPartition) -> Labels {
+    private static func labels(_ partition: TopicPartition) -> Labels {
         ["topic": partition.topic, "partition": String(partition.partition)]
     }
 }

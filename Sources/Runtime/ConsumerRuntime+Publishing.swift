@@ -20,10 +20,10 @@ extension ConsumerRuntime {
             var trace = consumed?.headers ?? []
             if let send, send.context.sampled {
                 trace =
-                    [KafkaHeader(name: "traceparent", string: send.context.traceparent)]
-                    + (consumed?.tracestate.map { [KafkaHeader(name: "tracestate", string: $0)] } ?? [])
+                    [MessageHeader(name: "traceparent", string: send.context.traceparent)]
+                    + (consumed?.tracestate.map { [MessageHeader(name: "tracestate", string: $0)] } ?? [])
             }
-            let message = KafkaProducerMessage(
+            let message = OutboundMessage(
                 topic: record.topic, key: Array(record.key.utf8), value: record.value,
                 headers: record.headers.filter { $0.name != "traceparent" && $0.name != "tracestate" } + trace)
             do {
@@ -50,7 +50,7 @@ extension ConsumerRuntime {
     /// a copy the broker refuses (too large, not authorised, the broker away) is no reason to hold the message;
     /// `.failed` has it handled in place instead.
     func park(
-        _ message: KafkaMessage, to topic: String, partition: Int32?, waitStartedAt: Date?, _ context: HandlingContext
+        _ message: InboundMessage, to topic: String, partition: Int32?, waitStartedAt: Date?, _ context: HandlingContext
     ) async -> Parking {
         guard !context.mustLetGo else { return .letGo }
         guard message.value.count + (message.key?.count ?? 0) + 4_096 <= configuration.maxRecordBytes else {
@@ -58,9 +58,9 @@ extension ConsumerRuntime {
         }
         // Where its wait began goes with it (the first park's, parked again), so the wait counts from the send.
         let waited = waitStartedAt.map {
-            KafkaHeader(name: WaitStart.parkedHeader, string: String(Int64($0.timeIntervalSince1970 * 1000)))
+            MessageHeader(name: WaitStart.parkedHeader, string: String(Int64($0.timeIntervalSince1970 * 1000)))
         }
-        let copy = KafkaProducerMessage(
+        let copy = OutboundMessage(
             topic: topic, partition: partition, key: message.key, value: message.value,
             headers: message.headers.filter { $0.name != ParkedOrigin.header && $0.name != WaitStart.parkedHeader }
                 + [ParkedOrigin(message).kafkaHeader] + (waited.map { [$0] } ?? []))
@@ -86,7 +86,7 @@ extension ConsumerRuntime {
     /// headers, an empty value, `dlq_truncated: true` and `dlq_original_bytes`; the original stays readable at
     /// its source offset while its topic retains it.
     func deadLetter(
-        _ message: KafkaMessage, _ letter: DeadLetter, _ context: HandlingContext, group: String
+        _ message: InboundMessage, _ letter: DeadLetter, _ context: HandlingContext, group: String
     ) async -> Bool {
         let trace = TraceContext(headers: message.headers)
         logger.warning(
@@ -98,19 +98,19 @@ extension ConsumerRuntime {
             ])
         let headers =
             (trace?.headers ?? []) + [
-                KafkaHeader(name: DeadLetterHeader.reason, string: letter.reason.rawValue),
-                KafkaHeader(name: DeadLetterHeader.error, string: letter.error),
-                KafkaHeader(name: DeadLetterHeader.sourceTopic, string: message.topic),
-                KafkaHeader(name: DeadLetterHeader.sourcePartition, string: String(message.partition)),
-                KafkaHeader(name: DeadLetterHeader.sourceOffset, string: String(message.offset)),
-                KafkaHeader(name: DeadLetterHeader.attempts, string: String(letter.attempts)),
+                MessageHeader(name: DeadLetterHeader.reason, string: letter.reason.rawValue),
+                MessageHeader(name: DeadLetterHeader.error, string: letter.error),
+                MessageHeader(name: DeadLetterHeader.sourceTopic, string: message.topic),
+                MessageHeader(name: DeadLetterHeader.sourcePartition, string: String(message.partition)),
+                MessageHeader(name: DeadLetterHeader.sourceOffset, string: String(message.offset)),
+                MessageHeader(name: DeadLetterHeader.attempts, string: String(letter.attempts)),
             ]
             // A parked message was first read elsewhere: where, so a dead letter leads back to the original.
             + (message.topic == configuration.parking?.topic
                 ? message.headers.filter { $0.name == ParkedOrigin.header } : [])
         let topic = configuration.deadLetterTopic
         if message.value.count + (message.key?.count ?? 0) + 4_096 <= configuration.maxRecordBytes {
-            let copy = KafkaProducerMessage(topic: topic, key: message.key, value: message.value, headers: headers)
+            let copy = OutboundMessage(topic: topic, key: message.key, value: message.value, headers: headers)
             do {
                 _ = try await retries.retrying(
                     "publish_dead_letter", stage: nil, isPermanent: Self.isPermanent, letGo: { context.mustLetGo }
@@ -123,11 +123,11 @@ extension ConsumerRuntime {
                 // The broker's own limit is lower: send the stub below.
             }
         }
-        let stub = KafkaProducerMessage(
+        let stub = OutboundMessage(
             topic: topic, key: message.key, value: [],
             headers: headers + [
-                KafkaHeader(name: DeadLetterHeader.truncated, string: "true"),
-                KafkaHeader(name: DeadLetterHeader.originalBytes, string: String(message.value.count)),
+                MessageHeader(name: DeadLetterHeader.truncated, string: "true"),
+                MessageHeader(name: DeadLetterHeader.originalBytes, string: String(message.value.count)),
             ])
         do {
             _ = try await retries.retrying(

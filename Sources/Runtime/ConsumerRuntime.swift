@@ -29,15 +29,15 @@ public final class ConsumerRuntime: Sendable {
     /// Retries of the broker and of the handlers' services, and which of them keep failing now.
     let retries: ServiceRetries
     /// Told of the assignment whenever it changes.
-    private let assignmentChanged: (@Sendable ([KafkaTopicPartition]) -> Void)?
+    private let assignmentChanged: (@Sendable ([TopicPartition]) -> Void)?
     /// Called with the offsets about to be committed, before they are: a failure skips this round's commit.
-    private let recordOffsets: (@Sendable ([KafkaTopicPartition: Int64]) async throws -> Void)?
+    private let recordOffsets: (@Sendable ([TopicPartition: Int64]) async throws -> Void)?
 
     public init(
         configuration: RuntimeConfiguration, consumer: KafkaConsumer, producer: KafkaProducer,
         registry: MetricsRegistry, logger: Logger,
-        assignmentChanged: (@Sendable ([KafkaTopicPartition]) -> Void)? = nil,
-        recordOffsets: (@Sendable ([KafkaTopicPartition: Int64]) async throws -> Void)? = nil
+        assignmentChanged: (@Sendable ([TopicPartition]) -> Void)? = nil,
+        recordOffsets: (@Sendable ([TopicPartition: Int64]) async throws -> Void)? = nil
     ) {
         self.configuration = configuration
         self.consumer = consumer
@@ -73,7 +73,7 @@ public final class ConsumerRuntime: Sendable {
     }
 
     /// The partitions assigned to this member now.
-    public var assignedPartitions: [KafkaTopicPartition] { book.assigned }
+    public var assignedPartitions: [TopicPartition] { book.assigned }
 
     /// Asks ``run()`` to stop taking messages, drain, commit and return.
     public func shutdown() {
@@ -139,7 +139,7 @@ public final class ConsumerRuntime: Sendable {
     }
 
     /// Registers a message with its partition and puts it in its group's line.
-    private func take(_ message: KafkaMessage) {
+    private func take(_ message: InboundMessage) {
         let wasParked = message.topic == configuration.parking?.topic
         guard let route = wasParked ? parkedRoute(of: message) : routeIndex[message.topic] else { return }
         if !wasParked { configuration.routes[route].taken?.increment() }
@@ -170,7 +170,7 @@ public final class ConsumerRuntime: Sendable {
 
     /// The route a parked message came from: the topic of its `parked_from`, when that route parks; else the
     /// first route that parks (a message written there by hand is handled as that route's).
-    private func parkedRoute(of message: KafkaMessage) -> Int? {
+    private func parkedRoute(of message: InboundMessage) -> Int? {
         let parking = configuration.routes.indices.filter { configuration.routes[$0].parks }
         if let origin = ParkedOrigin(of: message), let route = routeIndex[origin.topic],
             configuration.routes[route].parks
@@ -275,7 +275,7 @@ public final class ConsumerRuntime: Sendable {
 
     /// The `process` span of a message (OpenTelemetry's messaging conventions), a child of the trace its
     /// `traceparent` carries, when the worker traces.
-    private func processSpan(_ message: KafkaMessage) -> Span? {
+    private func processSpan(_ message: InboundMessage) -> Span? {
         guard let tracer = configuration.tracer else { return nil }
         let parent = TraceContext(headers: message.headers).flatMap { SpanContext(traceparent: $0.traceparent) }
         return tracer.start(
@@ -322,7 +322,7 @@ public final class ConsumerRuntime: Sendable {
 
     /// True when the message must be left for its next delivery: the runtime is stopping, or the message's
     /// partition was released (its new owner handles it again).
-    func mustLetGo(_ message: KafkaMessage, generation: UInt64) -> Bool {
+    func mustLetGo(_ message: InboundMessage, generation: UInt64) -> Bool {
         isStopping || !book.holds(message.topicPartition, generation: generation)
     }
 
@@ -345,11 +345,11 @@ public final class ConsumerRuntime: Sendable {
                     !(route.parks && parking != nil) && !full.isEmpty
                         && route.groups.map { !$0.isDisjoint(with: full) } ?? true
                 }.map(\.topic))
-            var partitions = Set<KafkaTopicPartition>()
+            var partitions = Set<TopicPartition>()
             if let parking {
                 for group in full where feedsParking(group) {
                     if let partition = parkPartition(of: group) {
-                        partitions.insert(KafkaTopicPartition(topic: parking.topic, partition: partition))
+                        partitions.insert(TopicPartition(topic: parking.topic, partition: partition))
                     } else {
                         topics.insert(parking.topic)
                     }
@@ -391,7 +391,7 @@ public final class ConsumerRuntime: Sendable {
     /// False while commits fail (since the first failure, until one succeeds).
     var commitsSucceed: Bool { state.withLock { $0.commitsSucceed } }
 
-    private func commit(_ offsets: [KafkaTopicPartition: Int64]) async {
+    private func commit(_ offsets: [TopicPartition: Int64]) async {
         guard !offsets.isEmpty else { return }
         do {
             try await recordOffsets?(offsets)
@@ -408,7 +408,7 @@ public final class ConsumerRuntime: Sendable {
     }
 
     /// Waits for the messages of `partitions` to be answered, up to the drain timeout, then commits them.
-    private func drain(_ partitions: [KafkaTopicPartition], commit shouldCommit: Bool) async {
+    private func drain(_ partitions: [TopicPartition], commit shouldCommit: Bool) async {
         let deadline = ContinuousClock.now + configuration.drainTimeout
         while book.outstanding(in: partitions) > 0 && ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))

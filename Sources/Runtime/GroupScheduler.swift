@@ -18,7 +18,7 @@ final class GroupScheduler: Sendable {
     /// A message taken, its assignment, its group and its route; `parkTo`: where it is forwarded instead of
     /// being handled (its group's room was full).
     struct Item: Sendable {
-        let message: KafkaMessage
+        let message: InboundMessage
         let generation: UInt64
         let group: String
         let route: Int
@@ -164,7 +164,7 @@ final class GroupScheduler: Sendable {
     /// Takes out the messages of revoked partitions that have not started (waiting in a group, or ready but not
     /// yet picked up): never started, so never committed past; the partitions' next owner reads them again.
     /// Returns them, for the book to mark them left.
-    func remove(_ partitions: Set<KafkaTopicPartition>) -> [Item] {
+    func remove(_ partitions: Set<TopicPartition>) -> [Item] {
         let (removed, started) = state.withLock { state -> ([Item], [(CheckedContinuation<Item?, Never>, Item)]) in
             var removed: [Item] = []
             for name in Array(state.groups.keys) {

@@ -4,7 +4,7 @@ import Observability
 /// What a handler may ask of the runtime while it handles one message: whether to let it go, and retries of
 /// the services it depends on.
 public final class HandlingContext: Sendable {
-    public let message: KafkaMessage
+    public let message: InboundMessage
     private let retries: ServiceRetries
     private let isPermanent: @Sendable (any Error) -> Bool
     private let letGo: @Sendable () -> Bool
@@ -12,7 +12,7 @@ public final class HandlingContext: Sendable {
     public let span: Span?
 
     init(
-        message: KafkaMessage, retries: ServiceRetries, isPermanent: @escaping @Sendable (any Error) -> Bool,
+        message: InboundMessage, retries: ServiceRetries, isPermanent: @escaping @Sendable (any Error) -> Bool,
         letGo: @escaping @Sendable () -> Bool, span: Span? = nil
     ) {
         self.message = message
@@ -43,7 +43,7 @@ public final class HandlingContext: Sendable {
     /// A context outside any runtime (a tool, a test of a handler's rules): never let go; a service that fails
     /// is retried with `retry`'s backoff until it answers or fails for good.
     public convenience init(
-        message: KafkaMessage, handler: any MessageHandler, retry: RetryPolicy = RetryPolicy(),
+        message: InboundMessage, handler: any MessageHandler, retry: RetryPolicy = RetryPolicy(),
         logger: Logger = Logger(label: "handler")
     ) {
         self.init(

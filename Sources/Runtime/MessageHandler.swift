@@ -8,14 +8,14 @@ public protocol MessageHandler: Sendable {
     /// The group of a message: the messages of one group share its budget of slots and bytes, so a group
     /// whose messages wait (an app whose Apple lane is paused) never holds what another group needs. Read
     /// cheaply: it is called for every message as it is taken.
-    func group(of message: KafkaMessage) -> String
+    func group(of message: InboundMessage) -> String
 
     /// Turns a message into its outcome. Steps that depend on a service (a ledger) go through
     /// ``HandlingContext/retrying(_:stage:_:)``; when the message must be left for its next delivery (the
     /// worker is stopping, or its partition has a new owner), that throws ``LetGo``, and so may the handler.
     /// An error for which ``isPermanent(_:)`` holds (a value the ledger refuses for good) ends as a dead
     /// letter with ``deadLetterReason``; so does any other error a handler lets escape.
-    func handle(_ message: KafkaMessage, context: HandlingContext) async throws -> Outcome
+    func handle(_ message: InboundMessage, context: HandlingContext) async throws -> Outcome
 
     /// Whether an error will never heal by retrying.
     func isPermanent(_ error: any Error) -> Bool
@@ -26,7 +26,7 @@ public protocol MessageHandler: Sendable {
     /// Where the wait of whoever waits on this message began, and the app it is about (``WaitStart``): measured to
     /// its answer, and while unanswered in the lag gauges. Read cheaply, for every message as it is taken; nil:
     /// not measured.
-    func waitStart(of message: KafkaMessage) -> WaitStart?
+    func waitStart(of message: InboundMessage) -> WaitStart?
 
     /// Told once the broker acknowledged the records of a `.publish` outcome (what follows a published answer:
     /// telling Apple a granted transaction is finished). Must not block: it runs in the message's slot.
@@ -35,7 +35,7 @@ public protocol MessageHandler: Sendable {
 
 extension MessageHandler {
     public func delivered(_ records: [OutboundRecord]) {}
-    public func waitStart(of message: KafkaMessage) -> WaitStart? { nil }
+    public func waitStart(of message: InboundMessage) -> WaitStart? { nil }
 }
 
 /// How handling one message ended. Only a message whose outcome the broker acknowledged is committed past.
@@ -54,9 +54,9 @@ public struct OutboundRecord: Sendable, Equatable {
     public var topic: String
     public var key: String
     public var value: [UInt8]
-    public var headers: [KafkaHeader]
+    public var headers: [MessageHeader]
 
-    public init(topic: String, key: String, value: [UInt8], headers: [KafkaHeader]) {
+    public init(topic: String, key: String, value: [UInt8], headers: [MessageHeader]) {
         self.topic = topic
         self.key = key
         self.value = value

@@ -25,13 +25,13 @@ public struct ParkedOrigin: Sendable, Equatable {
     public var text: String
 
     /// Where `message` was read.
-    init(_ message: KafkaMessage) {
+    init(_ message: InboundMessage) {
         topic = message.topic
         text = "\(message.topicPartition)@\(message.offset)"
     }
 
     /// The origin a message carries; nil without one, or one that names no topic.
-    public init?(of message: KafkaMessage) {
+    public init?(of message: InboundMessage) {
         guard let text = message.header(Self.header)?.stringValue, let bracket = text.lastIndex(of: "["),
             bracket > text.startIndex
         else { return nil }
@@ -39,5 +39,5 @@ public struct ParkedOrigin: Sendable, Equatable {
         self.text = text
     }
 
-    var kafkaHeader: KafkaHeader { KafkaHeader(name: Self.header, string: text) }
+    var kafkaHeader: MessageHeader { MessageHeader(name: Self.header, string: text) }
 }

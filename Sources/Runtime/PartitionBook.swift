@@ -16,15 +16,15 @@ final class PartitionBook: Sendable {
     }
 
     private struct State {
-        var partitions: [KafkaTopicPartition: Partition] = [:]
+        var partitions: [TopicPartition: Partition] = [:]
         /// Partitions being revoked: assigned until their drain ends, but no new message is taken there.
-        var closing: Set<KafkaTopicPartition> = []
+        var closing: Set<TopicPartition> = []
         var lastGeneration: UInt64 = 0
     }
 
     private let state = Mutex(State())
 
-    func assign(_ partitions: [KafkaTopicPartition]) {
+    func assign(_ partitions: [TopicPartition]) {
         let now = ContinuousClock.now
         state.withLock { state in
             for partition in partitions where state.partitions[partition] == nil {
@@ -34,10 +34,10 @@ final class PartitionBook: Sendable {
         }
     }
 
-    var assigned: [KafkaTopicPartition] { state.withLock { Array($0.partitions.keys) } }
+    var assigned: [TopicPartition] { state.withLock { Array($0.partitions.keys) } }
 
     /// The assignment a message of `partition` read now belongs to (0: the partition is not assigned here).
-    func generation(of partition: KafkaTopicPartition) -> UInt64 {
+    func generation(of partition: TopicPartition) -> UInt64 {
         state.withLock { $0.partitions[partition]?.generation ?? 0 }
     }
 
@@ -47,7 +47,7 @@ final class PartitionBook: Sendable {
     /// the message is read again under this one, and taking the stale copy would make the re-read lower
     /// offsets look taken and let the commit pass them); or when this offset was taken before (a second
     /// delivery of a message already in flight or answered).
-    func take(_ partition: KafkaTopicPartition, offset: Int64, generation: UInt64) -> Bool {
+    func take(_ partition: TopicPartition, offset: Int64, generation: UInt64) -> Bool {
         let now = ContinuousClock.now
         return state.withLock { state in
             guard !state.closing.contains(partition), state.partitions[partition]?.generation == generation,
@@ -60,7 +60,7 @@ final class PartitionBook: Sendable {
 
     /// The consumer's positions, read after every message before them was taken: a partition whose messages
     /// are all answered may be committed that far (past transaction markers).
-    func advance(_ positions: [KafkaTopicPartition: Int64]) {
+    func advance(_ positions: [TopicPartition: Int64]) {
         state.withLock { state in
             for (partition, position) in positions where state.partitions[partition] != nil {
                 state.partitions[partition]?.offsets.advance(toPosition: position)
@@ -70,7 +70,7 @@ final class PartitionBook: Sendable {
 
     /// Records a message answered. A message of an earlier assignment of the partition changes nothing: the
     /// same offset may be in flight again now.
-    func finish(_ partition: KafkaTopicPartition, offset: Int64, generation: UInt64) {
+    func finish(_ partition: TopicPartition, offset: Int64, generation: UInt64) {
         let now = ContinuousClock.now
         state.withLock { state in
             guard state.partitions[partition]?.generation == generation else { return }
@@ -82,7 +82,7 @@ final class PartitionBook: Sendable {
 
     /// Records a message left unanswered for its next delivery: its partition's commits stay behind it, and a
     /// drain stops waiting for it.
-    func abandon(_ partition: KafkaTopicPartition, offset: Int64, generation: UInt64) {
+    func abandon(_ partition: TopicPartition, offset: Int64, generation: UInt64) {
         state.withLock { state in
             // A message of an earlier assignment must not mark the same offset, in flight again, as abandoned.
             guard state.partitions[partition]?.generation == generation else { return }
@@ -92,18 +92,18 @@ final class PartitionBook: Sendable {
 
     /// True while this assignment of the partition is still this member's (draining included): a message of
     /// a partition released since has a new owner, who will handle it again.
-    func holds(_ partition: KafkaTopicPartition, generation: UInt64) -> Bool {
+    func holds(_ partition: TopicPartition, generation: UInt64) -> Bool {
         state.withLock { $0.partitions[partition]?.generation == generation }
     }
 
-    func outstanding(in partitions: [KafkaTopicPartition]) -> Int {
+    func outstanding(in partitions: [TopicPartition]) -> Int {
         state.withLock { state in partitions.reduce(0) { $0 + (state.partitions[$1]?.offsets.outstanding ?? 0) } }
     }
 
     /// Offsets that moved since the last commit (of `only` partitions when given).
-    func committable(only: Set<KafkaTopicPartition>? = nil) -> [KafkaTopicPartition: Int64] {
+    func committable(only: Set<TopicPartition>? = nil) -> [TopicPartition: Int64] {
         state.withLock { state in
-            var result: [KafkaTopicPartition: Int64] = [:]
+            var result: [TopicPartition: Int64] = [:]
             for (key, partition) in state.partitions where only?.contains(key) ?? true {
                 if let offset = partition.offsets.committable, offset != partition.committed { result[key] = offset }
             }
@@ -111,7 +111,7 @@ final class PartitionBook: Sendable {
         }
     }
 
-    func markCommitted(_ offsets: [KafkaTopicPartition: Int64]) {
+    func markCommitted(_ offsets: [TopicPartition: Int64]) {
         let now = ContinuousClock.now
         state.withLock { state in
             for (key, offset) in offsets where state.partitions[key] != nil {
@@ -123,7 +123,7 @@ final class PartitionBook: Sendable {
 
     /// Per assigned partition: the offset last committed, the messages not answered, and the last progress.
     func partitionsSnapshot() -> [(
-        partition: KafkaTopicPartition, committed: Int64?, outstanding: Int, lastProgress: ContinuousClock.Instant
+        partition: TopicPartition, committed: Int64?, outstanding: Int, lastProgress: ContinuousClock.Instant
     )] {
         state.withLock { state in
             state.partitions.map { key, partition in
@@ -133,11 +133,11 @@ final class PartitionBook: Sendable {
     }
 
     /// No new message of these partitions is taken from now on (their revocation is draining).
-    func stopTaking(_ partitions: [KafkaTopicPartition]) {
+    func stopTaking(_ partitions: [TopicPartition]) {
         state.withLock { $0.closing.formUnion(partitions) }
     }
 
-    func release(_ partitions: [KafkaTopicPartition]) {
+    func release(_ partitions: [TopicPartition]) {
         state.withLock { state in
             for partition in partitions {
                 state.closing.remove(partition)

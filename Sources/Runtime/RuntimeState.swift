@@ -10,7 +10,7 @@ struct RuntimeState: Sendable {
     /// The partition counts of the topics read, as the caller found them at start-up (the park topic's lanes).
     private(set) var partitionCounts: [String: Int] = [:]
     /// Per assigned partition, its lag (high watermark minus committed offset) as last measured.
-    private(set) var lags: [KafkaTopicPartition: Int64] = [:]
+    private(set) var lags: [TopicPartition: Int64] = [:]
     /// When a failed commit was last said (nil: the last commit succeeded).
     private var commitFailureSaid: ContinuousClock.Instant?
     /// When a failed park was last said.
@@ -37,12 +37,12 @@ struct RuntimeState: Sendable {
 
     /// Lags just measured; partitions no longer assigned forget theirs (one whose watermarks could not be read
     /// keeps its last).
-    mutating func measured(_ measured: [KafkaTopicPartition: Int64], assigned: Set<KafkaTopicPartition>) {
+    mutating func measured(_ measured: [TopicPartition: Int64], assigned: Set<TopicPartition>) {
         lags.merge(measured) { _, new in new }
         lags = lags.filter { assigned.contains($0.key) }
     }
 
-    mutating func released(_ partitions: [KafkaTopicPartition]) {
+    mutating func released(_ partitions: [TopicPartition]) {
         for partition in partitions { lags[partition] = nil }
     }
 

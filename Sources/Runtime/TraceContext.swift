@@ -13,7 +13,7 @@ public struct TraceContext: Sendable, Equatable {
 
     /// The message's trace context, or nil when it has none or a malformed one (ignored, never an error: a
     /// job is answered whatever its headers say).
-    public init?(headers: [KafkaHeader]) {
+    public init?(headers: [MessageHeader]) {
         guard let parent = headers.last(where: { $0.name == "traceparent" })?.stringValue,
             Self.isTraceparent(parent)
         else { return nil }
@@ -41,9 +41,9 @@ public struct TraceContext: Sendable, Equatable {
     }
 
     /// The headers to add to a record published for the message.
-    public var headers: [KafkaHeader] {
-        [KafkaHeader(name: "traceparent", string: traceparent)]
-            + (tracestate.map { [KafkaHeader(name: "tracestate", string: $0)] } ?? [])
+    public var headers: [MessageHeader] {
+        [MessageHeader(name: "traceparent", string: traceparent)]
+            + (tracestate.map { [MessageHeader(name: "tracestate", string: $0)] } ?? [])
     }
 
     /// `00-<32 hex trace id, not all zeros>-<16 hex parent id, not all zeros>-<2 hex flags>`; a later version

@@ -34,7 +34,7 @@ final class WaitTracker: Sendable {
     private struct Key: Hashable {
         var flow: String
         var app: String
-        var partition: KafkaTopicPartition
+        var partition: TopicPartition
     }
 
     private let registry: MetricsRegistry
@@ -81,13 +81,13 @@ final class WaitTracker: Sendable {
             labels: ["flow": flow])
     }
 
-    func began(_ start: WaitStart, at offset: Int64, in partition: KafkaTopicPartition) {
+    func began(_ start: WaitStart, at offset: Int64, in partition: TopicPartition) {
         let key = Key(flow: start.flow, app: start.app, partition: partition)
         open.withLock { $0[key, default: [:]][offset] = start.at }
     }
 
     /// The message was answered (acknowledged): its wait is observed.
-    func answered(_ start: WaitStart, at offset: Int64, in partition: KafkaTopicPartition) {
+    func answered(_ start: WaitStart, at offset: Int64, in partition: TopicPartition) {
         ended(start, at: offset, in: partition)
         let waited = now().timeIntervalSince(start.at)
         if waited < 0 { skew(flow: start.flow).increment() }
@@ -95,7 +95,7 @@ final class WaitTracker: Sendable {
     }
 
     /// The message left unanswered (let go, parked, its partition revoked): no longer waiting here.
-    func ended(_ start: WaitStart, at offset: Int64, in partition: KafkaTopicPartition) {
+    func ended(_ start: WaitStart, at offset: Int64, in partition: TopicPartition) {
         let key = Key(flow: start.flow, app: start.app, partition: partition)
         open.withLock { open in
             open[key]?[offset] = nil

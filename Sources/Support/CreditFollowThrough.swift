@@ -1,7 +1,7 @@
 import ReceiptWorker
 import AppleVerification
 import Foundation
-import Kafka
+import Messaging
 import LedgerDomain
 import Vocabulary
 
@@ -25,11 +25,11 @@ extension SupportDesk {
     /// request again publishes the same event).
     public func followThrough(
         _ event: StoredEvent, originalTransactionID: String, environment: AppleEnvironment, setToken: Bool,
-        request: CreditRequest, finish: Bool, send: (StoredEvent) async throws -> KafkaDeliveryReport
+        request: CreditRequest, finish: Bool, send: (StoredEvent) async throws -> DeliveryReport
     ) async -> CreditFollowThrough {
         var result = CreditFollowThrough()
         do {
-            var report: KafkaDeliveryReport?
+            var report: DeliveryReport?
             for published in event.published { report = try await send(published) }
             result.publishedTo = report.map { "\($0.topic)[\($0.partition)]" } ?? "-"
         } catch {

@@ -1,7 +1,7 @@
 import ReceiptWorker
 import AppleVerification
 import Foundation
-import Kafka
+import Messaging
 import LedgerDomain
 import Observability
 import Runtime
@@ -286,10 +286,10 @@ extension SupportDesk {
     }
 
     /// The record that publishes a credit's event on `topics.results`, as the worker publishes its events.
-    public static func message(_ event: StoredEvent, _ configuration: WorkerConfiguration) -> KafkaProducerMessage {
+    public static func message(_ event: StoredEvent, _ configuration: WorkerConfiguration) -> OutboundMessage {
         let record = event.record(topic: configuration.topics.results, source: configuration.eventSource)
-        let trace = KafkaHeader(name: "traceparent", string: TraceContext.fresh().traceparent)
-        return KafkaProducerMessage(
+        let trace = MessageHeader(name: "traceparent", string: TraceContext.fresh().traceparent)
+        return OutboundMessage(
             topic: record.topic, key: Array(record.key.utf8), value: record.value, headers: record.headers + [trace])
     }
 }

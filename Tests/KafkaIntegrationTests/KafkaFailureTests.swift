@@ -16,12 +16,12 @@ struct KafkaFailureTests {
         var configuration = KafkaProducer.Configuration(bootstrapServers: broker.bootstrap)
         configuration.deliveryTimeout = .seconds(3)
         let producer = try KafkaProducer(configuration: configuration, logger: TestBroker.logger)
-        _ = try await producer.send(KafkaProducerMessage(topic: "t", value: Array("ok".utf8)))
+        _ = try await producer.send(OutboundMessage(topic: "t", value: Array("ok".utf8)))
 
         broker.stop()
         let started = ContinuousClock.now
         let error = await #expect(throws: KafkaError.self) {
-            _ = try await producer.send(KafkaProducerMessage(topic: "t", value: Array("lost?".utf8)))
+            _ = try await producer.send(OutboundMessage(topic: "t", value: Array("lost?".utf8)))
         }
         let elapsed = ContinuousClock.now - started
         #expect(error?.isRetriable == true)
@@ -39,12 +39,12 @@ struct KafkaFailureTests {
         var configuration = KafkaProducer.Configuration(bootstrapServers: "127.0.0.1:1")  // nothing listens
         configuration.deliveryTimeout = .seconds(60)
         let producer = try KafkaProducer(configuration: configuration, logger: TestBroker.logger)
-        let pending = Task { try await producer.send(KafkaProducerMessage(topic: "t", value: [1])) }
+        let pending = Task { try await producer.send(OutboundMessage(topic: "t", value: [1])) }
         #expect(await eventually { producer.outstanding == 1 })
         await producer.close(timeout: .milliseconds(200))
         await #expect(throws: KafkaError.self) { try await pending.value }
         await #expect(throws: KafkaError.self) {
-            _ = try await producer.send(KafkaProducerMessage(topic: "t", value: [2]))
+            _ = try await producer.send(OutboundMessage(topic: "t", value: [2]))
         }
     }
 }

@@ -12,7 +12,7 @@ struct KafkaGroupTests {
         let topic = try await TestBroker.makeTopic(partitions: 4)
         let group = "g-\(UUID())"
         let producer = try TestBroker.producer()
-        let all = Set((0..<4).map { KafkaTopicPartition(topic: topic, partition: Int32($0)) })
+        let all = Set((0..<4).map { TopicPartition(topic: topic, partition: Int32($0)) })
 
         let first = EventRecorder(try TestBroker.consumer(group: group, strategy: strategy))
         try first.consumer.subscribe(topics: [topic])
@@ -75,7 +75,7 @@ struct KafkaGroupTests {
         let topic = try await TestBroker.makeTopic(partitions: 2)
         let group = "g-\(UUID())"
         let producer = try TestBroker.producer()
-        let all = Set((0..<2).map { KafkaTopicPartition(topic: topic, partition: Int32($0)) })
+        let all = Set((0..<2).map { TopicPartition(topic: topic, partition: Int32($0)) })
         let first = EventRecorder(try TestBroker.consumer(group: group, strategy: strategy))
         try first.consumer.subscribe(topics: [topic])
         #expect(await eventually { first.assigned == all })

@@ -10,12 +10,12 @@ struct KafkaRoundTripTests {
         let topic = try await TestBroker.makeTopic(partitions: 3)
         let producer = try TestBroker.producer()
         let headers = [
-            KafkaHeader(name: "ce_type", string: "receipt.granted"),
-            KafkaHeader(name: "ce_id", string: "evt-1"),
-            KafkaHeader(name: "empty", value: nil),
-            KafkaHeader(name: "ce_type", string: "repeated names are kept"),
+            MessageHeader(name: "ce_type", string: "receipt.granted"),
+            MessageHeader(name: "ce_id", string: "evt-1"),
+            MessageHeader(name: "empty", value: nil),
+            MessageHeader(name: "ce_type", string: "repeated names are kept"),
         ]
-        let sent = KafkaProducerMessage(
+        let sent = OutboundMessage(
             topic: topic, key: Array("order-42".utf8), value: Array("{\"a\":1}".utf8), headers: headers)
         let report = try await producer.send(sent)
         #expect(report.topic == topic)
@@ -43,9 +43,9 @@ struct KafkaRoundTripTests {
         let group = "g-\(UUID())"
         let producer = try TestBroker.producer()
         for index in 0..<20 {
-            _ = try await producer.send(KafkaProducerMessage(topic: topic, value: Array("m\(index)".utf8)))
+            _ = try await producer.send(OutboundMessage(topic: topic, value: Array("m\(index)".utf8)))
         }
-        let partition = KafkaTopicPartition(topic: topic, partition: 0)
+        let partition = TopicPartition(topic: topic, partition: 0)
 
         let first = try TestBroker.consumer(group: group)
         try first.subscribe(topics: [topic])

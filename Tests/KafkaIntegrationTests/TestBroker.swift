@@ -47,7 +47,7 @@ enum TestBroker {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<count {
                 group.addTask {
-                    let message = KafkaProducerMessage(
+                    let message = OutboundMessage(
                         topic: topic, key: Array("\(prefix)-\(index)".utf8), value: Array("\(prefix)-\(index)".utf8))
                     _ = try await producer.send(message)
                 }
@@ -61,9 +61,9 @@ enum TestBroker {
 /// offset as it arrives when `commits` is set, and answers revocations after `holdRevocation`.
 final class EventRecorder: Sendable {
     struct State {
-        var messages: [KafkaMessage] = []
-        var assigned: Set<KafkaTopicPartition> = []
-        var revocations: [[KafkaTopicPartition]] = []
+        var messages: [InboundMessage] = []
+        var assigned: Set<TopicPartition> = []
+        var revocations: [[TopicPartition]] = []
         var commitErrors: [String] = []
     }
 
@@ -104,8 +104,8 @@ final class EventRecorder: Sendable {
         task.withLock { $0 = started }
     }
 
-    var messages: [KafkaMessage] { state.withLock { $0.messages } }
-    var assigned: Set<KafkaTopicPartition> { state.withLock { $0.assigned } }
+    var messages: [InboundMessage] { state.withLock { $0.messages } }
+    var assigned: Set<TopicPartition> { state.withLock { $0.assigned } }
     var values: Set<String> { Set(messages.map { String(decoding: $0.value, as: UTF8.self) }) }
 
     func stop() async {

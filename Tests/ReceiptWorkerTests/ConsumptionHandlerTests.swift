@@ -155,7 +155,7 @@ struct ConsumptionHandlerTests {
         let handler = try handler(consumption: consumption)
         func group(_ fields: [String: Any]) -> String {
             handler.group(
-                of: KafkaMessage(
+                of: InboundMessage(
                     topic: "consumption", partition: 0, offset: 0, key: nil, value: answer(fields), headers: [],
                     timestamp: nil))
         }

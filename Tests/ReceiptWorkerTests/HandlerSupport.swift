@@ -41,9 +41,9 @@ enum Handlers {
     /// Runs `handler` on one message, as the runtime would, without one.
     static func run(
         _ handler: any MessageHandler, _ value: [UInt8], topic: String = "jobs", offset: Int64 = 0,
-        headers: [KafkaHeader] = []
+        headers: [MessageHeader] = []
     ) async throws -> Outcome {
-        let message = KafkaMessage(
+        let message = InboundMessage(
             topic: topic, partition: 0, offset: offset, key: nil, value: value, headers: headers, timestamp: nil)
         var retry = RetryPolicy()
         retry.initialBackoff = .milliseconds(1)

@@ -269,10 +269,10 @@ struct JobHandlerTests {
         "a malformed job parked and read again keeps the event id of its first reading; a client's parked_from is not believed"
     )
     func parkedMalformedJobKeepsItsID() {
-        func message(topic: String, offset: Int64, parkedFrom: String?) -> KafkaMessage {
-            KafkaMessage(
+        func message(topic: String, offset: Int64, parkedFrom: String?) -> InboundMessage {
+            InboundMessage(
                 topic: topic, partition: 1, offset: offset, key: nil, value: Array("{}".utf8),
-                headers: parkedFrom.map { [KafkaHeader(name: "parked_from", string: $0)] } ?? [], timestamp: nil)
+                headers: parkedFrom.map { [MessageHeader(name: "parked_from", string: $0)] } ?? [], timestamp: nil)
         }
         #expect(
             JobHandler.firstRead(

@@ -54,21 +54,21 @@ struct SubscriptionStatusRecordTests {
 
     /// A status record as anyone who can write to the topic could write it: unchecked.
     func record(_ transaction: [String: Any], _ renewal: [String: Any], bundleID: String = "com.example") throws
-        -> KafkaProducerMessage
+        -> OutboundMessage
     {
         let status = try answer(transaction, renewal)
         let value =
             "{\"subscriptionStatus\":{\"signedTransactionInfo\":\"\(status.signedTransactionInfo ?? "")\","
             + "\"signedRenewalInfo\":\"\(status.signedRenewalInfo ?? "")\"}}"
-        return KafkaProducerMessage(
+        return OutboundMessage(
             topic: "notifications", key: nil, value: Array(value.utf8),
             headers: [
-                KafkaHeader(name: "source", string: "subscription_status"),
-                KafkaHeader(name: "bundle_id", string: bundleID),
+                MessageHeader(name: "source", string: "subscription_status"),
+                MessageHeader(name: "bundle_id", string: bundleID),
             ])
     }
 
-    func handle(_ record: KafkaProducerMessage) async throws -> Outcome {
+    func handle(_ record: OutboundMessage) async throws -> Outcome {
         try await Handlers.run(notifications, record.value, topic: "notifications", headers: record.headers)
     }
 

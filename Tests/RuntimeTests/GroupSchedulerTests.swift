@@ -7,7 +7,7 @@ import Testing
 struct GroupSchedulerTests {
     func item(_ group: String, offset: Int64, partition: Int32 = 0, bytes: Int = 10) -> GroupScheduler.Item {
         GroupScheduler.Item(
-            message: KafkaMessage(
+            message: InboundMessage(
                 topic: "jobs", partition: partition, offset: offset, key: nil,
                 value: [UInt8](repeating: 0, count: bytes),
                 headers: [], timestamp: nil),
@@ -119,7 +119,7 @@ struct GroupSchedulerTests {
         scheduler.enqueue(item("game-a", offset: 1, partition: 1))
         scheduler.enqueue(item("game-a", offset: 2, partition: 1))
         scheduler.enqueue(item("game-a", offset: 3, partition: 0))
-        let removed = scheduler.remove([KafkaTopicPartition(topic: "jobs", partition: 1)])
+        let removed = scheduler.remove([TopicPartition(topic: "jobs", partition: 1)])
         #expect(Set(removed.map(\.message.offset)) == [1, 2])
         let running = await started(scheduler, 2)
         #expect(running.map(\.message.offset) == [0, 3])

@@ -8,7 +8,7 @@ struct PartitionBookTests {
     @Test("a message of an earlier assignment cannot finish or abandon the same offset in flight again")
     func staleMessages() {
         let state = PartitionBook()
-        let partition = KafkaTopicPartition(topic: "jobs", partition: 0)
+        let partition = TopicPartition(topic: "jobs", partition: 0)
         state.assign([partition])
         let first = state.generation(of: partition)
         #expect(state.take(partition, offset: 5, generation: first))

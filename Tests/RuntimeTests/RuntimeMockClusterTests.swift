@@ -23,11 +23,11 @@ struct RuntimeMockClusterTests {
 
         init(out: String) { self.out = out }
 
-        func group(of message: KafkaMessage) -> String { "g" }
+        func group(of message: InboundMessage) -> String { "g" }
         func isPermanent(_ error: any Error) -> Bool { false }
         var deadLetterReason: DeadLetterReason { .malformedJob }
 
-        func handle(_ message: KafkaMessage, context: HandlingContext) async throws -> Outcome {
+        func handle(_ message: InboundMessage, context: HandlingContext) async throws -> Outcome {
             let value = String(decoding: message.value, as: UTF8.self)
             deliveries.withLock { $0[value, default: 0] += 1 }
             partitions.withLock { $0[value] = message.topicPartition.partition }
@@ -43,14 +43,14 @@ struct RuntimeMockClusterTests {
     }
 
     final class Messages: Sendable {
-        private let messages = Mutex<[KafkaMessage]>([])
-        func append(_ message: KafkaMessage) -> Int {
+        private let messages = Mutex<[InboundMessage]>([])
+        func append(_ message: InboundMessage) -> Int {
             messages.withLock {
                 $0.append(message)
                 return $0.count
             }
         }
-        var all: [KafkaMessage] { messages.withLock { $0 } }
+        var all: [InboundMessage] { messages.withLock { $0 } }
     }
 
     /// A mock cluster with the topics `jobs` (two partitions), `out` and `dlq`.
@@ -72,14 +72,14 @@ struct RuntimeMockClusterTests {
                 configuration: .init(bootstrapServers: mock.bootstrapServers), logger: RuntimeMockClusterTests.logger)
             for value in values {
                 _ = try await producer.send(
-                    KafkaProducerMessage(topic: jobs, key: Array(value.utf8), value: Array(value.utf8)))
+                    OutboundMessage(topic: jobs, key: Array(value.utf8), value: Array(value.utf8)))
             }
             await producer.close()
         }
 
         func runtime(
             _ handler: Handler, drain: Duration = .seconds(5), stallTimeout: Duration = .seconds(60),
-            recordOffsets: (@Sendable ([KafkaTopicPartition: Int64]) async throws -> Void)? = nil
+            recordOffsets: (@Sendable ([TopicPartition: Int64]) async throws -> Void)? = nil
         ) throws -> ConsumerRuntime {
             var consumer = KafkaConsumer.Configuration(
                 bootstrapServers: mock.bootstrapServers, groupID: group,
@@ -100,7 +100,7 @@ struct RuntimeMockClusterTests {
         }
 
         /// The values and headers on `topic`, read from its start for up to `timeout` until there are `count`.
-        func read(_ topic: String, count: Int, timeout: Duration = .seconds(20)) async throws -> [KafkaMessage] {
+        func read(_ topic: String, count: Int, timeout: Duration = .seconds(20)) async throws -> [InboundMessage] {
             let reader = try KafkaConsumer(
                 configuration: .init(
                     bootstrapServers: mock.bootstrapServers, groupID: "reader-\(UUID())", properties: properties),
@@ -121,7 +121,7 @@ struct RuntimeMockClusterTests {
 
         /// The group's committed offset of each partition of `jobs` (0: none).
         func committed(using runtime: ConsumerRuntime) async throws -> [Int64] {
-            let partitions = (0..<2).map { KafkaTopicPartition(topic: jobs, partition: Int32($0)) }
+            let partitions = (0..<2).map { TopicPartition(topic: jobs, partition: Int32($0)) }
             let offsets = try await runtime.consumer.committed(partitions)
             return partitions.map { max(offsets[$0] ?? 0, 0) }
         }

@@ -29,8 +29,8 @@ struct RuntimeStateTests {
     func lags() {
         var state = RuntimeState()
         let (a, b, c) = (
-            KafkaTopicPartition(topic: "jobs", partition: 0), KafkaTopicPartition(topic: "jobs", partition: 1),
-            KafkaTopicPartition(topic: "jobs", partition: 2)
+            TopicPartition(topic: "jobs", partition: 0), TopicPartition(topic: "jobs", partition: 1),
+            TopicPartition(topic: "jobs", partition: 2)
         )
         state.measured([a: 5, b: 7, c: 1], assigned: [a, b, c])
         state.measured([a: 2], assigned: [a, b])  // b's watermarks unreadable: it keeps 7; c went elsewhere

@@ -10,8 +10,8 @@ import Testing
     func wellFormed() throws {
         let trace = try #require(
             TraceContext(headers: [
-                KafkaHeader(name: "traceparent", string: Self.parent),
-                KafkaHeader(name: "tracestate", string: "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"),
+                MessageHeader(name: "traceparent", string: Self.parent),
+                MessageHeader(name: "tracestate", string: "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"),
             ]))
         #expect(trace.traceID == "4bf92f3577b34da6a3ce929d0e0e4736")
         #expect(trace.headers.map(\.name) == ["traceparent", "tracestate"])
@@ -31,19 +31,19 @@ import Testing
             String(repeating: "0", count: 100_000),
         ])
     func malformed(_ value: String) {
-        #expect(TraceContext(headers: [KafkaHeader(name: "traceparent", string: value)]) == nil)
+        #expect(TraceContext(headers: [MessageHeader(name: "traceparent", string: value)]) == nil)
     }
 
     @Test("a later version may add fields; a tracestate that is not printable ASCII is dropped, the parent kept")
     func laterVersionAndBadState() throws {
         #expect(
             TraceContext(headers: [
-                KafkaHeader(name: "traceparent", string: "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x")
+                MessageHeader(name: "traceparent", string: "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x")
             ]) != nil)
         let trace = try #require(
             TraceContext(headers: [
-                KafkaHeader(name: "traceparent", string: Self.parent),
-                KafkaHeader(name: "tracestate", string: "a=\u{1}b"),
+                MessageHeader(name: "traceparent", string: Self.parent),
+                MessageHeader(name: "tracestate", string: "a=\u{1}b"),
             ]))
         #expect(trace.tracestate == nil && trace.headers.count == 1)
     }

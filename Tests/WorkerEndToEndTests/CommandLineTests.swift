@@ -328,21 +328,21 @@ import Testing
         // the retries topic, which goes back to the jobs topic); 4 is a truncated stub and 5 came from a topic
         // this configuration does not name: listed, never replayed.
         let retries = "retries-replay-\(suffix)"
-        let letters: [(reason: String, extra: [KafkaHeader])] = [
-            ("retries_exhausted", []), ("malformed_job", [KafkaHeader(name: "dlq_source_topic", string: jobs)]),
-            ("retries_exhausted", [KafkaHeader(name: "dlq_source_topic", string: retries)]),
+        let letters: [(reason: String, extra: [MessageHeader])] = [
+            ("retries_exhausted", []), ("malformed_job", [MessageHeader(name: "dlq_source_topic", string: jobs)]),
+            ("retries_exhausted", [MessageHeader(name: "dlq_source_topic", string: retries)]),
             ("consumption_not_sent", []),
-            ("retries_exhausted", [KafkaHeader(name: "dlq_truncated", string: "true")]),
-            ("malformed_job", [KafkaHeader(name: "dlq_source_topic", string: "someone-elses-topic")]),
+            ("retries_exhausted", [MessageHeader(name: "dlq_truncated", string: "true")]),
+            ("malformed_job", [MessageHeader(name: "dlq_source_topic", string: "someone-elses-topic")]),
         ]
         for (index, letter) in letters.enumerated() {
             _ = try await producer.send(
-                KafkaProducerMessage(
+                OutboundMessage(
                     topic: dlq, partition: Int32(index % 2), key: Array("order-\(index)".utf8),
                     value: index == 4 ? [] : Array("{\"job_id\":\"j\(index)\"}".utf8),
                     headers: [
-                        KafkaHeader(name: "dlq_reason", string: letter.reason),
-                        KafkaHeader(name: "dlq_error", string: "Apple was down"),
+                        MessageHeader(name: "dlq_reason", string: letter.reason),
+                        MessageHeader(name: "dlq_error", string: "Apple was down"),
                     ] + letter.extra))
         }
         await producer.close()
@@ -391,13 +391,13 @@ import Testing
     }
 
     /// What is on `topic`, read until `expecting` messages arrived (or 5 s passed for 0).
-    private func jobsIn(_ topic: String, expecting: Int) async throws -> [KafkaMessage] {
+    private func jobsIn(_ topic: String, expecting: Int) async throws -> [InboundMessage] {
         let consumer = try KafkaConsumer(
             configuration: .init(bootstrapServers: WorkerHarness.bootstrap, groupID: "check-\(UUID())"),
             logger: WorkerHarness.logger)
         _ = try await consumer.assign(topic: topic, from: .beginning)
         let deadline = ContinuousClock.now + (expecting == 0 ? .seconds(3) : .seconds(30))
-        var messages: [KafkaMessage] = []
+        var messages: [InboundMessage] = []
         let stopper = Task {
             try? await Task.sleep(until: deadline)
             consumer.endEvents()

@@ -217,7 +217,7 @@ struct IsolationEndToEndTests {
                 let value = try JSONSerialization.data(
                     withJSONObject: job(id, order: id, product: "coins_100", ["receipt": purchase.receipt]))
                 _ = try await producer.send(
-                    KafkaProducerMessage(topic: harness.topics.jobs, key: Array(id.utf8), value: Array(value)))
+                    OutboundMessage(topic: harness.topics.jobs, key: Array(id.utf8), value: Array(value)))
             }
             try await producer.commitTransaction()
         }

@@ -14,7 +14,8 @@ struct TraceContextEndToEndTests {
         let harness = try await WorkerHarness()
         let purchase = try await harness.purchase(["product_id": "coins"])
         let traced = [
-            KafkaHeader(name: "traceparent", string: Self.parent), KafkaHeader(name: "tracestate", string: "rojo=1"),
+            MessageHeader(name: "traceparent", string: Self.parent),
+            MessageHeader(name: "tracestate", string: "rojo=1"),
         ]
         let tracedJob = job("traced", order: "o-traced", product: "coins", ["receipt": purchase.receipt])
         try await harness.submit(
@@ -27,7 +28,7 @@ struct TraceContextEndToEndTests {
         try await harness.submit(
             raw: try JSONSerialization.data(
                 withJSONObject: job("untraced", order: "o-untraced", product: "coins", ["receipt": other.receipt])),
-            key: "o-untraced", headers: [KafkaHeader(name: "traceparent", string: "00-nonsense")])
+            key: "o-untraced", headers: [MessageHeader(name: "traceparent", string: "00-nonsense")])
         #expect(await eventually { !harness.resultMessages(jobID: "traced").isEmpty })
         let event = try #require(harness.resultMessages(jobID: "traced").first)
         #expect(event.header("traceparent")?.stringValue == Self.parent)

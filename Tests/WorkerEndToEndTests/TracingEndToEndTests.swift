@@ -68,7 +68,8 @@ struct TracingEndToEndTests {
         let body = try JSONSerialization.data(
             withJSONObject: job("job-t", order: "order-t", product: "coins_100", ["receipt": bought.receipt]))
         try await harness.submit(
-            raw: body, key: "order-t", headers: [KafkaHeader(name: "traceparent", string: "00-\(trace)-\(parent)-01")])
+            raw: body, key: "order-t", headers: [MessageHeader(name: "traceparent", string: "00-\(trace)-\(parent)-01")]
+        )
         #expect(await harness.result(jobID: "job-t")?["decision"] as? String == "grant")
         let carried = try #require(
             harness.resultMessages(jobID: "job-t").first?.header("traceparent")?.stringValue)

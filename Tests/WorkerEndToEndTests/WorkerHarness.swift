@@ -22,11 +22,11 @@ final class WorkerHarness: Sendable {
     /// The worker's consumer group, for tests that add a member to it.
     let groupID: String
     let http: HTTPClient
-    private let received = Mutex<[KafkaMessage]>([])
+    private let received = Mutex<[InboundMessage]>([])
     /// The results topic's messages by `job_id` and by `order_id`, read once as they arrive: tests poll for
     /// them every few milliseconds, and decoding every result at every poll cost dozens of tests their CPU.
-    private let resultsByJob = Mutex<[String: [KafkaMessage]]>([:])
-    private let resultsByOrder = Mutex<[String: [KafkaMessage]]>([:])
+    private let resultsByJob = Mutex<[String: [InboundMessage]]>([:])
+    private let resultsByOrder = Mutex<[String: [InboundMessage]]>([:])
     /// The App Store Server Notifications receiver, when the harness was made with `notifications: true`; the
     /// simulator sends its notifications there.
     let receiver: NotificationReceiver?
@@ -219,9 +219,9 @@ final class WorkerHarness: Sendable {
         try await submit(raw: try JSONSerialization.data(withJSONObject: job), key: key ?? job["order_id"] as? String)
     }
 
-    func submit(raw: Data, key: String?, headers: [KafkaHeader] = []) async throws {
+    func submit(raw: Data, key: String?, headers: [MessageHeader] = []) async throws {
         _ = try await producer.send(
-            KafkaProducerMessage(
+            OutboundMessage(
                 topic: topics.jobs, key: key.map { Array($0.utf8) }, value: Array(raw), headers: headers))
         ContractCapture.record(
             channel: "jobs", key: key.map { Array($0.utf8) }, headers: headers.map { ($0.name, $0.value) },
@@ -235,12 +235,12 @@ final class WorkerHarness: Sendable {
         }
     }
 
-    func resultMessages(jobID: String) -> [KafkaMessage] { resultsByJob.withLock { $0[jobID] ?? [] } }
+    func resultMessages(jobID: String) -> [InboundMessage] { resultsByJob.withLock { $0[jobID] ?? [] } }
 
-    var deadLetters: [KafkaMessage] { received.withLock { $0 }.filter { $0.topic == topics.dlq } }
+    var deadLetters: [InboundMessage] { received.withLock { $0 }.filter { $0.topic == topics.dlq } }
 
     /// Records on the notifications topic, as the receiver produced them.
-    var notificationRecords: [KafkaMessage] {
+    var notificationRecords: [InboundMessage] {
         received.withLock { $0 }.filter { $0.topic == topics.notifications }
     }
 
@@ -252,7 +252,7 @@ final class WorkerHarness: Sendable {
     }
 
     /// Result records of any type of one order, as they arrived.
-    func eventMessages(orderID: String) -> [KafkaMessage] { resultsByOrder.withLock { $0[orderID] ?? [] } }
+    func eventMessages(orderID: String) -> [InboundMessage] { resultsByOrder.withLock { $0[orderID] ?? [] } }
 
     /// Result events of any type (grants, denials, events after the grant) of one order, decoded.
     func events(orderID: String) -> [[String: Any]] {
@@ -266,7 +266,7 @@ final class WorkerHarness: Sendable {
         let value = try JSONSerialization.data(withJSONObject: answer)
         let key = (answer["transaction_id"] as? String).map { Array($0.utf8) }
         _ = try await producer.send(
-            KafkaProducerMessage(topic: topics.consumption, key: key, value: Array(value)))
+            OutboundMessage(topic: topics.consumption, key: key, value: Array(value)))
         ContractCapture.record(channel: "consumption", key: key, headers: [], value: Array(value))
     }
 

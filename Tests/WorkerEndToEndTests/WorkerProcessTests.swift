@@ -104,7 +104,7 @@ final class ProcessHarness: Sendable {
                 let key = job["order_id"] as? String ?? ""
                 group.addTask {
                     _ = try await self.producer.send(
-                        KafkaProducerMessage(topic: "jobs-\(self.suffix)", key: Array(key.utf8), value: Array(value)))
+                        OutboundMessage(topic: "jobs-\(self.suffix)", key: Array(key.utf8), value: Array(value)))
                     ContractCapture.record(channel: "jobs", key: Array(key.utf8), headers: [], value: Array(value))
                 }
             }
@@ -119,9 +119,9 @@ final class ProcessHarness: Sendable {
     /// the notification's headers.
     func submitNotifications(_ records: [(key: String, body: Data, headers: [(String, String)])]) async throws {
         for record in records {
-            let headers = record.headers.map { KafkaHeader(name: $0.0, string: $0.1) }
+            let headers = record.headers.map { MessageHeader(name: $0.0, string: $0.1) }
             _ = try await producer.send(
-                KafkaProducerMessage(
+                OutboundMessage(
                     topic: "notifications-\(suffix)", key: Array(record.key.utf8), value: Array(record.body),
                     headers: headers))
             ContractCapture.record(

@@ -79,7 +79,7 @@ func submit() async throws {
     for (index, job) in jobs.enumerated() {
         let due = start + .microseconds(Int64(Double(index) / rate * 1_000_000))
         if due > .now { try await Task.sleep(until: due, clock: .continuous) }
-        let message = KafkaProducerMessage(
+        let message = OutboundMessage(
             topic: topic, key: Array(job.orderID.utf8), value: Array(job.value.utf8))
         while true {
             do {
@@ -101,7 +101,7 @@ final class Answers: @unchecked Sendable {
     private var deadLettered: [String: String] = [:]
     private var answered = Set<String>()
 
-    func add(_ message: KafkaMessage, expected: Set<String>) {
+    func add(_ message: InboundMessage, expected: Set<String>) {
         let object = (try? JSONSerialization.jsonObject(with: Data(message.value))) as? [String: Any]
         guard let object, let id = object["job_id"] as? String, expected.contains(id) else { return }
         lock.withLock {

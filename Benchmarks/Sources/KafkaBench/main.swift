@@ -65,7 +65,7 @@ func produce(_ options: Options) async throws -> Double {
     case "enqueue":
         let delivered = Counter()
         for _ in 0..<options.messages {
-            let message = KafkaProducerMessage(topic: options.topic, value: payload)
+            let message = OutboundMessage(topic: options.topic, value: payload)
             try await enqueueWaitingForRoom(producer, message) { result in
                 if case .failure = result { failures.increment() }
                 delivered.increment()
@@ -80,7 +80,7 @@ func produce(_ options: Options) async throws -> Double {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for sender in 0..<senders {
                 group.addTask {
-                    let message = KafkaProducerMessage(topic: options.topic, value: payload)
+                    let message = OutboundMessage(topic: options.topic, value: payload)
                     for _ in stride(from: sender, to: options.messages, by: senders) {
                         do { _ = try await producer.send(message) } catch { failures.increment() }
                     }
@@ -97,8 +97,8 @@ func produce(_ options: Options) async throws -> Double {
 
 /// Queues one record, waiting while librdkafka's local queue is full, as rdkafka_performance does.
 func enqueueWaitingForRoom(
-    _ producer: KafkaProducer, _ message: KafkaProducerMessage,
-    onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
+    _ producer: KafkaProducer, _ message: OutboundMessage,
+    onDelivery: @escaping @Sendable (Result<DeliveryReport, KafkaError>) -> Void
 ) async throws {
     while true {
         do throws(KafkaError) {

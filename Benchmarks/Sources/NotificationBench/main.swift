@@ -115,7 +115,7 @@ for index in 0..<count {
     while true {
         do {
             try producer.enqueue(
-                KafkaProducerMessage(
+                OutboundMessage(
                     topic: option("--jobs"), key: Array("bench-\(run)-\(index)".utf8), value: Array(job))
             ) { _ in }
             break

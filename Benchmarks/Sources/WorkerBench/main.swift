@@ -112,7 +112,7 @@ case "prepare":
         while true {
             do {
                 try producer.enqueue(
-                    KafkaProducerMessage(
+                    OutboundMessage(
                         topic: topic, key: Array("order-\(prefix)\(index)".utf8),
                         value: jobValue(id: "\(prefix)\(index)", receipt: receipt))
                 ) { _ in }
@@ -170,7 +170,7 @@ case "paced":
         let id = "p\(index)-\(UUID().uuidString.prefix(6))"
         submitted.withLock { $0[id] = .now }
         try producer.enqueue(
-            KafkaProducerMessage(
+            OutboundMessage(
                 topic: required("--topic"), key: Array(id.utf8), value: jobValue(id: id, receipt: receipt))
         ) { _ in }
     }
@@ -249,7 +249,7 @@ func hop(rate: Double, seconds duration: Double, topic: String) async throws {
             sent[id] = at
             group.addTask {
                 _ = try await producer.send(
-                    KafkaProducerMessage(topic: topic, key: Array(id.utf8), value: Array(#"{"job_id":"\#(id)"}"#.utf8)))
+                    OutboundMessage(topic: topic, key: Array(id.utf8), value: Array(#"{"job_id":"\#(id)"}"#.utf8)))
                 acknowledged.add(seconds(ContinuousClock.now - at) * 1000)
             }
         }

@@ -1,6 +1,6 @@
 import Support
 import Foundation
-import Kafka
+import Messaging
 import LedgerDomain
 import ReceiptWorker
 
@@ -19,7 +19,7 @@ struct DeskActions: Sendable {
     let store: any DeskStore
     let caps: CreditCaps
     /// Publishes a credit's event on the results topic; returns where it went.
-    let publish: @Sendable (StoredEvent) async throws -> KafkaDeliveryReport
+    let publish: @Sendable (StoredEvent) async throws -> DeliveryReport
     let finishTransactions: Bool
     let metrics: DeskMetrics
     let now: @Sendable () -> Date

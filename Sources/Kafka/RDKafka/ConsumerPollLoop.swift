@@ -22,7 +22,7 @@ final class ConsumerPollLoop: Sendable {
         var isClosing = false
         var poller: PollThread?
         /// Positions last handed over, and when they were last read.
-        var reportedPositions: [KafkaTopicPartition: Int64] = [:]
+        var reportedPositions: [TopicPartition: Int64] = [:]
         var positionsReadAt = ContinuousClock.now
     }
 
@@ -118,12 +118,12 @@ final class ConsumerPollLoop: Sendable {
         }
     }
 
-    private func convert(_ message: UnsafeMutablePointer<rd_kafka_message_t>) -> KafkaMessage {
+    private func convert(_ message: UnsafeMutablePointer<rd_kafka_message_t>) -> InboundMessage {
         let m = message.pointee
         let topic = topicName(m.rkt)
         let value = m.payload.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: m.len)) } ?? []
         let key = m.key.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: m.key_len)) }
-        var headers: [KafkaHeader] = []
+        var headers: [MessageHeader] = []
         var list: OpaquePointer?
         if rd_kafka_message_headers(message, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list {
             var index = 0
@@ -132,12 +132,12 @@ final class ConsumerPollLoop: Sendable {
             var size = 0
             while rd_kafka_header_get_all(list, index, &name, &bytes, &size) == RD_KAFKA_RESP_ERR_NO_ERROR {
                 let headerValue = bytes.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: size)) }
-                headers.append(KafkaHeader(name: name.map { String(cString: $0) } ?? "", value: headerValue))
+                headers.append(MessageHeader(name: name.map { String(cString: $0) } ?? "", value: headerValue))
                 index += 1
             }
         }
         let millis = rd_kafka_message_timestamp(message, nil)
-        return KafkaMessage(
+        return InboundMessage(
             topic: topic, partition: m.partition, offset: m.offset, key: key, value: value, headers: headers,
             timestamp: millis >= 0 ? Date(timeIntervalSince1970: Double(millis) / 1000) : nil)
     }
@@ -214,7 +214,7 @@ final class ConsumerPollLoop: Sendable {
     }
 
     /// Hands the revocation to the caller and waits for its answer, the timeout, or shutdown.
-    private func waitForCaller(toRelease partitions: [KafkaTopicPartition], lost: Bool) {
+    private func waitForCaller(toRelease partitions: [TopicPartition], lost: Bool) {
         let acknowledgement = DispatchSemaphore(value: 0)
         append(
             .partitionsRevoked(KafkaRevocation(partitions: partitions, isLost: lost, acknowledgement: acknowledgement)))
@@ -234,9 +234,9 @@ final class ConsumerPollLoop: Sendable {
 
 extension TopicPartitionList {
     /// The partitions of a list librdkafka owns, copied out.
-    static func borrowing(_ pointer: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) -> [KafkaTopicPartition] {
+    static func borrowing(_ pointer: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) -> [TopicPartition] {
         UnsafeMutableBufferPointer(start: pointer.pointee.elems, count: Int(pointer.pointee.cnt)).map {
-            KafkaTopicPartition(topic: String(cString: $0.topic), partition: $0.partition)
+            TopicPartition(topic: String(cString: $0.topic), partition: $0.partition)
         }
     }
 }

@@ -13,9 +13,9 @@ final class IntakeGate: Sendable {
     struct Pause: Equatable, Sendable {
         var all = false
         var topics: Set<String> = []
-        var partitions: Set<KafkaTopicPartition> = []
+        var partitions: Set<TopicPartition> = []
 
-        func pauses(_ partition: KafkaTopicPartition) -> Bool {
+        func pauses(_ partition: TopicPartition) -> Bool {
             all || topics.contains(partition.topic) || partitions.contains(partition)
         }
     }
@@ -67,7 +67,7 @@ final class IntakeGate: Sendable {
         }
     }
 
-    private static func apply(paused: Bool, to partitions: [KafkaTopicPartition], client: RDKafkaClient)
+    private static func apply(paused: Bool, to partitions: [TopicPartition], client: RDKafkaClient)
         throws(KafkaError)
     {
         guard !partitions.isEmpty else { return }

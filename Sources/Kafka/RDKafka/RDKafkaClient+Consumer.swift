@@ -13,13 +13,13 @@ extension RDKafkaClient {
     }
 
     func subscribe(topics: [String]) throws(KafkaError) {
-        let list = TopicPartitionList(topics.map { KafkaTopicPartition(topic: $0, partition: RD_KAFKA_PARTITION_UA) })
+        let list = TopicPartitionList(topics.map { TopicPartition(topic: $0, partition: RD_KAFKA_PARTITION_UA) })
         let err = rd_kafka_subscribe(handle, list.pointer)
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
     }
 
     /// Commits synchronously (a blocking call: run it off the cooperative pool).
-    func commitBlocking(_ offsets: [KafkaTopicPartition: Int64]) -> KafkaError? {
+    func commitBlocking(_ offsets: [TopicPartition: Int64]) -> KafkaError? {
         let list = TopicPartitionList(offsets.map { $0.key }, offsets: offsets)
         let err = rd_kafka_commit(handle, list.pointer, 0)
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { return KafkaError(err) }
@@ -27,8 +27,8 @@ extension RDKafkaClient {
     }
 
     /// The committed offsets of `partitions` (blocking), absent where none is committed.
-    func committedBlocking(_ partitions: [KafkaTopicPartition], timeout: Duration) -> Result<
-        [KafkaTopicPartition: Int64], KafkaError
+    func committedBlocking(_ partitions: [TopicPartition], timeout: Duration) -> Result<
+        [TopicPartition: Int64], KafkaError
     > {
         let list = TopicPartitionList(partitions)
         let err = rd_kafka_committed(handle, list.pointer, Int32(clamping: timeout.milliseconds))
@@ -41,8 +41,8 @@ extension RDKafkaClient {
     static let offsetEnd = Int64(RD_KAFKA_OFFSET_END)
 
     /// The first offset written at or after each time (blocking); -1 where nothing was written since.
-    func offsetsForTimesBlocking(_ times: [KafkaTopicPartition: Int64], timeout: Duration) -> Result<
-        [KafkaTopicPartition: Int64], KafkaError
+    func offsetsForTimesBlocking(_ times: [TopicPartition: Int64], timeout: Duration) -> Result<
+        [TopicPartition: Int64], KafkaError
     > {
         let query = TopicPartitionList(Array(times.keys), offsets: times)
         let err = rd_kafka_offsets_for_times(handle, query.pointer, Int32(clamping: timeout.milliseconds))
@@ -50,14 +50,14 @@ extension RDKafkaClient {
         return .success(query.offsets())
     }
 
-    func assign(_ offsets: [KafkaTopicPartition: Int64], order partitions: [KafkaTopicPartition]) throws(KafkaError) {
+    func assign(_ offsets: [TopicPartition: Int64], order partitions: [TopicPartition]) throws(KafkaError) {
         let list = TopicPartitionList(partitions, offsets: offsets)
         let err = rd_kafka_assign(handle, list.pointer)
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err) }
     }
 
     /// The low and high watermarks of a partition, asked of the broker (blocking).
-    func watermarksBlocking(_ partition: KafkaTopicPartition, timeout: Duration) -> Result<
+    func watermarksBlocking(_ partition: TopicPartition, timeout: Duration) -> Result<
         (low: Int64, high: Int64), KafkaError
     > {
         var low: Int64 = 0
@@ -68,7 +68,7 @@ extension RDKafkaClient {
         return .success((low, high))
     }
 
-    func assignment() throws(KafkaError) -> [KafkaTopicPartition] {
+    func assignment() throws(KafkaError) -> [TopicPartition] {
         var raw: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
         let err = rd_kafka_assignment(handle, &raw)
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let raw else { throw KafkaError(err) }

@@ -44,8 +44,8 @@ extension RDKafkaClient {
 
     /// Queues one record without waiting; `onDelivery` runs on the poll thread with the broker's answer.
     func produce(
-        _ message: KafkaProducerMessage,
-        onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
+        _ message: OutboundMessage,
+        onDelivery: @escaping @Sendable (Result<DeliveryReport, KafkaError>) -> Void
     ) throws(KafkaError) {
         let box = Unmanaged.passRetained(DeliveryBox(topic: message.topic, onDelivery: onDelivery))
         let headers = makeHeaders(message.headers)
@@ -89,7 +89,7 @@ extension RDKafkaClient {
         }
     }
 
-    private func makeHeaders(_ headers: [KafkaHeader]) -> OpaquePointer? {
+    private func makeHeaders(_ headers: [MessageHeader]) -> OpaquePointer? {
         guard !headers.isEmpty, let list = rd_kafka_headers_new(headers.count) else { return nil }
         for header in headers {
             if let value = header.value {
@@ -106,9 +106,9 @@ extension RDKafkaClient {
 /// report costs no C string copy).
 private final class DeliveryBox {
     let topic: String
-    let onDelivery: @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void
+    let onDelivery: @Sendable (Result<DeliveryReport, KafkaError>) -> Void
 
-    init(topic: String, onDelivery: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void) {
+    init(topic: String, onDelivery: @escaping @Sendable (Result<DeliveryReport, KafkaError>) -> Void) {
         self.topic = topic
         self.onDelivery = onDelivery
     }
@@ -123,7 +123,7 @@ private let deliveryReportCallback:
         if err == RD_KAFKA_RESP_ERR_NO_ERROR {
             box.onDelivery(
                 .success(
-                    KafkaDeliveryReport(
+                    DeliveryReport(
                         topic: box.topic, partition: message.pointee.partition, offset: message.pointee.offset)))
         } else {
             box.onDelivery(.failure(KafkaError(err)))

@@ -5,7 +5,7 @@ import CRdKafka
 final class TopicPartitionList {
     let pointer: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
 
-    init(_ partitions: [KafkaTopicPartition], offsets: [KafkaTopicPartition: Int64] = [:]) {
+    init(_ partitions: [TopicPartition], offsets: [TopicPartition: Int64] = [:]) {
         pointer = rd_kafka_topic_partition_list_new(Int32(clamping: partitions.count))
         for partition in partitions {
             let element = rd_kafka_topic_partition_list_add(pointer, partition.topic, partition.partition)
@@ -25,14 +25,14 @@ final class TopicPartitionList {
         UnsafeMutableBufferPointer(start: pointer.pointee.elems, count: Int(pointer.pointee.cnt))
     }
 
-    func partitions() -> [KafkaTopicPartition] {
-        elements.map { KafkaTopicPartition(topic: String(cString: $0.topic), partition: $0.partition) }
+    func partitions() -> [TopicPartition] {
+        elements.map { TopicPartition(topic: String(cString: $0.topic), partition: $0.partition) }
     }
 
-    func offsets() -> [KafkaTopicPartition: Int64] {
+    func offsets() -> [TopicPartition: Int64] {
         Dictionary(
             elements.map {
-                (KafkaTopicPartition(topic: String(cString: $0.topic), partition: $0.partition), $0.offset)
+                (TopicPartition(topic: String(cString: $0.topic), partition: $0.partition), $0.offset)
             },
             uniquingKeysWith: { _, last in last })
     }

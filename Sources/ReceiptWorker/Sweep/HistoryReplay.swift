@@ -1,6 +1,6 @@
 import AppleVerification
 import Foundation
-import Kafka
+import Messaging
 import Observability
 import Runtime
 import Vocabulary
@@ -36,7 +36,7 @@ public struct HistoryReplay: Sendable {
     let apps: AppleApps
     let retry: RetryPolicy
     /// Where verified notifications go (nil: a dry run, nothing produced).
-    let produce: (@Sendable (KafkaProducerMessage) async throws -> Void)?
+    let produce: (@Sendable (OutboundMessage) async throws -> Void)?
     let topic: String
     /// Whether the ledger handled the notification of this UUID before (nil: produce every one, as a backfill
     /// does: handling it again publishes its first event again, with the same event id).
@@ -46,7 +46,7 @@ public struct HistoryReplay: Sendable {
 
     public init(
         apps: AppleApps, retry: RetryPolicy, topic: String,
-        produce: (@Sendable (KafkaProducerMessage) async throws -> Void)?,
+        produce: (@Sendable (OutboundMessage) async throws -> Void)?,
         handledBefore: (@Sendable (String) async throws -> Bool)? = nil, produced: (@Sendable (String) -> Void)? = nil
     ) {
         self.apps = apps
@@ -101,7 +101,7 @@ public struct HistoryReplay: Sendable {
                     guard let produce else { continue }
                     do {
                         try await produce(
-                            KafkaProducerMessage(
+                            OutboundMessage(
                                 topic: topic, key: Array(record.key.utf8), value: Array(body), headers: record.headers))
                         outcome.counts.produced += 1
                         produced?(record.id)

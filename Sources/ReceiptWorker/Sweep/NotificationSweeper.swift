@@ -1,7 +1,7 @@
 import Lifecycle
 import AppleVerification
 import Foundation
-import Kafka
+import Messaging
 import LedgerDomain
 import Observability
 import Runtime
@@ -154,7 +154,7 @@ extension NotificationSweeper {
     /// The sweep of a worker (nil: `notifications.sweep_interval_ms` is 0, or no app has an API key): its first
     /// round a little after start (the topics checked, the group joined), then every interval.
     static func service(
-        _ configuration: WorkerConfiguration, apps: AppleApps, ledger: any Ledger, producer: KafkaProducer,
+        _ configuration: WorkerConfiguration, apps: AppleApps, ledger: any Ledger, producer: any MessageSender,
         metrics: WorkerMetrics, logger: Logger, holder: String
     ) -> PeriodicService? {
         guard let interval = configuration.sweepInterval, apps.all.contains(where: { $0.api != nil }) else {

@@ -1,7 +1,7 @@
 import Lifecycle
 import AppleVerification
 import Foundation
-import Kafka
+import Messaging
 import LedgerDomain
 import Observability
 import Runtime
@@ -30,7 +30,7 @@ struct SubscriptionStatusChecks: Sendable {
     let apps: AppleApps
     let ledger: any SubscriptionCheckStore & LeaseStore & PurchaseStateStore
     let retry: RetryPolicy
-    let produce: @Sendable (KafkaProducerMessage) async throws -> Void
+    let produce: @Sendable (OutboundMessage) async throws -> Void
     let topic: String
     let settings: Settings
     let metrics: WorkerMetrics
@@ -100,7 +100,7 @@ struct SubscriptionStatusChecks: Sendable {
                 ["app": app.name, "original_transaction_id": subscription.originalTransactionID])
             return "unknown"
         }
-        let record: KafkaProducerMessage
+        let record: OutboundMessage
         let notification: AppleNotification
         switch SubscriptionStatusRecord.record(status, bundleID: app.bundleID, apps: apps, topic: topic) {
         case .success(let made): (record, notification) = made
@@ -132,7 +132,7 @@ struct SubscriptionStatusChecks: Sendable {
 
     /// The checks of a worker (nil: `subscriptions.status_check_interval_ms` is 0, or no app has an API key).
     static func service(
-        _ configuration: WorkerConfiguration, apps: AppleApps, ledger: any Ledger, producer: KafkaProducer,
+        _ configuration: WorkerConfiguration, apps: AppleApps, ledger: any Ledger, producer: any MessageSender,
         metrics: WorkerMetrics, logger: Logger, holder: String
     ) -> PeriodicService? {
         guard let interval = configuration.statusCheckInterval, apps.all.contains(where: { $0.api != nil }) else {

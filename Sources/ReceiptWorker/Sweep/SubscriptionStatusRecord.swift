@@ -1,6 +1,6 @@
 import AppleVerification
 import Foundation
-import Kafka
+import Messaging
 import Observability
 import Runtime
 import Vocabulary
@@ -22,7 +22,7 @@ enum SubscriptionStatusRecord {
     /// they do not verify (why, for the log).
     static func record(
         _ status: AppStoreServerAPIClient.SubscriptionStatus, bundleID: String, apps: AppleApps, topic: String
-    ) -> Result<(record: KafkaProducerMessage, notification: AppleNotification), Refusal> {
+    ) -> Result<(record: OutboundMessage, notification: AppleNotification), Refusal> {
         guard let transaction = status.signedTransactionInfo, let renewal = status.signedRenewalInfo,
             let original = status.originalTransactionId
         else { return .failure(Refusal(reason: "Apple's answer lacks a signed transaction or renewal info")) }
@@ -32,10 +32,10 @@ enum SubscriptionStatusRecord {
         switch verify(value: value, bundleID: bundleID, apps: apps) {
         case .verified(let notification):
             let headers =
-                [KafkaHeader(name: sourceHeader, string: source)] + notification.recordHeaders()
+                [MessageHeader(name: sourceHeader, string: source)] + notification.recordHeaders()
             return .success(
                 (
-                    KafkaProducerMessage(topic: topic, key: Array(original.utf8), value: value, headers: headers),
+                    OutboundMessage(topic: topic, key: Array(original.utf8), value: value, headers: headers),
                     notification
                 ))
         case .environmentNotAllowed: return .failure(Refusal(reason: "an environment this worker does not accept"))

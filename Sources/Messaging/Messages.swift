@@ -1,7 +1,10 @@
 import Foundation
 
+// The messages the flows consume and send, as plain values: the Kafka client (`Kafka`) reads and writes them, the
+// flows and their tests need nothing else of it.
+
 /// A topic and a partition.
-public struct KafkaTopicPartition: Hashable, Sendable, CustomStringConvertible {
+public struct TopicPartition: Hashable, Sendable, CustomStringConvertible {
     public let topic: String
     public let partition: Int32
 
@@ -13,8 +16,8 @@ public struct KafkaTopicPartition: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "\(topic)[\(partition)]" }
 }
 
-/// One Kafka record header. Kafka allows repeated names and null values.
-public struct KafkaHeader: Hashable, Sendable {
+/// One header of a message. Kafka allows repeated names and null values.
+public struct MessageHeader: Hashable, Sendable {
     public let name: String
     public let value: [UInt8]?
 
@@ -31,16 +34,16 @@ public struct KafkaHeader: Hashable, Sendable {
     public var stringValue: String? { value.flatMap { String(validating: $0, as: UTF8.self) } }
 }
 
-/// A record to produce. `partition` nil lets the partitioner choose from the key.
-public struct KafkaProducerMessage: Sendable {
+/// A message to send. `partition` nil lets the partitioner choose from the key.
+public struct OutboundMessage: Sendable {
     public var topic: String
     public var partition: Int32?
     public var key: [UInt8]?
     public var value: [UInt8]
-    public var headers: [KafkaHeader]
+    public var headers: [MessageHeader]
 
     public init(
-        topic: String, partition: Int32? = nil, key: [UInt8]? = nil, value: [UInt8], headers: [KafkaHeader] = []
+        topic: String, partition: Int32? = nil, key: [UInt8]? = nil, value: [UInt8], headers: [MessageHeader] = []
     ) {
         self.topic = topic
         self.partition = partition
@@ -50,31 +53,37 @@ public struct KafkaProducerMessage: Sendable {
     }
 }
 
-/// Where the broker stored a produced record.
-public struct KafkaDeliveryReport: Sendable, Hashable {
+/// Where the broker stored a message sent.
+public struct DeliveryReport: Sendable, Hashable {
     public let topic: String
     public let partition: Int32
     public let offset: Int64
+
+    public init(topic: String, partition: Int32, offset: Int64) {
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+    }
 }
 
-/// A consumed record.
-public struct KafkaMessage: Sendable {
+/// A message consumed.
+public struct InboundMessage: Sendable {
     public let topic: String
     public let partition: Int32
     public let offset: Int64
     public let key: [UInt8]?
     public let value: [UInt8]
-    public let headers: [KafkaHeader]
+    public let headers: [MessageHeader]
     /// The record's timestamp, when the broker or producer set one.
     public let timestamp: Date?
 
-    public var topicPartition: KafkaTopicPartition { KafkaTopicPartition(topic: topic, partition: partition) }
+    public var topicPartition: TopicPartition { TopicPartition(topic: topic, partition: partition) }
 
     /// The first header with this name.
-    public func header(_ name: String) -> KafkaHeader? { headers.first { $0.name == name } }
+    public func header(_ name: String) -> MessageHeader? { headers.first { $0.name == name } }
 
     public init(
-        topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8], headers: [KafkaHeader],
+        topic: String, partition: Int32, offset: Int64, key: [UInt8]?, value: [UInt8], headers: [MessageHeader],
         timestamp: Date?
     ) {
         self.topic = topic
