@@ -15,6 +15,12 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${1:-20000}"
 sizes="${2:-1000000 10000000}"
+# A baseline that cannot start (a library it was linked against gone with its worktree) would leave its burst
+# waiting for answers for ever.
+if [ -n "${BASELINE_BIN:-}" ] && ! "$BASELINE_BIN" --version >/dev/null; then
+    echo "BASELINE_BIN=$BASELINE_BIN does not run (above: why)" >&2
+    exit 2
+fi
 bash scripts/setup.sh
 swift build -c release --product receipt-worker >/dev/null
 swift build -c release --product appstore-sim >/dev/null
