@@ -78,7 +78,7 @@ struct LedgerBeforeOneTests {
                 INSERT INTO grants VALUES ('100', 'old-order');
                 """) == 0)
         let error = await Self.refusal { _ = try await LedgerFactory.open(url: url, poolSize: 1) }
-        #expect(error?.reason.contains("its tables in the schema public") == true)
+        #expect(error?.reason.contains("a ledger's tables, and no migration recorded") == true)
         #expect(psqlValue(url, "SELECT to_regnamespace('receipt_worker') IS NULL") == "t")
         #expect(psqlValue(url, "SELECT order_id FROM public.grants") == "old-order")
     }
@@ -89,5 +89,23 @@ struct LedgerBeforeOneTests {
         await (try LedgerFactory.open(url: url, poolSize: 1)).close()
         let versions = psqlLines(url, "SELECT version FROM receipt_worker.schema_migrations ORDER BY 1")
         #expect(versions == (1...LedgerMigrations.latest).map(String.init))
+    }
+
+    @Test("a ledger's tables in its schema with no migration recorded are refused, not made again beside them")
+    func postgresUnversioned() async throws {
+        let url = try makePostgresDatabase()
+        #expect(
+            runPsql(
+                url,
+                """
+                CREATE SCHEMA receipt_worker;
+                CREATE TABLE receipt_worker.grants (transaction_id TEXT PRIMARY KEY, order_id TEXT NOT NULL);
+                INSERT INTO receipt_worker.grants VALUES ('100', 'old-order');
+                """) == 0)
+        let error = await Self.refusal { _ = try await LedgerFactory.open(url: url, poolSize: 1) }
+        #expect(error?.code == .migrationFailed)
+        #expect(runPsql(url, try #require(PostgresSchema(name: "receipt_worker")).script()) != 0)
+        #expect(psqlValue(url, "SELECT count(*) FROM receipt_worker.schema_migrations") == "0")
+        #expect(psqlValue(url, "SELECT order_id FROM receipt_worker.grants") == "old-order")
     }
 }

@@ -63,8 +63,8 @@ extension PostgresSchema {
         if !applied.isEmpty && !applied.contains(LedgerMigrations.baseline) {
             throw LedgerError.beforeBaseline("schema \(name) at migration \(applied.max() ?? 0)")
         }
-        if applied.isEmpty, try connection.query("SELECT (\(hasTablesOfZeroThree))::text").first == "true" {
-            throw LedgerError.beforeBaseline("its tables in the schema public")
+        if applied.isEmpty, try connection.query("SELECT (\(hasUnversionedTables))::text").first == "true" {
+            throw LedgerError.beforeBaseline("a ledger's tables, and no migration recorded in schema \(name)")
         }
         var done: [Applied] = []
         do {

@@ -10,12 +10,13 @@ extension PostgresSchema {
         (11, "what each sale counted as revenue"),
     ]
 
-    /// Whether the tables of a release up to 0.3 sit in the database's default schema, and not here: a ledger of
-    /// a release before 1.0.0 all the same.
-    var hasTablesOfZeroThree: String {
+    /// With no migration recorded: whether a ledger's tables are here all the same, or those of a release up to 0.3
+    /// sit in the database's default schema (`public`). A ledger of a release before 1.0.0 either way, never to be
+    /// made again beside its rows.
+    var hasUnversionedTables: String {
         """
-        to_regclass('\(name).grants') IS NULL AND to_regclass('public.grants') IS NOT NULL
-            AND to_regclass('public.results') IS NOT NULL
+        to_regclass('\(name).grants') IS NOT NULL
+            OR (to_regclass('public.grants') IS NOT NULL AND to_regclass('public.results') IS NOT NULL)
         """
     }
 
@@ -29,7 +30,8 @@ extension PostgresSchema {
             """
             DO $$ BEGIN
                 IF (EXISTS (SELECT 1 FROM \(name).schema_migrations) AND NOT EXISTS (SELECT 1 FROM
-                    \(name).schema_migrations WHERE version = \(LedgerMigrations.baseline))) OR \(hasTablesOfZeroThree)
+                        \(name).schema_migrations WHERE version = \(LedgerMigrations.baseline)))
+                    OR (NOT EXISTS (SELECT 1 FROM \(name).schema_migrations) AND (\(hasUnversionedTables)))
                 THEN
                     RAISE EXCEPTION '%', $m$\(LedgerError.beforeBaseline("schema \(name)").reason)$m$;
                 END IF;
