@@ -37,7 +37,8 @@ info:
 
     Consumers must ignore fields, event types and values they do not know: the schemas are open for that.
   license:
-    name: See the repository
+    name: Apache-2.0
+    url: https://www.apache.org/licenses/LICENSE-2.0
 defaultContentType: application/json
 
 operations:
