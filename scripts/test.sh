@@ -30,6 +30,10 @@ swift build --build-tests
 # both AsyncAPI documents: typed models that still load tomorrow's events (added fields and values).
 .deps/venv/bin/python Tests/contract/check_generators.py
 python3 Tests/docs/check_links.py
+# The documents' JSON samples against their schemas, with every field the worker writes; the docs' index against
+# docs/.
+.deps/venv/bin/python Tests/docs/check_samples.py
+python3 Tests/docs/check_index.py
 # At most 16 tests at once: on two cores with other work beside it (a CPU hog on both cores, measured), 300
 # tests at once starved the broker's group coordination and the tests' own waits; 16 keeps the idle run as
 # fast and passes the busy one (docs/internals.md, "The test command").

@@ -53,8 +53,8 @@ DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 # The schemas of what the worker produces: published open, checked strict (the module docstring).
 PRODUCED = ("receipt.granted.json", "receipt.denied.json", "receipt.revoked.json", "receipt.reinstated.json",
             "receipt.consumption_requested.json", "receipt.renewed.json", "receipt.expired.json",
-            "receipt.billing_issue.json", "receipt.renewal_changed.json", "receipt.unclaimed.json", "result-headers.json", "dlq-headers.json",
-            "notification-headers.json")
+            "receipt.billing_issue.json", "receipt.renewal_changed.json", "receipt.unclaimed.json",
+            "receipt.consent_rescinded.json", "result-headers.json", "dlq-headers.json", "notification-headers.json")
 
 # The schema of each kind of captured message: results by their ce_type (mapped from the AsyncAPI document).
 RESULT_HEADERS = "result-headers.json"
