@@ -1134,6 +1134,39 @@ def promql_scan(expr):
     return aggregations, selectors
 
 
+# Prometheus 3 normalises the bound of a histogram on ingestion (le="5" is stored as le="5.0"; "0.5" and "+Inf"
+# stay), Prometheus 2 keeps the exporter's spelling: a selector on a whole-number bound must match both.
+LE_MATCHER = re.compile(r'\ble\s*(=~|=|!=|!~)\s*"([^"]*)"')
+
+
+def bound_spellings(value):
+    """The two spellings of a bound: as the worker exports it and as Prometheus 3 stores it."""
+    number = float(value)
+    exported = str(int(number)) if number.is_integer() else value
+    return {exported, f"{number:.1f}" if number.is_integer() else value}
+
+
+def bound_problems(expr):
+    """Each `le` matcher of an expression that does not select both spellings of its bound."""
+    problems = []
+    for operator, value in LE_MATCHER.findall(expr):
+        if operator in ("!=", "!~"):
+            problems.append(f'le{operator}"{value}"')
+            continue
+        pattern = value.replace("\\\\", "\\") if operator == "=~" else re.escape(value)
+        bounds = {b for alternative in re.split(r"(?<!\\)\|", value) for b in
+                  ([alternative.replace("\\\\.", ".").replace("\\.", ".")] if operator == "=~" else [value])}
+        wanted = set()
+        for bound in bounds:
+            try:
+                wanted |= bound_spellings(bound)
+            except ValueError:
+                wanted.add(bound)
+        if not all(re.fullmatch(pattern, spelling) for spelling in wanted):
+            problems.append(f'le{operator}"{value}" misses one of {sorted(wanted)}')
+    return problems
+
+
 def rule_scope_problems(path):
     """{rule name: [what is wrong]}: an aggregation that does not keep `namespace` (a bare one, a `by` without it,
     a `without` dropping it), or a fleet series read without selecting its job."""
@@ -1231,6 +1264,14 @@ def prometheus():
         check(f"recording rule {name} is read by an alert or the dashboard",
               used or name in open(os.path.join(deploy, "grafana", "receipt-worker-dashboard.json")).read())
     check("alert names are unique", len({r["alert"] for r in rules}) == len(rules))
+    misspelt = {r.get("alert") or r.get("record"): bound_problems(r["expr"]) for r in rules + records}
+    misspelt = {name: found for name, found in misspelt.items() if found}
+    check('every selector on a histogram bound matches both spellings (le="5" of Prometheus 2, le="5.0" of 3)',
+          not misspelt, misspelt)
+    # Self-test of the bound check on the spellings it must refuse and accept.
+    check("the bound check refuses le=\"5\" and le=\"5.0\" alone and accepts both, and bounds that do not change",
+          bound_problems('x{le="5"}') and bound_problems('x{le="5.0"}') and not bound_problems('x{le=~"5|5\\\\.0"}')
+          and not bound_problems('x{le="0.5"}') and not bound_problems('x{le="+Inf"}'))
     desk_metrics(rules + records)
     rule_scope(path)
     if not shutil.which("promtool"):
@@ -1258,6 +1299,17 @@ def prometheus():
             expected = case.get("exp_alerts") or []
             if expected and len(namespaces) >= 2 and all(e["exp_labels"].get("namespace") for e in expected):
                 beside.add(case["alertname"])
+    # An alert that selects a histogram bound fires in a test fed each spelling of it (promtool 2.42 stores what
+    # it is fed, as Prometheus 2 does; Prometheus 3's spelling is fed as it would store it).
+    for rule in (r for r in rules if LE_MATCHER.search(r["expr"])):
+        fed = set()
+        for test in cases:
+            spellings = {m for s in test["input_series"] for m in re.findall(r'\ble="([^"]*)"', s["series"])}
+            if any(case["alertname"] == rule["alert"] and case.get("exp_alerts") for case in test.get("alert_rule_test", [])):
+                fed |= {"5.0" if any(re.fullmatch(r"\d+\.0", m) for m in spellings) else "",
+                        "5" if any(re.fullmatch(r"\d+", m) for m in spellings) else ""}
+        check(f"{rule['alert']} fires in a promtool test fed the bound as Prometheus 2 spells it (le=\"5\") and in one "
+              "fed Prometheus 3's (le=\"5.0\")", {"5", "5.0"} <= fed, sorted(fed - {""}))
     alone = sorted({r["alert"] for r in rules} - beside)
     check("every alert fires, naming its namespace, beside a second namespace's series in a promtool test",
           not alone, alone)
@@ -1414,6 +1466,9 @@ def grafana():
     misapplied = [t["expr"] for p in panels for t in p["targets"]
                   if re.search(r"(rate|increase)\(\s*(" + "|".join(gauges) + r")\b", t["expr"])]
     check("no panel applies rate() or increase() to a gauge", not misapplied, misapplied)
+    misspelt = [f"{p['title']}: {found}" for p in panels for t in p["targets"] for found in bound_problems(t["expr"])]
+    check('every panel\'s selector on a histogram bound matches both spellings (le="5" and le="5.0")', not misspelt,
+          misspelt)
 
 
 def dockerfile():
