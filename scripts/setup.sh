@@ -90,37 +90,43 @@ PY
 fi
 
 # --- Python test tools (JSON Schema validator, code generators, ...) from pinned, hash-checked PyPI wheels ---
-# Like librdkafka, once per machine: a virtualenv in the cache named by the requirements' checksum, linked as
-# .deps/venv (a fresh clone installs nothing; changed requirements install anew). A clone set up before the
-# cache keeps its own .deps/venv directory. flock: two clones setting up at once install it once.
-venv="$deps/venv"
-requirements="$here/scripts/requirements-test.txt"
-requirements_sha="$(sha256sum "$requirements" | cut -c1-16)"
-install_tools() {  # install_tools VENV
-    log "installing the Python test tools into $1"
-    [ -x "$1/bin/python" ] || /usr/bin/python3 -m venv "$1"
-    "$1/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --only-binary=:all: \
-        -r "$requirements"
-}
-if [ -d "$venv" ] && [ ! -L "$venv" ]; then
-    stamp="$venv/.requirements-$requirements_sha"
-    if [ ! -f "$stamp" ]; then
-        install_tools "$venv"
-        rm -f "$venv"/.requirements-*
-        touch "$stamp"
-    fi
-else
-    venv_cached="$cache/venv-$requirements_sha"
-    mkdir -p "$cache"
-    (
-        flock 9
-        if [ ! -f "$venv_cached/.complete" ]; then
-            rm -rf "$venv_cached"
-            install_tools "$venv_cached"
-            touch "$venv_cached/.complete"
+# Like librdkafka, once per machine: a virtualenv in the cache named by the requirements' checksum, linked into
+# .deps (a fresh clone installs nothing; changed requirements install anew). A clone set up before the cache
+# keeps its own directory. flock: two clones setting up at once install it once.
+#   .deps/venv     scripts/requirements-test.txt: the test tools
+#   .deps/checkov  scripts/requirements-checkov.txt: checkov, the deploy check's Kubernetes policies, apart
+#                  because its many dependencies would constrain the test tools'
+python_tools() {  # python_tools LINK REQUIREMENTS
+    local link="$1" requirements="$2" sha stamp cached
+    sha="$(sha256sum "$requirements" | cut -c1-16)"
+    install() {  # install VENV
+        log "installing $(basename "$requirements") into $1"
+        [ -x "$1/bin/python" ] || /usr/bin/python3 -m venv "$1"
+        "$1/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --only-binary=:all: \
+            -r "$requirements"
+    }
+    if [ -d "$link" ] && [ ! -L "$link" ]; then
+        stamp="$link/.requirements-$sha"
+        if [ ! -f "$stamp" ]; then
+            install "$link"
+            rm -f "$link"/.requirements-*
+            touch "$stamp"
         fi
-    ) 9>"$cache/venv.lock"
-    ln -sfn "$venv_cached" "$venv"
-fi
+    else
+        cached="$cache/$(basename "$link")-$sha"
+        mkdir -p "$cache"
+        (
+            flock 9
+            if [ ! -f "$cached/.complete" ]; then
+                rm -rf "$cached"
+                install "$cached"
+                touch "$cached/.complete"
+            fi
+        ) 9>"$cache/$(basename "$link").lock"
+        ln -sfn "$cached" "$link"
+    fi
+}
+python_tools "$deps/venv" "$here/scripts/requirements-test.txt"
+python_tools "$deps/checkov" "$here/scripts/requirements-checkov.txt"
 
 log "ready: librdkafka $( [ -d "$rdkafka_prefix" ] && echo "2.8.0 in $rdkafka_prefix" || pkg-config --modversion rdkafka ), tansu in $deps/tools"
