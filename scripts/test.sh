@@ -34,6 +34,9 @@ python3 Tests/docs/check_links.py
 # docs/.
 .deps/venv/bin/python Tests/docs/check_samples.py
 python3 Tests/docs/check_index.py
+# docs/metrics.md's table against the /metrics pages of `run` and `desk` (started without a broker, a few seconds):
+# names, types, labels and every value of a fixed set, both ways.
+python3 Tests/docs/check_metrics.py
 # At most 16 tests at once: on two cores with other work beside it (a CPU hog on both cores, measured), 300
 # tests at once starved the broker's group coordination and the tests' own waits; 16 keeps the idle run as
 # fast and passes the busy one (docs/internals.md, "The test command").
