@@ -17,8 +17,8 @@ enum LedgerCommand {
 
         migrate  applies the PostgreSQL ledger's missing migrations in ledger.schema (default
                  receipt_worker) and lists them. Run it as the schema's owner; the worker can then run
-                 as a role that may only read and write (see README, "PostgreSQL"). The worker also applies
-                 missing migrations at start-up when its role may.
+                 as a role that may only read and write (docs/deployment.md, "The PostgreSQL ledger"). The
+                 worker also applies missing migrations at start-up when its role may.
                  Each step runs beside traffic: short transactions under a 2 s lock_timeout, retried;
                  indexes built CONCURRENTLY; backfills in bounded batches. It prints each step's
                  duration and the longest lock it held.
