@@ -34,6 +34,8 @@ debian_packages=(
     build-essential pkg-config ca-certificates curl python3 python3-yaml python3-venv python3-pip systemd
     libcurl4-openssl-dev libssl-dev openssl libsqlite3-dev libpq-dev postgresql pgbouncer libmicrohttpd-dev
     zlib1g-dev libzstd-dev liblz4-dev prometheus
+    # The integration guide's Go producer and consumer (examples/clients/go), built by the test command.
+    golang-go
     # The support desk's console tests drive a real browser with selenium. chromium-driver must be chromium's own
     # version, so both always come in one apt-get call; a font so that screenshots show text (about 2 minutes).
     chromium chromium-driver fonts-liberation
@@ -87,6 +89,26 @@ with zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[2], "wb") as out:
 os.chmod(sys.argv[2], 0o755)
 PY
     touch "$deps/tools/.tansu-$tansu_sha"
+fi
+
+# --- Confluent's Go client for the integration guide's Go examples, as Debian packages it (0.11.6) ------------
+# Downloaded and unpacked into .deps/gopath, not installed: the package depends on Debian's librdkafka 2.0.2, which
+# cannot talk to Tansu; examples/clients/test_clients.py builds the examples against librdkafka 2.8.0 above.
+kafka_go_deb=golang-github-confluentinc-confluent-kafka-go-dev_0.11.6-1_all.deb
+kafka_go_sha=4836bdc536b70fb9f9dde28c8c70b7fdd13134b1996c3823c3c0dbb923a30b06
+if [ ! -f "$deps/gopath/.kafka-go-$kafka_go_sha" ]; then
+    log "unpacking Confluent's Go client (Debian's golang-github-confluentinc-confluent-kafka-go-dev 0.11.6)"
+    deb="$deps/downloads/$kafka_go_deb"
+    if [ ! -f "$deb" ] || ! echo "$kafka_go_sha  $deb" | sha256sum -c --status; then
+        (cd "$deps/downloads" && apt-get download -qq golang-github-confluentinc-confluent-kafka-go-dev=0.11.6-1 2>/dev/null)
+    fi
+    echo "$kafka_go_sha  $deb" | sha256sum -c --status || { log "sha256 mismatch for $deb"; exit 1; }
+    rm -rf "$deps/gopath" "$deps/gopath.unpack"
+    dpkg-deb -x "$deb" "$deps/gopath.unpack"
+    mkdir -p "$deps/gopath"
+    mv "$deps/gopath.unpack/usr/share/gocode/src" "$deps/gopath/src"
+    rm -rf "$deps/gopath.unpack"
+    touch "$deps/gopath/.kafka-go-$kafka_go_sha"
 fi
 
 # --- Python test tools (JSON Schema validator, code generators, ...) from pinned, hash-checked PyPI wheels ---
