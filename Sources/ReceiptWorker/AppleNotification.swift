@@ -119,10 +119,16 @@ struct AppleNotification: Sendable {
     /// ``verify(body:apps:)``, once more when the notification's chain was not known yet, after the revocation
     /// asks it started ended: the first notification signed by a new chain is decided now.
     static func verifySettled(body: Data, apps: AppleApps) async -> Verification {
-        let verification = verify(body: body, apps: apps)
+        await settled(apps: apps) { verify(body: body, apps: apps) }
+    }
+
+    /// `verify()`, and once more when it was not decided because a chain's revocation status was not known yet,
+    /// after the asks it started ended: what a process sees first is decided at once, not after a backoff.
+    static func settled(apps: AppleApps, _ verify: () -> Verification) async -> Verification {
+        let verification = verify()
         guard case .unavailable = verification, let revocation = apps.revocation else { return verification }
         await revocation.settled()
-        return verify(body: body, apps: apps)
+        return verify()
     }
 
     /// Letters, digits, `-`, `_` and `.`, 1 to `maximum` bytes: what Apple's ids and type names are made of;

@@ -54,11 +54,16 @@ struct NotificationHandler: MessageHandler {
             notification = verifiedHere
         } else {
             metrics.notificationsVerifiedAgain.increment()
-            let verification =
+            let isStatusRecord =
                 message.header(SubscriptionStatusRecord.sourceHeader)?.stringValue == SubscriptionStatusRecord.source
-                ? SubscriptionStatusRecord.verify(
-                    value: message.value, bundleID: message.header("bundle_id")?.stringValue, apps: apps)
-                : AppleNotification.verify(body: Data(message.value), apps: apps)
+            // A chain this process meets for the first time (the receiver that asked its OCSP responders was
+            // another process) is asked about now and decided once the asks end.
+            let verification = await AppleNotification.settled(apps: apps) {
+                isStatusRecord
+                    ? SubscriptionStatusRecord.verify(
+                        value: message.value, bundleID: message.header("bundle_id")?.stringValue, apps: apps)
+                    : AppleNotification.verify(body: Data(message.value), apps: apps)
+            }
             switch verification {
             case .verified(let verified): notification = verified
             case .environmentNotAllowed(let type):
@@ -67,7 +72,8 @@ struct NotificationHandler: MessageHandler {
             case .rejected(let reason):
                 return .deadLetter(DeadLetter(reason: .malformedJob, error: "notification: \(reason)"))
             case .unavailable(let reason):
-                // Apple's word on the chain is not known yet: the record is handled again after a backoff.
+                // Apple's word on the chain is still not known (its responder did not answer): a transient failure,
+                // so the record is handled again after a backoff (``FailureFate``), never dead-lettered as malformed.
                 throw AppleVerificationError(.revocationUnknown, reason, isRetriable: true)
             }
         }

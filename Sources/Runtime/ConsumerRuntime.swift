@@ -241,18 +241,7 @@ public final class ConsumerRuntime: Sendable {
                 break  // handled here, outside its group's slots
             }
         }
-        do {
-            outcome = try await handler.handle(item.message, context: context)
-        } catch is LetGo {
-            outcome = .letGo
-        } catch is CancellationError {
-            outcome = .letGo
-        } catch {
-            if !handler.isPermanent(error) {
-                logger.error("a handler failed unexpectedly; the message is dead-lettered", ["error": "\(error)"])
-            }
-            outcome = .deadLetter(DeadLetter(reason: handler.deadLetterReason, error: "\(error)"))
-        }
+        outcome = await handled(item, handler: handler, context: context)
         let partition = item.message.topicPartition
         switch outcome {
         case .publish: span?.set("receipt_worker.outcome", .string("published"))
@@ -271,6 +260,45 @@ public final class ConsumerRuntime: Sendable {
             book.abandon(partition, offset: item.message.offset, generation: item.generation)
         }
         scheduler.release(item)
+    }
+
+    /// The handler's outcome; a failure meets its ``FailureFate``: handled again after a backoff while it may heal,
+    /// dead-lettered when it never will or its budget is spent, let go when the message must be.
+    private func handled(_ item: GroupScheduler.Item, handler: any MessageHandler, context: HandlingContext) async
+        -> Outcome
+    {
+        var attempts = 0
+        while true {
+            attempts += 1
+            do {
+                return try await handler.handle(item.message, context: context)
+            } catch {
+                let fields = [
+                    "error": "\(error)", "attempt": String(attempts), "topic": item.message.topic,
+                    "partition": String(item.message.partition), "offset": String(item.message.offset),
+                ]
+                switch FailureFate.of(error, attempts: attempts, handler: handler, policy: configuration.retry) {
+                case .letGo:
+                    return .letGo
+                case .deadLetter(let reason):
+                    if reason == .retriesExhausted {
+                        logger.error("a message kept failing; it is dead-lettered for a replay", fields)
+                    }
+                    return .deadLetter(DeadLetter(reason: reason, error: "\(error)", attempts: attempts))
+                case .retry(let delay):
+                    metrics.failure("handle").increment()
+                    // Said at the first failure and every tenth: a message retried in its slot stays in sight.
+                    if attempts == 1 || attempts % 10 == 0 {
+                        logger.warning("a message's handling failed; it is handled again after a backoff", fields)
+                    }
+                    do {
+                        try await context.sleep(for: delay)
+                    } catch {
+                        return .letGo
+                    }
+                }
+            }
+        }
     }
 
     /// The `process` span of a message (OpenTelemetry's messaging conventions), a child of the trace its

@@ -13,14 +13,16 @@ public protocol MessageHandler: Sendable {
     /// Turns a message into its outcome. Steps that depend on a service (a ledger) go through
     /// ``HandlingContext/retrying(_:stage:_:)``; when the message must be left for its next delivery (the
     /// worker is stopping, or its partition has a new owner), that throws ``LetGo``, and so may the handler.
-    /// An error for which ``isPermanent(_:)`` holds (a value the ledger refuses for good) ends as a dead
-    /// letter with ``deadLetterReason``; so does any other error a handler lets escape.
+    /// What becomes of an error it throws is ``FailureFate``'s: one for which ``isPermanent(_:)`` holds (a value the
+    /// ledger refuses for good) ends as a dead letter with ``deadLetterReason``; any other is taken as transient,
+    /// and the message is handled again after a backoff (so a handler must be safe to run again), up to
+    /// `retry.max_attempts` handlings, then dead-lettered as `retries_exhausted`.
     func handle(_ message: InboundMessage, context: HandlingContext) async throws -> Outcome
 
-    /// Whether an error will never heal by retrying.
+    /// Whether an error will never heal by retrying: the message is dead-lettered at once.
     func isPermanent(_ error: any Error) -> Bool
 
-    /// The dead-letter reason of a message whose handling failed for good.
+    /// The dead-letter reason of a message whose handling failed for good (``isPermanent(_:)``).
     var deadLetterReason: DeadLetterReason { get }
 
     /// Where the wait of whoever waits on this message began, and the app it is about (``WaitStart``): measured to

@@ -14,8 +14,9 @@ import Vocabulary
 struct RuntimeMockClusterTests {
     static let logger = Logger(label: "runtime-test")
 
-    /// Answers `ok-*` with a record on `out`, dead-letters `bad-*`, and holds `slow-*` until let go; counts
-    /// every delivery of each value.
+    /// Answers `ok-*` with a record on `out`, dead-letters `bad-*`, and holds `slow-*` until let go; throws a
+    /// transient error at the first two handlings of `flaky-*` (then answers) and at every handling of `broken-*`;
+    /// counts every handling of each value.
     final class Handler: MessageHandler {
         let out: String
         let deliveries = Mutex<[String: Int]>([:])
@@ -35,10 +36,16 @@ struct RuntimeMockClusterTests {
             if value.hasPrefix("slow") {
                 while true { try await context.sleep(for: .milliseconds(20)) }  // throws LetGo once let go
             }
+            if value.hasPrefix("broken") || (value.hasPrefix("flaky") && count(value) <= 2) {
+                throw Unavailable()
+            }
             return .publish([OutboundRecord(topic: out, key: value, value: Array(value.utf8), headers: [])])
         }
 
         func count(_ value: String) -> Int { deliveries.withLock { $0[value] ?? 0 } }
+
+        /// A service not answering yet, as a chain whose revocation status is being asked.
+        struct Unavailable: Error {}
         func partition(_ value: String) -> Int32? { partitions.withLock { $0[value] } }
     }
 
@@ -88,6 +95,9 @@ struct RuntimeMockClusterTests {
             var configuration = RuntimeConfiguration(
                 routes: [.init(topic: jobs, handler: handler)], deadLetterTopic: dlq)
             configuration.groups = ["g"]
+            configuration.retry.maxAttempts = 4
+            configuration.retry.initialBackoff = .milliseconds(10)
+            configuration.retry.maxBackoff = .milliseconds(50)
             configuration.drainTimeout = drain
             configuration.stallTimeout = stallTimeout
             return ConsumerRuntime(
@@ -197,6 +207,31 @@ struct RuntimeMockClusterTests {
         try await running.value
         let committed = try await cluster.committed(using: try cluster.runtime(Handler(out: cluster.out)))
         #expect(committed.reduce(0, +) == 2, "committed \(committed)")
+    }
+
+    @Test(
+        "a handler's transient error is handled again in its slot, never dead-lettered; past its budget the dead letter says retries_exhausted"
+    )
+    func transientFailures() async throws {
+        let cluster = try Cluster()
+        try await cluster.produce(["flaky-1", "broken-1", "ok-1"])
+        let handler = Handler(out: cluster.out)
+        let runtime = try cluster.runtime(handler)
+        let running = Task { try await runtime.run(subscribing: [cluster.jobs]) }
+        // Answered at its third handling, as if it never failed.
+        let published = try await cluster.read(cluster.out, count: 2)
+        #expect(Set(published.map { String(decoding: $0.value, as: UTF8.self) }) == ["flaky-1", "ok-1"])
+        #expect(handler.count("flaky-1") == 3)
+        // Handled retry.max_attempts times, then dead-lettered for a replay, with its handlings counted.
+        let letters = try await cluster.read(cluster.dlq, count: 1)
+        #expect(letters.map { String(decoding: $0.value, as: UTF8.self) } == ["broken-1"])
+        #expect(letters.first?.header("dlq_reason")?.stringValue == "retries_exhausted")
+        #expect(letters.first?.header("dlq_attempts")?.stringValue == "4")
+        #expect(handler.count("broken-1") == 4)
+        runtime.shutdown()
+        try await running.value
+        let committed = try await cluster.committed(using: try cluster.runtime(Handler(out: cluster.out)))
+        #expect(committed.reduce(0, +) == 3, "committed \(committed)")
     }
 
     @Test(
