@@ -151,6 +151,11 @@ public final class ServiceGroup: Sendable {
             var queue = entries[...]
             var stopping = false
             while !stopping, let entry = queue.popFirst() {
+                // Nothing starts once a stop came: a SIGTERM while the ledger opened, a service ending on its own.
+                if shutdownRequested.isTriggered || finished.isTriggered {
+                    logger.notice("stopped while starting", ["service": entry.name])
+                    break
+                }
                 switch entry.kind {
                 case .service(let service):
                     let (index, shutdown) = started.start()
@@ -219,6 +224,9 @@ public final class ServiceGroup: Sendable {
             }
             let first = try await race.next() ?? nil
             race.cancelAll()
+            // `make` may return in the same instant the stop comes, before the watcher does: what it made is
+            // dropped, never started after the stop.
+            if shutdownRequested.isTriggered || finished.isTriggered { return nil }
             return first
         }
     }

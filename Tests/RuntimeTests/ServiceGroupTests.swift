@@ -133,6 +133,89 @@ struct ServiceGroupTests {
         #expect(journal.all.filter { $0 != "opening the ledger" } == ["start metrics", "stopped metrics"])
     }
 
+    /// The await points of a making: each passes at once but `held`, which waits, whatever the stop or the task's
+    /// cancellation says (a ledger open that looks at neither), until the test lets it go on.
+    final class Steps: Sendable {
+        private struct State {
+            var atHeld = false
+            var released = false
+            var held: CheckedContinuation<Void, Never>?
+            var watcher: CheckedContinuation<Void, Never>?
+        }
+        let held: Int
+        private let state = Mutex(State())
+
+        init(holding held: Int) { self.held = held }
+
+        func arrive(_ step: Int) async {
+            guard step == held else {
+                await Task.yield()
+                return
+            }
+            await withCheckedContinuation { continuation in
+                let (goOn, watcher) = state.withLock { state in
+                    state.atHeld = true
+                    defer { state.watcher = nil }
+                    if state.released { return (true, state.watcher) }
+                    state.held = continuation
+                    return (false, state.watcher)
+                }
+                watcher?.resume()
+                if goOn { continuation.resume() }
+            }
+        }
+
+        /// Returns once the making waits at the held step.
+        func reached() async {
+            await withCheckedContinuation { continuation in
+                let now = state.withLock { state in
+                    if state.atHeld { return true }
+                    state.watcher = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        }
+
+        func release() {
+            let held = state.withLock { state in
+                state.released = true
+                defer { state.held = nil }
+                return state.held
+            }
+            held?.resume()
+        }
+    }
+
+    @Test(
+        "a stop at any await point of a making, even one that ignores it and returns its services, starts none of them nor anything after",
+        arguments: 1...3)
+    func stoppedAtEveryAwaitPoint(step: Int) async throws {
+        // Each point many times: when the making returns in the instant the stop comes, either may be seen first.
+        for _ in 0..<25 {
+            let journal = Journal()
+            let steps = Steps(holding: step)
+            let group = ServiceGroup(
+                [
+                    .init("metrics", Recorder(name: "metrics", journal: journal)),
+                    .later("worker") {
+                        for point in 1...3 { await steps.arrive(point) }
+                        return [
+                            .init("runtime", Recorder(name: "runtime", journal: journal)),
+                            .later("receiver") { [.init("receiver", Recorder(name: "receiver", journal: journal))] },
+                        ]
+                    },
+                    .init("chore", Recorder(name: "chore", journal: journal)),
+                ], logger: Self.logger)
+            async let ran: Void = group.run()
+            await steps.reached()
+            group.shutdown()
+            steps.release()
+            try await ran
+            #expect(journal.all == ["start metrics", "stopped metrics"], "stopped at await point \(step)")
+        }
+    }
+
     @Test(
         "a stop while services are being made reaches a wait only its stop ends (a broker's metadata, retried), though the making is cancelled too",
         .timeLimit(.minutes(1)))
