@@ -98,6 +98,13 @@ enum LedgerMigrations {
         LedgerMigration(
             version: 16, description: "what only releases before 1.0.0 called, dropped",
             changes: [.postgresFunctions(\.beforeOneDrops)]),
+        LedgerMigration(
+            version: 17, description: "a grant service's answer to a refund request, received",
+            changes: [
+                // When a grant service's answer reached the worker, before Apple took it: an app's policy never
+                // answers over one still being sent.
+                .column(table: "consumption_requests", "answer_received_at {time}")
+            ]),
     ]
 
     /// The latest version, on both databases.

@@ -173,12 +173,18 @@ public protocol ConsumptionRequestStore: Sendable {
     /// When the oldest consumption request not yet answered and not yet past its deadline was made.
     func oldestOpenConsumptionRequest() async throws -> Date?
 
-    /// The requests of `app` no one answered whose deadline comes before `dueBy` (and is not past at `now`),
-    /// soonest first, at most `limit`: what an app's policy answers.
+    /// The requests of `app` no one answered (no answer taken by Apple, none received from a grant service) whose
+    /// deadline comes before `dueBy` (and is not past at `now`), soonest first, at most `limit`: what an app's
+    /// policy answers.
     func dueConsumptionRequests(app: AppScope, dueBy: Date, now: Date, limit: Int) async throws
         -> [OpenConsumptionRequest]
 
-    /// Whether the request of a transaction was answered (by a grant service, or by policy).
+    /// Remembers that a grant service's answer to the request of a transaction reached the worker (before Apple
+    /// took it): from then on the request is answered for an app's policy, whatever becomes of that answer.
+    func consumptionAnswerReceived(app: AppScope, environment: AppleEnvironment, transactionID: String) async throws
+
+    /// Whether the request of a transaction was answered: Apple took an answer, or a grant service's answer was
+    /// received (sent, still being sent, or refused).
     func consumptionRequestAnswered(app: AppScope, environment: AppleEnvironment, transactionID: String)
         async throws -> Bool
 }

@@ -42,12 +42,7 @@ struct ConsumptionHandler: MessageHandler {
         case .failure(let malformed):
             return notSent("malformed consumption answer: \(malformed.reason)")
         }
-        guard answer.customerConsented else {
-            metrics.consumptionAnswer("no_consent").increment()
-            logger.info(
-                "consumption answer without the player's consent: not sent", ["transaction_id": answer.transactionID])
-            return .publish([])
-        }
+        let byPolicy = message.headers.contains(where: { $0.name == ConsumptionPolicyAnswers.header })
         let grant = try await context.retrying("ledger_lookup", stage: metrics.ledgerLookup) {
             try await requests.grant(transactionID: answer.transactionID, app: nil)
         }
@@ -55,7 +50,26 @@ struct ConsumptionHandler: MessageHandler {
         // another is a grant service's mistake that would send the transaction with the wrong app's key. Only
         // when there is no grant does the answer's bundle_id choose, else the default app.
         let grantedApp = grant.flatMap { grant in apps.all.first { $0.scope == grant.app } }
-        if let named = answer.bundleID, let grantedApp, !named.utf8.elementsEqual(grantedApp.bundleID.utf8) {
+        let namesGrantedApp =
+            answer.bundleID.map { named in
+                grantedApp.map { named.utf8.elementsEqual($0.bundleID.utf8) } ?? true
+            } ?? true
+        var environment: AppleEnvironment = grant?.environment == .sandbox ? .sandbox : .production
+        if !byPolicy, namesGrantedApp, let app = grantedApp ?? apps.app(bundleID: answer.bundleID) {
+            // A grant service answered: from now on an app's policy never answers this request, whatever becomes
+            // of this answer at Apple (sent, retrying, refused, or not sent without consent).
+            try await context.retrying("ledger_record", stage: metrics.ledgerRecord) { [environment] in
+                try await requests.consumptionAnswerReceived(
+                    app: app.scope, environment: environment, transactionID: answer.transactionID)
+            }
+        }
+        guard answer.customerConsented else {
+            metrics.consumptionAnswer("no_consent").increment()
+            logger.info(
+                "consumption answer without the player's consent: not sent", ["transaction_id": answer.transactionID])
+            return .publish([])
+        }
+        if let named = answer.bundleID, let grantedApp, !namesGrantedApp {
             return notSent("bundle_id \(named) is not the app the purchase was granted for (\(grantedApp.bundleID))")
         }
         guard let app = grantedApp ?? apps.app(bundleID: answer.bundleID) else {
@@ -70,10 +84,10 @@ struct ConsumptionHandler: MessageHandler {
                     + " player received")
         }
         let body = answer.appleBody(deliveryStatus: delivery)
-        var environment: AppleEnvironment = grant?.environment == .sandbox ? .sandbox : .production
         let respondBy = grant?.consumptionRespondBy
-        // A policy's answer never goes over a grant service's: one that answered first closed the request.
-        if message.headers.contains(where: { $0.name == ConsumptionPolicyAnswers.header }) {
+        // A policy's answer never goes over a grant service's: one that answered at all (sent, still being sent,
+        // refused) closed the request for the policy.
+        if byPolicy {
             let environment = environment
             let answered = try await context.retrying("ledger_lookup", stage: metrics.ledgerLookup) {
                 try await requests.consumptionRequestAnswered(

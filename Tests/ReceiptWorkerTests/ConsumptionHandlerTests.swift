@@ -166,6 +166,45 @@ struct ConsumptionHandlerTests {
     }
 
     @Test(
+        "a grant service's answer still retrying at Apple closes the request for the policy: none is due, and a policy's answer read meanwhile is never sent"
+    )
+    func policyNeverOverAGrantService() async throws {
+        try await grant("1000")
+        let respondBy = Date().addingTimeInterval(600)
+        _ = try await ledger.apply(
+            NotificationChange(
+                id: "request-1000", app: .defaultApp, environment: .production,
+                kind: .consumptionRequest(transactionID: "1000", respondBy: respondBy))
+        ) { holder in
+            StoredEvent(eventID: "e", type: "t", time: "", key: holder.grant.orderID, json: Array("{}".utf8))
+        }
+        func due() async throws -> [String] {
+            try await ledger.dueConsumptionRequests(
+                app: .defaultApp, dueBy: respondBy.addingTimeInterval(1), now: Date(), limit: 10
+            ).map(\.transactionID)
+        }
+        #expect(try await due() == ["1000"], "nobody answered yet: due for the policy")
+        let gated = GatedConsumption()
+        let handler = try handler(consumption: nil, gated: gated, maxAttempts: 100)
+        let grantService = Task {
+            try await Handlers.run(
+                handler, answer(["refund_preference": "GRANT_PRORATED"]), topic: "consumption", offset: 1)
+        }
+        // Apple fails the grant service's answer once: it is retrying now, not accepted.
+        #expect(await eventually(timeout: .seconds(10)) { gated.pending == 1 })
+        gated.release(.failure(AppleVerificationError(.httpStatus, "HTTP 503", isRetriable: true)))
+        #expect(await eventually(timeout: .seconds(10)) { gated.pending == 1 && gated.bodies.count == 2 })
+        #expect(try await due().isEmpty, "a grant service answered: nothing is due for the policy")
+        let policy = try await Handlers.run(
+            handler, answer(["refund_preference": "DECLINE"]), topic: "consumption", offset: 2,
+            headers: [MessageHeader(name: ConsumptionPolicyAnswers.header, string: "policy")])
+        #expect(policy.deadLetter == nil && policy.events.isEmpty, "the policy's answer ends quietly")
+        gated.release(.success(.accepted))
+        #expect(try await grantService.value.deadLetter == nil)
+        #expect(gated.bodies.count == 2 && gated.bodies.allSatisfy { $0.contains("GRANT_PRORATED") })
+    }
+
+    @Test(
         "a newer answer of one transaction supersedes an older one still retrying: the older stops without a dead letter, and Apple gets the newer after the older's call in flight, never before"
     )
     func newerAnswerWins() async throws {

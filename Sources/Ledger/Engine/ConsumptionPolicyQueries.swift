@@ -14,7 +14,7 @@ enum ConsumptionPolicyQueries {
             SELECT environment, transaction_id, \(spelling.readTime("respond_by"))
                 FROM \(spelling.table("consumption_requests"))
                 WHERE respond_by <= \(spelling.time(2)) AND respond_by > \(spelling.time(3)) AND app = ?1
-                    AND answered_at IS NULL
+                    AND answered_at IS NULL AND answer_received_at IS NULL
                 ORDER BY respond_by LIMIT ?4
             """, [.text(app.rawValue), .time(dueBy), .time(now), .integer(limit)]
         ).compactMap { row in
@@ -32,10 +32,22 @@ enum ConsumptionPolicyQueries {
     {
         try session.first(
             """
-            SELECT answered_at IS NOT NULL FROM \(session.spelling.table("consumption_requests"))
+            SELECT answered_at IS NOT NULL OR answer_received_at IS NOT NULL
+                FROM \(session.spelling.table("consumption_requests"))
                 WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3
             """, [.text(app.rawValue), .text(environment.rawValue), .text(transactionID)]
         )?.bool(0) ?? false
+    }
+
+    /// The first time only: the request stays answered as of the first answer received.
+    static func answerReceived(
+        app: AppScope, environment: AppleEnvironment, transactionID: String, in session: any SQLSession
+    ) throws {
+        try session.rows(
+            """
+            UPDATE \(session.spelling.table("consumption_requests")) SET answer_received_at = \(session.spelling.now)
+                WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3 AND answer_received_at IS NULL
+            """, [.text(app.rawValue), .text(environment.rawValue), .text(transactionID)])
     }
 }
 
@@ -45,6 +57,15 @@ extension LedgerEngine {
     {
         try await dialect.read {
             try ConsumptionPolicyQueries.due(app: app, dueBy: dueBy, now: now, limit: limit, in: $0)
+        }
+    }
+
+    public func consumptionAnswerReceived(app: AppScope, environment: AppleEnvironment, transactionID: String)
+        async throws
+    {
+        try await dialect.write {
+            try ConsumptionPolicyQueries.answerReceived(
+                app: app, environment: environment, transactionID: transactionID, in: $0)
         }
     }
 
