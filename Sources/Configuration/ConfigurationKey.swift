@@ -50,6 +50,15 @@ struct ConfigurationValue {
 
     func milliseconds(_ range: ClosedRange<Int>) throws -> Duration { .milliseconds(try integer(range)) }
 
+    /// A chore's interval: `0` turns it off (nil); else within `range`, refused outside it (never raised in
+    /// silence: a value someone wrote is the value in effect, or start-up stops naming the key).
+    func interval(_ range: ClosedRange<Int>) throws -> Duration? {
+        guard let number = Int(text), number == 0 || range.contains(number) else {
+            throw invalid("must be 0 (off) or an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return number == 0 ? nil : .milliseconds(number)
+    }
+
     func boolean() throws -> Bool {
         switch text.lowercased() {
         case "true": return true

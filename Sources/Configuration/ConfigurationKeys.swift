@@ -282,8 +282,7 @@ enum ConfigurationKeys {
         ConfigurationKey(
             "notifications.sweep_interval_ms", default: String(defaults.sweepInterval?.milliseconds ?? 0)
         ) {
-            let interval = try $0.milliseconds(0...86_400_000)
-            $1.configuration.sweepInterval = interval == .zero ? nil : max(interval, .seconds(1))
+            $1.configuration.sweepInterval = try $0.interval(1_000...86_400_000)
         },
         ConfigurationKey("notifications.sweep_window_ms", default: String(defaults.sweepWindow.milliseconds)) {
             $1.configuration.sweepWindow = try $0.milliseconds(60_000...15_552_000_000)
@@ -294,8 +293,7 @@ enum ConfigurationKeys {
         ConfigurationKey(
             "subscriptions.status_check_interval_ms", default: String(defaults.statusCheckInterval?.milliseconds ?? 0)
         ) {
-            let interval = try $0.milliseconds(0...86_400_000)
-            $1.configuration.statusCheckInterval = interval == .zero ? nil : max(interval, .seconds(1))
+            $1.configuration.statusCheckInterval = try $0.interval(1_000...86_400_000)
         },
         ConfigurationKey(
             "subscriptions.status_check_after_ms", default: String(defaults.statusCheckAfter.milliseconds)

@@ -138,8 +138,8 @@ public final class WorkerMetrics: Sendable {
     func prepareSweep(apps: [String]) {
         for app in apps {
             for outcome in ["swept", "elsewhere", "failed"] { _ = sweep(app: app, outcome: outcome) }
-            for found in ["failed_delivery", "gap"] { _ = sweptNotifications(app: app, found: found) }
-            for outcome in ["produced", "unchanged", "unknown", "failed"] {
+            for found in ["failed_delivery", "gap", "rejected"] { _ = sweptNotifications(app: app, found: found) }
+            for outcome in ["produced", "unchanged", "unknown", "pending", "failed"] {
                 _ = statusCheck(app: app, outcome: outcome)
             }
         }
@@ -153,12 +153,15 @@ public final class WorkerMetrics: Sendable {
                 + " replica swept).", labels: ["app": app, "outcome": outcome])
     }
 
-    /// Notifications a sweep found and produced, by app and why it read them.
+    /// Notifications a sweep found, by app and what it found: produced, as Apple could not deliver them
+    /// (`failed_delivery`) or read after a silence (`gap`); or not produced because they do not verify (`rejected`:
+    /// an alert reads it, since Apple's own notifications are expected to verify).
     func sweptNotifications(app: String, found: String) -> Counter {
         registry.counter(
             "receipt_worker_swept_notifications_total",
-            help: "Notifications the sweep found in Apple's history and produced, by app: failed_delivery (Apple"
-                + " could not deliver them), gap (read after a silence).", labels: ["app": app, "found": found])
+            help: "Notifications the sweep found in Apple's history, by app: produced as failed_delivery (Apple"
+                + " could not deliver them) or gap (read after a silence), or rejected (they do not verify; not"
+                + " produced).", labels: ["app": app, "found": found])
     }
 
     /// Asks of a certificate chain's revocation status (OCSP), by outcome: good, revoked, unknown (the responder
@@ -172,12 +175,13 @@ public final class WorkerMetrics: Sendable {
 
     /// Subscriptions whose renewal or expiry was overdue, asked of Apple, by app and outcome: produced (Apple's
     /// answer put on the notifications topic), unchanged (that answer handled before), unknown (Apple knows no
-    /// status of it), failed (Apple or the broker did not answer; asked again next round).
+    /// status of it, or its answer does not verify), pending (its answer's signing chain's revocation status is not
+    /// known yet; asked again next round), failed (Apple or the broker did not answer; asked again next round).
     func statusCheck(app: String, outcome: String) -> Counter {
         registry.counter(
             "receipt_worker_subscription_status_checks_total",
             help: "Overdue subscriptions asked of Apple (Get All Subscription Statuses), by app and outcome"
-                + " (produced, unchanged, unknown, failed).", labels: ["app": app, "outcome": outcome])
+                + " (produced, unchanged, unknown, pending, failed).", labels: ["app": app, "outcome": outcome])
     }
 
     /// Refund requests the app's policy answered (no grant service did), by app and answer.

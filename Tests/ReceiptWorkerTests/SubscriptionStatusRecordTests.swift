@@ -117,7 +117,7 @@ struct SubscriptionStatusRecordTests {
     func renewalAsked() async throws {
         try await grant("vip-1", original: "100")
         let expires = Date(timeIntervalSinceNow: 2 * month)
-        let made = SubscriptionStatusRecord.record(
+        let made = await SubscriptionStatusRecord.record(
             try answer(
                 Handlers.subscription("101", original: "100", line: "L2", expires: expires),
                 renewalInfo(original: "100")), bundleID: "com.example", apps: apps, topic: "notifications")

@@ -129,6 +129,7 @@ struct NotificationSweeper: Sendable {
 
     private func record(_ outcome: HistoryReplay.Outcome, app: String, environment: AppleEnvironment, found: String) {
         metrics.sweptNotifications(app: app, found: found).increment(by: outcome.counts.produced)
+        metrics.sweptNotifications(app: app, found: "rejected").increment(by: outcome.counts.rejected)
         for reason in outcome.rejections {
             logger.warning("a swept notification does not verify", ["app": app, "reason": reason])
         }

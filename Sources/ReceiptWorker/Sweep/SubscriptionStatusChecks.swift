@@ -59,26 +59,36 @@ struct SubscriptionStatusChecks: Sendable {
             return
         }
         for subscription in overdue {
-            let outcome =
+            let asked: Asked =
                 subscription.environment == .production || api.configuration.allowSandbox
-                ? await ask(subscription, app: app, api: api) : "skipped"
+                ? await ask(subscription, app: app, api: api) : Asked(outcome: "skipped")
             // Apple or the broker not answering: the rest waits for the next round, asked again then.
-            if outcome == "failed" {
-                metrics.statusCheck(app: app.name, outcome: outcome).increment()
+            if asked.outcome == "failed" {
+                metrics.statusCheck(app: app.name, outcome: asked.outcome).increment()
                 return
             }
-            if outcome != "skipped" { metrics.statusCheck(app: app.name, outcome: outcome).increment() }
+            if asked.outcome != "skipped" { metrics.statusCheck(app: app.name, outcome: asked.outcome).increment() }
+            // Not decided on a guess: an answer whose signing chain's status is not known yet is asked again next
+            // round, as if never asked.
+            if asked.outcome == "pending" { continue }
             // Asked (or not to be asked: a Sandbox subscription where Sandbox is off): not again for a day, so the
-            // oldest never keep the others waiting.
+            // oldest never keep the others waiting. Marked as of Apple's answer at the earliest: the change that
+            // answer makes is dated by Apple's signature, and must not read as news heard since the ask.
             try? await ledger.subscriptionAsked(
                 app: app.scope, environment: subscription.environment,
-                originalTransactionID: subscription.originalTransactionID, at: now)
+                originalTransactionID: subscription.originalTransactionID, at: max(now, asked.answeredAt ?? now))
         }
     }
 
-    /// Asks Apple for one subscription and produces its answer; what came of it, as the metric's outcome.
+    /// What came of one ask: the metric's outcome, and when Apple signed the answer produced (nil: none).
+    struct Asked {
+        var outcome: String
+        var answeredAt: Date? = nil
+    }
+
+    /// Asks Apple for one subscription and produces its answer.
     private func ask(_ subscription: OverdueSubscription, app: AppleApp, api: AppStoreServerAPIClient) async
-        -> String
+        -> Asked
     {
         let answer: AppStoreServerAPIClient.SubscriptionStatusAnswer
         do {
@@ -90,7 +100,7 @@ struct SubscriptionStatusChecks: Sendable {
             logger.warning(
                 "Get All Subscription Statuses failed: the next round asks again",
                 ["app": app.name, "original_transaction_id": subscription.originalTransactionID, "error": "\(error)"])
-            return "failed"
+            return Asked(outcome: "failed")
         }
         guard case .found(let statuses) = answer,
             let status = statuses.first(where: { $0.originalTransactionId == subscription.originalTransactionID })
@@ -98,28 +108,32 @@ struct SubscriptionStatusChecks: Sendable {
             logger.warning(
                 "Apple knows no status of a subscription granted here",
                 ["app": app.name, "original_transaction_id": subscription.originalTransactionID])
-            return "unknown"
+            return Asked(outcome: "unknown")
         }
         let record: OutboundMessage
         let notification: AppleNotification
-        switch SubscriptionStatusRecord.record(status, bundleID: app.bundleID, apps: apps, topic: topic) {
+        switch await SubscriptionStatusRecord.record(status, bundleID: app.bundleID, apps: apps, topic: topic) {
         case .success(let made): (record, notification) = made
         case .failure(let refusal):
             logger.warning(
-                "Apple's status of a subscription does not verify",
+                refusal.pending
+                    ? "Apple's status of a subscription cannot be verified yet: asked again next round"
+                    : "Apple's status of a subscription does not verify",
                 [
                     "app": app.name, "original_transaction_id": subscription.originalTransactionID,
                     "reason": refusal.reason,
                 ])
-            return "unknown"
+            return Asked(outcome: refusal.pending ? "pending" : "unknown")
         }
         // An answer handled before (a subscription still in billing retry) is not produced again.
-        if (try? await ledger.storedNotification(id: notification.id)) != nil { return "unchanged" }
+        if (try? await ledger.storedNotification(id: notification.id)) != nil {
+            return Asked(outcome: "unchanged", answeredAt: notification.notifiedAt)
+        }
         do {
             try await produce(record)
         } catch {
             logger.warning("the broker did not take a subscription's status", ["app": app.name, "error": "\(error)"])
-            return "failed"
+            return Asked(outcome: "failed")
         }
         logger.info(
             "a subscription's overdue news asked of Apple",
@@ -127,7 +141,7 @@ struct SubscriptionStatusChecks: Sendable {
                 "app": app.name, "original_transaction_id": subscription.originalTransactionID,
                 "was": subscription.status.rawValue, "now": notification.type.rawValue,
             ])
-        return "produced"
+        return Asked(outcome: "produced", answeredAt: notification.notifiedAt)
     }
 
     /// The checks of a worker (nil: `subscriptions.status_check_interval_ms` is 0, or no app has an API key).

@@ -17,19 +17,20 @@ enum SubscriptionStatusRecord {
     /// Milliseconds between the two signatures of one answer of Apple's at most.
     static let maximumSigningGap: Double = 60_000
 
-    /// The record of Apple's answer on one subscription, verified as the flow will verify it, with the
-    /// notification it stands for (its headers are that notification's); nil without both signed values, or when
-    /// they do not verify (why, for the log).
+    /// The record of Apple's answer on one subscription, verified as the flow will verify it (a chain met for the
+    /// first time asked about first), with the notification it stands for (its headers are that notification's);
+    /// a refusal without both signed values, or when they do not verify (why, for the log), or when a chain's
+    /// revocation status is still not known (pending: asked again next round, never taken as Apple's answer).
     static func record(
         _ status: AppStoreServerAPIClient.SubscriptionStatus, bundleID: String, apps: AppleApps, topic: String
-    ) -> Result<(record: OutboundMessage, notification: AppleNotification), Refusal> {
+    ) async -> Result<(record: OutboundMessage, notification: AppleNotification), Refusal> {
         guard let transaction = status.signedTransactionInfo, let renewal = status.signedRenewalInfo,
             let original = status.originalTransactionId
         else { return .failure(Refusal(reason: "Apple's answer lacks a signed transaction or renewal info")) }
         let value = Array(
             ("{\"subscriptionStatus\":{\"signedTransactionInfo\":\(JSONString.quote(transaction)),"
                 + "\"signedRenewalInfo\":\(JSONString.quote(renewal))}}").utf8)
-        switch verify(value: value, bundleID: bundleID, apps: apps) {
+        switch await AppleNotification.settled(apps: apps, { verify(value: value, bundleID: bundleID, apps: apps) }) {
         case .verified(let notification):
             let headers =
                 [MessageHeader(name: sourceHeader, string: source)] + notification.recordHeaders()
@@ -39,11 +40,16 @@ enum SubscriptionStatusRecord {
                     notification
                 ))
         case .environmentNotAllowed: return .failure(Refusal(reason: "an environment this worker does not accept"))
-        case .rejected(let reason), .unavailable(let reason): return .failure(Refusal(reason: reason))
+        case .rejected(let reason): return .failure(Refusal(reason: reason))
+        case .unavailable(let reason): return .failure(Refusal(reason: reason, pending: true))
         }
     }
 
-    struct Refusal: Error { let reason: String }
+    struct Refusal: Error {
+        let reason: String
+        /// Not decided: a chain's revocation status is not known yet.
+        var pending = false
+    }
 
     /// What Apple's signed values say happened, as the notification that would have said it: its type, subtype
     /// and `data.status`. Nil for a revoked period (the refund's own notification, or the sweep, says so).
