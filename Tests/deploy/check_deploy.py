@@ -28,19 +28,21 @@ desk's source.)
 (.deps/venv: scripts/setup.sh, from scripts/requirements-test.txt; kubectl, which create-secrets.sh runs, is on
 these machines.) Prints one line per check (`skip` for the comparison with kubectl when kubectl is not
 installed); exit 1 when any fails."""
-import argparse, base64, json, os, re, shutil, subprocess, sys, tempfile
+import argparse, base64, glob, json, os, re, shutil, subprocess, sys, tempfile
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import crd_schema  # noqa: E402
-import kustomize_render  # noqa: E402
 
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 deploy = os.path.join(root, "deploy")
 failures = []
+# The combination being checked (COMBINATIONS): each of its checks is printed, and counted, under its name.
+scope = ""
 
 
 def check(name, ok, detail=""):
+    name = f"[{scope}] {name}" if scope else name
     print(("ok    " if ok else "FAIL  ") + name + ("" if ok else f": {detail}"))
     if not ok:
         failures.append(name)
@@ -60,7 +62,21 @@ def properties(text):
 # strict: an unknown field fails): the oldest minor we still support, and the newest the package knows.
 OLDEST_KUBERNETES = "1.27"
 # Manifests deliberately left out of the kustomization: filled in and applied by hand (deploy/README.md).
-EXAMPLES = ("ingress-example.yaml", "desk-ingress-example.yaml", "kafka-users-example.yaml")
+EXAMPLES = ("ingress-example.yaml", "httproute-example.yaml", "desk-ingress-example.yaml", "desk-httproute-example.yaml",
+            "kafka-users-example.yaml")
+# Every combination the deploy check renders and checks: deploy/kubernetes with each component alone and all of
+# them, and App Review's overlay of it (alone, and over the base with components). (name, overlay, components)
+COMBINATIONS = [
+    ("base", None, []),
+    ("desk", None, ["components/desk"]),
+    ("multi-zone", None, ["components/multi-zone"]),
+    ("monitoring", None, ["components/monitoring"]),
+    ("desk, multi-zone, monitoring", None, ["components/desk", "components/multi-zone", "components/monitoring"]),
+    ("app-review", "overlays/app-review", []),
+    ("app-review with desk, multi-zone", "overlays/app-review", ["components/desk", "components/multi-zone"]),
+]
+# The combination the runbook's commands are checked against: every role deployed.
+FULLEST = "desk, multi-zone, monitoring"
 # The one step that makes every Secret (deploy/README.md, "Secrets").
 SECRETS_SCRIPT = "deploy/kubernetes/create-secrets.sh"
 # Where a pod's configuration names its secret files.
@@ -73,19 +89,43 @@ DESK_REQUIRED = ("desk.listen", "desk.public_url", "desk.oidc.issuer", "desk.oid
                  "desk.oidc.client_secret_file", "desk.session_key_file", "metrics.listen", "ledger.url_file")
 
 
-def compare_with_kubectl(folder, rendered):
-    kubectl = shutil.which("kubectl")
-    if not kubectl:
-        print("skip  the renderer agrees with kubectl kustomize: kubectl is not installed")
-        return
-    run = subprocess.run([kubectl, "kustomize", folder], capture_output=True, text=True)
+def render_combination(top, overlay, components, append=None):
+    """deploy/ copied under top, its deploy/kubernetes/kustomization.yaml listing `components`, rendered by
+    `kubectl kustomize` (deploy/kubernetes, or the overlay under deploy/). `append`: {file in deploy/kubernetes:
+    text added to it}. Returns (the folder rendered, its objects)."""
+    copy = os.path.join(top, "deploy")
+    shutil.copytree(deploy, copy)
+    path = os.path.join(copy, "kubernetes", "kustomization.yaml")
+    text = open(path).read()
+    listed = re.sub(r"^components: \[\]$", "components: [" + ", ".join(components) + "]", text, count=1, flags=re.M)
+    if components and listed == text:
+        raise RuntimeError("deploy/kubernetes/kustomization.yaml has no `components: []` line to list components on")
+    with open(path, "w") as f:
+        f.write(listed)
+    for name, more in (append or {}).items():
+        with open(os.path.join(copy, "kubernetes", name), "a") as f:
+            f.write(more)
+    folder = os.path.join(copy, overlay or "kubernetes")
+    run = subprocess.run(["kubectl", "kustomize", folder], capture_output=True, text=True)
     if run.returncode != 0:
-        check("kubectl kustomize renders the kustomization", False, run.stderr.strip())
-        return
-    theirs = {kustomize_render.identity(d): d for d in yaml.safe_load_all(run.stdout) if d}
-    mine = {kustomize_render.identity(d): d for d in rendered}
-    different = sorted(str(k) for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
-    check("the renderer's output equals kubectl kustomize's, object for object", not different, different)
+        raise RuntimeError(run.stderr.strip())
+    return folder, [d for d in yaml.safe_load_all(run.stdout) if d]
+
+
+def effective_config(text, container, config_maps):
+    """A role's configuration as the worker reads it: its properties file, then the RECEIPT_WORKER_* variables of
+    its container (env values, and envFrom ConfigMaps): `.` written `__`, keys under kafka. lower-cased."""
+    config = properties(text or "")
+    variables = {}
+    by_name = {m["metadata"]["name"]: m for m in config_maps}
+    for source in container.get("envFrom", []):
+        variables.update(by_name.get(source.get("configMapRef", {}).get("name"), {}).get("data", {}))
+    variables.update({e["name"]: e["value"] for e in container.get("env", []) if "value" in e})
+    for name, value in variables.items():
+        if name.startswith("RECEIPT_WORKER_") and "__" in name:
+            key = name[len("RECEIPT_WORKER_"):].replace("__", ".")
+            config[key.lower()] = value
+    return config
 
 
 def validate_schemas(objects, where):
@@ -168,9 +208,10 @@ def stub_secret_files(folder, names):
             f.write(values.get(name, f"stub {name}\n"))
 
 
-def documented_secrets(namespace):
-    """Runs the documented secret step (create-secrets.sh) offline on stub files named as deploy/README.md lists
-    them. Returns ({Secret name: {key: text}}, the Secret objects), or (None, []) when the step fails."""
+def documented_secrets(namespace, kustomization, refusals=False, desk=True):
+    """Runs the documented secret step (create-secrets.sh DIR KUSTOMIZATION) offline on stub files named as
+    deploy/README.md lists them. Returns ({Secret name: {key: text}}, the Secret objects), or (None, []) when the
+    step fails. With `refusals`, also what it refuses and the desk's session key it makes (once: it is one script)."""
     section, names = readme_secret_files()
     script = os.path.join(root, SECRETS_SCRIPT)
     check(f"deploy/README.md's Secrets step is `{SECRETS_SCRIPT} DIR | kubectl apply -f -`",
@@ -182,20 +223,37 @@ def documented_secrets(namespace):
         return None, []
     with tempfile.TemporaryDirectory() as folder:
         stub_secret_files(folder, names)
-        run = subprocess.run(["bash", script, folder], capture_output=True, text=True,
-                             env={"PATH": os.environ.get("PATH", ""), "HOME": folder})
+        environment = {"PATH": os.environ.get("PATH", ""), "HOME": folder}
+        run = subprocess.run(["bash", script, folder, kustomization], capture_output=True, text=True, env=environment)
         check(f"{SECRETS_SCRIPT} runs offline on the files deploy/README.md lists",
               run.returncode == 0, run.stderr.strip() + " (the README's table of files and the script disagree?)")
         if run.returncode != 0:
             return None, []
         objects = [d for d in yaml.safe_load_all(run.stdout) if d]
-        environment = {"PATH": os.environ.get("PATH", ""), "HOME": folder}
+        # Only the files of the Secrets it makes are needed: without the desk, none of the desk's.
+        if not desk:
+            for name in [n for n in names if n.startswith("desk-")]:
+                os.remove(os.path.join(folder, name))
+            bare = subprocess.run(["bash", script, folder, kustomization], capture_output=True, text=True, env=environment)
+            check(f"{SECRETS_SCRIPT} needs none of the desk's files without the desk", bare.returncode == 0
+                  and bare.stdout == run.stdout and not os.path.exists(os.path.join(folder, "desk-session-key")),
+                  bare.stderr.strip())
+        if not refusals:
+            objects_and_created = objects
+            created = {d["metadata"]["name"]: {k: base64.b64decode(v).decode() for k, v in (d.get("data") or {}).items()}
+                       for d in objects}
+            kinds = sorted({f"{d.get('kind')} in {d.get('metadata', {}).get('namespace')}" for d in objects})
+            check(f"{SECRETS_SCRIPT} prints only Secrets, in the namespace {namespace}",
+                  kinds == [f"Secret in {namespace}"], kinds)
+            for name, keys in sorted(created.items()):
+                print(f"      {SECRETS_SCRIPT} creates the Secret {name}: {', '.join(sorted(keys))}")
+            return created, objects_and_created
         # The console's session key: made when absent (64 hex digits, readable by its owner only), kept after.
         os.remove(os.path.join(folder, "desk-session-key"))
-        made = subprocess.run(["bash", script, folder], capture_output=True, text=True, env=environment)
+        made = subprocess.run(["bash", script, folder, kustomization], capture_output=True, text=True, env=environment)
         key_path = os.path.join(folder, "desk-session-key")
         key = open(key_path).read() if os.path.exists(key_path) else ""
-        again = subprocess.run(["bash", script, folder], capture_output=True, text=True, env=environment)
+        again = subprocess.run(["bash", script, folder, kustomization], capture_output=True, text=True, env=environment)
         kept = open(key_path).read() if os.path.exists(key_path) else ""
         check(f"{SECRETS_SCRIPT} makes desk-session-key when it is absent (openssl rand -hex 32, mode 0600), "
               "and the next run keeps it",
@@ -207,7 +265,8 @@ def documented_secrets(namespace):
             original = open(os.path.join(folder, name)).read()
             with open(os.path.join(folder, name), "w") as f:
                 f.write(text)
-            refused = subprocess.run(["bash", script, folder], capture_output=True, text=True, env=environment)
+            refused = subprocess.run(["bash", script, folder, kustomization], capture_output=True, text=True,
+                                     env=environment)
             with open(os.path.join(folder, name), "w") as f:
                 f.write(original)
             check(f"{SECRETS_SCRIPT} refuses {what}", refused.returncode != 0 and not refused.stdout.strip(),
@@ -219,6 +278,8 @@ def documented_secrets(namespace):
                      "the workers' URL as the desk's ledger-url")
         refused_when("desk-kafka-password", open(os.path.join(folder, "kafka-password")).read(),
                      "the workers' Kafka password as the desk's")
+        refused_when("operator-kafka-password", open(os.path.join(folder, "kafka-password")).read(),
+                     "the workers' Kafka password as the operator's")
         refused_when("desk-session-key", "not a key\n", "a desk-session-key that is not 64 hex digits")
     kinds = sorted({f"{d.get('kind')} in {d.get('metadata', {}).get('namespace')}" for d in objects})
     check(f"{SECRETS_SCRIPT} prints only Secrets, in the namespace {namespace}",
@@ -255,6 +316,18 @@ def mounted_file(pod, container, path, config_maps):
         volume = volumes.get(mount["name"], {})
         if "configMap" in volume and os.path.dirname(path) == mount["mountPath"].rstrip("/"):
             return config_maps.get(volume["configMap"]["name"], {}).get("data", {}).get(os.path.basename(path))
+    return None
+
+
+def tool_config(pod, container, config_maps):
+    """The configuration of a container that only waits for commands (the operator's pod: its command is sleep):
+    the one properties file of the ConfigMap it mounts, which the runbook's commands name with --config."""
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    for mount in container.get("volumeMounts", []):
+        name = volumes.get(mount["name"], {}).get("configMap", {}).get("name")
+        files = [f for f in config_maps.get(name, {}).get("data", {}) if f.endswith(".properties")]
+        if container.get("command") and len(files) == 1:
+            return os.path.join(mount["mountPath"], files[0])
     return None
 
 
@@ -298,10 +371,12 @@ def secret_references(rendered, created):
             if len(pod.get("containers", [])) > 1:
                 name += f" (container {container['name']})"
             config_path, sets = command_line(container)
+            if config_path is None:
+                config_path = tool_config(pod, container, config_maps)
             text = mounted_file(pod, container, config_path, config_maps) if config_path else None
             check(f"the {name}'s --config {config_path} is a file of a mounted ConfigMap",
                   config_path is None or text is not None, config_path)
-            config = {**properties(text or ""), **sets}
+            config = {**effective_config(text, container, list(config_maps.values())), **sets}
             files, environment = secret_mounts(pod, container, created)
             reads = set()
             for key, path in sorted(configured_files(config).items()):
@@ -330,7 +405,8 @@ def secret_references(rendered, created):
             unread = sorted(f"{s}/{k} at {p}" for p, (s, k) in files.items() if (s, k) not in reads)
             check(f"the {name} mounts no secret it never reads", not unread, unread)
             read_anywhere |= reads
-            if container.get("args", [])[:1] in (["run"], ["receive"], ["ledger"], ["desk"]):
+            if container.get("args", [])[:1] in (["run"], ["receive"], ["ledger"], ["desk"]) or (
+                    container.get("command") and text is not None):
                 roles.append((name, container, text or "", sets, files))
     for auth in (d for d in rendered if d["kind"] == "TriggerAuthentication"):
         for ref in auth["spec"].get("secretTargetRef", []):
@@ -344,7 +420,7 @@ def secret_references(rendered, created):
     return roles
 
 
-def roles_check_config(roles, created, binary):
+def roles_check_config(roles, created, binary, config_maps):
     """Each role's configuration passes `receipt-worker check-config` with its mounted Secret files, and only those,
     present: written under a temporary root that mirrors the mount paths."""
     for name, container, text, sets, files in roles:
@@ -361,6 +437,8 @@ def roles_check_config(roles, created, binary):
             for key, value in sets.items():
                 arguments += ["--set", f"{key}={value.replace(SECRETS_ROOT, top + SECRETS_ROOT)}"]
             environment = {"PATH": os.environ.get("PATH", "")}
+            for source in container.get("envFrom", []):
+                environment.update(config_maps.get(source.get("configMapRef", {}).get("name"), {}).get("data", {}))
             for variable in container.get("env", []):
                 if variable["name"].startswith("RECEIPT_WORKER_") or variable["name"] == "LOG_LEVEL":
                     environment[variable["name"]] = variable.get("value", "stub-from-the-pod")
@@ -427,7 +505,8 @@ def migrate_job(rendered, roles, created, binary):
     granted = grant_statements(run.stdout)
     check("no ledger function runs with its owner's rights (SECURITY DEFINER): EXECUTE grants no more than rows",
           run.returncode == 0 and "SECURITY DEFINER" not in run.stdout.upper())
-    documented = documented_grants()
+    # What docs/deployment.md lists for the roles this Job grants (the desk's only with the desk).
+    documented = [g for g in documented_grants() if g.endswith(f" TO {role};") or (desk_role and g.endswith(f" TO {desk_role};"))]
     both = f"--grant-to {role}" + (f" --grant-desk-to {desk_role}" if desk_role else "")
     check(f"docs/deployment.md lists exactly the grants `ledger migrate {both}` applies (its GRANT statements)",
           granted and granted == documented,
@@ -501,43 +580,92 @@ def documented_ports(rendered):
 
 
 def kubernetes(binary):
+    """The static checks of deploy/kubernetes, then every combination rendered and checked (combination())."""
     folder = os.path.join(deploy, "kubernetes")
     sources = {}
-    for name in sorted(os.listdir(folder)):
-        if name.endswith(".yaml"):
-            with open(os.path.join(folder, name)) as f:
-                try:
-                    sources[name] = [d for d in yaml.safe_load_all(f) if d]
-                    check(f"kubernetes/{name} parses", True)
-                except yaml.YAMLError as error:
-                    check(f"kubernetes/{name} parses", False, error)
+    for path in sorted(glob.glob(os.path.join(folder, "*.yaml")) + glob.glob(os.path.join(folder, "components", "*", "*.yaml"))
+                       + glob.glob(os.path.join(deploy, "overlays", "*", "*.yaml"))):
+        name = os.path.relpath(path, folder)
+        with open(path) as f:
+            try:
+                sources[os.path.basename(name) if "/" in name and name.endswith("-example.yaml") else name] = [
+                    d for d in yaml.safe_load_all(f) if d]
+                check(f"{os.path.relpath(path, deploy)} parses", True)
+            except yaml.YAMLError as error:
+                check(f"{os.path.relpath(path, deploy)} parses", False, error)
     kustomization = sources["kustomization.yaml"][0]
-    listed = kustomization["resources"]
-    check("kustomization lists existing files", all(os.path.exists(os.path.join(folder, r)) for r in listed), listed)
-    unlisted = [n for n in sources if n not in listed and n not in ("kustomization.yaml", *EXAMPLES)]
-    check("every manifest is in the kustomization", not unlisted, unlisted)
-    check("ingress-example.yaml is not applied (its host, TLS Secret and class are placeholders)",
-          "ingress-example.yaml" not in listed)
+    listed = list(kustomization["resources"])
+    for component in glob.glob(os.path.join(folder, "components", "*", "kustomization.yaml")):
+        spec = yaml.safe_load(open(component))
+        check(f"{os.path.relpath(component, deploy)} is a kustomize Component", spec.get("kind") == "Component")
+        listed += [os.path.join(os.path.relpath(os.path.dirname(component), folder), r) for r in spec.get("resources", [])]
+    check("the kustomization and its components list existing files",
+          all(os.path.exists(os.path.join(folder, r)) for r in listed), listed)
+    unlisted = [n for n in sources if n not in listed and not n.endswith("kustomization.yaml")
+                and n not in EXAMPLES and not n.startswith("../")]
+    check("every manifest is in the kustomization or a component, or is an example applied by hand", not unlisted,
+          unlisted)
+    check("no example is applied by the kustomization (their hosts, TLS and classes are placeholders)",
+          not [n for n in listed if os.path.basename(n) in EXAMPLES])
     check("the ConfigMap is generated from worker.properties (a change gives a new name and rolls the pods)",
           any("worker.properties" in g.get("files", []) for g in kustomization.get("configMapGenerator", [])))
-
-    # Everything below is checked on the objects as `kubectl apply -k` would send them.
-    try:
-        rendered = kustomize_render.render(folder)
-        check("the kustomization renders (Tests/deploy/kustomize_render.py)", True)
-    except (kustomize_render.RenderError, OSError, yaml.YAMLError) as error:
-        check("the kustomization renders (Tests/deploy/kustomize_render.py)", False, error)
+    check("deploy/kubernetes/kustomization.yaml ships with no component (components: [], each opt-in)",
+          re.search(r"^components: \[\]$", open(os.path.join(folder, "kustomization.yaml")).read(), re.M) is not None
+          and not kustomization.get("components"))
+    check("the namespace is written in kustomization.yaml alone (no manifest or example sets one)",
+          not [n for n, docs in sources.items() if not n.endswith("kustomization.yaml")
+               for d in docs if d.get("metadata", {}).get("namespace")])
+    if not shutil.which("kubectl"):
+        check("kubectl is installed (it renders the kustomizations, and create-secrets.sh builds the Secrets)", False)
         return
-    compare_with_kubectl(folder, rendered)
-    ingresses = [d for d in sources.get("ingress-example.yaml", []) if d.get("kind") == "Ingress"]
-    validate_schemas(rendered, "deploy/kubernetes")
-    validate_schemas(ingresses, "ingress-example.yaml")
-    validate_schemas([d for d in sources.get("desk-ingress-example.yaml", []) if d.get("kind") == "Ingress"],
-                     "desk-ingress-example.yaml")
+    for example in EXAMPLES:
+        documents = [d for d in sources.get(example, []) if d.get("kind") in ("Ingress", "HTTPRoute")]
+        if documents:
+            validate_schemas(documents, example)
+    rendered_by = {}
+    global scope
+    for name, overlay, components in COMBINATIONS:
+        scope = name
+        print(f"--    {name}: {overlay or 'deploy/kubernetes'}" + (f" with {', '.join(components)}" if components else ""))
+        with tempfile.TemporaryDirectory() as top:
+            try:
+                where, rendered = render_combination(top, overlay, components)
+            except RuntimeError as error:
+                check("kubectl kustomize renders it", False, error)
+                continue
+            check("kubectl kustomize renders it", True)
+            rendered_by[name] = rendered
+            combination(name, where, rendered, components, overlay, sources, binary)
+    scope = ""
+    # A change of a properties file changes the pod template: the ConfigMap's name is the hash of its content.
+    with tempfile.TemporaryDirectory() as top:
+        _, before = render_combination(top, None, [])
+    with tempfile.TemporaryDirectory() as top:
+        _, after = render_combination(top, None, [], append={"worker.properties": "worker.max_in_flight=999\n"})
+    template = lambda objects: next(d for d in objects if d["kind"] == "Deployment"
+                                    and d["metadata"]["name"] == "receipt-worker")["spec"]["template"]
+    check("a change of worker.properties changes the pod template (the ConfigMap's name carries its content's hash)",
+          template(before) != template(after))
+    release_versions(kustomization)
+    if "base" in rendered_by:
+        documented_ports(rendered_by["base"])
+    checkov(rendered_by)
+    if FULLEST in rendered_by:
+        runbook_commands(rendered_by[FULLEST], rendered_by)
+
+
+def combination(name, folder, rendered, components, overlay, sources, binary):
+    """The checks of one rendered combination: schemas, the Secrets step, each role's configuration, and the
+    objects agreeing with each other and with the configuration."""
+    desk_expected = "components/desk" in components
+    validate_schemas(rendered, "rendered")
+    namespaces = [d["metadata"]["name"] for d in rendered if d["kind"] == "Namespace"]
+    check("one Namespace, the kustomization's", len(namespaces) == 1, namespaces)
+    namespace = namespaces[0] if namespaces else None
     secrets_rendered = [f"{d['kind']} {d['metadata']['name']}" for d in rendered if d["kind"] == "Secret"]
     check(f"the kustomization applies no Secret (they come from {SECRETS_SCRIPT}; apply -k would overwrite them)",
           not secrets_rendered, secrets_rendered)
-    created, secret_objects = documented_secrets(kustomization["namespace"])
+    created, secret_objects = documented_secrets(namespace, folder, refusals=(name == "desk"), desk=desk_expected)
     validate_schemas(secret_objects, SECRETS_SCRIPT)
     documented = created is not None
     created = created or {}
@@ -547,10 +675,6 @@ def kubernetes(binary):
     for kind in ["Namespace", "ServiceAccount", "Deployment", "ConfigMap", "Service", "PodDisruptionBudget",
                  "NetworkPolicy", "ScaledObject", "TriggerAuthentication"]:
         check(f"a {kind}", kind in documents)
-
-    namespace = kustomization["namespace"]
-    check("a Namespace manifest creates the kustomization's namespace",
-          [n["metadata"]["name"] for n in documents.get("Namespace", [])] == [namespace])
     outside = [f"{d['kind']}/{d['metadata']['name']}" for d in rendered
                if d["kind"] != "Namespace" and d["metadata"].get("namespace") != namespace]
     check(f"every other object is in the namespace {namespace}", not outside, outside)
@@ -564,28 +688,19 @@ def kubernetes(binary):
     container = pod["containers"][0]
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     config_map = next(d for d in documents["ConfigMap"] if "worker.properties" in d.get("data", {}))
-    config = properties(config_map["data"]["worker.properties"])
+    config = effective_config(config_map["data"]["worker.properties"], container, documents["ConfigMap"])
     check("the Deployment has no replicas (KEDA owns the count; apply -k would reset it)",
           "replicas" not in deployment["spec"], deployment["spec"].get("replicas"))
 
-    # The generated ConfigMap: named with the hash of its content, and a change of content renames it.
-    base = kustomization["configMapGenerator"][0]["name"]
-    suffix = kustomize_render.content_hash(config_map)
+    # The generated ConfigMap: named with a hash of its content (a change of content renames it: kubernetes()).
+    base = "receipt-worker"
     check("the ConfigMap's name carries the hash of its content",
-          config_map["metadata"]["name"] == f"{base}-{suffix}", config_map["metadata"]["name"])
-    with tempfile.TemporaryDirectory() as copy:
-        changed = os.path.join(copy, "kubernetes")
-        shutil.copytree(folder, changed)
-        with open(os.path.join(changed, "worker.properties"), "a") as f:
-            f.write("worker.max_in_flight=999\n")
-        template = next(d for d in kustomize_render.render(changed) if d["kind"] == "Deployment"
-                        and d["metadata"]["name"] == "receipt-worker")["spec"]["template"]
-        check("a change of worker.properties changes the pod template (the replicas roll)",
-              template != deployment["spec"]["template"])
+          re.fullmatch(base + r"-[a-z0-9]{10}", config_map["metadata"]["name"]) is not None, config_map["metadata"]["name"])
 
     # The image: a placeholder in deployment.yaml, set by kustomize's images transformer.
     source_image = next(d for d in sources["deployment.yaml"] if d["kind"] == "Deployment")[
         "spec"]["template"]["spec"]["containers"][0]["image"]
+    kustomization = sources["kustomization.yaml"][0]
     images = {i["name"]: i for i in kustomization.get("images", [])}
     check("deployment.yaml's image is a placeholder that kustomization.yaml's images: sets",
           source_image in images and container["image"] != source_image and "/" in container["image"],
@@ -640,16 +755,19 @@ def kubernetes(binary):
                   and selects(selector, l)]
         check(f"the {resource['kind']} {resource['metadata']['name']} selects the pods of one workload",
               len(owners) == 1, f"{selector} -> {owners}")
+    # Spreading: over nodes, required; over zones, preferred in the base (nodes without a zone label would leave
+    # the pods Pending), required with components/multi-zone. The operator's pod has one replica, when any.
+    zones = "DoNotSchedule" if "components/multi-zone" in components else "ScheduleAnyway"
     for name, d in deployments.items():
+        if name == "receipt-worker-operator":
+            continue
         spread = d["spec"]["template"]["spec"].get("topologySpreadConstraints", [])
         check(f"the Deployment {name} spreads its replicas over nodes",
               any(c.get("topologyKey") == "kubernetes.io/hostname" and c.get("whenUnsatisfiable") == "DoNotSchedule"
                   for c in spread), spread)
-    for name, d in deployments.items():
-        spread = d["spec"]["template"]["spec"].get("topologySpreadConstraints", [])
-        check(f"the Deployment {name} spreads its replicas over zones, hard",
-              any(c.get("topologyKey") == "topology.kubernetes.io/zone" and c.get("whenUnsatisfiable") == "DoNotSchedule"
-                  for c in spread), spread)
+        check(f"the Deployment {name} spreads its replicas over zones, {zones}",
+              [c.get("whenUnsatisfiable") for c in spread if c.get("topologyKey") == "topology.kubernetes.io/zone"]
+              == [zones], spread)
     startup = container.get("startupProbe", {})
     check("the workers' startup probe is /startupz, and waits at least 15 minutes (a migration Job's)",
           startup.get("httpGet", {}).get("path") == "/startupz"
@@ -710,10 +828,10 @@ def kubernetes(binary):
                         for p in r.get("ports", [])}
         check("the receiver's NetworkPolicy lets it ask Apple's OCSP responders (80), and nothing of Apple's over 443",
               ("TCP", 80) in receiver_out and ("TCP", 443) not in receiver_out, sorted(receiver_out))
+        ingresses = [d for d in sources.get("ingress-example.yaml", []) if d.get("kind") == "Ingress"]
         check("ingress-example.yaml has an Ingress", len(ingresses) == 1, len(ingresses))
         for ingress in ingresses:
             spec = ingress["spec"]
-            check("the example Ingress is in the namespace", ingress["metadata"].get("namespace") == namespace)
             routes = [(rule.get("host"), path) for rule in spec.get("rules", [])
                       for path in rule.get("http", {}).get("paths", [])]
             good = [(host, path) for host, path in routes if path.get("path") == NOTIFICATIONS_PATH
@@ -726,6 +844,8 @@ def kubernetes(binary):
             tls_hosts = {h for entry in spec.get("tls", []) for h in entry.get("hosts", [])}
             check("the example Ingress serves its host over TLS (Apple requires HTTPS)",
                   good and all(host in tls_hosts for host, _ in good), f"{tls_hosts} vs {[h for h, _ in good]}")
+        http_routes(sources.get("httproute-example.yaml", []), "receipt-worker-notifications",
+                    [p.get("port") for p in service_ports.values()], NOTIFICATIONS_PATH, "Exact")
 
     # The workers' NetworkPolicy: the pods' traffic and no more.
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
@@ -776,31 +896,39 @@ def kubernetes(binary):
     check("KEDA trusts a brokers' CA when the worker does",
           (ca is None) == ("ca" not in by_parameter), f"{ca} vs {by_parameter.get('ca')}")
 
-    # The topics: deploy/README.md creates each one the worker checks at start, the jobs topic with a
-    # partition for every replica KEDA may start (a replica without one idles).
-    topics = readme_topics()
-    names = [config.get("topics.jobs", "receipt-jobs"), config.get("topics.results", "receipt-results"),
-             config.get("topics.dlq", "receipt-dlq"), config.get("topics.notifications", "receipt-notifications"),
-             config.get("topics.consumption", "receipt-consumption")]
-    check("deploy/README.md creates the jobs, results, DLQ, notifications and consumption topics",
-          all(n in topics for n in names), f"{names} vs {sorted(topics)}")
-    jobs_partitions = int(topics.get(names[0], {}).get("partitions", 0))
-    check("KEDA's maxReplicaCount is the jobs topic's partition count (a replica more would idle, fewer would cap the fleet below it)",
-          jobs_partitions == scaled["maxReplicaCount"], f"{jobs_partitions} != {scaled['maxReplicaCount']}")
-    check("KEDA leaves persistent lag out (a slow Apple holds commits: no reason to scale out)",
-          trigger.get("excludePersistentLag") == "true", trigger.get("excludePersistentLag"))
-    check("every topic is replicated (factor 3, min.insync.replicas 2)", all(
-        topics.get(n, {}).get("replication-factor") == "3" and topics.get(n, {}).get("min.insync.replicas") == "2"
-        for n in names), {n: topics.get(n) for n in names})
+    if overlay is None:  # the README creates the base's topics; an overlay's are its own (deploy/README.md)
+        # The topics: deploy/README.md creates each one the worker checks at start, the jobs topic with a
+        # partition for every replica KEDA may start (a replica without one idles).
+        topics = readme_topics()
+        names = [config.get("topics.jobs", "receipt-jobs"), config.get("topics.results", "receipt-results"),
+                 config.get("topics.dlq", "receipt-dlq"), config.get("topics.notifications", "receipt-notifications"),
+                 config.get("topics.consumption", "receipt-consumption")]
+        check("deploy/README.md creates the jobs, results, DLQ, notifications and consumption topics",
+              all(n in topics for n in names), f"{names} vs {sorted(topics)}")
+        jobs_partitions = int(topics.get(names[0], {}).get("partitions", 0))
+        check("KEDA's maxReplicaCount is the jobs topic's partition count (a replica more would idle, fewer would cap the fleet below it)",
+              jobs_partitions == scaled["maxReplicaCount"], f"{jobs_partitions} != {scaled['maxReplicaCount']}")
+        check("KEDA leaves persistent lag out (a slow Apple holds commits: no reason to scale out)",
+              trigger.get("excludePersistentLag") == "true", trigger.get("excludePersistentLag"))
+        check("every topic is replicated (factor 3, min.insync.replicas 2)", all(
+            topics.get(n, {}).get("replication-factor") == "3" and topics.get(n, {}).get("min.insync.replicas") == "2"
+            for n in names), {n: topics.get(n) for n in names})
 
-    receiver_checks(documents, sources, config, created, keda.get("username"))
-    desk_checks(documents, sources, config, created, namespace)
+    receiver_checks(documents, sources, config, created, keda.get("username"), overlay is None)
+    desk = [d for d in documents["Deployment"] if d["spec"]["template"]["spec"]["containers"][0].get("args", [])[:1] == ["desk"]]
+    check("the support desk is deployed exactly when components/desk is used (and its Secret made only then)",
+          bool(desk) == desk_expected and ("receipt-worker-desk" in created) == desk_expected,
+          f"{len(desk)} desk Deployment(s), Secrets {sorted(created)}")
+    if desk:
+        desk_checks(documents, sources, config, created, overlay is None)
+    operator_checks(documents, sources, config, created, overlay is None)
     security_contexts(rendered)
+    pods_and_labels(rendered)
 
     # Each role as the worker itself reads it; the migrate Job's grants; disruption budgets; the migrate Job's
     # configuration agrees with the workers' on what a migration reads.
     if documented:
-        roles_check_config(roles, created, binary)
+        roles_check_config(roles, created, binary, {d["metadata"]["name"]: d for d in documents["ConfigMap"]})
         migrate_job(rendered, roles, created, binary)
     disruption_budgets(rendered)
     migrate_maps = [d for d in documents["ConfigMap"] if "migrate.properties" in d.get("data", {})]
@@ -810,11 +938,237 @@ def kubernetes(binary):
     differ = [f"{k}: {migrate_config.get(k)} vs {config.get(k)}" for k in shared if migrate_config.get(k) != config.get(k)]
     check("migrate.properties agrees with worker.properties on apple.bundle_id and the ledger's keys",
           migrate_maps and not differ, differ or "no ConfigMap with migrate.properties")
-    release_versions(kustomization)
-    documented_ports(rendered)
 
 
-def receiver_checks(documents, sources, worker_config, created, keda_user):
+def http_routes(routes, service, ports, path, match):
+    """An example HTTPRoute publishes `path` (match type) of one Service's port, and nothing else."""
+    check(f"an example HTTPRoute publishes {path} of the Service {service}", len(routes) == 1, len(routes))
+    for route in routes:
+        rules = route["spec"].get("rules", [])
+        paths = [(m.get("path", {}).get("type"), m.get("path", {}).get("value")) for r in rules for m in r.get("matches", [])]
+        backends = [(b.get("name"), b.get("port")) for r in rules for b in r.get("backendRefs", [])]
+        check(f"the HTTPRoute {route['metadata']['name']} matches {path} ({match}) only, to {service}",
+              paths == [(match, path)] and backends and all(n == service and p in ports for n, p in backends),
+              f"{paths} -> {backends}")
+
+
+def operator_checks(documents, sources, worker_config, created, users_example):
+    """The operator's pod (operator.yaml): no replica until needed, its own ConfigMap and Secret, the workers'
+    apps, ledger, topics, group and brokers, a Kafka user of its own whose ACLs let the runbook's commands run."""
+    deployment = next((d for d in documents["Deployment"] if d["metadata"]["name"] == "receipt-worker-operator"), None)
+    check("a Deployment of the operator's pod (receipt-worker-operator)", deployment is not None)
+    if deployment is None:
+        return
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    check("the operator's pod has no replica until an operator scales it (replicas: 0)",
+          deployment["spec"].get("replicas") == 0, deployment["spec"].get("replicas"))
+    check("the operator's container waits for commands (sleep) and runs nothing of its own",
+          container.get("command", [])[:1] == ["sleep"], container.get("command"))
+    maps = {d["metadata"]["name"]: d for d in documents["ConfigMap"]}
+    path = tool_config(pod, container, maps)
+    text = mounted_file(pod, container, path, maps) if path else None
+    check("the operator's pod mounts its own configuration (operator.properties)",
+          path is not None and path.endswith("/operator.properties") and text is not None, path)
+    config = effective_config(text, container, documents["ConfigMap"])
+    secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    check("the operator's pod mounts one Secret, receipt-worker-operator", secrets == {"receipt-worker-operator"},
+          sorted(secrets))
+    shared = [k for k in set(config) | set(worker_config) if k.startswith(("topics.", "apps.")) or k in (
+        "apple.bundle_id", "apple.app_apple_id", "apple.allow_sandbox", "apple.api.key_id", "apple.api.issuer_id",
+        "kafka.bootstrap.servers", "kafka.security.protocol", "kafka.sasl.mechanisms", "kafka.group.id")
+        or k.startswith("ledger.") and k not in ("ledger.url", "ledger.url_file", "ledger.pool_size")]
+    differ = [f"{k}: {config.get(k)} vs {worker_config.get(k)}" for k in sorted(shared)
+              if config.get(k) != worker_config.get(k) and not k.endswith("_file")]
+    check("operator.properties agrees with the workers' on the apps, the ledger, the topics, the group and the brokers",
+          not differ, differ)
+    secret = created.get("receipt-worker-operator", {})
+    check(f"the operator's Secret ({SECRETS_SCRIPT}) holds the workers' ledger URL (not the owner's) and its own "
+          "Kafka password", secret.get("ledger-url") == created.get("receipt-worker", {}).get("ledger-url")
+          and secret.get("kafka-password") and secret.get("kafka-password") not in [
+              keys.get("kafka-password") or keys.get("password") for name, keys in created.items()
+              if name != "receipt-worker-operator"], sorted(secret))
+    user = config.get("kafka.sasl.username")
+    check("the operator's Kafka user is its own", user and user != worker_config.get("kafka.sasl.username"), user)
+    if not users_example:
+        return
+    users = {d["metadata"]["name"]: d for d in sources.get("kafka-users-example.yaml", [])}
+    acls = users.get(user, {}).get("spec", {}).get("authorization", {}).get("acls", [])
+    allowed = {(a["resource"]["type"], a["resource"].get("name"), a["resource"].get("patternType", "literal"), op)
+               for a in acls for op in a["operations"]}
+    topics = {k: config.get(f"topics.{k}") for k in ("jobs", "results", "dlq", "notifications", "consumption", "retries")}
+    group = config.get("kafka.group.id")
+    # What each command of the runbook needs (Sources/ReceiptWorkerCLI): dlq replay reads the DLQ and writes each
+    # letter back (jobs, consumption, notifications); rewind-group and accept-offsets read and commit the group's
+    # offsets of the topics the workers read; credit writes results; backfill writes notifications.
+    needed = {("topic", topics["dlq"], "literal", "Read")}
+    needed |= {("topic", topics[k], "literal", "Write") for k in ("jobs", "consumption", "notifications", "results")}
+    needed |= {("topic", topics[k], "literal", "Read") for k in ("jobs", "consumption", "notifications", "retries")}
+    needed |= {("group", group, "literal", "Read"), ("group", group, "literal", "Describe"),
+               ("group", "receipt-worker-tool-", "prefix", "Read"), ("cluster", None, "literal", "IdempotentWrite")}
+    needed |= {("topic", t, "literal", "Describe") for t in topics.values()}
+    check(f"kafka-users-example.yaml: the operator's user ({user}) may do what the runbook's commands do",
+          needed <= allowed, sorted(needed - allowed, key=str))
+
+
+def pods_and_labels(rendered):
+    """Every pod mounts no API token, whatever ServiceAccount it runs as, and carries the deployment's labels:
+    app.kubernetes.io/part-of (the runbook selects all of them by it), name and component (one role each)."""
+    for workload in (d for d in rendered if d["kind"] in WORKLOAD_KINDS):
+        template = pod_template(workload)
+        name = f"the {workload['kind']} {workload['metadata']['name']}"
+        check(f"{name}'s pods mount no API token (automountServiceAccountToken: false on the pod)",
+              template["spec"].get("automountServiceAccountToken") is False)
+        labels = template.get("metadata", {}).get("labels", {})
+        check(f"{name}'s pods carry app.kubernetes.io/part-of, name and component",
+              labels.get("app.kubernetes.io/part-of") == "receipt-worker" and labels.get("app.kubernetes.io/name")
+              and labels.get("app.kubernetes.io/component"), labels)
+
+
+CHECKOV_EXCEPTIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checkov-exceptions.yaml")
+
+
+def checkov(rendered_by):
+    """checkov's Kubernetes policies on every rendered combination (one run over a file per combination). Each
+    finding is printed per combination; one that Tests/deploy/checkov-exceptions.yaml lists (for every resource, or
+    for the resources it names) is an exception with its reason, any other fails."""
+    binary = os.path.join(root, ".deps", "checkov", "bin", "checkov")
+    if not os.path.exists(binary):
+        check("checkov is installed (bash scripts/setup.sh: .deps/checkov)", False)
+        return
+    exceptions = yaml.safe_load(open(CHECKOV_EXCEPTIONS)) or {}
+    check("every checkov exception gives its reason", all(e.get("reason") for e in exceptions.values()),
+          sorted(k for k, e in exceptions.items() if not e.get("reason")))
+    with tempfile.TemporaryDirectory() as folder:
+        files = {}
+        for index, (name, rendered) in enumerate(rendered_by.items()):
+            files[f"combination-{index}.yaml"] = name
+            with open(os.path.join(folder, f"combination-{index}.yaml"), "w") as f:
+                yaml.safe_dump_all(rendered, f)
+        # Offline: no download of Prisma Cloud's guidelines, no version check.
+        environment = dict(os.environ, BC_SKIP_MAPPING="TRUE", CHECKOV_RUN_SCA_PACKAGE_SCAN_V2="false",
+                           BC_API_KEY="", CKV_IGNORE_HIDDEN_DIRECTORIES="true")
+        run = subprocess.run([binary, "--directory", folder, "--framework", "kubernetes", "--output", "json",
+                              "--quiet", "--compact", "--skip-download"], capture_output=True, text=True,
+                             env=environment)
+        try:
+            reports = json.loads(run.stdout)
+        except json.JSONDecodeError:
+            check("checkov runs", False, (run.stdout + run.stderr)[-800:])
+            return
+    reports = reports if isinstance(reports, list) else [reports]
+    results = [r for report in reports for r in report.get("results", {}).get("failed_checks", [])]
+    passed = sum(len(report.get("results", {}).get("passed_checks", [])) for report in reports)
+    used = set()
+    global scope
+    for file, name in files.items():
+        scope = name
+        found = [r for r in results if os.path.basename(r["file_path"]) == file]
+        ran = sum(1 for report in reports for r in report.get("results", {}).get("passed_checks", [])
+                  if os.path.basename(r["file_path"]) == file) + len(found)
+        findings = []
+        for result in sorted(found, key=lambda r: (r["check_id"], r["resource"])):
+            kind, _, resource = result["resource"].partition(".")
+            resource = resource.rpartition(".")[2] if resource.count(".") else resource
+            exception = exceptions.get(result["check_id"])
+            if exception and (not exception.get("resources") or f"{kind}/{resource}" in exception["resources"]):
+                used.add(result["check_id"])
+                print(f"      [{name}] checkov {result['check_id']} {kind}/{resource}: an exception (below)")
+            else:
+                findings.append(f"{result['check_id']} {kind}/{resource} ({result['check_name']})")
+        check(f"checkov's Kubernetes policies pass ({ran} checks run; no finding but the listed exceptions)",
+              ran > 0 and not findings, findings)
+    scope = ""
+    for check_id, exception in sorted(exceptions.items()):
+        where = ", ".join(exception.get("resources", [])) or "every resource"
+        print(f"      checkov exception {check_id} ({where}): {' '.join(exception['reason'].split())}")
+    check(f"every exception in Tests/deploy/checkov-exceptions.yaml is still needed (checkov {passed} passed)",
+          set(exceptions) <= used, sorted(set(exceptions) - used))
+
+
+# What the image has (deploy/Dockerfile's runtime stage: debian:bookworm-slim, its Essential packages, and the
+# packages it installs): the runbook may run these in a pod, and nothing else. No curl, no wget, no jq, no psql.
+IMAGE_PACKAGES = ["ca-certificates", "libcurl4", "libssl3", "libsqlite3-0", "libpq5", "libmicrohttpd12", "zlib1g",
+                  "libzstd1", "liblz4-1"]
+IMAGE_TOOLS = {"receipt-worker", "sh", "bash", "dash", "cat", "ls", "env", "sleep", "timeout", "echo", "printf", "head",
+               "tail", "grep", "sed", "awk", "date", "id", "test", "true", "wc", "sort", "find", "tar", "gzip",
+               "openssl"}  # openssl: a dependency of ca-certificates
+
+
+def runbook_commands(rendered, rendered_by):
+    """The kubectl commands of docs/runbook.md and deploy/README.md, checked against the manifests rendered with
+    every role: each workload they name exists; `exec` runs only what the image has, and receipt-worker with a
+    configuration the pod mounts; a label selector selects pods; `logs -l` reads every line (--tail=-1), not the
+    last 10 of each pod; `port-forward` reaches a port the pod has; nothing scales a Deployment KEDA owns (KEDA would
+    undo it: its pause annotation does it); no curl reaches a pod's port but through a port-forward."""
+    dockerfile = open(os.path.join(deploy, "Dockerfile")).read()
+    runtime = dockerfile[dockerfile.rindex("FROM debian:bookworm-slim"):]
+    installed = re.search(r"--no-install-recommends\s+\\\n\s+(.+?)\s+\\\n", runtime, re.S)
+    check("the image installs the packages the runbook's tool list is written for (no curl, no jq)",
+          installed and installed.group(1).split() == IMAGE_PACKAGES, installed and installed.group(1))
+    deployments = {d["metadata"]["name"]: d for d in rendered if d["kind"] in ("Deployment", "Job")}
+    scaled = {s["spec"]["scaleTargetRef"]["name"] for s in rendered if s["kind"] == "ScaledObject"}
+    templates = [pod_template(d).get("metadata", {}).get("labels", {}) for d in rendered if d["kind"] in WORKLOAD_KINDS]
+    config_maps = {d["metadata"]["name"]: d for d in rendered if d["kind"] == "ConfigMap"}
+    commands = []
+    for page in (os.path.join(root, "docs", "runbook.md"), os.path.join(deploy, "README.md")):
+        text = open(page).read()
+        spans = re.findall(r"`(kubectl [^`]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+        blocks = [line for block in re.findall(r"```(?:sh|bash)?\n(.*?)```", text, re.S)
+                  for line in block.replace("\\\n", " ").splitlines() if line.strip().startswith("kubectl ")]
+        commands += [(os.path.relpath(page, root), " ".join(c.split())) for c in spans + blocks]
+    check("the runbook's and the deploy README's kubectl commands are read (at least 20)", len(commands) >= 20,
+          len(commands))
+    curls = []
+    for page in (os.path.join(root, "docs", "runbook.md"), os.path.join(deploy, "README.md")):
+        for number, line in enumerate(open(page), 1):
+            for url in re.findall(r"curl[^`|]*?(https?://[^\s`'\"]+|\b[A-Z_]+:\d+/\S*)", line):
+                if not re.match(r"https?://(127\.0\.0\.1|localhost)[:/]|https://", url):
+                    curls.append(f"{os.path.relpath(page, root)}:{number}: {url}")
+    check("no curl reaches a pod's port directly (the NetworkPolicy drops it): through kubectl port-forward, "
+          "to 127.0.0.1", not curls, curls)
+    for page, command in commands:
+        words = command.split()
+        problems = []
+        # Commands in another namespace (KEDA's, the Kafka cluster's) are not about these manifests.
+        namespace = words[words.index("-n") + 1] if "-n" in words else None
+        if namespace not in (None, "NAMESPACE", "receipt-worker", "receipt-worker-review"):
+            continue
+        target = next((w for i, w in enumerate(words) if re.fullmatch(r"(deploy|deployment|job)/[a-z0-9-]+", w)
+                       and words[i - 1] not in ("-k", "-f", "kustomize")), None)
+        if target:
+            name = target.split("/", 1)[1]
+            if name not in deployments:
+                problems.append(f"no {target} in the manifests")
+        if "exec" in words and "--" in words:
+            tool = words[words.index("--") + 1]
+            if tool not in IMAGE_TOOLS:
+                problems.append(f"{tool} is not in the image")
+            config = words[words.index("--config") + 1] if "--config" in words else None
+            if tool == "receipt-worker" and target and target.split("/", 1)[1] in deployments:
+                pod = pod_template(deployments[target.split("/", 1)[1]])["spec"]
+                if config is None or mounted_file(pod, pod["containers"][0], config, config_maps) is None:
+                    problems.append(f"--config {config} is not a file the pod mounts")
+        for selector in re.findall(r"(?:-l|--selector)[ =](\S+)", command):
+            pairs = dict(p.split("=", 1) for p in selector.split(",") if "=" in p)
+            if not any(all(labels.get(k) == v for k, v in pairs.items()) for labels in templates):
+                problems.append(f"-l {selector} selects no pod")
+            if words[:4].count("logs") or "logs" in words:
+                if "--tail=-1" not in words:
+                    problems.append("logs -l reads the last 10 lines of each pod unless --tail=-1")
+        if "port-forward" in words:
+            ports = [w for w in words if re.fullmatch(r"\d+:\d+|\d+", w)]
+            if target and target.split("/", 1)[1] in deployments:
+                pod = pod_template(deployments[target.split("/", 1)[1]])["spec"]
+                have = {p["containerPort"] for c in pod["containers"] for p in c.get("ports", [])}
+                if not ports or int(ports[0].split(":")[-1]) not in have:
+                    problems.append(f"port {ports} is not a port of {target} ({sorted(have)})")
+        if "scale" in words and target and target.split("/", 1)[1] in scaled:
+            problems.append("KEDA owns this Deployment's replicas and would undo a scale: pause the ScaledObject")
+        check(f"{page}: `{command[:110]}`", not problems, problems)
+
+
+def receiver_checks(documents, sources, worker_config, created, keda_user, users_example):
     """The receiver faces the internet: it mounts its own ConfigMap and Secret and nothing else, neither holds
     what grants (the App Store Connect key, a shared secret, the ledger), and its Kafka user is not the workers'."""
     deployment = next(d for d in documents["Deployment"] if d["metadata"]["name"] == "receipt-worker-receiver")
@@ -825,7 +1179,7 @@ def receiver_checks(documents, sources, worker_config, created, keda_user):
     check("a ConfigMap of the receivers' own (receiver.properties)", receiver_map is not None)
     if receiver_map is None:
         return
-    config = properties(receiver_map["data"]["receiver.properties"])
+    config = effective_config(receiver_map["data"]["receiver.properties"], container, documents["ConfigMap"])
     secrets = [v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v]
     projected = [s.get("secret", {}).get("name") for v in pod["volumes"] for s in v.get("projected", {}).get("sources", [])]
     from_env = [e["valueFrom"]["secretKeyRef"]["name"] for c in pod["containers"] for e in c.get("env", [])
@@ -852,6 +1206,8 @@ def receiver_checks(documents, sources, worker_config, created, keda_user):
         check(f"receiver.properties agrees with worker.properties on {key}", config.get(key) == worker_config.get(key),
               f"{config.get(key)} vs {worker_config.get(key)}")
     check("the receiver's args read receiver.properties", any(a.endswith("receiver.properties") for a in container["args"]))
+    if not users_example:
+        return  # an overlay's users are its own (kafka-users-example.yaml's, renamed)
     # Users as a Strimzi example: the receiver's may write the notifications topic and nothing else.
     users = {d["metadata"]["name"]: d for d in sources.get("kafka-users-example.yaml", [])}
     receiver_acls = users.get(config.get("kafka.sasl.username"), {}).get("spec", {}).get("authorization", {}).get("acls", [])
@@ -885,7 +1241,7 @@ def security_contexts(rendered):
                   "with requests and a memory limit", not problems, problems)
 
 
-def desk_checks(documents, sources, worker_config, created, namespace):
+def desk_checks(documents, sources, worker_config, created, users_example):
     """The support desk (desk.yaml): its own ConfigMap and Secret and nothing else, every key `desk` requires, the
     workers' apps, ledger keys and brokers, its own Kafka user (which may only write the results topic) and
     PostgreSQL role, probes on the metrics port, a Service, a policy that admits only the ingress controller (to
@@ -906,7 +1262,7 @@ def desk_checks(documents, sources, worker_config, created, namespace):
     check("a ConfigMap of the desk's own (desk.properties)", desk_map is not None)
     if desk_map is None:
         return
-    config = properties(desk_map["data"]["desk.properties"])
+    config = effective_config(desk_map["data"]["desk.properties"], container, documents["ConfigMap"])
     check("the desk's args read desk.properties", any(a.endswith("desk.properties") for a in container["args"]))
     maps = {v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v}
     check("the desk mounts only its own ConfigMap", maps == {desk_map["metadata"]["name"]}, sorted(maps))
@@ -935,16 +1291,19 @@ def desk_checks(documents, sources, worker_config, created, namespace):
     check(f"the desk's Kafka password ({SECRETS_SCRIPT}) is its own",
           secret.get("kafka-password") and passwords.count(secret.get("kafka-password")) == 1)
     users = [worker_config.get("kafka.sasl.username")] + [
-        properties(d["data"][f]).get("kafka.sasl.username") for d in documents["ConfigMap"] for f in d.get("data", {})
-        if f.endswith(".properties") and f != "desk.properties"]
+        effective_config(d["data"][f], c, documents["ConfigMap"]).get("kafka.sasl.username")
+        for d in documents["ConfigMap"] for f in d.get("data", {}) if f.endswith(".properties") and f != "desk.properties"
+        for w in documents["Deployment"] for c in w["spec"]["template"]["spec"]["containers"]
+        if d["metadata"]["name"] in {v.get("configMap", {}).get("name") for v in w["spec"]["template"]["spec"]["volumes"]}]
     check("the desk's Kafka user is its own (not the workers' or the receivers')",
           config.get("kafka.sasl.username") and config.get("kafka.sasl.username") not in users,
           config.get("kafka.sasl.username"))
-    kafka_users = {d["metadata"]["name"]: d for d in sources.get("kafka-users-example.yaml", [])}
-    acls = kafka_users.get(config.get("kafka.sasl.username"), {}).get("spec", {}).get("authorization", {}).get("acls", [])
-    touched = {a["resource"].get("name") for a in acls if {"Write", "Read"} & set(a["operations"])}
-    check("kafka-users-example.yaml: the desk's user may write the results topic and read or write nothing else",
-          touched == {config.get("topics.results", "receipt-results")}, sorted(t or "" for t in touched))
+    if users_example:
+        kafka_users = {d["metadata"]["name"]: d for d in sources.get("kafka-users-example.yaml", [])}
+        acls = kafka_users.get(config.get("kafka.sasl.username"), {}).get("spec", {}).get("authorization", {}).get("acls", [])
+        touched = {a["resource"].get("name") for a in acls if {"Write", "Read"} & set(a["operations"])}
+        check("kafka-users-example.yaml: the desk's user may write the results topic and read or write nothing else",
+              touched == {config.get("topics.results", "receipt-results")}, sorted(t or "" for t in touched))
     shared = sorted(k for k in set(config) | set(worker_config) if k in (
         "apple.bundle_id", "apple.app_apple_id", "apple.allow_sandbox", "apple.api.issuer_id", "topics.results",
         "kafka.bootstrap.servers", "kafka.security.protocol", "kafka.sasl.mechanisms", "kafka.group.id")
@@ -1011,7 +1370,6 @@ def desk_checks(documents, sources, worker_config, created, namespace):
     service_ports = {p.get("name"): p.get("port") for p in (desk_service or {}).get("spec", {}).get("ports", [])}
     for ingress in ingresses:
         spec = ingress["spec"]
-        check("the desk's example Ingress is in the namespace", ingress["metadata"].get("namespace") == namespace)
         routes = [(rule.get("host"), path) for rule in spec.get("rules", [])
                   for path in rule.get("http", {}).get("paths", [])]
         good = [(h, p) for h, p in routes if p.get("path") == DESK_PATH and p.get("pathType") == "Prefix"
@@ -1023,6 +1381,11 @@ def desk_checks(documents, sources, worker_config, created, namespace):
         tls_hosts = {h for entry in spec.get("tls", []) for h in entry.get("hosts", [])}
         check("the desk's example Ingress serves desk.public_url's host, over TLS",
               good and all(h == host and h in tls_hosts for h, _ in good), f"{host} vs {routes} and TLS {tls_hosts}")
+    routes = [d for d in sources.get("desk-httproute-example.yaml", []) if d.get("kind") == "HTTPRoute"]
+    http_routes(routes, (desk_service or {}).get("metadata", {}).get("name"), list(service_ports.values()), DESK_PATH,
+                "PathPrefix")
+    check("the desk's example HTTPRoute serves desk.public_url's host",
+          routes and all(r["spec"].get("hostnames") == [host] for r in routes), [r["spec"].get("hostnames") for r in routes])
 
 
 def systemd(binary):
@@ -1367,47 +1730,41 @@ def monitoring(write=False):
     found = yaml.safe_load(open(path)) if os.path.exists(path) else None
     check("monitoring/prometheusrule.yaml carries exactly the alert rules (--write-monitoring rewrites it)",
           found == expected)
-    kustomization = yaml.safe_load(open(os.path.join(folder, "kustomization.yaml")))
-    documents = [d for name in kustomization["resources"] for d in yaml.safe_load_all(open(os.path.join(folder, name)))]
-    kinds = sorted(d["kind"] for d in documents)
-    check("monitoring/ has a ServiceMonitor, PodMonitors (the receiver's, the desk's) and the PrometheusRule",
-          kinds == ["PodMonitor", "PodMonitor", "PrometheusRule", "ServiceMonitor"], kinds)
-    # The runbook's address is a setting of the kustomization: rendered, every alert's link is that base.
-    monitored = kustomize_render.render(folder)
+    # The rules, once per Prometheus (monitoring/); the runbook's address is a setting of that kustomization.
+    run = subprocess.run(["kubectl", "kustomize", folder], capture_output=True, text=True)
+    monitored = [d for d in yaml.safe_load_all(run.stdout) if d] if run.returncode == 0 else []
+    check("monitoring/ renders (the PrometheusRule)", [d["kind"] for d in monitored if d["kind"] != "ConfigMap"]
+          == ["PrometheusRule"], run.stderr.strip() or [d["kind"] for d in monitored])
     validate_schemas(monitored, "deploy/kubernetes/monitoring")
     examples = [d for name in sorted(os.listdir(folder)) if name.endswith("-example.yaml")
                 for d in yaml.safe_load_all(open(os.path.join(folder, name))) if d]
     validate_schemas(examples, "monitoring/*-example.yaml")
-    settings = next(d for d in monitored if d["kind"] == "ConfigMap" and "runbook_base" in d.get("data", {}))
-    base = settings["data"]["runbook_base"]
+    settings = next((d for d in monitored if d["kind"] == "ConfigMap" and "runbook_base" in d.get("data", {})), None)
+    base = settings["data"]["runbook_base"] if settings else "(none)"
     links = [r["annotations"]["runbook_url"] for d in monitored if d["kind"] == "PrometheusRule"
              for g in d["spec"]["groups"] for r in g["rules"] if "alert" in r]
     check("rendered, every runbook_url is the kustomization's runbook_base and the alert's section",
           links and all(link.startswith(base + "#receiptworker") for link in links),
           [link for link in links if not link.startswith(base + "#")][:3])
-    rendered = kustomize_render.render(os.path.join(deploy, "kubernetes"))
-    services = {d["metadata"]["name"]: d for d in rendered if d["kind"] == "Service"}
+    # Each deployment's scraping (components/monitoring), rendered with every role: the ServiceMonitor selects the
+    # workers' metrics Service, the PodMonitor the receivers' and the desk's pods, each named for its job
+    # (app.kubernetes.io/name), which the rules select.
+    with tempfile.TemporaryDirectory() as top:
+        _, rendered = render_combination(top, None, ["components/desk", "components/monitoring"])
+    services = [d for d in rendered if d["kind"] == "Service"]
     templates = [d["spec"]["template"]["metadata"]["labels"] for d in rendered if d["kind"] == "Deployment"]
-    for d in documents:
-        selector = d.get("spec", {}).get("selector", {}).get("matchLabels")
-        if d["kind"] == "ServiceMonitor":
-            target = [s for s in services.values() if all(s["metadata"].get("labels", {}).get(k) == v
-                                                          for k, v in selector.items())]
-            check("the ServiceMonitor selects the metrics Service and scrapes its port",
-                  len(target) == 1 and d["spec"]["endpoints"][0]["port"] in
-                  [p["name"] for p in target[0]["spec"]["ports"]], target and target[0]["metadata"]["name"])
-        if d["kind"] == "PodMonitor":
-            # The scrape job is the pods' app.kubernetes.io/name (jobLabel), which the rules select.
-            selected = [t for t in templates if all(t.get(k) == v for k, v in selector.items())]
-            check(f"the PodMonitor {d['metadata']['name']} selects one Deployment's pods (the receiver's or the "
-                  "desk's), named for its job",
-                  len(selected) == 1 and selected[0].get("app.kubernetes.io/component") in ("receiver", "desk")
-                  and d["spec"].get("jobLabel") == "app.kubernetes.io/name"
-                  and d["spec"]["podMetricsEndpoints"][0].get("port") == "metrics", selector)
-    monitored_jobs = {t.get("app.kubernetes.io/name") for t in templates for d in documents if d["kind"] == "PodMonitor"
-                      and all(t.get(k) == v for k, v in d["spec"]["selector"]["matchLabels"].items())}
-    check("the receivers and the desk are scraped (a PodMonitor each)",
-          {"receipt-worker-receiver", "receipt-worker-desk"} <= monitored_jobs, sorted(monitored_jobs))
+    for d in (d for d in rendered if d["kind"] == "ServiceMonitor"):
+        selector = d["spec"]["selector"]
+        target = [s for s in services if selects(selector, s["metadata"].get("labels", {}))]
+        check("the ServiceMonitor selects the workers' metrics Service and scrapes its port, job receipt-worker",
+              len(target) == 1 and d["spec"]["endpoints"][0]["port"] in [p["name"] for p in target[0]["spec"]["ports"]]
+              and target[0]["metadata"]["labels"].get(d["spec"].get("jobLabel")) == "receipt-worker",
+              [s["metadata"]["name"] for s in target])
+    scraped = {t.get("app.kubernetes.io/name") for d in rendered if d["kind"] == "PodMonitor"
+               for t in templates if selects(d["spec"]["selector"], t) and d["spec"].get("jobLabel") == "app.kubernetes.io/name"
+               and d["spec"]["podMetricsEndpoints"][0].get("port") == "metrics"}
+    check("the PodMonitor scrapes the receivers and the desk, each named for its job, and no other pods",
+          scraped == {"receipt-worker-receiver", "receipt-worker-desk"}, sorted(scraped))
 
 
 def grafana():
