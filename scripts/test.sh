@@ -66,6 +66,8 @@ if [ "$#" -eq 0 ]; then
     .deps/venv/bin/python Tests/contract/check_contract.py --messages "$capture"
     # The reference grant service (examples/grant-service) on every result event the tests received.
     .deps/venv/bin/python examples/grant-service/test_grant_service.py "$capture"
+    # The integration guide's producers and consumers (Python, Go) through a real worker, on a broker of their own.
+    bash scripts/with-services.sh .deps/venv/bin/python examples/clients/test_clients.py
     # The support desk end to end: the console in a headless Chromium signing in at the test OpenID Connect
     # provider, the API's hostile callers, caps and approvals, the audit; SQLite, then PostgreSQL (about a minute;
     # it prints where the console's screenshot is).

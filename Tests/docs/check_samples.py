@@ -11,7 +11,10 @@ of its schema (Tests/contract/check_contract.py: unknown fields refused, known v
 field its schema declares, as the worker writes every one of them (`null` where it has no value): a sample that
 leaves out the money fields shows an event no worker sends. Numbers follow the contract's prose rules too
 (integers written as integers, percentages with at most three decimals). Anything else (a job, a consumption
-answer) is validated against its schema as published."""
+answer) is validated against its schema as published.
+
+A code block that shows a file of the repository says so on the line before it, `<!-- file: PATH -->`, and must be
+that file, byte for byte (the integration guide's producer and consumer examples, which the test command runs)."""
 import json
 import pathlib
 import re
@@ -27,6 +30,7 @@ from jsonschema import Draft7Validator  # noqa: E402
 SCHEMAS = ROOT / "docs" / "schemas"
 BLOCK = re.compile(r"^```json[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 MARKER = re.compile(r"<!--\s*schema:\s*([\w.-]+\.json)\s*-->\s*$")
+INCLUDE = re.compile(r"^<!--\s*file:\s*(\S+)\s*-->\n```[\w-]*\n(.*?)^```[ \t]*$", re.M | re.S)
 
 
 def documents():
@@ -101,11 +105,20 @@ def main():
             names = check_block(where, marker.group(1) if marker else None, match.group(1), report)
             state = "ok  " if len(report.problems) == before_problems else "FAIL"
             print(f"{state}  {where}: {len(names)} sample(s): {', '.join(sorted(set(names))) or '-'}")
+        for match in INCLUDE.finditer(text):
+            where = f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 2}"
+            shown = ROOT / match.group(1)
+            if not shown.is_file():
+                report.fail(f"{where}: shows {match.group(1)}, which does not exist")
+            elif shown.read_text(encoding="utf-8") != match.group(2):
+                report.fail(f"{where}: the block is not {match.group(1)} as it is: copy the file into it again")
+            else:
+                print(f"ok    {where}: {match.group(1)}, verbatim")
     if blocks == 0:
         report.fail("no ```json block found: the pattern no longer finds the documents' samples")
     status = report.finish()
     if status == 0:
-        print(f"every JSON sample of the documents is valid ({blocks} block(s))")
+        print(f"every JSON sample of the documents is valid ({blocks} block(s)), every file they show is as it is")
     return status
 
 
