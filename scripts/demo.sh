@@ -13,11 +13,23 @@
 #   scripts/demo.sh --once    stops by itself once the eleven results are in (for scripts and CI)
 #   scripts/demo.sh --serve   no sample purchases and no desk: broker, simulator and worker for your own
 #                             services' tests, their addresses in .demo/env once ready, until Ctrl-C or SIGTERM
-#                             (README, "Testing your integration")
+#                             (docs/integration.md, "Testing your integration")
+# and with either:
+#   --set KEY=VALUE           a setting of the worker, after the demo's own (notifications.unclaimed_after_ms, ...)
+#   --kafka HOST:PORT         a Kafka of yours instead of the Tansu broker; its topics must exist (README, "The demo")
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-once=false; [ "${1:-}" = "--once" ] && once=true
-serve=false; [ "${1:-}" = "--serve" ] && serve=true
+once=false; serve=false; kafka=""; settings=()
+while (($#)); do
+    case "$1" in
+    --once) once=true ;;
+    --serve) serve=true ;;
+    --set) [ $# -ge 2 ] || { echo "--set needs KEY=VALUE" >&2; exit 2; }; settings+=(--set "$2"); shift ;;
+    --kafka) [ $# -ge 2 ] || { echo "--kafka needs HOST:PORT" >&2; exit 2; }; kafka="$2"; shift ;;
+    *) echo "usage: scripts/demo.sh [--once | --serve] [--set KEY=VALUE]... [--kafka HOST:PORT]" >&2; exit 2 ;;
+    esac
+    shift
+done
 
 say() { printf '\033[1m%s\033[0m\n' "$*" >&2; }
 
@@ -56,10 +68,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-services_start_kafka
-for topic in receipt-jobs:4 receipt-results:1 receipt-dlq:1 receipt-notifications:2 receipt-consumption:1 receipt-retries:2; do
-    "$TANSU_BIN" topic create "${topic%%:*}" --partitions "${topic##*:}" --broker "tcp://$KAFKA_BOOTSTRAP" >/dev/null 2>&1
-done
+if [ -n "$kafka" ]; then
+    KAFKA_BOOTSTRAP="$kafka"
+    say "Kafka: $KAFKA_BOOTSTRAP (yours: the topics must exist)"
+else
+    services_start_kafka
+    for topic in receipt-jobs:4 receipt-results:1 receipt-dlq:1 receipt-notifications:2 receipt-consumption:1 receipt-retries:2; do
+        "$TANSU_BIN" topic create "${topic%%:*}" --partitions "${topic##*:}" --broker "tcp://$KAFKA_BOOTSTRAP" >/dev/null 2>&1
+    done
+fi
 
 sim_port="$(free_port)"
 sim="http://127.0.0.1:$sim_port"
@@ -82,7 +99,7 @@ own_process_group "$bin/receipt-worker" run --config config/local.properties \
     --set "apple.api.production_url=$sim/production" --set "apple.api.sandbox_url=$sim/sandbox" \
     --set "notifications.listen=127.0.0.1:$notifications_port" \
     --set "notifications.unclaimed_after_ms=$($serve && echo 3600000 || echo 5000)" \
-    --set "metrics.listen=127.0.0.1:$metrics_port" >.demo/worker.log 2>&1 &
+    --set "metrics.listen=127.0.0.1:$metrics_port" "${settings[@]}" >.demo/worker.log 2>&1 &
 worker_pid=$!
 wait_for "the worker's metrics endpoint" 30 port_open "$metrics_port"
 ready() { curl -sf "http://127.0.0.1:$metrics_port/readyz"; }
