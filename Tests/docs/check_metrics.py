@@ -426,6 +426,9 @@ def main():
     parser.add_argument("--binary", default=str(ROOT / ".build" / "debug" / "receipt-worker"))
     parser.add_argument("--print", action="store_true", help="print what the code exports, as table rows")
     arguments = parser.parse_args()
+    for binary in (arguments.binary, str(pathlib.Path(arguments.binary).parent / "appstore-sim")):
+        if not os.access(binary, os.X_OK):
+            sys.exit(f"{binary} is not built: `swift build` first (the test command builds it before this check)")
     problems = []
     code = code_truth(arguments.binary, problems)
     if arguments.print:
