@@ -60,15 +60,16 @@ command -v kubectl >/dev/null || die "kubectl is not installed (it renders the k
 rendered="$(kubectl kustomize "$kustomization")" || die "kubectl kustomize $kustomization failed"
 
 # The namespace: the rendered Namespace's name (the kustomization's namespace: field, written there only).
-namespace="$(printf '%s\n' "$rendered" |
-    awk '/^---$/ { inside = 0 } /^kind: Namespace$/ { inside = 1 } inside && /^  name: / { print $2; exit }')"
+# (Here-strings, not pipes: a reader that stops early would end the writer with SIGPIPE, which pipefail reports.)
+namespace="$(awk '/^---$/ { inside = 0 } /^kind: Namespace$/ { inside = 1 } inside && /^  name: / { print $2; exit }' \
+    <<<"$rendered")"
 [ -n "$namespace" ] || die "$kustomization renders no Namespace"
 # Whether the rendered workloads mount a Secret (the desk's only with components/desk).
-mounts() { printf '%s\n' "$rendered" | grep -Eq "^ +secretName: $1\$"; }
+mounts() { grep -Eq "^ +secretName: $1\$" <<<"$rendered"; }
 # A property of the rendered configuration (the first properties file that sets it; they agree on kafka.*).
-property() { printf '%s\n' "$rendered" | sed -n "s/^ *$1[[:space:]]*=[[:space:]]*//p" | head -n 1; }
+property() { sed -n "s/^ *$1[[:space:]]*=[[:space:]]*//p" <<<"$rendered" | sed -n 1p; }
 # KEDA's Kafka user, as the TriggerAuthentication names it.
-keda_user="$(printf '%s\n' "$rendered" | sed -n 's/^ *receipt-worker\/kafka-user: *//p' | head -n 1)"
+keda_user="$(sed -n 's/^ *receipt-worker\/kafka-user: *//p' <<<"$rendered" | sed -n 1p)"
 [ -n "$keda_user" ] || die "$kustomization's TriggerAuthentication names no Kafka user (annotation receipt-worker/kafka-user)"
 
 # The brokers' CA is needed while the configuration names one.
