@@ -1,33 +1,34 @@
 #!/usr/bin/python3
-"""Checks what can be checked here of deploy/: the Kubernetes manifests are rendered as `kubectl kustomize`
-does (Tests/deploy/kustomize_render.py, compared with kubectl where it is installed); the documented secret step
-(deploy/kubernetes/create-secrets.sh, on stub files named as deploy/README.md lists them) is run offline, and
-every Secret and key a workload's configuration, volumes or environment, or KEDA's TriggerAuthentication, names
-must be one it creates, with no workload mounting a key it never reads; each role's configuration passes
-`receipt-worker check-config` with exactly its mounted files present; the migrate Job grants what
-docs/deployment.md lists; no disruption budget selects a Job. Every object (the rendered ones, the Secrets, the
-monitoring kustomization's, the examples) is validated against the Kubernetes JSON schemas (kubernetes-validate)
-or, for KEDA's and the Prometheus Operator's kinds, against their CRDs vendored in Tests/deploy/crds/; the objects
-agree with each other, with deploy/README.md's topics and with the worker's configuration; the release named by
-BuildInfo.version, the image tag and CHANGELOG.md agree; the systemd unit passes `systemd-analyze verify` without
-a warning, the alert rules and the dashboard are well formed (every rule keeps `namespace` in its aggregations
-and selects its scrape job, by a scan of its expression that is itself tested on a broken copy; every alert
-fires in a promtool test beside a second namespace; every panel selects the dashboard's namespace), and the
-Dockerfile builds librdkafka with the set-up's own script. The example Ingress (ingress-example.yaml, not in
-the kustomization) must publish /notifications/apple of the notifications Service over TLS. The support desk
-(desk.yaml, `receipt-worker desk`) mounts only its own ConfigMap and Secret, sets every desk.* key the desk requires,
-agrees with the workers on the apps, the ledger and the brokers, has a Kafka user of its own that may only write the
-results topic, is reached only from the ingress controller and Prometheus, and its example Ingress
-(desk-ingress-example.yaml) publishes only /desk of its Service over TLS on desk.public_url's host; the migrate
-Job grants its role (--grant-desk-to). (That the dashboard and the rules name only metrics the worker exports is
-checked against a live /metrics by MetricsEndpointTests; the desk's, receipt_worker_desk_*, here against the
-desk's source.)
+"""Checks what can be checked here of deploy/. The Kubernetes manifests are rendered with `kubectl kustomize` in
+every combination (COMBINATIONS: the base, each component, all of them, App Review's overlay alone and with
+components), and each combination is checked: the documented secret step (deploy/kubernetes/create-secrets.sh DIR
+KUSTOMIZATION, on stub files named as deploy/README.md lists them) is run offline, and every Secret and key a
+workload's configuration, volumes or environment, or KEDA's TriggerAuthentication, names must be one it creates,
+with no workload mounting a key it never reads; each role's configuration passes `receipt-worker check-config` with
+exactly its mounted files present; the migrate Job grants what docs/deployment.md lists; no disruption budget
+selects a Job; every object (the rendered ones, the Secrets, the monitoring kustomization's, the examples) is
+validated against the Kubernetes JSON schemas (kubernetes-validate) or, for KEDA's, the Prometheus Operator's and
+the Gateway API's kinds, against their CRDs vendored in Tests/deploy/crds/; the objects agree with each other, with
+deploy/README.md's topics and with the configuration; every pod mounts no API token and carries the deployment's
+labels; zone spreading is preferred, and required with components/multi-zone. checkov's Kubernetes policies run on
+every combination (.deps/checkov), each finding printed under its combination, the exceptions (with their reasons)
+in Tests/deploy/checkov-exceptions.yaml. The kubectl commands of docs/runbook.md and deploy/README.md are checked
+against the manifests (workloads, ports, selectors, the image's tools, KEDA's replicas). The release named by
+BuildInfo.version, the image tag and CHANGELOG.md agree; the systemd unit passes `systemd-analyze verify` without a
+warning; the alert rules and the dashboard are well formed (every rule keeps `namespace` in its aggregations and
+selects its scrape job, by a scan of its expression that is itself tested on a broken copy; every selector on a
+histogram bound matches both spellings, le="5" and Prometheus 3's le="5.0", and each such alert fires in a promtool
+test fed each; every alert fires in a promtool test beside a second namespace; every panel selects the dashboard's
+namespace), and the Dockerfile builds librdkafka with the set-up's own script. The examples (Ingress, HTTPRoute)
+publish only their path of their Service over TLS. (That the dashboard and the rules name only metrics the worker
+exports is checked against a live /metrics by MetricsEndpointTests; the desk's, receipt_worker_desk_*, here against
+the desk's source.)
 
     .deps/venv/bin/python Tests/deploy/check_deploy.py --binary .build/debug/receipt-worker
 
-(.deps/venv: scripts/setup.sh, from scripts/requirements-test.txt; kubectl, which create-secrets.sh runs, is on
-these machines.) Prints one line per check (`skip` for the comparison with kubectl when kubectl is not
-installed); exit 1 when any fails."""
+(.deps/venv and .deps/checkov: scripts/setup.sh, from scripts/requirements-test.txt and requirements-checkov.txt;
+kubectl, which renders the kustomizations and which create-secrets.sh runs, is on these machines.) Prints one line
+per check, prefixed with its combination; exit 1 when any fails."""
 import argparse, base64, glob, json, os, re, shutil, subprocess, sys, tempfile
 import yaml
 
