@@ -1050,7 +1050,7 @@ def checkov(rendered_by):
         environment = dict(os.environ, BC_SKIP_MAPPING="TRUE", CHECKOV_RUN_SCA_PACKAGE_SCAN_V2="false",
                            BC_API_KEY="", CKV_IGNORE_HIDDEN_DIRECTORIES="true")
         run = subprocess.run([binary, "--directory", folder, "--framework", "kubernetes", "--output", "json",
-                              "--quiet", "--compact", "--skip-download"], capture_output=True, text=True,
+                              "--compact", "--skip-download"], capture_output=True, text=True,
                              env=environment)
         try:
             reports = json.loads(run.stdout)
