@@ -211,7 +211,7 @@ extension PostgresSchema {
             """,
             """
             INSERT INTO \(name).schema_migrations (version, description) VALUES
-                \(Self.baselineMigrations.map { "(\($0.0), '\($0.1)')" }.joined(separator: ", "))
+                \(Self.baselineMigrations.map { "(\($0.0), \(Self.literal($0.1)))" }.joined(separator: ", "))
                 ON CONFLICT (version) DO NOTHING
             """,
         ] + storedResultsFunction + claimFunctionsV2

@@ -111,9 +111,13 @@ public struct PostgresSchema: Sendable {
     func record(_ migration: Migration) -> String {
         """
         INSERT INTO \(name).schema_migrations (version, description)
-            VALUES (\(migration.version), '\(migration.description)') ON CONFLICT (version) DO NOTHING
+            VALUES (\(migration.version), \(Self.literal(migration.description))) ON CONFLICT (version) DO NOTHING
         """
     }
+
+    /// `text` as an SQL string literal: a description says "a grant service's answer", and the script is plain SQL
+    /// (the printed migration too), not a statement with parameters.
+    static func literal(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "''") + "'" }
 
     /// The ledger of 1.0.0 at once (``baseline``), then the migrations both databases share. A ledger of a release
     /// before 1.0.0 is refused: 1.0.0 migrates it first.
