@@ -34,6 +34,11 @@ public final class AppStoreSimulator: Sendable {
         public var appAppleID: Int64 = 1_234_567_890
         /// Where notifications are posted; nil until the admin API sets one.
         public var notificationURL: String?
+        /// The PEM EC key and x5c chain (leaf, intermediate, root; PEM) that sign transactions, notifications and
+        /// subscription statuses (JWS). Default: Apple's test credentials, whose chain names no OCSP responder; a
+        /// chain whose certificates name one tests revocation checks against a real responder.
+        public var signingKeyPEM: String?
+        public var signingChainPEM: String?
 
         public init() {}
     }
@@ -71,8 +76,8 @@ public final class AppStoreSimulator: Sendable {
         receiptSigner = try PKCS7Signer(
             keyPEM: TestCredentials.signingKey, certificatesPEM: TestCredentials.signingChain)
         signer = try JWSSigner(
-            key: ECPrivateKey(pem: TestCredentials.signingKey),
-            x5c: certificatesDER(Data(TestCredentials.signingChain.utf8)))
+            key: ECPrivateKey(pem: configuration.signingKeyPEM ?? TestCredentials.signingKey),
+            x5c: certificatesDER(Data((configuration.signingChainPEM ?? TestCredentials.signingChain).utf8)))
         apiKey = try ECPublicKey(pem: configuration.apiPublicKeyPEM ?? TestCredentials.apiPublicKey)
         let router = Router()
         server = try HTTPServer(host: configuration.host, port: configuration.port, threads: configuration.threads) {

@@ -3,7 +3,7 @@ import Foundation
 
 // appstore-sim: the App Store simulator as a process.
 //   appstore-sim [--host 127.0.0.1] [--port 0] [--threads 2] [--bundle-id com.example] [--shared-secret-file F]
-//                [--app-apple-id 1234567890] [--notification-url URL]
+//                [--app-apple-id 1234567890] [--notification-url URL] [--signing-key-file K --signing-chain-file C]
 // Prints "listening on http://HOST:PORT" once ready; stops on SIGINT or SIGTERM.
 
 var configuration = AppStoreSimulator.Configuration()
@@ -11,6 +11,7 @@ var arguments = Array(CommandLine.arguments.dropFirst()).makeIterator()
 let help = """
     usage: appstore-sim [--host H] [--port P] [--threads N] [--bundle-id B] [--shared-secret-file F]
                         [--app-apple-id N] [--notification-url URL]
+                        [--signing-key-file KEY.pem --signing-chain-file CHAIN.pem]
            appstore-sim --print-test-root | --help
 
     Apple's verifyReceipt, App Store Server API and App Store Server Notifications V2 on loopback, for tests
@@ -28,6 +29,10 @@ let help = """
     Options:
       --app-apple-id N        the app's Apple id in every notification's data.appAppleId (default 1234567890)
       --notification-url URL  where notifications are posted (default: none; the admin API can set it)
+      --signing-key-file, --signing-chain-file
+                              the EC key (PEM) and x5c chain (leaf, intermediate, root; PEM) signing transactions,
+                              notifications and statuses (default: Apple's test chain, which names no OCSP
+                              responder; a chain that names one tests revocation checks)
 
     Admin API (JSON):
       POST /admin/purchases {product_id, type, environment, quantity, app_account_token, bundle_id,
@@ -79,6 +84,13 @@ while let flag = arguments.next() {
             usage("--notification-url takes an http:// or https:// URL")
         }
         configuration.notificationURL = value
+    case "--signing-key-file", "--signing-chain-file":
+        guard let pem = try? String(contentsOfFile: value, encoding: .utf8) else { usage("cannot read \(value)") }
+        if flag == "--signing-key-file" {
+            configuration.signingKeyPEM = pem
+        } else {
+            configuration.signingChainPEM = pem
+        }
     case "--shared-secret-file":
         guard let secret = try? String(contentsOfFile: value, encoding: .utf8) else { usage("cannot read \(value)") }
         configuration.sharedSecret = secret.trimmingCharacters(in: .whitespacesAndNewlines)

@@ -304,6 +304,11 @@ enum ConfigurationKeys {
             $1.configuration.statusCheckBatch = try $0.integer(1...10_000)
         },
         ConfigurationKey(
+            "consumption.policy_interval_ms", default: String(defaults.consumptionPolicyInterval.milliseconds)
+        ) {
+            $1.configuration.consumptionPolicyInterval = try $0.milliseconds(1_000...3_600_000)
+        },
+        ConfigurationKey(
             "notifications.unclaimed_after_ms", default: String(defaults.unclaimedAfter?.milliseconds ?? 0)
         ) {
             let after = try $0.milliseconds(0...2_592_000_000)

@@ -196,7 +196,8 @@ public struct WorkerConfiguration: Sendable {
     /// `notifications.unclaimed_after_ms`: how long a purchase Apple reports (`ONE_TIME_CHARGE`, `SUBSCRIBED`)
     /// waits for a job before it is credited by `receipt.unclaimed`; nil (0): never. Default: 1 hour.
     public var unclaimedAfter: Duration? = .seconds(3_600)
-    /// How often the refund requests due are answered by policy (no key: tests shorten it). Default: 1 minute.
+    /// `consumption.policy_interval_ms`: how often the refund requests due are answered by the apps' policies
+    /// (`apple.consumption.policy`). Default: 1 minute.
     public var consumptionPolicyInterval: Duration = .seconds(60)
     /// `notifications.sweep_interval_ms`: how often Apple's notification history is swept (nil, 0: never).
     /// Default: 1 hour.

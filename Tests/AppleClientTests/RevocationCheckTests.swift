@@ -12,71 +12,15 @@ import Testing
 /// silence, and refused for good only when a verified answer says revoked or unknown.
 @Suite("Revocation checked with OCSP responders", .timeLimit(.minutes(2)))
 struct RevocationCheckTests {
-    /// The test PKI and its responders, stopped when it goes.
+    /// The test PKI and its responders (``OCSPTestPKI``), stopped when it goes.
     final class Responders: Sendable {
-        let directory: String
-        let pids: [pid_t]
+        let pki: OCSPTestPKI
 
-        /// Made off Swift's thread pool: the PKI's openssl runs and the waits for the servers block a thread for
-        /// seconds on a busy machine, which the pool's two threads cannot spare for the tests beside.
-        static func start() async throws -> Responders {
-            try await withCheckedThrowingContinuation { continuation in
-                DispatchQueue.global().async { continuation.resume(with: Result { try Responders() }) }
-            }
-        }
+        static func start() async throws -> Responders { Responders(pki: try await OCSPTestPKI.make()) }
 
-        private init() throws {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ocsp-\(UUID())").path
-            self.directory = directory
-            let ports = try (0..<5).map { _ in try freeLoopbackPort() }
-            let (root, leaf, dead, slow, forged) = (ports[0], ports[1], ports[2], ports[3], ports[4])
-            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-                .appendingPathComponent("../ocsp/make-pki.sh").standardized.path
-            let made = runAndWait(["/bin/bash", script, directory] + ports.map(String.init))
-            guard made == 0 else { throw TestSupportError("make-pki.sh exited \(made)") }
-            func file(_ name: String) -> String { "\(directory)/\(name)" }
-            // Each server says when it listens in a log of its own (a probe connection would leave `openssl ocsp`,
-            // which serves one connection at a time, waiting on it; the kernel's socket tables are megabytes
-            // while the other tests hold thousands of sockets).
-            func responder(port: UInt16, index: String, signer: String, ca: String) -> pid_t? {
-                spawn([
-                    "/bin/sh", "-c",
-                    "exec /usr/bin/openssl ocsp -index \(file(index)) -port \(port) -rsigner \(file("\(signer).pem"))"
-                        + " -rkey \(file("\(signer).key")) -CA \(file("\(ca).pem")) -nmin 60 > \(file("\(port).log")) 2>&1",
-                ])
-            }
-            // A server that takes connections and never answers.
-            let silent = """
-                import socket, time
-                s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                s.bind(("127.0.0.1", \(slow))); s.listen(64); held = []
-                open("\(file("\(slow).log"))", "w").write("ACCEPT\\n")
-                while True: held.append(s.accept()[0])
-                """
-            let pids = [
-                responder(port: root, index: "intermediates.index", signer: "root", ca: "root"),
-                responder(port: leaf, index: "leaves.index", signer: "intermediate", ca: "intermediate"),
-                responder(port: forged, index: "leaves.index", signer: "stranger", ca: "intermediate"),
-                spawn(["/usr/bin/python3", "-c", silent]),
-            ].compactMap { $0 }
-            self.pids = pids
-            _ = dead  // nothing listens there
-            for port in [root, leaf, forged, slow] {
-                guard Self.waitForListener(log: file("\(port).log")) else {
-                    for pid in pids { kill(pid, SIGKILL) }
-                    for pid in pids { waitpid(pid, nil, 0) }
-                    throw TestSupportError("nothing listens on \(port)")
-                }
-            }
-        }
+        private init(pki: OCSPTestPKI) { self.pki = pki }
 
-        deinit {
-            for pid in pids { kill(pid, SIGKILL) }
-            for pid in pids { waitpid(pid, nil, 0) }
-            try? FileManager.default.removeItem(atPath: directory)
-        }
-
-        func data(_ name: String) throws -> Data { try Data(contentsOf: URL(fileURLWithPath: "\(directory)/\(name)")) }
+        func data(_ name: String) throws -> Data { try pki.data(name) }
 
         /// A signed transaction of `com.example`, signed by the leaf `leaf` (x5c: leaf, intermediate, root).
         func transaction(signedBy leaf: String, bundleID: String = "com.example", environment: String = "Production")
@@ -90,15 +34,6 @@ struct RevocationCheckTests {
                 payload: Data(
                     #"{"transactionId":"100","bundleId":"\#(bundleID)","environment":"\#(environment)","signedDate":\#(now)}"#
                         .utf8))
-        }
-
-        /// Whether the server writing `log` says it listens (`openssl ocsp` prints "ACCEPT" once bound).
-        static func waitForListener(log: String) -> Bool {
-            for _ in 0..<1_200 {  // a minute: four processes start for each case, beside every other test
-                if let text = try? String(contentsOfFile: log, encoding: .utf8), text.contains("ACCEPT") { return true }
-                usleep(50_000)
-            }
-            return false
         }
     }
 

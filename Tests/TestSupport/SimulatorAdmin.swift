@@ -88,9 +88,13 @@ public struct SimulatorAdmin: Sendable {
 
     /// Requests the simulator's Apple endpoints answered so far, every endpoint together.
     public func appleRequests() async throws -> Int {
+        try await requestsByLane().values.reduce(0, +)
+    }
+
+    /// Requests answered so far by lane: `production.consumption`, `sandbox.transactionInfo`, ...
+    public func requestsByLane() async throws -> [String: Int] {
         let response = try await http.execute(HTTPRequest(url: "\(baseURL)/admin/stats"))
-        let counts = (try JSONSerialization.jsonObject(with: response.body) as? [String: Int]) ?? [:]
-        return counts.values.reduce(0, +)
+        return (try JSONSerialization.jsonObject(with: response.body) as? [String: Int]) ?? [:]
     }
 
     private func post(_ path: String, _ fields: [String: Any]) async throws -> HTTPResponse {

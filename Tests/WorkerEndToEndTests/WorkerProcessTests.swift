@@ -16,20 +16,29 @@ final class ProcessHarness: Sendable {
     let suffix = UUID().uuidString.prefix(8).lowercased()
     private let received = Mutex<[String: [Data]]>([:])  // job id -> raw result events
     private let afterGrant = Mutex<[String: [String]]>([:])  // notification id -> event ids published
+    private let byOrder = Mutex<[String: [Data]]>([:])  // order id -> raw result events
+    private let letters = Mutex<[InboundMessage]>([])  // the dead-letter topic's messages
     private let readerTask = Mutex<Task<Void, Never>?>(nil)
+    /// Whether the consumption topic (`consumption-SUFFIX`) was made, and the workers are configured with it.
+    let consumption: Bool
     static let logger = Logger(label: "e2e-process", minimumLevel: .error)
 
-    init(jobsPartitions: Int = 4) async throws {
-        simulator = try AppStoreSimulator()
+    /// `simulator`: how the simulator signs (a chain of the test's, say); `consumption`: a consumption topic too.
+    init(
+        jobsPartitions: Int = 4, simulator configuration: AppStoreSimulator.Configuration = .init(),
+        consumption: Bool = false
+    ) async throws {
+        simulator = try AppStoreSimulator(configuration: configuration)
         simulator.start()
         http = HTTPClient(logger: Self.logger)
+        self.consumption = consumption
         let bootstrap = WorkerHarness.bootstrap
         try await KafkaAdmin.createTopics(
             bootstrapServers: bootstrap,
             topics: [
                 ("jobs-\(suffix)", jobsPartitions), ("results-\(suffix)", 1), ("dlq-\(suffix)", 1),
                 ("notifications-\(suffix)", 2),
-            ],
+            ] + (consumption ? [("consumption-\(suffix)", 1)] : []),
             logger: Self.logger)
         producer = try KafkaProducer(configuration: .init(bootstrapServers: bootstrap), logger: Self.logger)
         reader = try KafkaConsumer(
@@ -39,9 +48,16 @@ final class ProcessHarness: Sendable {
                     "session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "max.poll.interval.ms": "10000",
                 ]),
             logger: Self.logger)
-        try await reader.assign(topics: ["results-\(suffix)"], from: .beginning)
+        try await reader.assign(topics: ["results-\(suffix)", "dlq-\(suffix)"], from: .beginning)
         let task = Task { [self] in
             for await event in self.reader.events {
+                if case .message(let message) = event, message.topic == "dlq-\(self.suffix)" {
+                    ContractCapture.record(
+                        channel: "dlq", key: message.key, headers: message.headers.map { ($0.name, $0.value) },
+                        value: message.value)
+                    self.letters.withLock { $0.append(message) }
+                    continue
+                }
                 if case .message(let message) = event {
                     ContractCapture.record(
                         channel: "results", key: message.key, headers: message.headers.map { ($0.name, $0.value) },
@@ -53,6 +69,10 @@ final class ProcessHarness: Sendable {
                 if let notification = object["notification_id"] as? String, let eventID = object["event_id"] as? String
                 {
                     self.afterGrant.withLock { $0[notification, default: []].append(eventID) }
+                }
+                if let order = object["order_id"] as? String {
+                    let value = Data(message.value)
+                    self.byOrder.withLock { $0[order, default: []].append(value) }
                 }
                 guard let jobID = object["job_id"] as? String else { continue }
                 let value = Data(message.value)
@@ -78,7 +98,7 @@ final class ProcessHarness: Sendable {
                 "kafka.group.id": "workers-\(suffix)", "kafka.session.timeout.ms": "6000",
                 "kafka.heartbeat.interval.ms": "500",
                 "kafka.max.poll.interval.ms": "10000",
-            ].merging(extra) { $1 })
+            ].merging(consumption ? ["topics.consumption": "consumption-\(suffix)"] : [:]) { $1 }.merging(extra) { $1 })
     }
 
     private func rootFile() throws -> String {
@@ -114,6 +134,26 @@ final class ProcessHarness: Sendable {
 
     /// Event ids published per notification id (events after the grant).
     var notificationEvents: [String: [String]] { afterGrant.withLock { $0 } }
+
+    /// The events published for `order` of `type` (every type when nil), decoded, in the order they came.
+    func events(order: String, type: String? = nil) -> [[String: Any]] {
+        byOrder.withLock { $0[order] ?? [] }.compactMap {
+            (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any]
+        }
+        .filter { type == nil || $0["type"] as? String == type }
+    }
+
+    /// What reached the dead-letter topic so far.
+    var deadLetters: [InboundMessage] { letters.withLock { $0 } }
+
+    /// Produces a grant service's answer to a consumption (refund) request, as a grant service does.
+    func answerConsumption(_ answer: [String: Any]) async throws {
+        let value = try JSONSerialization.data(withJSONObject: answer)
+        let key = Array((answer["transaction_id"] as? String ?? "").utf8)
+        _ = try await producer.send(
+            OutboundMessage(topic: "consumption-\(suffix)", key: key, value: Array(value)))
+        ContractCapture.record(channel: "consumption", key: key, headers: [], value: Array(value))
+    }
 
     /// Produces notification records to the notifications topic as the receiver does: key, value as received,
     /// the notification's headers.
