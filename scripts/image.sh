@@ -29,6 +29,7 @@ rm -rf .build/image-context && mkdir -p .build/image-context
 cp .build/image/release/receipt-worker .build/image-context/
 cp -a .deps/librdkafka/lib/librdkafka.so* .build/image-context/
 cp config/worker.properties .build/image-context/
+cp LICENSE NOTICE .build/image-context/
 
 if ! podman image exists "$base"; then
     log "making the base: Debian 12 minbase and the runtime libraries (mmdebstrap, about a minute)"

@@ -9,7 +9,7 @@ import Observability
 import ReceiptWorker
 import Synchronization
 
-/// `receipt-worker desk`: the support desk as a process of its own (deploy/kubernetes/desk.yaml), beside the
+/// `receipt-worker desk`: the support desk as a process of its own (deploy/kubernetes/components/desk/desk.yaml), beside the
 /// fleet. It holds the App Store Server API key, a ledger role with what support needs and a producer of the
 /// results topic; agents hold none of them.
 public enum DeskProcess {

@@ -153,8 +153,8 @@ public struct LedgerMismatchError: Error, CustomStringConvertible {
             + ". It was replaced, started empty or restored from an older copy: the grants of those jobs are not"
             + " in it, and their purchases could be granted again to new orders. Start on the ledger the group"
             + " used (ledger.url), or, if this ledger is new on purpose and the old one is lost, run"
-            + " `receipt-worker ledger accept-offsets --config FILE` once (README, \"A ledger that starts empty\")."
+            + " `receipt-worker ledger accept-offsets --config FILE` once (docs/deployment.md, \"A ledger that starts empty\")."
             + " Restored it from a backup on purpose: stop every worker, run `receipt-worker ledger rewind-group"
-            + " --config FILE`, and start them: they decide again what the backup lacks (docs/runbook.md, \"Restore\")"
+            + " --config FILE`, and start them: they decide again what the backup lacks (docs/runbook.md, \"Backup and restore\")"
     }
 }

@@ -55,7 +55,7 @@ for name in files:
     print(f"ok    {name}: {checked} link(s)" if not any(b.startswith(name + ":") for b in broken) else f"FAIL  {name}")
 
 # The command line's texts. Sources/ReceiptWorker's messages name documents too: add it here once they resolve.
-CLI_SOURCES = ["Sources/ReceiptWorkerCLI"]
+CLI_SOURCES = ["Sources/ReceiptWorkerCLI", "Sources/ReceiptWorker"]
 DOCUMENT = r"(README(?:\.md)?|(?:deploy|docs|examples)/[\w./-]*[\w/])"
 REFERENCE = re.compile(DOCUMENT + r'(?:,\s+(?:"([^"]+)"|section (\d+)|([A-Z][\w ]*\w)(?=[).])))?')
 
