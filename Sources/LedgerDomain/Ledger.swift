@@ -170,8 +170,9 @@ public protocol ConsumptionRequestStore: Sendable {
     /// Marks the consumption request of a transaction answered (sent, or refused for good).
     func answerConsumptionRequest(app: AppScope, environment: AppleEnvironment, transactionID: String) async throws
 
-    /// When the oldest consumption request not yet answered and not yet past its deadline was made.
-    func oldestOpenConsumptionRequest() async throws -> Date?
+    /// When the oldest consumption request not yet answered and not yet past its deadline was made, per app (an
+    /// app without one is absent).
+    func oldestOpenConsumptionRequests() async throws -> [AppScope: Date]
 
     /// The requests of `app` no one answered (no answer taken by Apple, none received from a grant service) whose
     /// deadline comes before `dueBy` (and is not past at `now`), soonest first, at most `limit`: what an app's

@@ -413,10 +413,12 @@ public final class Worker: Service {
     /// Refreshes `receipt_worker_consumption_request_oldest_unanswered_seconds` (every 30 s). A ledger that
     /// does not answer leaves the last value: an alarm must not clear itself.
     private func refreshConsumptionGauge() async {
-        do {
-            let oldest = try await ledger.oldestOpenConsumptionRequest()
-            metrics.oldestConsumptionRequest.set(oldest.map { max(0, Int(Date().timeIntervalSince($0))) } ?? 0)
-        } catch {}
+        guard let oldest = try? await ledger.oldestOpenConsumptionRequests() else { return }
+        let now = Date()
+        for app in apps.all {
+            let age = oldest[app.scope].map { max(0, Int(now.timeIntervalSince($0))) } ?? 0
+            metrics.oldestConsumptionRequest(app: app.name).set(age)
+        }
     }
 
     /// Gauges read at scrape time from the state the worker already keeps.

@@ -16,7 +16,6 @@ public final class WorkerMetrics: Sendable {
     let ledgerLookup: Histogram
     let ledgerRecord: Histogram
     /// Age of the oldest consumption request seen and not yet answered, in seconds (refreshed every 30 s).
-    let oldestConsumptionRequest: Gauge
     /// Purchases Apple reported that wait for a job (refreshed with each round of credits).
     let unclaimedWaiting: Gauge
     /// Credits of purchases no job claimed, published (`receipt.unclaimed`).
@@ -63,9 +62,6 @@ public final class WorkerMetrics: Sendable {
                 help: "Time of each attempt at the ledger and at publishing to Kafka, by stage (failed attempts too).",
                 buckets: Self.stageBuckets, labels: ["stage": name])
         }
-        oldestConsumptionRequest = registry.gauge(
-            "receipt_worker_consumption_request_oldest_unanswered_seconds",
-            help: "Age of the oldest consumption (refund) request not yet answered; Apple's deadline is 12 h.")
         unclaimedWaiting = registry.gauge(
             "receipt_worker_unclaimed_purchases_waiting",
             help: "Purchases Apple reported (ONE_TIME_CHARGE, SUBSCRIBED) that wait for a job to claim them.")
@@ -130,7 +126,10 @@ public final class WorkerMetrics: Sendable {
     /// The money series and refund requests of these apps, from 0.
     func prepareMoney(apps: [String]) {
         money.prepare(apps: apps)
-        for app in apps { _ = consumptionRequested(app: app) }
+        for app in apps {
+            _ = consumptionRequested(app: app)
+            _ = oldestConsumptionRequest(app: app)
+        }
     }
 
     /// The series of the sweep and of the subscription status checks of these apps, from 0: an alert reads the
@@ -190,6 +189,14 @@ public final class WorkerMetrics: Sendable {
             "receipt_worker_consumption_policy_answers_total",
             help: "Refund (consumption) requests answered by the app's policy because no grant service answered, by"
                 + " app and answer.", labels: ["app": app, "answer": answer])
+    }
+
+    /// The age of the oldest consumption (refund) request of `app` no answer reached Apple for: a gauge per app.
+    func oldestConsumptionRequest(app: String) -> Gauge {
+        registry.gauge(
+            "receipt_worker_consumption_request_oldest_unanswered_seconds",
+            help: "Age of the oldest consumption (refund) request not yet answered, by app; Apple's deadline is 12 h.",
+            labels: ["app": app])
     }
 
     /// Refund (consumption) requests Apple made, by app.

@@ -62,24 +62,25 @@ extension ConsumerRuntime {
 
     func stalledPartitions() -> [PartitionStall] {
         let timeout = configuration.stallTimeout.inSeconds
-        let waitingOnPurpose = consumer.pausedTopics ?? []
-        let partitionsWaiting = consumer.pausedPartitions
         return idleness().compactMap { idle in
-            guard let lag = idle.lag, idle.seconds >= timeout, !waitingOnPurpose.contains(idle.partition.topic),
-                !partitionsWaiting.contains(idle.partition)
-            else {
-                return nil
-            }
+            guard let lag = idle.lag, idle.seconds >= timeout else { return nil }
             return PartitionStall(partition: idle.partition, lag: lag, seconds: Int(idle.seconds))
         }
     }
 
-    /// Per assigned partition: its lag when it has some, and seconds since its last progress (0 without lag).
+    /// Per assigned partition: its lag when it has some, and seconds since its last progress: 0 without lag, and 0
+    /// while the runtime keeps it paused on purpose (a full group's topic, a held-back game's lane of the park
+    /// topic): `receipt_worker_partition_idle_seconds` and the stall alarms never read a game held back as stalled.
     func idleness() -> [(partition: TopicPartition, lag: Int64?, seconds: Double)] {
         let lags = state.withLock { $0.lags }
         let now = ContinuousClock.now
+        let waitingOnPurpose = consumer.pausedTopics ?? []
+        let partitionsWaiting = consumer.pausedPartitions
         return book.partitionsSnapshot().map { partition in
             guard let lag = lags[partition.partition], lag > 0 else { return (partition.partition, nil, 0) }
+            if waitingOnPurpose.contains(partition.partition.topic) || partitionsWaiting.contains(partition.partition) {
+                return (partition.partition, lag, 0)
+            }
             return (partition.partition, lag, (now - partition.lastProgress).inSeconds)
         }
     }

@@ -219,7 +219,6 @@ public final class ConsumerRuntime: Sendable {
         let context = HandlingContext(
             message: item.message, retries: retries, isPermanent: { handler.isPermanent($0) },
             letGo: { [weak self] in self?.mustLetGo(item.message, generation: item.generation) ?? true }, span: span)
-        let started = ContinuousClock.now
         let outcome: Outcome
         if let park = item.parkTo {
             let partition = item.message.topicPartition
@@ -251,7 +250,9 @@ public final class ConsumerRuntime: Sendable {
         case .letGo: span?.set("receipt_worker.outcome", .string("let_go"))
         }
         if await deliver(outcome, context, group: item.group, handler: handler) {
-            metrics.duration.observe(ContinuousClock.now - started)
+            if let start = item.waitStart, start.flow == "job" {
+                metrics.duration(app: start.app).observe(ContinuousClock.now - item.takenAt)
+            }
             endWait(item, answered: true)
             book.finish(partition, offset: item.message.offset, generation: item.generation)
         } else {
@@ -318,7 +319,10 @@ public final class ConsumerRuntime: Sendable {
 
     /// Registers the wait histograms of `flow` for these apps, so dashboards read 0 before the first message.
     public func prepareWaits(flow: String, apps: [String]) {
-        for app in apps { _ = waits.histogram(flow: flow, app: app) }
+        for app in apps {
+            _ = waits.histogram(flow: flow, app: app)
+            if flow == "job" { _ = metrics.duration(app: app) }
+        }
     }
 
     /// Ends a measured message's wait here: observed when it was answered.

@@ -25,6 +25,8 @@ final class GroupScheduler: Sendable {
         var parkTo: ParkTarget? = nil
         /// Where its wait began (``MessageHandler/waitStart(of:)``), when measured.
         var waitStart: WaitStart? = nil
+        /// When the runtime took it off its topic: its take-to-answer is measured from here.
+        var takenAt = ContinuousClock.now
         var bytes: Int { message.value.count }
     }
 

@@ -1,12 +1,13 @@
 import Observability
+import Synchronization
 import Vocabulary
 
 /// The runtime's metrics (README, "Metrics"): what happens to messages whatever their topic. Counters on the
 /// hot path are resolved once here; state owned elsewhere (slots, partitions) is read at scrape time.
 final class RuntimeMetrics: Sendable {
     let registry: MetricsRegistry
-    /// From taking a message to its outcome acknowledged by the broker.
-    let duration: Histogram
+    /// From taking a job to its outcome acknowledged by the broker, per app (``duration(app:)``).
+    private let durations = Mutex<[String: Histogram]>([:])
     /// Each attempt at publishing an outcome.
     let publish: Histogram
     private let deadLetters: [String: Counter]
@@ -23,10 +24,6 @@ final class RuntimeMetrics: Sendable {
 
     init(registry: MetricsRegistry, groups configurationGroups: [String] = []) {
         self.registry = registry
-        duration = registry.histogram(
-            "receipt_worker_job_duration_seconds",
-            help: "From taking a job to its result (or dead letter) acknowledged by the broker.",
-            buckets: Self.durationBuckets)
         publish = registry.histogram(
             "receipt_worker_stage_duration_seconds",
             help: "Time of each attempt at the ledger and at publishing to Kafka, by stage (failed attempts too).",
@@ -46,6 +43,20 @@ final class RuntimeMetrics: Sendable {
             })
         // Each group's parked series from 0 too: the parked-backlog panel reads 0, not "no data".
         for group in Set(configurationGroups) { _ = parked(group) }
+    }
+
+    /// The take-to-answer histogram of `app`'s jobs: from the worker taking a job off its topic (before it waits
+    /// for a slot) to its result or dead letter acknowledged by the broker.
+    func duration(app: String) -> Histogram {
+        durations.withLock { durations in
+            if let histogram = durations[app] { return histogram }
+            let histogram = registry.histogram(
+                "receipt_worker_job_duration_seconds",
+                help: "From taking a job to its result (or dead letter) acknowledged by the broker, by app.",
+                buckets: Self.durationBuckets, labels: ["app": app])
+            durations[app] = histogram
+            return histogram
+        }
     }
 
     func failure(_ operation: String) -> Counter {

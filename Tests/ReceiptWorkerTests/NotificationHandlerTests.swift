@@ -110,7 +110,7 @@ struct NotificationHandlerTests {
         let unknown = try await notify(
             try Handlers.notification("CONSUMPTION_REQUEST", transaction: Handlers.transaction("4000")))
         #expect(unknown.events.isEmpty)
-        #expect(try await ledger.oldestOpenConsumptionRequest() == nil)
+        #expect(try await ledger.oldestOpenConsumptionRequests().isEmpty)
         try await grant("4001", order: "o4")
         let requested = try await notify(
             try Handlers.notification(
@@ -119,7 +119,7 @@ struct NotificationHandlerTests {
         let event = try #require(requested.event)
         #expect(event["type"] as? String == "receipt.consumption_requested")
         #expect(event["consumption_request_reason"] as? String == "UNINTENDED_PURCHASE")
-        #expect(try await ledger.oldestOpenConsumptionRequest() != nil)
+        #expect(try await ledger.oldestOpenConsumptionRequests()[.defaultApp] != nil)
     }
 
     @Test("a Sandbox notification never touches a Production grant of the same transaction id, and is answered")

@@ -52,8 +52,8 @@ struct PlayerWaitEndToEndTests {
         let withinTwo = Self.sample(text, "receipt_worker_job_wait_seconds_bucket{app=\"default\",le=\"2\"}") ?? 0
         #expect(count == 5, "the restarted worker answered the five")
         #expect(withinTwo == 0, "each waited at least 3 s from its send (\(waited) s in all)")
-        let durations = Self.sample(text, "receipt_worker_job_duration_seconds_count ") ?? 0
-        let withinFive = Self.sample(text, "receipt_worker_job_duration_seconds_bucket{le=\"5\"}") ?? 0
+        let durations = Self.sample(text, "receipt_worker_job_duration_seconds_count{app=\"default\"}") ?? 0
+        let withinFive = Self.sample(text, "receipt_worker_job_duration_seconds_bucket{app=\"default\",le=\"5\"}") ?? 0
         #expect(durations == 5 && withinFive == 5, "from taking each to its answer: Apple's 1.5 s, not the backlog")
         // Answered: no job is waiting, so no lag is shown.
         #expect(Self.sample(text, "receipt_worker_job_lag_seconds{app=\"default\"") == nil)

@@ -175,9 +175,9 @@ public final class LedgerEngine: Ledger, Sendable {
         }
     }
 
-    public func oldestOpenConsumptionRequest() async throws -> Date? {
+    public func oldestOpenConsumptionRequests() async throws -> [AppScope: Date] {
         let now = Date()
-        return try await dialect.read { try LedgerQueries.oldestOpenConsumptionRequest(now: now, in: $0) }
+        return try await dialect.read { try LedgerQueries.oldestOpenConsumptionRequests(now: now, in: $0) }
     }
 
     // MARK: Support

@@ -121,14 +121,16 @@ enum LedgerQueries {
             """, [.text(app.rawValue), .text(environment.rawValue), .text(transactionID)])
     }
 
-    static func oldestOpenConsumptionRequest(now: Date, in session: any SQLSession) throws -> Date? {
+    /// Per app: the open requests are few (a deadline of 12 hours), read by the deadline's index.
+    static func oldestOpenConsumptionRequests(now: Date, in session: any SQLSession) throws -> [AppScope: Date] {
         let spelling = session.spelling
-        return try session.first(
+        let rows = try session.rows(
             """
-            SELECT \(spelling.readTime("min(requested_at)")) FROM \(spelling.table("consumption_requests"))
-                WHERE answered_at IS NULL AND respond_by > \(spelling.time(1))
-            """, [.time(now)]
-        )?.time(0)
+            SELECT app, \(spelling.readTime("min(requested_at)")) FROM \(spelling.table("consumption_requests"))
+                WHERE answered_at IS NULL AND respond_by > \(spelling.time(1)) GROUP BY app
+            """, [.time(now)])
+        return Dictionary(
+            rows.compactMap { row in row.time(1).map { (AppScope(row.text(0) ?? ""), $0) } }, uniquingKeysWith: min)
     }
 
     // MARK: Purchases no job claimed
