@@ -58,7 +58,8 @@ struct HTTPClientTests {
             try await harness.http.execute(
                 HTTPRequest(method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8)))
         }
-        try await Task.sleep(for: .milliseconds(100))
+        // In flight: the loop took the transfer (Apple "thinks" for 20 s).
+        #expect(await eventually { harness.http.inFlight == 1 })
         let started = ContinuousClock.now
         task.cancel()
         let result = await task.result
@@ -77,12 +78,14 @@ struct HTTPClientTests {
         let answered = try await http.execute(
             HTTPRequest(method: .post, url: "\(first.base)/production/verifyReceipt", body: Data("{}".utf8)))
         #expect(answered.status == 200)
+        let idle = http.loopTurns
         first.simulator.stop()  // closes the connection the client keeps for its next request
-        try await Task.sleep(for: .milliseconds(200))
+        // The close wakes the loop: the kept socket reports it.
+        #expect(await eventually { http.loopTurns > idle })
         let before = http.loopTurns
-        try await Task.sleep(for: .milliseconds(500))
         // Asleep in epoll: a turn a second at most when idle; a closed socket still registered would report
-        // itself on every turn, thousands of them.
+        // itself on every turn, thousands of them. Spinning is a rate: only a span of time shows it (the scenario).
+        try await Task.sleep(for: .milliseconds(200))
         #expect(http.loopTurns - before < 50, "the event loop spun on the closed connection")
         let second = try SimulatorHarness()
         let again = try await http.execute(

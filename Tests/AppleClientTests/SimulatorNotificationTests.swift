@@ -141,7 +141,8 @@ struct SimulatorNotificationTests {
     @Test("a receiver answering 503 twice, then 200, gets three attempts, all recorded")
     func retries() async throws {
         let harness = try SimulatorHarness()
-        let receiver = try NotificationReceiver(statuses: [503, 503, 200])
+        // The last two answers are for a second notification, below.
+        let receiver = try NotificationReceiver(statuses: [503, 503, 200, 503, 200])
         _ = try await post(
             harness, "/admin/notifications/config", ["url": receiver.url, "retry_delays_ms": [50, 50, 50, 50]])
         let (status, answer) = try await post(harness, "/admin/notify", ["type": "TEST"])
@@ -159,9 +160,22 @@ struct SimulatorNotificationTests {
         #expect(attempts.compactMap { $0["status"] as? Int }.last == 200)
         #expect(attempts.count == 3 && attempts.count == receiver.requests.count, "\(attempts)")
         #expect(attempts.allSatisfy { ($0["at"] as? String)?.hasSuffix("Z") == true })
-        // Nothing further is sent after the 200.
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(receiver.requests.count == 3)
+        // Nothing further is sent after the 200. Another notification, sent now, is answered 503 and retried after
+        // the same 50 ms: once it is delivered, an attempt the first made after its 200 would have come before.
+        let (_, next) = try await post(harness, "/admin/notify", ["type": "TEST"])
+        let nextUUID = try #require(next["notification_uuid"] as? String)
+        var records: [[String: Any]] = []
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                records = (try? await notifications(harness)) ?? []
+                return records.first { $0["notification_uuid"] as? String == nextUUID }?["delivered"] as? Bool == true
+            })
+        func attemptsOf(_ id: String) -> [[String: Any]] {
+            records.first { $0["notification_uuid"] as? String == id }?["attempts"] as? [[String: Any]] ?? []
+        }
+        #expect(attemptsOf(uuid).count == 3, "\(attemptsOf(uuid))")
+        #expect(attemptsOf(nextUUID).count >= 2, "the second notification was not retried: \(attemptsOf(nextUUID))")
+        #expect(receiver.requests.count == 3 + attemptsOf(nextUUID).count)
     }
 
     @Test("a receiver that is not listening: every attempt fails with an error and the notification stays undelivered")
@@ -190,7 +204,14 @@ struct SimulatorNotificationTests {
         _ = try await post(harness, "/admin/notify", ["type": "TEST"])
         #expect(await eventually(timeout: .seconds(60)) { receiver.requests.count == 1 })
         harness.simulator.stop()
-        try await Task.sleep(for: .milliseconds(900))
+        // Its retry would come 300 ms after that first attempt. Another simulator, started now on the same schedule,
+        // shows when one lands: its receiver answers 503 then 200, and its retry comes after the stopped one's would.
+        let witness = try SimulatorHarness()
+        let witnessReceiver = try NotificationReceiver(statuses: [503, 200])
+        _ = try await post(
+            witness, "/admin/notifications/config", ["url": witnessReceiver.url, "retry_delays_ms": [300]])
+        _ = try await post(witness, "/admin/notify", ["type": "TEST"])
+        #expect(await eventually(timeout: .seconds(60)) { witnessReceiver.requests.count == 2 })
         #expect(receiver.requests.count == 1)
     }
 

@@ -23,7 +23,14 @@ struct CircuitBreakerTests {
                     passed.value.add(1, ordering: .relaxed)
                 }
             }
-            try await Task.sleep(for: .milliseconds(400))
+            // The cool-down over, the first caller through is the trial.
+            let deadline = ContinuousClock.now + .seconds(30)
+            while passed.value.load(ordering: .relaxed) == 0 && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            // The others woke at the same moment and now look again every 50 ms: nothing signals a look, so two of
+            // them are the window in which a stampede would show (the scenario: the breaker's hold is a poll).
+            try await Task.sleep(for: .milliseconds(100))
             #expect(passed.value.load(ordering: .relaxed) == 1, "one trial, not a stampede")
             breaker.record(success: true)
             try await group.waitForAll()
@@ -37,8 +44,12 @@ struct CircuitBreakerTests {
         let breaker = openBreaker()
         await breaker.waitUntilCallsAllowed()  // the first trial
         breaker.record(success: false)  // fails: open again, for 100 ms
-        try await Task.sleep(for: .milliseconds(150))
-        #expect(breaker.state == .halfOpen)  // a scrape
+        // Scrapes, again and again, until one reads the cool-down over.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while breaker.state != .halfOpen && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(breaker.state == .halfOpen)
         let started = ContinuousClock.now
         await breaker.waitUntilCallsAllowed()  // the second trial: at once, not 30 s after the first
         #expect(ContinuousClock.now - started < .seconds(5))

@@ -1,5 +1,7 @@
 import Foundation
 import HTTPServerKit
+import Synchronization
+import TestSupport
 import Testing
 
 /// The HTTP servers on loopback, driven over real sockets. Serialized, both suites: the floods and the held
@@ -179,7 +181,9 @@ extension LoopbackServerTests {
 
         @Test("stop answers a request whose handler is still running with 503 and closes the port")
         func stopWhileHandling() async throws {
+            let handling = Atomic<Bool>(false)
             let server = try MicroHTTPServer(host: "127.0.0.1", port: 0) { _ in
+                handling.store(true, ordering: .relaxed)
                 try? await Task.sleep(for: .seconds(30))
                 return .text(200, "too late\n")
             }
@@ -188,7 +192,7 @@ extension LoopbackServerTests {
             let pending = Task {
                 try await onThread { try LoopbackClient.get("/slow", port: port).response?.status }
             }
-            try await Task.sleep(for: .milliseconds(200))
+            #expect(await eventually(timeout: .seconds(30)) { handling.load(ordering: .relaxed) }, "never handled")
             let started = ContinuousClock.now
             server.stop()
             #expect(ContinuousClock.now - started < .seconds(2))

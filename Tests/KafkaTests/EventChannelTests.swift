@@ -13,16 +13,25 @@ struct EventChannelTests {
         let channel = EventChannel<Int>(capacity: 2)
         let pushed = Atomic<Int>(0)
         let done = DispatchSemaphore(value: 0)
+        let producer = Mutex<String?>(nil)
         Thread.detach {
+            producer.withLock { $0 = Self.currentThreadStat() }
             for batch in 0..<3 {
                 channel.push([batch])
                 pushed.add(1, ordering: .relaxed)
             }
             done.signal()
         }
-        #expect(await eventually(timeout: .seconds(5)) { pushed.load(ordering: .relaxed) == 2 })
-        // The third push must still be blocked: nothing has been read.
-        #expect(done.wait(timeout: .now() + .milliseconds(300)) == .timedOut)
+        // The third push must be blocked: nothing has been read. Shown by the producer thread asleep after the
+        // second push (in the third's wait for room), or pushing a third time when it should not.
+        #expect(
+            await eventually(timeout: .seconds(30)) {
+                let count = pushed.load(ordering: .relaxed)
+                guard count == 2, let stat = producer.withLock({ $0 }) else { return count > 2 }
+                return Self.isAsleep(stat)
+            })
+        #expect(pushed.load(ordering: .relaxed) == 2)
+        #expect(done.wait(timeout: .now()) == .timedOut)
         #expect(await channel.next() == [0])
         #expect(await eventually(timeout: .seconds(5)) { pushed.load(ordering: .relaxed) == 3 })
         #expect(await channel.next() == [1])
@@ -43,13 +52,33 @@ struct EventChannelTests {
     @Test("a cancelled reader gets nil while the channel stays open")
     func cancellationEndsRead() async throws {
         let channel = EventChannel<Int>(capacity: 1)
-        let reader = Task { await channel.next() }
-        try await Task.sleep(for: .milliseconds(50))
+        let executor = CountingExecutor()
+        let reader = Task(executorPreference: executor) { await channel.next() }
+        // Waiting in `next()`: the reader's task ran and suspended (the channel is empty, so it cannot have ended).
+        #expect(await eventually(timeout: .seconds(30)) { executor.isIdle })
         reader.cancel()
         #expect(await reader.value == nil)
         #expect(!channel.isFinished)
         channel.push([7])
         #expect(await channel.next() == [7])
+    }
+}
+
+extension EventChannelTests {
+    /// `/proc/self/task/TID/stat` of the calling thread (Linux).
+    static func currentThreadStat() -> String? {
+        guard let task = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self") else {
+            return nil
+        }
+        return "/proc/\(task)/stat"
+    }
+
+    /// Whether the thread whose stat file is `path` is asleep (state S: waiting on a semaphore, say).
+    static func isAsleep(_ path: String) -> Bool {
+        guard let stat = try? String(contentsOfFile: path, encoding: .utf8),
+            let name = stat.lastIndex(of: ")")
+        else { return false }
+        return stat[stat.index(after: name)...].trimmingCharacters(in: .whitespaces).hasPrefix("S")
     }
 }
 

@@ -219,10 +219,17 @@ struct ConsumptionHandlerTests {
         gated.release(.failure(failure))
         // The older answer's second call is in flight when the newer answer arrives.
         #expect(await eventually(timeout: .seconds(10)) { gated.pending == 1 && gated.bodies.count == 2 })
-        let newer = Task {
+        let executor = CountingExecutor()
+        let newer = Task(executorPreference: executor) {
             try await Handlers.run(handler, answer(["consumption_percentage": 90]), topic: "consumption", offset: 2)
         }
-        try await Task.sleep(for: .milliseconds(100))
+        // The newer answer has begun (the older, the first this handler began, is superseded) and waits: from
+        // there its only waits are its turn and its call to Apple, which would be in by now.
+        let olderTicket = AnswerSuccession.Ticket(transactionID: "1000", sequence: 1, place: nil)
+        #expect(
+            await eventually(timeout: .seconds(10)) {
+                handler.succession.isSuperseded(olderTicket) && executor.isIdle
+            })
         #expect(gated.bodies.count == 2, "the newer answer waits for the older's call in flight")
         gated.release(.failure(failure))
         #expect(await eventually(timeout: .seconds(10)) { gated.pending == 1 && gated.bodies.count == 3 })

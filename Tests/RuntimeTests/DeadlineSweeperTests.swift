@@ -40,19 +40,20 @@ struct DeadlineSweeperTests {
         while fired.withLock({ $0.count }) < 500 && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
-        try await Task.sleep(for: .milliseconds(200))
+        // Idle, then used again: a new sweep starts. It fires after every sweep before it has run its due
+        // deadlines: the 500 include deadline 998, the last of all 1,000, so every cancelled one's time has come
+        // and gone by then.
+        let again = Mutex(false)
+        _ = sweeper.schedule(after: .milliseconds(10)) { again.withLock { $0 = true } }
+        let retry = ContinuousClock.now + .seconds(30)
+        while !again.withLock({ $0 }) && ContinuousClock.now < retry { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(again.withLock { $0 })
         let all = fired.withLock { $0 }
         #expect(all.count == 500 && Set(all.map(\.index)).count == 500)
         #expect(all.allSatisfy { $0.index % 2 == 0 }, "a cancelled deadline fired")
         for early in all where early.after < .milliseconds(100 + early.index % 3 * 100) {
             Issue.record("deadline \(early.index) fired after \(early.after)")
         }
-        // Idle, then used again: a new sweep starts.
-        let again = Mutex(false)
-        _ = sweeper.schedule(after: .milliseconds(10)) { again.withLock { $0 = true } }
-        let retry = ContinuousClock.now + .seconds(30)
-        while !again.withLock({ $0 }) && ContinuousClock.now < retry { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(again.withLock { $0 })
     }
 
     @Test("a deadline fires on time while Swift's cooperative pool is blocked")
@@ -61,10 +62,14 @@ struct DeadlineSweeperTests {
         let fired = Mutex<ContinuousClock.Instant?>(nil)
         let scheduled = ContinuousClock.now
         _ = sweeper.schedule(after: .milliseconds(200)) { fired.withLock { $0 = .now } }
-        // Every thread of the pool held for a second: a deadline kept by a task of that pool would wait.
+        // Every thread of the pool held until the deadline fires (or 900 ms): a deadline kept by a task of that
+        // pool would wait for them.
+        let hasFired: @Sendable () -> Bool = { fired.withLock { $0 } != nil }
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<ProcessInfo.processInfo.activeProcessorCount {
-                group.addTask { usleep(1_000_000) }
+                group.addTask {
+                    while !hasFired() && ContinuousClock.now - scheduled < .milliseconds(900) { usleep(5_000) }
+                }
             }
         }
         let at = try #require(fired.withLock { $0 })

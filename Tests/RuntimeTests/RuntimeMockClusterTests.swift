@@ -183,9 +183,11 @@ struct RuntimeMockClusterTests {
         #expect(await Self.eventually { values.allSatisfy { handler.count($0) == 1 } }, "not every message handled")
         // Five stall timeouts and more, every message answered and none committed: the lag stands still.
         #expect(await Self.eventually { !runtime.stalledPartitions().isEmpty }, "the partitions should look stalled")
-        try await Task.sleep(for: .seconds(1))
-        // A busy machine may rebalance the group meanwhile; the partitions come back and stall again.
-        #expect(await Self.eventually { !runtime.stalledPartitions().isEmpty })
+        // Stalled for five stall timeouts and more (a wedge's length: 0.5 s, counted in whole seconds). A busy
+        // machine may rebalance the group meanwhile; the partitions come back and stall again.
+        #expect(
+            await Self.eventually(.seconds(30)) { runtime.stalledPartitions().contains { $0.seconds >= 1 } },
+            "the partitions should stay stalled")
         #expect(runtime.wedged.isEmpty, "a restart does not bring the ledger back: \(runtime.wedged)")
         runtime.shutdown()
         _ = try? await running.value
@@ -241,11 +243,21 @@ struct RuntimeMockClusterTests {
         let cluster = try Cluster()
         try await cluster.produce(["slow-1"] + (0..<10).map { "ok-\($0)" })
         let first = Handler(out: cluster.out)
-        let runtime = try cluster.runtime(first, drain: .milliseconds(300))
+        let rounds = Mutex<[[TopicPartition: Int64]]>([])
+        let runtime = try cluster.runtime(
+            first, drain: .milliseconds(300), recordOffsets: { offsets in rounds.withLock { $0.append(offsets) } })
         let running = Task { try await runtime.run(subscribing: [cluster.jobs]) }
         #expect(await Self.eventually { first.count("slow-1") == 1 })
         #expect(try await cluster.read(cluster.out, count: 10).count == 10, "the others were not answered")
-        try await Task.sleep(for: .milliseconds(500))  // two rounds of the commit loop
+        // The commit loop has run with the slow message in flight: it committed the other partition in full.
+        let slowPartition = try #require(first.partition("slow-1"))
+        let other = TopicPartition(topic: cluster.jobs, partition: 1 - slowPartition)
+        let answeredThere = Int64((0..<10).filter { first.partition("ok-\($0)") != slowPartition }.count)
+        #expect(
+            await Self.eventually { rounds.withLock { $0 }.contains { $0[other] == answeredThere } },
+            "no commit round after the answers: \(rounds.withLock { $0 })")
+        let slowHeld = TopicPartition(topic: cluster.jobs, partition: slowPartition)
+        #expect(rounds.withLock { $0 }.allSatisfy { ($0[slowHeld] ?? 0) == 0 }, "committed past the slow message")
         let stopped = ContinuousClock.now
         runtime.shutdown()
         try await running.value
