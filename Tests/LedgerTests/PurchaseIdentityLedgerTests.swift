@@ -172,9 +172,14 @@ struct ConnectionLimitTests {
             return try await group.reduce(into: [Outcome]()) { $0.append($1) }
         }
         #expect(try await answers.allSatisfy { $0 == .recorded })
-        // A second replica starts while the limit is taken: it waits instead of failing.
-        let opening = Task { try await LedgerFactory.open(url: limited, poolSize: 2) }
-        try await Task.sleep(for: .seconds(2))
+        // A second replica starts while the limit is taken: it waits instead of failing. It connects through a
+        // proxy that counts its connections: a second one is the replica trying again after it was refused.
+        let proxy = try CountingProxy(databaseURL: limited)
+        defer { proxy.stop() }
+        let opening = Task { try await LedgerFactory.open(url: proxy.url, poolSize: 2) }
+        #expect(
+            await eventually(timeout: .seconds(30)) { proxy.connections >= 2 },
+            "the second replica did not try again: \(proxy.connections) connection(s)")
         // The first replica's connection ends (terminated, then closed): its slot frees once, and the waiting
         // replica's new connection is never among those terminated (in the other order it could be).
         _ = runPsql(
@@ -185,5 +190,98 @@ struct ConnectionLimitTests {
         let second = try await opening.value
         #expect(try await second.record(jobID: "later", claim: .deny, event: Data()) == .recorded)
         await second.close()
+    }
+}
+
+/// A TCP proxy (a Python process, on a free loopback port) in front of the test's PostgreSQL that counts the
+/// connections made through it.
+private final class CountingProxy: Sendable {
+    let url: String
+    private let pid: pid_t
+    private let count: String
+
+    private static let script = """
+        import asyncio, os, sys
+        target, status = int(sys.argv[1]), sys.argv[2]
+        made = 0
+
+        async def pipe(reader, writer):
+            try:
+                while data := await reader.read(65536):
+                    writer.write(data)
+                    await writer.drain()
+            except (ConnectionError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                writer.close()
+
+        async def handle(client_reader, client_writer):
+            global made
+            made += 1
+            with open(status + ".part", "w") as f:
+                f.write(f"{made}\\n")
+            os.replace(status + ".part", status)
+            try:
+                server_reader, server_writer = await asyncio.open_connection("127.0.0.1", target)
+            except OSError:
+                client_writer.close()
+                return
+            await asyncio.gather(pipe(client_reader, server_writer), pipe(server_reader, client_writer))
+
+        async def main():
+            server = await asyncio.start_server(handle, "127.0.0.1", 0)
+            print(server.sockets[0].getsockname()[1], flush=True)
+            async with server:
+                await server.serve_forever()
+
+        asyncio.run(main())
+        """
+
+    init(databaseURL: String) throws {
+        let slash = databaseURL.lastIndex(of: "/")!
+        let server = databaseURL[..<slash]
+        let database = databaseURL[databaseURL.index(after: slash)...]
+        let port = server[server.index(after: server.lastIndex(of: ":")!)...]
+        let user = server[server.index(server.firstIndex(of: "/")!, offsetBy: 2)..<server.firstIndex(of: "@")!]
+        let directory = FileManager.default.temporaryDirectory.path
+        let name = "counting-proxy-\(UUID().uuidString)"
+        let script = "\(directory)/\(name).py"
+        let output = "\(directory)/\(name).out"
+        count = "\(directory)/\(name).count"
+        try Self.script.write(toFile: script, atomically: true, encoding: .utf8)
+        let command = "exec python3 '\(script)' \(port) '\(count)' > '\(output)' < /dev/null"
+        guard let spawned = spawn(["/bin/bash", "-c", command]) else {
+            throw TestSupportError("cannot start the counting proxy")
+        }
+        pid = spawned
+        var listening: String?
+        for _ in 0..<400 where listening == nil {  // ten seconds: processes start slowly beside other tests
+            usleep(25_000)
+            listening = (try? String(contentsOfFile: output, encoding: .utf8))?.split(separator: "\n").first.map(
+                String.init)
+        }
+        guard let listening else {
+            kill(spawned, SIGKILL)
+            var status: Int32 = 0
+            waitpid(spawned, &status, 0)
+            throw TestSupportError("the counting proxy did not start")
+        }
+        url = "postgresql://\(user)@127.0.0.1:\(listening)/\(database)?sslmode=disable"
+    }
+
+    /// Connections made through it so far.
+    var connections: Int {
+        Int(
+            (try? String(contentsOfFile: count, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        )
+            ?? 0
+    }
+
+    func stop() {
+        // SIGKILL: a process spawned from a thread of Swift's pool inherits its blocked signals, SIGTERM among
+        // them; the proxy holds nothing to flush.
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
     }
 }
