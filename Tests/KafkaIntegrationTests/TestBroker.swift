@@ -43,6 +43,15 @@ enum TestBroker {
         return try KafkaConsumer(configuration: configuration, logger: logger)
     }
 
+    /// A consumer reading `topic` from its beginning, without a group, committing nothing. Started beside a
+    /// paused consumer before records come, it shows when a consumer fetching them has them: how a test shows
+    /// the paused one got nothing without watching it for a while.
+    static func witness(_ topic: String) async throws -> EventRecorder {
+        let consumer = try Self.consumer(group: "witness-\(UUID())")
+        _ = try await consumer.assign(topic: topic, from: .beginning)
+        return EventRecorder(consumer, commits: false)
+    }
+
     static func send(_ producer: KafkaProducer, topic: String, count: Int, prefix: String) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<count {
