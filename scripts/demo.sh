@@ -202,8 +202,8 @@ tool() {
         --set "apple.api.sandbox_url=$sim/sandbox"
 }
 say ""
-say "support: receipt-worker lookup --apple-order-id $(field order_id <<<"$crashed")"
-tool lookup --apple-order-id "$(field order_id <<<"$crashed")" | sed 's/^/  /' >&2
+say "support: receipt-worker lookup --by demo-agent --apple-order-id $(field order_id <<<"$crashed")"
+tool lookup --by demo-agent --apple-order-id "$(field order_id <<<"$crashed")" | sed 's/^/  /' >&2
 say "support: receipt-worker credit --transaction-id $(field transaction_id <<<"$crashed") --order-id demo-support ..."
 tool credit --transaction-id "$(field transaction_id <<<"$crashed")" --apple-order-id "$(field order_id <<<"$crashed")" \
     --order-id demo-support --user-id player-42 \

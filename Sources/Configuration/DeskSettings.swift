@@ -37,6 +37,11 @@ extension WorkerConfiguration {
         public var sessionKey: [UInt8]?
         /// `desk.session_max_age_s`. Default: 8 hours.
         public var sessionMaxAge: TimeInterval = 28_800
+        /// `desk.session_idle_s`: a session unused this long ends. Default: 30 minutes.
+        public var sessionIdle: TimeInterval = 1_800
+        /// `desk.oidc.authorized_parties`: the clients whose API tokens the desk takes, when a token names its client
+        /// (`azp`). Default: the console's client id alone.
+        public var authorizedParties: [String] = []
 
         public init() {}
 
@@ -97,6 +102,15 @@ extension ConfigurationKeys {
             $1.configuration.desk.keysMaxAge = TimeInterval(try $0.integer(60...86_400))
         },
         ConfigurationKey("desk.oidc.ca_file") { $1.configuration.desk.caFile = try $0.readablePath() },
+        ConfigurationKey("desk.oidc.authorized_parties") { value, draft in
+            let parties = value.text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard !parties.isEmpty, parties.count <= 32,
+                parties.allSatisfy({
+                    (1...128).contains($0.utf8.count) && $0.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }
+                })
+            else { throw value.invalid("must be comma-separated client ids (1 to 32 of them, printable ASCII)") }
+            draft.configuration.desk.authorizedParties = parties
+        },
         ConfigurationKey("desk.roles.viewer", default: deskDefaults.viewerRole) {
             $1.configuration.desk.viewerRole = try plain($0)
         },
@@ -121,6 +135,9 @@ extension ConfigurationKeys {
         },
         ConfigurationKey("desk.session_max_age_s", default: "28800") {
             $1.configuration.desk.sessionMaxAge = TimeInterval(try $0.integer(300...604_800))
+        },
+        ConfigurationKey("desk.session_idle_s", default: "1800") {
+            $1.configuration.desk.sessionIdle = TimeInterval(try $0.integer(60...604_800))
         },
     ]
 

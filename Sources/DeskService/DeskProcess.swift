@@ -128,17 +128,20 @@ final class DeskServer: Service {
             caps: CreditCaps(agentDaily: settings.agentDailyCap, playerDaily: settings.playerDailyCap),
             publish: { try await producer.send(SupportDesk.message($0, configuration)) },
             finishTransactions: configuration.apple.finishTransactions, metrics: metrics, now: { Date() })
+        let sessions = ConsoleSessions(store: ledger, maxAge: settings.sessionMaxAge, idle: settings.sessionIdle)
         let router = DeskRouter(
             actions: actions,
             signIn: SignInFlow(
-                provider: provider, seal: seal, clientID: clientID, clientSecret: secret,
-                redirectURI: origin + "/desk/callback", scopes: settings.scopes,
+                provider: provider, seal: seal, sessions: sessions, logger: logger, clientID: clientID,
+                clientSecret: secret, redirectURI: origin + "/desk/callback", scopes: settings.scopes,
                 verifier: TokenVerifier(
-                    issuer: issuer, audience: clientID, clockSkew: settings.clockSkew, claims: claims),
-                sessionMaxAge: settings.sessionMaxAge, metrics: metrics),
+                    issuer: issuer, audience: clientID, clockSkew: settings.clockSkew, claims: claims,
+                    authorizedParties: [clientID]),
+                metrics: metrics),
             tokens: TokenVerifier(
-                issuer: issuer, audience: settings.audience ?? clientID, clockSkew: settings.clockSkew, claims: claims),
-            provider: provider, seal: seal, origin: origin, metrics: metrics, logger: logger)
+                issuer: issuer, audience: settings.audience ?? clientID, clockSkew: settings.clockSkew, claims: claims,
+                authorizedParties: Set(settings.authorizedParties.isEmpty ? [clientID] : settings.authorizedParties)),
+            provider: provider, sessions: sessions, origin: origin, metrics: metrics, logger: logger)
         var limits = HTTPServerLimits()
         limits.maximumBodyBytes = 64 * 1_024
         limits.maximumConnections = DescriptorBudget.connections(share: 0.5, of: DescriptorBudget.current)
@@ -162,7 +165,13 @@ final class DeskServer: Service {
     func run() async throws {
         server.start()
         let shutdown = GracefulShutdown.current
+        var pruned = ContinuousClock.now - .seconds(3_600)
         while !shutdown.isTriggered && !Task.isCancelled {
+            // Sessions a week past their end are of no use, even to an investigation (the audit keeps the acts).
+            if ContinuousClock.now - pruned >= .seconds(3_600) {
+                pruned = ContinuousClock.now
+                _ = try? await ledger.pruneSessions(expiredBefore: Date().addingTimeInterval(-7 * 86_400))
+            }
             var problems: [String] = []
             if await !provider.refreshIfStale() {
                 problems.append("the sign-in provider's keys are not fetched yet")

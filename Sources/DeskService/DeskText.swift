@@ -22,6 +22,11 @@ enum DeskText {
         return true
     }
 
+    /// `text` as a log line may show it: itself when plain and short, else a placeholder.
+    static func shown(_ text: String, maxBytes: Int = 128) -> String {
+        isPlain(text, maxBytes: maxBytes) ? text : "(\(text.utf8.count) bytes not shown)"
+    }
+
     /// A helpdesk's ticket id: 1 to 64 of `A-Z a-z 0-9 - _ . : # /`.
     static func isTicket(_ text: String) -> Bool {
         (1...64).contains(text.utf8.count)

@@ -105,6 +105,28 @@ enum LedgerMigrations {
                 // answers over one still being sent.
                 .column(table: "consumption_requests", "answer_received_at {time}")
             ]),
+        LedgerMigration(
+            version: 18, description: "the support desk's sessions, kept in the ledger",
+            changes: [
+                // A console session by the SHA-256 of its cookie's random token (the cookie alone finds it): sign-out
+                // and a lead end one for every desk replica at once, an idle one ends by itself.
+                .tables([
+                    """
+                    CREATE TABLE IF NOT EXISTS {schema}desk_sessions (
+                        id TEXT PRIMARY KEY,
+                        subject TEXT NOT NULL,
+                        name TEXT NOT NULL,
+                        roles TEXT NOT NULL,
+                        created_at {time} NOT NULL,
+                        seen_at {time} NOT NULL,
+                        expires_at {time} NOT NULL,
+                        ended_at {time},
+                        ended_by TEXT)
+                    """,
+                    "CREATE INDEX IF NOT EXISTS desk_sessions_subject ON {schema}desk_sessions (subject) WHERE ended_at IS NULL",
+                    "CREATE INDEX IF NOT EXISTS desk_sessions_expires ON {schema}desk_sessions (expires_at)",
+                ])
+            ]),
     ]
 
     /// The latest version, on both databases.

@@ -24,6 +24,14 @@ public protocol DeskStore: Sendable {
     /// Keeps a credit for a lead's decision; returns its id.
     func requestApproval(_ held: ApprovalRequest) async throws -> Int64
 
+    /// Holds a credit for a lead unless its agent already has `limit` waiting, with its audit line, in one
+    /// transaction that takes the agent's lock first: a burst of credits never leaves more than `limit` waiting.
+    /// The line is `held(id)` when it is held, `refused(waiting)` when the agent has too many waiting.
+    func holdCredit(
+        _ request: ApprovalRequest, limit: Int, held: @escaping @Sendable (Int64) -> AuditEntry,
+        refused: @escaping @Sendable (Int) -> AuditEntry
+    ) async throws -> HoldOutcome
+
     func approvalRequest(id: Int64) async throws -> ApprovalRequest?
 
     /// The credits held with `status` (nil: all), newest first, at most `limit`.
@@ -33,6 +41,69 @@ public protocol DeskStore: Sendable {
     /// false when it was not in `from` (another lead decided first, or no such credit).
     func decideApproval(id: Int64, from: ApprovalRequest.Status, to decision: ApprovalRequest.Decision) async throws
         -> Bool
+
+    // MARK: Console sessions
+
+    /// Keeps a new session.
+    func startSession(_ session: DeskSession) async throws
+
+    /// The session of this id (the SHA-256 of its cookie's token), ended or not; nil when none.
+    func session(id: String) async throws -> DeskSession?
+
+    /// Remembers that the session was used at `at` (its idle time counts from there).
+    func sessionSeen(id: String, at: Date) async throws
+
+    /// Ends one session; false when it had ended, or never was.
+    func endSession(id: String, by: String, at: Date) async throws -> Bool
+
+    /// Ends every open session of `subject` (a lead cuts an agent off); how many it ended.
+    func endSessions(subject: String, by: String, at: Date) async throws -> Int
+
+    /// The open sessions (not ended, not expired at `now`), newest first, at most `limit`.
+    func openSessions(now: Date, limit: Int) async throws -> [DeskSession]
+
+    /// Deletes the sessions that expired before `before`; how many.
+    func pruneSessions(expiredBefore before: Date) async throws -> Int
+}
+
+/// How holding a credit for a lead ended.
+public enum HoldOutcome: Sendable, Equatable {
+    case held(id: Int64)
+    /// The agent already has `waiting` credits held (the limit): nothing held.
+    case full(waiting: Int)
+}
+
+/// A console session of the support desk, kept in the ledger: found by the SHA-256 of the random token its cookie
+/// carries, so neither the ledger nor its backups hold what a browser presents.
+public struct DeskSession: Sendable, Equatable {
+    /// Hex SHA-256 of the cookie's token.
+    public var id: String
+    public var subject: String
+    public var name: String
+    /// The roles granted at sign-in (`viewer`, `agent`, `lead`).
+    public var roles: [String]
+    public var createdAt: Date
+    /// The last request it made (its idle time counts from there; updated at most once a minute).
+    public var seenAt: Date
+    public var expiresAt: Date
+    public var endedAt: Date?
+    /// Who ended it: its agent's subject at sign-out, a lead's, or `expired`.
+    public var endedBy: String?
+
+    public init(
+        id: String, subject: String, name: String, roles: [String], createdAt: Date, seenAt: Date, expiresAt: Date,
+        endedAt: Date? = nil, endedBy: String? = nil
+    ) {
+        self.id = id
+        self.subject = subject
+        self.name = name
+        self.roles = roles
+        self.createdAt = createdAt
+        self.seenAt = seenAt
+        self.expiresAt = expiresAt
+        self.endedAt = endedAt
+        self.endedBy = endedBy
+    }
 }
 
 /// One line of the desk's audit.

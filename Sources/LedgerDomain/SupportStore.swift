@@ -2,9 +2,18 @@ import Foundation
 import Vocabulary
 
 /// What support reads of a purchase (`receipt-worker lookup`): who holds it and since when, and whether Apple
-/// reported it unclaimed; and the purchases an order or an app account token leads to. Reads only: a credit goes
-/// through ``DecisionStore``, the same claim as a job's.
+/// reported it unclaimed; and the purchases an order or an app account token leads to. A credit is the same claim
+/// as a job's (``DecisionStore``), with its use of the desk's caps and its audit line in its transaction
+/// (``recordCredit(_:caps:day:audit:)``).
 public protocol SupportStore: Sendable {
+    /// A support credit in one transaction: the claim, as a job's (a purchase credited unclaimed tied to the
+    /// order), then, when it credits anew, one use of each of `caps` for `day` (all or none), then its audit line,
+    /// made from the claim's outcome. A cap at its limit undoes it all: nothing recorded, ``SupportCreditRecord/capReached``.
+    func recordCredit(
+        _ decision: Decision, caps: [DailyCounter], day: String,
+        audit: @escaping @Sendable (LedgerOutcome) -> AuditEntry
+    ) async throws -> SupportCreditRecord
+
     /// The purchase's grant and its unclaimed report, in `app` and `environment`.
     func supportRecord(app: AppScope, environment: AppleEnvironment, purchaseID: PurchaseID, transactionID: String)
         async throws -> SupportRecord
@@ -21,6 +30,26 @@ public protocol SupportStore: Sendable {
     /// The purchases granted to the player `userID` in `app` (job grants, renewals, support's credits), newest
     /// first, at most `limit`: by the grants' player index.
     func grantedToPlayer(_ userID: String, app: AppScope, limit: Int) async throws -> [PlayerGrant]
+}
+
+/// How a support credit's transaction ended.
+public enum SupportCreditRecord: Sendable, Equatable {
+    /// The claim's outcome, with its audit line's id.
+    case recorded(LedgerOutcome, auditID: Int64)
+    /// A cap was at its limit: nothing was recorded, no line written.
+    case capReached
+}
+
+extension LedgerOutcome {
+    /// Whether the outcome credits the purchase anew (a cap's use is taken for it): recorded, recorded with its
+    /// refunded share taken back, or a credit unclaimed tied to the order. A replay, a refusal, or a credit the
+    /// order already held takes nothing.
+    public var creditsAnew: Bool {
+        switch self {
+        case .recorded, .recordedPartlyRefunded, .tied: true
+        case .replay, .duplicateTransaction, .orderAlreadyFulfilled, .revoked, .credited: false
+        }
+    }
 }
 
 /// A purchase as the ledger holds it.

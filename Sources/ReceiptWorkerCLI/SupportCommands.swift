@@ -8,7 +8,7 @@ import ReceiptWorker
 /// `receipt-worker lookup`: a purchase as support asks about it, Apple's view beside the ledger's.
 enum LookupCommand {
     static let help = """
-        usage: receipt-worker lookup [--config FILE] [--set key=value]... [--app NAME] [--json] [--ticket T]
+        usage: receipt-worker lookup [--config FILE] [--set key=value]... [--app NAME] [--json] [--ticket T] --by WHO
                    (--apple-order-id ID | --transaction-id ID | --order-id ID | --app-account-token UUID |
                     --user-id PLAYER | --history TRANSACTION_ID)
 
@@ -23,7 +23,9 @@ enum LookupCommand {
         --user-id: every purchase the ledger granted to the player, newest first; --history: the customer's whole
         history in the app at Apple (Get Transaction History) from any one of their transaction ids.
         Needs the app's App Store Server API key (apple.api.*) and the ledger (ledger.url). Each lookup is appended
-        to the support desk's audit (receipt-worker ledger audit) as the operator's (the login name), with --ticket.
+        to the support desk's audit (receipt-worker ledger audit) under --by (who asks: the audit's agent is
+        cli:WHO, its request says it came from the command line and, when the system has one, the login name),
+        with --ticket.
 
         Exit codes: 0 found; 3 nothing found (or nothing that verifies as this app's); 1 Apple or the ledger did not answer; 2 usage or configuration error.
         """
@@ -33,7 +35,7 @@ enum LookupCommand {
             arguments,
             valued: Options.configurationOptions.union([
                 "--app", "--apple-order-id", "--transaction-id", "--order-id", "--app-account-token", "--user-id",
-                "--history", "--ticket",
+                "--history", "--ticket", "--by",
             ]), flags: ["--json"])
         let queries: [SupportDesk.Query] = [
             options.value("--apple-order-id").map(SupportDesk.Query.appleOrderID),
@@ -49,6 +51,7 @@ enum LookupCommand {
                     + " --history")
         }
         let ticket = try OperatorAudit.ticket(options.value("--ticket"))
+        let by = try OperatorAudit.by(options.value("--by"))
         let configuration = try options.configuration(purpose: .worker)
         let report = try await configuration.withToolLedger { ledger in
             let desk = try SupportDesk.make(
@@ -56,8 +59,7 @@ enum LookupCommand {
             let report = try await desk.lookup(query)
             try await ledger.appendAudit(
                 DeskAudit.operatorLookup(
-                    query, report: report, app: options.value("--app") ?? "default", by: OperatorAudit.login,
-                    ticket: ticket))
+                    query, report: report, app: options.value("--app") ?? "default", by: by, ticket: ticket))
             return report
         }
         if options.has("--json") {
@@ -85,7 +87,8 @@ enum CreditCommand {
         the player's, by the order id on the player's invoice from Apple (--apple-order-id: Look Up Order ID must
         list the transaction) or, for a purchase that carries an app account token, by the player's token
         (--app-account-token: it must be the purchase's). Each credit, refused ones included, is appended to the
-        support desk's audit (receipt-worker ledger audit) under the operator's login name and --by, with --ticket.
+        support desk's audit (receipt-worker ledger audit) under --by (cli:WHO; the request says it came from the
+        command line, with the login name when the system has one), with --ticket, in the credit's own transaction.
         A purchase without a token gets the one given, through
         Apple's Set App Account Token, so Apple's later notifications of it name the player. With
         apple.finish_transactions, the transaction is finished at Apple. A purchase Apple refunded in part is
@@ -123,14 +126,19 @@ enum CreditCommand {
             userID: try required("--user-id"), by: try required("--by"), reason: try required("--reason"),
             appleOrderID: appleOrderID, appAccountToken: token)
         let configuration = try options.configuration(purpose: .worker)
-        let (desk, outcome) = try await configuration.withToolLedger { ledger in
+        let app = options.value("--app") ?? "default"
+        let (desk, outcome): (SupportDesk, SupportDesk.CreditOutcome) = try await configuration.withToolLedger {
+            ledger in
             let desk = try SupportDesk.make(
                 configuration, app: options.value("--app"), ledger: ledger, logger: ToolKafka.logger)
-            let outcome = try await desk.credit(request)
-            try await ledger.appendAudit(
-                DeskAudit.operatorCredit(
-                    request, outcome: outcome, app: options.value("--app") ?? "default", login: OperatorAudit.login,
-                    ticket: ticket))
+            let audit: @Sendable (SupportDesk.CreditOutcome) -> AuditEntry = {
+                DeskAudit.operatorCredit(request, outcome: $0, app: app, ticket: ticket)
+            }
+            // No caps on the command line: a credit is never over one.
+            let result = try await desk.credit(request, audit: audit)
+            guard case .done(let outcome) = result else {
+                return (desk, SupportDesk.CreditOutcome.refused("over a cap"))
+            }
             return (desk, outcome)
         }
         guard case .credited(let event, let original, let environment, let note, let setToken) = outcome else {
@@ -161,11 +169,15 @@ enum CreditCommand {
     }
 }
 
-/// Who runs a support command, as the audit names them: the login name, never a field alone.
+/// Who runs a support command, as the audit names them.
 enum OperatorAudit {
-    static var login: String {
-        let name = ProcessInfo.processInfo.environment["USER"] ?? ProcessInfo.processInfo.environment["LOGNAME"]
-        return name.map { "operator:\($0)" } ?? "operator"
+    /// `--by`: who asks, required (a command line has no sign-in to say it): 1 to 128 bytes without control
+    /// characters.
+    static func by(_ given: String?) throws -> String {
+        guard let given, !given.isEmpty, given.utf8.count <= 128,
+            !given.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { throw UsageError("--by is required: who asks, 1 to 128 bytes without control characters") }
+        return given
     }
 
     /// A ticket as the desk takes it (1 to 64 of `A-Z a-z 0-9 - _ . : # /`); `-` when none is given.

@@ -48,9 +48,73 @@ extension SupportDesk {
         case refused(String)
     }
 
-    /// Verifies the purchase with Apple (Get Transaction Info, its signature and app checked), refuses what must not
-    /// be credited, then claims it for the order as a job's grant claims it.
-    public func credit(_ request: CreditRequest, now: Date = Date()) async throws -> CreditOutcome {
+    /// A credit ready for the ledger: Apple verified the purchase and it is the player's; what the claim records.
+    public struct PreparedCredit: Sendable {
+        let request: CreditRequest
+        let decision: Decision
+        let originalTransactionID: String
+        let environment: AppleEnvironment
+        /// The purchase has no app account token yet, and the request proved the player's: set it at Apple.
+        let setToken: Bool
+    }
+
+    /// What a credit comes to before the ledger's transaction.
+    public enum CreditPreparation: Sendable {
+        /// Refused, and why; nothing to record.
+        case refused(String)
+        /// Recorded before by this same request: its outcome again (its event to publish again), nothing new.
+        case recordedBefore(CreditOutcome)
+        /// To record (``SupportStore/recordCredit(_:caps:day:audit:)``).
+        case ready(PreparedCredit)
+    }
+
+    /// How a credit ended: its outcome, or over a cap (nothing recorded; the caller holds it for a lead).
+    public enum CreditResult: Sendable, Equatable {
+        case done(CreditOutcome)
+        case capReached
+    }
+
+    /// Verifies the purchase with Apple (Get Transaction Info, its signature and app checked), refuses what must
+    /// not be credited, then claims it for the order as a job's grant claims it, with one use of each of `caps`
+    /// (nothing when a cap is full: ``CreditResult/capReached``) and its audit line (`audit`, made from the outcome)
+    /// in the claim's transaction. A refusal before the claim, or a request recorded before, has its line written
+    /// alone.
+    public func credit(
+        _ request: CreditRequest, caps: [DailyCounter] = [], day: String = "", now: Date = Date(),
+        audit: @escaping @Sendable (CreditOutcome) -> AuditEntry
+    ) async throws -> CreditResult {
+        let prepared: PreparedCredit
+        switch try await prepareCredit(request, now: now) {
+        case .refused(let why):
+            try await ledger.appendAudit(audit(.refused(why)))
+            return .done(.refused(why))
+        case .recordedBefore(let outcome):
+            try await ledger.appendAudit(audit(outcome))
+            return .done(outcome)
+        case .ready(let ready):
+            prepared = ready
+        }
+        let outcomeOf: @Sendable (LedgerOutcome) -> CreditOutcome = { Self.outcome($0, of: prepared) }
+        switch try await ledger.recordCredit(prepared.decision, caps: caps, day: day, audit: { audit(outcomeOf($0)) }) {
+        case .capReached:
+            return .capReached
+        case .recorded(.duplicateTransaction, _):
+            // Who holds it, for the answer (the audit line says another order does).
+            let held = try await ledger.supportRecord(
+                app: app.scope, environment: prepared.environment,
+                purchaseID: prepared.decision.grant?.purchaseID ?? .transaction(request.transactionID),
+                transactionID: prepared.decision.grant?.transactionID ?? request.transactionID
+            ).grant
+            return .done(
+                .refused("already held: granted to order \(held?.orderID ?? "?") of player \(held?.userID ?? "?")"))
+        case .recorded(let outcome, _):
+            return .done(outcomeOf(outcome))
+        }
+    }
+
+    /// Everything of a credit before the ledger's transaction: Apple's word on the purchase, and the rules a
+    /// credit must pass.
+    public func prepareCredit(_ request: CreditRequest, now: Date = Date()) async throws -> CreditPreparation {
         guard !UnclaimedOrderID.isReserved(request.orderID) else {
             return .refused(
                 "order ids starting \(UnclaimedOrderID.prefix) are reserved for purchases credited unclaimed: name"
@@ -79,13 +143,7 @@ extension SupportDesk {
         let environment = payload.environment ?? .production
         let key = decisionKey(request, transactionID: transaction.transactionID)
         let original = transaction.originalTransactionID ?? transaction.transactionID
-        let again = Self.repeatedCredit
-        /// `proven`: this run checked the proof; only then is the player's token set at Apple.
-        func credited(_ stored: StoredEvent, _ note: String, proven: Bool = true) -> CreditOutcome {
-            .credited(
-                stored, originalTransactionID: original, environment: environment, note: note,
-                setToken: proven && transaction.appAccountToken == nil && request.appAccountToken != nil)
-        }
+        let wantsToken = transaction.appAccountToken == nil && request.appAccountToken != nil
         let record = try await ledger.supportRecord(
             app: app.scope, environment: environment, purchaseID: transaction.purchaseIdentity,
             transactionID: transaction.transactionID)
@@ -96,9 +154,11 @@ extension SupportDesk {
         if let first = try await ledger.storedDecision(key) {
             // Apple not answering the proof's check fails the run (exit 1, run again): never a rerun that forgets
             // the token.
-            let wantsToken = transaction.appAccountToken == nil && request.appAccountToken != nil
             let proven = wantsToken ? try await ownershipRefusal(request, transaction, environment) == nil : false
-            return credited(first, again, proven: proven)
+            return .recordedBefore(
+                .credited(
+                    first, originalTransactionID: original, environment: environment, note: Self.repeatedCredit,
+                    setToken: proven))
         }
         if environment == .sandbox && !allowSandbox {
             return .refused("Sandbox: a tester's purchase, never credited here")
@@ -116,16 +176,20 @@ extension SupportDesk {
             return .refused("the subscription period expired at \(Timestamp.rfc3339(expires)): nothing to credit now")
         }
         if let refusal = try await ownershipRefusal(request, transaction, environment) { return .refused(refusal) }
+        // A purchase an order holds already is refused, whichever order (the same one included: nothing to
+        // credit).
+        if let held = record.grant, held.credit != .unclaimed {
+            return .refused("already held: granted to order \(held.orderID) of player \(held.userID)")
+        }
         let productID = transaction.productID ?? ""
-        let event = ResultEvent.supportGrant(
+        let granted = ResultEvent.supportGrant(
             key: key, app: app.scope, bundleID: app.bundleID, orderID: request.orderID, userID: request.userID,
             transaction: transaction, environment: environment, by: request.by, reason: request.reason, at: now)
         let claim = GrantClaim(
             orderID: request.orderID, transactionID: transaction.transactionID,
             purchaseID: transaction.purchaseIdentity, environment: environment, userID: request.userID,
             productID: productID, quantity: transaction.quantity,
-            originalTransactionID: transaction.originalTransactionID, revenue: event.revenue)
-        let granted = event
+            originalTransactionID: transaction.originalTransactionID, revenue: granted.revenue)
         // A purchase credited unclaimed (receipt.unclaimed) is tied to this order, answered with the credit's event
         // id: the grant service credited it once already, and credits nothing twice.
         let decision = Decision(
@@ -139,38 +203,44 @@ extension SupportDesk {
                 tied.detail = "credited unclaimed before (receipt.unclaimed with this event_id), tied by support"
                 return tied.stored()
             })
-        let otherPurchase = "order \(request.orderID) was granted with another purchase: name another order"
-        // A purchase an order holds already is refused, whichever order (the same one included: nothing to
-        // credit).
-        if let held = record.grant, held.credit != .unclaimed {
-            return .refused("already held: granted to order \(held.orderID) of player \(held.userID)")
+        return .ready(
+            PreparedCredit(
+                request: request, decision: decision, originalTransactionID: original, environment: environment,
+                setToken: wantsToken))
+    }
+
+    /// What the ledger's answer to a prepared credit means, in support's words: pure, so that the credit's audit
+    /// line is made in its transaction.
+    static func outcome(_ recorded: LedgerOutcome, of prepared: PreparedCredit) -> CreditOutcome {
+        let request = prepared.request
+        func credited(_ stored: StoredEvent, _ note: String) -> CreditOutcome {
+            .credited(
+                stored, originalTransactionID: prepared.originalTransactionID, environment: prepared.environment,
+                note: note, setToken: prepared.setToken)
         }
-        switch try await ledger.record(decision) {
+        switch recorded {
         case .recorded:
-            return credited(decision.event, "credited to order \(request.orderID) of player \(request.userID)")
+            return credited(
+                prepared.decision.event, "credited to order \(request.orderID) of player \(request.userID)")
         case .recordedPartlyRefunded(let followUp):
-            var stored = decision.event
+            var stored = prepared.decision.event
             stored.followUps = [followUp]
             return credited(
                 stored,
                 "credited to order \(request.orderID) of player \(request.userID); Apple refunded part of it before:"
                     + " that share is taken back at once (event \(followUp.eventID))")
         case .replay(let first):
-            return credited(first, again)
+            return credited(first, repeatedCredit)
         case .credited(let eventID, _):
             return .refused("order \(request.orderID) holds this purchase already (event \(eventID))")
         case .orderAlreadyFulfilled:
-            return .refused(otherPurchase)
+            return .refused("order \(request.orderID) was granted with another purchase: name another order")
         case .tied(let answer):
             return credited(answer, "it was credited unclaimed (event \(answer.eventID)): now tied to this order")
         case .revoked:
             return .refused("the purchase was refunded or revoked after it was granted or credited: nothing to credit")
         case .duplicateTransaction:
-            let held = try await ledger.supportRecord(
-                app: app.scope, environment: environment, purchaseID: transaction.purchaseIdentity,
-                transactionID: transaction.transactionID
-            ).grant
-            return .refused("already held: granted to order \(held?.orderID ?? "?") of player \(held?.userID ?? "?")")
+            return .refused("already held: granted to another order")
         }
     }
 

@@ -15,11 +15,12 @@ public struct SupportDesk: Sendable {
     let app: AppleApp
     let api: AppStoreServerAPIClient
     let allowSandbox: Bool
-    let ledger: any SupportStore & DecisionStore
+    let ledger: any SupportStore & DecisionStore & DeskStore
     let retry: RetryPolicy
 
     public init(
-        app: AppleApp, api: AppStoreServerAPIClient, allowSandbox: Bool, ledger: any SupportStore & DecisionStore,
+        app: AppleApp, api: AppStoreServerAPIClient, allowSandbox: Bool,
+        ledger: any SupportStore & DecisionStore & DeskStore,
         retry: RetryPolicy
     ) {
         self.app = app
@@ -249,7 +250,7 @@ extension SupportDesk {
     /// The desk of one configured app (`app`: its name, `default` or an `apps.NAME`; nil: the default app), on
     /// `ledger`. Needs the app's App Store Server API key.
     public static func make(
-        _ configuration: WorkerConfiguration, app name: String?, ledger: any SupportStore & DecisionStore,
+        _ configuration: WorkerConfiguration, app name: String?, ledger: any SupportStore & DecisionStore & DeskStore,
         logger: Logger
     ) throws -> SupportDesk {
         let apps = try WorkerAssembly.appleApps(configuration, logger: logger)
@@ -273,7 +274,7 @@ extension SupportDesk {
     /// The desks of every configured app that has an App Store Server API key (the support desk serves these),
     /// with each app's name and bundle id.
     public static func all(
-        _ configuration: WorkerConfiguration, ledger: any SupportStore & DecisionStore, logger: Logger
+        _ configuration: WorkerConfiguration, ledger: any SupportStore & DecisionStore & DeskStore, logger: Logger
     ) throws -> [(name: String, bundleID: String, desk: SupportDesk)] {
         let apps = try WorkerAssembly.appleApps(configuration, logger: logger)
         return apps.all.enumerated().compactMap { index, app in

@@ -121,7 +121,11 @@ struct DeskRulesTests {
         #expect(
             decided.status == .rejected && decided.decision?.by == "lou"
                 && decided.decision?.outcome == "duplicate ticket")
-        #expect(await store.lines.map(\.outcome) == ["held", "refused", "refused", "rejected"])
+        // Every refusal audited: the own approval, the agent's, the decisions after the rejection, the unknown one.
+        #expect(
+            await store.lines.map(\.outcome) == [
+                "held", "refused", "refused", "rejected", "refused", "refused", "refused",
+            ])
         #expect(published.events.isEmpty)
     }
 
@@ -177,12 +181,64 @@ struct DeskRulesTests {
     }
 }
 
-/// The desk's store in memory, with the ledger's semantics (all-or-none caps, a decision from one status only).
+/// The desk's store in memory, with the ledger's semantics (all-or-none caps, a decision from one status only, a
+/// hold counted and made at once).
 actor InMemoryDeskStore: DeskStore {
     var lines: [AuditEntry] = []
     var held: [ApprovalRequest] = []
     var used: [String: Int] = [:]
+    var sessions: [DeskSession] = []
 
+    func holdCredit(
+        _ request: ApprovalRequest, limit: Int, held line: @Sendable (Int64) -> AuditEntry,
+        refused: @Sendable (Int) -> AuditEntry
+    ) -> HoldOutcome {
+        let waiting = held.filter { $0.requestedBy == request.requestedBy && $0.status == .pending }.count
+        guard waiting < limit else {
+            appendAudit(refused(waiting))
+            return .full(waiting: waiting)
+        }
+        let id = requestApproval(request)
+        appendAudit(line(id))
+        return .held(id: id)
+    }
+
+    func startSession(_ session: DeskSession) { sessions.append(session) }
+
+    func session(id: String) -> DeskSession? { sessions.first { $0.id == id } }
+
+    func sessionSeen(id: String, at: Date) {
+        if let index = sessions.firstIndex(where: { $0.id == id }) { sessions[index].seenAt = at }
+    }
+
+    func endSession(id: String, by: String, at: Date) -> Bool {
+        guard let index = sessions.firstIndex(where: { $0.id == id && $0.endedAt == nil }) else { return false }
+        sessions[index].endedAt = at
+        sessions[index].endedBy = by
+        return true
+    }
+
+    func endSessions(subject: String, by: String, at: Date) -> Int {
+        var ended = 0
+        for index in sessions.indices where sessions[index].subject == subject && sessions[index].endedAt == nil {
+            sessions[index].endedAt = at
+            sessions[index].endedBy = by
+            ended += 1
+        }
+        return ended
+    }
+
+    func openSessions(now: Date, limit: Int) -> [DeskSession] {
+        Array(sessions.filter { $0.endedAt == nil && $0.expiresAt > now }.reversed().prefix(limit))
+    }
+
+    func pruneSessions(expiredBefore before: Date) -> Int {
+        let count = sessions.count
+        sessions.removeAll { $0.expiresAt < before }
+        return count - sessions.count
+    }
+
+    @discardableResult
     func appendAudit(_ entry: AuditEntry) -> Int64 {
         var line = entry
         line.id = Int64(lines.count + 1)

@@ -1,46 +1,99 @@
 import Foundation
 @testable import HTTPServerKit
+import LedgerDomain
 import Testing
 
 @testable import DeskService
 
-/// The console's session and sign-in state live in sealed cookies: nothing a browser can read or change.
-@Suite("Sealed sessions and cookies")
+/// The console's sessions are kept in the ledger, found by the SHA-256 of the random token their cookie carries:
+/// sign-out, a lead, an idle spell and the maximum age each end one, for every replica. What waits in the browser
+/// during a sign-in is sealed: nothing a browser can read or change.
+@Suite("Console sessions, sealed sign-ins and cookies")
 struct SessionTests {
     let seal = Seal(key: Array(repeating: 7, count: 32))!
+    let store = InMemoryDeskStore()
+    let start = Date(timeIntervalSince1970: 1_800_000_000)
 
-    @Test("a sealed session opens with its key and purpose only; any changed byte opens nothing")
+    var sessions: ConsoleSessions { ConsoleSessions(store: store, maxAge: 8 * 3_600, idle: 1_800) }
+
+    static let ana = VerifiedToken(
+        subject: "ana", name: "ana@studio.test", roles: [.agent, .viewer], expiresAt: .distantFuture, nonce: nil)
+
+    @Test("a session opens with its cookie's token only; the ledger keeps neither the token nor the CSRF token")
+    func opens() async throws {
+        let secret = try await sessions.start(Self.ana, now: start)
+        let open = try #require(try await sessions.open(secret, now: start.addingTimeInterval(10)))
+        #expect(open.agent == Agent(subject: "ana", name: "ana@studio.test", roles: [.agent, .viewer], via: .session))
+        #expect(open.expiresAt == start.addingTimeInterval(8 * 3_600))
+        let kept = try #require(await store.sessions.first)
+        #expect(kept.id != secret && !kept.id.contains(secret) && kept.id != open.csrf && open.csrf != secret)
+        // Another token, a changed character, nothing, a flood of bytes: no session.
+        var changed = Array(secret)
+        changed[5] = changed[5] == "A" ? "B" : "A"
+        for other in [String(changed), "", String(repeating: "A", count: 10_000), "x"] {
+            #expect(try await sessions.open(other, now: start) == nil)
+        }
+    }
+
+    @Test("signed out, ended by a lead, idle past the limit, past its maximum age: refused")
+    func ends() async throws {
+        // Signed out: the same cookie replayed a moment later opens nothing.
+        let signedOut = try await sessions.start(Self.ana, now: start)
+        try await sessions.end(signedOut, by: "ana", now: start.addingTimeInterval(60))
+        #expect(try await sessions.open(signedOut, now: start.addingTimeInterval(61)) == nil)
+        // A lead ends every session of the agent, and only theirs.
+        let first = try await sessions.start(Self.ana, now: start)
+        let second = try await sessions.start(Self.ana, now: start)
+        var lee = Self.ana
+        lee.subject = "lee"
+        let other = try await sessions.start(lee, now: start)
+        #expect(await store.endSessions(subject: "ana", by: "lee", at: start.addingTimeInterval(5)) == 2)
+        #expect(try await sessions.open(first, now: start.addingTimeInterval(6)) == nil)
+        #expect(try await sessions.open(second, now: start.addingTimeInterval(6)) == nil)
+        #expect(try await sessions.open(other, now: start.addingTimeInterval(6)) != nil)
+        // Idle: used every 20 minutes it lives on; left 31 minutes, it ends.
+        let busy = try await sessions.start(Self.ana, now: start)
+        for minutes in stride(from: 20, through: 120, by: 20) {
+            #expect(try await sessions.open(busy, now: start.addingTimeInterval(Double(minutes) * 60)) != nil)
+        }
+        #expect(try await sessions.open(busy, now: start.addingTimeInterval(151 * 60)) == nil)
+        // Never past its maximum age, however busy.
+        let long = try await sessions.start(Self.ana, now: start)
+        for minutes in stride(from: 25, through: 475, by: 25) {
+            _ = try await sessions.open(long, now: start.addingTimeInterval(Double(minutes) * 60))
+        }
+        #expect(try await sessions.open(long, now: start.addingTimeInterval(8 * 3_600 + 1)) == nil)
+    }
+
+    @Test("a sealed sign-in state opens with its key and purpose only; any changed byte opens nothing")
     func sealing() throws {
-        let session = ConsoleSession(
-            subject: "ana", name: "ana@studio.test", roles: [.agent, .viewer],
-            expiresAt: Date(timeIntervalSince1970: 1_800_000_000), csrf: "c")
-        let sealed = try #require(seal.seal(session, purpose: ConsoleSession.cookie))
-        #expect(seal.open(ConsoleSession.self, from: sealed, purpose: ConsoleSession.cookie) == session)
-        // Nothing of it reads as text.
-        #expect(!sealed.contains("ana") && !sealed.contains("agent"))
-        // Another purpose (the sign-in's cookie), another key, a flipped character, a cut: nothing.
-        #expect(seal.open(ConsoleSession.self, from: sealed, purpose: SignInState.cookie) == nil)
-        #expect(Seal(key: Array(repeating: 8, count: 32))!.open(bytes: sealed, purpose: ConsoleSession.cookie) == nil)
+        let state = SignInState(
+            state: "s", nonce: "n", verifier: "v", expiresAt: Date(timeIntervalSince1970: 1_800_000_000))
+        let sealed = try #require(seal.seal(state, purpose: SignInState.cookie))
+        #expect(seal.open(SignInState.self, from: sealed, purpose: SignInState.cookie) == state)
+        // Another purpose, another key, a flipped character, a cut: nothing.
+        #expect(seal.open(SignInState.self, from: sealed, purpose: "another") == nil)
+        #expect(Seal(key: Array(repeating: 8, count: 32))!.open(bytes: sealed, purpose: SignInState.cookie) == nil)
         var flipped = Array(sealed)
         flipped[20] = flipped[20] == "A" ? "B" : "A"
-        #expect(seal.open(bytes: String(flipped), purpose: ConsoleSession.cookie) == nil)
-        #expect(seal.open(bytes: String(sealed.dropLast(3)), purpose: ConsoleSession.cookie) == nil)
-        #expect(seal.open(bytes: "", purpose: ConsoleSession.cookie) == nil)
-        #expect(seal.open(bytes: String(repeating: "A", count: 10_000), purpose: ConsoleSession.cookie) == nil)
-        // Two seals of the same session differ (a fresh nonce each).
-        #expect(seal.seal(session, purpose: ConsoleSession.cookie) != sealed)
+        #expect(seal.open(bytes: String(flipped), purpose: SignInState.cookie) == nil)
+        #expect(seal.open(bytes: String(sealed.dropLast(3)), purpose: SignInState.cookie) == nil)
+        #expect(seal.open(bytes: "", purpose: SignInState.cookie) == nil)
+        #expect(seal.open(bytes: String(repeating: "A", count: 10_000), purpose: SignInState.cookie) == nil)
+        // Two seals of the same state differ (a fresh nonce each).
+        #expect(seal.seal(state, purpose: SignInState.cookie) != sealed)
         #expect(Seal(key: [1, 2, 3]) == nil)
     }
 
     @Test("cookies: __Host- names, HttpOnly, Secure, SameSite; the request's value found among others")
     func cookies() {
-        let (name, value) = Cookies.set(ConsoleSession.cookie, "abc", maxAge: 60, sameSite: "Strict")
+        let (name, value) = Cookies.set(ConsoleSessions.cookie, "abc", maxAge: 60, sameSite: "Strict")
         #expect(name == "Set-Cookie")
         #expect(value == "__Host-desk-session=abc; Path=/; Max-Age=60; Secure; HttpOnly; SameSite=Strict")
         let request = ServerRequest(
             method: "GET", path: "/", query: [:], headers: ["cookie": "a=1; __Host-desk-session=xyz; b=2"], body: Data()
         )
-        #expect(Cookies.value(ConsoleSession.cookie, in: request) == "xyz")
+        #expect(Cookies.value(ConsoleSessions.cookie, in: request) == "xyz")
         #expect(Cookies.value(SignInState.cookie, in: request) == nil)
     }
 

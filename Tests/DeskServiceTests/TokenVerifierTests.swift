@@ -29,7 +29,9 @@ struct TokenVerifierTests {
     static let rsaToken =
         "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiIsImtpZCI6InJzYS1maXh0dXJlIn0.eyJpc3MiOiJodHRwczovL3Nzby5zdHVkaW8udGVzdCIsImF1ZCI6InN1cHBvcnQtZGVzayIsInN1YiI6ImFnZW50LTE3IiwiZW1haWwiOiJhbmFAc3R1ZGlvLnRlc3QiLCJncm91cHMiOlsic3VwcG9ydC1hZ2VudCJdLCJpYXQiOjE4MDAwMDAwMDAsImV4cCI6MTgwMDAwMzYwMH0.Hw18fMl5fxYg1lb6XiPxBxyFWFkNd1a2uRW2ZE56r0oDCo80dWGsTM6z1SQhkxgmSGxO7qOgLuliOeCFQ085XErnTqPSb0VLz4_ZwwXketjpFu-Ocl47ZjcMvnXvtdCwbaaKep1vcdbRdAnBXqHATsPhfVOG0Rr31M4NvvmvsqtQOlAnYJn5OYYI8sn-qJUYuE1EY_1a9dX4DgrjceBHpPCNmycDT6BGndA4om1kpZUY06fXOLcQdCm5Rflh29UBf8XwqaLPWv4qWqN8ZlFEnHUtZO3SkpDLt4PabCZ_Hvgh3rNZJeLdk69I52-WSccUxqKifs8ch2kGgB5M3V66Iw"
 
-    let verifier = TokenVerifier(issuer: issuer, audience: "support-desk", clockSkew: 60, claims: DeskClaims())
+    let verifier = TokenVerifier(
+        issuer: issuer, audience: "support-desk", clockSkew: 60, claims: DeskClaims(),
+        authorizedParties: ["support-desk", "grant-tools"])
 
     static func keys(_ kid: String) -> SigningKey? {
         ["ec-1": ecPublic, "rsa-fixture": rsaPublic][kid]
@@ -134,6 +136,21 @@ struct TokenVerifierTests {
         #expect(await refusal(try Self.token(), nonce: "n-1") == .nonce)
     }
 
+    @Test("azp: a client of the desk's when the token names one; an ID token for several audiences must name it")
+    func authorizedParty() async throws {
+        #expect(await refusal(try Self.token(["azp": "support-desk"])) == nil)
+        #expect(await refusal(try Self.token(["azp": "grant-tools"])) == nil)
+        #expect(await refusal(try Self.token(["azp": "someone-elses-app"])) == .authorizedParty)
+        #expect(await refusal(try Self.token(["azp": 17])) == .authorizedParty)
+        #expect(await refusal(try Self.token(["azp": ""])) == .authorizedParty)
+        let several: [String: Any?] = ["aud": ["support-desk", "billing"], "nonce": "n-1"]
+        #expect(await refusal(try Self.token(several), nonce: "n-1") == .authorizedParty)
+        #expect(await refusal(try Self.token(several.merging(["azp": "support-desk"]) { $1 }), nonce: "n-1") == nil)
+        // An API token for several APIs need not name its client; without azp and one audience: as before.
+        #expect(await refusal(try Self.token(["aud": ["support-desk", "billing"]])) == nil)
+        #expect(await refusal(try Self.token(["aud": ["support-desk"]])) == nil)
+    }
+
     @Test("roles come from the configured claim and values only; a hostile name falls back to the subject")
     func roles() async throws {
         #expect(try await verify(try Self.token(["groups": ["admins", "support-viewer"]])).roles == [.viewer])
@@ -143,7 +160,8 @@ struct TokenVerifierTests {
         #expect(try await verify(try Self.token(["groups": [17, ["support-lead"]]])).roles.isEmpty)
         let renamed = TokenVerifier(
             issuer: Self.issuer, audience: "support-desk", clockSkew: 60,
-            claims: DeskClaims(nameClaim: "preferred_username", rolesClaim: "roles", lead: "desk-lead"))
+            claims: DeskClaims(nameClaim: "preferred_username", rolesClaim: "roles", lead: "desk-lead"),
+            authorizedParties: ["support-desk"])
         let token = try await renamed.verify(
             try Self.token(["roles": ["desk-lead"], "preferred_username": "lee"]), now: Self.now
         ) { Self.keys($0) }

@@ -121,7 +121,9 @@ struct MoneyEndToEndTests {
                 "receipt_worker_notifications_processed_total{outcome=\"not_granted\",type=\"REFUND\"} 2")
         }
         let invoice = try #require(
-            try await harness.supportTool(["lookup", "--transaction-id", other.transactionID, "--json"]).output
+            try await harness.supportTool([
+                "lookup", "--by", "support-ana", "--transaction-id", other.transactionID, "--json",
+            ]).output
                 .components(separatedBy: "\"").first { $0.hasPrefix("refunded in part") })
         #expect(invoice.contains("credit the rest"))
         let credited = try await harness.supportTool([
@@ -141,7 +143,9 @@ struct MoneyEndToEndTests {
     func familySharedIsNotSupportsToCredit() async throws {
         let harness = try await harness(.sqlite)
         let family = try await harness.purchase(["product_id": "remove_ads", "family_shared": true])
-        let lookup = try await harness.supportTool(["lookup", "--transaction-id", family.transactionID])
+        let lookup = try await harness.supportTool([
+            "lookup", "--by", "support-ana", "--transaction-id", family.transactionID,
+        ])
         #expect(lookup.status == 0, "\(lookup.errors)")
         #expect(lookup.output.contains("a family member's access (Family Sharing, nothing paid for it)"))
         #expect(!lookup.output.contains("credit it"))
@@ -163,7 +167,7 @@ struct MoneyEndToEndTests {
         let refused = try freeLoopbackPort()
         let silent = try SilentListener()
         async let lookup = harness.supportTool(
-            ["lookup", "--transaction-id", "2000000000000001"],
+            ["lookup", "--by", "support-ana", "--transaction-id", "2000000000000001"],
             ledgerURL: "postgresql://u:pa55word@127.0.0.1:\(refused)/db")
         async let credit = harness.supportTool(
             [

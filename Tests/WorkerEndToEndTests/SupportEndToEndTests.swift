@@ -376,7 +376,7 @@ struct SupportEndToEndTests {
         let bought = try await harness.admin.call("purchases", ["product_id": "gems_500", "price": 4990])
         let transactionID = try #require(bought["transaction_id"] as? String)
         let invoice = try #require(bought["order_id"] as? String)
-        let lookup = try await tool(harness, ["lookup", "--apple-order-id", invoice, "--json"])
+        let lookup = try await tool(harness, ["lookup", "--by", "support-ana", "--apple-order-id", invoice, "--json"])
         #expect(lookup.status == 0, "\(lookup.errors)")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(lookup.output.utf8)) as? [String: Any])
         #expect(report["summary"] as? String == "paid, never claimed: credit it (receipt-worker credit)")
@@ -393,7 +393,7 @@ struct SupportEndToEndTests {
         let twice = try await tool(harness, common + ["--order-id", "cli-2", "--apple-order-id", invoice])
         #expect(twice.status == 3 && twice.errors.contains("already held: granted to order cli-1"), "\(twice.errors)")
 
-        let madeUp = try await tool(harness, ["lookup", "--transaction-id", "1999999999999999"])
+        let madeUp = try await tool(harness, ["lookup", "--by", "support-ana", "--transaction-id", "1999999999999999"])
         #expect(madeUp.status == 3 && madeUp.output.contains("Apple knows no transaction 1999999999999999"))
         await harness.stop()
     }
@@ -419,5 +419,20 @@ extension WorkerHarness {
             "retry.max_backoff_ms=200",
         ]
         return try await CommandLineRun.run(arguments + settings.flatMap { ["--set", $0] })
+    }
+}
+
+extension SupportDesk {
+    /// A credit as the command line makes one (no caps), its audit line under `--by`.
+    func credit(_ request: CreditRequest) async throws -> CreditOutcome {
+        let result = try await credit(request) { outcome in
+            let isCredited = if case .credited = outcome { true } else { false }
+            return AuditEntry(
+                at: Date(), app: "default", agent: "cli:" + request.by, agentName: request.by, role: "operator",
+                action: "credit", outcome: isCredited ? "credited" : "refused", ticket: "-", player: request.userID,
+                request: "{}", answer: "{}")
+        }
+        guard case .done(let outcome) = result else { throw TestSupportError("a credit without caps was over one") }
+        return outcome
     }
 }

@@ -21,6 +21,7 @@ Environment:
 """
 
 import atexit
+import concurrent.futures
 import ctypes
 import json
 import os
@@ -703,8 +704,10 @@ class DeskTests:
         answer = stack.api("POST", f"/desk/api/approvals/{approval}/approve", {"ticket": ticket}, token=lou)
         self.assertEqual(answer.status, 409, answer)
         lines = [(l["agent"], l["action"], l["outcome"]) for l in stack.audit(player=player)]
-        self.assertEqual(lines, [("lou", "approve", "credited"), ("lee", "approve", "refused"),
-                                 ("lee", "credit", "held"), (f"agent-lead-{self.id_}", "credit", "credited")])
+        # The second approval, refused (decided already), is audited too.
+        self.assertEqual(lines, [("lou", "approve", "refused"), ("lou", "approve", "credited"),
+                                 ("lee", "approve", "refused"), ("lee", "credit", "held"),
+                                 (f"agent-lead-{self.id_}", "credit", "credited")])
         wait_until(lambda: stack.event(order_id=f"order-lead2-{self.id_}"), 30, "the approved credit's event")
 
     def test_a_credit_the_ledger_refuses_is_audited_and_gives_its_place_under_the_cap_back(self):
@@ -728,6 +731,110 @@ class DeskTests:
                          [("credit", "credited"), ("credit", "refused")])
         wait_until(lambda: stack.event(order_id=f"order-refused2-{self.id_}"), 30, "the second credit's event")
         self.assertIsNone(stack.event(order_id=f"order-refused-{self.id_}"))
+
+    # --- sessions the studio can end, limits that hold under a burst -------------------------------------------
+    def test_a_session_signed_out_or_ended_by_a_lead_is_refused_when_its_cookie_comes_back(self):
+        stack = self.stack
+        player = f"player-session-{self.id_}"
+        lookup = {"ticket": f"HD-{self.id_}", "user_id": player}
+
+        def session_headers(cookie):
+            answer = stack.api("GET", "/desk/api/session", headers={"Cookie": f"__Host-desk-session={cookie}"})
+            self.assertEqual(answer.status, 200, answer)
+            return {"Cookie": f"__Host-desk-session={cookie}", "Origin": stack.desk,
+                    "X-CSRF-Token": answer.json()["csrf_token"]}
+
+        # Signed out: the cookie copied before the sign-out (a shared computer, a proxy's log) opens nothing.
+        signed_out = session_headers(stack.session_cookie("bob")["session"])
+        self.assertEqual(stack.api("POST", "/desk/api/lookup", lookup, headers=signed_out).status, 200)
+        self.assertEqual(stack.api("POST", "/desk/logout", {}, headers=signed_out).status, 200)
+        for method, path, body in (("POST", "/desk/api/lookup", lookup), ("GET", "/desk/api/session", None),
+                                   ("GET", "/desk/api/audit", None)):
+            with self.subTest(f"{path} after the sign-out"):
+                answer = stack.api(method, path, body, headers=signed_out)
+                self.assertEqual(answer.status, 401, answer)
+        # A lead ends an agent's sessions: every session of the agent, at once.
+        first = session_headers(stack.session_cookie("bob")["session"])
+        second = session_headers(stack.session_cookie("bob")["session"])
+        lou = stack.lead_token()
+        listed = stack.api("GET", "/desk/api/sessions", token=lou)
+        self.assertEqual(listed.status, 200, listed)
+        self.assertGreaterEqual(len([s for s in listed.json()["sessions"] if s["agent"] == "bob"]), 2)
+        self.assertEqual(stack.api("GET", "/desk/api/sessions", token=stack.token(f"a-{self.id_}", "agent")).status,
+                         403)
+        refused = stack.api("POST", "/desk/api/sessions/end", {"ticket": f"HD-{self.id_}", "agent": "bob"},
+                            token=stack.token(f"agent-ends-{self.id_}", "agent"))
+        self.assertEqual(refused.status, 403, refused)
+        ended = stack.api("POST", "/desk/api/sessions/end", {"ticket": f"HD-{self.id_}", "agent": "bob"}, token=lou)
+        self.assertEqual((ended.status, ended.json()["outcome"]), (200, "ended"), ended)
+        self.assertGreaterEqual(ended.json()["ended"], 2)
+        for headers in (first, second):
+            self.assertEqual(stack.api("POST", "/desk/api/lookup", lookup, headers=headers).status, 401)
+        # Only the lookup made before the sign-out is bob's; the lead's act and the agent's refusal are audited.
+        self.assertEqual([(l["agent"], l["action"]) for l in stack.audit(player=player)], [("bob", "lookup")])
+        ends = [(l["agent"], l["outcome"], l["request"]) for l in stack.audit() if l["action"] == "end_sessions"
+                and l["ticket"] == f"HD-{self.id_}"]
+        self.assertEqual(ends, [("lou", "ended", {"agent": "bob"}),
+                                (f"agent-ends-{self.id_}", "refused", {"agent": "bob"})])
+
+    def test_thirty_credits_at_once_over_the_cap_leave_exactly_twenty_held_and_each_refusal_audited(self):
+        stack = self.stack
+        subject, player, ticket = f"agent-burst-{self.id_}", f"player-burst-{self.id_}", f"HD-{self.id_}"
+        agent = stack.token(subject, "agent")
+        first = stack.purchase(customer=f"burst-customer-{self.id_}")
+        answer = stack.api("POST", "/desk/api/credit",
+                           self.credit_body(first, player, f"order-burst-{self.id_}", ticket), token=agent)
+        self.assertEqual((answer.status, answer.json()["outcome"]), (200, "credited"), answer)
+        # The player's cap is spent: each of the thirty is over it, sent all at once.
+        purchases = [stack.purchase(customer=f"burst-customer-{self.id_}-{n}") for n in range(30)]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=30) as pool:
+            answers = list(pool.map(
+                lambda n: stack.api("POST", "/desk/api/credit",
+                                    self.credit_body(purchases[n], player, f"order-burst-{self.id_}-{n}", ticket),
+                                    token=agent), range(30)))
+        statuses = sorted(a.status for a in answers)
+        self.assertEqual(statuses, [202] * 20 + [429] * 10, [a.json() for a in answers if a.status not in (202, 429)])
+        held = [h for h in stack.api("GET", "/desk/api/approvals", token=stack.lead_token()).json()["approvals"]
+                if h["requested_by"] == subject]
+        self.assertEqual(len(held), 20)
+        lines = [(l["action"], l["outcome"]) for l in stack.audit(agent=subject)]
+        self.assertEqual(sorted(lines), sorted([("credit", "credited")] + [("credit", "held")] * 20
+                                               + [("credit", "refused")] * 10))
+        self.assertEqual(set(stack.lookup_player(player)), {first["transaction_id"]})
+
+    def test_each_refused_decision_is_audited_once(self):
+        stack = self.stack
+        lou = stack.lead_token()
+        ticket = f"HD-{self.id_}"
+        missing = 987_654_321
+        def decide(approval, decision):
+            body = {"ticket": ticket, **({"reason": "not this one"} if decision == "reject" else {})}
+            return stack.api("POST", f"/desk/api/approvals/{approval}/{decision}", body, token=lou)
+
+        for decision in ("approve", "reject"):
+            answer = decide(missing, decision)
+            self.assertEqual(answer.status, 404, answer)
+        # A credit held, rejected, then decided again: 409, audited.
+        purchase, first = stack.purchase(customer=f"refusal-{self.id_}"), stack.purchase(customer=f"refusal-{self.id_}")
+        player = f"player-refusal-{self.id_}"
+        agent = stack.token(f"agent-refusal-{self.id_}", "agent")
+        stack.api("POST", "/desk/api/credit", self.credit_body(first, player, f"order-r1-{self.id_}", ticket),
+                  token=agent)
+        held = stack.api("POST", "/desk/api/credit", self.credit_body(purchase, player, f"order-r2-{self.id_}", ticket),
+                         token=agent)
+        self.assertEqual(held.status, 202, held)
+        approval = held.json()["approval_id"]
+        rejected = decide(approval, "reject")
+        self.assertEqual(rejected.status, 200, rejected)
+        for decision in ("approve", "reject"):
+            answer = decide(approval, decision)
+            self.assertEqual(answer.status, 409, answer)
+        lines = [(l["action"], l["outcome"], l["request"]) for l in stack.audit(agent="lou")
+                 if l["ticket"] == ticket]
+        self.assertEqual(sorted(lines, key=repr), sorted([
+            ("approve", "refused", {"approval_id": missing}), ("reject", "refused", {"approval_id": missing}),
+            ("reject", "rejected", {"approval_id": approval}), ("approve", "refused", {"approval_id": approval}),
+            ("reject", "refused", {"approval_id": approval})], key=repr))
 
     # --- hostile callers ---------------------------------------------------------------------------------------
     def test_hostile_tokens_are_refused_with_nothing_recorded(self):

@@ -30,8 +30,9 @@ struct CreditCaps: Sendable, Equatable {
 extension DeskActions {
     // MARK: Crediting
 
-    /// An agent's credit: within the caps, credited as `receipt-worker credit` credits; past either cap, held for
-    /// a lead (nothing recorded but the hold).
+    /// An agent's credit: within the caps, credited as `receipt-worker credit` credits, its use of the caps and its
+    /// audit line in the credit's own transaction; past either cap, held for a lead (nothing recorded but the hold
+    /// and its line, in one transaction that counts the agent's holds). A burst of credits passes no limit.
     func credit(_ agent: Agent, body: Data) async throws -> Answer {
         let form = try CreditForm(body)
         let app = try app(form.app)
@@ -43,27 +44,53 @@ extension DeskActions {
         }
         // The same request again (its event not published, the token not set): finished, outside the caps.
         if try await app.desk.recordedBefore(form.request(by: agent.name)) {
-            let answer = try await carryOut(form, app: app, by: agent, line: &line) { _ in }
-            metrics.credited(outcome: line.outcome, role: agent.role)
+            let carried = try await carryOut(form, app: app, by: agent, line: line, caps: [], day: "")
+            guard case .answered(let answer, let outcome) = carried else { return .refused(409, "ask again") }
+            metrics.credited(outcome: outcome, role: agent.role)
             return answer
         }
         let counters = caps.counters(agent: agent, app: app.name, player: form.userID)
         let day = CreditCaps.day(now())
-        guard try await store.reserveDailyUse(counters, day: day) else {
-            let pending = try await store.approvalRequests(status: .pending, limit: 1_000)
-                .filter { $0.requestedBy == agent.subject }
-            guard pending.count < Self.pendingPerAgent else {
-                return try await refuse(
-                    &line, 429,
-                    "\(pending.count) of your credits already wait for a lead: ask a lead to decide them first")
-            }
-            let id = try await store.requestApproval(
-                ApprovalRequest(
-                    createdAt: now(), app: app.name, requestedBy: agent.subject, requestedName: agent.name,
-                    ticket: form.ticket, player: form.userID, request: form.json))
-            line.outcome = "held"
-            line.answer = Self.json(["approval_id": id, "why": "over a daily cap"])
-            try await store.appendAudit(line)
+        // Over a cap already: held without asking Apple. Within: credited, the cap's use taken in the credit's
+        // transaction; one that a burst filled meanwhile is held the same way.
+        if try await capsAvailable(counters, day: day),
+            case .answered(let answer, let outcome) = try await carryOut(
+                form, app: app, by: agent, line: line, caps: counters, day: day)
+        {
+            metrics.credited(outcome: outcome, role: agent.role)
+            return answer
+        }
+        return try await hold(form, app: app, by: agent, line: line)
+    }
+
+    /// Whether every counter has room today (a look: the credit's transaction takes the use).
+    private func capsAvailable(_ counters: [DailyCounter], day: String) async throws -> Bool {
+        for counter in counters where try await store.dailyUse(counter, day: day) >= counter.limit { return false }
+        return true
+    }
+
+    /// A credit held for a lead, unless the agent has ``pendingPerAgent`` waiting already (429): the count, the
+    /// hold and its line in one transaction.
+    private func hold(_ form: CreditForm, app: App, by agent: Agent, line: AuditEntry) async throws -> Answer {
+        let held = ApprovalRequest(
+            createdAt: now(), app: app.name, requestedBy: agent.subject, requestedName: agent.name, ticket: form.ticket,
+            player: form.userID, request: form.json)
+        let outcome = try await store.holdCredit(
+            held, limit: Self.pendingPerAgent,
+            held: { id in
+                var held = line
+                held.outcome = "held"
+                held.answer = Self.json(["approval_id": id, "why": "over a daily cap"])
+                return held
+            },
+            refused: { waiting in
+                var refused = line
+                refused.outcome = "refused"
+                refused.answer = Self.json(["refused": Self.tooManyHeld(waiting)])
+                return refused
+            })
+        switch outcome {
+        case .held(let id):
             metrics.credited(outcome: "held", role: agent.role)
             return .json(
                 202,
@@ -73,59 +100,83 @@ extension DeskActions {
                         "over the daily cap (\(caps.agentDaily) credits an agent, \(caps.playerDaily) a player): held"
                         + " until a lead approves it",
                 ])
+        case .full(let waiting):
+            metrics.refused(action: "credit", role: agent.role)
+            return .refused(429, Self.tooManyHeld(waiting))
         }
-        let answer = try await carryOut(form, app: app, by: agent, line: &line) { recorded in
-            if !recorded { try await store.releaseDailyUse(counters, day: day) }
-        }
-        metrics.credited(outcome: line.outcome, role: agent.role)
-        return answer
+    }
+
+    static func tooManyHeld(_ waiting: Int) -> String {
+        "\(waiting) of your credits already wait for a lead: ask a lead to decide them first"
     }
 
     /// How many credits one agent may have waiting for a lead.
     static let pendingPerAgent = 20
 
-    /// The credit itself and its follow-through, audited on `line`; `settle` is told whether the ledger recorded a
-    /// new credit (else a cap's use is given back).
+    /// How carrying out a credit ended: answered (with the outcome the metrics count), or a cap full (nothing
+    /// recorded: the caller holds it).
+    private enum CarriedOut {
+        case answered(Answer, outcome: String)
+        case capReached
+    }
+
+    /// The credit itself and its follow-through: the credit's audit line (`line`, with what came of it) is written
+    /// in its transaction, or alone when it is refused before; a credit whose event or steps did not finish gets a
+    /// second line, `unpublished`, saying what is left.
     private func carryOut(
-        _ form: CreditForm, app: App, by agent: Agent, line: inout AuditEntry,
-        settle: (Bool) async throws -> Void
-    ) async throws -> Answer {
+        _ form: CreditForm, app: App, by agent: Agent, line: AuditEntry, caps: [DailyCounter], day: String
+    ) async throws -> CarriedOut {
         let request = form.request(by: agent.name)
-        let outcome: SupportDesk.CreditOutcome
+        let result: SupportDesk.CreditResult
         do {
-            outcome = try await app.desk.credit(request, now: now())
+            result = try await app.desk.credit(request, caps: caps, day: day, now: now()) { Self.creditLine(line, $0) }
         } catch {
-            try? await settle(false)
-            line.outcome = "failed"
-            line.answer = Self.json(["error": "Apple or the ledger did not answer: nothing recorded, ask again"])
-            try await store.appendAudit(line)
+            var failed = line
+            failed.outcome = "failed"
+            failed.answer = Self.json(["error": "Apple or the ledger did not answer: nothing recorded, ask again"])
+            _ = try? await store.appendAudit(failed)
             throw error
         }
-        switch outcome {
-        case .refused(let why):
-            try await settle(false)
-            line.outcome = "refused"
-            line.answer = Self.json(["refused": why])
-            try await store.appendAudit(line)
-            return .json(422, ["outcome": "refused", "note": why])
-        case .credited(let event, let original, let environment, let note, let setToken):
-            try await settle(note != SupportDesk.repeatedCredit)
+        switch result {
+        case .capReached:
+            return .capReached
+        case .done(.refused(let why)):
+            return .answered(.json(422, ["outcome": "refused", "note": why]), outcome: "refused")
+        case .done(.credited(let event, let original, let environment, let note, let setToken)):
             let followed = await app.desk.followThrough(
                 event, originalTransactionID: original, environment: environment, setToken: setToken,
                 request: request, finish: finishTransactions, send: publish)
-            line.outcome = followed.unfinished == nil ? "credited" : "unpublished"
-            line.answer = Self.json([
-                "event_id": event.eventID, "note": note, "published_to": followed.publishedTo ?? NSNull(),
-                "steps": followed.notes, "unfinished": followed.unfinished ?? NSNull(),
-            ])
-            try await store.appendAudit(line)
-            return .json(
-                followed.unfinished == nil ? 200 : 503,
-                [
-                    "outcome": line.outcome, "event_id": event.eventID, "note": note, "steps": followed.notes,
-                    "unfinished": followed.unfinished ?? NSNull(),
+            if let unfinished = followed.unfinished {
+                var later = line
+                later.outcome = "unpublished"
+                later.answer = Self.json([
+                    "event_id": event.eventID, "steps": followed.notes, "unfinished": unfinished,
                 ])
+                try await store.appendAudit(later)
+            }
+            let outcome = followed.unfinished == nil ? "credited" : "unpublished"
+            return .answered(
+                .json(
+                    followed.unfinished == nil ? 200 : 503,
+                    [
+                        "outcome": outcome, "event_id": event.eventID, "note": note, "steps": followed.notes,
+                        "unfinished": followed.unfinished ?? NSNull(),
+                    ]), outcome: outcome)
         }
+    }
+
+    /// A credit's audit line, with what came of it (written in the credit's transaction).
+    static func creditLine(_ line: AuditEntry, _ outcome: SupportDesk.CreditOutcome) -> AuditEntry {
+        var line = line
+        switch outcome {
+        case .credited(let event, _, _, let note, _):
+            line.outcome = "credited"
+            line.answer = json(["event_id": event.eventID, "note": note])
+        case .refused(let why):
+            line.outcome = "refused"
+            line.answer = json(["refused": why])
+        }
+        return line
     }
 
     // MARK: A lead's decisions
@@ -137,20 +188,22 @@ extension DeskActions {
     }
 
     /// A lead approves a credit held over a cap, made by someone else: credited as the agent asked it, their name
-    /// on the event, the lead's on the audit.
+    /// on the event, the lead's on the audit. Every refusal (no such credit, decided already, their own) is audited.
     func approve(_ agent: Agent, id: Int64, body: Data) async throws -> Answer {
         let form = try DecisionForm(body, rejecting: false)
         var line = audit(
             agent, action: "approve", app: "", ticket: form.ticket, player: nil, request: ["approval_id": id])
         guard agent.has(.lead) else { return try await refuse(&line, 403, "only a lead approves a held credit") }
-        guard let held = try await store.approvalRequest(id: id) else { return .refused(404, "no such held credit") }
+        guard let held = try await store.approvalRequest(id: id) else {
+            return try await refuse(&line, 404, "no such held credit")
+        }
         line.app = held.app
         line.player = held.player
         // An approval carried out by a lead whose process then stopped: taken over after a while (the credit is
         // one ledger claim: carrying it out twice grants nothing twice).
         let stalled = held.status == .approving && (held.decision.map { now().timeIntervalSince($0.at) > 300 } ?? true)
         guard held.status == .pending || stalled else {
-            return .refused(409, "decided already: \(held.status.rawValue)")
+            return try await refuse(&line, 409, "decided already: \(held.status.rawValue)")
         }
         // The subject, and the name too: a provider may give one person another subject per client.
         guard held.requestedBy != agent.subject, held.requestedName != agent.name else {
@@ -158,17 +211,16 @@ extension DeskActions {
         }
         guard let credit = try? JSONDecoder().decode(CreditForm.self, from: Data(held.request.utf8)),
             let app = try? app(held.app)
-        else { return .refused(409, "the held credit cannot be read, or its app is no longer served") }
+        else { return try await refuse(&line, 409, "the held credit cannot be read, or its app is no longer served") }
         let claimed = ApprovalRequest.Decision(
             status: .approving, by: agent.subject, byName: agent.name, at: now(), outcome: "")
         guard try await store.decideApproval(id: id, from: held.status, to: claimed) else {
-            return .refused(409, "another lead decided it first")
+            return try await refuse(&line, 409, "another lead decided it first")
         }
         let requester = Agent(subject: held.requestedBy, name: held.requestedName, roles: [.agent], via: .session)
-        var credited = line
-        let answer: Answer
+        let carried: CarriedOut
         do {
-            answer = try await carryOut(credit, app: app, by: requester, line: &credited) { _ in }
+            carried = try await carryOut(credit, app: app, by: requester, line: line, caps: [], day: "")
         } catch {
             // Apple or the ledger did not answer: back to pending, for this lead or another to approve again.
             var back = claimed
@@ -176,11 +228,12 @@ extension DeskActions {
             _ = try? await store.decideApproval(id: id, from: .approving, to: back)
             throw error
         }
+        guard case .answered(let answer, let outcome) = carried else { return .refused(409, "ask again") }
         var done = claimed
         done.status = .approved
-        done.outcome = credited.outcome + ": " + credited.answer
+        done.outcome = outcome + ": " + String(decoding: answer.body, as: UTF8.self)
         _ = try await store.decideApproval(id: id, from: .approving, to: done)
-        metrics.credited(outcome: "approved_" + credited.outcome, role: agent.role)
+        metrics.credited(outcome: "approved_" + outcome, role: agent.role)
         return answer
     }
 
@@ -189,13 +242,15 @@ extension DeskActions {
         var line = audit(
             agent, action: "reject", app: "", ticket: form.ticket, player: nil, request: ["approval_id": id])
         guard agent.has(.lead) else { return try await refuse(&line, 403, "only a lead rejects a held credit") }
-        guard let held = try await store.approvalRequest(id: id) else { return .refused(404, "no such held credit") }
+        guard let held = try await store.approvalRequest(id: id) else {
+            return try await refuse(&line, 404, "no such held credit")
+        }
         line.app = held.app
         line.player = held.player
         let decision = ApprovalRequest.Decision(
             status: .rejected, by: agent.subject, byName: agent.name, at: now(), outcome: form.reason ?? "")
         guard try await store.decideApproval(id: id, from: .pending, to: decision) else {
-            return .refused(409, "decided already")
+            return try await refuse(&line, 409, "decided already")
         }
         line.outcome = "rejected"
         line.answer = Self.json(["reason": form.reason ?? ""])

@@ -127,6 +127,48 @@ struct DeskActions: Sendable {
             outcome: "", ticket: ticket, player: player, request: Self.json(request), answer: "{}")
     }
 
+    /// A request refused before its action ran (its agent's rate): audited under the route it asked for.
+    func refuseRequest(_ agent: Agent, path: String, status: Int, reason: String) async throws -> Answer {
+        let action = path.split(separator: "/").last.map(String.init) ?? "request"
+        var line = audit(
+            agent, action: DeskText.isTicket(action) ? action : "request", app: "", ticket: "-", player: nil,
+            request: ["path": DeskText.shown(path)])
+        return try await refuse(&line, status, reason)
+    }
+
+    // MARK: Sessions
+
+    /// A lead sees the console sessions open now (never their ids).
+    func openSessions(_ agent: Agent) async throws -> Answer {
+        guard agent.has(.lead) else { return .refused(403, "only a lead sees the sessions open") }
+        let formatter = ISO8601DateFormatter()
+        let open = try await store.openSessions(now: now(), limit: 500).map { session -> [String: Any] in
+            [
+                "agent": session.subject, "name": session.name, "roles": session.roles,
+                "created_at": formatter.string(from: session.createdAt),
+                "seen_at": formatter.string(from: session.seenAt),
+                "expires_at": formatter.string(from: session.expiresAt),
+            ]
+        }
+        return .json(200, ["sessions": open])
+    }
+
+    /// A lead ends every console session of an agent (a laptop lost, someone leaving): at once, on every replica.
+    /// Their bearer tokens are the provider's to revoke. Audited, refusals included.
+    func endSessions(_ agent: Agent, body: Data) async throws -> Answer {
+        let form = try DeskForm(body, allowed: ["ticket", "agent"])
+        let subject = try form.required(
+            "agent", { DeskText.isPlain($0, maxBytes: 255) }, "the agent's subject at the sign-in provider")
+        var line = audit(
+            agent, action: "end_sessions", app: "", ticket: try form.ticket(), player: nil, request: ["agent": subject])
+        guard agent.has(.lead) else { return try await refuse(&line, 403, "only a lead ends another's sessions") }
+        let ended = try await store.endSessions(subject: subject, by: agent.subject, at: now())
+        line.outcome = "ended"
+        line.answer = Self.json(["ended": ended])
+        try await store.appendAudit(line)
+        return .json(200, ["outcome": "ended", "ended": ended])
+    }
+
     /// Refused by a rule of the desk (a role, a lead's own credit): audited, nothing else recorded.
     func refuse(_ line: inout AuditEntry, _ status: Int, _ reason: String) async throws -> Answer {
         line.outcome = "refused"
@@ -203,30 +245,45 @@ public enum DeskAudit {
 
     public static func isTicket(_ text: String) -> Bool { DeskText.isTicket(text) }
 
-    /// An operator's `receipt-worker lookup`, as the desk audits a lookup.
+    /// The audit's subject of an operator's command: `cli:` and who they said they are (`--by`), never an agent's
+    /// subject at the sign-in provider, which a command line cannot prove.
+    public static func operatorSubject(_ by: String) -> String { "cli:" + by }
+
+    /// What an operator's command line adds to what it asked: that it came from the command line, and the login
+    /// name of whoever ran it, when the system says one.
+    static func fromCommandLine(_ asked: [String: Any]) -> [String: Any] {
+        var asked = asked
+        asked["via"] = "command line"
+        let environment = ProcessInfo.processInfo.environment
+        if let login = environment["USER"] ?? environment["LOGNAME"], DeskText.isPlain(login, maxBytes: 64) {
+            asked["login"] = login
+        }
+        return asked
+    }
+
+    /// An operator's `receipt-worker lookup`, as the desk audits a lookup, under `--by`.
     public static func operatorLookup(
-        _ query: SupportDesk.Query, report: LookupReport, app: String, by login: String, ticket: String
+        _ query: SupportDesk.Query, report: LookupReport, app: String, by: String, ticket: String
     ) -> AuditEntry {
         var player: String?
         if case .userID(let id) = query { player = id }
         let action: String
         if case .customerOf = query { action = "history" } else { action = "lookup" }
         return AuditEntry(
-            at: Date(), app: app, agent: login, agentName: login, role: "operator", action: action,
+            at: Date(), app: app, agent: operatorSubject(by), agentName: by, role: "operator", action: action,
             outcome: report.purchases.isEmpty ? "not_found" : "answered", ticket: ticket, player: player,
-            request: DeskActions.json(DeskActions.asked(query)),
+            request: DeskActions.json(fromCommandLine(DeskActions.asked(query))),
             answer: DeskActions.json(DeskActions.lookupSummary(report)))
     }
 
-    /// An operator's `receipt-worker credit`: `--by` is what they say, the login who they are.
+    /// An operator's `receipt-worker credit`, under `--by`.
     public static func operatorCredit(
-        _ request: SupportDesk.CreditRequest, outcome: SupportDesk.CreditOutcome, app: String, login: String,
-        ticket: String
+        _ request: SupportDesk.CreditRequest, outcome: SupportDesk.CreditOutcome, app: String, ticket: String
     ) -> AuditEntry {
-        var asked: [String: Any] = [
+        var asked: [String: Any] = fromCommandLine([
             "transaction_id": request.transactionID, "order_id": request.orderID, "user_id": request.userID,
-            "reason": request.reason, "by": request.by,
-        ]
+            "reason": request.reason,
+        ])
         if let id = request.appleOrderID { asked["apple_order_id"] = id }
         if let token = request.appAccountToken {
             asked["app_account_token_sha256"] = SHA256Digest.hex(Array(token.uuidString.lowercased().utf8))
@@ -237,7 +294,8 @@ public enum DeskAudit {
             case .refused(let why): ("refused", ["refused": why])
             }
         return AuditEntry(
-            at: Date(), app: app, agent: login, agentName: login, role: "operator", action: "credit",
+            at: Date(), app: app, agent: operatorSubject(request.by), agentName: request.by, role: "operator",
+            action: "credit",
             outcome: result, ticket: ticket, player: request.userID, request: DeskActions.json(asked),
             answer: DeskActions.json(answer))
     }

@@ -4,15 +4,16 @@ import Observability
 import Synchronization
 
 /// The desk's HTTP surface: the console's pages, its sign-in, and the API. Every API request names its agent by
-/// a bearer token or the console's session, verified here on each request; a session's state-changing request
-/// must also carry its CSRF token and come from the desk's own origin.
+/// a bearer token or the console's session, verified here on each request (a session in the ledger: ended at
+/// sign-out or by a lead, idle, or expired, it is refused); a session's state-changing request must also carry
+/// its CSRF token and come from the desk's own origin. A request refused for its agent's rate is audited.
 struct DeskRouter: Sendable {
     let actions: DeskActions
     let signIn: SignInFlow
     /// API tokens' verifier: their audience is `desk.oidc.audience`.
     let tokens: TokenVerifier
     let provider: SignInProvider
-    let seal: Seal
+    let sessions: ConsoleSessions
     /// `desk.public_url`: what `Origin` must say.
     let origin: String
     let metrics: DeskMetrics
@@ -45,24 +46,43 @@ struct DeskRouter: Sendable {
         case ("GET", "/desk/callback"):
             return ("callback", await guarded { try await signIn.finish(request, now: now) })
         case ("POST", "/desk/logout"):
-            let reply = await api(request) { _ in DeskActions.Answer.json(200, ["outcome": "signed out"]) }
+            let reply = await api(request) { agent, session in
+                // Ended for every replica: the same cookie replayed later is refused.
+                if let session { _ = try await actions.store.endSession(id: session.id, by: agent.subject, at: now) }
+                logger.info("a console session ended: signed out", ["subject": agent.subject])
+                return DeskActions.Answer.json(200, ["outcome": "signed out"])
+            }
             guard case .respond(200, _, _, _) = reply else { return ("logout", reply) }
-            return ("logout", reply.adding(Cookies.clear(ConsoleSession.cookie)))
+            return ("logout", reply.adding(Cookies.clear(ConsoleSessions.cookie)))
         case ("GET", "/desk/api/session"):
-            return ("session", await api(request, stateChanging: false) { agent in try await session(agent, request) })
+            return (
+                "session", await api(request, stateChanging: false) { agent, session in self.session(agent, session) }
+            )
+        case ("GET", "/desk/api/sessions"):
+            return (
+                "sessions",
+                await api(request, stateChanging: false) { agent, _ in try await actions.openSessions(agent) }
+            )
+        case ("POST", "/desk/api/sessions/end"):
+            return (
+                "sessions", await api(request) { agent, _ in try await actions.endSessions(agent, body: request.body) }
+            )
         case ("POST", "/desk/api/lookup"):
-            return ("lookup", await api(request) { try await actions.lookup($0, body: request.body) })
+            return ("lookup", await api(request) { agent, _ in try await actions.lookup(agent, body: request.body) })
         case ("POST", "/desk/api/history"):
-            return ("history", await api(request) { try await actions.history($0, body: request.body) })
+            return ("history", await api(request) { agent, _ in try await actions.history(agent, body: request.body) })
         case ("POST", "/desk/api/credit"):
-            return ("credit", await api(request) { try await actions.credit($0, body: request.body) })
+            return ("credit", await api(request) { agent, _ in try await actions.credit(agent, body: request.body) })
         case ("GET", "/desk/api/approvals"):
-            return ("approvals", await api(request, stateChanging: false) { try await actions.approvalRequests($0) })
+            return (
+                "approvals",
+                await api(request, stateChanging: false) { agent, _ in try await actions.approvalRequests(agent) }
+            )
         case ("GET", "/desk/api/audit"):
             return (
                 "audit",
-                await api(request, stateChanging: false) {
-                    try await actions.auditLines($0, query: request.query)
+                await api(request, stateChanging: false) { agent, _ in
+                    try await actions.auditLines(agent, query: request.query)
                 }
             )
         case ("POST", _) where path.hasPrefix("/desk/api/approvals/"):
@@ -72,7 +92,7 @@ struct DeskRouter: Sendable {
             }
             return (
                 "approvals",
-                await api(request) { agent in
+                await api(request) { agent, _ in
                     parts[1] == "approve"
                         ? try await actions.approve(agent, id: id, body: request.body)
                         : try await actions.reject(agent, id: id, body: request.body)
@@ -85,15 +105,13 @@ struct DeskRouter: Sendable {
         }
     }
 
-    private func session(_ agent: Agent, _ request: ServerRequest) async throws -> DeskActions.Answer {
+    private func session(_ agent: Agent, _ session: ConsoleSessions.Open?) -> DeskActions.Answer {
         var object: [String: Any] = [
             "subject": agent.subject, "name": agent.name, "roles": agent.roles.sorted().map(\.rawValue),
             "caps": ["agent_daily": actions.caps.agentDaily, "player_daily": actions.caps.playerDaily],
             "apps": actions.apps.map(\.name),
         ]
-        if agent.via == .session, let sealed = Cookies.value(ConsoleSession.cookie, in: request),
-            let session = seal.open(ConsoleSession.self, from: sealed, purpose: ConsoleSession.cookie)
-        {
+        if let session {
             object["csrf_token"] = session.csrf
             object["expires_at"] = ISO8601DateFormatter().string(from: session.expiresAt)
         }
@@ -103,18 +121,25 @@ struct DeskRouter: Sendable {
     /// An API request: its agent verified (and, for a session's state-changing request, its CSRF token and
     /// origin), then `body`; errors answered without their details (never a token or a secret).
     private func api(
-        _ request: ServerRequest, stateChanging: Bool = true, _ body: (Agent) async throws -> DeskActions.Answer
+        _ request: ServerRequest, stateChanging: Bool = true,
+        _ body: (Agent, ConsoleSessions.Open?) async throws -> DeskActions.Answer
     ) async -> ServerReply {
         let agent: Agent
+        let session: ConsoleSessions.Open?
         switch await authenticate(request, stateChanging: stateChanging) {
-        case .success(let found): agent = found
+        case .success(let found): (agent, session) = found
         case .failure(let refusal):
             metrics.unauthenticated(refusal.reason)
+            // Who, if a session or a token said so, and why: never the token.
+            logger.notice(
+                "a desk request was refused", ["reason": refusal.reason, "path": DeskText.shown(request.path)])
             return DeskPages.json(refusal.status, ["error": refusal.message])
         }
         if stateChanging && !limiter.take(agent.subject) {
             metrics.unauthenticated("rate_limited")
-            return DeskPages.json(429, ["error": "too many requests: at most \(limiter.perMinute) a minute"])
+            let reason = "too many requests: at most \(limiter.perMinute) a minute"
+            return (try? await actions.refuseRequest(agent, path: request.path, status: 429, reason: reason))
+                .map { reply($0) } ?? DeskPages.json(429, ["error": reason])
         }
         if stateChanging && request.method == "POST" {
             let type = request.headers["content-type"] ?? ""
@@ -123,16 +148,19 @@ struct DeskRouter: Sendable {
             }
         }
         do {
-            let answer = try await body(agent)
-            return .respond(
-                status: answer.status, headers: [("Content-Type", "application/json")] + DeskHeaders.common,
-                body: answer.body, after: .zero)
+            return reply(try await body(agent, session))
         } catch let error as BadRequest {
             return DeskPages.json(400, ["error": error.reason])
         } catch {
             logger.warning("a desk request failed", ["error": String(describing: type(of: error))])
             return DeskPages.json(503, ["error": "Apple or the ledger did not answer in time: ask again"])
         }
+    }
+
+    private func reply(_ answer: DeskActions.Answer) -> ServerReply {
+        .respond(
+            status: answer.status, headers: [("Content-Type", "application/json")] + DeskHeaders.common,
+            body: answer.body, after: .zero)
     }
 
     private func guarded(_ body: () async throws -> ServerReply) async -> ServerReply {
@@ -153,8 +181,10 @@ struct DeskRouter: Sendable {
         var message: String
     }
 
-    /// Who is asking: a bearer token (verified against the provider's keys), else the console's session.
-    func authenticate(_ request: ServerRequest, stateChanging: Bool) async -> Result<Agent, Refusal> {
+    /// Who is asking: a bearer token (verified against the provider's keys), else the console's session (with it).
+    func authenticate(_ request: ServerRequest, stateChanging: Bool) async -> Result<
+        (Agent, ConsoleSessions.Open?), Refusal
+    > {
         let now = actions.now()
         if let authorization = request.headers["authorization"] {
             // The scheme is case-insensitive (RFC 9110): "bearer" and "Bearer" alike.
@@ -169,7 +199,8 @@ struct DeskRouter: Sendable {
                     return .failure(
                         Refusal(status: 403, reason: "no_role", message: "the token grants no support role"))
                 }
-                return .success(Agent(subject: token.subject, name: token.name, roles: token.roles, via: .bearer))
+                return .success(
+                    (Agent(subject: token.subject, name: token.name, roles: token.roles, via: .bearer), nil))
             } catch let refusal as TokenRefusal {
                 return .failure(
                     Refusal(status: 401, reason: refusal.reason.rawValue, message: "token refused: \(refusal.detail)"))
@@ -180,12 +211,20 @@ struct DeskRouter: Sendable {
                         message: "the sign-in provider's keys cannot be fetched: try again shortly"))
             }
         }
-        guard let sealed = Cookies.value(ConsoleSession.cookie, in: request) else {
+        guard let secret = Cookies.value(ConsoleSessions.cookie, in: request) else {
             return .failure(Refusal(status: 401, reason: "missing", message: "sign in first (no token, no session)"))
         }
-        guard let session = seal.open(ConsoleSession.self, from: sealed, purpose: ConsoleSession.cookie),
-            session.expiresAt > now
-        else { return .failure(Refusal(status: 401, reason: "expired", message: "the session ended: sign in again")) }
+        let found: ConsoleSessions.Open?
+        do {
+            found = try await sessions.open(secret, now: now)
+        } catch {
+            return .failure(
+                Refusal(status: 503, reason: "ledger_unavailable", message: "the ledger did not answer: try again"))
+        }
+        // Signed out, ended by a lead, idle, expired, or never made here: one answer for all.
+        guard let session = found else {
+            return .failure(Refusal(status: 401, reason: "expired", message: "the session ended: sign in again"))
+        }
         if stateChanging {
             guard request.headers["origin"] == origin else {
                 return .failure(
@@ -196,7 +235,7 @@ struct DeskRouter: Sendable {
                     Refusal(status: 403, reason: "csrf", message: "the request lacks the session's CSRF token"))
             }
         }
-        return .success(session.agent)
+        return .success((session.agent, session))
     }
 }
 

@@ -2,20 +2,23 @@ import AppleVerification
 import COpenSSL
 import Foundation
 import HTTPServerKit
+import Observability
 
 /// The console's sign-in with the studio's provider: OpenID Connect's authorization code flow with PKCE (S256),
 /// a state and a nonce, as a confidential client. The state, nonce and verifier wait in a sealed cookie of their
-/// own; the callback checks them, exchanges the code, verifies the ID token, and makes the session.
+/// own; the callback checks them, exchanges the code, verifies the ID token, and starts the session in the ledger
+/// (``ConsoleSessions``). A refused sign-in is counted and logged with why (never a token or a code).
 struct SignInFlow: Sendable {
     let provider: SignInProvider
     let seal: Seal
+    let sessions: ConsoleSessions
+    let logger: Logger
     let clientID: String
     let clientSecret: String
     let redirectURI: String
     let scopes: String
     /// The ID token's verifier: its audience is the client id.
     let verifier: TokenVerifier
-    let sessionMaxAge: TimeInterval
     let metrics: DeskMetrics
 
     /// `GET /desk/login`: to the provider's sign-in page.
@@ -44,8 +47,12 @@ struct SignInFlow: Sendable {
     /// `GET /desk/callback?code=&state=`: the session, or a page that says why not (and signs in again).
     func finish(_ request: ServerRequest, now: Date) async throws -> ServerReply {
         let clearing = Cookies.clear(SignInState.cookie, sameSite: "Lax")
+        var subject: String?
         func refused(_ reason: String, _ outcome: String) -> ServerReply {
             metrics.signedIn(outcome)
+            var fields = ["outcome": outcome, "why": reason]
+            if let subject { fields["subject"] = subject }
+            logger.warning("a console sign-in was refused", fields)
             return DeskPages.message(
                 403, title: "Not signed in", text: reason, link: ("/desk/login", "Sign in again"), headers: [clearing])
         }
@@ -77,21 +84,21 @@ struct SignInFlow: Sendable {
             return refused(
                 "The provider's answer did not verify (\(refusal.reason.rawValue)).", refusal.reason.rawValue)
         }
+        subject = token.subject
         guard !token.roles.isEmpty else {
             return refused("Your account has no support role: ask your lead for one.", "no_role")
         }
-        let session = ConsoleSession(
-            subject: token.subject, name: token.name, roles: token.roles.sorted(),
-            expiresAt: now.addingTimeInterval(sessionMaxAge), csrf: Random.token())
-        guard let cookie = seal.seal(session, purpose: ConsoleSession.cookie) else {
-            return .text(500, "the session could not be made\n")
-        }
+        let cookie = try await sessions.start(token, now: now)
         metrics.signedIn("signed_in")
+        logger.info(
+            "a console session started",
+            ["subject": token.subject, "roles": token.roles.sorted().map(\.rawValue).joined(separator: ",")])
         return .respond(
             status: 303,
             headers: [
                 ("Location", "/desk/"), clearing,
-                Cookies.set(ConsoleSession.cookie, cookie, maxAge: Int(sessionMaxAge), sameSite: "Strict"),
+                Cookies.set(
+                    ConsoleSessions.cookie, cookie, maxAge: Int(sessions.maxAge), sameSite: "Strict"),
             ] + DeskHeaders.common, body: Data(), after: .zero)
     }
 

@@ -15,6 +15,7 @@ struct TokenRefusal: Error, Equatable, CustomStringConvertible {
     enum Reason: String, Sendable {
         case malformed, algorithm, unknownKey = "unknown_key", signature, issuer, audience, expired
         case notYetValid = "not_yet_valid", subject, nonce
+        case authorizedParty = "authorized_party"
     }
 
     let reason: Reason
@@ -30,12 +31,17 @@ struct TokenRefusal: Error, Equatable, CustomStringConvertible {
 /// Verifies a sign-in provider's JWT (RFC 7519) as an OpenID Connect relying party must: a compact JWS signed
 /// with RS256 or ES256 by a key of the provider's JWKS (`none`, HMAC and every other algorithm refused, whatever
 /// the header says), its `iss` the issuer, its `aud` the audience, `exp` not past and `nbf`/`iat` not ahead
-/// (with `clockSkew` of leeway), a subject; and, for an ID token of the console's sign-in, its nonce.
+/// (with `clockSkew` of leeway), a subject; its `azp` (the client the token was issued to), when it names one, one
+/// of `authorizedParties`; and, for an ID token of the console's sign-in, its nonce, and an `azp` whenever it is for
+/// more than one audience (OpenID Connect Core 3.1.3.7).
 struct TokenVerifier: Sendable {
     let issuer: String
     let audience: String
     let clockSkew: TimeInterval
     let claims: DeskClaims
+    /// The clients whose tokens are taken when a token names its client: the console's alone for its ID tokens;
+    /// for API tokens, `desk.oidc.authorized_parties` (by default the console's).
+    let authorizedParties: Set<String>
 
     /// A token is a few kilobytes; anything larger is refused unread.
     static let maximumTokenBytes = 16 * 1024
@@ -77,6 +83,15 @@ struct TokenVerifier: Sendable {
         let audiences =
             (payload["aud"] as? [Any])?.compactMap { $0 as? String } ?? [payload["aud"] as? String].compactMap { $0 }
         guard audiences.contains(audience) else { throw TokenRefusal(.audience, "a token for another audience") }
+        if let party = payload["azp"] {
+            guard let party = party as? String, authorizedParties.contains(party) else {
+                throw TokenRefusal(.authorizedParty, "a token issued to a client this desk does not take (azp)")
+            }
+        } else if audiences.count > 1 && nonce != nil {
+            // An ID token for several audiences must say which client it was issued to (OpenID Connect Core
+            // 3.1.3.7); an API token for several APIs need not.
+            throw TokenRefusal(.authorizedParty, "an ID token for several audiences names no client (azp)")
+        }
         guard let expires = Self.seconds(payload["exp"]) else { throw TokenRefusal(.malformed, "the token has no exp") }
         let time = now.timeIntervalSince1970
         guard expires + clockSkew > time else { throw TokenRefusal(.expired, "the token expired") }

@@ -1,5 +1,7 @@
 import Foundation
 import HTTPServerKit
+import LedgerDomain
+import ReceiptWorker
 
 /// Who is asking, as the desk verified it: from a bearer token on every request, or from the console's session,
 /// made at sign-in from a verified ID token. Never from a field of the request.
@@ -17,17 +19,67 @@ struct Agent: Sendable, Equatable {
     var role: String { roles.max()?.rawValue ?? "none" }
 }
 
-/// The console's session, sealed in its cookie: the agent, until when, and the CSRF token its requests carry.
-struct ConsoleSession: Codable, Sendable, Equatable {
-    var subject: String
-    var name: String
-    var roles: [AgentRole]
-    var expiresAt: Date
-    var csrf: String
+/// The console's sessions, kept in the ledger (``DeskStore``), so that the studio can end them: the cookie carries
+/// only a random token, the ledger its SHA-256 (neither the ledger nor a backup of it holds what a browser
+/// presents). A session is refused once its agent signed out, a lead ended it, it was idle past
+/// `desk.session_idle_s`, or it is older than `desk.session_max_age_s`; every desk replica sees it at once. The
+/// session key (`desk.session_key_file`) seals only a sign-in under way (ten minutes): rotating it signs no one out.
+struct ConsoleSessions: Sendable {
+    let store: any DeskStore
+    /// `desk.session_max_age_s`.
+    let maxAge: TimeInterval
+    /// `desk.session_idle_s`.
+    let idle: TimeInterval
 
     static let cookie = "__Host-desk-session"
+    /// A session's use is written at most this often (its idle time is this much coarser).
+    static let seenEvery: TimeInterval = 60
 
-    var agent: Agent { Agent(subject: subject, name: name, roles: Set(roles), via: .session) }
+    /// A session that is open: its agent, the CSRF token its state-changing requests carry, when it ends.
+    struct Open: Sendable, Equatable {
+        var id: String
+        var agent: Agent
+        var csrf: String
+        var expiresAt: Date
+    }
+
+    /// Starts a session for a verified ID token; returns the cookie's token.
+    func start(_ token: VerifiedToken, now: Date) async throws -> String {
+        let secret = Random.token()
+        try await store.startSession(
+            DeskSession(
+                id: Self.id(of: secret), subject: token.subject, name: token.name,
+                roles: token.roles.sorted().map(\.rawValue), createdAt: now, seenAt: now,
+                expiresAt: now.addingTimeInterval(maxAge)))
+        return secret
+    }
+
+    /// The open session of a cookie's token, nil when it has none (ended, idle, expired, unknown); its use noted.
+    func open(_ secret: String, now: Date) async throws -> Open? {
+        guard (1...256).contains(secret.utf8.count) else { return nil }
+        let id = Self.id(of: secret)
+        guard let session = try await store.session(id: id), session.endedAt == nil, session.expiresAt > now,
+            now.timeIntervalSince(session.seenAt) < idle
+        else { return nil }
+        if now.timeIntervalSince(session.seenAt) >= Self.seenEvery { try await store.sessionSeen(id: id, at: now) }
+        let roles = Set(session.roles.compactMap(AgentRole.init(rawValue:)))
+        return Open(
+            id: id, agent: Agent(subject: session.subject, name: session.name, roles: roles, via: .session),
+            csrf: Self.csrf(of: secret), expiresAt: session.expiresAt)
+    }
+
+    /// Ends the session of a cookie's token (sign-out).
+    func end(_ secret: String, by subject: String, now: Date) async throws {
+        _ = try await store.endSession(id: Self.id(of: secret), by: subject, at: now)
+    }
+
+    /// The ledger's id of a session: the SHA-256 of its token.
+    static func id(of secret: String) -> String { SHA256Digest.hex(Array(("desk-session\u{0}" + secret).utf8)) }
+
+    /// The session's CSRF token, derived from the cookie's token (never stored): only its holder knows it.
+    static func csrf(of secret: String) -> String {
+        SHA256Digest.hex(Array(("desk-csrf\u{0}" + secret).utf8))
+    }
 }
 
 /// A sign-in under way, sealed in its own short-lived cookie: the state, nonce and PKCE verifier the callback

@@ -155,6 +155,89 @@ enum DeskQueries {
             ]) != nil
     }
 
+    /// Takes an agent's lock of held credits for the rest of the transaction: the agent's row of the counter
+    /// `held`, made when missing and updated to itself (a row lock in PostgreSQL; SQLite has one writer).
+    static func lockHolds(of subject: String, in session: any SQLSession) throws {
+        let table = session.spelling.table("desk_daily_use")
+        try session.rows(
+            "INSERT INTO \(table) (kind, who, day, used) VALUES ('held', ?1, '', 0) ON CONFLICT DO NOTHING",
+            [.text(subject)])
+        try session.rows(
+            "UPDATE \(table) SET used = used WHERE kind = 'held' AND who = ?1 AND day = ''", [.text(subject)])
+    }
+
+    /// The credits of `subject` waiting for a lead.
+    static func waitingHolds(of subject: String, in session: any SQLSession) throws -> Int {
+        try session.first(
+            """
+            SELECT count(*) FROM \(session.spelling.table("desk_approvals"))
+                WHERE status = 'pending' AND requested_by = ?1
+            """, [.text(subject)]
+        )?.int(0) ?? 0
+    }
+
+    // MARK: Console sessions
+
+    static func startSession(_ desk: DeskSession, in session: any SQLSession) throws {
+        let spelling = session.spelling
+        try session.rows(
+            """
+            INSERT INTO \(spelling.table("desk_sessions")) (id, subject, name, roles, created_at, seen_at, expires_at)
+                VALUES (?1, ?2, ?3, ?4, \(spelling.time(5)), \(spelling.time(6)), \(spelling.time(7)))
+            """,
+            [
+                .text(desk.id), .text(desk.subject), .text(desk.name), .text(desk.roles.joined(separator: " ")),
+                .time(desk.createdAt), .time(desk.seenAt), .time(desk.expiresAt),
+            ])
+    }
+
+    static func sessions(_ condition: String, _ parameters: [SQLValue], limit: Int, in session: any SQLSession) throws
+        -> [DeskSession]
+    {
+        let spelling = session.spelling
+        return try session.rows(
+            """
+            SELECT id, subject, name, roles, \(spelling.readTime("created_at")), \(spelling.readTime("seen_at")),
+                \(spelling.readTime("expires_at")), \(spelling.readTime("ended_at")), ended_by
+                FROM \(spelling.table("desk_sessions")) WHERE \(condition) ORDER BY created_at DESC LIMIT \(limit)
+            """, parameters
+        ).map { row in
+            let never = Date(timeIntervalSince1970: 0)
+            return DeskSession(
+                id: row.text(0) ?? "", subject: row.text(1) ?? "", name: row.text(2) ?? "",
+                roles: (row.text(3) ?? "").split(separator: " ").map(String.init), createdAt: row.time(4) ?? never,
+                seenAt: row.time(5) ?? never, expiresAt: row.time(6) ?? never, endedAt: row.time(7),
+                endedBy: row.text(8))
+        }
+    }
+
+    static func sessionSeen(id: String, at: Date, in session: any SQLSession) throws {
+        try session.rows(
+            "UPDATE \(session.spelling.table("desk_sessions")) SET seen_at = \(session.spelling.time(2)) WHERE id = ?1",
+            [.text(id), .time(at)])
+    }
+
+    /// Ends the open sessions `condition` selects (its parameters from ?3); how many.
+    static func endSessions(
+        _ condition: String, _ parameters: [SQLValue], by: String, at: Date, in session: any SQLSession
+    ) throws -> Int {
+        try session.rows(
+            """
+            UPDATE \(session.spelling.table("desk_sessions")) SET ended_at = \(session.spelling.time(1)), ended_by = ?2
+                WHERE ended_at IS NULL AND \(condition) RETURNING id
+            """, [.time(at), .text(by)] + parameters
+        ).count
+    }
+
+    static func pruneSessions(expiredBefore before: Date, in session: any SQLSession) throws -> Int {
+        try session.rows(
+            """
+            DELETE FROM \(session.spelling.table("desk_sessions")) WHERE expires_at < \(session.spelling.time(1))
+                RETURNING id
+            """, [.time(before)]
+        ).count
+    }
+
     /// By `grants_player` (app, user_id).
     static func grantedToPlayer(_ userID: String, app: AppScope, limit: Int, in session: any SQLSession) throws
         -> [PlayerGrant]
@@ -216,6 +299,40 @@ extension LedgerEngine: DeskStore {
         -> Bool
     {
         try await dialect.write { try DeskQueries.decide(id: id, from: from, to: decision, in: $0) }
+    }
+
+    public func startSession(_ desk: DeskSession) async throws {
+        try await dialect.write { try DeskQueries.startSession(desk, in: $0) }
+    }
+
+    public func session(id: String) async throws -> DeskSession? {
+        try await dialect.read { try DeskQueries.sessions("id = ?1", [.text(id)], limit: 1, in: $0).first }
+    }
+
+    public func sessionSeen(id: String, at: Date) async throws {
+        try await dialect.write { try DeskQueries.sessionSeen(id: id, at: at, in: $0) }
+    }
+
+    public func endSession(id: String, by: String, at: Date) async throws -> Bool {
+        try await dialect.write { try DeskQueries.endSessions("id = ?3", [.text(id)], by: by, at: at, in: $0) > 0 }
+    }
+
+    public func endSessions(subject: String, by: String, at: Date) async throws -> Int {
+        try await dialect.write {
+            try DeskQueries.endSessions("subject = ?3", [.text(subject)], by: by, at: at, in: $0)
+        }
+    }
+
+    public func openSessions(now: Date, limit: Int) async throws -> [DeskSession] {
+        try await dialect.read { session in
+            try DeskQueries.sessions(
+                "ended_at IS NULL AND expires_at > \(session.spelling.time(1))", [.time(now)],
+                limit: max(1, min(limit, 1_000)), in: session)
+        }
+    }
+
+    public func pruneSessions(expiredBefore before: Date) async throws -> Int {
+        try await dialect.write { try DeskQueries.pruneSessions(expiredBefore: before, in: $0) }
     }
 
     public func grantedToPlayer(_ userID: String, app: AppScope, limit: Int) async throws -> [PlayerGrant] {

@@ -45,13 +45,7 @@ public final class LedgerEngine: Ledger, Sendable {
         switch try await records.submit(decision) {
         case .outcome(.duplicateTransaction):
             guard let answer = decision.creditAnswer else { return .duplicateTransaction }
-            switch try await claimCredit(decision, answer: answer) {
-            case .tied(let event): return .tied(event)
-            case .replay(let first): return .replay(first)
-            case .notACredit: return .duplicateTransaction
-            case .orderAlreadyFulfilled: return .orderAlreadyFulfilled
-            case .revoked: return .revoked
-            }
+            return try await claimCredit(decision, answer: answer).outcome
         case .outcome(let outcome): return outcome
         case .conflict:
             // Decided meanwhile by another replica (or another batch): the retry finds the stored answer.
@@ -67,25 +61,7 @@ public final class LedgerEngine: Ledger, Sendable {
     static func record(_ decisions: [Decision], dialect: any LedgerDialect) async throws -> [RecordAnswer] {
         do {
             return try await dialect.write { session in
-                var facts = try dialect.claimFacts(decisions, in: session)
-                let results = ClaimRules.decide(decisions, facts: &facts)
-                try dialect.claimWrite(Array(zip(decisions, results)), in: session)
-                for (decision, result) in zip(decisions, results) {
-                    guard let claim = result.grant, let period = claim.subscriptionPeriod,
-                        let original = claim.originalTransactionID
-                    else { continue }
-                    try SubscriptionCheckQueries.watch(
-                        app: decision.key.app, environment: claim.environment, originalTransactionID: original,
-                        period: period, in: session)
-                }
-                for (decision, result) in zip(decisions, results) {
-                    guard let seen = result.refundSeen, let claim = result.grant else { continue }
-                    try LedgerQueries.rememberRefund(
-                        PurchaseKey(
-                            app: decision.key.app, environment: claim.environment, purchaseID: claim.purchaseID),
-                        transactionID: claim.transactionID, seen, in: session)
-                }
-                return results.map { .outcome($0.outcome) }
+                try claim(decisions, dialect: dialect, in: session).map { .outcome($0.outcome) }
             }
         } catch let error as LedgerError where error.code == .conflict || error.code == .valueRefused {
             guard decisions.count > 1 else { return [error.code == .conflict ? .conflict : .failed(error)] }
@@ -93,6 +69,31 @@ public final class LedgerEngine: Ledger, Sendable {
             for decision in decisions { answers += try await record([decision], dialect: dialect) }
             return answers
         }
+    }
+
+    /// A batch's claim in `session`'s write transaction: the facts under the purchases' locks, ``ClaimRules``'
+    /// decisions and their writes, a subscription's watch from its grant, a refund Apple stated remembered.
+    static func claim(_ decisions: [Decision], dialect: any LedgerDialect, in session: any SQLSession) throws
+        -> [ClaimResult]
+    {
+        var facts = try dialect.claimFacts(decisions, in: session)
+        let results = ClaimRules.decide(decisions, facts: &facts)
+        try dialect.claimWrite(Array(zip(decisions, results)), in: session)
+        for (decision, result) in zip(decisions, results) {
+            guard let claim = result.grant, let period = claim.subscriptionPeriod,
+                let original = claim.originalTransactionID
+            else { continue }
+            try SubscriptionCheckQueries.watch(
+                app: decision.key.app, environment: claim.environment, originalTransactionID: original,
+                period: period, in: session)
+        }
+        for (decision, result) in zip(decisions, results) {
+            guard let seen = result.refundSeen, let claim = result.grant else { continue }
+            try LedgerQueries.rememberRefund(
+                PurchaseKey(app: decision.key.app, environment: claim.environment, purchaseID: claim.purchaseID),
+                transactionID: claim.transactionID, seen, in: session)
+        }
+        return results
     }
 
     /// A transaction of its own: the tie reads what it writes, and takes the subscription's lock before the

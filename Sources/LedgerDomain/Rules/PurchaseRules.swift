@@ -437,4 +437,16 @@ package enum CreditClaim: Sendable, Equatable {
     case orderAlreadyFulfilled
     /// The credit was refunded or revoked meanwhile.
     case revoked
+
+    /// What the job's claim answers, the purchase being held already (`duplicateTransaction` when it is not a
+    /// credit to tie).
+    package var outcome: LedgerOutcome {
+        switch self {
+        case .tied(let event): .tied(event)
+        case .replay(let first): .replay(first)
+        case .notACredit: .duplicateTransaction
+        case .orderAlreadyFulfilled: .orderAlreadyFulfilled
+        case .revoked: .revoked
+        }
+    }
 }

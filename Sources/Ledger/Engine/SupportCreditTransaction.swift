@@ -1,0 +1,51 @@
+import Foundation
+
+/// What support writes in one transaction: a credit with its caps and audit line, a credit held for a lead with its
+/// line, so that no burst of requests passes a limit and no act is recorded without its line.
+extension LedgerEngine {
+    public func recordCredit(
+        _ decision: Decision, caps: [DailyCounter], day: String,
+        audit: @escaping @Sendable (LedgerOutcome) -> AuditEntry
+    ) async throws -> SupportCreditRecord {
+        let dialect = dialect
+        var attempts = 0
+        while true {
+            attempts += 1
+            do {
+                return try await dialect.write { session in
+                    var outcome = try Self.claim([decision], dialect: dialect, in: session)[0].outcome
+                    if outcome == .duplicateTransaction, let answer = decision.creditAnswer {
+                        outcome = try PurchaseRules.claimCredit(
+                            decision, answer: answer, in: PurchaseStatements(session: session)
+                        ).outcome
+                    }
+                    // Taken only for a credit made now, in its transaction: a cap at its limit rolls the credit back.
+                    if outcome.creditsAnew { try DeskQueries.reserve(caps, day: day, in: session) }
+                    return .recorded(outcome, auditID: try DeskQueries.appendAudit(audit(outcome), in: session))
+                }
+            } catch is DeskQueries.CapReached {
+                return .capReached
+            } catch let error as LedgerError where error.code == .conflict && attempts < 3 {
+                // Another writer claimed the purchase or decided the request meanwhile: the retry reads what it did.
+                continue
+            }
+        }
+    }
+
+    public func holdCredit(
+        _ request: ApprovalRequest, limit: Int, held: @escaping @Sendable (Int64) -> AuditEntry,
+        refused: @escaping @Sendable (Int) -> AuditEntry
+    ) async throws -> HoldOutcome {
+        try await dialect.write { session in
+            try DeskQueries.lockHolds(of: request.requestedBy, in: session)
+            let waiting = try DeskQueries.waitingHolds(of: request.requestedBy, in: session)
+            guard waiting < limit else {
+                _ = try DeskQueries.appendAudit(refused(waiting), in: session)
+                return .full(waiting: waiting)
+            }
+            let id = try DeskQueries.requestApproval(request, in: session)
+            _ = try DeskQueries.appendAudit(held(id), in: session)
+            return .held(id: id)
+        }
+    }
+}
