@@ -192,7 +192,10 @@ let package = Package(
         // What each fuzz target checks of one input: run by the libFuzzer executables (below) and replayed over
         // every seed, corpus entry and saved crash by FuzzReplayTests.
         .target(
-            name: "FuzzChecks", dependencies: ["ReceiptWorker", "AppleVerification", "HTTPServerKit", "Vocabulary"],
+            name: "FuzzChecks",
+            dependencies: [
+                "ReceiptWorker", "AppleVerification", "DeskService", "HTTPServerKit", "Observability", "Vocabulary",
+            ],
             path: "Fuzz/FuzzChecks", swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings
         ),
         .testTarget(
@@ -214,7 +217,8 @@ let package = Package(
 if ProcessInfo.processInfo.environment["RECEIPT_WORKER_FUZZ"] == "1" {
     let fuzzTargets = [
         "FuzzJobParser", "FuzzSignedData", "FuzzVerifyReceiptResponse", "FuzzAppReceipt", "FuzzAppleDates",
-        "FuzzHTTPRequestParser", "FuzzProperties", "FuzzConsumptionAnswer",
+        "FuzzHTTPRequestParser", "FuzzProperties", "FuzzConsumptionAnswer", "FuzzDeskToken", "FuzzJWKS", "FuzzCookies",
+        "FuzzSeal", "FuzzDeskForms", "FuzzTraceparent", "FuzzOCSPResponse",
     ]
     // libFuzzer's driver, declared (it comes with no header); `-sanitize=fuzzer` links the library itself.
     package.targets.append(.systemLibrary(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"))

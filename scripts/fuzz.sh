@@ -5,7 +5,8 @@
 #   scripts/fuzz.sh --merge [TARGET] [SECONDS]   fuzz, then minimise what was reached into Fuzz/Corpus/<Target>
 #                                        (commit it: the test command replays it, Tests/FuzzReplayTests)
 # TARGET: JobParser, SignedData, VerifyReceiptResponse, AppReceipt, AppleDates, HTTPRequestParser, Properties,
-# ConsumptionAnswer.
+# ConsumptionAnswer, and the support desk's and the traces' parsers: DeskToken (a provider's JWT), JWKS, Cookies,
+# Seal (a sealed sign-in state), DeskForms (the API's bodies), Traceparent, OCSPResponse (a responder's answer).
 # Prints executions, seconds and the verdict per target; exits 1 when any target crashed, with the crashing
 # input saved under Fuzz/Crashes/<Target>/. Replay one (the environment as set below):
 #   SWIFT_BACKTRACE=enable=no LSAN_OPTIONS=suppressions=Fuzz/lsan.supp .build-fuzz/debug/Fuzz<Target> FILE
@@ -24,7 +25,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-targets=(JobParser SignedData VerifyReceiptResponse AppReceipt AppleDates HTTPRequestParser Properties ConsumptionAnswer)
+targets=(JobParser SignedData VerifyReceiptResponse AppReceipt AppleDates HTTPRequestParser Properties ConsumptionAnswer
+    DeskToken JWKS Cookies Seal DeskForms Traceparent OCSPResponse)
 scratch=.build-fuzz
 fixtures=Tests/AppleVerificationTests/Fixtures  # Apple's test vectors
 
@@ -39,6 +41,13 @@ max_len() {
     HTTPRequestParser) echo 2048 ;;
     Properties) echo 8192 ;;            # config/worker.properties is 5 KB
     ConsumptionAnswer) echo 1024 ;;     # an answer is a few hundred bytes (16 KB at most)
+    DeskToken) echo 2048 ;;             # a provider's token is under a kilobyte; 16 KB are refused unread
+    JWKS) echo 4096 ;;                  # a JWKS of a few RSA keys
+    Cookies) echo 1024 ;;               # a browser's Cookie header; over 16 KB is not read
+    Seal) echo 512 ;;                   # a sealed sign-in state is about 200 bytes
+    DeskForms) echo 2048 ;;             # a body is at most 16 KB, every field well under a kilobyte
+    Traceparent) echo 600 ;;            # at most 512 bytes are read
+    OCSPResponse) echo 4096 ;;          # Apple's answers are about 1.5 KB
     esac
 }
 
@@ -54,6 +63,13 @@ ci_runs() {
     HTTPRequestParser) echo 30000 ;;
     Properties) echo 2000 ;;
     ConsumptionAnswer) echo 20000 ;;  # JSONDecoder per input
+    DeskToken) echo 20000 ;;          # JSONSerialization and an ECDSA verification for a token that parses
+    JWKS) echo 20000 ;;
+    Cookies) echo 200000 ;;
+    Seal) echo 100000 ;;
+    DeskForms) echo 20000 ;;          # JSONSerialization and, for a credit accepted, two readings back
+    Traceparent) echo 200000 ;;
+    OCSPResponse) echo 50000 ;;
     esac
 }
 

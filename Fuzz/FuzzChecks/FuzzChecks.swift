@@ -9,12 +9,16 @@ public enum FuzzChecks {
     public static let targets: [String: @Sendable ([UInt8]) -> String?] = [
         "JobParser": jobParser, "SignedData": signedData, "VerifyReceiptResponse": verifyReceiptResponse,
         "AppReceipt": appReceipt, "AppleDates": appleDates, "HTTPRequestParser": httpRequestParser,
-        "Properties": properties, "ConsumptionAnswer": consumptionAnswer,
+        "Properties": properties, "ConsumptionAnswer": consumptionAnswer, "DeskToken": deskToken, "JWKS": jwks,
+        "Cookies": cookies, "Seal": seal, "DeskForms": deskForms, "Traceparent": traceparent,
+        "OCSPResponse": ocspResponse,
     ]
 
     /// Builds what the checks share (verifiers, roots) before the first input, so that no input pays for it.
     public static func prepare() {
         _ = SignedDataHarness.verifier
         _ = ReceiptHarness.verifier
+        _ = DeskHarness.keys
+        _ = DeskHarness.ocsp
     }
 }

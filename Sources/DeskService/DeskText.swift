@@ -2,10 +2,10 @@ import Foundation
 
 /// What the desk takes as text from outside (a ticket, a player id, a claim): checked before anything is asked or
 /// stored, so that no hostile byte reaches Apple, the ledger, the audit or the page.
-enum DeskText {
+package enum DeskText {
     /// 1 to `maxBytes` bytes of UTF-8 without control characters (C0, DEL, C1), line or paragraph separators,
     /// bidirectional overrides or a run of more than 4 combining marks (a string built to smear over a page).
-    static func isPlain(_ text: String, maxBytes: Int) -> Bool {
+    package static func isPlain(_ text: String, maxBytes: Int) -> Bool {
         guard (1...maxBytes).contains(text.utf8.count) else { return false }
         var combining = 0
         for scalar in text.unicodeScalars {
@@ -28,7 +28,7 @@ enum DeskText {
     }
 
     /// A helpdesk's ticket id: 1 to 64 of `A-Z a-z 0-9 - _ . : # /`.
-    static func isTicket(_ text: String) -> Bool {
+    package static func isTicket(_ text: String) -> Bool {
         (1...64).contains(text.utf8.count)
             && text.utf8.allSatisfy { byte in
                 (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)

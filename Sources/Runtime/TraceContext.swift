@@ -1,4 +1,5 @@
 import Kafka
+import Observability
 
 /// W3C Trace Context (https://www.w3.org/TR/trace-context/) carried by a consumed message's `traceparent` and
 /// `tracestate` headers. The runtime copies them, when well formed, to every record it publishes for that
@@ -46,24 +47,8 @@ public struct TraceContext: Sendable, Equatable {
             + (tracestate.map { [MessageHeader(name: "tracestate", string: $0)] } ?? [])
     }
 
-    /// `00-<32 hex trace id, not all zeros>-<16 hex parent id, not all zeros>-<2 hex flags>`; a later version
-    /// (not `ff`) may append fields after a dash, as the specification allows.
-    static func isTraceparent(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        guard bytes.count >= 55, bytes.count <= 512, bytes[2] == UInt8(ascii: "-"), bytes[35] == UInt8(ascii: "-"),
-            bytes[52] == UInt8(ascii: "-")
-        else { return false }
-        func hex(_ range: Range<Int>) -> Bool {
-            bytes[range].allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
-        }
-        guard hex(0..<2), hex(3..<35), hex(36..<52), hex(53..<55) else { return false }
-        let version = String(decoding: bytes[0..<2], as: UTF8.self)
-        guard version != "ff",
-            version == "00" ? bytes.count == 55 : (bytes.count == 55 || bytes[55] == UInt8(ascii: "-"))
-        else { return false }
-        return !bytes[3..<35].allSatisfy { $0 == UInt8(ascii: "0") }
-            && !bytes[36..<52].allSatisfy { $0 == UInt8(ascii: "0") }
-    }
+    /// A well-formed `traceparent` (``SpanContext/init(traceparent:)``, the one parser of it).
+    static func isTraceparent(_ text: String) -> Bool { SpanContext(traceparent: text) != nil }
 
     /// Printable ASCII, at most 512 bytes (the specification's limit for what a vendor must propagate).
     static func isTracestate(_ text: String) -> Bool {

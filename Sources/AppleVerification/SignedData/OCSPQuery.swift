@@ -5,9 +5,9 @@ import Foundation
 /// OpenSSL: the request to POST, and the answer read only once it verifies (signed by the certificate's issuer,
 /// or by a responder the issuer delegated to, chaining to a configured root; about this very certificate;
 /// current). The certificate id is never changed after it is made; OpenSSL reads it only.
-final class OCSPQuery: Sendable {
+package final class OCSPQuery: Sendable {
     /// What a verified answer says.
-    enum Answer: Equatable, Sendable {
+    package enum Answer: Equatable, Sendable {
         /// Not revoked; ask again by `nextUpdate` (nil: the responder names no time).
         case good(nextUpdate: Date?)
         case revoked
@@ -25,7 +25,7 @@ final class OCSPQuery: Sendable {
     private let certificateID: OpenSSLObject
 
     /// Nil when the certificate names no responder over HTTP: nothing to ask.
-    init?(certificate: X509Certificate, issuer: X509Certificate) {
+    package init?(certificate: X509Certificate, issuer: X509Certificate) {
         guard let urls = X509_get1_ocsp(certificate.pointer) else { return nil }
         defer { X509_email_free(urls) }
         guard OPENSSL_sk_num(urls) > 0, let first = OPENSSL_sk_value(urls, 0) else { return nil }
@@ -58,7 +58,7 @@ final class OCSPQuery: Sendable {
     /// The responder's answer `body`, verified: its signer chains to one of `roots` (with `issuer` as an
     /// intermediate) and is the issuer or a responder the issuer authorised; about this certificate; current at
     /// now (5 minutes of clock skew allowed; without a next update, at most a day old).
-    func answer(_ body: Data, issuer: X509Certificate, roots: [X509Certificate]) -> Answer {
+    package func answer(_ body: Data, issuer: X509Certificate, roots: [X509Certificate]) -> Answer {
         let response = body.withUnsafeBytes { raw -> OpaquePointer? in
             var cursor = raw.bindMemory(to: UInt8.self).baseAddress
             return d2i_OCSP_RESPONSE(nil, &cursor, raw.count)

@@ -4,8 +4,8 @@ import ReceiptWorker
 
 /// A request the desk refuses before anything is asked or recorded: malformed JSON, an unknown field, a value of
 /// hostile bytes. Answered 400 with `reason`, which never repeats the value.
-struct BadRequest: Error, Equatable {
-    let reason: String
+package struct BadRequest: Error, Equatable {
+    package let reason: String
     init(_ reason: String) { self.reason = reason }
 }
 
@@ -54,8 +54,8 @@ struct DeskForm {
 }
 
 /// What a lookup asks, parsed.
-struct LookupForm {
-    var ticket: String
+package struct LookupForm {
+    package var ticket: String
     var app: String?
     var query: SupportDesk.Query
     /// The player the question names, for the audit.
@@ -63,7 +63,7 @@ struct LookupForm {
 
     static let queryFields = ["transaction_id", "apple_order_id", "order_id", "app_account_token", "user_id"]
 
-    init(_ body: Data) throws(BadRequest) {
+    package init(_ body: Data) throws(BadRequest) {
         let form = try DeskForm(body, allowed: Set(["ticket", "app"] + Self.queryFields))
         ticket = try form.ticket()
         app = try form.app()
@@ -104,7 +104,7 @@ struct HistoryForm {
 }
 
 /// A credit as an agent asks it; kept as JSON while it is held for a lead.
-struct CreditForm: Codable, Equatable {
+package struct CreditForm: Codable, Equatable {
     var ticket: String
     var app: String?
     var transactionID: String
@@ -123,7 +123,7 @@ struct CreditForm: Codable, Equatable {
         case appAccountToken = "app_account_token"
     }
 
-    init(_ body: Data) throws(BadRequest) {
+    package init(_ body: Data) throws(BadRequest) {
         let form = try DeskForm(
             body,
             allowed: [
@@ -153,7 +153,7 @@ struct CreditForm: Codable, Equatable {
             appAccountToken: appAccountToken.flatMap(UUID.init(uuidString:)))
     }
 
-    var json: String {
+    package var json: String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
@@ -161,11 +161,11 @@ struct CreditForm: Codable, Equatable {
 }
 
 /// A lead's approval or rejection of a held credit.
-struct DecisionForm {
-    var ticket: String
+package struct DecisionForm {
+    package var ticket: String
     var reason: String?
 
-    init(_ body: Data, rejecting: Bool) throws(BadRequest) {
+    package init(_ body: Data, rejecting: Bool) throws(BadRequest) {
         let form = try DeskForm(body, allowed: rejecting ? ["ticket", "reason"] : ["ticket"])
         ticket = try form.ticket()
         reason =

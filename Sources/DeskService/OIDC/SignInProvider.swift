@@ -86,24 +86,10 @@ actor SignInProvider {
     }
 
     private func fetchKeys() async throws -> [String: SigningKey] {
-        let document = try await json(try await discovered().jwks)
-        guard let list = document["keys"] as? [[String: Any]] else { throw ProviderUnavailable("the JWKS has no keys") }
-        var found: [String: SigningKey] = [:]
-        for jwk in list.prefix(64) {
-            guard let kid = jwk["kid"] as? String, (jwk["use"] as? String ?? "sig") == "sig" else { continue }
-            let bytes = { (name: String) in (jwk[name] as? String).flatMap { Base64URL.decodeBytes(Substring($0)) } }
-            switch (jwk["kty"] as? String, jwk["alg"] as? String) {
-            case ("RSA", "RS256"), ("RSA", nil):
-                if let n = bytes("n"), let e = bytes("e") { found[kid] = SigningKey(rsaModulus: n, exponent: e) }
-            case ("EC", "ES256"), ("EC", nil):
-                if jwk["crv"] as? String == "P-256", let x = bytes("x"), let y = bytes("y") {
-                    found[kid] = SigningKey(p256X: x, y: y)
-                }
-            default:
-                continue
-            }
+        guard let keys = SigningKey.keys(jwks: try await json(try await discovered().jwks)) else {
+            throw ProviderUnavailable("the JWKS has no keys")
         }
-        return found
+        return keys
     }
 
     /// The console's sign-in: the authorization code exchanged, with the PKCE verifier, for the ID token.

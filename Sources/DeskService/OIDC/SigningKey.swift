@@ -6,15 +6,39 @@ import Foundation
 /// the JWK's numbers as a DER SubjectPublicKeyInfo (the form every OpenSSL reads), never from a certificate or PEM
 /// the provider could smuggle in. Verifies from any number of threads at once (each verification has its own
 /// context).
-final class SigningKey: Sendable {
-    enum Algorithm: String, Sendable {
+package final class SigningKey: Sendable {
+    package enum Algorithm: String, Sendable {
         case rs256 = "RS256"
         case es256 = "ES256"
     }
 
-    let algorithm: Algorithm
+    package let algorithm: Algorithm
     private let owned: OpenSSLObject
     private var key: OpaquePointer { owned.pointer }
+
+    /// The signing keys of a JWKS document, by key id: RS256 and ES256 (P-256) keys for signatures, the first 64
+    /// entries read; any other entry skipped. Nil when the document has no `keys` list.
+    package static func keys(jwks document: [String: Any]) -> [String: SigningKey]? {
+        guard let list = document["keys"] as? [Any] else { return nil }
+        var found: [String: SigningKey] = [:]
+        for case let jwk as [String: Any] in list.prefix(64) {
+            guard let kid = jwk["kid"] as? String, (1...256).contains(kid.utf8.count),
+                (jwk["use"] as? String ?? "sig") == "sig"
+            else { continue }
+            let bytes = { (name: String) in (jwk[name] as? String).flatMap { Base64URL.decodeBytes(Substring($0)) } }
+            switch (jwk["kty"] as? String, jwk["alg"] as? String) {
+            case ("RSA", "RS256"), ("RSA", nil):
+                if let n = bytes("n"), let e = bytes("e") { found[kid] = SigningKey(rsaModulus: n, exponent: e) }
+            case ("EC", "ES256"), ("EC", nil):
+                if jwk["crv"] as? String == "P-256", let x = bytes("x"), let y = bytes("y") {
+                    found[kid] = SigningKey(p256X: x, y: y)
+                }
+            default:
+                continue
+            }
+        }
+        return found
+    }
 
     /// An RSA key from its modulus and exponent (big-endian bytes); 2048 to 8192 bits.
     convenience init?(rsaModulus modulus: [UInt8], exponent: [UInt8]) {
@@ -27,7 +51,7 @@ final class SigningKey: Sendable {
     }
 
     /// A P-256 key from its coordinates (32 bytes each); OpenSSL checks the point is on the curve.
-    convenience init?(p256X x: [UInt8], y: [UInt8]) {
+    package convenience init?(p256X x: [UInt8], y: [UInt8]) {
         guard x.count == 32, y.count == 32 else { return nil }
         // SEQUENCE { SEQUENCE { id-ecPublicKey, prime256v1 }, BIT STRING { 04 x y } }
         let prefix: [UInt8] = [

@@ -2,25 +2,25 @@ import AppleVerification
 import Foundation
 
 /// Who a verified token says is asking, and what it lets them do.
-struct VerifiedToken: Sendable, Equatable {
-    var subject: String
-    var name: String
-    var roles: Set<AgentRole>
+package struct VerifiedToken: Sendable, Equatable {
+    package var subject: String
+    package var name: String
+    package var roles: Set<AgentRole>
     var expiresAt: Date
     var nonce: String?
 }
 
 /// Why a token is refused: said in the 401, counted by reason, never with the token.
-struct TokenRefusal: Error, Equatable, CustomStringConvertible {
-    enum Reason: String, Sendable {
+package struct TokenRefusal: Error, Equatable, CustomStringConvertible {
+    package enum Reason: String, Sendable {
         case malformed, algorithm, unknownKey = "unknown_key", signature, issuer, audience, expired
         case notYetValid = "not_yet_valid", subject, nonce
         case authorizedParty = "authorized_party"
     }
 
-    let reason: Reason
+    package let reason: Reason
     let detail: String
-    var description: String { detail }
+    package var description: String { detail }
 
     init(_ reason: Reason, _ detail: String) {
         self.reason = reason
@@ -34,14 +34,31 @@ struct TokenRefusal: Error, Equatable, CustomStringConvertible {
 /// (with `clockSkew` of leeway), a subject; its `azp` (the client the token was issued to), when it names one, one
 /// of `authorizedParties`; and, for an ID token of the console's sign-in, its nonce, and an `azp` whenever it is for
 /// more than one audience (OpenID Connect Core 3.1.3.7).
-struct TokenVerifier: Sendable {
-    let issuer: String
-    let audience: String
+package struct TokenVerifier: Sendable {
+    package let issuer: String
+    package let audience: String
     let clockSkew: TimeInterval
     let claims: DeskClaims
     /// The clients whose tokens are taken when a token names its client: the console's alone for its ID tokens;
     /// for API tokens, `desk.oidc.authorized_parties` (by default the console's).
     let authorizedParties: Set<String>
+
+    /// With the default claims (`email`, `groups`, `support-*`) and a minute of leeway.
+    package init(issuer: String, audience: String, authorizedParties: Set<String>) {
+        self.init(
+            issuer: issuer, audience: audience, clockSkew: 60, claims: DeskClaims(),
+            authorizedParties: authorizedParties)
+    }
+
+    init(
+        issuer: String, audience: String, clockSkew: TimeInterval, claims: DeskClaims, authorizedParties: Set<String>
+    ) {
+        self.issuer = issuer
+        self.audience = audience
+        self.clockSkew = clockSkew
+        self.claims = claims
+        self.authorizedParties = authorizedParties
+    }
 
     /// A token is a few kilobytes; anything larger is refused unread.
     static let maximumTokenBytes = 16 * 1024
@@ -50,7 +67,23 @@ struct TokenVerifier: Sendable {
     func verify(
         _ token: String, now: Date, nonce: String? = nil, key: (String) async throws -> SigningKey?
     ) async throws -> VerifiedToken {
-        guard token.utf8.count <= Self.maximumTokenBytes else { throw TokenRefusal(.malformed, "token too large") }
+        let parsed = try Self.parse(token)
+        return try verify(parsed, with: try await key(parsed.kid), now: now, nonce: nonce)
+    }
+
+    /// A compact JWS read, nothing verified yet: what its header says, the bytes its signature signs, its claims.
+    package struct ParsedToken {
+        let algorithm: SigningKey.Algorithm
+        package let kid: String
+        let signed: [UInt8]
+        let signature: [UInt8]
+        let payload: [String: Any]
+    }
+
+    /// Reads a token's parts: refused unread past ``maximumTokenBytes``, and for any algorithm but RS256 and ES256,
+    /// a critical header extension, or no key id.
+    package static func parse(_ token: String) throws(TokenRefusal) -> ParsedToken {
+        guard token.utf8.count <= maximumTokenBytes else { throw TokenRefusal(.malformed, "token too large") }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerBytes = Base64URL.decodeBytes(parts[0]),
             let payloadBytes = Base64URL.decodeBytes(parts[1]), let signature = Base64URL.decodeBytes(parts[2]),
@@ -64,21 +97,29 @@ struct TokenVerifier: Sendable {
         guard let kid = header["kid"] as? String, (1...256).contains(kid.utf8.count) else {
             throw TokenRefusal(.unknownKey, "the token names no key (kid)")
         }
-        guard let signingKey = try await key(kid) else {
-            throw TokenRefusal(.unknownKey, "the provider publishes no key \(Self.shown(kid))")
+        return ParsedToken(
+            algorithm: algorithm, kid: kid, signed: Array(parts[0].utf8) + [UInt8(ascii: ".")] + Array(parts[1].utf8),
+            signature: signature, payload: payload)
+    }
+
+    /// A parsed token's signature against the provider's key of its `kid` (nil: none), then its claims.
+    package func verify(_ parsed: ParsedToken, with signingKey: SigningKey?, now: Date, nonce: String? = nil)
+        throws(TokenRefusal) -> VerifiedToken
+    {
+        guard let signingKey else {
+            throw TokenRefusal(.unknownKey, "the provider publishes no key \(Self.shown(parsed.kid))")
         }
-        guard signingKey.algorithm == algorithm else {
-            throw TokenRefusal(.algorithm, "key \(Self.shown(kid)) is not an \(algorithm.rawValue) key")
+        guard signingKey.algorithm == parsed.algorithm else {
+            throw TokenRefusal(.algorithm, "key \(Self.shown(parsed.kid)) is not an \(parsed.algorithm.rawValue) key")
         }
-        let signed = Array(parts[0].utf8) + [UInt8(ascii: ".")] + Array(parts[1].utf8)
-        guard signingKey.verifies(signature, of: signed) else {
+        guard signingKey.verifies(parsed.signature, of: parsed.signed) else {
             throw TokenRefusal(.signature, "the signature does not verify")
         }
-        return try check(payload, now: now, nonce: nonce)
+        return try check(parsed.payload, now: now, nonce: nonce)
     }
 
     /// The claims of a token whose signature verified.
-    func check(_ payload: [String: Any], now: Date, nonce: String?) throws -> VerifiedToken {
+    func check(_ payload: [String: Any], now: Date, nonce: String?) throws(TokenRefusal) -> VerifiedToken {
         guard payload["iss"] as? String == issuer else { throw TokenRefusal(.issuer, "another issuer's token") }
         let audiences =
             (payload["aud"] as? [Any])?.compactMap { $0 as? String } ?? [payload["aud"] as? String].compactMap { $0 }
@@ -129,7 +170,7 @@ struct TokenVerifier: Sendable {
 
 /// Where the agent's name and roles are in a token (`desk.oidc.name_claim`, `desk.oidc.roles_claim`) and which
 /// values are which role (`desk.roles.*`).
-struct DeskClaims: Sendable, Equatable {
+package struct DeskClaims: Sendable, Equatable {
     var nameClaim = "email"
     var rolesClaim = "groups"
     var viewer = "support-viewer"
@@ -161,10 +202,10 @@ struct DeskClaims: Sendable, Equatable {
 }
 
 /// The desk's roles, lowest first.
-enum AgentRole: String, Sendable, Comparable, CaseIterable, Codable {
+package enum AgentRole: String, Sendable, Comparable, CaseIterable, Codable {
     case viewer, agent, lead
 
-    static func < (lhs: AgentRole, rhs: AgentRole) -> Bool {
+    package static func < (lhs: AgentRole, rhs: AgentRole) -> Bool {
         allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
     }
 }

@@ -97,11 +97,16 @@ struct SignInState: Codable, Sendable, Equatable {
 }
 
 /// Cookies as the desk sets and reads them.
-enum Cookies {
+package enum Cookies {
     /// The value of cookie `name` in a request's `Cookie` header (the first, as browsers order the most
     /// specific first), nil when absent.
     static func value(_ name: String, in request: ServerRequest) -> String? {
-        guard let header = request.headers["cookie"], header.utf8.count <= 16_384 else { return nil }
+        value(name, inHeader: request.headers["cookie"])
+    }
+
+    /// The value of cookie `name` in a `Cookie` header's text; nil when absent, or the header is over 16 KiB.
+    package static func value(_ name: String, inHeader header: String?) -> String? {
+        guard let header, header.utf8.count <= 16_384 else { return nil }
         for pair in header.split(separator: ";") {
             let trimmed = pair.drop(while: { $0 == " " })
             guard let equals = trimmed.firstIndex(of: "=") else { continue }

@@ -5,17 +5,17 @@ import Foundation
 /// Seals what the console keeps in the browser (its session, a sign-in's state) with AES-256-GCM under the
 /// desk's session key: a browser can neither read nor change it, and a cookie sealed for one purpose (its name,
 /// the associated data) does not open as another.
-struct Seal: Sendable {
+package struct Seal: Sendable {
     private let key: [UInt8]
 
     /// `key`: 32 bytes (`desk.session_key_file`).
-    init?(key: [UInt8]) {
+    package init?(key: [UInt8]) {
         guard key.count == 32 else { return nil }
         self.key = key
     }
 
     /// base64url(nonce ‖ ciphertext ‖ tag).
-    func seal(bytes plaintext: [UInt8], purpose: String) -> String? {
+    package func seal(bytes plaintext: [UInt8], purpose: String) -> String? {
         let nonce = Random.bytes(12)
         guard let context = EVP_CIPHER_CTX_new() else { return nil }
         defer { EVP_CIPHER_CTX_free(context) }
@@ -46,7 +46,7 @@ struct Seal: Sendable {
     }
 
     /// The plaintext, or nil for anything not sealed by this key for this purpose.
-    func open(bytes sealed: String, purpose: String) -> [UInt8]? {
+    package func open(bytes sealed: String, purpose: String) -> [UInt8]? {
         guard sealed.utf8.count <= 8_192, let bytes = Base64URL.decodeBytes(Substring(sealed)), bytes.count >= 28
         else { return nil }
         let nonce = Array(bytes.prefix(12))

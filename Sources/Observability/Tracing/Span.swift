@@ -14,13 +14,18 @@ public struct SpanContext: Sendable, Equatable {
         self.sampled = sampled
     }
 
-    /// The context a `traceparent` of version `00` carries (or a later version's first fields); nil for a malformed
-    /// one, or ids of all zeros.
+    /// The context a W3C `traceparent` carries, the one parser of it: `<version>-<32 hex trace id>-<16 hex parent
+    /// id>-<2 hex flags>`, lower-case hex, ids not all zeros; version `00` exactly that (55 bytes), a later version
+    /// (not `ff`) those fields then, optionally, a dash and more (up to 512 bytes), as the specification allows.
+    /// Nil for anything else.
     public init?(traceparent text: String) {
-        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        guard parts.count >= 4, parts[0].count == 2, parts[0] != "ff", let trace = Self.bytes(parts[1], count: 16),
-            let span = Self.bytes(parts[2], count: 8), let flags = Self.bytes(parts[3], count: 1),
-            trace.contains(where: { $0 != 0 }), span.contains(where: { $0 != 0 })
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 55, bytes.count <= 512, bytes[2] == UInt8(ascii: "-"), bytes[35] == UInt8(ascii: "-"),
+            bytes[52] == UInt8(ascii: "-"), let version = Self.bytes(bytes[0..<2]), version[0] != 0xFF,
+            version[0] == 0 ? bytes.count == 55 : (bytes.count == 55 || bytes[55] == UInt8(ascii: "-")),
+            let trace = Self.bytes(bytes[3..<35]), let span = Self.bytes(bytes[36..<52]),
+            let flags = Self.bytes(bytes[53..<55]), trace.contains(where: { $0 != 0 }),
+            span.contains(where: { $0 != 0 })
         else { return nil }
         self.init(traceID: trace, spanID: span, sampled: flags[0] & 1 == 1)
     }
@@ -41,9 +46,10 @@ public struct SpanContext: Sendable, Equatable {
         return String(decoding: text, as: UTF8.self)
     }
 
-    private static func bytes(_ text: Substring, count: Int) -> [UInt8]? {
-        let utf8 = Array(text.utf8)
-        guard utf8.count == count * 2 else { return nil }
+    /// Lower-case hex digits, two a byte.
+    private static func bytes(_ utf8: ArraySlice<UInt8>) -> [UInt8]? {
+        guard utf8.count % 2 == 0 else { return nil }
+        let count = utf8.count / 2
         func nibble(_ byte: UInt8) -> UInt8? {
             switch byte {
             case 48...57: byte - 48
@@ -53,7 +59,7 @@ public struct SpanContext: Sendable, Equatable {
         }
         var out: [UInt8] = []
         out.reserveCapacity(count)
-        for index in stride(from: 0, to: utf8.count, by: 2) {
+        for index in stride(from: utf8.startIndex, to: utf8.endIndex, by: 2) {
             guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
             out.append(high << 4 | low)
         }
