@@ -65,6 +65,18 @@ struct ConnectionFloodTests {
         }
     }
 
+    /// Connections waiting in the kernel's accept queue of the socket listening on 127.0.0.1:`port`, not yet
+    /// taken by the server (Linux: a listening socket's receive queue in /proc/net/tcp); nil when none listens.
+    static func acceptQueue(_ port: UInt16) -> Int? {
+        // A line `sl: local remote st tx_queue:rx_queue ...`; a listening socket's remote is zero, its state 0A.
+        // Searched, not split: the table has a line per socket, thousands here.
+        guard let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8),
+            let listening = table.range(of: String(format: ": 0100007F:%04X 00000000:0000 0A ", port))
+        else { return nil }
+        let queues = table[listening.upperBound...].prefix(17)  // TTTTTTTT:RRRRRRRR
+        return queues.split(separator: ":").last.flatMap { Int($0, radix: 16) }
+    }
+
     @Test(
         "3,000 idle connections from 60 addresses held to the metrics port: /healthz and /readyz still answer at once")
     func metricsPort() async throws {
@@ -77,7 +89,9 @@ struct ConnectionFloodTests {
         let idle = try await Self.flood(endpoint.port, count: 3_000, sources: 60)
         #expect(idle.count == 3_000)
         // Held, that is accepted by the server, not waiting in the kernel's accept queue ahead of the probe.
-        try await Task.sleep(for: .seconds(2))
+        #expect(
+            await eventually(timeout: .seconds(60)) { Self.acceptQueue(endpoint.port) == 0 },
+            "the server did not take every connection: \(Self.acceptQueue(endpoint.port) ?? -1) wait")
         for path in ["/healthz", "/readyz"] {
             let started = ContinuousClock.now
             let response = try await harness.http.execute(
@@ -100,9 +114,16 @@ struct ConnectionFloodTests {
         let receiver = try #require(harness.receiver)
         let attempted = min(3_000, limits.maximumConnectionsPerIP + 500)
         let idle = try await Self.flood(receiver.port, count: attempted, sources: 1)
-        // Past its share, the server closes the client's connections on accept.
-        try await Task.sleep(for: .milliseconds(500))
-        let held = idle.filter { !$0.isClosedByServer }.count
+        // Past its share, the server closes the client's connections on accept: once it has taken them all, those
+        // beyond its share are closed (the idle timeout, which would close the rest, is 10 s).
+        #expect(
+            await eventually(timeout: .seconds(60)) { Self.acceptQueue(receiver.port) == 0 },
+            "the server did not take every connection: \(Self.acceptQueue(receiver.port) ?? -1) wait")
+        var held = attempted
+        _ = await eventually(timeout: .seconds(2)) {
+            held = idle.filter { !$0.isClosedByServer }.count
+            return held <= limits.maximumConnectionsPerIP
+        }
         #expect(held <= limits.maximumConnectionsPerIP, "\(held) held of \(attempted)")
         let response = try await harness.http.execute(
             HTTPRequest(

@@ -85,8 +85,14 @@ struct LedgerHealthEndToEndTests {
         try FileManager.default.removeItem(atPath: path)
         #expect(await eventually(timeout: .seconds(15)) { harness.worker.readiness.contains("ledger unreachable") })
         let purchase = try await harness.purchase(["product_id": "coins.100"])
+        let failures = harness.metric("receipt_worker_failures_total", "operation=\"ledger_")
         try await harness.submit(job("after-delete", order: "o-1", product: "coins.100", ["receipt": purchase.receipt]))
-        try await Task.sleep(for: .seconds(3))
+        // The job taken and refused by the ledger, twice (it waits in its slot for the ledger to heal).
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                harness.metric("receipt_worker_failures_total", "operation=\"ledger_") >= failures + 2
+                    || !harness.results(jobID: "after-delete").isEmpty
+            }, "the job was never tried")
         #expect(harness.results(jobID: "after-delete").isEmpty, "no decision on a ledger that is gone")
         await harness.stop()
     }

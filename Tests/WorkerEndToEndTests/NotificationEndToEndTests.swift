@@ -153,7 +153,9 @@ struct NotificationEndToEndTests {
         // Apple refunds, then reverses; the receiver gets them the other way round (a retry after an outage).
         try await harness.admin.sendNotifications(to: "http://127.0.0.1:1/notifications/apple", retryDelaysMs: [])
         let refund = try await harness.admin.notify("refund", ["transaction_id": first.transactionID])
-        try await Task.sleep(for: .milliseconds(20))
+        // Signed a millisecond later at least (Apple's dates are in milliseconds): the reversal is the newer.
+        let signed = Date()
+        _ = await eventually(interval: .milliseconds(1)) { Date().timeIntervalSince(signed) > 0.001 }
         let reversal = try await harness.admin.notify("reverse-refund", ["transaction_id": first.transactionID])
         let sent = try await harness.admin.notifications()
         func body(_ uuid: String) throws -> Data {
@@ -161,10 +163,14 @@ struct NotificationEndToEndTests {
                 sent.first { $0["notification_uuid"] as? String == uuid }?["signed_payload"] as? String)
             return try JSONSerialization.data(withJSONObject: ["signedPayload": signed])
         }
-        for uuid in [reversal, refund] {
+        // Processed in this order: the reversal, then the refund.
+        for (uuid, type) in [(reversal, "\"REFUND_REVERSED\""), (refund, "\"REFUND\"")] {
             let answer = try await harness.http.execute(HTTPRequest(method: .post, url: url, body: try body(uuid)))
             #expect(answer.status == 200)
-            try await Task.sleep(for: .milliseconds(300))  // processed in this order
+            #expect(
+                await eventually(timeout: .seconds(60)) {
+                    harness.metric("receipt_worker_notifications_processed_total", "type=\(type)") >= 1
+                }, "\(type) not processed")
         }
         _ = await eventually(timeout: .seconds(60)) {
             harness.worker.metrics.registry.render().contains(
@@ -220,7 +226,8 @@ struct NotificationEndToEndTests {
         }
         let get = try await harness.http.execute(HTTPRequest(url: url))
         #expect(get.status == 405)
-        try await Task.sleep(for: .seconds(1))
+        // Nothing on the topic: the receiver produces before it answers, so what it produced is there by now.
+        #expect(try await harness.notificationsProduced() == 0)
         #expect(harness.notificationRecords.isEmpty)
         // Four bodies, and the other app's notification once per attempt (Apple, and the simulator, retry a 400).
         let line = harness.worker.metrics.registry.render().split(separator: "\n").first {
@@ -246,7 +253,8 @@ struct NotificationEndToEndTests {
         // loaded machine, has no status, and the receiver may still have counted it: one drop or two).
         let statuses = ((sent?["attempts"] as? [[String: Any]]) ?? []).compactMap { $0["status"] as? Int }
         #expect(!statuses.isEmpty && statuses.allSatisfy { $0 == 200 }, "\(statuses)")
-        try await Task.sleep(for: .seconds(1))
+        // Nothing on the topic: the receiver produces before it answers, so what it produced is there by now.
+        #expect(try await harness.notificationsProduced() == 0)
         #expect(harness.notificationRecords.isEmpty)
         #expect(
             harness.worker.metrics.registry.render().contains(
@@ -360,10 +368,19 @@ struct NotificationEndToEndTests {
         }
         // The receiver is down: Apple's deliveries fail (no retries left here), the refunds are missed.
         try await harness.admin.sendNotifications(to: "http://127.0.0.1:1/notifications/apple", retryDelaysMs: [])
+        var missed: [String] = []
         for purchase in purchases.values {
-            _ = try await harness.admin.notify("refund", ["transaction_id": purchase.transactionID])
+            missed.append(try await harness.admin.notify("refund", ["transaction_id": purchase.transactionID]))
         }
-        try await Task.sleep(for: .milliseconds(500))
+        // Apple tried each once and gave up (no retries left): nothing reached the receiver, nothing is on the topic.
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                let sent = (try? await harness.admin.notifications()) ?? []
+                return missed.allSatisfy { uuid in
+                    (sent.first { $0["notification_uuid"] as? String == uuid }?["attempts"] as? [Any])?.count == 1
+                }
+            }, "Apple's attempts were not all made")
+        #expect(try await harness.notificationsProduced() == 0)
         #expect(harness.notificationRecords.isEmpty)
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("root-\(UUID()).pem").path
         try AppStoreSimulator.testRootPEM.write(toFile: root, atomically: true, encoding: .utf8)

@@ -154,8 +154,15 @@ struct ConsumptionPolicyEndToEndTests {
             (try? await harness.admin.consumptionAnswers().count) ?? 0 >= 2
         }
         #expect(both)
-        // A few rounds more: nothing else goes to Apple.
-        try await Task.sleep(for: .seconds(3))
+        // A few rounds more: nothing else goes to Apple. Three more begun (the two between them ran to their end),
+        // and every answer on the topic handled: the grant service's and each the policy put there.
+        #expect(
+            await harness.choreRounds(lease: "consumption-policy/default", count: 3), "no more rounds of the policy")
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                harness.metric("receipt_worker_consumption_answers_total")
+                    >= 1 + harness.metric("receipt_worker_consumption_policy_answers_total")
+            }, "an answer on the topic was not handled")
         let answers = try await harness.admin.consumptionAnswers()
         let byTransaction = Dictionary(grouping: answers) { $0["transaction_id"] as? String ?? "" }
         #expect(byTransaction[answered.transactionID]?.count == 1)

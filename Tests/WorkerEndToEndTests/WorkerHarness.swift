@@ -1,4 +1,5 @@
 import AppStoreSimulator
+import CSQLite
 import Foundation
 import HTTPClient
 import Kafka
@@ -274,6 +275,60 @@ final class WorkerHarness: Sendable {
     func result(jobID: String, timeout: Duration = .seconds(60)) async -> [String: Any]? {
         _ = await eventually(timeout: timeout) { !self.results(jobID: jobID).isEmpty }
         return results(jobID: jobID).first
+    }
+
+    /// The sum of the worker's metric `name` over its series whose labels include each of `labels`
+    /// (`type="REFUND"`, say); 0 without any.
+    func metric(_ name: String, _ labels: String...) -> Double {
+        worker.metrics.registry.render().split(separator: "\n").filter { line in
+            (line.hasPrefix(name + "{") || line.hasPrefix(name + " ")) && labels.allSatisfy { line.contains($0) }
+        }.compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
+    }
+
+    /// Records produced to the notifications topic so far (the high watermarks of its two partitions): what the
+    /// receiver put there, whether or not the reader has read it yet.
+    func notificationsProduced() async throws -> Int64 {
+        var produced: Int64 = 0
+        for partition in 0..<2 {
+            let marks = try await reader.watermarks(
+                TopicPartition(topic: topics.notifications, partition: Int32(partition)))
+            produced += marks.high - marks.low
+        }
+        return produced
+    }
+
+    /// The `expires_at` of the ledger's lease `name` as stored (nil: never taken). A chore that takes a lease (the
+    /// sweep, the status checks, the answers by policy) renews it as each of its rounds begins.
+    func leaseExpiry(_ name: String) -> String? {
+        let url = configuration.ledgerURL
+        guard url.hasPrefix("sqlite:") else {
+            return psqlValue(url, "SELECT expires_at FROM \(configuration.ledgerSchema).leases WHERE name = '\(name)'")
+        }
+        var database: OpaquePointer?
+        defer { sqlite3_close(database) }
+        guard sqlite3_open_v2(String(url.dropFirst("sqlite:".count)), &database, SQLITE_OPEN_READONLY, nil) == SQLITE_OK
+        else { return nil }
+        sqlite3_busy_timeout(database, 5_000)
+        var statement: OpaquePointer?
+        defer { sqlite3_finalize(statement) }
+        guard
+            sqlite3_prepare_v2(database, "SELECT expires_at FROM leases WHERE name = ?1", -1, &statement, nil)
+                == SQLITE_OK,
+            sqlite3_bind_text(statement, 1, name, -1, csqlite_transient()) == SQLITE_OK,
+            sqlite3_step(statement) == SQLITE_ROW, let text = sqlite3_column_text(statement, 0)
+        else { return nil }
+        return String(cString: text)
+    }
+
+    /// Waits until the chore that takes lease `name` has begun `count` rounds since the call (so `count - 1` of
+    /// them ran to their end), as its lease's renewals show. False past `timeout`.
+    func choreRounds(lease name: String, count: Int, timeout: Duration = .seconds(60)) async -> Bool {
+        var seen = Set([leaseExpiry(name)].compactMap { $0 })
+        var begun = 0
+        return await eventually(timeout: timeout) {
+            if let expiry = leaseExpiry(name), seen.insert(expiry).inserted { begun += 1 }
+            return begun >= count
+        }
     }
 }
 

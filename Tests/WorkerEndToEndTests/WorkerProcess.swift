@@ -40,6 +40,24 @@ final class WorkerProcess: Sendable {
     }
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// The partitions of `topic` the process holds now, as its log's "partitions assigned" and "partitions
+    /// revoked" lines tell (`topic[N]`), whichever the group's assignment strategy.
+    func partitionsHeld(of topic: String) -> Set<String> {
+        var held: Set<String> = []
+        for line in log.split(separator: "\n") where line.contains("\"partitions ") {
+            guard let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any],
+                let message = object["message"] as? String, let list = object["partitions"] as? String
+            else { continue }
+            let partitions = list.split(separator: ",").map(String.init).filter { $0.hasPrefix(topic + "[") }
+            switch message {
+            case "partitions assigned": held.formUnion(partitions)
+            case "partitions revoked": held.subtract(partitions)
+            default: break
+            }
+        }
+        return held
+    }
 }
 
 struct ProcessError: Error, CustomStringConvertible {

@@ -267,8 +267,9 @@ struct WorkerProcessTests {
         let workers = try (0..<3).map { _ in try WorkerProcess(config: config) }
         // Every replica in the group, owning two of the six partitions, before the jobs arrive.
         #expect(
-            await eventually(timeout: .seconds(60)) { workers.allSatisfy { $0.log.contains("partitions assigned") } })
-        try await Task.sleep(for: .seconds(3))
+            await eventually(timeout: .seconds(60)) {
+                workers.allSatisfy { $0.partitionsHeld(of: "jobs-\(harness.suffix)").count == 2 }
+            }, "\(workers.map { $0.partitionsHeld(of: "jobs-\(harness.suffix)").sorted() })")
         var jobs: [[String: Any]] = []
         for index in 0..<150 {
             let purchase = try await harness.admin.purchase(["product_id": "coins"])
