@@ -101,7 +101,7 @@ struct AppSettings: Sendable {
     }
 
     /// The app NAME as configured; its files read for the worker.
-    func app(name: String, isWorker: Bool) throws -> WorkerConfiguration.App {
+    func app(name: String, isWorker: Bool, readsFiles: Bool = true) throws -> WorkerConfiguration.App {
         var app = WorkerConfiguration.App(name: name)
         let prefix = Self.prefix(of: name)
         app.bundleID = settings["bundle_id"] ?? ""
@@ -130,7 +130,7 @@ struct AppSettings: Sendable {
                 .conflictingKeys, key: prefix + "api.key_id",
                 reason: "\(prefix)api.key_id, \(prefix)api.issuer_id and \(prefix)api.private_key_file go together")
         }
-        guard isWorker else { return app }
+        guard isWorker, readsFiles else { return app }
         // Files are read only by the worker: the tools never call Apple.
         if let path = settings["shared_secret_file"] {
             app.sharedSecret = try ConfigurationValue.read(prefix + "shared_secret_file", path)
@@ -149,7 +149,8 @@ struct AppSettings: Sendable {
         let defaultName = WorkerConfiguration.App.defaultName
         let others = draft.apps.keys.filter { $0 != defaultName }.sorted()
         draft.configuration.apps = try ([defaultName] + others).map { name in
-            try draft.apps[name, default: AppSettings()].app(name: name, isWorker: isWorker)
+            try draft.apps[name, default: AppSettings()].app(
+                name: name, isWorker: isWorker, readsFiles: draft.readsFiles)
         }
         guard isWorker else { return }
         let configuration = draft.configuration

@@ -28,16 +28,28 @@ struct ConfigurationDraft {
     var rootFiles: [String]?
     var receiptRootFiles: [String]?
     var apps: [String: AppSettings] = [:]
+    /// False for `check-config --no-files`: the files the keys name (Secrets, certificates) are not read, as a
+    /// deployment's configuration is checked before its cluster has them.
+    let readsFiles: Bool
 
-    init(purpose: ConfigurationLoader.Purpose) { self.purpose = purpose }
+    init(purpose: ConfigurationLoader.Purpose, readsFiles: Bool = true) {
+        self.purpose = purpose
+        self.readsFiles = readsFiles
+    }
 
     /// Whether the configuration is the worker's, which reads files and needs Apple's settings; the tools
     /// need only the Kafka and topic keys (or the ledger's).
     var isWorker: Bool { purpose == .worker }
+
+    /// Whether the files the keys name are read: the worker's, unless told not to.
+    var readsWorkerFiles: Bool { isWorker && readsFiles }
 }
 
 /// A key's value with the readers of its kinds; each throws a ``ConfigurationError`` naming the key.
 struct ConfigurationValue {
+    /// False for `check-config --no-files`: a path is taken as written, its file not read.
+    var readsFiles = true
+
     let key: String
     let text: String
 
@@ -110,16 +122,23 @@ struct ConfigurationValue {
     /// A comma-separated list of files.
     func files() -> [String] { text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
 
-    /// A path that must be readable now.
+    /// A path that must be readable now (when files are read).
     func readablePath() throws -> String {
-        guard FileManager.default.isReadableFile(atPath: text) else {
+        guard !readsFiles || FileManager.default.isReadableFile(atPath: text) else {
             throw ConfigurationError(.unreadableFile, key: key, reason: "cannot read \(text)")
         }
         return text
     }
 
-    /// The contents of the file this value names.
-    func fileContents() throws -> String { try ConfigurationValue.read(key, text) }
+    /// The contents of the file this value names; nil when files are not read (`check-config --no-files`), after
+    /// checking that a path is given.
+    func fileContents() throws -> String? {
+        guard readsFiles else {
+            guard !text.isEmpty else { throw invalid("must name a file") }
+            return nil
+        }
+        return try ConfigurationValue.read(key, text)
+    }
 
     func invalid(_ reason: String) -> ConfigurationError { ConfigurationError(.invalidValue, key: key, reason: reason) }
 

@@ -168,7 +168,7 @@ enum ConfigurationKeys {
     static func checkApple(_ draft: inout ConfigurationDraft) throws {
         var apple = draft.configuration.apple
         func certificates(_ key: String, _ files: [String]?, default root: Data) throws -> [Data] {
-            guard let files, draft.isWorker else { return [root] }
+            guard let files, draft.readsWorkerFiles else { return [root] }
             return try files.map { path in
                 guard let data = FileManager.default.contents(atPath: path) else {
                     throw ConfigurationError(.unreadableFile, key: key, reason: "cannot read \(path)")
@@ -210,9 +210,9 @@ enum ConfigurationKeys {
         ConfigurationKey("ledger.url_file") { value, draft in
             // The tools never open the ledger. A PostgreSQL URL carries its password: it may live in a
             // mounted secret instead.
-            guard draft.purpose != .tool else { return }
+            guard draft.purpose != .tool, let contents = try value.fileContents() else { return }
             draft.configuration.ledgerURL = try ledgerURL(
-                value.key, value.fileContents().trimmingCharacters(in: .whitespacesAndNewlines))
+                value.key, contents.trimmingCharacters(in: .whitespacesAndNewlines))
         },
         ConfigurationKey("ledger.pool_size", default: String(defaults.ledgerPoolSize)) {
             $1.configuration.ledgerPoolSize = try $0.integer(1...256)
@@ -334,8 +334,9 @@ enum ConfigurationKeys {
         let key = value.key
         guard key.hasPrefix("kafka."), key.count > 6 else { return false }
         if key.hasSuffix("_file") && key.count > 11 {
-            draft.configuration.kafka[String(key.dropFirst(6).dropLast(5))] = try value.fileContents()
-                .trimmingCharacters(in: .whitespacesAndNewlines)
+            // Not read (check-config --no-files): a placeholder librdkafka accepts, where the secret will be.
+            draft.configuration.kafka[String(key.dropFirst(6).dropLast(5))] =
+                try value.fileContents()?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "(from \(value.text))"
         } else {
             draft.configuration.kafka[String(key.dropFirst(6))] = value.text
         }

@@ -38,9 +38,11 @@ public enum ConfigurationLoader {
     /// ``load(file:overrides:environment:purpose:)``, keeping each key's winning value and where it came from
     /// (for `check-config --print`). An error about a key names its source and, unless it is a secret, its
     /// value: `worker.max_in_flight=lots (from worker.properties:12): must be an integer ...`.
+    /// `readsFiles`: false reads none of the files the keys name (`check-config --no-files`); `everyProblem`: every
+    /// problem found is thrown together (``ConfigurationProblems``), not the first alone.
     public static func loadWithSources(
         file: String?, overrides: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
-        purpose: Purpose = .worker
+        purpose: Purpose = .worker, readsFiles: Bool = true, everyProblem: Bool = false
     ) throws -> LoadedConfiguration {
         var settings: [LoadedConfiguration.Setting] = []
         if let file {
@@ -77,21 +79,29 @@ public enum ConfigurationLoader {
         settings = settings.map { .init(key: AppSettings.canonical($0.key), value: $0.value, source: $0.source) }
         var seen: Set<String> = []
         settings = settings.reversed().filter { seen.insert($0.key).inserted }.reversed()
-        do {
-            let configuration = try build(settings.map { ($0.key, $0.value) }, purpose: purpose)
-            return LoadedConfiguration(configuration: configuration, settings: settings)
-        } catch var error as ConfigurationError {
-            guard let setting = settings.last(where: { $0.key == error.key }) else { throw error }
-            // An unknown key may be a secret's key mistyped (apps.x.sharedsecret): if it looks like one, its
-            // value is not shown.
-            let secretLooking = ["secret", "password", "passwd", "token", "private", "credential"].contains {
-                setting.key.lowercased().contains($0)
-            }
-            let hidden = error.code == .unknownKey && secretLooking
-            error.value = hidden ? nil : printable(setting.key, setting.value).map(displayed)
-            error.source = setting.source.description
-            throw error
+        let built = building(
+            settings.map { ($0.key, $0.value) }, purpose: purpose, readsFiles: readsFiles, everyProblem: everyProblem)
+        let problems = built.problems.map { sourced($0, settings) }
+        if everyProblem, !problems.isEmpty { throw ConfigurationProblems(problems) }
+        if let first = problems.first { throw first }
+        return LoadedConfiguration(configuration: built.configuration, settings: settings)
+    }
+
+    /// `error` with the value (unless a secret's) and the source of the setting it names.
+    private static func sourced(_ error: ConfigurationError, _ settings: [LoadedConfiguration.Setting])
+        -> ConfigurationError
+    {
+        guard let setting = settings.last(where: { $0.key == error.key }) else { return error }
+        var error = error
+        // An unknown key may be a secret's key mistyped (apps.x.sharedsecret): if it looks like one, its value is
+        // not shown.
+        let secretLooking = ["secret", "password", "passwd", "token", "private", "credential"].contains {
+            setting.key.lowercased().contains($0)
         }
+        let hidden = error.code == .unknownKey && secretLooking
+        error.value = hidden ? nil : printable(setting.key, setting.value).map(displayed)
+        error.source = setting.source.description
+        return error
     }
 
     /// The environment, or `--set`, naming one key by both its spellings (`apple.X` and `apps.default.X`): which
@@ -215,16 +225,56 @@ public enum ConfigurationLoader {
     package static func build(_ properties: [(key: String, value: String)], purpose: Purpose = .worker) throws
         -> WorkerConfiguration
     {
-        var draft = ConfigurationDraft(purpose: purpose)
-        for (key, text) in properties {
-            let value = ConfigurationValue(key: key, text: text)
-            if let known = ConfigurationKeys.byName[key] {
-                try known.read(value, &draft)
-            } else if try !AppSettings.read(value, &draft), try !ConfigurationKeys.kafkaProperty(value, &draft) {
-                throw ConfigurationError(.unknownKey, key: key, reason: "unknown key" + suggestion(for: key))
+        let built = building(properties, purpose: purpose, readsFiles: true, everyProblem: false)
+        if let first = built.problems.first { throw first }
+        return built.configuration
+    }
+
+    /// The configuration `properties` make, with its problems: the first alone (start-up stops there), or every
+    /// one (`check-config`: each key's own, then each check's, skipping what a key's problem already explains).
+    static func building(
+        _ properties: [(key: String, value: String)], purpose: Purpose, readsFiles: Bool, everyProblem: Bool
+    ) -> (configuration: WorkerConfiguration, problems: [ConfigurationError]) {
+        var draft = ConfigurationDraft(purpose: purpose, readsFiles: readsFiles)
+        var problems: [ConfigurationError] = []
+        func note(_ error: any Error) {
+            if let error = error as? ConfigurationError {
+                if !problems.contains(where: { $0.key == error.key }) { problems.append(error) }
+            } else {
+                problems.append(ConfigurationError(key: "configuration", reason: "\(error)"))
             }
         }
-        for check in ConfigurationKeys.checks { try check(&draft) }
-        return draft.configuration
+        for (key, text) in properties {
+            var value = ConfigurationValue(key: key, text: text)
+            value.readsFiles = readsFiles
+            do {
+                if let known = ConfigurationKeys.byName[key] {
+                    try known.read(value, &draft)
+                } else if try !AppSettings.read(value, &draft), try !ConfigurationKeys.kafkaProperty(value, &draft) {
+                    throw ConfigurationError(.unknownKey, key: key, reason: "unknown key" + suggestion(for: key))
+                }
+            } catch {
+                note(error)
+                if !everyProblem { return (draft.configuration, problems) }
+            }
+        }
+        for check in ConfigurationKeys.checks {
+            do {
+                try check(&draft)
+            } catch {
+                note(error)
+                if !everyProblem { break }
+            }
+        }
+        return (draft.configuration, problems)
     }
+}
+
+/// Every problem of a configuration, as `check-config` reports them: one line each.
+public struct ConfigurationProblems: Error, Sendable, CustomStringConvertible {
+    public let problems: [ConfigurationError]
+
+    init(_ problems: [ConfigurationError]) { self.problems = problems }
+
+    public var description: String { problems.map(\.description).joined(separator: "\n") }
 }

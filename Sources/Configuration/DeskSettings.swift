@@ -77,7 +77,11 @@ extension ConfigurationKeys {
         ConfigurationKey("desk.oidc.client_id") { $1.configuration.desk.clientID = try plain($0) },
         ConfigurationKey("desk.oidc.client_secret_file") { value, draft in
             guard draft.isWorker else { return }
-            let secret = try value.fileContents().trimmingCharacters(in: .whitespacesAndNewlines)
+            guard let contents = try value.fileContents() else {
+                draft.configuration.desk.clientSecret = "(from \(value.text))"
+                return
+            }
+            let secret = contents.trimmingCharacters(in: .whitespacesAndNewlines)
             guard !secret.isEmpty else { throw value.invalid("the file is empty") }
             draft.configuration.desk.clientSecret = secret
         },
@@ -128,7 +132,11 @@ extension ConfigurationKeys {
         },
         ConfigurationKey("desk.session_key_file") { value, draft in
             guard draft.isWorker else { return }
-            guard let key = sessionKey(try value.fileContents()) else {
+            guard let contents = try value.fileContents() else {
+                draft.configuration.desk.sessionKey = Array(repeating: 0, count: 32)  // where the key will be
+                return
+            }
+            guard let key = sessionKey(contents) else {
                 throw value.invalid("must hold 32 random bytes as 64 hex digits or base64 (openssl rand -hex 32)")
             }
             draft.configuration.desk.sessionKey = key

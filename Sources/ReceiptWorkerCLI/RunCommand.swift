@@ -49,25 +49,37 @@ enum RunCommand {
 
 enum CheckConfigCommand {
     static let help = """
-        usage: receipt-worker check-config [--config FILE] [--set key=value]... [--print]
+        usage: receipt-worker check-config [--config FILE] [--set key=value]... [--print] [--no-files]
 
         Validates the configuration (file, RECEIPT_WORKER_* environment, --set) as `run` would, without
-        connecting to anything: unknown keys, bad values and unreadable files are reported with the key, and
-        what `run` builds is built (librdkafka's configuration, guarded Kafka settings, the API key, the root
-        certificates), so what passes here does not fail at start-up for its configuration.
+        connecting to anything: unknown keys, bad values and unreadable files are reported with the key, every
+        problem in one run (one line each), and what `run` builds is built (librdkafka's configuration, guarded
+        Kafka settings, the API key, the root certificates), so what passes here does not fail at start-up for
+        its configuration.
 
         options:
           --print            also print the configuration in effect as a properties file that --config
                              reads back: each key grouped by where it was set, the defaults, and the
                              settings librdkafka is given; secrets commented out, never printed
+          --no-files         read none of the files the keys name (Secrets, keys, certificates, CA bundles):
+                             a deployment's configuration checked before its cluster holds them; what the
+                             files hold is then not checked (a PEM, a key's bytes)
 
-        Exit codes: 0 valid; 2 invalid (the message names the key).
+        Exit codes: 0 valid; 2 invalid (each problem names its key).
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
-        let options = try Options(arguments, valued: Options.configurationOptions, flags: ["--print"])
-        let loaded = try ConfigurationLoader.loadWithSources(
-            file: options.value("--config"), overrides: options.all("--set"), purpose: .worker)
+        let options = try Options(arguments, valued: Options.configurationOptions, flags: ["--print", "--no-files"])
+        let loaded: LoadedConfiguration
+        do {
+            loaded = try ConfigurationLoader.loadWithSources(
+                file: options.value("--config"), overrides: options.all("--set"), purpose: .worker,
+                readsFiles: !options.has("--no-files"), everyProblem: true)
+        } catch let problems as ConfigurationProblems {
+            for problem in problems.problems { complain(problem.description) }
+            complain("\(problems.problems.count) problem(s): the configuration is invalid")
+            return 2
+        }
         try WorkerAssembly.validate(loaded.configuration)
         for warning in WorkerAssembly.warnings(loaded.configuration) { complain("warning: \(warning)") }
         if options.has("--print") {

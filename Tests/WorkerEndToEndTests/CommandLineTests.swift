@@ -106,6 +106,40 @@ import Testing
         #expect(overridden.status == 0)
     }
 
+    @Test(
+        "check-config names every problem in one run, one line each; --no-files checks a configuration whose Secrets are not there yet"
+    )
+    func everyProblemAndNoFiles() async throws {
+        let broken = try WorkerProcess.writeConfig([
+            "apple.bundle_id": "com.example", "worker.max_in_flight": "lots", "notifications.sweep_interval_ms": "500",
+            "desk.session_idle_s": "5", "kafka.sasl.password_file": "/nonexistent/password", "unknown.key": "1",
+            "apple.api.key_id": "K", "apple.api.issuer_id": "I", "apple.api.private_key_file": "/nonexistent/key.p8",
+        ])
+        let every = try await CommandLineRun.run(["check-config", "--config", broken])
+        #expect(every.status == 2)
+        for named in [
+            "worker.max_in_flight=lots", "notifications.sweep_interval_ms=500",
+            "must be 0 (off) or an integer from 1000",
+            "desk.session_idle_s=5", "kafka.sasl.password_file=/nonexistent/password", "unknown.key=1",
+            "apple.api.private_key_file=/nonexistent/key.p8", "6 problem(s)",
+        ] {
+            #expect(every.errors.contains(named), "\(named) not named:\n\(every.errors)")
+        }
+        // The same without reading files: the values' own problems only.
+        let unread = try await CommandLineRun.run(["check-config", "--config", broken, "--no-files"])
+        #expect(unread.status == 2 && unread.errors.contains("4 problem(s)"), "\(unread.errors)")
+        #expect(!unread.errors.contains("/nonexistent"), "\(unread.errors)")
+        // A deployment's configuration before its Secrets exist: valid without its files, and not with them.
+        let deployment = try WorkerProcess.writeConfig([
+            "apple.bundle_id": "com.example", "apple.api.key_id": "K", "apple.api.issuer_id": "I",
+            "apple.api.private_key_file": "/var/run/secrets/app-store-key.p8",
+            "ledger.url_file": "/var/run/secrets/ledger-url", "kafka.sasl.password_file": "/var/run/secrets/kafka",
+            "apple.root_certificates": "/var/run/secrets/roots.pem", "http.ca_file": "/var/run/secrets/ca.pem",
+        ])
+        #expect(try await CommandLineRun.run(["check-config", "--config", deployment, "--no-files"]).status == 0)
+        #expect(try await CommandLineRun.run(["check-config", "--config", deployment]).status == 2)
+    }
+
     @Test("run refuses what check-config refuses, with exit 2 (systemd does not restart into it), naming the key")
     func runExitsTwoOnKafkaSettings() async throws {
         let valid = try WorkerProcess.writeConfig(["apple.bundle_id": "com.example"])
