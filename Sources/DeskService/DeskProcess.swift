@@ -165,13 +165,7 @@ final class DeskServer: Service {
     func run() async throws {
         server.start()
         let shutdown = GracefulShutdown.current
-        var pruned = ContinuousClock.now - .seconds(3_600)
         while !shutdown.isTriggered && !Task.isCancelled {
-            // Sessions a week past their end are of no use, even to an investigation (the audit keeps the acts).
-            if ContinuousClock.now - pruned >= .seconds(3_600) {
-                pruned = ContinuousClock.now
-                _ = try? await ledger.pruneSessions(expiredBefore: Date().addingTimeInterval(-7 * 86_400))
-            }
             var problems: [String] = []
             if await !provider.refreshIfStale() {
                 problems.append("the sign-in provider's keys are not fetched yet")

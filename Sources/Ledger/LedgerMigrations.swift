@@ -109,7 +109,8 @@ enum LedgerMigrations {
             version: 18, description: "the support desk's sessions, kept in the ledger",
             changes: [
                 // A console session by the SHA-256 of its cookie's random token (the cookie alone finds it): sign-out
-                // and a lead end one for every desk replica at once, an idle one ends by itself.
+                // and a lead end one for every desk replica at once, an idle one ends by itself. Kept, as the audit
+                // is (a row per sign-in): who was signed in when, for an investigation; the desk deletes nothing.
                 .tables([
                     """
                     CREATE TABLE IF NOT EXISTS {schema}desk_sessions (
@@ -124,7 +125,6 @@ enum LedgerMigrations {
                         ended_by TEXT)
                     """,
                     "CREATE INDEX IF NOT EXISTS desk_sessions_subject ON {schema}desk_sessions (subject) WHERE ended_at IS NULL",
-                    "CREATE INDEX IF NOT EXISTS desk_sessions_expires ON {schema}desk_sessions (expires_at)",
                 ])
             ]),
     ]

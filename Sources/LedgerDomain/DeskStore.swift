@@ -61,9 +61,6 @@ public protocol DeskStore: Sendable {
 
     /// The open sessions (not ended, not expired at `now`), newest first, at most `limit`.
     func openSessions(now: Date, limit: Int) async throws -> [DeskSession]
-
-    /// Deletes the sessions that expired before `before`; how many.
-    func pruneSessions(expiredBefore before: Date) async throws -> Int
 }
 
 /// How holding a credit for a lead ended.

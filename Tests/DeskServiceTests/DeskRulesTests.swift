@@ -232,12 +232,6 @@ actor InMemoryDeskStore: DeskStore {
         Array(sessions.filter { $0.endedAt == nil && $0.expiresAt > now }.reversed().prefix(limit))
     }
 
-    func pruneSessions(expiredBefore before: Date) -> Int {
-        let count = sessions.count
-        sessions.removeAll { $0.expiresAt < before }
-        return count - sessions.count
-    }
-
     @discardableResult
     func appendAudit(_ entry: AuditEntry) -> Int64 {
         var line = entry

@@ -229,15 +229,6 @@ enum DeskQueries {
         ).count
     }
 
-    static func pruneSessions(expiredBefore before: Date, in session: any SQLSession) throws -> Int {
-        try session.rows(
-            """
-            DELETE FROM \(session.spelling.table("desk_sessions")) WHERE expires_at < \(session.spelling.time(1))
-                RETURNING id
-            """, [.time(before)]
-        ).count
-    }
-
     /// By `grants_player` (app, user_id).
     static func grantedToPlayer(_ userID: String, app: AppScope, limit: Int, in session: any SQLSession) throws
         -> [PlayerGrant]
@@ -329,10 +320,6 @@ extension LedgerEngine: DeskStore {
                 "ended_at IS NULL AND expires_at > \(session.spelling.time(1))", [.time(now)],
                 limit: max(1, min(limit, 1_000)), in: session)
         }
-    }
-
-    public func pruneSessions(expiredBefore before: Date) async throws -> Int {
-        try await dialect.write { try DeskQueries.pruneSessions(expiredBefore: before, in: $0) }
     }
 
     public func grantedToPlayer(_ userID: String, app: AppScope, limit: Int) async throws -> [PlayerGrant] {

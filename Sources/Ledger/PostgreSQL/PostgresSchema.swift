@@ -83,8 +83,8 @@ public struct PostgresSchema: Sendable {
             "GRANT SELECT, UPDATE ON \(name).unclaimed_purchases TO \(role)",
             "GRANT SELECT, INSERT ON \(name).desk_audit TO \(role)",
             "GRANT SELECT, INSERT, UPDATE ON \(name).desk_approvals, \(name).desk_daily_use TO \(role)",
-            // Sessions end (UPDATE) and those long over are pruned (DELETE).
-            "GRANT SELECT, INSERT, UPDATE, DELETE ON \(name).desk_sessions TO \(role)",
+            // Sessions start (INSERT) and end (UPDATE); none is deleted.
+            "GRANT SELECT, INSERT, UPDATE ON \(name).desk_sessions TO \(role)",
             "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \(name) TO \(role)",
         ]
     }
