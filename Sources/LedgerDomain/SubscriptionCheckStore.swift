@@ -23,9 +23,10 @@ public struct OverdueSubscription: Sendable, Equatable {
 /// What the subscription status checks read: the subscriptions granted here whose news is overdue.
 public protocol SubscriptionCheckStore: Sendable {
     /// The subscriptions of `app` whose period (or grace period) ended before `endedBefore`, that heard nothing
-    /// since then, and that were not asked of Apple since `askedBefore`, nor since their last change (Apple's
-    /// answer may not change for days: a subscription in billing retry, one whose refund was never heard). Oldest
-    /// expiry first, at most `limit`.
+    /// since then, and that were not asked of Apple since `askedBefore` (Apple's answer may not change for days: a
+    /// subscription in billing retry, one whose refund was never heard), unless the period they are in now ended
+    /// after they were asked (an answer that renewed it: its new period is asked about when it ends). Oldest expiry
+    /// first, at most `limit`.
     func overdueSubscriptions(app: AppScope, endedBefore: Date, askedBefore: Date, limit: Int) async throws
         -> [OverdueSubscription]
 

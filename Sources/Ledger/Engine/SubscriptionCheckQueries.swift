@@ -42,7 +42,8 @@ enum SubscriptionCheckQueries {
                 WHERE app = ?1 AND status IN \(watched) AND expires_at < \(spelling.time(2))
                     AND changed_at < \(spelling.time(2))
                     AND (status <> 'grace_period' OR grace_period_expires_at < \(spelling.time(2)))
-                    AND (checked_at IS NULL OR checked_at < \(spelling.time(3)) OR checked_at < changed_at)
+                    AND (checked_at IS NULL OR checked_at < \(spelling.time(3)) OR checked_at < expires_at
+                        OR (status = 'grace_period' AND checked_at < grace_period_expires_at))
                 ORDER BY expires_at LIMIT ?4
             """, [.text(app.rawValue), .time(endedBefore), .time(askedBefore), .integer(limit)]
         ).compactMap { row in

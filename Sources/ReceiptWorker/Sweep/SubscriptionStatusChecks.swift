@@ -72,18 +72,17 @@ struct SubscriptionStatusChecks: Sendable {
             // round, as if never asked.
             if asked.outcome == "pending" { continue }
             // Asked (or not to be asked: a Sandbox subscription where Sandbox is off): not again for a day, so the
-            // oldest never keep the others waiting. Marked as of Apple's answer at the earliest: the change that
-            // answer makes is dated by Apple's signature, and must not read as news heard since the ask.
+            // oldest never keep the others waiting; unless the answer renewed it, whose new period is asked about
+            // when it ends (the ledger's overdue query).
             try? await ledger.subscriptionAsked(
                 app: app.scope, environment: subscription.environment,
-                originalTransactionID: subscription.originalTransactionID, at: max(now, asked.answeredAt ?? now))
+                originalTransactionID: subscription.originalTransactionID, at: now)
         }
     }
 
-    /// What came of one ask: the metric's outcome, and when Apple signed the answer produced (nil: none).
+    /// What came of one ask: the metric's outcome.
     struct Asked {
         var outcome: String
-        var answeredAt: Date? = nil
     }
 
     /// Asks Apple for one subscription and produces its answer.
@@ -127,7 +126,7 @@ struct SubscriptionStatusChecks: Sendable {
         }
         // An answer handled before (a subscription still in billing retry) is not produced again.
         if (try? await ledger.storedNotification(id: notification.id)) != nil {
-            return Asked(outcome: "unchanged", answeredAt: notification.notifiedAt)
+            return Asked(outcome: "unchanged")
         }
         do {
             try await produce(record)
@@ -141,7 +140,7 @@ struct SubscriptionStatusChecks: Sendable {
                 "app": app.name, "original_transaction_id": subscription.originalTransactionID,
                 "was": subscription.status.rawValue, "now": notification.type.rawValue,
             ])
-        return Asked(outcome: "produced", answeredAt: notification.notifiedAt)
+        return Asked(outcome: "produced")
     }
 
     /// The checks of a worker (nil: `subscriptions.status_check_interval_ms` is 0, or no app has an API key).
