@@ -39,6 +39,8 @@ debian_packages=(
     # The support desk's console tests drive a real browser with selenium. chromium-driver must be chromium's own
     # version, so both always come in one apt-get call; a font so that screenshots show text (about 2 minutes).
     chromium chromium-driver fonts-liberation
+    # The release's dry run (scripts/release.sh): a clean Debian 12 root to run the binary in, and its run path set.
+    mmdebstrap patchelf
 )
 missing=()
 for p in "${debian_packages[@]}"; do

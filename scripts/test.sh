@@ -72,6 +72,9 @@ if [ "$#" -eq 0 ]; then
     # provider, the API's hostile callers, caps and approvals, the audit; SQLite, then PostgreSQL (about a minute;
     # it prints where the console's screenshot is).
     bash scripts/test-desk.sh
+    # The release, dry: the archive, its SBOM and checksums, the binary run in a clean Debian 12 root with only the
+    # runtime packages (--version, check-config); nothing edited, committed or tagged (docs/releasing.md).
+    RELEASE_BUILD_CONFIGURATION=debug bash scripts/release.sh --dry-run
 else
     bash scripts/with-services.sh swift test --skip-build "$@"
 fi

@@ -3,9 +3,10 @@ import CBuildInfo
 /// What this build is.
 public enum BuildInfo {
     /// The release: the one place that names it (`receipt-worker --version`, `receipt_worker_build_info`); the
-    /// image tag in deploy/kubernetes/kustomization.yaml and CHANGELOG.md's newest heading follow it (the deploy
-    /// check holds them to it).
-    public static let version = "1.0.0"
+    /// image tag in deploy/kubernetes/kustomization.yaml, the AsyncAPI documents' version and CHANGELOG.md's newest
+    /// heading follow it (the deploy check holds them to it). Between releases main carries the next one as a
+    /// pre-release, `X.Y.Z-dev`; scripts/release.sh cuts `X.Y.Z` (docs/releasing.md).
+    public static let version = "1.1.0-dev"
 
     /// The source revision (git commit) it was built from, or `unknown` (Package.swift says how it is found).
     public static let revision = String(cString: receipt_worker_revision())

@@ -561,6 +561,11 @@ def release_versions(kustomization):
     headings = re.findall(r"^## \[?v?(\d+\.\d+\.\d+[^\]\s]*)\]?", text, re.M)
     check(f"CHANGELOG.md's newest release is the release ({version})", headings[:1] == [version],
           f"newest heading {headings[:1]} but BuildInfo.version {version}" if text else "CHANGELOG.md is missing")
+    for document in ("docs/asyncapi.yaml", "docs/asyncapi-client.yaml"):
+        with open(os.path.join(root, document)) as file:
+            stated = str(yaml.safe_load(file).get("info", {}).get("version"))
+        check(f"{document}'s info.version is the release ({version})", stated == version,
+              f"info.version {stated} but BuildInfo.version {version}")
 
 
 def documented_ports(rendered):
