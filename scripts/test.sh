@@ -37,32 +37,15 @@ python3 Tests/docs/check_index.py
 # docs/metrics.md's table against the /metrics pages of `run` and `desk` (started without a broker, a few seconds):
 # names, types, labels and every value of a fixed set, both ways.
 python3 Tests/docs/check_metrics.py
-# At most 16 tests at once: on two cores with other work beside it (a CPU hog on both cores, measured), 300
-# tests at once starved the broker's group coordination and the tests' own waits; 16 keeps the idle run as
-# fast and passes the busy one (docs/internals.md, "The test command").
+# At most 16 tests at once (scripts/lib/swift-suite.sh says why).
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-16}"
 if [ "$#" -eq 0 ]; then
     # Every job, event and dead letter the end-to-end tests send or receive is captured and validated
     # against its schema after the run (Tests/TestSupport/ContractCapture.swift).
     capture="$(mktemp -d)"  # in the run's directory (TMPDIR)
     export RECEIPT_WORKER_CONTRACT_CAPTURE="$capture"
-    # The HTTP server's flood and idle-connection tests first and alone: 40,000 pipelined requests would
-    # starve the timing assertions of the tests running beside them (and their own probes).
-    swift test --skip-build --filter HTTPServerKitTests
-    # The deadline sweeper's test holds every thread of Swift's pool for a second, on purpose: alone too.
-    swift test --skip-build --filter DeadlineSweeperTests
-    # Then the tests that assert a rate or a moment (requests a second at the simulator, a thousand transfers
-    # in flight together, jobs in flight when SIGTERM lands, unready within 10 s of a hung PostgreSQL), beside
-    # each other only: on two cores the other 240 tests running at once stall threads for seconds, which is
-    # in no figure of the worker's. The rest after them, all at once.
-    # Last, the ledger's tests again with PostgreSQL behind PgBouncer in transaction pooling, its defaults
-    # (PgBouncerEndToEndTests runs the worker through it in both pooling modes); not the test of the server's
-    # connection limit, which PgBouncer stands in front of by design (it queues instead).
-    timed='RateGovernorEndToEndTests|HTTPClientTests|ShutdownTests|LedgerHealthEndToEndTests|ConnectionFloodTests'
-    bash scripts/with-services.sh bash -c "
-        swift test --skip-build --filter '$timed' &&
-        swift test --skip-build --skip 'HTTPServerKitTests|DeadlineSweeperTests' --skip '$timed' &&
-        POSTGRES_URL=\"\$PGBOUNCER_TRANSACTION_URL\" swift test --skip-build --filter LedgerTests --skip ConnectionLimitTests"
+    # The whole Swift suite, in the order that keeps the timing assertions honest (the script says why).
+    bash scripts/lib/swift-suite.sh
     .deps/venv/bin/python Tests/contract/check_contract.py --messages "$capture"
     # The reference grant service (examples/grant-service) on every result event the tests received.
     .deps/venv/bin/python examples/grant-service/test_grant_service.py "$capture"
