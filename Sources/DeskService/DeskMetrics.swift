@@ -12,6 +12,7 @@ struct DeskMetrics: Sendable {
     static let authReasons = [
         "missing", "malformed", "algorithm", "unknown_key", "signature", "issuer", "audience", "expired",
         "not_yet_valid", "subject", "nonce", "no_role", "csrf", "origin", "provider_unavailable", "rate_limited",
+        "authorized_party", "ledger_unavailable",
     ]
 
     init(registry: MetricsRegistry) {

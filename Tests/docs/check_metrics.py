@@ -149,7 +149,8 @@ SOURCE_VALUES = {
     # Refused by the desk's rules: the audited actions, by the asker's role.
     ("receipt_worker_desk_refusals_total", "action"): lambda: set().union(*(set(re.findall(
         r'agent, action: "([a-z_]+)"', path.read_text(encoding="utf-8")))
-        for path in swift_files("DeskService/Actions"))),
+        for path in swift_files("DeskService/Actions"))) | words(
+        function_body("DeskService/Actions/DeskActions.swift", r"static func action\(of path")),
     ("receipt_worker_desk_refusals_total", "role"): lambda: enum_values("DeskService/OIDC/TokenVerifier.swift",
                                                                        "AgentRole"),
     # A sign-in refused (by the flow, or by the token check's reason) or done.

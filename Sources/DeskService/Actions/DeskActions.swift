@@ -127,13 +127,26 @@ struct DeskActions: Sendable {
             outcome: "", ticket: ticket, player: player, request: Self.json(request), answer: "{}")
     }
 
-    /// A request refused before its action ran (its agent's rate): audited under the route it asked for.
+    /// A request refused before its action ran (its agent's rate): audited under the action it asked for.
     func refuseRequest(_ agent: Agent, path: String, status: Int, reason: String) async throws -> Answer {
-        let action = path.split(separator: "/").last.map(String.init) ?? "request"
         var line = audit(
-            agent, action: DeskText.isTicket(action) ? action : "request", app: "", ticket: "-", player: nil,
+            agent, action: Self.action(of: path), app: "", ticket: "-", player: nil,
             request: ["path": DeskText.shown(path)])
         return try await refuse(&line, status, reason)
+    }
+
+    /// The audit's action of a state-changing path: one of a fixed few (a metric's label too).
+    static func action(of path: String) -> String {
+        switch path {
+        case "/desk/api/lookup": "lookup"
+        case "/desk/api/history": "history"
+        case "/desk/api/credit": "credit"
+        case "/desk/api/sessions/end": "end_sessions"
+        case "/desk/logout": "sign_out"
+        case _ where path.hasPrefix("/desk/api/approvals/") && path.hasSuffix("/approve"): "approve"
+        case _ where path.hasPrefix("/desk/api/approvals/") && path.hasSuffix("/reject"): "reject"
+        default: "other"
+        }
     }
 
     // MARK: Sessions
