@@ -37,6 +37,15 @@ python3 Tests/docs/check_index.py
 # docs/metrics.md's table against the /metrics pages of `run` and `desk` (started without a broker, a few seconds):
 # names, types, labels and every value of a fixed set, both ways.
 python3 Tests/docs/check_metrics.py
+# deploy/: every combination of the kustomization's components rendered and validated against Kubernetes' schemas
+# and checkov's policies, the Secrets, the roles' configurations, the runbook's commands, the alert rules with
+# promtool, the systemd unit (about a minute of CPU: alone, not beside the timed tests).
+if .deps/venv/bin/python Tests/deploy/check_deploy.py --binary .build/debug/receipt-worker >"$TMPDIR/deploy-check.log"; then
+    tail -n 1 "$TMPDIR/deploy-check.log"
+else
+    grep -v '^ok ' "$TMPDIR/deploy-check.log" >&2
+    exit 1
+fi
 # At most 16 tests at once (scripts/lib/swift-suite.sh says why).
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-16}"
 if [ "$#" -eq 0 ]; then
