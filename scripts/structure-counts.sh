@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The structure's figures for issue 56, counted from the tree as it is, so one command gives the before and the
+# The package's structural figures, counted from the tree as it is, so one command gives the before and the
 # after: which targets import each C module (and Kafka, Ledger, Runtime), `[String: Any]`, files holding more than
 # one type, a job's path from the consumer to the commit, parses of a job's bytes, and the package graph.
 #   scripts/structure-counts.sh
@@ -88,8 +88,7 @@ lines = {path: raw.count("\n") for path, (raw, _) in files.items()}
 several = [p for p in files if types[p] > 1]
 print(f"files-with-more-than-one-type: {len(several)} of {len(files)}  "
       + per_target(Counter(target(p) for p in several)))
-# Also counting only unindented (top-level) types: a nested `Settings` or `Code` belongs with its type, and the
-# issue's "75 of 243" may have been counted so.
+# Also counting only unindented (top-level) types: a nested `Settings` or `Code` belongs with its type.
 print(f"files-with-more-than-one-top-level-type: {sum(i.count('') > 1 for i in indents.values())} of {len(files)}")
 for name, chosen in [("files-over-300-lines", [p for p in files if lines[p] > 300]),
                      ("files-with-more-than-three-types", [p for p in files if types[p] > 3])]:
@@ -230,7 +229,7 @@ def reach(name):
             seen.add(d)
             todo += deps.get(d, [])
     return seen
-# Flows and Events are the targets issue 56 asks for: counted once they exist.
+# Flows and Events are counted once they exist.
 for name in ["Support", "DeskService", "ReceiptWorker", "Flows", "Events"]:
     if name not in targets:
         print(f"reaches {name}: no such target")
