@@ -53,6 +53,7 @@ let package = Package(
         .library(name: "Observability", targets: ["Observability"]),
         .library(name: "HTTPClient", targets: ["HTTPClient"]),
         .library(name: "AppleVerification", targets: ["AppleVerification"]),
+        .library(name: "Crypto", targets: ["Crypto"]),
         .library(name: "AppStoreSimulator", targets: ["AppStoreSimulator"]),
         .library(name: "Ledger", targets: ["Ledger"]),
     ],
@@ -70,8 +71,10 @@ let package = Package(
         .target(name: "CBuildInfo", cSettings: [.define("RECEIPT_WORKER_REVISION", to: "\"\(sourceRevision())\"")]),
 
         // Library targets by concern.
-        .target(name: "Observability", swiftSettings: strict),
         .target(name: "Vocabulary", swiftSettings: strict),
+        .target(name: "Observability", dependencies: ["Vocabulary"], swiftSettings: strict),
+        // Every OpenSSL call: hashes, random bytes, keys, certificates and their paths, JWS, PKCS#7, OCSP, AES-GCM.
+        .target(name: "Crypto", dependencies: ["COpenSSL", "Vocabulary"], swiftSettings: strict),
         // What the flows send and receive: messages as values, and where they send them. No client, no C.
         .target(name: "Messaging", swiftSettings: strict),
         .target(
@@ -91,13 +94,13 @@ let package = Package(
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .target(name: "HTTPClient", dependencies: ["CCurl", "CLinux", "Observability"], swiftSettings: strict),
         .target(
-            name: "AppleVerification", dependencies: ["COpenSSL", "HTTPClient", "Observability", "Vocabulary"],
+            name: "AppleVerification", dependencies: ["Crypto", "HTTPClient", "Observability", "Vocabulary"],
             swiftSettings: strict),
 
         .target(name: "HTTPServerKit", dependencies: ["CLinux", "CMicroHTTPD"], swiftSettings: strict),
         .target(
             name: "AppStoreSimulator",
-            dependencies: ["AppleVerification", "HTTPClient", "HTTPServerKit", "Observability", "Vocabulary"],
+            dependencies: ["AppleVerification", "Crypto", "HTTPClient", "HTTPServerKit", "Observability", "Vocabulary"],
             swiftSettings: strict),
 
         // The worker's configuration: its keys, their defaults and checks, read from a file and the environment.
@@ -111,7 +114,7 @@ let package = Package(
             name: "ReceiptWorker",
             dependencies: [
                 "AppleVerification", "Configuration", "HTTPServerKit", "Kafka", "Ledger", "LedgerDomain", "Lifecycle",
-                "Messaging", "Observability", "Runtime", "Vocabulary", "COpenSSL", "CBuildInfo",
+                "Messaging", "Observability", "Runtime", "Vocabulary", "Crypto", "CBuildInfo",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
@@ -119,7 +122,7 @@ let package = Package(
         .target(
             name: "Support",
             dependencies: [
-                "AppleVerification", "LedgerDomain", "Messaging", "Observability", "ReceiptWorker", "Runtime",
+                "AppleVerification", "Crypto", "LedgerDomain", "Messaging", "Observability", "ReceiptWorker", "Runtime",
                 "Vocabulary",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
@@ -128,7 +131,7 @@ let package = Package(
         .target(
             name: "DeskService",
             dependencies: [
-                "AppleVerification", "COpenSSL", "HTTPClient", "HTTPServerKit", "Kafka", "Ledger", "LedgerDomain",
+                "AppleVerification", "Crypto", "HTTPClient", "HTTPServerKit", "Kafka", "Ledger", "LedgerDomain",
                 "Lifecycle", "Messaging", "Observability", "Support", "ReceiptWorker", "Runtime",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
@@ -154,7 +157,7 @@ let package = Package(
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
             name: "DeskServiceTests",
-            dependencies: [
+            dependencies: ["Crypto", 
                 "AppleVerification", "DeskService", "HTTPServerKit", "Ledger", "ReceiptWorker", "Support",
                 "TestSupport",
             ],
@@ -163,25 +166,25 @@ let package = Package(
             name: "KafkaTests", dependencies: ["Kafka", "Observability", "TestSupport"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
-            name: "AppleVerificationTests", dependencies: ["AppleVerification", "Vocabulary"],
+            name: "AppleVerificationTests", dependencies: ["Crypto", "AppleVerification", "Vocabulary"],
             resources: [.copy("Fixtures")], swiftSettings: strict),
         .testTarget(
             name: "AppleClientTests",
-            dependencies: [
+            dependencies: ["Crypto", 
                 "AppleVerification", "AppStoreSimulator", "HTTPClient", "HTTPServerKit", "Observability", "TestSupport",
                 "Vocabulary",
             ],
             resources: [.copy("testSigningKey.p8")], swiftSettings: strict),
         .testTarget(
             name: "ReceiptWorkerTests",
-            dependencies: [
+            dependencies: ["Crypto", 
                 "ReceiptWorker", "AppleVerification", "Kafka", "Ledger", "Observability", "Runtime", "Support",
                 "TestSupport", "Vocabulary",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
             name: "WorkerEndToEndTests",
-            dependencies: [
+            dependencies: ["Crypto", 
                 "ReceiptWorker", "AppStoreSimulator", "HTTPClient", "HTTPServerKit", "Kafka", "KafkaMock",
                 "Observability", "Support", "TestSupport", "Vocabulary",
             ],
@@ -194,7 +197,8 @@ let package = Package(
         .target(
             name: "FuzzChecks",
             dependencies: [
-                "ReceiptWorker", "AppleVerification", "DeskService", "HTTPServerKit", "Observability", "Vocabulary",
+                "ReceiptWorker", "AppleVerification", "Crypto", "DeskService", "HTTPServerKit", "Observability",
+                "Vocabulary",
             ],
             path: "Fuzz/FuzzChecks", swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings
         ),

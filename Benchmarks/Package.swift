@@ -50,6 +50,7 @@ let package = Package(
         .executableTarget(
             name: "HTTPBench", dependencies: [product("HTTPClient"), product("Observability")], swiftSettings: strict),
         .executableTarget(name: "LedgerBench", dependencies: [product("Ledger")], swiftSettings: strict),
-        .executableTarget(name: "JWSBench", dependencies: [product("AppleVerification")], swiftSettings: strict),
+        .executableTarget(
+            name: "JWSBench", dependencies: [product("AppleVerification"), product("Crypto")], swiftSettings: strict),
     ]
 )

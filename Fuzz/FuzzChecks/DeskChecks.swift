@@ -1,4 +1,5 @@
 import AppleVerification
+import Crypto
 import DeskService
 import Foundation
 import Observability
@@ -30,9 +31,7 @@ extension FuzzChecks {
     /// A provider's JWKS document, as the desk reads one: at most 64 entries read, each key usable for its
     /// algorithm, every other entry skipped; never a key from anything but a JWK's numbers.
     @Sendable public static func jwks(_ bytes: [UInt8]) -> String? {
-        guard let document = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any],
-            let keys = SigningKey.keys(jwks: document)
-        else { return nil }
+        guard let keys = (try? JSONDecoder().decode(JWKS.self, from: Data(bytes)))?.signingKeys else { return nil }
         if keys.count > 64 { return "\(keys.count) keys read from one JWKS (at most 64)" }
         if keys.keys.contains(where: { !(1...256).contains($0.utf8.count) }) { return "a key id of a length refused" }
         return nil

@@ -1,4 +1,5 @@
 import AppleVerification
+import Crypto
 import Foundation
 import HTTPServerKit
 import Synchronization

@@ -1,4 +1,5 @@
 import AppleVerification
+import Crypto
 import Foundation
 
 /// App receipts as Apple makes them: a PKCS#7 signed-data whose content is the receipt's ASN.1 attribute

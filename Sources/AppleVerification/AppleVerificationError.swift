@@ -1,3 +1,5 @@
+import Crypto
+import Foundation
 import Observability
 
 /// An error from verifying something with Apple.
@@ -57,4 +59,23 @@ public struct AppleVerificationError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(code): \(reason)" }
+}
+
+extension AppleVerificationError {
+    /// A certificate read from `bytes` (DER or PEM), or `invalid_certificate`.
+    package static func certificate(_ bytes: Data) throws(AppleVerificationError) -> X509Certificate {
+        do { return try X509Certificate(bytes: bytes) } catch {
+            throw AppleVerificationError(.invalidCertificate, error.reason)
+        }
+    }
+
+    /// The same error, as Apple's verification names it: a key's `invalid_key`, a certificate's or a path's
+    /// `invalid_certificate` and `invalid_chain`.
+    package init(_ error: CryptoError) {
+        switch error.kind {
+        case .certificate: self.init(.invalidCertificate, error.reason)
+        case .key: self.init(.invalidKey, error.reason)
+        case .path: self.init(.invalidChain, error.reason)
+        }
+    }
 }

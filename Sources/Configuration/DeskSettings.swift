@@ -1,4 +1,5 @@
 import Foundation
+import Vocabulary
 
 extension WorkerConfiguration {
     /// The support desk's keys (`desk.*`, docs/support-desk.md): where it listens, the studio's sign-in provider,
@@ -168,16 +169,7 @@ extension ConfigurationKeys {
 
     private static func sessionKey(_ text: String) -> [UInt8]? {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        if trimmed.utf8.count == 64, trimmed.allSatisfy(\.isHexDigit) {
-            var bytes: [UInt8] = []
-            var index = trimmed.startIndex
-            while index < trimmed.endIndex {
-                let next = trimmed.index(index, offsetBy: 2)
-                bytes.append(UInt8(trimmed[index..<next], radix: 16) ?? 0)
-                index = next
-            }
-            return bytes
-        }
+        if trimmed.utf8.count == 64, let bytes = Hex.decode(trimmed.utf8) { return bytes }
         if let data = Data(base64Encoded: trimmed), data.count == 32 { return Array(data) }
         return nil
     }

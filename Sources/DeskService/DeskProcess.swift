@@ -1,12 +1,13 @@
-import Lifecycle
-import Support
+import Crypto
 import Foundation
 import HTTPClient
 import HTTPServerKit
 import Kafka
 import Ledger
+import Lifecycle
 import Observability
 import ReceiptWorker
+import Support
 import Synchronization
 
 /// `receipt-worker desk`: the support desk as a process of its own (deploy/kubernetes/components/desk/desk.yaml), beside the

@@ -1,7 +1,8 @@
 import AppleVerification
+import Crypto
 import Foundation
-import Messaging
 import LedgerDomain
+import Messaging
 import Observability
 import Runtime
 import Vocabulary

@@ -1,3 +1,4 @@
+import Crypto
 import Synchronization
 
 /// Notifications this process's receiver verified, kept for this process's own processing of the same

@@ -1,8 +1,9 @@
-import ReceiptWorker
 import AppleVerification
+import Crypto
 import Foundation
 import LedgerDomain
 import Observability
+import ReceiptWorker
 import Vocabulary
 
 /// Support's credit of a purchase no order holds (`receipt-worker credit`).

@@ -1,4 +1,5 @@
 @testable import AppleVerification
+import Crypto
 import Foundation
 import HTTPClient
 import Observability

@@ -1,7 +1,7 @@
+@testable import AppleVerification
+import Crypto
 import Foundation
 import Testing
-
-@testable import AppleVerification
 
 @Suite("ES256 signatures")
 struct ES256SignatureTests {

@@ -1,6 +1,6 @@
-import Foundation
-
 @testable import AppleVerification
+import Crypto
+import Foundation
 
 /// Apple's test vectors (from the test resources of Apple's app-store-server-library), in Fixtures/.
 enum Fixtures {

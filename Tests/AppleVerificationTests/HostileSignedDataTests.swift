@@ -1,7 +1,7 @@
+@testable import AppleVerification
+import Crypto
 import Foundation
 import Testing
-
-@testable import AppleVerification
 
 /// Signed transactions a client made up or Apple's test key signed, holding what Apple never sends. Each is
 /// a verdict, never a crash: a trap here is a crash loop on every replica that takes the job's partition.

@@ -1,8 +1,8 @@
+@testable import AppleVerification
+import Crypto
 import Foundation
 import Testing
 import Vocabulary
-
-@testable import AppleVerification
 
 /// `apple.receipt_verification=server_api`: an app receipt is trusted only when Apple's receipt-signing
 /// certificate signed it (docs/contract.md section 10).

@@ -1,8 +1,8 @@
+@testable import AppleVerification
+import Crypto
 import Foundation
 import Synchronization
 import Testing
-
-@testable import AppleVerification
 
 /// What the revocation check asks, without a network: Apple's own chain names its responders; a chain that names
 /// none is known at once (Tests/AppleClientTests/RevocationCheckTests.swift asks real responders).

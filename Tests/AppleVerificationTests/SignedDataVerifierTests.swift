@@ -1,8 +1,8 @@
+@testable import AppleVerification
+import Crypto
 import Foundation
 import Testing
 import Vocabulary
-
-@testable import AppleVerification
 
 @Suite("Signed data (JWS) verification with Apple's test vectors")
 struct SignedDataVerifierTests {

@@ -1,7 +1,7 @@
+@testable import AppleVerification
+import Crypto
 import Foundation
 import Testing
-
-@testable import AppleVerification
 
 /// The signed payloads are read by a scanner, not JSONDecoder (SignedPayloadDecoding.swift): they must come
 /// out as the models' Decodable conformances read them, and refuse what is not JSON or not the right type.

@@ -1,7 +1,7 @@
+@testable import AppleVerification
+import Crypto
 import Foundation
 import Vocabulary
-
-@testable import AppleVerification
 
 /// Signs payloads the way Apple's servers do, with Apple's test chain and its private key (fixtures/apple/chain:
 /// testLeaf.key signs, x5c is [leaf, intermediate, root], each carrying Apple's OIDs where Apple's do). A JWS made

@@ -1,9 +1,9 @@
+import Crypto
+@testable import DeskService
 import Foundation
 @testable import HTTPServerKit
 import LedgerDomain
 import Testing
-
-@testable import DeskService
 
 /// The console's sessions are kept in the ledger, found by the SHA-256 of the random token their cookie carries:
 /// sign-out, a lead, an idle spell and the maximum age each end one, for every replica. What waits in the browser

@@ -1,8 +1,8 @@
 import AppleVerification
+import Crypto
+@testable import DeskService
 import Foundation
 import Testing
-
-@testable import DeskService
 
 /// The desk verifies the studio's tokens itself: what it accepts, and each forgery and mistake it refuses.
 @Suite("Sign-in tokens: verified as an OpenID Connect relying party must")

@@ -1,8 +1,8 @@
 import AppleVerification
+import Crypto
 import Foundation
-import Testing
-
 @testable import ReceiptWorker
+import Testing
 
 /// `receipt_worker_certificate_expiry_timestamp_seconds`: the earliest `notAfter` of each trusted set.
 @Suite("Certificate expiry, for its alert")

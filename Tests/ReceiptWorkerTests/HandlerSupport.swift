@@ -1,13 +1,13 @@
 import AppleVerification
+import Crypto
 import Foundation
 import Kafka
 import Ledger
 import Observability
+@testable import ReceiptWorker
 import Runtime
 import Synchronization
 import Vocabulary
-
-@testable import ReceiptWorker
 
 /// What the handlers' rules are tested with: an in-memory ledger (SQLite's `:memory:`, the same SQL and rules
 /// as a file), Apple's answers given by the test, signed data made with Apple's test chain, and a handler run

@@ -1,11 +1,11 @@
 import AppleVerification
+import Crypto
 import Foundation
 import Kafka
 import Ledger
+@testable import ReceiptWorker
 import Runtime
 import Testing
-
-@testable import ReceiptWorker
 
 /// The job flow's rules through its handler, with an in-memory ledger and Apple's answers given here:
 /// every row of the contract's decision table, the ledger's claims, app isolation, retries.

@@ -1,5 +1,6 @@
 import AppStoreSimulator
 import AppleVerification
+import Crypto
 import Foundation
 import HTTPClient
 import ReceiptWorker

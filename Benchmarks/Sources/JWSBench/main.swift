@@ -1,4 +1,5 @@
 import AppleVerification
+import Crypto
 import Foundation
 
 // Signed-transaction verifications per second on the calling thread (pin it to one core with taskset).

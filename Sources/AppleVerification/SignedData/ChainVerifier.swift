@@ -1,4 +1,4 @@
-import COpenSSL
+import Crypto
 import Foundation
 import Synchronization
 
@@ -29,8 +29,8 @@ final class ChainVerifier: Sendable {
         let key: ECPublicKey
         let validity: ClosedRange<Double>
         let digest: [UInt8]
-        /// The validated path's certificates (DER): leaf, intermediate, the configured root it reached.
-        let path: [Data]
+        /// The validated path's certificates: leaf, intermediate, the configured root it reached.
+        let path: [X509Certificate]
     }
 
     private struct Caches {
@@ -140,11 +140,7 @@ final class ChainVerifier: Sendable {
             withUnsafeBytes(of: UInt64(der.count).bigEndian) { input.append(contentsOf: $0) }
             input.append(contentsOf: der)
         }
-        var digest = [UInt8](repeating: 0, count: 32)
-        _ = input.withUnsafeBufferPointer { bytes in
-            digest.withUnsafeMutableBufferPointer { SHA256(bytes.baseAddress, bytes.count, $0.baseAddress) }
-        }
-        return digest
+        return SHA256Digest.hash(input)
     }
 
     private func verify(_ ders: [Data], digest: [UInt8], at date: Double) throws(AppleVerificationError)
@@ -152,7 +148,7 @@ final class ChainVerifier: Sendable {
     {
         validations.add(1, ordering: .relaxed)
         var certificates: [X509Certificate] = []
-        for der in ders { certificates.append(try X509Certificate(bytes: der)) }
+        for der in ders { certificates.append(try AppleVerificationError.certificate(der)) }
         let leaf = certificates[0]
         let intermediate = certificates[1]
         guard leaf.hasExtension(oid: Self.leafOID) else {
@@ -161,59 +157,28 @@ final class ChainVerifier: Sendable {
         guard intermediate.hasExtension(oid: Self.intermediateOID) else {
             throw AppleVerificationError(.invalidCertificate, "the intermediate certificate lacks Apple's WWDR OID")
         }
-        let (validity, root) = try validatePath(leaf: leaf, intermediate: intermediate, at: date)
-        return VerifiedChain(
-            key: try leaf.publicKey(), validity: validity, digest: digest, path: [ders[0], ders[1], root])
+        let path = try validatePath(leaf: leaf, intermediate: intermediate, at: date)
+        let key: ECPublicKey
+        do { key = try leaf.publicKey() } catch { throw AppleVerificationError(.invalidCertificate, error.reason) }
+        return VerifiedChain(key: key, validity: path.validity, digest: digest, path: path.certificates)
     }
-    /// Path validation with OpenSSL; returns the window in which every certificate of the path is valid, and the
-    /// DER of the root it reached.
+    /// The path from the leaf through the intermediate to a configured root, valid at `date`.
     private func validatePath(leaf: X509Certificate, intermediate: X509Certificate, at date: Double)
-        throws(AppleVerificationError) -> (ClosedRange<Double>, Data)
+        throws(AppleVerificationError) -> CertificatePath
     {
-        guard let store = X509_STORE_new(), let context = X509_STORE_CTX_new(), let untrusted = OPENSSL_sk_new_null()
-        else { throw AppleVerificationError(.invalidChain, "out of memory") }
-        defer {
-            OPENSSL_sk_free(untrusted)
-            X509_STORE_CTX_free(context)
-            X509_STORE_free(store)
-        }
-        for root in roots { X509_STORE_add_cert(store, root.pointer) }
-        OPENSSL_sk_push(untrusted, UnsafeRawPointer(intermediate.pointer))
         // `date` comes from the payload, before its signature is checked: a failable conversion, never `time_t(_:)`.
         guard date.isFinite, let time = time_t(exactly: date.rounded(.down)) else {
             throw AppleVerificationError(.invalidChain, "the signed date is not a time a certificate can be checked at")
         }
-        guard X509_STORE_CTX_init(context, store, leaf.pointer, untrusted) == 1 else {
-            throw AppleVerificationError(.invalidChain, "could not set up chain verification")
+        let path: CertificatePath
+        do {
+            path = try CertificatePath(leaf: leaf, intermediates: [intermediate], roots: roots, at: time)
+        } catch {
+            throw AppleVerificationError(.invalidChain, "certificate chain rejected: \(error.reason)")
         }
-        X509_STORE_CTX_set_time(context, 0, time)
-        guard X509_verify_cert(context) == 1 else {
-            let reason = String(cString: X509_verify_cert_error_string(Int(X509_STORE_CTX_get_error(context))))
-            ERR_clear_error()
-            throw AppleVerificationError(.invalidChain, "certificate chain rejected: \(reason)")
-        }
-        var window: ClosedRange<Double> = -Double.infinity...Double.infinity
-        let path = X509_STORE_CTX_get0_chain(context)
-        for index in 0..<max(0, OPENSSL_sk_num(path)) {
-            guard let raw = OPENSSL_sk_value(path, index) else { continue }
-            let certificate = OpaquePointer(raw)
-            guard let before = X509Certificate.seconds(X509_get0_notBefore(certificate)),
-                let after = X509Certificate.seconds(X509_get0_notAfter(certificate))
-            else { continue }
-            let lower = max(window.lowerBound, before)
-            let upper = min(window.upperBound, after)
-            guard lower <= upper else {
-                throw AppleVerificationError(.invalidChain, "certificate validity windows do not overlap")
-            }
-            window = lower...upper
-        }
-        guard OPENSSL_sk_num(path) == 3, let top = OPENSSL_sk_value(path, 2) else {
+        guard path.certificates.count == 3 else {
             throw AppleVerificationError(.invalidChain, "the path is not leaf, intermediate and a configured root")
         }
-        var out: UnsafeMutablePointer<UInt8>?
-        let length = i2d_X509(OpaquePointer(top), &out)
-        guard length > 0, let out else { throw AppleVerificationError(.invalidChain, "out of memory") }
-        defer { CRYPTO_free(out, nil, 0) }
-        return (window, Data(bytes: out, count: Int(length)))
+        return path
     }
 }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Synchronization
 
@@ -66,7 +67,7 @@ public final class RevocationChecker: Sendable {
         throws(AppleVerificationError)
     {
         var roots: [X509Certificate] = []
-        for bytes in rootCertificates { roots.append(try X509Certificate(bytes: bytes)) }
+        for bytes in rootCertificates { roots.append(try AppleVerificationError.certificate(bytes)) }
         self.roots = roots
         self.settings = settings
         self.observer = observer
@@ -164,11 +165,8 @@ public final class RevocationChecker: Sendable {
 
     /// Whether the leaf or the intermediate names an OCSP responder (read once per chain).
     private static func namesResponders(_ chain: ChainVerifier.VerifiedChain) -> Bool {
-        guard chain.path.count == 3,
-            let certificates = try? chain.path.map({ (der: Data) throws(AppleVerificationError) in
-                try X509Certificate(bytes: der)
-            })
-        else { return true }  // asked, and the ask says why it cannot be
+        let certificates = chain.path
+        guard certificates.count == 3 else { return true }  // asked, and the ask says why it cannot be
         return OCSPQuery(certificate: certificates[0], issuer: certificates[1]) != nil
             || OCSPQuery(certificate: certificates[1], issuer: certificates[2]) != nil
     }
@@ -178,14 +176,7 @@ public final class RevocationChecker: Sendable {
     private func status(of chain: ChainVerifier.VerifiedChain) async -> (Known?, String?) {
         let now = Date()
         var until = now.addingTimeInterval(settings.maximumAge)
-        let certificates: [X509Certificate]
-        do {
-            certificates = try chain.path.map { (der: Data) throws(AppleVerificationError) in
-                try X509Certificate(bytes: der)
-            }
-        } catch {
-            return (nil, "the chain's certificates could not be read again")
-        }
+        let certificates = chain.path
         guard certificates.count == 3 else { return (nil, "the chain has no root to ask about its intermediate") }
         for (certificate, issuer) in [(certificates[0], certificates[1]), (certificates[1], certificates[2])] {
             guard let query = OCSPQuery(certificate: certificate, issuer: issuer) else { continue }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Vocabulary
 
@@ -34,7 +35,7 @@ public final class SignedDataVerifier: Sendable {
             throw AppleVerificationError(.invalidCertificate, "no root certificate configured")
         }
         var roots: [X509Certificate] = []
-        for bytes in configuration.rootCertificates { roots.append(try X509Certificate(bytes: bytes)) }
+        for bytes in configuration.rootCertificates { roots.append(try AppleVerificationError.certificate(bytes)) }
         self.configuration = configuration
         self.chains = ChainVerifier(
             roots: roots, cacheLimit: max(0, configuration.chainCacheSize), revocation: configuration.revocation)

@@ -1,4 +1,4 @@
-import COpenSSL
+import Crypto
 import Foundation
 import Vocabulary
 
@@ -74,50 +74,18 @@ public struct AppReceipt: Sendable {
     /// certificate validity dates are ignored (old receipts whose intermediates have since expired).
     public static func verifySignature(base64 text: String, roots: [Data], checkTime: Bool) -> Bool {
         guard let der = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)),
-            let pkcs7 = parse(der), let store = X509_STORE_new()
+            let container = PKCS7SignedData(der: der)
         else { return false }
-        defer {
-            PKCS7_free(pkcs7)
-            X509_STORE_free(store)
-        }
         var certificates: [X509Certificate] = []
         for root in roots {
             guard let certificate = try? X509Certificate(bytes: root) else { return false }
             certificates.append(certificate)
-            X509_STORE_add_cert(store, certificate.pointer)
         }
-        if !checkTime { X509_STORE_set_flags(store, UInt(X509_V_FLAG_NO_CHECK_TIME)) }
-        let verified = PKCS7_verify(pkcs7, nil, store, nil, nil, 0) == 1
-        ERR_clear_error()
-        return verified
-    }
-
-    static func parse(_ der: Data) -> UnsafeMutablePointer<PKCS7>? {
-        der.withUnsafeBytes { raw in
-            var cursor = raw.bindMemory(to: UInt8.self).baseAddress
-            return d2i_PKCS7(nil, &cursor, raw.count)  // BER, indefinite lengths included (Xcode receipts)
-        }
+        return container.verifies(roots: certificates, checkTime: checkTime)
     }
 
     /// The signed content: the DER of the receipt's attribute SET.
-    private static func payload(_ der: Data) -> [UInt8]? {
-        guard let pkcs7 = parse(der) else {
-            ERR_clear_error()
-            return nil
-        }
-        defer { PKCS7_free(pkcs7) }
-        return payload(of: pkcs7)
-    }
-
-    static func payload(of pkcs7: UnsafeMutablePointer<PKCS7>) -> [UInt8]? {
-        // `d` is a union read by the type each level declares: check the type before reading a member, and
-        // the length before making a buffer of it (a negative count traps).
-        guard OBJ_obj2nid(pkcs7.pointee.type) == NID_pkcs7_signed, let sign = pkcs7.pointee.d.sign,
-            let contents = sign.pointee.contents, OBJ_obj2nid(contents.pointee.type) == NID_pkcs7_data,
-            let data = contents.pointee.d.data, let bytes = data.pointee.data, data.pointee.length > 0
-        else { return nil }
-        return Array(UnsafeBufferPointer(start: bytes, count: Int(data.pointee.length)))
-    }
+    private static func payload(_ der: Data) -> [UInt8]? { PKCS7SignedData(der: der)?.content }
 
     private static func attributes(_ set: [UInt8]) -> [(Int, ArraySlice<UInt8>)] {
         var outer = ASN1Reader(set[...])

@@ -1,4 +1,4 @@
-import COpenSSL
+import Crypto
 import Foundation
 
 /// Reads and verifies an app receipt without verifyReceipt (`apple.receipt_verification=server_api`): its
@@ -21,7 +21,7 @@ public struct ReceiptSignatureVerifier: Sendable {
     /// `rootCertificates`: DER or PEM. Default in the configuration: Apple Root CA (``AppleRootCertificates/appleRootCA``).
     public init(rootCertificates: [Data]) throws(AppleVerificationError) {
         var roots: [X509Certificate] = []
-        for data in rootCertificates { roots.append(try X509Certificate(bytes: data)) }
+        for data in rootCertificates { roots.append(try AppleVerificationError.certificate(data)) }
         self.roots = roots
     }
 
@@ -30,59 +30,38 @@ public struct ReceiptSignatureVerifier: Sendable {
             return .invalid("the receipt is not base64")
         }
         if der.first == UInt8(ascii: "{") { return .legacy }
-        guard let pkcs7 = AppReceipt.parse(der) else {
-            ERR_clear_error()
+        guard let container = PKCS7SignedData(der: der) else {
             return .invalid("the receipt is not a PKCS#7 container")
         }
-        defer { PKCS7_free(pkcs7) }
-        guard let payload = AppReceipt.payload(of: pkcs7) else {
-            return .invalid("the receipt's signed content is not data")
-        }
+        guard let payload = container.content else { return .invalid("the receipt's signed content is not data") }
         let receipt = AppReceipt(payload: payload)
         guard let created = receipt.creationDate.flatMap(Self.seconds) else {
             return .invalid("the receipt has no readable creation date")
         }
-        if let problem = verifySigner(pkcs7, at: created) { return .invalid(problem) }
+        if let problem = verifySigner(container, at: created) { return .invalid(problem) }
         return .verified(receipt)
     }
 
     /// Nil when the one signer's chain and signature hold; else why not.
-    private func verifySigner(_ pkcs7: UnsafeMutablePointer<PKCS7>, at time: time_t) -> String? {
-        defer { ERR_clear_error() }
+    private func verifySigner(_ container: PKCS7SignedData, at time: time_t) -> String? {
         // The signer certificates are those of the container: a signer without its certificate is refused.
-        guard let signers = PKCS7_get0_signers(pkcs7, nil, 0) else {
-            return "the receipt's signer certificate is not in it"
+        guard let signers = container.signers else { return "the receipt's signer certificate is not in it" }
+        guard signers.count == 1, let leaf = signers.first else {
+            return "the receipt has \(signers.count) signers, not 1"
         }
-        defer { OPENSSL_sk_free(signers) }  // a new stack of certificates the container owns
-        guard OPENSSL_sk_num(signers) == 1, let raw = OPENSSL_sk_value(signers, 0) else {
-            return "the receipt has \(OPENSSL_sk_num(signers)) signers, not 1"
-        }
-        let leaf = OpaquePointer(raw)
-        guard X509Certificate.hasExtension(leaf, oid: ChainVerifier.leafOID) else {
+        guard leaf.hasExtension(oid: ChainVerifier.leafOID) else {
             return "the receipt's signer is not Apple's receipt-signing certificate"
         }
-        guard let store = X509_STORE_new() else { return "out of memory" }
-        defer { X509_STORE_free(store) }
-        guard let context = X509_STORE_CTX_new() else { return "out of memory" }
-        defer { X509_STORE_CTX_free(context) }
-        for root in roots { X509_STORE_add_cert(store, root.pointer) }
-        let untrusted = pkcs7.pointee.d.sign?.pointee.cert
-        guard X509_STORE_CTX_init(context, store, leaf, untrusted) == 1 else {
-            return "could not set up chain verification"
+        let path: CertificatePath
+        do {
+            path = try CertificatePath(leaf: leaf, intermediates: container.certificates, roots: roots, at: time)
+        } catch {
+            return "the receipt's certificate chain is rejected: \(error.reason)"
         }
-        X509_STORE_CTX_set_time(context, 0, time)
-        guard X509_verify_cert(context) == 1 else {
-            let reason = String(cString: X509_verify_cert_error_string(Int(X509_STORE_CTX_get_error(context))))
-            return "the receipt's certificate chain is rejected: \(reason)"
-        }
-        let chain = X509_STORE_CTX_get0_chain(context)
-        guard OPENSSL_sk_num(chain) == 3, let intermediate = OPENSSL_sk_value(chain, 1),
-            X509Certificate.hasExtension(OpaquePointer(intermediate), oid: ChainVerifier.intermediateOID)
+        guard path.certificates.count == 3, path.certificates[1].hasExtension(oid: ChainVerifier.intermediateOID)
         else { return "the receipt's chain is not leaf, Apple's WWDR intermediate, root" }
         // The chain is verified above; this checks the signature over the content with the leaf's key.
-        guard PKCS7_verify(pkcs7, nil, store, nil, nil, Int32(PKCS7_NOVERIFY)) == 1 else {
-            return "the receipt's signature does not verify"
-        }
+        guard container.signatureVerifies else { return "the receipt's signature does not verify" }
         return nil
     }
 

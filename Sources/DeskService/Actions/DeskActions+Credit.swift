@@ -1,7 +1,8 @@
-import Support
+import Crypto
 import Foundation
 import LedgerDomain
 import ReceiptWorker
+import Support
 
 /// The daily caps (`desk.caps.*`): what one agent credits in a UTC day, in every app, and how often support
 /// credits one player of an app in a day. Counted in the ledger, taken before a credit and given back when the

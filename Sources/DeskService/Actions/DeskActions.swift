@@ -1,8 +1,9 @@
-import Support
+import Crypto
 import Foundation
-import Messaging
 import LedgerDomain
+import Messaging
 import ReceiptWorker
+import Support
 
 /// What the desk's API does, without HTTP: each action checks the agent's role, does what the CLI's `lookup` and
 /// `credit` do (``SupportDesk``, one implementation behind both), and appends its audit line, refused ones

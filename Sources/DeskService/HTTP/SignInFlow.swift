@@ -1,5 +1,5 @@
 import AppleVerification
-import COpenSSL
+import Crypto
 import Foundation
 import HTTPServerKit
 import Observability
@@ -104,11 +104,6 @@ struct SignInFlow: Sendable {
 
     /// PKCE's S256: base64url(SHA-256(verifier)).
     static func challenge(_ verifier: String) -> String {
-        let bytes = Array(verifier.utf8)
-        var digest = [UInt8](repeating: 0, count: 32)
-        _ = bytes.withUnsafeBufferPointer { input in
-            digest.withUnsafeMutableBufferPointer { SHA256(input.baseAddress, input.count, $0.baseAddress) }
-        }
-        return Base64URL.encode(digest)
+        Base64URL.encode(SHA256Digest.hash(Array(verifier.utf8)))
     }
 }

@@ -1,4 +1,4 @@
-import AppleVerification
+import Crypto
 import Foundation
 import HTTPClient
 
@@ -37,19 +37,21 @@ actor SignInProvider {
     /// The provider's endpoints, from its discovery document (fetched once; again after a failure).
     func discovered() async throws -> Endpoints {
         if let endpoints { return endpoints }
-        let document = try await json(issuer.trimmingSuffix("/") + "/.well-known/openid-configuration")
-        guard document["issuer"] as? String == issuer else {
+        let document = try await json(
+            DiscoveryDocument.self, issuer.trimmingSuffix("/") + "/.well-known/openid-configuration")
+        guard document.issuer == issuer else {
             throw ProviderUnavailable("the discovery document names another issuer")
         }
-        func endpoint(_ name: String) throws -> String {
-            guard let url = document[name] as? String, url.hasPrefix("https://"), url.utf8.count <= 2_048 else {
+        func endpoint(_ url: String?, _ name: String) throws -> String {
+            guard let url, url.hasPrefix("https://"), url.utf8.count <= 2_048 else {
                 throw ProviderUnavailable("the discovery document has no https \(name)")
             }
             return url
         }
         let found = Endpoints(
-            authorization: try endpoint("authorization_endpoint"), token: try endpoint("token_endpoint"),
-            jwks: try endpoint("jwks_uri"))
+            authorization: try endpoint(document.authorizationEndpoint, "authorization_endpoint"),
+            token: try endpoint(document.tokenEndpoint, "token_endpoint"),
+            jwks: try endpoint(document.jwksURI, "jwks_uri"))
         endpoints = found
         return found
     }
@@ -86,7 +88,7 @@ actor SignInProvider {
     }
 
     private func fetchKeys() async throws -> [String: SigningKey] {
-        guard let keys = SigningKey.keys(jwks: try await json(try await discovered().jwks)) else {
+        guard let keys = try await json(JWKS.self, try await discovered().jwks).signingKeys else {
             throw ProviderUnavailable("the JWKS has no keys")
         }
         return keys
@@ -109,22 +111,21 @@ actor SignInProvider {
                     ("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json"),
                     ("Authorization", "Basic \(basic)"),
                 ], body: Data(form.utf8), timeout: Self.timeout))
-        let body = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any]
-        guard response.status == 200, let token = body?["id_token"] as? String else {
+        let body = try? JSONDecoder().decode(TokenAnswer.self, from: response.body)
+        guard response.status == 200, let token = body?.idToken else {
             // The provider's error code only (never its description, which may echo what was sent).
-            let code = (body?["error"] as? String).map { DeskText.isPlain($0, maxBytes: 64) ? $0 : "?" } ?? "none"
+            let code = body?.error.map { DeskText.isPlain($0, maxBytes: 64) ? $0 : "?" } ?? "none"
             throw SignInRefused("the provider refused the sign-in (HTTP \(response.status), error \(code))")
         }
         return token
     }
 
-    private func json(_ url: String) async throws -> [String: Any] {
+    private func json<Document: Decodable>(_ type: Document.Type, _ url: String) async throws -> Document {
         let response = try await send(
             HTTPRequest(url: url, headers: [("Accept", "application/json")], timeout: Self.timeout))
-        guard response.status == 200,
-            let object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any]
+        guard response.status == 200, let document = try? JSONDecoder().decode(Document.self, from: response.body)
         else { throw ProviderUnavailable("\(url) answered HTTP \(response.status) without JSON") }
-        return object
+        return document
     }
 
     private func send(_ request: HTTPRequest) async throws -> HTTPResponse {

@@ -1,4 +1,5 @@
 import AppleVerification
+import Crypto
 import Foundation
 
 /// Who a verified token says is asking, and what it lets them do.

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import Vocabulary
 
 /// A span's identity as W3C Trace Context carries it: a 16-byte trace id, an 8-byte span id, and whether the
 /// trace is sampled (recorded).
@@ -32,39 +33,11 @@ public struct SpanContext: Sendable, Equatable {
 
     /// `00-<trace id>-<span id>-<01|00>`: the header a record carries so that its consumer's span is this one's child.
     public var traceparent: String {
-        "00-\(Self.hex(traceID))-\(Self.hex(spanID))-\(sampled ? "01" : "00")"
-    }
-
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: text, as: UTF8.self)
+        "00-\(Hex.encode(traceID))-\(Hex.encode(spanID))-\(sampled ? "01" : "00")"
     }
 
     /// Lower-case hex digits, two a byte.
-    private static func bytes(_ utf8: ArraySlice<UInt8>) -> [UInt8]? {
-        guard utf8.count % 2 == 0 else { return nil }
-        let count = utf8.count / 2
-        func nibble(_ byte: UInt8) -> UInt8? {
-            switch byte {
-            case 48...57: byte - 48
-            case 97...102: byte - 87
-            default: nil
-            }
-        }
-        var out: [UInt8] = []
-        out.reserveCapacity(count)
-        for index in stride(from: utf8.startIndex, to: utf8.endIndex, by: 2) {
-            guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
-            out.append(high << 4 | low)
-        }
-        return out
-    }
+    private static func bytes(_ utf8: ArraySlice<UInt8>) -> [UInt8]? { Hex.decode(utf8, lowercaseOnly: true) }
 }
 
 /// OpenTelemetry's span kinds (their numbers in the protocol).

@@ -10,14 +10,14 @@ package final class PKCS7Signer: Sendable {
 
     /// `certificatesPEM`: the signer's certificate first, then the intermediates to include (a root given
     /// last is left out: the verifier has its own).
-    package init(keyPEM: String, certificatesPEM: String) throws(AppleVerificationError) {
+    package init(keyPEM: String, certificatesPEM: String) throws(CryptoError) {
         key = try ECPrivateKey(pem: keyPEM)
         var certificates: [X509Certificate] = []
         for block in certificatesPEM.components(separatedBy: "-----BEGIN CERTIFICATE-----").dropFirst() {
             certificates.append(try X509Certificate(bytes: Data(("-----BEGIN CERTIFICATE-----" + block).utf8)))
         }
         guard let first = certificates.first else {
-            throw AppleVerificationError(.invalidCertificate, "no certificate to sign with")
+            throw CryptoError(.certificate, "no certificate to sign with")
         }
         signer = first
         intermediates = Array(certificates.dropFirst().prefix(1))
@@ -25,9 +25,9 @@ package final class PKCS7Signer: Sendable {
 
     /// DER of a PKCS#7 signed-data holding `content` (id-data), the signer's and the intermediate's
     /// certificates, one SHA-256 signer.
-    package func sign(_ content: [UInt8]) throws(AppleVerificationError) -> Data {
+    package func sign(_ content: [UInt8]) throws(CryptoError) -> Data {
         guard let stack = OPENSSL_sk_new_null() else {
-            throw AppleVerificationError(.invalidCertificate, "out of memory")
+            throw CryptoError(.certificate, "out of memory")
         }
         defer { OPENSSL_sk_free(stack) }
         for certificate in intermediates { OPENSSL_sk_push(stack, UnsafeRawPointer(certificate.pointer)) }
@@ -38,12 +38,12 @@ package final class PKCS7Signer: Sendable {
         }
         guard let signed else {
             ERR_clear_error()
-            throw AppleVerificationError(.invalidCertificate, "PKCS7_sign failed")
+            throw CryptoError(.certificate, "PKCS7_sign failed")
         }
         defer { PKCS7_free(signed) }
         var out: UnsafeMutablePointer<UInt8>?
         let length = i2d_PKCS7(signed, &out)
-        guard length > 0, let out else { throw AppleVerificationError(.invalidCertificate, "i2d_PKCS7 failed") }
+        guard length > 0, let out else { throw CryptoError(.certificate, "i2d_PKCS7 failed") }
         defer { CRYPTO_free(out, #file, #line) }
         return Data(bytes: out, count: Int(length))
     }

@@ -19,9 +19,9 @@ package final class OCSPQuery: Sendable {
     }
 
     /// The responder's URL (the certificate's Authority Information Access, `OCSP - URI`).
-    let url: String
+    package let url: String
     /// The DER of the request, for `POST` with `Content-Type: application/ocsp-request`.
-    let request: Data
+    package let request: Data
     private let certificateID: OpenSSLObject
 
     /// Nil when the certificate names no responder over HTTP: nothing to ask.

@@ -63,7 +63,7 @@ public enum Base64URL {
         return valid ? output : nil
     }
 
-    package static func encode(_ data: some DataProtocol) -> String {
+    public static func encode(_ data: some DataProtocol) -> String {
         Data(data).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")

@@ -1,4 +1,3 @@
-import AppleVerification
 import COpenSSL
 import Foundation
 
@@ -79,19 +78,4 @@ package struct Seal: Sendable {
         }
         return Array(output.prefix(written + Int(final)))
     }
-}
-
-/// Random bytes from OpenSSL's CSPRNG.
-enum Random {
-    static func bytes(_ count: Int) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        guard RAND_bytes(&bytes, Int32(count)) == 1 else {
-            // Without randomness no session, state or nonce is safe: stop rather than make guessable ones.
-            fatalError("OpenSSL's random generator failed")
-        }
-        return bytes
-    }
-
-    /// `count` random bytes as base64url text (a state, a nonce, a CSRF token, a PKCE verifier).
-    static func token(_ count: Int = 32) -> String { Base64URL.encode(bytes(count)) }
 }

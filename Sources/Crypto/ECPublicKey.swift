@@ -5,14 +5,14 @@ import Foundation
 /// at once (each verification has its own context).
 package final class ECPublicKey: Sendable {
     private let key: OpenSSLObject
-    var pointer: OpaquePointer { key.pointer }
+    package var pointer: OpaquePointer { key.pointer }
 
-    init(adopting pointer: OpaquePointer) {
+    package init(adopting pointer: OpaquePointer) {
         key = OpenSSLObject(adopting: pointer, free: { EVP_PKEY_free($0) })
     }
 
     /// Reads a PEM `PUBLIC KEY`.
-    package convenience init(pem: String) throws(AppleVerificationError) {
+    package convenience init(pem: String) throws(CryptoError) {
         let key: OpaquePointer? = pem.withCString { text in
             let bio = BIO_new_mem_buf(text, -1)
             defer { BIO_free(bio) }
@@ -20,7 +20,7 @@ package final class ECPublicKey: Sendable {
         }
         guard let key else {
             ERR_clear_error()
-            throw AppleVerificationError(.invalidKey, "not a PEM public key")
+            throw CryptoError(.key, "not a PEM public key")
         }
         self.init(adopting: key)
     }
@@ -63,7 +63,7 @@ package enum ES256Signature {
         return der
     }
 
-    static func raw(fromDER der: [UInt8]) -> [UInt8]? {
+    package static func raw(fromDER der: [UInt8]) -> [UInt8]? {
         let parsed: OpaquePointer? = der.withUnsafeBufferPointer { buffer in
             var cursor = buffer.baseAddress
             return d2i_ECDSA_SIG(nil, &cursor, buffer.count)

@@ -5,10 +5,10 @@ import Foundation
 /// from any number of threads at once (each signature has its own context).
 public final class ECPrivateKey: Sendable {
     private let key: OpenSSLObject
-    var pointer: OpaquePointer { key.pointer }
+    package var pointer: OpaquePointer { key.pointer }
 
     /// Reads PEM: PKCS#8 `PRIVATE KEY` (.p8) or SEC1 `EC PRIVATE KEY`. The error never repeats the key.
-    public init(pem: String) throws(AppleVerificationError) {
+    public init(pem: String) throws(CryptoError) {
         let key: OpaquePointer? = pem.withCString { text in
             let bio = BIO_new_mem_buf(text, -1)
             defer { BIO_free(bio) }
@@ -16,15 +16,15 @@ public final class ECPrivateKey: Sendable {
         }
         guard let key, EVP_PKEY_get_base_id(key) == EVP_PKEY_EC else {
             ERR_clear_error()
-            throw AppleVerificationError(.invalidKey, "not a PEM elliptic-curve private key")
+            throw CryptoError(.key, "not a PEM elliptic-curve private key")
         }
         self.key = OpenSSLObject(adopting: key, free: { EVP_PKEY_free($0) })
     }
 
     /// An ES256 signature of `message`, JWS-style raw r‖s (64 bytes).
-    package func signES256(_ message: some DataProtocol) throws(AppleVerificationError) -> [UInt8] {
+    package func signES256(_ message: some DataProtocol) throws(CryptoError) -> [UInt8] {
         let bytes = [UInt8](message)
-        guard let context = EVP_MD_CTX_new() else { throw AppleVerificationError(.invalidKey, "out of memory") }
+        guard let context = EVP_MD_CTX_new() else { throw CryptoError(.key, "out of memory") }
         defer { EVP_MD_CTX_free(context) }
         var length = 0
         var der = [UInt8](repeating: 0, count: 80)
@@ -36,14 +36,14 @@ public final class ECPrivateKey: Sendable {
             }
         guard signed, let raw = ES256Signature.raw(fromDER: Array(der.prefix(length))) else {
             ERR_clear_error()
-            throw AppleVerificationError(.invalidKey, "signing failed")
+            throw CryptoError(.key, "signing failed")
         }
         return raw
     }
 
     /// The matching public key.
-    package func publicKey() throws(AppleVerificationError) -> ECPublicKey {
-        guard let bio = BIO_new(BIO_s_mem()) else { throw AppleVerificationError(.invalidKey, "out of memory") }
+    package func publicKey() throws(CryptoError) -> ECPublicKey {
+        guard let bio = BIO_new(BIO_s_mem()) else { throw CryptoError(.key, "out of memory") }
         defer { BIO_free(bio) }
         PEM_write_bio_PUBKEY(bio, pointer)
         return try ECPublicKey(pem: Self.drain(bio))

@@ -4,10 +4,10 @@ import Foundation
 /// Owns one OpenSSL `X509`, never changed after parsing (OpenSSL allows concurrent reads of an `X509`).
 package final class X509Certificate: Sendable {
     private let certificate: OpenSSLObject
-    var pointer: OpaquePointer { certificate.pointer }
+    package var pointer: OpaquePointer { certificate.pointer }
 
     /// Parses DER, or PEM when the bytes start with "-----BEGIN".
-    package init(bytes: Data) throws(AppleVerificationError) {
+    package init(bytes: Data) throws(CryptoError) {
         let parsed: OpaquePointer? =
             isPEM(bytes)
             ? bytes.withUnsafeBytes { raw in
@@ -22,9 +22,24 @@ package final class X509Certificate: Sendable {
             }
         guard let parsed else {
             ERR_clear_error()
-            throw AppleVerificationError(.invalidCertificate, "a certificate could not be parsed")
+            throw CryptoError(.certificate, "a certificate could not be parsed")
         }
         certificate = OpenSSLObject(adopting: parsed, free: { X509_free($0) })
+    }
+
+    /// Shares a certificate another object owns (a container's, a verified path's): one more reference to it.
+    init(sharing pointer: OpaquePointer) {
+        X509_up_ref(pointer)
+        certificate = OpenSSLObject(adopting: pointer, free: { X509_free($0) })
+    }
+
+    /// The certificate's DER.
+    package var der: Data {
+        var out: UnsafeMutablePointer<UInt8>?
+        let length = i2d_X509(pointer, &out)
+        guard length > 0, let out else { return Data() }
+        defer { CRYPTO_free(out, nil, 0) }
+        return Data(bytes: out, count: Int(length))
     }
 
     /// The validity window, as seconds since the epoch.
@@ -36,25 +51,25 @@ package final class X509Certificate: Sendable {
     }
 
     /// Whether the certificate carries an extension with this OID (present, whatever its value).
-    func hasExtension(oid: String) -> Bool { Self.hasExtension(pointer, oid: oid) }
+    package func hasExtension(oid: String) -> Bool { Self.hasExtension(pointer, oid: oid) }
 
     /// The same for a certificate owned elsewhere (one of a PKCS#7's or a verified chain's).
-    static func hasExtension(_ certificate: OpaquePointer, oid: String) -> Bool {
+    package static func hasExtension(_ certificate: OpaquePointer, oid: String) -> Bool {
         guard let object = OBJ_txt2obj(oid, 1) else { return false }
         defer { ASN1_OBJECT_free(object) }
         return X509_get_ext_by_OBJ(certificate, object, -1) >= 0
     }
 
     /// The subject public key.
-    func publicKey() throws(AppleVerificationError) -> ECPublicKey {
+    package func publicKey() throws(CryptoError) -> ECPublicKey {
         guard let key = X509_get_pubkey(pointer) else {
-            throw AppleVerificationError(.invalidCertificate, "a certificate has no usable public key")
+            throw CryptoError(.certificate, "a certificate has no usable public key")
         }
         return ECPublicKey(adopting: key)
     }
 
     /// An ASN.1 time as seconds since the epoch.
-    static func seconds(_ time: UnsafePointer<ASN1_TIME>?) -> Double? {
+    package static func seconds(_ time: UnsafePointer<ASN1_TIME>?) -> Double? {
         guard let time else { return nil }
         var parts = tm()
         guard ASN1_TIME_to_tm(time, &parts) == 1 else { return nil }

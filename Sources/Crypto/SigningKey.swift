@@ -1,8 +1,7 @@
-import AppleVerification
 import COpenSSL
 import Foundation
 
-/// One public key of the sign-in provider's JWKS, as OpenSSL holds it: RSA (RS256) or P-256 (ES256). Built from
+/// One public key of a JWKS (an OpenID provider's), as OpenSSL holds it: RSA (RS256) or P-256 (ES256). Built from
 /// the JWK's numbers as a DER SubjectPublicKeyInfo (the form every OpenSSL reads), never from a certificate or PEM
 /// the provider could smuggle in. Verifies from any number of threads at once (each verification has its own
 /// context).
@@ -16,32 +15,8 @@ package final class SigningKey: Sendable {
     private let owned: OpenSSLObject
     private var key: OpaquePointer { owned.pointer }
 
-    /// The signing keys of a JWKS document, by key id: RS256 and ES256 (P-256) keys for signatures, the first 64
-    /// entries read; any other entry skipped. Nil when the document has no `keys` list.
-    package static func keys(jwks document: [String: Any]) -> [String: SigningKey]? {
-        guard let list = document["keys"] as? [Any] else { return nil }
-        var found: [String: SigningKey] = [:]
-        for case let jwk as [String: Any] in list.prefix(64) {
-            guard let kid = jwk["kid"] as? String, (1...256).contains(kid.utf8.count),
-                (jwk["use"] as? String ?? "sig") == "sig"
-            else { continue }
-            let bytes = { (name: String) in (jwk[name] as? String).flatMap { Base64URL.decodeBytes(Substring($0)) } }
-            switch (jwk["kty"] as? String, jwk["alg"] as? String) {
-            case ("RSA", "RS256"), ("RSA", nil):
-                if let n = bytes("n"), let e = bytes("e") { found[kid] = SigningKey(rsaModulus: n, exponent: e) }
-            case ("EC", "ES256"), ("EC", nil):
-                if jwk["crv"] as? String == "P-256", let x = bytes("x"), let y = bytes("y") {
-                    found[kid] = SigningKey(p256X: x, y: y)
-                }
-            default:
-                continue
-            }
-        }
-        return found
-    }
-
     /// An RSA key from its modulus and exponent (big-endian bytes); 2048 to 8192 bits.
-    convenience init?(rsaModulus modulus: [UInt8], exponent: [UInt8]) {
+    package convenience init?(rsaModulus modulus: [UInt8], exponent: [UInt8]) {
         let n = Array(modulus.drop(while: { $0 == 0 }))
         guard (256...1024).contains(n.count), !exponent.isEmpty, exponent.count <= 8 else { return nil }
         let rsaEncryption: [UInt8] = [0x06, 0x09, 0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x01]
@@ -75,7 +50,7 @@ package final class SigningKey: Sendable {
     }
 
     /// Whether `signature` (RS256: PKCS #1 v1.5; ES256: JWS's raw r‖s) signs SHA-256 of `message`.
-    func verifies(_ signature: [UInt8], of message: [UInt8]) -> Bool {
+    package func verifies(_ signature: [UInt8], of message: [UInt8]) -> Bool {
         let der: [UInt8]
         switch algorithm {
         case .rs256:
