@@ -76,7 +76,7 @@ let package = Package(
         // Every OpenSSL call: hashes, random bytes, keys, certificates and their paths, JWS, PKCS#7, OCSP, AES-GCM.
         .target(name: "Crypto", dependencies: ["COpenSSL", "Vocabulary"], swiftSettings: strict),
         // What the flows send and receive: messages as values, and where they send them. No client, no C.
-        .target(name: "Messaging", swiftSettings: strict),
+        .target(name: "Messaging", dependencies: ["Observability", "Vocabulary"], swiftSettings: strict),
         .target(
             name: "Kafka", dependencies: ["CRdKafka", "Messaging", "Observability"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
@@ -107,14 +107,29 @@ let package = Package(
         .target(
             name: "Configuration",
             dependencies: [
-                "AppleVerification", "Kafka", "Ledger", "LedgerDomain", "Observability", "Runtime", "Vocabulary",
+                "AppleVerification", "Flows", "Kafka", "Ledger", "LedgerDomain", "Observability", "Runtime", "Vocabulary",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+        // The events the worker publishes and their makers: stable ids, revenue, refund follow-ups.
+        .target(
+            name: "Events",
+            dependencies: ["AppleVerification", "Crypto", "LedgerDomain", "Messaging", "Observability", "Vocabulary"],
+            swiftSettings: strict),
+        // The flows: the job, notification and consumption handlers and the chores, over Messaging, the ledger's
+        // domain and Apple's verification. No Kafka, no SQL, no runtime: a flow is tested with in-memory stores.
+        .target(
+            name: "Flows",
+            dependencies: [
+                "AppleVerification", "Crypto", "Events", "LedgerDomain", "Lifecycle", "Messaging", "Observability",
+                "Vocabulary",
+            ],
+            swiftSettings: strict),
         .target(
             name: "ReceiptWorker",
             dependencies: [
-                "AppleVerification", "Configuration", "HTTPServerKit", "Kafka", "Ledger", "LedgerDomain", "Lifecycle",
-                "Messaging", "Observability", "Runtime", "Vocabulary", "Crypto", "CBuildInfo",
+                "AppleVerification", "Configuration", "Events", "Flows", "HTTPServerKit", "Kafka", "Ledger",
+                "LedgerDomain", "Lifecycle", "Messaging", "Observability", "Runtime", "Vocabulary", "Crypto",
+                "CBuildInfo",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
@@ -157,7 +172,7 @@ let package = Package(
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
             name: "DeskServiceTests",
-            dependencies: ["Crypto", 
+            dependencies: ["Events", "Flows", "Crypto", 
                 "AppleVerification", "DeskService", "HTTPServerKit", "Ledger", "ReceiptWorker", "Support",
                 "TestSupport",
             ],
@@ -177,14 +192,14 @@ let package = Package(
             resources: [.copy("testSigningKey.p8")], swiftSettings: strict),
         .testTarget(
             name: "ReceiptWorkerTests",
-            dependencies: ["Crypto", 
+            dependencies: ["Events", "Flows", "Crypto", 
                 "ReceiptWorker", "AppleVerification", "Kafka", "Ledger", "Observability", "Runtime", "Support",
                 "TestSupport", "Vocabulary",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
             name: "WorkerEndToEndTests",
-            dependencies: ["Crypto", 
+            dependencies: ["Events", "Flows", "Crypto", 
                 "ReceiptWorker", "AppStoreSimulator", "HTTPClient", "HTTPServerKit", "Kafka", "KafkaMock",
                 "Observability", "Support", "TestSupport", "Vocabulary",
             ],
@@ -196,7 +211,7 @@ let package = Package(
         // every seed, corpus entry and saved crash by FuzzReplayTests.
         .target(
             name: "FuzzChecks",
-            dependencies: [
+            dependencies: ["Events", "Flows", 
                 "ReceiptWorker", "AppleVerification", "Crypto", "DeskService", "HTTPServerKit", "Observability",
                 "Vocabulary",
             ],

@@ -1,3 +1,4 @@
+import Flows
 import Foundation
 
 /// The keys of one app, `apps.NAME.FIELD` (docs/contract.md, sections 7 and 10), as read before the files they
@@ -171,10 +172,4 @@ struct AppSettings: Sendable {
             }
         }
     }
-}
-
-/// The runtime's groups of the flows beside each app's jobs (an app's own group is its name).
-public enum FlowGroup {
-    public static let notifications = "notifications"
-    public static let consumption = "consumption"
 }

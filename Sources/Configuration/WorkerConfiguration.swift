@@ -1,3 +1,4 @@
+import Flows
 import Foundation
 import Kafka
 import Ledger
@@ -89,30 +90,8 @@ public struct WorkerConfiguration: Sendable {
     /// What the worker answers to Apple's refund (consumption) request of an app when no grant service answered
     /// a margin before its deadline; sent only where the studio declares that its terms carry the player's
     /// consent to share consumption data.
-    public struct ConsumptionPolicy: Sendable, Equatable {
-        public enum Answer: String, Sendable, CaseIterable {
-            case none, decline, grantProrated = "grant_prorated", grantFull = "grant_full"
-
-            /// Apple's `refundPreference`; nil for none.
-            public var refundPreference: String? {
-                switch self {
-                case .none: nil
-                case .decline: "DECLINE"
-                case .grantProrated: "GRANT_PRORATED"
-                case .grantFull: "GRANT_FULL"
-                }
-            }
-        }
-
-        /// `consumption.policy`: none, decline, grant_prorated, grant_full. Default: none.
-        public var answer = Answer.none
-        /// `consumption.margin_ms`: how long before Apple's deadline the policy answers. Default: 1 hour.
-        public var margin: Duration = .seconds(3_600)
-        /// `consumption.terms_carry_consent`: the studio's terms carry the player's consent. Default: false.
-        public var termsCarryConsent = false
-
-        public init() {}
-    }
+    /// How a policy answers Apple's consumption requests no grant service answered (``Flows/ConsumptionPolicy``).
+    public typealias ConsumptionPolicy = Flows.ConsumptionPolicy
 
     public var topics = Topics()
     public var apple = Apple()

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import Vocabulary
 
 /// A structured logger: one JSON object per line on standard error.
 ///
@@ -72,7 +73,7 @@ public struct Logger: Sendable {
     }
 
     static func format(level: Level, label: String, message: String, fields: [String: String]) -> String {
-        var line = "{\"time\":\"\(Timestamp.rfc3339(Date()))\",\"level\":\"\(level.name)\","
+        var line = "{\"time\":\"\(RFC3339.format(Date()))\",\"level\":\"\(level.name)\","
         line += "\"logger\":\(JSONString.quote(label)),\"message\":\(JSONString.quote(message))"
         for key in fields.keys.sorted() {
             line += ",\(JSONString.quote(key)):\(JSONString.quote(fields[key] ?? ""))"

@@ -1,4 +1,6 @@
 import CBuildInfo
+import Flows
+import Observability
 
 /// What this build is.
 public enum BuildInfo {
@@ -10,4 +12,17 @@ public enum BuildInfo {
 
     /// The source revision (git commit) it was built from, or `unknown` (Package.swift says how it is found).
     public static let revision = String(cString: receipt_worker_revision())
+}
+
+extension WorkerMetrics {
+    /// A process's metrics: the flows' series and `receipt_worker_build_info`.
+    public static func ofProcess(registry: MetricsRegistry = MetricsRegistry()) -> WorkerMetrics {
+        let metrics = WorkerMetrics(registry: registry)
+        metrics.registry.gauge(
+            "receipt_worker_build_info",
+            help: "1, labelled with the release and the source revision this process runs.",
+            labels: ["version": BuildInfo.version, "revision": BuildInfo.revision]
+        ).set(1)
+        return metrics
+    }
 }

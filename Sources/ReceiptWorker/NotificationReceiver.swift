@@ -1,7 +1,8 @@
-import Lifecycle
 import AppleVerification
+import Flows
 import Foundation
 import HTTPServerKit
+import Lifecycle
 import Messaging
 import Observability
 import Runtime
@@ -53,11 +54,6 @@ public final class NotificationReceiver: Service {
         return limits
     }
 
-    struct Unacknowledged: Error, CustomStringConvertible {
-        let deadline: Duration
-        var description: String { "the broker did not acknowledge within \(deadline.milliseconds) ms" }
-    }
-
     public func start() { server.start() }
     public func stop() { server.stop() }
 
@@ -73,74 +69,5 @@ public final class NotificationReceiver: Service {
         guard request.method == "POST" else { return .text(405, "POST only\n") }
         let (status, text) = await intake.receive(body: request.body, deadline: deadline)
         return .text(status, text + "\n")
-    }
-}
-
-/// What the receiver does with one notification: verify it with the app it names, produce it to the
-/// notifications topic as received, and answer once the broker acknowledged it.
-public struct NotificationIntake: Sendable {
-    let apps: AppleApps
-    let producer: any MessageSender
-    let topic: String
-    let metrics: WorkerMetrics
-    let logger: Logger
-    /// Where a record the broker took is remembered for this process's processor (nil: a receiver alone).
-    var recentlyVerified: RecentlyVerifiedNotifications? = nil
-    /// Told whether each record reached the broker (the receiver role's readiness).
-    var deliveries: DeliveryHealth? = nil
-
-    /// One notification at the receiver: the HTTP status and a short text for it.
-    func receive(body: Data, deadline: Duration) async -> (Int, String) {
-        switch await AppleNotification.verifySettled(body: body, apps: apps) {
-        case .unavailable(let reason):
-            metrics.notificationReceived(type: nil, outcome: "unavailable").increment()
-            logger.warning(
-                "notification not verified yet: its certificates' revocation status is not known; Apple will send it"
-                    + " again", ["error": reason])
-            return (503, "not verified yet; send it again")
-        case .rejected(let reason):
-            let counter = metrics.notificationReceived(type: nil, outcome: "rejected")
-            counter.increment()
-            // Anyone can post here: the first refusal and every hundredth are logged, not a flood of them.
-            if counter.value % 100 == 1 {
-                logger.warning(
-                    "notification refused: it does not verify",
-                    ["error": reason, "refused_so_far": String(counter.value)])
-            }
-            return (400, "does not verify")
-        case .environmentNotAllowed(let type):
-            // Genuine, but Sandbox where sandbox is off: accepted (Apple must stop sending it), not kept.
-            metrics.notificationReceived(type: type, outcome: "sandbox_dropped").increment()
-            return (200, "sandbox notifications are not accepted here; dropped")
-        case .verified(let notification):
-            let record = OutboundMessage(
-                topic: topic, key: Array(notification.key.utf8), value: Array(body),
-                headers: notification.recordHeaders())
-            // Remembered before the broker answers: the processor may read the record before the receiver
-            // hears the acknowledgement. One that is never stored leaves with the oldest.
-            recentlyVerified?.remember(value: record.value, notification)
-            let producer = self.producer
-            do {
-                try await withDeadline(deadline, timeout: NotificationReceiver.Unacknowledged(deadline: deadline)) {
-                    _ = try await producer.send(record)
-                }
-            } catch {
-                deliveries?.failed("\(error)")
-                metrics.notificationReceived(type: notification.type, outcome: "unavailable").increment()
-                logger.error(
-                    "notification not stored: the broker did not take it; Apple will send it again",
-                    ["notification_id": notification.id, "error": "\(error)"])
-                return (503, "not stored; send it again")
-            }
-            deliveries?.succeeded()
-            metrics.notificationReceived(type: notification.type, outcome: "accepted").increment()
-            logger.info(
-                "notification received",
-                [
-                    "notification_id": notification.id, "type": notification.type.rawValue,
-                    "subtype": notification.subtype?.rawValue ?? "",
-                ])
-            return (200, "ok")
-        }
     }
 }

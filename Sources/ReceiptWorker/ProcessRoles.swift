@@ -1,6 +1,7 @@
-import Lifecycle
+import Flows
 import Foundation
 import HTTPServerKit
+import Lifecycle
 import Observability
 import Runtime
 import Synchronization
@@ -17,7 +18,7 @@ public enum ProcessRoles {
     public static func worker(
         _ configuration: WorkerConfiguration, logger: Logger, descriptors: Int = DescriptorBudget.current
     ) throws -> ServiceGroup {
-        let metrics = WorkerMetrics()
+        let metrics = WorkerMetrics.ofProcess()
         let made = Mutex<Worker?>(nil)
         var services: [ServiceGroup.Entry] = []
         if let listen = configuration.metricsListen {

@@ -1,6 +1,7 @@
-import Lifecycle
+import Flows
 import Foundation
 import Kafka
+import Lifecycle
 import Observability
 import Runtime
 import Synchronization
@@ -26,7 +27,7 @@ public final class ReceiverRole: Service {
     let healthInterval: Duration
 
     public init(
-        configuration: WorkerConfiguration, logger: Logger, metrics: WorkerMetrics = WorkerMetrics(),
+        configuration: WorkerConfiguration, logger: Logger, metrics: WorkerMetrics = .ofProcess(),
         healthInterval: Duration = .seconds(5)
     ) throws {
         self.configuration = configuration

@@ -1,3 +1,4 @@
+import Flows
 import Foundation
 import Ledger
 

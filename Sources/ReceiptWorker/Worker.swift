@@ -1,11 +1,13 @@
-import Lifecycle
 import AppleVerification
+import Flows
 import Foundation
 import Kafka
 import LedgerDomain
+import Lifecycle
 import Observability
 import Runtime
 import Synchronization
+import Vocabulary
 
 /// The receipt worker: the runtime (``ConsumerRuntime``) with one handler per topic (jobs, notifications,
 /// consumption answers), the ledger's upkeep, and what the services beside it read (readiness, metrics, the
@@ -40,7 +42,7 @@ public final class Worker: Service {
 
     public init(
         configuration: WorkerConfiguration, consumer: KafkaConsumer, producer: KafkaProducer, ledger: any Ledger,
-        apps: AppleApps, metrics: WorkerMetrics = WorkerMetrics(), logger: Logger
+        apps: AppleApps, metrics: WorkerMetrics = .ofProcess(), logger: Logger
     ) {
         self.configuration = configuration
         self.consumer = consumer
@@ -396,7 +398,7 @@ public final class Worker: Service {
                     if deleted > 0 {
                         logger.info(
                             "stored results pruned",
-                            ["deleted": String(deleted), "decided_before": Timestamp.rfc3339(before)])
+                            ["deleted": String(deleted), "decided_before": RFC3339.format(before)])
                     }
                 }
                 let deleted = try await ledger.prune(configuration.retention())

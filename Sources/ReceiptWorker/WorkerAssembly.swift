@@ -1,4 +1,5 @@
 import AppleVerification
+import Flows
 import HTTPClient
 import Kafka
 import Ledger
@@ -9,7 +10,7 @@ public enum WorkerAssembly {
     /// `metrics`: the registry's owner, made before the worker when the metrics port serves during start-up
     /// (opening the ledger may wait for PostgreSQL, or run a long migration).
     public static func make(
-        _ configuration: WorkerConfiguration, logger: Logger, metrics: WorkerMetrics = WorkerMetrics()
+        _ configuration: WorkerConfiguration, logger: Logger, metrics: WorkerMetrics = .ofProcess()
     ) async throws -> Worker {
         let apps = try appleApps(
             configuration, logger: logger,

@@ -89,7 +89,7 @@ enum DeadLetterReplayCommand {
                 read += 1
                 let reason = letter.header(DeadLetterHeader.reason)?.stringValue ?? "-"
                 let matched = filter.matches(letter)
-                let written = letter.timestamp.map { Timestamp.rfc3339($0) } ?? "-"
+                let written = letter.timestamp.map { RFC3339.format($0) } ?? "-"
                 let route = matched ? Self.destination(of: letter, reason: reason, configuration) : nil
                 let destination = try? route?.get()
                 let action =

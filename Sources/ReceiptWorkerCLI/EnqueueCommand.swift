@@ -1,7 +1,9 @@
+import Flows
 import Foundation
 import Kafka
 import Observability
 import ReceiptWorker
+import Vocabulary
 
 enum EnqueueCommand {
     static let help = """
@@ -85,7 +87,7 @@ enum EnqueueCommand {
         if job["receipt"] == nil && job["signed_transaction"] == nil && job["transaction_id"] == nil {
             throw UsageError("one of --receipt, --receipt-file, --signed-transaction or --transaction-id is required")
         }
-        job["submitted_at"] = Timestamp.rfc3339(Date())
+        job["submitted_at"] = RFC3339.format(Date())
         return Array(try JSONSerialization.data(withJSONObject: job, options: [.sortedKeys]))
     }
 

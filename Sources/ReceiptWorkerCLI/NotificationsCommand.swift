@@ -1,4 +1,5 @@
 import AppleVerification
+import Flows
 import Foundation
 import Kafka
 import Observability

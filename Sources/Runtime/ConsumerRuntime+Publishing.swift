@@ -63,7 +63,7 @@ extension ConsumerRuntime {
         let copy = OutboundMessage(
             topic: topic, partition: partition, key: message.key, value: message.value,
             headers: message.headers.filter { $0.name != ParkedOrigin.header && $0.name != WaitStart.parkedHeader }
-                + [ParkedOrigin(message).kafkaHeader] + (waited.map { [$0] } ?? []))
+                + [ParkedOrigin(message).messageHeader] + (waited.map { [$0] } ?? []))
         let started = ContinuousClock.now
         do {
             _ = try await producer.send(copy)

@@ -216,7 +216,7 @@ public final class ConsumerRuntime: Sendable {
         let handler = configuration.routes[item.route].handler
         let span = processSpan(item.message)
         defer { span?.end() }
-        let context = HandlingContext(
+        let context = RuntimeHandlingContext(
             message: item.message, retries: retries, isPermanent: { handler.isPermanent($0) },
             letGo: { [weak self] in self?.mustLetGo(item.message, generation: item.generation) ?? true }, span: span)
         let outcome: Outcome

@@ -1,3 +1,4 @@
+import Messaging
 import Vocabulary
 
 /// What becomes of a message whose handler threw: the runtime's contract with every handler. Only what can never

@@ -3,28 +3,6 @@ import Kafka
 import Observability
 import Synchronization
 
-/// Where the wait of whoever waits on a message began, and what it is about: a player's job from its send (the
-/// record's Kafka timestamp, the producer's create time), Apple's notification from its signing. Measured to the
-/// message's answer acknowledged by the broker, whatever happened between: the backlog in Kafka, a rebalance, a
-/// paused intake, a stay on `topics.retries`.
-public struct WaitStart: Sendable, Equatable {
-    /// `job` or `notification`: names the metrics (`receipt_worker_job_wait_seconds`, ...).
-    public var flow: String
-    /// The app (game) the message is about; few and known (never a client's text).
-    public var app: String
-    public var at: Date
-
-    public init(flow: String, app: String, at: Date) {
-        self.flow = flow
-        self.app = app
-        self.at = at
-    }
-
-    /// The header a parked copy carries its wait's start in (milliseconds since the epoch), so its wait goes on
-    /// counting from the first send, not from the park.
-    static let parkedHeader = "wait_started_at"
-}
-
 /// What players (and Apple) wait, as the runtime sees its messages: a histogram per flow and app of each wait to
 /// its answer (`receipt_worker_FLOW_wait_seconds{app}`), and, while messages are unanswered, the age of the oldest
 /// one per app and partition (`receipt_worker_FLOW_lag_seconds{app,topic,partition}`): lag in seconds, which a
@@ -117,4 +95,10 @@ final class WaitTracker: Sendable {
             }
         }
     }
+}
+
+extension WaitStart {
+    /// The header a parked copy carries its wait's start in (milliseconds since the epoch), so its wait goes on
+    /// counting from the first send, not from the park.
+    static let parkedHeader = "wait_started_at"
 }

@@ -1,8 +1,9 @@
-import ReceiptWorker
 import AppleVerification
+import Events
 import Foundation
 import LedgerDomain
 import Observability
+import ReceiptWorker
 import Vocabulary
 
 /// What `receipt-worker lookup` prints: each purchase the query led to, Apple's view beside the ledger's, and one
@@ -87,7 +88,7 @@ public struct LookupReport: Sendable {
 
         /// The case, in the words support uses; the first that applies.
         static func verdict(_ purchase: Purchase, sandboxAccepted: Bool) -> String {
-            let day = { (date: Date?) in date.map { String(Timestamp.rfc3339($0).prefix(10)) } ?? "?" }
+            let day = { (date: Date?) in date.map { String(RFC3339.format($0).prefix(10)) } ?? "?" }
             let grant = purchase.record.grant
             if purchase.environment == .sandbox && !sandboxAccepted {
                 return "Sandbox: a tester's purchase, no money paid; never credited here"
@@ -157,7 +158,7 @@ public struct LookupReport: Sendable {
             lines.append("")
             lines.append("transaction \(purchase.transactionID): \(purchase.verdict)")
             guard purchase.unverified == nil else { continue }
-            let time = { (date: Date?) in date.map(Timestamp.rfc3339) ?? "-" }
+            let time = { (date: Date?) in date.map(RFC3339.format) ?? "-" }
             let price =
                 purchase.value.price.map { "\(Self.amount(milliunits: $0)) \(purchase.value.currency ?? "")" } ?? "-"
             let apple: [(String, String)] = [
@@ -173,7 +174,7 @@ public struct LookupReport: Sendable {
                 (
                     "  revoked",
                     purchase.revocationDate.map {
-                        "\(Timestamp.rfc3339($0)) \(purchase.revocationType ?? "")"
+                        "\(RFC3339.format($0)) \(purchase.revocationType ?? "")"
                             + (purchase.revocationPercentage.map {
                                 " \(NotificationEvent.percentage(milliunits: $0)) %"
                             } ?? "")
@@ -189,7 +190,7 @@ public struct LookupReport: Sendable {
                     "  granted",
                     purchase.record.grant.map {
                         "order \($0.orderID) of player \($0.userID) at \(time($0.grantedAt)) (\($0.credit))"
-                            + ($0.revokedAt.map { ", revoked at \(Timestamp.rfc3339($0))" } ?? "")
+                            + ($0.revokedAt.map { ", revoked at \(RFC3339.format($0))" } ?? "")
                     } ?? "no"
                 ),
                 (
@@ -208,7 +209,7 @@ public struct LookupReport: Sendable {
 
     /// The report for tools: one JSON object.
     public func json() -> Data {
-        func time(_ date: Date?) -> Any { date.map(Timestamp.rfc3339) ?? NSNull() }
+        func time(_ date: Date?) -> Any { date.map(RFC3339.format) ?? NSNull() }
         func value(_ any: Any?) -> Any { any ?? NSNull() }
         let purchases = self.purchases.map { purchase -> [String: Any] in
             [

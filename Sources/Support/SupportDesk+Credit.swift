@@ -1,5 +1,6 @@
 import AppleVerification
 import Crypto
+import Events
 import Foundation
 import LedgerDomain
 import Observability
@@ -171,10 +172,10 @@ extension SupportDesk {
         }
         // Refunded in part, the rest is the player's: credited, and the refunded share taken back at once.
         if let revoked = transaction.revocationDate, !transaction.isPartlyRefunded {
-            return .refused("refunded or revoked on \(Timestamp.rfc3339(revoked)): nothing to credit")
+            return .refused("refunded or revoked on \(RFC3339.format(revoked)): nothing to credit")
         }
         if transaction.isSubscription, let expires = transaction.expiresDate, expires <= now {
-            return .refused("the subscription period expired at \(Timestamp.rfc3339(expires)): nothing to credit now")
+            return .refused("the subscription period expired at \(RFC3339.format(expires)): nothing to credit now")
         }
         if let refusal = try await ownershipRefusal(request, transaction, environment) { return .refused(refusal) }
         // A purchase an order holds already is refused, whichever order (the same one included: nothing to

@@ -1,9 +1,10 @@
-import ReceiptWorker
 import AppleVerification
+import Flows
 import Foundation
-import Messaging
 import LedgerDomain
+import Messaging
 import Observability
+import ReceiptWorker
 import Runtime
 import Vocabulary
 

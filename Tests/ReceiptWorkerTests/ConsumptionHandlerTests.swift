@@ -1,14 +1,14 @@
 import AppleVerification
+@testable import Flows
 import Foundation
-import Ledger
 import Kafka
+import Ledger
+@testable import ReceiptWorker
 import Runtime
 import Synchronization
 import TestSupport
 import Testing
 import Vocabulary
-
-@testable import ReceiptWorker
 
 /// The consumption flow's rules (docs/contract.md section 9) through its handler, with an in-memory ledger and
 /// Apple's Send Consumption Information answered here.

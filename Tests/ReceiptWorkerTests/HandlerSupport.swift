@@ -1,5 +1,6 @@
 import AppleVerification
 import Crypto
+@testable import Flows
 import Foundation
 import Kafka
 import Ledger
@@ -49,7 +50,7 @@ enum Handlers {
         retry.initialBackoff = .milliseconds(1)
         retry.maxBackoff = .milliseconds(2)
         return try await handler.handle(
-            message, context: HandlingContext(message: message, handler: handler, retry: retry))
+            message, context: StandaloneHandlingContext(message: message, handler: handler, retry: retry))
     }
 
     /// The verifier of signed data for `bundleID`, trusting Apple's test root.

@@ -1,5 +1,6 @@
 import AppleVerification
 import Crypto
+@testable import Flows
 import Foundation
 import Kafka
 import Ledger

@@ -1,9 +1,9 @@
 import AppleVerification
+@testable import Flows
 import Foundation
 import Observability
-import Testing
-
 @testable import ReceiptWorker
+import Testing
 
 @Suite("Reading jobs")
 struct JobParserTests {

@@ -1,11 +1,11 @@
 import AppleVerification
+import Flows
 import Foundation
 import Ledger
-import Testing
-import Vocabulary
-
 @testable import ReceiptWorker
 @testable import Support
+import Testing
+import Vocabulary
 
 /// The line `receipt-worker lookup` names a purchase's case with, from Apple's view and the ledger's, in
 /// milliseconds; and what it never prints.

@@ -1,11 +1,13 @@
 import AppleVerification
+@testable import Events
+@testable import Flows
 import Foundation
 import Ledger
+import Messaging
+@testable import ReceiptWorker
 import Runtime
 import Testing
 import Vocabulary
-
-@testable import ReceiptWorker
 
 /// What a purchase counts as revenue, and a purchase refunded in part before its grant (docs/contract.md sections
 /// 4 and 9), through the handlers with an in-memory ledger: the events carry the one rule, so that revenue adds up

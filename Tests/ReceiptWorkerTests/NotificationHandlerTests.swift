@@ -1,11 +1,13 @@
 import AppleVerification
+@testable import Events
+@testable import Flows
 import Foundation
 import Ledger
+import Messaging
+@testable import ReceiptWorker
 import Runtime
 import Testing
 import Vocabulary
-
-@testable import ReceiptWorker
 
 /// The notification flow's rules (docs/contract.md section 9) through its handler, with an in-memory ledger
 /// and notifications signed with Apple's test chain: the table of what each notification does.

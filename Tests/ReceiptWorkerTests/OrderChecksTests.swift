@@ -1,12 +1,13 @@
 import AppleVerification
+@testable import Events
+@testable import Flows
 import Foundation
-import Ledger
 import Kafka
+import Ledger
 import Observability
+@testable import ReceiptWorker
 import Testing
 import Vocabulary
-
-@testable import ReceiptWorker
 
 @Suite("The contract's checks, one per row, in order")
 struct OrderChecksTests {
@@ -217,7 +218,7 @@ struct FormattingTests {
             (1_795_946_400.123, "2026-11-29T10:00:00.123Z"), (951_782_400.999, "2000-02-29T00:00:00.999Z"),
         ])
     func timestamps(seconds: Double, expected: String) {
-        #expect(Timestamp.rfc3339(Date(timeIntervalSince1970: seconds)) == expected)
+        #expect(RFC3339.format(Date(timeIntervalSince1970: seconds)) == expected)
     }
 
     @Test("event ids are lower-case UUID text with the RFC 9562 version 8 and variant bits")

@@ -1,11 +1,13 @@
 import AppleVerification
+@testable import Flows
 import Foundation
 import Ledger
+import Messaging
 import Observability
+@testable import ReceiptWorker
 import Runtime
 import Testing
-
-@testable import ReceiptWorker
+import Vocabulary
 
 /// A subscription's life after its grant, and purchases no job claimed (docs/contract.md section 9), through
 /// the handlers with an in-memory ledger: each notification type, its repetition and its disorder.
@@ -62,7 +64,7 @@ struct PurchaseLifeHandlerTests {
         #expect(renewed["original_transaction_id"] as? String == "100" && renewed["status"] as? String == "active")
         #expect(
             renewed["expires_at"] as? String
-                == Timestamp.rfc3339(Date(timeIntervalSince1970: Double(Handlers.milliseconds(expires)) / 1000)))
+                == RFC3339.format(Date(timeIntervalSince1970: Double(Handlers.milliseconds(expires)) / 1000)))
         #expect(renewed["auto_renew"] as? Bool == true && renewed["auto_renew_product_id"] as? String == "vip_monthly")
         // Apple's retry of the same notification: the same event.
         #expect(try await notify(body).event?["event_id"] as? String == renewed["event_id"] as? String)

@@ -1,11 +1,11 @@
 import AppleVerification
+@testable import Flows
 import Foundation
 import Ledger
+@testable import ReceiptWorker
 import Runtime
 import Testing
 import Vocabulary
-
-@testable import ReceiptWorker
 
 /// What a purchase was worth, in every event that credits or takes it back (docs/contract.md section 4), and
 /// Apple's newer notification types, which change no purchase (section 9), through the handlers in memory.

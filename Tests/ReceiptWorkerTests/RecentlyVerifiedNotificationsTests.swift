@@ -1,9 +1,10 @@
+@testable import Events
+@testable import Flows
 import Foundation
 import Ledger
+@testable import ReceiptWorker
 import Runtime
 import Testing
-
-@testable import ReceiptWorker
 
 /// A notification this process's receiver verified is processed from the receiver's result, not verified a
 /// second time; any other bytes are verified as before.

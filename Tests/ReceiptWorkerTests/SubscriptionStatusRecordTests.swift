@@ -1,11 +1,11 @@
 import AppleVerification
+@testable import Flows
 import Foundation
 import Kafka
 import Ledger
+@testable import ReceiptWorker
 import Runtime
 import Testing
-
-@testable import ReceiptWorker
 
 /// A subscription's status asked of Apple, through the notification flow with an in-memory ledger: what Apple's
 /// signed values say happened, published to the subscription's order once, and what is refused.

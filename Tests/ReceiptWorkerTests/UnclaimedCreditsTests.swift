@@ -1,12 +1,12 @@
+@testable import Flows
 import Foundation
 import Ledger
 import Messaging
 import Observability
+@testable import ReceiptWorker
 import Synchronization
 import Testing
 import Vocabulary
-
-@testable import ReceiptWorker
 
 /// What a chore sends, kept; refused while `refusing`.
 final class RecordingSender: MessageSender {

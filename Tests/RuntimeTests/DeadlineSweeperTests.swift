@@ -1,8 +1,8 @@
 import Foundation
+import Lifecycle
+@testable import Runtime
 import Synchronization
 import Testing
-
-@testable import Runtime
 
 @Suite("Deadlines for many waits at once")
 struct DeadlineSweeperTests {

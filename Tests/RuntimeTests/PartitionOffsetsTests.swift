@@ -1,6 +1,6 @@
-import Testing
-
+import Messaging
 @testable import Runtime
+import Testing
 
 @Suite("Retry policy and partition offsets")
 struct RetryAndOffsetTests {

@@ -1,12 +1,12 @@
-import KafkaMock
 import Foundation
 import Kafka
+import KafkaMock
+import Lifecycle
 import Observability
+@testable import Runtime
 import Synchronization
 import Testing
 import Vocabulary
-
-@testable import Runtime
 
 /// The consumer runtime's commits, drain, dead letters and revocations, on librdkafka's mock cluster in this
 /// process: no broker to start, each case in about a second. The end-to-end suites keep what needs the wire.

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+import Vocabulary
 
 /// The PostgreSQL ledger failed over while it decides: a primary and a streaming standby of their own
 /// (scripts/lib/pg-pair.sh: `pg_basebackup -R`), the worker on a multi-host URL, the primary crashed
@@ -120,7 +121,7 @@ private struct Drill {
         _ = await eventually(timeout: .seconds(120), interval: .milliseconds(20)) {
             for id in waiting where !harness.resultMessages(jobID: id).isEmpty {
                 for event in harness.results(jobID: id) {
-                    if let time = (event["verified_at"] as? String).flatMap(Timestamp.parse), time > promoted {
+                    if let time = (event["verified_at"] as? String).flatMap(RFC3339.parse), time > promoted {
                         recovered = Date()
                         return true
                     }

@@ -6,6 +6,7 @@ import Observability
 import ReceiptWorker
 import TestSupport
 import Testing
+import Vocabulary
 
 /// A purchase's life after its grant, end to end: the simulator sends signed App Store Server Notifications
 /// V2 over HTTP to the worker's receiver, the receiver produces them to a real broker, the worker turns them
@@ -394,7 +395,7 @@ struct NotificationEndToEndTests {
             "apple.api.sandbox_url=\(harness.simulator.baseURL)/sandbox", "apple.allow_insecure_urls=true",
             "apple.root_certificates=\(root)",
         ].flatMap { ["--set", $0] }
-        let since = ["--since", Timestamp.rfc3339(Date(timeIntervalSinceNow: -3600))]
+        let since = ["--since", RFC3339.format(Date(timeIntervalSinceNow: -3600))]
         let dryRun = try await CommandLineRun.run(["notifications", "backfill"] + since + ["--dry-run"] + settings)
         #expect(dryRun.status == 0, "\(dryRun.errors)")
         #expect(dryRun.output.contains("Production: 3 notification(s) read, 0 produced (dry run)"), "\(dryRun.output)")

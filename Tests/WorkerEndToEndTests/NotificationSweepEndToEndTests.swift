@@ -1,9 +1,9 @@
 import AppStoreSimulator
+@testable import Flows
 import Foundation
 import Observability
-import TestSupport
-
 @testable import ReceiptWorker
+import TestSupport
 import Testing
 
 /// Apple's history swept by the workers themselves: what Apple could not deliver while the receiver was down is

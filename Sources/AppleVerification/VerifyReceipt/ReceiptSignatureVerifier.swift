@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Vocabulary
 
 /// Reads and verifies an app receipt without verifyReceipt (`apple.receipt_verification=server_api`): its
 /// PKCS#7 signature must be by Apple's receipt-signing certificate, which means a leaf carrying Apple's
@@ -66,40 +67,9 @@ public struct ReceiptSignatureVerifier: Sendable {
     }
 
     /// `2015-08-12T07:50:46Z`, with or without fractional seconds (ignored), as a `time_t`; nil for anything
-    /// else. Read by hand: a formatter per call cost more than the rest of choosing a receipt's entry. The
-    /// text is the receipt's, read before its signer is checked: each number is at most four digits, and a
-    /// fraction of any length is only checked to be digits.
+    /// else, an offset other than `Z` included (Apple writes receipts' times in UTC).
     package static func seconds(_ text: String) -> time_t? {
-        let bytes = Array(text.utf8)
-        guard bytes.count >= 20, bytes.count <= 40, bytes.last == UInt8(ascii: "Z") else { return nil }
-        func number(_ range: Range<Int>) -> Int32? {
-            var value: Int32 = 0
-            for byte in bytes[range] {
-                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
-                value = value * 10 + Int32(byte - UInt8(ascii: "0"))
-            }
-            return value
-        }
-        let separators = [(4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":")]
-        guard separators.allSatisfy({ bytes[$0.0] == UInt8(ascii: Unicode.Scalar($0.1)!) }),
-            let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
-            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
-            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
-        else { return nil }
-        if bytes.count > 20 {  // ".123Z": digits only, never summed (ten of them would overflow the sum)
-            let fraction = bytes[20..<(bytes.count - 1)]
-            guard bytes[19] == UInt8(ascii: "."), !fraction.isEmpty,
-                fraction.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
-            else { return nil }
-        }
-        var parts = tm()
-        parts.tm_year = year - 1900
-        parts.tm_mon = month - 1
-        parts.tm_mday = day
-        parts.tm_hour = hour
-        parts.tm_min = minute
-        parts.tm_sec = second
-        let time = timegm(&parts)
-        return time == -1 ? nil : time
+        guard text.utf8.last == UInt8(ascii: "Z"), let date = RFC3339.parse(text) else { return nil }
+        return time_t(exactly: date.timeIntervalSince1970.rounded(.down))
     }
 }

@@ -4,6 +4,7 @@ import LedgerDomain
 import Messaging
 import ReceiptWorker
 import Support
+import Vocabulary
 
 /// What the desk's API does, without HTTP: each action checks the agent's role, does what the CLI's `lookup` and
 /// `credit` do (``SupportDesk``, one implementation behind both), and appends its audit line, refused ones
@@ -216,18 +217,6 @@ struct DeskActions: Sendable {
         (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])).map {
             String(decoding: $0, as: UTF8.self)
         } ?? "{}"
-    }
-}
-
-/// RFC 3339 times as the API takes them (`2026-11-01T00:00:00Z`, fractions allowed).
-enum RFC3339 {
-    static func parse(_ text: String) -> Date? {
-        guard text.utf8.count <= 40 else { return nil }
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.date(from: text)
     }
 }
 

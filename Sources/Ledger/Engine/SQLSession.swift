@@ -1,5 +1,6 @@
 import Foundation
 import Observability
+import Vocabulary
 
 /// One connection inside a transaction, as the ledger's statements use it: one SQL text for SQLite and
 /// PostgreSQL, its parameters written `?1`, `?2`, ..., and the few words the two spell differently taken from
@@ -111,7 +112,7 @@ struct SQLRow {
     func time(_ index: Int) -> Date? {
         guard let text = text(index) else { return nil }
         if let seconds = Double(text) { return Date(timeIntervalSince1970: seconds) }
-        return Timestamp.parse(text)
+        return RFC3339.parse(text)
     }
 
     func bytes(_ index: Int) -> [UInt8]? {

@@ -1,6 +1,7 @@
 import CSQLite
 import Foundation
 import Observability
+import Vocabulary
 
 /// One SQLite connection and its prepared statements, each prepared once and reused: preparing a statement
 /// cost more than running it on every decision.
@@ -107,7 +108,7 @@ final class SQLiteConnection {
             switch value {
             case .text(let text): sqlite3_bind_text(statement, position, text, -1, csqlite_transient())
             case .time(let date):
-                sqlite3_bind_text(statement, position, Timestamp.rfc3339(date), -1, csqlite_transient())
+                sqlite3_bind_text(statement, position, RFC3339.format(date), -1, csqlite_transient())
             case .integer(let number): sqlite3_bind_int64(statement, position, number)
             case .bool(let flag): sqlite3_bind_int64(statement, position, flag ? 1 : 0)
             case .bytes(let bytes):

@@ -1,0 +1,42 @@
+import Vocabulary
+import AppleVerification
+import Foundation
+import LedgerDomain
+import Observability
+
+/// The `receipt.revoked` that follows a grant of a purchase Apple had refunded in part before any order held it
+/// (docs/contract.md section 9): the purchase is granted for what the player kept, and this event, published
+/// right after the grant and stored with it, takes the refunded share back, as a refund after the grant would.
+/// Made from the grant and the refund the ledger remembers (its share and Apple's time), so a job delivered
+/// again publishes the same bytes; Apple's notification of that refund was handled before any grant, so its id
+/// is not known here (`notification_id` null) and the refund's reason is not either.
+package enum RefundFollowUp {
+    /// The prorated refund Apple's proof states (its share and `revocationDate`), for the ledger to take back if it
+    /// did not hear of it; nil when the proof states none, or a whole refund (a deny).
+    package static func stated(by transaction: AppleTransaction) -> RefundTaken? {
+        guard transaction.isPartlyRefunded, let at = transaction.revocationDate, let share = transaction.revocationShare
+        else { return nil }
+        return RefundTaken(share: share, at: at)
+    }
+
+    package static func make(grant: ResultEvent, taken: RefundTaken) -> StoredEvent {
+        let string = EventJSON.string, time = EventJSON.time
+        let type = EventType.revoked.rawValue
+        let eventID = StableID.uuid("\(type)\u{0}before-grant\u{0}\(grant.eventID)")
+        var out = "{\"event_id\":\(string(eventID)),\"type\":\(string(type)),\"order_id\":\(string(grant.orderID))"
+        out += ",\"user_id\":\(string(grant.userID)),\"product_id\":\(string(grant.productID))"
+        out += ",\"quantity\":\(grant.quantity),\"transaction_id\":\(string(grant.transactionID))"
+        out += ",\"original_transaction_id\":\(string(grant.originalTransactionID))"
+        out += ",\"environment\":\(string(grant.environment?.rawValue)),\"bundle_id\":\(string(grant.bundleID))"
+        out += ",\"revocation_date\":\(time(taken.at)),\"revocation_reason\":null"
+        out += ",\"revocation_type\":\"REFUND_PRORATED\""
+        out += ",\"revocation_percentage\":\(NotificationEvent.percentage(milliunits: taken.share))"
+        out += EventJSON.value(grant.value)
+        out += EventJSON.revenue(
+            taken.revenueTaken ? 0 : Revenue.ofRefund(saleRevenue: grant.revenue, share: taken.share, refundedBefore: 0)
+        )
+        out += ",\"notification_id\":null,\"notified_at\":\(time(taken.at))}"
+        return StoredEvent(
+            eventID: eventID, type: type, time: RFC3339.format(taken.at), key: grant.orderID, json: Array(out.utf8))
+    }
+}

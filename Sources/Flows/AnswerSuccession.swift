@@ -1,0 +1,145 @@
+import Synchronization
+
+/// The consumption answers of one transaction in the order the grant service produced them: Apple must get
+/// the newest last. A newer answer supersedes the older ones (they stop before their next call to Apple), and
+/// waits for an older answer's call already in flight to end before it makes its own, so an older answer
+/// still retrying never reaches Apple after a newer one.
+///
+/// Order is the answers' place on the consumption topic (key `transaction_id`: one partition, offsets in order;
+/// for an answer parked on topics.retries, the place it was first read), else the order they began here. The
+/// last place of each transaction is remembered after its answer ends (the newest 10,000 transactions), so an
+/// older answer read late from topics.retries is still known to be older.
+package final class AnswerSuccession: Sendable {
+    /// Where an answer was first read: `TOPIC[PARTITION]` and its offset.
+    package struct Place: Equatable, Sendable {
+        var partition: String
+        var offset: Int64
+
+        /// `TOPIC[PARTITION]@OFFSET`, as the runtime writes `parked_from`.
+        init?(_ text: String) {
+            guard let at = text.lastIndex(of: "@"), let offset = Int64(text[text.index(after: at)...]) else {
+                return nil
+            }
+            partition = String(text[..<at])
+            self.offset = offset
+        }
+    }
+
+    package struct Ticket: Sendable {
+        let transactionID: String
+        let sequence: UInt64
+        let place: Place?
+    }
+
+    private struct Entry {
+        var latest: Ticket
+        /// An answer of the transaction is calling Apple now; the next ones wait here.
+        var sending = false
+        var waiting: [CheckedContinuation<Void, Never>] = []
+        var running = 0
+    }
+
+    private struct State {
+        var entries: [String: Entry] = [:]
+        var sequence: UInt64 = 0
+        /// Transactions whose answers all ended, oldest first, with the newest answer's ticket.
+        var ended: [String: Ticket] = [:]
+        var endedOrder: [String] = []
+    }
+
+    private let state = Mutex(State())
+    package static let remembered = 10_000
+
+    /// Starts an answer; nil when a newer answer of the transaction began before it (it is superseded already).
+    package func begin(transactionID: String, place: Place?) -> Ticket? {
+        state.withLock { state in
+            state.sequence += 1
+            let ticket = Ticket(transactionID: transactionID, sequence: state.sequence, place: place)
+            if var entry = state.entries[transactionID] {
+                if Self.isNewer(entry.latest, than: ticket) { return nil }
+                entry.latest = ticket
+                entry.running += 1
+                state.entries[transactionID] = entry
+                return ticket
+            }
+            if let last = state.ended[transactionID], Self.isNewer(last, than: ticket) { return nil }
+            state.entries[transactionID] = Entry(latest: ticket, running: 1)
+            return ticket
+        }
+    }
+
+    /// Whether a newer answer of the transaction began since `ticket`'s.
+    package func isSuperseded(_ ticket: Ticket) -> Bool {
+        state.withLock { $0.entries[ticket.transactionID]?.latest.sequence != ticket.sequence }
+    }
+
+    /// Runs `call` once no other answer of the transaction is calling Apple; nil (without calling) when the
+    /// answer was superseded meanwhile.
+    package func call<T: Sendable>(_ ticket: Ticket, _ body: () async throws -> T) async throws -> T? {
+        await acquire(ticket.transactionID)
+        defer { release(ticket.transactionID) }
+        if isSuperseded(ticket) { return nil }
+        return try await body()
+    }
+
+    /// Ends an answer (sent, refused, superseded or let go).
+    package func end(_ ticket: Ticket) {
+        state.withLock { state in
+            guard var entry = state.entries[ticket.transactionID] else { return }
+            entry.running -= 1
+            guard entry.running <= 0, !entry.sending, entry.waiting.isEmpty else {
+                state.entries[ticket.transactionID] = entry
+                return
+            }
+            state.entries[ticket.transactionID] = nil
+            if state.ended.updateValue(entry.latest, forKey: ticket.transactionID) == nil {
+                state.endedOrder.append(ticket.transactionID)
+            }
+            if state.endedOrder.count > Self.remembered {
+                let dropped = state.endedOrder.count - Self.remembered
+                for key in state.endedOrder.prefix(dropped) where state.entries[key] == nil { state.ended[key] = nil }
+                state.endedOrder.removeFirst(dropped)
+            }
+        }
+    }
+
+    /// Transactions with an answer in hand now (for tests).
+    package var active: Int { state.withLock { $0.entries.count } }
+
+    private func acquire(_ key: String) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let go = state.withLock { state -> Bool in
+                guard var entry = state.entries[key] else { return true }
+                defer { state.entries[key] = entry }
+                if entry.sending {
+                    entry.waiting.append(continuation)
+                    return false
+                }
+                entry.sending = true
+                return true
+            }
+            if go { continuation.resume() }
+        }
+    }
+
+    private func release(_ key: String) {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard var entry = state.entries[key] else { return nil }
+            defer { state.entries[key] = entry }
+            guard !entry.waiting.isEmpty else {
+                entry.sending = false
+                return nil
+            }
+            return entry.waiting.removeFirst()  // the turn passes on: still sending
+        }
+        next?.resume()
+    }
+
+    /// `a` was produced after `b`: a later offset of one partition, else a later start here.
+    private static func isNewer(_ a: Ticket, than b: Ticket) -> Bool {
+        if let first = a.place, let second = b.place, first.partition == second.partition {
+            return first.offset > second.offset
+        }
+        return a.sequence > b.sequence
+    }
+}

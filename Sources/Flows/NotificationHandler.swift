@@ -1,0 +1,245 @@
+import AppleVerification
+import Events
+import Foundation
+import LedgerDomain
+import Messaging
+import Observability
+import Vocabulary
+
+/// The notifications topic (docs/contract.md section 9): a verified App Store notification becomes an event
+/// for the order its purchase was granted to (`receipt.revoked`, `receipt.reinstated`,
+/// `receipt.consumption_requested`, and a subscription's `receipt.renewed`, `receipt.expired`,
+/// `receipt.billing_issue`, `receipt.renewal_changed`), a purchase waiting for a job (`ONE_TIME_CHARGE`,
+/// `SUBSCRIBED`: credited by `receipt.unclaimed` if none claims it in time), or nothing.
+///
+/// A notification's life: verify it again (anyone who can write to the topic could have written it), unless
+/// this process's receiver verified these very bytes (``RecentlyVerifiedNotifications``) → a
+/// notification handled before publishes its first event again (Apple's retries, re-deliveries and backfills
+/// change nothing twice) → the ledger applies what it does to the purchase, in the notification's app and
+/// environment (``PurchaseRules``), and keeps the event → publish it.
+package struct NotificationHandler: MessageHandler {
+    package let apps: AppleApps
+    package let purchases: any PurchaseStateStore
+    package let resultsTopic: String
+    package let eventSource: String
+    package let metrics: WorkerMetrics
+    package let logger: Logger
+    /// `notifications.unclaimed_after_ms`: how long a reported purchase waits for a job; nil: never credited.
+    package var unclaimedAfter: Duration? = nil
+    /// What this process's receiver verified (nil: verify every record).
+    package var recentlyVerified: RecentlyVerifiedNotifications? = nil
+
+    package init(
+        apps: AppleApps, purchases: any PurchaseStateStore, resultsTopic: String, eventSource: String,
+        metrics: WorkerMetrics, logger: Logger, unclaimedAfter: Duration? = nil,
+        recentlyVerified: RecentlyVerifiedNotifications? = nil
+    ) {
+        self.apps = apps
+        self.purchases = purchases
+        self.resultsTopic = resultsTopic
+        self.eventSource = eventSource
+        self.metrics = metrics
+        self.logger = logger
+        self.unclaimedAfter = unclaimedAfter
+        self.recentlyVerified = recentlyVerified
+    }
+
+    /// A notification that cannot be read as one is dead-lettered under the jobs' reason, as before.
+    package var deadLetterReason: DeadLetterReason { .malformedJob }
+
+    package func isPermanent(_ error: any Error) -> Bool { (error as? LedgerError)?.isPermanent == true }
+
+    package func group(of message: InboundMessage) -> String { FlowGroup.notifications }
+
+    /// From Apple's signing of the notification (the receiver's `signed_date` header; else the record's time), for
+    /// the app its `bundle_id` header names (`other` for one no app has).
+    package func waitStart(of message: InboundMessage) -> WaitStart? {
+        let signed = message.header("signed_date")?.stringValue.flatMap(Int64.init).map {
+            Date(timeIntervalSince1970: Double($0) / 1000)
+        }
+        guard let at = signed ?? message.timestamp else { return nil }
+        let bundleID = message.header("bundle_id")?.stringValue
+        return WaitStart(flow: "notification", app: apps.app(bundleID: bundleID)?.name ?? "other", at: at)
+    }
+
+    package func handle(_ message: InboundMessage, context: HandlingContext) async throws -> Outcome {
+        let notification: AppleNotification
+        if let verifiedHere = recentlyVerified?.take(value: message.value) {
+            metrics.notificationsTakenFromReceiver.increment()
+            notification = verifiedHere
+        } else {
+            metrics.notificationsVerifiedAgain.increment()
+            let isStatusRecord =
+                message.header(SubscriptionStatusRecord.sourceHeader)?.stringValue == SubscriptionStatusRecord.source
+            // A chain this process meets for the first time (the receiver that asked its OCSP responders was
+            // another process) is asked about now and decided once the asks end.
+            let verification = await AppleNotification.settled(apps: apps) {
+                isStatusRecord
+                    ? SubscriptionStatusRecord.verify(
+                        value: message.value, bundleID: message.header("bundle_id")?.stringValue, apps: apps)
+                    : AppleNotification.verify(body: Data(message.value), apps: apps)
+            }
+            switch verification {
+            case .verified(let verified): notification = verified
+            case .environmentNotAllowed(let type):
+                metrics.notificationProcessed(type: type, outcome: "ignored").increment()
+                return .publish([])
+            case .rejected(let reason):
+                return .deadLetter(DeadLetter(reason: .malformedJob, error: "notification: \(reason)"))
+            case .unavailable(let reason):
+                // Apple's word on the chain is still not known (its responder did not answer): a transient failure,
+                // so the record is handled again after a backoff (``FailureFate``), never dead-lettered as malformed.
+                throw AppleVerificationError(.revocationUnknown, reason, isRetriable: true)
+            }
+        }
+        if let handled = try await context.retrying(
+            "ledger_lookup", stage: metrics.ledgerLookup,
+            { try await purchases.storedNotification(id: notification.id) })
+        {
+            // Handled before: its event again, unchanged (or nothing, if it had none).
+            metrics.notificationProcessed(type: notification.type, outcome: "replayed").increment()
+            return .publish(publishing(handled))
+        }
+        if notification.type == .rescindConsent, notification.appTransaction == nil {
+            // A parent's withdrawal the game must act on, without the download it is about: kept in sight.
+            return .deadLetter(
+                DeadLetter(
+                    reason: .malformedJob, error: "notification: RESCIND_CONSENT without a signed app transaction"))
+        }
+        guard let (change, eventType) = change(notification) else {
+            // Kept on the topic for whoever wants it; nothing to do here.
+            metrics.notificationProcessed(type: notification.type, outcome: "ignored").increment()
+            return .publish([])
+        }
+        let record = try await context.retrying("ledger_record", stage: metrics.ledgerRecord) {
+            try await purchases.apply(change) { holder in
+                if case .notice(let event) = change.kind { return event }
+                if case .subscription(let subscription) = change.kind {
+                    return SubscriptionEvent.make(
+                        type: eventType, notification: notification, holder: holder,
+                        renewalID: subscription.renewal?.eventID)
+                }
+                return NotificationEvent.make(type: eventType, notification: notification, holder: holder)
+            }
+        }
+        switch record {
+        case .recorded(let event?, _):
+            metrics.notificationProcessed(type: notification.type, outcome: "published").increment()
+            let app = apps.app(bundleID: notification.bundleID)?.name ?? "other"
+            metrics.money.count(event.json, app: app)
+            if eventType == EventType.consumptionRequested.rawValue {
+                metrics.consumptionRequested(app: app).increment()
+            }
+            logger.info("purchase event", ["type": eventType, "notification_id": notification.id])
+            return .publish(publishing(.recorded(event, granted: true)))
+        case .recorded(nil, let granted) where eventType == EventType.unclaimed.rawValue:
+            // Waits for a job (or a job claimed it already).
+            metrics.notificationProcessed(type: notification.type, outcome: granted ? "ignored" : "waiting")
+                .increment()
+            return .publish([])
+        case .recorded(nil, let granted):
+            // Never granted here (another system's purchase, or refunded before any job presented it: the
+            // ledger remembers the refund), or nothing changed (a second refund, a stale change).
+            metrics.notificationProcessed(type: notification.type, outcome: granted ? "ignored" : "not_granted")
+                .increment()
+            return .publish([])
+        case .replay:
+            metrics.notificationProcessed(type: notification.type, outcome: "replayed").increment()
+            return .publish(publishing(record))
+        }
+    }
+
+    /// What a notification asks of the ledger, and the type of the event it publishes; nil for a notification
+    /// the worker does not act on (kept on the topic for whoever wants it).
+    private func change(_ notification: AppleNotification) -> (NotificationChange, String)? {
+        if notification.type == .rescindConsent {
+            guard let event = ConsentEvent.make(notification), let environment = notification.environment,
+                let app = apps.app(bundleID: notification.bundleID)
+            else { return nil }
+            return (
+                NotificationChange(id: notification.id, app: app.scope, environment: environment, kind: .notice(event)),
+                EventType.consentRescinded.rawValue
+            )
+        }
+        guard let signed = notification.transaction, let transactionID = signed.transactionId,
+            let transaction = try? AppleTransaction(signed), let environment = notification.environment,
+            let app = apps.app(bundleID: notification.bundleID)
+        else { return nil }
+        // A family member's access revoked is that member's transaction, not the purchaser's purchase.
+        let familyShared = notification.type == .revoke || signed.inAppOwnershipType == "FAMILY_SHARED"
+        let purchaseID: PurchaseID = familyShared ? .transaction(transactionID) : transaction.purchaseIdentity
+        let at = notification.notifiedAt
+        let kind: NotificationChange.Kind
+        let eventType: String
+        switch notification.type {
+        case .refund, .revoke:
+            // What Apple refunded of it in all: its percentage in milliunits; a refund or revocation that says
+            // none is all of it.
+            kind = .revoke(
+                purchaseID: purchaseID, transactionID: transactionID, at: at,
+                share: signed.revocationPercentage ?? 100_000)
+            eventType = EventType.revoked.rawValue
+        case .refundReversed:
+            kind = .reinstate(purchaseID: purchaseID, transactionID: transactionID, at: at)
+            eventType = EventType.reinstated.rawValue
+        case .consumptionRequest:
+            kind = .consumptionRequest(
+                transactionID: transactionID, respondBy: at.addingTimeInterval(NotificationEvent.consumptionDeadline))
+            eventType = EventType.consumptionRequested.rawValue
+        case let type where UnclaimedEvent.reports(type: type, subtype: notification.subtype):
+            guard let reported = reported(notification, transaction, app: app.scope, purchaseID: purchaseID),
+                !familyShared
+            else { return nil }
+            kind = .purchased(reported)
+            eventType = EventType.unclaimed.rawValue
+        case let type:
+            guard let (subscriptionType, renewal) = SubscriptionEvent.type(of: type, subtype: notification.subtype),
+                transaction.productType == .autoRenewableSubscription
+            else { return nil }
+            kind = .subscription(
+                SubscriptionChange(
+                    originalTransactionID: transaction.originalTransactionID ?? transactionID,
+                    state: SubscriptionEvent.state(notification, transaction: transaction),
+                    renewal: renewal
+                        ? SubscriptionChange.Renewal(
+                            purchaseID: purchaseID, transactionID: transactionID,
+                            productID: transaction.productID ?? "", quantity: transaction.quantity,
+                            eventID: SubscriptionEvent.renewalID(
+                                app: app.scope, environment: environment, purchaseID: purchaseID),
+                            revenue: Revenue.ofSale(transaction.value, environment: environment)) : nil,
+                    // A family member's period is the purchaser's purchase, credited to the purchaser's order:
+                    // never a purchase of its own waiting to be credited (the family member paid nothing).
+                    unheld: renewal && !familyShared
+                        ? reported(notification, transaction, app: app.scope, purchaseID: purchaseID) : nil))
+            eventType = subscriptionType
+        }
+        return (
+            NotificationChange(id: notification.id, app: app.scope, environment: environment, kind: kind),
+            eventType
+        )
+    }
+
+    /// A purchase Apple reported, to credit by `receipt.unclaimed` if no job claims it in time; nil when
+    /// `notifications.unclaimed_after_ms` is 0.
+    private func reported(
+        _ notification: AppleNotification, _ transaction: AppleTransaction, app: AppScope, purchaseID: PurchaseID
+    ) -> ReportedPurchase? {
+        guard let unclaimedAfter else { return nil }
+        let dueAt = notification.notifiedAt.addingTimeInterval(Double(unclaimedAfter.milliseconds) / 1000)
+        return ReportedPurchase(
+            purchaseID: purchaseID, transactionID: transaction.transactionID,
+            originalTransactionID: transaction.originalTransactionID, productID: transaction.productID ?? "",
+            quantity: transaction.quantity, dueAt: dueAt,
+            event: UnclaimedEvent.make(
+                notification: notification, transaction: transaction, app: app, purchaseID: purchaseID, dueAt: dueAt),
+            revenue: Revenue.ofSale(transaction.value, environment: notification.environment))
+    }
+
+    private func publishing(_ record: NotificationRecord) -> [OutboundRecord] {
+        let event: StoredEvent? =
+            switch record {
+            case .recorded(let event, _), .replay(let event): event
+            }
+        return event.map { [$0.record(topic: resultsTopic, source: eventSource)] } ?? []
+    }
+}

@@ -1,0 +1,100 @@
+import Observability
+
+/// What a handler may ask of the runtime while it handles one message: whether to let it go, retries of the
+/// services it depends on, and spans of its steps. The runtime over Kafka implements it; so does
+/// ``StandaloneHandlingContext``, for a tool or a test of a handler's rules.
+public protocol HandlingContext: Sendable {
+    /// The message being handled.
+    var message: InboundMessage { get }
+
+    /// The message's `process` span when the worker traces.
+    var span: Span? { get }
+
+    /// True when the message must be left for its next delivery: the worker is stopping, or its partition was
+    /// released (its new owner handles the message again).
+    var mustLetGo: Bool { get }
+
+    /// Repeats `body` with backoff until it succeeds; throws ``LetGo`` when the message must be let go (after
+    /// the first attempt), and rethrows an error that will never heal (the handler's
+    /// ``MessageHandler/isPermanent(_:)``). For the worker's own services (the ledger, the broker), whose
+    /// failures are never the player's. Each attempt is timed in `stage` and each failure counted under
+    /// `operation` (`receipt_worker_failures_total`), so a loop that never ends still shows; after three
+    /// failures in a row the operation makes the worker unready until it succeeds again.
+    func retrying<T: Sendable>(
+        _ operation: String, stage: Histogram?, _ body: @Sendable () async throws -> T
+    ) async throws -> T
+}
+
+extension HandlingContext {
+    /// ``retrying(_:stage:_:)`` untimed.
+    public func retrying<T: Sendable>(_ operation: String, _ body: @Sendable () async throws -> T) async throws -> T {
+        try await retrying(operation, stage: nil, body)
+    }
+
+    /// Throws ``LetGo`` when the message must be let go.
+    public func checkLetGo() throws {
+        if mustLetGo { throw LetGo() }
+    }
+
+    /// Sleeps, then throws ``LetGo`` if the message must be let go meanwhile.
+    public func sleep(for delay: Duration) async throws {
+        try? await Task.sleep(for: delay)
+        try checkLetGo()
+    }
+
+    /// Runs `body` in a child span of the message's (a call to Apple, say), failed when it throws.
+    public func traced<T: Sendable>(
+        _ name: String, kind: SpanKind = .client, attributes: [(String, SpanValue)] = [],
+        _ body: () async throws -> T
+    ) async throws -> T {
+        guard let span else { return try await body() }
+        let child = span.child(name, kind: kind, attributes: attributes)
+        do {
+            let result = try await body()
+            child.end()
+            return result
+        } catch {
+            child.fail("\(error)")
+            child.end()
+            throw error
+        }
+    }
+}
+
+/// A context outside any runtime (a tool, a test of a handler's rules): never let go; a service that fails is
+/// retried with `retry`'s backoff until it answers or fails for good.
+public struct StandaloneHandlingContext: HandlingContext {
+    public let message: InboundMessage
+    private let isPermanent: @Sendable (any Error) -> Bool
+    private let retry: RetryPolicy
+    private let logger: Logger
+
+    public init(
+        message: InboundMessage, handler: any MessageHandler, retry: RetryPolicy = RetryPolicy(),
+        logger: Logger = Logger(label: "handler")
+    ) {
+        self.message = message
+        self.isPermanent = { handler.isPermanent($0) }
+        self.retry = retry
+        self.logger = logger
+    }
+
+    public var span: Span? { nil }
+    public var mustLetGo: Bool { false }
+
+    public func retrying<T: Sendable>(
+        _ operation: String, stage: Histogram?, _ body: @Sendable () async throws -> T
+    ) async throws -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await body()
+            } catch {
+                if error is CancellationError || isPermanent(error) { throw error }
+                logger.warning("\(operation) failed; retrying", ["error": "\(error)", "attempt": String(attempt)])
+                try await Task.sleep(for: retry.delay(afterAttempts: min(attempt, 8), retryAfter: nil))
+            }
+        }
+    }
+}

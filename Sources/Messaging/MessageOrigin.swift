@@ -1,0 +1,41 @@
+/// The headers a dead letter carries (docs/contract.md, the dead-letter topic): written by the runtime, read by
+/// `receipt-worker dlq replay`.
+public enum DeadLetterHeader {
+    public static let reason = "dlq_reason"
+    public static let error = "dlq_error"
+    public static let sourceTopic = "dlq_source_topic"
+    public static let sourcePartition = "dlq_source_partition"
+    public static let sourceOffset = "dlq_source_offset"
+    public static let attempts = "dlq_attempts"
+    /// `true` on a stub: the message was too large to copy with the headers; `dlq_original_bytes` says its size.
+    public static let truncated = "dlq_truncated"
+    public static let originalBytes = "dlq_original_bytes"
+    /// On a letter put back on its topic: where it was read on the dead-letter topic.
+    public static let replayedFrom = "dlq_replayed_from"
+}
+
+/// Where a parked message was first read (its `parked_from` header, `TOPIC[PARTITION]@OFFSET`): the route that
+/// handles it, and where a dead letter of it leads back to.
+public struct ParkedOrigin: Sendable, Equatable {
+    public static let header = "parked_from"
+
+    public var topic: String
+    public var text: String
+
+    /// Where `message` was read.
+    package init(_ message: InboundMessage) {
+        topic = message.topic
+        text = "\(message.topicPartition)@\(message.offset)"
+    }
+
+    /// The origin a message carries; nil without one, or one that names no topic.
+    public init?(of message: InboundMessage) {
+        guard let text = message.header(Self.header)?.stringValue, let bracket = text.lastIndex(of: "["),
+            bracket > text.startIndex
+        else { return nil }
+        topic = String(text[..<bracket])
+        self.text = text
+    }
+
+    package var messageHeader: MessageHeader { MessageHeader(name: Self.header, string: text) }
+}

@@ -1,0 +1,57 @@
+import Observability
+
+/// W3C Trace Context (https://www.w3.org/TR/trace-context/) carried by a consumed message's `traceparent` and
+/// `tracestate` headers. The runtime copies them, when well formed, to every record it publishes for that
+/// message (its events, its dead letter), so a backend that traces a purchase across its services sees the
+/// worker's answer in the same trace. Nothing of it goes to Apple: a trace id is the backend's, not Apple's.
+public struct TraceContext: Sendable, Equatable {
+    public let traceparent: String
+    public let tracestate: String?
+
+    /// The 32 hex digits of the trace id, for log lines.
+    public var traceID: String { String(traceparent.dropFirst(3).prefix(32)) }
+
+    /// The message's trace context, or nil when it has none or a malformed one (ignored, never an error: a
+    /// job is answered whatever its headers say).
+    public init?(headers: [MessageHeader]) {
+        guard let parent = headers.last(where: { $0.name == "traceparent" })?.stringValue,
+            Self.isTraceparent(parent)
+        else { return nil }
+        traceparent = parent
+        let state = headers.last(where: { $0.name == "tracestate" })?.stringValue
+        tracestate = state.flatMap { Self.isTracestate($0) ? $0 : nil }
+    }
+
+    /// A trace of its own (random ids, sampled), for what no consumed message caused: a notification's record
+    /// at the receiver, a credit published by the worker's own timer.
+    public static func fresh() -> TraceContext {
+        var generator = SystemRandomNumberGenerator()
+        func hex(_ count: Int) -> String {
+            let digits = Array("0123456789abcdef".utf8)
+            var text = (0..<count).map { _ in digits[Int(generator.next() % 16)] }
+            if text.allSatisfy({ $0 == UInt8(ascii: "0") }) { text[count - 1] = UInt8(ascii: "1") }
+            return String(decoding: text, as: UTF8.self)
+        }
+        return TraceContext(traceparent: "00-\(hex(32))-\(hex(16))-01", tracestate: nil)
+    }
+
+    private init(traceparent: String, tracestate: String?) {
+        self.traceparent = traceparent
+        self.tracestate = tracestate
+    }
+
+    /// The headers to add to a record published for the message.
+    public var headers: [MessageHeader] {
+        [MessageHeader(name: "traceparent", string: traceparent)]
+            + (tracestate.map { [MessageHeader(name: "tracestate", string: $0)] } ?? [])
+    }
+
+    /// A well-formed `traceparent` (``SpanContext/init(traceparent:)``, the one parser of it).
+    static func isTraceparent(_ text: String) -> Bool { SpanContext(traceparent: text) != nil }
+
+    /// Printable ASCII, at most 512 bytes (the specification's limit for what a vendor must propagate).
+    static func isTracestate(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        return !bytes.isEmpty && bytes.count <= 512 && bytes.allSatisfy { (0x20...0x7e).contains($0) }
+    }
+}
