@@ -100,7 +100,9 @@ let package = Package(
         .target(name: "HTTPServerKit", dependencies: ["CLinux", "CMicroHTTPD"], swiftSettings: strict),
         .target(
             name: "AppStoreSimulator",
-            dependencies: ["AppleVerification", "Crypto", "HTTPClient", "HTTPServerKit", "Observability", "Vocabulary"],
+            dependencies: [
+                "AppleVerification", "CLinux", "Crypto", "HTTPClient", "HTTPServerKit", "Observability", "Vocabulary",
+            ],
             swiftSettings: strict),
 
         // The worker's configuration: its keys, their defaults and checks, read from a file and the environment.
@@ -129,7 +131,7 @@ let package = Package(
             dependencies: [
                 "AppleVerification", "Configuration", "Events", "Flows", "HTTPServerKit", "Kafka", "Ledger",
                 "LedgerDomain", "Lifecycle", "Messaging", "Observability", "Runtime", "Vocabulary", "Crypto",
-                "CBuildInfo",
+                "DeskService", "Support", "HTTPClient", "CBuildInfo",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
@@ -137,19 +139,19 @@ let package = Package(
         .target(
             name: "Support",
             dependencies: [
-                "AppleVerification", "Crypto", "LedgerDomain", "Messaging", "Observability", "ReceiptWorker", "Runtime",
+                "AppleVerification", "Crypto", "Events", "Flows", "LedgerDomain", "Messaging", "Observability",
                 "Vocabulary",
             ],
-            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+            swiftSettings: strict),
 
         // The support desk: its sign-in, sessions, rules of who may do what, audit, API and console.
         .target(
             name: "DeskService",
             dependencies: [
-                "AppleVerification", "Crypto", "HTTPClient", "HTTPServerKit", "Kafka", "Ledger", "LedgerDomain",
-                "Lifecycle", "Messaging", "Observability", "Support", "ReceiptWorker", "Runtime",
+                "AppleVerification", "Crypto", "Events", "Flows", "HTTPClient", "HTTPServerKit", "LedgerDomain",
+                "Lifecycle", "Messaging", "Observability", "Support", "Vocabulary",
             ],
-            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
+            swiftSettings: strict),
 
         // Executables only wire the libraries together.
         .executableTarget(
@@ -211,7 +213,7 @@ let package = Package(
         // every seed, corpus entry and saved crash by FuzzReplayTests.
         .target(
             name: "FuzzChecks",
-            dependencies: ["Events", "Flows", 
+            dependencies: ["AppStoreSimulator", "Events", "Flows", 
                 "ReceiptWorker", "AppleVerification", "Crypto", "DeskService", "HTTPServerKit", "Observability",
                 "Vocabulary",
             ],

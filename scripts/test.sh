@@ -34,6 +34,8 @@ python3 Tests/docs/check_links.py
 # docs/.
 .deps/venv/bin/python Tests/docs/check_samples.py
 python3 Tests/docs/check_index.py
+# The rooms the compiler holds: which targets reach Kafka, the SQL ledger, the runtime and each C library.
+python3 Tests/structure/check_package_graph.py
 # docs/metrics.md's table against the /metrics pages of `run` and `desk` (started without a broker, a few seconds):
 # names, types, labels and every value of a fixed set, both ways.
 python3 Tests/docs/check_metrics.py

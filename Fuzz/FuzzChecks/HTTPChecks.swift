@@ -1,4 +1,5 @@
 import Foundation
+import AppStoreSimulator
 import HTTPServerKit
 
 extension FuzzChecks {

@@ -1,4 +1,3 @@
-import ReceiptWorker
 import AppleVerification
 import Foundation
 import Messaging

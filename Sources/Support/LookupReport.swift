@@ -3,7 +3,6 @@ import Events
 import Foundation
 import LedgerDomain
 import Observability
-import ReceiptWorker
 import Vocabulary
 
 /// What `receipt-worker lookup` prints: each purchase the query led to, Apple's view beside the ledger's, and one

@@ -4,7 +4,6 @@ import Events
 import Foundation
 import LedgerDomain
 import Observability
-import ReceiptWorker
 import Vocabulary
 
 /// Support's credit of a purchase no order holds (`receipt-worker credit`).

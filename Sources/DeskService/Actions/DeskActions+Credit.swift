@@ -1,15 +1,19 @@
 import Crypto
 import Foundation
 import LedgerDomain
-import ReceiptWorker
 import Support
 
 /// The daily caps (`desk.caps.*`): what one agent credits in a UTC day, in every app, and how often support
 /// credits one player of an app in a day. Counted in the ledger, taken before a credit and given back when the
 /// credit is not recorded.
-struct CreditCaps: Sendable, Equatable {
+package struct CreditCaps: Sendable, Equatable {
     var agentDaily: Int
     var playerDaily: Int
+
+    package init(agentDaily: Int, playerDaily: Int) {
+        self.agentDaily = agentDaily
+        self.playerDaily = playerDaily
+    }
 
     func counters(agent: Agent, app: String, player: String) -> [DailyCounter] {
         [

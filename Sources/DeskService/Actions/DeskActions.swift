@@ -2,19 +2,24 @@ import Crypto
 import Foundation
 import LedgerDomain
 import Messaging
-import ReceiptWorker
 import Support
 import Vocabulary
 
 /// What the desk's API does, without HTTP: each action checks the agent's role, does what the CLI's `lookup` and
 /// `credit` do (``SupportDesk``, one implementation behind both), and appends its audit line, refused ones
 /// included. Tested with an in-memory store and the App Store simulator, no server.
-struct DeskActions: Sendable {
+package struct DeskActions: Sendable {
     /// One configured app the desk serves (an app with an App Store Server API key).
-    struct App: Sendable {
+    package struct App: Sendable {
         var name: String
         var bundleID: String
         var desk: SupportDesk
+
+        package init(name: String, bundleID: String, desk: SupportDesk) {
+            self.name = name
+            self.bundleID = bundleID
+            self.desk = desk
+        }
     }
 
     let apps: [App]

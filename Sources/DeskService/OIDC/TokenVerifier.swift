@@ -178,6 +178,17 @@ package struct DeskClaims: Sendable, Equatable {
     var agent = "support-agent"
     var lead = "support-lead"
 
+    package init(
+        nameClaim: String = "email", rolesClaim: String = "groups", viewer: String = "support-viewer",
+        agent: String = "support-agent", lead: String = "support-lead"
+    ) {
+        self.nameClaim = nameClaim
+        self.rolesClaim = rolesClaim
+        self.viewer = viewer
+        self.agent = agent
+        self.lead = lead
+    }
+
     func name(_ payload: [String: Any]) -> String? {
         guard let name = payload[nameClaim] as? String, DeskText.isPlain(name, maxBytes: 255) else { return nil }
         return name

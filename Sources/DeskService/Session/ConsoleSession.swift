@@ -2,7 +2,6 @@ import Crypto
 import Foundation
 import HTTPServerKit
 import LedgerDomain
-import ReceiptWorker
 
 /// Who is asking, as the desk verified it: from a bearer token on every request, or from the console's session,
 /// made at sign-in from a verified ID token. Never from a field of the request.

@@ -1,10 +1,14 @@
 import Foundation
+@testable import AppStoreSimulator
 import HTTPServerKit
 import TestSupport
 import Testing
 
-/// The epoll `HTTPServer` the App Store simulator stands on.
-extension LoopbackServerTests {
+/// The epoll `HTTPServer` the App Store simulator stands on, over real sockets. Serialized: the floods and the
+/// held connections measure latency, which tests competing for two cores would blur.
+@Suite(.serialized) enum SimulatorServerTests {}
+
+extension SimulatorServerTests {
     @Suite("HTTPServer (epoll)")
     struct HTTPServerTests {
         @Test("40,000 pipelined requests on one connection are all answered; another connection answers within 1 s")

@@ -1,5 +1,5 @@
 import Foundation
-import HTTPServerKit
+@testable import AppStoreSimulator
 import Testing
 
 @Suite("HTTPRequestParser")

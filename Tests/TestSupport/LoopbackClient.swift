@@ -6,23 +6,23 @@ import Synchronization
 ///
 /// `@unchecked Sendable`: one thread may send while another receives (a pipeline flood); `send` touches only the
 /// descriptor, and `buffered` belongs to the receiving side.
-final class LoopbackClient: @unchecked Sendable {
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
+public final class LoopbackClient: @unchecked Sendable {
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
         init(_ what: String) { description = "\(what): \(String(cString: strerror(errno)))" }
     }
 
-    struct Response {
-        let status: Int
-        let headers: [String: String]
-        let body: String
+    public struct Response: Sendable {
+        public let status: Int
+        public let headers: [String: String]
+        public let body: String
     }
 
-    let fd: Int32
+    public let fd: Int32
     private var buffered: [UInt8] = []
 
     /// Connects; reads and writes give up after `timeout` (a test never hangs on a silent server).
-    init(port: UInt16, timeout: Duration = .seconds(5)) throws {
+    public init(port: UInt16, timeout: Duration = .seconds(5)) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw Failure("socket") }
         let (seconds, attoseconds) = timeout.components
@@ -48,7 +48,7 @@ final class LoopbackClient: @unchecked Sendable {
     deinit { Glibc.close(fd) }
 
     /// Writes everything. MSG_NOSIGNAL: a server that closes first must fail the write, not kill the tests.
-    func send(_ bytes: [UInt8]) throws {
+    public func send(_ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {
             let count = bytes.withUnsafeBytes {
@@ -59,10 +59,10 @@ final class LoopbackClient: @unchecked Sendable {
         }
     }
 
-    func send(_ text: String) throws { try send(Array(text.utf8)) }
+    public func send(_ text: String) throws { try send(Array(text.utf8)) }
 
     /// The next bytes; empty when the server closed the connection.
-    func receive() throws -> [UInt8] {
+    public func receive() throws -> [UInt8] {
         if !buffered.isEmpty {
             defer { buffered = [] }
             return buffered
@@ -74,7 +74,7 @@ final class LoopbackClient: @unchecked Sendable {
     }
 
     /// Reads one response with a Content-Length body; nil when the connection closes before one arrives.
-    func readResponse() throws -> Response? {
+    public func readResponse() throws -> Response? {
         var data = buffered
         buffered = []
         while true {
@@ -103,7 +103,7 @@ final class LoopbackClient: @unchecked Sendable {
     }
 
     /// One request on a fresh connection, and how long its answer took.
-    static func get(_ path: String, port: UInt16) throws -> (response: Response?, elapsed: Duration) {
+    public static func get(_ path: String, port: UInt16) throws -> (response: Response?, elapsed: Duration) {
         let started = ContinuousClock.now
         let client = try LoopbackClient(port: port)
         try client.send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
@@ -111,7 +111,7 @@ final class LoopbackClient: @unchecked Sendable {
         return (response, ContinuousClock.now - started)
     }
 
-    static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
+    public static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
         guard haystack.count >= needle.count else { return nil }
         for index in 0...(haystack.count - needle.count)
         where haystack[index..<(index + needle.count)].elementsEqual(needle) {
@@ -123,7 +123,7 @@ final class LoopbackClient: @unchecked Sendable {
 
 /// Runs blocking socket work on a thread of its own, so that it never holds one of the cooperative pool's
 /// threads (two on a two-core machine), which the server's async handlers need.
-func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+public func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         Thread { continuation.resume(with: Result { try body() }) }.start()
     }
@@ -131,7 +131,7 @@ func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async thr
 
 /// Raises this process's open-file limit to at least `count` (as far as the hard limit allows); returns the
 /// soft limit in effect.
-func raiseOpenFileLimit(to count: Int) -> Int {
+public func raiseOpenFileLimit(to count: Int) -> Int {
     var limit = rlimit()
     getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     if limit.rlim_cur < rlim_t(count) {
@@ -144,13 +144,13 @@ func raiseOpenFileLimit(to count: Int) -> Int {
 
 /// Writes `count` pipelined GETs on one connection while another thread reads and counts the answers, and
 /// probes the server on fresh connections meanwhile and afterwards. The test then asserts on the figures.
-struct PipelineFlood {
-    let answered: Int
-    let probeLatencies: [Duration]
-    let probesDuringFlood: Int
-    let elapsed: Duration
+public struct PipelineFlood {
+    public let answered: Int
+    public let probeLatencies: [Duration]
+    public let probesDuringFlood: Int
+    public let elapsed: Duration
 
-    static func run(port: UInt16, count: Int, probePath: String) async throws -> PipelineFlood {
+    public static func run(port: UInt16, count: Int, probePath: String) async throws -> PipelineFlood {
         let started = ContinuousClock.now
         let client = try LoopbackClient(port: port, timeout: .seconds(20))
         let progress = Atomic<Int>(0)

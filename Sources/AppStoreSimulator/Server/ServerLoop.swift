@@ -1,5 +1,6 @@
 import CLinux
 import Foundation
+import HTTPServerKit
 import Synchronization
 
 /// One epoll event loop with its own listening socket. What any thread may touch is here (the descriptors, the

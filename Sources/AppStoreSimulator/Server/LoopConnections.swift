@@ -1,5 +1,6 @@
 import CLinux
 import Foundation
+import HTTPServerKit
 
 /// The connections and timers of one ``ServerLoop``: made by the loop on its thread, used there only (not
 /// Sendable, so the compiler keeps it there).

@@ -1,4 +1,4 @@
-import Crypto
+import DeskService
 import Foundation
 import HTTPClient
 import HTTPServerKit
@@ -6,7 +6,6 @@ import Kafka
 import Ledger
 import Lifecycle
 import Observability
-import ReceiptWorker
 import Support
 import Synchronization
 
@@ -86,11 +85,10 @@ final class DeskAssembly: Service {
 final class DeskServer: Service {
     let registry: MetricsRegistry
     private let server: MicroHTTPServer
-    private let provider: SignInProvider
+    private let desk: Desk
     private let producer: KafkaProducer
     private let ledger: any Ledger
     private let readyState = ReadyState()
-    private let router: DeskRouter
     let logger: Logger
 
     init(
@@ -100,22 +98,15 @@ final class DeskServer: Service {
         self.registry = registry
         self.ledger = ledger
         self.logger = logger
-        let metrics = DeskMetrics(registry: registry)
         var http = HTTPClient.Configuration()
         http.caFile = settings.caFile
         http.maxResponseBytes = 1_048_576
-        guard let issuer = settings.issuer, let clientID = settings.clientID, let secret = settings.clientSecret,
-            let origin = settings.publicURL, let key = settings.sessionKey, let seal = Seal(key: key),
-            let listen = settings.listen
-        else { throw ConfigurationError(.missingKey, key: "desk.*", reason: "the desk's keys are incomplete") }
-        provider = SignInProvider(
-            issuer: issuer, http: HTTPClient(configuration: http, logger: logger), keysMaxAge: settings.keysMaxAge)
+        guard let deskSettings = settings.forDesk, let listen = settings.listen else {
+            throw ConfigurationError(.missingKey, key: "desk.*", reason: "the desk's keys are incomplete")
+        }
         // An agent waits for the answer: a broker that does not take a credit's event in 20 s fails it (503; the
         // same credit again publishes the same event).
         producer = try WorkerAssembly.producerForPeople(configuration, patienceMilliseconds: 20_000, logger: logger)
-        let claims = DeskClaims(
-            nameClaim: settings.nameClaim, rolesClaim: settings.rolesClaim, viewer: settings.viewerRole,
-            agent: settings.agentRole, lead: settings.leadRole)
         let apps = try SupportDesk.all(configuration, ledger: ledger, logger: logger).map {
             DeskActions.App(name: $0.name, bundleID: $0.bundleID, desk: $0.desk)
         }
@@ -124,33 +115,23 @@ final class DeskServer: Service {
                 .missingKey, key: "apple.api.key_id", reason: "the desk needs an app with an App Store Server API key")
         }
         let producer = self.producer
-        let actions = DeskActions(
-            apps: apps, store: ledger,
-            caps: CreditCaps(agentDaily: settings.agentDailyCap, playerDaily: settings.playerDailyCap),
-            publish: { try await producer.send(SupportDesk.message($0, configuration)) },
-            finishTransactions: configuration.apple.finishTransactions, metrics: metrics, now: { Date() })
-        let sessions = ConsoleSessions(store: ledger, maxAge: settings.sessionMaxAge, idle: settings.sessionIdle)
-        let router = DeskRouter(
-            actions: actions,
-            signIn: SignInFlow(
-                provider: provider, seal: seal, sessions: sessions, logger: logger, clientID: clientID,
-                clientSecret: secret, redirectURI: origin + "/desk/callback", scopes: settings.scopes,
-                verifier: TokenVerifier(
-                    issuer: issuer, audience: clientID, clockSkew: settings.clockSkew, claims: claims,
-                    authorizedParties: [clientID]),
-                metrics: metrics),
-            tokens: TokenVerifier(
-                issuer: issuer, audience: settings.audience ?? clientID, clockSkew: settings.clockSkew, claims: claims,
-                authorizedParties: Set(settings.authorizedParties.isEmpty ? [clientID] : settings.authorizedParties)),
-            provider: provider, sessions: sessions, origin: origin, metrics: metrics, logger: logger)
+        guard
+            let desk = Desk(
+                settings: deskSettings, apps: apps, store: ledger,
+                publish: { try await producer.send(SupportDesk.message($0, configuration)) },
+                finishTransactions: configuration.apple.finishTransactions,
+                http: HTTPClient(configuration: http, logger: logger), registry: registry, logger: logger)
+        else {
+            throw ConfigurationError(.invalidValue, key: "desk.session_key_file", reason: "must hold 32 bytes")
+        }
+        self.desk = desk
         var limits = HTTPServerLimits()
         limits.maximumBodyBytes = 64 * 1_024
         limits.maximumConnections = DescriptorBudget.connections(share: 0.5, of: DescriptorBudget.current)
         limits.maximumConnectionsPerIP = max(64, limits.maximumConnections / 4)
-        self.router = router
         do {
             server = try MicroHTTPServer(host: listen.host, port: listen.port, limits: limits) { request in
-                await router.handle(request)
+                await desk.handle(request)
             }
         } catch {
             throw ConfigurationError(.unusable, key: "desk.listen", reason: "cannot listen on \(listen): \(error)")
@@ -168,7 +149,7 @@ final class DeskServer: Service {
         let shutdown = GracefulShutdown.current
         while !shutdown.isTriggered && !Task.isCancelled {
             var problems: [String] = []
-            if await !provider.refreshIfStale() {
+            if await !desk.refreshKeys() {
                 problems.append("the sign-in provider's keys are not fetched yet")
             }
             do {
@@ -182,12 +163,27 @@ final class DeskServer: Service {
         readyState.set(["stopping"])
         // Requests being answered finish first (a credit between the ledger and the broker), 15 s at most.
         let patience = ContinuousClock.now + .seconds(15)
-        while router.inFlight.value > 0 && ContinuousClock.now < patience {
+        while desk.requestsInFlight > 0 && ContinuousClock.now < patience {
             try? await Task.sleep(for: .milliseconds(50))
         }
         server.stop()
         await producer.close(timeout: .seconds(10))
         await ledger.close()
+    }
+}
+
+extension WorkerConfiguration.Desk {
+    /// What the desk takes of its keys; nil while one it needs is missing.
+    var forDesk: Desk.Settings? {
+        guard let publicURL, let issuer, let clientID, let clientSecret, let sessionKey else { return nil }
+        return Desk.Settings(
+            publicURL: publicURL, issuer: issuer, clientID: clientID, clientSecret: clientSecret, audience: audience,
+            scopes: scopes,
+            claims: DeskClaims(
+                nameClaim: nameClaim, rolesClaim: rolesClaim, viewer: viewerRole, agent: agentRole, lead: leadRole),
+            clockSkew: clockSkew, keysMaxAge: keysMaxAge, authorizedParties: authorizedParties, sessionKey: sessionKey,
+            sessionMaxAge: sessionMaxAge, sessionIdle: sessionIdle,
+            caps: CreditCaps(agentDaily: agentDailyCap, playerDaily: playerDailyCap))
     }
 }
 
