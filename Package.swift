@@ -14,7 +14,13 @@ let rdkafkaLinkerSettings: [LinkerSetting] =
     hasLocalRdkafka
     ? [.unsafeFlags(["-L\(localRdkafka)/lib", "-Xlinker", "-rpath", "-Xlinker", "\(localRdkafka)/lib"])] : []
 
-let strict: [SwiftSetting] = [.treatAllWarnings(as: .error)]
+// Every Swift target: warnings are errors; an import is internal unless a declaration it serves is public
+// (InternalImportsByDefault); a member is visible only where its module is imported (MemberImportVisibility); an
+// existential is written `any` (ExistentialAny).
+let strict: [SwiftSetting] = [
+    .treatAllWarnings(as: .error), .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"), .enableUpcomingFeature("ExistentialAny"),
+]
 
 // The source revision the binary is built from, for `--version` and `receipt_worker_build_info`: the environment's
 // RECEIPT_WORKER_REVISION (an image build, which has no .git), else the clone's git HEAD (read from its files: the
@@ -226,7 +232,9 @@ let package = Package(
             name: "RuntimeTests",
             dependencies: ["Runtime", "Kafka", "KafkaMock", "Lifecycle", "Observability", "Vocabulary"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "HTTPServerKitTests", dependencies: ["HTTPServerKit", "TestSupport"], swiftSettings: strict),
+        .testTarget(
+            name: "HTTPServerKitTests", dependencies: ["AppStoreSimulator", "HTTPServerKit", "TestSupport"],
+            swiftSettings: strict),
         .testTarget(
             name: "KafkaIntegrationTests", dependencies: ["Kafka", "Observability", "TestSupport"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),

@@ -1,5 +1,6 @@
 import AppleVerification
 import Foundation
+import Vocabulary
 
 extension FuzzChecks {
     /// One compact JWS, read as each kind of signed data Apple sends: a transaction, renewal info, a

@@ -1,6 +1,7 @@
 import AppleVerification
 import Foundation
 import HTTPServerKit
+import Synchronization
 
 extension AppStoreSimulator {
     /// The admin API, for tests, benchmarks and the demo:

@@ -2,6 +2,7 @@ import AppleVerification
 import Crypto
 import Foundation
 import HTTPServerKit
+import Synchronization
 
 /// An app the simulator sells for: the default one (its configuration's bundle id) or one added with
 /// `POST /admin/apps`. Apple keys its Server API, its limits and its notifications by app.

@@ -2,6 +2,7 @@ import AppleVerification
 import Crypto
 import Foundation
 import HTTPServerKit
+import Synchronization
 
 /// The simulator as Apple's sender of App Store Server Notifications V2, and the two App Store Server API
 /// endpoints that go with them: Get Notification History and Send Consumption Information (version 2).

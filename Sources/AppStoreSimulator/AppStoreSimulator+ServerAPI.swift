@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import HTTPServerKit
 import Vocabulary
+import Synchronization
 
 extension AppStoreSimulator {
     /// Get Transaction Info: checks the bearer token like Apple (ES256 with the configured key, kid, iss,

@@ -1,5 +1,7 @@
 import Foundation
 import HTTPServerKit
+import AppleVerification
+import Synchronization
 
 /// The simulator as Apple renewing, failing to bill and ending auto-renewable subscriptions, each change sent
 /// as Apple sends it: a notification with the subscription's transaction and its `signedRenewalInfo`.

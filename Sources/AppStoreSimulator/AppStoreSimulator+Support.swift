@@ -1,6 +1,7 @@
 import AppleVerification
 import Foundation
 import HTTPServerKit
+import Synchronization
 
 /// The Server API endpoints a support desk and a grant's follow-up use: Look Up Order ID, Set App Account Token,
 /// Finish Transaction. Each checks the bearer token like Get Transaction Info, and sees only its app's purchases in

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServerKit
+import Synchronization
 
 extension AppStoreSimulator {
     /// verifyReceipt as Apple documents it: HTTP 200 with `status` in the body; 21007 for a sandbox receipt

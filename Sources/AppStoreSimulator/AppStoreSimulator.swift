@@ -1,6 +1,6 @@
 import AppleVerification
 import Crypto
-import Foundation
+public import Foundation
 import HTTPServerKit
 import Synchronization
 

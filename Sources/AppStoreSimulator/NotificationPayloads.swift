@@ -101,7 +101,7 @@ struct NotificationHistoryResponse: Encodable {
 enum JSONScalar: Decodable, Equatable {
     case null, bool(Bool), integer(Int64), number(Double), string(String), other
 
-    init(from decoder: Decoder) throws {
+    init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
             self = .null

@@ -1,5 +1,5 @@
 import Foundation
-import Vocabulary
+public import Vocabulary
 
 /// What the app sent as proof of purchase.
 public enum PurchaseProof: Sendable, Equatable {

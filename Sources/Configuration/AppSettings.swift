@@ -1,5 +1,6 @@
 import Flows
 import Foundation
+import Observability
 
 /// The keys of one app, `apps.NAME.FIELD` (docs/contract.md, sections 7 and 10), as read before the files they
 /// name are read and the whole is checked. Every app is configured this one way; the default app is the app

@@ -2,6 +2,8 @@ import AppleVerification
 import Foundation
 import Kafka
 import Ledger
+import Flows
+import Observability
 
 /// Every component's keys and checks (docs/contract.md section 7): where a key is read, its default, and the
 /// rules that span keys. The loader (``ConfigurationLoader``) only finds a key here and calls it.

@@ -1,5 +1,5 @@
 import AppleVerification
-import Foundation
+public import Foundation
 import Kafka
 import LedgerDomain
 import Runtime

@@ -1,4 +1,4 @@
-import Kafka
+public import Kafka
 
 extension WorkerConfiguration {
     /// The consumer's and the producer's librdkafka configuration: `kafka.*` as given, over the worker's defaults.

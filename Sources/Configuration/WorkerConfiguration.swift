@@ -1,6 +1,6 @@
-import Flows
-import Foundation
-import Kafka
+public import Flows
+public import Foundation
+public import Kafka
 import Ledger
 import Runtime
 

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// Base64url (RFC 4648 §5) without padding, as JWS and JWT use it. Decoding is table-driven over UTF-8:
 /// it sits on the hot path of every signed-transaction verification.

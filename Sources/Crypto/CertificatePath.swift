@@ -1,4 +1,4 @@
-import COpenSSL
+package import COpenSSL
 import Foundation
 
 /// A certificate path OpenSSL validated: from a leaf, through intermediates given alongside it, to one of the

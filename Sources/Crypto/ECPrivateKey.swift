@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+package import Foundation
 
 /// Owns an OpenSSL `EVP_PKEY` holding a P-256 private key (an App Store Connect .p8 key, or a test key). Signs
 /// from any number of threads at once (each signature has its own context).

@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+package import Foundation
 
 /// Owns an OpenSSL `EVP_PKEY` holding a P-256 public key. Verifies ES256 signatures, from any number of threads
 /// at once (each verification has its own context).

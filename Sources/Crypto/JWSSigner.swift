@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// Makes compact ES256 JWS: App Store Server API tokens (JWT), and, in the App Store simulator and tests,
 /// signed transactions with an `x5c` chain as Apple's servers make them.

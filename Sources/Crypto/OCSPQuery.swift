@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+package import Foundation
 
 /// One certificate's revocation status, asked of the OCSP responder the certificate names (RFC 6960), with
 /// OpenSSL: the request to POST, and the answer read only once it verifies (signed by the certificate's issuer,

@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+package import Foundation
 
 /// A PKCS#7 signed-data container (an app receipt's shape), parsed once and read, never changed.
 package final class PKCS7SignedData {

@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+package import Foundation
 
 /// Signs content into a PKCS#7 signed-data container, the shape of an app receipt: for the App Store
 /// simulator and tests, with a test chain (Apple's private keys are Apple's).

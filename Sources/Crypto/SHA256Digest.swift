@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+package import Foundation
 import Vocabulary
 
 /// SHA-256 through OpenSSL: stable ids, fingerprints, a session's id.

@@ -1,5 +1,5 @@
-import COpenSSL
-import Foundation
+package import COpenSSL
+package import Foundation
 
 /// Owns one OpenSSL `X509`, never changed after parsing (OpenSSL allows concurrent reads of an `X509`).
 package final class X509Certificate: Sendable {

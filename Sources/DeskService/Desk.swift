@@ -1,10 +1,10 @@
 import Crypto
-import Foundation
-import HTTPClient
-import HTTPServerKit
-import LedgerDomain
-import Messaging
-import Observability
+package import Foundation
+package import HTTPClient
+package import HTTPServerKit
+package import LedgerDomain
+package import Messaging
+package import Observability
 import Support
 
 /// The support desk, put together from its settings and what its process gives it (the apps' desks, the ledger's

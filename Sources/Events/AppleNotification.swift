@@ -1,7 +1,7 @@
-import AppleVerification
-import Foundation
-import Messaging
-import Vocabulary
+package import AppleVerification
+package import Foundation
+package import Messaging
+package import Vocabulary
 
 /// An App Store Server Notification V2, verified: the payload's signature, chain, bundle id, environment
 /// and (in Production) app id, and the nested signed transaction and renewal info the same way.

@@ -1,7 +1,7 @@
 import Vocabulary
 import AppleVerification
 import Foundation
-import LedgerDomain
+package import LedgerDomain
 import Observability
 
 /// `receipt.consent_rescinded` (docs/contract.md): a parent withdrew the consent a minor's account needs

@@ -1,7 +1,7 @@
-import Vocabulary
+package import Vocabulary
 import AppleVerification
-import Foundation
-import LedgerDomain
+package import Foundation
+package import LedgerDomain
 import Observability
 
 /// An event on `topics.results` about a purchase's life after its grant (docs/contract.md): revoked,

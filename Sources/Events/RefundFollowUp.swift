@@ -1,7 +1,7 @@
 import Vocabulary
-import AppleVerification
+package import AppleVerification
 import Foundation
-import LedgerDomain
+package import LedgerDomain
 import Observability
 
 /// The `receipt.revoked` that follows a grant of a purchase Apple had refunded in part before any order held it

@@ -1,10 +1,10 @@
-import AppleVerification
+public import AppleVerification
 import Crypto
-import Foundation
-import LedgerDomain
-import Messaging
+public import Foundation
+public import LedgerDomain
+package import Messaging
 import Observability
-import Vocabulary
+public import Vocabulary
 
 /// One grant or deny (docs/contract.md §4). Every field is always present; absent values are JSON null.
 public struct ResultEvent: Sendable, Equatable {

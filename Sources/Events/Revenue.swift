@@ -1,5 +1,5 @@
-import AppleVerification
-import Vocabulary
+package import AppleVerification
+package import Vocabulary
 
 /// What each event counts as revenue (its `revenue` field, docs/contract.md section 4): one rule for every event
 /// that credits or takes back a purchase, so that indicative revenue is the sum of `revenue` by app and currency

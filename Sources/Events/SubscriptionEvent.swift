@@ -1,8 +1,8 @@
-import AppleVerification
-import Foundation
-import LedgerDomain
+package import AppleVerification
+package import Foundation
+package import LedgerDomain
 import Observability
-import Vocabulary
+package import Vocabulary
 
 /// The events of an auto-renewable subscription's life after its grant (docs/contract.md section 9): renewed,
 /// expired, a billing issue, a change of its renewal. Keyed by the order the subscription was granted to; each

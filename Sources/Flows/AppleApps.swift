@@ -1,8 +1,8 @@
-import AppleVerification
+public import AppleVerification
 import Crypto
-import Foundation
-import LedgerDomain
-import Vocabulary
+public import Foundation
+public import LedgerDomain
+public import Vocabulary
 
 /// What the job flow asks of Apple: a verdict on a proof (``AppleVerifier``; a test gives its own).
 public protocol PurchaseVerifying: Sendable {

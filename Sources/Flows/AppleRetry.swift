@@ -1,5 +1,5 @@
 import AppleVerification
-import Messaging
+public import Messaging
 
 /// The one loop in which Apple is asked again, for every call the worker makes to Apple: a job's verification, a
 /// consumption answer, a command's or a chore's call. The loop keeps the count (a round that failed counts as an

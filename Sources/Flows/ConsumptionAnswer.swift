@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// A grant service's answer to a consumption (refund) request: a message on `topics.consumption`
 /// (docs/contract.md). Unknown fields are ignored; a wrong type or value makes the message malformed.

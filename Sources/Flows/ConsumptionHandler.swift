@@ -1,9 +1,9 @@
 import AppleVerification
 import Foundation
-import LedgerDomain
-import Messaging
-import Observability
-import Vocabulary
+package import LedgerDomain
+package import Messaging
+package import Observability
+package import Vocabulary
 
 /// The consumption topic (docs/contract.md section 9): a grant service's answer to a consumption (refund)
 /// request, sent to Apple with Send Consumption Information.
@@ -46,7 +46,7 @@ package struct ConsumptionHandler: MessageHandler {
         FlowGroup.consumption(of: apps.app(ofJob: message.value) ?? apps.defaultApp)
     }
 
-    package func handle(_ message: InboundMessage, context: HandlingContext) async throws -> Outcome {
+    package func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Outcome {
         let answer: ConsumptionAnswer
         switch ConsumptionAnswer.parse(message.value) {
         case .success(let parsed): answer = parsed
@@ -201,7 +201,7 @@ package struct ConsumptionHandler: MessageHandler {
     /// Closes the consumption request in the ledger (the oldest-unanswered gauge stops counting it). A value
     /// the ledger refuses for good is logged: Apple has the answer already.
     private func markAnswered(
-        _ answer: ConsumptionAnswer, app: AppleApp, environment: AppleEnvironment, context: HandlingContext
+        _ answer: ConsumptionAnswer, app: AppleApp, environment: AppleEnvironment, context: any HandlingContext
     ) async throws {
         do {
             try await context.retrying("ledger_record") {

@@ -1,8 +1,8 @@
-import Foundation
-import LedgerDomain
+package import Foundation
+package import LedgerDomain
 import Lifecycle
-import Messaging
-import Observability
+package import Messaging
+package import Observability
 import Synchronization
 import Vocabulary
 

@@ -1,11 +1,11 @@
-import AppleVerification
+package import AppleVerification
 import Crypto
-import Events
-import Foundation
-import LedgerDomain
-import Messaging
-import Observability
-import Vocabulary
+package import Events
+package import Foundation
+package import LedgerDomain
+package import Messaging
+package import Observability
+package import Vocabulary
 
 /// The jobs topic (docs/contract.md sections 2 to 4): a job becomes a grant or a deny event, or a dead letter.
 ///
@@ -83,7 +83,7 @@ package struct JobHandler: MessageHandler {
         message.timestamp.map { WaitStart(flow: "job", app: group(of: message), at: $0) }
     }
 
-    package func handle(_ message: InboundMessage, context: HandlingContext) async throws -> Outcome {
+    package func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Outcome {
         let job: ReceiptJob
         switch JobParser.parse(
             message.value, maxBytes: settings.maxBytes,
@@ -137,7 +137,7 @@ package struct JobHandler: MessageHandler {
     }
 
     /// The answer the ledger keeps for a job delivered again (counted as replayed), or nil.
-    private func storedAnswer(_ key: DecisionKey, context: HandlingContext) async throws -> StoredEvent? {
+    private func storedAnswer(_ key: DecisionKey, context: any HandlingContext) async throws -> StoredEvent? {
         let stored = try await context.retrying(
             "ledger_lookup", stage: metrics.ledgerLookup, { try await decisions.storedDecision(key) })
         if stored != nil { metrics.replayedResults.increment() }
@@ -154,7 +154,8 @@ package struct JobHandler: MessageHandler {
     /// Apple's `Retry-After`) until `retry.max_attempts` calls, then dead-lettered `retries_exhausted`; a
     /// request Apple refuses (a key, an account) is dead-lettered `cannot_verify`: neither is a deny. While
     /// the app's circuit is open or its lane paused, the job waits in its app's slots, spending no attempt.
-    private func verify(_ job: ReceiptJob, with app: AppleApp, context: HandlingContext) async throws -> AppleAnswer {
+    private func verify(_ job: ReceiptJob, with app: AppleApp, context: any HandlingContext) async throws -> AppleAnswer
+    {
         var attempts = 0
         var malformedAnswers = 0
         let selection = ReceiptSelection(transactionID: job.transactionID, productID: job.productID)
@@ -209,7 +210,8 @@ package struct JobHandler: MessageHandler {
     /// ledger refuses (the purchase another order's, the order granted with another purchase, the purchase
     /// refunded) is recorded as that deny instead.
     private func record(
-        _ job: ReceiptJob, _ key: DecisionKey, _ outcome: OrderChecks.Outcome, attempts: Int, context: HandlingContext
+        _ job: ReceiptJob, _ key: DecisionKey, _ outcome: OrderChecks.Outcome, attempts: Int,
+        context: any HandlingContext
     ) async throws -> Outcome {
         let now = Date()
         func event(
@@ -320,13 +322,14 @@ package struct JobHandler: MessageHandler {
 
     /// Records a grant that claims nothing (its order already holds the purchase by a credit), then publishes
     /// it, or the first answer of a job decided meanwhile.
-    private func answer(_ stored: StoredEvent, _ key: DecisionKey, context: HandlingContext) async throws -> Outcome {
+    private func answer(_ stored: StoredEvent, _ key: DecisionKey, context: any HandlingContext) async throws -> Outcome
+    {
         try await recordUnclaimed(stored, key, counted: metrics.counter(.grant, app: appName(key)), context: context)
     }
 
     /// Records a deny (it claims nothing), then publishes the event the ledger kept: this one, or the first
     /// answer of a job decided meanwhile.
-    private func deny(_ event: ResultEvent, _ key: DecisionKey, context: HandlingContext) async throws -> Outcome {
+    private func deny(_ event: ResultEvent, _ key: DecisionKey, context: any HandlingContext) async throws -> Outcome {
         try await recordUnclaimed(
             event.stored(), key, counted: metrics.counter(event.decision, app: appName(key)), context: context)
     }
@@ -339,7 +342,7 @@ package struct JobHandler: MessageHandler {
 
     /// Records an answer that claims no purchase; publishes it (counted), or the job's first answer.
     private func recordUnclaimed(
-        _ stored: StoredEvent, _ key: DecisionKey, counted: Counter, context: HandlingContext
+        _ stored: StoredEvent, _ key: DecisionKey, counted: Counter, context: any HandlingContext
     ) async throws -> Outcome {
         let outcome = try await context.retrying(
             "ledger_record", stage: metrics.ledgerRecord,
@@ -365,7 +368,7 @@ package struct JobHandler: MessageHandler {
     /// A JSON object with an `order_id` but a field missing or invalid: a deny `malformed_job` for the order
     /// (kept in the ledger by its job id when it has a usable one) and the dead letter.
     private func denyMalformed(
-        _ identity: JobIdentity, reason: String, message: InboundMessage, context: HandlingContext
+        _ identity: JobIdentity, reason: String, message: InboundMessage, context: any HandlingContext
     ) async throws -> Outcome {
         let fingerprint = SHA256Digest.hex(message.value)
         let key = DecisionKey(app: .defaultApp, jobID: identity.jobID, fingerprint: fingerprint)

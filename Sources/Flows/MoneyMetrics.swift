@@ -1,6 +1,6 @@
 import Foundation
-import Observability
-import Vocabulary
+package import Observability
+package import Vocabulary
 
 /// Money while it happens, from what the events say (docs/contract.md section 4, "Revenue"): what sales add to
 /// indicative revenue and what refunds take back, by app and currency in Apple's milliunits, counted when the

@@ -1,10 +1,10 @@
 import AppleVerification
 import Events
 import Foundation
-import LedgerDomain
-import Messaging
-import Observability
-import Vocabulary
+package import LedgerDomain
+package import Messaging
+package import Observability
+package import Vocabulary
 
 /// The notifications topic (docs/contract.md section 9): a verified App Store notification becomes an event
 /// for the order its purchase was granted to (`receipt.revoked`, `receipt.reinstated`,
@@ -62,7 +62,7 @@ package struct NotificationHandler: MessageHandler {
         return WaitStart(flow: "notification", app: apps.app(bundleID: bundleID)?.name ?? "other", at: at)
     }
 
-    package func handle(_ message: InboundMessage, context: HandlingContext) async throws -> Outcome {
+    package func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Outcome {
         let notification: AppleNotification
         if let verifiedHere = recentlyVerified?.take(value: message.value) {
             metrics.notificationsTakenFromReceiver.increment()

@@ -1,9 +1,10 @@
 import AppleVerification
 import Events
-import Foundation
+package import Foundation
 import Lifecycle
-import Messaging
-import Observability
+package import Messaging
+package import Observability
+import Vocabulary
 
 /// What the receiver does with one notification: verify it with the app it names, produce it to the
 /// notifications topic as received, and answer once the broker acknowledged it.

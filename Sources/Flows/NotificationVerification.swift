@@ -1,8 +1,8 @@
 import AppleVerification
-import Events
-import Foundation
-import Messaging
-import Vocabulary
+package import Events
+public import Foundation
+public import Messaging
+public import Vocabulary
 
 extension AppleNotification {
     package enum Verification: Sendable {

@@ -1,6 +1,6 @@
-import AppleVerification
-import Foundation
-import Vocabulary
+public import AppleVerification
+public import Foundation
+public import Vocabulary
 
 /// The contract's checks (docs/contract.md §3), in its order, on Apple's verdict. The first failing check names
 /// the deny reason. The ledger's two checks (duplicate_transaction, order_already_fulfilled) come after.

@@ -1,6 +1,6 @@
-import AppleVerification
+public import AppleVerification
 import Crypto
-import Foundation
+public import Foundation
 import Observability
 import Vocabulary
 

@@ -1,5 +1,5 @@
 import Crypto
-import Events
+package import Events
 import Synchronization
 
 /// Notifications this process's receiver verified, kept for this process's own processing of the same

@@ -1,9 +1,9 @@
 import AppleVerification
 import Foundation
-import Lifecycle
-import Messaging
-import Observability
-import Vocabulary
+public import Lifecycle
+package import Messaging
+package import Observability
+package import Vocabulary
 
 /// Finish Transaction (App Store Server API 1.20), with `apple.finish_transactions=true`: once a grant's event is
 /// acknowledged by the broker, Apple is told the transaction is finished, so StoreKit stops delivering it to the

@@ -1,8 +1,9 @@
 import Lifecycle
 import Foundation
-import Messaging
-import LedgerDomain
-import Observability
+package import Messaging
+package import LedgerDomain
+package import Observability
+import Events
 
 /// Credits purchases Apple reported that no job claimed in time (docs/contract.md section 9, "Purchases no job
 /// claimed"): every replica, every ``interval(after:)`` (a ``PeriodicService`` of the worker), has the ledger

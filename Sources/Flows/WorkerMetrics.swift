@@ -1,9 +1,9 @@
-import AppleVerification
-import Events
+package import AppleVerification
+package import Events
 import Foundation
-import Observability
-import Synchronization
-import Vocabulary
+public import Observability
+package import Synchronization
+package import Vocabulary
 
 /// The worker's Prometheus metrics (README, "Metrics"). Counters on the hot path are resolved once here;
 /// state owned elsewhere (jobs in flight, partitions, the circuit) is read at scrape time by ``Worker``.

@@ -1,6 +1,6 @@
 import CCurl
 import Foundation
-import Observability
+public import Observability
 import Synchronization
 
 /// An async HTTP client on libcurl's multi interface.
@@ -64,7 +64,7 @@ public final class HTTPClient: Sendable {
 /// One request's state, shared between the caller and the event loop.
 final class Transfer: Sendable {
     let request: HTTPRequest
-    let continuation = Mutex<CheckedContinuation<HTTPResponse, Error>?>(nil)
+    let continuation = Mutex<CheckedContinuation<HTTPResponse, any Error>?>(nil)
 
     init(request: HTTPRequest) { self.request = request }
 
@@ -74,6 +74,6 @@ final class Transfer: Sendable {
             defer { continuation = nil }
             return continuation
         }
-        waiting?.resume(with: result.mapError { $0 as Error })
+        waiting?.resume(with: result.mapError { $0 as any Error })
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// One HTTP request.
 public struct HTTPRequest: Sendable {

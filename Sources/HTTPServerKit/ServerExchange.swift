@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Synchronization
 
 /// A request as a handler sees it. Header names are lower-cased.

@@ -1,4 +1,4 @@
-import Observability
+public import Observability
 
 /// Topic administration, for tests, benchmarks and the local demo. Production topics are the operator's.
 public enum KafkaAdmin {

@@ -1,5 +1,5 @@
-import Foundation
-import Observability
+public import Foundation
+public import Observability
 import Synchronization
 
 /// A Kafka consumer-group member with manual commits.

@@ -1,5 +1,5 @@
 import Foundation
-import Observability
+public import Observability
 import Synchronization
 
 /// An idempotent Kafka producer (`enable.idempotence=true`, `acks=all`).

@@ -1,4 +1,4 @@
-import Observability
+public import Observability
 
 /// Whether a topic can take records now, as the broker says: its partitions, those without a leader (a
 /// record for them cannot be written), and whether this client may write to it (the broker's authorized

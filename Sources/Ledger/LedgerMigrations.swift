@@ -1,3 +1,4 @@
+import Foundation
 /// The ledger's migrations after 1.0.0's, one list for SQLite and PostgreSQL: what each adds, written once. Each
 /// database renders a change its own way (``SQLiteSchema``: one transaction on the file; ``PostgresSchema``: steps
 /// that run beside traffic and beside the previous release). Before them, each database makes the ledger of 1.0.0
@@ -151,7 +152,7 @@ enum SchemaChange: Sendable {
     /// PostgreSQL built `CONCURRENTLY`, without blocking writes.
     case index(_ name: String, on: String)
     /// Server functions and their triggers (PostgreSQL alone: SQLite has none), created, replaced or dropped.
-    case postgresFunctions(KeyPath<PostgresSchema, [String]> & Sendable)
+    case postgresFunctions(any KeyPath<PostgresSchema, [String]> & Sendable)
 }
 
 /// ``LedgerMigrations``' four words as one database spells them.

@@ -1,5 +1,5 @@
-import Foundation
-import Vocabulary
+public import Foundation
+public import Vocabulary
 
 /// What the support desk keeps in the ledger beside the purchases: the audit of every look and credit (appended,
 /// never pruned, never changed), the credits held for a lead's approval, and each day's use of the caps.

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// Leases: what must be done by one replica at a time (the sweep of Apple's notification history, the refund
 /// requests answered by policy) is done by the holder of its lease. A lease ends at its time: a replica that

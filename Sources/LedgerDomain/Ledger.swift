@@ -1,5 +1,5 @@
-import Foundation
-import Vocabulary
+public import Foundation
+public import Vocabulary
 
 /// Where decisions are kept, so that no purchase is granted to two orders and a re-delivered job gets its
 /// first answer again; what App Store notifications did to purchases; open consumption requests. Three narrow

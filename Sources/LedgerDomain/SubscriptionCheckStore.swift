@@ -1,5 +1,5 @@
-import Foundation
-import Vocabulary
+public import Foundation
+public import Vocabulary
 
 /// A subscription whose renewal or expiry is overdue: nothing heard of it since its period (or its grace
 /// period) ended.

@@ -1,5 +1,5 @@
-import Foundation
-import Vocabulary
+public import Foundation
+public import Vocabulary
 
 /// What support reads of a purchase (`receipt-worker lookup`): who holds it and since when, and whether Apple
 /// reported it unclaimed; and the purchases an order or an app account token leads to. A credit is the same claim

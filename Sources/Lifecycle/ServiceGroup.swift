@@ -1,4 +1,4 @@
-import Observability
+public import Observability
 import Synchronization
 
 /// A long-running part of a process: the consumer runtime, an HTTP endpoint, a periodic chore. Every one has the

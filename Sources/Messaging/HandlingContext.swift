@@ -1,4 +1,4 @@
-import Observability
+public import Observability
 
 /// What a handler may ask of the runtime while it handles one message: whether to let it go, retries of the
 /// services it depends on, and spans of its steps. The runtime over Kafka implements it; so does

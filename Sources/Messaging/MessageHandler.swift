@@ -1,4 +1,4 @@
-import Vocabulary
+public import Vocabulary
 
 /// What one topic's messages become. The runtime (`Runtime`'s `ConsumerRuntime`, over Kafka) takes each message, gives it a slot of
 /// its group's budget, calls ``handle(_:context:)``, publishes the outcome, and commits behind it; a handler

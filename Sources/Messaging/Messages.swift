@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 // The messages the flows consume and send, as plain values: the Kafka client (`Kafka`) reads and writes them, the
 // flows and their tests need nothing else of it.

@@ -1,4 +1,4 @@
-import Vocabulary
+public import Vocabulary
 
 /// How handling one message ended. Only a message whose outcome the broker acknowledged is committed past.
 public enum Outcome: Sendable {

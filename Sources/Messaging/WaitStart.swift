@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// Where the wait of whoever waits on a message began, and what it is about: a player's job from its send (the
 /// record's Kafka timestamp, the producer's create time), Apple's notification from its signing. Measured to the

@@ -1,6 +1,6 @@
 import CBuildInfo
-import Flows
-import Observability
+public import Flows
+public import Observability
 
 /// What this build is.
 public enum BuildInfo {

@@ -4,8 +4,8 @@ import HTTPClient
 import HTTPServerKit
 import Kafka
 import Ledger
-import Lifecycle
-import Observability
+public import Lifecycle
+public import Observability
 import Support
 import Synchronization
 

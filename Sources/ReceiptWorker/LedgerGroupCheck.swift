@@ -1,7 +1,7 @@
 import Foundation
 import Kafka
 import LedgerDomain
-import Observability
+public import Observability
 
 /// The ledger and the consumer group must agree on what was processed (docs/internals.md, "A ledger that
 /// starts empty"). The worker records in the ledger the offsets it is about to commit, before it commits

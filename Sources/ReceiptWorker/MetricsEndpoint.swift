@@ -1,8 +1,9 @@
-import Lifecycle
+public import Lifecycle
 import Foundation
-import HTTPServerKit
-import Observability
+public import HTTPServerKit
+public import Observability
 import Runtime
+import Flows
 
 /// Serves `metrics.listen`: `/metrics` (Prometheus text); `/startupz` (200 once the process has started: for
 /// the worker, its ledger opened and its schema checked, which may wait for a migration Job); `/healthz` (200

@@ -1,8 +1,8 @@
 import AppleVerification
-import Flows
+public import Flows
 import Foundation
-import HTTPServerKit
-import Lifecycle
+public import HTTPServerKit
+public import Lifecycle
 import Messaging
 import Observability
 import Runtime

@@ -1,8 +1,8 @@
 import Flows
 import Foundation
-import HTTPServerKit
-import Lifecycle
-import Observability
+public import HTTPServerKit
+public import Lifecycle
+public import Observability
 import Runtime
 import Synchronization
 

@@ -1,8 +1,8 @@
-import Flows
+public import Flows
 import Foundation
 import Kafka
-import Lifecycle
-import Observability
+public import Lifecycle
+public import Observability
 import Runtime
 import Synchronization
 

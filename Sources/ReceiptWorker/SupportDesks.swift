@@ -1,10 +1,10 @@
 import AppleVerification
 import Events
 import Flows
-import LedgerDomain
-import Messaging
-import Observability
-import Support
+public import LedgerDomain
+public import Messaging
+public import Observability
+public import Support
 
 // Support's desks from the worker's configuration: for `receipt-worker lookup` and `credit`, and the desk.
 

@@ -1,6 +1,6 @@
 import Flows
-import Foundation
-import Ledger
+public import Foundation
+public import Ledger
 
 extension WorkerConfiguration {
     /// The cutoffs of the ledger's retention as configured, from now (nil: that kind is kept), for the worker's

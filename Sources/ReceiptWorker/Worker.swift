@@ -1,10 +1,10 @@
 import AppleVerification
-import Flows
+public import Flows
 import Foundation
-import Kafka
-import LedgerDomain
-import Lifecycle
-import Observability
+public import Kafka
+public import LedgerDomain
+public import Lifecycle
+public import Observability
 import Runtime
 import Synchronization
 import Vocabulary

@@ -1,9 +1,10 @@
-import AppleVerification
-import Flows
+public import AppleVerification
+public import Flows
 import HTTPClient
-import Kafka
+public import Kafka
 import Ledger
-import Observability
+public import Observability
+import Vocabulary
 
 /// Builds a ``Worker`` and everything it needs from a validated configuration.
 public enum WorkerAssembly {

@@ -77,7 +77,7 @@ enum DeadLetterReplayCommand {
         }
         TerminationSignals.install { _ in consumer.endEvents() }
         var (read, replayed) = (0, 0)
-        var failure: Error?
+        var failure: (any Error)?
         if unfinished.isEmpty { consumer.endEvents() }  // an empty topic: nothing to read
         reading: for await event in consumer.events {
             switch event {

@@ -1,6 +1,7 @@
 import Foundation
 import Ledger
 import ReceiptWorker
+import Observability
 
 /// `receipt-worker ledger migrate`, `ledger prune` and `ledger accept-offsets`: the ledger's upkeep, by its
 /// owner, by cron, or by an operator after losing a ledger.

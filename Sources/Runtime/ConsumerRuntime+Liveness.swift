@@ -1,5 +1,6 @@
 import Kafka
 import Observability
+import Synchronization
 
 /// A liveness alarm for partitions, because a stall can have causes nobody foresaw (an intake pause that
 /// outlived its partition, a message that never ends, a consumer that stopped fetching): per partition the

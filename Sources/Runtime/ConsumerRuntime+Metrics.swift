@@ -1,5 +1,6 @@
 import Kafka
 import Observability
+import Synchronization
 
 extension ConsumerRuntime {
     /// Gauges read at scrape time from the state the runtime already keeps.

@@ -1,12 +1,15 @@
 import Foundation
 import Kafka
+import Observability
+import Synchronization
+import Vocabulary
 
 extension ConsumerRuntime {
     /// Publishes records, each until the broker acknowledges it (true) or the message must be let go (false).
     /// Each carries the consumed message's trace context (``TraceContext``), when it has one; when the worker
     /// traces (a sampled `process` span), the context of its own `send` span instead, so that a grant service's
     /// span is the worker's child (its `tracestate` carried on).
-    func publish(_ records: [OutboundRecord], _ context: HandlingContext) async -> Bool {
+    func publish(_ records: [OutboundRecord], _ context: any HandlingContext) async -> Bool {
         let consumed = TraceContext(headers: context.message.headers)
         for record in records {
             let send = context.span.map { span in
@@ -50,7 +53,8 @@ extension ConsumerRuntime {
     /// a copy the broker refuses (too large, not authorised, the broker away) is no reason to hold the message;
     /// `.failed` has it handled in place instead.
     func park(
-        _ message: InboundMessage, to topic: String, partition: Int32?, waitStartedAt: Date?, _ context: HandlingContext
+        _ message: InboundMessage, to topic: String, partition: Int32?, waitStartedAt: Date?,
+        _ context: any HandlingContext
     ) async -> Parking {
         guard !context.mustLetGo else { return .letGo }
         guard message.value.count + (message.key?.count ?? 0) + 4_096 <= configuration.maxRecordBytes else {
@@ -86,7 +90,7 @@ extension ConsumerRuntime {
     /// headers, an empty value, `dlq_truncated: true` and `dlq_original_bytes`; the original stays readable at
     /// its source offset while its topic retains it.
     func deadLetter(
-        _ message: InboundMessage, _ letter: DeadLetter, _ context: HandlingContext, group: String
+        _ message: InboundMessage, _ letter: DeadLetter, _ context: any HandlingContext, group: String
     ) async -> Bool {
         let trace = TraceContext(headers: message.headers)
         logger.warning(

@@ -1,7 +1,8 @@
 import Foundation
-import Kafka
-import Observability
+public import Kafka
+public import Observability
 import Synchronization
+import Vocabulary
 
 /// The runtime every flow runs on: one consumer-group member that takes messages from its topics, gives each
 /// a slot of its group's budget, hands it to its topic's handler, publishes the outcome (events, a dead
@@ -265,7 +266,7 @@ public final class ConsumerRuntime: Sendable {
 
     /// The handler's outcome; a failure meets its ``FailureFate``: handled again after a backoff while it may heal,
     /// dead-lettered when it never will or its budget is spent, let go when the message must be.
-    private func handled(_ item: GroupScheduler.Item, handler: any MessageHandler, context: HandlingContext) async
+    private func handled(_ item: GroupScheduler.Item, handler: any MessageHandler, context: any HandlingContext) async
         -> Outcome
     {
         var attempts = 0
@@ -336,7 +337,7 @@ public final class ConsumerRuntime: Sendable {
     }
 
     /// Publishes an outcome; true once the broker acknowledged all of it (answered).
-    private func deliver(_ outcome: Outcome, _ context: HandlingContext, group: String, handler: any MessageHandler)
+    private func deliver(_ outcome: Outcome, _ context: any HandlingContext, group: String, handler: any MessageHandler)
         async -> Bool
     {
         switch outcome {

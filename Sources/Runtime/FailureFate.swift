@@ -1,5 +1,5 @@
-import Messaging
-import Vocabulary
+package import Messaging
+package import Vocabulary
 
 /// What becomes of a message whose handler threw: the runtime's contract with every handler. Only what can never
 /// succeed is dead-lettered with the handler's reason; a failure that may heal (a service not answering, a

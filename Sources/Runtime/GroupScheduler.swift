@@ -1,5 +1,6 @@
 import Kafka
 import Synchronization
+import Observability
 
 /// Slots and bytes by group: each group (an app's jobs, the notifications, the consumption answers) has a
 /// budget of its own, `maxInFlight` messages and half of `maxInFlightBytes` bytes being handled, and a waiting

@@ -1,5 +1,5 @@
-import Kafka
-import Observability
+public import Kafka
+public import Observability
 
 /// What the runtime is configured with: the topics and their handlers, the budgets, the drain and stall
 /// times, and how it retries the broker.

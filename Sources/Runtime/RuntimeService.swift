@@ -1,4 +1,4 @@
-import Lifecycle
+public import Lifecycle
 
 /// The consumer runtime as a service: its graceful shutdown stops its intake, drains and commits.
 public struct RuntimeService: Service {

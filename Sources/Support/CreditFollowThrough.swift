@@ -1,8 +1,8 @@
 import AppleVerification
 import Foundation
-import Messaging
-import LedgerDomain
-import Vocabulary
+public import Messaging
+public import LedgerDomain
+public import Vocabulary
 
 /// What follows a credit the ledger recorded, the same for `receipt-worker credit` and the support desk: its
 /// event published on `topics.results` (then its follow-up, in order), the transaction finished at Apple (with

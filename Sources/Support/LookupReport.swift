@@ -1,9 +1,9 @@
-import AppleVerification
+public import AppleVerification
 import Events
-import Foundation
-import LedgerDomain
+public import Foundation
+public import LedgerDomain
 import Observability
-import Vocabulary
+public import Vocabulary
 
 /// What `receipt-worker lookup` prints: each purchase the query led to, Apple's view beside the ledger's, and one
 /// line that names the case. Safe to hand to support: it holds no receipt, no signed data, no secret, and an app

@@ -1,10 +1,11 @@
-import AppleVerification
+public import AppleVerification
 import Crypto
 import Events
-import Foundation
-import LedgerDomain
+public import Foundation
+public import LedgerDomain
 import Observability
-import Vocabulary
+public import Vocabulary
+import Flows
 
 /// Support's credit of a purchase no order holds (`receipt-worker credit`).
 extension SupportDesk {

@@ -1,8 +1,8 @@
-import AppleVerification
-import Flows
-import Foundation
-import LedgerDomain
-import Messaging
+public import AppleVerification
+public import Flows
+public import Foundation
+public import LedgerDomain
+public import Messaging
 import Observability
 import Vocabulary
 

@@ -9,11 +9,11 @@ public struct AppleEnvironment: Hashable, Sendable, Codable, CustomStringConvert
     public static let xcode = AppleEnvironment(rawValue: "Xcode")
     public static let localTesting = AppleEnvironment(rawValue: "LocalTesting")
 
-    public init(from decoder: Decoder) throws {
+    public init(from decoder: any Decoder) throws {
         rawValue = try decoder.singleValueContainer().decode(String.self)
     }
 
-    public func encode(to encoder: Encoder) throws {
+    public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(rawValue)
     }

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// RFC 3339 times: the one writer (UTC, milliseconds: every event, ledger row and log line) and the one reader
 /// (what a job's `submitted_at`, a command's `--since`, the desk's API and an app receipt carry). Both by hand:

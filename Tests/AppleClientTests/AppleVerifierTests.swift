@@ -3,6 +3,7 @@ import AppleVerification
 import Foundation
 import Testing
 import Vocabulary
+import TestSupport
 
 @Suite("Apple verdicts on every kind of proof, against the simulator", .timeLimit(.minutes(1)))
 struct AppleVerifierTests {

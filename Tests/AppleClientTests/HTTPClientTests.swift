@@ -3,6 +3,8 @@ import Foundation
 import Synchronization
 import TestSupport
 import Testing
+import AppStoreSimulator
+import HTTPServerKit
 
 /// The HTTP client's event loop (libcurl multi_socket on epoll) against the simulator over real sockets.
 @Suite("HTTP client")

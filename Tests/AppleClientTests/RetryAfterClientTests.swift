@@ -1,6 +1,7 @@
 import AppleVerification
 import Foundation
 import Testing
+import TestSupport
 
 @Suite("Retry-After over HTTP, from the App Store simulator")
 struct RetryAfterClientTests {

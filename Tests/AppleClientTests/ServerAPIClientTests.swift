@@ -2,6 +2,7 @@ import AppStoreSimulator
 import AppleVerification
 import Foundation
 import Testing
+import TestSupport
 
 @Suite("App Store Server API against the simulator over HTTP", .timeLimit(.minutes(1)))
 struct ServerAPIClientTests {

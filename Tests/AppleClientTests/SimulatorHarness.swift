@@ -4,6 +4,7 @@ import Foundation
 import HTTPClient
 import Observability
 import TestSupport
+import Vocabulary
 
 /// A simulator on a loopback socket and the clients pointed at it, for one test.
 final class SimulatorHarness: Sendable {

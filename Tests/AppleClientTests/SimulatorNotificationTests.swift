@@ -6,6 +6,7 @@ import HTTPServerKit
 import Synchronization
 import Testing
 import TestSupport
+import Vocabulary
 
 /// A notification receiver on a loopback socket: keeps every request and answers the scripted statuses in turn
 /// (the last one from then on).

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import AppleVerification
+import Vocabulary
 
 /// Apple's notification models (fixtures/apple/models) signed with Apple's test chain, as Apple's own
 /// library tests do: they decode, verify, keep what the worker reads, and are refused where Apple refuses.

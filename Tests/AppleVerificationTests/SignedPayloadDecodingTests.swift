@@ -2,6 +2,7 @@
 import Crypto
 import Foundation
 import Testing
+import Vocabulary
 
 /// The signed payloads are read by a scanner, not JSONDecoder (SignedPayloadDecoding.swift): they must come
 /// out as the models' Decodable conformances read them, and refuse what is not JSON or not the right type.

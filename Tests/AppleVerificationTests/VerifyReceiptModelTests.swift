@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import AppleVerification
+import Vocabulary
 
 @Suite("verifyReceipt statuses and bodies")
 struct VerifyReceiptModelTests {

@@ -4,7 +4,7 @@ import Synchronization
 import TestSupport
 import Testing
 
-/// The HTTP servers on loopback, driven over real sockets. Serialized, both suites: the floods and the held
+/// The HTTP servers on loopback (the product's and the simulator's), driven over real sockets. Serialized, both suites: the floods and the held
 /// connections measure latency, which tests competing for two cores would blur.
 @Suite(.serialized) enum LoopbackServerTests {}
 

@@ -2,6 +2,8 @@ import Foundation
 import Kafka
 import TestSupport
 import Testing
+import CRdKafka
+import Synchronization
 
 @Suite("Kafka consumer groups against a real broker", .timeLimit(.minutes(3)))
 struct KafkaGroupTests {

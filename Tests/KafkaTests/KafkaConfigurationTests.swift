@@ -3,6 +3,7 @@ import Testing
 
 @testable import Kafka
 @testable import Observability
+import CRdKafka
 
 @Suite("Kafka configuration")
 struct KafkaConfigurationTests {

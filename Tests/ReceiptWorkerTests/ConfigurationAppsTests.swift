@@ -2,6 +2,8 @@ import Foundation
 import Testing
 
 @testable import ReceiptWorker
+import Flows
+import Messaging
 
 /// `apps.NAME.*` (docs/contract.md section 10): more apps beside the default app of `apple.*`.
 @Suite("Configuration of many apps")

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import ReceiptWorker
+import Messaging
 
 @Suite("Worker configuration")
 struct ConfigurationTests {

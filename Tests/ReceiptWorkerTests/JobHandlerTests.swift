@@ -7,6 +7,7 @@ import Ledger
 @testable import ReceiptWorker
 import Runtime
 import Testing
+import Vocabulary
 
 /// The job flow's rules through its handler, with an in-memory ledger and Apple's answers given here:
 /// every row of the contract's decision table, the ledger's claims, app isolation, retries.

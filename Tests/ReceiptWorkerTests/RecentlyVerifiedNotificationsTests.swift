@@ -5,6 +5,9 @@ import Ledger
 @testable import ReceiptWorker
 import Runtime
 import Testing
+import Messaging
+import Observability
+import Vocabulary
 
 /// A notification this process's receiver verified is processed from the receiver's result, not verified a
 /// second time; any other bytes are verified as before.

@@ -6,6 +6,8 @@ import Ledger
 @testable import ReceiptWorker
 import Runtime
 import Testing
+import Messaging
+import Vocabulary
 
 /// A subscription's status asked of Apple, through the notification flow with an in-memory ledger: what Apple's
 /// signed values say happened, published to the subscription's order once, and what is refused.

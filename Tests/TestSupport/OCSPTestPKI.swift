@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Synchronization
 
 /// A throwaway PKI shaped like Apple's signing chain (Tests/ocsp/make-pki.sh: a root, an intermediate whose OCSP

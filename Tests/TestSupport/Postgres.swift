@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// A fresh database on the PostgreSQL the test command started (`POSTGRES_URL`); returns its URL.
 public func makePostgresDatabase() throws -> String {

@@ -1,5 +1,5 @@
 import Foundation
-import HTTPClient
+public import HTTPClient
 
 /// The App Store simulator's admin API, as tests use it: purchases, refunds, faults.
 public struct SimulatorAdmin: Sendable {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// The check table's rules are tested once, in `JobHandlerTests` (every row, in memory, in milliseconds). What
 /// stays end to end is what only the wire shows: the deny reasons decided by what Apple's answers say (its status

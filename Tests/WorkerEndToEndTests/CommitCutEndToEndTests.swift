@@ -2,6 +2,8 @@ import Foundation
 import Ledger
 import Testing
 import TestSupport
+import Configuration
+import Messaging
 
 /// A COMMIT whose connection is cut mid-way: the server commits the batch, the worker never hears back
 /// (scripts/lib/cut-commit-proxy.py stands between them and cuts the first five such connections). The batch

@@ -4,6 +4,7 @@ import HTTPClient
 import Synchronization
 import TestSupport
 import Testing
+import Messaging
 
 /// The flows after the grant as deploy/ runs them: `receipt-worker receive` apart from two `receipt-worker run`
 /// replicas sharing PostgreSQL, and Apple's signed data made by a chain whose certificates name real OCSP

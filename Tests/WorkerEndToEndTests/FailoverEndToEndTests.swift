@@ -2,6 +2,8 @@ import Foundation
 import TestSupport
 import Testing
 import Vocabulary
+import Configuration
+import Flows
 
 /// The PostgreSQL ledger failed over while it decides: a primary and a streaming standby of their own
 /// (scripts/lib/pg-pair.sh: `pg_basebackup -R`), the worker on a multi-host URL, the primary crashed

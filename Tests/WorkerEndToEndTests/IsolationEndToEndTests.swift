@@ -7,6 +7,9 @@ import Kafka
 import ReceiptWorker
 import TestSupport
 import Testing
+import Configuration
+import Flows
+import Observability
 
 /// Two games in one pool, tried as a second game, an attacker and an unlucky operator would: one
 /// game's ids, limits, failures or forgeries never reach the other.

@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 import TestSupport
 import Testing
+import Configuration
 
 /// A Kafka send that can never succeed must end; a topic that is not there stops start-up.
 @Suite("Kafka failures that never heal", .timeLimit(.minutes(3)))

@@ -1,6 +1,10 @@
 import Foundation
 import TestSupport
 import Testing
+import Configuration
+import Flows
+import Observability
+import ReceiptWorker
 
 /// A PostgreSQL of this test's own (the shared one serves every other test), started and stopped with the
 /// test command's own scripts.

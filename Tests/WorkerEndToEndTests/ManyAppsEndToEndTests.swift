@@ -4,6 +4,9 @@ import HTTPClient
 import ReceiptWorker
 import TestSupport
 import Testing
+import Flows
+import Messaging
+import Observability
 
 /// Two games in one worker (docs/contract.md section 10): each app's purchases verified with its own
 /// credentials, routed by the job's `bundle_id`, and its own lane under Apple's rate limit.

@@ -5,6 +5,7 @@ import ReceiptWorker
 import TestSupport
 import Synchronization
 import Testing
+import Flows
 
 /// `/metrics`, `/healthz` and `/readyz` of a worker that handles real jobs.
 @Suite("Metrics endpoint") struct MetricsEndpointTests {

@@ -5,6 +5,8 @@ import Kafka
 import ReceiptWorker
 import TestSupport
 import Testing
+import Flows
+import Observability
 
 /// Where money leaked, and where one game held up another, reproduced with the real parts: the
 /// simulator over HTTP, a broker, the worker. Each test has the honest case beside the hostile one.

@@ -5,6 +5,8 @@ import Testing
 import TestSupport
 
 @testable import ReceiptWorker
+import Flows
+import Observability
 
 /// The ledger a test's worker runs on.
 enum LedgerKind: String, CaseIterable, Sendable { case sqlite, postgresql }

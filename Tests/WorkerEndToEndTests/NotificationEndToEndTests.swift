@@ -7,6 +7,7 @@ import ReceiptWorker
 import TestSupport
 import Testing
 import Vocabulary
+import Flows
 
 /// A purchase's life after its grant, end to end: the simulator sends signed App Store Server Notifications
 /// V2 over HTTP to the worker's receiver, the receiver produces them to a real broker, the worker turns them

@@ -4,6 +4,9 @@ import Observability
 import Synchronization
 import TestSupport
 import Testing
+import Configuration
+import Flows
+import ReceiptWorker
 
 @Suite("Partitions keep moving: rebalances while intake is paused, and the stall alarm", .timeLimit(.minutes(3)))
 struct PartitionLivenessTests {

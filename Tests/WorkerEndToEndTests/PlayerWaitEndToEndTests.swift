@@ -3,6 +3,8 @@ import Testing
 import TestSupport
 
 @testable import ReceiptWorker
+import Flows
+import Observability
 
 /// What a player waits, as on call sees it on `/metrics` (docs/metrics.md, "What players wait"): a backlog held in
 /// Kafka (no replica consuming) moves the wait from each job's send and the lag in seconds, while the time from

@@ -5,6 +5,8 @@ import Kafka
 import ReceiptWorker
 import TestSupport
 import Testing
+import Flows
+import Observability
 
 /// The rest of a purchase's life, end to end: the simulator renews, fails to bill and ends a subscription and
 /// reports purchases on its own, over HTTP to the worker's receiver, through a real broker; the worker turns

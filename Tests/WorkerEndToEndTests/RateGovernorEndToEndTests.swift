@@ -4,6 +4,9 @@ import Kafka
 import ReceiptWorker
 import TestSupport
 import Testing
+import AppStoreSimulator
+import Flows
+import Observability
 
 /// Apple's rate limit, end to end: the simulator answers 429 past N requests a second per endpoint and
 /// environment, as Apple does; the worker's governor keeps each lane under it.

@@ -2,6 +2,10 @@ import Foundation
 import Kafka
 import TestSupport
 import Testing
+import Configuration
+import Flows
+import Observability
+import ReceiptWorker
 
 /// A SIGTERM (a KEDA scale-down, a rollout) while jobs wait for Apple must lose none of them: a job left
 /// unanswered is never committed past, so the next worker answers it.

@@ -11,6 +11,7 @@ import Vocabulary
 
 @testable import ReceiptWorker
 @testable import Support
+import Flows
 
 /// Support's commands on a worker's ledger and the simulator over HTTP (docs/operations.md, "Support: a player
 /// says they paid"): `lookup` and `credit` as the binary runs them (``SupportDesk``), and Finish Transaction.

@@ -4,6 +4,8 @@ import Testing
 import TestSupport
 
 @testable import ReceiptWorker
+import Flows
+import Observability
 
 /// Traces that leave the process (docs/metrics.md, "Traces"): a job's `process` span, its calls to Apple and the
 /// ledger, and the `send` span whose context its events carry, exported over OTLP/HTTP to a receiver that decodes

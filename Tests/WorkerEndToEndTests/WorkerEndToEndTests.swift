@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 import TestSupport
 import Testing
+import Configuration
 
 @Suite("The worker end to end: broker, simulator over HTTP, ledger", .timeLimit(.minutes(3)))
 struct WorkerEndToEndTests {

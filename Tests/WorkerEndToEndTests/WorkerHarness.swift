@@ -8,6 +8,7 @@ import ReceiptWorker
 import Synchronization
 import TestSupport
 import Testing
+import Flows
 
 /// One worker with its own topics, a simulator, a SQLite ledger, and a reader of results and dead letters.
 final class WorkerHarness: Sendable {

@@ -1,5 +1,5 @@
 import Foundation
-import HTTPServerKit
+package import HTTPServerKit
 
 /// Parses HTTP/1.1 requests with Content-Length bodies out of a connection's input buffer.
 ///

@@ -1,5 +1,5 @@
 import Foundation
-import HTTPServerKit
+public import HTTPServerKit
 
 /// A small HTTP/1.1 server on epoll: one event loop per thread, each with its own `SO_REUSEPORT` listening
 /// socket, keep-alive, Content-Length bodies, and replies that can be delayed (simulated latency) without

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// Apple's times, milliseconds since the epoch, read without trusting them.
 ///

@@ -1,5 +1,5 @@
-import Foundation
-import Vocabulary
+public import Foundation
+public import Vocabulary
 
 /// One transaction as the worker's checks read it, whatever Apple source it came from.
 ///

@@ -1,5 +1,5 @@
 import Foundation
-import Vocabulary
+public import Vocabulary
 
 /// The decoded payload of a StoreKit 2 signed transaction (`JWSTransactionDecodedPayload`).
 ///

@@ -1,4 +1,4 @@
-import Vocabulary
+public import Vocabulary
 
 /// The decoded payload of signed renewal info (`JWSRenewalInfoDecodedPayload`), the fields the worker reads.
 public struct JWSRenewalInfo: Codable, Sendable, Hashable {

@@ -1,5 +1,5 @@
 import Crypto
-import Foundation
+public import Foundation
 import Synchronization
 
 /// Makes the ES256 bearer token of the App Store Server API and reuses it until shortly before it expires.

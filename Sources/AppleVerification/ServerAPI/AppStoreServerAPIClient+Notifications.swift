@@ -1,6 +1,6 @@
-import Foundation
+public import Foundation
 import HTTPClient
-import Vocabulary
+public import Vocabulary
 
 extension AppStoreServerAPIClient {
     /// How Apple took a consumption answer.

@@ -1,6 +1,6 @@
 import Foundation
 import HTTPClient
-import Vocabulary
+public import Vocabulary
 
 /// Get All Subscription Statuses: where a subscription stands now, for a subscription whose renewal or expiry was
 /// never heard. Its own rate lane; transient failures throw a retriable ``AppleVerificationError``.

@@ -1,6 +1,6 @@
-import Foundation
+public import Foundation
 import HTTPClient
-import Vocabulary
+public import Vocabulary
 
 /// The endpoints of a support desk and of a grant's follow-up: Look Up Order ID (the order id on the customer's
 /// invoice), Set App Account Token (a purchase made without one names its player from now on), Finish Transaction

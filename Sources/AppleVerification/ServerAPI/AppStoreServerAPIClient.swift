@@ -1,6 +1,6 @@
 import Foundation
-import HTTPClient
-import Vocabulary
+public import HTTPClient
+public import Vocabulary
 
 /// The App Store Server API: Get Transaction Info, production first, sandbox on "not found" when allowed.
 public final class AppStoreServerAPIClient: Sendable {

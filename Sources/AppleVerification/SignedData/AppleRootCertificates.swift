@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// Trust anchors compiled into the binary, so a deployment needs no certificate file.
 public enum AppleRootCertificates {

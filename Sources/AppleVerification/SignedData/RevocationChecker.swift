@@ -1,5 +1,5 @@
 import Crypto
-import Foundation
+public import Foundation
 import Synchronization
 
 /// Whether Apple revoked a certificate of a chain, asked online (OCSP) as Apple's own libraries ask: the leaf

@@ -1,6 +1,6 @@
 import Crypto
-import Foundation
-import Vocabulary
+public import Foundation
+public import Vocabulary
 
 /// Verifies StoreKit 2 signed data (JWS) locally, as Apple's App Store Server Library does: ES256 over
 /// `header.payload`, the `x5c` chain to the configured roots with Apple's OIDs, validity at `signedDate`;
@@ -282,7 +282,7 @@ public final class SignedDataVerifier: Sendable {
         }
     }
 
-    static func describe(_ error: Error) -> String {
+    static func describe(_ error: any Error) -> String {
         switch error {
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
             DecodingError.keyNotFound(_, let context), DecodingError.dataCorrupted(let context):

@@ -1,6 +1,6 @@
 import Crypto
-import Foundation
-import Vocabulary
+public import Foundation
+public import Vocabulary
 
 /// An app receipt (iOS 7+) read locally: the PKCS#7 container, its signature, and the fields the worker may
 /// need before Apple answers. Verification of purchases still goes through verifyReceipt: this reader only

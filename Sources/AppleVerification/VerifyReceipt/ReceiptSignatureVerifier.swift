@@ -1,5 +1,5 @@
 import Crypto
-import Foundation
+public import Foundation
 import Vocabulary
 
 /// Reads and verifies an app receipt without verifyReceipt (`apple.receipt_verification=server_api`): its

@@ -1,5 +1,5 @@
 import Foundation
-import HTTPClient
+public import HTTPClient
 import Observability
 
 /// Calls Apple's legacy verifyReceipt endpoint: production first; a sandbox receipt (21007) is asked of

@@ -1,8 +1,8 @@
 import Crypto
-import Foundation
-import LedgerDomain
+public import Foundation
+public import LedgerDomain
 import Messaging
-import Support
+public import Support
 import Vocabulary
 
 /// What the desk's API does, without HTTP: each action checks the agent's role, does what the CLI's `lookup` and

@@ -1,5 +1,5 @@
 import Support
-import Foundation
+package import Foundation
 
 /// A request the desk refuses before anything is asked or recorded: malformed JSON, an unknown field, a value of
 /// hostile bytes. Answered 400 with `reason`, which never repeats the value.

@@ -2,6 +2,7 @@ import Foundation
 import HTTPServerKit
 import Observability
 import Synchronization
+import LedgerDomain
 
 /// The desk's HTTP surface: the console's pages, its sign-in, and the API. Every API request names its agent by
 /// a bearer token or the console's session, verified here on each request (a session in the ledger: ended at

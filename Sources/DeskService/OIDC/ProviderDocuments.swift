@@ -1,4 +1,4 @@
-import Crypto
+package import Crypto
 import Foundation
 
 // What the desk reads from its OpenID provider, as types. Each reads leniently: a field of another type reads as

@@ -1,6 +1,6 @@
 import AppleVerification
-import Crypto
-import Foundation
+package import Crypto
+package import Foundation
 
 /// Who a verified token says is asking, and what it lets them do.
 package struct VerifiedToken: Sendable, Equatable {

@@ -1,8 +1,8 @@
-import AppleVerification
-import Foundation
-import Messaging
+public import AppleVerification
+public import Foundation
+public import Messaging
 import Observability
-import Vocabulary
+public import Vocabulary
 
 /// Apple's notification history brought back onto the notifications topic: each notification of a window, read
 /// page by page (Get Notification History, in its own rate lane), verified as the receiver verifies it, and

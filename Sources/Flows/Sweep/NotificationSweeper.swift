@@ -1,9 +1,9 @@
 import AppleVerification
-import Foundation
-import LedgerDomain
+package import Foundation
+package import LedgerDomain
 import Lifecycle
 import Messaging
-import Observability
+package import Observability
 import Synchronization
 import Vocabulary
 

@@ -1,10 +1,10 @@
 import AppleVerification
 import Events
-import Foundation
-import LedgerDomain
+package import Foundation
+package import LedgerDomain
 import Lifecycle
-import Messaging
-import Observability
+package import Messaging
+package import Observability
 import Vocabulary
 
 /// Subscriptions whose news never came, asked of Apple. A period ends and Apple sends `DID_RENEW`, `EXPIRED` or

@@ -1,9 +1,9 @@
-import AppleVerification
-import Events
+package import AppleVerification
+package import Events
 import Foundation
-import Messaging
+package import Messaging
 import Observability
-import Vocabulary
+package import Vocabulary
 
 /// A subscription's status asked of Apple (Get All Subscription Statuses), on the notifications topic as the
 /// notification Apple would have sent: its latest period's signed transaction and signed renewal info, keyed by

@@ -1,4 +1,5 @@
 import CRdKafka
+import Observability
 
 /// What the broker says of a topic, from librdkafka: the metadata and DescribeTopics calls behind
 /// ``KafkaAdmin/topicHealth(of:properties:timeout:logger:)``.

@@ -1,4 +1,5 @@
 import Foundation
+import Vocabulary
 
 /// The claim statement by statement, in SQL both databases take: what a dialect runs unless it has a faster way.
 /// SQLite runs it (in process: no round trips to save); PostgreSQL runs the same reads and writes as server

@@ -1,5 +1,5 @@
-import Foundation
-import Vocabulary
+public import Foundation
+public import Vocabulary
 
 /// What the answers by policy read (``ConsumptionRequestStore``): the requests due, and whether one was answered.
 enum ConsumptionPolicyQueries {

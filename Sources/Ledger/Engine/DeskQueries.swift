@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Vocabulary
 
 /// The support desk's statements (``DeskStore``), written once for both databases.

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 enum LeaseQueries {
     static func acquire(_ name: String, holder: String, until: Date, now: Date, in session: any SQLSession) throws

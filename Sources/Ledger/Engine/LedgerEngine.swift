@@ -1,5 +1,5 @@
-import Foundation
-import Vocabulary
+public import Foundation
+public import Vocabulary
 
 /// The ledger, written once over a database's ``LedgerDialect``: decisions recorded in batches (read the facts
 /// under the purchases' locks, let ``ClaimRules`` decide, write what they say), notifications applied by

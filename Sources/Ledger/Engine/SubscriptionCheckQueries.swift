@@ -1,5 +1,5 @@
-import Foundation
-import Vocabulary
+public import Foundation
+public import Vocabulary
 
 /// The statements of ``SubscriptionCheckStore``, and the watch a subscription's grant starts.
 enum SubscriptionCheckQueries {

@@ -1,3 +1,4 @@
+import Foundation
 /// The PostgreSQL ledger's tables and functions, in a schema of their own (`ledger.schema`), as numbered
 /// migrations. The worker applies what is missing at start-up; a DBA can apply them by hand instead
 /// (`receipt-worker ledger migrate --print`) and let the worker run under a role that cannot create

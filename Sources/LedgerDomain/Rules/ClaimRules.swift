@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 import Vocabulary
 
 /// A job's claim: the one place that decides what a decision does to the ledger (docs/contract.md section 3).

@@ -1,5 +1,5 @@
-import Foundation
-import Vocabulary
+package import Foundation
+package import Vocabulary
 
 /// What a notification's facts are read for (``PurchaseRules/factsQuery(_:)``): whether it was handled, and the
 /// purchase it names, under that purchase's lock when it may change it.

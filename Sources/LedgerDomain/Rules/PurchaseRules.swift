@@ -1,5 +1,5 @@
-import Foundation
-import Vocabulary
+package import Foundation
+package import Vocabulary
 
 /// What an App Store notification does to a purchase: the one place that decides it. The ledger engine reads a
 /// notification's facts under its purchase's lock (``factsQuery(_:)``), lets ``decide(_:facts:)`` say what to

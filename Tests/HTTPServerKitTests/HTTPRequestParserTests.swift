@@ -1,6 +1,8 @@
 import Foundation
 @testable import AppStoreSimulator
 import Testing
+import HTTPServerKit
+import TestSupport
 
 @Suite("HTTPRequestParser")
 struct HTTPRequestParserTests {

@@ -4,11 +4,9 @@ import HTTPServerKit
 import TestSupport
 import Testing
 
-/// The epoll `HTTPServer` the App Store simulator stands on, over real sockets. Serialized: the floods and the
-/// held connections measure latency, which tests competing for two cores would blur.
-@Suite(.serialized) enum SimulatorServerTests {}
-
-extension SimulatorServerTests {
+/// The epoll `HTTPServer` the App Store simulator stands on: in the serialized suite beside libmicrohttpd's, so
+/// that their floods and held connections never run at once.
+extension LoopbackServerTests {
     @Suite("HTTPServer (epoll)")
     struct HTTPServerTests {
         @Test("40,000 pipelined requests on one connection are all answered; another connection answers within 1 s")
