@@ -39,13 +39,13 @@ extension AppStoreSimulator {
         transaction.quantity = purchase.quantity
         transaction.type = purchase.kind.appleType
         transaction.appAccountToken = purchase.appAccountToken
-        transaction.inAppOwnershipType = purchase.ownership
+        transaction.inAppOwnershipType = InAppOwnershipType(rawValue: purchase.ownership)
         transaction.signedDate = (Date().timeIntervalSince1970 * 1000).rounded()
         transaction.environment = AppleEnvironment(rawValue: purchase.environment)
         transaction.revocationDate = purchase.revocationDate.map { ($0.timeIntervalSince1970 * 1000).rounded() }
         if purchase.revocationDate != nil {
-            transaction.revocationReason = purchase.revocationReason ?? 0
-            transaction.revocationType = purchase.revocationType
+            transaction.revocationReason = RevocationReason(rawValue: purchase.revocationReason ?? 0)
+            transaction.revocationType = purchase.revocationType.map(RevocationType.init)
             transaction.revocationPercentage = purchase.revocationPercentage
         }
         // A subscription's later period is Apple's RENEWAL; anything else, its first purchase, a PURCHASE.

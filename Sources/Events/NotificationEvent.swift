@@ -36,8 +36,8 @@ package enum NotificationEvent {
         out += ",\"bundle_id\":\(string(notification.bundleID.isEmpty ? nil : notification.bundleID))"
         if type == EventType.revoked.rawValue {
             out += ",\"revocation_date\":\(time(transaction?.revocationDate))"
-            out += ",\"revocation_reason\":\(transaction?.revocationReason.map(String.init) ?? "null")"
-            out += ",\"revocation_type\":\(string(transaction?.revocationType))"
+            out += ",\"revocation_reason\":\(transaction?.revocationReason.map { String($0.rawValue) } ?? "null")"
+            out += ",\"revocation_type\":\(string(transaction?.revocationType?.rawValue))"
             out += ",\"revocation_percentage\":\(percentage(milliunits: transaction?.revocationPercentage))"
             out += EventJSON.value(transaction.map(PurchaseValue.init) ?? PurchaseValue())
             out += EventJSON.revenue(

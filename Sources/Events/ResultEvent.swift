@@ -166,7 +166,8 @@ package enum EventJSON {
     package static func value(_ value: PurchaseValue) -> String {
         var out = ",\"price\":\(number(value.price)),\"currency\":\(string(value.currency))"
         out += ",\"storefront\":\(string(value.storefront)),\"transaction_reason\":\(string(value.transactionReason))"
-        out += ",\"in_app_ownership_type\":\(string(value.ownershipType)),\"offer_type\":\(number(value.offerType))"
+        out +=
+            ",\"in_app_ownership_type\":\(string(value.ownershipType?.rawValue)),\"offer_type\":\(number(value.offerType))"
         out += ",\"offer_identifier\":\(string(value.offerIdentifier))"
         out +=
             ",\"offer_discount_type\":\(string(value.offerDiscountType)),\"offer_period\":\(string(value.offerPeriod))"

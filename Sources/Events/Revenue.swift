@@ -16,7 +16,7 @@ package import Vocabulary
 package enum Revenue {
     /// What a sale counts.
     package static func ofSale(_ value: PurchaseValue, environment: AppleEnvironment?) -> Int64 {
-        guard environment == .production, value.ownershipType != "FAMILY_SHARED", let price = value.price else {
+        guard environment == .production, value.ownershipType != .familyShared, let price = value.price else {
             return 0
         }
         return max(price, 0)

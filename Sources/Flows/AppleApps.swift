@@ -18,7 +18,7 @@ public protocol ConsumptionSending: Sendable {
     /// Whether the app's Sandbox transactions may be answered.
     var allowsSandbox: Bool { get }
     func sendConsumption(transactionID: String, body: Data, environment: AppleEnvironment, attempts: inout Int)
-        async throws -> AppStoreServerAPIClient.ConsumptionOutcome
+        async throws -> AppStoreServerAPIClient.ConsumptionDelivery
 }
 
 extension AppStoreServerAPIClient: ConsumptionSending {

@@ -46,7 +46,7 @@ package struct ConsumptionHandler: MessageHandler {
         FlowGroup.consumption(of: apps.app(ofJob: message.value) ?? apps.defaultApp)
     }
 
-    package func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Outcome {
+    package func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Disposition {
         let answer: ConsumptionAnswer
         switch ConsumptionAnswer.parse(message.value) {
         case .success(let parsed): answer = parsed
@@ -156,7 +156,7 @@ package struct ConsumptionHandler: MessageHandler {
                             "Apple refused it: HTTP \(status)\(code.map { ", error \($0)" } ?? "")", attempts: attempts)
                     )
                 }
-            } failed: { error, attempts -> AppleRetry.Next<Outcome> in
+            } failed: { error, attempts -> AppleRetry.Next<Disposition> in
                 let appleError = error as? AppleVerificationError
                 let retriable = appleError?.isRetriable ?? true
                 guard retriable, respondBy != nil || retry.mayRetry(afterAttempts: attempts) else {
@@ -175,7 +175,7 @@ package struct ConsumptionHandler: MessageHandler {
     /// How one round of sending an answer ended: with the handler's outcome, or with Apple saying the
     /// transaction is a sandbox one (asked again there at once).
     private enum Round {
-        case done(Outcome)
+        case done(Disposition)
         case sandboxInstead
     }
 
@@ -215,7 +215,7 @@ package struct ConsumptionHandler: MessageHandler {
 
     /// A newer answer of the same transaction took over: it carries the grant service's word, so this one ends
     /// without a dead letter.
-    private func superseded(_ answer: ConsumptionAnswer, attempts: Int) -> Outcome {
+    private func superseded(_ answer: ConsumptionAnswer, attempts: Int) -> Disposition {
         metrics.consumptionAnswer("superseded").increment()
         logger.info(
             "consumption answer superseded by a newer one of the same transaction: not sent",
@@ -223,7 +223,7 @@ package struct ConsumptionHandler: MessageHandler {
         return .publish([])
     }
 
-    private func notSent(_ error: String, attempts: Int = 0) -> Outcome {
+    private func notSent(_ error: String, attempts: Int = 0) -> Disposition {
         .deadLetter(DeadLetter(reason: .consumptionNotSent, error: error, attempts: attempts))
     }
 }

@@ -83,7 +83,7 @@ package struct JobHandler: MessageHandler {
         message.timestamp.map { WaitStart(flow: "job", app: group(of: message), at: $0) }
     }
 
-    package func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Outcome {
+    package func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Disposition {
         let job: ReceiptJob
         switch JobParser.parse(
             message.value, maxBytes: settings.maxBytes,
@@ -210,9 +210,9 @@ package struct JobHandler: MessageHandler {
     /// ledger refuses (the purchase another order's, the order granted with another purchase, the purchase
     /// refunded) is recorded as that deny instead.
     private func record(
-        _ job: ReceiptJob, _ key: DecisionKey, _ outcome: OrderChecks.Outcome, attempts: Int,
+        _ job: ReceiptJob, _ key: DecisionKey, _ outcome: OrderChecks.Verdict, attempts: Int,
         context: any HandlingContext
-    ) async throws -> Outcome {
+    ) async throws -> Disposition {
         let now = Date()
         func event(
             _ decision: ResultEvent.Decision, _ transaction: AppleTransaction?, _ environment: AppleEnvironment?,
@@ -322,14 +322,17 @@ package struct JobHandler: MessageHandler {
 
     /// Records a grant that claims nothing (its order already holds the purchase by a credit), then publishes
     /// it, or the first answer of a job decided meanwhile.
-    private func answer(_ stored: StoredEvent, _ key: DecisionKey, context: any HandlingContext) async throws -> Outcome
+    private func answer(_ stored: StoredEvent, _ key: DecisionKey, context: any HandlingContext) async throws
+        -> Disposition
     {
         try await recordUnclaimed(stored, key, counted: metrics.counter(.grant, app: appName(key)), context: context)
     }
 
     /// Records a deny (it claims nothing), then publishes the event the ledger kept: this one, or the first
     /// answer of a job decided meanwhile.
-    private func deny(_ event: ResultEvent, _ key: DecisionKey, context: any HandlingContext) async throws -> Outcome {
+    private func deny(_ event: ResultEvent, _ key: DecisionKey, context: any HandlingContext) async throws
+        -> Disposition
+    {
         try await recordUnclaimed(
             event.stored(), key, counted: metrics.counter(event.decision, app: appName(key)), context: context)
     }
@@ -343,7 +346,7 @@ package struct JobHandler: MessageHandler {
     /// Records an answer that claims no purchase; publishes it (counted), or the job's first answer.
     private func recordUnclaimed(
         _ stored: StoredEvent, _ key: DecisionKey, counted: Counter, context: any HandlingContext
-    ) async throws -> Outcome {
+    ) async throws -> Disposition {
         let outcome = try await context.retrying(
             "ledger_record", stage: metrics.ledgerRecord,
             { try await decisions.record(Decision(key: key, grant: nil, event: stored)) })
@@ -369,7 +372,7 @@ package struct JobHandler: MessageHandler {
     /// (kept in the ledger by its job id when it has a usable one) and the dead letter.
     private func denyMalformed(
         _ identity: JobIdentity, reason: String, message: InboundMessage, context: any HandlingContext
-    ) async throws -> Outcome {
+    ) async throws -> Disposition {
         let fingerprint = SHA256Digest.hex(message.value)
         let key = DecisionKey(app: .defaultApp, jobID: identity.jobID, fingerprint: fingerprint)
         let event = ResultEvent(

@@ -62,7 +62,7 @@ package struct NotificationHandler: MessageHandler {
         return WaitStart(flow: "notification", app: apps.app(bundleID: bundleID)?.name ?? "other", at: at)
     }
 
-    package func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Outcome {
+    package func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Disposition {
         let notification: AppleNotification
         if let verifiedHere = recentlyVerified?.take(value: message.value) {
             metrics.notificationsTakenFromReceiver.increment()
@@ -166,7 +166,7 @@ package struct NotificationHandler: MessageHandler {
             let app = apps.app(bundleID: notification.bundleID)
         else { return nil }
         // A family member's access revoked is that member's transaction, not the purchaser's purchase.
-        let familyShared = notification.type == .revoke || signed.inAppOwnershipType == "FAMILY_SHARED"
+        let familyShared = notification.type == .revoke || signed.inAppOwnershipType == .familyShared
         let purchaseID: PurchaseID = familyShared ? .transaction(transactionID) : transaction.purchaseIdentity
         let at = notification.notifiedAt
         let kind: NotificationChange.Kind

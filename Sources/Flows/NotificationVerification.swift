@@ -120,7 +120,7 @@ public enum BackfilledNotification {
         public let headers: [MessageHeader]
     }
 
-    public enum Outcome: Sendable {
+    public enum Verification: Sendable {
         case verified(Record)
         /// Genuine, of an environment not accepted here.
         case skipped
@@ -129,7 +129,7 @@ public enum BackfilledNotification {
         case unavailable(String)
     }
 
-    public static func verify(body: Data, apps: AppleApps) async -> Outcome {
+    public static func verify(body: Data, apps: AppleApps) async -> Verification {
         switch await AppleNotification.verifySettled(body: body, apps: apps) {
         case .verified(let notification):
             return .verified(

@@ -5,7 +5,7 @@ public import Vocabulary
 /// The contract's checks (docs/contract.md §3), in its order, on Apple's verdict. The first failing check names
 /// the deny reason. The ledger's two checks (duplicate_transaction, order_already_fulfilled) come after.
 public enum OrderChecks {
-    public enum Outcome: Sendable, Equatable {
+    public enum Verdict: Sendable, Equatable {
         /// Ready to be claimed in the ledger.
         case grant(AppleTransaction, environment: AppleEnvironment)
         case deny(reason: DenyReason, detail: String, transaction: AppleTransaction?, environment: AppleEnvironment?)
@@ -22,7 +22,7 @@ public enum OrderChecks {
         }
     }
 
-    public static func evaluate(_ job: ReceiptJob, verdict: AppleVerdict, now: Date = Date()) -> Outcome {
+    public static func evaluate(_ job: ReceiptJob, verdict: AppleVerdict, now: Date = Date()) -> Verdict {
         let purchase: VerifiedPurchase
         switch verdict {
         case .rejected(let rejection, let detail):
@@ -49,7 +49,7 @@ public enum OrderChecks {
                 ?? "no transaction for product \(job.productID) in the proof"
             return .deny(reason: .transactionNotFound, detail: detail, transaction: nil, environment: environment)
         }
-        func deny(_ reason: DenyReason, _ detail: String) -> Outcome {
+        func deny(_ reason: DenyReason, _ detail: String) -> Verdict {
             .deny(reason: reason, detail: detail, transaction: transaction, environment: environment)
         }
         // Compared as bytes, as the database compares them: Swift's == calls "é" and "e\u{301}" equal.

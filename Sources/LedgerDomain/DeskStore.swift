@@ -30,7 +30,7 @@ public protocol DeskStore: Sendable {
     func holdCredit(
         _ request: ApprovalRequest, limit: Int, held: @escaping @Sendable (Int64) -> AuditEntry,
         refused: @escaping @Sendable (Int) -> AuditEntry
-    ) async throws -> HoldOutcome
+    ) async throws -> HoldDecision
 
     func approvalRequest(id: Int64) async throws -> ApprovalRequest?
 
@@ -64,7 +64,7 @@ public protocol DeskStore: Sendable {
 }
 
 /// How holding a credit for a lead ended.
-public enum HoldOutcome: Sendable, Equatable {
+public enum HoldDecision: Sendable, Equatable {
     case held(id: Int64)
     /// The agent already has `waiting` credits held (the limit): nothing held.
     case full(waiting: Int)

@@ -66,7 +66,7 @@ public protocol DecisionStore: Sendable {
 
     /// Records the decision with its event, atomically with the claim. A job already recorded gets
     /// `.replay` with its stored event, whatever the claim now says.
-    func record(_ decision: Decision) async throws -> LedgerOutcome
+    func record(_ decision: Decision) async throws -> ClaimVerdict
 
 }
 
@@ -290,7 +290,7 @@ public struct Decision: Sendable {
     public var event: StoredEvent
     /// Makes the event that takes back what Apple refunded of the purchase before it was granted (a prorated
     /// refund the ledger remembers): with it, such a purchase is granted for what the player kept and the refund
-    /// is taken back at once (``LedgerOutcome/recordedPartlyRefunded(followUp:)``); without it, it is `revoked`.
+    /// is taken back at once (``ClaimVerdict/recordedPartlyRefunded(followUp:)``); without it, it is `revoked`.
     /// Stored with the decision, so a job delivered again publishes both again.
     public var refundFollowUp: (@Sendable (RefundTaken) -> StoredEvent)?
     /// A prorated refund Apple's own proof states (its `revocationPercentage` and `revocationDate`), which the ledger
@@ -301,8 +301,8 @@ public struct Decision: Sendable {
     /// purchase credited unclaimed (section 9 of docs/contract.md) that no order held is tied to this order; one this
     /// order holds already (a renewal, a credit tied before) is the same credit. Made from the credit's event id and
     /// what the credit counted as revenue (both events of that id say the same), and stored as the job's answer
-    /// (``LedgerOutcome/tied(_:)``). Without it, such a purchase is `duplicate_transaction` or
-    /// ``LedgerOutcome/credited(eventID:revenue:)``.
+    /// (``ClaimVerdict/tied(_:)``). Without it, such a purchase is `duplicate_transaction` or
+    /// ``ClaimVerdict/credited(eventID:revenue:)``.
     public var creditAnswer: (@Sendable (_ creditEventID: String, _ revenue: Int64?) -> StoredEvent)?
 
     public init(
@@ -363,7 +363,7 @@ public struct GrantClaim: Sendable, Equatable {
 }
 
 /// The ledger's answer to a decision.
-public enum LedgerOutcome: Sendable, Equatable {
+public enum ClaimVerdict: Sendable, Equatable {
     /// The decision and its event are stored.
     case recorded
     /// This job was decided before: here is its stored event, to publish again unchanged.

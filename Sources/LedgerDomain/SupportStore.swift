@@ -11,7 +11,7 @@ public protocol SupportStore: Sendable {
     /// made from the claim's outcome. A cap at its limit undoes it all: nothing recorded, ``SupportCreditRecord/capReached``.
     func recordCredit(
         _ decision: Decision, caps: [DailyCounter], day: String,
-        audit: @escaping @Sendable (LedgerOutcome) -> AuditEntry
+        audit: @escaping @Sendable (ClaimVerdict) -> AuditEntry
     ) async throws -> SupportCreditRecord
 
     /// The purchase's grant and its unclaimed report, in `app` and `environment`.
@@ -35,12 +35,12 @@ public protocol SupportStore: Sendable {
 /// How a support credit's transaction ended.
 public enum SupportCreditRecord: Sendable, Equatable {
     /// The claim's outcome, with its audit line's id.
-    case recorded(LedgerOutcome, auditID: Int64)
+    case recorded(ClaimVerdict, auditID: Int64)
     /// A cap was at its limit: nothing was recorded, no line written.
     case capReached
 }
 
-extension LedgerOutcome {
+extension ClaimVerdict {
     /// Whether the outcome credits the purchase anew (a cap's use is taken for it): recorded, recorded with its
     /// refunded share taken back, or a credit unclaimed tied to the order. A replay, a refusal, or a credit the
     /// order already held takes nothing.

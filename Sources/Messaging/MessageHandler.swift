@@ -16,7 +16,7 @@ public protocol MessageHandler: Sendable {
     /// ledger refuses for good) ends as a dead letter with ``deadLetterReason``; any other is taken as transient,
     /// and the message is handled again after a backoff (so a handler must be safe to run again), up to
     /// `retry.max_attempts` handlings, then dead-lettered as `retries_exhausted`.
-    func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Outcome
+    func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Disposition
 
     /// Whether an error will never heal by retrying: the message is dead-lettered at once.
     func isPermanent(_ error: any Error) -> Bool

@@ -127,17 +127,17 @@ enum CreditCommand {
             appleOrderID: appleOrderID, appAccountToken: token)
         let configuration = try options.configuration(purpose: .worker)
         let app = options.value("--app") ?? "default"
-        let (desk, outcome): (SupportDesk, SupportDesk.CreditOutcome) = try await configuration.withToolLedger {
+        let (desk, outcome): (SupportDesk, SupportDesk.CreditDecision) = try await configuration.withToolLedger {
             ledger in
             let desk = try SupportDesk.make(
                 configuration, app: options.value("--app"), ledger: ledger, logger: ToolKafka.logger)
-            let audit: @Sendable (SupportDesk.CreditOutcome) -> AuditEntry = {
+            let audit: @Sendable (SupportDesk.CreditDecision) -> AuditEntry = {
                 DeskAudit.operatorCredit(request, outcome: $0, app: app, ticket: ticket)
             }
             // No caps on the command line: a credit is never over one.
             let result = try await desk.credit(request, audit: audit)
             guard case .done(let outcome) = result else {
-                return (desk, SupportDesk.CreditOutcome.refused("over a cap"))
+                return (desk, SupportDesk.CreditDecision.refused("over a cap"))
             }
             return (desk, outcome)
         }

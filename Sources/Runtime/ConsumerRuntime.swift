@@ -220,7 +220,7 @@ public final class ConsumerRuntime: Sendable {
         let context = RuntimeHandlingContext(
             message: item.message, retries: retries, isPermanent: { handler.isPermanent($0) },
             letGo: { [weak self] in self?.mustLetGo(item.message, generation: item.generation) ?? true }, span: span)
-        let outcome: Outcome
+        let outcome: Disposition
         if let park = item.parkTo {
             let partition = item.message.topicPartition
             switch await self.park(
@@ -267,7 +267,7 @@ public final class ConsumerRuntime: Sendable {
     /// The handler's outcome; a failure meets its ``FailureFate``: handled again after a backoff while it may heal,
     /// dead-lettered when it never will or its budget is spent, let go when the message must be.
     private func handled(_ item: GroupScheduler.Item, handler: any MessageHandler, context: any HandlingContext) async
-        -> Outcome
+        -> Disposition
     {
         var attempts = 0
         while true {
@@ -337,7 +337,9 @@ public final class ConsumerRuntime: Sendable {
     }
 
     /// Publishes an outcome; true once the broker acknowledged all of it (answered).
-    private func deliver(_ outcome: Outcome, _ context: any HandlingContext, group: String, handler: any MessageHandler)
+    private func deliver(
+        _ outcome: Disposition, _ context: any HandlingContext, group: String, handler: any MessageHandler
+    )
         async -> Bool
     {
         switch outcome {

@@ -28,7 +28,7 @@ public struct LookupReport: Sendable {
         public var purchaseDate: Date?
         public var expiresDate: Date?
         public var revocationDate: Date?
-        public var revocationType: String?
+        public var revocationType: RevocationType?
         /// Apple's milliunits (40000 is 40 %).
         public var revocationPercentage: Int?
         public var value = PurchaseValue()
@@ -94,11 +94,11 @@ public struct LookupReport: Sendable {
             }
             let sandbox = purchase.environment == .sandbox ? "Sandbox (a tester's, no money): " : ""
             // A family member's access: the purchaser paid; nothing of it is this player's to be credited.
-            let familyShared = purchase.value.ownershipType == "FAMILY_SHARED"
+            let familyShared = purchase.value.ownershipType == .familyShared
             let paid = familyShared ? "a family member's access (Family Sharing, nothing paid for it)" : "paid"
             let partlyRefunded = (purchase.revocationPercentage ?? 100_000) < 100_000
             if let revoked = purchase.revocationDate {
-                let what = purchase.revocationType == "FAMILY_REVOKE" ? "revoked (Family Sharing)" : "refunded"
+                let what = purchase.revocationType == .familyRevoke ? "revoked (Family Sharing)" : "refunded"
                 let share = purchase.revocationPercentage.map { " (\(NotificationEvent.percentage(milliunits: $0)) %)" }
                 let holder = grant.map { ", was granted to order \($0.orderID) of player \($0.userID)" } ?? ""
                 // Refunded in part and held by no order: the rest is the player's.
@@ -168,12 +168,12 @@ public struct LookupReport: Sendable {
                 ("  purchased", time(purchase.purchaseDate)),
                 ("  expires", time(purchase.expiresDate)),
                 ("  price", price + (purchase.value.storefront.map { " in \($0)" } ?? "")),
-                ("  ownership", purchase.value.ownershipType ?? "-"),
+                ("  ownership", purchase.value.ownershipType?.rawValue ?? "-"),
                 ("  offer", purchase.value.offerIdentifier ?? purchase.value.offerType.map { "type \($0)" } ?? "-"),
                 (
                     "  revoked",
                     purchase.revocationDate.map {
-                        "\(RFC3339.format($0)) \(purchase.revocationType ?? "")"
+                        "\(RFC3339.format($0)) \(purchase.revocationType?.rawValue ?? "")"
                             + (purchase.revocationPercentage.map {
                                 " \(NotificationEvent.percentage(milliunits: $0)) %"
                             } ?? "")
@@ -219,11 +219,11 @@ public struct LookupReport: Sendable {
                 "product_id": value(purchase.productID), "quantity": purchase.quantity, "type": value(purchase.type),
                 "environment": value(purchase.environment?.rawValue), "purchase_date": time(purchase.purchaseDate),
                 "expires_date": time(purchase.expiresDate), "revocation_date": time(purchase.revocationDate),
-                "revocation_type": value(purchase.revocationType),
+                "revocation_type": value(purchase.revocationType?.rawValue),
                 "revocation_percentage": value(purchase.revocationPercentage.map { Double($0) / 1000 }),
                 "price": value(purchase.value.price), "currency": value(purchase.value.currency),
                 "storefront": value(purchase.value.storefront),
-                "in_app_ownership_type": value(purchase.value.ownershipType),
+                "in_app_ownership_type": value(purchase.value.ownershipType?.rawValue),
                 "offer_type": value(purchase.value.offerType),
                 "offer_identifier": value(purchase.value.offerIdentifier),
                 "app_account_token": value(purchase.appAccountToken),

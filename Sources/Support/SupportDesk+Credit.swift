@@ -39,7 +39,7 @@ extension SupportDesk {
     /// The note of a credit recorded before by the same request (nothing new recorded; its event again).
     public static let repeatedCredit = "credited before by this same request: its event again (the same event_id)"
 
-    public enum CreditOutcome: Sendable, Equatable {
+    public enum CreditDecision: Sendable, Equatable {
         /// Recorded with its claim: the event to publish (a grant, which grant services already handle; with its
         /// follow-up, publish ``StoredEvent/published`` in order), and the purchase's original transaction and
         /// environment (for Set App Account Token).
@@ -65,14 +65,14 @@ extension SupportDesk {
         /// Refused, and why; nothing to record.
         case refused(String)
         /// Recorded before by this same request: its outcome again (its event to publish again), nothing new.
-        case recordedBefore(CreditOutcome)
+        case recordedBefore(CreditDecision)
         /// To record (``SupportStore/recordCredit(_:caps:day:audit:)``).
         case ready(PreparedCredit)
     }
 
     /// How a credit ended: its outcome, or over a cap (nothing recorded; the caller holds it for a lead).
     public enum CreditResult: Sendable, Equatable {
-        case done(CreditOutcome)
+        case done(CreditDecision)
         case capReached
     }
 
@@ -83,7 +83,7 @@ extension SupportDesk {
     /// alone.
     public func credit(
         _ request: CreditRequest, caps: [DailyCounter] = [], day: String = "", now: Date = Date(),
-        audit: @escaping @Sendable (CreditOutcome) -> AuditEntry
+        audit: @escaping @Sendable (CreditDecision) -> AuditEntry
     ) async throws -> CreditResult {
         let prepared: PreparedCredit
         switch try await prepareCredit(request, now: now) {
@@ -96,7 +96,7 @@ extension SupportDesk {
         case .ready(let ready):
             prepared = ready
         }
-        let outcomeOf: @Sendable (LedgerOutcome) -> CreditOutcome = { Self.outcome($0, of: prepared) }
+        let outcomeOf: @Sendable (ClaimVerdict) -> CreditDecision = { Self.outcome($0, of: prepared) }
         switch try await ledger.recordCredit(prepared.decision, caps: caps, day: day, audit: { audit(outcomeOf($0)) }) {
         case .capReached:
             return .capReached
@@ -165,7 +165,7 @@ extension SupportDesk {
         if environment == .sandbox && !allowSandbox {
             return .refused("Sandbox: a tester's purchase, never credited here")
         }
-        if payload.inAppOwnershipType == "FAMILY_SHARED" {
+        if payload.inAppOwnershipType == .familyShared {
             return .refused(
                 "a family member's access (Family Sharing): nothing was paid for it, nothing to credit;"
                     + " the app grants it when it presents the transaction")
@@ -213,9 +213,9 @@ extension SupportDesk {
 
     /// What the ledger's answer to a prepared credit means, in support's words: pure, so that the credit's audit
     /// line is made in its transaction.
-    static func outcome(_ recorded: LedgerOutcome, of prepared: PreparedCredit) -> CreditOutcome {
+    static func outcome(_ recorded: ClaimVerdict, of prepared: PreparedCredit) -> CreditDecision {
         let request = prepared.request
-        func credited(_ stored: StoredEvent, _ note: String) -> CreditOutcome {
+        func credited(_ stored: StoredEvent, _ note: String) -> CreditDecision {
             .credited(
                 stored, originalTransactionID: prepared.originalTransactionID, environment: prepared.environment,
                 note: note, setToken: prepared.setToken)

@@ -117,8 +117,8 @@ struct SimulatorNotificationTests {
         let transaction = try verifier.verifyTransaction(try #require(notification.data?.signedTransactionInfo))
         #expect(transaction.transactionId == purchase.transactionID)
         #expect(transaction.revocationDate != nil)
-        #expect(transaction.revocationReason == 1)
-        #expect(transaction.revocationType == "REFUND_PRORATED")
+        #expect(transaction.revocationReason == .appIssue)
+        #expect(transaction.revocationType == .refundProrated)
         #expect(transaction.revocationPercentage == 37_500)
 
         // Get Transaction Info shows it revoked too; a reversal clears it and sends REFUND_REVERSED.
@@ -127,7 +127,7 @@ struct SimulatorNotificationTests {
             case .found(let jws) = try await harness.apiClient().transactionInfo(
                 id: purchase.transactionID, attempts: &attempts)
         else { Issue.record("not found"); return }
-        #expect(try verifier.verifyTransaction(jws).revocationType == "REFUND_PRORATED")
+        #expect(try verifier.verifyTransaction(jws).revocationType == .refundProrated)
         let (reversed, _) = try await post(harness, "/admin/reverse-refund", ["transaction_id": purchase.transactionID])
         #expect(reversed == 200)
         #expect(await eventually(timeout: .seconds(60)) { receiver.requests.count == 2 })
@@ -376,7 +376,7 @@ struct SimulatorNotificationTests {
         let renewal = try verifier.verifyRenewalInfo(try #require(notification.data?.signedRenewalInfo))
         #expect(renewal.originalTransactionId == purchase.transactionID)
         let transaction = try verifier.verifyTransaction(try #require(notification.data?.signedTransactionInfo))
-        #expect(transaction.revocationType == "FAMILY_REVOKE")
+        #expect(transaction.revocationType == .familyRevoke)
         #expect(transaction.revocationPercentage == nil)
         #expect(transaction.revocationDate != nil)
 

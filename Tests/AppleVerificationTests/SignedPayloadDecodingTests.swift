@@ -118,7 +118,7 @@ struct SignedPayloadDecodingTests {
             #"{"price":9223372036854775807,"revocationReason":-9223372036854775808,"quantity":0}"#,
             as: JWSTransaction.self)
         #expect(transaction.price == Int64.max)
-        #expect(transaction.revocationReason == Int.min)
+        #expect(transaction.revocationReason?.rawValue == Int.min)
         #expect(transaction.quantity == 0)
         let error = #expect(throws: AppleVerificationError.self) {
             try scanned(#"{"data":{"appAppleId":[1]}}"#, as: NotificationPayload.self)

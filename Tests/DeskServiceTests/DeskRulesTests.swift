@@ -192,7 +192,7 @@ actor InMemoryDeskStore: DeskStore {
     func holdCredit(
         _ request: ApprovalRequest, limit: Int, held line: @Sendable (Int64) -> AuditEntry,
         refused: @Sendable (Int) -> AuditEntry
-    ) -> HoldOutcome {
+    ) -> HoldDecision {
         let waiting = held.filter { $0.requestedBy == request.requestedBy && $0.status == .pending }.count
         guard waiting < limit else {
             appendAudit(refused(waiting))

@@ -7,7 +7,7 @@ import TestSupport
 @Suite("HTTPRequestParser")
 struct HTTPRequestParserTests {
     /// The first request of `text`, as the server loop parses a connection's input.
-    func parse(_ text: String) -> HTTPRequestParser.Outcome {
+    func parse(_ text: String) -> HTTPRequestParser.Parse {
         var scanned = 0
         return HTTPRequestParser.parse(Array(text.utf8), from: 0, scanned: &scanned)
     }

@@ -63,7 +63,7 @@ struct PurchaseLifeLedgerTests {
 
     /// A job's claim as the worker makes it, answering a credit its order holds or takes with the credit's id.
     static func claim(_ ledger: any Ledger, job: String, order: String, transaction: String) async throws
-        -> LedgerOutcome
+        -> ClaimVerdict
     {
         try await ledger.record(
             Decision(
@@ -168,7 +168,7 @@ struct PurchaseLifeLedgerTests {
         // The credit holds the purchase: a plain grant meets it as another order's.
         let plain = LedgerClaim.grant(orderID: "o-1", transactionID: "900")
         #expect(try await ledger.record(jobID: "plain", claim: plain, event: Data("{}".utf8)) == .duplicateTransaction)
-        let claims = try await withThrowingTaskGroup(of: LedgerOutcome?.self) { group in
+        let claims = try await withThrowingTaskGroup(of: ClaimVerdict?.self) { group in
             for order in 0..<20 {
                 group.addTask {
                     for _ in 0..<50 {

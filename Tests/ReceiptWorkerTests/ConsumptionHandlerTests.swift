@@ -48,7 +48,7 @@ struct ConsumptionHandlerTests {
             jobs, Handlers.job("job-\(id)", order: "order-\(id)", proof: ["receipt": Handlers.proof("proof-\(id)")]))
     }
 
-    func run(_ handler: ConsumptionHandler, _ value: [UInt8]) async throws -> Outcome {
+    func run(_ handler: ConsumptionHandler, _ value: [UInt8]) async throws -> Disposition {
         try await Handlers.run(handler, value, topic: "consumption")
     }
 
@@ -251,7 +251,7 @@ final class GatedConsumption: ConsumptionSending, Sendable {
     private struct State {
         var bodies: [String] = []
         var waiting:
-            [CheckedContinuation<Result<AppStoreServerAPIClient.ConsumptionOutcome, AppleVerificationError>, Never>] =
+            [CheckedContinuation<Result<AppStoreServerAPIClient.ConsumptionDelivery, AppleVerificationError>, Never>] =
                 []
     }
     private let state = Mutex(State())
@@ -261,13 +261,13 @@ final class GatedConsumption: ConsumptionSending, Sendable {
     var pending: Int { state.withLock { $0.waiting.count } }
 
     /// Answers the oldest call waiting.
-    func release(_ result: Result<AppStoreServerAPIClient.ConsumptionOutcome, AppleVerificationError>) {
+    func release(_ result: Result<AppStoreServerAPIClient.ConsumptionDelivery, AppleVerificationError>) {
         let next = state.withLock { $0.waiting.isEmpty ? nil : $0.waiting.removeFirst() }
         next?.resume(returning: result)
     }
 
     func sendConsumption(transactionID: String, body: Data, environment: AppleEnvironment, attempts: inout Int)
-        async throws -> AppStoreServerAPIClient.ConsumptionOutcome
+        async throws -> AppStoreServerAPIClient.ConsumptionDelivery
     {
         attempts += 1
         let result = await withCheckedContinuation { continuation in

@@ -43,7 +43,7 @@ enum Handlers {
     static func run(
         _ handler: any MessageHandler, _ value: [UInt8], topic: String = "jobs", offset: Int64 = 0,
         headers: [MessageHeader] = []
-    ) async throws -> Outcome {
+    ) async throws -> Disposition {
         let message = InboundMessage(
             topic: topic, partition: 0, offset: offset, key: nil, value: value, headers: headers, timestamp: nil)
         var retry = RetryPolicy()
@@ -240,21 +240,21 @@ final class FakeApple: PurchaseVerifying, Sendable {
 
 /// Send Consumption Information, as a test answers it.
 final class FakeConsumption: ConsumptionSending, Sendable {
-    private let answers = Mutex<[Result<AppStoreServerAPIClient.ConsumptionOutcome, AppleVerificationError>]>([])
+    private let answers = Mutex<[Result<AppStoreServerAPIClient.ConsumptionDelivery, AppleVerificationError>]>([])
     private let sent = Mutex<[(transactionID: String, body: String, environment: AppleEnvironment)]>([])
     let allowsSandbox: Bool
 
     init(allowsSandbox: Bool = false) { self.allowsSandbox = allowsSandbox }
 
     /// The next calls' answers, in order; accepted once they run out.
-    func answer(_ results: [Result<AppStoreServerAPIClient.ConsumptionOutcome, AppleVerificationError>]) {
+    func answer(_ results: [Result<AppStoreServerAPIClient.ConsumptionDelivery, AppleVerificationError>]) {
         answers.withLock { $0 += results }
     }
 
     var bodies: [(transactionID: String, body: String, environment: AppleEnvironment)] { sent.withLock { $0 } }
 
     func sendConsumption(transactionID: String, body: Data, environment: AppleEnvironment, attempts: inout Int)
-        async throws -> AppStoreServerAPIClient.ConsumptionOutcome
+        async throws -> AppStoreServerAPIClient.ConsumptionDelivery
     {
         attempts += 1
         sent.withLock { $0.append((transactionID, String(decoding: body, as: UTF8.self), environment)) }
@@ -263,7 +263,7 @@ final class FakeConsumption: ConsumptionSending, Sendable {
     }
 }
 
-extension Outcome {
+extension Disposition {
     /// The JSON values of the records to publish (none for a dead letter without events).
     var events: [[String: Any]] {
         let records: [OutboundRecord]

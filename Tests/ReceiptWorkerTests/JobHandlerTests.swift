@@ -26,7 +26,7 @@ struct JobHandlerTests {
         return Handlers.jobs(try Handlers.apps(apple, second: second), ledger: ledger, retry: retry)
     }
 
-    func run(_ handler: JobHandler, _ job: [UInt8], offset: Int64 = 0) async throws -> Outcome {
+    func run(_ handler: JobHandler, _ job: [UInt8], offset: Int64 = 0) async throws -> Disposition {
         try await Handlers.run(handler, job, offset: offset)
     }
 

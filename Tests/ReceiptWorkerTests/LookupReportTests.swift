@@ -26,9 +26,9 @@ struct LookupReportTests {
         payload.currency = "EUR"
         payload.appAccountToken = Self.token
         payload.revocationDate = revoked.map { $0.timeIntervalSince1970 * 1000 }
-        payload.revocationType = revocationType
+        payload.revocationType = revocationType.map(RevocationType.init)
         payload.revocationPercentage = percentage
-        payload.inAppOwnershipType = ownership
+        payload.inAppOwnershipType = InAppOwnershipType(rawValue: ownership)
         return LookupReport.Purchase(
             transaction: try AppleTransaction(payload), payload: payload, environment: environment, record: record,
             sandboxAccepted: sandboxAccepted)

@@ -26,9 +26,9 @@ struct MoneyRulesTests {
         notifications = Handlers.notifications(apps, ledger: ledger, unclaimedAfter: .seconds(3_600))
     }
 
-    static let priced = PurchaseValue(price: 2_990, currency: "USD", storefront: "USA", ownershipType: "PURCHASED")
+    static let priced = PurchaseValue(price: 2_990, currency: "USD", storefront: "USA", ownershipType: .purchased)
 
-    func job(_ id: String, order: String, transaction: String, quantity: Int = 1) async throws -> Outcome {
+    func job(_ id: String, order: String, transaction: String, quantity: Int = 1) async throws -> Disposition {
         try await Handlers.run(
             jobs,
             Handlers.job(
@@ -37,7 +37,7 @@ struct MoneyRulesTests {
     }
 
     func refund(_ transaction: String, quantity: Int = 1, share: Int? = nil, price: Int = 2_990) async throws
-        -> Outcome
+        -> Disposition
     {
         var fields = Handlers.transaction(transaction, quantity: quantity)
         fields["price"] = price
@@ -57,7 +57,7 @@ struct MoneyRulesTests {
         #expect(Revenue.ofSale(Self.priced, environment: .production) == 2_990)
         #expect(Revenue.ofSale(Self.priced, environment: .sandbox) == 0)
         var family = Self.priced
-        family.ownershipType = "FAMILY_SHARED"
+        family.ownershipType = .familyShared
         #expect(Revenue.ofSale(family, environment: .production) == 0)
         #expect(Revenue.ofSale(PurchaseValue(), environment: .production) == 0)
     }

@@ -34,7 +34,7 @@ struct NotificationHandlerTests {
         #expect(outcome.event?["decision"] as? String == "grant")
     }
 
-    func notify(_ body: [UInt8]) async throws -> Outcome {
+    func notify(_ body: [UInt8]) async throws -> Disposition {
         try await Handlers.run(notifications, body, topic: "notifications")
     }
 

@@ -29,7 +29,7 @@ struct OrderChecksTests {
             purchaseDate: Date(timeIntervalSince1970: 100))
     }
 
-    func reason(_ outcome: OrderChecks.Outcome) -> String {
+    func reason(_ outcome: OrderChecks.Verdict) -> String {
         switch outcome {
         case .grant: "verified"
         case .deny(let reason, _, _, _): reason.rawValue

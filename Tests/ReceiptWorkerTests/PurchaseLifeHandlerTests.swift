@@ -26,7 +26,7 @@ struct PurchaseLifeHandlerTests {
         notifications = Handlers.notifications(apps, ledger: ledger, unclaimedAfter: .seconds(3_600))
     }
 
-    func notify(_ body: [UInt8]) async throws -> Outcome {
+    func notify(_ body: [UInt8]) async throws -> Disposition {
         try await Handlers.run(notifications, body, topic: "notifications")
     }
 
@@ -34,7 +34,7 @@ struct PurchaseLifeHandlerTests {
     func job(
         _ order: String, period id: String, original: String, line: String, token: String? = nil,
         job jobID: String? = nil
-    ) async throws -> Outcome {
+    ) async throws -> Disposition {
         apple.verified(
             Handlers.proof("proof-\(id)"), transactionID: id, product: "vip_monthly",
             type: .autoRenewableSubscription, token: token, expires: Date(timeIntervalSinceNow: month),

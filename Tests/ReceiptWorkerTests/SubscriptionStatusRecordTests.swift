@@ -42,14 +42,14 @@ struct SubscriptionStatusRecordTests {
 
     /// Apple's answer: `transaction` and renewal info `renewal`, signed.
     func answer(_ transaction: [String: Any], _ renewal: [String: Any]) throws
-        -> AppStoreServerAPIClient.SubscriptionStatus
+        -> AppStoreServerAPIClient.LastTransactionsItem
     {
         var transaction = transaction
         transaction["bundleId"] = "com.example"
         transaction["environment"] = "Production"
         // Apple signs both in one answer.
         transaction["signedDate"] = transaction["signedDate"] ?? renewal["signedDate"]
-        return AppStoreServerAPIClient.SubscriptionStatus(
+        return AppStoreServerAPIClient.LastTransactionsItem(
             status: 1, originalTransactionId: transaction["originalTransactionId"] as? String,
             signedTransactionInfo: try Handlers.sign(transaction), signedRenewalInfo: try Handlers.sign(renewal))
     }
@@ -70,7 +70,7 @@ struct SubscriptionStatusRecordTests {
             ])
     }
 
-    func handle(_ record: OutboundMessage) async throws -> Outcome {
+    func handle(_ record: OutboundMessage) async throws -> Disposition {
         try await Handlers.run(notifications, record.value, topic: "notifications", headers: record.headers)
     }
 

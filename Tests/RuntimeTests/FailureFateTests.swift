@@ -17,7 +17,9 @@ struct FailureFateTests {
         func group(of message: InboundMessage) -> String { "g" }
         func isPermanent(_ error: any Error) -> Bool { error is ValueRefused }
         var deadLetterReason: DeadLetterReason { .consumptionNotSent }
-        func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Outcome { .publish([]) }
+        func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Disposition {
+            .publish([])
+        }
     }
 
     static var policy: RetryPolicy {

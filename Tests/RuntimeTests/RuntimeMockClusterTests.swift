@@ -28,7 +28,7 @@ struct RuntimeMockClusterTests {
         func isPermanent(_ error: any Error) -> Bool { false }
         var deadLetterReason: DeadLetterReason { .malformedJob }
 
-        func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Outcome {
+        func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Disposition {
             let value = String(decoding: message.value, as: UTF8.self)
             deliveries.withLock { $0[value, default: 0] += 1 }
             partitions.withLock { $0[value] = message.topicPartition.partition }

@@ -34,7 +34,7 @@ struct SupportEndToEndTests {
     }
 
     /// Publishes a credit's event as `receipt-worker credit` does.
-    func publish(_ outcome: SupportDesk.CreditOutcome, _ harness: WorkerHarness) async throws -> StoredEvent? {
+    func publish(_ outcome: SupportDesk.CreditDecision, _ harness: WorkerHarness) async throws -> StoredEvent? {
         guard case .credited(let event, _, _, _, _) = outcome else { return nil }
         _ = try await harness.producer.send(SupportDesk.message(event, harness.configuration))
         return event
@@ -425,7 +425,7 @@ extension WorkerHarness {
 
 extension SupportDesk {
     /// A credit as the command line makes one (no caps), its audit line under `--by`.
-    func credit(_ request: CreditRequest) async throws -> CreditOutcome {
+    func credit(_ request: CreditRequest) async throws -> CreditDecision {
         let result = try await credit(request) { outcome in
             let isCredited = if case .credited = outcome { true } else { false }
             return AuditEntry(

@@ -7,7 +7,7 @@ package import HTTPServerKit
 /// request), and the search for the end of the headers resumes where the previous call left it, so headers that
 /// arrive a few bytes at a time are scanned once.
 package enum HTTPRequestParser {
-    package enum Outcome {
+    package enum Parse {
         case incomplete
         case invalid
         /// `end`: the index in the buffer just past this request.
@@ -19,7 +19,7 @@ package enum HTTPRequestParser {
 
     /// Parses the request that starts at `start`. `scanned` is where the search for the headers' end resumes; it
     /// must be `start` for a new request and is advanced here while the headers are incomplete.
-    package static func parse(_ buffer: [UInt8], from start: Int, scanned: inout Int) -> Outcome {
+    package static func parse(_ buffer: [UInt8], from start: Int, scanned: inout Int) -> Parse {
         guard let headerEnd = find([13, 10, 13, 10], in: buffer, from: max(start, scanned)) else {
             scanned = max(start, buffer.count - 3)
             return buffer.count - start > maximumHeaderBytes ? .invalid : .incomplete

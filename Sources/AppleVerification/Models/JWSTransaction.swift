@@ -20,12 +20,12 @@ public struct JWSTransaction: Codable, Sendable, Hashable {
     /// Raw `type`: "Consumable", "Non-Consumable", "Auto-Renewable Subscription", "Non-Renewing Subscription".
     public var type: String?
     public var appAccountToken: String?
-    public var inAppOwnershipType: String?
+    public var inAppOwnershipType: InAppOwnershipType?
     public var signedDate: Double?
-    public var revocationReason: Int?
+    public var revocationReason: RevocationReason?
     public var revocationDate: Double?
     /// `REFUND_FULL`, `REFUND_PRORATED`, `FAMILY_REVOKE` (raw: a type Apple adds later still decodes).
-    public var revocationType: String?
+    public var revocationType: RevocationType?
     /// The refunded or revoked share, in milliunits (40000 is 40 %); absent means all, or not revoked.
     public var revocationPercentage: Int?
     public var isUpgraded: Bool?

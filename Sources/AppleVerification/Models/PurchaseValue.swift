@@ -11,7 +11,7 @@ public struct PurchaseValue: Sendable, Hashable {
     /// `transactionReason`: `PURCHASE` (the customer bought it) or `RENEWAL` (an automatic renewal).
     public var transactionReason: String?
     /// `inAppOwnershipType`: `PURCHASED`, or `FAMILY_SHARED` (a family member's access: no money changed hands).
-    public var ownershipType: String?
+    public var ownershipType: InAppOwnershipType?
     /// `offerType`: 1 introductory, 2 promotional, 3 offer code, 4 win-back.
     public var offerType: Int?
     /// `offerIdentifier`: the promotional offer's or offer code's reference name.
@@ -27,7 +27,7 @@ public struct PurchaseValue: Sendable, Hashable {
 
     public init(
         price: Int64? = nil, currency: String? = nil, storefront: String? = nil, transactionReason: String? = nil,
-        ownershipType: String? = nil, offerType: Int? = nil, offerIdentifier: String? = nil,
+        ownershipType: InAppOwnershipType? = nil, offerType: Int? = nil, offerIdentifier: String? = nil,
         offerDiscountType: String? = nil, offerPeriod: String? = nil
     ) {
         self.price = price

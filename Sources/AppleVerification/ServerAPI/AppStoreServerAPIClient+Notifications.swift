@@ -4,7 +4,7 @@ public import Vocabulary
 
 extension AppStoreServerAPIClient {
     /// How Apple took a consumption answer.
-    public enum ConsumptionOutcome: Sendable, Equatable {
+    public enum ConsumptionDelivery: Sendable, Equatable {
         /// 202: Apple has it.
         case accepted
         /// Apple refused it for good (a 4xx with this error code, or none): no retry will change it.
@@ -16,7 +16,7 @@ extension AppStoreServerAPIClient {
     /// (with `retryAfter` when Apple said when to come back); a 401 gets one fresh token first.
     public func sendConsumption(
         transactionID: String, body: Data, environment: AppleEnvironment, attempts: inout Int
-    ) async throws -> ConsumptionOutcome {
+    ) async throws -> ConsumptionDelivery {
         let base = environment == .sandbox ? configuration.sandboxURL : configuration.productionURL
         let response = try await authorized(
             method: .put, url: "\(base)/inApps/v2/transactions/consumption/\(transactionID)", body: body,

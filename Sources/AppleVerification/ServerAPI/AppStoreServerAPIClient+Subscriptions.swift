@@ -5,9 +5,9 @@ public import Vocabulary
 /// Get All Subscription Statuses: where a subscription stands now, for a subscription whose renewal or expiry was
 /// never heard. Its own rate lane; transient failures throw a retriable ``AppleVerificationError``.
 extension AppStoreServerAPIClient {
-    /// One subscription's latest period as Apple answers it (`lastTransactionsItem`). Verify both signed values
+    /// One subscription's latest period as Apple answers it (Apple's `LastTransactionsItem`). Verify both signed values
     /// before reading them: `status` is not signed, and nothing here acts on it.
-    public struct SubscriptionStatus: Sendable, Equatable, Decodable {
+    public struct LastTransactionsItem: Sendable, Equatable, Decodable {
         /// 1 active, 2 expired, 3 billing retry, 4 billing grace period, 5 revoked.
         public var status: Int?
         public var originalTransactionId: String?
@@ -26,7 +26,7 @@ extension AppStoreServerAPIClient {
 
     public enum SubscriptionStatusAnswer: Sendable, Equatable {
         /// Every subscription of the customer in the app, in every subscription group.
-        case found([SubscriptionStatus])
+        case found([LastTransactionsItem])
         /// 404 4040010: Apple knows no such transaction for this app in this environment.
         case notFound
         /// Refused for good: Apple's error code.
@@ -61,7 +61,7 @@ extension AppStoreServerAPIClient {
 
 private struct StatusResponse: Decodable {
     struct Group: Decodable {
-        let lastTransactions: [AppStoreServerAPIClient.SubscriptionStatus]?
+        let lastTransactions: [AppStoreServerAPIClient.LastTransactionsItem]?
     }
     let data: [Group]?
 }

@@ -41,7 +41,7 @@ public final class AppStoreServerAPIClient: Sendable {
     }
 
     /// Apple's answer on one transaction id.
-    public enum Outcome: Sendable {
+    public enum TransactionLookup: Sendable {
         /// The `signedTransactionInfo` JWS; verify it like a StoreKit 2 signed transaction.
         case found(signedTransaction: String)
         /// Not in production, and sandbox not allowed or not there either.
@@ -56,7 +56,7 @@ public final class AppStoreServerAPIClient: Sendable {
     /// only where allowed, never otherwise); nil: Production first, then Sandbox when Production does not
     /// know the id and Sandbox is allowed. With Sandbox not allowed no Sandbox endpoint is ever called.
     public func transactionInfo(id: String, in environment: AppleEnvironment? = nil, attempts: inout Int)
-        async throws -> Outcome
+        async throws -> TransactionLookup
     {
         guard !id.isEmpty, id.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
             return .rejected(errorCode: 4000006)
@@ -72,7 +72,7 @@ public final class AppStoreServerAPIClient: Sendable {
     }
 
     private func lookup(id: String, base: String, sandbox: Bool, attempts: inout Int, renewedToken: Bool = false)
-        async throws -> Outcome
+        async throws -> TransactionLookup
     {
         let call = sandbox ? "transaction_info_sandbox" : "transaction_info_production"
         try await governed(RateGovernor.Lane(endpoint: "transaction_info", sandbox: sandbox))

@@ -9,7 +9,7 @@ import Vocabulary
 /// matter: every developer holds a certificate under the same WWDR intermediate, and without them could
 /// sign a receipt that chains to Apple's root.
 public struct ReceiptSignatureVerifier: Sendable {
-    public enum Outcome: Sendable {
+    public enum Verification: Sendable {
         case verified(AppReceipt)
         /// An iOS 6 transaction receipt (a base64 plist): only verifyReceipt reads it.
         case legacy
@@ -26,7 +26,7 @@ public struct ReceiptSignatureVerifier: Sendable {
         self.roots = roots
     }
 
-    public func verify(base64 text: String) -> Outcome {
+    public func verify(base64 text: String) -> Verification {
         guard let der = Data(base64Encoded: text, options: .ignoreUnknownCharacters), !der.isEmpty else {
             return .invalid("the receipt is not base64")
         }

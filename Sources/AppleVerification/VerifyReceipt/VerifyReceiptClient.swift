@@ -33,7 +33,7 @@ public final class VerifyReceiptClient: Sendable {
     }
 
     /// Apple's answer on one receipt.
-    public enum Outcome: Sendable {
+    public enum Answer: Sendable {
         /// Status 0; `environment` is where it was verified ("Production" or "Sandbox").
         case valid(VerifyReceiptResponse, environment: String)
         /// A sandbox receipt while sandbox purchases are not allowed.
@@ -55,7 +55,7 @@ public final class VerifyReceiptClient: Sendable {
     /// retryable 211xx, 21002 for a receipt Apple signed), for a wrong shared secret (21004), and for 21002
     /// of any other receipt (``AppleVerificationError/Code/possiblyMalformed``): those are never a rejection
     /// here; the caller denies a receipt that stays possibly malformed.
-    public func verify(receipt: String, attempts: inout Int) async throws -> Outcome {
+    public func verify(receipt: String, attempts: inout Int) async throws -> Answer {
         var url = configuration.productionURL
         var environment = "Production"
         for _ in 0..<2 {

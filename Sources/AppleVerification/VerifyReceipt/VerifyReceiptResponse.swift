@@ -32,7 +32,7 @@ public struct VerifyReceiptResponse: Sendable {
         public var cancellationDateMs: String?
         public var webOrderLineItemId: String?
         public var appAccountToken: String?
-        public var inAppOwnershipType: String?
+        public var inAppOwnershipType: InAppOwnershipType?
         /// Fields present with a value that is neither a string nor a number (an object, a boolean). The
         /// entry is then unusable: reading such a field as absent could drop a cancellation.
         var unreadableFields: [String] = []
@@ -177,7 +177,7 @@ extension VerifyReceiptResponse.InApp {
             case "cancellation_date_ms": cancellationDateMs = text(member)
             case "web_order_line_item_id": webOrderLineItemId = text(member)
             case "app_account_token": appAccountToken = text(member)
-            case "in_app_ownership_type": inAppOwnershipType = text(member)
+            case "in_app_ownership_type": inAppOwnershipType = text(member).map(InAppOwnershipType.init)
             default: break
             }
         }

@@ -171,7 +171,7 @@ extension DeskActions {
     }
 
     /// A credit's audit line, with what came of it (written in the credit's transaction).
-    static func creditLine(_ line: AuditEntry, _ outcome: SupportDesk.CreditOutcome) -> AuditEntry {
+    static func creditLine(_ line: AuditEntry, _ outcome: SupportDesk.CreditDecision) -> AuditEntry {
         var line = line
         switch outcome {
         case .credited(let event, _, _, let note, _):

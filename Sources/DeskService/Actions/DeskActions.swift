@@ -286,7 +286,7 @@ public enum DeskAudit {
 
     /// An operator's `receipt-worker credit`, under `--by`.
     public static func operatorCredit(
-        _ request: SupportDesk.CreditRequest, outcome: SupportDesk.CreditOutcome, app: String, ticket: String
+        _ request: SupportDesk.CreditRequest, outcome: SupportDesk.CreditDecision, app: String, ticket: String
     ) -> AuditEntry {
         var asked: [String: Any] = fromCommandLine([
             "transaction_id": request.transactionID, "order_id": request.orderID, "user_id": request.userID,

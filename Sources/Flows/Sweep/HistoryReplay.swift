@@ -25,7 +25,7 @@ public struct HistoryReplay: Sendable {
     }
 
     /// What a replay came to: its counts, and why it stopped short (nil: it read the whole window).
-    public struct Outcome: Sendable {
+    public struct Report: Sendable {
         public var counts = Counts()
         public var failure: String?
         /// Each notification that did not verify, in words (never its payload).
@@ -62,8 +62,8 @@ public struct HistoryReplay: Sendable {
     public func replay(
         _ api: AppStoreServerAPIClient, environment: AppleEnvironment, from start: Date, to end: Date,
         onlyFailures: Bool = false
-    ) async -> Outcome {
-        var outcome = Outcome()
+    ) async -> Report {
+        var outcome = Report()
         var page: String?
         repeat {
             let history: AppStoreServerAPIClient.NotificationHistoryPage

@@ -147,7 +147,7 @@ package struct NotificationSweeper: Sendable {
         }
     }
 
-    private func record(_ outcome: HistoryReplay.Outcome, app: String, environment: AppleEnvironment, found: String) {
+    private func record(_ outcome: HistoryReplay.Report, app: String, environment: AppleEnvironment, found: String) {
         metrics.sweptNotifications(app: app, found: found).increment(by: outcome.counts.produced)
         metrics.sweptNotifications(app: app, found: "rejected").increment(by: outcome.counts.rejected)
         for reason in outcome.rejections {

@@ -22,7 +22,7 @@ package enum SubscriptionStatusRecord {
     /// a refusal without both signed values, or when they do not verify (why, for the log), or when a chain's
     /// revocation status is still not known (pending: asked again next round, never taken as Apple's answer).
     package static func record(
-        _ status: AppStoreServerAPIClient.SubscriptionStatus, bundleID: String, apps: AppleApps, topic: String
+        _ status: AppStoreServerAPIClient.LastTransactionsItem, bundleID: String, apps: AppleApps, topic: String
     ) async -> Result<(record: OutboundMessage, notification: AppleNotification), Refusal> {
         guard let transaction = status.signedTransactionInfo, let renewal = status.signedRenewalInfo,
             let original = status.originalTransactionId

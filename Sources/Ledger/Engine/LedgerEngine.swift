@@ -13,7 +13,7 @@ public final class LedgerEngine: Ledger, Sendable {
 
     /// One decision's answer in a batch.
     enum RecordAnswer: Sendable {
-        case outcome(LedgerOutcome)
+        case outcome(ClaimVerdict)
         /// Met a concurrent decision, a deadlock or a unique violation: retried by the caller.
         case conflict
         /// Failed for good (a value the database refuses), or alone.
@@ -41,7 +41,7 @@ public final class LedgerEngine: Ledger, Sendable {
 
     /// One call for a job's claim: the batch's rules, then, for a purchase held by a credit of a purchase no job
     /// claimed, the credit tied to the order when the decision says how to answer it (``Decision/creditAnswer``).
-    public func record(_ decision: Decision) async throws -> LedgerOutcome {
+    public func record(_ decision: Decision) async throws -> ClaimVerdict {
         switch try await records.submit(decision) {
         case .outcome(.duplicateTransaction):
             guard let answer = decision.creditAnswer else { return .duplicateTransaction }

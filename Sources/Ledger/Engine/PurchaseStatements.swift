@@ -137,7 +137,7 @@ struct PurchaseStatements: PurchaseStateTransaction {
         }
     }
 
-    func settleUnclaimed(_ purchase: PurchaseKey, _ outcome: UnclaimedOutcome) throws {
+    func settleUnclaimed(_ purchase: PurchaseKey, _ outcome: UnclaimedEnding) throws {
         try session.rows(
             """
             UPDATE \(table("unclaimed_purchases")) SET state = ?4, settled_at = \(spelling.now)

@@ -5,7 +5,7 @@ import Foundation
 extension LedgerEngine {
     public func recordCredit(
         _ decision: Decision, caps: [DailyCounter], day: String,
-        audit: @escaping @Sendable (LedgerOutcome) -> AuditEntry
+        audit: @escaping @Sendable (ClaimVerdict) -> AuditEntry
     ) async throws -> SupportCreditRecord {
         let dialect = dialect
         var attempts = 0
@@ -35,7 +35,7 @@ extension LedgerEngine {
     public func holdCredit(
         _ request: ApprovalRequest, limit: Int, held: @escaping @Sendable (Int64) -> AuditEntry,
         refused: @escaping @Sendable (Int) -> AuditEntry
-    ) async throws -> HoldOutcome {
+    ) async throws -> HoldDecision {
         try await dialect.write { session in
             try DeskQueries.lockHolds(of: request.requestedBy, in: session)
             let waiting = try DeskQueries.waitingHolds(of: request.requestedBy, in: session)

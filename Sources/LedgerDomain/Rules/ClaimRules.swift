@@ -112,7 +112,7 @@ package enum ClaimRules {
 /// a follow-up event to store beside the result (``ClaimRules/followUpKey(_:)``), and when the grant is inserted
 /// revoked (a purchase refunded in part before it was granted).
 package struct ClaimResult {
-    package var outcome: LedgerOutcome
+    package var outcome: ClaimVerdict
     package var grant: GrantClaim? = nil
     package var result: StoredEvent? = nil
     package var followUp: StoredEvent? = nil
@@ -121,7 +121,7 @@ package struct ClaimResult {
     package var refundSeen: RefundTaken? = nil
 
     package init(
-        outcome: LedgerOutcome, grant: GrantClaim? = nil, result: StoredEvent? = nil, followUp: StoredEvent? = nil,
+        outcome: ClaimVerdict, grant: GrantClaim? = nil, result: StoredEvent? = nil, followUp: StoredEvent? = nil,
         revokedAt: Date? = nil, refundSeen: RefundTaken? = nil
     ) {
         self.outcome = outcome

@@ -181,7 +181,7 @@ package enum PurchaseRules {
         for (app, environment, reported) in try transaction.dueUnclaimed(now: now, limit: limit) {
             let purchase = PurchaseKey(app: app, environment: environment, purchaseID: reported.purchaseID)
             try transaction.lock(purchase)
-            let outcome: UnclaimedOutcome
+            let outcome: UnclaimedEnding
             if try transaction.grant(of: purchase, transactionID: reported.transactionID) != nil {
                 outcome = .claimed
             } else if try transaction.state(of: purchase)?.revoked == true {
@@ -366,7 +366,7 @@ package struct UntiedCredit {
 }
 
 /// How a reported purchase waiting for a job ended.
-package enum UnclaimedOutcome: String {
+package enum UnclaimedEnding: String {
     /// A job claimed it (or another replica credited it meanwhile).
     case claimed
     /// Refunded or revoked before its time: nothing to credit.
@@ -410,7 +410,7 @@ package protocol PurchaseStateTransaction {
     /// Reported purchases still waiting whose time has come, oldest first, locked for this transaction (another
     /// replica's sweep skips them).
     func dueUnclaimed(now: Date, limit: Int) throws -> [(AppScope, AppleEnvironment, ReportedPurchase)]
-    func settleUnclaimed(_ purchase: PurchaseKey, _ outcome: UnclaimedOutcome) throws
+    func settleUnclaimed(_ purchase: PurchaseKey, _ outcome: UnclaimedEnding) throws
     func unpublishedCredits(limit: Int) throws -> [StoredEvent]
 
     // A job meeting a credit
@@ -440,7 +440,7 @@ package enum CreditClaim: Sendable, Equatable {
 
     /// What the job's claim answers, the purchase being held already (`duplicateTransaction` when it is not a
     /// credit to tie).
-    package var outcome: LedgerOutcome {
+    package var outcome: ClaimVerdict {
         switch self {
         case .tied(let event): .tied(event)
         case .replay(let first): .replay(first)

@@ -1,7 +1,8 @@
 public import Vocabulary
 
-/// How handling one message ended. Only a message whose outcome the broker acknowledged is committed past.
-public enum Outcome: Sendable {
+/// What becomes of a handled message: the records to publish, a dead letter, or nothing yet (let go). Only a
+/// message whose disposition the broker acknowledged is committed past.
+public enum Disposition: Sendable {
     /// Publish these records (none: nothing to say), then the message is answered.
     case publish([OutboundRecord])
     /// Publish `after` (if any), then copy the message to the dead-letter topic with `letter`'s headers.
