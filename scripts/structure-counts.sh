@@ -99,8 +99,7 @@ for name, chosen in [("files-over-300-lines", [p for p in files if lines[p] > 30
 # 4: parses of a job's bytes before its handler's result. Heuristic: the runtime calls `handler.NAME(...)` for a
 # message (Sources/Runtime/ConsumerRuntime*.swift); each call site counts once. NAME is looked up among the
 # functions of JobHandler (any file declaring or extending it), and within it every expression reading
-# `message.value` is a read of the bytes; a call to another JobHandler function is followed (`waitStart` calling
-# `group(of:)` reads them again). A read is a parse of the job when the call it is passed to names a job (its type,
+# `message.value` is a read of the bytes; a call to another JobHandler function is followed. A read is a parse of the job when the call it is passed to names a job (its type,
 # function or argument label: `JobParser.parse`, `apps.app(ofJob:)`); other reads (a hash of a malformed job) are
 # listed apart. Bytes read under another name than `message`, or by another type's code, are not seen: hence each
 # read is printed with its call chain, to be checked by eye.
@@ -173,10 +172,10 @@ print(f"job-bytes-other-reads: {len(other)}  " + ("; ".join(other) or "none"))
 # member, so the files and targets follow the tree; a step not found is printed, to be mended here.
 PATH = """
     KafkaConsumerEvents.next EventChannel.next ConsumerRuntime.run ConsumerRuntime.take PartitionBook.generation
-    PartitionBook.take JobHandler.group AppleApps.app(ofJob JobHandler.waitStart WaitTracker.began
+    PartitionBook.take JobHandler.intake JobParser.parse WaitTracker.began
     GroupScheduler.enqueue ConsumerRuntime.adjustIntake GroupScheduler.next ConsumerRuntime.startMessages
-    PartitionBook.holds ConsumerRuntime.handle ConsumerRuntime.processSpan HandlingContext.init
-    ConsumerRuntime.handled JobHandler.handle JobParser.parse JobHandler.storedAnswer HandlingContext.retrying
+    PartitionBook.holds ConsumerRuntime.handle ConsumerRuntime.processSpan RuntimeHandlingContext.init
+    ConsumerRuntime.handled JobHandler.handle JobHandler.storedAnswer RuntimeHandlingContext.retrying
     ServiceRetries.retrying LedgerEngine.storedDecision Batcher.submit JobHandler.verify AppleRetry.run
     HandlingContext.traced AppleVerifier.verify OrderChecks.evaluate JobHandler.record ResultEvent.eventID
     Revenue.ofSale RefundFollowUp.stated ResultEvent.stored LedgerEngine.record LedgerDialect.claimFacts

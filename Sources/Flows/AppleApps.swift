@@ -86,17 +86,6 @@ public struct AppleApps: Sendable {
         return byBundleID[Array(bundleID.utf8)]
     }
 
-    /// The app of a job message, peeked at before it is parsed (to choose its group of slots): its
-    /// `bundle_id`, the default app when it names none; nil when it names one no app has, or is no JSON
-    /// object. With one app there is nothing to choose.
-    package func app(ofJob value: [UInt8]) -> AppleApp? {
-        guard all.count > 1 else { return defaultApp }
-        guard let members = JSONObjectScanner.members(value) else { return nil }
-        guard let bundle = members.first(where: { $0.key == "bundle_id" }), bundle.raw.first == UInt8(ascii: "\"")
-        else { return defaultApp }
-        return JSONObjectScanner.decodeString(bundle.raw).flatMap { byBundleID[Array($0.utf8)] }
-    }
-
     /// The app a signed notification is for, by the bundle id its payload names, read before verification
     /// to choose the verifier; that verifier then checks the bundle id with the signature. With one app
     /// there is nothing to choose.

@@ -42,13 +42,18 @@ package struct ConsumptionHandler: MessageHandler {
 
     /// The app the answer names (`bundle_id`), else the default app: each app's answers wait in slots of their
     /// own, so one app's answers retrying against Apple never hold another's.
-    package func group(of message: InboundMessage) -> String {
-        FlowGroup.consumption(of: apps.app(ofJob: message.value) ?? apps.defaultApp)
+    /// The answer, parsed once as it is taken: its group is its app's consumption group.
+    package func intake(of message: InboundMessage) -> Intake {
+        let parsed = ConsumptionAnswer.parse(message.value)
+        let app = (try? parsed.get()).map { apps.app(bundleID: $0.bundleID) } ?? apps.defaultApp
+        return Intake(group: FlowGroup.consumption(of: app ?? apps.defaultApp), reading: parsed)
     }
 
     package func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Disposition {
         let answer: ConsumptionAnswer
-        switch ConsumptionAnswer.parse(message.value) {
+        // Read once, as it was taken (``intake(of:)``).
+        let read = context.intake.reading as? Result<ConsumptionAnswer, ConsumptionAnswer.Malformed>
+        switch read ?? .failure(ConsumptionAnswer.Malformed(reason: "the answer was not read as it was taken")) {
         case .success(let parsed): answer = parsed
         case .failure(let malformed):
             return notSent("malformed consumption answer: \(malformed.reason)")

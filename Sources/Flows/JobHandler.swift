@@ -72,22 +72,25 @@ package struct JobHandler: MessageHandler {
 
     package func isPermanent(_ error: any Error) -> Bool { (error as? LedgerError)?.isPermanent == true }
 
-    /// A job's app: its slots are that app's. A job that names no app here, or is unreadable, is answered
-    /// without Apple: the default app's slots serve it.
-    package func group(of message: InboundMessage) -> String {
-        apps.app(ofJob: message.value)?.name ?? apps.defaultApp.name
-    }
-
-    /// A player waits from the job's send (the producer's create time on the record).
-    package func waitStart(of message: InboundMessage) -> WaitStart? {
-        message.timestamp.map { WaitStart(flow: "job", app: group(of: message), at: $0) }
+    /// The job, parsed once as it is taken: its app's slots are its group (a job that is not valid, or names no
+    /// app here, is answered without Apple: the default app's slots serve it); a player waits from the job's send
+    /// (the producer's create time on the record); the parse goes on to ``handle(_:context:)``.
+    package func intake(of message: InboundMessage) -> Intake {
+        let parsed = JobParser.parse(
+            message.value, maxBytes: settings.maxBytes,
+            transactionIDRequiresAccountToken: settings.transactionIDRequiresAccountToken)
+        let app = if case .job(let job) = parsed { apps.app(bundleID: job.bundleID) } else { AppleApp?.none }
+        let group = (app ?? apps.defaultApp).name
+        return Intake(
+            group: group, waitStart: message.timestamp.map { WaitStart(flow: "job", app: group, at: $0) },
+            reading: parsed)
     }
 
     package func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Disposition {
         let job: ReceiptJob
-        switch JobParser.parse(
-            message.value, maxBytes: settings.maxBytes,
-            transactionIDRequiresAccountToken: settings.transactionIDRequiresAccountToken)
+        // Read once, as it was taken (``intake(of:)``); a context that carries no reading is a caller's bug, and its
+        // message goes to the dead-letter topic rather than being read a second time.
+        switch context.intake.reading as? JobParseResult ?? .unreadable(reason: "the job was not read as it was taken")
         {
         case .unreadable(let reason):
             // No order to answer: the dead letter alone.

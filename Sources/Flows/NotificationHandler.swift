@@ -49,17 +49,17 @@ package struct NotificationHandler: MessageHandler {
 
     package func isPermanent(_ error: any Error) -> Bool { (error as? LedgerError)?.isPermanent == true }
 
-    package func group(of message: InboundMessage) -> String { FlowGroup.notifications }
-
-    /// From Apple's signing of the notification (the receiver's `signed_date` header; else the record's time), for
-    /// the app its `bundle_id` header names (`other` for one no app has).
-    package func waitStart(of message: InboundMessage) -> WaitStart? {
+    /// The notifications' group; the wait from Apple's signing of the notification (the receiver's `signed_date`
+    /// header; else the record's time), for the app its `bundle_id` header names (`other` for one no app has).
+    package func intake(of message: InboundMessage) -> Intake {
         let signed = message.header("signed_date")?.stringValue.flatMap(Int64.init).map {
             Date(timeIntervalSince1970: Double($0) / 1000)
         }
-        guard let at = signed ?? message.timestamp else { return nil }
+        guard let at = signed ?? message.timestamp else { return Intake(group: FlowGroup.notifications) }
         let bundleID = message.header("bundle_id")?.stringValue
-        return WaitStart(flow: "notification", app: apps.app(bundleID: bundleID)?.name ?? "other", at: at)
+        return Intake(
+            group: FlowGroup.notifications,
+            waitStart: WaitStart(flow: "notification", app: apps.app(bundleID: bundleID)?.name ?? "other", at: at))
     }
 
     package func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Disposition {

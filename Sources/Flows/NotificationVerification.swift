@@ -118,6 +118,13 @@ public enum BackfilledNotification {
         public let key: String
         public let type: NotificationType
         public let headers: [MessageHeader]
+
+        init(_ notification: AppleNotification) {
+            id = notification.id
+            key = notification.key
+            type = notification.type
+            headers = notification.recordHeaders()
+        }
     }
 
     public enum Verification: Sendable {
@@ -132,10 +139,7 @@ public enum BackfilledNotification {
     public static func verify(body: Data, apps: AppleApps) async -> Verification {
         switch await AppleNotification.verifySettled(body: body, apps: apps) {
         case .verified(let notification):
-            return .verified(
-                Record(
-                    id: notification.id, key: notification.key, type: notification.type,
-                    headers: notification.recordHeaders()))
+            return .verified(Record(notification))
         case .environmentNotAllowed: return .skipped
         case .rejected(let reason): return .rejected(reason)
         case .unavailable(let reason): return .unavailable(reason)

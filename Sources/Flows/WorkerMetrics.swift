@@ -73,7 +73,9 @@ public final class WorkerMetrics: Sendable {
             help: "receipt.unclaimed events published: purchases no job claimed in time, credited by the event.")
         notificationsTakenFromReceiver = registry.counter(
             "receipt_worker_notifications_taken_from_receiver_total",
-            help: "Notification records processed from this replica's receiver's verification of the same bytes.")
+            help:
+                "Notification records processed from this replica's verification of the same bytes (its receiver, its sweep)."
+        )
         notificationsVerifiedAgain = registry.counter(
             "receipt_worker_notifications_verified_again_total",
             help: "Notification records the processor verified again (received by another replica, or not kept).")

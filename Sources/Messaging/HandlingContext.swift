@@ -7,6 +7,9 @@ public protocol HandlingContext: Sendable {
     /// The message being handled.
     var message: InboundMessage { get }
 
+    /// What the runtime read of it as it took it (``MessageHandler/intake(of:)``).
+    var intake: Intake { get }
+
     /// The message's `process` span when the worker traces.
     var span: Span? { get }
 
@@ -65,6 +68,7 @@ extension HandlingContext {
 /// retried with `retry`'s backoff until it answers or fails for good.
 public struct StandaloneHandlingContext: HandlingContext {
     public let message: InboundMessage
+    public let intake: Intake
     private let isPermanent: @Sendable (any Error) -> Bool
     private let retry: RetryPolicy
     private let logger: Logger
@@ -74,6 +78,7 @@ public struct StandaloneHandlingContext: HandlingContext {
         logger: Logger = Logger(label: "handler")
     ) {
         self.message = message
+        self.intake = handler.intake(of: message)
         self.isPermanent = { handler.isPermanent($0) }
         self.retry = retry
         self.logger = logger

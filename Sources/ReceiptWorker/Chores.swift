@@ -31,7 +31,7 @@ extension NotificationSweeper {
     /// round a little after start (the topics checked, the group joined), then every interval.
     static func service(
         _ configuration: WorkerConfiguration, apps: AppleApps, ledger: any Ledger, producer: any MessageSender,
-        metrics: WorkerMetrics, logger: Logger, holder: String
+        metrics: WorkerMetrics, logger: Logger, holder: String, recentlyVerified: RecentlyVerifiedNotifications? = nil
     ) -> PeriodicService? {
         guard let interval = configuration.sweepInterval, apps.all.contains(where: { $0.api != nil }) else {
             return nil
@@ -44,7 +44,7 @@ extension NotificationSweeper {
             handledBefore: { id in
                 if produced.contains(id) { return true }
                 return try await ledger.storedNotification(id: id) != nil
-            }, produced: { produced.add($0, keep: keep) })
+            }, produced: { produced.add($0, keep: keep) }, recentlyVerified: recentlyVerified)
         let sweeper = NotificationSweeper(
             apps: apps,
             ledger: ledger, replay: replay,

@@ -227,7 +227,7 @@ public final class Worker: Service {
         ]
         if let sweep = NotificationSweeper.service(
             configuration, apps: apps, ledger: ledger, producer: producer, metrics: metrics, logger: logger,
-            holder: leaseHolder)
+            holder: leaseHolder, recentlyVerified: recentlyVerified)
         {
             services.append(.init("notification sweep", sweep))
         }

@@ -148,9 +148,10 @@ public final class ConsumerRuntime: Sendable {
         // Not taken: read under an earlier assignment, or taken before (a second delivery).
         guard book.take(message.topicPartition, offset: message.offset, generation: generation) else { return }
         let handler = configuration.routes[route].handler
-        let group = handler.group(of: message)
-        var item = GroupScheduler.Item(message: message, generation: generation, group: group, route: route)
-        if var start = handler.waitStart(of: message) {
+        let intake = handler.intake(of: message)
+        let group = intake.group
+        var item = GroupScheduler.Item(message: message, generation: generation, intake: intake, route: route)
+        if var start = intake.waitStart {
             // A parked copy's wait began at its first send.
             if wasParked, let first = message.header(WaitStart.parkedHeader)?.stringValue.flatMap(Int64.init) {
                 start.at = Date(timeIntervalSince1970: Double(first) / 1000)
@@ -218,7 +219,7 @@ public final class ConsumerRuntime: Sendable {
         let span = processSpan(item.message)
         defer { span?.end() }
         let context = RuntimeHandlingContext(
-            message: item.message, retries: retries, isPermanent: { handler.isPermanent($0) },
+            message: item.message, intake: item.intake, retries: retries, isPermanent: { handler.isPermanent($0) },
             letGo: { [weak self] in self?.mustLetGo(item.message, generation: item.generation) ?? true }, span: span)
         let outcome: Disposition
         if let park = item.parkTo {

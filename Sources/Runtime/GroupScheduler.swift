@@ -21,10 +21,11 @@ final class GroupScheduler: Sendable {
     struct Item: Sendable {
         let message: InboundMessage
         let generation: UInt64
-        let group: String
+        let intake: Intake
+        var group: String { intake.group }
         let route: Int
         var parkTo: ParkTarget? = nil
-        /// Where its wait began (``MessageHandler/waitStart(of:)``), when measured.
+        /// Where its wait began (``Intake/waitStart``; a parked copy's at its first send), when measured.
         var waitStart: WaitStart? = nil
         /// When the runtime took it off its topic: its take-to-answer is measured from here.
         var takenAt = ContinuousClock.now

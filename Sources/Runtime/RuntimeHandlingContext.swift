@@ -5,6 +5,7 @@ import Observability
 /// services' retries counted and reported (``ServiceRetries``), each attempt a span of its own when traced.
 final class RuntimeHandlingContext: HandlingContext {
     let message: InboundMessage
+    let intake: Intake
     private let retries: ServiceRetries
     private let isPermanent: @Sendable (any Error) -> Bool
     private let letGo: @Sendable () -> Bool
@@ -12,10 +13,12 @@ final class RuntimeHandlingContext: HandlingContext {
     let span: Span?
 
     init(
-        message: InboundMessage, retries: ServiceRetries, isPermanent: @escaping @Sendable (any Error) -> Bool,
+        message: InboundMessage, intake: Intake, retries: ServiceRetries,
+        isPermanent: @escaping @Sendable (any Error) -> Bool,
         letGo: @escaping @Sendable () -> Bool, span: Span? = nil
     ) {
         self.message = message
+        self.intake = intake
         self.retries = retries
         self.isPermanent = isPermanent
         self.letGo = letGo

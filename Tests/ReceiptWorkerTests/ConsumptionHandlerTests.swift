@@ -154,10 +154,11 @@ struct ConsumptionHandlerTests {
     func groupPerApp() throws {
         let handler = try handler(consumption: consumption)
         func group(_ fields: [String: Any]) -> String {
-            handler.group(
+            handler.intake(
                 of: InboundMessage(
                     topic: "consumption", partition: 0, offset: 0, key: nil, value: answer(fields), headers: [],
-                    timestamp: nil))
+                    timestamp: nil)
+            ).group
         }
         #expect(group(["bundle_id": "com.example.second"]) == "consumption:second")
         #expect(group([:]) == "consumption:default")

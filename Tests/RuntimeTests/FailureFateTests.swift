@@ -14,7 +14,7 @@ struct FailureFateTests {
 
     /// Permanent: `ValueRefused` (as a value the ledger refuses for good); dead letters say `consumption_not_sent`.
     struct Handler: MessageHandler {
-        func group(of message: InboundMessage) -> String { "g" }
+        func intake(of message: InboundMessage) -> Intake { Intake(group: "g") }
         func isPermanent(_ error: any Error) -> Bool { error is ValueRefused }
         var deadLetterReason: DeadLetterReason { .consumptionNotSent }
         func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Disposition {

@@ -11,7 +11,7 @@ struct GroupSchedulerTests {
                 topic: "jobs", partition: partition, offset: offset, key: nil,
                 value: [UInt8](repeating: 0, count: bytes),
                 headers: [], timestamp: nil),
-            generation: 1, group: group, route: 0)
+            generation: 1, intake: Intake(group: group), route: 0)
     }
 
     /// The items handed out so far, without waiting for more.

@@ -24,7 +24,7 @@ struct RuntimeMockClusterTests {
 
         init(out: String) { self.out = out }
 
-        func group(of message: InboundMessage) -> String { "g" }
+        func intake(of message: InboundMessage) -> Intake { Intake(group: "g") }
         func isPermanent(_ error: any Error) -> Bool { false }
         var deadLetterReason: DeadLetterReason { .malformedJob }
 

@@ -86,6 +86,29 @@ struct NotificationSweepEndToEndTests {
         await harness.stop()
     }
 
+    @Test(
+        "a notification the sweep brought back is verified once: its replica's handler takes the sweep's verification")
+    func sweptVerifiedOnce() async throws {
+        let harness = try await WorkerHarness(notifications: true) {
+            $0.sweepInterval = .seconds(2)
+            $0.sweepGap = .seconds(3_600)
+        }
+        let purchase = try await harness.purchase(["product_id": "gems_100"])
+        try await harness.submit(
+            job(
+                "job-once", order: "order-once", product: "gems_100", ["signed_transaction": purchase.signedTransaction]
+            ))
+        #expect(await harness.result(jobID: "job-once")?["decision"] as? String == "grant")
+        // Apple cannot deliver: the refund reaches the topic only through the sweep, on this one replica.
+        try await harness.admin.sendNotifications(to: "http://127.0.0.1:1/notifications/apple", retryDelaysMs: [])
+        _ = try await harness.admin.notify("refund", ["transaction_id": purchase.transactionID])
+        let revoked = await events(harness, order: "order-once", type: "receipt.revoked")
+        #expect(revoked.first?["transaction_id"] as? String == purchase.transactionID)
+        #expect(harness.metric("receipt_worker_notifications_taken_from_receiver_total") >= 1)
+        #expect(harness.metric("receipt_worker_notifications_verified_again_total") == 0)
+        await harness.stop()
+    }
+
     @Test("a sweep's plan: the failures of the rolling window; after a silence, everything since")
     func plan() {
         let settings = NotificationSweeper.Settings(interval: .seconds(3_600), window: 86_400, gap: 21_600)

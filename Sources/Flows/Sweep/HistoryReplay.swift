@@ -1,6 +1,7 @@
 public import AppleVerification
+import Events
 public import Foundation
-public import Messaging
+package import Messaging
 import Observability
 public import Vocabulary
 
@@ -42,12 +43,17 @@ public struct HistoryReplay: Sendable {
     package let handledBefore: (@Sendable (String) async throws -> Bool)?
     /// Told each notification produced, by its UUID.
     package let produced: (@Sendable (String) -> Void)?
+    /// Where a notification produced is remembered as verified, for this process's own handler of it (nil: a
+    /// backfill, a process that handles none): a swept notification is verified once.
+    package let recentlyVerified: RecentlyVerifiedNotifications?
 
-    public init(
+    package init(
         apps: AppleApps, retry: RetryPolicy, topic: String,
         produce: (@Sendable (OutboundMessage) async throws -> Void)?,
-        handledBefore: (@Sendable (String) async throws -> Bool)? = nil, produced: (@Sendable (String) -> Void)? = nil
+        handledBefore: (@Sendable (String) async throws -> Bool)? = nil, produced: (@Sendable (String) -> Void)? = nil,
+        recentlyVerified: RecentlyVerifiedNotifications? = nil
     ) {
+        self.recentlyVerified = recentlyVerified
         self.apps = apps
         self.retry = retry
         self.topic = topic
@@ -80,7 +86,7 @@ public struct HistoryReplay: Sendable {
             for signed in history.signedPayloads {
                 outcome.counts.read += 1
                 let body = Data("{\"signedPayload\":\(JSONString.quote(signed))}".utf8)
-                switch await BackfilledNotification.verify(body: body, apps: apps) {
+                switch await AppleNotification.verifySettled(body: body, apps: apps) {
                 case .unavailable(let reason):
                     // Never counted as read: the window is read again (the sweep's next round, the backfill again).
                     outcome.failure = "a notification's certificates' revocation status is not known: \(reason)"
@@ -88,9 +94,10 @@ public struct HistoryReplay: Sendable {
                 case .rejected(let reason):
                     outcome.counts.rejected += 1
                     outcome.rejections.append(reason)
-                case .skipped:
+                case .environmentNotAllowed:
                     outcome.counts.skipped += 1
-                case .verified(let record):
+                case .verified(let notification):
+                    let record = BackfilledNotification.Record(notification)
                     // A ledger that does not answer: produced anyway (the workers deduplicate it).
                     if let handledBefore, (try? await handledBefore(record.id)) == true {
                         outcome.counts.known += 1
@@ -98,10 +105,13 @@ public struct HistoryReplay: Sendable {
                     }
                     outcome.counts.byType[record.type.rawValue, default: 0] += 1
                     guard let produce else { continue }
+                    let value = Array(body)
+                    // Remembered before the broker answers: this process's handler may read the record first.
+                    recentlyVerified?.remember(value: value, notification)
                     do {
                         try await produce(
                             OutboundMessage(
-                                topic: topic, key: Array(record.key.utf8), value: Array(body), headers: record.headers))
+                                topic: topic, key: Array(record.key.utf8), value: value, headers: record.headers))
                         outcome.counts.produced += 1
                         produced?(record.id)
                     } catch {
