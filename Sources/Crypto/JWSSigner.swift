@@ -1,4 +1,5 @@
 public import Foundation
+import Vocabulary
 
 /// Makes compact ES256 JWS: App Store Server API tokens (JWT), and, in the App Store simulator and tests,
 /// signed transactions with an `x5c` chain as Apple's servers make them.
@@ -9,10 +10,10 @@ public struct JWSSigner: Sendable {
     /// `headerFields` are added to `"alg":"ES256"`; `x5c` is the chain, leaf first, as DER.
     public init(key: ECPrivateKey, headerFields: [String: String] = [:], x5c: [Data] = []) throws {
         self.key = key
-        var fields: [String: Any] = headerFields
+        var fields = headerFields.mapValues(JSONValue.string)
         fields["alg"] = "ES256"
-        if !x5c.isEmpty { fields["x5c"] = x5c.map { $0.base64EncodedString() } }
-        header = Base64URL.encode(try JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys]))
+        if !x5c.isEmpty { fields["x5c"] = JSONValue(x5c.map { $0.base64EncodedString() }) }
+        header = Base64URL.encode(JSONValue.object(fields).data)
     }
 
     public func sign(payload: Data) throws -> String {

@@ -51,16 +51,18 @@ package struct MoneyMetrics: Sendable {
     /// An event the worker made, read back from its JSON (the notification and credit paths, not the jobs'):
     /// a sale or a refund by its type.
     package func count(_ event: [UInt8], app: String) {
-        guard let object = (try? JSONSerialization.jsonObject(with: Data(event))) as? [String: Any],
-            let type = object["type"] as? String
-        else { return }
-        let currency = object["currency"] as? String
-        let revenue = (object["revenue"] as? NSNumber)?.int64Value
-        switch EventType(rawValue: type) {
+        guard let money = try? JSONDecoder().decode(EventMoney.self, from: Data(event)) else { return }
+        count(money, app: app)
+    }
+
+    /// The same, from the event's money fields already read.
+    package func count(_ money: EventMoney, app: String) {
+        let (currency, revenue) = (money.currency, money.revenue)
+        switch money.type.flatMap(EventType.init(rawValue:)) {
         case .granted, .renewed, .unclaimed:
             sale(
                 app: app, currency: currency, revenue: revenue,
-                environment: (object["environment"] as? String).map(AppleEnvironment.init(rawValue:)))
+                environment: money.environment.map(AppleEnvironment.init(rawValue:)))
         case .revoked, .reinstated:
             refund(app: app, currency: currency, revenue: revenue)
         default: break
@@ -103,5 +105,30 @@ package struct MoneyMetrics: Sendable {
             return "other"
         }
         return currency
+    }
+}
+
+/// What an event says of money, read back from its JSON: its type, the currency and revenue of its purchase, the
+/// environment and the app's bundle id. A field of another type reads as absent.
+package struct EventMoney: Decodable {
+    package let type: String?
+    package let currency: String?
+    package let revenue: Int64?
+    package let environment: String?
+    package let bundleID: String?
+
+    private enum CodingKeys: String, CodingKey {
+        case type, currency, revenue, environment
+        case bundleID = "bundle_id"
+    }
+
+    package init(from decoder: any Decoder) throws {
+        let fields = try decoder.container(keyedBy: CodingKeys.self)
+        func text(_ key: CodingKeys) -> String? { (try? fields.decodeIfPresent(String.self, forKey: key)) ?? nil }
+        type = text(.type)
+        currency = text(.currency)
+        revenue = (try? fields.decodeIfPresent(Int64.self, forKey: .revenue)) ?? nil
+        environment = text(.environment)
+        bundleID = text(.bundleID)
     }
 }

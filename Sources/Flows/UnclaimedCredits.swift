@@ -35,8 +35,8 @@ package struct UnclaimedCredits: Sendable {
 
     /// What a credit adds to revenue, by its app.
     private func countMoney(_ event: StoredEvent) {
-        let bundleID = (try? JSONSerialization.jsonObject(with: Data(event.json)) as? [String: Any])?["bundle_id"]
-        metrics.money.count(event.json, app: appName(bundleID as? String))
+        guard let money = try? JSONDecoder().decode(EventMoney.self, from: Data(event.json)) else { return }
+        metrics.money.count(money, app: appName(money.bundleID))
     }
 
     /// Credits per round: a backlog (a backfill of a week) goes out over several rounds.

@@ -2,6 +2,7 @@ import Flows
 import Foundation
 import Kafka
 import ReceiptWorker
+import Vocabulary
 
 /// `receipt-worker consumption answer`: what a grant service produces when Apple asks about a refund
 /// request (`receipt.consumption_requested`), from flags; for trying it and for an operator at 3 a.m.
@@ -37,17 +38,17 @@ enum ConsumptionCommand {
         guard let sample = options.value("--sample-content-provided").flatMap(Bool.init) else {
             throw UsageError("--sample-content-provided must be true or false")
         }
-        var answer: [String: Any] = [
-            "transaction_id": transaction, "customer_consented": options.has("--consented"),
-            "sample_content_provided": sample,
+        var answer: [String: JSONValue] = [
+            "transaction_id": .string(transaction), "customer_consented": .bool(options.has("--consented")),
+            "sample_content_provided": .bool(sample),
         ]
-        if let status = options.value("--delivery-status") { answer["delivery_status"] = status }
-        if let preference = options.value("--refund-preference") { answer["refund_preference"] = preference }
+        if let status = options.value("--delivery-status") { answer["delivery_status"] = .string(status) }
+        if let preference = options.value("--refund-preference") { answer["refund_preference"] = .string(preference) }
         if let text = options.value("--consumption-percentage") {
             guard let percentage = Double(text) else { throw UsageError("--consumption-percentage must be a number") }
-            answer["consumption_percentage"] = percentage
+            answer["consumption_percentage"] = .double(percentage)
         }
-        let value = Array(try JSONSerialization.data(withJSONObject: answer, options: [.sortedKeys]))
+        let value = Array(JSONValue.object(answer).data)
         if let problem = ConsumptionAnswerCheck.problem(in: value) { throw UsageError(problem) }
         let configuration = try options.configuration(purpose: .tool)
         let producer = try ToolKafka.producer(configuration)

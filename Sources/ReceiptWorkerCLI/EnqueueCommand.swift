@@ -68,17 +68,17 @@ enum EnqueueCommand {
     }
 
     static func jobFromFlags(_ options: Options) throws -> [UInt8] {
-        var job: [String: Any] = ["job_id": UUID().uuidString.lowercased()]
+        var job: [String: JSONValue] = ["job_id": .string(UUID().uuidString.lowercased())]
         for (option, field) in fieldOptions {
-            if let value = options.value(option) { job[field] = value }
+            if let value = options.value(option) { job[field] = .string(value) }
         }
-        if let quantity = try options.integer("--quantity", in: 1...1_000) { job["quantity"] = quantity }
+        if let quantity = try options.integer("--quantity", in: 1...1_000) { job["quantity"] = JSONValue(quantity) }
         if let path = options.value("--receipt-file") {
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw UsageError("--receipt-file: cannot read \(path)")
             }
             let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            job["receipt"] = Data(base64Encoded: text) != nil ? text : data.base64EncodedString()
+            job["receipt"] = .string(Data(base64Encoded: text) != nil ? text : data.base64EncodedString())
         }
         for (option, field) in [("--order-id", "order_id"), ("--user-id", "user_id"), ("--product-id", "product_id")]
         where job[field] == nil {
@@ -87,8 +87,8 @@ enum EnqueueCommand {
         if job["receipt"] == nil && job["signed_transaction"] == nil && job["transaction_id"] == nil {
             throw UsageError("one of --receipt, --receipt-file, --signed-transaction or --transaction-id is required")
         }
-        job["submitted_at"] = RFC3339.format(Date())
-        return Array(try JSONSerialization.data(withJSONObject: job, options: [.sortedKeys]))
+        job["submitted_at"] = .string(RFC3339.format(Date()))
+        return Array(JSONValue.object(job).data)
     }
 
     /// One JSON object, or JSON lines. Sent byte for byte as read (a front-end's exact message).
@@ -102,7 +102,7 @@ enum EnqueueCommand {
             }
             data = contents
         }
-        if (try? JSONSerialization.jsonObject(with: data)) is [String: Any] {
+        if JSONValue(parsing: data)?.object != nil {
             return [Array(data)]
         }
         let lines = data.split(separator: UInt8(ascii: "\n")).filter { !$0.allSatisfy { $0 == 32 || $0 == 13 } }

@@ -55,8 +55,8 @@ enum ResultsCommand {
         reading: for await event in consumer.events {
             switch event {
             case .message(let message):
-                let object = (try? JSONSerialization.jsonObject(with: Data(message.value))) as? [String: Any] ?? [:]
-                if !orders.isEmpty && !orders.contains(object["order_id"] as? String ?? "") { continue }
+                let object = JSONValue(parsing: message.value)?.object ?? [:]
+                if !orders.isEmpty && !orders.contains(object["order_id"]?.string ?? "") { continue }
                 emit(json ? String(decoding: message.value, as: UTF8.self) : describe(object))
                 printed += 1
                 if let count, printed >= count { break reading }
@@ -79,20 +79,22 @@ enum ResultsCommand {
         return 0
     }
 
-    static func describe(_ event: [String: Any]) -> String {
+    static func describe(_ event: [String: JSONValue]) -> String {
         func field(_ name: String) -> String {
             switch event[name] {
-            case let text as String: text
-            case let number as NSNumber: number.stringValue
+            case .string(let text)?: text
+            case .int(let number)?: String(number)
+            case .double(let number)?: String(number)
+            case .bool(let flag)?: flag ? "1" : "0"
             default: "-"
             }
         }
         // After the grant (receipt.revoked, ...): the type where the decision goes, the detail where the reason.
-        if event["decision"] == nil, let type = event["type"] as? String {
+        if event["decision"] == nil, let type = event["type"]?.string {
             let detail =
                 switch EventType(rawValue: type) {
                 case .revoked:
-                    "\(field("revocation_type")) \(event["revocation_percentage"].map { "\($0)%" } ?? "all")"
+                    "\(field("revocation_type")) \(event["revocation_percentage"]?.isNull == false ? field("revocation_percentage") + "%" : "all")"
                 case .consumptionRequested: "answer by \(field("respond_by").prefix(19))Z"
                 case .renewed, .expired, .billingIssue, .renewalChanged:
                     "\(field("status")) to \(field("expires_at").prefix(10))"
@@ -100,7 +102,7 @@ enum ResultsCommand {
                 default: "-"
                 }
             return line([
-                event["credited_at"] is String ? field("credited_at") : field("notified_at"),
+                event["credited_at"]?.string != nil ? field("credited_at") : field("notified_at"),
                 type == EventType.consumptionRequested.rawValue ? "consumption" : String(type.dropFirst(8)),
                 detail, field("order_id"),
                 field("product_id"), field("transaction_id"), field("environment"), "-",

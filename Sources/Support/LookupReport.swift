@@ -208,50 +208,47 @@ public struct LookupReport: Sendable {
 
     /// The report for tools: one JSON object.
     public func json() -> Data {
-        func time(_ date: Date?) -> Any { date.map(RFC3339.format) ?? NSNull() }
-        func value(_ any: Any?) -> Any { any ?? NSNull() }
-        let purchases = self.purchases.map { purchase -> [String: Any] in
-            [
-                "transaction_id": purchase.transactionID, "verdict": purchase.verdict,
-                "verified": purchase.verified,
-                "asked_apple": purchase.askedApple, "unverified_reason": value(purchase.unverified),
-                "original_transaction_id": value(purchase.originalTransactionID),
-                "product_id": value(purchase.productID), "quantity": purchase.quantity, "type": value(purchase.type),
-                "environment": value(purchase.environment?.rawValue), "purchase_date": time(purchase.purchaseDate),
-                "expires_date": time(purchase.expiresDate), "revocation_date": time(purchase.revocationDate),
-                "revocation_type": value(purchase.revocationType?.rawValue),
-                "revocation_percentage": value(purchase.revocationPercentage.map { Double($0) / 1000 }),
-                "price": value(purchase.value.price), "currency": value(purchase.value.currency),
-                "storefront": value(purchase.value.storefront),
-                "in_app_ownership_type": value(purchase.value.ownershipType?.rawValue),
-                "offer_type": value(purchase.value.offerType),
-                "offer_identifier": value(purchase.value.offerIdentifier),
-                "app_account_token": value(purchase.appAccountToken),
-                "app_transaction_id": value(purchase.appTransactionID),
-                "ledger": [
-                    "grant": value(
-                        purchase.record.grant.map {
-                            [
-                                "order_id": $0.orderID, "user_id": $0.userID, "transaction_id": $0.transactionID,
-                                "granted_at": time($0.grantedAt), "revoked_at": time($0.revokedAt),
-                                "credit": $0.credit.rawValue,
-                            ] as [String: Any]
-                        }),
-                    "reported": value(
-                        purchase.record.report.map {
-                            [
-                                "state": $0.state, "due_at": time($0.dueAt), "event_id": $0.eventID,
-                                "published": $0.published, "settled_at": time($0.settledAt),
-                            ] as [String: Any]
-                        }),
-                ] as [String: Any],
+        func time(_ date: Date?) -> JSONValue { JSONValue(date.map(RFC3339.format)) }
+        let purchases = self.purchases.map { purchase -> JSONValue in
+            let grant = purchase.record.grant.map { grant -> JSONValue in
+                [
+                    "order_id": .string(grant.orderID), "user_id": .string(grant.userID),
+                    "transaction_id": .string(grant.transactionID), "granted_at": time(grant.grantedAt),
+                    "revoked_at": time(grant.revokedAt), "credit": .string(grant.credit.rawValue),
+                ]
+            }
+            let reported = purchase.record.report.map { report -> JSONValue in
+                [
+                    "state": .string(report.state), "due_at": time(report.dueAt), "event_id": .string(report.eventID),
+                    "published": .bool(report.published), "settled_at": time(report.settledAt),
+                ]
+            }
+            return [
+                "transaction_id": .string(purchase.transactionID), "verdict": .string(purchase.verdict),
+                "verified": .bool(purchase.verified), "asked_apple": .bool(purchase.askedApple),
+                "unverified_reason": JSONValue(purchase.unverified),
+                "original_transaction_id": JSONValue(purchase.originalTransactionID),
+                "product_id": JSONValue(purchase.productID), "quantity": JSONValue(purchase.quantity),
+                "type": JSONValue(purchase.type), "environment": JSONValue(purchase.environment?.rawValue),
+                "purchase_date": time(purchase.purchaseDate), "expires_date": time(purchase.expiresDate),
+                "revocation_date": time(purchase.revocationDate),
+                "revocation_type": JSONValue(purchase.revocationType?.rawValue),
+                "revocation_percentage": purchase.revocationPercentage.map { .double(Double($0) / 1000) } ?? .null,
+                "price": JSONValue(purchase.value.price), "currency": JSONValue(purchase.value.currency),
+                "storefront": JSONValue(purchase.value.storefront),
+                "in_app_ownership_type": JSONValue(purchase.value.ownershipType?.rawValue),
+                "offer_type": JSONValue(purchase.value.offerType),
+                "offer_identifier": JSONValue(purchase.value.offerIdentifier),
+                "app_account_token": JSONValue(purchase.appAccountToken),
+                "app_transaction_id": JSONValue(purchase.appTransactionID),
+                "ledger": ["grant": grant ?? .null, "reported": reported ?? .null],
             ]
         }
-        let object: [String: Any] = [
-            "query": query, "bundle_id": bundleID, "summary": summary, "not_found": value(notFound),
-            "purchases": purchases,
+        let object: JSONValue = [
+            "query": .string(query), "bundle_id": .string(bundleID), "summary": .string(summary),
+            "not_found": JSONValue(notFound), "purchases": .array(purchases),
         ]
-        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return object.data
     }
 
     /// Milliunits as a decimal amount, at least two decimals: 990 is 0.99, 4990 is 4.99, 1234 is 1.234.

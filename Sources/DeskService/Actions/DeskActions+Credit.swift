@@ -1,3 +1,4 @@
+import Vocabulary
 import Crypto
 import Foundation
 import LedgerDomain
@@ -85,13 +86,13 @@ extension DeskActions {
             held: { id in
                 var held = line
                 held.outcome = "held"
-                held.answer = Self.json(["approval_id": id, "why": "over a daily cap"])
+                held.answer = Self.json(["approval_id": JSONValue(id), "why": "over a daily cap"])
                 return held
             },
             refused: { waiting in
                 var refused = line
                 refused.outcome = "refused"
-                refused.answer = Self.json(["refused": Self.tooManyHeld(waiting)])
+                refused.answer = Self.json(["refused": .string(Self.tooManyHeld(waiting))])
                 return refused
             })
         switch outcome {
@@ -100,10 +101,10 @@ extension DeskActions {
             return .json(
                 202,
                 [
-                    "outcome": "held", "approval_id": id,
-                    "note":
+                    "outcome": "held", "approval_id": JSONValue(id),
+                    "note": .string(
                         "over the daily cap (\(caps.agentDaily) credits an agent, \(caps.playerDaily) a player): held"
-                        + " until a lead approves it",
+                            + " until a lead approves it"),
                 ])
         case .full(let waiting):
             metrics.refused(action: "credit", role: agent.role)
@@ -146,7 +147,7 @@ extension DeskActions {
         case .capReached:
             return .capReached
         case .done(.refused(let why)):
-            return .answered(.json(422, ["outcome": "refused", "note": why]), outcome: "refused")
+            return .answered(.json(422, ["outcome": "refused", "note": .string(why)]), outcome: "refused")
         case .done(.credited(let event, let original, let environment, let note, let setToken)):
             let followed = await app.desk.followThrough(
                 event, originalTransactionID: original, environment: environment, setToken: setToken,
@@ -155,7 +156,8 @@ extension DeskActions {
                 var later = line
                 later.outcome = "unpublished"
                 later.answer = Self.json([
-                    "event_id": event.eventID, "steps": followed.notes, "unfinished": unfinished,
+                    "event_id": .string(event.eventID), "steps": JSONValue(followed.notes),
+                    "unfinished": .string(unfinished),
                 ])
                 try await store.appendAudit(later)
             }
@@ -164,8 +166,8 @@ extension DeskActions {
                 .json(
                     followed.unfinished == nil ? 200 : 503,
                     [
-                        "outcome": outcome, "event_id": event.eventID, "note": note, "steps": followed.notes,
-                        "unfinished": followed.unfinished ?? NSNull(),
+                        "outcome": .string(outcome), "event_id": .string(event.eventID), "note": .string(note),
+                        "steps": JSONValue(followed.notes), "unfinished": JSONValue(followed.unfinished),
                     ]), outcome: outcome)
         }
     }
@@ -176,10 +178,10 @@ extension DeskActions {
         switch outcome {
         case .credited(let event, _, _, let note, _):
             line.outcome = "credited"
-            line.answer = json(["event_id": event.eventID, "note": note])
+            line.answer = json(["event_id": .string(event.eventID), "note": .string(note)])
         case .refused(let why):
             line.outcome = "refused"
-            line.answer = json(["refused": why])
+            line.answer = json(["refused": .string(why)])
         }
         return line
     }
@@ -189,7 +191,7 @@ extension DeskActions {
     func approvalRequests(_ agent: Agent) async throws -> Answer {
         guard agent.has(.lead) else { return .refused(403, "only a lead sees the credits held for approval") }
         let held = try await store.approvalRequests(status: .pending, limit: 200)
-        return .json(200, ["approvals": held.map(Self.object)])
+        return .json(200, ["approvals": .array(held.map(Self.object))])
     }
 
     /// A lead approves a credit held over a cap, made by someone else: credited as the agent asked it, their name
@@ -197,7 +199,8 @@ extension DeskActions {
     func approve(_ agent: Agent, id: Int64, body: Data) async throws -> Answer {
         let form = try DecisionForm(body, rejecting: false)
         var line = audit(
-            agent, action: "approve", app: "", ticket: form.ticket, player: nil, request: ["approval_id": id])
+            agent, action: "approve", app: "", ticket: form.ticket, player: nil, request: ["approval_id": JSONValue(id)]
+        )
         guard agent.has(.lead) else { return try await refuse(&line, 403, "only a lead approves a held credit") }
         guard let held = try await store.approvalRequest(id: id) else {
             return try await refuse(&line, 404, "no such held credit")
@@ -245,7 +248,7 @@ extension DeskActions {
     func reject(_ agent: Agent, id: Int64, body: Data) async throws -> Answer {
         let form = try DecisionForm(body, rejecting: true)
         var line = audit(
-            agent, action: "reject", app: "", ticket: form.ticket, player: nil, request: ["approval_id": id])
+            agent, action: "reject", app: "", ticket: form.ticket, player: nil, request: ["approval_id": JSONValue(id)])
         guard agent.has(.lead) else { return try await refuse(&line, 403, "only a lead rejects a held credit") }
         guard let held = try await store.approvalRequest(id: id) else {
             return try await refuse(&line, 404, "no such held credit")
@@ -258,37 +261,38 @@ extension DeskActions {
             return try await refuse(&line, 409, "decided already")
         }
         line.outcome = "rejected"
-        line.answer = Self.json(["reason": form.reason ?? ""])
+        line.answer = Self.json(["reason": .string(form.reason ?? "")])
         try await store.appendAudit(line)
         metrics.credited(outcome: "rejected", role: agent.role)
         return .json(200, ["outcome": "rejected"])
     }
 
     /// What a credit asked, for the audit: the token shortened.
-    static func creditAsked(_ form: CreditForm) -> [String: Any] {
-        var asked: [String: Any] = [
-            "transaction_id": form.transactionID, "order_id": form.orderID, "user_id": form.userID,
-            "reason": form.reason,
+    static func creditAsked(_ form: CreditForm) -> JSONValue {
+        var asked: [String: JSONValue] = [
+            "transaction_id": .string(form.transactionID), "order_id": .string(form.orderID),
+            "user_id": .string(form.userID), "reason": .string(form.reason),
         ]
-        if let id = form.appleOrderID { asked["apple_order_id"] = id }
+        if let id = form.appleOrderID { asked["apple_order_id"] = .string(id) }
         // The token itself never: its SHA-256, which an investigator holding the player's token can match.
         if let token = form.appAccountToken {
-            asked["app_account_token_sha256"] = SHA256Digest.hex(Array(token.lowercased().utf8))
+            asked["app_account_token_sha256"] = .string(SHA256Digest.hex(Array(token.lowercased().utf8)))
         }
-        return asked
+        return .object(asked)
     }
 
-    static func object(_ held: ApprovalRequest) -> [String: Any] {
+    static func object(_ held: ApprovalRequest) -> JSONValue {
         let formatter = ISO8601DateFormatter()
-        var request = (try? JSONSerialization.jsonObject(with: Data(held.request.utf8))) as? [String: Any] ?? [:]
-        if let token = request["app_account_token"] as? String {
-            request["app_account_token"] = String(token.prefix(8)) + "…"
+        var request = JSONValue(parsing: Data(held.request.utf8))?.object ?? [:]
+        if let token = request["app_account_token"]?.string {
+            request["app_account_token"] = .string(String(token.prefix(8)) + "…")
         }
         return [
-            "id": held.id, "created_at": formatter.string(from: held.createdAt), "app": held.app,
-            "requested_by": held.requestedBy, "requested_name": held.requestedName, "ticket": held.ticket,
-            "player": held.player, "request": request, "status": held.status.rawValue,
-            "decided_by": held.decision?.byName ?? NSNull(), "outcome": held.decision?.outcome ?? NSNull(),
+            "id": JSONValue(held.id), "created_at": .string(formatter.string(from: held.createdAt)),
+            "app": .string(held.app), "requested_by": .string(held.requestedBy),
+            "requested_name": .string(held.requestedName), "ticket": .string(held.ticket),
+            "player": .string(held.player), "request": .object(request), "status": .string(held.status.rawValue),
+            "decided_by": JSONValue(held.decision?.byName), "outcome": JSONValue(held.decision?.outcome),
         ]
     }
 }

@@ -36,14 +36,10 @@ package struct DeskActions: Sendable {
         var status: Int
         var body: Data
 
-        static func json(_ status: Int, _ object: [String: Any]) -> Answer {
-            Answer(
-                status: status,
-                body: (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8))
-        }
+        static func json(_ status: Int, _ object: JSONValue) -> Answer { Answer(status: status, body: object.data) }
 
         static func refused(_ status: Int, _ reason: String) -> Answer {
-            json(status, ["outcome": "refused", "error": reason])
+            json(status, ["outcome": "refused", "error": .string(reason)])
         }
     }
 
@@ -68,11 +64,12 @@ package struct DeskActions: Sendable {
         let form = try HistoryForm(body)
         return try await look(
             agent, action: "history", ticket: form.ticket, app: try app(form.app), player: nil,
-            asked: ["transaction_id": form.transactionID], query: .customerOf(transactionID: form.transactionID))
+            asked: ["transaction_id": .string(form.transactionID)],
+            query: .customerOf(transactionID: form.transactionID))
     }
 
     private func look(
-        _ agent: Agent, action: String, ticket: String, app: App, player: String?, asked: [String: String],
+        _ agent: Agent, action: String, ticket: String, app: App, player: String?, asked: JSONValue,
         query: SupportDesk.Query
     ) async throws -> Answer {
         var line = audit(agent, action: action, app: app.name, ticket: ticket, player: player, request: asked)
@@ -121,13 +118,13 @@ package struct DeskActions: Sendable {
         }
         if !agent.has(.lead) { filter.agent = agent.subject }
         let lines = try await store.audit(filter).map(AuditFormat.object)
-        return .json(200, ["lines": lines])
+        return .json(200, ["lines": .array(lines)])
     }
 
     // MARK: Helpers
 
     func audit(
-        _ agent: Agent, action: String, app: String, ticket: String, player: String?, request: [String: Any]
+        _ agent: Agent, action: String, app: String, ticket: String, player: String?, request: JSONValue
     ) -> AuditEntry {
         AuditEntry(
             at: now(), app: app, agent: agent.subject, agentName: agent.name, role: agent.role, action: action,
@@ -138,7 +135,7 @@ package struct DeskActions: Sendable {
     func refuseRequest(_ agent: Agent, path: String, status: Int, reason: String) async throws -> Answer {
         var line = audit(
             agent, action: Self.action(of: path), app: "", ticket: "-", player: nil,
-            request: ["path": DeskText.shown(path)])
+            request: ["path": .string(DeskText.shown(path))])
         return try await refuse(&line, status, reason)
     }
 
@@ -162,15 +159,15 @@ package struct DeskActions: Sendable {
     func openSessions(_ agent: Agent) async throws -> Answer {
         guard agent.has(.lead) else { return .refused(403, "only a lead sees the sessions open") }
         let formatter = ISO8601DateFormatter()
-        let open = try await store.openSessions(now: now(), limit: 500).map { session -> [String: Any] in
+        let open = try await store.openSessions(now: now(), limit: 500).map { session -> JSONValue in
             [
-                "agent": session.subject, "name": session.name, "roles": session.roles,
-                "created_at": formatter.string(from: session.createdAt),
-                "seen_at": formatter.string(from: session.seenAt),
-                "expires_at": formatter.string(from: session.expiresAt),
+                "agent": .string(session.subject), "name": .string(session.name), "roles": JSONValue(session.roles),
+                "created_at": .string(formatter.string(from: session.createdAt)),
+                "seen_at": .string(formatter.string(from: session.seenAt)),
+                "expires_at": .string(formatter.string(from: session.expiresAt)),
             ]
         }
-        return .json(200, ["sessions": open])
+        return .json(200, ["sessions": .array(open)])
     }
 
     /// A lead ends every console session of an agent (a laptop lost, someone leaving): at once, on every replica.
@@ -180,64 +177,60 @@ package struct DeskActions: Sendable {
         let subject = try form.required(
             "agent", { DeskText.isPlain($0, maxBytes: 255) }, "the agent's subject at the sign-in provider")
         var line = audit(
-            agent, action: "end_sessions", app: "", ticket: try form.ticket(), player: nil, request: ["agent": subject])
+            agent, action: "end_sessions", app: "", ticket: try form.ticket(), player: nil,
+            request: ["agent": .string(subject)])
         guard agent.has(.lead) else { return try await refuse(&line, 403, "only a lead ends another's sessions") }
         let ended = try await store.endSessions(subject: subject, by: agent.subject, at: now())
         line.outcome = "ended"
-        line.answer = Self.json(["ended": ended])
+        line.answer = Self.json(["ended": JSONValue(ended)])
         try await store.appendAudit(line)
-        return .json(200, ["outcome": "ended", "ended": ended])
+        return .json(200, ["outcome": "ended", "ended": JSONValue(ended)])
     }
 
     /// Refused by a rule of the desk (a role, a lead's own credit): audited, nothing else recorded.
     func refuse(_ line: inout AuditEntry, _ status: Int, _ reason: String) async throws -> Answer {
         line.outcome = "refused"
-        line.answer = Self.json(["refused": reason])
+        line.answer = Self.json(["refused": .string(reason)])
         try await store.appendAudit(line)
         metrics.refused(action: line.action, role: line.role)
         return .refused(status, reason)
     }
 
     /// What a lookup answered, for the audit: the transactions shown and each one's case.
-    static func lookupSummary(_ report: LookupReport) -> [String: Any] {
+    static func lookupSummary(_ report: LookupReport) -> JSONValue {
         [
-            "transactions": report.purchases.map(\.transactionID).filter { !$0.isEmpty },
-            "cases": report.purchases.map(\.verdict), "not_found": report.notFound ?? "",
+            "transactions": JSONValue(report.purchases.map(\.transactionID).filter { !$0.isEmpty }),
+            "cases": JSONValue(report.purchases.map(\.verdict)), "not_found": .string(report.notFound ?? ""),
         ]
     }
 
     /// What a query asked, for the audit: an app account token shortened, as the CLI prints it.
-    static func asked(_ query: SupportDesk.Query) -> [String: String] {
+    static func asked(_ query: SupportDesk.Query) -> JSONValue {
         switch query {
-        case .transactionID(let id): ["transaction_id": id]
-        case .appleOrderID(let id): ["apple_order_id": id]
-        case .orderID(let id): ["order_id": id]
-        case .appAccountToken(let token): ["app_account_token": String(token.prefix(8)) + "…"]
-        case .userID(let id): ["user_id": id]
-        case .customerOf(let id): ["transaction_id": id]
+        case .transactionID(let id): ["transaction_id": .string(id)]
+        case .appleOrderID(let id): ["apple_order_id": .string(id)]
+        case .orderID(let id): ["order_id": .string(id)]
+        case .appAccountToken(let token): ["app_account_token": .string(String(token.prefix(8)) + "…")]
+        case .userID(let id): ["user_id": .string(id)]
+        case .customerOf(let id): ["transaction_id": .string(id)]
         }
     }
 
-    static func json(_ object: [String: Any]) -> String {
-        (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])).map {
-            String(decoding: $0, as: UTF8.self)
-        } ?? "{}"
-    }
+    /// An audit line's request or answer, as the ledger keeps it: JSON text.
+    static func json(_ object: JSONValue) -> String { object.text }
 }
 
 /// An audit line as the API and `ledger audit --json` show it.
 enum AuditFormat {
-    static func object(_ line: AuditEntry) -> [String: Any] {
-        func parsed(_ text: String) -> Any {
-            (try? JSONSerialization.jsonObject(with: Data(text.utf8))) ?? text
-        }
+    static func object(_ line: AuditEntry) -> JSONValue {
+        func parsed(_ text: String) -> JSONValue { JSONValue(parsing: Data(text.utf8)) ?? .string(text) }
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         return [
-            "id": line.id, "at": formatter.string(from: line.at), "app": line.app, "agent": line.agent,
-            "agent_name": line.agentName, "role": line.role, "action": line.action, "outcome": line.outcome,
-            "ticket": line.ticket, "player": line.player ?? NSNull(), "request": parsed(line.request),
-            "answer": parsed(line.answer),
+            "id": JSONValue(line.id), "at": .string(formatter.string(from: line.at)), "app": .string(line.app),
+            "agent": .string(line.agent), "agent_name": .string(line.agentName), "role": .string(line.role),
+            "action": .string(line.action), "outcome": .string(line.outcome), "ticket": .string(line.ticket),
+            "player": JSONValue(line.player), "request": parsed(line.request), "answer": parsed(line.answer),
         ]
     }
 }
@@ -259,14 +252,14 @@ public enum DeskAudit {
 
     /// What an operator's command line adds to what it asked: that it came from the command line, and the login
     /// name of whoever ran it, when the system says one.
-    static func fromCommandLine(_ asked: [String: Any]) -> [String: Any] {
-        var asked = asked
+    static func fromCommandLine(_ asked: JSONValue) -> JSONValue {
+        var asked = asked.object ?? [:]
         asked["via"] = "command line"
         let environment = ProcessInfo.processInfo.environment
         if let login = environment["USER"] ?? environment["LOGNAME"], DeskText.isPlain(login, maxBytes: 64) {
-            asked["login"] = login
+            asked["login"] = .string(login)
         }
-        return asked
+        return .object(asked)
     }
 
     /// An operator's `receipt-worker lookup`, as the desk audits a lookup, under `--by`.
@@ -288,23 +281,25 @@ public enum DeskAudit {
     public static func operatorCredit(
         _ request: SupportDesk.CreditRequest, outcome: SupportDesk.CreditDecision, app: String, ticket: String
     ) -> AuditEntry {
-        var asked: [String: Any] = fromCommandLine([
-            "transaction_id": request.transactionID, "order_id": request.orderID, "user_id": request.userID,
-            "reason": request.reason,
-        ])
-        if let id = request.appleOrderID { asked["apple_order_id"] = id }
+        var asked: [String: JSONValue] = [
+            "transaction_id": .string(request.transactionID), "order_id": .string(request.orderID),
+            "user_id": .string(request.userID), "reason": .string(request.reason),
+        ]
+        if let id = request.appleOrderID { asked["apple_order_id"] = .string(id) }
         if let token = request.appAccountToken {
-            asked["app_account_token_sha256"] = SHA256Digest.hex(Array(token.uuidString.lowercased().utf8))
+            asked["app_account_token_sha256"] = .string(SHA256Digest.hex(Array(token.uuidString.lowercased().utf8)))
         }
-        let (result, answer): (String, [String: Any]) =
+        let (result, answer): (String, JSONValue) =
             switch outcome {
-            case .credited(let event, _, _, let note, _): ("credited", ["event_id": event.eventID, "note": note])
-            case .refused(let why): ("refused", ["refused": why])
+            case .credited(let event, _, _, let note, _):
+                ("credited", ["event_id": .string(event.eventID), "note": .string(note)])
+            case .refused(let why): ("refused", ["refused": .string(why)])
             }
         return AuditEntry(
             at: Date(), app: app, agent: operatorSubject(request.by), agentName: request.by, role: "operator",
             action: "credit",
-            outcome: result, ticket: ticket, player: request.userID, request: DeskActions.json(asked),
+            outcome: result, ticket: ticket, player: request.userID,
+            request: DeskActions.json(fromCommandLine(.object(asked))),
             answer: DeskActions.json(answer))
     }
 

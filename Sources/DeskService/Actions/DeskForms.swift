@@ -1,3 +1,4 @@
+import Vocabulary
 import Support
 package import Foundation
 
@@ -10,12 +11,12 @@ package struct BadRequest: Error, Equatable {
 
 /// A JSON object of the API, read strictly: only the fields named, each checked.
 struct DeskForm {
-    private let fields: [String: Any]
+    private let fields: [String: JSONValue]
 
     /// `allowed`: the fields this request may have (any other is refused: a typo must not go unnoticed).
     init(_ body: Data, allowed: Set<String>) throws(BadRequest) {
         guard body.count <= 16_384 else { throw BadRequest("the request is too large") }
-        guard let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] else {
+        guard let object = JSONValue(parsing: body)?.object else {
             throw BadRequest("the body must be a JSON object")
         }
         if let unknown = object.keys.sorted().first(where: { !allowed.contains($0) }) {
@@ -25,11 +26,11 @@ struct DeskForm {
         fields = object
     }
 
-    func has(_ name: String) -> Bool { fields[name] != nil && !(fields[name] is NSNull) }
+    func has(_ name: String) -> Bool { fields[name].map { !$0.isNull } ?? false }
 
     func optional(_ name: String, _ valid: (String) -> Bool, _ expected: String) throws(BadRequest) -> String? {
         guard has(name) else { return nil }
-        guard let text = fields[name] as? String, valid(text) else { throw BadRequest("\(name) must be \(expected)") }
+        guard let text = fields[name]?.string, valid(text) else { throw BadRequest("\(name) must be \(expected)") }
         return text
     }
 

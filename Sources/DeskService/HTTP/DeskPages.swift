@@ -1,3 +1,4 @@
+import Vocabulary
 import Foundation
 import HTTPServerKit
 
@@ -22,10 +23,9 @@ enum DeskPages {
             status: 200, headers: [("Content-Type", type)] + DeskHeaders.common, body: Data(text.utf8), after: .zero)
     }
 
-    static func json(_ status: Int, _ object: [String: Any]) -> ServerReply {
-        let body = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
-        return .respond(
-            status: status, headers: [("Content-Type", "application/json")] + DeskHeaders.common, body: body,
+    static func json(_ status: Int, _ object: JSONValue) -> ServerReply {
+        .respond(
+            status: status, headers: [("Content-Type", "application/json")] + DeskHeaders.common, body: object.data,
             after: .zero)
     }
 

@@ -1,3 +1,4 @@
+import Vocabulary
 import Foundation
 import HTTPServerKit
 import Observability
@@ -107,16 +108,19 @@ struct DeskRouter: Sendable {
     }
 
     private func session(_ agent: Agent, _ session: ConsoleSessions.Open?) -> DeskActions.Answer {
-        var object: [String: Any] = [
-            "subject": agent.subject, "name": agent.name, "roles": agent.roles.sorted().map(\.rawValue),
-            "caps": ["agent_daily": actions.caps.agentDaily, "player_daily": actions.caps.playerDaily],
-            "apps": actions.apps.map(\.name),
+        var object: [String: JSONValue] = [
+            "subject": .string(agent.subject), "name": .string(agent.name),
+            "roles": JSONValue(agent.roles.sorted().map(\.rawValue)),
+            "caps": [
+                "agent_daily": JSONValue(actions.caps.agentDaily), "player_daily": JSONValue(actions.caps.playerDaily),
+            ],
+            "apps": JSONValue(actions.apps.map(\.name)),
         ]
         if let session {
-            object["csrf_token"] = session.csrf
-            object["expires_at"] = ISO8601DateFormatter().string(from: session.expiresAt)
+            object["csrf_token"] = .string(session.csrf)
+            object["expires_at"] = .string(ISO8601DateFormatter().string(from: session.expiresAt))
         }
-        return .json(200, object)
+        return .json(200, .object(object))
     }
 
     /// An API request: its agent verified (and, for a session's state-changing request, its CSRF token and
@@ -134,13 +138,13 @@ struct DeskRouter: Sendable {
             // Who, if a session or a token said so, and why: never the token.
             logger.notice(
                 "a desk request was refused", ["reason": refusal.reason, "path": DeskText.shown(request.path)])
-            return DeskPages.json(refusal.status, ["error": refusal.message])
+            return DeskPages.json(refusal.status, ["error": .string(refusal.message)])
         }
         if stateChanging && !limiter.take(agent.subject) {
             metrics.unauthenticated("rate_limited")
             let reason = "too many requests: at most \(limiter.perMinute) a minute"
             return (try? await actions.refuseRequest(agent, path: request.path, status: 429, reason: reason))
-                .map { reply($0) } ?? DeskPages.json(429, ["error": reason])
+                .map { reply($0) } ?? DeskPages.json(429, ["error": .string(reason)])
         }
         if stateChanging && request.method == "POST" {
             let type = request.headers["content-type"] ?? ""
@@ -151,7 +155,7 @@ struct DeskRouter: Sendable {
         do {
             return reply(try await body(agent, session))
         } catch let error as BadRequest {
-            return DeskPages.json(400, ["error": error.reason])
+            return DeskPages.json(400, ["error": .string(error.reason)])
         } catch {
             logger.warning("a desk request failed", ["error": String(describing: type(of: error))])
             return DeskPages.json(503, ["error": "Apple or the ledger did not answer in time: ask again"])

@@ -1,3 +1,4 @@
+import Vocabulary
 import AppleVerification
 package import Crypto
 package import Foundation
@@ -78,7 +79,7 @@ package struct TokenVerifier: Sendable {
         package let kid: String
         let signed: [UInt8]
         let signature: [UInt8]
-        let payload: [String: Any]
+        let payload: TokenClaims
     }
 
     /// Reads a token's parts: refused unread past ``maximumTokenBytes``, and for any algorithm but RS256 and ES256,
@@ -88,14 +89,14 @@ package struct TokenVerifier: Sendable {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerBytes = Base64URL.decodeBytes(parts[0]),
             let payloadBytes = Base64URL.decodeBytes(parts[1]), let signature = Base64URL.decodeBytes(parts[2]),
-            let header = try? JSONSerialization.jsonObject(with: Data(headerBytes)) as? [String: Any],
-            let payload = try? JSONSerialization.jsonObject(with: Data(payloadBytes)) as? [String: Any]
+            let header = JSONValue(parsing: headerBytes)?.object,
+            let payload = JSONValue(parsing: payloadBytes)?.object.map(TokenClaims.init)
         else { throw TokenRefusal(.malformed, "not a signed JWT") }
-        guard let name = header["alg"] as? String, let algorithm = SigningKey.Algorithm(rawValue: name) else {
+        guard let name = header["alg"]?.string, let algorithm = SigningKey.Algorithm(rawValue: name) else {
             throw TokenRefusal(.algorithm, "only RS256 and ES256 tokens are accepted")
         }
         guard header["crit"] == nil else { throw TokenRefusal(.malformed, "critical header extensions are refused") }
-        guard let kid = header["kid"] as? String, (1...256).contains(kid.utf8.count) else {
+        guard let kid = header["kid"]?.string, (1...256).contains(kid.utf8.count) else {
             throw TokenRefusal(.unknownKey, "the token names no key (kid)")
         }
         return ParsedToken(
@@ -120,13 +121,12 @@ package struct TokenVerifier: Sendable {
     }
 
     /// The claims of a token whose signature verified.
-    func check(_ payload: [String: Any], now: Date, nonce: String?) throws(TokenRefusal) -> VerifiedToken {
-        guard payload["iss"] as? String == issuer else { throw TokenRefusal(.issuer, "another issuer's token") }
-        let audiences =
-            (payload["aud"] as? [Any])?.compactMap { $0 as? String } ?? [payload["aud"] as? String].compactMap { $0 }
+    func check(_ payload: TokenClaims, now: Date, nonce: String?) throws(TokenRefusal) -> VerifiedToken {
+        guard payload.issuer == issuer else { throw TokenRefusal(.issuer, "another issuer's token") }
+        let audiences = payload.audiences
         guard audiences.contains(audience) else { throw TokenRefusal(.audience, "a token for another audience") }
         if let party = payload["azp"] {
-            guard let party = party as? String, authorizedParties.contains(party) else {
+            guard let party = party.string, authorizedParties.contains(party) else {
                 throw TokenRefusal(.authorizedParty, "a token issued to a client this desk does not take (azp)")
             }
         } else if audiences.count > 1 && nonce != nil {
@@ -143,23 +143,27 @@ package struct TokenVerifier: Sendable {
         if let issued = Self.seconds(payload["iat"]), issued - clockSkew > time {
             throw TokenRefusal(.notYetValid, "the token was issued in the future")
         }
-        guard let subject = payload["sub"] as? String, DeskText.isPlain(subject, maxBytes: 255) else {
+        guard let subject = payload.subject, DeskText.isPlain(subject, maxBytes: 255) else {
             throw TokenRefusal(.subject, "the token names no usable subject")
         }
         if let nonce {
-            guard let given = payload["nonce"] as? String, Constant.equal(given, nonce) else {
+            guard let given = payload.nonce, Constant.equal(given, nonce) else {
                 throw TokenRefusal(.nonce, "the sign-in's nonce does not match")
             }
         }
         return VerifiedToken(
             subject: subject, name: claims.name(payload) ?? subject, roles: claims.roles(payload),
-            expiresAt: Date(timeIntervalSince1970: expires), nonce: payload["nonce"] as? String)
+            expiresAt: Date(timeIntervalSince1970: expires), nonce: payload.nonce)
     }
 
     /// A NumericDate: a finite number of seconds, within the years a token can mean.
-    static func seconds(_ value: Any?) -> TimeInterval? {
-        guard let seconds = (value as? NSNumber)?.doubleValue ?? (value as? Double) ?? (value as? Int).map(Double.init)
-        else { return nil }
+    static func seconds(_ value: JSONValue?) -> TimeInterval? {
+        let seconds: Double
+        switch value {
+        case .int(let whole)?: seconds = Double(whole)
+        case .double(let number)?: seconds = number
+        default: return nil
+        }
         return seconds.isFinite && (0...32_503_680_000).contains(seconds) ? seconds : nil
     }
 
@@ -189,18 +193,18 @@ package struct DeskClaims: Sendable, Equatable {
         self.lead = lead
     }
 
-    func name(_ payload: [String: Any]) -> String? {
-        guard let name = payload[nameClaim] as? String, DeskText.isPlain(name, maxBytes: 255) else { return nil }
+    func name(_ payload: TokenClaims) -> String? {
+        guard let name = payload[nameClaim]?.string, DeskText.isPlain(name, maxBytes: 255) else { return nil }
         return name
     }
 
     /// The roles the claim's values grant: a list of strings, or one string of space-separated values; a lead is
     /// an agent and a viewer, an agent a viewer.
-    func roles(_ payload: [String: Any]) -> Set<AgentRole> {
+    func roles(_ payload: TokenClaims) -> Set<AgentRole> {
         let values: [String]
-        if let list = payload[rolesClaim] as? [Any] {
-            values = list.compactMap { $0 as? String }
-        } else if let text = payload[rolesClaim] as? String {
+        if let list = payload[rolesClaim]?.array {
+            values = list.compactMap(\.string)
+        } else if let text = payload[rolesClaim]?.string {
             values = text.split(separator: " ").map(String.init)
         } else {
             values = []
@@ -231,4 +235,23 @@ enum Constant {
         for index in x.indices { difference |= x[index] ^ y[index] }
         return difference == 0
     }
+}
+
+/// A token's claims: the registered ones read as their types, any other (the name and roles claims the desk is
+/// told of) by name, as a JSON value.
+package struct TokenClaims: Sendable {
+    private let claims: [String: JSONValue]
+
+    init(_ claims: [String: JSONValue]) { self.claims = claims }
+
+    subscript(name: String) -> JSONValue? { claims[name] }
+
+    /// `iss`.
+    var issuer: String? { claims["iss"]?.string }
+    /// `sub`.
+    var subject: String? { claims["sub"]?.string }
+    /// `aud`: one string or a list of them (entries of another type skipped).
+    var audiences: [String] { claims["aud"]?.array?.compactMap(\.string) ?? [claims["aud"]?.string].compactMap { $0 } }
+    /// `nonce`.
+    var nonce: String? { claims["nonce"]?.string }
 }
