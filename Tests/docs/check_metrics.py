@@ -128,12 +128,12 @@ SOURCE_VALUES = {
     ("receipt_worker_apple_lane_pauses_total", "endpoint"): apple_lanes,
     ("receipt_worker_apple_lane_wait_seconds", "endpoint"): apple_lanes,
     ("receipt_worker_apple_lane_wait_seconds", "environment"): lambda: {"production", "sandbox"} & words(
-        source("ReceiptWorker/WorkerMetrics.swift")),
+        source("Flows/WorkerMetrics.swift")),
     ("receipt_worker_consumption_answers_total", "outcome"): lambda: call_arguments(
-        swift_files("ReceiptWorker"), "consumptionAnswer"),
+        swift_files("Flows"), "consumptionAnswer"),
     # The policy `none` answers nothing: no series.
     ("receipt_worker_consumption_policy_answers_total", "answer"): lambda: enum_values(
-        "Configuration/WorkerConfiguration.swift", "Answer") - {"none"},
+        "Flows/ConsumptionPolicy.swift", "Answer") - {"none"},
     ("receipt_worker_certificate_expiry_timestamp_seconds", "certificate"): lambda: set(
         re.findall(r'sources\.append\(\("([a-z_]+)"', source("ReceiptWorker/CertificateExpiry.swift"))),
     ("receipt_worker_ledger_pool_connections", "state"): lambda: set(re.findall(
@@ -176,8 +176,8 @@ LAZY = {
     "receipt_worker_ledger_pool_waiting": ("ReceiptWorker/Worker.swift", []),
     "receipt_worker_ledger_pool_waits_total": ("ReceiptWorker/Worker.swift", []),
     "receipt_worker_ledger_round_trips_total": ("ReceiptWorker/Worker.swift", []),
-    "receipt_worker_apple_lane_wait_seconds": ("ReceiptWorker/WorkerMetrics.swift", ["app", "endpoint", "environment"]),
-    "receipt_worker_consumption_policy_answers_total": ("ReceiptWorker/WorkerMetrics.swift", ["app", "answer"]),
+    "receipt_worker_apple_lane_wait_seconds": ("Flows/WorkerMetrics.swift", ["app", "endpoint", "environment"]),
+    "receipt_worker_consumption_policy_answers_total": ("Flows/WorkerMetrics.swift", ["app", "answer"]),
     "receipt_worker_desk_requests_total": ("DeskService/DeskMetrics.swift", ["route", "status"]),
     "receipt_worker_desk_lookups_total": ("DeskService/DeskMetrics.swift", ["action", "outcome"]),
     "receipt_worker_desk_refusals_total": ("DeskService/DeskMetrics.swift", ["action", "role"]),
