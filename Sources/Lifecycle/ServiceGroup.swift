@@ -1,73 +1,6 @@
 public import Observability
 import Synchronization
 
-/// A long-running part of a process: the consumer runtime, an HTTP endpoint, a periodic chore. Every one has the
-/// same shape (swift-service-lifecycle's `Service`): `run()` returns when its work is done, when the graceful
-/// shutdown of its group reaches it (``GracefulShutdown/current``: finish what was taken, then return), or at
-/// once when its task is cancelled. Throwing stops the whole group.
-public protocol Service: Sendable {
-    func run() async throws
-}
-
-/// Told once that a graceful shutdown began; awaited by any number of tasks.
-public final class GracefulShutdown: Sendable {
-    private struct State {
-        var triggered = false
-        var nextWaiter = 0
-        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
-    }
-    private let state = Mutex(State())
-
-    public init() {}
-
-    /// The graceful shutdown of the service running in this task (set by ``ServiceGroup``; a service run alone
-    /// gets one never triggered).
-    @TaskLocal public static var current = GracefulShutdown()
-
-    public var isTriggered: Bool { state.withLock { $0.triggered } }
-
-    public func trigger() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            guard !state.triggered else { return [] }
-            state.triggered = true
-            defer { state.waiters = [:] }
-            return Array(state.waiters.values)
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    /// Sleeps for `duration`, or less: until the shutdown is triggered or the task cancelled.
-    public func sleep(for duration: Duration) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await Task.sleep(for: duration) }
-            group.addTask { await self.wait() }
-            await group.next()
-            group.cancelAll()
-        }
-    }
-
-    /// Returns once the shutdown is triggered, or once the calling task is cancelled.
-    public func wait() async {
-        let id = state.withLock { state -> Int in
-            state.nextWaiter += 1
-            return state.nextWaiter
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                // Cancelled before the continuation was kept: the handler found nothing to resume.
-                let now = state.withLock { state -> Bool in
-                    if state.triggered || Task.isCancelled { return true }
-                    state.waiters[id] = continuation
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
-        }
-    }
-}
-
 /// Runs services together: all start in order; on ``shutdown()`` (SIGTERM) they stop in reverse order, each one's
 /// graceful shutdown triggered and awaited before the next's, so the last started (what takes traffic) stops
 /// first and the first started (the metrics port, what reports on the rest) last. A service that ends on its
@@ -233,74 +166,10 @@ public final class ServiceGroup: Sendable {
 }
 
 /// Returns once any of `shutdowns` is triggered (or the task is cancelled).
-private func firstOf(_ shutdowns: [GracefulShutdown]) async {
+func firstOf(_ shutdowns: [GracefulShutdown]) async {
     await withTaskGroup(of: Void.self) { any in
         for shutdown in shutdowns { any.addTask { await shutdown.wait() } }
         await any.next()
         any.cancelAll()
-    }
-}
-
-/// A chore repeated every `interval` (the ledger's health check, its pruning, a gauge's refresh) as a service:
-/// the first round after `initialDelay`, and none once a graceful shutdown began.
-public struct PeriodicService: Service {
-    let initialDelay: Duration
-    let interval: Duration
-    let round: @Sendable () async -> Void
-
-    public init(
-        every interval: Duration, after initialDelay: Duration = .zero, _ round: @escaping @Sendable () async -> Void
-    ) {
-        self.initialDelay = initialDelay
-        self.interval = interval
-        self.round = round
-    }
-
-    public func run() async {
-        let shutdown = GracefulShutdown.current
-        var delay = initialDelay
-        while !Task.isCancelled {
-            // A sleep that the shutdown ends: an hourly chore must not hold the process for an hour.
-            if delay > .zero { await shutdown.sleep(for: delay) }
-            if Task.isCancelled || shutdown.isTriggered { return }
-            await round()
-            delay = interval
-        }
-    }
-}
-
-/// Runs `body`; once any of `shutdowns` is triggered, calls `stop` (which must make `body` return soon: a
-/// runtime's `shutdown()`, a server's stop). What `body` returns or throws is returned or thrown.
-public func withGracefulShutdown<T: Sendable>(
-    of shutdowns: [GracefulShutdown], stop: @escaping @Sendable () -> Void, _ body: () async throws -> T
-) async rethrows -> T {
-    try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in
-        group.addTask {
-            await firstOf(shutdowns)
-            // Told to stop, even when cancelled meanwhile (a group cancels what it stops waiting for): `body` may
-            // wait in a loop only `stop` ends. Not when `body` returned first, which cancels this watcher.
-            if shutdowns.contains(where: \.isTriggered) { stop() }
-        }
-        do {
-            let value = try await body()
-            group.cancelAll()
-            return value
-        } catch {
-            group.cancelAll()
-            throw error
-        }
-    }
-}
-
-/// Calls `notify` when the group's shutdown begins. Started last, it is stopped first: before any port closes,
-/// readiness can say "stopping", so a load balancer stops sending while the ports still answer.
-public struct ShutdownNotice: Service {
-    let notify: @Sendable () -> Void
-
-    public init(_ notify: @escaping @Sendable () -> Void) { self.notify = notify }
-
-    public func run() async {
-        await GracefulShutdown.current.wait()
-        notify()
     }
 }

@@ -1,0 +1,57 @@
+public import Foundation
+import Vocabulary
+
+/// A credit past a cap, kept until a lead approves or rejects it.
+public struct ApprovalRequest: Sendable, Equatable {
+    public enum Status: String, Sendable, Codable {
+        case pending
+        /// A lead's approval is being carried out (claimed, so that no second lead carries it out too).
+        case approving
+        case approved, rejected
+    }
+
+    /// A lead's decision.
+    public struct Decision: Sendable, Equatable {
+        public var status: Status
+        public var by: String
+        public var byName: String
+        public var at: Date
+        public var outcome: String
+
+        public init(status: Status, by: String, byName: String, at: Date, outcome: String) {
+            self.status = status
+            self.by = by
+            self.byName = byName
+            self.at = at
+            self.outcome = outcome
+        }
+    }
+
+    public var id: Int64
+    public var createdAt: Date
+    public var app: String
+    public var requestedBy: String
+    public var requestedName: String
+    public var ticket: String
+    public var player: String
+    /// The credit request, as JSON.
+    public var request: String
+    public var status: Status
+    public var decision: Decision?
+
+    public init(
+        id: Int64 = 0, createdAt: Date, app: String, requestedBy: String, requestedName: String, ticket: String,
+        player: String, request: String, status: Status = .pending, decision: Decision? = nil
+    ) {
+        self.id = id
+        self.createdAt = createdAt
+        self.app = app
+        self.requestedBy = requestedBy
+        self.requestedName = requestedName
+        self.ticket = ticket
+        self.player = player
+        self.request = request
+        self.status = status
+        self.decision = decision
+    }
+}
