@@ -790,8 +790,8 @@ def combination(name, folder, rendered, components, overlay, sources, binary):
     # PostgreSQL connections at the most replicas KEDA may start: under the server's default 100.
     pool = int(config.get("ledger.pool_size", "16"))
     most = documents["ScaledObject"][0]["spec"]["maxReplicaCount"]
-    # The support desk's replicas hold a pool of their own (DeskProcess.swift's poolSize), beside the workers'.
-    desk_source = open(os.path.join(root, "Sources", "DeskService", "DeskProcess.swift")).read()
+    # The support desk's replicas hold a pool of their own (Sources/ReceiptWorker/DeskProcess.swift, its poolSize), beside the workers'.
+    desk_source = open(os.path.join(root, "Sources", "ReceiptWorker", "DeskProcess.swift")).read()
     found = re.search(r"poolSize: (\d+)", desk_source)
     desk_pool = int(found.group(1)) if found else 8  # LedgerFactory.open's default
     desk_replicas = sum(d["spec"].get("replicas", 1) for d in documents["Deployment"]
