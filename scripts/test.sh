@@ -36,6 +36,8 @@ python3 Tests/docs/check_links.py
 python3 Tests/docs/check_index.py
 # The rooms the compiler holds: which targets reach Kafka, the SQL ledger, the runtime and each C library.
 python3 Tests/structure/check_package_graph.py
+# Files past one screen (300 lines, three top-level types) are split or say why they read better whole.
+python3 Tests/structure/check_file_sizes.py
 # docs/metrics.md's table against the /metrics pages of `run` and `desk` (started without a broker, a few seconds):
 # names, types, labels and every value of a fixed set, both ways.
 python3 Tests/docs/check_metrics.py

@@ -2,6 +2,7 @@ import AppleVerification
 import Foundation
 import HTTPServerKit
 import Synchronization
+import Vocabulary
 
 extension AppStoreSimulator {
     /// The admin API, for tests, benchmarks and the demo:
@@ -221,5 +222,35 @@ extension AppStoreSimulator {
         ]
         if body["notify"] as? Bool == true { answer["notification_uuid"] = reportPurchase(purchase) ?? NSNull() }
         return .json(201, Self.json(answer))
+    }
+
+    /// GET /admin/notifications: every notification made, oldest first, with its delivery attempts.
+    func notificationList() -> ServerReply {
+        let list: [[String: Any]] = sender.records.map { record in
+            [
+                "notification_uuid": record.uuid, "type": record.type, "subtype": record.subtype ?? NSNull(),
+                "environment": record.environment, "transaction_id": record.transactionID ?? NSNull(),
+                "signed_payload": record.signedPayload, "delivered": record.delivered,
+                "attempts": record.attempts.map { attempt -> [String: Any] in
+                    var entry: [String: Any] = [
+                        "at": RFC3339.format(attempt.at), "status": attempt.status.map { $0 as Any } ?? NSNull(),
+                    ]
+                    if let error = attempt.error { entry["error"] = error }
+                    return entry
+                },
+            ]
+        }
+        return .json(200, Self.json(list))
+    }
+
+    /// GET /admin/consumption: every Send Consumption Information request accepted (202), oldest first.
+    func consumptionList() -> ServerReply {
+        let list: [[String: Any]] = state.withLock { $0.consumption }.map { record in
+            [
+                "transaction_id": record.transactionID, "environment": record.environment,
+                "body": (try? JSONSerialization.jsonObject(with: record.body)) ?? NSNull(), "status": record.status,
+            ]
+        }
+        return .json(200, Self.json(list))
     }
 }

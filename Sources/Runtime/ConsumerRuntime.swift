@@ -32,7 +32,7 @@ public final class ConsumerRuntime: Sendable {
     /// Told of the assignment whenever it changes.
     private let assignmentChanged: (@Sendable ([TopicPartition]) -> Void)?
     /// Called with the offsets about to be committed, before they are: a failure skips this round's commit.
-    private let recordOffsets: (@Sendable ([TopicPartition: Int64]) async throws -> Void)?
+    let recordOffsets: (@Sendable ([TopicPartition: Int64]) async throws -> Void)?
 
     public init(
         configuration: RuntimeConfiguration, consumer: KafkaConsumer, producer: KafkaProducer,
@@ -183,7 +183,7 @@ public final class ConsumerRuntime: Sendable {
     }
 
     /// The park topic's partition of `group`'s lane (nil: the partitioner's choice, the lane or the count unknown).
-    private func parkPartition(of group: String) -> Int32? {
+    func parkPartition(of group: String) -> Int32? {
         guard let parking = configuration.parking, let lane = parking.lanes[group],
             let count = state.withLock({ $0.partitionCounts[parking.topic] }), count > 0
         else { return nil }
@@ -362,97 +362,4 @@ public final class ConsumerRuntime: Sendable {
         isStopping || !book.holds(message.topicPartition, generation: generation)
     }
 
-    /// Pauses what must wait: every topic while the replica holds twice its byte budget; otherwise the topics
-    /// feeding a full group whose messages cannot be parked, and the park topic's partition of each full
-    /// group's lane (its parked messages wait there; the other lanes are read on). Called by the event loop and
-    /// the commit loop: the consumer serialises the state and the librdkafka calls, and applies them to its
-    /// real assignment.
-    func adjustIntake() {
-        let pressure = scheduler.pressure()
-        do {
-            if pressure.memoryFull {
-                if try consumer.pauseIntake() { logger.debug("intake paused: the replica's byte budget is full") }
-                return
-            }
-            let full = pressure.fullGroups
-            let parking = activeParking
-            var topics = Set(
-                configuration.routes.filter { route in
-                    !(route.parks && parking != nil) && !full.isEmpty
-                        && route.groups.map { !$0.isDisjoint(with: full) } ?? true
-                }.map(\.topic))
-            var partitions = Set<TopicPartition>()
-            if let parking {
-                for group in full where feedsParking(group) {
-                    if let partition = parkPartition(of: group) {
-                        partitions.insert(TopicPartition(topic: parking.topic, partition: partition))
-                    } else {
-                        topics.insert(parking.topic)
-                    }
-                }
-            }
-            if try consumer.pauseIntake(topics: topics, partitions: partitions) {
-                logger.debug(
-                    "intake changed",
-                    [
-                        "paused_topics": topics.sorted().joined(separator: ","),
-                        "paused_partitions": partitions.map(\.description).sorted().joined(separator: ","),
-                    ])
-            }
-        } catch {
-            logger.warning("cannot pause or resume intake; it will be tried again", ["error": "\(error)"])
-        }
-    }
-
-    /// The park topic when it is read (routes that park pause their own topics without it).
-    private var activeParking: RuntimeConfiguration.Parking? {
-        guard let parking = configuration.parking else { return nil }
-        return state.withLock { $0.subscribed.contains(parking.topic) } ? parking : nil
-    }
-
-    /// Whether `group`'s messages may wait on the park topic: a group of a route that parks.
-    private func feedsParking(_ group: String) -> Bool {
-        configuration.routes.contains { $0.parks && ($0.groups?.contains(group) ?? true) }
-    }
-
-    /// Commits what answered messages allow, every 200 ms, and re-evaluates the intake.
-    private func commitLoop() async {
-        while !Task.isCancelled {
-            try? await Task.sleep(for: .milliseconds(200))
-            adjustIntake()
-            await commit(book.committable())
-        }
-    }
-
-    /// False while commits fail (since the first failure, until one succeeds).
-    var commitsSucceed: Bool { state.withLock { $0.commitsSucceed } }
-
-    private func commit(_ offsets: [TopicPartition: Int64]) async {
-        guard !offsets.isEmpty else { return }
-        do {
-            try await recordOffsets?(offsets)
-            try await consumer.commit(offsets)
-            book.markCommitted(offsets)
-            state.withLock { $0.commitSucceeded() }
-        } catch {
-            metrics.failure("commit").increment()
-            // Retried every 200 ms: said once, then every 30 s while it lasts.
-            if state.withLock({ $0.commitFailed(at: .now) }) {
-                logger.warning("commit failed; it will be retried", ["error": "\(error)"])
-            }
-        }
-    }
-
-    /// Waits for the messages of `partitions` to be answered, up to the drain timeout, then commits them.
-    private func drain(_ partitions: [TopicPartition], commit shouldCommit: Bool) async {
-        let deadline = ContinuousClock.now + configuration.drainTimeout
-        while book.outstanding(in: partitions) > 0 && ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        let abandoned = book.outstanding(in: partitions)
-        if abandoned > 0 {
-            logger.warning("drain deadline passed; messages left to the next owner", ["messages": String(abandoned)])
-        }
-        if shouldCommit { await commit(book.committable(only: Set(partitions))) }
-    }
 }

@@ -137,7 +137,7 @@ SOURCE_VALUES = {
     ("receipt_worker_certificate_expiry_timestamp_seconds", "certificate"): lambda: set(
         re.findall(r'sources\.append\(\("([a-z_]+)"', source("ReceiptWorker/CertificateExpiry.swift"))),
     ("receipt_worker_ledger_pool_connections", "state"): lambda: set(re.findall(
-        r'\["state": "([a-z_]+)"\]', source("ReceiptWorker/Worker.swift"))),
+        r'\["state": "([a-z_]+)"\]', source("ReceiptWorker/Worker+Upkeep.swift"))),
     ("receipt_worker_desk_requests_total", "route"): lambda: set(re.findall(
         r'return \(\s*"([a-z_]+)",', source("DeskService/HTTP/DeskRouter.swift"))),
     ("receipt_worker_desk_lookups_total", "action"): lambda: set(re.findall(
@@ -151,7 +151,7 @@ SOURCE_VALUES = {
         r'agent, action: "([a-z_]+)"', path.read_text(encoding="utf-8")))
         for path in swift_files("DeskService/Actions"))) | words(
         function_body("DeskService/Actions/DeskActions.swift", r"static func action\(of path")),
-    ("receipt_worker_desk_refusals_total", "role"): lambda: enum_values("DeskService/OIDC/TokenVerifier.swift",
+    ("receipt_worker_desk_refusals_total", "role"): lambda: enum_values("DeskService/OIDC/DeskClaims.swift",
                                                                        "AgentRole"),
     # A sign-in refused (by the flow, or by the token check's reason) or done.
     ("receipt_worker_desk_signins_total", "outcome"): lambda: {
@@ -172,10 +172,10 @@ LAZY = {
     "receipt_worker_partition_outstanding_jobs": ("Runtime/ConsumerRuntime+Metrics.swift", ["topic", "partition"]),
     "receipt_worker_partition_lag": ("Runtime/ConsumerRuntime+Metrics.swift", ["topic", "partition"]),
     "receipt_worker_partition_idle_seconds": ("Runtime/ConsumerRuntime+Metrics.swift", ["topic", "partition"]),
-    "receipt_worker_ledger_pool_connections": ("ReceiptWorker/Worker.swift", ["state"]),
-    "receipt_worker_ledger_pool_waiting": ("ReceiptWorker/Worker.swift", []),
-    "receipt_worker_ledger_pool_waits_total": ("ReceiptWorker/Worker.swift", []),
-    "receipt_worker_ledger_round_trips_total": ("ReceiptWorker/Worker.swift", []),
+    "receipt_worker_ledger_pool_connections": ("ReceiptWorker/Worker+Upkeep.swift", ["state"]),
+    "receipt_worker_ledger_pool_waiting": ("ReceiptWorker/Worker+Upkeep.swift", []),
+    "receipt_worker_ledger_pool_waits_total": ("ReceiptWorker/Worker+Upkeep.swift", []),
+    "receipt_worker_ledger_round_trips_total": ("ReceiptWorker/Worker+Upkeep.swift", []),
     "receipt_worker_apple_lane_wait_seconds": ("Flows/WorkerMetrics.swift", ["app", "endpoint", "environment"]),
     "receipt_worker_consumption_policy_answers_total": ("Flows/WorkerMetrics.swift", ["app", "answer"]),
     "receipt_worker_desk_requests_total": ("DeskService/DeskMetrics.swift", ["route", "status"]),

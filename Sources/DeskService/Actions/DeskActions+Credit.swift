@@ -282,13 +282,12 @@ extension DeskActions {
     }
 
     static func object(_ held: ApprovalRequest) -> JSONValue {
-        let formatter = ISO8601DateFormatter()
         var request = JSONValue(parsing: Data(held.request.utf8))?.object ?? [:]
         if let token = request["app_account_token"]?.string {
             request["app_account_token"] = .string(String(token.prefix(8)) + "…")
         }
         return [
-            "id": JSONValue(held.id), "created_at": .string(formatter.string(from: held.createdAt)),
+            "id": JSONValue(held.id), "created_at": .string(RFC3339.format(held.createdAt)),
             "app": .string(held.app), "requested_by": .string(held.requestedBy),
             "requested_name": .string(held.requestedName), "ticket": .string(held.ticket),
             "player": .string(held.player), "request": .object(request), "status": .string(held.status.rawValue),

@@ -158,13 +158,12 @@ package struct DeskActions: Sendable {
     /// A lead sees the console sessions open now (never their ids).
     func openSessions(_ agent: Agent) async throws -> Answer {
         guard agent.has(.lead) else { return .refused(403, "only a lead sees the sessions open") }
-        let formatter = ISO8601DateFormatter()
         let open = try await store.openSessions(now: now(), limit: 500).map { session -> JSONValue in
             [
                 "agent": .string(session.subject), "name": .string(session.name), "roles": JSONValue(session.roles),
-                "created_at": .string(formatter.string(from: session.createdAt)),
-                "seen_at": .string(formatter.string(from: session.seenAt)),
-                "expires_at": .string(formatter.string(from: session.expiresAt)),
+                "created_at": .string(RFC3339.format(session.createdAt)),
+                "seen_at": .string(RFC3339.format(session.seenAt)),
+                "expires_at": .string(RFC3339.format(session.expiresAt)),
             ]
         }
         return .json(200, ["sessions": .array(open)])
@@ -224,10 +223,8 @@ package struct DeskActions: Sendable {
 enum AuditFormat {
     static func object(_ line: AuditEntry) -> JSONValue {
         func parsed(_ text: String) -> JSONValue { JSONValue(parsing: Data(text.utf8)) ?? .string(text) }
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         return [
-            "id": JSONValue(line.id), "at": .string(formatter.string(from: line.at)), "app": .string(line.app),
+            "id": JSONValue(line.id), "at": .string(RFC3339.format(line.at)), "app": .string(line.app),
             "agent": .string(line.agent), "agent_name": .string(line.agentName), "role": .string(line.role),
             "action": .string(line.action), "outcome": .string(line.outcome), "ticket": .string(line.ticket),
             "player": JSONValue(line.player), "request": parsed(line.request), "answer": parsed(line.answer),
@@ -305,9 +302,8 @@ public enum DeskAudit {
 
     /// One line a person reads: when, who, what, the outcome, the ticket and the player.
     public static func textLine(_ line: AuditEntry) -> String {
-        let formatter = ISO8601DateFormatter()
-        return [
-            formatter.string(from: line.at), "\(line.agentName) (\(line.role))", line.action, line.outcome,
+        [
+            RFC3339.format(line.at), "\(line.agentName) (\(line.role))", line.action, line.outcome,
             "ticket \(line.ticket)", line.player.map { "player \($0)" } ?? "-", "app \(line.app)",
         ].joined(separator: "  ")
     }

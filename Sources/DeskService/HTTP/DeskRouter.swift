@@ -118,7 +118,7 @@ struct DeskRouter: Sendable {
         ]
         if let session {
             object["csrf_token"] = .string(session.csrf)
-            object["expires_at"] = .string(ISO8601DateFormatter().string(from: session.expiresAt))
+            object["expires_at"] = .string(RFC3339.format(session.expiresAt))
         }
         return .json(200, .object(object))
     }
