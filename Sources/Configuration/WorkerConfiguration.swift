@@ -210,7 +210,8 @@ public struct WorkerConfiguration: Sendable {
         /// `otel.max_queued_spans`: spans held for the exporter at most; more are dropped and counted. Default:
         /// 8,192.
         public var maxQueuedSpans = 8_192
-        /// `otel.export_interval_ms`: how often spans go out (and at 512 queued). Default: 1,000.
+        /// `otel.export_interval_ms`: how often queued spans go out, in requests of at most 512. Default:
+        /// 1,000.
         public var exportInterval: Duration = .seconds(1)
     }
     /// `kafka.*`, passed to librdkafka without the prefix.

@@ -24,7 +24,7 @@ package final class OCSPQuery: Sendable {
     package let request: Data
     private let certificateID: OpenSSLObject
 
-    /// Nil when the certificate names no responder over HTTP: nothing to ask.
+    /// Nil when the certificate names no responder by an http or https URL: nothing to ask.
     package init?(certificate: X509Certificate, issuer: X509Certificate) {
         guard let urls = X509_get1_ocsp(certificate.pointer) else { return nil }
         defer { X509_email_free(urls) }

@@ -7,7 +7,7 @@ import Synchronization
 import Vocabulary
 
 /// Refund (consumption) requests answered by an app's policy when nobody else does (`consumption.policy`): a
-/// grant service down, a game that never built its answer. Every minute, the holder of the app's lease finds the
+/// grant service down, a game that never built its answer. Every `consumption.policy_interval_ms`, the holder of the app's lease finds the
 /// requests no one answered whose deadline is within `consumption.margin_ms`, and puts the policy's answer on the
 /// consumption topic as a grant service would (`answered_by: policy`). The consumption flow sends it as any answer
 /// (delivery status from the ledger), unless a grant service's answer came first: a policy never answers over one.

@@ -6,7 +6,8 @@ import LedgerDomain
 import Messaging
 import Observability
 
-// The chores of a worker, from its configuration: each runs every interval on the replica holding its lease.
+// The chores of a worker, from its configuration, each run every interval: the sweep, the status checks and the
+// answers by policy on the replica holding their lease; the unclaimed credits on every replica.
 
 extension ConsumptionPolicyAnswers {
     /// The answers of a worker (nil: no app has a policy that answers).

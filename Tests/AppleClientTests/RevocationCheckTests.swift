@@ -10,7 +10,7 @@ import Testing
 /// Revocation asked online, against real OCSP responders: `openssl ocsp` serving a test chain shaped like Apple's
 /// (Tests/ocsp/make-pki.sh), a port nothing listens on, a server that never answers, and a responder signing with a
 /// key nobody authorised. A chain is never accepted before its status is known, never denied for a responder's
-/// silence, and refused for good only when a verified answer says revoked or unknown.
+/// silence, and refused for good only when a verified answer says revoked (an answer of unknown is asked again).
 @Suite("Revocation checked with OCSP responders", .timeLimit(.minutes(2)))
 struct RevocationCheckTests {
     /// The test PKI and its responders (``OCSPTestPKI``), stopped when it goes.

@@ -39,7 +39,8 @@ struct SessionTests {
     func ends() async throws {
         // Signed out: the same cookie replayed a moment later opens nothing.
         let signedOut = try await sessions.start(Self.ana, now: start)
-        try await sessions.end(signedOut, by: "ana", now: start.addingTimeInterval(60))
+        _ = await store.endSession(
+            id: ConsoleSessions.id(of: signedOut), by: "ana", at: start.addingTimeInterval(60))
         #expect(try await sessions.open(signedOut, now: start.addingTimeInterval(61)) == nil)
         // A lead ends every session of the agent, and only theirs.
         let first = try await sessions.start(Self.ana, now: start)

@@ -68,11 +68,6 @@ struct ConsoleSessions: Sendable {
             csrf: Self.csrf(of: secret), expiresAt: session.expiresAt)
     }
 
-    /// Ends the session of a cookie's token (sign-out).
-    func end(_ secret: String, by subject: String, now: Date) async throws {
-        _ = try await store.endSession(id: Self.id(of: secret), by: subject, at: now)
-    }
-
     /// The ledger's id of a session: the SHA-256 of its token.
     static func id(of secret: String) -> String { SHA256Digest.hex(Array(("desk-session\u{0}" + secret).utf8)) }
 
