@@ -25,14 +25,9 @@ public struct TraceContext: Sendable, Equatable {
     /// A trace of its own (random ids, sampled), for what no consumed message caused: a notification's record
     /// at the receiver, a credit published by the worker's own timer.
     public static func fresh() -> TraceContext {
-        var generator = SystemRandomNumberGenerator()
-        func hex(_ count: Int) -> String {
-            let digits = Array("0123456789abcdef".utf8)
-            var text = (0..<count).map { _ in digits[Int(generator.next() % 16)] }
-            if text.allSatisfy({ $0 == UInt8(ascii: "0") }) { text[count - 1] = UInt8(ascii: "1") }
-            return String(decoding: text, as: UTF8.self)
-        }
-        return TraceContext(traceparent: "00-\(hex(32))-\(hex(16))-01", tracestate: nil)
+        TraceContext(
+            traceparent: SpanContext(traceID: IDWords.traceID(), spanID: IDWords.spanID(), sampled: true).traceparent,
+            tracestate: nil)
     }
 
     private init(traceparent: String, tracestate: String?) {

@@ -23,9 +23,9 @@ public enum OTLPEncoding {
 
     static func encode(_ span: FinishedSpan) -> [UInt8] {
         var out = ProtoWriter()
-        out.bytes(1, span.context.traceID)
-        out.bytes(2, span.context.spanID)
-        if let parent = span.parentSpanID { out.bytes(4, parent) }
+        out.words(1, span.context.traceID.high, span.context.traceID.low)
+        out.words(2, span.context.spanID.value)
+        if let parent = span.parentSpanID { out.words(4, parent.value) }
         out.string(5, span.name)
         out.varint(6, UInt64(span.kind.rawValue))
         out.fixed64(7, span.start)
@@ -91,7 +91,25 @@ struct ProtoWriter {
         bytes += value
     }
 
-    mutating func string(_ field: Int, _ value: String) { bytes(field, Array(value.utf8)) }
+    mutating func string(_ field: Int, _ value: String) {
+        tag(field, 2)
+        raw(UInt64(value.utf8.count))
+        bytes += value.utf8
+    }
+
+    /// An id of one or two big-endian words as a `bytes` field (8 or 16 bytes), without an array of its own.
+    mutating func words(_ field: Int, _ first: UInt64, _ second: UInt64? = nil) {
+        tag(field, 2)
+        raw(second == nil ? 8 : 16)
+        append(word: first)
+        if let second { append(word: second) }
+    }
+
+    private mutating func append(word: UInt64) {
+        for shift in stride(from: 56, through: 0, by: -8) {
+            bytes.append(UInt8(truncatingIfNeeded: word >> UInt64(shift)))
+        }
+    }
 
     mutating func message(_ field: Int, _ value: [UInt8]) { bytes(field, value) }
 }

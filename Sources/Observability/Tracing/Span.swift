@@ -5,11 +5,11 @@ import Vocabulary
 /// A span's identity as W3C Trace Context carries it: a 16-byte trace id, an 8-byte span id, and whether the
 /// trace is sampled (recorded).
 public struct SpanContext: Sendable, Equatable {
-    public let traceID: [UInt8]
-    public let spanID: [UInt8]
+    public let traceID: TraceID
+    public let spanID: SpanID
     public let sampled: Bool
 
-    public init(traceID: [UInt8], spanID: [UInt8], sampled: Bool) {
+    public init(traceID: TraceID, spanID: SpanID, sampled: Bool) {
         self.traceID = traceID
         self.spanID = spanID
         self.sampled = sampled
@@ -28,12 +28,37 @@ public struct SpanContext: Sendable, Equatable {
             let flags = Self.bytes(bytes[53..<55]), trace.contains(where: { $0 != 0 }),
             span.contains(where: { $0 != 0 })
         else { return nil }
-        self.init(traceID: trace, spanID: span, sampled: flags[0] & 1 == 1)
+        self.init(
+            traceID: TraceID(high: IDWords.word(trace[0..<8]), low: IDWords.word(trace[8..<16])),
+            spanID: SpanID(IDWords.word(span[0..<8])), sampled: flags[0] & 1 == 1)
     }
 
     /// `00-<trace id>-<span id>-<01|00>`: the header a record carries so that its consumer's span is this one's child.
     public var traceparent: String {
-        "00-\(Hex.encode(traceID))-\(Hex.encode(spanID))-\(sampled ? "01" : "00")"
+        String(unsafeUninitializedCapacity: 55) { text in
+            let digits: StaticString = "0123456789abcdef"
+            var at = 0
+            func put(_ byte: UInt8) {
+                text[at] = byte
+                at += 1
+            }
+            func put(word: UInt64) {
+                for shift in stride(from: 60, through: 0, by: -4) {
+                    put(digits.utf8Start[Int(word >> UInt64(shift) & 0xF)])
+                }
+            }
+            put(UInt8(ascii: "0"))
+            put(UInt8(ascii: "0"))
+            put(UInt8(ascii: "-"))
+            put(word: traceID.high)
+            put(word: traceID.low)
+            put(UInt8(ascii: "-"))
+            put(word: spanID.value)
+            put(UInt8(ascii: "-"))
+            put(UInt8(ascii: "0"))
+            put(UInt8(ascii: sampled ? "1" : "0"))
+            return at
+        }
     }
 
     /// Lower-case hex digits, two a byte.
@@ -57,13 +82,27 @@ public struct FinishedSpan: Sendable {
     public var name: String
     public var kind: SpanKind
     public var context: SpanContext
-    public var parentSpanID: [UInt8]?
+    public var parentSpanID: SpanID?
     /// Nanoseconds since the epoch.
     public var start: UInt64
     public var end: UInt64
     public var attributes: [(String, SpanValue)]
     /// Why it failed (the span's status is an error), or nil.
     public var error: String?
+
+    package init(
+        name: String, kind: SpanKind, context: SpanContext, parentSpanID: SpanID? = nil, start: UInt64, end: UInt64,
+        attributes: [(String, SpanValue)], error: String? = nil
+    ) {
+        self.name = name
+        self.kind = kind
+        self.context = context
+        self.parentSpanID = parentSpanID
+        self.start = start
+        self.end = end
+        self.attributes = attributes
+        self.error = error
+    }
 }
 
 /// One operation of a trace. A span that is not sampled records nothing and costs next to nothing; its context
@@ -119,21 +158,14 @@ public final class Tracer: Sendable {
     public func start(_ name: String, kind: SpanKind, parent: SpanContext?, attributes: [(String, SpanValue)] = [])
         -> Span
     {
-        var generator = SystemRandomNumberGenerator()
-        let traceID = parent?.traceID ?? Self.randomID(16, &generator)
-        let sampled = parent?.sampled ?? (Double.random(in: 0..<1, using: &generator) < sampleRatio)
-        let context = SpanContext(traceID: traceID, spanID: Self.randomID(8, &generator), sampled: sampled)
+        let traceID = parent?.traceID ?? IDWords.traceID()
+        let sampled = parent?.sampled ?? (sampleRatio >= 1 || (sampleRatio > 0 && IDWords.unit() < sampleRatio))
+        let context = SpanContext(traceID: traceID, spanID: IDWords.spanID(), sampled: sampled)
         let started = sampled ? Self.nanoseconds() : 0
         return Span(
             FinishedSpan(
                 name: name, kind: kind, context: context, parentSpanID: parent?.spanID, start: started, end: started,
                 attributes: sampled ? attributes : [], error: nil), tracer: self)
-    }
-
-    static func randomID(_ count: Int, _ generator: inout SystemRandomNumberGenerator) -> [UInt8] {
-        var id = (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        if id.allSatisfy({ $0 == 0 }) { id[count - 1] = 1 }
-        return id
     }
 
     static func nanoseconds() -> UInt64 {
