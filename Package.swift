@@ -69,6 +69,7 @@ let package = Package(
             name: "CRdKafka", pkgConfig: hasLocalRdkafka ? nil : "rdkafka",
             providers: [.apt(["librdkafka-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CLinux"),
@@ -98,7 +99,7 @@ let package = Package(
         .target(
             name: "Runtime", dependencies: ["Kafka", "Lifecycle", "Messaging", "Observability", "Vocabulary"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
-        .target(name: "HTTPClient", dependencies: ["CCurl", "CLinux", "Observability"], swiftSettings: strict),
+        .target(name: "HTTPClient", dependencies: ["CCurl", "CLinux", "CZlib", "Observability"], swiftSettings: strict),
         .target(
             name: "AppleVerification", dependencies: ["Crypto", "HTTPClient", "Observability", "Vocabulary"],
             swiftSettings: strict),

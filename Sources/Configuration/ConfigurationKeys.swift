@@ -280,6 +280,26 @@ enum ConfigurationKeys {
         ConfigurationKey("otel.export_interval_ms", default: String(defaults.tracing.exportInterval.milliseconds)) {
             $1.configuration.tracing.exportInterval = try $0.milliseconds(100...60_000)
         },
+        ConfigurationKey("otel.max_export_batch_size", default: String(defaults.tracing.batchSize)) {
+            $1.configuration.tracing.batchSize = try $0.integer(1...8_192)
+        },
+        ConfigurationKey("otel.timeout_ms", default: String(defaults.tracing.timeout.milliseconds)) {
+            $1.configuration.tracing.timeout = try $0.milliseconds(100...60_000)
+        },
+        ConfigurationKey("otel.compression", default: "none") { value, draft in
+            switch value.text {
+            case "none": draft.configuration.tracing.gzip = false
+            case "gzip": draft.configuration.tracing.gzip = true
+            default: throw value.invalid("must be none or gzip")
+            }
+        },
+        ConfigurationKey("otel.headers") { $1.configuration.tracing.headers = try $0.pairs(headerNames: true) },
+        ConfigurationKey("otel.service_name") { value, draft in
+            draft.configuration.tracing.serviceName = value.text.isEmpty ? nil : value.text
+        },
+        ConfigurationKey("otel.resource_attributes") {
+            $1.configuration.tracing.resourceAttributes = try $0.pairs(headerNames: false)
+        },
         ConfigurationKey("notifications.listen") { $1.configuration.notificationsListen = try $0.listenAddress() },
         ConfigurationKey(
             "notifications.sweep_interval_ms", default: String(defaults.sweepInterval?.milliseconds ?? 0)

@@ -44,12 +44,16 @@ public enum ConfigurationLoader {
         file: String?, overrides: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
         purpose: Purpose = .worker, readsFiles: Bool = true, everyProblem: Bool = false
     ) throws -> LoadedConfiguration {
-        var settings: [LoadedConfiguration.Setting] = []
+        // OpenTelemetry's own variables are the weakest source (OpenTelemetryEnvironment says which win).
+        let openTelemetry = try OpenTelemetryEnvironment.settings(environment)
+        var settings: [LoadedConfiguration.Setting] = openTelemetry.weakest.map {
+            .init(key: $0.key, value: $0.value, source: .environment($0.variable))
+        }
         if let file {
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
                 throw ConfigurationError(.unreadableFile, key: "--config", reason: "cannot read \(file)")
             }
-            settings = try numberedProperties(text: text, source: file).map {
+            settings += try numberedProperties(text: text, source: file).map {
                 .init(key: $0.key, value: $0.value, source: .file(path: file, line: $0.line))
             }
         }
@@ -57,6 +61,7 @@ public enum ConfigurationLoader {
             settings.append(
                 .init(key: key(forEnvironmentVariable: variable), value: value, source: .environment(variable)))
         }
+        settings += openTelemetry.turnOff.map { .init(key: $0.key, value: $0.value, source: .environment($0.variable)) }
         for variable in ["LOG_LEVEL", environmentPrefix + "LOG_LEVEL"] {
             if let level = environment[variable], Logger.Level(name: level) == nil {
                 throw ConfigurationError(
@@ -135,6 +140,7 @@ public enum ConfigurationLoader {
         if key == "apple.shared_secret" || key.hasPrefix("apps.") && key.hasSuffix(".shared_secret") { return nil }
         if key.hasPrefix("kafka.") && KafkaError.isSensitiveProperty(String(key.dropFirst(6))) { return nil }
         if key == "ledger.url" && WorkerConfiguration.withoutPassword(value) != value { return nil }
+        if key == "otel.headers" { return nil }  // an API key for the collector, often
         return value
     }
 

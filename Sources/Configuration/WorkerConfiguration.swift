@@ -210,9 +210,21 @@ public struct WorkerConfiguration: Sendable {
         /// `otel.max_queued_spans`: spans held for the exporter at most; more are dropped and counted. Default:
         /// 8,192.
         public var maxQueuedSpans = 8_192
-        /// `otel.export_interval_ms`: how often queued spans go out, in requests of at most 512. Default:
-        /// 1,000.
+        /// `otel.export_interval_ms`: how often queued spans go out. Default: 1,000.
         public var exportInterval: Duration = .seconds(1)
+        /// `otel.max_export_batch_size`: spans per request at most. Default: 512.
+        public var batchSize = 512
+        /// `otel.timeout_ms`: a request's limit. Default: 10,000.
+        public var timeout: Duration = .seconds(10)
+        /// `otel.compression`: `gzip` compresses each request's body. Default: none.
+        public var gzip = false
+        /// `otel.headers`: headers of each request (a collector's API key, often: never printed).
+        public var headers: [(String, String)] = []
+        /// `otel.service_name`: the resource's `service.name`; nil: `otel.resource_attributes`' or
+        /// `receipt-worker`.
+        public var serviceName: String?
+        /// `otel.resource_attributes`: more attributes of the resource (`deployment.environment`, ...).
+        public var resourceAttributes: [(String, String)] = []
     }
     /// `kafka.*`, passed to librdkafka without the prefix.
     public var kafka: [String: String] = ["bootstrap.servers": "127.0.0.1:9092", "group.id": "receipt-worker"]

@@ -110,9 +110,13 @@ public final class WorkerMetrics: Sendable {
         for reason in ["queue_full", "export_failed"] {
             _ = registry.counter(
                 "receipt_worker_trace_spans_dropped_total",
-                help: "Spans dropped: the queue full (otel.max_queued_spans), or the collector not taking a batch.",
+                help:
+                    "Spans dropped: the queue full (otel.max_queued_spans), or a batch the collector refused (export_failed).",
                 labels: ["reason": reason])
         }
+        _ = registry.counter(
+            "receipt_worker_trace_export_retries_total",
+            help: "Batches the OTLP collector could not take then (429, 502, 503, 504, no answer), queued again.")
         registry.gauges("receipt_worker_ready", help: "1 when /readyz answers 200.") { [weak self] in
             [(Labels.none, self?.readiness.withLock { $0 }?() == true ? 1 : 0)]
         }

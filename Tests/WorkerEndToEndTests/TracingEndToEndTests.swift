@@ -18,7 +18,7 @@ struct TracingEndToEndTests {
         let spansFile: String
         private let pid: pid_t
 
-        init(failFirst: Int = 0) async throws {
+        init(failFirst: Int = 0, status: Int = 503) async throws {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("otlp-\(UUID())")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let portFile = directory.appendingPathComponent("port").path
@@ -27,7 +27,7 @@ struct TracingEndToEndTests {
             pid = try spawnProcess(
                 root.appendingPathComponent(".deps/venv/bin/python").path,
                 [root.appendingPathComponent("Tests/tracing/otlp_receiver.py").path, portFile, spansFile]
-                    + (failFirst > 0 ? ["--fail-first", String(failFirst)] : []),
+                    + (failFirst > 0 ? ["--fail-first", String(failFirst), String(status)] : []),
                 environment: [:], output: directory.appendingPathComponent("out").path,
                 errors: directory.appendingPathComponent("err").path)
             _ = await eventually(timeout: .seconds(30)) { FileManager.default.fileExists(atPath: portFile) }
@@ -99,9 +99,39 @@ struct TracingEndToEndTests {
         receiver.stop()
     }
 
-    @Test("a collector that is away costs the jobs nothing: they are answered, its spans dropped and counted")
+    @Test(
+        "configured by OpenTelemetry's own variables: the endpoint's v1/traces, gzip bodies, the headers, the service and resource"
+    )
+    func standardVariables() async throws {
+        let receiver = try await Receiver()
+        let loaded = try ConfigurationLoader.load(
+            file: nil, overrides: ["apple.bundle_id=com.example.game"],
+            environment: [
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)",
+                "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip", "OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=k%3D1,x-team=games",
+                "OTEL_SERVICE_NAME": "receipts-eu", "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=test",
+                "OTEL_BSP_SCHEDULE_DELAY": "200",
+            ])
+        #expect(loaded.tracing.endpoint == receiver.url)
+        let harness = try await WorkerHarness { configuration in configuration.tracing = loaded.tracing }
+        let bought = try await harness.purchase(["product_id": "coins_100"])
+        try await harness.submit(
+            job("job-v", order: "order-v", product: "coins_100", ["signed_transaction": bought.signedTransaction]))
+        #expect(await harness.result(jobID: "job-v")?["decision"] as? String == "grant")
+        #expect(await eventually(timeout: .seconds(30)) { !receiver.spans.isEmpty })
+        let span = try #require(receiver.spans.first)
+        #expect(span["error"] == nil, "the gzip body decodes")
+        #expect(span["content_encoding"] as? String == "gzip")
+        #expect(span["headers"] as? [String: String] == ["x-api-key": "k=1", "x-team": "games"])
+        #expect(span["service"] as? String == "receipts-eu")
+        #expect((span["resource"] as? [String: Any])?["deployment.environment"] as? String == "test")
+        await harness.stop()
+        receiver.stop()
+    }
+
+    @Test("a collector that is away costs the jobs nothing: they are answered, its batches sent again once it is back")
     func collectorAway() async throws {
-        let receiver = try await Receiver(failFirst: 1_000)
+        let receiver = try await Receiver(failFirst: 2)
         let harness = try await WorkerHarness { configuration in
             configuration.tracing.endpoint = receiver.url
             configuration.tracing.exportInterval = .milliseconds(200)
@@ -110,6 +140,29 @@ struct TracingEndToEndTests {
         try await harness.submit(
             job("job-a", order: "order-a", product: "coins_100", ["signed_transaction": bought.signedTransaction]))
         #expect(await harness.result(jobID: "job-a")?["decision"] as? String == "grant")
+        // Two 503s with Retry-After: 1, then taken: every span of the job arrives, none dropped.
+        #expect(
+            await eventually(timeout: .seconds(30)) {
+                receiver.spans.contains { ($0["name"] as? String)?.hasPrefix("process ") == true }
+            })
+        let page = harness.worker.metrics.registry.render()
+        #expect(page.contains("receipt_worker_trace_export_retries_total 2"))
+        #expect(page.contains("receipt_worker_trace_spans_dropped_total{reason=\"export_failed\"} 0"))
+        await harness.stop()
+        receiver.stop()
+    }
+
+    @Test("a collector that refuses a batch (400) has it dropped and counted, never sent again")
+    func collectorRefuses() async throws {
+        let receiver = try await Receiver(failFirst: 1_000, status: 400)
+        let harness = try await WorkerHarness { configuration in
+            configuration.tracing.endpoint = receiver.url
+            configuration.tracing.exportInterval = .milliseconds(200)
+        }
+        let bought = try await harness.purchase(["product_id": "coins_100"])
+        try await harness.submit(
+            job("job-r", order: "order-r", product: "coins_100", ["signed_transaction": bought.signedTransaction]))
+        #expect(await harness.result(jobID: "job-r")?["decision"] as? String == "grant")
         #expect(
             await eventually(timeout: .seconds(30)) {
                 harness.worker.metrics.registry.render().contains(
@@ -117,6 +170,7 @@ struct TracingEndToEndTests {
                     && !harness.worker.metrics.registry.render().contains(
                         "receipt_worker_trace_spans_dropped_total{reason=\"export_failed\"} 0")
             })
+        #expect(harness.worker.metrics.registry.render().contains("receipt_worker_trace_export_retries_total 0"))
         await harness.stop()
         receiver.stop()
     }

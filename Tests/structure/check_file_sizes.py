@@ -37,6 +37,7 @@ REASONS = {
     "Sources/LedgerDomain/Rules/ClaimFacts.swift": "the grant and refund facts a claim is decided on",
     "Sources/Ledger/Engine/SQLSession.swift": "a session and the statement, value and row it speaks in",
     "Sources/Observability/Tracing/Span.swift": "a span, its context, kind, values and tracer (OpenTelemetry's model)",
+    "Sources/Observability/Tracing/TraceIDs.swift": "a trace's and a span's ids and the generator that draws them",
     "Sources/DeskService/Session/ConsoleSession.swift": "a console session: the agent, the sign-in state, cookies",
     "Sources/DeskService/Actions/DeskForms.swift": "the desk's four forms, one shape each",
     "Sources/DeskService/OIDC/ProviderDocuments.swift": "the provider's three documents as Codable values",

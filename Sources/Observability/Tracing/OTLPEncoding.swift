@@ -2,11 +2,17 @@
 /// the body of an OTLP/HTTP export (`Content-Type: application/x-protobuf`). Written by hand: the message is
 /// small and fixed, and no protobuf package can be fetched here.
 public enum OTLPEncoding {
-    /// One request: the resource (`service.name`, `service.version`), one instrumentation scope, the spans.
-    public static func exportRequest(_ spans: [FinishedSpan], service: String, version: String) -> [UInt8] {
-        var resource = ProtoWriter()
-        resource.message(1, keyValue("service.name", .string(service)))
-        resource.message(1, keyValue("service.version", .string(version)))
+    /// One request: the resource (`service.name`, `service.version`, then `resource`'s other attributes), one
+    /// instrumentation scope, the spans.
+    public static func exportRequest(
+        _ spans: [FinishedSpan], service: String, version: String, resource: [(String, String)] = []
+    ) -> [UInt8] {
+        var attributes = ProtoWriter()
+        attributes.message(1, keyValue("service.name", .string(service)))
+        attributes.message(1, keyValue("service.version", .string(version)))
+        for (key, value) in resource where key != "service.name" && key != "service.version" {
+            attributes.message(1, keyValue(key, .string(value)))
+        }
         var scope = ProtoWriter()
         scope.string(1, "receipt-worker")
         scope.string(2, version)
@@ -14,7 +20,7 @@ public enum OTLPEncoding {
         scopeSpans.message(1, scope.bytes)
         for span in spans { scopeSpans.message(2, encode(span)) }
         var resourceSpans = ProtoWriter()
-        resourceSpans.message(1, resource.bytes)
+        resourceSpans.message(1, attributes.bytes)
         resourceSpans.message(2, scopeSpans.bytes)
         var request = ProtoWriter()
         request.message(1, resourceSpans.bytes)
