@@ -60,6 +60,19 @@ extension FuzzChecks {
         let lastValues = Array(safe.reversed().filter { seen.insert($0.key).inserted }.reversed())
         _ = try? ConfigurationLoader.build(lastValues, purpose: .worker)
         _ = try? ConfigurationLoader.build(lastValues, purpose: .tool)
+        // The same lines as OpenTelemetry's variables (OTEL_EXPORTER_OTLP_HEADERS=...): whatever loads sends no header
+        // that carries another.
+        let variables = Dictionary(lastValues.filter { $0.key.hasPrefix("OTEL_") }) { _, last in last }
+        if !variables.isEmpty,
+            let tracing = try? ConfigurationLoader.loadWithSources(
+                file: nil, overrides: ["apple.bundle_id=com.example"], environment: variables, readsFiles: false
+            ).configuration.tracing,
+            let smuggled = tracing.headers.first(where: { header in
+                (header.0 + header.1).unicodeScalars.contains { $0 == "\r" || $0 == "\n" || $0 == "\0" }
+            })
+        {
+            return "otel.headers loaded a header carrying a line break: \(smuggled.0)"
+        }
         return nil
     }
 
