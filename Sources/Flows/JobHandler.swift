@@ -72,14 +72,21 @@ package struct JobHandler: MessageHandler {
 
     package func isPermanent(_ error: any Error) -> Bool { (error as? LedgerError)?.isPermanent == true }
 
-    /// The job, parsed once as it is taken: its app's slots are its group (a job that is not valid, or names no
-    /// app here, is answered without Apple: the default app's slots serve it); a player waits from the job's send
-    /// (the producer's create time on the record); the parse goes on to ``handle(_:context:)``.
+    /// The job, parsed once as it is taken: its app's slots are its group, also for a job that is not valid but
+    /// names its game (it waits, and is parked, with that game's jobs: one game's bad jobs never take another's
+    /// room); a job that names no app here, or cannot be read, is answered without Apple in the default app's slots.
+    /// A player waits from the job's send (the producer's create time on the record); the parse goes on to
+    /// ``handle(_:context:)``.
     package func intake(of message: InboundMessage) -> Intake {
         let parsed = JobParser.parse(
             message.value, maxBytes: settings.maxBytes,
             transactionIDRequiresAccountToken: settings.transactionIDRequiresAccountToken)
-        let app = if case .job(let job) = parsed { apps.app(bundleID: job.bundleID) } else { AppleApp?.none }
+        let app: AppleApp? =
+            switch parsed {
+            case .job(let job): apps.app(bundleID: job.bundleID)
+            case .invalidJob(let identity, _): apps.app(bundleID: identity.bundleID)
+            case .unreadable: nil
+            }
         let group = (app ?? apps.defaultApp).name
         return Intake(
             group: group, waitStart: message.timestamp.map { WaitStart(flow: "job", app: group, at: $0) },

@@ -52,6 +52,8 @@ public struct JobIdentity: Sendable, Equatable {
     public var userID: String
     public var productID: String
     public var quantity: Int
+    /// The job's `bundle_id` when it could be read (its game's slots serve even a job that is not valid).
+    public var bundleID: String? = nil
 }
 
 public enum JobParser {
@@ -88,7 +90,8 @@ public enum JobParser {
         let readJobID = text(object, "job_id", 1...128)
         var identity = JobIdentity(
             jobID: readJobID ?? "", orderID: orderID,
-            userID: object.string("user_id") ?? "", productID: object.string("product_id") ?? "", quantity: 1)
+            userID: object.string("user_id") ?? "", productID: object.string("product_id") ?? "", quantity: 1,
+            bundleID: text(object, "bundle_id", 1...255))
         func invalid(_ reason: String) -> JobParseResult { .invalidJob(identity, reason: reason) }
 
         guard let jobID = readJobID else {

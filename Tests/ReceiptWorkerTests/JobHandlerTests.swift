@@ -30,6 +30,27 @@ struct JobHandlerTests {
         try await Handlers.run(handler, job, offset: offset)
     }
 
+    @Test(
+        "a job waits in its game's slots, also one that is not valid: it names its game; unknown or unreadable: the default's"
+    )
+    func groupOfEachJob() throws {
+        let handler = try handler(second: FakeApple())
+        func group(_ value: [UInt8]) -> String {
+            handler.intake(
+                of: InboundMessage(
+                    topic: "jobs", partition: 0, offset: 0, key: nil, value: value, headers: [], timestamp: nil)
+            ).group
+        }
+        #expect(group(Handlers.job("j1", order: "o1", extra: ["bundle_id": "com.example.second"])) == "second")
+        #expect(group(Handlers.job("j2", order: "o2")) == "default")
+        // Not valid (quantity 0), but naming its game: that game's room, where its game's jobs are parked.
+        #expect(
+            group(Handlers.job("j3", order: "o3", extra: ["bundle_id": "com.example.second", "quantity": 0]))
+                == "second")
+        #expect(group(Handlers.job("j4", order: "o4", extra: ["bundle_id": "com.other", "quantity": 0])) == "default")
+        #expect(group(Array("not json".utf8)) == "default")
+    }
+
     @Test("a verified purchase is granted, with CloudEvents headers; the same job again repeats the event")
     func grantAndReplay() async throws {
         let handler = try handler()
