@@ -45,7 +45,7 @@ public enum ConfigurationLoader {
         purpose: Purpose = .worker, readsFiles: Bool = true, everyProblem: Bool = false
     ) throws -> LoadedConfiguration {
         // OpenTelemetry's own variables are the weakest source (OpenTelemetryEnvironment says which win).
-        let openTelemetry = try OpenTelemetryEnvironment.settings(environment)
+        let openTelemetry = OpenTelemetryEnvironment.settings(environment)
         var settings: [LoadedConfiguration.Setting] = openTelemetry.weakest.map {
             .init(key: $0.key, value: $0.value, source: .environment($0.variable))
         }
@@ -84,8 +84,11 @@ public enum ConfigurationLoader {
         settings = settings.map { .init(key: AppSettings.canonical($0.key), value: $0.value, source: $0.source) }
         var seen: Set<String> = []
         settings = settings.reversed().filter { seen.insert($0.key).inserted }.reversed()
-        let built = building(
+        let refused = OpenTelemetryEnvironment.withoutRefused(settings)
+        settings = refused.kept
+        var built = building(
             settings.map { ($0.key, $0.value) }, purpose: purpose, readsFiles: readsFiles, everyProblem: everyProblem)
+        built.configuration.tracing.ignored = openTelemetry.ignored + refused.ignored
         let problems = built.problems.map { sourced($0, settings) }
         if everyProblem, !problems.isEmpty { throw ConfigurationProblems(problems) }
         if let first = problems.first { throw first }
@@ -141,6 +144,11 @@ public enum ConfigurationLoader {
         if key.hasPrefix("kafka.") && KafkaError.isSensitiveProperty(String(key.dropFirst(6))) { return nil }
         if key == "ledger.url" && WorkerConfiguration.withoutPassword(value) != value { return nil }
         if key == "otel.headers" { return nil }  // an API key for the collector, often
+        // A collector's URL may carry a user and password, or a key in its query.
+        if key == "otel.endpoint" {
+            let authority = value.components(separatedBy: "://").dropFirst().first?.split(separator: "/").first
+            if value.contains("?") || authority?.contains("@") == true { return nil }
+        }
         return value
     }
 

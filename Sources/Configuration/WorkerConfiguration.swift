@@ -225,6 +225,8 @@ public struct WorkerConfiguration: Sendable {
         public var serviceName: String?
         /// `otel.resource_attributes`: more attributes of the resource (`deployment.environment`, ...).
         public var resourceAttributes: [(String, String)] = []
+        /// OpenTelemetry's variables that were not used, and why (warnings at start and in `check-config`).
+        public var ignored: [String] = []
     }
     /// `kafka.*`, passed to librdkafka without the prefix.
     public var kafka: [String: String] = ["bootstrap.servers": "127.0.0.1:9092", "group.id": "receipt-worker"]

@@ -11,16 +11,19 @@ import Synchronization
 /// the queue full is dropped and counted. A batch the collector cannot take now (429, 502, 503, 504, or no answer) goes
 /// back to the front of the queue, as much of it as the queue has room for, and is sent again after a backoff that
 /// doubles to a minute and honours `Retry-After`; a batch it refuses (any other status: 400 is bad data) is dropped
-/// and counted, never sent again (OTLP/HTTP's rules).
+/// and counted, never sent again (OTLP/HTTP's rules); so is a batch tried five times. When the worker stops, what is
+/// queued gets one last send, within 5 seconds in all; what is left then is dropped and counted.
 final class TraceExporter: Service, Sendable {
     let settings: WorkerConfiguration.Tracing
     let endpoint: String
     let serviceName: String
     let version: String
     private let http: HTTPClient
+    private let logger: Logger
     private let queue = Mutex<[FinishedSpan]>([])
-    /// How long to wait before the next send after the collector could not take a batch (nil: the interval).
-    private let backoff = Mutex<Duration?>(nil)
+    /// After the collector could not take a batch: how long to wait before the next send, and how often the batch at
+    /// the queue's front was tried. Nil: the collector takes what it is sent.
+    private let trouble = Mutex<(backoff: Duration, attempts: Int)?>(nil)
     private let exported: Counter
     private let droppedFull: Counter
     private let droppedFailed: Counter
@@ -35,6 +38,7 @@ final class TraceExporter: Service, Sendable {
         var configuration = HTTPClient.Configuration()
         configuration.maxConnectionsPerHost = 2
         http = HTTPClient(configuration: configuration, logger: logger)
+        self.logger = logger
         exported = registry.counter(
             "receipt_worker_trace_spans_exported_total", help: "Spans the OTLP collector took (otel.endpoint).")
         let dropped = { (reason: String) in
@@ -70,14 +74,23 @@ final class TraceExporter: Service, Sendable {
     func run() async {
         let shutdown = GracefulShutdown.current
         while !Task.isCancelled && !shutdown.isTriggered {
-            await shutdown.sleep(for: backoff.withLock { $0 } ?? settings.exportInterval)
+            await shutdown.sleep(for: trouble.withLock { $0?.backoff } ?? settings.exportInterval)
+            if shutdown.isTriggered { break }
             await flush()
         }
-        await flush()
+        await flush(last: true)
     }
 
-    /// Sends every batch queued now; a batch the collector cannot take now ends this round, queued again.
-    func flush() async {
+    /// A batch is tried at most this often; then it is dropped, so that one the collector always fails on (too large
+    /// for a gateway, say) never holds the queue.
+    static let attemptsPerBatch = 5
+    /// The last send, when the worker stops, takes at most this long in all.
+    static let lastSendTime = Duration.seconds(5)
+
+    /// Sends every batch queued now; a batch the collector cannot take now ends this round, queued again. `last`: the
+    /// worker stops; nothing is queued again, and what is left after ``lastSendTime`` is dropped.
+    func flush(last: Bool = false) async {
+        let started = ContinuousClock.now
         while true {
             let spans = queue.withLock { queue -> [FinishedSpan] in
                 let taken = Array(queue.prefix(settings.batchSize))
@@ -85,20 +98,58 @@ final class TraceExporter: Service, Sendable {
                 return taken
             }
             guard !spans.isEmpty else { return }
-            let response = try? await http.execute(request(spans))
-            switch Self.fate(status: response?.status, retryAfter: response?.header("retry-after")) {
+            if last && ContinuousClock.now - started > Self.lastSendTime {
+                droppedFailed.increment(
+                    by: spans.count
+                        + queue.withLock { queue in
+                            defer { queue.removeAll() }
+                            return queue.count
+                        })
+                return
+            }
+            let answer: (status: Int?, retryAfter: String?, error: (any Error)?)
+            do {
+                let response = try await http.execute(request(spans, last: last))
+                answer = (response.status, response.header("retry-after"), nil)
+            } catch {
+                answer = (nil, nil, error)
+            }
+            let retriable = (answer.error as? HTTPClientError)?.isRetriable ?? true
+            switch retriable ? Self.fate(status: answer.status, retryAfter: answer.retryAfter) : .refused {
             case .taken:
                 exported.increment(by: spans.count)
-                backoff.withLock { $0 = nil }
+                let recovered = trouble.withLock { trouble -> Bool in
+                    defer { trouble = nil }
+                    return trouble != nil
+                }
+                if recovered { logger.info("the trace collector takes spans again") }
             case .refused:
                 droppedFailed.increment(by: spans.count)
-                backoff.withLock { $0 = nil }
+                trouble.withLock { $0 = nil }
+                logger.warning(
+                    "the trace collector refused a batch of spans: dropped",
+                    ["status": answer.status.map(String.init) ?? "-", "error": answer.error.map { "\($0)" } ?? "-"])
             case .later(let retryAfter):
                 retried.increment()
-                requeue(spans)
-                backoff.withLock { current in
-                    let doubled = min((current ?? settings.exportInterval) * 2, .seconds(60))
-                    current = max(doubled, min(retryAfter ?? .zero, .seconds(60)))
+                let attempts = trouble.withLock { trouble -> Int in
+                    let attempts = (trouble?.attempts ?? 0) + 1
+                    let doubled = min((trouble?.backoff ?? settings.exportInterval) * 2, .seconds(60))
+                    // ±20%, so that replicas do not all come back at one instant.
+                    let jittered = doubled * Double.random(in: 0.8...1.2)
+                    trouble = (max(jittered, retryAfter ?? .zero), attempts)
+                    return attempts
+                }
+                if attempts == 1 {
+                    logger.warning(
+                        "the trace collector cannot take spans now; sent again after a backoff",
+                        ["status": answer.status.map(String.init) ?? "-", "error": answer.error.map { "\($0)" } ?? "-"])
+                }
+                if last || attempts >= Self.attemptsPerBatch {
+                    droppedFailed.increment(by: spans.count)
+                    trouble.withLock { $0?.attempts = 0 }
+                    if last { continue }
+                } else {
+                    requeue(spans)
                 }
                 return
             }
@@ -116,7 +167,7 @@ final class TraceExporter: Service, Sendable {
         if kept < spans.count { droppedFailed.increment(by: spans.count - kept) }
     }
 
-    private func request(_ spans: [FinishedSpan]) -> HTTPRequest {
+    private func request(_ spans: [FinishedSpan], last: Bool) -> HTTPRequest {
         let encoded = OTLPEncoding.exportRequest(
             spans, service: serviceName, version: version, resource: settings.resourceAttributes)
         var headers = [("Content-Type", "application/x-protobuf"), ("User-Agent", "receipt-worker/\(version)")]
@@ -126,7 +177,9 @@ final class TraceExporter: Service, Sendable {
             headers.append(("Content-Encoding", "gzip"))
         }
         headers += settings.headers
-        return HTTPRequest(method: .post, url: endpoint, headers: headers, body: Data(body), timeout: settings.timeout)
+        return HTTPRequest(
+            method: .post, url: endpoint, headers: headers, body: Data(body),
+            timeout: last ? min(settings.timeout, Self.lastSendTime) : settings.timeout)
     }
 
     /// What became of a batch, by the collector's answer.
@@ -139,14 +192,19 @@ final class TraceExporter: Service, Sendable {
     }
 
     /// OTLP/HTTP's rules: 2xx taken; 429, 502, 503, 504 and no answer at all sent again; anything else (400 is bad
-    /// data) never. `Retry-After` in seconds (a date, or a number past a day, is not waited for: the backoff is).
+    /// data) never. `Retry-After` in seconds, waited for up to a minute (a thousand years is a minute); a date, or
+    /// what is no number, leaves the backoff alone.
     static func fate(status: Int?, retryAfter: String?) -> Fate {
         guard let status else { return .later(retryAfter: nil) }
         switch status {
         case 200..<300: return .taken
         case 429, 502, 503, 504:
-            let seconds = retryAfter.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
-            return .later(retryAfter: seconds.flatMap { (0...86_400).contains($0) ? .seconds($0) : nil })
+            let text = retryAfter?.trimmingCharacters(in: .whitespaces) ?? ""
+            guard !text.isEmpty, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
+                return .later(retryAfter: nil)
+            }
+            // Digits only: a number too large for Int is past a minute too.
+            return .later(retryAfter: .seconds(min(Int(text) ?? 60, 60)))
         default: return .refused
         }
     }

@@ -161,10 +161,11 @@ public enum WorkerAssembly {
     /// takes its partitions' share): following an old comment, that throttles Apple's calls by the replica count
     /// twice.
     public static func warnings(_ configuration: WorkerConfiguration) -> [String] {
+        let ignored = configuration.tracing.ignored.map { "OpenTelemetry's \($0)" }
         let rate = configuration.apple.apiMaxRequestsPerSecond
         let limit = applesTransactionInfoLimit
-        guard rate < limit, limit % rate == 0 else { return [] }
-        return [
+        guard rate < limit, limit % rate == 0 else { return ignored }
+        return ignored + [
             "apple.api.max_requests_per_second=\(rate) looks like Apple's limit (\(limit)) divided by \(limit / rate):"
                 + " it is the whole pool's limit, and each replica already takes its share by its partitions; set"
                 + " Apple's limit as Apple states it, unless Apple gave this app a lower one"

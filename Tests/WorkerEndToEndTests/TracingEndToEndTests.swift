@@ -146,8 +146,8 @@ struct TracingEndToEndTests {
                 receiver.spans.contains { ($0["name"] as? String)?.hasPrefix("process ") == true }
             })
         let page = harness.worker.metrics.registry.render()
-        #expect(page.contains("receipt_worker_trace_export_retries_total 2"))
-        #expect(page.contains("receipt_worker_trace_spans_dropped_total{reason=\"export_failed\"} 0"))
+        #expect(page.contains("\nreceipt_worker_trace_export_retries_total 2\n"))
+        #expect(page.contains("\nreceipt_worker_trace_spans_dropped_total{reason=\"export_failed\"} 0\n"))
         await harness.stop()
         receiver.stop()
     }
@@ -170,7 +170,7 @@ struct TracingEndToEndTests {
                     && !harness.worker.metrics.registry.render().contains(
                         "receipt_worker_trace_spans_dropped_total{reason=\"export_failed\"} 0")
             })
-        #expect(harness.worker.metrics.registry.render().contains("receipt_worker_trace_export_retries_total 0"))
+        #expect(harness.worker.metrics.registry.render().contains("\nreceipt_worker_trace_export_retries_total 0\n"))
         await harness.stop()
         receiver.stop()
     }
