@@ -29,6 +29,7 @@ let package = Package(
         .executable(name: "notification-bench", targets: ["NotificationBench"]),
         .executable(name: "chaos-driver", targets: ["ChaosDriver"]),
         .executable(name: "ledger-bench", targets: ["LedgerBench"]),
+        .executable(name: "span-bench", targets: ["SpanBench"]),
     ],
     dependencies: [.package(name: "receipt-worker", path: "..")],
     targets: [
@@ -52,5 +53,6 @@ let package = Package(
         .executableTarget(name: "LedgerBench", dependencies: [product("Ledger")], swiftSettings: strict),
         .executableTarget(
             name: "JWSBench", dependencies: [product("AppleVerification"), product("Crypto")], swiftSettings: strict),
+        .executableTarget(name: "SpanBench", dependencies: [product("Observability")], swiftSettings: strict),
     ]
 )
