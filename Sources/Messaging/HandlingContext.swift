@@ -51,16 +51,7 @@ extension HandlingContext {
         _ body: () async throws -> T
     ) async throws -> T {
         guard let span else { return try await body() }
-        let child = span.child(name, kind: kind, attributes: attributes)
-        do {
-            let result = try await body()
-            child.end()
-            return result
-        } catch {
-            child.fail("\(error)")
-            child.end()
-            throw error
-        }
+        return try await span.inChild(name, kind: kind, attributes: attributes, body)
     }
 }
 

@@ -35,17 +35,8 @@ final class RuntimeHandlingContext: HandlingContext {
             return try await retries.retrying(operation, stage: stage, isPermanent: isPermanent, letGo: letGo, body)
         }
         return try await retries.retrying(operation, stage: stage, isPermanent: isPermanent, letGo: letGo) {
-            let child = span.child(
-                operation, kind: .client, attributes: [("receipt_worker.operation", .string(operation))])
-            do {
-                let result = try await body()
-                child.end()
-                return result
-            } catch {
-                child.fail("\(error)")
-                child.end()
-                throw error
-            }
+            try await span.inChild(
+                operation, kind: .client, attributes: [("receipt_worker.operation", .string(operation))], body)
         }
     }
 }

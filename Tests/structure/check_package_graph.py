@@ -32,18 +32,8 @@ C_LAYERS = {
     "CLinux": {"HTTPClient", "HTTPServerKit", "AppStoreSimulator"},
     "CBuildInfo": {"ReceiptWorker"},
 }
-# Modules whose C headers a target may import (only the wrapper itself writes `import C…`).
-C_IMPORTERS = {
-    "COpenSSL": {"Crypto"},
-    "CRdKafka": {"Kafka"},
-    "CSQLite": {"Ledger"},
-    "CPostgres": {"Ledger"},
-    "CCurl": {"HTTPClient"},
-    "CZlib": {"HTTPClient"},
-    "CMicroHTTPD": {"HTTPServerKit"},
-    "CLinux": {"HTTPClient", "HTTPServerKit", "AppStoreSimulator"},
-    "CBuildInfo": {"ReceiptWorker"},
-}
+# Modules whose C headers a target may import: the same targets (only the wrapper itself writes `import C…`).
+C_IMPORTERS = C_LAYERS
 CONFINED = ["Flows", "Events", "Support", "DeskService"]
 FORBIDDEN_FOR_CONFINED = {"Kafka", "Ledger", "Runtime", "Configuration", "ReceiptWorker", "CRdKafka", "CSQLite",
                           "CPostgres"}

@@ -137,6 +137,22 @@ public final class Span: Sendable {
         if let ended { tracer.export(ended) }
     }
 
+    /// Runs `body` in a child of this span, ended when it returns and failed (with the error's text) when it throws.
+    public func inChild<T>(
+        _ name: String, kind: SpanKind, attributes: [(String, SpanValue)] = [], _ body: () async throws -> T
+    ) async rethrows -> T {
+        let child = child(name, kind: kind, attributes: attributes)
+        do {
+            let result = try await body()
+            child.end()
+            return result
+        } catch {
+            child.fail("\(error)")
+            child.end()
+            throw error
+        }
+    }
+
     /// A child of this span.
     public func child(_ name: String, kind: SpanKind, attributes: [(String, SpanValue)] = []) -> Span {
         tracer.start(name, kind: kind, parent: context, attributes: attributes)
