@@ -160,11 +160,12 @@ struct DeployedShapeEndToEndTests {
         #expect(shape.harness.deadLetters.isEmpty, "dead-lettered: \(shape.harness.deadLetters.map { $0.headers })")
         // Each worker that handled a notification asked about the chain itself: it met it there first.
         #expect(await shape.metric(#"receipt_worker_revocation_checks_total{outcome="good"}"#) >= 1)
-        // The four the receiver verified are verified again by the workers (another process); the swept one is taken
-        // from the sweep's own verification when the worker that swept it processes it (one of two, by partition).
+        // Each of the five is verified by the worker that processes it, or taken from that worker's own verification
+        // of the same bytes: its sweep's, which, on a ledger that has handled no notification yet, reads Apple's
+        // whole history and may meet a refund the receiver also delivered. Which way each goes is timing.
         let again = await shape.metric("receipt_worker_notifications_verified_again_total")
         let taken = await shape.metric("receipt_worker_notifications_taken_from_receiver_total")
-        #expect(again >= 4 && again + taken >= 5, "verified again: \(again), taken from this process's own: \(taken)")
+        #expect(again + taken >= 5, "verified again: \(again), taken from this process's own: \(taken)")
         #expect(
             await shape.metric(#"receipt_worker_swept_notifications_total{app="default",found="failed_delivery"}"#) >= 1
         )
