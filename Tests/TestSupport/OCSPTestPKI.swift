@@ -27,15 +27,29 @@ public final class OCSPTestPKI: Sendable {
     /// on a busy machine, which the pool's two threads cannot spare for the tests beside. `responders`: started now.
     public static func make(starting responders: [Responder] = Responder.allCases) async throws -> OCSPTestPKI {
         try await offPool {
-            let pki = try OCSPTestPKI()
-            for responder in responders { try pki.startBlocking(responder) }
-            return pki
+            // A port is checked free when chosen, below the range the kernel gives connections, but another test's
+            // server could still take it first: its responder then exits at once, and the PKI is made again.
+            var attempt = 1
+            while true {
+                let pki = try OCSPTestPKI()
+                do {
+                    for responder in responders { try pki.startBlocking(responder) }
+                    return pki
+                } catch is ResponderExited where attempt < 3 {
+                    attempt += 1
+                }
+            }
         }
+    }
+
+    /// A responder that ended before it listened, with what it wrote.
+    struct ResponderExited: Error, CustomStringConvertible {
+        let description: String
     }
 
     private init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("ocsp-\(UUID())").path
-        let chosen = try (0..<5).map { _ in try freeLoopbackPort() }
+        let chosen = try (0..<5).map { _ in try freePortBelowEphemeralRange() }
         // make-pki.sh's order: ROOT_PORT LEAF_PORT DEAD_PORT SLOW_PORT FORGED_PORT (nothing listens on DEAD_PORT).
         ports = [.root: chosen[0], .leaf: chosen[1], .silent: chosen[3], .forged: chosen[4]]
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
@@ -106,7 +120,12 @@ public final class OCSPTestPKI: Sendable {
         // Each server says when it listens in its log (a probe connection would leave `openssl ocsp`, which serves
         // one connection at a time, waiting on it).
         for _ in 0..<1_200 {  // a minute: processes start slowly beside every other test
-            if let text = try? String(contentsOfFile: log, encoding: .utf8), text.contains("ACCEPT") { return }
+            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            if text.contains("ACCEPT") { return }
+            if waitpid(pid, nil, WNOHANG) == pid {
+                running.withLock { _ = $0.removeValue(forKey: responder) }
+                throw ResponderExited(description: "the \(responder) responder on \(port) exited: \(text)")
+            }
             usleep(50_000)
         }
         stop(responder)
