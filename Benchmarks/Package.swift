@@ -53,6 +53,7 @@ let package = Package(
         .executableTarget(name: "LedgerBench", dependencies: [product("Ledger")], swiftSettings: strict),
         .executableTarget(
             name: "JWSBench", dependencies: [product("AppleVerification"), product("Crypto")], swiftSettings: strict),
-        .executableTarget(name: "SpanBench", dependencies: [product("Observability")], swiftSettings: strict),
+        .executableTarget(
+            name: "SpanBench", dependencies: [product("HTTPClient"), product("Observability")], swiftSettings: strict),
     ]
 )

@@ -23,14 +23,19 @@ public final class HTTPClient: Sendable {
         /// The largest response body accepted; a larger one fails the request (`.tooLarge`) instead of
         /// growing memory without bound. Default: 8 MiB (verifyReceipt's largest answers are about 1 MB).
         public var maxResponseBytes = 8 * 1_048_576
+        /// Each request a child span of ``Span/current`` when that is recorded (OpenTelemetry's HTTP client
+        /// conventions). Off for a client that sends the spans themselves. Default: true.
+        public var recordsSpans = true
 
         public init() {}
     }
 
     private let loop: CurlEventLoop
+    private let recordsSpans: Bool
 
     public init(configuration: Configuration = Configuration(), logger: Logger) {
         loop = CurlEventLoop(configuration: configuration, logger: logger)
+        recordsSpans = configuration.recordsSpans
     }
 
     deinit {
@@ -40,6 +45,23 @@ public final class HTTPClient: Sendable {
     /// Performs the request. Throws ``HTTPClientError`` when no response arrives; any HTTP status is a response.
     /// Cancelling the calling task aborts the request.
     public func execute(_ request: HTTPRequest) async throws -> HTTPResponse {
+        guard recordsSpans, let parent = Span.current, parent.context.sampled else { return try await perform(request) }
+        let span = parent.child(request.method.rawValue, kind: .client, attributes: request.spanAttributes)
+        do {
+            let response = try await perform(request)
+            span.set("http.response.status_code", .int(Int64(response.status)))
+            if response.status >= 400 { span.fail(String(response.status)) }
+            span.end()
+            return response
+        } catch {
+            span.set("error.type", .string((error as? HTTPClientError)?.kind.rawValue ?? "\(type(of: error))"))
+            span.fail("\(error)")
+            span.end()
+            throw error
+        }
+    }
+
+    private func perform(_ request: HTTPRequest) async throws -> HTTPResponse {
         let transfer = Transfer(request: request)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in

@@ -1,3 +1,4 @@
+import Observability
 import Synchronization
 
 /// Smart batching: requests that arrive while earlier batches are running wait, then go together in the
@@ -7,8 +8,12 @@ import Synchronization
 final class Batcher<Request: Sendable, Response: Sendable>: Sendable {
     typealias Execute = @Sendable ([Request]) async throws -> [Response]
 
+    private typealias Pending = (
+        request: Request, continuation: CheckedContinuation<Response, any Error>, span: Span?
+    )
+
     private struct State {
-        var pending: [(request: Request, continuation: CheckedContinuation<Response, any Error>)] = []
+        var pending: [Pending] = []
         var running = 0
     }
 
@@ -24,20 +29,23 @@ final class Batcher<Request: Sendable, Response: Sendable>: Sendable {
         self.execute = execute
     }
 
+    /// A traced request's span (a child of ``Span/current``) lasts from its queueing to its batch's end and says the
+    /// batch's size.
     func submit(_ request: Request) async throws -> Response {
-        try await withCheckedThrowingContinuation { continuation in
-            let batch = state.withLock { state in
-                state.pending.append((request, continuation))
-                return takeBatch(&state)
+        try await Span.inCurrentChild("ledger batch", kind: .internal) {
+            try await withCheckedThrowingContinuation { continuation in
+                let span = Span.current
+                let batch = state.withLock { state in
+                    state.pending.append((request, continuation, span))
+                    return takeBatch(&state)
+                }
+                if let batch { run(batch) }
             }
-            if let batch { run(batch) }
         }
     }
 
     /// The next batch to run, if a slot is free; counts it as running.
-    private func takeBatch(_ state: inout State) -> [(
-        request: Request, continuation: CheckedContinuation<Response, any Error>
-    )]? {
+    private func takeBatch(_ state: inout State) -> [Pending]? {
         guard state.running < maxConcurrent, !state.pending.isEmpty else { return nil }
         state.running += 1
         let count = min(maxBatch, state.pending.count)
@@ -45,7 +53,8 @@ final class Batcher<Request: Sendable, Response: Sendable>: Sendable {
         return Array(state.pending.prefix(count))
     }
 
-    private func run(_ batch: [(request: Request, continuation: CheckedContinuation<Response, any Error>)]) {
+    private func run(_ batch: [Pending]) {
+        for item in batch { item.span?.set("receipt_worker.ledger.batch_size", .int(Int64(batch.count))) }
         Task {
             do {
                 let responses = try await execute(batch.map(\.request))

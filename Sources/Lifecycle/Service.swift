@@ -1,4 +1,4 @@
-import Observability
+public import Observability
 import Synchronization
 
 /// A long-running part of a process: the consumer runtime, an HTTP endpoint, a periodic chore. Every one has the
@@ -33,6 +33,20 @@ public struct PeriodicService: Service {
             if Task.isCancelled || shutdown.isTriggered { return }
             await round()
             delay = interval
+        }
+    }
+}
+
+extension PeriodicService {
+    /// Each round in a recorded root span named `name`, current while the round runs (its calls to Apple and the
+    /// ledger add theirs under it), when there is a tracer. A chore runs a few rounds a minute: every one is kept.
+    public func traced(_ name: String, by tracer: Tracer?) -> PeriodicService {
+        guard let tracer else { return self }
+        let round = self.round
+        return PeriodicService(every: interval, after: initialDelay) {
+            await tracer.startRecorded(name, attributes: [("receipt_worker.chore", .string(name))]).run {
+                await round()
+            }
         }
     }
 }

@@ -37,6 +37,7 @@ final class TraceExporter: Service, Sendable {
         version = BuildInfo.version
         var configuration = HTTPClient.Configuration()
         configuration.maxConnectionsPerHost = 2
+        configuration.recordsSpans = false  // a span of each export would be exported, and so on
         http = HTTPClient(configuration: configuration, logger: logger)
         self.logger = logger
         exported = registry.counter(

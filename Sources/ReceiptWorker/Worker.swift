@@ -39,6 +39,8 @@ public final class Worker: Service {
     private let finisher: TransactionFinisher?
     /// Spans to an OTLP collector (`otel.endpoint`), nil without one.
     private let traceExporter: TraceExporter?
+    /// The tracer of the messages and the chores' rounds, when the worker traces.
+    private let tracer: Tracer?
 
     public init(
         configuration: WorkerConfiguration, consumer: KafkaConsumer, producer: KafkaProducer, ledger: any Ledger,
@@ -102,7 +104,8 @@ public final class Worker: Service {
         traceExporter = configuration.tracing.endpoint.map {
             TraceExporter(configuration.tracing, endpoint: $0, registry: metrics.registry, logger: logger)
         }
-        runtimeConfiguration.tracer = traceExporter?.tracer(sampleRatio: configuration.tracing.sampleRatio)
+        tracer = traceExporter?.tracer(sampleRatio: configuration.tracing.sampleRatio)
+        runtimeConfiguration.tracer = tracer
         // After a rebalance, the partition count is read again (one metadata request; nil on failure, the
         // last count kept).
         let adminProperties = WorkerAssembly.adminProperties(configuration)
@@ -208,7 +211,9 @@ public final class Worker: Service {
         var services: [ServiceGroup.Entry] = [
             .init("ledger health", PeriodicService(every: .seconds(5)) { await self.checkLedger() }),
             .init(
-                "ledger pruning", PeriodicService(every: .seconds(3_600), after: .seconds(60)) { await self.prune() }),
+                "ledger pruning",
+                PeriodicService(every: .seconds(3_600), after: .seconds(60)) { await self.prune() }
+                    .traced("ledger pruning", by: tracer)),
             .init(
                 "consumption gauge", PeriodicService(every: .seconds(30)) { await self.refreshConsumptionGauge() }),
             .init("Apple limit share", appleShare),
@@ -229,19 +234,23 @@ public final class Worker: Service {
             configuration, apps: apps, ledger: ledger, producer: producer, metrics: metrics, logger: logger,
             holder: leaseHolder, recentlyVerified: recentlyVerified)
         {
-            services.append(.init("notification sweep", sweep))
+            services.append(.init("notification sweep", sweep.traced("notification sweep", by: tracer)))
         }
         if let checks = SubscriptionStatusChecks.service(
             configuration, apps: apps, ledger: ledger, producer: producer, metrics: metrics, logger: logger,
             holder: leaseHolder)
         {
-            services.append(.init("subscription status checks", checks))
+            services.append(
+                .init("subscription status checks", checks.traced("subscription status checks", by: tracer)))
         }
         if let answers = ConsumptionPolicyAnswers.service(
             configuration, apps: apps, ledger: ledger, producer: producer, metrics: metrics, logger: logger,
             holder: leaseHolder)
         {
-            services.append(.init("refund requests answered by policy", answers))
+            services.append(
+                .init(
+                    "refund requests answered by policy",
+                    answers.traced("refund requests answered by policy", by: tracer)))
         }
         if let after = configuration.unclaimedAfter {
             let apps = apps
@@ -252,7 +261,8 @@ public final class Worker: Service {
             services.append(
                 .init(
                     "unclaimed credits",
-                    PeriodicService(every: UnclaimedCredits.interval(after: after)) { await credits.round() }))
+                    PeriodicService(every: UnclaimedCredits.interval(after: after)) { await credits.round() }
+                        .traced("unclaimed credits", by: tracer)))
         }
         return services
     }

@@ -215,9 +215,15 @@ public final class ConsumerRuntime: Sendable {
 
     /// One message, from its handler to its outcome acknowledged (or left for its next delivery).
     private func handle(_ item: GroupScheduler.Item) async {
-        let handler = configuration.routes[item.route].handler
         let span = processSpan(item.message)
         defer { span?.end() }
+        // A recorded span is the task's current one: the handler's calls (Apple's, the ledger's) add theirs under it.
+        guard let span, span.context.sampled else { return await handle(item, span: span) }
+        await Span.$current.withValue(span) { await handle(item, span: span) }
+    }
+
+    private func handle(_ item: GroupScheduler.Item, span: Span?) async {
+        let handler = configuration.routes[item.route].handler
         let context = RuntimeHandlingContext(
             message: item.message, intake: item.intake, retries: retries, isPermanent: { handler.isPermanent($0) },
             letGo: { [weak self] in self?.mustLetGo(item.message, generation: item.generation) ?? true }, span: span)

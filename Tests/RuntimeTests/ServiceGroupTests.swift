@@ -284,6 +284,29 @@ struct ServiceGroupTests {
         #expect(rounds.load(ordering: .relaxed) == 1)
     }
 
+    @Test("a traced chore's every round is a recorded root, current while it runs: what it calls adds spans beneath")
+    func choreRoundsTraced() async throws {
+        let spans = Mutex<[FinishedSpan]>([])
+        let tracer = Tracer(sampleRatio: 0) { span in spans.withLock { $0.append(span) } }
+        let chore = PeriodicService(every: .seconds(3_600)) {
+            await Span.inCurrentChild("ledger batch", kind: .internal) {}
+        }.traced("notification sweep", by: tracer)
+        let group = ServiceGroup([.init("chore", chore)], logger: Self.logger)
+        async let ran: Void = group.run()
+        while spans.withLock({ $0.count }) < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        group.shutdown()
+        try await ran
+        let recorded = spans.withLock { $0 }
+        let root = try #require(recorded.first { $0.name == "notification sweep" })
+        let inner = try #require(recorded.first { $0.name == "ledger batch" })
+        #expect(root.parentSpanID == nil && root.context.sampled, "recorded though the ratio samples no root")
+        #expect(inner.parentSpanID == root.context.spanID && inner.context.traceID == root.context.traceID)
+        // Outside any span, a layer adds none.
+        let before = spans.withLock { $0.count }
+        await Span.inCurrentChild("ledger batch", kind: .internal) {}
+        #expect(spans.withLock { $0.count } == before)
+    }
+
     @Test("a waiter cancelled before the shutdown returns, and the shutdown is still not triggered")
     func waitCancelled() async {
         let shutdown = GracefulShutdown()

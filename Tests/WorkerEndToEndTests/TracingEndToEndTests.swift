@@ -56,7 +56,7 @@ struct TracingEndToEndTests {
     }
 
     @Test(
-        "one job's whole tree: process (the job's span's child), Apple's call and the ledger's round trips beneath it, and the send span whose context the grant carries"
+        "one job's whole tree: process (the job's span's child), Apple's call (its HTTP exchange beneath) and the ledger's round trips (their batch beneath), and the send span whose context the grant carries"
     )
     func oneJobsTree() async throws {
         let receiver = try await Receiver()
@@ -95,6 +95,19 @@ struct TracingEndToEndTests {
         // Every child lies within the process span.
         let (start, end) = (process["start"] as? Int ?? 0, process["end"] as? Int ?? 0)
         #expect(children.allSatisfy { ($0["start"] as? Int ?? 0) >= start && ($0["end"] as? Int ?? .max) <= end })
+        // Deeper layers add theirs under the span current where they are called, with nothing passed down: the
+        // HTTP exchange with Apple under Apple's call, the ledger's batch under each ledger round trip.
+        let verify = try #require(children.first { $0["name"] as? String == "apple verify" })
+        let exchange = try #require(spans.first { $0["parent_span_id"] as? String == verify["span_id"] as? String })
+        let exchangeAttributes = exchange["attributes"] as? [String: Any] ?? [:]
+        #expect(exchange["name"] as? String == "POST" && exchange["kind"] as? Int == 3)
+        #expect(exchangeAttributes["http.response.status_code"] as? Int == 200)
+        #expect(exchangeAttributes["server.address"] as? String == "127.0.0.1")
+        #expect((exchangeAttributes["url.full"] as? String)?.contains("?") == false)
+        let record = try #require(children.first { $0["name"] as? String == "ledger_record" })
+        let batch = try #require(spans.first { $0["parent_span_id"] as? String == record["span_id"] as? String })
+        #expect(batch["name"] as? String == "ledger batch")
+        #expect((batch["attributes"] as? [String: Any])?["receipt_worker.ledger.batch_size"] as? Int ?? 0 >= 1)
         await harness.stop()
         receiver.stop()
     }

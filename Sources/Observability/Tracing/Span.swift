@@ -138,19 +138,38 @@ public final class Span: Sendable {
     }
 
     /// Runs `body` in a child of this span, ended when it returns and failed (with the error's text) when it throws.
+    /// The child is ``current`` while `body` runs, so what `body` calls adds its spans under it.
     public func inChild<T>(
         _ name: String, kind: SpanKind, attributes: [(String, SpanValue)] = [], _ body: () async throws -> T
     ) async rethrows -> T {
-        let child = child(name, kind: kind, attributes: attributes)
+        try await child(name, kind: kind, attributes: attributes).run(body)
+    }
+
+    /// Runs `body` with this span ``current``, then ends it (failed, with the error's text, when `body` throws).
+    public func run<T>(_ body: () async throws -> T) async rethrows -> T {
         do {
-            let result = try await body()
-            child.end()
+            let result = try await Span.$current.withValue(self) { try await body() }
+            end()
             return result
         } catch {
-            child.fail("\(error)")
-            child.end()
+            fail("\(error)")
+            end()
             throw error
         }
+    }
+
+    /// The span of what the task is doing now (a message's `process` span, a chore's round, a call inside one),
+    /// bound by whoever started it: a layer deep in a call (the HTTP client, the ledger) adds its span under it
+    /// without a context passed down by hand.
+    @TaskLocal public static var current: Span?
+
+    /// Runs `body` in a child of ``current`` when there is one and it is recorded; otherwise just runs it (an
+    /// unrecorded trace gains nothing from a child, and a span's cost is saved).
+    public static func inCurrentChild<T>(
+        _ name: String, kind: SpanKind, attributes: [(String, SpanValue)] = [], _ body: () async throws -> T
+    ) async rethrows -> T {
+        guard let current, current.context.sampled else { return try await body() }
+        return try await current.inChild(name, kind: kind, attributes: attributes, body)
     }
 
     /// A child of this span.
@@ -182,6 +201,19 @@ public final class Tracer: Sendable {
             FinishedSpan(
                 name: name, kind: kind, context: context, parentSpanID: parent?.spanID, start: started, end: started,
                 attributes: sampled ? attributes : [], error: nil), tracer: self)
+    }
+
+    /// A root span recorded whatever the ratio: for what runs a few times a minute (a chore's round), whose every
+    /// trace is worth its cost.
+    public func startRecorded(_ name: String, kind: SpanKind = .internal, attributes: [(String, SpanValue)] = [])
+        -> Span
+    {
+        let context = SpanContext(traceID: IDWords.traceID(), spanID: IDWords.spanID(), sampled: true)
+        let started = Self.nanoseconds()
+        return Span(
+            FinishedSpan(
+                name: name, kind: kind, context: context, start: started, end: started, attributes: attributes),
+            tracer: self)
     }
 
     static func nanoseconds() -> UInt64 {
