@@ -3,6 +3,8 @@
 # 100 ms -> ledger -> broker, all real processes, 1,000 jobs in flight) on each ledger when empty and when it
 # holds 1 million and 10 million grants, with their results, notifications and states at the retention's steady
 # state (written with set-based SQL: scripts/lib/prefill-postgres.sql, scripts/lib/prefill-sqlite.py), in one run.
+# Job and order ids are random UUIDs and players one of a million, in the prefill and the bursts, as a game's
+# backend sends them: an index on them is written at random places, its pages out of cache as the ledger grows.
 # Per burst: jobs/s, the worker's CPU per job, PostgreSQL's CPU per job, WAL bytes per job (SQLite: the bytes the
 # worker wrote), transaction ids per job, and the ledger's bytes per grant; CPU also in ECDSA P-256 verifications
 # of this machine now. Then a projection to 100 million grants from a fit of each figure on log10(grants).
@@ -11,6 +13,10 @@
 # receipt-worker binary (another commit's), to compare two builds in one run. PGBOUNCER=transaction
 # (or session) puts Debian's PgBouncer, with its defaults, between the workers and PostgreSQL (each database is
 # migrated directly first, as the migration Job would); the prefill and the figures still go straight to it.
+# To see where PostgreSQL's time goes: POSTGRES_OPTIONS="-c shared_buffers=1GB ..." starts it with those settings;
+# LEDGER_DATABASE_OPTIONS="TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'" makes the ledgers' databases so;
+# AFTER_PREFILL_SQL runs on the prefilled ledger (an index dropped, say); PG_PERF=PREFIX records a perf profile of
+# PostgreSQL's processes during each burst (PREFIX-LABEL.data).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${1:-20000}"
@@ -104,7 +110,7 @@ kafka.heartbeat.interval.ms=500
 kafka.max.poll.interval.ms=10000
 PROPS
     "$bench" prepare --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" --jobs "$jobs" \
-        --prefix "g$suffix-" >/dev/null
+        --prefix "g$suffix-" --random-keys >/dev/null
     local xid0=0 wal0=0 xid1=0 wal1=0
     if [ "$kind" = postgresql ]; then
         xid0="$(psql "$ledger" -qtAc 'SELECT txid_current()')"
@@ -113,7 +119,13 @@ PROPS
     local pg0; pg0="$(pg_ticks)"
     LOG_LEVEL=warning "$bin" run --config "$work/worker.properties" 2>"$work/worker.log" &
     worker_pid=$!
+    local perf_pid=""
+    if [ -n "${PG_PERF:-}" ]; then  # PG_PERF=PREFIX: a perf profile of PostgreSQL's processes during the burst
+        perf record -F 999 -g -u postgres -o "$PG_PERF-${label//[^a-z0-9]/-}.data" >/dev/null 2>&1 &
+        perf_pid=$!
+    fi
     local rate; rate="$("$bench" drain --bootstrap "$KAFKA_BOOTSTRAP" --topic "results-$suffix" --jobs "$jobs")"
+    [ -n "$perf_pid" ] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
     local worker_ticks; worker_ticks="$(ticks "$worker_pid")"
     local wchar; wchar="$(awk '/^wchar:/ {print $2}' "/proc/$worker_pid/io")"
     local pg1; pg1="$(pg_ticks)"
@@ -153,6 +165,14 @@ prefill() {
             from="$to"
         done
         psql "$2" -qc "VACUUM ANALYZE" >/dev/null
+        if [ -n "${AFTER_PREFILL_SQL:-}" ]; then psql "$2" -qc "$AFTER_PREFILL_SQL" >/dev/null; fi
+        # The prefill's aftermath is not the burst's cost: its dirty pages written now, not by a checkpoint during
+        # the burst, and the autovacuums it set off ended first.
+        psql "$2" -qc "CHECKPOINT" >/dev/null
+        for _ in $(seq 600); do
+            [ "$(psql "$2" -qtAc "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'")" = 0 ] && break
+            sleep 1
+        done
     else
         python3 scripts/lib/prefill-sqlite.py "${2#sqlite:}" "$3" "$4"
     fi
@@ -164,14 +184,14 @@ printf '%-34s %8s %17s %17s %10s %8s %9s %11s\n' burst "jobs/s" "worker us/job" 
 echo "  (CPU per job in us, and in ECDSA verifications in brackets; SQLite's WAL column: bytes the worker wrote)"
 for kind in ${LEDGERS:-postgresql sqlite}; do
     if [ "$kind" = postgresql ]; then
-        psql "$POSTGRES_URL" -qtAc "CREATE DATABASE growth" >/dev/null
+        psql "$POSTGRES_URL" -qtAc "CREATE DATABASE growth ${LEDGER_DATABASE_OPTIONS:-}" >/dev/null
         ledger="$pg_base/growth"
     else
         ledger="sqlite:$work/growth.sqlite"
     fi
     if [ -n "${BASELINE_BIN:-}" ]; then
         if [ "$kind" = postgresql ]; then
-            psql "$POSTGRES_URL" -qtAc "CREATE DATABASE baseline" >/dev/null
+            psql "$POSTGRES_URL" -qtAc "CREATE DATABASE baseline ${LEDGER_DATABASE_OPTIONS:-}" >/dev/null
             burst "$kind, empty, baseline build" "$kind" "$pg_base/baseline" "$BASELINE_BIN"
         else
             burst "$kind, empty, baseline build" "$kind" "sqlite:$work/baseline.sqlite" "$BASELINE_BIN"
@@ -186,6 +206,16 @@ for kind in ${LEDGERS:-postgresql sqlite}; do
     done
     [ "$kind" = postgresql ] && psql "$POSTGRES_URL" -qtAc "DROP DATABASE growth WITH (FORCE)" >/dev/null
     rm -f "$work/growth.sqlite"*
+    # An empty ledger again, after the big one: the machine warmed up as for the last burst, so the two are compared
+    # on equal terms (the first burst also pays for a cold start).
+    if [ "$kind" = postgresql ]; then
+        psql "$POSTGRES_URL" -qtAc "CREATE DATABASE again ${LEDGER_DATABASE_OPTIONS:-}" >/dev/null
+        burst "$kind, empty again" "$kind" "$pg_base/again" "$worker"
+        psql "$POSTGRES_URL" -qtAc "DROP DATABASE again WITH (FORCE)" >/dev/null
+    else
+        burst "$kind, empty again" "$kind" "sqlite:$work/again.sqlite" "$worker"
+        rm -f "$work/again.sqlite"*
+    fi
 done
 echo
 echo "Projection to 100,000,000 grants: each figure fitted as a + b*log10(grants) on the prefilled bursts"

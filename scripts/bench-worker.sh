@@ -13,7 +13,8 @@
 # configuration of each, each kind's CPU per job in the same run); TWO_APPS=no skips the two-app,
 # rate-limited run (TWO_APP_JOBS per app, default 1500); WORKER_BIN=PATH runs that receipt-worker binary (another
 # commit's, to compare workers with the same simulator and driver); OTEL_ENDPOINT=URL has the worker export its
-# traces there (scripts/bench-tracing.sh compares CPU per job with and without).
+# traces there (scripts/bench-tracing.sh compares CPU per job with and without). BASELINE_BIN=PATH [ROUNDS=2]
+# compares this build with another in one run (below), the way to compare two builds' CPU per job.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${1:-50000}"
@@ -231,6 +232,30 @@ print("; ".join(parts))
 PY
 )"
 }
+
+# BASELINE_BIN=PATH: this build against another (an earlier release's receipt-worker), alternating bursts in one run
+# (ROUNDS pairs, default 2; the first of LEDGERS, default sqlite, and of LATENCIES, default 100 ms), each burst's
+# jobs/s and CPU per job, the worker's also in ECDSA verifications measured at the start of the run.
+if [ -n "${BASELINE_BIN:-}" ]; then
+    if ! baseline_version="$("$BASELINE_BIN" --version)"; then
+        echo "BASELINE_BIN=$BASELINE_BIN does not run (above: why)" >&2
+        exit 2
+    fi
+    ledger="${LEDGERS:-sqlite}"; ledger="${ledger%% *}"
+    latency="${LATENCIES:-100}"; latency="${latency%% *}"
+    echo "This build ($(.build/release/receipt-worker --version)) against $baseline_version, alternating: $jobs" \
+        "${PROOF:-receipt} jobs a burst, $ledger, Apple at $latency ms, worker.max_in_flight=1000"
+    for round in $(seq "${ROUNDS:-2}"); do
+        for build in baseline this; do
+            bin=.build/release/receipt-worker
+            [ "$build" = baseline ] && bin="$BASELINE_BIN"
+            IFS='|' read -r throughput _ _ <<<"$(WORKER_BIN="$bin" run "$ledger" "$latency" 1000 "$jobs" no 2>"$work/burst")"
+            printf '  round %s, %-9s %-32s %s\n' "$round" "$build:" "$throughput" \
+                "$(grep -o 'CPU per job.*' "$work/burst" | sed 's/; worker wrote.*//')"
+        done
+    done
+    exit 0
+fi
 
 echo "Worker benchmark: $jobs jobs per configuration, 4 partitions, worker.max_in_flight=1000, 2 cores shared by"
 echo "broker, simulator, PostgreSQL, worker and driver"

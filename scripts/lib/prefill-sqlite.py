@@ -1,5 +1,6 @@
 """The SQLite ledger's prefill: what scripts/lib/prefill-postgres.sql writes, in SQLite's SQL (a recursive
-series instead of generate_series). python3 prefill-sqlite.py FILE FROM TO"""
+series instead of generate_series; order and job ids scrambled from the row's number, as random as a UUID's, for
+want of md5). python3 prefill-sqlite.py FILE FROM TO"""
 import sqlite3, sys
 
 path, first, last = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -8,13 +9,15 @@ db.execute("PRAGMA journal_mode = WAL")
 db.execute("PRAGMA synchronous = OFF")
 event = db.execute("SELECT event FROM results WHERE event_type = 'receipt.granted' LIMIT 1").fetchone()[0]
 series = "WITH RECURSIVE s(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM s WHERE i < ?2 - 1)"
-pad = "substr('000000000000' || i, -12, 12)"
+# i scrambled (Knuth's multiplicative hash), then i itself: random-looking hex, unique.
+scrambled = "printf('%08x%08x', (i * 2654435761) % 4294967296, i)"
+order = job = scrambled
 now = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || (i % {days}) || ' days')"
 db.execute("BEGIN")
 db.execute(f"""{series}
     INSERT INTO grants (app, environment, transaction_id, order_id, purchase_id, user_id, product_id, quantity,
         granted_at, credit, original_transaction_id, revoked_at)
-    SELECT '', 'Production', CAST(2100000000000000 + i AS TEXT), 'ord-' || {pad},
+    SELECT '', 'Production', CAST(2100000000000000 + i AS TEXT), {order},
         CASE WHEN i % 10 = 0 THEN 'w:' || (2200000000000000 + i) ELSE CAST(2100000000000000 + i AS TEXT) END,
         'player-' || (i % 1000000), CASE i % 3 WHEN 0 THEN 'coins_100' WHEN 1 THEN 'gems_500' ELSE 'vip_monthly' END,
         1, {now.format(days=365)}, 'job',
@@ -23,13 +26,13 @@ db.execute(f"""{series}
     FROM s""", (first, last))
 db.execute(f"""{series}
     INSERT INTO results (app, job_id, fingerprint, event, event_id, event_type, event_time, event_key, decided_at)
-    SELECT '', 'job-' || {pad}, printf('%064d', i), ?3, printf('%036d', i), 'receipt.granted',
-        '2026-12-01T00:00:00.000Z', 'ord-' || {pad}, {now.format(days=29)}
+    SELECT '', {job}, printf('%064d', i), ?3, printf('%036d', i), 'receipt.granted',
+        '2026-12-01T00:00:00.000Z', {order}, {now.format(days=29)}
     FROM s WHERE i % 100 < 9""", (first, last, event))
 db.execute(f"""{series}
     INSERT INTO notifications (notification_id, event, event_id, event_type, event_time, event_key, handled_at)
     SELECT printf('n%035d', i), ?3, printf('e%035d', i), 'receipt.renewed', '2026-12-01T00:00:00.000Z',
-        'ord-' || {pad}, {now.format(days=200)}
+        {order}, {now.format(days=200)}
     FROM s WHERE i % 100 < 8""", (first, last, event))
 db.execute(f"""{series}
     INSERT INTO purchase_states (app, environment, purchase_id, transaction_id, revoked, changed_at, revoked_share)

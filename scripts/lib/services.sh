@@ -66,7 +66,7 @@ services_start_postgres() {
     pg_run "$bin/initdb" -D "$data" -U postgres -A trust --no-sync >"$SERVICES_DIR/initdb.log" 2>&1 \
         || { cat "$SERVICES_DIR/initdb.log" >&2; return 1; }
     pg_run "$bin/pg_ctl" -D "$data" -l "$data/server.log" -w -t 30 \
-        -o "-c listen_addresses=127.0.0.1 -p $port -k $data -c fsync=off -c max_connections=200" start >/dev/null \
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $data -c fsync=off -c max_connections=200 ${POSTGRES_OPTIONS:-}" start >/dev/null \
         || { cat "$data/server.log" >&2; return 1; }
     echo "$bin" >"$SERVICES_DIR/postgres.bin"
     wait_for "PostgreSQL on port $port" 20 "$bin/pg_isready" -h 127.0.0.1 -p "$port" -U postgres

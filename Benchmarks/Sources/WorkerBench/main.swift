@@ -6,8 +6,9 @@ import Synchronization
 
 // The worker benchmark's driver (scripts/bench-worker.sh runs it around a real receipt-worker process).
 //   worker-bench prepare --bootstrap B --sim URL --topic JOBS --jobs N [--padding BYTES]
-//     [--proof receipt|signed_transaction|transaction_id] [--bundle-id ID] [--prefix P]
-//       creates N purchases in the simulator and queues one job for each (each BYTES larger)
+//     [--proof receipt|signed_transaction|transaction_id] [--bundle-id ID] [--prefix P] [--random-keys]
+//       creates N purchases in the simulator and queues one job for each (each BYTES larger); with --random-keys,
+//       job and order ids are random UUIDs and players one of a million, as a game's backend sends them
 //   worker-bench drain --bootstrap B --topic RESULTS --jobs N
 //       waits for N results; prints jobs/s from the first result to the last
 //   worker-bench paced --bootstrap B --sim URL --topic JOBS --results RESULTS --rate R --seconds S
@@ -43,6 +44,8 @@ let proofField = option("--proof") ?? "receipt"
 let bundleID = option("--bundle-id")
 /// Job ids are `PREFIX` + index (`--prefix`, default b): two prepares into one topic need two prefixes.
 let prefix = option("--prefix") ?? "b"
+/// `--random-keys`: ids as a game's backend makes them, so the ledger's indexes on them are written at random places.
+let randomKeys = CommandLine.arguments.contains("--random-keys")
 
 /// Creates purchases in the simulator, `concurrency` at a time; returns their proofs (`--proof`).
 func purchases(_ count: Int, sim: String) async throws -> [String] {
@@ -72,12 +75,20 @@ func purchases(_ count: Int, sim: String) async throws -> [String] {
 /// `--padding N` adds an N-byte field to every job (receipts of that size, for memory measurements).
 let padding = option("--padding").flatMap(Int.init).map { String(repeating: "p", count: $0) }
 
-func jobValue(id: String, receipt: String) -> [UInt8] {
+func jobValue(id: String, order: String, player: String, receipt: String) -> [UInt8] {
     var extra = padding.map { #","padding":"\#($0)""# } ?? ""
     if let bundleID { extra += #","bundle_id":"\#(bundleID)""# }
     return Array(
-        #"{"job_id":"\#(id)","order_id":"order-\#(id)","user_id":"player","product_id":"coins.1000","\#(proofField)":"\#(receipt)"\#(extra)}"#
+        #"{"job_id":"\#(id)","order_id":"\#(order)","user_id":"\#(player)","product_id":"coins.1000","\#(proofField)":"\#(receipt)"\#(extra)}"#
             .utf8)
+}
+
+/// A job's id, order and player.
+func keys(_ index: Int) -> (job: String, order: String, player: String) {
+    guard randomKeys else { return ("\(prefix)\(index)", "order-\(prefix)\(index)", "player") }
+    return (
+        UUID().uuidString.lowercased(), UUID().uuidString.lowercased(), "player-\(Int.random(in: 0..<1_000_000))"
+    )
 }
 
 func resultsConsumer(topic: String) throws -> KafkaConsumer {
@@ -109,12 +120,13 @@ case "prepare":
     let producer = try KafkaProducer(configuration: .init(bootstrapServers: bootstrap), logger: logger)
     let topic = required("--topic")
     for (index, receipt) in receipts.enumerated() {
+        let job = keys(index)
         while true {
             do {
                 try producer.enqueue(
                     OutboundMessage(
-                        topic: topic, key: Array("order-\(prefix)\(index)".utf8),
-                        value: jobValue(id: "\(prefix)\(index)", receipt: receipt))
+                        topic: topic, key: Array(job.order.utf8),
+                        value: jobValue(id: job.job, order: job.order, player: job.player, receipt: receipt))
                 ) { _ in }
                 break
             } catch { try await Task.sleep(for: .milliseconds(1)) }
@@ -171,7 +183,8 @@ case "paced":
         submitted.withLock { $0[id] = .now }
         try producer.enqueue(
             OutboundMessage(
-                topic: required("--topic"), key: Array(id.utf8), value: jobValue(id: id, receipt: receipt))
+                topic: required("--topic"), key: Array(id.utf8),
+                value: jobValue(id: id, order: "order-\(id)", player: "player", receipt: receipt))
         ) { _ in }
     }
     let deadline = ContinuousClock.now + .seconds(60)
