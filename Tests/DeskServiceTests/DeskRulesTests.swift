@@ -164,6 +164,23 @@ struct DeskRulesTests {
         #expect(await store.lines.map(\.outcome) == ["refused"])
     }
 
+    @Test("a sign-out ends the session and is audited, without the session's id")
+    func signOutAudited() async throws {
+        let sessions = ConsoleSessions(store: store, maxAge: 3_600, idle: 1_800)
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let token = VerifiedToken(
+            subject: "ana", name: "ana@studio.test", roles: [.agent, .viewer], expiresAt: .distantFuture, nonce: nil)
+        let secret = try await sessions.start(token, now: now)
+        let open = try #require(try await sessions.open(secret, now: now))
+        let answer = try await actions().signOut(open.agent, sessionID: open.id)
+        #expect(answer.status == 200 && Self.object(answer)["outcome"] as? String == "signed out")
+        #expect(try await sessions.open(secret, now: now) == nil, "the cookie replayed opens nothing")
+        let line = try #require(await store.lines.last)
+        #expect((line.agent, line.action, line.outcome) == ("ana", "sign_out", "signed out"))
+        #expect(line.answer == #"{"session_ended":true}"#)
+        #expect(!line.request.contains(open.id) && !line.answer.contains(open.id) && !line.answer.contains(secret))
+    }
+
     @Test("an agent reads their own audit lines; a lead reads everyone's")
     func auditReading() async throws {
         let desk = try actions(playerDaily: 0)

@@ -776,6 +776,8 @@ class DeskTests:
                 and l["ticket"] == f"HD-{self.id_}"]
         self.assertEqual(ends, [("lou", "ended", {"agent": "bob"}),
                                 (f"agent-ends-{self.id_}", "refused", {"agent": "bob"})])
+        # The sign-out is in the audit too: when a sign-in ended, not only how.
+        self.assertIn(("sign_out", "signed out"), [(l["action"], l["outcome"]) for l in stack.audit(agent="bob")])
 
     def test_thirty_credits_at_once_over_the_cap_leave_exactly_twenty_held_and_each_refusal_audited(self):
         stack = self.stack

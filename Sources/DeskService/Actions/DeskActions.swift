@@ -186,6 +186,18 @@ package struct DeskActions: Sendable {
         return .json(200, ["outcome": "ended", "ended": JSONValue(ended)])
     }
 
+    /// An agent signs out of the console: its session ended for every replica (the cookie replayed later is
+    /// refused), and a line in the audit, so that the audit says when each sign-in ended, not only how.
+    func signOut(_ agent: Agent, sessionID: String?) async throws -> Answer {
+        var line = audit(agent, action: "sign_out", app: "", ticket: "-", player: nil, request: [:])
+        var ended = false
+        if let sessionID { ended = try await store.endSession(id: sessionID, by: agent.subject, at: now()) }
+        line.outcome = "signed out"
+        line.answer = Self.json(["session_ended": .bool(ended)])
+        try await store.appendAudit(line)
+        return .json(200, ["outcome": "signed out"])
+    }
+
     /// Refused by a rule of the desk (a role, a lead's own credit): audited, nothing else recorded.
     func refuse(_ line: inout AuditEntry, _ status: Int, _ reason: String) async throws -> Answer {
         line.outcome = "refused"

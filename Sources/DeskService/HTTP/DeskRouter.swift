@@ -49,10 +49,9 @@ struct DeskRouter: Sendable {
             return ("callback", await guarded { try await signIn.finish(request, now: now) })
         case ("POST", "/desk/logout"):
             let reply = await api(request) { agent, session in
-                // Ended for every replica: the same cookie replayed later is refused.
-                if let session { _ = try await actions.store.endSession(id: session.id, by: agent.subject, at: now) }
+                let answer = try await actions.signOut(agent, sessionID: session?.id)
                 logger.info("a console session ended: signed out", ["subject": agent.subject])
-                return DeskActions.Answer.json(200, ["outcome": "signed out"])
+                return answer
             }
             guard case .respond(200, _, _, _) = reply else { return ("logout", reply) }
             return ("logout", reply.adding(Cookies.clear(ConsoleSessions.cookie)))
