@@ -47,17 +47,16 @@ public final class HTTPClient: Sendable {
     public func execute(_ request: HTTPRequest) async throws -> HTTPResponse {
         guard recordsSpans, let parent = Span.current, parent.context.sampled else { return try await perform(request) }
         let span = parent.child(request.method.rawValue, kind: .client, attributes: request.spanAttributes)
-        do {
-            let response = try await perform(request)
-            span.set("http.response.status_code", .int(Int64(response.status)))
-            if response.status >= 400 { span.fail(String(response.status)) }
-            span.end()
-            return response
-        } catch {
-            span.set("error.type", .string((error as? HTTPClientError)?.kind.rawValue ?? "\(type(of: error))"))
-            span.fail("\(error)")
-            span.end()
-            throw error
+        return try await span.run {
+            do {
+                let response = try await perform(request)
+                span.set("http.response.status_code", .int(Int64(response.status)))
+                if response.status >= 400 { span.fail(String(response.status)) }
+                return response
+            } catch {
+                span.set("error.type", .string((error as? HTTPClientError)?.kind.rawValue ?? "\(type(of: error))"))
+                throw error
+            }
         }
     }
 

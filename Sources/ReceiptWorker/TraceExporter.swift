@@ -116,6 +116,9 @@ final class TraceExporter: Service, Sendable {
                 answer = (nil, nil, error)
             }
             let retriable = (answer.error as? HTTPClientError)?.isRetriable ?? true
+            func fields() -> [String: String] {
+                ["status": answer.status.map(String.init) ?? "-", "error": answer.error.map { "\($0)" } ?? "-"]
+            }
             switch retriable ? Self.fate(status: answer.status, retryAfter: answer.retryAfter) : .refused {
             case .taken:
                 exported.increment(by: spans.count)
@@ -127,9 +130,7 @@ final class TraceExporter: Service, Sendable {
             case .refused:
                 droppedFailed.increment(by: spans.count)
                 trouble.withLock { $0 = nil }
-                logger.warning(
-                    "the trace collector refused a batch of spans: dropped",
-                    ["status": answer.status.map(String.init) ?? "-", "error": answer.error.map { "\($0)" } ?? "-"])
+                logger.warning("the trace collector refused a batch of spans: dropped", fields())
             case .later(let retryAfter):
                 retried.increment()
                 let attempts = trouble.withLock { trouble -> Int in
@@ -141,9 +142,7 @@ final class TraceExporter: Service, Sendable {
                     return attempts
                 }
                 if attempts == 1 {
-                    logger.warning(
-                        "the trace collector cannot take spans now; sent again after a backoff",
-                        ["status": answer.status.map(String.init) ?? "-", "error": answer.error.map { "\($0)" } ?? "-"])
+                    logger.warning("the trace collector cannot take spans now; sent again after a backoff", fields())
                 }
                 if last || attempts >= Self.attemptsPerBatch {
                     droppedFailed.increment(by: spans.count)

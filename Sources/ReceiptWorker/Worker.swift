@@ -210,10 +210,8 @@ public final class Worker: Service {
     private func services(reading read: [(topic: String, partitions: Int)]) -> [ServiceGroup.Entry] {
         var services: [ServiceGroup.Entry] = [
             .init("ledger health", PeriodicService(every: .seconds(5)) { await self.checkLedger() }),
-            .init(
-                "ledger pruning",
-                PeriodicService(every: .seconds(3_600), after: .seconds(60)) { await self.prune() }
-                    .traced("ledger pruning", by: tracer)),
+            chore(
+                "ledger pruning", PeriodicService(every: .seconds(3_600), after: .seconds(60)) { await self.prune() }),
             .init(
                 "consumption gauge", PeriodicService(every: .seconds(30)) { await self.refreshConsumptionGauge() }),
             .init("Apple limit share", appleShare),
@@ -234,23 +232,19 @@ public final class Worker: Service {
             configuration, apps: apps, ledger: ledger, producer: producer, metrics: metrics, logger: logger,
             holder: leaseHolder, recentlyVerified: recentlyVerified)
         {
-            services.append(.init("notification sweep", sweep.traced("notification sweep", by: tracer)))
+            services.append(chore("notification sweep", sweep))
         }
         if let checks = SubscriptionStatusChecks.service(
             configuration, apps: apps, ledger: ledger, producer: producer, metrics: metrics, logger: logger,
             holder: leaseHolder)
         {
-            services.append(
-                .init("subscription status checks", checks.traced("subscription status checks", by: tracer)))
+            services.append(chore("subscription status checks", checks))
         }
         if let answers = ConsumptionPolicyAnswers.service(
             configuration, apps: apps, ledger: ledger, producer: producer, metrics: metrics, logger: logger,
             holder: leaseHolder)
         {
-            services.append(
-                .init(
-                    "refund requests answered by policy",
-                    answers.traced("refund requests answered by policy", by: tracer)))
+            services.append(chore("refund requests answered by policy", answers))
         }
         if let after = configuration.unclaimedAfter {
             let apps = apps
@@ -259,12 +253,16 @@ public final class Worker: Service {
                 eventSource: configuration.eventSource, metrics: metrics, logger: logger,
                 appName: { apps.app(bundleID: $0)?.name ?? "other" })
             services.append(
-                .init(
+                chore(
                     "unclaimed credits",
-                    PeriodicService(every: UnclaimedCredits.interval(after: after)) { await credits.round() }
-                        .traced("unclaimed credits", by: tracer)))
+                    PeriodicService(every: UnclaimedCredits.interval(after: after)) { await credits.round() }))
         }
         return services
+    }
+
+    /// A chore of the worker: each round a recorded trace of its own when the worker traces, named as the service.
+    private func chore(_ name: String, _ service: PeriodicService) -> ServiceGroup.Entry {
+        .init(name, service.traced(name, by: tracer))
     }
 
 }

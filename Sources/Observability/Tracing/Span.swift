@@ -193,14 +193,8 @@ public final class Tracer: Sendable {
     public func start(_ name: String, kind: SpanKind, parent: SpanContext?, attributes: [(String, SpanValue)] = [])
         -> Span
     {
-        let traceID = parent?.traceID ?? IDWords.traceID()
         let sampled = parent?.sampled ?? (sampleRatio >= 1 || (sampleRatio > 0 && IDWords.unit() < sampleRatio))
-        let context = SpanContext(traceID: traceID, spanID: IDWords.spanID(), sampled: sampled)
-        let started = sampled ? Self.nanoseconds() : 0
-        return Span(
-            FinishedSpan(
-                name: name, kind: kind, context: context, parentSpanID: parent?.spanID, start: started, end: started,
-                attributes: sampled ? attributes : [], error: nil), tracer: self)
+        return make(name, kind: kind, parent: parent, sampled: sampled, attributes: attributes)
     }
 
     /// A root span recorded whatever the ratio: for what runs a few times a minute (a chore's round), whose every
@@ -208,12 +202,19 @@ public final class Tracer: Sendable {
     public func startRecorded(_ name: String, kind: SpanKind = .internal, attributes: [(String, SpanValue)] = [])
         -> Span
     {
-        let context = SpanContext(traceID: IDWords.traceID(), spanID: IDWords.spanID(), sampled: true)
-        let started = Self.nanoseconds()
+        make(name, kind: kind, parent: nil, sampled: true, attributes: attributes)
+    }
+
+    private func make(
+        _ name: String, kind: SpanKind, parent: SpanContext?, sampled: Bool, attributes: [(String, SpanValue)]
+    ) -> Span {
+        let context = SpanContext(
+            traceID: parent?.traceID ?? IDWords.traceID(), spanID: IDWords.spanID(), sampled: sampled)
+        let started = sampled ? Self.nanoseconds() : 0
         return Span(
             FinishedSpan(
-                name: name, kind: kind, context: context, start: started, end: started, attributes: attributes),
-            tracer: self)
+                name: name, kind: kind, context: context, parentSpanID: parent?.spanID, start: started, end: started,
+                attributes: sampled ? attributes : [], error: nil), tracer: self)
     }
 
     static func nanoseconds() -> UInt64 {
