@@ -26,6 +26,8 @@ extension AppStoreSimulator {
     ///   POST /admin/expire {transaction_id, subtype} → sends EXPIRED (GRACE_PERIOD_EXPIRED in a grace period)
     ///   POST /admin/renewal-status {transaction_id, auto_renew} → sends DID_CHANGE_RENEWAL_STATUS
     ///        (each sender answers {notification_uuid})
+    ///   POST /admin/extensions/config {mass_delay_ms}: how long a mass extension runs before its subscribers are
+    ///        extended and its summary sent (500 ms)
     ///   GET  /admin/notifications → [{notification_uuid, type, subtype, environment, transaction_id,
     ///        signed_payload, attempts: [{at, status, error}], delivered}]
     ///   GET  /admin/consumption → [{transaction_id, environment, body, status}]
@@ -82,6 +84,12 @@ extension AppStoreSimulator {
             return expire(body)
         case ("POST", ["renewal-status"]):
             return renewalStatus(body)
+        case ("POST", ["extensions", "config"]):
+            guard let delay = body["mass_delay_ms"].flatMap(Self.integer), (0...600_000).contains(delay) else {
+                return .json(400, Self.error(4000000, "mass_delay_ms is 0 to 600000"))
+            }
+            state.withLock { $0.massExtensionDelay = .milliseconds(delay) }
+            return .json(200, Self.json(["mass_delay_ms": delay]))
         case ("GET", ["notifications"]):
             return notificationList()
         case ("GET", ["consumption"]):

@@ -259,7 +259,7 @@ extension AppStoreSimulator {
     }
 
     /// Records a signed notification and starts delivering it; answers `{"notification_uuid"}`.
-    private func deliver(
+    func deliver(
         uuid: String, signedPayload: String, at now: Date, type: String, subtype: String?, bundleID: String,
         environment: String, purchase: Purchase?, settings: NotificationSettings
     ) -> ServerReply {

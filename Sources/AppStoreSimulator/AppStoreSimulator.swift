@@ -15,7 +15,8 @@ import Synchronization
 ///   /production/inApps/v1/lookup/{orderId} (Look Up Order ID), .../inApps/v1/transactions/{id}/appAccountToken
 ///   (Set App Account Token, PUT), .../inApps/v1/transactions/{id}/finish (Finish Transaction, POST),
 ///   .../inApps/v2/history/{id} (Get Transaction History v2), .../inApps/v1/subscriptions/{id} (Get All
-///   Subscription Statuses)
+///   Subscription Statuses), .../inApps/v1/subscriptions/extend/{id} (PUT), .../extend/mass (POST) and
+///   .../extend/mass/{productId}/{requestIdentifier} (renewal-date extensions, one or all)
 ///   /admin/... (see `admin(_:segments:)`)
 public final class AppStoreSimulator: Sendable {
     public struct Configuration: Sendable {
@@ -58,6 +59,14 @@ public final class AppStoreSimulator: Sendable {
         var apps: [String: SimulatedApp] = [:]
         var nextNotification = 0
         var consumption: [ConsumptionRecord] = []
+        /// When each subscription (by original transaction id) was extended, for Apple's two-in-365-days limit.
+        var extensions: [String: [Date]] = [:]
+        /// Each single extension's answer by request identifier: the same request again answers the same.
+        var extensionAnswers: [String: Result<(Purchase, Data), ExtensionError>] = [:]
+        /// Mass extensions by `role/productId/requestIdentifier`.
+        var massExtensions: [String: MassExtension] = [:]
+        /// How long a mass extension takes before its subscribers are extended and its summary sent.
+        var massExtensionDelay: Duration = .milliseconds(500)
     }
 
     let configuration: Configuration
@@ -144,6 +153,14 @@ public final class AppStoreSimulator: Sendable {
             endpoint = "transactionHistory"
         } else if rest.count == 4, rest[0...2] == ["inApps", "v1", "subscriptions"], request.method == "GET" {
             endpoint = "subscriptionStatuses"
+        } else if rest == ["inApps", "v1", "subscriptions", "extend", "mass"], request.method == "POST" {
+            endpoint = "massExtendRenewalDate"
+        } else if rest.count == 5, rest[0...3] == ["inApps", "v1", "subscriptions", "extend"], request.method == "PUT" {
+            endpoint = "extendRenewalDate"
+        } else if rest.count == 7, rest[0...4] == ["inApps", "v1", "subscriptions", "extend", "mass"],
+            request.method == "GET"
+        {
+            endpoint = "massExtensionStatus"
         } else if rest == ["inApps", "v1", "notifications", "history"], request.method == "POST" {
             endpoint = "notificationHistory"
         } else if rest.count == 5, rest[0...3] == ["inApps", "v2", "transactions", "consumption"],
@@ -216,6 +233,10 @@ public final class AppStoreSimulator: Sendable {
                 case "finishTransaction": finishTransaction(request, role: role, id: rest[3])
                 case "transactionHistory": transactionHistory(request, role: role, id: rest[3])
                 case "subscriptionStatuses": subscriptionStatuses(request, role: role, id: rest[3])
+                case "extendRenewalDate": extendRenewalDate(request, role: role, originalTransactionID: rest[4])
+                case "massExtendRenewalDate": extendAllRenewalDates(request, role: role)
+                case "massExtensionStatus":
+                    massExtensionStatus(request, role: role, productID: rest[5], requestIdentifier: rest[6])
                 default: transactionInfo(request, role: role, id: rest[3])
                 }
             guard case .respond(let status, let headers, let body, _) = reply else { return reply }

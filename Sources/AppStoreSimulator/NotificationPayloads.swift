@@ -13,6 +13,8 @@ struct NotificationPayloadV2: Encodable {
     var data: NotificationData? = nil
     /// RESCIND_CONSENT: the app's download instead of a purchase's `data`.
     var appData: AppDataPayload? = nil
+    /// RENEWAL_EXTENSION/SUMMARY: a mass extension's outcome instead of a purchase's `data`.
+    var summary: SummaryPayload? = nil
 }
 
 /// The notification's `appData` (RESCIND_CONSENT).

@@ -5,11 +5,11 @@ import Observability
 package import Vocabulary
 
 /// The events of an auto-renewable subscription's life after its grant (docs/contract.md section 9): renewed,
-/// expired, a billing issue, a change of its renewal. Keyed by the order the subscription was granted to; each
+/// expired, a billing issue, a change of its renewal (an extension among them), an extension that failed. Keyed by the order the subscription was granted to; each
 /// carries the subscription's state as the ledger knows it after the notification, so a grant service sets the
 /// entitlement from the event alone, without calling Apple. Every field always present, null when absent.
 package enum SubscriptionEvent {
-    package static let types: [EventType] = [.renewed, .expired, .billingIssue, .renewalChanged]
+    package static let types: [EventType] = [.renewed, .expired, .billingIssue, .renewalChanged, .extensionFailed]
 
     /// The event type of a notification about a subscription, and whether it is a renewal (a new period, a
     /// purchase); nil for a type that says nothing of the subscription's entitlement. An upgrade is charged at
@@ -21,6 +21,8 @@ package enum SubscriptionEvent {
         switch (notificationType, subtype) {
         case (.didRenew, _), (.didChangeRenewalPref, .some(.upgrade)), (.offerRedeemed, .some(.upgrade)):
             (EventType.renewed.rawValue, true)
+        // A mass extension could not extend this subscription: its state unchanged, said to its holder.
+        case (.renewalExtension, .some(.failure)): (EventType.extensionFailed.rawValue, false)
         default: type(of: notificationType)
         }
     }

@@ -9,7 +9,8 @@ package import Vocabulary
 /// The notifications topic (docs/contract.md section 9): a verified App Store notification becomes an event
 /// for the order its purchase was granted to (`receipt.revoked`, `receipt.reinstated`,
 /// `receipt.consumption_requested`, and a subscription's `receipt.renewed`, `receipt.expired`,
-/// `receipt.billing_issue`, `receipt.renewal_changed`), a purchase waiting for a job (`ONE_TIME_CHARGE`,
+/// `receipt.billing_issue`, `receipt.renewal_changed`, `receipt.extension_failed`), a notice about no purchase
+/// (`receipt.consent_rescinded`, `receipt.extension_completed`), a purchase waiting for a job (`ONE_TIME_CHARGE`,
 /// `SUBSCRIBED`: credited by `receipt.unclaimed` if none claims it in time), or nothing.
 ///
 /// A notification's life: verify it again (anyone who can write to the topic could have written it), unless
@@ -152,13 +153,20 @@ package struct NotificationHandler: MessageHandler {
     /// What a notification asks of the ledger, and the type of the event it publishes; nil for a notification
     /// the worker does not act on (kept on the topic for whoever wants it).
     private func change(_ notification: AppleNotification) -> (NotificationChange, String)? {
-        if notification.type == .rescindConsent {
-            guard let event = ConsentEvent.make(notification), let environment = notification.environment,
+        // Notices about no purchase: a parent's withdrawn consent, a mass extension's summary.
+        let notice: (StoredEvent?, EventType)? =
+            switch (notification.type, notification.subtype) {
+            case (.rescindConsent, _): (ConsentEvent.make(notification), .consentRescinded)
+            case (.renewalExtension, .some(.summary)): (ExtensionSummaryEvent.make(notification), .extensionCompleted)
+            default: nil
+            }
+        if let (made, type) = notice {
+            guard let event = made, let environment = notification.environment,
                 let app = apps.app(bundleID: notification.bundleID)
             else { return nil }
             return (
                 NotificationChange(id: notification.id, app: app.scope, environment: environment, kind: .notice(event)),
-                EventType.consentRescinded.rawValue
+                type.rawValue
             )
         }
         guard let signed = notification.transaction, let transactionID = signed.transactionId,

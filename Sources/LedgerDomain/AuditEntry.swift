@@ -46,12 +46,17 @@ public struct AuditFilter: Sendable, Equatable {
     public var since: Date?
     public var agent: String?
     public var player: String?
+    /// One action's lines (`extend_all`: the mass extensions started); read by scanning back from the newest.
+    public var action: String?
     public var limit: Int
 
-    public init(since: Date? = nil, agent: String? = nil, player: String? = nil, limit: Int = 100) {
+    public init(
+        since: Date? = nil, agent: String? = nil, player: String? = nil, action: String? = nil, limit: Int = 100
+    ) {
         self.since = since
         self.agent = agent
         self.player = player
+        self.action = action
         self.limit = limit
     }
 }

@@ -14,7 +14,9 @@ public enum EventType: String, CaseIterable, Sendable {
     case expired = "receipt.expired"
     case billingIssue = "receipt.billing_issue"
     case renewalChanged = "receipt.renewal_changed"
-    // A purchase no job claimed; a parent's withdrawn consent.
+    case extensionFailed = "receipt.extension_failed"
+    // A purchase no job claimed; a parent's withdrawn consent; a mass renewal-date extension done.
     case unclaimed = "receipt.unclaimed"
     case consentRescinded = "receipt.consent_rescinded"
+    case extensionCompleted = "receipt.extension_completed"
 }

@@ -54,4 +54,8 @@ public struct NotificationSubtype: RawRepresentable, Hashable, Sendable, CustomS
     /// contract's table; no rule reads them (such notifications change no purchase).
     public static let created = Self(rawValue: "CREATED")
     public static let activeTokenReminder = Self(rawValue: "ACTIVE_TOKEN_REMINDER")
+    /// `RENEWAL_EXTENSION` subtypes: a mass extension is done (its `summary`), or could not extend one
+    /// subscription (its `data`).
+    public static let summary = Self(rawValue: "SUMMARY")
+    public static let failure = Self(rawValue: "FAILURE")
 }

@@ -262,6 +262,7 @@ actor InMemoryDeskStore: DeskStore {
             if let since = filter.since, line.at < since { return false }
             if let agent = filter.agent, line.agent != agent { return false }
             if let player = filter.player, line.player != player { return false }
+            if let action = filter.action, line.action != action { return false }
             return true
         }
         return Array(kept.prefix(filter.limit))

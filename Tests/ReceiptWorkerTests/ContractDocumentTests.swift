@@ -99,7 +99,9 @@ struct ContractDocumentTests {
             let headers = event.stored().record(topic: "results", source: "s").headers
             return headers.first { $0.name == "ce_type" }?.stringValue ?? ""
         }
-        sent += (NotificationEvent.types + SubscriptionEvent.types + [.unclaimed, .consentRescinded]).map(\.rawValue)
+        sent +=
+            (NotificationEvent.types + SubscriptionEvent.types + [.unclaimed, .consentRescinded, .extensionCompleted])
+            .map(\.rawValue)
             .map {
                 type in
                 StoredEvent(eventID: "e", type: type, time: "t", key: "o", json: []).record(
@@ -167,6 +169,7 @@ struct ContractDocumentTests {
         let subtypes: Set = [
             "INITIAL_BUY", "RESUBSCRIBE", "UPGRADE", "DOWNGRADE", "FAMILY_SHARED", "UNREPORTED",
             NotificationSubtype.created.rawValue, NotificationSubtype.activeTokenReminder.rawValue,
+            NotificationSubtype.summary.rawValue, NotificationSubtype.failure.rawValue,
         ]
         let types = named.subtracting(subtypes).filter { !$0.hasPrefix("UNDELIVERED") && $0 != "DELIVERED" }
         #expect(types.count >= 15, "the pattern no longer finds the notification types: \(types.sorted())")

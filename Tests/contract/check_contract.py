@@ -54,7 +54,8 @@ DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 PRODUCED = ("receipt.granted.json", "receipt.denied.json", "receipt.revoked.json", "receipt.reinstated.json",
             "receipt.consumption_requested.json", "receipt.renewed.json", "receipt.expired.json",
             "receipt.billing_issue.json", "receipt.renewal_changed.json", "receipt.unclaimed.json",
-            "receipt.consent_rescinded.json", "result-headers.json", "dlq-headers.json", "notification-headers.json")
+            "receipt.consent_rescinded.json", "receipt.extension_failed.json",
+            "receipt.extension_completed.json", "result-headers.json", "dlq-headers.json", "notification-headers.json")
 
 # The schema of each kind of captured message: results by their ce_type (mapped from the AsyncAPI document).
 RESULT_HEADERS = "result-headers.json"
@@ -403,8 +404,10 @@ def check_messages(directory, validators, mapping, report):
         time_field = next((field for field in TIME_FIELDS if field in event), TIME_FIELDS[0])
         if headers.get("ce_time") != event.get(time_field):
             report.fail(f"{where}: ce_time {headers.get('ce_time')!r} is not {time_field} {event.get(time_field)!r}")
-        # Every event is keyed by its order, but a parent's withdrawn consent: Apple names the download.
-        key_field = "app_transaction_id" if event_type == "receipt.consent_rescinded" else "order_id"
+        # Every event is keyed by its order, but a parent's withdrawn consent (Apple names the download) and a mass
+        # extension's end (Apple names the request).
+        key_field = {"receipt.consent_rescinded": "app_transaction_id",
+                     "receipt.extension_completed": "request_identifier"}.get(event_type, "order_id")
         if message["key"] != event.get(key_field):
             report.fail(f"{where}: key {message['key']!r} is not {key_field} {event.get(key_field)!r}")
         if event.get("decision") == "deny" and event.get("reason") == "malformed_job":

@@ -43,6 +43,8 @@ RESULT_MESSAGES = {
     "ReceiptRenewalChanged": "receipt.renewal_changed.json",
     "ReceiptUnclaimed": "receipt.unclaimed.json",
     "ReceiptConsentRescinded": "receipt.consent_rescinded.json",
+    "ReceiptExtensionFailed": "receipt.extension_failed.json",
+    "ReceiptExtensionCompleted": "receipt.extension_completed.json",
 }
 
 problems = []

@@ -168,6 +168,11 @@ extension NotificationPayload.AppData {
             case "status": status = try JSONField.integer(member)
             case "consumptionRequestReason": consumptionRequestReason = try JSONField.string(member)
             case "signedAppTransactionInfo": signedAppTransactionInfo = try JSONField.string(member)
+            case "productId": productId = try JSONField.string(member)
+            case "requestIdentifier": requestIdentifier = try JSONField.string(member)
+            case "storefrontCountryCodes": storefrontCountryCodes = try JSONField.strings(member)
+            case "succeededCount": succeededCount = try JSONField.integer(member)
+            case "failedCount": failedCount = try JSONField.integer(member)
             default: break
             }
         }
@@ -251,6 +256,23 @@ enum JSONField {
             value = next
         }
         return value
+    }
+
+    /// An array of strings, at most 1,000 (Apple's storefronts number fewer than 200).
+    static func strings(_ member: JSONObjectScanner.Member) throws(AppleVerificationError) -> [String]? {
+        if isNull(member) { return nil }
+        guard let elements = JSONObjectScanner.elements(member.raw), elements.count <= 1_000 else {
+            throw mistyped(member, "a list of strings")
+        }
+        var strings: [String] = []
+        strings.reserveCapacity(elements.count)
+        for element in elements {
+            guard element.first == UInt8(ascii: "\""), let text = JSONObjectScanner.decodeString(element) else {
+                throw mistyped(member, "a list of strings")
+            }
+            strings.append(text)
+        }
+        return strings
     }
 
     static func bool(_ member: JSONObjectScanner.Member) throws(AppleVerificationError) -> Bool? {

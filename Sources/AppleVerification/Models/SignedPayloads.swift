@@ -31,6 +31,13 @@ public struct NotificationPayload: Codable, Sendable, Hashable {
         public var consumptionRequestReason: String?
         /// `appData` (RESCIND_CONSENT and later types): the app transaction, signed.
         public var signedAppTransactionInfo: String?
+        /// `summary` (RENEWAL_EXTENSION/SUMMARY): the mass extension's product, identifier, storefronts (nil:
+        /// all) and final counts.
+        public var productId: String?
+        public var requestIdentifier: String?
+        public var storefrontCountryCodes: [String]?
+        public var succeededCount: Int64?
+        public var failedCount: Int64?
 
         public init() {}
     }

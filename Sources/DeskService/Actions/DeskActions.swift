@@ -145,6 +145,8 @@ package struct DeskActions: Sendable {
         case "/desk/api/lookup": "lookup"
         case "/desk/api/history": "history"
         case "/desk/api/credit": "credit"
+        case "/desk/api/extend": "extend"
+        case "/desk/api/extend-all": "extend_all"
         case "/desk/api/sessions/end": "end_sessions"
         case "/desk/logout": "sign_out"
         case _ where path.hasPrefix("/desk/api/approvals/") && path.hasSuffix("/approve"): "approve"

@@ -47,6 +47,33 @@ struct DeskForm {
         try optional("app", { DeskText.isPlain($0, maxBytes: 155) }, "an app's name or bundle id")
     }
 
+    /// A whole number within `range` (JSON `7`, not `"7"` nor `7.5`), nil when absent.
+    func integer(_ name: String, in range: ClosedRange<Int>) throws(BadRequest) -> Int? {
+        guard has(name) else { return nil }
+        guard let value = fields[name]?.int, range.contains(Int(value)) else {
+            throw BadRequest("\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return Int(value)
+    }
+
+    /// A list of strings, each valid, at most `maxCount`; nil when absent.
+    func strings(_ name: String, maxCount: Int, _ valid: (String) -> Bool, _ expected: String) throws(BadRequest)
+        -> [String]?
+    {
+        guard has(name) else { return nil }
+        guard let list = fields[name]?.array, list.count <= maxCount else {
+            throw BadRequest("\(name) must be a list of at most \(maxCount) \(expected)")
+        }
+        var strings: [String] = []
+        for item in list {
+            guard let text = item.string, valid(text) else {
+                throw BadRequest("\(name) must be a list of at most \(maxCount) \(expected)")
+            }
+            strings.append(text)
+        }
+        return strings
+    }
+
     /// A user id or an order id: what a job carries (1 to 128 bytes, no control characters).
     func gameID(_ name: String) throws(BadRequest) -> String {
         try required(name, { DeskText.isPlain($0, maxBytes: 128) }, "1 to 128 bytes without control characters")

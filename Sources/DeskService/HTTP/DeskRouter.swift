@@ -74,6 +74,22 @@ struct DeskRouter: Sendable {
             return ("history", await api(request) { agent, _ in try await actions.history(agent, body: request.body) })
         case ("POST", "/desk/api/credit"):
             return ("credit", await api(request) { agent, _ in try await actions.credit(agent, body: request.body) })
+        case ("POST", "/desk/api/extend"), ("POST", "/desk/api/extend-all"):
+            return (
+                "extend",
+                await api(request) { agent, _ in
+                    try await actions.extend(agent, body: request.body, all: path.hasSuffix("-all"))
+                }
+            )
+        case ("GET", "/desk/api/extensions"), ("GET", "/desk/api/extensions/status"):
+            return (
+                "extensions",
+                await api(request, stateChanging: false) { agent, _ in
+                    path.hasSuffix("/status")
+                        ? try await actions.massExtensionStatus(agent, query: request.query)
+                        : try await actions.massExtensions(agent)
+                }
+            )
         case ("GET", "/desk/api/approvals"):
             return (
                 "approvals",

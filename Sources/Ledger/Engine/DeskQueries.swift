@@ -33,6 +33,7 @@ enum DeskQueries {
         if let since = filter.since { condition({ "at >= \(spelling.time($0))" }, .time(since)) }
         if let agent = filter.agent { condition({ "agent = ?\($0)" }, .text(agent)) }
         if let player = filter.player { condition({ "player = ?\($0)" }, .text(player)) }
+        if let action = filter.action { condition({ "action = ?\($0)" }, .text(action)) }
         parameters.append(.integer(max(1, min(filter.limit, 10_000))))
         let columns = auditColumns.replacingOccurrences(of: "%at", with: spelling.readTime("at"))
         return try session.rows(
