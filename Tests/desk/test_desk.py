@@ -1035,6 +1035,68 @@ class DeskTests:
         self.assertTrue(any("credit" in line and "credited" in line and f"ticket {ticket}" in line for line in text),
                         text)
 
+    # --- amends after an outage ------------------------------------------------------------------------------
+    def test_a_lead_extends_one_subscription_and_every_subscriber_in_the_console_and_a_viewer_is_refused(self):
+        stack = self.stack
+        product, ticket = f"vip_{self.id_}", f"OUT-{self.id_}"
+        one, other = (stack.purchase(customer=f"ext-{n}-{self.id_}", product_id=product, type="subscription")
+                      for n in ("a", "b"))
+        browser = Browser(stack, "lee")
+        try:
+            browser.wait(lambda: browser.element("extend-form").is_displayed(), what="a lead is offered the amends")
+            browser.element("ticket").send_keys(ticket)
+            browser.element("extend-original").send_keys(one["transaction_id"])
+            days = browser.element("extend-days")
+            days.clear()
+            days.send_keys("2")
+            browser.element("extend-submit").click()
+            outcome = browser.wait(lambda: browser.text("extend-outcome"), what="the extension's outcome")
+            self.assertTrue(outcome.startswith("extended: now ends 20"), outcome)
+
+            # Every subscriber of the product: started at once, then followed to its counts.
+            browser.element("extend-original").clear()
+            browser.element("extend-product").send_keys(product)
+            browser.driver.execute_script("document.getElementById('extend-outcome').textContent = ''")
+            browser.element("extend-submit").click()
+            outcome = browser.wait(lambda: browser.text("extend-outcome"), what="the mass extension's outcome")
+            self.assertTrue(outcome.startswith("started: request "), outcome)
+            request = outcome.split()[-1]
+            button = f"#extensions button.extension-status[data-request='{request}']"
+            browser.wait(lambda: browser.driver.find_elements(By.CSS_SELECTOR, button), what="the request listed")
+            listed = [r for r in browser.rows("extensions") if r[4] == request][0]
+            self.assertEqual(listed[1:4], ["lee@studio.test", product, "2"])
+
+            def status():
+                browser.driver.find_element(By.CSS_SELECTOR, button).click()
+                time.sleep(0.2)
+                return [r for r in browser.rows("extensions") if r[4] == request][0][5].startswith("done")
+            browser.wait(status, timeout=20, what="the mass extension done")
+            self.assertEqual([r for r in browser.rows("extensions") if r[4] == request][0][5],
+                             "done: 2 extended, 0 not")
+        finally:
+            browser.quit()
+
+        # A viewer sees the requests, is offered no extension, and is refused one (audited).
+        browser = Browser(stack, "vic")
+        try:
+            browser.wait(lambda: browser.element("amends").is_displayed(), what="the amends shown to a viewer")
+            self.assertFalse(browser.element("extend-form").is_displayed(), "a viewer is offered no extension")
+            answer = browser.fetch("POST", "/desk/api/extend", {
+                "ticket": ticket, "original_transaction_id": other["transaction_id"], "days": 1,
+                "reason": "service_issue"})
+            self.assertEqual((answer["status"], answer["answer"]["outcome"]), (403, "refused"), answer)
+        finally:
+            browser.quit()
+        # Apple's limit: a third extension of the first subscription in a year is refused with Apple's reason.
+        answer = stack.api("POST", "/desk/api/extend", {
+            "ticket": ticket, "original_transaction_id": one["transaction_id"], "days": 1, "reason": "other"},
+            token=stack.lead_token())
+        self.assertEqual(answer.status, 409, answer)
+        self.assertIn("4030005", answer.json()["error"])
+        lines = [(l["agent"], l["action"], l["outcome"]) for l in stack.audit() if l["ticket"] == ticket]
+        self.assertEqual(lines, [("lou", "extend", "refused"), ("vic", "extend", "refused"),
+                                 ("lee", "extend_all", "started"), ("lee", "extend", "extended")])
+
 
 class SQLiteLedger(DeskTests, unittest.TestCase):
     LEDGER = "sqlite"

@@ -11,6 +11,7 @@ enum ConsoleAssets {
         <title>Support desk</title>
         <link rel="stylesheet" href="/desk/console.css">
         <script src="/desk/console.js" defer></script>
+        <script src="/desk/amends.js" defer></script>
         </head>
         <body>
         <header>
@@ -65,6 +66,7 @@ enum ConsoleAssets {
               </table>
               <p id="approval-outcome" role="status"></p>
             </section>
+        \(ConsoleAmends.section)
             <h2 id="audit-title">Recent actions</h2>
             <table id="audit">
               <thead><tr><th>When</th><th>Who</th><th>Role</th><th>Action</th><th>Outcome</th><th>Ticket</th><th>Player</th></tr></thead>
@@ -83,7 +85,7 @@ enum ConsoleAssets {
         header h1 { font-size: 1.2em; margin: 0; flex: 1; }
         main { padding: 1em 1.2em; max-width: 80em; }
         form { display: flex; flex-wrap: wrap; gap: .6em; align-items: end; margin: .6em 0; }
-        form h2 { width: 100%; font-size: 1.05em; margin: .4em 0 0; }
+        form h2, section > h2 { width: 100%; font-size: 1.05em; margin: .4em 0 0; }
         label { display: flex; flex-direction: column; font-size: .85em; }
         input, select, button { font: inherit; padding: .3em .5em; }
         table { border-collapse: collapse; width: 100%; margin: .6em 0 1.2em; background: #fff; }
@@ -159,6 +161,7 @@ enum ConsoleAssets {
             return option;
           }));
           await Promise.all([refreshAudit(), refreshApprovals()]);
+          document.dispatchEvent(new CustomEvent('desk-session'));
         }
 
         async function refreshAudit() {

@@ -37,12 +37,9 @@ struct DeskRouter: Sendable {
         let now = actions.now()
         let path = request.path
         switch (request.method, path) {
-        case ("GET", "/desk"), ("GET", "/desk/"):
-            return ("console", DeskPages.asset(ConsoleAssets.html, type: "text/html; charset=utf-8"))
-        case ("GET", "/desk/console.js"):
-            return ("console", DeskPages.asset(ConsoleAssets.script, type: "text/javascript; charset=utf-8"))
-        case ("GET", "/desk/console.css"):
-            return ("console", DeskPages.asset(ConsoleAssets.style, type: "text/css; charset=utf-8"))
+        case ("GET", _) where Self.assets[path] != nil:
+            let (body, type) = Self.assets[path] ?? ("", "")
+            return ("console", DeskPages.asset(body, type: type))
         case ("GET", "/desk/login"):
             return ("login", await guarded { try await signIn.start(now: now) })
         case ("GET", "/desk/callback"):
@@ -121,6 +118,15 @@ struct DeskRouter: Sendable {
             return ("other", DeskPages.json(404, ["error": "no such route"]))
         }
     }
+
+    /// The console's page, scripts and style, by path: served by the desk itself.
+    static let assets: [String: (String, String)] = [
+        "/desk": (ConsoleAssets.html, "text/html; charset=utf-8"),
+        "/desk/": (ConsoleAssets.html, "text/html; charset=utf-8"),
+        "/desk/console.js": (ConsoleAssets.script, "text/javascript; charset=utf-8"),
+        "/desk/amends.js": (ConsoleAmends.script, "text/javascript; charset=utf-8"),
+        "/desk/console.css": (ConsoleAssets.style, "text/css; charset=utf-8"),
+    ]
 
     private func session(_ agent: Agent, _ session: ConsoleSessions.Open?) -> DeskActions.Answer {
         var object: [String: JSONValue] = [
@@ -264,37 +270,4 @@ extension ServerReply {
         guard case .respond(let status, let headers, let body, let after) = self else { return self }
         return .respond(status: status, headers: headers + [header], body: body, after: after)
     }
-}
-
-/// A bucket per agent: `perMinute` requests, refilled evenly; the oldest agents forgotten past 10,000.
-final class AgentLimiter: Sendable {
-    let perMinute: Int
-    private let buckets = Mutex<[String: (tokens: Double, at: ContinuousClock.Instant)]>([:])
-
-    init(perMinute: Int) { self.perMinute = perMinute }
-
-    func take(_ subject: String, now: ContinuousClock.Instant = .now) -> Bool {
-        buckets.withLock { buckets in
-            if buckets.count > 10_000 { buckets.removeAll() }
-            let capacity = Double(perMinute)
-            var bucket = buckets[subject] ?? (capacity, now)
-            bucket.tokens = min(capacity, bucket.tokens + (now - bucket.at).inSeconds * capacity / 60)
-            bucket.at = now
-            guard bucket.tokens >= 1 else {
-                buckets[subject] = bucket
-                return false
-            }
-            bucket.tokens -= 1
-            buckets[subject] = bucket
-            return true
-        }
-    }
-}
-
-/// How many requests are being answered.
-final class InFlight: Sendable {
-    private let count = Atomic<Int>(0)
-    func enter() { count.add(1, ordering: .relaxed) }
-    func leave() { count.subtract(1, ordering: .relaxed) }
-    var value: Int { count.load(ordering: .relaxed) }
 }
