@@ -30,6 +30,14 @@ public protocol SupportStore: Sendable {
     /// The purchases granted to the player `userID` in `app` (job grants, renewals, support's credits), newest
     /// first, at most `limit`: by the grants' player index.
     func grantedToPlayer(_ userID: String, app: AppScope, limit: Int) async throws -> [PlayerGrant]
+
+    /// Everything the ledger holds about the player `userID` in `app` (``PlayerRecords``), each list at most
+    /// `limit`. The grants by the player index; the answers, reports and audit lines by scans (a data request is
+    /// rare; the job's path never runs it).
+    func playerRecords(_ userID: String, app: AppScope, limit: Int) async throws -> PlayerRecords
+
+    /// The player a job's order was granted to in `app`, if any.
+    func player(ofOrder orderID: String, app: AppScope) async throws -> String?
 }
 
 /// How a support credit's transaction ended.

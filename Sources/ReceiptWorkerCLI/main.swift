@@ -24,6 +24,7 @@ let topUsage = """
       lookup         a purchase as support asks about it: Apple's view beside the ledger's, and its case
       credit         credit a verified purchase no order holds to an order (support), never a second grant
       extend         move a subscription's renewal date later, or every subscriber's of a product (after an outage)
+      player export  everything the ledger holds about a player, as one JSON document (a data request)
       desk           the support desk: a web console and API behind the studio's sign-in, audited
 
     `receipt-worker <command> --help` describes a command and its options.
@@ -55,6 +56,7 @@ let commands: [String: Command] = [
     "lookup": Command(help: LookupCommand.help, run: { try await LookupCommand.run($0) }),
     "credit": Command(help: CreditCommand.help, run: { try await CreditCommand.run($0) }),
     "extend": Command(help: ExtendCommand.help, run: { try await ExtendCommand.run($0) }),
+    "player": Command(help: PlayerCommand.help, run: { try await PlayerCommand.run($0) }),
     "desk": Command(help: DeskCommand.help, run: { try await DeskCommand.run($0) }),
 ]
 

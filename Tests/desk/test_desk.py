@@ -1035,6 +1035,42 @@ class DeskTests:
         self.assertTrue(any("credit" in line and "credited" in line and f"ticket {ticket}" in line for line in text),
                         text)
 
+    # --- a player's data -----------------------------------------------------------------------------------------
+    def test_a_lead_exports_a_players_data_that_meets_its_schema_and_a_viewer_is_refused(self):
+        from jsonschema import Draft7Validator
+        stack = self.stack
+        ticket = f"GDPR-{self.id_}"
+        browser = Browser(stack, "lee")
+        try:
+            browser.wait(lambda: browser.element("export-form").is_displayed(), what="a lead is offered the export")
+            browser.element("ticket").send_keys(ticket)
+            browser.element("export-user").send_keys(stack.job_player)
+            browser.element("export-submit").click()
+            outcome = browser.wait(lambda: browser.text("export-outcome"), what="the export's outcome")
+            self.assertTrue(outcome.startswith("exported: 1 grants, 1 answers"), outcome)
+            self.assertTrue(browser.element("export-file").is_displayed(), "a file to download")
+            answer = browser.fetch("POST", "/desk/api/player/export", {"ticket": ticket, "user_id": stack.job_player})
+        finally:
+            browser.quit()
+        self.assertEqual(answer["status"], 200, answer)
+        document = answer["answer"]
+        with open(os.path.join(HERE, "..", "..", "docs", "schemas", "player-export.json")) as file:
+            schema = json.load(file)
+        problems = [error.message for error in Draft7Validator(
+            schema, format_checker=Draft7Validator.FORMAT_CHECKER).iter_errors(document)]
+        self.assertEqual(problems, [])
+        self.assertEqual([g["order_id"] for g in document["grants"]], [stack.job_order])
+        self.assertEqual(document["answers"][0]["event"]["decision"], "grant")
+        self.assertEqual(document["answers"][0]["event"]["user_id"], stack.job_player)
+        # A viewer may not: refused and audited.
+        answer = stack.api("POST", "/desk/api/player/export", {"ticket": ticket, "user_id": stack.job_player},
+                           token=stack.mint(sub="vic"))
+        self.assertEqual(answer.status, 403, answer)
+        lines = [(l["agent"], l["action"], l["outcome"]) for l in stack.audit(player=stack.job_player)
+                 if l["ticket"] == ticket]
+        self.assertEqual(lines, [("vic", "export", "refused"), ("lee", "export", "exported"),
+                                 ("lee", "export", "exported")])
+
     # --- amends after an outage ------------------------------------------------------------------------------
     def test_a_lead_extends_one_subscription_and_every_subscriber_in_the_console_and_a_viewer_is_refused(self):
         stack = self.stack

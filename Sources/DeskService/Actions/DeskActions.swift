@@ -147,6 +147,7 @@ package struct DeskActions: Sendable {
         case "/desk/api/credit": "credit"
         case "/desk/api/extend": "extend"
         case "/desk/api/extend-all": "extend_all"
+        case "/desk/api/player/export": "export"
         case "/desk/api/sessions/end": "end_sessions"
         case "/desk/logout": "sign_out"
         case _ where path.hasPrefix("/desk/api/approvals/") && path.hasSuffix("/approve"): "approve"

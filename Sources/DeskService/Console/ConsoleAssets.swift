@@ -12,6 +12,7 @@ enum ConsoleAssets {
         <link rel="stylesheet" href="/desk/console.css">
         <script src="/desk/console.js" defer></script>
         <script src="/desk/amends.js" defer></script>
+        <script src="/desk/player-data.js" defer></script>
         </head>
         <body>
         <header>
@@ -66,6 +67,7 @@ enum ConsoleAssets {
               </table>
               <p id="approval-outcome" role="status"></p>
             </section>
+        \(ConsolePlayerData.section)
         \(ConsoleAmends.section)
             <h2 id="audit-title">Recent actions</h2>
             <table id="audit">

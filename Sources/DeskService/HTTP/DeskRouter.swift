@@ -78,6 +78,10 @@ struct DeskRouter: Sendable {
                     try await actions.extend(agent, body: request.body, all: path.hasSuffix("-all"))
                 }
             )
+        case ("POST", "/desk/api/player/export"):
+            return (
+                "player", await api(request) { agent, _ in try await actions.exportPlayer(agent, body: request.body) }
+            )
         case ("GET", "/desk/api/extensions"), ("GET", "/desk/api/extensions/status"):
             return (
                 "extensions",
@@ -125,6 +129,7 @@ struct DeskRouter: Sendable {
         "/desk/": (ConsoleAssets.html, "text/html; charset=utf-8"),
         "/desk/console.js": (ConsoleAssets.script, "text/javascript; charset=utf-8"),
         "/desk/amends.js": (ConsoleAmends.script, "text/javascript; charset=utf-8"),
+        "/desk/player-data.js": (ConsolePlayerData.script, "text/javascript; charset=utf-8"),
         "/desk/console.css": (ConsoleAssets.style, "text/css; charset=utf-8"),
     ]
 

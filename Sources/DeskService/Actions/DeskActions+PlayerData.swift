@@ -1,0 +1,71 @@
+import Foundation
+public import LedgerDomain
+public import Support
+public import Vocabulary
+
+/// A player's data request at the desk: a lead exports everything the ledger holds about a player. Audited with
+/// how many of each kind it found, never the data.
+struct PlayerDataForm {
+    var ticket: String
+    var app: String?
+    var query: SupportDesk.PlayerQuery
+
+    init(_ body: Data) throws(BadRequest) {
+        let form = try DeskForm(body, allowed: ["ticket", "app", "user_id", "order_id"])
+        ticket = try form.ticket()
+        app = try form.app()
+        switch (form.has("user_id"), form.has("order_id")) {
+        case (true, false): query = .userID(try form.gameID("user_id"))
+        case (false, true): query = .orderID(try form.gameID("order_id"))
+        default: throw BadRequest("name exactly one of user_id, order_id")
+        }
+    }
+}
+
+extension SupportDesk.PlayerQuery {
+    /// What was asked, for the audit.
+    var asked: JSONValue {
+        switch self {
+        case .userID(let id): ["user_id": .string(id)]
+        case .orderID(let id): ["order_id": .string(id)]
+        }
+    }
+}
+
+extension DeskActions {
+    func exportPlayer(_ agent: Agent, body: Data) async throws -> Answer {
+        let form = try PlayerDataForm(body)
+        let app = try app(form.app)
+        var player: String?
+        if case .userID(let id) = form.query { player = id }
+        var line = audit(
+            agent, action: "export", app: app.name, ticket: form.ticket, player: player, request: form.query.asked)
+        guard agent.has(.lead) else { return try await refuse(&line, 403, "only a lead exports a player's data") }
+        guard let (userID, document) = try await app.desk.playerData(form.query, now: now()) else {
+            line.outcome = "not_found"
+            line.answer = Self.json(["not_found": "no grant for that order"])
+            try await store.appendAudit(line)
+            return .refused(404, "the ledger holds no grant for that order in this app")
+        }
+        line.player = userID
+        line.outcome = "exported"
+        line.answer = Self.json(SupportDesk.exportSummary(document))
+        try await store.appendAudit(line)
+        return .json(200, document)
+    }
+}
+
+extension DeskAudit {
+    /// An operator's `receipt-worker player export`, under `--by`: how many of each it found, never the data.
+    public static func operatorExport(
+        _ query: SupportDesk.PlayerQuery, found: (userID: String, JSONValue)?, app: String, by: String, ticket: String
+    ) -> AuditEntry {
+        var player: String?
+        if case .userID(let id) = query { player = id }
+        return AuditEntry(
+            at: Date(), app: app, agent: operatorSubject(by), agentName: by, role: "operator", action: "export",
+            outcome: found == nil ? "not_found" : "exported", ticket: ticket, player: found?.userID ?? player,
+            request: DeskActions.json(fromCommandLine(query.asked)),
+            answer: DeskActions.json(found.map { SupportDesk.exportSummary($0.1) } ?? ["not_found": "no grant"]))
+    }
+}

@@ -1,0 +1,116 @@
+public import Foundation
+import Flows
+import LedgerDomain
+public import Vocabulary
+
+/// A player's data request (access: GDPR article 15, CCPA's right to know): everything the ledger holds about them
+/// in this app as one JSON document (docs/schemas/player-export.json), found by their user id or by the order of
+/// one of their jobs. The results topic and the grant services hold copies of the events for as long as their own
+/// retention keeps them (docs/support-desk.md, "A player's data").
+extension SupportDesk {
+    public enum PlayerQuery: Sendable, Equatable {
+        case userID(String)
+        /// The game's order (`order_id` of a job granted here): its player's data.
+        case orderID(String)
+    }
+
+    /// How many of each kind of record a document shows at most.
+    static let playerRecordsShown = 10_000
+
+    /// The player's document, or nil when the ledger knows no such order (a user id always answers, maybe empty).
+    public func playerData(_ query: PlayerQuery, now: Date = Date()) async throws -> (userID: String, JSONValue)? {
+        let userID: String
+        switch query {
+        case .userID(let id): userID = id
+        case .orderID(let order):
+            guard let found = try await ledger.player(ofOrder: order, app: app.scope) else { return nil }
+            userID = found
+        }
+        let records = try await ledger.playerRecords(userID, app: app.scope, limit: Self.playerRecordsShown)
+        return (userID, Self.document(records, userID: userID, bundleID: app.bundleID, at: now))
+    }
+
+    /// The document: every field always present; times RFC 3339; the events as the ledger keeps them.
+    static func document(_ records: PlayerRecords, userID: String, bundleID: String, at now: Date) -> JSONValue {
+        func time(_ date: Date?) -> JSONValue { date.map { .string(RFC3339.format($0)) } ?? .null }
+        func event(_ bytes: [UInt8]?) -> JSONValue { bytes.flatMap { JSONValue(parsing: Data($0)) } ?? .null }
+        return [
+            "user_id": .string(userID), "bundle_id": .string(bundleID), "exported_at": time(now),
+            "truncated": .bool(records.truncated),
+            "grants": .array(
+                records.grants.map { grant in
+                    [
+                        "environment": .string(grant.environment.rawValue),
+                        "transaction_id": .string(grant.transactionID),
+                        "original_transaction_id": grant.originalTransactionID.map(JSONValue.string) ?? .null,
+                        "order_id": .string(grant.orderID),
+                        "product_id": grant.productID.map(JSONValue.string) ?? .null,
+                        "quantity": grant.quantity.map { JSONValue($0) } ?? .null, "credit": .string(grant.credit),
+                        "granted_at": time(grant.grantedAt), "revoked_at": time(grant.revokedAt),
+                        "revenue": grant.revenue.map { .int($0) } ?? .null, "event": event(grant.event),
+                    ]
+                }),
+            "refunds": .array(
+                records.refunds.map { refund in
+                    [
+                        "environment": .string(refund.environment.rawValue),
+                        "transaction_id": .string(refund.transactionID), "revoked": .bool(refund.revoked),
+                        "revoked_share": refund.share.map { JSONValue($0) } ?? .null,
+                        "changed_at": time(refund.changedAt),
+                    ]
+                }),
+            "subscriptions": .array(
+                records.subscriptions.map { subscription in
+                    [
+                        "environment": .string(subscription.environment.rawValue),
+                        "original_transaction_id": .string(subscription.originalTransactionID),
+                        "status": .string(subscription.status), "expires_at": time(subscription.expiresAt),
+                        "auto_renew": subscription.autoRenew.map(JSONValue.bool) ?? .null,
+                        "auto_renew_product_id": subscription.autoRenewProductID.map(JSONValue.string) ?? .null,
+                        "changed_at": time(subscription.changedAt),
+                    ]
+                }),
+            "refund_requests": .array(
+                records.refundRequests.map { request in
+                    [
+                        "environment": .string(request.environment.rawValue),
+                        "transaction_id": .string(request.transactionID), "requested_at": time(request.requestedAt),
+                        "respond_by": time(request.respondBy), "answered_at": time(request.answeredAt),
+                    ]
+                }),
+            "answers": .array(
+                records.answers.map { ["job_id": .string($0.id), "decided_at": time($0.at), "event": event($0.event)] }
+            ),
+            "reported_purchases": .array(
+                records.reported.map {
+                    [
+                        "transaction_id": .string($0.id), "reported_at": time($0.at), "state": .string($0.state),
+                        "event": event($0.event),
+                    ]
+                }),
+            "audit": .array(records.audit.map(\.exported)),
+        ]
+    }
+
+    /// What an export answered, for the audit: how many of each, never the data.
+    public static func exportSummary(_ document: JSONValue) -> JSONValue {
+        var counts: [String: JSONValue] = [:]
+        for key in ["grants", "refunds", "subscriptions", "refund_requests", "answers", "reported_purchases", "audit"] {
+            counts[key] = JSONValue(document.object?[key]?.array?.count ?? 0)
+        }
+        return .object(counts)
+    }
+}
+
+extension AuditEntry {
+    /// An audit line in a player's document: when, who, what, the outcome, and what was asked and answered.
+    var exported: JSONValue {
+        func parsed(_ text: String) -> JSONValue { JSONValue(parsing: Data(text.utf8)) ?? .string(text) }
+        return [
+            "at": .string(RFC3339.format(at)), "app": .string(app), "agent": .string(agent),
+            "agent_name": .string(agentName), "role": .string(role), "action": .string(action),
+            "outcome": .string(outcome), "ticket": .string(ticket), "request": parsed(request),
+            "answer": parsed(answer),
+        ]
+    }
+}
