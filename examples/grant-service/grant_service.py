@@ -65,6 +65,10 @@ class GrantService:
         # Downloads (bundle_id, app_transaction_id) whose parent withdrew consent: the game ends their sessions and
         # stops processing what it keeps under that consent (docs/integration.md, "A parent withdraws consent").
         self.consent_rescinded: set[tuple[str, str]] = set()
+        # Support's extensions of every subscriber of a product after an outage, by (bundle_id, request_identifier):
+        # Apple's final counts (each subscription extended came as receipt.renewal_changed, each not as
+        # receipt.extension_failed).
+        self.extensions: dict[tuple[str, str], dict] = {}
         # What the purchases earned, from the events alone (docs/contract.md section 4, "Revenue"), in units of each
         # currency: sales by (bundle_id, currency), and what refunds took back (reversals give it back).
         self.revenue: dict[tuple[str, str], Decimal] = {}
@@ -95,11 +99,19 @@ class GrantService:
             "receipt.expired": self._subscription,
             "receipt.billing_issue": self._subscription,
             "receipt.renewal_changed": self._subscription,
+            # Apple could not extend this one (the others got the days): its state as it was.
+            "receipt.extension_failed": self._subscription,
         }.get(event_type)
         if event_type == "receipt.consent_rescinded":
             # No order: Apple names the download. The game maps app_transaction_id to its player at sign-in.
             self.consent_rescinded.add((event.get("bundle_id") or self.default_bundle_id, event["app_transaction_id"]))
             outcome = "consent rescinded"
+        elif event_type == "receipt.extension_completed":
+            # No order: Apple names the request. For the studio's dashboard: how the amends went.
+            key = (event.get("bundle_id") or self.default_bundle_id, event["request_identifier"])
+            self.extensions[key] = {"product_id": event.get("product_id"), "succeeded": event.get("succeeded_count"),
+                                    "failed": event.get("failed_count")}
+            outcome = f"extension completed: {event.get('succeeded_count')} extended, {event.get('failed_count')} not"
         elif handler is None:
             self.ignored_types.add(event_type)  # a type added by a later release: ignore it, never fail
             outcome = "ignored"

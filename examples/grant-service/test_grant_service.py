@@ -191,6 +191,19 @@ class Scenarios(unittest.TestCase):
         self.assertEqual(self.balance(), 1)
         self.assertEqual(self.service.handle(headers, value), "duplicate")
 
+    def test_an_extension_that_failed_keeps_the_subscription_as_it_was_and_the_summary_counts(self):
+        self.service.handle(*example("receipt.renewal_changed"))
+        before = dict(self.service.subscriptions[("com.example.game", "2000000800000017")])
+        outcome = self.service.handle(*example("receipt.extension_failed"))
+        self.assertEqual(outcome, "subscription active until 2027-01-01T09:00:00.000Z")
+        self.assertEqual(self.service.subscriptions[("com.example.game", "2000000800000017")]["expires_at"],
+                         before["expires_at"])
+        headers, value = example("receipt.extension_completed")
+        self.assertEqual(self.service.handle(headers, value), "extension completed: 5 extended, 2 not")
+        self.assertEqual(self.service.extensions[("com.example.game", "efb27071-45a4-4aca-9854-2a1e9146f265")],
+                         {"product_id": "vip_monthly", "succeeded": 5, "failed": 2})
+        self.assertEqual(self.service.handle(headers, value), "duplicate")
+
     def test_two_games_with_one_order_id_and_one_player_id_are_apart(self):
         self.service.handle(*example("receipt.granted"))
         other = "3c2b1a09-8f7e-8d6c-b5a4-f3e2d1c0b9a8"
