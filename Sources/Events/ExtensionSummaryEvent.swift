@@ -24,8 +24,9 @@ package enum ExtensionSummaryEvent {
             "[" + $0.map(JSONString.quote).joined(separator: ",") + "]"
         }
         out += ",\"storefront_country_codes\":\(storefronts ?? "null")"
-        out += ",\"succeeded_count\":\(summary.succeededCount.map(String.init) ?? "null")"
-        out += ",\"failed_count\":\(summary.failedCount.map(String.init) ?? "null")"
+        // Counts, never below zero (the schema's promise, whatever a payload says).
+        let count = { (value: Int64?) in value.flatMap { $0 >= 0 ? String($0) : nil } ?? "null" }
+        out += ",\"succeeded_count\":\(count(summary.succeededCount)),\"failed_count\":\(count(summary.failedCount))"
         out += ",\"bundle_id\":\(string(notification.bundleID.isEmpty ? nil : notification.bundleID))"
         out += ",\"environment\":\(string(notification.environment?.rawValue))"
         out += ",\"notification_id\":\(string(notification.id))"

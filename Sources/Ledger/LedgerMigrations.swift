@@ -128,6 +128,13 @@ enum LedgerMigrations {
                     "CREATE INDEX IF NOT EXISTS desk_sessions_subject ON {schema}desk_sessions (subject) WHERE ended_at IS NULL",
                 ])
             ]),
+        LedgerMigration(
+            version: 19, description: "the audit by action",
+            changes: [
+                // The mass extensions started (`extend_all`) and the exports, newest first, without reading the
+                // whole audit (it is never pruned).
+                .index("desk_audit_action", on: "desk_audit (action, id)")
+            ]),
     ]
 
     /// The latest version, on both databases.

@@ -2,9 +2,9 @@ public import Foundation
 public import Vocabulary
 
 /// Everything the ledger holds about one player of one app, for a data request (access, under the GDPR and the
-/// CCPA): the purchases granted to them and each one's refund, subscription and refund-request state, the answers
-/// to jobs that named them, the purchases Apple reported with their app account tokens, and the support desk's
-/// audit lines about them. Read in one transaction.
+/// CCPA): the purchases granted to them and each one's refund, subscription, refund-request state and Apple's
+/// report, the answers to jobs and the events of notifications that named them, credits held for them, and the
+/// support desk's audit lines about them. Read in one transaction.
 public struct PlayerRecords: Sendable {
     public struct Grant: Sendable {
         public var environment: AppleEnvironment
@@ -113,12 +113,15 @@ public struct PlayerRecords: Sendable {
         /// A reported purchase's state (`waiting`, `credited`, `claimed`, `tied`, `refunded`); "" for an answer.
         public var state: String
         public var event: [UInt8]
+        /// A held credit's app (the desk's name of it); "" for the others.
+        public var app: String
 
-        public init(id: String, at: Date?, state: String, event: [UInt8]) {
+        public init(id: String, at: Date?, state: String, event: [UInt8], app: String = "") {
             self.id = id
             self.at = at
             self.state = state
             self.event = event
+            self.app = app
         }
     }
 
@@ -127,22 +130,16 @@ public struct PlayerRecords: Sendable {
     public var subscriptions: [SubscriptionRecord] = []
     public var refundRequests: [RefundRequest] = []
     public var answers: [Stored] = []
+    /// The events of Apple's notifications about the player's purchases (a refund, a renewal, ...), as long as
+    /// `ledger.notifications_retention_days` keeps them; `id` is Apple's notification id.
+    public var notices: [Stored] = []
+    /// Apple's reports of the player's purchases (by the grants' keys).
     public var reported: [Stored] = []
+    /// Credits for the player held for a lead: `id` the approval's, `state` its status, `event` the request (JSON).
+    public var heldCredits: [Stored] = []
     public var audit: [AuditEntry] = []
     /// True when a list reached its bound: the document says the player has more than it shows.
     public var truncated = false
 
     public init() {}
-
-    /// The app account tokens the player's records carry (lower case), from the events kept.
-    public var appAccountTokens: [String] {
-        var tokens = Set<String>()
-        for event in grants.compactMap(\.event) + answers.map(\.event) + reported.map(\.event) {
-            guard let object = (try? JSONSerialization.jsonObject(with: Data(event))) as? [String: Any],
-                let token = object["app_account_token"] as? String, !token.isEmpty
-            else { continue }
-            tokens.insert(token.lowercased())
-        }
-        return tokens.sorted()
-    }
 }

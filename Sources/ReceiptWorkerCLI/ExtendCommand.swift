@@ -24,8 +24,9 @@ enum ExtendCommand {
         extended and how many not.
 
         --reason: undeclared, customer_satisfaction, other or service_issue (Apple's codes 0 to 3).
-        --request-id: the request's identifier (a UUID for --all; default: a new one, printed). Run the same
-        command again with it after a timeout: Apple does nothing twice.
+        --request-id: the request's identifier (a UUID for --all; default: a new one, printed on standard error
+        before Apple is asked). After a timeout or a failure, run the same command again with it: Apple asks that a
+        request be sent again with its identifier unchanged.
         The grant services hear of it from the worker: receipt.renewal_changed for each subscription extended
         (expires_at moved), receipt.extension_failed for each one --all could not extend, and one
         receipt.extension_completed when --all is done. Each extension is appended to the support desk's audit
@@ -51,10 +52,24 @@ enum ExtendCommand {
         let ticket = try OperatorAudit.ticket(options.value("--ticket"))
         let order = try self.order(options, environment: environment)
         let app = options.value("--app") ?? "default"
+        // Said before Apple is asked: after a timeout, the same command again with it is the same request.
+        complain(
+            "request \(order.requestIdentifier) (after a failure, run again with --request-id \(order.requestIdentifier))"
+        )
         let (outcome, answer) = try await configuration.withToolLedger { ledger in
             let desk = try SupportDesk.make(
                 configuration, app: options.value("--app"), ledger: ledger, logger: ToolKafka.logger)
-            let (outcome, answer) = try await order.carryOut(with: desk)
+            let (outcome, answer): (String, JSONValue)
+            do {
+                (outcome, answer) = try await order.carryOut(with: desk)
+            } catch {
+                // Apple may have taken it before the answer was lost: audited as failed, with its identifier.
+                _ = try? await ledger.appendAudit(
+                    DeskAudit.operatorExtension(
+                        order, outcome: "failed", answer: ["error": "Apple did not answer"], app: app, by: by,
+                        ticket: ticket))
+                throw error
+            }
             try await ledger.appendAudit(
                 DeskAudit.operatorExtension(
                     order, outcome: outcome, answer: answer, app: app, by: by, ticket: ticket))

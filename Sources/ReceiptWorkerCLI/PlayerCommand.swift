@@ -1,6 +1,7 @@
 import DeskService
 import Foundation
 import Ledger
+import LedgerDomain
 import ReceiptWorker
 import Support
 import Vocabulary
@@ -18,7 +19,9 @@ enum PlayerCommand {
         and denials), the purchases Apple reported with their app account tokens, and the support desk's audit
         lines about them. --order-id finds the player of a job's order. What the results topic and the grant
         services hold is theirs to export (docs/support-desk.md, "A player's data"). Appended to the support
-        desk's audit under --by (never the data: how many of each).
+        desk's audit under --by (never the data: how many of each). Needs the ledger alone (no call to Apple); on
+        PostgreSQL a role that reads the desk's tables, as `ledger audit` does: the desk's (`ledger migrate
+        --grant-desk-to`).
 
         Exit codes: 0 exported; 3 no such order; 1 the ledger did not answer; 2 usage or configuration error.
         """
@@ -41,18 +44,23 @@ enum PlayerCommand {
                 !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
             else { throw UsageError("--user-id and --order-id are 1 to 128 bytes without control characters") }
         }
-        let configuration = try options.configuration(purpose: .worker)
-        let app = options.value("--app") ?? "default"
-        let found = try await configuration.withToolLedger { ledger in
-            let desk = try SupportDesk.make(
-                configuration, app: options.value("--app"), ledger: ledger, logger: ToolKafka.logger)
-            let found = try await desk.playerData(query)
+        let configuration = try options.configuration(purpose: .ledger)
+        let wanted = options.value("--app") ?? "default"
+        guard
+            let (index, found) = configuration.allApps.enumerated().first(where: {
+                $0.element.name == wanted || $0.element.bundleID == wanted
+            })
+        else { throw UsageError("--app: no configured app is named \(wanted) (default, an apps.NAME, or a bundle id)") }
+        let app = PlayerData.App(
+            scope: index == 0 ? .defaultApp : AppScope(found.bundleID), name: found.name, bundleID: found.bundleID)
+        let exported = try await configuration.withToolLedger { ledger in
+            let exported = try await PlayerData.export(query, app: app, ledger: ledger)
             try await ledger.appendAudit(
-                DeskAudit.operatorExport(query, found: found, app: app, by: by, ticket: ticket))
-            return found
+                DeskAudit.operatorExport(query, found: exported, app: app.name, by: by, ticket: ticket))
+            return exported
         }
-        guard let (_, document) = found else {
-            complain("the ledger holds no grant for that order in app \(app)")
+        guard let (_, document) = exported else {
+            complain("the ledger holds no grant for that order in app \(app.name)")
             return 3
         }
         emit(document.text)

@@ -83,8 +83,13 @@ struct PlayerDataEndToEndTests {
                 == ["order-gems", "order-vip", "order-credit", "order-reported"])
         let purchasesReported = try #require(document["reported_purchases"] as? [[String: Any]])
         #expect(
-            Set(purchasesReported.compactMap { $0["transaction_id"] as? String })
-                == [reported.transactionID, waiting.transactionID], "by the grant's key, then by its token")
+            purchasesReported.compactMap { $0["transaction_id"] as? String } == [reported.transactionID],
+            "the player's purchase Apple reported; not another reported with the same token, which no job claimed")
+        #expect(!exported.output.contains(waiting.transactionID))
+        let notices = try #require(document["notices"] as? [[String: Any]])
+        #expect(
+            notices.compactMap { ($0["event"] as? [String: Any])?["type"] as? String } == ["receipt.revoked"],
+            "the refund's event")
         #expect(grants.first { $0["order_id"] as? String == "order-credit" }?["credit"] as? String == "job")
         let refunds = try #require(document["refunds"] as? [[String: Any]])
         #expect(refunds.map { $0["transaction_id"] as? String } == [gems.transactionID])
@@ -102,6 +107,9 @@ struct PlayerDataEndToEndTests {
         #expect(denial?["reason"] as? String == "duplicate_transaction")
         let audit = try #require(document["audit"] as? [[String: Any]])
         #expect(audit.map { $0["action"] as? String } == ["lookup", "credit"], "newest first")
+        #expect(
+            audit.allSatisfy { $0["agent"] == nil && $0["agent_name"] == nil },
+            "not who: staff are not the player's data")
         #expect(!exported.output.contains("player-2") && !exported.output.contains(stranger.transactionID))
 
         // By one of the player's orders: the same player; an order the ledger never granted: exit 3.

@@ -1035,6 +1035,13 @@ class DeskTests:
         self.assertTrue(any("credit" in line and "credited" in line and f"ticket {ticket}" in line for line in text),
                         text)
 
+    @staticmethod
+    def _alert(browser):
+        try:
+            return browser.driver.switch_to.alert.text.startswith("Extend every active subscriber of")
+        except Exception:
+            return False
+
     # --- a player's data -----------------------------------------------------------------------------------------
     def test_a_lead_exports_a_players_data_that_meets_its_schema_and_a_viewer_is_refused(self):
         from jsonschema import Draft7Validator
@@ -1094,6 +1101,8 @@ class DeskTests:
             browser.element("extend-product").send_keys(product)
             browser.driver.execute_script("document.getElementById('extend-outcome').textContent = ''")
             browser.element("extend-submit").click()
+            browser.wait(lambda: self._alert(browser), what="the console asks to confirm a mass extension")
+            browser.driver.switch_to.alert.accept()
             outcome = browser.wait(lambda: browser.text("extend-outcome"), what="the mass extension's outcome")
             self.assertTrue(outcome.startswith("started: request "), outcome)
             request = outcome.split()[-1]

@@ -4,9 +4,12 @@ public import Vocabulary
 
 /// Renewal-date extensions: Extend a Subscription Renewal Date (one subscription), Extend Subscription Renewal
 /// Dates for All Active Subscribers (a product, in some storefronts or all) and Get Status of Subscription Renewal
-/// Date Extensions. A request carries its own identifier: sent again after a timeout it is the same request to
-/// Apple, never a second extension, so these calls are retried like any other. Apple's limits (1 to 90 days, a
-/// reason 0 to 3, an identifier of at most 128 bytes, a UUID for a mass request) are checked before any call.
+/// Date Extensions. A request carries its own identifier, which Apple tells callers to send again unchanged when a
+/// request timed out or failed ("To resend the same request due to a timeout or other error, use the same request
+/// identifier"; for a mass request: "If you reuse the requestIdentifier to call the endpoint again, the server
+/// responds with 200"): these calls are retried like any other, always with the same identifier. Apple's limits
+/// (1 to 90 days, a reason 0 to 3, an identifier of at most 128 bytes, a UUID for a mass request) are checked
+/// before any call.
 extension AppStoreServerAPIClient {
     /// What an extension asks: how many days, why, and the request's identifier.
     public struct RenewalExtension: Sendable, Equatable {

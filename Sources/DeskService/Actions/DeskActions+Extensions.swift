@@ -5,8 +5,9 @@ public import Support
 public import Vocabulary
 
 /// An amends after an outage as support asks it, from the desk or the command line: one subscription's renewal
-/// date moved later, or every active subscriber's of a product. Both carry a request identifier: asked again with
-/// it, Apple does nothing twice.
+/// date moved later, or every active subscriber's of a product. Both carry a request identifier, which Apple asks
+/// to be sent again unchanged after a timeout or an error (the console makes one per form and keeps it until an
+/// answer; the command line prints it before asking).
 public struct ExtensionOrder: Sendable, Equatable {
     public enum Scope: Sendable, Equatable {
         case one(originalTransactionID: String)
@@ -115,7 +116,7 @@ struct ExtensionForm {
         }
         let identifier =
             all
-            ? try form.optional("request_id", { UUID(uuidString: $0) != nil }, "a UUID")
+            ? try form.optional("request_id", { UUID(uuidString: $0) != nil }, "a UUID")?.lowercased()
             : try form.optional("request_id", { DeskText.isPlain($0, maxBytes: 128) }, "1 to 128 bytes")
         order = ExtensionOrder(
             scope: scope, days: days, reason: SupportDesk.extendReason(named: reasonName) ?? .undeclared,

@@ -49,7 +49,7 @@ extension DeskActions {
         }
         line.player = userID
         line.outcome = "exported"
-        line.answer = Self.json(SupportDesk.exportSummary(document))
+        line.answer = Self.json(PlayerData.exportSummary(document))
         try await store.appendAudit(line)
         return .json(200, document)
     }
@@ -66,6 +66,6 @@ extension DeskAudit {
             at: Date(), app: app, agent: operatorSubject(by), agentName: by, role: "operator", action: "export",
             outcome: found == nil ? "not_found" : "exported", ticket: ticket, player: found?.userID ?? player,
             request: DeskActions.json(fromCommandLine(query.asked)),
-            answer: DeskActions.json(found.map { SupportDesk.exportSummary($0.1) } ?? ["not_found": "no grant"]))
+            answer: DeskActions.json(found.map { PlayerData.exportSummary($0.1) } ?? ["not_found": "no grant"]))
     }
 }

@@ -55,14 +55,25 @@ enum ConsoleAmends {
           }));
         }
 
+        // One identifier per request, kept until Apple answers it: pressing Extend again after a timeout sends the
+        // same request, never a second extension. Changing the form makes another request.
+        let requestID = null;
+
         async function extend(event) {
           event.preventDefault();
           const original = element('extend-original').value.trim();
           const product = element('extend-product').value.trim();
+          if (!original === !product) {
+            say('extend-outcome', 'Name one subscription, or a product for all its subscribers: not both.', 'refused');
+            return;
+          }
+          if (product && !window.confirm('Extend every active subscriber of ' + product + '?')) { return; }
+          requestID = requestID || (window.crypto.randomUUID ? window.crypto.randomUUID() : null);
           const body = {
             ticket: element('ticket').value.trim(), app: element('app').value,
             days: Number(element('extend-days').value), reason: element('extend-reason').value,
           };
+          if (requestID) { body.request_id = requestID; }
           let path = '/desk/api/extend';
           if (product) {
             path = '/desk/api/extend-all';
@@ -73,6 +84,7 @@ enum ConsoleAmends {
             body.original_transaction_id = original;
           }
           const { status, answer } = await call('POST', path, body);
+          if (status === 200 || status === 409) { requestID = null; }
           let text = (answer.outcome || 'refused') + ': ' + (answer.error || '');
           if (answer.outcome === 'extended') { text = 'extended: now ends ' + (answer.expires_at || 'later'); }
           if (answer.outcome === 'started') { text = 'started: request ' + answer.request_id; }
@@ -84,6 +96,7 @@ enum ConsoleAmends {
           element('amends').hidden = false;
           element('extend-form').hidden = !roles.includes('lead');
           element('extend-form').addEventListener('submit', extend);
+          element('extend-form').addEventListener('input', () => { requestID = null; });
           refreshExtensions();
         });
         """

@@ -3,8 +3,9 @@ import LedgerDomain
 import Vocabulary
 
 /// A player's data request (``PlayerRecords``), read in one transaction on either database: the grants by the
-/// player index, each grant's refund, subscription and refund request by their keys, and the answers, reports and
-/// audit lines that name the player by scans of what retention keeps.
+/// player index; each grant's refund, subscription, refund request and Apple's report by their keys; the answers
+/// and the notifications' events that name the player by scans of what retention keeps; credits held and audit
+/// lines by their player columns. Newest first. On PostgreSQL the role must read the desk's tables: the desk's.
 enum PlayerQueries {
     static func records(_ userID: String, app: AppScope, limit: Int, in session: any SQLSession) throws
         -> PlayerRecords
@@ -16,7 +17,7 @@ enum PlayerQueries {
             """
             SELECT environment, transaction_id, original_transaction_id, order_id, purchase_id, product_id, quantity,
                 credit, \(spelling.readTime("granted_at")), \(spelling.readTime("revoked_at")), revenue, event
-                FROM \(spelling.table("grants")) WHERE app = ?1 AND user_id = ?2 ORDER BY granted_at LIMIT ?3
+                FROM \(spelling.table("grants")) WHERE app = ?1 AND user_id = ?2 ORDER BY granted_at DESC LIMIT ?3
             """, [.text(app.rawValue), .text(userID), .integer(bound)]
         ).map { row in
             PlayerRecords.Grant(
@@ -69,39 +70,46 @@ enum PlayerQueries {
         records.answers = try session.rows(
             """
             SELECT job_id, \(spelling.readTime("decided_at")), event FROM \(spelling.table("results"))
-                WHERE app = ?1 AND \(spelling.eventMember("event", "user_id")) = ?2 ORDER BY decided_at LIMIT ?3
+                WHERE app = ?1 AND \(spelling.eventMember("event", "user_id")) = ?2 ORDER BY decided_at DESC LIMIT ?3
             """, [.text(app.rawValue), .text(userID), .integer(bound)]
         ).map { PlayerRecords.Stored(id: $0.text(0) ?? "", at: $0.time(1), state: "", event: $0.bytes(2) ?? []) }
-        // Apple's reports of the player's purchases (by their keys), then any other purchase Apple reported with
-        // one of the app account tokens those carry (bought by the player, not claimed by a job yet).
-        let reported = """
-            SELECT transaction_id, \(spelling.readTime("reported_at")), state, event
-                FROM \(spelling.table("unclaimed_purchases"))
-            """
-        func stored(_ row: SQLRow) -> PlayerRecords.Stored {
-            PlayerRecords.Stored(
-                id: row.text(0) ?? "", at: row.time(1), state: row.text(2) ?? "", event: row.bytes(3) ?? [])
-        }
+        // Apple's reports of the player's purchases, by the grants' keys. A purchase reported with a token the player
+        // used, that no job of theirs claimed, is not shown: a token is the app's to set, and may be another's.
         for grant in records.grants {
             if let row = try session.first(
-                reported + " WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3",
-                [.text(app.rawValue), .text(grant.environment.rawValue), .text(grant.purchaseID)])
+                """
+                SELECT transaction_id, \(spelling.readTime("reported_at")), state, event
+                    FROM \(spelling.table("unclaimed_purchases"))
+                    WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3
+                """, [.text(app.rawValue), .text(grant.environment.rawValue), .text(grant.purchaseID)])
             {
-                records.reported.append(stored(row))
+                records.reported.append(
+                    PlayerRecords.Stored(
+                        id: row.text(0) ?? "", at: row.time(1), state: row.text(2) ?? "", event: row.bytes(3) ?? []))
             }
         }
-        for token in records.appAccountTokens {
-            let known = Set(records.reported.map(\.id))
-            records.reported += try session.rows(
-                reported + """
-                     WHERE app = ?1 AND \(spelling.eventMember("event", "app_account_token")) = ?2
-                        ORDER BY reported_at LIMIT ?3
-                    """, [.text(app.rawValue), .text(token), .integer(bound)]
-            ).map(stored).filter { !known.contains($0.id) }
+        records.notices = try session.rows(
+            """
+            SELECT notification_id, \(spelling.readTime("handled_at")), event FROM \(spelling.table("notifications"))
+                WHERE \(spelling.eventMember("event", "user_id")) = ?1 ORDER BY handled_at DESC LIMIT ?2
+            """, [.text(userID), .integer(bound)]
+        ).map { PlayerRecords.Stored(id: $0.text(0) ?? "", at: $0.time(1), state: "", event: $0.bytes(2) ?? []) }
+        records.heldCredits = try session.rows(
+            """
+            SELECT id, \(spelling.readTime("created_at")), status, request, app FROM \(spelling.table("desk_approvals"))
+                WHERE player = ?1 ORDER BY id DESC LIMIT ?2
+            """, [.text(userID), .integer(bound)]
+        ).map {
+            PlayerRecords.Stored(
+                id: $0.text(0) ?? "", at: $0.time(1), state: $0.text(2) ?? "", event: $0.bytes(3) ?? [],
+                app: $0.text(4) ?? "")
         }
         // The audit names a player by their user id in every app of the studio: all their lines are theirs.
         records.audit = try DeskQueries.audit(AuditFilter(player: userID, limit: bound), in: session)
-        records.truncated = [records.grants.count, records.answers.count, records.audit.count].contains(bound)
+        records.truncated = [
+            records.grants.count, records.answers.count, records.notices.count, records.heldCredits.count,
+            records.audit.count,
+        ].contains(bound)
         return records
     }
 

@@ -1,0 +1,74 @@
+import Foundation
+@testable import Ledger
+import LedgerDomain
+import TestSupport
+import Testing
+import Vocabulary
+
+/// A player's data request read from the ledger on each database, and on PostgreSQL under the roles the
+/// deployment grants: the desk's role reads it all (and appends the export's audit line); the workers' may not
+/// read the audit, which the command line says (docs/support-desk.md, "A player's data").
+@Suite("A player's records, on both ledgers and under the desk's role")
+struct PlayerRecordsLedgerTests {
+    let event = Data(#"{"decision":"grant","user_id":"player-o1","order_id":"o1"}"#.utf8)
+
+    @Test("the grants, answers and audit lines of one player, none of another's", arguments: ["sqlite", "postgresql"])
+    func records(kind: String) async throws {
+        let url =
+            kind == "sqlite"
+            ? "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("player-\(UUID()).sqlite").path
+            : try makePostgresDatabase()
+        let ledger = try await LedgerFactory.open(url: url, poolSize: 2)
+        #expect(
+            try await ledger.record(jobID: "j1", claim: .grant(orderID: "o1", transactionID: "1"), event: event)
+                == .recorded)
+        let other = Data(#"{"decision":"grant","user_id":"player-o2","order_id":"o2"}"#.utf8)
+        #expect(
+            try await ledger.record(jobID: "j2", claim: .grant(orderID: "o2", transactionID: "2"), event: other)
+                == .recorded)
+        _ = try await ledger.appendAudit(
+            AuditEntry(
+                at: Date(), app: "default", agent: "ana", agentName: "Ana", role: "agent", action: "lookup",
+                outcome: "answered", ticket: "T-1", player: "player-o1", request: "{}", answer: "{}"))
+        let records = try await ledger.playerRecords("player-o1", app: .defaultApp, limit: 100)
+        #expect(records.grants.map(\.orderID) == ["o1"] && records.grants.first?.transactionID == "1")
+        #expect(records.answers.map(\.id) == ["j1"])
+        #expect(records.audit.map(\.ticket) == ["T-1"])
+        #expect(try await ledger.player(ofOrder: "o2", app: .defaultApp) == "player-o2")
+        #expect(try await ledger.player(ofOrder: "o3", app: .defaultApp) == nil)
+        await ledger.close()
+    }
+
+    @Test(
+        "on PostgreSQL the desk's role reads a player's records and appends the export's line; the workers' cannot read the audit"
+    )
+    func roles() async throws {
+        let url = try makePostgresDatabase()
+        let suffix = UUID().uuidString.prefix(8).lowercased()
+        let (worker, desk) = ("ledger_app_\(suffix)", "ledger_desk_\(suffix)")
+        #expect(runPsql(url, "CREATE ROLE \(worker) LOGIN; CREATE ROLE \(desk) LOGIN") == 0)
+        let owner = try await LedgerFactory.open(url: url, poolSize: 1)
+        #expect(
+            try await owner.record(jobID: "j1", claim: .grant(orderID: "o1", transactionID: "1"), event: event)
+                == .recorded)
+        await owner.close()
+        #expect(runPsql(url, PostgresSchema(name: "receipt_worker")!.script(grantingTo: worker, deskRole: desk)) == 0)
+
+        let asDesk = try await LedgerFactory.open(
+            url: url.replacingOccurrences(of: "://postgres@", with: "://\(desk)@"), poolSize: 1)
+        let records = try await asDesk.playerRecords("player-o1", app: .defaultApp, limit: 100)
+        #expect(records.grants.map(\.orderID) == ["o1"])
+        _ = try await asDesk.appendAudit(
+            AuditEntry(
+                at: Date(), app: "default", agent: "cli:lou", agentName: "lou", role: "operator", action: "export",
+                outcome: "exported", ticket: "-", player: "player-o1", request: "{}", answer: "{}"))
+        await asDesk.close()
+
+        let asWorker = try await LedgerFactory.open(
+            url: url.replacingOccurrences(of: "://postgres@", with: "://\(worker)@"), poolSize: 1)
+        await #expect(throws: (any Error).self) {
+            try await asWorker.playerRecords("player-o1", app: .defaultApp, limit: 100)
+        }
+        await asWorker.close()
+    }
+}
