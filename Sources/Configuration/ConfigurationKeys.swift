@@ -10,7 +10,8 @@ import Observability
 enum ConfigurationKeys {
     /// The keys of every component, the default app's and the two `kafka.*` keys every deployment sets; the
     /// other apps' (`apps.NAME.*`) and librdkafka's own (`kafka.*`) are read by prefix.
-    static let all: [ConfigurationKey] = topics + runtime + retry + apple + ledger + http + services + desk + kafka
+    static let all: [ConfigurationKey] =
+        topics + runtime + retry + apple + ledger + http + services + desk + privacy + kafka
     static let byName: [String: ConfigurationKey] = Dictionary(all.map { ($0.name, $0) }) { first, _ in first }
 
     /// The checks each component makes once every key was read, in order.

@@ -137,7 +137,7 @@ extension ConfigurationKeys {
                 draft.configuration.desk.sessionKey = Array(repeating: 0, count: 32)  // where the key will be
                 return
             }
-            guard let key = sessionKey(contents) else {
+            guard let key = keyBytes(contents) else {
                 throw value.invalid("must hold 32 random bytes as 64 hex digits or base64 (openssl rand -hex 32)")
             }
             draft.configuration.desk.sessionKey = key
@@ -167,7 +167,8 @@ extension ConfigurationKeys {
         return text
     }
 
-    private static func sessionKey(_ text: String) -> [UInt8]? {
+    /// 32 bytes from 64 hex digits or base64 text: a key file's contents.
+    static func keyBytes(_ text: String) -> [UInt8]? {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         if trimmed.utf8.count == 64, let bytes = Hex.decode(trimmed.utf8) { return bytes }
         if let data = Data(base64Encoded: trimmed), data.count == 32 { return Array(data) }

@@ -129,11 +129,25 @@ enum LedgerMigrations {
                 ])
             ]),
         LedgerMigration(
-            version: 19, description: "the audit by action",
+            version: 19, description: "the audit by action; players erased",
             changes: [
+                // Each player erased, by their pseudonym (never the erased values): when, by whom, what it rewrote,
+                // and when its `player.erased` event was published (once).
+                .tables([
+                    """
+                    CREATE TABLE IF NOT EXISTS {schema}player_erasures (
+                        app TEXT NOT NULL,
+                        pseudonym TEXT NOT NULL,
+                        erased_at {time} NOT NULL,
+                        erased_by TEXT NOT NULL,
+                        counts TEXT NOT NULL,
+                        published_at {time},
+                        PRIMARY KEY (app, pseudonym))
+                    """
+                ]),
                 // The mass extensions started (`extend_all`) and the exports, newest first, without reading the
                 // whole audit (it is never pruned).
-                .index("desk_audit_action", on: "desk_audit (action, id)")
+                .index("desk_audit_action", on: "desk_audit (action, id)"),
             ]),
     ]
 

@@ -11,7 +11,7 @@ import Vocabulary
 /// purchase than a Production one with the same id.
 public protocol Ledger:
     DecisionStore, PurchaseStateStore, ConsumptionRequestStore, UnclaimedPurchaseStore, OffsetStore, SupportStore,
-    DeskStore, LeaseStore, SubscriptionCheckStore
+    DeskStore, LeaseStore, SubscriptionCheckStore, ErasureStore
 {
     /// The connection pool's state, for `/metrics` (nil: a ledger without a pool, SQLite's).
     var poolStats: LedgerPoolStats? { get }

@@ -19,4 +19,6 @@ public enum EventType: String, CaseIterable, Sendable {
     case unclaimed = "receipt.unclaimed"
     case consentRescinded = "receipt.consent_rescinded"
     case extensionCompleted = "receipt.extension_completed"
+    // A player erased: grant services erase theirs.
+    case playerErased = "player.erased"
 }

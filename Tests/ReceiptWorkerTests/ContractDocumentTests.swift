@@ -100,7 +100,9 @@ struct ContractDocumentTests {
             return headers.first { $0.name == "ce_type" }?.stringValue ?? ""
         }
         sent +=
-            (NotificationEvent.types + SubscriptionEvent.types + [.unclaimed, .consentRescinded, .extensionCompleted])
+            (NotificationEvent.types + SubscriptionEvent.types + [
+                .unclaimed, .consentRescinded, .extensionCompleted, .playerErased,
+            ])
             .map(\.rawValue)
             .map {
                 type in

@@ -403,9 +403,11 @@ struct SupportEndToEndTests {
 extension WorkerHarness {
     /// `receipt-worker lookup` and `credit` as support runs them: the binary, on this harness's ledger (or
     /// `ledgerURL`), broker and simulator, configured by flags.
-    func supportTool(_ arguments: [String], ledgerURL: String? = nil, environment: [String: String] = [:])
-        async throws -> CommandLineRun
-    {
+    /// `overriding`: settings applied after the harness's (a broker that does not answer).
+    func supportTool(
+        _ arguments: [String], ledgerURL: String? = nil, environment: [String: String] = [:],
+        overriding: [String] = []
+    ) async throws -> CommandLineRun {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("support-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let root = directory.appendingPathComponent("root.pem")
@@ -421,7 +423,8 @@ extension WorkerHarness {
             "kafka.bootstrap.servers=\(WorkerHarness.bootstrap)", "retry.initial_backoff_ms=20",
             "retry.max_backoff_ms=200",
         ]
-        return try await CommandLineRun.run(arguments + settings.flatMap { ["--set", $0] }, environment: environment)
+        return try await CommandLineRun.run(
+            arguments + (settings + overriding).flatMap { ["--set", $0] }, environment: environment)
     }
 }
 

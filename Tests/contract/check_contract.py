@@ -55,7 +55,7 @@ PRODUCED = ("receipt.granted.json", "receipt.denied.json", "receipt.revoked.json
             "receipt.consumption_requested.json", "receipt.renewed.json", "receipt.expired.json",
             "receipt.billing_issue.json", "receipt.renewal_changed.json", "receipt.unclaimed.json",
             "receipt.consent_rescinded.json", "receipt.extension_failed.json",
-            "receipt.extension_completed.json", "result-headers.json", "dlq-headers.json", "notification-headers.json")
+            "receipt.extension_completed.json", "player.erased.json", "result-headers.json", "dlq-headers.json", "notification-headers.json")
 
 # The schema of each kind of captured message: results by their ce_type (mapped from the AsyncAPI document).
 RESULT_HEADERS = "result-headers.json"
@@ -75,7 +75,7 @@ CORE_EVENT_TYPES = ("receipt.granted", "receipt.denied", "receipt.revoked")
 CHANNELS = ("jobs", "results", "dlq", "notifications", "consumption")
 # The field of each event that its ce_time header repeats: verified_at for a job's answer, credited_at for a
 # purchase no job claimed, notified_at for an event of a notification.
-TIME_FIELDS = ("verified_at", "credited_at", "notified_at")
+TIME_FIELDS = ("verified_at", "credited_at", "notified_at", "erased_at")
 
 
 class Report:
@@ -407,7 +407,8 @@ def check_messages(directory, validators, mapping, report):
         # Every event is keyed by its order, but a parent's withdrawn consent (Apple names the download) and a mass
         # extension's end (Apple names the request).
         key_field = {"receipt.consent_rescinded": "app_transaction_id",
-                     "receipt.extension_completed": "request_identifier"}.get(event_type, "order_id")
+                     "receipt.extension_completed": "request_identifier",
+                     "player.erased": "user_id"}.get(event_type, "order_id")
         if message["key"] != event.get(key_field):
             report.fail(f"{where}: key {message['key']!r} is not {key_field} {event.get(key_field)!r}")
         if event.get("decision") == "deny" and event.get("reason") == "malformed_job":

@@ -45,6 +45,7 @@ RESULT_MESSAGES = {
     "ReceiptConsentRescinded": "receipt.consent_rescinded.json",
     "ReceiptExtensionFailed": "receipt.extension_failed.json",
     "ReceiptExtensionCompleted": "receipt.extension_completed.json",
+    "PlayerErased": "player.erased.json",
 }
 
 problems = []

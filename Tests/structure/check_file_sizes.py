@@ -42,6 +42,7 @@ REASONS = {
     "Sources/DeskService/Actions/DeskForms.swift": "the desk's four forms, one shape each",
     "Sources/DeskService/OIDC/ProviderDocuments.swift": "the provider's three documents as Codable values",
     "Sources/LedgerDomain/SupportStore.swift": "support's store and the records it answers",
+    "Sources/LedgerDomain/ErasureStore.swift": "an erasure's store and the targets, counts and record it speaks in",
     "Sources/Flows/AppleApps.swift": "an app, the apps, and the two abilities a flow asks of one",
     "Sources/Messaging/Messages.swift": "a Kafka message as the flows see it, in and out",
     "Sources/Messaging/Disposition.swift": "a handler's answer and the records, letters and let-go it carries",

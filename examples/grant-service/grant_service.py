@@ -106,6 +106,8 @@ class GrantService:
             # No order: Apple names the download. The game maps app_transaction_id to its player at sign-in.
             self.consent_rescinded.add((event.get("bundle_id") or self.default_bundle_id, event["app_transaction_id"]))
             outcome = "consent rescinded"
+        elif event_type == "player.erased":
+            outcome = self._erase(event)
         elif event_type == "receipt.extension_completed":
             # No order: Apple names the request. For the studio's dashboard: how the amends went.
             key = (event.get("bundle_id") or self.default_bundle_id, event["request_identifier"])
@@ -263,6 +265,21 @@ class GrantService:
                                        "order_id": event["order_id"], "user_id": event["user_id"]}
         state = self.subscriptions[key]
         return f"subscription {state['status']} until {state['expires_at']}"
+
+    def _erase(self, event) -> str:
+        """A player forgotten (docs/contract.md section 11): their orders keep what was credited (the balances must
+        still add up) under the ledger's pseudonym instead of their id; their app account tokens are forgotten."""
+        bundle = event.get("bundle_id") or self.default_bundle_id
+        user, pseudonym = event["user_id"], event["pseudonym"]
+        orders = [order for (app, _), order in self.orders.items() if app == bundle and order.user_id == user]
+        for order in orders:
+            order.user_id = pseudonym
+        for state in self.subscriptions.values():
+            if state.get("user_id") == user:
+                state["user_id"] = pseudonym
+        for token in [token for token, player in self.players.items() if player == user]:
+            del self.players[token]
+        return f"player erased: {len(orders)} orders now {pseudonym}"
 
     def entitled(self, bundle_id: str, original_transaction_id: str, now: str) -> bool:
         """Whether a subscription entitles its player at `now` (RFC 3339, UTC): active or in a grace period, and

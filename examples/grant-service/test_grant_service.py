@@ -204,6 +204,15 @@ class Scenarios(unittest.TestCase):
                          {"product_id": "vip_monthly", "succeeded": 5, "failed": 2})
         self.assertEqual(self.service.handle(headers, value), "duplicate")
 
+    def test_a_player_erased_keeps_the_orders_under_the_pseudonym_and_forgets_the_tokens(self):
+        self.service.handle(*example("receipt.granted"))
+        self.service.players["5b2f3c3e-1d4e-4c2a-9a8b-7c6d5e4f3a2b"] = "player-77120"
+        headers, value = example("player.erased")
+        self.assertEqual(self.service.handle(headers, value), "player erased: 1 orders now erased-3f9a0c1d2b4e5f60718293a4")
+        self.assertNotIn("player-77120", {order.user_id for order in self.service.orders.values()})
+        self.assertEqual(self.service.players, {})
+        self.assertEqual(self.service.handle(headers, value), "duplicate")
+
     def test_two_games_with_one_order_id_and_one_player_id_are_apart(self):
         self.service.handle(*example("receipt.granted"))
         other = "3c2b1a09-8f7e-8d6c-b5a4-f3e2d1c0b9a8"

@@ -69,3 +69,21 @@ extension DeskAudit {
             answer: DeskActions.json(found.map { PlayerData.exportSummary($0.1) } ?? ["not_found": "no grant"]))
     }
 }
+
+extension DeskAudit {
+    /// A player's erasure, under `--by`: by the player's pseudonym, never the erased values; what it rewrote.
+    public static func operatorErasure(
+        _ outcome: PlayerData.ErasureOutcome, app: String, by: String, ticket: String
+    ) -> AuditEntry {
+        let (result, counts, pseudonym): (String, ErasureCounts, String) =
+            switch outcome {
+            case .dryRun(let counts, let pseudonym): ("dry_run", counts, pseudonym)
+            case .erased(let counts, let pseudonym, _): ("erased", counts, pseudonym)
+            }
+        return AuditEntry(
+            at: Date(), app: app, agent: operatorSubject(by), agentName: by, role: "operator", action: "erase",
+            outcome: result, ticket: ticket, player: pseudonym,
+            request: DeskActions.json(fromCommandLine(["pseudonym": .string(pseudonym)])),
+            answer: DeskActions.json(PlayerData.erasureSummary(counts)))
+    }
+}

@@ -1,0 +1,70 @@
+public import Foundation
+
+/// A player's erasure in the ledger (``PlayerErasure``): first the identifiers the ledger holds of them, then, in
+/// one write transaction, every row that names them rewritten and the erasure recorded (without the erased values:
+/// by the player's pseudonym). Deterministic pseudonyms make it safe to run again: what was erased no longer
+/// names the player; what a job wrote since is erased this time.
+public protocol ErasureStore: Sendable {
+    /// The player's identifiers in `app` (`appName` the desk's name of it): their orders, the app account tokens
+    /// of Apple's reports of their purchases, their jobs' ids.
+    func erasureTargets(_ userID: String, app: AppScope, appName: String) async throws -> ErasureTargets
+
+    /// Rewrites every row of `app` that names the player (``ErasureTargets``) by `erasure`, and records the erasure
+    /// (`by`, the counts) unless it was recorded before; `dryRun` counts what would change and writes nothing.
+    func erase(
+        _ targets: ErasureTargets, _ erasure: PlayerErasure, app: AppScope, appName: String, bundleID: String,
+        by: String, dryRun: Bool
+    ) async throws -> ErasureCounts
+
+    /// The erasure of the player whose pseudonym is `pseudonym`, once recorded.
+    func erasureRecord(app: AppScope, pseudonym: String) async throws -> ErasureRecord?
+
+    /// Its `player.erased` event was published (taken by the broker): not published again.
+    func markErasurePublished(app: AppScope, pseudonym: String, at: Date) async throws
+}
+
+/// The player's identifiers the ledger holds.
+public struct ErasureTargets: Sendable, Equatable {
+    public var userID: String
+    public var orders: Set<String> = []
+    public var tokens: Set<String> = []
+    public var jobIDs: Set<String> = []
+
+    public init(userID: String) { self.userID = userID }
+}
+
+/// How many rows of each kind an erasure rewrote (or would).
+public struct ErasureCounts: Sendable, Equatable {
+    public var grants = 0
+    public var answers = 0
+    public var notices = 0
+    public var reported = 0
+    public var audit = 0
+    public var heldCredits = 0
+    public var caps = 0
+
+    public init() {}
+
+    public var total: Int { grants + answers + notices + reported + audit + heldCredits + caps }
+
+    /// As the audit and the command line say it.
+    public var fields: [(String, Int)] {
+        [
+            ("grants", grants), ("answers", answers), ("notices", notices), ("reported_purchases", reported),
+            ("audit", audit), ("held_credits", heldCredits), ("caps", caps),
+        ]
+    }
+}
+
+/// An erasure as the ledger recorded it.
+public struct ErasureRecord: Sendable, Equatable {
+    public var erasedAt: Date
+    public var erasedBy: String
+    public var publishedAt: Date?
+
+    public init(erasedAt: Date, erasedBy: String, publishedAt: Date?) {
+        self.erasedAt = erasedAt
+        self.erasedBy = erasedBy
+        self.publishedAt = publishedAt
+    }
+}

@@ -1,0 +1,150 @@
+import Foundation
+import LedgerDomain
+import ReceiptWorker
+import TestSupport
+import Testing
+
+/// A player erased end to end on each ledger: the worker grants, denies and revokes through a real broker and the
+/// simulator over HTTP, support credits and looks up with the binary, then `receipt-worker player erase` (the
+/// binary) rewrites the ledger: nothing of the player's identifiers left in any text column, the purchase replayed
+/// still a duplicate, `player.erased` published once, and an erasure cut short by a broker that did not take its
+/// event finished by the same command.
+@Suite("A player erased, on SQLite and PostgreSQL", .timeLimit(.minutes(4)))
+struct PlayerErasureEndToEndTests {
+    @Test(
+        "a player's identifiers gone from every text column, the claims kept: the purchase replayed is a duplicate, another player untouched, player.erased published once though the first run's broker failed, the same pseudonym each time",
+        arguments: LedgerKind.allCases)
+    func erase(kind: LedgerKind) async throws {
+        let url = kind == .postgresql ? try makePostgresDatabase() : nil
+        let harness = try await WorkerHarness(notifications: true) { configuration in
+            if let url { configuration.ledgerURL = url }
+        }
+        let token = UUID().uuidString.lowercased()
+        let gems = try await harness.purchase(["product_id": "gems_500", "app_account_token": token, "notify": true])
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                let waiting = try? await harness.configuration.withToolLedger { ledger in
+                    try await ledger.reportedTransactions(appAccountToken: token, app: .defaultApp)
+                }
+                return waiting?.count == 1
+            })
+        try await harness.submit(
+            job("job-gems", order: "order-gems", product: "gems_500", ["signed_transaction": gems.signedTransaction]))
+        #expect(await harness.result(jobID: "job-gems")?["decision"] as? String == "grant")
+        try await harness.submit(
+            job("job-again", order: "order-again", product: "gems_500", ["signed_transaction": gems.signedTransaction])
+        )
+        #expect(await harness.result(jobID: "job-again")?["reason"] as? String == "duplicate_transaction")
+        _ = try await harness.admin.call("refund", ["transaction_id": gems.transactionID, "percentage": 50])
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                harness.events(orderID: "order-gems").contains { $0["type"] as? String == "receipt.revoked" }
+            })
+        let unheld = try await harness.admin.call("purchases", ["product_id": "gems_100"])
+        let credited = try await harness.supportTool([
+            "credit", "--transaction-id", try #require(unheld["transaction_id"] as? String), "--user-id", "player-1",
+            "--order-id", "order-credit", "--by", "support-ana", "--reason", "player-1 says order-gems never came",
+            "--apple-order-id", try #require(unheld["order_id"] as? String), "--app-account-token", token,
+        ])
+        #expect(credited.status == 0, "\(credited.errors)")
+        #expect(try await harness.supportTool(["lookup", "--user-id", "player-1", "--by", "support-ana"]).status == 0)
+        let stranger = try await harness.purchase(["product_id": "gems_500"])
+        var other = job("job-other", order: "order-other", product: "gems_500", [:])
+        other["user_id"] = "player-2"
+        other["signed_transaction"] = stranger.signedTransaction
+        try await harness.submit(other)
+        #expect(await harness.result(jobID: "job-other")?["decision"] as? String == "grant")
+
+        let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("erasure-\(UUID()).key")
+        try Data((0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined().utf8)
+            .write(to: keyFile)
+        func erase(_ extra: [String] = [], overriding: [String] = []) async throws -> CommandLineRun {
+            try await harness.supportTool(
+                ["player", "erase", "--user-id", "player-1", "--by", "support-lou", "--ticket", "GDPR-9"] + extra,
+                overriding: ["privacy.erasure_key_file=\(keyFile.path)"] + overriding)
+        }
+        let identifiers = [
+            "player-1", "order-gems", "order-again", "order-credit", "job-gems", "job-again", token,
+            "player-1 says",
+        ]
+
+        let dry = try await erase(["--dry-run"])
+        #expect(dry.status == 0 && dry.output.hasPrefix("dry run: would rewrite"), "\(dry.output) \(dry.errors)")
+        let pseudonym = try #require(dry.output.firstMatch(of: /erased-[0-9a-f]{24}/).map { String($0.0) })
+        #expect(!ledgerTexts(harness, url: url, naming: identifiers).isEmpty, "a dry run changes nothing")
+
+        // The broker does not take the event: erased, the event left to publish.
+        let cut = try await erase(overriding: ["kafka.bootstrap.servers=127.0.0.1:1", "kafka.message.timeout.ms=2000"])
+        #expect(cut.status == 1 && cut.errors.contains("run the same command again"), "\(cut.output) \(cut.errors)")
+        #expect(ledgerTexts(harness, url: url, naming: identifiers) == [], "nothing of the player left")
+        #expect(harness.resultEvents(type: "player.erased").isEmpty)
+
+        let finished = try await erase()
+        #expect(finished.status == 0 && finished.output.contains(pseudonym), "\(finished.output) \(finished.errors)")
+        let again = try await erase()
+        #expect(again.status == 0 && again.output.hasPrefix("erased before: the player is \(pseudonym)"))
+        #expect(await eventually { !harness.resultEvents(type: "player.erased").isEmpty })
+        try await Task.sleep(for: .seconds(1))
+        let events = harness.resultEvents(type: "player.erased")
+        #expect(events.count == 1, "published once")
+        #expect(events.first?["user_id"] as? String == "player-1" && events.first?["pseudonym"] as? String == pseudonym)
+
+        // The claims stay: the purchase support credited, replayed for another order, is still the one granted; the
+        // one refunded in part is still refunded.
+        try await harness.submit(
+            job(
+                "job-replay", order: "order-new", product: "gems_100",
+                ["signed_transaction": try #require(unheld["signed_transaction"] as? String)]))
+        #expect(await harness.result(jobID: "job-replay")?["reason"] as? String == "duplicate_transaction")
+        try await harness.submit(
+            job(
+                "job-refunded", order: "order-new-2", product: "gems_500",
+                ["signed_transaction": gems.signedTransaction]))
+        #expect(await harness.result(jobID: "job-refunded")?["reason"] as? String == "revoked")
+        let others = ledgerTexts(harness, url: url, naming: ["player-2", "order-other"])
+        #expect(others.contains { $0.hasPrefix("grants") }, "another player's grant untouched: \(others)")
+        let audit = try await harness.supportTool(["ledger", "audit", "--json"])
+        #expect(audit.output.contains("\"action\":\"erase\"") && audit.output.contains(pseudonym))
+        await harness.stop()
+    }
+
+    /// `table.column: needle` for every text the ledger holds that contains one of `needles`.
+    func ledgerTexts(_ harness: WorkerHarness, url: String?, naming needles: [String]) -> [String] {
+        if let url {
+            let tables =
+                psqlLines(
+                    url, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'receipt_worker'") ?? []
+            return tables.flatMap { table in
+                needles.compactMap { needle in
+                    let literal = needle.replacingOccurrences(of: "'", with: "''")
+                    let count = psqlValue(
+                        url, "SELECT count(*) FROM receipt_worker.\(table) t WHERE t::text LIKE '%\(literal)%'")
+                    return count.flatMap(Int.init).map { $0 > 0 } == true ? "\(table): \(needle)" : nil
+                }
+            }
+        }
+        let path = String(harness.configuration.ledgerURL.dropFirst("sqlite:".count))
+        let script = """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+                columns = [c[1] for c in db.execute(f'PRAGMA table_info("{table}")')]
+                for row in db.execute(f'SELECT * FROM "{table}"'):
+                    for column, value in zip(columns, row):
+                        text = value.decode('utf-8', 'replace') if isinstance(value, bytes) else str(value)
+                        for needle in sys.argv[2:]:
+                            if needle in text:
+                                print(f"{table}.{column}: {needle}")
+            """
+        let python = MetricsEndpointTests.repositoryRoot.appendingPathComponent(".deps/venv/bin/python").path
+        let output = Pipe()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: python)
+        process.arguments = ["-c", script, path] + needles
+        process.standardOutput = output
+        guard (try? process.run()) != nil else { return ["the scan did not run"] }
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+}
