@@ -58,7 +58,7 @@ package struct Desk: Sendable {
     package init?(
         settings: Settings, apps: [DeskActions.App], store: any DeskStore,
         publish: @escaping @Sendable (StoredEvent) async throws -> DeliveryReport, finishTransactions: Bool,
-        http: HTTPClient,
+        erasure: DeskActions.Erasure? = nil, http: HTTPClient,
         registry: MetricsRegistry, logger: Logger
     ) {
         guard let seal = Seal(key: settings.sessionKey) else { return nil }
@@ -66,7 +66,7 @@ package struct Desk: Sendable {
         let provider = SignInProvider(issuer: settings.issuer, http: http, keysMaxAge: settings.keysMaxAge)
         let actions = DeskActions(
             apps: apps, store: store, caps: settings.caps, publish: publish, finishTransactions: finishTransactions,
-            metrics: metrics, now: { Date() })
+            metrics: metrics, now: { Date() }, erasure: erasure)
         let sessions = ConsoleSessions(store: store, maxAge: settings.sessionMaxAge, idle: settings.sessionIdle)
         let clientID = settings.clientID
         router = DeskRouter(

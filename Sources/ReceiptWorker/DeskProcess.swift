@@ -120,6 +120,7 @@ final class DeskServer: Service {
                 settings: deskSettings, apps: apps, store: ledger,
                 publish: { try await producer.send(SupportDesk.message($0, configuration)) },
                 finishTransactions: configuration.apple.finishTransactions,
+                erasure: configuration.erasureKey.map { DeskActions.Erasure(store: ledger, key: $0) },
                 http: HTTPClient(configuration: http, logger: logger), registry: registry, logger: logger)
         else {
             throw ConfigurationError(.invalidValue, key: "desk.session_key_file", reason: "must hold 32 bytes")

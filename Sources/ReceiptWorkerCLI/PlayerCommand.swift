@@ -34,8 +34,8 @@ enum PlayerCommand {
         and audited without the erased values (by the pseudonym), and a player.erased event is published to
         topics.results once, keyed by the user id, so that grant services erase theirs. --dry-run prints what it
         would rewrite and changes nothing. Safe to run again: after a crash or a broker that did not take the event,
-        the same command finishes it. On PostgreSQL it rewrites the desk's audit: run it with a role that may (the
-        ledger's owner: --set ledger.url=...), as `ledger migrate` runs (docs/support-desk.md, "A player erased").
+        the same command finishes it. On PostgreSQL it rewrites the desk's audit: run it with a role that may, the
+        desk's (ledger migrate --grant-desk-to) or the ledger's owner (docs/support-desk.md, "A player erased").
 
         Exit codes: 0 exported, erased (or counted); 3 no such order; 1 the ledger or the broker did not answer
         (run it again); 2 usage or configuration error (a missing privacy.erasure_key_file is named).

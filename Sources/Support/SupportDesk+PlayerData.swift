@@ -139,6 +139,11 @@ extension SupportDesk {
         case orderID(String)
     }
 
+    /// This desk's app, as a player's data requests name it.
+    public var playerDataApp: PlayerData.App {
+        PlayerData.App(scope: app.scope, name: app.name, bundleID: app.bundleID)
+    }
+
     /// The player's document in this desk's app.
     public func playerData(_ query: PlayerQuery, now: Date = Date()) async throws -> (userID: String, JSONValue)? {
         try await PlayerData.export(

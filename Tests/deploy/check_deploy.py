@@ -519,8 +519,12 @@ def migrate_job(rendered, roles, created, binary):
         # DEFINER, so EXECUTE lets a function do only what the role's own privileges allow).
         deleting = [g for g in desk_grants if re.search(r"\b(DELETE|TRUNCATE|ALL|CREATE)\b", g.split(" ON ")[0])]
         audit = [g for g in desk_grants if ".desk_audit " in g]
-        check(f"the desk's role ({desk_role}) may delete nothing, and only read and append to the audit",
-              desk_grants and not deleting and audit and all(g.startswith("GRANT SELECT, INSERT ON ") for g in audit),
+        # The audit: read and appended to; changed only in the columns an erasure rewrites.
+        erasing = "GRANT UPDATE (player, request, answer) ON "
+        check(f"the desk's role ({desk_role}) may delete nothing, and only read and append to the audit (and rewrite"
+              " the columns naming a player it erases)",
+              desk_grants and not deleting and audit
+              and all(g.startswith("GRANT SELECT, INSERT ON ") or g.startswith(erasing) for g in audit),
               deleting or audit or "no grant to the desk's role")
 
 

@@ -259,6 +259,9 @@ class Stack:
         session_key = os.path.join(self.directory, "session_key")
         with open(session_key, "w", encoding="utf-8") as out:
             out.write(secrets.token_hex(32))
+        erasure_key = os.path.join(self.directory, "erasure_key")
+        with open(erasure_key, "w", encoding="utf-8") as out:
+            out.write(secrets.token_hex(32))
         if self.ledger == "postgres":
             ledger = [f"ledger.url={os.environ['POSTGRES_URL']}", f"ledger.schema=desk_{self.suffix}"]
         else:
@@ -290,6 +293,7 @@ class Stack:
             f"desk.oidc.client_secret_file={os.path.join(oidc_dir, 'client_secret')}",
             f"desk.oidc.ca_file={os.path.join(oidc_dir, 'ca.pem')}",
             f"desk.session_key_file={session_key}",
+            f"privacy.erasure_key_file={erasure_key}",
             f"desk.caps.player_daily={PLAYER_CAP}",
             f"metrics.listen=127.0.0.1:{self.metrics_port}",
         ]
@@ -1077,6 +1081,45 @@ class DeskTests:
                  if l["ticket"] == ticket]
         self.assertEqual(lines, [("vic", "export", "refused"), ("lee", "export", "exported"),
                                  ("lee", "export", "exported")])
+
+    def test_a_lead_erases_a_player_in_the_console_the_event_published_and_a_viewer_is_refused(self):
+        stack = self.stack
+        purchase = stack.purchase(customer=f"erase-customer-{self.id_}")
+        player, ticket, order = f"player-erase-{self.id_}", f"GDPR-E-{self.id_}", f"order-erase-{self.id_}"
+        answer = stack.api("POST", "/desk/api/credit", self.credit_body(purchase, player, order, ticket),
+                           token=stack.token(f"agent-erase-{self.id_}", "agent"))
+        self.assertEqual(answer.status, 200, answer)
+        # A viewer may not: refused, audited without naming the player.
+        answer = stack.api("POST", "/desk/api/player/erase", {"ticket": ticket, "user_id": player},
+                           token=stack.mint(sub="vic"))
+        self.assertEqual(answer.status, 403, answer)
+        browser = Browser(stack, "lee")
+        try:
+            browser.wait(lambda: browser.element("erase-submit").is_displayed(), what="a lead is offered the erasure")
+            browser.element("ticket").send_keys(ticket)
+            browser.element("export-user").send_keys(player)
+            browser.element("erase-submit").click()
+            browser.wait(lambda: self._confirmed(browser, "Erase player " + player), what="the console asks first")
+            browser.driver.switch_to.alert.accept()
+            outcome = browser.wait(lambda: browser.text("export-outcome"), what="the erasure's outcome")
+            self.assertRegex(outcome, r"^erased: the player is erased-[0-9a-f]{24} now$")
+        finally:
+            browser.quit()
+        pseudonym = outcome.split()[-2]
+        self.assertEqual(stack.lookup_player(player), {}, "nothing granted to the erased id any more")
+        self.assertEqual(list(stack.lookup_player(pseudonym)), [purchase["transaction_id"]], "kept, by pseudonym")
+        event = wait_until(lambda: stack.event(type="player.erased", user_id=player), 30, "player.erased")
+        self.assertEqual(event["pseudonym"], pseudonym)
+        lines = [(l["agent"], l["action"], l["outcome"], l["player"]) for l in stack.audit() if l["ticket"] == ticket]
+        self.assertEqual(lines[:2], [("lee", "erase", "erased", pseudonym), ("vic", "erase", "refused", None)])
+        self.assertNotIn(player, json.dumps(stack.audit()), "no audit line names the erased player")
+
+    @staticmethod
+    def _confirmed(browser, prefix):
+        try:
+            return browser.driver.switch_to.alert.text.startswith(prefix)
+        except Exception:
+            return False
 
     # --- amends after an outage ------------------------------------------------------------------------------
     def test_a_lead_extends_one_subscription_and_every_subscriber_in_the_console_and_a_viewer_is_refused(self):

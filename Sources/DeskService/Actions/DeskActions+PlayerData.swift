@@ -87,3 +87,54 @@ extension DeskAudit {
             answer: DeskActions.json(PlayerData.erasureSummary(counts)))
     }
 }
+
+extension DeskActions {
+    /// A lead erases a player (docs/support-desk.md, "A player erased"), or with `dry_run` counts what it would
+    /// rewrite. Audited by the player's pseudonym, never the erased values; a refusal names no one.
+    func erasePlayer(_ agent: Agent, body: Data) async throws -> Answer {
+        let form = try DeskForm(body, allowed: ["ticket", "app", "user_id", "dry_run"])
+        let ticket = try form.ticket()
+        let app = try app(try form.app())
+        let userID = try form.gameID("user_id")
+        let dryRun = try form.bool("dry_run") ?? false
+        var line = audit(agent, action: "erase", app: app.name, ticket: ticket, player: nil, request: [:])
+        guard agent.has(.lead) else { return try await refuse(&line, 403, "only a lead erases a player") }
+        guard let erasure else {
+            return try await refuse(&line, 409, "this desk has no erasure key (privacy.erasure_key_file)")
+        }
+        let outcome = try await PlayerData.erase(
+            userID: userID, app: app.desk.playerDataApp, key: PlayerData.ErasureKey(erasure.key),
+            ledger: erasure.store, by: agent.subject, dryRun: dryRun, now: now())
+        let (result, counts, pseudonym, event): (String, ErasureCounts, String, StoredEvent?) =
+            switch outcome {
+            case .dryRun(let counts, let pseudonym): ("dry_run", counts, pseudonym, nil)
+            case .erased(let counts, let pseudonym, let event): ("erased", counts, pseudonym, event)
+            }
+        line.player = pseudonym
+        line.request = Self.json(["pseudonym": .string(pseudonym), "dry_run": .bool(dryRun)])
+        line.answer = Self.json(PlayerData.erasureSummary(counts))
+        var answer: [String: JSONValue] = [
+            "outcome": .string(result), "pseudonym": .string(pseudonym), "rewrote": PlayerData.erasureSummary(counts),
+        ]
+        if let event {
+            do {
+                _ = try await publish(event)
+                try await PlayerData.markPublished(
+                    pseudonym: pseudonym, app: app.desk.playerDataApp, ledger: erasure.store, at: now())
+                answer["event_id"] = .string(event.eventID)
+            } catch {
+                line.outcome = "unpublished"
+                try await store.appendAudit(line)
+                return .json(
+                    503,
+                    [
+                        "outcome": "unpublished", "pseudonym": .string(pseudonym),
+                        "error": "erased; the broker did not take its player.erased event: ask again",
+                    ])
+            }
+        }
+        line.outcome = result
+        try await store.appendAudit(line)
+        return .json(200, .object(answer))
+    }
+}

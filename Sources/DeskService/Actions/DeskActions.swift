@@ -30,6 +30,19 @@ package struct DeskActions: Sendable {
     let finishTransactions: Bool
     let metrics: DeskMetrics
     let now: @Sendable () -> Date
+    /// Where a player's erasure is written, and the studio's key of it (`privacy.erasure_key_file`); nil: the desk
+    /// does not erase.
+    var erasure: Erasure? = nil
+
+    package struct Erasure: Sendable {
+        let store: any ErasureStore
+        let key: [UInt8]
+
+        package init(store: any ErasureStore, key: [UInt8]) {
+            self.store = store
+            self.key = key
+        }
+    }
 
     /// An answer: its HTTP status and JSON body.
     struct Answer: Sendable {
@@ -148,6 +161,7 @@ package struct DeskActions: Sendable {
         case "/desk/api/extend": "extend"
         case "/desk/api/extend-all": "extend_all"
         case "/desk/api/player/export": "export"
+        case "/desk/api/player/erase": "erase"
         case "/desk/api/sessions/end": "end_sessions"
         case "/desk/logout": "sign_out"
         case _ where path.hasPrefix("/desk/api/approvals/") && path.hasSuffix("/approve"): "approve"

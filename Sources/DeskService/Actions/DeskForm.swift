@@ -56,6 +56,13 @@ struct DeskForm {
         return Int(value)
     }
 
+    /// `true` or `false`, nil when absent.
+    func bool(_ name: String) throws(BadRequest) -> Bool? {
+        guard has(name) else { return nil }
+        guard let value = fields[name]?.bool else { throw BadRequest("\(name) must be true or false") }
+        return value
+    }
+
     /// A list of strings, each valid, at most `maxCount`; nil when absent.
     func strings(_ name: String, maxCount: Int, _ valid: (String) -> Bool, _ expected: String) throws(BadRequest)
         -> [String]?

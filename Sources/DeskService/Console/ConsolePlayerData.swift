@@ -6,6 +6,7 @@ enum ConsolePlayerData {
               <h2>A player's data</h2>
               <label>Player (user id) <input id="export-user" required maxlength="128" autocomplete="off"></label>
               <button id="export-submit" type="submit">Export</button>
+              <button id="erase-submit" type="button">Erase…</button>
               <a id="export-file" hidden>Download</a>
             </form>
             <p id="export-outcome" role="status"></p>
@@ -34,9 +35,24 @@ enum ConsolePlayerData {
           await refreshAudit();
         }
 
+        async function erasePlayer() {
+          const user = element('export-user').value.trim();
+          if (!user) { say('export-outcome', 'Name the player first.', 'refused'); return; }
+          if (!window.confirm('Erase player ' + user + '? Their identifiers are replaced for good.')) { return; }
+          const body = { ticket: element('ticket').value.trim(), app: element('app').value, user_id: user };
+          const { status, answer } = await call('POST', '/desk/api/player/erase', body);
+          if (status !== 200) {
+            say('export-outcome', answer.error || ('refused (' + status + ')'), 'refused');
+          } else {
+            say('export-outcome', 'erased: the player is ' + answer.pseudonym + ' now', 'credited');
+          }
+          await refreshAudit();
+        }
+
         document.addEventListener('desk-session', () => {
           element('export-form').hidden = !roles.includes('lead');
           element('export-form').addEventListener('submit', exportPlayer);
+          element('erase-submit').addEventListener('click', erasePlayer);
         });
         """
 }

@@ -78,6 +78,10 @@ struct DeskRouter: Sendable {
                     try await actions.extend(agent, body: request.body, all: path.hasSuffix("-all"))
                 }
             )
+        case ("POST", "/desk/api/player/erase"):
+            return (
+                "player", await api(request) { agent, _ in try await actions.erasePlayer(agent, body: request.body) }
+            )
         case ("POST", "/desk/api/player/export"):
             return (
                 "player", await api(request) { agent, _ in try await actions.exportPlayer(agent, body: request.body) }

@@ -86,6 +86,12 @@ public struct PostgresSchema: Sendable {
             "GRANT SELECT, INSERT, UPDATE ON \(name).desk_approvals, \(name).desk_daily_use TO \(role)",
             // Sessions start (INSERT) and end (UPDATE); none is deleted.
             "GRANT SELECT, INSERT, UPDATE ON \(name).desk_sessions TO \(role)",
+            // A lead's erasure of a player rewrites the columns that name them, and nothing else: of the answers, the
+            // notifications' events and the audit (which it otherwise only appends to); and records it.
+            "GRANT UPDATE (job_id, event_key, event) ON \(name).results TO \(role)",
+            "GRANT UPDATE (event_key, event) ON \(name).notifications TO \(role)",
+            "GRANT UPDATE (player, request, answer) ON \(name).desk_audit TO \(role)",
+            "GRANT SELECT, INSERT, UPDATE ON \(name).player_erasures TO \(role)",
             "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \(name) TO \(role)",
         ]
     }
