@@ -5,16 +5,16 @@ public import Foundation
 /// by the player's pseudonym). Deterministic pseudonyms make it safe to run again: what was erased no longer
 /// names the player; what a job wrote since is erased this time.
 public protocol ErasureStore: Sendable {
-    /// The player's identifiers in `app` (`appName` the desk's name of it): their orders, the app account tokens
-    /// of Apple's reports of their purchases, their jobs' ids.
-    func erasureTargets(_ userID: String, app: AppScope, appName: String) async throws -> ErasureTargets
-
-    /// Rewrites every row of `app` that names the player (``ErasureTargets``) by `erasure`, and records the erasure
-    /// (`by`, the counts) unless it was recorded before; `dryRun` counts what would change and writes nothing.
+    /// Rewrites every row of `app` (`appName` the desk's name of it) that names the player `userID` by
+    /// ``PlayerErasure`` with the caller's pseudonyms and token digests, and records the erasure (`by`, the
+    /// counts) unless nothing named the player or it was recorded before; `dryRun` counts what would change and
+    /// writes nothing. Throws ``ErasureRefused`` (nothing changed) for a player with a credit waiting for a lead,
+    /// or more rows of a kind than one erasure takes.
     func erase(
-        _ targets: ErasureTargets, _ erasure: PlayerErasure, app: AppScope, appName: String, bundleID: String,
-        by: String, dryRun: Bool
-    ) async throws -> ErasureCounts
+        _ userID: String, app: AppScope, appName: String, bundleID: String, by: String, dryRun: Bool,
+        pseudonym: @escaping @Sendable (PlayerErasure.Kind, String) -> String,
+        digest: @escaping @Sendable (String) -> String
+    ) async throws -> (ErasureCounts, pseudonym: String)
 
     /// The erasure of the player whose pseudonym is `pseudonym`, once recorded.
     func erasureRecord(app: AppScope, pseudonym: String) async throws -> ErasureRecord?
@@ -23,14 +23,10 @@ public protocol ErasureStore: Sendable {
     func markErasurePublished(app: AppScope, pseudonym: String, at: Date) async throws
 }
 
-/// The player's identifiers the ledger holds.
-public struct ErasureTargets: Sendable, Equatable {
-    public var userID: String
-    public var orders: Set<String> = []
-    public var tokens: Set<String> = []
-    public var jobIDs: Set<String> = []
-
-    public init(userID: String) { self.userID = userID }
+/// An erasure refused before anything changed, and why.
+public struct ErasureRefused: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }
 
 /// How many rows of each kind an erasure rewrote (or would).

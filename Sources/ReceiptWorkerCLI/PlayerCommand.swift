@@ -98,21 +98,28 @@ enum PlayerCommand {
             !userID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
         else { throw UsageError("--user-id is required: 1 to 128 bytes without control characters") }
         let configuration = try options.configuration(purpose: .worker)
-        guard let key = configuration.erasureKey else {
+        guard let bytes = configuration.erasureKey else {
             throw ConfigurationError(
                 .missingKey, key: "privacy.erasure_key_file", reason: "is required by player erase")
+        }
+        guard let key = PlayerData.ErasureKey(bytes) else {
+            throw ConfigurationError(
+                .unusable, key: "privacy.erasure_key_file", reason: "OpenSSL cannot make a MAC with it")
         }
         let app = try self.app(options, configuration)
         let dryRun = options.has("--dry-run")
         let outcome = try await configuration.withToolLedger { ledger in
             let outcome = try await PlayerData.erase(
-                userID: userID, app: app, key: PlayerData.ErasureKey(key), ledger: ledger,
+                userID: userID, app: app, key: key, ledger: ledger,
                 by: DeskAudit.operatorSubject(by),
                 dryRun: dryRun)
             try await ledger.appendAudit(DeskAudit.operatorErasure(outcome, app: app.name, by: by, ticket: ticket))
             return outcome
         }
         switch outcome {
+        case .refused(let why):
+            complain("not erased: \(why)")
+            return 3
         case .dryRun(let counts, let pseudonym):
             emit("dry run: would rewrite \(PlayerData.erasureSummary(counts).text) (the player would be \(pseudonym))")
             return 0

@@ -11,15 +11,34 @@ public import Vocabulary
 /// Safe to run again after a crash at any point: what was erased no longer names the player; an erasure recorded
 /// whose event the broker did not take publishes it then.
 extension PlayerData {
-    /// The studio's erasure key: 32 random bytes.
+    /// The studio's erasure key: 32 random bytes, checked to make a MAC before anything is erased.
     public struct ErasureKey: Sendable {
         let bytes: [UInt8]
-        public init(_ bytes: [UInt8]) { self.bytes = bytes }
 
-        /// `erased-` and 24 hex digits of HMAC-SHA-256(key, kind, app, value).
-        func pseudonym(_ kind: String, app: AppScope, _ value: String) -> String {
-            let message = Array("\(kind)\u{0}\(app.rawValue)\u{0}\(value)".utf8)
-            return "erased-" + Hex.encode(HMACSHA256.mac(key: bytes, message)).prefix(24)
+        /// Nil when OpenSSL cannot make a MAC with it.
+        public init?(_ bytes: [UInt8]) {
+            guard HMACSHA256.mac(key: bytes, Array("check".utf8)) != nil else { return nil }
+            self.bytes = bytes
+        }
+
+        /// HMAC-SHA-256(key, kind, app, value): `erased-` and 24 hex digits; an app account token's as a UUID
+        /// (version 8, from the MAC), so that an event carrying it still carries a UUID.
+        func pseudonym(_ kind: PlayerErasure.Kind, app: AppScope, _ value: String) -> String {
+            let message = Array("\(kind.rawValue)\u{0}\(app.rawValue)\u{0}\(value)".utf8)
+            // Checked at init; were OpenSSL to fail later, a keyed SHA-256 stands in (still the key's alone).
+            let mac = HMACSHA256.mac(key: bytes, message) ?? SHA256Digest.hash(bytes + message)
+            guard kind == .token else { return "erased-" + Hex.encode(mac).prefix(24) }
+            var uuid = Array(mac.prefix(16))
+            uuid[6] = (uuid[6] & 0x0F) | 0x80
+            uuid[8] = (uuid[8] & 0x3F) | 0x80
+            let hex = Hex.encode(uuid)
+            return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { range in
+                String(
+                    hex[
+                        hex.index(
+                            hex.startIndex, offsetBy: range.lowerBound)..<hex.index(
+                                hex.startIndex, offsetBy: range.upperBound)])
+            }.joined(separator: "-")
         }
     }
 
@@ -28,46 +47,42 @@ extension PlayerData {
         case dryRun(ErasureCounts, pseudonym: String)
         /// Erased now, or before: `event` is to publish (then ``markPublished``), nil when it was published before.
         case erased(ErasureCounts, pseudonym: String, event: StoredEvent?)
+        /// Nothing changed, and why (a credit waiting for a lead, a player the ledger knows nothing of).
+        case refused(String)
     }
 
-    /// The player's identifiers and their pseudonyms, for the rule.
-    static func erasure(_ targets: ErasureTargets, key: ErasureKey, app: AppScope) -> PlayerErasure {
-        let pseudonym = key.pseudonym("user", app: app, targets.userID)
-        var replacements = [targets.userID: pseudonym]
-        for order in targets.orders { replacements[order] = key.pseudonym("order", app: app, order) }
-        for job in targets.jobIDs where replacements[job] == nil {
-            replacements[job] = key.pseudonym("job", app: app, job)
-        }
-        for token in targets.tokens {
-            let replaced = key.pseudonym("token", app: app, token)
-            replacements[token] = replaced
-            // The audit of a credit keeps a token's SHA-256 (never the token): the same token, linked the same.
-            replacements[SHA256Digest.hex(Array(token.utf8))] = replaced
-        }
-        return PlayerErasure(pseudonym: pseudonym, replacements: replacements)
-    }
-
-    /// Erases the player `userID` of `app` (or, `dryRun`, counts what it would), recorded under `by`.
+    /// Erases the player `userID` of `app` (or, `dryRun`, counts what it would), recorded under `by`. A player the
+    /// ledger holds nothing of, and never erased, is refused: no event tells grant services to erase someone by
+    /// mistake.
     public static func erase(
         userID: String, app: App, key: ErasureKey, ledger: any ErasureStore, by: String, dryRun: Bool,
         now: Date = Date()
     ) async throws -> ErasureOutcome {
-        let targets = try await ledger.erasureTargets(userID, app: app.scope, appName: app.name)
-        let erasure = erasure(targets, key: key, app: app.scope)
-        let counts = try await ledger.erase(
-            targets, erasure, app: app.scope, appName: app.name, bundleID: app.bundleID, by: by, dryRun: dryRun)
-        if dryRun { return .dryRun(counts, pseudonym: erasure.pseudonym) }
-        let record = try await ledger.erasureRecord(app: app.scope, pseudonym: erasure.pseudonym)
+        let scope = app.scope
+        let counts: ErasureCounts
+        let pseudonym: String
+        do {
+            (counts, pseudonym) = try await ledger.erase(
+                userID, app: scope, appName: app.name, bundleID: app.bundleID, by: by, dryRun: dryRun,
+                pseudonym: { key.pseudonym($0, app: scope, $1) }, digest: { SHA256Digest.hex(Array($0.utf8)) })
+        } catch let refused as ErasureRefused {
+            return .refused(refused.description)
+        }
+        let record = try await ledger.erasureRecord(app: scope, pseudonym: pseudonym)
+        if counts.total == 0 && record == nil {
+            return .refused("the ledger holds nothing about this player in app \(app.name): nothing erased")
+        }
+        if dryRun { return .dryRun(counts, pseudonym: pseudonym) }
         let event =
             record?.publishedAt == nil
             ? PlayerErasedEvent.make(
-                userID: userID, pseudonym: erasure.pseudonym, app: app.scope, bundleID: app.bundleID,
+                userID: userID, pseudonym: pseudonym, app: scope, bundleID: app.bundleID,
                 at: record?.erasedAt ?? now)
             : nil
-        return .erased(counts, pseudonym: erasure.pseudonym, event: event)
+        return .erased(counts, pseudonym: pseudonym, event: event)
     }
 
-    /// The erasure's event was taken by the broker: never published again.
+    /// The erasure's event was taken by the broker: not published again by a later run.
     public static func markPublished(pseudonym: String, app: App, ledger: any ErasureStore, at: Date = Date())
         async throws
     {

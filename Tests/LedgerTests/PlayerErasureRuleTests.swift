@@ -5,22 +5,33 @@ import Testing
 /// The erasure's rule in memory: which string becomes what, every other byte kept.
 @Suite("A player's erasure: the rule")
 struct PlayerErasureRuleTests {
-    let erasure = PlayerErasure(
-        pseudonym: "erased-aaaaaaaaaaaaaaaaaaaaaaaa",
-        replacements: [
-            "player-1": "erased-aaaaaaaaaaaaaaaaaaaaaaaa", "ord-7": "erased-bbbbbbbbbbbbbbbbbbbbbbbb",
-            "1": "erased-cccccccccccccccccccccccc",
-        ])
+    /// Player `player-1` with order `ord-7` and token `tok`; pseudonyms `kind:value`, digests `sha(value)`.
+    var erasure: PlayerErasure {
+        var erasure = PlayerErasure(
+            userID: "player-1", pseudonym: { "P(\($0.rawValue):\($1))" }, digest: { "sha(\($0))" })
+        erasure.learn(.order, "ord-7")
+        erasure.learn(.token, "tok")
+        erasure.learn(.job, "1")
+        return erasure
+    }
 
-    @Test("identifiers become their pseudonyms; keys, numbers, other values and the layout stay byte for byte")
+    @Test("identifier members become their pseudonyms; keys, numbers, other members and the layout stay byte for byte")
     func values() {
         let event =
-            #"{"user_id":"player-1", "order_id" : "ord-7","quantity":1,"price":33.333,"player-1":true,"x":"player-10"}"#
+            #"{"user_id":"player-1", "order_id" : "ord-7","quantity":1,"price":33.333,"transaction_id":"ord-7","x":"player-10"}"#
         let out = String(decoding: erasure.json(Array(event.utf8)), as: UTF8.self)
         #expect(
             out
-                == #"{"user_id":"erased-aaaaaaaaaaaaaaaaaaaaaaaa", "order_id" : "erased-bbbbbbbbbbbbbbbbbbbbbbbb","quantity":1,"price":33.333,"player-1":true,"x":"player-10"}"#
-        )
+                == #"{"user_id":"P(user:player-1)", "order_id" : "P(order:ord-7)","quantity":1,"price":33.333,"transaction_id":"ord-7","x":"player-10"}"#,
+            "a transaction id equal to an order id stays a transaction id")
+    }
+
+    @Test("a token's digest is the token's pseudonym; the first kind learned for a value wins")
+    func tokens() {
+        var erasure = erasure
+        #expect(erasure.string("sha(tok)", key: "app_account_token_sha256") == "P(token:tok)")
+        erasure.learn(.job, "ord-7")
+        #expect(erasure.replacements["ord-7"] == "P(order:ord-7)")
     }
 
     @Test("text naming an identifier as a word is erased; inside a longer word or a date it is not")
@@ -28,7 +39,13 @@ struct PlayerErasureRuleTests {
         #expect(erasure.string("granted to order ord-7 of player player-1", key: "x") == PlayerErasure.erasedText)
         #expect(erasure.string("player-10 and ord-77", key: "x") == "player-10 and ord-77")
         #expect(erasure.string("2026-12-01T10:11:12Z", key: "x") == "2026-12-01T10:11:12Z", "1 inside a date")
-        #expect(erasure.string("1", key: "x") == "erased-cccccccccccccccccccccccc")
+    }
+
+    @Test("a document about someone else is not about the player, whatever its free text says")
+    func others() {
+        #expect(!erasure.isAbout(Array(#"{"user_id":"player-2","note":"extended 1 day, like player-1"}"#.utf8)))
+        #expect(erasure.isAbout(Array(#"{"order_id":"ord-7"}"#.utf8)))
+        #expect(erasure.isAbout(Array(#"{"cases":["x"],"a":{"job_id":"1"}}"#.utf8)), "a nested member")
     }
 
     @Test("in the player's own records free text goes whatever it says; a decision's reason stays")
@@ -41,15 +58,15 @@ struct PlayerErasureRuleTests {
         #expect(support == #"{"reason":"(erased)","credit_reason":"(erased)","note":"(erased)"}"#)
     }
 
-    @Test("hostile text: escapes, combining marks, an unterminated string, text that is not JSON, a long string")
+    @Test("hostile text fails closed: escapes, combining marks, a cut document, text that is not JSON, a long string")
     func hostile() {
-        let escaped = #"{"a":"pl\u0061yer-1","b":"e\u0301 ord-7"}"#
-        #expect(
-            erasure.text(escaped)
-                == #"{"a":"erased-aaaaaaaaaaaaaaaaaaaaaaaa","b":"(erased)"}"#, "decoded before it is compared")
-        let cut = #"{"a":"player-1","b":"ord-7"#
-        #expect(erasure.text(cut) == #"{"a":"erased-aaaaaaaaaaaaaaaaaaaaaaaa","b":"ord-7"#, "what cannot be read stays")
+        let escaped = #"{"user_id":"pl\u0061yer-1","b":"e\u0301 ord-7"}"#
+        #expect(erasure.text(escaped) == #"{"user_id":"P(user:player-1)","b":"(erased)"}"#, "decoded, then compared")
+        let cut = #"{"user_id":"player-1","b":"ord-7"#
+        #expect(erasure.text(cut) == #"{"user_id":"P(user:player-1)","b":"(erased)""#, "what is cut short is erased")
+        #expect(erasure.text(#"{"a":"no one","b":"x"#) == #"{"a":"no one","b":"x"#, "and kept when it names no one")
         #expect(erasure.text("player-1 asked") == PlayerErasure.erasedText)
+        #expect(erasure.text("nobody asked") == "nobody asked")
         let long = "{\"a\":\"" + String(repeating: "x", count: 1_000_000) + " ord-7\"}"
         #expect(erasure.text(long) == #"{"a":"(erased)"}"#)
     }

@@ -63,15 +63,12 @@ struct PlayerRecordsLedgerTests {
                 at: Date(), app: "default", agent: "cli:lou", agentName: "lou", role: "operator", action: "export",
                 outcome: "exported", ticket: "-", player: "player-o1", request: "{}", answer: "{}"))
         // An erasure rewrites the columns naming the player, which the desk's role is granted and nothing more.
-        let targets = try await asDesk.erasureTargets("player-o1", app: .defaultApp, appName: "default")
-        let erasure = PlayerErasure(
-            pseudonym: "erased-000000000000000000000001",
-            replacements: ["player-o1": "erased-000000000000000000000001", "o1": "erased-000000000000000000000002"])
-        let counts = try await asDesk.erase(
-            targets, erasure, app: .defaultApp, appName: "default", bundleID: "", by: "lou", dryRun: false)
+        let (counts, pseudonym) = try await asDesk.erase(
+            "player-o1", app: .defaultApp, appName: "default", bundleID: "", by: "lou", dryRun: false,
+            pseudonym: { "erased-\($0.rawValue)-\($1)" }, digest: { "sha-\($0)" })
         #expect(counts.grants == 1 && counts.answers == 1 && counts.audit == 1)
         #expect(try await asDesk.playerRecords("player-o1", app: .defaultApp, limit: 10).grants.isEmpty)
-        #expect(try await asDesk.erasureRecord(app: .defaultApp, pseudonym: erasure.pseudonym)?.erasedBy == "lou")
+        #expect(try await asDesk.erasureRecord(app: .defaultApp, pseudonym: pseudonym)?.erasedBy == "lou")
         #expect(
             runPsql(
                 url.replacingOccurrences(of: "://postgres@", with: "://\(desk)@"),

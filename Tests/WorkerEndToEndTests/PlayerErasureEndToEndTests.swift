@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import LedgerDomain
 import ReceiptWorker
@@ -65,8 +66,13 @@ struct PlayerErasureEndToEndTests {
         }
         let identifiers = [
             "player-1", "order-gems", "order-again", "order-credit", "job-gems", "job-again", token,
-            "player-1 says",
+            SHA256Digest.hex(Array(token.utf8)), "player-1 says",
         ]
+        // A player the ledger knows nothing of: refused, nothing recorded, no event.
+        let nobody = try await harness.supportTool(
+            ["player", "erase", "--user-id", "player-nobody", "--by", "support-lou"],
+            overriding: ["privacy.erasure_key_file=\(keyFile.path)"])
+        #expect(nobody.status == 3 && nobody.errors.contains("holds nothing about this player"), "\(nobody.errors)")
 
         let dry = try await erase(["--dry-run"])
         #expect(dry.status == 0 && dry.output.hasPrefix("dry run: would rewrite"), "\(dry.output) \(dry.errors)")

@@ -75,15 +75,16 @@ extension DeskAudit {
     public static func operatorErasure(
         _ outcome: PlayerData.ErasureOutcome, app: String, by: String, ticket: String
     ) -> AuditEntry {
-        let (result, counts, pseudonym): (String, ErasureCounts, String) =
+        let (result, counts, pseudonym): (String, ErasureCounts, String?) =
             switch outcome {
             case .dryRun(let counts, let pseudonym): ("dry_run", counts, pseudonym)
             case .erased(let counts, let pseudonym, _): ("erased", counts, pseudonym)
+            case .refused: ("refused", ErasureCounts(), nil)
             }
         return AuditEntry(
             at: Date(), app: app, agent: operatorSubject(by), agentName: by, role: "operator", action: "erase",
             outcome: result, ticket: ticket, player: pseudonym,
-            request: DeskActions.json(fromCommandLine(["pseudonym": .string(pseudonym)])),
+            request: DeskActions.json(fromCommandLine(["pseudonym": pseudonym.map(JSONValue.string) ?? .null])),
             answer: DeskActions.json(PlayerData.erasureSummary(counts)))
     }
 }
@@ -99,17 +100,18 @@ extension DeskActions {
         let dryRun = try form.bool("dry_run") ?? false
         var line = audit(agent, action: "erase", app: app.name, ticket: ticket, player: nil, request: [:])
         guard agent.has(.lead) else { return try await refuse(&line, 403, "only a lead erases a player") }
-        guard let erasure else {
+        guard let erasure, let key = PlayerData.ErasureKey(erasure.key) else {
             return try await refuse(&line, 409, "this desk has no erasure key (privacy.erasure_key_file)")
         }
         let outcome = try await PlayerData.erase(
-            userID: userID, app: app.desk.playerDataApp, key: PlayerData.ErasureKey(erasure.key),
-            ledger: erasure.store, by: agent.subject, dryRun: dryRun, now: now())
-        let (result, counts, pseudonym, event): (String, ErasureCounts, String, StoredEvent?) =
-            switch outcome {
-            case .dryRun(let counts, let pseudonym): ("dry_run", counts, pseudonym, nil)
-            case .erased(let counts, let pseudonym, let event): ("erased", counts, pseudonym, event)
-            }
+            userID: userID, app: app.desk.playerDataApp, key: key, ledger: erasure.store, by: agent.subject,
+            dryRun: dryRun, now: now())
+        let (result, counts, pseudonym, event): (String, ErasureCounts, String, StoredEvent?)
+        switch outcome {
+        case .dryRun(let done, let named): (result, counts, pseudonym, event) = ("dry_run", done, named, nil)
+        case .erased(let done, let named, let made): (result, counts, pseudonym, event) = ("erased", done, named, made)
+        case .refused(let why): return try await refuse(&line, 409, why)
+        }
         line.player = pseudonym
         line.request = Self.json(["pseudonym": .string(pseudonym), "dry_run": .bool(dryRun)])
         line.answer = Self.json(PlayerData.erasureSummary(counts))
