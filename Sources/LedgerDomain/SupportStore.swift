@@ -38,6 +38,10 @@ public protocol SupportStore: Sendable {
 
     /// The player a job's order was granted to in `app`, if any.
     func player(ofOrder orderID: String, app: AppScope) async throws -> String?
+
+    /// The players whose purchases Apple reported with `appAccountToken` (lower-case UUID) in `app`: a token is the
+    /// app's to set, so more than one may answer. At most 10.
+    func players(ofToken appAccountToken: String, app: AppScope) async throws -> [String]
 }
 
 /// How a support credit's transaction ended.

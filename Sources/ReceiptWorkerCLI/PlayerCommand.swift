@@ -11,7 +11,7 @@ import Vocabulary
 enum PlayerCommand {
     static let help = """
         usage: receipt-worker player export [--config FILE] [--set key=value]... [--app NAME] [--ticket T] --by WHO
-                   (--user-id PLAYER | --order-id ORDER)
+                   (--user-id PLAYER | --order-id ORDER | --app-account-token UUID)
                receipt-worker player erase [--config FILE] [--set key=value]... [--app NAME] [--ticket T] --by WHO
                    --user-id PLAYER [--dry-run]
 
@@ -20,7 +20,8 @@ enum PlayerCommand {
         granted to them (job grants, renewals, support's credits) with the events that credited them, each one's
         refund, subscription state and Apple's refund request, the answers to every job that named them (grants
         and denials), the purchases Apple reported with their app account tokens, and the support desk's audit
-        lines about them. --order-id finds the player of a job's order. What the results topic and the grant
+        lines about them. --order-id finds the player of a job's order; --app-account-token the player of the
+        purchases Apple reported with it (refused when it leads to more than one: a token is the app's to set). What the results topic and the grant
         services hold is theirs to export (docs/support-desk.md, "A player's data"). Appended to the support
         desk's audit under --by (never the data: how many of each). Needs the ledger alone (no call to Apple); on
         PostgreSQL a role that reads the desk's tables, as `ledger audit` does: the desk's (`ledger migrate
@@ -46,15 +47,20 @@ enum PlayerCommand {
         guard arguments.first == "export" else { throw UsageError("say player export or player erase (see --help)") }
         let options = try Options(
             Array(arguments.dropFirst()),
-            valued: Options.configurationOptions.union(["--app", "--ticket", "--by", "--user-id", "--order-id"]),
+            valued: Options.configurationOptions.union([
+                "--app", "--ticket", "--by", "--user-id", "--order-id", "--app-account-token",
+            ]),
             flags: [])
         let by = try OperatorAudit.by(options.value("--by"))
         let ticket = try OperatorAudit.ticket(options.value("--ticket"))
         let queries: [SupportDesk.PlayerQuery] = [
             options.value("--user-id").map(SupportDesk.PlayerQuery.userID),
             options.value("--order-id").map(SupportDesk.PlayerQuery.orderID),
+            try options.uuid("--app-account-token").map { .appAccountToken($0.uuidString.lowercased()) },
         ].compactMap { $0 }
-        guard queries.count == 1, let query = queries.first else { throw UsageError("say --user-id or --order-id") }
+        guard queries.count == 1, let query = queries.first else {
+            throw UsageError("say --user-id, --order-id or --app-account-token")
+        }
         for value in [options.value("--user-id"), options.value("--order-id")].compactMap({ $0 }) {
             guard !value.isEmpty, value.utf8.count <= 128,
                 !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
@@ -69,7 +75,9 @@ enum PlayerCommand {
             return exported
         }
         guard let (_, document) = exported else {
-            complain("the ledger holds no grant for that order in app \(app.name)")
+            complain(
+                "the ledger holds no grant for that order, or no one player's purchase with that token, in app \(app.name)"
+            )
             return 3
         }
         emit(document.text)

@@ -34,6 +34,11 @@ public enum PlayerData {
         case .orderID(let order):
             guard let found = try await ledger.player(ofOrder: order, app: app.scope) else { return nil }
             userID = found
+        case .appAccountToken(let token):
+            // A token is the app's to set: one that leads to two players names neither.
+            let found = try await ledger.players(ofToken: token, app: app.scope)
+            guard found.count == 1, let only = found.first else { return nil }
+            userID = only
         }
         var records = try await ledger.playerRecords(userID, app: app.scope, limit: recordsShown)
         // The ledger's notifications, held credits and audit are kept for every app: this app's only.
@@ -137,6 +142,9 @@ extension SupportDesk {
         case userID(String)
         /// The game's order (`order_id` of a job granted here): its player's data.
         case orderID(String)
+        /// An app account token (lower-case UUID) Apple reported with a purchase granted here: its player's data,
+        /// when one player's alone.
+        case appAccountToken(String)
     }
 
     /// This desk's app, as a player's data requests name it.

@@ -117,13 +117,17 @@ struct PlayerDataEndToEndTests {
             "player", "export", "--order-id", "order-vip", "--by", "support-lou",
         ])
         #expect(byOrder.status == 0 && byOrder.output.contains("\"user_id\":\"player-1\""), "\(byOrder.errors)")
+        let byToken = try await harness.supportTool([
+            "player", "export", "--app-account-token", token, "--by", "support-lou",
+        ])
+        #expect(byToken.status == 0 && byToken.output.contains("\"user_id\":\"player-1\""), "\(byToken.errors)")
         let none = try await harness.supportTool(["player", "export", "--order-id", "order-nobody", "--by", "lou"])
         #expect(none.status == 3, "\(none.output)")
 
         let lines = try await harness.configuration.withToolLedger { ledger in
             try await ledger.audit(AuditFilter(action: "export", limit: 10))
         }
-        #expect(lines.map(\.outcome) == ["not_found", "exported", "exported"])
+        #expect(lines.map(\.outcome) == ["not_found", "exported", "exported", "exported"])
         let first = try #require(lines.last)
         #expect(first.player == "player-1" && first.ticket == "GDPR-1" && first.agent == "cli:support-lou")
         #expect(first.answer.contains("\"grants\":4") && !first.answer.contains("order-gems"), "\(first.answer)")

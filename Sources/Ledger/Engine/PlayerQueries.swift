@@ -113,6 +113,21 @@ enum PlayerQueries {
         return records
     }
 
+    /// Apple's reports carrying the token, each by its key to the grant that holds the purchase.
+    static func players(ofToken token: String, app: AppScope, in session: any SQLSession) throws -> [String] {
+        let spelling = session.spelling
+        return try session.rows(
+            """
+            SELECT DISTINCT g.user_id FROM \(spelling.table("unclaimed_purchases")) u
+                JOIN \(spelling.table("grants")) g
+                    ON g.app = u.app AND g.environment = u.environment AND g.purchase_id = u.purchase_id
+                WHERE u.app = ?1 AND \(spelling.eventMember("u.event", "app_account_token")) = ?2
+                    AND g.user_id IS NOT NULL
+                LIMIT 10
+            """, [.text(app.rawValue), .text(token)]
+        ).compactMap { $0.text(0) }
+    }
+
     static func player(ofOrder orderID: String, app: AppScope, in session: any SQLSession) throws -> String? {
         try session.first(
             """
@@ -126,6 +141,10 @@ enum PlayerQueries {
 extension LedgerEngine {
     public func playerRecords(_ userID: String, app: AppScope, limit: Int) async throws -> PlayerRecords {
         try await dialect.read { try PlayerQueries.records(userID, app: app, limit: limit, in: $0) }
+    }
+
+    public func players(ofToken appAccountToken: String, app: AppScope) async throws -> [String] {
+        try await dialect.read { try PlayerQueries.players(ofToken: appAccountToken, app: app, in: $0) }
     }
 
     public func player(ofOrder orderID: String, app: AppScope) async throws -> String? {
