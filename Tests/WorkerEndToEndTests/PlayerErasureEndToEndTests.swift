@@ -74,16 +74,39 @@ struct PlayerErasureEndToEndTests {
             overriding: ["privacy.erasure_key_file=\(keyFile.path)"])
         #expect(nobody.status == 3 && nobody.errors.contains("holds nothing about this player"), "\(nobody.errors)")
 
+        // The player asks for their data first: exported whole.
+        func exported(_ user: String) async throws -> [String: Any] {
+            let run = try await harness.supportTool(["player", "export", "--user-id", user, "--by", "support-lou"])
+            #expect(run.status == 0, "\(run.errors)")
+            return try #require(try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: Any])
+        }
+        let before = try await exported("player-1")
+        #expect(
+            Set(((before["grants"] as? [[String: Any]]) ?? []).compactMap { $0["order_id"] as? String })
+                == ["order-gems", "order-credit"])
+        #expect(((before["audit"] as? [[String: Any]]) ?? []).count >= 2)
+
         let dry = try await erase(["--dry-run"])
         #expect(dry.status == 0 && dry.output.hasPrefix("dry run: would rewrite"), "\(dry.output) \(dry.errors)")
         let pseudonym = try #require(dry.output.firstMatch(of: /erased-[0-9a-f]{24}/).map { String($0.0) })
-        #expect(!ledgerTexts(harness, url: url, naming: identifiers).isEmpty, "a dry run changes nothing")
+        #expect(!(try await ledgerTexts(harness, url: url, naming: identifiers)).isEmpty, "a dry run changes nothing")
 
         // The broker does not take the event: erased, the event left to publish.
         let cut = try await erase(overriding: ["kafka.bootstrap.servers=127.0.0.1:1", "kafka.message.timeout.ms=2000"])
         #expect(cut.status == 1 && cut.errors.contains("run the same command again"), "\(cut.output) \(cut.errors)")
-        #expect(ledgerTexts(harness, url: url, naming: identifiers) == [], "nothing of the player left")
+        let left = try await ledgerTexts(harness, url: url, naming: identifiers)
+        #expect(left == [], "nothing of the player left")
         #expect(harness.resultEvents(type: "player.erased").isEmpty)
+
+        // Nothing of the player under their id; their purchases under the pseudonym, with nothing that names them.
+        let after = try await exported("player-1")
+        #expect(
+            ((after["grants"] as? [[String: Any]]) ?? []).isEmpty
+                && ((after["audit"] as? [[String: Any]]) ?? []).isEmpty)
+        let kept = try await exported(pseudonym)
+        #expect(((kept["grants"] as? [[String: Any]]) ?? []).count == 2, "the claims kept, under the pseudonym")
+        let keptText = String(decoding: try JSONSerialization.data(withJSONObject: kept), as: UTF8.self)
+        #expect(!identifiers.contains { keptText.contains($0) }, "\(keptText)")
 
         let finished = try await erase()
         #expect(finished.status == 0 && finished.output.contains(pseudonym), "\(finished.output) \(finished.errors)")
@@ -107,27 +130,35 @@ struct PlayerErasureEndToEndTests {
                 "job-refunded", order: "order-new-2", product: "gems_500",
                 ["signed_transaction": gems.signedTransaction]))
         #expect(await harness.result(jobID: "job-refunded")?["reason"] as? String == "revoked")
-        let others = ledgerTexts(harness, url: url, naming: ["player-2", "order-other"])
+        let others = try await ledgerTexts(harness, url: url, naming: ["player-2", "order-other"])
         #expect(others.contains { $0.hasPrefix("grants") }, "another player's grant untouched: \(others)")
         let audit = try await harness.supportTool(["ledger", "audit", "--json"])
         #expect(audit.output.contains("\"action\":\"erase\"") && audit.output.contains(pseudonym))
         await harness.stop()
     }
 
-    /// `table.column: needle` for every text the ledger holds that contains one of `needles`.
-    func ledgerTexts(_ harness: WorkerHarness, url: String?, naming needles: [String]) -> [String] {
+    /// `table: needle` (`table.column: needle` on SQLite) for every text the ledger holds that contains one of
+    /// `needles`. Two processes at most (psql, or Python's sqlite3), started as the binaries under test are.
+    func ledgerTexts(_ harness: WorkerHarness, url: String?, naming needles: [String]) async throws -> [String] {
         if let url {
-            let tables =
-                psqlLines(
-                    url, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'receipt_worker'") ?? []
-            return tables.flatMap { table in
-                needles.compactMap { needle in
-                    let literal = needle.replacingOccurrences(of: "'", with: "''")
-                    let count = psqlValue(
-                        url, "SELECT count(*) FROM receipt_worker.\(table) t WHERE t::text LIKE '%\(literal)%'")
-                    return count.flatMap(Int.init).map { $0 > 0 } == true ? "\(table): \(needle)" : nil
-                }
+            let psql = ["-qtAX", "-v", "ON_ERROR_STOP=1", "-c"]
+            let tables = try await CommandLineRun.run(
+                [url] + psql + [
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = 'receipt_worker'"
+                ],
+                executable: "/usr/bin/psql"
+            ).output.split(separator: "\n").map(String.init)
+            let literals = needles.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }.joined(
+                separator: ", ")
+            let scans = tables.map { table in
+                "SELECT '\(table): ' || n FROM receipt_worker.\(table) t, unnest(ARRAY[\(literals)]) n"
+                    + " WHERE strpos(t::text, n) > 0"
             }
+            guard !scans.isEmpty else { return ["no tables"] }
+            let found = try await CommandLineRun.run(
+                [url] + psql + ["SELECT DISTINCT * FROM (" + scans.joined(separator: " UNION ALL ") + ") s"],
+                executable: "/usr/bin/psql")
+            return found.output.split(separator: "\n").map(String.init)
         }
         let path = String(harness.configuration.ledgerURL.dropFirst("sqlite:".count))
         let script = """
@@ -143,14 +174,7 @@ struct PlayerErasureEndToEndTests {
                                 print(f"{table}.{column}: {needle}")
             """
         let python = MetricsEndpointTests.repositoryRoot.appendingPathComponent(".deps/venv/bin/python").path
-        let output = Pipe()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = ["-c", script, path] + needles
-        process.standardOutput = output
-        guard (try? process.run()) != nil else { return ["the scan did not run"] }
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+        let run = try await CommandLineRun.run(["-c", script, path] + needles, executable: python)
+        return run.output.split(separator: "\n").map(String.init)
     }
 }
