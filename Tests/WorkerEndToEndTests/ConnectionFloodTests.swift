@@ -1,3 +1,4 @@
+import Flows
 import Foundation
 import HTTPClient
 import HTTPServerKit
@@ -84,7 +85,14 @@ struct ConnectionFloodTests {
         #expect(budget >= 8_000, "this test needs 6,000 descriptors (both ends are in this process)")
         #expect(MetricsEndpoint.limits(budget: budget).maximumConnections > 3_000)
         let harness = try await WorkerHarness()
-        let endpoint = try MetricsEndpoint(listen: ListenAddress(host: "127.0.0.1", port: 0), worker: harness.worker)
+        // The port's limits, but an idle timeout no slow machine reaches while the flood is made and probed: what is
+        // asserted is that held connections are not shed, not how long silence is allowed (its own test's).
+        var limits = MetricsEndpoint.limits(budget: budget)
+        limits.idleTimeoutSeconds = 300
+        let worker = harness.worker
+        let endpoint = try MetricsEndpoint(
+            listen: ListenAddress(host: "127.0.0.1", port: 0), registry: worker.metrics.registry, limits: limits,
+            readiness: { worker.readiness }, liveness: { worker.liveness })
         endpoint.start()
         let idle = try await Self.flood(endpoint.port, count: 3_000, sources: 60)
         #expect(idle.count == 3_000)
@@ -100,7 +108,7 @@ struct ConnectionFloodTests {
             // Within the probes' timeoutSeconds (deploy/kubernetes/deployment.yaml): 3 s.
             #expect(ContinuousClock.now - started < .seconds(3), "\(path)")
         }
-        #expect(idle.filter(\.isClosedByServer).isEmpty, "held, not shed (the idle timeout is 10 s)")
+        #expect(idle.filter(\.isClosedByServer).isEmpty, "held, not shed")
         endpoint.stop()
         await harness.stop()
     }
