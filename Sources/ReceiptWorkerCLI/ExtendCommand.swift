@@ -115,9 +115,9 @@ enum ExtendCommand {
             original.allSatisfy({ $0.isASCII && $0.isNumber })
         else { throw UsageError("say --original-transaction-id (digits), or --all with --product-id") }
         if let requestID {
-            guard (1...128).contains(requestID.utf8.count),
-                !requestID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-            else { throw UsageError("--request-id is 1 to 128 bytes without control characters") }
+            guard Options.isPlain(requestID) else {
+                throw UsageError("--request-id is 1 to 128 bytes without control characters")
+            }
         }
         return ExtensionOrder(
             scope: .one(originalTransactionID: original), days: days, reason: reason,

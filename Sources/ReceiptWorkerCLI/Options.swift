@@ -57,6 +57,13 @@ struct Options {
         try ConfigurationLoader.load(file: value("--config"), overrides: all("--set"), purpose: purpose)
     }
 
+    /// What a job carries as a user id or an order id, and what an operator names themselves or a request by:
+    /// 1 to 128 bytes without control characters.
+    static func isPlain(_ value: String) -> Bool {
+        (1...128).contains(value.utf8.count)
+            && !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+    }
+
     /// The options every subcommand takes.
     static let configurationOptions: Set<String> = ["--config", "--set"]
 }

@@ -62,9 +62,9 @@ enum PlayerCommand {
             throw UsageError("say --user-id, --order-id or --app-account-token")
         }
         for value in [options.value("--user-id"), options.value("--order-id")].compactMap({ $0 }) {
-            guard !value.isEmpty, value.utf8.count <= 128,
-                !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-            else { throw UsageError("--user-id and --order-id are 1 to 128 bytes without control characters") }
+            guard Options.isPlain(value) else {
+                throw UsageError("--user-id and --order-id are 1 to 128 bytes without control characters")
+            }
         }
         let configuration = try options.configuration(purpose: .ledger)
         let app = try self.app(options, configuration)
@@ -102,9 +102,9 @@ enum PlayerCommand {
             flags: ["--dry-run"])
         let by = try OperatorAudit.by(options.value("--by"))
         let ticket = try OperatorAudit.ticket(options.value("--ticket"))
-        guard let userID = options.value("--user-id"), !userID.isEmpty, userID.utf8.count <= 128,
-            !userID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-        else { throw UsageError("--user-id is required: 1 to 128 bytes without control characters") }
+        guard let userID = options.value("--user-id"), Options.isPlain(userID) else {
+            throw UsageError("--user-id is required: 1 to 128 bytes without control characters")
+        }
         let configuration = try options.configuration(purpose: .worker)
         guard let bytes = configuration.erasureKey else {
             throw ConfigurationError(

@@ -110,9 +110,9 @@ enum CreditCommand {
                 "--apple-order-id", "--ticket",
             ]), flags: [])
         func required(_ name: String) throws -> String {
-            guard let value = options.value(name), !value.isEmpty, value.utf8.count <= 128,
-                !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-            else { throw UsageError("\(name) is required: 1 to 128 bytes without control characters") }
+            guard let value = options.value(name), Options.isPlain(value) else {
+                throw UsageError("\(name) is required: 1 to 128 bytes without control characters")
+            }
             return value
         }
         let token = try options.uuid("--app-account-token")
@@ -174,9 +174,9 @@ enum OperatorAudit {
     /// `--by`: who asks, required (a command line has no sign-in to say it): 1 to 128 bytes without control
     /// characters.
     static func by(_ given: String?) throws -> String {
-        guard let given, !given.isEmpty, given.utf8.count <= 128,
-            !given.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-        else { throw UsageError("--by is required: who asks, 1 to 128 bytes without control characters") }
+        guard let given, Options.isPlain(given) else {
+            throw UsageError("--by is required: who asks, 1 to 128 bytes without control characters")
+        }
         return given
     }
 

@@ -11,12 +11,7 @@ import Vocabulary
 /// service's events say what each extension did.
 @Suite("Subscription extensions end to end, on SQLite and PostgreSQL", .timeLimit(.minutes(4)))
 struct ExtensionEndToEndTests {
-    func harness(_ kind: LedgerKind) async throws -> WorkerHarness {
-        let url = kind == .postgresql ? try makePostgresDatabase() : nil
-        return try await WorkerHarness(notifications: true) { configuration in
-            if let url { configuration.ledgerURL = url }
-        }
-    }
+    func harness(_ kind: LedgerKind) async throws -> WorkerHarness { try await WorkerHarness.on(kind) }
 
     /// A subscription of `product` granted to `order`; its original transaction id.
     func subscribed(_ harness: WorkerHarness, order: String, product: String = "vip_monthly") async throws

@@ -11,16 +11,23 @@ import Observability
 /// The ledger a test's worker runs on.
 enum LedgerKind: String, CaseIterable, Sendable { case sqlite, postgresql }
 
+extension WorkerHarness {
+    /// A harness with notifications on a ledger of `kind` (PostgreSQL: a fresh database).
+    static func on(_ kind: LedgerKind, allowSandbox: Bool = false) async throws -> WorkerHarness {
+        let url = kind == .postgresql ? try makePostgresDatabase() : nil
+        return try await WorkerHarness(allowSandbox: allowSandbox, notifications: true) { configuration in
+            if let url { configuration.ledgerURL = url }
+        }
+    }
+}
+
 /// The money paths a fraud reviewer and a finance auditor try (docs/contract.md sections 4 and 9), over the wire:
 /// the broker, the simulator over HTTP, the worker on each ledger, and support's commands as the binary.
 @Suite("Money end to end: delivery, revenue and support's commands, on SQLite and PostgreSQL")
 struct MoneyEndToEndTests {
 
     func harness(_ kind: LedgerKind, allowSandbox: Bool = false) async throws -> WorkerHarness {
-        let url = kind == .postgresql ? try makePostgresDatabase() : nil
-        return try await WorkerHarness(allowSandbox: allowSandbox, notifications: true) { configuration in
-            if let url { configuration.ledgerURL = url }
-        }
+        try await WorkerHarness.on(kind, allowSandbox: allowSandbox)
     }
 
     /// Waits for the first event of `type` for `order`.

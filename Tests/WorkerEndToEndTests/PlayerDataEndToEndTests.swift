@@ -14,10 +14,7 @@ struct PlayerDataEndToEndTests {
         "a player with a grant refunded, a subscription, a denial, a support credit and audit lines: all of it in one document, by player or by order; another player's nothing; the export audited without the data",
         arguments: LedgerKind.allCases)
     func export(kind: LedgerKind) async throws {
-        let url = kind == .postgresql ? try makePostgresDatabase() : nil
-        let harness = try await WorkerHarness(notifications: true) { configuration in
-            if let url { configuration.ledgerURL = url }
-        }
+        let harness = try await WorkerHarness.on(kind)
         let gems = try await harness.purchase(["product_id": "gems_500", "app_account_token": UUID().uuidString])
         try await harness.submit(
             job("job-gems", order: "order-gems", product: "gems_500", ["signed_transaction": gems.signedTransaction]))

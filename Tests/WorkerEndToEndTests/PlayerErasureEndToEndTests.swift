@@ -16,10 +16,8 @@ struct PlayerErasureEndToEndTests {
         "a player's identifiers gone from every text column, the claims kept: the purchase replayed is a duplicate, another player untouched, player.erased published once though the first run's broker failed, the same pseudonym each time",
         arguments: LedgerKind.allCases)
     func erase(kind: LedgerKind) async throws {
-        let url = kind == .postgresql ? try makePostgresDatabase() : nil
-        let harness = try await WorkerHarness(notifications: true) { configuration in
-            if let url { configuration.ledgerURL = url }
-        }
+        let harness = try await WorkerHarness.on(kind)
+        let url = kind == .postgresql ? harness.configuration.ledgerURL : nil
         let token = UUID().uuidString.lowercased()
         let gems = try await harness.purchase(["product_id": "gems_500", "app_account_token": token, "notify": true])
         #expect(

@@ -195,9 +195,8 @@ enum ErasureQueries {
                 let row = try session.first(
                     "SELECT event_key, event FROM \(spelling.table("notifications")) WHERE notification_id = ?1",
                     [.text(id)]),
-                member("user_id", of: row.bytes(1)) == userID,
-                member("bundle_id", of: row.bytes(1)) == bundleID
-                    || (member("bundle_id", of: row.bytes(1)) == nil && app == .defaultApp)
+                case let event = members(of: row.bytes(1)), event["user_id"] as? String == userID,
+                (event["bundle_id"] as? String).map({ $0 == bundleID }) ?? (app == .defaultApp)
             else { continue }
             counts.notices += 1
             guard apply else { continue }
@@ -283,10 +282,13 @@ enum ErasureQueries {
     }
 
     /// A string member of a JSON document, nil when absent or not JSON.
-    static func member(_ name: String, of bytes: [UInt8]?) -> String? {
+    static func member(_ name: String, of bytes: [UInt8]?) -> String? { members(of: bytes)[name] as? String }
+
+    /// A JSON document's members, none when it is not a JSON object.
+    static func members(of bytes: [UInt8]?) -> [String: Any] {
         guard let bytes, let object = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] else {
-            return nil
+            return [:]
         }
-        return object[name] as? String
+        return object
     }
 }
