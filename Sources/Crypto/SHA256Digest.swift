@@ -14,6 +14,14 @@ package enum SHA256Digest {
         return digest
     }
 
+    /// The digest of a string's UTF-8, read in place.
+    package static func hash(utf8 text: String) -> [UInt8] {
+        var text = text
+        return text.withUTF8 { hash(UnsafeRawBufferPointer($0)) }
+    }
+
     /// The digest in lower-case hex.
-    package static func hex(_ bytes: some ContiguousBytes) -> String { Hex.encode(hash(bytes)) }
+    package static func hex(_ bytes: some ContiguousBytes) -> String {
+        hash(bytes).withUnsafeBytes { Hex.encode($0) }
+    }
 }

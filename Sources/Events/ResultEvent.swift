@@ -107,14 +107,18 @@ public struct ResultEvent: Sendable, Equatable {
     public func stored() -> StoredEvent {
         StoredEvent(
             eventID: eventID, type: decision == .grant ? EventType.granted.rawValue : EventType.denied.rawValue,
-            time: RFC3339.format(verifiedAt), key: orderID, json: Array(json()))
+            time: RFC3339.format(verifiedAt), key: orderID, json: Array(jsonText().utf8))
     }
 
     /// The JSON value, keys in the contract's order.
-    public func json() -> Data {
+    public func json() -> Data { Data(jsonText().utf8) }
+
+    private func jsonText() -> String {
         let string = EventJSON.string, time = EventJSON.time
         let type = decision == .grant ? EventType.granted.rawValue : EventType.denied.rawValue
-        var out = "{\"event_id\":\(string(eventID)),\"type\":\"\(type)\",\"job_id\":\(string(jobID))"
+        var out = ""
+        out.reserveCapacity(1_024)  // an event's size: built without growing
+        out += "{\"event_id\":\(string(eventID)),\"type\":\"\(type)\",\"job_id\":\(string(jobID))"
         out += ",\"order_id\":\(string(orderID))"
         out += ",\"user_id\":\(string(userID)),\"decision\":\"\(decision.name)\",\"reason\":\"\(decision.reason)\""
         out += ",\"product_id\":\(string(productID)),\"quantity\":\(quantity)"
@@ -128,7 +132,7 @@ public struct ResultEvent: Sendable, Equatable {
         out += ",\"purchase_date\":\(time(purchaseDate))"
         out += ",\"expires_date\":\(time(expiresDate)),\"verified_at\":\(time(verifiedAt)),\"attempts\":\(attempts)"
         out += ",\"detail\":\(string(detail))}"
-        return Data(out.utf8)
+        return out
     }
 
     /// Every `ce_type` the worker publishes; a test holds docs/ to it.
@@ -190,17 +194,22 @@ package enum EventJSON {
 /// with the version nibble set to 8, "custom", per RFC 9562).
 package enum StableID {
     package static func uuid(_ name: String) -> String {
-        var digest = SHA256Digest.hash(Array(name.utf8))
+        var digest = SHA256Digest.hash(utf8: name)
         digest[6] = (digest[6] & 0x0F) | 0x80
         digest[8] = (digest[8] & 0x3F) | 0x80
-        let hex = Hex.encode(digest.prefix(16))
-        var text: [UInt8] = []
-        text.reserveCapacity(36)
-        for (index, digit) in hex.utf8.enumerated() {
-            if index == 8 || index == 12 || index == 16 || index == 20 { text.append(UInt8(ascii: "-")) }
-            text.append(digit)
+        let hex = digest.withUnsafeBytes { Hex.encode(UnsafeRawBufferPointer(rebasing: $0.prefix(16))) }
+        return String(unsafeUninitializedCapacity: 36) { text in
+            var written = 0
+            for (index, digit) in hex.utf8.enumerated() {
+                if index == 8 || index == 12 || index == 16 || index == 20 {
+                    text[written] = UInt8(ascii: "-")
+                    written += 1
+                }
+                text[written] = digit
+                written += 1
+            }
+            return written
         }
-        return String(decoding: text, as: UTF8.self)
     }
 }
 

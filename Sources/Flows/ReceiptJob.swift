@@ -24,14 +24,26 @@ public struct ReceiptJob: Sendable, Equatable {
     /// transaction id and app (not its job id or submission time). A job delivered again has the same; a
     /// `job_id` reused for other content has another, and so is another job (docs/contract.md section 2).
     public var fingerprint: String {
-        var text = "job-v1\u{0}\(orderID)\u{0}\(userID)\u{0}\(productID)\u{0}\(quantity)\u{0}"
-        text += "\(appAccountToken ?? "")\u{0}\(transactionID ?? "")\u{0}\(bundleID ?? "")\u{0}"
+        let proofKind: String
+        let proofText: String
         switch proof {
-        case .receipt(let receipt): text += "receipt\u{0}" + receipt
-        case .signedTransaction(let jws): text += "signed_transaction\u{0}" + jws
-        case .transactionID(let id): text += "transaction_id\u{0}" + id
+        case .receipt(let receipt): (proofKind, proofText) = ("receipt", receipt)
+        case .signedTransaction(let jws): (proofKind, proofText) = ("signed_transaction", jws)
+        case .transactionID(let id): (proofKind, proofText) = ("transaction_id", id)
         }
-        return SHA256Digest.hex(Array(text.utf8))
+        let parts = [
+            "job-v1", orderID, userID, productID, String(quantity), appAccountToken ?? "", transactionID ?? "",
+            bundleID ?? "", proofKind,
+        ]
+        // One buffer sized once: the proof (a receipt of kilobytes) is copied into it once, not three times.
+        var text: [UInt8] = []
+        text.reserveCapacity(parts.reduce(proofText.utf8.count) { $0 + $1.utf8.count + 1 })
+        for part in parts {
+            text.append(contentsOf: part.utf8)
+            text.append(0)
+        }
+        text.append(contentsOf: proofText.utf8)
+        return SHA256Digest.hex(text)
     }
 }
 

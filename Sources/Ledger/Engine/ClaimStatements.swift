@@ -30,7 +30,7 @@ enum ClaimStatements {
             }
         }
         for key in Set(purchases.map(PurchaseStatements.lockKey)).sorted() { try session.lock(key) }
-        let table = session.spelling.table
+        let sql = ClaimSQL.of(session.spelling)
         var facts = ClaimFacts()
         for decision in decisions {
             let key = decision.key
@@ -42,29 +42,11 @@ enum ClaimStatements {
             let scope: [SQLValue] = [
                 app, .text(grant.environment.rawValue), .text(grant.transactionID), .text(grant.purchaseID.key),
             ]
-            let grantFacts = """
-                SELECT app, environment, transaction_id, purchase_id, order_id, credit = 'job', credit_event_id,
-                    revoked_at IS NOT NULL, revenue FROM \(table("grants"))
-                """
             let grants =
-                try session.rows(
-                    grantFacts + " WHERE app = ?1 AND environment = ?2 AND transaction_id IN (?3, ?4)"
-                        + " UNION ALL " + grantFacts + " WHERE app = ?1 AND environment = ?2 AND purchase_id = ?4",
-                    scope)
-                + session.rows(
-                    grantFacts + " WHERE app = ?1 AND order_id = ?2 AND credit = 'job'", [app, .text(grant.orderID)])
+                try session.rows(sql.grantsByTransaction, scope)
+                + session.rows(sql.grantsByOrder, [app, .text(grant.orderID)])
             for row in grants { facts.addGrant(row.grantFact()) }
-            let refunds = """
-                SELECT app, environment, purchase_id, transaction_id, revoked_share,
-                    \(session.spelling.readTime("changed_at")) FROM \(table("purchase_states"))
-                """
-            for row in try session.rows(
-                """
-                \(refunds) WHERE app = ?1 AND environment = ?2 AND purchase_id = ?4 AND revoked
-                UNION ALL \(refunds) WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3 AND revoked
-                UNION ALL \(refunds) WHERE app = '*' AND (purchase_id = ?4 OR transaction_id = ?3) AND revoked
-                """, scope)
-            { facts.addRefund(row.refundFact()) }
+            for row in try session.rows(sql.refunds, scope) { facts.addRefund(row.refundFact()) }
         }
         return facts
     }
@@ -74,11 +56,7 @@ enum ClaimStatements {
         for (decision, result) in decided {
             if let grant = result.grant {
                 try session.rows(
-                    """
-                    INSERT INTO \(session.spelling.table("grants")) (app, environment, transaction_id, order_id,
-                        purchase_id, user_id, product_id, quantity, original_transaction_id, revenue, revoked_at)
-                        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, \(session.spelling.time(11)))
-                    """,
+                    ClaimSQL.of(session.spelling).insertGrant,
                     [
                         .text(decision.key.app.rawValue), .text(grant.environment.rawValue),
                         .text(grant.transactionID), .text(grant.orderID), .text(grant.purchaseID.key),

@@ -16,10 +16,7 @@ enum LedgerQueries {
     /// the event's columns.
     static func storedResults(_ key: DecisionKey, in session: any SQLSession) throws -> [SQLRow] {
         try session.rows(
-            """
-            SELECT fingerprint, event_id, event_type, event_time, event_key, event FROM \(session.spelling.table("results"))
-                WHERE app = ?1 AND job_id = ?2 AND fingerprint IN (?3, '', ?4)
-            """,
+            ClaimSQL.of(session.spelling).storedResults,
             [
                 .text(key.app.rawValue), .text(key.jobID), .text(key.fingerprint),
                 .text(ClaimRules.followUpKey(key).fingerprint),
@@ -39,10 +36,7 @@ enum LedgerQueries {
 
     static func insertResult(_ key: DecisionKey, event: StoredEvent, in session: any SQLSession) throws {
         try session.rows(
-            """
-            INSERT INTO \(session.spelling.table("results")) (app, job_id, fingerprint, event_id, event_type,
-                event_time, event_key, event) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-            """,
+            ClaimSQL.of(session.spelling).insertResult,
             [
                 .text(key.app.rawValue), .text(key.jobID), .text(key.fingerprint), .text(event.eventID),
                 .text(event.type), .text(event.time), .text(event.key), .bytes(event.json),
