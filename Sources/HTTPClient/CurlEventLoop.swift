@@ -4,7 +4,7 @@ import Foundation
 import Observability
 import Synchronization
 
-/// The thread that owns the `CURLM` handle and every easy handle. Only `submit`, `cancel`, `shutdown` and
+/// The thread that owns the `CURLM` handles (``CurlMultiShard``) and every easy handle. Only `submit`, `cancel`, `shutdown` and
 /// `inFlight` are called from other threads; they touch the locked inbox and the wake-up eventfd only.
 ///
 /// libcurl's multi_socket API on epoll: libcurl says which sockets to watch (the socket callback) and when
@@ -13,8 +13,8 @@ import Synchronization
 /// every handle and poll every socket on each wake-up (measured: that was a fifth of the worker's CPU with
 /// 1,000 requests in flight).
 ///
-/// `@unchecked Sendable`: `multi`, `active` and `timerDeadline` are used on the loop thread only (libcurl
-/// calls the callbacks from inside `curl_multi_socket_action` there); the rest is locked or atomic.
+/// `@unchecked Sendable`: `shards`, `active` and `registered` are used on the loop thread only (libcurl calls
+/// the callbacks from inside `curl_multi_socket_action` there); the rest is locked or atomic.
 final class CurlEventLoop: @unchecked Sendable {
     private struct Inbox {
         var submitted: [Transfer] = []
@@ -22,34 +22,31 @@ final class CurlEventLoop: @unchecked Sendable {
         var stopping = false
     }
 
-    private let multi: UnsafeMutableRawPointer
+    private var shards: [CurlMultiShard] = []
+    private var nextShard = 0
     private let configuration: HTTPClient.Configuration
     private let logger: Logger
     private let inbox = Mutex(Inbox())
     private let activeCount = Atomic<Int>(0)
     private let turnCount = Atomic<Int>(0)
     private let exited = DispatchSemaphore(value: 0)
-    private var active: [UnsafeMutableRawPointer: EasyTransfer] = [:]
+    private var active: [UnsafeMutableRawPointer: (easy: EasyTransfer, shard: Int)] = [:]
     /// Easy handles of finished transfers, emptied by `curl_easy_reset` (which keeps their buffers), for the
     /// next ones; at most `maxIdleHandles` (about 20 KB each: no more than the requests in flight held at their
     /// peak), the rest cleaned up. With 256, a wave of answers at 1,000 in flight still cleaned up and made
     /// handles again.
     private var idleHandles: [UnsafeMutableRawPointer] = []
     private let maxIdleHandles = 1_024
-    /// The sockets registered with epoll, each with whether libcurl wants it watched now. A socket libcurl
-    /// stops watching (its transfer ended, the connection kept for the next one) stays registered, dormant: it
-    /// is taken out only if it reports an event, so a connection reused at once costs one `epoll_ctl`, not two.
-    private var registered: [curl_socket_t: Bool] = [:]
+    /// The sockets registered with epoll, each with its multi handle and whether libcurl wants it watched now.
+    /// A socket libcurl stops watching (its transfer ended, the connection kept for the next one) stays
+    /// registered, dormant: it is taken out only if it reports an event, so a connection reused at once costs
+    /// one `epoll_ctl`, not two.
+    private var registered: [curl_socket_t: (shard: Int, watching: Bool)] = [:]
     private let epoll: Int32
     private let wakeup: Int32
-    private var timerDeadline: ContinuousClock.Instant?
 
     init(configuration: HTTPClient.Configuration, logger: Logger) {
         CurlGlobal.initialize()
-        multi = curl_multi_init()!  // fails only when out of memory
-        ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX)
-        ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, configuration.connectionCacheSize)
-        ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxConnectionsPerHost)
         self.configuration = configuration
         self.logger = logger
         epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
@@ -58,18 +55,8 @@ final class CurlEventLoop: @unchecked Sendable {
         event.events = EPOLLIN.rawValue
         event.data.fd = wakeup
         epoll_ctl(epoll, EPOLL_CTL_ADD, wakeup, &event)
-        let this = Unmanaged.passUnretained(self).toOpaque()  // the loop outlives the multi handle
-        ccurl_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, this)
-        ccurl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, this)
-        ccurl_multi_setopt_socketfunction(multi) { _, socket, what, loop, _ in
-            Unmanaged<CurlEventLoop>.fromOpaque(loop!).takeUnretainedValue().watch(socket, what: what)
-            return 0
-        }
-        ccurl_multi_setopt_timerfunction(multi) { _, milliseconds, loop in
-            let this = Unmanaged<CurlEventLoop>.fromOpaque(loop!).takeUnretainedValue()
-            this.timerDeadline = milliseconds < 0 ? nil : .now + .milliseconds(milliseconds)
-            return 0
-        }
+        let count = CurlMultiShard.count(for: configuration)
+        shards = (0..<count).map { CurlMultiShard(index: $0, of: count, configuration: configuration, loop: self) }
         let thread = Thread { [self] in run() }
         thread.name = "http-client-loop"
         thread.start()
@@ -145,25 +132,26 @@ final class CurlEventLoop: @unchecked Sendable {
                     _ = read(wakeup, &value, 8)
                     continue
                 }
-                if isDormant(fd) { continue }
+                guard let shard = registered[fd]?.shard, !isDormant(fd) else { continue }
                 var flags: Int32 = 0
                 if ready & EPOLLIN.rawValue != 0 { flags |= CURL_CSELECT_IN }
                 if ready & EPOLLOUT.rawValue != 0 { flags |= CURL_CSELECT_OUT }
                 if ready & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 { flags |= CURL_CSELECT_ERR }
-                curl_multi_socket_action(multi, fd, flags, &running)
+                curl_multi_socket_action(shards[shard].multi, fd, flags, &running)
             }
-            if let deadline = timerDeadline, deadline <= .now {
-                timerDeadline = nil
-                curl_multi_socket_action(multi, ccurl_socket_timeout(), 0, &running)
+            for shard in shards {
+                guard let deadline = shard.timerDeadline, deadline <= .now else { continue }
+                shard.timerDeadline = nil
+                curl_multi_socket_action(shard.multi, ccurl_socket_timeout(), 0, &running)
             }
-            collectFinished()
+            for shard in shards { collectFinished(shard) }
         }
-        for transfer in active.values.map(\.transfer) {
+        for transfer in active.values.map(\.easy.transfer) {
             abort(transfer, HTTPClientError(kind: .shutdown, reason: "the HTTP client shut down"))
         }
         for handle in idleHandles { curl_easy_cleanup(handle) }
         idleHandles = []
-        curl_multi_cleanup(multi)
+        for shard in shards { curl_multi_cleanup(shard.multi) }
         close(epoll)
         exited.signal()
     }
@@ -173,18 +161,19 @@ final class CurlEventLoop: @unchecked Sendable {
     /// ledger's file) that those 8 bytes would land in.
     deinit { close(wakeup) }
 
-    /// Until libcurl's next timeout (at most a second: the inbox is also woken by its eventfd).
+    /// Until libcurl's next timeout on any handle (at most a second: the inbox is also woken by its eventfd).
     private func waitMilliseconds() -> Int32 {
-        guard let deadline = timerDeadline else { return 1_000 }
+        guard let deadline = shards.compactMap(\.timerDeadline).min() else { return 1_000 }
         let remaining = deadline - .now
         guard remaining > .zero else { return 0 }
         return Int32(clamping: min(1_000, max(1, remaining.milliseconds)))
     }
 
-    /// libcurl's socket callback: watch `socket` for what it needs, or stop watching it (it goes dormant).
-    private func watch(_ socket: curl_socket_t, what: Int32) {
+    /// libcurl's socket callback for `shard`'s handle: watch `socket` for what it needs, or stop watching it (it
+    /// goes dormant).
+    func watch(_ socket: curl_socket_t, what: Int32, shard: Int) {
         if what == CURL_POLL_REMOVE {
-            if registered[socket] != nil { registered[socket] = false }
+            registered[socket]?.watching = false
             return
         }
         var event = epoll_event()
@@ -197,13 +186,13 @@ final class CurlEventLoop: @unchecked Sendable {
             // operation fits.
             epoll_ctl(epoll, known ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, socket, &event)
         }
-        registered[socket] = true
+        registered[socket] = (shard, true)
     }
 
     /// An event on a socket libcurl does not watch now (an idle connection closed by the server, say): taken
     /// out of epoll, or level-triggered epoll would report it on every turn.
     private func isDormant(_ socket: curl_socket_t) -> Bool {
-        guard registered[socket] == false else { return false }
+        guard registered[socket]?.watching == false else { return false }
         registered[socket] = nil
         epoll_ctl(epoll, EPOLL_CTL_DEL, socket, nil)  // fails harmlessly when libcurl already closed it
         return true
@@ -215,9 +204,11 @@ final class CurlEventLoop: @unchecked Sendable {
         }
         do {
             let easy = try EasyTransfer(handle: handle, transfer: transfer, configuration: configuration)
-            active[easy.handle] = easy
+            let shard = nextShard
+            nextShard = (nextShard + 1) % shards.count
+            active[easy.handle] = (easy, shard)
             activeCount.add(1, ordering: .relaxed)
-            curl_multi_add_handle(multi, easy.handle)
+            curl_multi_add_handle(shards[shard].multi, easy.handle)
         } catch {
             recycle(handle)
             transfer.finish(.failure(error))
@@ -232,7 +223,7 @@ final class CurlEventLoop: @unchecked Sendable {
     }
 
     private func abort(_ transfer: Transfer, _ error: HTTPClientError) {
-        if let easy = active.values.first(where: { $0.transfer === transfer }) {
+        if let easy = active.values.first(where: { $0.easy.transfer === transfer })?.easy {
             remove(easy)
         }
         transfer.finish(.failure(error))
@@ -240,17 +231,18 @@ final class CurlEventLoop: @unchecked Sendable {
 
     /// Takes a transfer out of the multi handle; its handle is recycled, so read its result first.
     private func remove(_ easy: EasyTransfer) {
-        curl_multi_remove_handle(multi, easy.handle)
+        guard let shard = active[easy.handle]?.shard else { return }
+        curl_multi_remove_handle(shards[shard].multi, easy.handle)
         active[easy.handle] = nil
         activeCount.subtract(1, ordering: .relaxed)
         recycle(easy.handle)
     }
 
-    private func collectFinished() {
+    private func collectFinished(_ shard: CurlMultiShard) {
         var remaining: Int32 = 0
-        while let message = curl_multi_info_read(multi, &remaining) {
+        while let message = curl_multi_info_read(shard.multi, &remaining) {
             guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle,
-                let easy = active[UnsafeMutableRawPointer(handle)]
+                let easy = active[UnsafeMutableRawPointer(handle)]?.easy
             else { continue }
             let result = easy.result(message.pointee.data.result)
             remove(easy)

@@ -109,4 +109,52 @@ struct HTTPClientTests {
         }
         #expect(refused?.isRetriable == true)
     }
+    @Test("however many requests wait, a host gets at most max_connections_per_host connections, and each is used")
+    func connectionsPerHost() async throws {
+        let harness = try SimulatorHarness()
+        try await harness.faults(["latency_ms": 1_500])
+        var configuration = HTTPClient.Configuration()
+        configuration.maxConnectionsPerHost = 130  // dealt over two multi handles of 65
+        let http = HTTPClient(configuration: configuration, logger: SimulatorHarness.logger)
+        defer { http.shutdown() }
+        let port = try #require(harness.base.split(separator: ":").last.flatMap { Int($0) })
+        let others = Self.connections(to: port)  // the harness's own client keeps one
+        let peak = Atomic<Int>(0)
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<400 {
+                group.addTask {
+                    try await http.execute(
+                        HTTPRequest(
+                            method: .post, url: "\(harness.base)/production/verifyReceipt", body: Data("{}".utf8),
+                            timeout: .seconds(60))
+                    ).status
+                }
+            }
+            // Sampled until the allowed connections are all open (or 10 s): over the limit, a sample shows it.
+            let deadline = ContinuousClock.now + .seconds(10)
+            while ContinuousClock.now < deadline, peak.load(ordering: .relaxed) < 130 {
+                peak.store(max(peak.load(ordering: .relaxed), Self.connections(to: port) - others), ordering: .relaxed)
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.count == 400 && statuses.allSatisfy { $0 == 200 })
+        #expect(peak.load(ordering: .relaxed) == 130, "at most the limit, and every connection allowed used")
+    }
+
+    /// Established TCP connections of this machine to `port` on the loopback (the client's ends).
+    static func connections(to port: Int) -> Int {
+        // Read to its end: a /proc file's size says 0, which a read sized by it takes at its word.
+        let table = String(
+            decoding: FileHandle(forReadingAtPath: "/proc/net/tcp")?.readDataToEndOfFile() ?? Data(), as: UTF8.self)
+        let remote = ":" + String(port, radix: 16, uppercase: true).leftPadded(to: 4)
+        return table.split(separator: "\n").dropFirst().filter { line in
+            let fields = line.split(separator: " ")
+            return fields.count > 3 && fields[2].hasSuffix(remote) && fields[3] == "01"
+        }.count
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }
