@@ -1,13 +1,13 @@
+import Vocabulary
+
 /// Minimal JSON string quoting, for hand-built lines on hot paths (logs, metrics labels).
 public enum JSONString {
     public static func quote(_ string: String) -> String {
-        // Most strings (ids, dates, base64) need no escape: one byte scan, one concatenation. The scan runs on
-        // the contiguous bytes: a receipt is kilobytes, and the generic UTF8View walk took three times as long
-        // (10 against 3 µs for 6 KB).
+        // Most strings (ids, dates, base64) need no escape: one scan, one concatenation. The scan runs on the
+        // contiguous bytes, eight at a time: a receipt is kilobytes, and the generic UTF8View walk took three
+        // times as long as a byte loop (10 against 3 µs for 6 KB).
         var bytes = string
-        let needsEscape = bytes.withUTF8 { utf8 in
-            utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
-        }
+        let needsEscape = bytes.withUTF8 { JSONTextScan.firstSpecial(in: $0, from: 0) < $0.count }
         if !needsEscape { return "\"" + string + "\"" }
         var out = "\""
         out.reserveCapacity(string.utf8.count + 2)

@@ -1,4 +1,5 @@
 import Foundation
+import Vocabulary
 
 /// The members of a JSON object as raw byte spans, read in one pass without building a tree. Two readers use
 /// it:
@@ -125,19 +126,17 @@ package enum JSONObjectScanner {
         var offset = index - base
         let closed = bytes.withUnsafeBufferPointer { buffer -> Bool in
             while offset < buffer.count {
+                offset = JSONTextScan.firstSpecial(in: buffer, from: offset)
+                guard offset < buffer.count else { return false }
                 let byte = buffer[offset]
                 if byte == UInt8(ascii: "\"") {
                     offset += 1
                     return true
                 }
-                if byte == UInt8(ascii: "\\") {
-                    var escape = base + offset
-                    guard skipEscape(bytes, &escape) else { return false }
-                    offset = escape - base
-                    continue
-                }
-                if byte < 0x20 { return false }
-                offset += 1
+                guard byte == UInt8(ascii: "\\") else { return false }  // a raw control character
+                var escape = base + offset
+                guard skipEscape(bytes, &escape) else { return false }
+                offset = escape - base
             }
             return false
         }
