@@ -9,7 +9,7 @@ import Vocabulary
 /// Used by one thread at a time (the ledger's queue); not Sendable on its own.
 final class SQLiteConnection {
     private var db: OpaquePointer?
-    private var statements: [String: OpaquePointer] = [:]
+    private var statements: [StatementText: OpaquePointer] = [:]
 
     /// Set once, before the process's first connection: SQLite reads its configuration at initialization.
     private static let configured: Void = { _ = csqlite_disable_memory_statistics() }()
@@ -92,14 +92,14 @@ final class SQLiteConnection {
     private func prepared(_ sql: String, _ values: [SQLValue]) throws -> OpaquePointer {
         guard let db else { throw LedgerError(.closed, "closed") }
         let statement: OpaquePointer
-        if let cached = statements[sql] {
+        if let cached = statements[StatementText(sql)] {
             statement = cached
         } else {
             var made: OpaquePointer?
             guard sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &made, nil) == SQLITE_OK,
                 let made
             else { throw error() }
-            statements[sql] = made
+            statements[StatementText(sql)] = made
             statement = made
         }
         sqlite3_clear_bindings(statement)
@@ -129,5 +129,24 @@ final class SQLiteConnection {
         let code = db.map { sqlite3_extended_errcode($0) & 0xFF } ?? SQLITE_MISUSE
         let permanent = code == SQLITE_TOOBIG || code == SQLITE_MISMATCH
         return LedgerError(permanent ? .valueRefused : .unavailable, "sqlite: \(message)")
+    }
+}
+
+/// A statement's SQL as the cache's key, hashed by its length and its ends only: a job's statements are hundreds of
+/// bytes, and hashing all of them at every call (SipHash) was most of a cached statement's lookup. Equality still
+/// compares the whole text (at once when both share their storage, as the statements spelled once do).
+private struct StatementText: Hashable {
+    let sql: String
+
+    init(_ sql: String) { self.sql = sql }
+
+    func hash(into hasher: inout Hasher) {
+        var text = sql  // contiguous already: read in place
+        text.withUTF8 { utf8 in
+            hasher.combine(utf8.count)
+            let bytes = UnsafeRawBufferPointer(utf8)
+            hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: bytes.prefix(48)))
+            hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: bytes.suffix(48)))
+        }
     }
 }
