@@ -23,6 +23,8 @@ final class CurlEventLoop: @unchecked Sendable {
     }
 
     private var shards: [CurlMultiShard] = []
+    /// Transfers in flight per handle: each new one goes to the least busy (ties to the next in turn).
+    private var shardLoads: [Int] = []
     private var nextShard = 0
     private let configuration: HTTPClient.Configuration
     private let logger: Logger
@@ -57,6 +59,7 @@ final class CurlEventLoop: @unchecked Sendable {
         epoll_ctl(epoll, EPOLL_CTL_ADD, wakeup, &event)
         let count = CurlMultiShard.count(for: configuration)
         shards = (0..<count).map { CurlMultiShard(index: $0, of: count, configuration: configuration, loop: self) }
+        shardLoads = Array(repeating: 0, count: count)
         let thread = Thread { [self] in run() }
         thread.name = "http-client-loop"
         thread.start()
@@ -204,8 +207,8 @@ final class CurlEventLoop: @unchecked Sendable {
         }
         do {
             let easy = try EasyTransfer(handle: handle, transfer: transfer, configuration: configuration)
-            let shard = nextShard
-            nextShard = (nextShard + 1) % shards.count
+            let shard = leastBusyShard()
+            shardLoads[shard] += 1
             active[easy.handle] = (easy, shard)
             activeCount.add(1, ordering: .relaxed)
             curl_multi_add_handle(shards[shard].multi, easy.handle)
@@ -213,6 +216,16 @@ final class CurlEventLoop: @unchecked Sendable {
             recycle(handle)
             transfer.finish(.failure(error))
         }
+    }
+
+    private func leastBusyShard() -> Int {
+        var best = nextShard
+        for step in 1..<max(1, shards.count) {
+            let candidate = (nextShard + step) % shards.count
+            if shardLoads[candidate] < shardLoads[best] { best = candidate }
+        }
+        nextShard = (best + 1) % shards.count
+        return best
     }
 
     /// Keeps a handle no transfer uses any more for the next one, or cleans it up when enough are idle.
@@ -233,6 +246,7 @@ final class CurlEventLoop: @unchecked Sendable {
     private func remove(_ easy: EasyTransfer) {
         guard let shard = active[easy.handle]?.shard else { return }
         curl_multi_remove_handle(shards[shard].multi, easy.handle)
+        shardLoads[shard] -= 1
         active[easy.handle] = nil
         activeCount.subtract(1, ordering: .relaxed)
         recycle(easy.handle)

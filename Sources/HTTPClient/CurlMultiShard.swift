@@ -6,8 +6,9 @@ import CCurl
 /// connection its multi handle holds to the host, reading each one's state; at the host's limit it walks them
 /// again for one to close. Over HTTP/1.1 every request in flight holds a connection of its own, so with
 /// hundreds in flight each request walked hundreds of cold structures: about 4 % of the worker's CPU, growing
-/// with the load. The loop deals its transfers round-robin to a few handles, each with a share of the
-/// connections and of the per-host limit, so each walk is a share as long. Over HTTP/2, as Apple speaks, each
+/// with the load. The loop deals each transfer to the handle with the fewest in flight, each handle with a share of
+/// the connections and of the per-host limit, so each walk is a share as long and no handle queues requests while
+/// another has room. Over HTTP/2, as Apple speaks, each
 /// handle multiplexes its requests on a connection of its own.
 final class CurlMultiShard {
     let multi: UnsafeMutableRawPointer
@@ -23,15 +24,23 @@ final class CurlMultiShard {
         return perHost == 0 ? 8 : max(1, min(8, perHost / 64))
     }
 
+    /// Handle `index`'s share of `total` over `count` handles (at least 1 of a total that is not 0).
+    static func share(_ total: Int, _ index: Int, _ count: Int) -> Int {
+        guard total > 0 else { return 0 }
+        return max(1, total / count + (index < total % count ? 1 : 0))
+    }
+
     init(index: Int, of count: Int, configuration: HTTPClient.Configuration, loop: CurlEventLoop) {
         self.index = index
         self.loop = loop
         multi = curl_multi_init()!  // fails only when out of memory
-        let perHost = configuration.maxConnectionsPerHost
         ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX)
+        // Shares that add up to the whole: the first handles take one more each where it does not divide. 0 keeps
+        // its meaning (libcurl's own cache size; no limit per host).
         ccurl_multi_setopt_long(
-            multi, CURLMOPT_MAXCONNECTS, max(1, (configuration.connectionCacheSize + count - 1) / count))
-        ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, perHost / count)  // at most the limit in all
+            multi, CURLMOPT_MAXCONNECTS, Self.share(configuration.connectionCacheSize, index, count))
+        ccurl_multi_setopt_long(
+            multi, CURLMOPT_MAX_HOST_CONNECTIONS, Self.share(configuration.maxConnectionsPerHost, index, count))
         let this = Unmanaged.passUnretained(self).toOpaque()  // the shard outlives its multi handle
         ccurl_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, this)
         ccurl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, this)
