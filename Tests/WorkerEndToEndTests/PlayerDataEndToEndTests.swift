@@ -43,13 +43,7 @@ struct PlayerDataEndToEndTests {
         let waiting = try await harness.purchase(["product_id": "gems_50", "app_account_token": token, "notify": true])
         // Both reported purchases wait in the ledger before the job claims the first (a claim first would leave
         // Apple's report nothing to wait for).
-        #expect(
-            await eventually(timeout: .seconds(60)) {
-                let waiting = try? await harness.configuration.withToolLedger { ledger in
-                    try await ledger.reportedTransactions(appAccountToken: token, app: .defaultApp)
-                }
-                return waiting?.count == 2
-            })
+        #expect(await harness.reportsWaiting(token: token, count: 2))
         try await harness.submit(
             job(
                 "job-reported", order: "order-reported", product: "gems_50",

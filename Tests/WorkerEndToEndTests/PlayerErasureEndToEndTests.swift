@@ -20,13 +20,7 @@ struct PlayerErasureEndToEndTests {
         let url = kind == .postgresql ? harness.configuration.ledgerURL : nil
         let token = UUID().uuidString.lowercased()
         let gems = try await harness.purchase(["product_id": "gems_500", "app_account_token": token, "notify": true])
-        #expect(
-            await eventually(timeout: .seconds(60)) {
-                let waiting = try? await harness.configuration.withToolLedger { ledger in
-                    try await ledger.reportedTransactions(appAccountToken: token, app: .defaultApp)
-                }
-                return waiting?.count == 1
-            })
+        #expect(await harness.reportsWaiting(token: token, count: 1))
         try await harness.submit(
             job("job-gems", order: "order-gems", product: "gems_500", ["signed_transaction": gems.signedTransaction]))
         #expect(await harness.result(jobID: "job-gems")?["decision"] as? String == "grant")

@@ -401,6 +401,17 @@ struct SupportEndToEndTests {
 }
 
 extension WorkerHarness {
+    /// Waits (a minute at most) until the ledger holds `count` purchases Apple reported with `token` that no job
+    /// claimed yet: a notification's report, taken by the worker.
+    func reportsWaiting(token: String, count: Int) async -> Bool {
+        await eventually(timeout: .seconds(60)) {
+            let waiting = try? await configuration.withToolLedger { ledger in
+                try await ledger.reportedTransactions(appAccountToken: token, app: .defaultApp)
+            }
+            return waiting?.count == count
+        }
+    }
+
     /// `receipt-worker lookup` and `credit` as support runs them: the binary, on this harness's ledger (or
     /// `ledgerURL`), broker and simulator, configured by flags.
     /// `overriding`: settings applied after the harness's (a broker that does not answer).

@@ -53,10 +53,11 @@ enum ClaimStatements {
 
     /// A job's grant, not its event (its result row keeps it): what later events name has columns of its own.
     static func write(_ decided: [(Decision, ClaimResult)], in session: any SQLSession) throws {
+        let insertGrant = ClaimSQL.of(session.spelling).insertGrant
         for (decision, result) in decided {
             if let grant = result.grant {
                 try session.rows(
-                    ClaimSQL.of(session.spelling).insertGrant,
+                    insertGrant,
                     [
                         .text(decision.key.app.rawValue), .text(grant.environment.rawValue),
                         .text(grant.transactionID), .text(grant.orderID), .text(grant.purchaseID.key),
