@@ -5,6 +5,8 @@
 # state (written with set-based SQL: scripts/lib/prefill-postgres.sql, scripts/lib/prefill-sqlite.py), in one run.
 # Job and order ids are random UUIDs and players one of a million, in the prefill and the bursts, as a game's
 # backend sends them: an index on them is written at random places, its pages out of cache as the ledger grows.
+# IDS=time-ordered makes job and order ids UUIDs of version 7 (RFC 9562, the time first), as the contract
+# recommends: what a job writes under them goes to the indexes' newest pages.
 # Per burst: jobs/s, the worker's CPU per job, PostgreSQL's CPU per job, WAL bytes per job (SQLite: the bytes the
 # worker wrote), transaction ids per job, and the ledger's bytes per grant; CPU also in ECDSA P-256 verifications
 # of this machine now. Then a projection to 100 million grants from a fit of each figure on log10(grants).
@@ -21,6 +23,11 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${1:-20000}"
 sizes="${2:-1000000 10000000}"
+case "${IDS:-random}" in
+    random) ids_option=(--random-keys); time_ordered=false ;;
+    time-ordered) ids_option=(--time-ordered-keys); time_ordered=true ;;
+    *) echo "IDS=${IDS} is neither random nor time-ordered" >&2; exit 2 ;;
+esac
 # A baseline that cannot start (a library it was linked against gone with its worktree) would leave its burst
 # waiting for answers for ever.
 if [ -n "${BASELINE_BIN:-}" ] && ! "$BASELINE_BIN" --version >/dev/null; then
@@ -69,6 +76,10 @@ ticks() {
     echo "$total"
 }
 pg_ticks() { ticks $(pgrep -u postgres postgres | tr '\n' ' '); }
+# Of those, the server's own processes (a checkpoint, autovacuum): work a burst may leave for the next one.
+pg_background_ticks() {
+    ticks $(pgrep -u postgres -f '^postgres: (checkpointer|background writer|walwriter|autovacuum)' | tr '\n' ' ')
+}
 
 # ledger_bytes KIND URL: every table and index of the ledger, and its grants.
 ledger_bytes() {
@@ -110,13 +121,14 @@ kafka.heartbeat.interval.ms=500
 kafka.max.poll.interval.ms=10000
 PROPS
     "$bench" prepare --bootstrap "$KAFKA_BOOTSTRAP" --sim "$sim" --topic "jobs-$suffix" --jobs "$jobs" \
-        --prefix "g$suffix-" --random-keys >/dev/null
+        --prefix "g$suffix-" "${ids_option[@]}" >/dev/null
     local xid0=0 wal0=0 xid1=0 wal1=0
     if [ "$kind" = postgresql ]; then
         xid0="$(psql "$ledger" -qtAc 'SELECT txid_current()')"
         wal0="$(psql "$ledger" -qtAc "SELECT pg_current_wal_lsn() - '0/0'")"
     fi
     local pg0; pg0="$(pg_ticks)"
+    local background0; background0="$(pg_background_ticks)"
     LOG_LEVEL=warning "$bin" run --config "$work/worker.properties" 2>"$work/worker.log" &
     worker_pid=$!
     local perf_pid=""
@@ -129,6 +141,7 @@ PROPS
     local worker_ticks; worker_ticks="$(ticks "$worker_pid")"
     local wchar; wchar="$(awk '/^wchar:/ {print $2}' "/proc/$worker_pid/io")"
     local pg1; pg1="$(pg_ticks)"
+    local background1; background1="$(pg_background_ticks)"
     if [ "$kind" = postgresql ]; then
         xid1="$(psql "$ledger" -qtAc 'SELECT txid_current()')"
         wal1="$(psql "$ledger" -qtAc "SELECT pg_current_wal_lsn() - '0/0'")"
@@ -136,9 +149,9 @@ PROPS
     kill -TERM "$worker_pid"; wait "$worker_pid" || true; worker_pid=""
     read -r bytes grants <<<"$(ledger_bytes "$kind" "$ledger")"
     python3 - "$label" "$kind" "$rate" "$worker_ticks" "$((pg1 - pg0))" "$((wal1 - wal0))" "$((xid1 - xid0 - 1))" \
-        "$wchar" "$bytes" "$grants" "$jobs" "$hz" "$ecdsa_us" "$work/figures" <<'PY'
+        "$wchar" "$bytes" "$grants" "$jobs" "$hz" "$ecdsa_us" "$work/figures" "$((background1 - background0))" <<'PY'
 import sys
-label, kind, rate, worker, pg, wal, xids, wchar, size, grants, jobs, hz, ecdsa, out = sys.argv[1:]
+label, kind, rate, worker, pg, wal, xids, wchar, size, grants, jobs, hz, ecdsa, out, background = sys.argv[1:]
 jobs, hz, ecdsa = int(jobs), int(hz), float(ecdsa or 0)
 per = lambda ticks: int(ticks) / hz / jobs * 1e6
 rate_value = float(rate.split()[0])
@@ -147,8 +160,9 @@ written = (int(wal) if kind == "postgresql" else int(wchar)) / jobs
 xid_per_job = int(xids) / jobs if kind == "postgresql" else 0.0
 per_grant = int(size) / max(int(grants), 1)
 e = lambda us: f" ({us / ecdsa:.2f})" if ecdsa else ""
+background_us = f"{per(background):.0f}" if kind == "postgresql" else "-"
 print(f"{label:<34} {rate_value:>8.0f} {worker_us:>9.0f}{e(worker_us):<8} {pg_us:>9.0f}{e(pg_us):<8} "
-      f"{written:>10.0f} {xid_per_job:>8.3f} {per_grant:>9.0f} {int(grants):>11}")
+      f"{background_us:>10} {written:>10.0f} {xid_per_job:>8.3f} {per_grant:>9.0f} {int(grants):>11}")
 with open(out, "a") as f:
     f.write(f"{kind} {grants} {rate_value} {worker_us} {pg_us} {written} {xid_per_job} {per_grant}\n")
 PY
@@ -161,7 +175,8 @@ prefill() {
         local from="$3"
         while [ "$from" -lt "$4" ]; do
             local to=$((from + 1000000)); [ "$to" -gt "$4" ] && to="$4"
-            psql "$2" -q -v from="$from" -v to="$to" -f scripts/lib/prefill-postgres.sql >/dev/null
+            psql "$2" -q -v from="$from" -v to="$to" -v time_ordered="$time_ordered" \
+                -f scripts/lib/prefill-postgres.sql >/dev/null
             from="$to"
         done
         psql "$2" -qc "VACUUM ANALYZE" >/dev/null
@@ -174,14 +189,15 @@ prefill() {
             sleep 1
         done
     else
-        python3 scripts/lib/prefill-sqlite.py "${2#sqlite:}" "$3" "$4"
+        python3 scripts/lib/prefill-sqlite.py "${2#sqlite:}" "$3" "$4" "${IDS:-random}"
     fi
     echo "  (prefilled grants $3 to $4 in $(( $(date +%s) - started )) s)"
 }
 
-printf '%-34s %8s %17s %17s %10s %8s %9s %11s\n' burst "jobs/s" "worker us/job" "PostgreSQL us/job" \
-    "WAL B/job" "xids/job" "B/grant" grants
-echo "  (CPU per job in us, and in ECDSA verifications in brackets; SQLite's WAL column: bytes the worker wrote)"
+printf '%-34s %8s %17s %17s %10s %10s %8s %9s %11s\n' burst "jobs/s" "worker us/job" "PostgreSQL us/job" \
+    "of it bg" "WAL B/job" "xids/job" "B/grant" grants
+echo "  (CPU per job in us, and in ECDSA verifications in brackets; \"of it bg\": PostgreSQL's checkpointer, writers"
+echo "  and autovacuum; SQLite's WAL column: bytes the worker wrote)"
 for kind in ${LEDGERS:-postgresql sqlite}; do
     if [ "$kind" = postgresql ]; then
         psql "$POSTGRES_URL" -qtAc "CREATE DATABASE growth ${LEDGER_DATABASE_OPTIONS:-}" >/dev/null

@@ -18,7 +18,7 @@ enum EnqueueCommand {
 
         options:
           --file FILE                one job object, or one per line (JSON lines); "-" reads standard input
-          --job-id ID                default: a new UUID
+          --job-id ID                default: a new UUID of version 7 (its text sorts by time)
           --order-id, --user-id, --product-id, --quantity, --app-account-token, --transaction-id,
           --receipt, --signed-transaction    the job's fields (docs/contract.md, section 2)
           --receipt-file FILE        the receipt's base64 text (or its raw bytes, base64-encoded here)
@@ -68,7 +68,8 @@ enum EnqueueCommand {
     }
 
     static func jobFromFlags(_ options: Options) throws -> [UInt8] {
-        var job: [String: JSONValue] = ["job_id": .string(UUID().uuidString.lowercased())]
+        let now = UInt64(max(0, Date().timeIntervalSince1970 * 1000))
+        var job: [String: JSONValue] = ["job_id": .string(TimeOrderedUUID.make(unixMilliseconds: now))]
         for (option, field) in fieldOptions {
             if let value = options.value(option) { job[field] = .string(value) }
         }

@@ -4,14 +4,29 @@
 -- a refund's purchase state for 1 % of grants, a subscription's state for 1 %. Events are copies of a real
 -- stored event, so their bytes are the worker's. Order and job ids are random UUIDs, as a game's backend makes them
 -- (an index on them is written at random places, as in production), players one of a million.
--- psql -v from=N -v to=M -f scripts/lib/prefill-postgres.sql
+-- With -v time_ordered=true, order and job ids are UUIDs of version 7 (RFC 9562: the time they were made first, so
+-- their text sorts by it), made at the grant's or the result's time.
+-- psql -v from=N -v to=M [-v time_ordered=true] -f scripts/lib/prefill-postgres.sql
 \set ON_ERROR_STOP on
+\if :{?time_ordered}
+\else
+\set time_ordered false
+\endif
 SET synchronous_commit = off;
+-- An id made at time t from seed: random as a UUID of version 4, or (ordered) one of version 7 of t's milliseconds.
+CREATE FUNCTION pg_temp.id(t timestamptz, seed text, ordered boolean) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN NOT ordered THEN r::uuid::text ELSE
+        substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(r, 1, 3) || '-'
+            || substr('89ab', 1 + ('x' || substr(r, 4, 1))::bit(4)::int % 4, 1) || substr(r, 5, 3) || '-'
+            || substr(r, 8, 12) END
+    FROM (SELECT lpad(to_hex((extract(epoch FROM t) * 1000)::bigint), 12, '0') AS h, md5(seed) AS r) AS x
+$$;
 CREATE TEMP TABLE sample AS SELECT event FROM receipt_worker.results WHERE event_type = 'receipt.granted' LIMIT 1;
 
 INSERT INTO receipt_worker.grants (app, environment, transaction_id, order_id, purchase_id, user_id, product_id,
         quantity, granted_at, credit, original_transaction_id, revoked_at)
-    SELECT '', 'Production', (2100000000000000 + i)::text, md5('o' || i)::uuid::text,
+    SELECT '', 'Production', (2100000000000000 + i)::text,
+        pg_temp.id(now() - (i % 365) * interval '1 day', 'o' || i, :time_ordered),
         CASE WHEN i % 10 = 0 THEN 'w:' || (2200000000000000 + i) ELSE (2100000000000000 + i)::text END,
         'player-' || (i % 1000000), (ARRAY['coins_100', 'gems_500', 'vip_monthly'])[1 + i % 3], 1,
         now() - (i % 365) * interval '1 day', 'job',
@@ -21,15 +36,18 @@ INSERT INTO receipt_worker.grants (app, environment, transaction_id, order_id, p
 
 INSERT INTO receipt_worker.results (app, job_id, fingerprint, event, event_id, event_type, event_time, event_key,
         decided_at)
-    SELECT '', md5('j' || i)::uuid::text, md5(i::text) || md5((i + 1)::text), s.event,
-        md5('e' || i::text)::uuid::text, 'receipt.granted', '2026-12-01T00:00:00.000Z', md5('o' || i)::uuid::text,
+    SELECT '', pg_temp.id(now() - (i % 29) * interval '1 day', 'j' || i, :time_ordered),
+        md5(i::text) || md5((i + 1)::text), s.event, md5('e' || i::text)::uuid::text, 'receipt.granted',
+        '2026-12-01T00:00:00.000Z',
+        pg_temp.id(now() - (i % 365) * interval '1 day', 'o' || i, :time_ordered),
         now() - (i % 29) * interval '1 day'
     FROM generate_series(:from, :to - 1) AS i, sample s WHERE i % 100 < 9;
 
 INSERT INTO receipt_worker.notifications (notification_id, event, event_id, event_type, event_time, event_key,
         handled_at)
     SELECT md5('n' || i::text)::uuid::text, s.event, md5('ne' || i::text)::uuid::text, 'receipt.renewed',
-        '2026-12-01T00:00:00.000Z', md5('o' || i)::uuid::text, now() - (i % 200) * interval '1 day'
+        '2026-12-01T00:00:00.000Z', pg_temp.id(now() - (i % 365) * interval '1 day', 'o' || i, :time_ordered),
+        now() - (i % 200) * interval '1 day'
     FROM generate_series(:from, :to - 1) AS i, sample s WHERE i % 100 < 8;
 
 INSERT INTO receipt_worker.purchase_states (app, environment, purchase_id, transaction_id, revoked, changed_at,

@@ -1,9 +1,11 @@
 """The SQLite ledger's prefill: what scripts/lib/prefill-postgres.sql writes, in SQLite's SQL (a recursive
 series instead of generate_series; order and job ids scrambled from the row's number, as random as a UUID's, for
-want of md5). python3 prefill-sqlite.py FILE FROM TO"""
+want of md5); with time-ordered, ids that sort by the time they were made (as UUIDs of version 7 do): the row's
+time's milliseconds first. python3 prefill-sqlite.py FILE FROM TO [time-ordered]"""
 import sqlite3, sys
 
 path, first, last = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+time_ordered = sys.argv[4:] == ["time-ordered"]
 db = sqlite3.connect(path, isolation_level=None)
 db.execute("PRAGMA journal_mode = WAL")
 db.execute("PRAGMA synchronous = OFF")
@@ -11,8 +13,11 @@ event = db.execute("SELECT event FROM results WHERE event_type = 'receipt.grante
 series = "WITH RECURSIVE s(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM s WHERE i < ?2 - 1)"
 # i scrambled (Knuth's multiplicative hash), then i itself: random-looking hex, unique.
 scrambled = "printf('%08x%08x', (i * 2654435761) % 4294967296, i)"
-order = job = scrambled
 now = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || (i % {days}) || ' days')"
+# Milliseconds of the row's time (as the `now` above), as 12 hex digits, then the scrambled number.
+made_at = "printf('%012x', CAST((julianday('now', '-' || (i % {days}) || ' days') - 2440587.5) * 86400000 AS INTEGER))"
+order = (made_at.format(days=365) + " || " + scrambled) if time_ordered else scrambled
+job = (made_at.format(days=29) + " || " + scrambled) if time_ordered else scrambled
 db.execute("BEGIN")
 db.execute(f"""{series}
     INSERT INTO grants (app, environment, transaction_id, order_id, purchase_id, user_id, product_id, quantity,

@@ -44,8 +44,11 @@ let proofField = option("--proof") ?? "receipt"
 let bundleID = option("--bundle-id")
 /// Job ids are `PREFIX` + index (`--prefix`, default b): two prepares into one topic need two prefixes.
 let prefix = option("--prefix") ?? "b"
-/// `--random-keys`: ids as a game's backend makes them, so the ledger's indexes on them are written at random places.
-let randomKeys = CommandLine.arguments.contains("--random-keys")
+/// `--random-keys`: ids as a game's backend makes them, so the ledger's indexes on them are written at random places;
+/// with `--time-ordered-keys` job and order ids are UUIDs of version 7 (RFC 9562: the time first), players still
+/// one of a million.
+let timeOrderedKeys = CommandLine.arguments.contains("--time-ordered-keys")
+let randomKeys = timeOrderedKeys || CommandLine.arguments.contains("--random-keys")
 
 /// Creates purchases in the simulator, `concurrency` at a time; returns their proofs (`--proof`).
 func purchases(_ count: Int, sim: String) async throws -> [String] {
@@ -86,9 +89,21 @@ func jobValue(id: String, order: String, player: String, receipt: String) -> [UI
 /// A job's id, order and player.
 func keys(_ index: Int) -> (job: String, order: String, player: String) {
     guard randomKeys else { return ("\(prefix)\(index)", "order-\(prefix)\(index)", "player") }
-    return (
-        UUID().uuidString.lowercased(), UUID().uuidString.lowercased(), "player-\(Int.random(in: 0..<1_000_000))"
-    )
+    let player = "player-\(Int.random(in: 0..<1_000_000))"
+    guard timeOrderedKeys else { return (UUID().uuidString.lowercased(), UUID().uuidString.lowercased(), player) }
+    return (uuidVersion7(), uuidVersion7(), player)
+}
+
+/// A UUID of version 7 (RFC 9562, section 5.7): 48 bits of Unix milliseconds, then random bits; its text sorts
+/// by the time it was made.
+func uuidVersion7() -> String {
+    let milliseconds = UInt64(Date().timeIntervalSince1970 * 1000)
+    var bytes = withUnsafeBytes(of: UUID().uuid) { Array($0) }
+    for index in 0..<6 { bytes[index] = UInt8(truncatingIfNeeded: milliseconds >> (40 - 8 * UInt64(index))) }
+    bytes[6] = 0x70 | (bytes[6] & 0x0F)
+    bytes[8] = 0x80 | (bytes[8] & 0x3F)
+    let uuid = bytes.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }
+    return UUID(uuid: uuid).uuidString.lowercased()
 }
 
 func resultsConsumer(topic: String) throws -> KafkaConsumer {
