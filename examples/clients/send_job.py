@@ -23,8 +23,8 @@ def settings(path):
 
 def time_ordered_id():
     """A UUID of version 7 (RFC 9562): the time in milliseconds first, so ids sort by when they were made, which
-    keeps the worker's ledger as cheap a job when it holds millions of grants as when empty. Python 3.14 has
-    uuid.uuid7()."""
+    keeps a job nearly as cheap for the worker's ledger when it holds millions of grants as when it is empty.
+    Python 3.14 has uuid.uuid7()."""
     value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
     value = value & ~(0xF << 76) | 0x7 << 76  # version 7
     value = value & ~(0x3 << 62) | 0x2 << 62  # variant 10

@@ -1,8 +1,8 @@
 """The SQLite ledger's prefill: what scripts/lib/prefill-postgres.sql writes, in SQLite's SQL (a recursive
 series instead of generate_series; order and job ids scrambled from the row's number, as random as a UUID's, for
-want of md5); with time-ordered, ids that sort by the time they were made (as UUIDs of version 7 do): the row's
-time's milliseconds first. python3 prefill-sqlite.py FILE FROM TO [time-ordered]"""
-import sqlite3, sys
+want of md5); with time-ordered, UUIDs of version 7 made at the row's time (one time for the whole prefill, so that
+an order's id is the same in every table). python3 prefill-sqlite.py FILE FROM TO [time-ordered]"""
+import sqlite3, sys, time
 
 path, first, last = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 time_ordered = sys.argv[4:] == ["time-ordered"]
@@ -14,10 +14,14 @@ series = "WITH RECURSIVE s(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM s WHERE 
 # i scrambled (Knuth's multiplicative hash), then i itself: random-looking hex, unique.
 scrambled = "printf('%08x%08x', (i * 2654435761) % 4294967296, i)"
 now = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || (i % {days}) || ' days')"
-# Milliseconds of the row's time (as the `now` above), as 12 hex digits, then the scrambled number.
-made_at = "printf('%012x', CAST((julianday('now', '-' || (i % {days}) || ' days') - 2440587.5) * 86400000 AS INTEGER))"
-order = (made_at.format(days=365) + " || " + scrambled) if time_ordered else scrambled
-job = (made_at.format(days=29) + " || " + scrambled) if time_ordered else scrambled
+# A UUID of version 7: the milliseconds of the row's time (as `now` above, from one time), then bits scrambled from
+# the row's number (unique for each).
+base_ms = int(time.time() * 1000)
+made_at = ("printf('%08x-%04x-7%03x-%04x-%012x', ({ms}) >> 16, ({ms}) & 65535, (i * 2654435761) % 4096, "
+           "32768 + (i * 40503) % 16384, ((i * 2654435761) % 4294967296) * 65536 + i % 65536)")
+ms = f"{base_ms} - (i % {{days}}) * 86400000"
+order = made_at.format(ms=ms.format(days=365)) if time_ordered else scrambled
+job = made_at.format(ms=ms.format(days=29)) if time_ordered else scrambled
 db.execute("BEGIN")
 db.execute(f"""{series}
     INSERT INTO grants (app, environment, transaction_id, order_id, purchase_id, user_id, product_id, quantity,

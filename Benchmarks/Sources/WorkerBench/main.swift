@@ -6,9 +6,11 @@ import Synchronization
 
 // The worker benchmark's driver (scripts/bench-worker.sh runs it around a real receipt-worker process).
 //   worker-bench prepare --bootstrap B --sim URL --topic JOBS --jobs N [--padding BYTES]
-//     [--proof receipt|signed_transaction|transaction_id] [--bundle-id ID] [--prefix P] [--random-keys]
+//     [--proof receipt|signed_transaction|transaction_id] [--bundle-id ID] [--prefix P]
+//     [--random-keys | --time-ordered-keys]
 //       creates N purchases in the simulator and queues one job for each (each BYTES larger); with --random-keys,
-//       job and order ids are random UUIDs and players one of a million, as a game's backend sends them
+//       job and order ids are random UUIDs and players one of a million, as a game's backend sends them; with
+//       --time-ordered-keys, job and order ids are UUIDs of version 7
 //   worker-bench drain --bootstrap B --topic RESULTS --jobs N
 //       waits for N results; prints jobs/s from the first result to the last
 //   worker-bench paced --bootstrap B --sim URL --topic JOBS --results RESULTS --rate R --seconds S
@@ -97,7 +99,7 @@ func keys(_ index: Int) -> (job: String, order: String, player: String) {
 /// A UUID of version 7 (RFC 9562, section 5.7): 48 bits of Unix milliseconds, then random bits; its text sorts
 /// by the time it was made.
 func uuidVersion7() -> String {
-    let milliseconds = UInt64(Date().timeIntervalSince1970 * 1000)
+    let milliseconds = UInt64(max(0, Date().timeIntervalSince1970 * 1000))
     var bytes = withUnsafeBytes(of: UUID().uuid) { Array($0) }
     for index in 0..<6 { bytes[index] = UInt8(truncatingIfNeeded: milliseconds >> (40 - 8 * UInt64(index))) }
     bytes[6] = 0x70 | (bytes[6] & 0x0F)

@@ -40,7 +40,7 @@ func settings(path string) kafka.ConfigMap {
 }
 
 // newJobID is a UUID of version 7 (RFC 9562): the time in milliseconds first, so ids sort by when they were
-// made, which keeps the worker's ledger as cheap a job when it holds millions of grants as when empty.
+// made, which keeps a job nearly as cheap for the worker's ledger when it holds millions of grants as when empty.
 func newJobID() string {
 	b := make([]byte, 16)
 	rand.Read(b[6:])
