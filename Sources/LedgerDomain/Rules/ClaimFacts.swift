@@ -110,6 +110,7 @@ package struct ClaimFacts {
 
     /// The job's stored answer, with its follow-up (stored beside it) when it has one.
     package func result(_ key: DecisionKey) -> StoredEvent? {
+        guard !results.isEmpty else { return nil }
         guard
             var stored = results[Bytes(key.app.rawValue, key.jobID, key.fingerprint)]
                 ?? results[Bytes(key.app.rawValue, key.jobID, "")]
@@ -123,18 +124,24 @@ package struct ClaimFacts {
     /// The grants of the claim's purchase in its app and environment: of its transaction id, of its identity
     /// as a transaction id, or by its identity (under another transaction id: a restore).
     package func owners(app: AppScope, _ claim: GrantClaim) -> [GrantFact] {
+        // Nothing held yet (a batch's first claim, most claims at a launch): no key built, nothing allocated.
+        guard !grants.isEmpty else { return [] }
+        let environment = claim.environment.rawValue
         var indexes: [Int] = []
-        for id in [claim.transactionID, claim.purchaseID.key] {
-            indexes += byTransaction[Bytes(app.rawValue, claim.environment.rawValue, id)] ?? []
+        func add(_ found: [Int]?) {
+            for index in found ?? [] where !indexes.contains(index) { indexes.append(index) }
         }
-        indexes += byPurchase[Bytes(app.rawValue, claim.environment.rawValue, claim.purchaseID.key)] ?? []
-        var seen = Set<Int>()
-        return indexes.filter { seen.insert($0).inserted }.map { grants[$0] }
+        add(byTransaction[Bytes(app.rawValue, environment, claim.transactionID)])
+        add(byTransaction[Bytes(app.rawValue, environment, claim.purchaseID.key)])
+        add(byPurchase[Bytes(app.rawValue, environment, claim.purchaseID.key)])
+        return indexes.map { grants[$0] }
     }
 
     /// The largest refund remembered for the claim's purchase (by its identity or its transaction id), if any.
     package func refund(app: AppScope, _ claim: GrantClaim) -> RefundTaken? {
-        [
+        // Most batches remember no refund: no key built.
+        guard !refunds.isEmpty else { return nil }
+        return [
             Bytes(app.rawValue, claim.environment.rawValue, "p", claim.purchaseID.key),
             Bytes(app.rawValue, claim.environment.rawValue, "t", claim.transactionID),
             Bytes("*", "p", claim.purchaseID.key), Bytes("*", "t", claim.transactionID),
@@ -152,14 +159,32 @@ package struct ClaimFacts {
 package struct Bytes: Hashable {
     package let value: [UInt8]
 
-    package init(_ parts: String...) {
+    // Two to four parts, each spelled out: a variadic list would allocate an array of its own for every key, and
+    // a claim makes about fifteen keys.
+    package init(_ first: String, _ second: String) { value = Self.joined(first, second, nil, nil) }
+    package init(_ first: String, _ second: String, _ third: String) { value = Self.joined(first, second, third, nil) }
+    package init(_ first: String, _ second: String, _ third: String, _ fourth: String) {
+        value = Self.joined(first, second, third, fourth)
+    }
+
+    private static func joined(_ first: String, _ second: String, _ third: String?, _ fourth: String?) -> [UInt8] {
+        var count = first.utf8.count + 1 + second.utf8.count
+        if let third { count += 1 + third.utf8.count }
+        if let fourth { count += 1 + fourth.utf8.count }
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(parts.reduce(parts.count) { $0 + $1.utf8.count })
-        for (index, part) in parts.enumerated() {
-            if index > 0 { bytes.append(0) }
-            bytes += part.utf8
+        bytes.reserveCapacity(count)
+        bytes += first.utf8
+        bytes.append(0)
+        bytes += second.utf8
+        if let third {
+            bytes.append(0)
+            bytes += third.utf8
         }
-        value = bytes
+        if let fourth {
+            bytes.append(0)
+            bytes += fourth.utf8
+        }
+        return bytes
     }
 
     /// The bytes hashed at once: an array's own hashing feeds the hasher one element at a time, which made hashing
