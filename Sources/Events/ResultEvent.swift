@@ -197,19 +197,7 @@ package enum StableID {
         var digest = SHA256Digest.hash(utf8: name)
         digest[6] = (digest[6] & 0x0F) | 0x80
         digest[8] = (digest[8] & 0x3F) | 0x80
-        let hex = digest.withUnsafeBytes { Hex.encode(UnsafeRawBufferPointer(rebasing: $0.prefix(16))) }
-        return String(unsafeUninitializedCapacity: 36) { text in
-            var written = 0
-            for (index, digit) in hex.utf8.enumerated() {
-                if index == 8 || index == 12 || index == 16 || index == 20 {
-                    text[written] = UInt8(ascii: "-")
-                    written += 1
-                }
-                text[written] = digit
-                written += 1
-            }
-            return written
-        }
+        return digest.withUnsafeBytes { Hex.uuid($0) }
     }
 }
 

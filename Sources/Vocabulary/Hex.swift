@@ -21,6 +21,27 @@ public enum Hex {
         }
     }
 
+    /// The first 16 of `bytes` as a UUID's text: lower-case hex, dashes after the 4th, 6th, 8th and 10th byte
+    /// (8-4-4-4-12 digits). The one place ids of the UUID shape are spelled (stable event ids, time-ordered ids).
+    public static func uuid(_ bytes: UnsafeRawBufferPointer) -> String {
+        precondition(bytes.count >= 16, "a UUID is 16 bytes")
+        return String(unsafeUninitializedCapacity: 36) { text in
+            let digits: StaticString = "0123456789abcdef"
+            let table = digits.utf8Start
+            var written = 0
+            for (index, byte) in bytes.prefix(16).enumerated() {
+                if index == 4 || index == 6 || index == 8 || index == 10 {
+                    text[written] = UInt8(ascii: "-")
+                    written += 1
+                }
+                text[written] = table[Int(byte >> 4)]
+                text[written + 1] = table[Int(byte & 0x0F)]
+                written += 2
+            }
+            return written
+        }
+    }
+
     /// The bytes of hex text; nil for an odd count or a character that is not a hex digit. `lowercaseOnly`: refuse
     /// upper-case digits too (W3C Trace Context allows lower case only).
     public static func decode(_ utf8: some Collection<UInt8>, lowercaseOnly: Bool = false) -> [UInt8]? {

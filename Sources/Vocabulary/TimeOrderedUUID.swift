@@ -19,13 +19,6 @@ package enum TimeOrderedUUID {
         }
         bytes[6] = 0x70 | (bytes[6] & 0x0F)  // version 7
         bytes[8] = 0x80 | (bytes[8] & 0x3F)  // variant 10 (RFC 9562)
-        let hex = Hex.encode(bytes).utf8
-        var text = ""
-        text.reserveCapacity(36)
-        for (index, digit) in hex.enumerated() {
-            if index == 8 || index == 12 || index == 16 || index == 20 { text.unicodeScalars.append("-") }
-            text.unicodeScalars.append(Unicode.Scalar(digit))
-        }
-        return text
+        return bytes.withUnsafeBytes { Hex.uuid($0) }
     }
 }
