@@ -8,6 +8,8 @@
 # PERF=/tmp/worker records a perf profile of the worker during each burst (/tmp/worker-LEDGER-LATENCY.data;
 # PERF_CALL_GRAPH="--call-graph dwarf,16384" for call graphs through libc and SQLite, which have no frame pointers;
 # PERF_FREQUENCY=2000 samples more often than the default 499 a second);
+# MALLOCS=yes counts the worker's calls of malloc during each burst (a perf probe on glibc's; exact where CPU
+# figures move by ±10 us between runs, but it slows every call, so that run's CPU figures are not comparable);
 # PACED_DIVISOR=10 measures latency at a tenth of the throughput instead of half; PROOF=signed_transaction
 # makes every job carry a signed transaction instead of a receipt (PROOFS="receipt signed_transaction": one
 # configuration of each, each kind's CPU per job in the same run); TWO_APPS=no skips the two-app,
@@ -50,12 +52,19 @@ cpu_ticks() {
 }
 # "worker simulator broker postgresql" CPU ticks now, then the bytes the worker has written with write(2)
 # and its kin (wchar): with SQLite, mostly the ledger's WAL and checkpoints, beside the log file and the
-# eventfds; not the sockets, which librdkafka, libcurl and libpq write with send and sendmsg.
+# eventfds; not the sockets, which librdkafka, libcurl and libpq write with send and sendmsg. Last, the
+# times the worker's threads have been switched out (voluntary and not): each is a hop between threads
+# or a wait, a few microseconds of the kernel's.
 cpu_snapshot() {
     echo "$(cpu_ticks "$worker_pid") $(cpu_ticks "$sim_pid") $(cpu_ticks "$(cat "$SERVICES_DIR/tansu.pid")")" \
         "$(cpu_ticks $(pgrep -u postgres postgres | tr '\n' ' '))" \
-        "$(awk '/^wchar:/ {print $2}' "/proc/$worker_pid/io" 2>/dev/null || echo 0)"
+        "$(awk '/^wchar:/ {print $2}' "/proc/$worker_pid/io" 2>/dev/null || echo 0)" \
+        "$(cat /proc/"$worker_pid"/task/*/status 2>/dev/null | awk '/ctxt_switches:/ {s += $2} END {print s + 0}')"
 }
+if [ "${MALLOCS:-no}" = yes ]; then  # a probe on glibc's malloc, once: counting slows every call, so CPU figures rise
+    libc="$(ldd .build/release/receipt-worker | awk '/libc.so.6/ {print $3}')"
+    perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc ' || perf probe -q -x "$libc" malloc
+fi
 source scripts/lib/ecdsa.sh
 ecdsa_us="$(ecdsa_verify_us)"
 echo "ECDSA P-256: one verification costs ${ecdsa_us} us on this machine now (openssl speed ecdsap256, one core)"
@@ -71,7 +80,9 @@ per_job = [(int(a) - int(b)) / hz / jobs * 1e6 for b, a in zip(before[:4], after
 parts = [f"{name} {value:.0f}" for name, value in zip(names, per_job)]
 ratio = f" (worker = {per_job[0] / ecdsa:.1f} ECDSA verifications)" if ecdsa else ""
 written = (int(after[4]) - int(before[4])) / jobs / 1024
-print("CPU per job (us): " + ", ".join(parts) + ratio + f"; worker wrote {written:.1f} KiB per job")
+switches = (int(after[5]) - int(before[5])) / jobs
+print("CPU per job (us): " + ", ".join(parts) + ratio + f"; worker wrote {written:.1f} KiB per job"
+      + f", {switches:.1f} context switches per job")
 PY
 }
 
@@ -153,8 +164,17 @@ PROPS
         perf record -F "${PERF_FREQUENCY:-499}" ${PERF_CALL_GRAPH:--g} -p "$worker_pid" -o "$PERF-$ledger_kind-$latency.data" >/dev/null 2>&1 &
         perf_pid=$!
     fi
+    local count_pid=""
+    if [ "${MALLOCS:-no}" = yes ]; then  # every call of glibc's malloc by the worker during the burst, counted
+        perf stat -x, -e probe_libc:malloc -p "$worker_pid" -o "$work/mallocs" >/dev/null 2>&1 &
+        count_pid=$!
+    fi
     local throughput; throughput="$("$bench" drain --bootstrap "$KAFKA_BOOTSTRAP" --topic "results-$suffix" --jobs "$count")"
     [ -n "$perf_pid" ] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
+    if [ -n "$count_pid" ]; then
+        kill -INT "$count_pid"; wait "$count_pid" || true
+        echo "  $ledger_kind ${latency} ms, allocations: $(awk -F, -v jobs="$count" '/probe_libc:malloc/ {printf "%.0f mallocs per job", $1 / jobs}' "$work/mallocs")" >&2
+    fi
     # Where the burst's time went inside the worker (its metrics start at zero with the process).
     curl -s "http://127.0.0.1:$metrics_port/metrics" >"$work/metrics-burst"
     : >"$work/metrics-empty"
@@ -251,7 +271,7 @@ if [ -n "${BASELINE_BIN:-}" ]; then
             [ "$build" = baseline ] && bin="$BASELINE_BIN"
             IFS='|' read -r throughput _ _ <<<"$(WORKER_BIN="$bin" run "$ledger" "$latency" 1000 "$jobs" no 2>"$work/burst")"
             printf '  round %s, %-9s %-32s %s\n' "$round" "$build:" "$throughput" \
-                "$(grep -o 'CPU per job.*' "$work/burst" | sed 's/; worker wrote.*//')"
+                "$(grep -o 'CPU per job.*' "$work/burst")$(grep -o '; allocations: .*' <(sed 's/, allocations:/; allocations:/' "$work/burst"))"
         done
     done
     exit 0

@@ -113,26 +113,36 @@ public struct ResultEvent: Sendable, Equatable {
     /// The JSON value, keys in the contract's order.
     public func json() -> Data { Data(jsonText().utf8) }
 
+    /// Written member by member into one string: each line of interpolations made a string of its own, and each
+    /// quoted value another (about sixty allocations an event).
     private func jsonText() -> String {
-        let string = EventJSON.string, time = EventJSON.time
-        let type = decision == .grant ? EventType.granted.rawValue : EventType.denied.rawValue
-        var out = ""
-        out.reserveCapacity(1_024)  // an event's size: built without growing
-        out += "{\"event_id\":\(string(eventID)),\"type\":\"\(type)\",\"job_id\":\(string(jobID))"
-        out += ",\"order_id\":\(string(orderID))"
-        out += ",\"user_id\":\(string(userID)),\"decision\":\"\(decision.name)\",\"reason\":\"\(decision.reason)\""
-        out += ",\"product_id\":\(string(productID)),\"quantity\":\(quantity)"
-        out +=
-            ",\"transaction_id\":\(string(transactionID)),\"original_transaction_id\":\(string(originalTransactionID))"
-        out += ",\"environment\":\(string(environment?.rawValue)),\"bundle_id\":\(string(bundleID))"
+        var out = EventJSON(capacity: 1_024)  // an event's size: built without growing
+        out.string("{\"event_id\":", eventID)
+        out.word(",\"type\":", decision == .grant ? EventType.granted.rawValue : EventType.denied.rawValue)
+        out.string(",\"job_id\":", jobID)
+        out.string(",\"order_id\":", orderID)
+        out.string(",\"user_id\":", userID)
+        out.word(",\"decision\":", decision.name)
+        out.word(",\"reason\":", decision.reason)
+        out.string(",\"product_id\":", productID)
+        out.number(",\"quantity\":", quantity)
+        out.string(",\"transaction_id\":", transactionID)
+        out.string(",\"original_transaction_id\":", originalTransactionID)
+        out.string(",\"environment\":", environment?.rawValue)
+        out.string(",\"bundle_id\":", bundleID)
         if decision == .grant {
-            out += EventJSON.value(value) + EventJSON.revenue(revenue)
-            out += ",\"credited_by\":\(string(credit?.by)),\"credit_reason\":\(string(credit?.reason))"
+            out.value(value)
+            out.number(",\"revenue\":", revenue)
+            out.string(",\"credited_by\":", credit?.by)
+            out.string(",\"credit_reason\":", credit?.reason)
         }
-        out += ",\"purchase_date\":\(time(purchaseDate))"
-        out += ",\"expires_date\":\(time(expiresDate)),\"verified_at\":\(time(verifiedAt)),\"attempts\":\(attempts)"
-        out += ",\"detail\":\(string(detail))}"
-        return out
+        out.time(",\"purchase_date\":", purchaseDate)
+        out.time(",\"expires_date\":", expiresDate)
+        out.time(",\"verified_at\":", verifiedAt)
+        out.number(",\"attempts\":", attempts)
+        out.string(",\"detail\":", detail)
+        out.raw("}")
+        return out.text
     }
 
     /// Every `ce_type` the worker publishes; a test holds docs/ to it.
@@ -152,41 +162,6 @@ extension StoredEvent {
                 MessageHeader(name: "ce_time", string: time),
                 MessageHeader(name: "content-type", string: "application/json"),
             ])
-    }
-}
-
-/// The JSON values of the hand-built events (this file, NotificationEvent, SubscriptionEvent): a string quoted,
-/// a time in RFC 3339 with milliseconds, or `null` when absent.
-package enum EventJSON {
-    package static func string(_ value: String?) -> String { value.map(JSONString.quote) ?? "null" }
-    package static func time(_ date: Date?) -> String { date.map { JSONString.quote(RFC3339.format($0)) } ?? "null" }
-    package static func number<T: BinaryInteger>(_ value: T?) -> String { value.map { String($0) } ?? "null" }
-
-    /// `revenue` (``Revenue``), with a leading comma: what the event adds to indicative revenue.
-    package static func revenue(_ amount: Int64?) -> String { ",\"revenue\":\(number(amount))" }
-
-    /// The members every event about a purchase carries of its worth (docs/contract.md, "What a purchase was
-    /// worth"), each with a leading comma.
-    package static func value(_ value: PurchaseValue) -> String {
-        var out = ",\"price\":\(number(value.price)),\"currency\":\(string(value.currency))"
-        out += ",\"storefront\":\(string(value.storefront)),\"transaction_reason\":\(string(value.transactionReason))"
-        out +=
-            ",\"in_app_ownership_type\":\(string(value.ownershipType?.rawValue)),\"offer_type\":\(number(value.offerType))"
-        out += ",\"offer_identifier\":\(string(value.offerIdentifier))"
-        out +=
-            ",\"offer_discount_type\":\(string(value.offerDiscountType)),\"offer_period\":\(string(value.offerPeriod))"
-        out += ",\"billing_plan_type\":\(string(value.billingPlanType)),\"commitment\":\(commitment(value.commitment))"
-        return out
-    }
-
-    /// A monthly instalment's commitment: which instalment, of how many, until when, and the price after it.
-    package static func commitment(_ commitment: TransactionCommitmentInfo?) -> String {
-        guard let commitment else { return "null" }
-        let expires = commitment.commitmentExpiresDate.flatMap { AppleTimestamp.date(milliseconds: $0) }
-        return "{\"billing_period_number\":\(number(commitment.billingPeriodNumber)),"
-            + "\"total_billing_periods\":\(number(commitment.totalBillingPeriods)),"
-            + "\"expires_date\":\(string(expires.map(RFC3339.format))),"
-            + "\"price_after\":\(number(commitment.commitmentPrice))}"
     }
 }
 

@@ -3,14 +3,25 @@ import Vocabulary
 /// Minimal JSON string quoting, for hand-built lines on hot paths (logs, metrics labels).
 public enum JSONString {
     public static func quote(_ string: String) -> String {
-        // Most strings (ids, dates, base64) need no escape: one scan, one concatenation. The scan runs on the
+        var out = ""
+        out.reserveCapacity(string.utf8.count + 2)
+        append(quoted: string, to: &out)
+        return out
+    }
+
+    /// Appends the string quoted to `out`, without a string of its own in between (events are built this way).
+    public static func append(quoted string: String, to out: inout String) {
+        // Most strings (ids, dates, base64) need no escape: one scan, one append. The scan runs on the
         // contiguous bytes, eight at a time: a receipt is kilobytes, and the generic UTF8View walk took three
         // times as long as a byte loop (10 against 3 µs for 6 KB).
         var bytes = string
         let needsEscape = bytes.withUTF8 { JSONTextScan.firstSpecial(in: $0, from: 0) < $0.count }
-        if !needsEscape { return "\"" + string + "\"" }
-        var out = "\""
-        out.reserveCapacity(string.utf8.count + 2)
+        out += "\""
+        guard needsEscape else {
+            out += string
+            out += "\""
+            return
+        }
         for scalar in string.unicodeScalars {
             switch scalar {
             case "\"": out += "\\\""
@@ -26,6 +37,5 @@ public enum JSONString {
             }
         }
         out += "\""
-        return out
     }
 }

@@ -5,7 +5,9 @@ import Synchronization
 /// taken from each and not yet answered, and what may be committed. State changes happen under one lock;
 /// callers act (commit, pause, resume) outside it.
 final class PartitionBook: Sendable {
-    private struct Partition {
+    /// A class, changed in place through the dictionary: a struct changed through `partitions[key]?.…` went
+    /// through the dictionary's modify accessors, a dozen allocations a message taken and as many answered.
+    private final class Partition {
         var offsets = PartitionOffsets()
         /// The next offset this worker committed, once it committed one during this assignment.
         var committed: Int64?
@@ -13,6 +15,11 @@ final class PartitionBook: Sendable {
         let generation: UInt64
         /// When a message was last taken or answered, or the commit moved (at first: when it was assigned).
         var lastProgress: ContinuousClock.Instant
+
+        init(generation: UInt64, lastProgress: ContinuousClock.Instant) {
+            self.generation = generation
+            self.lastProgress = lastProgress
+        }
     }
 
     private struct State {
@@ -50,10 +57,10 @@ final class PartitionBook: Sendable {
     func take(_ partition: TopicPartition, offset: Int64, generation: UInt64) -> Bool {
         let now = ContinuousClock.now
         return state.withLock { state in
-            guard !state.closing.contains(partition), state.partitions[partition]?.generation == generation,
-                state.partitions[partition]?.offsets.start(offset) == true
+            guard !state.closing.contains(partition), let taken = state.partitions[partition],
+                taken.generation == generation, taken.offsets.start(offset)
             else { return false }
-            state.partitions[partition]?.lastProgress = now
+            taken.lastProgress = now
             return true
         }
     }
@@ -62,7 +69,7 @@ final class PartitionBook: Sendable {
     /// are all answered may be committed that far (past transaction markers).
     func advance(_ positions: [TopicPartition: Int64]) {
         state.withLock { state in
-            for (partition, position) in positions where state.partitions[partition] != nil {
+            for (partition, position) in positions {
                 state.partitions[partition]?.offsets.advance(toPosition: position)
             }
         }
@@ -73,10 +80,8 @@ final class PartitionBook: Sendable {
     func finish(_ partition: TopicPartition, offset: Int64, generation: UInt64) {
         let now = ContinuousClock.now
         state.withLock { state in
-            guard state.partitions[partition]?.generation == generation else { return }
-            if state.partitions[partition]?.offsets.finish(offset) == true {
-                state.partitions[partition]?.lastProgress = now
-            }
+            guard let answered = state.partitions[partition], answered.generation == generation else { return }
+            if answered.offsets.finish(offset) { answered.lastProgress = now }
         }
     }
 
@@ -85,8 +90,8 @@ final class PartitionBook: Sendable {
     func abandon(_ partition: TopicPartition, offset: Int64, generation: UInt64) {
         state.withLock { state in
             // A message of an earlier assignment must not mark the same offset, in flight again, as abandoned.
-            guard state.partitions[partition]?.generation == generation else { return }
-            _ = state.partitions[partition]?.offsets.abandon(offset)
+            guard let left = state.partitions[partition], left.generation == generation else { return }
+            left.offsets.abandon(offset)
         }
     }
 
@@ -114,9 +119,10 @@ final class PartitionBook: Sendable {
     func markCommitted(_ offsets: [TopicPartition: Int64]) {
         let now = ContinuousClock.now
         state.withLock { state in
-            for (key, offset) in offsets where state.partitions[key] != nil {
-                state.partitions[key]?.committed = offset
-                state.partitions[key]?.lastProgress = now
+            for (key, offset) in offsets {
+                guard let partition = state.partitions[key] else { continue }
+                partition.committed = offset
+                partition.lastProgress = now
             }
         }
     }

@@ -52,32 +52,52 @@ extension RDKafkaClient {
         let error = message.topic.withCString { topic in
             message.value.withUnsafeBytes { value in
                 withOptionalBytes(message.key) { key in
-                    var vus = [rd_kafka_vu_t](repeating: rd_kafka_vu_t(), count: 5)
-                    vus[0].vtype = RD_KAFKA_VTYPE_TOPIC
-                    vus[0].u.cstr = topic
-                    vus[1].vtype = RD_KAFKA_VTYPE_VALUE
-                    vus[1].u.mem.ptr = UnsafeMutableRawPointer(mutating: value.baseAddress)
-                    vus[1].u.mem.size = value.count
-                    vus[2].vtype = RD_KAFKA_VTYPE_MSGFLAGS
-                    vus[2].u.i = RD_KAFKA_MSG_F_COPY
-                    vus[3].vtype = RD_KAFKA_VTYPE_OPAQUE
-                    vus[3].u.ptr = box.toOpaque()
-                    vus[4].vtype = RD_KAFKA_VTYPE_PARTITION
-                    vus[4].u.i32 = message.partition ?? RD_KAFKA_PARTITION_UA
-                    if let key {
-                        var entry = rd_kafka_vu_t()
-                        entry.vtype = RD_KAFKA_VTYPE_KEY
-                        entry.u.mem.ptr = UnsafeMutableRawPointer(mutating: key.baseAddress)
-                        entry.u.mem.size = key.count
-                        vus.append(entry)
+                    // On the stack: seven entries at most, no array to allocate and grow each record.
+                    withUnsafeTemporaryAllocation(of: rd_kafka_vu_t.self, capacity: 7) { vus in
+                        var count = 0
+                        func add(_ fill: (inout rd_kafka_vu_t) -> Void) {
+                            var entry = rd_kafka_vu_t()
+                            fill(&entry)
+                            vus.initializeElement(at: count, to: entry)
+                            count += 1
+                        }
+                        add {
+                            $0.vtype = RD_KAFKA_VTYPE_TOPIC
+                            $0.u.cstr = topic
+                        }
+                        add {
+                            $0.vtype = RD_KAFKA_VTYPE_VALUE
+                            $0.u.mem.ptr = UnsafeMutableRawPointer(mutating: value.baseAddress)
+                            $0.u.mem.size = value.count
+                        }
+                        add {
+                            $0.vtype = RD_KAFKA_VTYPE_MSGFLAGS
+                            $0.u.i = RD_KAFKA_MSG_F_COPY
+                        }
+                        add {
+                            $0.vtype = RD_KAFKA_VTYPE_OPAQUE
+                            $0.u.ptr = box.toOpaque()
+                        }
+                        add {
+                            $0.vtype = RD_KAFKA_VTYPE_PARTITION
+                            $0.u.i32 = message.partition ?? RD_KAFKA_PARTITION_UA
+                        }
+                        if let key {
+                            add {
+                                $0.vtype = RD_KAFKA_VTYPE_KEY
+                                $0.u.mem.ptr = UnsafeMutableRawPointer(mutating: key.baseAddress)
+                                $0.u.mem.size = key.count
+                            }
+                        }
+                        if let headers {
+                            add {
+                                $0.vtype = RD_KAFKA_VTYPE_HEADERS
+                                $0.u.headers = headers
+                            }
+                        }
+                        defer { vus.baseAddress?.deinitialize(count: count) }
+                        return rd_kafka_produceva(handle, vus.baseAddress, count)
                     }
-                    if let headers {
-                        var entry = rd_kafka_vu_t()
-                        entry.vtype = RD_KAFKA_VTYPE_HEADERS
-                        entry.u.headers = headers
-                        vus.append(entry)
-                    }
-                    return rd_kafka_produceva(handle, vus, vus.count)
                 }
             }
         }
@@ -92,10 +112,17 @@ extension RDKafkaClient {
     private func makeHeaders(_ headers: [MessageHeader]) -> OpaquePointer? {
         guard !headers.isEmpty, let list = rd_kafka_headers_new(headers.count) else { return nil }
         for header in headers {
-            if let value = header.value {
-                value.withUnsafeBytes { _ = rd_kafka_header_add(list, header.name, -1, $0.baseAddress, $0.count) }
-            } else {
-                rd_kafka_header_add(list, header.name, -1, nil, 0)
+            // The name's own bytes with their length: a String passed as a C string is copied to an array first.
+            var name = header.name
+            name.withUTF8 { name in
+                let nameStart = UnsafeRawPointer(name.baseAddress)?.assumingMemoryBound(to: CChar.self)
+                if let value = header.value {
+                    value.withUnsafeBytes {
+                        _ = rd_kafka_header_add(list, nameStart, name.count, $0.baseAddress, $0.count)
+                    }
+                } else {
+                    rd_kafka_header_add(list, nameStart, name.count, nil, 0)
+                }
             }
         }
         return list

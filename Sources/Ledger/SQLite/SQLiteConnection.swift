@@ -106,9 +106,8 @@ final class SQLiteConnection {
         for (index, value) in values.enumerated() {
             let position = Int32(index + 1)
             switch value {
-            case .text(let text): sqlite3_bind_text(statement, position, text, -1, csqlite_transient())
-            case .time(let date):
-                sqlite3_bind_text(statement, position, RFC3339.format(date), -1, csqlite_transient())
+            case .text(let text): Self.bind(text, to: statement, at: position)
+            case .time(let date): Self.bind(RFC3339.format(date), to: statement, at: position)
             case .integer(let number): sqlite3_bind_int64(statement, position, number)
             case .bool(let flag): sqlite3_bind_int64(statement, position, flag ? 1 : 0)
             case .bytes(let bytes):
@@ -122,6 +121,19 @@ final class SQLiteConnection {
         }
         return statement
     }
+
+    /// Binds the string's own UTF-8 bytes (SQLite copies them): a String passed as a C string is first copied
+    /// into a new array, about thirty allocations a job.
+    private static func bind(_ text: String, to statement: OpaquePointer, at position: Int32) {
+        var text = text
+        text.withUTF8 { bytes in
+            let start = UnsafeRawPointer(bytes.baseAddress ?? emptyText.utf8Start).assumingMemoryBound(to: CChar.self)
+            sqlite3_bind_text(statement, position, start, Int32(bytes.count), csqlite_transient())
+        }
+    }
+
+    /// Where an empty string's bytes start when it has no buffer: a NULL pointer would bind SQL NULL.
+    private static let emptyText: StaticString = ""
 
     private func error() -> LedgerError {
         let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "closed"
