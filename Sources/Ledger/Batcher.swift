@@ -44,6 +44,9 @@ final class Batcher<Request: Sendable, Response: Sendable>: Sendable {
         }
     }
 
+    /// Requests waiting for a batch (for tests).
+    var pendingCount: Int { state.withLock { $0.pending.count } }
+
     /// The next batch to run, if a slot is free; counts it as running.
     private func takeBatch(_ state: inout State) -> [Pending]? {
         guard state.running < maxConcurrent, !state.pending.isEmpty else { return nil }

@@ -1,0 +1,74 @@
+import Synchronization
+import Testing
+
+@testable import Ledger
+
+/// How the ledger's batcher groups requests: alone and at once when nothing else waits, together under load.
+@Suite("The ledger's batches", .timeLimit(.minutes(1)))
+struct BatcherTests {
+    /// The batches a batcher ran, in order; the one holding request 0 waits until `release()`.
+    final class Recorder: Sendable {
+        private let batches = Mutex<[[Int]]>([])
+        private let gate = AsyncStream<Void>.makeStream()
+
+        func ran(_ requests: [Int]) async {
+            batches.withLock { $0.append(requests) }
+            if requests.contains(0) {
+                for await _ in gate.stream { break }
+            }
+        }
+
+        func release() { gate.continuation.yield() }
+        var sizes: [Int] { batches.withLock { $0.map(\.count) } }
+    }
+
+    func batcher(maxBatch: Int = 256, recorder: Recorder) -> Batcher<Int, Int> {
+        Batcher(maxBatch: maxBatch, maxConcurrent: 1) { requests in
+            await recorder.ran(requests)
+            return requests.map { $0 * 2 }
+        }
+    }
+
+    @Test("requests one after another go alone, each with its own answer")
+    func oneAfterAnother() async throws {
+        let recorder = Recorder()
+        let batcher = batcher(recorder: recorder)
+        for request in 1...3 { #expect(try await batcher.submit(request) == request * 2) }
+        #expect(recorder.sizes == [1, 1, 1])
+    }
+
+    @Test("requests that come while a batch runs go together in the next")
+    func together() async throws {
+        let recorder = Recorder()
+        let batcher = batcher(recorder: recorder)
+        async let first = batcher.submit(0)
+        try await waitUntil { recorder.sizes == [1] }
+        async let second = batcher.submit(1)
+        async let third = batcher.submit(2)
+        try await waitUntil { batcher.pendingCount == 2 }
+        recorder.release()
+        #expect(try await [first, second, third] == [0, 2, 4])
+        #expect(recorder.sizes == [1, 2])
+    }
+
+    @Test("a batch holds at most its maximum; the rest go in the next")
+    func atMostMaximum() async throws {
+        let recorder = Recorder()
+        let batcher = batcher(maxBatch: 2, recorder: recorder)
+        async let first = batcher.submit(0)
+        try await waitUntil { recorder.sizes == [1] }
+        async let others = withThrowingTaskGroup(of: Int.self) { group in
+            for request in 1...5 { group.addTask { try await batcher.submit(request) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        try await waitUntil { batcher.pendingCount == 5 }
+        recorder.release()
+        #expect(try await first == 0)
+        #expect(try await others.sorted() == [2, 4, 6, 8, 10])
+        #expect(recorder.sizes == [1, 2, 2, 1])
+    }
+
+    private func waitUntil(_ condition: () -> Bool) async throws {
+        while !condition() { try await Task.sleep(for: .milliseconds(1)) }
+    }
+}
