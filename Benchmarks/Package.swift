@@ -24,6 +24,7 @@ let package = Package(
     products: [
         .executable(name: "kafka-bench", targets: ["KafkaBench"]),
         .executable(name: "jws-bench", targets: ["JWSBench"]),
+        .executable(name: "parse-bench", targets: ["ParseBench"]),
         .executable(name: "http-bench", targets: ["HTTPBench"]),
         .executable(name: "worker-bench", targets: ["WorkerBench"]),
         .executable(name: "notification-bench", targets: ["NotificationBench"]),
@@ -53,6 +54,7 @@ let package = Package(
         .executableTarget(name: "LedgerBench", dependencies: [product("Ledger")], swiftSettings: strict),
         .executableTarget(
             name: "JWSBench", dependencies: [product("AppleVerification"), product("Crypto")], swiftSettings: strict),
+        .executableTarget(name: "ParseBench", dependencies: [product("AppleVerification")], swiftSettings: strict),
         .executableTarget(
             name: "SpanBench", dependencies: [product("HTTPClient"), product("Observability")], swiftSettings: strict),
     ]

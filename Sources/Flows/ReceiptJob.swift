@@ -85,7 +85,7 @@ public enum JobParser {
         // reaches a recursive parser), and UTF-8: what a JSON parser would refuse is refused here too. No second
         // parse into a tree: the fields are read from the members' bytes (JSONSerialization was a tenth of a
         // job's CPU).
-        guard let members = JSONObjectScanner.members(value), String(validating: value, as: UTF8.self) != nil else {
+        guard let members = JSONObjectScanner.members(value), UTF8Text.isValid(value) else {
             return .unreadable(reason: "the message is not a JSON object (or nests deeper than 64)")
         }
         // A key given twice would be read one way here and another way by whoever reads the job next.

@@ -1,4 +1,5 @@
 public import Foundation
+import Vocabulary
 
 // The messages the flows consume and send, as plain values: the Kafka client (`Kafka`) reads and writes them, the
 // flows and their tests need nothing else of it.
@@ -31,7 +32,7 @@ public struct MessageHeader: Hashable, Sendable {
     }
 
     /// The value as UTF-8 text, when it is.
-    public var stringValue: String? { value.flatMap { String(validating: $0, as: UTF8.self) } }
+    public var stringValue: String? { value.flatMap { UTF8Text.string($0) } }
 }
 
 /// A message to send. `partition` nil lets the partitioner choose from the key.

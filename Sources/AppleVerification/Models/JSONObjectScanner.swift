@@ -99,7 +99,7 @@ package enum JSONObjectScanner {
     /// else unescaped by Foundation (so `\u0079` and `y` are the same key).
     package static func decodeString(_ token: ArraySlice<UInt8>) -> String? {
         let inner = token.dropFirst().dropLast()
-        if !inner.contains(UInt8(ascii: "\\")) { return String(validating: inner, as: UTF8.self) }
+        if !inner.contains(UInt8(ascii: "\\")) { return UTF8Text.string(inner) }
         return try? JSONSerialization.jsonObject(with: Data(token), options: [.fragmentsAllowed]) as? String
     }
 

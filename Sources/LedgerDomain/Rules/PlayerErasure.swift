@@ -1,4 +1,5 @@
 import Foundation
+import Vocabulary
 
 /// A player erased (GDPR article 17, the CCPA's right to delete), the claims kept: every identifier of the player
 /// (their user id, their orders, their app account tokens and the tokens' digests, their jobs' ids) replaced by a
@@ -168,7 +169,7 @@ public struct PlayerErasure: Sendable {
 
     private static func decoded(_ token: [UInt8]) -> String? {
         let inner = token.dropFirst().dropLast()
-        if !inner.contains(UInt8(ascii: "\\")) { return String(validating: inner, as: UTF8.self) }
+        if !inner.contains(UInt8(ascii: "\\")) { return UTF8Text.string(inner) }
         return (try? JSONSerialization.jsonObject(with: Data(token), options: .fragmentsAllowed)) as? String
     }
 

@@ -1,0 +1,48 @@
+import Testing
+import Vocabulary
+
+/// The UTF-8 check every key and text value of Apple's answers and every job goes through accepts exactly what
+/// the standard library's `String(validating:as:)` accepts, and reads the same string.
+@Suite("UTF-8 validation without generics")
+struct UTF8TextTests {
+    /// Hand-picked edges of RFC 3629: each form's bounds, overlong forms, surrogates, past U+10FFFF, cut short.
+    static let edges: [[UInt8]] = [
+        [], [0x00], [0x7F], [0x80], [0xBF], [0xC0, 0x80], [0xC1, 0xBF], [0xC2, 0x80], [0xDF, 0xBF], [0xC2],
+        [0xE0, 0x80, 0x80], [0xE0, 0x9F, 0xBF], [0xE0, 0xA0, 0x80], [0xED, 0x9F, 0xBF], [0xED, 0xA0, 0x80],
+        [0xED, 0xBF, 0xBF], [0xEE, 0x80, 0x80], [0xEF, 0xBF, 0xBF], [0xE1, 0x80], [0xF0, 0x80, 0x80, 0x80],
+        [0xF0, 0x8F, 0xBF, 0xBF], [0xF0, 0x90, 0x80, 0x80], [0xF4, 0x8F, 0xBF, 0xBF], [0xF4, 0x90, 0x80, 0x80],
+        [0xF5, 0x80, 0x80, 0x80], [0xFF], [0xF0, 0x90, 0x80], Array("coins.1000 ✓ 🎮 e\u{301}".utf8),
+        Array("{\"user_id\":\"p\"}".utf8) + [0xFE],
+    ]
+
+    @Test("the edges of each form are judged as the standard library judges them")
+    func edges() {
+        for bytes in Self.edges {
+            #expect(UTF8Text.string(bytes) == String(validating: bytes, as: UTF8.self), "bytes \(bytes)")
+            #expect(UTF8Text.isValid(bytes) == (String(validating: bytes, as: UTF8.self) != nil), "bytes \(bytes)")
+        }
+    }
+
+    @Test("random bytes, mostly near UTF-8's lead and continuation bytes, are judged the same")
+    func random() {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet: [UInt8] = [
+            0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC2, 0xDF, 0xE0, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF,
+        ]
+        for _ in 0..<20_000 {
+            let count = Int.random(in: 0...8, using: &generator)
+            let bytes = (0..<count).map { _ in
+                Bool.random(using: &generator)
+                    ? alphabet.randomElement(using: &generator)! : UInt8.random(in: 0...255, using: &generator)
+            }
+            #expect(UTF8Text.string(bytes) == String(validating: bytes, as: UTF8.self), "bytes \(bytes)")
+        }
+    }
+
+    @Test("a slice is read from its own bounds")
+    func slice() {
+        let bytes: [UInt8] = [0xFF] + Array("é".utf8) + [0xFF]
+        #expect(UTF8Text.string(bytes[1..<3]) == "é")
+        #expect(UTF8Text.string(bytes[0..<3]) == nil)
+    }
+}
