@@ -6,15 +6,22 @@ import Testing
 /// How the ledger's batcher groups requests: alone and at once when nothing else waits, together under load.
 @Suite("The ledger's batches", .timeLimit(.minutes(1)))
 struct BatcherTests {
-    /// The batches a batcher ran, in order; the one holding request 0 waits until `release()`.
+    /// The batches a batcher ran, in order; the one holding request 0 waits until `release()` (20 s at most).
     final class Recorder: Sendable {
         private let batches = Mutex<[[Int]]>([])
         private let gate = AsyncStream<Void>.makeStream()
 
         func ran(_ requests: [Int]) async {
             batches.withLock { $0.append(requests) }
-            if requests.contains(0) {
-                for await _ in gate.stream { break }
+            guard requests.contains(0) else { return }
+            // Released by the test, or after 20 s: a test whose wait failed ends failing, not hanging.
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { [gate] in
+                    for await _ in gate.stream { break }
+                }
+                group.addTask { try? await Task.sleep(for: .seconds(20)) }
+                await group.next()
+                group.cancelAll()
             }
         }
 

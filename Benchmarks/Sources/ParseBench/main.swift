@@ -3,7 +3,7 @@ import Foundation
 
 // How long decoding Apple's answers takes on the calling thread (pin it to one core with taskset):
 //   parse-bench [--file ANSWER.json] [--count N]
-// Without --file: the App Store simulator's verifyReceipt answer for one consumable (565 bytes), the shape every
+// Without --file: the App Store simulator's verifyReceipt answer for one consumable (564 bytes), the shape every
 // receipt job's call to Apple returns in scripts/bench-worker.sh.
 
 let simulatorAnswer = #"""

@@ -123,12 +123,15 @@ final class SQLiteConnection {
     }
 
     /// Binds the string's own UTF-8 bytes (SQLite copies them): a String passed as a C string is first copied
-    /// into a new array, about thirty allocations a job.
+    /// into a new array, about thirty allocations a job. As a C string did, the text ends at a NUL: what is
+    /// stored is what reads back (`String(cString:)`), and what PostgreSQL's parameters, C strings, keep.
     private static func bind(_ text: String, to statement: OpaquePointer, at position: Int32) {
         var text = text
         text.withUTF8 { bytes in
             let start = UnsafeRawPointer(bytes.baseAddress ?? emptyText.utf8Start).assumingMemoryBound(to: CChar.self)
-            sqlite3_bind_text(statement, position, start, Int32(bytes.count), csqlite_transient())
+            let length = bytes.firstIndex(of: 0) ?? bytes.count
+            sqlite3_bind_text64(
+                statement, position, start, sqlite3_uint64(length), csqlite_transient(), UInt8(SQLITE_UTF8))
         }
     }
 
