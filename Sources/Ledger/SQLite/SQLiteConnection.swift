@@ -129,7 +129,10 @@ final class SQLiteConnection {
         var text = text
         text.withUTF8 { bytes in
             let start = UnsafeRawPointer(bytes.baseAddress ?? emptyText.utf8Start).assumingMemoryBound(to: CChar.self)
-            let length = bytes.firstIndex(of: 0) ?? bytes.count
+            var length = bytes.count  // up to the first NUL, found by memchr: a stored event is a kilobyte
+            if let base = bytes.baseAddress, let nul = memchr(base, 0, bytes.count) {
+                length = UnsafeRawPointer(base).distance(to: UnsafeRawPointer(nul))
+            }
             sqlite3_bind_text64(
                 statement, position, start, sqlite3_uint64(length), csqlite_transient(), UInt8(SQLITE_UTF8))
         }
