@@ -263,7 +263,12 @@ if [ -n "${BASELINE_BIN:-}" ]; then
     fi
     ledger="${LEDGERS:-sqlite}"; ledger="${ledger%% *}"
     latency="${LATENCIES:-100}"; latency="${latency%% *}"
-    echo "This build ($(.build/release/receipt-worker --version)) against $baseline_version, alternating: $jobs" \
+    # The checkout's commit beside --version's: a development build's --version names the commit SwiftPM last read
+    # the manifest at, which can be an earlier one.
+    checkout="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    git diff --quiet HEAD 2>/dev/null || checkout="$checkout with uncommitted changes"
+    echo "This build ($(.build/release/receipt-worker --version), built from $checkout) against $baseline_version," \
+        "alternating: $jobs" \
         "${PROOF:-receipt} jobs a burst, $ledger, Apple at $latency ms, worker.max_in_flight=1000"
     for round in $(seq "${ROUNDS:-2}"); do
         for build in baseline this; do
