@@ -276,7 +276,7 @@ if [ -n "${BASELINE_BIN:-}" ]; then
             [ "$build" = baseline ] && bin="$BASELINE_BIN"
             IFS='|' read -r throughput _ _ <<<"$(WORKER_BIN="$bin" run "$ledger" "$latency" 1000 "$jobs" no 2>"$work/burst")"
             printf '  round %s, %-9s %-32s %s\n' "$round" "$build:" "$throughput" \
-                "$(grep -o 'CPU per job.*' "$work/burst")$(grep -o '; allocations: .*' <(sed 's/, allocations:/; allocations:/' "$work/burst"))"
+                "$(grep -o 'CPU per job.*' "$work/burst")$(sed -n 's/.*, allocations: /; allocations: /p' "$work/burst")"
         done
     done
     exit 0

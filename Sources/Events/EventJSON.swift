@@ -61,19 +61,22 @@ package struct EventJSON {
         raw(Self.commitment(value.commitment))
     }
 
-    package static func string(_ value: String?) -> String { value.map(JSONString.quote) ?? "null" }
-    package static func time(_ date: Date?) -> String { date.map { JSONString.quote(RFC3339.format($0)) } ?? "null" }
-    package static func number<T: BinaryInteger>(_ value: T?) -> String { value.map { String($0) } ?? "null" }
+    // A value's text alone, written by the members' own rules.
+    package static func string(_ value: String?) -> String { alone { $0.string("", value) } }
+    package static func time(_ date: Date?) -> String { alone { $0.time("", date) } }
+    package static func number<T: BinaryInteger>(_ value: T?) -> String { alone { $0.number("", value) } }
+
+    private static func alone(_ write: (inout EventJSON) -> Void) -> String {
+        var out = EventJSON(capacity: 0)
+        write(&out)
+        return out.text
+    }
 
     /// `revenue` (``Revenue``), with a leading comma: what the event adds to indicative revenue.
     package static func revenue(_ amount: Int64?) -> String { ",\"revenue\":\(number(amount))" }
 
     /// ``value(_:)``'s members as text of their own.
-    package static func value(_ value: PurchaseValue) -> String {
-        var out = EventJSON(capacity: 512)
-        out.value(value)
-        return out.text
-    }
+    package static func value(_ value: PurchaseValue) -> String { alone { $0.value(value) } }
 
     /// A monthly instalment's commitment: which instalment, of how many, until when, and the price after it.
     package static func commitment(_ commitment: TransactionCommitmentInfo?) -> String {
