@@ -79,7 +79,7 @@ let package = Package(
 
         // Library targets by concern.
         .target(name: "Vocabulary", swiftSettings: strict),
-        .target(name: "Observability", dependencies: ["Vocabulary"], swiftSettings: strict),
+        .target(name: "Observability", dependencies: ["CLinux", "Vocabulary"], swiftSettings: strict),
         // Every OpenSSL call: hashes, random bytes, keys, certificates and their paths, JWS, PKCS#7, OCSP, AES-GCM.
         .target(name: "Crypto", dependencies: ["COpenSSL", "Vocabulary"], swiftSettings: strict),
         // What the flows send and receive: messages as values, and where they send them. No client, no C.

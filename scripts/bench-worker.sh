@@ -50,6 +50,17 @@ cpu_ticks() {
     for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0))); done
     echo "$total"
 }
+# The worker's CPU ticks by its threads' names (NamedThread), as "tasks:http:ledger:kafka": libcurl's event loop
+# (http-client), the ledger's threads (ledger-*), librdkafka's and the poll loops (rdk:*, kafka-*), and the rest,
+# Swift's cooperative pool above all (the handlers' tasks). A thread that ended between two snapshots is missed.
+thread_ticks() {
+    local dir
+    for dir in /proc/"$1"/task/*; do
+        echo "$(cat "$dir/comm" 2>/dev/null) $(awk '{print $14 + $15}' "$dir/stat" 2>/dev/null || echo 0)"
+    done | awk '{ if ($1 == "http-client") h += $2; else if ($1 ~ /^ledger-/) l += $2;
+                  else if ($1 ~ /^(rdk:|kafka-)/) k += $2; else t += $2 }
+                END { printf "%d:%d:%d:%d\n", t, h, l, k }'
+}
 # "worker simulator broker postgresql" CPU ticks now, then the bytes the worker has written with write(2)
 # and its kin (wchar): with SQLite, mostly the ledger's WAL and checkpoints, beside the log file and the
 # eventfds; not the sockets, which librdkafka, libcurl and libpq write with send and sendmsg. Last, the
@@ -59,7 +70,8 @@ cpu_snapshot() {
     echo "$(cpu_ticks "$worker_pid") $(cpu_ticks "$sim_pid") $(cpu_ticks "$(cat "$SERVICES_DIR/tansu.pid")")" \
         "$(cpu_ticks $(pgrep -u postgres postgres | tr '\n' ' '))" \
         "$(awk '/^wchar:/ {print $2}' "/proc/$worker_pid/io" 2>/dev/null || echo 0)" \
-        "$(cat /proc/"$worker_pid"/task/*/status 2>/dev/null | awk '/ctxt_switches:/ {s += $2} END {print s + 0}')"
+        "$(cat /proc/"$worker_pid"/task/*/status 2>/dev/null | awk '/ctxt_switches:/ {s += $2} END {print s + 0}')" \
+        "$(thread_ticks "$worker_pid")"
 }
 if [ "${MALLOCS:-no}" = yes ]; then  # a probe on glibc's malloc, once: counting slows every call, so CPU figures rise
     libc="$(ldd .build/release/receipt-worker | awk '/libc.so.6/ {print $3}')"
@@ -81,8 +93,10 @@ parts = [f"{name} {value:.0f}" for name, value in zip(names, per_job)]
 ratio = f" (worker = {per_job[0] / ecdsa:.1f} ECDSA verifications)" if ecdsa else ""
 written = (int(after[4]) - int(before[4])) / jobs / 1024
 switches = (int(after[5]) - int(before[5])) / jobs
+threads = [(int(a) - int(b)) / hz / jobs * 1e6 for b, a in zip(before[6].split(":"), after[6].split(":"))]
+split = ", ".join(f"{name} {value:.0f}" for name, value in zip(["tasks", "HTTP loop", "ledger", "Kafka"], threads))
 print("CPU per job (us): " + ", ".join(parts) + ratio + f"; worker wrote {written:.1f} KiB per job"
-      + f", {switches:.1f} context switches per job")
+      + f", {switches:.1f} context switches per job; the worker's by thread (us): {split}")
 PY
 }
 

@@ -60,9 +60,7 @@ final class CurlEventLoop: @unchecked Sendable {
         let count = CurlMultiShard.count(for: configuration)
         shards = (0..<count).map { CurlMultiShard(index: $0, of: count, configuration: configuration, loop: self) }
         shardLoads = Array(repeating: 0, count: count)
-        let thread = Thread { [self] in run() }
-        thread.name = "http-client-loop"
-        thread.start()
+        NamedThread.start("http-client") { [self] in run() }
     }
 
     var inFlight: Int { activeCount.load(ordering: .relaxed) }

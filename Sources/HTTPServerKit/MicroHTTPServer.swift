@@ -1,3 +1,4 @@
+import CLinux
 import Dispatch
 import Foundation
 import Synchronization
@@ -41,11 +42,13 @@ public final class MicroHTTPServer: Sendable {
         loop.withLock { loop in
             guard case .notStarted = loop else { return }
             let finished = DispatchSemaphore(value: 0)
+            let name = "httpd-\(daemon.port)"
             let thread = Thread { [daemon] in
+                clinux_name_this_thread(name)  // as `top -H` and perf show it
                 daemon.run()
                 finished.signal()
             }
-            thread.name = "http-server-\(daemon.port)"
+            thread.name = name
             thread.start()
             loop = .running(finished: finished)
         }

@@ -106,7 +106,7 @@ public final class KafkaConsumer: Sendable {
             let loop = ConsumerPollLoop(
                 client: client, channel: channel, gate: gate, configuration: configuration, logger: logger)
             client.context.rebalance = { rk, err, partitions in loop.rebalance(rk, err, partitions) }
-            poller = PollThread(name: "kafka-consumer-poll") { loop.run($0) }
+            poller = PollThread(name: "kafka-consume") { loop.run($0) }
         }
     }
 

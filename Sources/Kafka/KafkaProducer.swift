@@ -60,7 +60,7 @@ public final class KafkaProducer: Sendable {
         self.client = client
         self.deliveryTimeout = configuration.deliveryTimeout
         // A thread, not a task: delivery reports must flow from the first send, and the poll blocks.
-        self.poller = PollThread(name: "kafka-producer-poll") { poller in
+        self.poller = PollThread(name: "kafka-produce") { poller in
             while poller.isRunning { client.serveDeliveryReports(waiting: .milliseconds(100)) }
             // Whatever is still queued fails now, so no caller waits forever.
             client.failEverythingQueued()

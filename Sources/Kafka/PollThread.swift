@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Observability
 import Synchronization
 
 /// A dedicated thread that runs a librdkafka poll loop until stopped. Blocking polls never touch Swift's
@@ -12,12 +13,10 @@ final class PollThread: Sendable {
 
     /// Starts `body` on a new thread. `body` should return soon after `isRunning` turns false.
     init(name: String, _ body: @escaping @Sendable (PollThread) -> Void) {
-        let thread = Thread { [self] in
+        NamedThread.start(name) { [self] in
             body(self)
             exited.signal()
         }
-        thread.name = name
-        thread.start()
     }
 
     func stop() { running.store(false, ordering: .releasing) }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Observability
 import Synchronization
 
 /// A thread of its own that runs blocking calls in order: one per database connection (each of PostgreSQL's pool,
@@ -14,7 +15,7 @@ final class BlockingThread: Sendable {
     private let ready = DispatchSemaphore(value: 0)
 
     init(name: String) {
-        let thread = Thread { [self] in
+        NamedThread.start(name) { [self] in
             while true {
                 ready.wait()
                 let (next, stop) = work.withLock { work in
@@ -24,8 +25,6 @@ final class BlockingThread: Sendable {
                 if stop { return }
             }
         }
-        thread.name = name
-        thread.start()
     }
 
     /// Runs `body` on this thread, after what was submitted before, and returns its result; once stopped, throws

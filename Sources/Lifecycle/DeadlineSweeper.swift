@@ -63,9 +63,7 @@ public final class DeadlineSweeper: Sendable {
             return (state.lastID, !state.sweeping)
         }
         if start {
-            let thread = Thread { [self] in sweep() }
-            thread.name = "deadline-sweeper"
-            thread.start()
+            NamedThread.start("deadlines") { [self] in sweep() }
         }
         return id
     }

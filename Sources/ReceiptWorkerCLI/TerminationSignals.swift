@@ -1,4 +1,5 @@
 import Foundation
+import Observability
 
 /// SIGINT and SIGTERM, delivered to a callback on a thread of its own.
 ///
@@ -23,11 +24,9 @@ enum TerminationSignals {
             action.sa_flags = SA_RESTART
             sigaction(signalNumber, &action, nil)
         }
-        let thread = Thread {
+        NamedThread.start("signals") {
             var byte: UInt8 = 0
             while read(readEnd, &byte, 1) == 1 { onSignal(Int32(byte)) }
         }
-        thread.name = "signals"
-        thread.start()
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 public import HTTPServerKit
+import Observability
 
 /// A small HTTP/1.1 server on epoll: one event loop per thread, each with its own `SO_REUSEPORT` listening
 /// socket, keep-alive, Content-Length bodies, and replies that can be delayed (simulated latency) without
@@ -25,9 +26,7 @@ public final class HTTPServer: Sendable {
 
     public func start() {
         for (index, loop) in loops.enumerated() {
-            let thread = Thread { loop.run() }
-            thread.name = "http-server-\(index)"
-            thread.start()
+            NamedThread.start("sim-http-\(index)") { loop.run() }
         }
     }
 
