@@ -95,6 +95,8 @@ written = (int(after[4]) - int(before[4])) / jobs / 1024
 switches = (int(after[5]) - int(before[5])) / jobs
 threads = [(int(a) - int(b)) / hz / jobs * 1e6 for b, a in zip(before[6].split(":"), after[6].split(":"))]
 split = ", ".join(f"{name} {value:.0f}" for name, value in zip(["tasks", "HTTP loop", "ledger", "Kafka"], threads))
+if threads[1] == 0 and threads[2] == 0:  # a build before NamedThread: every thread has the dispatch thread's name
+    split = "not told apart (this build does not name its threads)"
 print("CPU per job (us): " + ", ".join(parts) + ratio + f"; worker wrote {written:.1f} KiB per job"
       + f", {switches:.1f} context switches per job; the worker's by thread (us): {split}")
 PY

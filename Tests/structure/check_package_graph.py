@@ -29,7 +29,7 @@ C_LAYERS = {
     "CCurl": {"HTTPClient"},
     "CZlib": {"HTTPClient"},
     "CMicroHTTPD": {"HTTPServerKit"},
-    "CLinux": {"HTTPClient", "HTTPServerKit", "AppStoreSimulator"},
+    "CLinux": {"HTTPClient", "HTTPServerKit", "AppStoreSimulator", "Observability"},  # Observability: a thread's name
     "CBuildInfo": {"ReceiptWorker"},
 }
 # Modules whose C headers a target may import: the same targets (only the wrapper itself writes `import C…`).
