@@ -39,10 +39,37 @@ struct UTF8TextTests {
         }
     }
 
+    @Test("runs of ASCII, read eight bytes at a time, then each edge, at every offset, are judged the same")
+    func asciiRuns() {
+        for run in 0...24 {
+            for edge in Self.edges {
+                for bytes in [
+                    Array(repeating: UInt8(ascii: "A"), count: run) + edge, edge + Array(repeating: 0x7A, count: run),
+                ] {
+                    #expect(UTF8Text.string(bytes) == String(validating: bytes, as: UTF8.self), "bytes \(bytes)")
+                }
+            }
+        }
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<5_000 {
+            var bytes = (0..<Int.random(in: 0...40, using: &generator)).map { _ in
+                UInt8.random(in: 0x20...0x7E, using: &generator)
+            }
+            if !bytes.isEmpty {
+                bytes[Int.random(in: 0..<bytes.count, using: &generator)] = UInt8.random(
+                    in: 0x80...0xFF, using: &generator)
+            }
+            #expect(UTF8Text.string(bytes) == String(validating: bytes, as: UTF8.self), "bytes \(bytes)")
+        }
+    }
+
     @Test("a slice is read from its own bounds")
     func slice() {
         let bytes: [UInt8] = [0xFF] + Array("é".utf8) + [0xFF]
         #expect(UTF8Text.string(bytes[1..<3]) == "é")
         #expect(UTF8Text.string(bytes[0..<3]) == nil)
+        // Eight bytes at a time never read past the slice: what follows it is not UTF-8.
+        let padded = Array("0123456789abcdef".utf8) + [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]
+        for end in 1...16 { #expect(UTF8Text.string(padded[1..<end]) != nil) }
     }
 }

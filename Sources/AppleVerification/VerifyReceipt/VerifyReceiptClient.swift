@@ -112,8 +112,15 @@ public final class VerifyReceiptClient: Sendable {
     /// `{"receipt-data": …, "exclude-old-transactions": false, "password": …}`, written directly: the
     /// receipt is most of the bytes, and JSONSerialization's dictionary walk cost 5 % of the worker's CPU.
     static func requestBody(receipt: String, sharedSecret: String?) -> Data {
-        var body = "{\"receipt-data\":" + JSONString.quote(receipt) + ",\"exclude-old-transactions\":false"
-        if let sharedSecret { body += ",\"password\":" + JSONString.quote(sharedSecret) }
+        // Quoted into one string sized once: the receipt's kilobytes are copied once here, not three times.
+        var body = "{\"receipt-data\":"
+        body.reserveCapacity(receipt.utf8.count + (sharedSecret?.utf8.count ?? 0) + 64)
+        JSONString.append(quoted: receipt, to: &body)
+        body += ",\"exclude-old-transactions\":false"
+        if let sharedSecret {
+            body += ",\"password\":"
+            JSONString.append(quoted: sharedSecret, to: &body)
+        }
         body += "}"
         return Data(body.utf8)
     }
