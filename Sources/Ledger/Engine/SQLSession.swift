@@ -151,9 +151,6 @@ struct SQLSpelling: Sendable {
     let rowID: String
     /// A string member of a stored event's JSON (a `text` or `blob` column).
     let eventMember: @Sendable (_ column: String, _ member: String) -> String
-    /// A column whose term the planner must filter by, not look up in an index: SQLite's unary `+` (its planner
-    /// would probe an index once per value of an `IN` list); PostgreSQL's needs no hint.
-    var filterOnly: @Sendable (_ column: String) -> String = { $0 }
 
     /// A table of the ledger, with its schema.
     func table(_ name: String) -> String { schemaPrefix + name }

@@ -21,7 +21,7 @@ final class SQLiteDialect: LedgerDialect, Sendable {
         forUpdate: "", forUpdateSkipLocked: "", rowID: "rowid",
         eventMember: { column, member in
             "CASE WHEN json_valid(CAST(\(column) AS TEXT)) THEN json_extract(CAST(\(column) AS TEXT), '$.\(member)') END"
-        }, filterOnly: { "+" + $0 })
+        })
 
     /// `defaultBundleID`: the default app's bundle id (`apple.bundle_id`), recorded in the file on first use.
     init(path: String, defaultBundleID: String? = nil) throws {
