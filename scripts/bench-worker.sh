@@ -50,16 +50,19 @@ cpu_ticks() {
     for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0))); done
     echo "$total"
 }
-# The worker's CPU ticks by its threads' names (NamedThread), as "tasks:http:ledger:kafka": libcurl's event loop
-# (http-client), the ledger's threads (ledger-*), librdkafka's and the poll loops (rdk:*, kafka-*), and the rest,
-# Swift's cooperative pool above all (the handlers' tasks). A thread that ended between two snapshots is missed.
+# The worker's CPU ticks by its threads' names (NamedThread), as "http:ledger:kafka:named": libcurl's event loop
+# (http-client), the ledger's threads (ledger-*), librdkafka's and the poll loops (rdk:*, kafka-*), then 1 when a
+# thread has one of the names a build with NamedThread gives, else 0 (an older build's split is not told). The
+# handlers' tasks are the rest of the worker's ticks: a thread that ended between two snapshots counts there.
 thread_ticks() {
     local dir
     for dir in /proc/"$1"/task/*; do
-        echo "$(cat "$dir/comm" 2>/dev/null) $(awk '{print $14 + $15}' "$dir/stat" 2>/dev/null || echo 0)"
-    done | awk '{ if ($1 == "http-client") h += $2; else if ($1 ~ /^ledger-/) l += $2;
-                  else if ($1 ~ /^(rdk:|kafka-)/) k += $2; else t += $2 }
-                END { printf "%d:%d:%d:%d\n", t, h, l, k }'
+        # stat's fields after the name's closing parenthesis (a name may hold spaces): utime and stime are 12, 13.
+        echo "$(tr ' ' '_' <"$dir/comm" 2>/dev/null) $(sed 's/.*) //' "$dir/stat" 2>/dev/null | awk '{print $12 + $13}')"
+    done | awk '{ if ($1 == "http-client") h += $NF; else if ($1 ~ /^ledger-/) l += $NF;
+                  else if ($1 ~ /^(rdk:|kafka-)/) k += $NF;
+                  if ($1 == "http-client" || $1 ~ /^(ledger-|kafka-)/) named = 1 }
+                END { printf "%d:%d:%d:%d\n", h, l, k, named }'
 }
 # "worker simulator broker postgresql" CPU ticks now, then the bytes the worker has written with write(2)
 # and its kin (wchar): with SQLite, mostly the ledger's WAL and checkpoints, beside the log file and the
@@ -93,9 +96,10 @@ parts = [f"{name} {value:.0f}" for name, value in zip(names, per_job)]
 ratio = f" (worker = {per_job[0] / ecdsa:.1f} ECDSA verifications)" if ecdsa else ""
 written = (int(after[4]) - int(before[4])) / jobs / 1024
 switches = (int(after[5]) - int(before[5])) / jobs
-threads = [(int(a) - int(b)) / hz / jobs * 1e6 for b, a in zip(before[6].split(":"), after[6].split(":"))]
+named = [(int(a) - int(b)) / hz / jobs * 1e6 for b, a in zip(before[6].split(":")[:3], after[6].split(":")[:3])]
+threads = [per_job[0] - sum(named)] + named  # the tasks: the rest of the worker's CPU
 split = ", ".join(f"{name} {value:.0f}" for name, value in zip(["tasks", "HTTP loop", "ledger", "Kafka"], threads))
-if threads[1] == 0 and threads[2] == 0:  # a build before NamedThread: every thread has the dispatch thread's name
+if after[6].split(":")[3] != "1":  # a build before NamedThread: every thread has the dispatch thread's name
     split = "not told apart (this build does not name its threads)"
 print("CPU per job (us): " + ", ".join(parts) + ratio + f"; worker wrote {written:.1f} KiB per job"
       + f", {switches:.1f} context switches per job; the worker's by thread (us): {split}")
