@@ -104,7 +104,7 @@ let package = Package(
             name: "AppleVerification", dependencies: ["Crypto", "HTTPClient", "Observability", "Vocabulary"],
             swiftSettings: strict),
 
-        .target(name: "HTTPServerKit", dependencies: ["CLinux", "CMicroHTTPD"], swiftSettings: strict),
+        .target(name: "HTTPServerKit", dependencies: ["CLinux", "CMicroHTTPD", "Observability"], swiftSettings: strict),
         .target(
             name: "AppStoreSimulator",
             dependencies: [

@@ -44,10 +44,13 @@ start_sim() {
 
 stop_sim() { kill "$sim_pid" 2>/dev/null; wait "$sim_pid" 2>/dev/null || true; sim_pid=""; }
 
+# CPU ticks (user+system) in a stat file of /proc: its fields after the name's closing parenthesis (a name may hold
+# spaces), where utime and stime are 12 and 13; 0 once the process or thread is gone.
+stat_ticks() { sed 's/.*) //' "$1" 2>/dev/null | awk '{print $12 + $13} END {if (NR == 0) print 0}'; }
 # CPU ticks (user+system) used so far by the given processes.
 cpu_ticks() {
     local total=0 pid
-    for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0))); done
+    for pid in "$@"; do total=$((total + $(stat_ticks "/proc/$pid/stat"))); done
     echo "$total"
 }
 # The worker's CPU ticks by its threads' names (NamedThread), as "http:ledger:kafka:named": libcurl's event loop
@@ -57,8 +60,7 @@ cpu_ticks() {
 thread_ticks() {
     local dir
     for dir in /proc/"$1"/task/*; do
-        # stat's fields after the name's closing parenthesis (a name may hold spaces): utime and stime are 12, 13.
-        echo "$(tr ' ' '_' <"$dir/comm" 2>/dev/null) $(sed 's/.*) //' "$dir/stat" 2>/dev/null | awk '{print $12 + $13}')"
+        echo "$(tr ' ' '_' <"$dir/comm" 2>/dev/null) $(stat_ticks "$dir/stat")"
     done | awk '{ if ($1 == "http-client") h += $NF; else if ($1 ~ /^ledger-/) l += $NF;
                   else if ($1 ~ /^(rdk:|kafka-)/) k += $NF;
                   if ($1 == "http-client" || $1 ~ /^(ledger-|kafka-)/) named = 1 }

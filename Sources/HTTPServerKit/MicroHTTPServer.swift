@@ -1,6 +1,6 @@
-import CLinux
 import Dispatch
 import Foundation
+import Observability
 import Synchronization
 
 /// An HTTP/1.1 server on libmicrohttpd, with bounded everything: connections (in all and per address), idle
@@ -42,14 +42,10 @@ public final class MicroHTTPServer: Sendable {
         loop.withLock { loop in
             guard case .notStarted = loop else { return }
             let finished = DispatchSemaphore(value: 0)
-            let name = "httpd-\(daemon.port)"
-            let thread = Thread { [daemon] in
-                clinux_name_this_thread(name)  // as `top -H` and perf show it
+            NamedThread.start("httpd-\(daemon.port)") { [daemon] in
                 daemon.run()
                 finished.signal()
             }
-            thread.name = name
-            thread.start()
             loop = .running(finished: finished)
         }
     }

@@ -99,11 +99,9 @@ package enum JSONObjectScanner {
     /// else unescaped by Foundation (so `\u0079` and `y` are the same key).
     package static func decodeString(_ token: ArraySlice<UInt8>) -> String? {
         let inner = token.dropFirst().dropLast()
-        // memchr: a receipt's kilobytes walked through the slice's iterator cost 0.7 µs a job.
-        let escaped = inner.withUnsafeBufferPointer { buffer in
-            guard let base = buffer.baseAddress else { return false }
-            return memchr(base, Int32(UInt8(ascii: "\\")), buffer.count) != nil
-        }
+        // Eight bytes at a time: a receipt's kilobytes walked through the slice's iterator cost 0.7 µs a job. The
+        // scanner let no raw quote or control character into a token, so the first special byte is a backslash.
+        let escaped = inner.withUnsafeBufferPointer { JSONTextScan.firstSpecial(in: $0, from: 0) < $0.count }
         if !escaped { return UTF8Text.string(inner) }
         return try? JSONSerialization.jsonObject(with: Data(token), options: [.fragmentsAllowed]) as? String
     }

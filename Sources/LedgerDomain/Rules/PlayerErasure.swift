@@ -169,7 +169,10 @@ public struct PlayerErasure: Sendable {
 
     private static func decoded(_ token: [UInt8]) -> String? {
         let inner = token.dropFirst().dropLast()
-        if !inner.contains(UInt8(ascii: "\\")) { return UTF8Text.string(inner) }
+        // As the JSON scanner's twin reads a token: a raw control character also goes to the parser, which refuses
+        // it, and the caller then reads the bytes as they are, as it read them from here before.
+        let escaped = inner.withUnsafeBufferPointer { JSONTextScan.firstSpecial(in: $0, from: 0) < $0.count }
+        if !escaped { return UTF8Text.string(inner) }
         return (try? JSONSerialization.jsonObject(with: Data(token), options: .fragmentsAllowed)) as? String
     }
 
