@@ -13,16 +13,23 @@ struct ClaimSQL: Sendable {
 
     private init(_ spelling: SQLSpelling) {
         let table = spelling.table
-        storedResults = """
+        // Each value its own probe of the key, never `IN (…)`: SQLite builds a temporary b-tree of an IN list's
+        // values at every run of the statement (a pager and its page cache: a dozen allocations), where a probe that
+        // a condition on the parameters alone skips costs nothing. A row may then come twice; its readers keep one.
+        let results = """
             SELECT fingerprint, event_id, event_type, event_time, event_key, event FROM \(table("results"))
-                WHERE app = ?1 AND job_id = ?2 AND fingerprint IN (?3, '', ?4)
+                WHERE app = ?1 AND job_id = ?2 AND fingerprint =
+            """
+        storedResults = """
+            \(results) ?3 UNION ALL \(results) '' AND ?3 <> '' UNION ALL \(results) ?4 AND ?4 <> ?3 AND ?4 <> ''
             """
         let grantFacts = """
             SELECT app, environment, transaction_id, purchase_id, order_id, credit = 'job', credit_event_id,
                 revoked_at IS NOT NULL, revenue FROM \(table("grants"))
             """
         grantsByTransaction =
-            grantFacts + " WHERE app = ?1 AND environment = ?2 AND transaction_id IN (?3, ?4)"
+            grantFacts + " WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3"
+            + " UNION ALL " + grantFacts + " WHERE app = ?1 AND environment = ?2 AND transaction_id = ?4 AND ?4 <> ?3"
             + " UNION ALL " + grantFacts + " WHERE app = ?1 AND environment = ?2 AND purchase_id = ?4"
         grantsByOrder = grantFacts + " WHERE app = ?1 AND order_id = ?2 AND credit = 'job'"
         let refundFacts = """

@@ -10,6 +10,7 @@ import Vocabulary
 final class SQLiteConnection {
     private var db: OpaquePointer?
     private var statements: [StatementText: OpaquePointer] = [:]
+    private let parameters = SQLiteParameters()
 
     /// Set once, before the process's first connection: SQLite reads its configuration at initialization.
     private static let configured: Void = { _ = csqlite_disable_memory_statistics() }()
@@ -60,7 +61,11 @@ final class SQLiteConnection {
     @discardableResult
     func rows(_ sql: String, _ values: [SQLValue] = []) throws -> [SQLRow] {
         let statement = try prepared(sql, values)
-        defer { sqlite3_reset(statement) }
+        defer {
+            // Cleared as well as reset: the parameters' bytes are the connection's buffer, rewritten by the next run.
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
         var rows: [SQLRow] = []
         while true {
             switch sqlite3_step(statement) {
@@ -88,7 +93,7 @@ final class SQLiteConnection {
             })
     }
 
-    /// Times as the RFC 3339 text SQLite keeps, booleans as 0 and 1.
+    /// The statement of `sql` (prepared once), with `values` bound.
     private func prepared(_ sql: String, _ values: [SQLValue]) throws -> OpaquePointer {
         guard let db else { throw LedgerError(.closed, "closed") }
         let statement: OpaquePointer
@@ -102,44 +107,9 @@ final class SQLiteConnection {
             statements[StatementText(sql)] = made
             statement = made
         }
-        sqlite3_clear_bindings(statement)
-        for (index, value) in values.enumerated() {
-            let position = Int32(index + 1)
-            switch value {
-            case .text(let text): Self.bind(text, to: statement, at: position)
-            case .time(let date): Self.bind(RFC3339.format(date), to: statement, at: position)
-            case .integer(let number): sqlite3_bind_int64(statement, position, number)
-            case .bool(let flag): sqlite3_bind_int64(statement, position, flag ? 1 : 0)
-            case .bytes(let bytes):
-                _ = bytes.withUnsafeBytes {
-                    sqlite3_bind_blob(
-                        statement, position, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count),
-                        csqlite_transient())
-                }
-            case .null: sqlite3_bind_null(statement, position)
-            }
-        }
+        parameters.bind(values, to: statement)
         return statement
     }
-
-    /// Binds the string's own UTF-8 bytes (SQLite copies them): a String passed as a C string is first copied
-    /// into a new array, about thirty allocations a job. As a C string did, the text ends at a NUL: what is
-    /// stored is what reads back (`String(cString:)`), and what PostgreSQL's parameters, C strings, keep.
-    private static func bind(_ text: String, to statement: OpaquePointer, at position: Int32) {
-        var text = text
-        text.withUTF8 { bytes in
-            let start = UnsafeRawPointer(bytes.baseAddress ?? emptyText.utf8Start).assumingMemoryBound(to: CChar.self)
-            var length = bytes.count  // up to the first NUL, found by memchr: a stored event is a kilobyte
-            if let base = bytes.baseAddress, let nul = memchr(base, 0, bytes.count) {
-                length = UnsafeRawPointer(base).distance(to: UnsafeRawPointer(nul))
-            }
-            sqlite3_bind_text64(
-                statement, position, start, sqlite3_uint64(length), csqlite_transient(), UInt8(SQLITE_UTF8))
-        }
-    }
-
-    /// Where an empty string's bytes start when it has no buffer: a NULL pointer would bind SQL NULL.
-    private static let emptyText: StaticString = ""
 
     private func error() -> LedgerError {
         let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "closed"
