@@ -29,7 +29,7 @@ public final class ECPrivateKey: Sendable {
         var length = 0
         var der = [UInt8](repeating: 0, count: 80)
         let signed =
-            EVP_DigestSignInit(context, nil, EVP_sha256(), nil, pointer) == 1
+            EVP_DigestSignInit(context, nil, SHA256Method.fetched, nil, pointer) == 1
             && der.withUnsafeMutableBufferPointer { out in
                 length = out.count
                 return EVP_DigestSign(context, out.baseAddress, &length, bytes, bytes.count) == 1

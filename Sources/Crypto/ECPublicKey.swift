@@ -31,7 +31,7 @@ package final class ECPublicKey: Sendable {
         guard raw.count == 64, let der = ES256Signature.der(fromRaw: raw) else { return false }
         guard let context = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, pointer) == 1 else {
+        guard EVP_DigestVerifyInit(context, nil, SHA256Method.fetched, nil, pointer) == 1 else {
             ERR_clear_error()
             return false
         }

@@ -11,7 +11,7 @@ package enum HMACSHA256 {
             message.withUnsafeBytes { input in
                 digest.withUnsafeMutableBufferPointer {
                     HMAC(
-                        EVP_sha256(), keyBytes.baseAddress, Int32(keyBytes.count),
+                        SHA256Method.fetched, keyBytes.baseAddress, Int32(keyBytes.count),
                         input.bindMemory(to: UInt8.self).baseAddress, input.count, $0.baseAddress, &length) != nil
                 }
             }

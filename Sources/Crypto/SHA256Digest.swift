@@ -8,7 +8,7 @@ package enum SHA256Digest {
         var digest = [UInt8](repeating: 0, count: 32)
         bytes.withUnsafeBytes { input in
             digest.withUnsafeMutableBufferPointer {
-                _ = SHA256(input.bindMemory(to: UInt8.self).baseAddress, input.count, $0.baseAddress)
+                _ = EVP_Digest(input.baseAddress, input.count, $0.baseAddress, nil, SHA256Method.fetched, nil)
             }
         }
         return digest

@@ -61,7 +61,7 @@ package final class SigningKey: Sendable {
         }
         guard let context = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, key) == 1 else {
+        guard EVP_DigestVerifyInit(context, nil, SHA256Method.fetched, nil, key) == 1 else {
             ERR_clear_error()
             return false
         }
