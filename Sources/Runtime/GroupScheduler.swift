@@ -157,9 +157,12 @@ final class GroupScheduler: Sendable {
                 state.parkingBytes -= item.bytes
                 return []
             }
-            guard state.groups[item.group] != nil else { return [] }
-            state.groups[item.group]?.running -= 1
-            state.groups[item.group]?.runningBytes -= item.bytes
+            // Taken out and put back, as `enqueue` does: a change through the dictionary's optional subscript
+            // allocated its accessor's frame at every call.
+            guard var group = state.groups.removeValue(forKey: item.group) else { return [] }
+            group.running -= 1
+            group.runningBytes -= item.bytes
+            state.groups[item.group] = group
             return fill(item.group, &state)
         }
         for (reader, next) in started { reader.resume(returning: next) }

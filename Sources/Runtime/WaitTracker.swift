@@ -61,7 +61,13 @@ final class WaitTracker: Sendable {
 
     func began(_ start: WaitStart, at offset: Int64, in partition: TopicPartition) {
         let key = Key(flow: start.flow, app: start.app, partition: partition)
-        open.withLock { $0[key, default: [:]][offset] = start.at }
+        // Taken out and put back: a change through the dictionary's subscript (with a default, or optional)
+        // allocated its accessor's frame at every call, twice a message.
+        open.withLock { open in
+            var starts = open.removeValue(forKey: key) ?? [:]
+            starts[offset] = start.at
+            open[key] = starts
+        }
     }
 
     /// The message was answered (acknowledged): its wait is observed.
@@ -76,8 +82,9 @@ final class WaitTracker: Sendable {
     func ended(_ start: WaitStart, at offset: Int64, in partition: TopicPartition) {
         let key = Key(flow: start.flow, app: start.app, partition: partition)
         open.withLock { open in
-            open[key]?[offset] = nil
-            if open[key]?.isEmpty == true { open[key] = nil }
+            guard var starts = open.removeValue(forKey: key) else { return }
+            starts[offset] = nil
+            if !starts.isEmpty { open[key] = starts }
         }
     }
 
