@@ -174,7 +174,8 @@ final class CurlEventLoop: @unchecked Sendable {
     /// goes dormant).
     func watch(_ socket: curl_socket_t, what: Int32, shard: Int) {
         if what == CURL_POLL_REMOVE {
-            registered[socket]?.watching = false
+            // Read and written back: a change through the optional subscript allocated its accessor's frame.
+            if let entry = registered[socket] { registered[socket] = (entry.shard, false) }
             return
         }
         var event = epoll_event()

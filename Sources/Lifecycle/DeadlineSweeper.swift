@@ -58,7 +58,10 @@ public final class DeadlineSweeper: Sendable {
         let (id, start) = state.withLock { state in
             state.lastID &+= 1
             state.pending[state.lastID] = expire
-            state.queues[delay, default: Queue()].append(deadline, state.lastID)
+            // Taken out and put back: a change through the defaulted subscript allocated its accessor's frame.
+            var queue = state.queues.removeValue(forKey: delay) ?? Queue()
+            queue.append(deadline, state.lastID)
+            state.queues[delay] = queue
             defer { state.sweeping = true }
             return (state.lastID, !state.sweeping)
         }
