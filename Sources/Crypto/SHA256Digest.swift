@@ -4,13 +4,16 @@ import Vocabulary
 
 /// SHA-256 through OpenSSL: stable ids, fingerprints, a session's id.
 package enum SHA256Digest {
+    /// Stops the process when OpenSSL has no SHA-256 (a configuration without its default provider): 32 zero bytes
+    /// instead would make every job's fingerprint and every event's id the same.
     package static func hash(_ bytes: some ContiguousBytes) -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: 32)
-        bytes.withUnsafeBytes { input in
+        let hashed = bytes.withUnsafeBytes { input in
             digest.withUnsafeMutableBufferPointer {
-                _ = EVP_Digest(input.baseAddress, input.count, $0.baseAddress, nil, SHA256Method.fetched, nil)
+                EVP_Digest(input.baseAddress, input.count, $0.baseAddress, nil, SHA256Method.fetched, nil) == 1
             }
         }
+        precondition(hashed, "OpenSSL has no SHA-256: check OPENSSL_CONF and its providers")
         return digest
     }
 

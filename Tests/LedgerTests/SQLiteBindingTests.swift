@@ -43,16 +43,21 @@ struct SQLiteBindingTests {
         if case .bytes(let read) = row?.cells[3] { #expect(read == blob) } else { Issue.record("no blob") }
     }
 
-    @Test("a stored row keeps its text after the buffer it was bound from is rewritten and grown by later statements")
-    func storedRowsOutliveTheBuffer() throws {
-        let stored = try withConnection { connection in
-            try connection.execute("CREATE TABLE t (v TEXT)")
-            try connection.rows("INSERT INTO t (v) VALUES (?)", [.text("first-" + String(repeating: "1", count: 100))])
-            _ = try connection.rows("SELECT ?", [.text(String(repeating: "z", count: 100_000))])
-            _ = try connection.rows("SELECT ?, ?", [.text("other"), .text("texts")])
-            return try connection.rows("SELECT v FROM t").first?.text(0)
+    @Test(
+        "a statement whose step failed has its bindings cleared: after the buffer is grown, it reads NULL, not freed memory"
+    )
+    func clearedAfterAFailedStep() throws {
+        let again = try withConnection { connection in
+            // abs() of the smallest integer overflows: the step fails after the texts were bound.
+            let statement = "SELECT ?1, ?2, CASE WHEN ?3 = 'fail' THEN abs(-9223372036854775808) ELSE 0 END"
+            #expect(throws: LedgerError.self) {
+                try connection.rows(statement, [.text("first"), .text("second"), .text("fail")])
+            }
+            _ = try connection.rows("SELECT ?", [.text(String(repeating: "z", count: 100_000))])  // a new buffer
+            return try connection.rows(statement, [.text("again")]).first
         }
-        #expect(stored == "first-" + String(repeating: "1", count: 100))
+        #expect(again?.text(0) == "again")
+        #expect(again?.text(1) == nil, "the failed run's second text is not bound any more")
     }
 
     @Test("a run with fewer values than the statement's parameters binds NULL to the rest, not the last run's values")

@@ -1,0 +1,29 @@
+import Foundation
+import Testing
+
+@testable import Ledger
+
+/// The statements every job runs, as SQLite plans them on a ledger of this release: each value looked up in an
+/// index, and no temporary b-tree built at every run (an `IN (…)` list on an index makes one: its own pager and
+/// page cache, a dozen allocations a statement).
+@Suite("SQLite's plans of a job's statements")
+struct SQLiteClaimPlanTests {
+    @Test("a job's stored results and its grant's facts: index searches only, no temporary b-tree")
+    func plans() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("plans-\(UUID()).sqlite").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let connection = try SQLiteConnection(path: path)
+        try SQLiteSchema.migrate(connection)
+        let sql = ClaimSQL.of(SQLiteDialect.spelling)
+        for (name, statement) in [
+            ("stored results", sql.storedResults), ("grants by transaction", sql.grantsByTransaction),
+            ("grants by order", sql.grantsByOrder),
+        ] {
+            let program = try connection.rows("EXPLAIN " + statement).compactMap { $0.text(1) }
+            #expect(!program.isEmpty && !program.contains("OpenEphemeral"), "\(name): \(program)")
+            let plan = try connection.rows("EXPLAIN QUERY PLAN " + statement).compactMap { $0.text(3) }
+            #expect(plan.contains { $0.hasPrefix("SEARCH") }, "\(name): \(plan)")
+            #expect(!plan.contains { $0.hasPrefix("SCAN") }, "\(name): \(plan)")
+        }
+    }
+}
