@@ -49,17 +49,24 @@ public struct TestSupportError: Error, CustomStringConvertible {
 /// The first column of the first row `sql` returns on `url` (psql's unaligned output), nil when psql fails.
 public func psqlValue(_ url: String, _ sql: String) -> String? { psqlLines(url, sql)?.first }
 
-/// Every row's first column `sql` returns on `url`, nil when psql fails.
+/// Every row's first column `sql` returns on `url`, nil when psql fails. psql's output goes to a file, read after it
+/// exits: started with posix_spawn like the rest, not Foundation's `Process`, whose `run` reads past a heap buffer
+/// of its own (the address sanitizer stops the tests there).
 public func psqlLines(_ url: String, _ sql: String) -> [String]? {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/psql")
-    process.arguments = [url, "-qtAX", "-v", "ON_ERROR_STOP=1", "-c", sql]
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    guard (try? process.run()) != nil else { return nil }
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else { return nil }
+    let output = FileManager.default.temporaryDirectory.appendingPathComponent("psql-\(UUID().uuidString).out")
+    defer { try? FileManager.default.removeItem(at: output) }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, output.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    let arguments = ["/usr/bin/psql", url, "-qtAX", "-v", "ON_ERROR_STOP=1", "-c", sql]
+    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var pid: pid_t = 0
+    guard posix_spawn(&pid, arguments[0], &actions, nil, &argv, environ) == 0 else { return nil }
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    guard (status >> 8) & 0xff == 0, status & 0x7f == 0, let data = try? Data(contentsOf: output) else { return nil }
     return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
 }
