@@ -215,18 +215,7 @@ struct APITokenTests {
     }
 
     func run(_ tool: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent(UUID().uuidString)
-        var actions: posix_spawn_file_actions_t = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 1, output.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        var pid: pid_t = 0
-        var argv = ([tool] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        guard posix_spawn(&pid, tool, &actions, nil, &argv, environ) == 0 else { return (-1, "") }
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
-        defer { try? FileManager.default.removeItem(at: output) }
-        return ((status >> 8) & 0xff, (try? String(contentsOf: output, encoding: .utf8)) ?? "")
+        let (status, output) = runAndRead([tool] + arguments)
+        return (status, String(data: output, encoding: .utf8) ?? "")
     }
 }

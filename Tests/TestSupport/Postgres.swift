@@ -23,22 +23,43 @@ public func runPsql(_ url: String, _ sql: String) -> Int32 {
 }
 
 /// Starts `arguments[0]` (a path) with the rest as its arguments, with posix_spawn: unlike Foundation's Process,
-/// waiting for it never depends on a run loop or on a pipe that a daemon it starts keeps open. Nil when it
-/// cannot start. The child inherits the calling thread's blocked signals (in Swift's pool, SIGTERM among them).
-public func spawn(_ arguments: [String]) -> pid_t? {
+/// waiting for it never depends on a run loop or on a pipe that a daemon it starts keeps open (and its `run` reads
+/// past a heap buffer of its own, where the address sanitizer stops the tests). Nil when it cannot start. The child
+/// inherits the calling thread's blocked signals (in Swift's pool, SIGTERM among them), and `actions`' redirections.
+public func spawn(_ arguments: [String], _ actions: UnsafePointer<posix_spawn_file_actions_t>? = nil) -> pid_t? {
     var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) } }
     var pid: pid_t = 0
-    guard posix_spawn(&pid, arguments[0], nil, nil, &argv, environ) == 0 else { return nil }
+    guard posix_spawn(&pid, arguments[0], actions, nil, &argv, environ) == 0 else { return nil }
     return pid
 }
 
-/// Runs `arguments` as ``spawn(_:)`` does and waits for it; returns its exit status (-1 when it cannot start).
-public func runAndWait(_ arguments: [String]) -> Int32 {
-    guard let pid = spawn(arguments) else { return -1 }
+/// Waits for `pid` to end; its exit status, or 128 plus the signal that ended it, as a shell reports it.
+public func exitStatus(waitingFor pid: pid_t) -> Int32 {
     var status: Int32 = 0
     waitpid(pid, &status, 0)
-    return (status >> 8) & 0xff
+    return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + status & 0x7f
+}
+
+/// Runs `arguments` as ``spawn(_:_:)`` does and waits for it; returns its exit status (-1 when it cannot start).
+public func runAndWait(_ arguments: [String]) -> Int32 {
+    guard let pid = spawn(arguments) else { return -1 }
+    return exitStatus(waitingFor: pid)
+}
+
+/// Runs `arguments` as ``runAndWait(_:)`` does, its standard output to a file read once it exits (its standard
+/// error discarded when `quietly`): its exit status (-1 when it cannot start) and what it wrote.
+public func runAndRead(_ arguments: [String], quietly: Bool = false) -> (status: Int32, output: Data) {
+    let output = FileManager.default.temporaryDirectory.appendingPathComponent("run-\(UUID().uuidString).out")
+    defer { try? FileManager.default.removeItem(at: output) }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, output.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    if quietly { posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0) }
+    guard let pid = spawn(arguments, &actions) else { return (-1, Data()) }
+    let status = exitStatus(waitingFor: pid)
+    return (status, (try? Data(contentsOf: output)) ?? Data())
 }
 
 public struct TestSupportError: Error, CustomStringConvertible {
@@ -49,24 +70,10 @@ public struct TestSupportError: Error, CustomStringConvertible {
 /// The first column of the first row `sql` returns on `url` (psql's unaligned output), nil when psql fails.
 public func psqlValue(_ url: String, _ sql: String) -> String? { psqlLines(url, sql)?.first }
 
-/// Every row's first column `sql` returns on `url`, nil when psql fails. psql's output goes to a file, read after it
-/// exits: started with posix_spawn like the rest, not Foundation's `Process`, whose `run` reads past a heap buffer
-/// of its own (the address sanitizer stops the tests there).
+/// Every row's first column `sql` returns on `url`, nil when psql fails.
 public func psqlLines(_ url: String, _ sql: String) -> [String]? {
-    let output = FileManager.default.temporaryDirectory.appendingPathComponent("psql-\(UUID().uuidString).out")
-    defer { try? FileManager.default.removeItem(at: output) }
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 1, output.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-    let arguments = ["/usr/bin/psql", url, "-qtAX", "-v", "ON_ERROR_STOP=1", "-c", sql]
-    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-    defer { argv.forEach { free($0) } }
-    var pid: pid_t = 0
-    guard posix_spawn(&pid, arguments[0], &actions, nil, &argv, environ) == 0 else { return nil }
-    var status: Int32 = 0
-    waitpid(pid, &status, 0)
-    guard (status >> 8) & 0xff == 0, status & 0x7f == 0, let data = try? Data(contentsOf: output) else { return nil }
-    return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+    let (status, output) = runAndRead(
+        ["/usr/bin/psql", url, "-qtAX", "-v", "ON_ERROR_STOP=1", "-c", sql], quietly: true)
+    guard status == 0 else { return nil }
+    return String(decoding: output, as: UTF8.self).split(separator: "\n").map(String.init)
 }
