@@ -81,6 +81,8 @@ cpu_snapshot() {
 if [ "${MALLOCS:-no}" = yes ]; then  # a probe on glibc's malloc, once: counting slows every call, so CPU figures rise
     libc="$(ldd .build/release/receipt-worker | awk '/libc.so.6/ {print $3}')"
     perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc ' || perf probe -q -x "$libc" malloc
+    # and one that reads the size: a call for more than 1032 bytes passes glibc's per-thread cache by
+    perf probe -l 2>/dev/null | grep -q 'probe_libc:mallocsz ' || perf probe -q -x "$libc" --add 'mallocsz=malloc bytes=%di:u64'
 fi
 source scripts/lib/ecdsa.sh
 ecdsa_us="$(ecdsa_verify_us)"
@@ -188,14 +190,17 @@ PROPS
     fi
     local count_pid=""
     if [ "${MALLOCS:-no}" = yes ]; then  # every call of glibc's malloc by the worker during the burst, counted
-        perf stat -x, -e probe_libc:malloc -p "$worker_pid" -o "$work/mallocs" >/dev/null 2>&1 &
+        perf stat -x, -e probe_libc:malloc -e probe_libc:mallocsz --filter 'bytes > 1032' -p "$worker_pid" \
+            -o "$work/mallocs" >/dev/null 2>&1 &
         count_pid=$!
     fi
     local throughput; throughput="$("$bench" drain --bootstrap "$KAFKA_BOOTSTRAP" --topic "results-$suffix" --jobs "$count")"
     [ -n "$perf_pid" ] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
     if [ -n "$count_pid" ]; then
         kill -INT "$count_pid"; wait "$count_pid" || true
-        echo "  $ledger_kind ${latency} ms, allocations: $(awk -F, -v jobs="$count" '/probe_libc:malloc/ {printf "%.0f mallocs per job", $1 / jobs}' "$work/mallocs")" >&2
+        echo "  $ledger_kind ${latency} ms, allocations: $(awk -F, -v jobs="$count" '
+            /probe_libc:malloc,/ {all = $1} /probe_libc:mallocsz/ {large = $1}
+            END {printf "%.0f mallocs per job, %.1f of them over 1032 bytes (past glibc'"'"'s per-thread cache)", all / jobs, large / jobs}' "$work/mallocs")" >&2
     fi
     # Where the burst's time went inside the worker (its metrics start at zero with the process).
     curl -s "http://127.0.0.1:$metrics_port/metrics" >"$work/metrics-burst"

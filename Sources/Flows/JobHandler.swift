@@ -219,87 +219,126 @@ package struct JobHandler: MessageHandler {
     /// Records the checks' outcome with its claim, then publishes the event the ledger kept. A grant the
     /// ledger refuses (the purchase another order's, the order granted with another purchase, the purchase
     /// refunded) is recorded as that deny instead.
+    ///
+    /// The events and the decision are built by synchronous helpers: what an async function builds itself takes
+    /// room in its frame, which the task allocates whole at every call (built here, they made this frame 15 KB,
+    /// a malloc past glibc's per-thread cache for every job). Not inlined, so its frame is not added to
+    /// ``handle(_:context:)``'s while Apple is asked.
+    @inline(never)
     private func record(
         _ job: ReceiptJob, _ key: DecisionKey, _ outcome: OrderChecks.Verdict, attempts: Int,
         context: any HandlingContext
     ) async throws -> Disposition {
         let now = Date()
-        func event(
-            _ decision: ResultEvent.Decision, _ transaction: AppleTransaction?, _ environment: AppleEnvironment?,
-            _ detail: String?
-        ) -> ResultEvent {
-            var event = ResultEvent(
-                eventID: ResultEvent.eventID(
-                    decision: decision, app: key.app, jobID: job.jobID, fingerprint: key.fingerprint,
-                    orderID: job.orderID, transactionID: transaction?.transactionID),
-                jobID: job.jobID, orderID: job.orderID, userID: job.userID, decision: decision,
-                productID: job.productID, quantity: job.quantity, transactionID: transaction?.transactionID,
-                originalTransactionID: transaction?.originalTransactionID, environment: environment,
-                purchaseDate: transaction?.purchaseDate, expiresDate: transaction?.expiresDate, verifiedAt: now,
-                attempts: attempts, detail: detail, bundleID: job.bundleID ?? apps.defaultApp.bundleID,
-                value: transaction?.value ?? PurchaseValue())
-            if decision == .grant { event.revenue = Revenue.ofSale(event.value, environment: environment) }
-            return event
-        }
         switch outcome {
         case .deny(let reason, let detail, let transaction, let environment):
-            return try await deny(event(.deny(reason), transaction, environment, detail), key, context: context)
-        case .grant(let transaction, let environment):
-            let grant = event(.grant, transaction, environment, nil)
-            let claim = GrantClaim(
-                orderID: job.orderID, transactionID: transaction.transactionID,
-                purchaseID: transaction.purchaseIdentity, environment: environment,
-                userID: job.userID, productID: job.productID, quantity: job.quantity,
-                originalTransactionID: transaction.originalTransactionID, revenue: grant.revenue,
-                subscriptionPeriod: Self.subscriptionPeriod(transaction))
-            let stored = grant.stored()
-            let decision = Decision(
-                key: key, grant: claim, event: stored,
-                refundFollowUp: { RefundFollowUp.make(grant: grant, taken: $0) },
-                appleRefund: RefundFollowUp.stated(by: transaction),
-                creditAnswer: { Self.tiedAnswer(grant, creditEventID: $0, revenue: $1) })
-            let refused: (reason: DenyReason, detail: String)
-            switch try await context.retrying(
-                "ledger_record", stage: metrics.ledgerRecord, { try await decisions.record(decision) })
-            {
-            case .recorded:
-                metrics.counter(.grant, app: appName(key)).increment()
-                countSale(grant, key)
-                return .publish(publishing(stored))
-            case .recordedPartlyRefunded(let followUp):
-                // Refunded in part before this grant: granted for what the player kept, the share taken back.
-                metrics.counter(.grant, app: appName(key)).increment()
-                countSale(grant, key)
-                metrics.money.count(followUp.json, app: appName(key))
-                logger.info(
-                    "granted a purchase refunded in part before, its refund taken back",
-                    ["job_id": job.jobID, "event_id": followUp.eventID])
-                return .publish(publishing(stored) + publishing(followUp))
-            case .replay(let first):
-                metrics.replayedResults.increment()
-                return .publish(publishing(first))
-            case .tied(let answer):
-                // The order holds the purchase by a credit (a renewal, a purchase credited unclaimed, tied now or
-                // before): answered with the credit's event id, credited once.
-                metrics.counter(.grant, app: appName(key)).increment()
-                logger.info("answered with the order's credit", ["job_id": job.jobID, "event_id": answer.eventID])
-                return .publish(publishing(answer))
-            case .credited(let creditEventID, let revenue):
-                // Not made here (the decision says how to answer a credit): kept for other callers of the ledger.
-                return try await answer(
-                    Self.tiedAnswer(grant, creditEventID: creditEventID, revenue: revenue), key, context: context)
-            case .duplicateTransaction:
-                refused = (.duplicateTransaction, "the transaction was granted to another order")
-            case .orderAlreadyFulfilled:
-                refused = (.orderAlreadyFulfilled, "the order was granted with another transaction")
-            case .revoked:
-                refused = (
-                    .revoked,
-                    "the purchase was refunded or revoked after it was granted or credited (App Store notification)"
-                )
-            }
-            let denied = event(.deny(refused.reason), transaction, environment, refused.detail)
+            let denied = resultEvent(
+                .deny(reason), job, key, transaction, environment, detail, attempts: attempts, at: now)
             return try await deny(denied, key, context: context)
+        case .grant(let transaction, let environment):
+            let grant = resultEvent(.grant, job, key, transaction, environment, nil, attempts: attempts, at: now)
+            let decision = Self.grantDecision(grant, of: job, key, transaction, environment)
+            let verdict = try await context.retrying(
+                "ledger_record", stage: metrics.ledgerRecord, { try await decisions.record(decision) })
+            switch answer(to: verdict, grant: grant, stored: decision.event, of: job, key) {
+            case .publish(let records):
+                return .publish(records)
+            case .credited(let tied):
+                return try await answer(tied, key, context: context)
+            case .refused(let reason, let detail):
+                let denied = resultEvent(
+                    .deny(reason), job, key, transaction, environment, detail, attempts: attempts, at: now)
+                return try await deny(denied, key, context: context)
+            }
+        }
+    }
+
+    /// The job's event for a decision.
+    @inline(never)
+    private func resultEvent(
+        _ decision: ResultEvent.Decision, _ job: ReceiptJob, _ key: DecisionKey, _ transaction: AppleTransaction?,
+        _ environment: AppleEnvironment?, _ detail: String?, attempts: Int, at now: Date
+    ) -> ResultEvent {
+        var event = ResultEvent(
+            eventID: ResultEvent.eventID(
+                decision: decision, app: key.app, jobID: job.jobID, fingerprint: key.fingerprint,
+                orderID: job.orderID, transactionID: transaction?.transactionID),
+            jobID: job.jobID, orderID: job.orderID, userID: job.userID, decision: decision,
+            productID: job.productID, quantity: job.quantity, transactionID: transaction?.transactionID,
+            originalTransactionID: transaction?.originalTransactionID, environment: environment,
+            purchaseDate: transaction?.purchaseDate, expiresDate: transaction?.expiresDate, verifiedAt: now,
+            attempts: attempts, detail: detail, bundleID: job.bundleID ?? apps.defaultApp.bundleID,
+            value: transaction?.value ?? PurchaseValue())
+        if decision == .grant { event.revenue = Revenue.ofSale(event.value, environment: environment) }
+        return event
+    }
+
+    /// A grant's claim on its purchase, recorded with its event in one step.
+    @inline(never)
+    private static func grantDecision(
+        _ grant: ResultEvent, of job: ReceiptJob, _ key: DecisionKey, _ transaction: AppleTransaction,
+        _ environment: AppleEnvironment
+    ) -> Decision {
+        let claim = GrantClaim(
+            orderID: job.orderID, transactionID: transaction.transactionID,
+            purchaseID: transaction.purchaseIdentity, environment: environment,
+            userID: job.userID, productID: job.productID, quantity: job.quantity,
+            originalTransactionID: transaction.originalTransactionID, revenue: grant.revenue,
+            subscriptionPeriod: subscriptionPeriod(transaction))
+        return Decision(
+            key: key, grant: claim, event: grant.stored(),
+            refundFollowUp: { RefundFollowUp.make(grant: grant, taken: $0) },
+            appleRefund: RefundFollowUp.stated(by: transaction),
+            creditAnswer: { tiedAnswer(grant, creditEventID: $0, revenue: $1) })
+    }
+
+    /// What follows a grant's claim: the records to publish, a credit's answer to record, or the deny it became.
+    private enum GrantAnswer {
+        case publish([OutboundRecord])
+        case credited(StoredEvent)
+        case refused(DenyReason, detail: String)
+    }
+
+    /// The ledger's verdict on a grant's claim, counted and logged.
+    @inline(never)
+    private func answer(
+        to verdict: ClaimVerdict, grant: ResultEvent, stored: StoredEvent, of job: ReceiptJob, _ key: DecisionKey
+    ) -> GrantAnswer {
+        switch verdict {
+        case .recorded:
+            metrics.counter(.grant, app: appName(key)).increment()
+            countSale(grant, key)
+            return .publish(publishing(stored))
+        case .recordedPartlyRefunded(let followUp):
+            // Refunded in part before this grant: granted for what the player kept, the share taken back.
+            metrics.counter(.grant, app: appName(key)).increment()
+            countSale(grant, key)
+            metrics.money.count(followUp.json, app: appName(key))
+            logger.info(
+                "granted a purchase refunded in part before, its refund taken back",
+                ["job_id": job.jobID, "event_id": followUp.eventID])
+            return .publish(publishing(stored) + publishing(followUp))
+        case .replay(let first):
+            metrics.replayedResults.increment()
+            return .publish(publishing(first))
+        case .tied(let answer):
+            // The order holds the purchase by a credit (a renewal, a purchase credited unclaimed, tied now or
+            // before): answered with the credit's event id, credited once.
+            metrics.counter(.grant, app: appName(key)).increment()
+            logger.info("answered with the order's credit", ["job_id": job.jobID, "event_id": answer.eventID])
+            return .publish(publishing(answer))
+        case .credited(let creditEventID, let revenue):
+            // Not made here (the decision says how to answer a credit): kept for other callers of the ledger.
+            return .credited(Self.tiedAnswer(grant, creditEventID: creditEventID, revenue: revenue))
+        case .duplicateTransaction:
+            return .refused(.duplicateTransaction, detail: "the transaction was granted to another order")
+        case .orderAlreadyFulfilled:
+            return .refused(.orderAlreadyFulfilled, detail: "the order was granted with another transaction")
+        case .revoked:
+            return .refused(
+                .revoked,
+                detail: "the purchase was refunded or revoked after it was granted or credited (App Store notification)"
+            )
         }
     }
 
