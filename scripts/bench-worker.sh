@@ -8,8 +8,9 @@
 # PERF=/tmp/worker records a perf profile of the worker during each burst (/tmp/worker-LEDGER-LATENCY.data;
 # PERF_CALL_GRAPH="--call-graph dwarf,16384" for call graphs through libc and SQLite, which have no frame pointers;
 # PERF_FREQUENCY=2000 samples more often than the default 499 a second);
-# MALLOCS=yes counts the worker's calls of malloc during each burst (a perf probe on glibc's; exact where CPU
-# figures move by ±10 us between runs, but it slows every call, so that run's CPU figures are not comparable);
+# MALLOCS=yes counts the worker's calls of malloc during each burst, and those for more than 1032 bytes, which
+# glibc's per-thread cache never serves (perf probes on glibc's; exact where CPU figures move by ±10 us between
+# runs, but they slow every call, so that run's CPU figures are not comparable);
 # PACED_DIVISOR=10 measures latency at a tenth of the throughput instead of half; PROOF=signed_transaction
 # makes every job carry a signed transaction instead of a receipt (PROOFS="receipt signed_transaction": one
 # configuration of each, each kind's CPU per job in the same run); TWO_APPS=no skips the two-app,

@@ -119,7 +119,10 @@ public final class KafkaProducer: Sendable {
 
     /// Queues one record without waiting; `onDelivery` runs on the poll thread with the broker's answer.
     ///
-    /// Throws at once when the record cannot be queued (``KafkaError/Code/queueFull`` is retriable).
+    /// Throws at once when the record cannot be queued (``KafkaError/Code/queueFull`` is retriable). Not inlined:
+    /// in ``send(_:)``'s async frame, its argument list for librdkafka (on the stack here) would be allocated from
+    /// the task's allocator at every send.
+    @inline(never)
     public func enqueue(
         _ message: OutboundMessage,
         onDelivery: @escaping @Sendable (Result<DeliveryReport, KafkaError>) -> Void
