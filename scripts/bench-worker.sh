@@ -201,7 +201,10 @@ PROPS
         kill -INT "$count_pid"; wait "$count_pid" || true
         echo "  $ledger_kind ${latency} ms, allocations: $(awk -F, -v jobs="$count" '
             /probe_libc:malloc,/ {all = $1} /probe_libc:mallocsz/ {large = $1}
-            END {printf "%.0f mallocs per job, %.1f of them over 1032 bytes (past glibc'"'"'s per-thread cache)", all / jobs, large / jobs}' "$work/mallocs")" >&2
+            END {
+                if (all == "") { printf "not counted (perf stat gave no count)"; exit }
+                printf "%.0f mallocs per job, %.1f of them over 1032 bytes (past glibc'"'"'s per-thread cache)", all / jobs, large / jobs
+            }' "$work/mallocs")" >&2
     fi
     # Where the burst's time went inside the worker (its metrics start at zero with the process).
     curl -s "http://127.0.0.1:$metrics_port/metrics" >"$work/metrics-burst"
