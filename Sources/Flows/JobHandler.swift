@@ -222,7 +222,7 @@ package struct JobHandler: MessageHandler {
     ///
     /// The events and the decision are built by synchronous helpers: what an async function builds itself takes
     /// room in its frame, which the task allocates whole at every call (built here, they made this frame 15.6 KB
-    /// at every job; 4.7 KB now). Not inlined, so its frame is not added to ``handle(_:context:)``'s while Apple
+    /// at every job). Not inlined, so its frame is not added to ``handle(_:context:)``'s while Apple
     /// is asked.
     @inline(never)
     private func record(
@@ -240,7 +240,7 @@ package struct JobHandler: MessageHandler {
             let decision = Self.grantDecision(grant, of: job, key, transaction, environment)
             let verdict = try await context.retrying(
                 "ledger_record", stage: metrics.ledgerRecord, { try await decisions.record(decision) })
-            switch answer(to: verdict, grant: grant, stored: decision.event, of: job, key) {
+            switch grantAnswer(to: verdict, grant: grant, stored: decision.event, of: job, key) {
             case .publish(let records):
                 return .publish(records)
             case .credited(let tied):
@@ -301,7 +301,7 @@ package struct JobHandler: MessageHandler {
 
     /// The ledger's verdict on a grant's claim, counted and logged.
     @inline(never)
-    private func answer(
+    private func grantAnswer(
         to verdict: ClaimVerdict, grant: ResultEvent, stored: StoredEvent, of job: ReceiptJob, _ key: DecisionKey
     ) -> GrantAnswer {
         switch verdict {
