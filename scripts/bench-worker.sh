@@ -11,13 +11,15 @@
 # MALLOCS=yes counts the worker's calls of malloc during each burst, and those for more than 1032 bytes, which
 # glibc's per-thread cache never serves (perf probes on glibc's; exact where CPU figures move by ±10 us between
 # runs, but they slow every call, so that run's CPU figures are not comparable);
-# PACED_DIVISOR=10 measures latency at a tenth of the throughput instead of half; PROOF=signed_transaction
-# makes every job carry a signed transaction instead of a receipt (PROOFS="receipt signed_transaction": one
-# configuration of each, each kind's CPU per job in the same run); TWO_APPS=no skips the two-app,
-# rate-limited run (TWO_APP_JOBS per app, default 1500); WORKER_BIN=PATH runs that receipt-worker binary (another
-# commit's, to compare workers with the same simulator and driver); OTEL_ENDPOINT=URL has the worker export its
-# traces there (scripts/bench-tracing.sh compares CPU per job with and without). BASELINE_BIN=PATH [ROUNDS=2]
-# compares this build with another in one run (below), the way to compare two builds' CPU per job.
+# WAL_PAGES=yes prints, for SQLite, the pages a group commit writes to each table and index (copies of the ledger
+# taken during the burst, read by scripts/lib/wal-pages.py); PACED_DIVISOR=10 measures latency at a tenth of the
+# throughput instead of half; PROOF=signed_transaction makes every job carry a signed transaction instead of a
+# receipt (PROOFS="receipt signed_transaction": one configuration of each, each kind's CPU per job in the same
+# run); TWO_APPS=no skips the two-app, rate-limited run (TWO_APP_JOBS per app, default 1500); WORKER_BIN=PATH
+# runs that receipt-worker binary (another commit's, to compare workers with the same simulator and driver);
+# OTEL_ENDPOINT=URL has the worker export its traces there (scripts/bench-tracing.sh compares CPU per job with and
+# without). BASELINE_BIN=PATH [ROUNDS=2] compares this build with another in one run (below), the way to compare
+# two builds' CPU per job.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${1:-50000}"
@@ -36,6 +38,20 @@ cleanup() {
 }
 trap cleanup EXIT
 bench=Benchmarks/.build/release/worker-bench
+
+# WAL_PAGES=yes: copies of the SQLite ledger and its write-ahead log, taken every 0.2 s while the log holds over
+# a megabyte (at most 30), for scripts/lib/wal-pages.py to tell which tables and indexes a commit writes.
+copy_wal() {
+    local ledger="$1" into="$2" taken=0
+    mkdir -p "$into"
+    while [ "$taken" -lt 30 ]; do
+        if [ "$(stat -c %s "$ledger-wal" 2>/dev/null || echo 0)" -gt 1000000 ]; then
+            taken=$((taken + 1)); mkdir -p "$into/$taken"
+            cp "$ledger" "$into/$taken/ledger.sqlite"; cp "$ledger-wal" "$into/$taken/ledger.sqlite-wal"
+        fi
+        sleep 0.2
+    done
+}
 
 start_sim() {
     services_start_simulator "$work"
@@ -195,8 +211,18 @@ PROPS
             -o "$work/mallocs" >/dev/null 2>&1 &
         count_pid=$!
     fi
+    local copies_pid=""
+    if [ "${WAL_PAGES:-no}" = yes ] && [ "$ledger_kind" = sqlite ]; then
+        copy_wal "$work/ledger-$suffix.sqlite" "$work/wal-copies" &
+        copies_pid=$!
+    fi
     local throughput; throughput="$("$bench" drain --bootstrap "$KAFKA_BOOTSTRAP" --topic "results-$suffix" --jobs "$count")"
     [ -n "$perf_pid" ] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
+    if [ -n "$copies_pid" ]; then
+        kill "$copies_pid" 2>/dev/null; wait "$copies_pid" 2>/dev/null || true
+        echo "  $ledger_kind ${latency} ms, the ledger's group commits: $(python3 scripts/lib/wal-pages.py "$work"/wal-copies/*)" >&2
+        rm -rf "$work/wal-copies"
+    fi
     if [ -n "$count_pid" ]; then
         kill -INT "$count_pid"; wait "$count_pid" || true
         echo "  $ledger_kind ${latency} ms, allocations: $(awk -F, -v jobs="$count" '

@@ -52,28 +52,35 @@ let prefix = option("--prefix") ?? "b"
 let timeOrderedKeys = CommandLine.arguments.contains("--time-ordered-keys")
 let randomKeys = timeOrderedKeys || CommandLine.arguments.contains("--random-keys")
 
-/// Creates purchases in the simulator, `concurrency` at a time; returns their proofs (`--proof`).
+/// Creates purchases in the simulator, 64 at a time; returns their proofs (`--proof`) in the order they were made,
+/// as a game's jobs follow its players' purchases: Apple's transaction ids increase with time, so the jobs in flight
+/// at once carry neighbouring ids, and the ledger's indexes on them are written at their newest pages. (Proofs taken
+/// slice by slice gave the jobs in flight ids from the whole burst's range, written all over those indexes.)
 func purchases(_ count: Int, sim: String) async throws -> [String] {
     let body = Data(
         (bundleID.map { #"{"product_id":"coins.1000","bundle_id":"\#($0)"}"# } ?? #"{"product_id":"coins.1000"}"#).utf8)
     let http = HTTPClient(logger: logger)
     defer { http.shutdown() }
-    return try await withThrowingTaskGroup(of: [String].self) { group in
+    return try await withThrowingTaskGroup(of: [(index: Int, proof: String)].self) { group in
         let slices = 64
         for slice in 0..<slices {
             group.addTask {
-                var receipts: [String] = []
-                for _ in stride(from: slice, to: count, by: slices) {
+                var proofs: [(index: Int, proof: String)] = []
+                for index in stride(from: slice, to: count, by: slices) {
                     let response = try await http.execute(
                         HTTPRequest(
                             method: .post, url: "\(sim)/admin/purchases", body: body))
                     let object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
-                    receipts.append(object?[proofField] as? String ?? "")
+                    proofs.append((index, object?[proofField] as? String ?? ""))
                 }
-                return receipts
+                return proofs
             }
         }
-        return try await group.reduce(into: []) { $0 += $1 }
+        var ordered = [String](repeating: "", count: count)
+        for try await proofs in group {
+            for (index, proof) in proofs { ordered[index] = proof }
+        }
+        return ordered
     }
 }
 
