@@ -11,9 +11,10 @@
 # MALLOCS=yes counts the worker's calls of malloc during each burst, and those for more than 1032 bytes, which
 # glibc's per-thread cache never serves (perf probes on glibc's; exact where CPU figures move by ±10 us between
 # runs, but they slow every call, so that run's CPU figures are not comparable);
-# WAL_PAGES=yes prints, for SQLite, the pages a group commit writes to each table and index (copies of the ledger
-# taken during the burst, read by scripts/lib/wal-pages.py); PACED_DIVISOR=10 measures latency at a tenth of the
-# throughput instead of half; PROOF=signed_transaction makes every job carry a signed transaction instead of a
+# WAL_PAGES=yes prints, for SQLite, the decisions a group commit holds and the pages a decision writes to each table
+# and index (copies of the write-ahead log taken during the burst, read by scripts/lib/wal-pages.py; not with
+# BASELINE_BIN); PACED=no skips the latency measured at half the throughput; PACED_DIVISOR=10 measures it at a
+# tenth instead; PROOF=signed_transaction makes every job carry a signed transaction instead of a
 # receipt (PROOFS="receipt signed_transaction": one configuration of each, each kind's CPU per job in the same
 # run); TWO_APPS=no skips the two-app, rate-limited run (TWO_APP_JOBS per app, default 1500); WORKER_BIN=PATH
 # runs that receipt-worker binary (another commit's, to compare workers with the same simulator and driver);
@@ -39,15 +40,15 @@ cleanup() {
 trap cleanup EXIT
 bench=Benchmarks/.build/release/worker-bench
 
-# WAL_PAGES=yes: copies of the SQLite ledger and its write-ahead log, taken every 0.2 s while the log holds over
-# a megabyte (at most 30), for scripts/lib/wal-pages.py to tell which tables and indexes a commit writes.
+# WAL_PAGES=yes: copies of the SQLite ledger's write-ahead log, taken every 0.2 s from when it appears (at most
+# 30: the first 6 s of the burst), for scripts/lib/wal-pages.py to tell which tables and indexes a commit writes.
 copy_wal() {
-    local ledger="$1" into="$2" taken=0
+    local log="$1-wal" into="$2" taken=0
     mkdir -p "$into"
     while [ "$taken" -lt 30 ]; do
-        if [ "$(stat -c %s "$ledger-wal" 2>/dev/null || echo 0)" -gt 1000000 ]; then
-            taken=$((taken + 1)); mkdir -p "$into/$taken"
-            cp "$ledger" "$into/$taken/ledger.sqlite"; cp "$ledger-wal" "$into/$taken/ledger.sqlite-wal"
+        if [ -s "$log" ]; then
+            taken=$((taken + 1))
+            cp "$log" "$into/$taken.wal"
         fi
         sleep 0.2
     done
@@ -220,7 +221,8 @@ PROPS
     [ -n "$perf_pid" ] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
     if [ -n "$copies_pid" ]; then
         kill "$copies_pid" 2>/dev/null; wait "$copies_pid" 2>/dev/null || true
-        echo "  $ledger_kind ${latency} ms, the ledger's group commits: $(python3 scripts/lib/wal-pages.py "$work"/wal-copies/*)" >&2
+        echo "  $ledger_kind ${latency} ms, the ledger's group commits: $(python3 scripts/lib/wal-pages.py \
+            "$work/ledger-$suffix.sqlite" "$work/wal-copies")" >&2
         rm -rf "$work/wal-copies"
     fi
     if [ -n "$count_pid" ]; then
@@ -347,7 +349,7 @@ for PROOF in ${PROOFS:-${PROOF:-receipt}}; do
     [ -n "${PROOFS:-}" ] && echo "jobs proving their purchase with: $PROOF"
     for ledger in ${LEDGERS:-sqlite postgresql}; do
         for latency in ${LATENCIES:-0 100}; do
-            IFS='|' read -r throughput latency_line peak <<<"$(run "$ledger" "$latency" 1000 "$jobs" yes)"
+            IFS='|' read -r throughput latency_line peak <<<"$(run "$ledger" "$latency" 1000 "$jobs" "${PACED:-yes}")"
             rates["$ledger-$latency"]="$(grep -oE '^[0-9]+' <<<"$throughput")"
             last_rate="${rates["$ledger-$latency"]}"
             printf '%-11s %-8s %-34s %-96s %s\n' "$ledger" "${latency} ms" "$throughput" "$latency_line" "$peak"

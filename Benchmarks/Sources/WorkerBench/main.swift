@@ -76,7 +76,7 @@ func purchases(_ count: Int, sim: String) async throws -> [String] {
                 return proofs
             }
         }
-        var ordered = [String](repeating: "", count: count)
+        var ordered = [String](repeating: "", count: max(0, count))
         for try await proofs in group {
             for (index, proof) in proofs { ordered[index] = proof }
         }
