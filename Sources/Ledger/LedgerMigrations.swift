@@ -149,6 +149,9 @@ enum LedgerMigrations {
                 // whole audit (it is never pruned).
                 .index("desk_audit_action", on: "desk_audit (action, id)"),
             ]),
+        LedgerMigration(
+            version: 20, description: "refunds remembered before apps found by their whole key",
+            changes: [.postgresFunctions(\.legacyRefundsByKey)]),
     ]
 
     /// The latest version, on both databases.

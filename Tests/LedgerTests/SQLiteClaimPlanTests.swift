@@ -26,4 +26,25 @@ struct SQLiteClaimPlanTests {
             #expect(!plan.contains { $0.hasPrefix("SCAN") }, "\(name): \(plan)")
         }
     }
+
+    @Test("a claim's refunds, also those remembered before apps: each looked up by its index's whole key")
+    func refundPlans() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("plans-\(UUID()).sqlite").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let connection = try SQLiteConnection(path: path)
+        try SQLiteSchema.migrate(connection)
+        let refunds = ClaimSQL.of(SQLiteDialect.spelling).refunds
+        let program = try connection.rows("EXPLAIN " + refunds).compactMap { $0.text(1) }
+        #expect(!program.isEmpty && !program.contains("OpenEphemeral"), "\(program)")
+        // A search by the app alone, or by the app and one id with the environment open, reads every row of the app
+        // (all the refunds remembered before apps, at every claim).
+        let searches = try connection.rows("EXPLAIN QUERY PLAN " + refunds).compactMap { $0.text(3) }
+            .filter { $0.hasPrefix("SEARCH") || $0.hasPrefix("SCAN") }
+        #expect(searches.count == 4, "\(searches)")
+        for search in searches {
+            #expect(
+                search.hasSuffix("(app=? AND environment=? AND purchase_id=?)")
+                    || search.hasSuffix("(app=? AND environment=? AND transaction_id=?)"), "\(search)")
+        }
+    }
 }

@@ -37,10 +37,14 @@ struct ClaimSQL: Sendable {
             SELECT app, environment, purchase_id, transaction_id, revoked_share,
                 \(spelling.readTime("changed_at")) FROM \(table("purchase_states"))
             """
+        // The last two: refunds remembered before the ledger had apps, which its migration (a release before
+        // 1.0.0) left with app and environment '*'. Each arm one whole key: the app alone, or an OR of the two ids,
+        // read every such row at every claim.
         refunds = """
             \(refundFacts) WHERE app = ?1 AND environment = ?2 AND purchase_id = ?4 AND revoked
             UNION ALL \(refundFacts) WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3 AND revoked
-            UNION ALL \(refundFacts) WHERE app = '*' AND (purchase_id = ?4 OR transaction_id = ?3) AND revoked
+            UNION ALL \(refundFacts) WHERE app = '*' AND environment = '*' AND purchase_id = ?4 AND revoked
+            UNION ALL \(refundFacts) WHERE app = '*' AND environment = '*' AND transaction_id = ?3 AND revoked
             """
         insertGrant = """
             INSERT INTO \(table("grants")) (app, environment, transaction_id, order_id,
