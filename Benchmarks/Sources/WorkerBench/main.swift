@@ -54,8 +54,8 @@ let randomKeys = timeOrderedKeys || CommandLine.arguments.contains("--random-key
 
 /// Creates purchases in the simulator, 64 at a time; returns their proofs (`--proof`) in the order they were made,
 /// as a game's jobs follow its players' purchases: Apple's transaction ids increase with time, so the jobs in flight
-/// at once carry neighbouring ids, and the ledger's indexes on them are written at their newest pages. (Proofs taken
-/// slice by slice gave the jobs in flight ids from the whole burst's range, written all over those indexes.)
+/// at once carry neighbouring ids, and the ledger's indexes on them are written at their newest pages. (Taken slice by
+/// slice, the jobs in flight would carry ids from the whole burst's range, written all over those indexes.)
 func purchases(_ count: Int, sim: String) async throws -> [String] {
     let body = Data(
         (bundleID.map { #"{"product_id":"coins.1000","bundle_id":"\#($0)"}"# } ?? #"{"product_id":"coins.1000"}"#).utf8)
