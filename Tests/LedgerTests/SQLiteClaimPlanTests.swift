@@ -8,20 +8,27 @@ import Testing
 /// page cache, a dozen allocations a statement).
 @Suite("SQLite's plans of a job's statements")
 struct SQLiteClaimPlanTests {
-    @Test("a job's stored results and its grant's facts: index searches only, no temporary b-tree")
-    func plans() throws {
+    /// `statement`'s plan on a new ledger of this release: its searches and scans, after checking that it builds
+    /// no temporary b-tree.
+    static func searches(_ name: String, _ statement: String) throws -> [String] {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("plans-\(UUID()).sqlite").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         let connection = try SQLiteConnection(path: path)
         try SQLiteSchema.migrate(connection)
+        let program = try connection.rows("EXPLAIN " + statement).compactMap { $0.text(1) }
+        #expect(!program.isEmpty && !program.contains("OpenEphemeral"), "\(name): \(program)")
+        return try connection.rows("EXPLAIN QUERY PLAN " + statement).compactMap { $0.text(3) }
+            .filter { $0.hasPrefix("SEARCH") || $0.hasPrefix("SCAN") }
+    }
+
+    @Test("a job's stored results and its grant's facts: index searches only, no temporary b-tree")
+    func plans() throws {
         let sql = ClaimSQL.of(SQLiteDialect.spelling)
         for (name, statement) in [
             ("stored results", sql.storedResults), ("grants by transaction", sql.grantsByTransaction),
             ("grants by order", sql.grantsByOrder),
         ] {
-            let program = try connection.rows("EXPLAIN " + statement).compactMap { $0.text(1) }
-            #expect(!program.isEmpty && !program.contains("OpenEphemeral"), "\(name): \(program)")
-            let plan = try connection.rows("EXPLAIN QUERY PLAN " + statement).compactMap { $0.text(3) }
+            let plan = try Self.searches(name, statement)
             #expect(plan.contains { $0.hasPrefix("SEARCH") }, "\(name): \(plan)")
             #expect(!plan.contains { $0.hasPrefix("SCAN") }, "\(name): \(plan)")
         }
@@ -29,17 +36,9 @@ struct SQLiteClaimPlanTests {
 
     @Test("a claim's refunds, also those remembered before apps: each looked up by its index's whole key")
     func refundPlans() throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("plans-\(UUID()).sqlite").path
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        let connection = try SQLiteConnection(path: path)
-        try SQLiteSchema.migrate(connection)
-        let refunds = ClaimSQL.of(SQLiteDialect.spelling).refunds
-        let program = try connection.rows("EXPLAIN " + refunds).compactMap { $0.text(1) }
-        #expect(!program.isEmpty && !program.contains("OpenEphemeral"), "\(program)")
         // A search by the app alone, or by the app and one id with the environment open, reads every row of the app
         // (all the refunds remembered before apps, at every claim).
-        let searches = try connection.rows("EXPLAIN QUERY PLAN " + refunds).compactMap { $0.text(3) }
-            .filter { $0.hasPrefix("SEARCH") || $0.hasPrefix("SCAN") }
+        let searches = try Self.searches("refunds", ClaimSQL.of(SQLiteDialect.spelling).refunds)
         #expect(searches.count == 4, "\(searches)")
         for search in searches {
             #expect(
