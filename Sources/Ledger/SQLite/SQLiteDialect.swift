@@ -55,7 +55,9 @@ final class SQLiteDialect: LedgerDialect, Sendable {
     }
 
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T {
-        try await onQueue { connection in try body(SQLiteSession(connection: connection)) }
+        try await onQueue { connection in
+            try connection.readTransaction { try body(SQLiteSession(connection: connection)) }
+        }
     }
 
     private func onQueue<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
