@@ -63,7 +63,7 @@ public final class HTTPClient: Sendable {
     private func perform(_ request: HTTPRequest) async throws -> HTTPResponse {
         let transfer = Transfer(request: request)
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
+            try await withUnsafeThrowingContinuation { continuation in
                 transfer.continuation.withLock { $0 = continuation }
                 loop.submit(transfer)
             }
@@ -85,7 +85,9 @@ public final class HTTPClient: Sendable {
 /// One request's state, shared between the caller and the event loop.
 final class Transfer: Sendable {
     let request: HTTPRequest
-    let continuation = Mutex<CheckedContinuation<HTTPResponse, any Error>?>(nil)
+    /// Taken out under the lock by whoever resumes it (``finish(_:)``), so resumed once: unsafe, not checked (whose
+    /// canary is one more allocation a request).
+    let continuation = Mutex<UnsafeContinuation<HTTPResponse, any Error>?>(nil)
 
     init(request: HTTPRequest) { self.request = request }
 

@@ -100,7 +100,9 @@ public final class KafkaProducer: Sendable {
         var deadline: ContinuousClock.Instant?  // read the clock only once the queue is full
         while true {
             do {
-                return try await withCheckedThrowingContinuation { continuation in
+                // Resumed once: by the delivery report, or here when the record is not queued (librdkafka then
+                // never calls back). Unsafe, not checked: a checked one's canary is an allocation a record.
+                return try await withUnsafeThrowingContinuation { continuation in
                     do {
                         try enqueue(message) { continuation.resume(with: $0) }
                     } catch {

@@ -8,8 +8,10 @@ import Synchronization
 final class Batcher<Request: Sendable, Response: Sendable>: Sendable {
     typealias Execute = @Sendable ([Request]) async throws -> [Response]
 
+    /// Unsafe continuations: each is resumed once, by the batch that took it (a checked one allocates its canary at
+    /// every request, twice a job).
     private typealias Pending = (
-        request: Request, continuation: CheckedContinuation<Response, any Error>, span: Span?
+        request: Request, continuation: UnsafeContinuation<Response, any Error>, span: Span?
     )
 
     private struct State {
@@ -33,7 +35,7 @@ final class Batcher<Request: Sendable, Response: Sendable>: Sendable {
     /// batch's size.
     func submit(_ request: Request) async throws -> Response {
         try await Span.inCurrentChild("ledger batch", kind: .internal) {
-            try await withCheckedThrowingContinuation { continuation in
+            try await withUnsafeThrowingContinuation { continuation in
                 let span = Span.current
                 let batch = state.withLock { state in
                     state.pending.append((request, continuation, span))

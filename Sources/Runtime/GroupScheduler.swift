@@ -63,7 +63,7 @@ final class GroupScheduler: Sendable {
         /// Messages with a slot, for the starting task.
         var ready: [Item] = []
         var readyHead = 0
-        var reader: CheckedContinuation<Item?, Never>?
+        var reader: UnsafeContinuation<Item?, Never>?
         var finished = false
         /// Groups whose room filled and has not yet emptied to half, and since when.
         var fullGroups: Set<String> = []
@@ -88,7 +88,7 @@ final class GroupScheduler: Sendable {
 
     /// Takes a message: it starts at once when its group has a slot, else it waits in its group.
     func enqueue(_ item: Item) {
-        let reader = state.withLock { state -> CheckedContinuation<Item?, Never>? in
+        let reader = state.withLock { state -> UnsafeContinuation<Item?, Never>? in
             guard !state.finished else { return nil }
             // Taken out of the dictionary while it changes: a copy left there would make every append copy the
             // whole waiting room (it did: a fifth of the worker's CPU at 1,000 jobs in flight).
@@ -111,7 +111,7 @@ final class GroupScheduler: Sendable {
 
     /// Takes a message to be forwarded to `item.parkTo`: it starts at once, outside its group's budget.
     func enqueueParked(_ item: Item) {
-        let reader = state.withLock { state -> CheckedContinuation<Item?, Never>? in
+        let reader = state.withLock { state -> UnsafeContinuation<Item?, Never>? in
             guard !state.finished else { return nil }
             state.parking += 1
             state.parkingBytes += item.bytes
@@ -130,18 +130,11 @@ final class GroupScheduler: Sendable {
 
     /// The next message with a slot; nil once finished.
     func next() async -> Item? {
-        await withCheckedContinuation { continuation in
+        // Under load a message is ready: taken without suspending (a continuation is made only to wait).
+        if let ready = state.withLock({ Self.takeReady(&$0) }) { return ready }
+        return await withUnsafeContinuation { continuation in
             let ready = state.withLock { state -> Item?? in
-                if state.readyHead < state.ready.count {
-                    let item = state.ready[state.readyHead]
-                    state.readyHead += 1
-                    if state.readyHead > 1024 && state.readyHead * 2 > state.ready.count {
-                        state.ready.removeFirst(state.readyHead)
-                        state.readyHead = 0
-                    }
-                    return .some(item)
-                }
-                if state.finished { return .some(nil) }
+                if let ready = Self.takeReady(&state) { return ready }
                 state.reader = continuation
                 return nil
             }
@@ -149,9 +142,23 @@ final class GroupScheduler: Sendable {
         }
     }
 
+    /// The next ready message; `.some(nil)` once finished with none ready; nil when the reader must wait.
+    private static func takeReady(_ state: inout State) -> Item?? {
+        if state.readyHead < state.ready.count {
+            let item = state.ready[state.readyHead]
+            state.readyHead += 1
+            if state.readyHead > 1024 && state.readyHead * 2 > state.ready.count {
+                state.ready.removeFirst(state.readyHead)
+                state.readyHead = 0
+            }
+            return .some(item)
+        }
+        return state.finished ? .some(nil) : nil
+    }
+
     /// Gives a finished message's slot back, and starts what waits in its group and now fits.
     func release(_ item: Item) {
-        let started = state.withLock { state -> [(CheckedContinuation<Item?, Never>, Item)] in
+        let started = state.withLock { state -> [(UnsafeContinuation<Item?, Never>, Item)] in
             if item.parkTo != nil {
                 state.parking -= 1
                 state.parkingBytes -= item.bytes
@@ -172,7 +179,7 @@ final class GroupScheduler: Sendable {
     /// yet picked up): never started, so never committed past; the partitions' next owner reads them again.
     /// Returns them, for the book to mark them left.
     func remove(_ partitions: Set<TopicPartition>) -> [Item] {
-        let (removed, started) = state.withLock { state -> ([Item], [(CheckedContinuation<Item?, Never>, Item)]) in
+        let (removed, started) = state.withLock { state -> ([Item], [(UnsafeContinuation<Item?, Never>, Item)]) in
             var removed: [Item] = []
             for name in Array(state.groups.keys) {
                 guard var group = state.groups[name] else { continue }
@@ -197,7 +204,7 @@ final class GroupScheduler: Sendable {
                     state.groups[item.group]?.runningBytes -= item.bytes
                 }
             }
-            var started: [(CheckedContinuation<Item?, Never>, Item)] = []
+            var started: [(UnsafeContinuation<Item?, Never>, Item)] = []
             for name in Array(state.groups.keys) { started += fill(name, &state) }
             return (removed + leaving, started)
         }
@@ -206,9 +213,9 @@ final class GroupScheduler: Sendable {
     }
 
     /// Starts what waits in `name` and fits its budget now.
-    private func fill(_ name: String, _ state: inout State) -> [(CheckedContinuation<Item?, Never>, Item)] {
+    private func fill(_ name: String, _ state: inout State) -> [(UnsafeContinuation<Item?, Never>, Item)] {
         guard var group = state.groups.removeValue(forKey: name) else { return [] }
-        var started: [(CheckedContinuation<Item?, Never>, Item)] = []
+        var started: [(UnsafeContinuation<Item?, Never>, Item)] = []
         while group.waitingCount > 0, fits(group.waiting[group.head].bytes, group), !state.finished {
             let next = group.waiting[group.head]
             group.head += 1
@@ -229,7 +236,7 @@ final class GroupScheduler: Sendable {
     /// Ends ``next()`` for good (shutdown): what waits is left to be read again after the restart. Returns
     /// what had not started.
     func finish() -> [Item] {
-        let (reader, left) = state.withLock { state -> (CheckedContinuation<Item?, Never>?, [Item]) in
+        let (reader, left) = state.withLock { state -> (UnsafeContinuation<Item?, Never>?, [Item]) in
             state.finished = true
             var left = Array(state.ready[state.readyHead...])
             for group in state.groups.values { left += group.waiting[group.head...] }
@@ -305,7 +312,7 @@ final class GroupScheduler: Sendable {
     }
 
     /// Hands an item with a slot to the reader waiting for one, or queues it for the next ``next()``.
-    private func deliver(_ item: Item, _ state: inout State) -> CheckedContinuation<Item?, Never>? {
+    private func deliver(_ item: Item, _ state: inout State) -> UnsafeContinuation<Item?, Never>? {
         if let reader = state.reader {
             state.reader = nil
             return reader
