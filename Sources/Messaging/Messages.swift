@@ -18,21 +18,62 @@ public struct TopicPartition: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// One header of a message. Kafka allows repeated names and null values.
+///
+/// A value given as text is kept as that text, not copied into bytes: the headers of every event published (its
+/// CloudEvents attributes, its trace) are copied once, into the Kafka client's own record, and an array each on the
+/// way was an allocation a header.
 public struct MessageHeader: Hashable, Sendable {
+    private enum Value: Sendable {
+        case bytes([UInt8]?)
+        case text(String)
+    }
+
     public let name: String
-    public let value: [UInt8]?
+    private let stored: Value
 
     public init(name: String, value: [UInt8]?) {
         self.name = name
-        self.value = value
+        stored = .bytes(value)
     }
 
     public init(name: String, string: String) {
-        self.init(name: name, value: Array(string.utf8))
+        self.name = name
+        stored = .text(string)
+    }
+
+    /// The value's bytes; nil for a header without a value.
+    public var value: [UInt8]? {
+        switch stored {
+        case .bytes(let bytes): bytes
+        case .text(let text): Array(text.utf8)
+        }
     }
 
     /// The value as UTF-8 text, when it is.
-    public var stringValue: String? { value.flatMap { UTF8Text.string($0) } }
+    public var stringValue: String? {
+        switch stored {
+        case .bytes(let bytes): bytes.flatMap { UTF8Text.string($0) }
+        case .text(let text): text
+        }
+    }
+
+    /// `body` with the value's bytes (nil for a header without a value), without copying them.
+    public func withValueBytes<Result>(_ body: (UnsafeRawBufferPointer?) throws -> Result) rethrows -> Result {
+        switch stored {
+        case .bytes(let bytes): try bytes.map { try $0.withUnsafeBytes(body) } ?? body(nil)
+        case .text(var text): try text.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
+        }
+    }
+
+    /// Equal by name and value's bytes, however each was given.
+    public static func == (lhs: MessageHeader, rhs: MessageHeader) -> Bool {
+        lhs.name == rhs.name && lhs.value == rhs.value
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(name)
+        hasher.combine(value)
+    }
 }
 
 /// A message to send. `partition` nil lets the partitioner choose from the key.

@@ -14,6 +14,10 @@ struct KafkaRoundTripTests {
             MessageHeader(name: "ce_id", string: "evt-1"),
             MessageHeader(name: "empty", value: nil),
             MessageHeader(name: "ce_type", string: "repeated names are kept"),
+            // Text given as text, bytes as bytes: an empty text is an empty value, not a header without one.
+            MessageHeader(name: "blank", string: ""),
+            MessageHeader(name: "raw", value: [0xFF, 0x00, 0x7F]),
+            MessageHeader(name: "long", string: String(repeating: "é", count: 300)),
         ]
         let sent = OutboundMessage(
             topic: topic, key: Array("order-42".utf8), value: Array("{\"a\":1}".utf8), headers: headers)
@@ -31,6 +35,9 @@ struct KafkaRoundTripTests {
         #expect(received.value == sent.value)
         #expect(received.headers == headers)
         #expect(received.header("ce_id")?.stringValue == "evt-1")
+        #expect(received.header("blank")?.value == [])
+        #expect(received.header("empty")?.value == nil)
+        #expect(received.header("long")?.stringValue == String(repeating: "é", count: 300))
         #expect(received.partition == report.partition)
         #expect(received.offset == report.offset)
         #expect(received.timestamp != nil)

@@ -116,12 +116,10 @@ extension RDKafkaClient {
             var name = header.name
             name.withUTF8 { name in
                 let nameStart = UnsafeRawPointer(name.baseAddress)?.assumingMemoryBound(to: CChar.self)
-                if let value = header.value {
-                    value.withUnsafeBytes {
-                        _ = rd_kafka_header_add(list, nameStart, name.count, $0.baseAddress, $0.count)
-                    }
-                } else {
-                    rd_kafka_header_add(list, nameStart, name.count, nil, 0)
+                header.withValueBytes { value in
+                    // A header without a value: librdkafka's null (an empty one has a non-null pointer).
+                    let start = value.map { $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)! }
+                    _ = rd_kafka_header_add(list, nameStart, name.count, start, value?.count ?? 0)
                 }
             }
         }
