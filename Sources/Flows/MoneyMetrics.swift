@@ -6,16 +6,22 @@ package import Vocabulary
 /// indicative revenue and what refunds take back, by app and currency in Apple's milliunits, counted when the
 /// ledger records them (an event published again is not counted again); a tester's purchases apart (a count: they
 /// add no revenue). Few series: apps times currencies.
-package struct MoneyMetrics: Sendable {
+package final class MoneyMetrics: Sendable {
     package let registry: MetricsRegistry
+    /// The series of every sale, by their labels' values (``SeriesMemo``).
+    private let revenue = SeriesMemo<Counter>()
+    private let sandboxSales = SeriesMemo<Counter>()
+
+    package init(registry: MetricsRegistry) { self.registry = registry }
 
     /// A sale: revenue added, or a tester's purchase counted apart.
     package func sale(app: String, currency: String?, revenue: Int64?, environment: AppleEnvironment?) {
         if environment == .sandbox {
-            registry.counter(
-                "receipt_worker_sandbox_sales_total",
-                help: "Tester's (Sandbox) purchases credited, by app: no revenue.", labels: ["app": app]
-            ).increment()
+            sandboxSales.series(SeriesKey(app)) {
+                registry.counter(
+                    "receipt_worker_sandbox_sales_total",
+                    help: "Tester's (Sandbox) purchases credited, by app: no revenue.", labels: ["app": app])
+            }.increment()
             return
         }
         guard let revenue, revenue > 0 else { return }
@@ -71,10 +77,14 @@ package struct MoneyMetrics: Sendable {
 
     /// The revenue series of an app and currency, from 0 (so a rate reads 0, not "no data").
     package func revenueCounter(app: String, currency: String?) -> Counter {
-        registry.counter(
-            "receipt_worker_revenue_milliunits_total",
-            help: "What sales added to indicative revenue, by app and currency (Apple's milliunits; Sandbox apart).",
-            labels: ["app": app, "currency": Self.label(currency)])
+        let currency = Self.label(currency)
+        return revenue.series(SeriesKey(app, currency)) {
+            registry.counter(
+                "receipt_worker_revenue_milliunits_total",
+                help:
+                    "What sales added to indicative revenue, by app and currency (Apple's milliunits; Sandbox apart).",
+                labels: ["app": app, "currency": currency])
+        }
     }
 
     /// Every series of these apps from 0, in the currencies Apple sells in (and `other`), so that a rate counts an

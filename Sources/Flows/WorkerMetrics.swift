@@ -3,7 +3,7 @@ package import Events
 import Foundation
 public import Observability
 package import Synchronization
-package import Vocabulary
+import Vocabulary
 
 /// The worker's Prometheus metrics (README, "Metrics"). Counters on the hot path are resolved once here;
 /// state owned elsewhere (jobs in flight, partitions, the circuit) is read at scrape time by ``Worker``.
@@ -43,6 +43,7 @@ public final class WorkerMetrics: Sendable {
 
     public init(registry: MetricsRegistry = MetricsRegistry()) {
         self.registry = registry
+        money = MoneyMetrics(registry: registry)
         jobsConsumed = registry.counter(
             "receipt_worker_jobs_consumed_total", help: "Job messages taken from the jobs topic.")
         retriesSharedGames = registry.gauge(
@@ -125,7 +126,10 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// Money while it happens (``MoneyMetrics``).
-    package var money: MoneyMetrics { MoneyMetrics(registry: registry) }
+    package let money: MoneyMetrics
+    /// The series looked up at every job, by their labels' values (``SeriesMemo``).
+    private let decisions = SeriesMemo<Counter>()
+    private let appleCalls = SeriesMemo<Histogram>()
 
     /// The money series and refund requests of these apps, from 0.
     package func prepareMoney(apps: [String]) {
@@ -148,107 +152,14 @@ public final class WorkerMetrics: Sendable {
         }
     }
 
-    /// Rounds of the notification sweep, by app and outcome (`elsewhere`: another replica holds the lease).
-    package func sweep(app: String, outcome: String) -> Counter {
-        registry.counter(
-            "receipt_worker_notification_sweeps_total",
-            help: "Rounds of the sweep of Apple's notification history, by app and outcome (elsewhere: another"
-                + " replica swept).", labels: ["app": app, "outcome": outcome])
-    }
-
-    /// Notifications a sweep found, by app and what it found: produced, as Apple could not deliver them
-    /// (`failed_delivery`) or read after a silence (`gap`); or not produced because they do not verify (`rejected`:
-    /// an alert reads it, since Apple's own notifications are expected to verify).
-    package func sweptNotifications(app: String, found: String) -> Counter {
-        registry.counter(
-            "receipt_worker_swept_notifications_total",
-            help: "Notifications the sweep found in Apple's history, by app: produced as failed_delivery (Apple"
-                + " could not deliver them) or gap (read after a silence), or rejected (they do not verify; not"
-                + " produced).", labels: ["app": app, "found": found])
-    }
-
-    /// Asks of a certificate chain's revocation status (OCSP), by outcome: good, revoked, unknown (the responder
-    /// does not know a certificate), unavailable (no answer), untrusted (an answer that does not verify).
-    package func revocationCheck(_ outcome: String) -> Counter {
-        registry.counter(
-            "receipt_worker_revocation_checks_total",
-            help: "Asks of a certificate chain's revocation status (OCSP), by outcome (good, revoked, unknown,"
-                + " unavailable, untrusted).", labels: ["outcome": outcome])
-    }
-
-    /// Subscriptions whose renewal or expiry was overdue, asked of Apple, by app and outcome: produced (Apple's
-    /// answer put on the notifications topic), unchanged (that answer handled before), unknown (Apple knows no
-    /// status of it, or its answer does not verify), pending (its answer's signing chain's revocation status is not
-    /// known yet; asked again next round), failed (Apple or the broker did not answer; asked again next round).
-    package func statusCheck(app: String, outcome: String) -> Counter {
-        registry.counter(
-            "receipt_worker_subscription_status_checks_total",
-            help: "Overdue subscriptions asked of Apple (Get All Subscription Statuses), by app and outcome"
-                + " (produced, unchanged, unknown, pending, failed).", labels: ["app": app, "outcome": outcome])
-    }
-
-    /// Refund requests the app's policy answered (no grant service did), by app and answer.
-    package func consumptionPolicyAnswer(app: String, answer: String) -> Counter {
-        registry.counter(
-            "receipt_worker_consumption_policy_answers_total",
-            help: "Refund (consumption) requests answered by the app's policy because no grant service answered, by"
-                + " app and answer.", labels: ["app": app, "answer": answer])
-    }
-
-    /// The age of the oldest consumption (refund) request of `app` no answer reached Apple for: a gauge per app.
-    package func oldestConsumptionRequest(app: String) -> Gauge {
-        registry.gauge(
-            "receipt_worker_consumption_request_oldest_unanswered_seconds",
-            help: "Age of the oldest consumption (refund) request not yet answered, by app; Apple's deadline is 12 h.",
-            labels: ["app": app])
-    }
-
-    /// Refund (consumption) requests Apple made, by app.
-    package func consumptionRequested(app: String) -> Counter {
-        registry.counter(
-            "receipt_worker_consumption_requests_total",
-            help: "Apple's refund (consumption) requests for purchases granted here, by app.", labels: ["app": app])
-    }
-
-    package static let receivedOutcomes = ["accepted", "rejected", "sandbox_dropped", "unavailable"]
-    package static let processedOutcomes = ["published", "not_granted", "ignored", "replayed", "waiting"]
-    package static let consumptionOutcomes = ["sent", "no_consent", "refused", "late", "failed", "policy_superseded"]
-
-    /// A notification at the receiver: `type` is Apple's (`other` for one unknown here, nil, `unverified`, when
-    /// it did not verify), so the series stay few whatever is posted.
-    package func notificationReceived(type: NotificationType?, outcome: String) -> Counter {
-        registry.counter(
-            "receipt_worker_notifications_received_total",
-            help: "App Store Server Notifications at the receiver, by type and outcome (accepted, rejected, ...).",
-            labels: ["type": Self.label(notificationType: type), "outcome": outcome])
-    }
-
-    package func notificationProcessed(type: NotificationType, outcome: String) -> Counter {
-        registry.counter(
-            "receipt_worker_notifications_processed_total",
-            help: "Notifications consumed from the notifications topic, by type and outcome (published, ...).",
-            labels: ["type": Self.label(notificationType: type), "outcome": outcome])
-    }
-
-    package func consumptionAnswer(_ outcome: String) -> Counter {
-        registry.counter(
-            "receipt_worker_consumption_answers_total",
-            help: "Answers to consumption requests, by outcome (sent, no_consent, refused, late, failed,"
-                + " policy_superseded: a policy's answer not sent, a grant service answered first).",
-            labels: ["outcome": outcome])
-    }
-
-    package static func label(notificationType type: NotificationType?) -> String {
-        guard let type else { return "unverified" }
-        return type.isKnown ? type.rawValue : "other"
-    }
-
     /// `receipt_worker_decisions_total`: result events decided, by app, decision and reason.
     package func counter(_ decision: ResultEvent.Decision, app: String) -> Counter {
-        registry.counter(
-            "receipt_worker_decisions_total",
-            help: "Result events decided, by app, decision and reason (re-emitted replays not included).",
-            labels: ["app": app, "decision": decision.name, "reason": decision.reason])
+        decisions.series(SeriesKey(app, decision.name, decision.reason)) {
+            registry.counter(
+                "receipt_worker_decisions_total",
+                help: "Result events decided, by app, decision and reason (re-emitted replays not included).",
+                labels: ["app": app, "decision": decision.name, "reason": decision.reason])
+        }
     }
 
     /// Every decision's series of each app exists (at 0) from the start: a dashboard and an alert read 0, not
@@ -286,9 +197,11 @@ public final class WorkerMetrics: Sendable {
     }
 
     private func appleHistogram(app: String, call: String, outcome: String) -> Histogram {
-        registry.histogram(
-            "receipt_worker_apple_request_duration_seconds",
-            help: "HTTP calls to Apple, by app, endpoint (and environment) and outcome.",
-            buckets: Self.appleBuckets, labels: ["app": app, "endpoint": call, "outcome": outcome])
+        appleCalls.series(SeriesKey(app, call, outcome)) {
+            registry.histogram(
+                "receipt_worker_apple_request_duration_seconds",
+                help: "HTTP calls to Apple, by app, endpoint (and environment) and outcome.",
+                buckets: Self.appleBuckets, labels: ["app": app, "endpoint": call, "outcome": outcome])
+        }
     }
 }

@@ -1,5 +1,4 @@
 import Observability
-import Synchronization
 import Vocabulary
 
 /// The runtime's metrics (README, "Metrics"): what happens to messages whatever their topic. Counters on the
@@ -7,7 +6,7 @@ import Vocabulary
 final class RuntimeMetrics: Sendable {
     let registry: MetricsRegistry
     /// From taking a job to its outcome acknowledged by the broker, per app (``duration(app:)``).
-    private let durations = Mutex<[String: Histogram]>([:])
+    private let durations = SeriesMemo<Histogram>()
     /// Each attempt at publishing an outcome.
     let publish: Histogram
     private let deadLetters: [String: Counter]
@@ -48,14 +47,11 @@ final class RuntimeMetrics: Sendable {
     /// The take-to-answer histogram of `app`'s jobs: from the worker taking a job off its topic (before it waits
     /// for a slot) to its result or dead letter acknowledged by the broker.
     func duration(app: String) -> Histogram {
-        durations.withLock { durations in
-            if let histogram = durations[app] { return histogram }
-            let histogram = registry.histogram(
+        durations.series(SeriesKey(app)) {
+            registry.histogram(
                 "receipt_worker_job_duration_seconds",
                 help: "From taking a job to its result (or dead letter) acknowledged by the broker, by app.",
                 buckets: Self.durationBuckets, labels: ["app": app])
-            durations[app] = histogram
-            return histogram
         }
     }
 

@@ -16,6 +16,8 @@ final class WaitTracker: Sendable {
     }
 
     private let registry: MetricsRegistry
+    /// The wait histograms by flow and app (``SeriesMemo``: looked up at every message).
+    private let waits = SeriesMemo<Histogram>()
     /// The starts of the messages taken and not answered, by key and offset.
     private let open = Mutex<[Key: [Int64: Date]]>([:])
     private let now: @Sendable () -> Date
@@ -41,6 +43,10 @@ final class WaitTracker: Sendable {
     /// The wait histogram of a flow and app: registered from the start for the configured apps, so a dashboard
     /// reads 0 before the first message.
     func histogram(flow: String, app: String) -> Histogram {
+        waits.series(SeriesKey(flow, app)) { made(flow: flow, app: app) }
+    }
+
+    private func made(flow: String, app: String) -> Histogram {
         flow == "job"
             ? registry.histogram(
                 "receipt_worker_job_wait_seconds",

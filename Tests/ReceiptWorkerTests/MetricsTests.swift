@@ -44,4 +44,25 @@ struct MetricsTests {
         #expect(registry.counter("rw_total", help: "h", labels: ["a": "1"]).value == 2)
         #expect(registry.render().components(separatedBy: "# TYPE rw_total").count == 2)
     }
+
+    @Test("a series found again by its labels' values is the registry's, one per values")
+    func memoizedSeries() {
+        let registry = MetricsRegistry()
+        let memo = SeriesMemo<Counter>()
+        func decided(_ app: String, _ reason: String) -> Counter {
+            memo.series(SeriesKey(app, "deny", reason)) {
+                registry.counter("rw_decisions_total", help: "h", labels: ["app": app, "reason": reason])
+            }
+        }
+        decided("a", "sandbox").increment()
+        decided("a", "sandbox").increment()
+        decided("b", "sandbox").increment()
+        #expect(
+            decided("a", "sandbox")
+                === registry.counter("rw_decisions_total", help: "h", labels: ["app": "a", "reason": "sandbox"]))
+        #expect(registry.render().contains("rw_decisions_total{app=\"a\",reason=\"sandbox\"} 2\n"))
+        #expect(registry.render().contains("rw_decisions_total{app=\"b\",reason=\"sandbox\"} 1\n"))
+        // Values that would run together if joined stay apart.
+        #expect(decided("ab", "c") !== decided("a", "bc"))
+    }
 }
