@@ -89,10 +89,10 @@ public enum JobParser {
             return .unreadable(reason: "the message is not a JSON object (or nests deeper than 64)")
         }
         // A key given twice would be read one way here and another way by whoever reads the job next.
-        var object = JobFields()
-        for member in members where object.raw.updateValue(member.raw, forKey: member.key) != nil {
-            return .unreadable(reason: "the key \(JSONString.quote(String(member.key.prefix(64)))) appears twice")
+        if let key = JSONObjectScanner.repeatedKey(members) {
+            return .unreadable(reason: "the key \(JSONString.quote(String(key.prefix(64)))) appears twice")
         }
+        let object = JobFields(members: members)
         guard let orderID = text(object, "order_id", 1...128) else {
             return .unreadable(
                 reason: "order_id is missing or not a string of 1 to 128 bytes without control characters")
@@ -219,19 +219,34 @@ public enum JobParser {
     }
 }
 
-/// A job's members by key, as the scanner read them: each value's bytes as written.
+/// A job's members, as the scanner read them (each key once): each value's bytes as written. A job has about ten,
+/// found by walking them (a dictionary's table and a hash of every key and of every name looked up cost more); a
+/// job of many more (a hostile one: thousands of keys walked at each of twenty lookups) is read by a dictionary.
 private struct JobFields {
-    package var raw: [String: ArraySlice<UInt8>] = [:]
+    private let members: [JSONObjectScanner.Member]
+    private let byKey: [String: ArraySlice<UInt8>]?
+
+    init(members: [JSONObjectScanner.Member]) {
+        self.members = members
+        byKey =
+            members.count > 16
+            ? Dictionary(members.map { ($0.key, $0.raw) }, uniquingKeysWith: { first, _ in first }) : nil
+    }
+
+    private func raw(_ key: String) -> ArraySlice<UInt8>? {
+        if let byKey { return byKey[key] }
+        return members.first { $0.key == key }?.raw
+    }
 
     /// The value's bytes, nil when absent or `null` (a field given as null is absent).
-    package func value(_ key: String) -> ArraySlice<UInt8>? {
-        guard let bytes = raw[key], !bytes.elementsEqual("null".utf8) else { return nil }
+    func value(_ key: String) -> ArraySlice<UInt8>? {
+        guard let bytes = raw(key), !bytes.elementsEqual("null".utf8) else { return nil }
         return bytes
     }
 
     /// The value when it is a JSON string.
-    package func string(_ key: String) -> String? {
-        guard let bytes = raw[key], bytes.first == UInt8(ascii: "\"") else { return nil }
+    func string(_ key: String) -> String? {
+        guard let bytes = raw(key), bytes.first == UInt8(ascii: "\"") else { return nil }
         return JSONObjectScanner.decodeString(bytes)
     }
 }

@@ -191,6 +191,22 @@ struct HostileJobTests {
         #expect(reason.contains("twice"))
     }
 
+    @Test("a key given twice among many is found as among few, and a job of many keys is read by name")
+    func duplicateKeyAmongMany() {
+        let extra = (0..<40).map { "\"x\($0)\":\($0)" }.joined(separator: ",")
+        guard case .unreadable(let reason) = parse("{\(base),\(extra),\"x7\":1,\"receipt\":\"QUJD\"}") else {
+            Issue.record("read as a job")
+            return
+        }
+        #expect(reason.contains("\"x7\" appears twice"))
+        guard case .job(let job) = parse("{\(extra),\(base),\"quantity\":3,\"receipt\":\"QUJD\"}") else {
+            Issue.record("a job with unknown keys refused")
+            return
+        }
+        #expect(job.quantity == 3)
+        #expect(job.productID == "coins.100")
+    }
+
     @Test(
         "a quantity is a plain integer", arguments: ["1.0", "1e2", "-1", "0", "1001", "true", #""1""#, "1E0", "1.5"])
     func quantities(raw: String) {

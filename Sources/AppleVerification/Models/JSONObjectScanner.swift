@@ -60,6 +60,20 @@ package enum JSONObjectScanner {
         }
     }
 
+    /// The first key given again in `members` (at its second place), or nil when every key is given once. A few
+    /// members (a job's, Apple's objects) are each compared with those before them, which costs less than a set's
+    /// table and a hash of every key; an object of thousands of members (a hostile one) takes the set.
+    package static func repeatedKey(_ members: [Member]) -> String? {
+        guard members.count > 16 else {
+            for index in members.indices where members[..<index].contains(where: { $0.key == members[index].key }) {
+                return members[index].key
+            }
+            return nil
+        }
+        var keys = Set<String>(minimumCapacity: members.count)
+        return members.first { !keys.insert($0.key).inserted }?.key
+    }
+
     /// The elements of a JSON array as raw byte spans (`raw` of a member, as written), or nil when `raw` is
     /// not one array.
     package static func elements(_ raw: ArraySlice<UInt8>) -> [ArraySlice<UInt8>]? {

@@ -212,10 +212,8 @@ enum JSONField {
     private static func unique(_ members: [JSONObjectScanner.Member], subject: String = "the JWS payload")
         throws(AppleVerificationError) -> [JSONObjectScanner.Member]
     {
-        var keys = Set<String>(minimumCapacity: members.count)
-        for member in members where !keys.insert(member.key).inserted {
-            throw AppleVerificationError(
-                .malformed, "\(subject) does not decode: \(member.key.prefix(64)) appears twice")
+        if let key = JSONObjectScanner.repeatedKey(members) {
+            throw AppleVerificationError(.malformed, "\(subject) does not decode: \(key.prefix(64)) appears twice")
         }
         return members
     }
