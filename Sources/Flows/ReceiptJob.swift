@@ -229,7 +229,7 @@ private struct JobFields {
     init(members: [JSONObjectScanner.Member]) {
         self.members = members
         byKey =
-            members.count > 16
+            members.count > JSONObjectScanner.fewMembers
             ? Dictionary(members.map { ($0.key, $0.raw) }, uniquingKeysWith: { first, _ in first }) : nil
     }
 

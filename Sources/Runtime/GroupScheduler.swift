@@ -135,6 +135,7 @@ final class GroupScheduler: Sendable {
         return await withUnsafeContinuation { continuation in
             let ready = state.withLock { state -> Item?? in
                 if let ready = Self.takeReady(&state) { return ready }
+                precondition(state.reader == nil, "GroupScheduler.next() has one reader")
                 state.reader = continuation
                 return nil
             }

@@ -40,8 +40,8 @@ struct SQLiteTransactionTests {
         try withLedgerFile { path in
             let connection = try SQLiteConnection(path: path)
             try connection.execute("PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER)")
-            // Not `#expect(throws:)`: built by Swift 6.3 with it, the closure given to `transaction` below was not the one
-            // run (a read ran in its place), in this test only.
+            // Not `#expect(throws:)`: in this function, built by Swift 6.3 with it, the closure given to `transaction`
+            // below was not the one that ran (a read ran in its place). Not seen elsewhere; not understood.
             do {
                 _ = try connection.readTransaction { try connection.rows("SELECT v FROM no_such_table") }
                 Issue.record("a read of a table that is not there returned")

@@ -177,7 +177,7 @@ LAZY = {
     "receipt_worker_ledger_pool_waits_total": ("ReceiptWorker/Worker+Upkeep.swift", []),
     "receipt_worker_ledger_round_trips_total": ("ReceiptWorker/Worker+Upkeep.swift", []),
     "receipt_worker_apple_lane_wait_seconds": ("Flows/WorkerMetrics.swift", ["app", "endpoint", "environment"]),
-    "receipt_worker_consumption_policy_answers_total": ("Flows/WorkerMetrics.swift", ["app", "answer"]),
+    "receipt_worker_consumption_policy_answers_total": ("Flows/WorkerMetrics+Notifications.swift", ["app", "answer"]),
     "receipt_worker_desk_requests_total": ("DeskService/DeskMetrics.swift", ["route", "status"]),
     "receipt_worker_desk_lookups_total": ("DeskService/DeskMetrics.swift", ["action", "outcome"]),
     "receipt_worker_desk_refusals_total": ("DeskService/DeskMetrics.swift", ["action", "role"]),

@@ -19,6 +19,8 @@ package enum JSONObjectScanner {
     }
 
     package static let maximumDepth = 64
+    /// As many members as a job's or Apple's objects have, or a few more: up to this many, found by walking them.
+    package static let fewMembers = 16
 
     /// The members in order, or nil when `bytes` is not one JSON object.
     package static func members(_ bytes: [UInt8]) -> [Member]? { members(bytes[...]) }
@@ -64,7 +66,7 @@ package enum JSONObjectScanner {
     /// members (a job's, Apple's objects) are each compared with those before them, which costs less than a set's
     /// table and a hash of every key; an object of thousands of members (a hostile one) takes the set.
     package static func repeatedKey(_ members: [Member]) -> String? {
-        guard members.count > 16 else {
+        guard members.count > fewMembers else {
             for index in members.indices where members[..<index].contains(where: { $0.key == members[index].key }) {
                 return members[index].key
             }

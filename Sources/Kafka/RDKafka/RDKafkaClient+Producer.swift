@@ -117,9 +117,12 @@ extension RDKafkaClient {
             name.withUTF8 { name in
                 let nameStart = UnsafeRawPointer(name.baseAddress)?.assumingMemoryBound(to: CChar.self)
                 header.withValueBytes { value in
-                    // A header without a value: librdkafka's null (an empty one has a non-null pointer).
-                    let start = value.map { $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)! }
-                    _ = rd_kafka_header_add(list, nameStart, name.count, start, value?.count ?? 0)
+                    guard let value else { return _ = rd_kafka_header_add(list, nameStart, name.count, nil, 0) }
+                    // An empty value is librdkafka's empty one only with a pointer that is not null: a zero byte's.
+                    withUnsafeBytes(of: UInt8(0)) { zero in
+                        _ = rd_kafka_header_add(
+                            list, nameStart, name.count, value.baseAddress ?? zero.baseAddress, value.count)
+                    }
                 }
             }
         }

@@ -14,7 +14,8 @@ protocol LedgerDialect: Sendable {
     /// Runs `body` in one write transaction: committed when it returns, rolled back when it throws.
     func write<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T
 
-    /// Runs `body`'s reads, each statement on its own.
+    /// Runs `body`'s reads, which write nothing: on SQLite in one read transaction (one snapshot, its locks taken
+    /// once); on PostgreSQL each statement on its own. A body relies on neither.
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T
 
     /// What the ledger holds about a batch's jobs, purchases and orders, read under the locks of their purchases,

@@ -45,6 +45,9 @@ final class SQLiteConnection {
     /// `body` between `begin` and `COMMIT`, rolled back when it throws. The three statements are prepared once,
     /// like the others (`sqlite3_exec` would parse them again at every transaction).
     private func within<T>(_ begin: String, _ body: () throws -> T) throws -> T {
+        // A transaction a failed ROLLBACK left open would refuse every BEGIN from then on (and keep the write-ahead
+        // log from being reset): ended first.
+        if let db, sqlite3_get_autocommit(db) == 0 { _ = try? rows("ROLLBACK") }
         try rows(begin)
         do {
             let result = try body()
