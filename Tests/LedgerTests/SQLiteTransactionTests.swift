@@ -40,8 +40,9 @@ struct SQLiteTransactionTests {
         try withLedgerFile { path in
             let connection = try SQLiteConnection(path: path)
             try connection.execute("PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER)")
-            // Not `#expect(throws:)`: in this function, built by Swift 6.3 with it, the closure given to `transaction`
-            // below was not the one that ran (a read ran in its place). Not seen elsewhere; not understood.
+            // Not `#expect(throws:)`: Swift 6.3.1 gives a closure inside the macro's expansion the same name as the next
+            // closure of the same type in this enclosing closure (one `closure #2` in the binary), so `transaction`
+            // below would run the expectation's closure, a read, in place of its own.
             do {
                 _ = try connection.readTransaction { try connection.rows("SELECT v FROM no_such_table") }
                 Issue.record("a read of a table that is not there returned")
