@@ -130,6 +130,7 @@ public final class WorkerMetrics: Sendable {
     /// The series looked up at every job, by their labels' values (``SeriesMemo``).
     private let decisions = SeriesMemo<Counter>()
     private let appleCalls = SeriesMemo<Histogram>()
+    private let laneWaits = SeriesMemo<Histogram>()
 
     /// The money series and refund requests of these apps, from 0.
     package func prepareMoney(apps: [String]) {
@@ -172,22 +173,23 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// For ``RateGovernor/Observer``: waits for a lane, and its pauses (Apple's 429s).
+    /// A wait is observed at every call of a governed lane (found by ``SeriesMemo``); a pause at each of Apple's 429s.
     package func observeLane(app: String, _ lane: RateGovernor.Lane, waited: Duration, paused: Bool) {
-        let labels: Labels = [
-            "app": app, "endpoint": lane.endpoint, "environment": lane.sandbox ? "sandbox" : "production",
-        ]
+        let environment = lane.sandbox ? "sandbox" : "production"
+        func labels() -> Labels { ["app": app, "endpoint": lane.endpoint, "environment": environment] }
         if paused {
             registry.counter(
                 "receipt_worker_apple_lane_pauses_total",
                 help: "Apple's 429s, each pausing its lane (app, endpoint, environment) until Retry-After.",
-                labels: labels
+                labels: labels()
             ).increment()
         } else {
-            registry.histogram(
-                "receipt_worker_apple_lane_wait_seconds",
-                help: "Time a call waited for its lane's turn under Apple's rate limit (not an attempt).",
-                buckets: Self.stageBuckets + [10, 30, 60, 300], labels: labels
-            ).observe(waited)
+            laneWaits.series(SeriesKey(app, lane.endpoint, environment)) {
+                registry.histogram(
+                    "receipt_worker_apple_lane_wait_seconds",
+                    help: "Time a call waited for its lane's turn under Apple's rate limit (not an attempt).",
+                    buckets: Self.stageBuckets + [10, 30, 60, 300], labels: labels())
+            }.observe(waited)
         }
     }
 
