@@ -3,6 +3,7 @@
 # worker.max_in_flight_bytes=32 MiB) when every job carries a 250 KB receipt and Apple is slow (300 ms), so
 # jobs pile up: the figure to hold against the Kubernetes limit (deploy/kubernetes/deployment.yaml, 512 Mi).
 #   scripts/bench-memory.sh [JOBS]     (default 2000)
+# WORKER_BIN=PATH runs that receipt-worker binary instead (another build's, to compare).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${1:-2000}"
@@ -42,7 +43,7 @@ kafka.session.timeout.ms=6000
 kafka.heartbeat.interval.ms=500
 kafka.max.poll.interval.ms=10000
 PROPS
-"$bin/receipt-worker" run --config "$work/worker.properties" 2>"$work/worker.log" &
+"${WORKER_BIN:-$bin/receipt-worker}" run --config "$work/worker.properties" 2>"$work/worker.log" &
 worker_pid=$!
 "Benchmarks/$bin/worker-bench" drain --bootstrap "$KAFKA_BOOTSTRAP" --topic results --jobs "$jobs"
 peak=$(awk '/VmHWM/ {print int($2 / 1024)}' "/proc/$worker_pid/status")

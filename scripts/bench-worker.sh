@@ -8,9 +8,9 @@
 # PERF=/tmp/worker records a perf profile of the worker during each burst (/tmp/worker-LEDGER-LATENCY.data;
 # PERF_CALL_GRAPH="--call-graph dwarf,16384" for call graphs through libc and SQLite, which have no frame pointers;
 # PERF_FREQUENCY=2000 samples more often than the default 499 a second);
-# MALLOCS=yes counts the worker's calls of malloc during each burst, and those for more than 1032 bytes, which
-# glibc's per-thread cache never serves (perf probes on glibc's; exact where CPU figures move by ±10 us between
-# runs, but they slow every call, so that run's CPU figures are not comparable);
+# MALLOCS=yes counts the worker's calls of malloc during each burst (perf probes on jemalloc's, which it links, and
+# glibc's; for a build on glibc's, also those for more than 1032 bytes, which its per-thread cache never serves): exact
+# where CPU figures move by ±10 us between runs, but they slow every call, so that run's CPU figures are not comparable;
 # WAL_PAGES=yes prints, for SQLite, the decisions a group commit holds and the pages a decision writes to each table
 # and index (copies of the write-ahead log taken during the burst, read by scripts/lib/wal-pages.py; not with
 # BASELINE_BIN); PACED=no skips the latency measured at half the throughput; PACED_DIVISOR=10 measures it at a
@@ -96,11 +96,17 @@ cpu_snapshot() {
         "$(cat /proc/"$worker_pid"/task/*/status 2>/dev/null | awk '/ctxt_switches:/ {s += $2} END {print s + 0}')" \
         "$(thread_ticks "$worker_pid")"
 }
-if [ "${MALLOCS:-no}" = yes ]; then  # a probe on glibc's malloc, once: counting slows every call, so CPU figures rise
+if [ "${MALLOCS:-no}" = yes ]; then  # probes on malloc, once: counting slows every call, so CPU figures rise
     libc="$(ldd .build/release/receipt-worker | awk '/libc.so.6/ {print $3}')"
     perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc ' || perf probe -q -x "$libc" malloc
     # and one that reads the size: a call for more than 1032 bytes passes glibc's per-thread cache by
     perf probe -l 2>/dev/null | grep -q 'probe_libc:mallocsz ' || perf probe -q -x "$libc" --add 'mallocsz=malloc bytes=%di:u64'
+    # jemalloc's, which the worker links (a build before it, or a BASELINE_BIN, may run on glibc's): its exported
+    # malloc by address, as perf would also probe the library's own calls through its PLT under that name.
+    jemalloc="$(ldd .build/release/receipt-worker | awk '/libjemalloc/ {print $3}')"
+    if [ -n "$jemalloc" ] && ! perf probe -l 2>/dev/null | grep -q 'probe_jemalloc:jemalloc '; then
+        perf probe -q -x "$jemalloc" --add "probe_jemalloc:jemalloc=0x$(nm -D --defined-only "$jemalloc" | awk '$3 == "malloc" {print $1}')"
+    fi
 fi
 source scripts/lib/ecdsa.sh
 ecdsa_us="$(ecdsa_verify_us)"
@@ -207,9 +213,10 @@ PROPS
         perf_pid=$!
     fi
     local count_pid=""
-    if [ "${MALLOCS:-no}" = yes ]; then  # every call of glibc's malloc by the worker during the burst, counted
-        perf stat -x, -e probe_libc:malloc -e probe_libc:mallocsz --filter 'bytes > 1032' -p "$worker_pid" \
-            -o "$work/mallocs" >/dev/null 2>&1 &
+    if [ "${MALLOCS:-no}" = yes ]; then  # every call of malloc by the worker during the burst, counted
+        local jemalloc_event=(); perf probe -l 2>/dev/null | grep -q 'probe_jemalloc:jemalloc ' && jemalloc_event=(-e probe_jemalloc:jemalloc)
+        perf stat -x, -e probe_libc:malloc -e probe_libc:mallocsz --filter 'bytes > 1032' "${jemalloc_event[@]}" \
+            -p "$worker_pid" -o "$work/mallocs" >/dev/null 2>&1 &
         count_pid=$!
     fi
     local copies_pid=""
@@ -228,9 +235,10 @@ PROPS
     if [ -n "$count_pid" ]; then
         kill -INT "$count_pid"; wait "$count_pid" || true
         echo "  $ledger_kind ${latency} ms, allocations: $(awk -F, -v jobs="$count" '
-            /probe_libc:malloc,/ {all = $1} /probe_libc:mallocsz/ {large = $1}
+            /probe_libc:malloc,/ {all = $1} /probe_libc:mallocsz/ {large = $1} /probe_jemalloc:jemalloc/ {je = $1}
             END {
                 if (all == "") { printf "not counted (perf stat gave no count)"; exit }
+                if (je + 0 > all + 0) { printf "%.0f mallocs per job (jemalloc'"'"'s)", je / jobs; exit }
                 printf "%.0f mallocs per job, %.1f of them over 1032 bytes (past glibc'"'"'s per-thread cache)", all / jobs, large / jobs
             }' "$work/mallocs")" >&2
     fi

@@ -10,7 +10,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 tag="${1:-localhost/receipt-worker:dev}"
-base=localhost/receipt-worker-base:bookworm
+# The runtime libraries deploy/Dockerfile installs; the base is named by them, so one made for another list is
+# never taken for this one.
+packages=ca-certificates,passwd,libcurl4,libssl3,libsqlite3-0,libpq5,libmicrohttpd12,zlib1g,libzstd1,liblz4-1,libjemalloc2
+base="localhost/receipt-worker-base:bookworm-$(printf '%s' "$packages" | sha256sum | cut -c1-12)"
 log() { printf '[image] %s\n' "$*" >&2; }
 
 bash scripts/setup.sh
@@ -33,7 +36,7 @@ cp LICENSE NOTICE .build/image-context/
 
 if ! podman image exists "$base"; then
     log "making the base: Debian 12 minbase and the runtime libraries (mmdebstrap, about a minute)"
-    mmdebstrap --variant=minbase --include=ca-certificates,passwd,libcurl4,libssl3,libsqlite3-0,libpq5,libmicrohttpd12,zlib1g,libzstd1,liblz4-1 \
+    mmdebstrap --variant=minbase --include="$packages" \
         bookworm .build/image-base.tar >/dev/null 2>&1
     podman import .build/image-base.tar "$base" >/dev/null
     rm -f .build/image-base.tar

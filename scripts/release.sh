@@ -22,7 +22,7 @@ log() { printf '[release] %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
 # The Debian 12 packages the binary needs at run time: deploy/Dockerfile's runtime stage installs the same.
-runtime_packages=(ca-certificates libcurl4 libssl3 libsqlite3-0 libpq5 libmicrohttpd12 zlib1g libzstd1 liblz4-1)
+runtime_packages=(ca-certificates libcurl4 libssl3 libsqlite3-0 libpq5 libmicrohttpd12 zlib1g libzstd1 liblz4-1 libjemalloc2)
 
 dry_run=false
 if [[ "${1:-}" == "--dry-run" ]]; then

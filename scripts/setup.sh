@@ -33,7 +33,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 debian_packages=(
     build-essential pkg-config ca-certificates curl python3 python3-yaml python3-venv python3-pip systemd
     libcurl4-openssl-dev libssl-dev openssl libsqlite3-dev libpq-dev postgresql pgbouncer libmicrohttpd-dev
-    zlib1g-dev libzstd-dev liblz4-dev prometheus
+    zlib1g-dev libzstd-dev liblz4-dev libjemalloc-dev prometheus
     # The integration guide's Go producer and consumer (examples/clients/go), built by the test command.
     golang-go
     # The support desk's console tests drive a real browser with selenium. chromium-driver must be chromium's own

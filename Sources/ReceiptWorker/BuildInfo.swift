@@ -12,6 +12,10 @@ public enum BuildInfo {
 
     /// The source revision (git commit) it was built from, or `unknown` (Package.swift says how it is found).
     public static let revision = String(cString: receipt_worker_revision())
+
+    /// The allocator serving this process's malloc: `jemalloc 5.3.0` in the worker's binary, `glibc` where it
+    /// was not linked (a test's process).
+    public static let allocator = String(cString: receipt_worker_allocator())
 }
 
 extension WorkerMetrics {
@@ -20,8 +24,8 @@ extension WorkerMetrics {
         let metrics = WorkerMetrics(registry: registry)
         metrics.registry.gauge(
             "receipt_worker_build_info",
-            help: "1, labelled with the release and the source revision this process runs.",
-            labels: ["version": BuildInfo.version, "revision": BuildInfo.revision]
+            help: "1, labelled with the release, the source revision and the allocator this process runs.",
+            labels: ["version": BuildInfo.version, "revision": BuildInfo.revision, "allocator": BuildInfo.allocator]
         ).set(1)
         return metrics
     }

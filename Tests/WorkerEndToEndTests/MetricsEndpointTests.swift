@@ -43,7 +43,8 @@ import Flows
         // The release this process runs, as --version, the image tag and the changelog name it (check_deploy).
         #expect(
             text.contains(
-                "receipt_worker_build_info{revision=\"\(BuildInfo.revision)\",version=\"\(BuildInfo.version)\"} 1\n"))
+                "receipt_worker_build_info{allocator=\"\(BuildInfo.allocator)\",revision=\"\(BuildInfo.revision)\",version=\"\(BuildInfo.version)\"} 1\n"
+            ))
         #expect(
             text.contains("receipt_worker_decisions_total{app=\"default\",decision=\"grant\",reason=\"verified\"} 1\n"))
         #expect(

@@ -294,7 +294,7 @@ struct WorkerProcessTests {
     }
 
     @Test(
-        "a worker waiting for its PostgreSQL (or migrating it) serves /healthz 200 and /readyz 503 saying so: a startup probe does not kill it"
+        "a worker waiting for its PostgreSQL (or migrating it) serves /healthz 200 and /readyz 503 saying so: a startup probe does not kill it; its build_info names jemalloc"
     )
     func probesWhileTheLedgerOpens() async throws {
         let harness = try await ProcessHarness()
@@ -310,8 +310,11 @@ struct WorkerProcessTests {
         let ready = try await harness.http.execute(HTTPRequest(url: "\(base)/readyz"))
         #expect(ready.status == 503 && String(decoding: ready.body, as: UTF8.self).contains("starting"))
         // Not ready, said by the gauge the alert reads (not absent, which no rule of the worker's would see).
-        let metrics = try await harness.http.execute(HTTPRequest(url: "\(base)/metrics"))
-        #expect(String(decoding: metrics.body, as: UTF8.self).contains("\nreceipt_worker_ready 0\n"))
+        let metrics = String(
+            decoding: try await harness.http.execute(HTTPRequest(url: "\(base)/metrics")).body, as: UTF8.self)
+        #expect(metrics.contains("\nreceipt_worker_ready 0\n"))
+        // The binary as shipped: its malloc is jemalloc's (linked), not glibc's.
+        #expect(metrics.contains("receipt_worker_build_info{allocator=\"jemalloc 5."), "\(metrics)")
         #expect(!worker.log.contains("pw@"), "the ledger URL's password is in the log")
         await worker.stop(SIGKILL)
         await harness.stop()

@@ -1099,7 +1099,7 @@ def checkov(rendered_by):
 # What the image has (deploy/Dockerfile's runtime stage: debian:bookworm-slim, its Essential packages, and the
 # packages it installs): the runbook may run these in a pod, and nothing else. No curl, no wget, no jq, no psql.
 IMAGE_PACKAGES = ["ca-certificates", "libcurl4", "libssl3", "libsqlite3-0", "libpq5", "libmicrohttpd12", "zlib1g",
-                  "libzstd1", "liblz4-1"]
+                  "libzstd1", "liblz4-1", "libjemalloc2"]
 IMAGE_TOOLS = {"receipt-worker", "sh", "bash", "dash", "cat", "ls", "env", "sleep", "timeout", "echo", "printf", "head",
                "tail", "grep", "sed", "awk", "date", "id", "test", "true", "wc", "sort", "find", "tar", "gzip",
                "openssl"}  # openssl: a dependency of ca-certificates
