@@ -170,8 +170,7 @@ let package = Package(
             swiftSettings: strict + rdkafkaSwiftSettings,
             // jemalloc (Debian's libjemalloc2) serves the worker's malloc: a job's objects are made on one thread and
             // freed on another (the handlers', libcurl's, the ledger's), where glibc's per-thread caches run dry and
-            // its arenas' locks and slow paths took a tenth of the worker's CPU per job (docs/benchmarks.md, "The
-            // allocator").
+            // its slow paths took about a fifth of the worker's samples (docs/benchmarks.md, "The allocator").
             linkerSettings: rdkafkaLinkerSettings + [.linkedLibrary("jemalloc", .when(platforms: [.linux]))]),
         .executableTarget(name: "AppStoreSimulatorCLI", dependencies: ["AppStoreSimulator"], swiftSettings: strict),
 

@@ -102,9 +102,11 @@ if [ "${MALLOCS:-no}" = yes ]; then  # probes on malloc, once: counting slows ev
     # and one that reads the size: a call for more than 1032 bytes passes glibc's per-thread cache by
     perf probe -l 2>/dev/null | grep -q 'probe_libc:mallocsz ' || perf probe -q -x "$libc" --add 'mallocsz=malloc bytes=%di:u64'
     # jemalloc's, which the worker links (a build before it, or a BASELINE_BIN, may run on glibc's): its exported
-    # malloc by address, as perf would also probe the library's own calls through its PLT under that name.
+    # malloc by address (by name perf would also probe the library's own calls through its PLT), made anew each run
+    # so that an upgraded library is never probed at its predecessor's address.
     jemalloc="$(ldd .build/release/receipt-worker | awk '/libjemalloc/ {print $3}')"
-    if [ -n "$jemalloc" ] && ! perf probe -l 2>/dev/null | grep -q 'probe_jemalloc:jemalloc '; then
+    perf probe -q -d 'probe_jemalloc:*' 2>/dev/null || true
+    if [ -n "$jemalloc" ]; then
         perf probe -q -x "$jemalloc" --add "probe_jemalloc:jemalloc=0x$(nm -D --defined-only "$jemalloc" | awk '$3 == "malloc" {print $1}')"
     fi
 fi
