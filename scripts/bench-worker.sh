@@ -96,7 +96,7 @@ cpu_snapshot() {
         "$(cat /proc/"$worker_pid"/task/*/status 2>/dev/null | awk '/ctxt_switches:/ {s += $2} END {print s + 0}')" \
         "$(thread_ticks "$worker_pid")"
 }
-if [ "${MALLOCS:-no}" = yes ]; then  # probes on malloc, once: counting slows every call, so CPU figures rise
+if [ "${MALLOCS:-no}" = yes ]; then  # probes on malloc (glibc's kept, jemalloc's made anew): counting slows every call
     libc="$(ldd .build/release/receipt-worker | awk '/libc.so.6/ {print $3}')"
     perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc ' || perf probe -q -x "$libc" malloc
     # and one that reads the size: a call for more than 1032 bytes passes glibc's per-thread cache by

@@ -314,7 +314,9 @@ struct WorkerProcessTests {
             decoding: try await harness.http.execute(HTTPRequest(url: "\(base)/metrics")).body, as: UTF8.self)
         #expect(metrics.contains("\nreceipt_worker_ready 0\n"))
         // The binary as shipped: its malloc is jemalloc's (linked), not glibc's.
-        #expect(metrics.contains("receipt_worker_build_info{allocator=\"jemalloc 5."), "\(metrics)")
+        let buildInfo = metrics.split(separator: "\n").first { $0.hasPrefix("receipt_worker_build_info") }
+        #expect(
+            buildInfo?.hasPrefix("receipt_worker_build_info{allocator=\"jemalloc 5.") == true, "\(buildInfo ?? "none")")
         #expect(!worker.log.contains("pw@"), "the ledger URL's password is in the log")
         await worker.stop(SIGKILL)
         await harness.stop()

@@ -36,8 +36,8 @@ DOC = ROOT / "docs" / "metrics.md"
 
 # Labels whose values are names, not a fixed set: the configured apps (and `other`, `default`), the groups (apps,
 # `notifications`, `consumption:APP`), the broker's topics and partitions, ISO 4217 currencies, HTTP statuses, the
-# build's version, revision and allocator (its name and release); and Apple's notificationType, whose values docs/contract.md's table lists (section 9;
-# ContractDocumentTests holds that table to NotificationType).
+# build's version, revision and allocator (its name and release); and Apple's notificationType, whose values
+# docs/contract.md's table lists (section 9; ContractDocumentTests holds that table to NotificationType).
 OPEN = {"app", "group", "topic", "partition", "currency", "status", "version", "revision", "allocator", "type"}
 
 
