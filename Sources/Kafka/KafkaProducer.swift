@@ -52,7 +52,9 @@ public final class KafkaProducer: Sendable {
 
     private let client: RDKafkaClient
     private let poller: PollThread
-    private let closed = Atomic<Bool>(false)
+    /// Set by ``close(timeout:)``; a record is queued only while holding it unset. Checked and queued apart, a
+    /// record could be queued after the poll thread's last purge, and its sender would wait forever.
+    private let closed = Mutex<Bool>(false)
     private let deliveryTimeout: Duration
 
     public init(configuration: Configuration, logger: Logger) throws {
@@ -129,8 +131,11 @@ public final class KafkaProducer: Sendable {
         _ message: OutboundMessage,
         onDelivery: @escaping @Sendable (Result<DeliveryReport, KafkaError>) -> Void
     ) throws(KafkaError) {
-        guard !closed.load(ordering: .acquiring) else { throw .closed }
-        try client.produce(message, onDelivery: onDelivery)
+        let client = self.client
+        try closed.withLock { (closed: inout Bool) throws(KafkaError) in
+            guard !closed else { throw .closed }
+            try client.produce(message, onDelivery: onDelivery)
+        }
     }
 
     /// Waits until every queued record is acknowledged or failed.
@@ -141,7 +146,11 @@ public final class KafkaProducer: Sendable {
 
     /// Stops taking records, flushes for up to `timeout`, fails whatever is left, and stops polling.
     public func close(timeout: Duration = .seconds(10)) async {
-        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let wasClosed = closed.withLock { closed in
+            defer { closed = true }
+            return closed
+        }
+        guard !wasClosed else { return }
         try? await flush(timeout: timeout)  // What did not flush is failed to its callers just below.
         await poller.stopAndJoin()
     }

@@ -47,6 +47,46 @@ struct KafkaFailureTests {
             _ = try await producer.send(OutboundMessage(topic: "t", value: [2]))
         }
     }
+
+    @Test("records queued while the producer closes are each answered: failed to their callers, none left waiting")
+    func recordsRacingClose() async throws {
+        var configuration = KafkaProducer.Configuration(bootstrapServers: "127.0.0.1:1")  // nothing listens
+        configuration.deliveryTimeout = .seconds(60)
+        let producer = try KafkaProducer(configuration: configuration, logger: TestBroker.logger)
+        let outcomes = QueueOutcomes()
+        for _ in 0..<4 {
+            Task {
+                // Queues records until the producer refuses one: the last ones race close() setting its flag.
+                while true {
+                    do {
+                        try producer.enqueue(OutboundMessage(topic: "t", value: [1])) { _ in
+                            outcomes.answered.add(1, ordering: .relaxed)
+                        }
+                        outcomes.queued.add(1, ordering: .relaxed)
+                    } catch let error as KafkaError where error.code == .closed {
+                        outcomes.refused.add(1, ordering: .relaxed)
+                        return
+                    } catch {}  // librdkafka's queue is full: try again
+                    await Task.yield()
+                }
+            }
+        }
+        #expect(await eventually { outcomes.queued.load(ordering: .relaxed) >= 100 })
+        await producer.close(timeout: .zero)
+        #expect(await eventually { outcomes.refused.load(ordering: .relaxed) == 4 })
+        let queued = outcomes.queued.load(ordering: .relaxed)
+        #expect(
+            await eventually(timeout: .seconds(10)) { outcomes.answered.load(ordering: .relaxed) == queued },
+            "\(queued - outcomes.answered.load(ordering: .relaxed)) of \(queued) records queued as the producer closed were never answered"
+        )
+    }
+}
+
+/// What became of the records a test queued, counted across its tasks.
+private final class QueueOutcomes: Sendable {
+    let queued = Atomic<Int>(0)
+    let answered = Atomic<Int>(0)
+    let refused = Atomic<Int>(0)
 }
 
 /// A broker of the test's own, so it can be stopped without disturbing other tests.
