@@ -70,7 +70,7 @@ private final class CutProxy: @unchecked Sendable {
         }
         pid = spawned
         var listening: String?
-        for _ in 0..<200 where listening == nil {
+        for _ in 0..<400 where listening == nil {  // processes start slowly beside other tests
             usleep(25_000)
             listening = (try? String(contentsOfFile: output, encoding: .utf8))?.split(separator: "\n").first.map(
                 String.init)

@@ -26,7 +26,7 @@ struct FatalErrorTests {
         #expect(await eventually(timeout: .seconds(60)) { worker.isReady })
         // Idle: the task that starts jobs waits for one; a fatal error must wake it too.
         worker.raiseFatalErrorForTesting()
-        #expect(await eventually(timeout: .seconds(10)) { outcome.withLock { $0 } != nil })
+        #expect(await eventually(timeout: .seconds(60)) { outcome.withLock { $0 } != nil })
         let ended = outcome.withLock { $0 } ?? "still running"
         #expect(ended.hasPrefix("threw") && ended.contains("a test's fatal error"), "\(ended)")
         running.cancel()

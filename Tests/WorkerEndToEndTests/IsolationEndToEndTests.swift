@@ -45,24 +45,15 @@ struct IsolationEndToEndTests {
         let harness = try await ManyAppsEndToEndTests.twoApps {
             $0.maxInFlight = 4
             $0.retry.maxAttempts = 60
+            $0.apple.apiMaxLanePause = .seconds(1)  // a lane asks again each second while its outage lasts
         }
-        try await harness.faults(["rate_limit_per_second": 3, "bundle_id": Self.second])
+        // Every purchase first; then game B's lane answers 429 until the outage is lifted below, however slow the
+        // machine (a rate limit alone let B's backlog drain while the jobs were still being sent).
         var theirs: [String] = []
         for _ in 0..<30 {
             theirs.append(
                 try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second]).transactionID)
         }
-        for (index, id) in theirs.enumerated() {
-            try await harness.submit(
-                job(
-                    "b-\(index)", order: "b-\(index)", product: "coins_5",
-                    ["transaction_id": id, "bundle_id": Self.second]))
-        }
-        #expect(
-            await eventually(timeout: .seconds(60)) {
-                harness.worker.metrics.registry.render().contains(
-                    "receipt_worker_apple_lane_pauses_total{app=\"second\"")
-            })
         var mine: [String: [String: Any]] = [:]
         for index in 0..<3 {
             let purchase = try await harness.purchase(["product_id": "gems_100"])
@@ -72,13 +63,28 @@ struct IsolationEndToEndTests {
             let third = try await harness.purchase(["product_id": "gems_100"])
             mine["a-receipt-\(index)"] = ["receipt": third.receipt]
         }
-        for (id, proof) in mine { try await harness.submit(job(id, order: id, product: "gems_100", proof)) }
+        try await harness.faults([
+            "outage_start_in_ms": 0, "outage_seconds": 600, "outage_mode": "rate_limited", "bundle_id": Self.second,
+        ])
+        try await harness.submit(
+            together: theirs.enumerated().map { index, id in
+                job(
+                    "b-\(index)", order: "b-\(index)", product: "coins_5",
+                    ["transaction_id": id, "bundle_id": Self.second])
+            })
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                harness.worker.metrics.registry.render().contains(
+                    "receipt_worker_apple_lane_pauses_total{app=\"second\"")
+            })
+        try await harness.submit(together: mine.map { id, proof in job(id, order: id, product: "gems_100", proof) })
         for id in mine.keys {
             #expect(await harness.result(jobID: id, timeout: .seconds(60))?["decision"] as? String == "grant", "\(id)")
         }
         // The other game's jobs were answered while the rate-limited game's still waited for its lane.
         let pending = theirs.indices.filter { harness.results(jobID: "b-\($0)").isEmpty }.count
         #expect(pending > 0, "the rate-limited game still had jobs waiting when the other's were answered")
+        try await harness.faults([:])
         let all = await eventually(timeout: .seconds(60)) {
             theirs.indices.allSatisfy { harness.results(jobID: "b-\($0)").first?["decision"] as? String == "grant" }
         }
@@ -93,19 +99,26 @@ struct IsolationEndToEndTests {
         let harness = try await ManyAppsEndToEndTests.twoApps(parking: true) {
             $0.maxInFlight = 1  // a waiting room of 10
             $0.retry.maxAttempts = 60
+            $0.apple.apiMaxLanePause = .seconds(1)  // a lane asks again each second while its outage lasts
         }
-        try await harness.faults(["rate_limit_per_second": 3, "bundle_id": Self.second])
+        // Every purchase first; then game B's lane answers 429 until the outage is lifted below, however slow the
+        // machine (a rate limit alone let B's backlog drain while the jobs were still being sent).
         var theirs: [String] = []
         for _ in 0..<30 {
             theirs.append(
                 try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second]).transactionID)
         }
-        for (index, id) in theirs.enumerated() {
-            try await harness.submit(
+        var mine: [SimulatorAdmin.Purchase] = []
+        for _ in 0..<3 { mine.append(try await harness.purchase(["product_id": "gems_100"])) }
+        try await harness.faults([
+            "outage_start_in_ms": 0, "outage_seconds": 600, "outage_mode": "rate_limited", "bundle_id": Self.second,
+        ])
+        try await harness.submit(
+            together: theirs.enumerated().map { index, id in
                 job(
                     "p-\(index)", order: "p-\(index)", product: "coins_5",
-                    ["transaction_id": id, "bundle_id": Self.second]))
-        }
+                    ["transaction_id": id, "bundle_id": Self.second])
+            })
         let metrics = { harness.worker.metrics.registry.render() }
         #expect(
             await eventually(timeout: .seconds(60)) {
@@ -113,17 +126,17 @@ struct IsolationEndToEndTests {
                     && !metrics().contains(#"receipt_worker_messages_parked_total{group="second"} 0"#)
             }, "the overflow was parked")
         #expect(metrics().contains(#"receipt_worker_topic_paused{topic="\#(harness.topics.jobs)"} 0"#))
-        for index in 0..<3 {
-            let purchase = try await harness.purchase(["product_id": "gems_100"])
-            try await harness.submit(
-                job("mine-\(index)", order: "mine-\(index)", product: "gems_100", ["receipt": purchase.receipt]))
-        }
+        try await harness.submit(
+            together: mine.enumerated().map { index, purchase in
+                job("mine-\(index)", order: "mine-\(index)", product: "gems_100", ["receipt": purchase.receipt])
+            })
         for index in 0..<3 {
             #expect(
-                await harness.result(jobID: "mine-\(index)", timeout: .seconds(10))?["decision"] as? String == "grant")
+                await harness.result(jobID: "mine-\(index)", timeout: .seconds(60))?["decision"] as? String == "grant")
         }
         let pending = theirs.indices.filter { harness.results(jobID: "p-\($0)").isEmpty }.count
         #expect(pending > 0, "the rate-limited game still had jobs waiting when the other's were answered")
+        try await harness.faults([:])
         let all = await eventually(timeout: .seconds(90)) {
             theirs.indices.allSatisfy { harness.results(jobID: "p-\($0)").first?["decision"] as? String == "grant" }
         }
@@ -156,7 +169,7 @@ struct IsolationEndToEndTests {
         }
         for index in 0..<5 {
             #expect(
-                await harness.result(jobID: "ok-\(index)", timeout: .seconds(10))?["decision"] as? String == "grant")
+                await harness.result(jobID: "ok-\(index)", timeout: .seconds(60))?["decision"] as? String == "grant")
         }
         #expect(
             metrics().contains(

@@ -114,12 +114,13 @@ struct ManyAppsEndToEndTests {
         }
         var mine: [String] = []
         for _ in 0..<3 { mine.append(try await harness.purchase(["product_id": "gems_100"]).transactionID) }
-        for (index, id) in burst.enumerated() {
-            try await harness.submit(
+        // Sent together: one by one, on a busy machine, the lane drained much of the burst while it was sent.
+        try await harness.submit(
+            together: burst.enumerated().map { index, id in
                 job(
                     "b-\(index)", order: "b-\(index)", product: "coins_5",
-                    ["transaction_id": id, "bundle_id": Self.second]))
-        }
+                    ["transaction_id": id, "bundle_id": Self.second])
+            })
         // Once the second app's lane has met Apple's limit, the default app's jobs come.
         #expect(
             await eventually(timeout: .seconds(60)) {
@@ -127,10 +128,10 @@ struct ManyAppsEndToEndTests {
                     "receipt_worker_apple_lane_pauses_total{app=\"second\"")
             })
         let started = ContinuousClock.now
-        for (index, id) in mine.enumerated() {
-            try await harness.submit(
-                job("a-\(index)", order: "a-\(index)", product: "gems_100", ["transaction_id": id]))
-        }
+        try await harness.submit(
+            together: mine.enumerated().map { index, id in
+                job("a-\(index)", order: "a-\(index)", product: "gems_100", ["transaction_id": id])
+            })
         for index in mine.indices {
             #expect(await harness.result(jobID: "a-\(index)")?["decision"] as? String == "grant")
         }

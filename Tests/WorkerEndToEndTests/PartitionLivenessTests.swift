@@ -27,10 +27,12 @@ struct PartitionLivenessTests {
         for index in 0..<40 {
             purchases.append(("j-\(index)", try await harness.purchase(["product_id": "coins.100"])))
         }
-        // Two running and more than twenty waiting (ten budgets of two): intake pauses.
-        for (id, purchase) in purchases.prefix(30) {
-            try await harness.submit(job(id, order: "o-\(id)", product: "coins.100", ["receipt": purchase.receipt]))
-        }
+        // Two running and more than twenty waiting (ten budgets of two): intake pauses. Sent together: one by one,
+        // on a busy machine, the first were answered before the last arrived.
+        try await harness.submit(
+            together: purchases.prefix(30).map { id, purchase in
+                job(id, order: "o-\(id)", product: "coins.100", ["receipt": purchase.receipt])
+            })
         #expect(
             await eventually(timeout: .seconds(60)) {
                 harness.worker.metrics.registry.render().contains("\nreceipt_worker_intake_paused 1\n")

@@ -43,8 +43,9 @@ struct RateGovernorEndToEndTests {
         #expect((times.last ?? 0) - (times.first ?? 0) >= 24 * 1000, "500 at 20 a second take 24 s or more")
         let crowded =
             times.indices.map { start in times[start...].prefix { $0 - times[start] < 1000 }.count }.max() ?? 0
-        // 20 in every run here; one request held 50 ms or more on its way by a busy machine would make 21.
-        #expect(crowded <= 21, "\(crowded) requests within a second")
+        // 20 in most runs here; each request held 50 ms more on its way by a busy machine (a thread not scheduled)
+        // makes one more. A governor that let a second's worth go at once would show 40.
+        #expect(crowded <= 24, "\(crowded) requests within a second")
         let metrics = harness.worker.metrics.registry.render()
         #expect(
             metrics.contains(
