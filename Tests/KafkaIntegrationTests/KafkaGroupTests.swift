@@ -57,7 +57,7 @@ struct KafkaGroupTests {
         let second = EventRecorder(try TestBroker.consumer(group: group))
         try second.consumer.subscribe(topics: [topic])
         #expect(await eventually { !first.state.withLock { $0.revocations }.isEmpty })
-        let revokedAt = ContinuousClock.now
+        let revokedAt = try #require(first.state.withLock { $0.revokedAt.first })
         // While the first member holds the revocation, the group cannot hand anything to the second.
         #expect(await eventually { !second.assigned.isEmpty })
         #expect(ContinuousClock.now - revokedAt >= .seconds(2.5))

@@ -73,6 +73,8 @@ final class EventRecorder: Sendable {
         var messages: [InboundMessage] = []
         var assigned: Set<TopicPartition> = []
         var revocations: [[TopicPartition]] = []
+        /// When each revocation reached the member (a test's poll of ``revocations`` may notice it later).
+        var revokedAt: [ContinuousClock.Instant] = []
         var commitErrors: [String] = []
     }
 
@@ -99,7 +101,10 @@ final class EventRecorder: Sendable {
                 case .partitionsAssigned(let partitions):
                     self.state.withLock { $0.assigned.formUnion(partitions) }
                 case .partitionsRevoked(let revocation):
-                    self.state.withLock { $0.revocations.append(revocation.partitions) }
+                    self.state.withLock {
+                        $0.revocations.append(revocation.partitions)
+                        $0.revokedAt.append(.now)
+                    }
                     try? await Task.sleep(for: holdRevocation)
                     self.state.withLock { $0.assigned.subtract(revocation.partitions) }
                     revocation.done()
