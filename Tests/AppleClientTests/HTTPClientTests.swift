@@ -145,8 +145,9 @@ struct HTTPClientTests {
         }
         #expect(statuses.count == 500 && statuses.allSatisfy { $0 == 200 })
         // Every connection allowed used, and not more; libcurl 7.88 itself goes one over now and then on a loaded
-        // machine, with one multi handle as with several (measured: 61 with a limit of 60 and one handle).
-        #expect((200...201).contains(peak.load(ordering: .relaxed)), "the limit not held, or not all of it used")
+        // machine, on each multi handle (measured: 61 with a limit of 60 and one handle; 202 here, with three, in
+        // a CI run). A limit not held at all would show the 500 requests' connections.
+        #expect((200...203).contains(peak.load(ordering: .relaxed)), "the limit not held, or not all of it used")
     }
 
     /// Established TCP connections of this machine to `port` on the loopback (the client's ends), all open at one
