@@ -116,7 +116,7 @@ final class PostgresPool: Sendable {
     }
 
     /// Frees the pool slot of a connection that failed to open or was dropped, stopping its thread. A caller
-    /// waiting for a slot is woken (with nil: it retries and may open the freed slot), never left waiting.
+    /// waiting for a slot is woken (with nil: it decides again and may open the freed slot), never left waiting.
     private func giveBackSlot(of thread: BlockingThread) {
         thread.stop()
         let waiter = state.withLock { state in
@@ -144,51 +144,59 @@ final class PostgresPool: Sendable {
     private enum Next { case use(Session), open(Int), wait, closed }
 
     private func acquire() async throws -> Session {
-        let next = state.withLock { state -> Next in
-            if state.closed { return .closed }
-            if let session = state.idle.popLast() { return .use(session) }
-            if state.opened < size {
-                state.opened += 1
-                return .open(state.opened - 1)
-            }
-            return .wait
-        }
-        switch next {
-        case .use(let session): return session
-        case .closed: throw LedgerError(.closed, "the ledger is closed")
-        case .open(let index):
-            let thread = BlockingThread(name: "ledger-\(index)")
-            do {
-                let connection = try await thread.perform { [url, roundTrips] in
-                    try PostgresConnection(url: url, roundTrips: roundTrips)
+        while true {
+            let next = state.withLock { state -> Next in
+                if state.closed { return .closed }
+                if let session = state.idle.popLast() { return .use(session) }
+                if state.opened < size {
+                    state.opened += 1
+                    return .open(state.opened - 1)
                 }
-                return Session(connection: connection, thread: thread)
-            } catch {
-                giveBackSlot(of: thread)
-                throw error
+                return .wait
             }
-        case .wait:
-            waits.add(1, ordering: .relaxed)
-            let session = await withCheckedContinuation { continuation in
-                let idle: Session?? = state.withLock { state in
-                    if state.closed { return .some(nil) }
-                    if let session = state.idle.popLast() { return .some(session) }
-                    state.waiters.append(continuation)
-                    return nil
+            switch next {
+            case .use(let session): return session
+            case .closed: throw LedgerError(.closed, "the ledger is closed")
+            case .open(let index):
+                let thread = BlockingThread(name: "ledger-\(index)")
+                do {
+                    let connection = try await thread.perform { [url, roundTrips] in
+                        try PostgresConnection(url: url, roundTrips: roundTrips)
+                    }
+                    return Session(connection: connection, thread: thread)
+                } catch {
+                    giveBackSlot(of: thread)
+                    throw error
                 }
-                if let idle { continuation.resume(returning: idle) }
+            case .wait:
+                waits.add(1, ordering: .relaxed)
+                // Woken with a session released to this caller, or with nil to decide again: a slot was given
+                // back, or the pool closed. Whatever changed since the look above is seen here, under the lock
+                // the waiters are woken under: a slot given back in between, to no waiter yet, is not missed.
+                let released = await withCheckedContinuation { continuation in
+                    let now: Session?? = state.withLock { state in
+                        if state.closed || state.opened < size { return .some(nil) }
+                        if let session = state.idle.popLast() { return .some(session) }
+                        state.waiters.append(continuation)
+                        return nil
+                    }
+                    if let now { continuation.resume(returning: now) }
+                }
+                if let released { return released }
             }
-            guard let session else { throw LedgerError(.unavailable, "no PostgreSQL connection could be opened") }
-            return session
         }
     }
 
     private func release(_ session: Session) {
-        let waiter = state.withLock { state -> CheckedContinuation<Session?, Never>? in
-            if !state.waiters.isEmpty { return state.waiters.removeFirst() }
+        let (waiter, closed) = state.withLock { state -> (CheckedContinuation<Session?, Never>?, Bool) in
+            if state.closed { return (nil, true) }
+            if !state.waiters.isEmpty { return (state.waiters.removeFirst(), false) }
             state.idle.append(session)
-            return nil
+            return (nil, false)
         }
+        // A call that outlived close() (a desk request past its grace, a ping left to finish) gives back a
+        // session close() never saw: stopped here, or its thread and connection would live on.
+        if closed { session.thread.stop() }
         waiter?.resume(returning: session)
     }
 }
