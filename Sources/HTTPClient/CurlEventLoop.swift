@@ -201,6 +201,8 @@ final class CurlEventLoop: @unchecked Sendable {
     }
 
     private func start(_ transfer: Transfer) {
+        // Cancelled after it was submitted and before this turn took it: its caller has its answer already.
+        guard !transfer.isFinished else { return }
         guard let handle = idleHandles.popLast() ?? curl_easy_init() else {
             return transfer.finish(.failure(HTTPClientError(kind: .other, reason: "curl_easy_init failed")))
         }

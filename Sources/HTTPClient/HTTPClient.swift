@@ -64,8 +64,9 @@ public final class HTTPClient: Sendable {
         let transfer = Transfer(request: request)
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { continuation in
-                transfer.continuation.withLock { $0 = continuation }
-                loop.submit(transfer)
+                // Not submitted when already finished: cancelled before it was submitted, the loop found it
+                // nowhere to abort and finished it here instead.
+                if transfer.wait(continuation) { loop.submit(transfer) }
             }
         } onCancel: {
             loop.cancel(transfer)
@@ -84,18 +85,55 @@ public final class HTTPClient: Sendable {
 
 /// One request's state, shared between the caller and the event loop.
 final class Transfer: Sendable {
+    private enum State {
+        case created
+        case waiting(UnsafeContinuation<HTTPResponse, any Error>)
+        /// With the result of a transfer finished before its caller waited (cancelled before it was submitted).
+        case finished(Result<HTTPResponse, HTTPClientError>?)
+    }
+
     let request: HTTPRequest
-    /// Taken out under the lock by whoever resumes it (``finish(_:)``), so resumed once: unsafe, not checked (whose
-    /// canary is one more allocation a request).
-    let continuation = Mutex<UnsafeContinuation<HTTPResponse, any Error>?>(nil)
+    /// The caller's continuation is taken out under the lock by whoever resumes it, so it is resumed once:
+    /// unsafe, not checked (whose canary is one more allocation a request).
+    private let state = Mutex(State.created)
 
     init(request: HTTPRequest) { self.request = request }
 
-    /// Resumes the caller once; later calls do nothing.
+    /// Keeps the caller's continuation for ``finish(_:)``; false, the caller resumed here, when the transfer was
+    /// finished already (it must not be submitted then).
+    func wait(_ continuation: UnsafeContinuation<HTTPResponse, any Error>) -> Bool {
+        let early = state.withLock { state -> Result<HTTPResponse, HTTPClientError>?? in
+            guard case .finished(let result) = state else {
+                state = .waiting(continuation)
+                return nil
+            }
+            state = .finished(nil)
+            return .some(result)
+        }
+        guard let early else { return true }
+        continuation.resume(
+            with: early ?? .failure(HTTPClientError(kind: .cancelled, reason: "the request was cancelled")))
+        return false
+    }
+
+    /// Whether the caller has been answered (or will be when it waits): the loop does not start such a transfer.
+    var isFinished: Bool {
+        state.withLock { if case .finished = $0 { true } else { false } }
+    }
+
+    /// Resumes the caller once (or keeps the result for when it waits); later calls do nothing.
     func finish(_ result: Result<HTTPResponse, HTTPClientError>) {
-        let waiting = continuation.withLock { continuation in
-            defer { continuation = nil }
-            return continuation
+        let waiting = state.withLock { state -> UnsafeContinuation<HTTPResponse, any Error>? in
+            switch state {
+            case .created:
+                state = .finished(result)
+                return nil
+            case .waiting(let continuation):
+                state = .finished(nil)
+                return continuation
+            case .finished:
+                return nil
+            }
         }
         waiting?.resume(with: result.mapError { $0 as any Error })
     }

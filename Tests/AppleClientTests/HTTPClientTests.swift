@@ -73,6 +73,36 @@ struct HTTPClientTests {
         #expect(await eventually { harness.http.inFlight == 0 })
     }
 
+    @Test("a request from a task cancelled before it asks is not sent: it fails at once, cancelled")
+    func cancelledBeforeSent() async throws {
+        let harness = try SimulatorHarness()
+        let before = try await harness.admin.appleRequests()
+        let results = await withTaskGroup(of: Result<HTTPResponse, any Error>.self) { group in
+            for _ in 0..<50 {
+                group.addTask {
+                    withUnsafeCurrentTask { $0?.cancel() }
+                    do {
+                        return .success(
+                            try await harness.http.execute(
+                                HTTPRequest(
+                                    method: .post, url: "\(harness.base)/production/verifyReceipt",
+                                    body: Data("{}".utf8))))
+                    } catch {
+                        return .failure(error)
+                    }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(
+            results.allSatisfy {
+                guard case .failure(let error as HTTPClientError) = $0 else { return false }
+                return error.kind == .cancelled
+            })
+        #expect(try await harness.admin.appleRequests() == before, "a cancelled caller's request reached Apple")
+        #expect(harness.http.inFlight == 0)
+    }
+
     @Test("a kept connection the server closes while idle is let go: the loop sleeps again, the next request works")
     func idleConnectionClosedByServer() async throws {
         let first = try SimulatorHarness()
