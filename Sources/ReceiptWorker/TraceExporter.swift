@@ -12,7 +12,8 @@ import Synchronization
 /// back to the front of the queue, as much of it as the queue has room for, and is sent again after a backoff that
 /// doubles to a minute and honours `Retry-After`; a batch it refuses (any other status: 400 is bad data) is dropped
 /// and counted, never sent again (OTLP/HTTP's rules); so is a batch tried five times. When the worker stops, what is
-/// queued gets one last send, within 5 seconds in all; what is left then is dropped and counted.
+/// queued gets one last send, within 5 seconds in all; what is left then, and a span that ends after it, is dropped
+/// and counted.
 final class TraceExporter: Service, Sendable {
     let settings: WorkerConfiguration.Tracing
     let endpoint: String
@@ -20,7 +21,9 @@ final class TraceExporter: Service, Sendable {
     let version: String
     private let http: HTTPClient
     private let logger: Logger
-    private let queue = Mutex<[FinishedSpan]>([])
+    /// The spans waiting to be sent; closed by the last send's end, after which a span that ends (a chore stopped
+    /// after this service) is dropped and counted rather than queued where nothing reads.
+    private let queue = Mutex<(spans: [FinishedSpan], closed: Bool)>(([], false))
     /// After the collector could not take a batch: how long to wait before the next send, and how often the batch at
     /// the queue's front was tried. Nil: the collector takes what it is sent.
     private let trouble = Mutex<(backoff: Duration, attempts: Int)?>(nil)
@@ -62,12 +65,17 @@ final class TraceExporter: Service, Sendable {
     }
 
     func enqueue(_ span: FinishedSpan) {
-        let queued = queue.withLock { queue -> Bool in
-            guard queue.count < settings.maxQueuedSpans else { return false }
-            queue.append(span)
+        let queued = queue.withLock { queue -> Bool? in
+            guard !queue.closed else { return nil }
+            guard queue.spans.count < settings.maxQueuedSpans else { return false }
+            queue.spans.append(span)
             return true
         }
-        if !queued { droppedFull.increment() }
+        switch queued {
+        case true: break
+        case false: droppedFull.increment()
+        case nil: droppedFailed.increment()
+        }
     }
 
     /// Sends what is queued every `otel.export_interval_ms` (or after a backoff), and once more when the worker stops
@@ -94,8 +102,9 @@ final class TraceExporter: Service, Sendable {
         let started = ContinuousClock.now
         while true {
             let spans = queue.withLock { queue -> [FinishedSpan] in
-                let taken = Array(queue.prefix(settings.batchSize))
-                queue.removeFirst(taken.count)
+                let taken = Array(queue.spans.prefix(settings.batchSize))
+                queue.spans.removeFirst(taken.count)
+                if last && taken.isEmpty { queue.closed = true }  // the last send is done
                 return taken
             }
             guard !spans.isEmpty else { return }
@@ -103,8 +112,11 @@ final class TraceExporter: Service, Sendable {
                 droppedFailed.increment(
                     by: spans.count
                         + queue.withLock { queue in
-                            defer { queue.removeAll() }
-                            return queue.count
+                            defer {
+                                queue.spans.removeAll()
+                                queue.closed = true
+                            }
+                            return queue.spans.count
                         })
                 return
             }
@@ -159,9 +171,9 @@ final class TraceExporter: Service, Sendable {
     /// A batch back at the front of the queue, as much of it as fits beside what was queued since; the rest dropped.
     private func requeue(_ spans: [FinishedSpan]) {
         let kept = queue.withLock { queue -> Int in
-            let room = max(0, settings.maxQueuedSpans - queue.count)
+            let room = max(0, settings.maxQueuedSpans - queue.spans.count)
             let kept = Array(spans.prefix(room))
-            queue.insert(contentsOf: kept, at: 0)
+            queue.spans.insert(contentsOf: kept, at: 0)
             return kept.count
         }
         if kept < spans.count { droppedFailed.increment(by: spans.count - kept) }
