@@ -92,6 +92,13 @@ public final class KafkaProducer: Sendable {
         try await Blocking.run { client.commitTransactionBlocking(timeout: timeout) }.get()
     }
 
+    /// A fabricated fatal error (librdkafka's test hook), for tests of what follows one: sends fail with it.
+    package func raiseFatalErrorForTesting(_ reason: String) { client.raiseFatalErrorForTesting(reason) }
+
+    /// librdkafka's fatal error for this producer (its idempotent session broken for good), or nil: once set, no
+    /// record can be sent again by this instance.
+    public var fatalError: KafkaError? { client.fatalError() }
+
     /// Records waiting to be sent or acknowledged.
     public var outstanding: Int { client.outstanding }
 

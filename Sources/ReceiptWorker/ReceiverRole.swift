@@ -70,6 +70,11 @@ public final class ReceiverRole: Service {
         return problems
     }
 
+    /// A fabricated fatal error of the producer (librdkafka's test hook), for tests of what follows one.
+    package func raiseProducerFatalErrorForTesting() {
+        producer.raiseFatalErrorForTesting("a test's fatal producer error")
+    }
+
     public func receiver(listen: ListenAddress) throws -> NotificationReceiver {
         let intake = self.intake
         return try NotificationReceiver(listen: listen, intake: { intake })
@@ -96,6 +101,13 @@ public final class ReceiverRole: Service {
                     reason: "topic \(topic) cannot be used; create it first (deploy/README.md, Topics)")
             } catch {
                 logger.warning("cannot describe the notifications topic", ["error": "\(error)"])
+            }
+            if let fatal = producer.fatalError {
+                // Every delivery would be refused from now on: the process exits and is restarted with a new
+                // producer, rather than staying unready for ever.
+                logger.critical("the Kafka producer failed for good; the receiver stops", ["error": "\(fatal)"])
+                await producer.close(timeout: .seconds(1))
+                throw fatal
             }
             await withGracefulShutdown(of: [outer], stop: { self.stop.trigger() }) {
                 await stop.sleep(for: healthInterval)

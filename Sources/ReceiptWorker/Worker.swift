@@ -168,6 +168,9 @@ public final class Worker: Service {
     /// A fabricated fatal Kafka error, for tests of what follows one.
     package func raiseFatalErrorForTesting() { runtime.raiseFatalErrorForTesting() }
 
+    /// The same, raised by the producer that publishes the answers.
+    package func raiseProducerFatalErrorForTesting() { runtime.raiseProducerFatalErrorForTesting() }
+
     /// Runs until its graceful shutdown or ``shutdown()`` (then drains within `worker.drain_timeout_ms` and
     /// commits) or a fatal Kafka error (thrown). A missing or forbidden topic stops start-up as a configuration
     /// error. (`receipt-worker run` puts ``startUp()``'s parts in the process's one group instead.)

@@ -39,6 +39,7 @@ extension ConsumerRuntime {
             } catch {
                 send?.fail("\(error)")
                 send?.end()
+                stopIfFatal(error)
                 return false
             }
         }
@@ -74,6 +75,7 @@ extension ConsumerRuntime {
             metrics.publish.observe(ContinuousClock.now - started)
             return .parked
         } catch {
+            stopIfFatal(error)
             metrics.failure("park").increment()
             if state.withLock({ $0.parkFailed(at: .now) }) {
                 logger.warning(
@@ -123,6 +125,9 @@ extension ConsumerRuntime {
                 return true
             } catch is LetGo {
                 return false
+            } catch let error as KafkaError where error.isFatal {
+                stopIfFatal(error)
+                return false
             } catch {
                 // The broker's own limit is lower: send the stub below.
             }
@@ -138,6 +143,7 @@ extension ConsumerRuntime {
                 "publish_dead_letter", stage: nil, isPermanent: Self.isPermanent, letGo: { context.mustLetGo }
             ) { try await self.producer.send(stub) }
         } catch {
+            stopIfFatal(error)
             return false
         }
         logger.warning(
@@ -149,4 +155,9 @@ extension ConsumerRuntime {
 
     /// The broker's errors that no retry heals (a record too large).
     static func isPermanent(_ error: any Error) -> Bool { (error as? KafkaError)?.isPermanent == true }
+
+    /// Ends the runtime when a send failed because the producer did (``producerFailed(_:)``).
+    func stopIfFatal(_ error: any Error) {
+        if let error = error as? KafkaError, error.isFatal { producerFailed(error) }
+    }
 }

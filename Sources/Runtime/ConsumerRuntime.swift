@@ -27,6 +27,9 @@ public final class ConsumerRuntime: Sendable {
     /// The topics read, their partition counts, the lags, what fails now: one value, one lock.
     let state = Mutex(RuntimeState())
     private let stopping = Atomic<Bool>(false)
+    /// The producer's fatal error (its idempotent session broken for good, say after a broker's failover lost
+    /// what it acknowledged): no record can be sent again, so ``run()`` ends with it and the process is restarted.
+    private let producerFatal = Mutex<KafkaError?>(nil)
     /// Retries of the broker and of the handlers' services, and which of them keep failing now.
     let retries: ServiceRetries
     /// Told of the assignment whenever it changes.
@@ -87,6 +90,24 @@ public final class ConsumerRuntime: Sendable {
     /// A fabricated fatal Kafka error, for tests of what follows one.
     package func raiseFatalErrorForTesting() { consumer.raiseFatalErrorForTesting("a test's fatal error") }
 
+    /// The same, raised by the producer: seen at the next send.
+    package func raiseProducerFatalErrorForTesting() {
+        producer.raiseFatalErrorForTesting("a test's fatal producer error")
+    }
+
+    /// Stops the runtime after the producer failed for good: messages whose answers cannot be sent are let go
+    /// (never committed past: read again after the restart), the rest drained and committed, then ``run()`` throws.
+    func producerFailed(_ error: KafkaError) {
+        let first = producerFatal.withLock { fatal in
+            defer { if fatal == nil { fatal = error } }
+            return fatal == nil
+        }
+        guard first else { return }
+        logger.critical("the Kafka producer failed for good; the worker stops", ["error": "\(error)"])
+        stopping.store(true, ordering: .releasing)
+        consumer.endEvents()
+    }
+
     /// Reads `topics` (each a route's, or the park topic) until ``shutdown()`` (then drains within the drain
     /// timeout and commits) or a fatal Kafka error (thrown). `partitionCounts`: what the caller found at
     /// start-up; the park topic's gives each lane its partition (without it, a full group pauses all of it).
@@ -137,6 +158,7 @@ public final class ConsumerRuntime: Sendable {
         }
         await consumer.close()
         await producer.close()
+        if let fatal = producerFatal.withLock({ $0 }) { throw fatal }
     }
 
     /// Registers a message with its partition and puts it in its group's line.

@@ -23,7 +23,7 @@ final class ServiceRetries: Sendable {
     var blocked: [String: String] { blockedOperations.withLock { $0 } }
 
     /// Repeats `body` with backoff until it succeeds, the message must be let go (``LetGo``, checked after
-    /// each failed attempt), or it fails for good (`isPermanent`: rethrown).
+    /// each failed attempt), or it fails for good (`isPermanent`, or a fatal Kafka client error: rethrown).
     func retrying<T: Sendable>(
         _ operation: String, stage: Histogram?, isPermanent: (any Error) -> Bool, letGo: () -> Bool,
         _ body: @Sendable () async throws -> T
@@ -50,7 +50,8 @@ final class ServiceRetries: Sendable {
                         logger.error("\(operation) keeps failing; not ready", ["error": "\(error)"])
                     }
                 }
-                if isPermanent(error) {
+                // A fatal client error (librdkafka's instance unusable) is never healed by asking again.
+                if isPermanent(error) || (error as? KafkaError)?.isFatal == true {
                     logger.warning("\(operation) failed for good", ["error": "\(error)"])
                     throw error
                 }

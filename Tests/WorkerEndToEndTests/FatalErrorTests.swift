@@ -32,4 +32,48 @@ struct FatalErrorTests {
         running.cancel()
         await harness.stop()
     }
+
+    @Test(
+        "a fatal error of the producer ends run() too: the job whose answer could not be sent is not committed, and is answered after the restart"
+    )
+    func producerEndsRun() async throws {
+        let harness = try await WorkerHarness()
+        var configuration = harness.configuration
+        configuration.kafka["group.id"] = "fatal-\(UUID().uuidString.prefix(8))"
+        let logger = Logger(label: "fatal", minimumLevel: .error)
+        let worker = try await WorkerAssembly.make(configuration, logger: logger)
+        let outcome = Mutex<String?>(nil)
+        let running = Task {
+            do {
+                try await worker.run()
+                outcome.withLock { $0 = "returned" }
+            } catch {
+                outcome.withLock { $0 = "threw \(error)" }
+            }
+        }
+        #expect(await eventually(timeout: .seconds(60)) { worker.isReady })
+        worker.raiseProducerFatalErrorForTesting()
+        let purchase = try await harness.purchase(["product_id": "coins.100"])
+        try await harness.submit(
+            job("after-fatal", order: "o-after-fatal", product: "coins.100", ["receipt": purchase.receipt]))
+        #expect(await eventually(timeout: .seconds(60)) { outcome.withLock { $0 } != nil })
+        let ended = outcome.withLock { $0 } ?? "still running"
+        #expect(ended.hasPrefix("threw") && ended.contains("a test's fatal producer error"), "\(ended)")
+        // The harness's own worker (a group of its own) answers the job once; the stopped one could not.
+        #expect(await eventually(timeout: .seconds(60)) { !harness.results(jobID: "after-fatal").isEmpty })
+        try await Task.sleep(for: .seconds(1))
+        #expect(harness.results(jobID: "after-fatal").count == 1)
+        // The restarted replica (the same group and ledger) reads the job again, never committed, and answers it:
+        // the ledger's answer, the same event.
+        let restarted = try await WorkerAssembly.make(configuration, logger: logger)
+        let second = Task { try await restarted.run() }
+        #expect(await eventually(timeout: .seconds(60)) { harness.results(jobID: "after-fatal").count == 2 })
+        let events = harness.results(jobID: "after-fatal")
+        #expect(Set(events.map { $0["event_id"] as? String }).count == 1, "\(events)")
+        #expect(events.allSatisfy { $0["decision"] as? String == "grant" })
+        restarted.shutdown()
+        _ = await second.result
+        running.cancel()
+        await harness.stop()
+    }
 }

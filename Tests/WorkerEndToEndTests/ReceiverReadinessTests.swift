@@ -67,4 +67,41 @@ struct ReceiverReadinessTests {
         role.shutdown()
         try await running.value
     }
+
+    @Test(
+        "a fatal error of the producer ends the receiver's run: the process exits and is restarted, never unready for ever"
+    )
+    func fatalProducerEndsTheRole() async throws {
+        let mock = try KafkaMockCluster()
+        try mock.createTopic("notifications", partitions: 1)
+        var configuration = WorkerConfiguration()
+        configuration.topics.notifications = "notifications"
+        configuration.defaultApp.bundleID = "com.example"
+        configuration.defaultApp.appAppleID = AppStoreSimulator.Configuration().appAppleID
+        configuration.apple.rootCertificates = [Data(AppStoreSimulator.testRootPEM.utf8)]
+        configuration.kafka = ["bootstrap.servers": mock.bootstrapServers, "group.id": "unused"]
+        let role = try ReceiverRole(
+            configuration: configuration, logger: WorkerHarness.logger, healthInterval: .milliseconds(200))
+        let running = Task { try await role.run() }
+        #expect(await eventually(timeout: .seconds(30)) { role.readiness.isEmpty }, "\(role.readiness)")
+        role.raiseProducerFatalErrorForTesting()
+        let ended = await withTaskGroup(of: String?.self) { group in
+            group.addTask {
+                do {
+                    try await running.value
+                    return "returned"
+                } catch {
+                    return "threw \(error)"
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(30))
+                return nil
+            }
+            defer { group.cancelAll() }
+            return await group.next() ?? nil
+        }
+        #expect(ended?.contains("a test's fatal producer error") == true, "\(ended ?? "still running after 30 s")")
+        role.shutdown()
+    }
 }
