@@ -5,11 +5,20 @@ import Synchronization
 import Vocabulary
 
 extension ConsumerRuntime {
-    /// Publishes records, each until the broker acknowledges it (true) or the message must be let go (false).
-    /// Each carries the consumed message's trace context (``TraceContext``), when it has one; when the worker
-    /// traces (a sampled `process` span), the context of its own `send` span instead, so that a grant service's
-    /// span is the worker's child (its `tracestate` carried on).
-    func publish(_ records: [OutboundRecord], _ context: any HandlingContext) async -> Bool {
+    /// How publishing a message's records ended.
+    enum Publishing {
+        case published
+        /// The message must be let go: the worker stops, or its partition moved (or the producer failed for good).
+        case letGo
+        /// The broker refused a record for good (over the topic's `max.message.bytes`, an invalid record).
+        case refused(any Error)
+    }
+
+    /// Publishes records, each until the broker acknowledges it, the message must be let go, or the broker refuses
+    /// it for good. Each carries the consumed message's trace context (``TraceContext``), when it has one; when the
+    /// worker traces (a sampled `process` span), the context of its own `send` span instead, so that a grant
+    /// service's span is the worker's child (its `tracestate` carried on).
+    func publish(_ records: [OutboundRecord], _ context: any HandlingContext) async -> Publishing {
         let consumed = TraceContext(headers: context.message.headers)
         for record in records {
             let send = context.span.map { span in
@@ -40,10 +49,10 @@ extension ConsumerRuntime {
                 send?.fail("\(error)")
                 send?.end()
                 stopIfFatal(error)
-                return false
+                return Self.isPermanent(error) ? .refused(error) : .letGo
             }
         }
-        return true
+        return .published
     }
 
     /// How forwarding a message to the park topic ended.

@@ -375,11 +375,28 @@ public final class ConsumerRuntime: Sendable {
         case .letGo:
             return false
         case .publish(let records):
-            guard await publish(records, context) else { return false }
-            if !records.isEmpty { handler.delivered(records) }
-            return true
-        case .deadLetter(let letter, let records):
-            guard await publish(records, context) else { return false }
+            switch await publish(records, context) {
+            case .published:
+                if !records.isEmpty { handler.delivered(records) }
+                return true
+            case .letGo:
+                return false
+            case .refused(let error):
+                // Left unanswered, it would hold its partition's commits for ever, and again after a restart: a
+                // dead letter to replay once the topic takes the answer (the ledger gives the same answer again).
+                let letter = DeadLetter(
+                    reason: .retriesExhausted,
+                    error:
+                        "the broker refused the message's answer for good (\(error)); replay it once the topic takes it"
+                )
+                return await deadLetter(context.message, letter, context, group: group)
+            }
+        case .deadLetter(var letter, let records):
+            switch await publish(records, context) {
+            case .published: break
+            case .letGo: return false
+            case .refused(let error): letter.error += "; its answer was refused by the broker for good (\(error))"
+            }
             return await deadLetter(context.message, letter, context, group: group)
         }
     }

@@ -48,6 +48,13 @@ package final class KafkaMockCluster: @unchecked Sendable {
         errors.withUnsafeBufferPointer { rd_kafka_mock_push_request_errors_array(cluster, 0, count, $0.baseAddress) }
     }
 
+    /// The next `count` Produce requests are refused as too large for the topic (`max.message.bytes`): a record
+    /// the broker will never take.
+    package func refuseProduceAsTooLarge(count: Int) {
+        let errors = [rd_kafka_resp_err_t](repeating: RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, count: count)
+        errors.withUnsafeBufferPointer { rd_kafka_mock_push_request_errors_array(cluster, 0, count, $0.baseAddress) }
+    }
+
     private static func check(_ err: rd_kafka_resp_err_t) throws {
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
             throw MockClusterError(reason: String(cString: rd_kafka_err2str(err)))

@@ -212,6 +212,26 @@ struct RuntimeMockClusterTests {
     }
 
     @Test(
+        "an answer the broker refuses for good (too large for its topic) has its message dead-lettered for a replay, not left holding the partition's commits"
+    )
+    func refusedAnswer() async throws {
+        let cluster = try Cluster()
+        try await cluster.produce(["ok-1"])
+        cluster.mock.refuseProduceAsTooLarge(count: 1)  // the runtime's first Produce request: the answer
+        let handler = Handler(out: cluster.out)
+        let runtime = try cluster.runtime(handler)
+        let running = Task { try await runtime.run(subscribing: [cluster.jobs]) }
+        let letters = try await cluster.read(cluster.dlq, count: 1)
+        #expect(letters.map { String(decoding: $0.value, as: UTF8.self) } == ["ok-1"])
+        #expect(letters.first?.header("dlq_reason")?.stringValue == "retries_exhausted")
+        #expect(letters.first?.header("dlq_error")?.stringValue?.contains("refused the message's answer") == true)
+        runtime.shutdown()
+        try await running.value
+        let committed = try await cluster.committed(using: try cluster.runtime(Handler(out: cluster.out)))
+        #expect(committed.reduce(0, +) == 1, "committed \(committed)")
+    }
+
+    @Test(
         "a handler's transient error is handled again in its slot, never dead-lettered; past its budget the dead letter says retries_exhausted"
     )
     func transientFailures() async throws {
