@@ -21,6 +21,9 @@ extension ConsumerRuntime {
         var warned: Set<TopicPartition> = []
         while !Task.isCancelled {
             try? await Task.sleep(for: interval)
+            // The producer serves more than the answers (the receiver in this process, the chores): its fatal
+            // error ends the runtime even while no message is being answered.
+            if let fatal = producer.fatalError { producerFailed(fatal) }
             await measureLags()
             let stalls = stalledPartitions()
             for stall in stalls where !warned.contains(stall.partition) {

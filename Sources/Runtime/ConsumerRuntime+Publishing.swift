@@ -46,10 +46,22 @@ extension ConsumerRuntime {
                 send?.end()
                 logger.debug("published", ["topic": report.topic, "offset": String(report.offset)])
             } catch {
-                send?.fail("\(error)")
+                var failure = error
+                // The broker refuses a whole batch for one record too large for its topic: a record refused
+                // beside others is sent once more, alone in a batch of its own, before it counts as refused.
+                if Self.isPermanent(failure) && !Self.isFatal(failure) {
+                    do {
+                        _ = try await producer.send(message)
+                        send?.end()
+                        continue
+                    } catch {
+                        failure = error
+                    }
+                }
+                send?.fail("\(failure)")
                 send?.end()
-                stopIfFatal(error)
-                return Self.isPermanent(error) ? .refused(error) : .letGo
+                stopIfFatal(failure)
+                return Self.isPermanent(failure) && !Self.isFatal(failure) ? .refused(failure) : .letGo
             }
         }
         return .published
@@ -84,7 +96,12 @@ extension ConsumerRuntime {
             metrics.publish.observe(ContinuousClock.now - started)
             return .parked
         } catch {
-            stopIfFatal(error)
+            // The producer failed for good: the runtime stops, and the message is let go, not handled in place
+            // (Apple asked, the ledger written) only to find its answer cannot be sent.
+            if Self.isFatal(error) {
+                stopIfFatal(error)
+                return .letGo
+            }
             metrics.failure("park").increment()
             if state.withLock({ $0.parkFailed(at: .now) }) {
                 logger.warning(
@@ -164,6 +181,9 @@ extension ConsumerRuntime {
 
     /// The broker's errors that no retry heals (a record too large).
     static func isPermanent(_ error: any Error) -> Bool { (error as? KafkaError)?.isPermanent == true }
+
+    /// A fatal client error: the producer can send nothing again.
+    static func isFatal(_ error: any Error) -> Bool { (error as? KafkaError)?.isFatal == true }
 
     /// Ends the runtime when a send failed because the producer did (``producerFailed(_:)``).
     func stopIfFatal(_ error: any Error) {

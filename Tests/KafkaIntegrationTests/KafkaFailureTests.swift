@@ -54,10 +54,11 @@ struct KafkaFailureTests {
         configuration.deliveryTimeout = .seconds(60)
         let producer = try KafkaProducer(configuration: configuration, logger: TestBroker.logger)
         let outcomes = QueueOutcomes()
+        let giveUpAt = ContinuousClock.now + .seconds(60)  // a producer that never refuses: the test fails, not spins
         for _ in 0..<4 {
             Task {
                 // Queues records until the producer refuses one: the last ones race close() setting its flag.
-                while true {
+                while ContinuousClock.now < giveUpAt {
                     do {
                         try producer.enqueue(OutboundMessage(topic: "t", value: [1])) { _ in
                             outcomes.answered.add(1, ordering: .relaxed)

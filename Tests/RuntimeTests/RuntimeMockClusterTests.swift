@@ -217,7 +217,8 @@ struct RuntimeMockClusterTests {
     func refusedAnswer() async throws {
         let cluster = try Cluster()
         try await cluster.produce(["ok-1"])
-        cluster.mock.refuseProduceAsTooLarge(count: 1)  // the runtime's first Produce request: the answer
+        // The runtime's first two Produce requests: the answer, and the answer sent again alone.
+        cluster.mock.refuseProduceAsTooLarge(count: 2)
         let handler = Handler(out: cluster.out)
         let runtime = try cluster.runtime(handler)
         let running = Task { try await runtime.run(subscribing: [cluster.jobs]) }
@@ -227,6 +228,25 @@ struct RuntimeMockClusterTests {
         #expect(letters.first?.header("dlq_error")?.stringValue?.contains("refused the message's answer") == true)
         runtime.shutdown()
         try await running.value
+        let committed = try await cluster.committed(using: try cluster.runtime(Handler(out: cluster.out)))
+        #expect(committed.reduce(0, +) == 1, "committed \(committed)")
+    }
+
+    @Test(
+        "an answer refused once as too large (the broker refuses a whole batch for one record) is sent again alone and published, not dead-lettered"
+    )
+    func answerRefusedWithItsBatch() async throws {
+        let cluster = try Cluster()
+        try await cluster.produce(["ok-1"])
+        cluster.mock.refuseProduceAsTooLarge(count: 1)
+        let handler = Handler(out: cluster.out)
+        let runtime = try cluster.runtime(handler)
+        let running = Task { try await runtime.run(subscribing: [cluster.jobs]) }
+        let published = try await cluster.read(cluster.out, count: 1)
+        #expect(published.map { String(decoding: $0.value, as: UTF8.self) } == ["ok-1"])
+        runtime.shutdown()
+        try await running.value
+        #expect(try await cluster.read(cluster.dlq, count: 1, timeout: .seconds(2)).isEmpty)
         let committed = try await cluster.committed(using: try cluster.runtime(Handler(out: cluster.out)))
         #expect(committed.reduce(0, +) == 1, "committed \(committed)")
     }

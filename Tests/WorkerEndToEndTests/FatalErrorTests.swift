@@ -33,6 +33,30 @@ struct FatalErrorTests {
         await harness.stop()
     }
 
+    @Test("a fatal error of the producer ends run() even with nothing to answer: its receiver and chores need it too")
+    func idleProducerEndsRun() async throws {
+        let harness = try await WorkerHarness()
+        var configuration = harness.configuration
+        configuration.kafka["group.id"] = "fatal-\(UUID().uuidString.prefix(8))"
+        let worker = try await WorkerAssembly.make(configuration, logger: Logger(label: "fatal", minimumLevel: .error))
+        let outcome = Mutex<String?>(nil)
+        let running = Task {
+            do {
+                try await worker.run()
+                outcome.withLock { $0 = "returned" }
+            } catch {
+                outcome.withLock { $0 = "threw \(error)" }
+            }
+        }
+        #expect(await eventually(timeout: .seconds(60)) { worker.isReady })
+        worker.raiseProducerFatalErrorForTesting()
+        #expect(await eventually(timeout: .seconds(60)) { outcome.withLock { $0 } != nil })
+        let ended = outcome.withLock { $0 } ?? "still running"
+        #expect(ended.hasPrefix("threw") && ended.contains("a test's fatal producer error"), "\(ended)")
+        running.cancel()
+        await harness.stop()
+    }
+
     @Test(
         "a fatal error of the producer ends run() too: the job whose answer could not be sent is not committed, and is answered after the restart"
     )

@@ -144,6 +144,7 @@ final class PostgresPool: Sendable {
     private enum Next { case use(Session), open(Int), wait, closed }
 
     private func acquire() async throws -> Session {
+        var waited = false
         while true {
             let next = state.withLock { state -> Next in
                 if state.closed { return .closed }
@@ -169,19 +170,25 @@ final class PostgresPool: Sendable {
                     throw error
                 }
             case .wait:
-                waits.add(1, ordering: .relaxed)
                 // Woken with a session released to this caller, or with nil to decide again: a slot was given
                 // back, or the pool closed. Whatever changed since the look above is seen here, under the lock
-                // the waiters are woken under: a slot given back in between, to no waiter yet, is not missed.
+                // the waiters are woken under: a slot given back in between, to no waiter yet, is not missed. A
+                // caller that waits again (another took the slot it was woken for) keeps its place at the front.
                 let released = await withCheckedContinuation { continuation in
                     let now: Session?? = state.withLock { state in
                         if state.closed || state.opened < size { return .some(nil) }
                         if let session = state.idle.popLast() { return .some(session) }
-                        state.waiters.append(continuation)
+                        if waited {
+                            state.waiters.insert(continuation, at: 0)
+                        } else {
+                            state.waiters.append(continuation)
+                            waits.add(1, ordering: .relaxed)
+                        }
                         return nil
                     }
                     if let now { continuation.resume(returning: now) }
                 }
+                waited = true
                 if let released { return released }
             }
         }
