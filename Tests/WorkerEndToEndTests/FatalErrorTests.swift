@@ -11,23 +11,11 @@ struct FatalErrorTests {
     @Test("ends run() with the error within seconds, even idle: the process exits 1 and is restarted, not left alive")
     func endsRun() async throws {
         let harness = try await WorkerHarness()
-        var configuration = harness.configuration
-        configuration.kafka["group.id"] = "fatal-\(UUID().uuidString.prefix(8))"
-        let worker = try await WorkerAssembly.make(configuration, logger: Logger(label: "fatal", minimumLevel: .error))
-        let outcome = Mutex<String?>(nil)
-        let running = Task {
-            do {
-                try await worker.run()
-                outcome.withLock { $0 = "returned" }
-            } catch {
-                outcome.withLock { $0 = "threw \(error)" }
-            }
-        }
-        #expect(await eventually(timeout: .seconds(60)) { worker.isReady })
+        let running = try await RunningWorker(beside: harness)
+        #expect(await eventually(timeout: .seconds(60)) { running.worker.isReady })
         // Idle: the task that starts jobs waits for one; a fatal error must wake it too.
-        worker.raiseFatalErrorForTesting()
-        #expect(await eventually(timeout: .seconds(60)) { outcome.withLock { $0 } != nil })
-        let ended = outcome.withLock { $0 } ?? "still running"
+        running.worker.raiseFatalErrorForTesting()
+        let ended = await running.ended()
         #expect(ended.hasPrefix("threw") && ended.contains("a test's fatal error"), "\(ended)")
         running.cancel()
         await harness.stop()
@@ -36,22 +24,10 @@ struct FatalErrorTests {
     @Test("a fatal error of the producer ends run() even with nothing to answer: its receiver and chores need it too")
     func idleProducerEndsRun() async throws {
         let harness = try await WorkerHarness()
-        var configuration = harness.configuration
-        configuration.kafka["group.id"] = "fatal-\(UUID().uuidString.prefix(8))"
-        let worker = try await WorkerAssembly.make(configuration, logger: Logger(label: "fatal", minimumLevel: .error))
-        let outcome = Mutex<String?>(nil)
-        let running = Task {
-            do {
-                try await worker.run()
-                outcome.withLock { $0 = "returned" }
-            } catch {
-                outcome.withLock { $0 = "threw \(error)" }
-            }
-        }
-        #expect(await eventually(timeout: .seconds(60)) { worker.isReady })
-        worker.raiseProducerFatalErrorForTesting()
-        #expect(await eventually(timeout: .seconds(60)) { outcome.withLock { $0 } != nil })
-        let ended = outcome.withLock { $0 } ?? "still running"
+        let running = try await RunningWorker(beside: harness)
+        #expect(await eventually(timeout: .seconds(60)) { running.worker.isReady })
+        running.worker.raiseProducerFatalErrorForTesting()
+        let ended = await running.ended()
         #expect(ended.hasPrefix("threw") && ended.contains("a test's fatal producer error"), "\(ended)")
         running.cancel()
         await harness.stop()
@@ -62,26 +38,13 @@ struct FatalErrorTests {
     )
     func producerEndsRun() async throws {
         let harness = try await WorkerHarness()
-        var configuration = harness.configuration
-        configuration.kafka["group.id"] = "fatal-\(UUID().uuidString.prefix(8))"
-        let logger = Logger(label: "fatal", minimumLevel: .error)
-        let worker = try await WorkerAssembly.make(configuration, logger: logger)
-        let outcome = Mutex<String?>(nil)
-        let running = Task {
-            do {
-                try await worker.run()
-                outcome.withLock { $0 = "returned" }
-            } catch {
-                outcome.withLock { $0 = "threw \(error)" }
-            }
-        }
-        #expect(await eventually(timeout: .seconds(60)) { worker.isReady })
-        worker.raiseProducerFatalErrorForTesting()
+        let running = try await RunningWorker(beside: harness)
+        #expect(await eventually(timeout: .seconds(60)) { running.worker.isReady })
+        running.worker.raiseProducerFatalErrorForTesting()
         let purchase = try await harness.purchase(["product_id": "coins.100"])
         try await harness.submit(
             job("after-fatal", order: "o-after-fatal", product: "coins.100", ["receipt": purchase.receipt]))
-        #expect(await eventually(timeout: .seconds(60)) { outcome.withLock { $0 } != nil })
-        let ended = outcome.withLock { $0 } ?? "still running"
+        let ended = await running.ended()
         #expect(ended.hasPrefix("threw") && ended.contains("a test's fatal producer error"), "\(ended)")
         // The harness's own worker (a group of its own) answers the job once; the stopped one could not.
         #expect(await eventually(timeout: .seconds(60)) { !harness.results(jobID: "after-fatal").isEmpty })
@@ -89,7 +52,7 @@ struct FatalErrorTests {
         #expect(harness.results(jobID: "after-fatal").count == 1)
         // The restarted replica (the same group and ledger) reads the job again, never committed, and answers it:
         // the ledger's answer, the same event.
-        let restarted = try await WorkerAssembly.make(configuration, logger: logger)
+        let restarted = try await WorkerAssembly.make(running.configuration, logger: RunningWorker.logger)
         let second = Task { try await restarted.run() }
         #expect(await eventually(timeout: .seconds(60)) { harness.results(jobID: "after-fatal").count == 2 })
         let events = harness.results(jobID: "after-fatal")
@@ -100,4 +63,38 @@ struct FatalErrorTests {
         running.cancel()
         await harness.stop()
     }
+}
+
+/// A worker of a consumer group of its own beside the harness's (which answers every job too), running from its
+/// creation, and how its `run()` ended.
+private final class RunningWorker: Sendable {
+    static let logger = Logger(label: "fatal", minimumLevel: .error)
+    let configuration: WorkerConfiguration
+    let worker: Worker
+    private let outcome = Mutex<String?>(nil)
+    private let task = Mutex<Task<Void, Never>?>(nil)
+
+    init(beside harness: WorkerHarness) async throws {
+        var configuration = harness.configuration
+        configuration.kafka["group.id"] = "fatal-\(UUID().uuidString.prefix(8))"
+        self.configuration = configuration
+        worker = try await WorkerAssembly.make(configuration, logger: Self.logger)
+        let started = Task { [self] in
+            do {
+                try await worker.run()
+                outcome.withLock { $0 = "returned" }
+            } catch {
+                outcome.withLock { $0 = "threw \(error)" }
+            }
+        }
+        task.withLock { $0 = started }
+    }
+
+    /// How `run()` ended ("returned", "threw …"), waited for up to a minute; "still running" after that.
+    func ended() async -> String {
+        _ = await eventually(timeout: .seconds(60)) { self.outcome.withLock { $0 } != nil }
+        return outcome.withLock { $0 } ?? "still running"
+    }
+
+    func cancel() { task.withLock { $0 }?.cancel() }
 }

@@ -38,6 +38,26 @@ struct IsolationEndToEndTests {
         await harness.stop()
     }
 
+    /// Game B's 30 jobs (`PREFIX-0`...), each for a purchase of its own, sent together while its lane answers 429
+    /// until the test lifts the outage (`faults([:])`), however slow the machine: a rate limit alone let B's backlog
+    /// drain while the jobs were still being sent. Returns the purchases' transaction ids, in the jobs' order.
+    static func holdSecondGame(_ harness: WorkerHarness, jobs prefix: String) async throws -> [String] {
+        var theirs: [String] = []
+        for _ in 0..<30 {
+            theirs.append(try await harness.purchase(["product_id": "coins_5", "bundle_id": second]).transactionID)
+        }
+        try await harness.faults([
+            "outage_start_in_ms": 0, "outage_seconds": 600, "outage_mode": "rate_limited", "bundle_id": second,
+        ])
+        try await harness.submit(
+            together: theirs.enumerated().map { index, id in
+                job(
+                    "\(prefix)-\(index)", order: "\(prefix)-\(index)", product: "coins_5",
+                    ["transaction_id": id, "bundle_id": second])
+            })
+        return theirs
+    }
+
     @Test(
         "one game's lane answers 429 while more of its jobs wait than worker.max_in_flight: the other game's jobs are answered at once"
     )
@@ -47,13 +67,7 @@ struct IsolationEndToEndTests {
             $0.retry.maxAttempts = 60
             $0.apple.apiMaxLanePause = .seconds(1)  // a lane asks again each second while its outage lasts
         }
-        // Every purchase first; then game B's lane answers 429 until the outage is lifted below, however slow the
-        // machine (a rate limit alone let B's backlog drain while the jobs were still being sent).
-        var theirs: [String] = []
-        for _ in 0..<30 {
-            theirs.append(
-                try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second]).transactionID)
-        }
+        let theirs = try await Self.holdSecondGame(harness, jobs: "b")
         var mine: [String: [String: Any]] = [:]
         for index in 0..<3 {
             let purchase = try await harness.purchase(["product_id": "gems_100"])
@@ -63,15 +77,6 @@ struct IsolationEndToEndTests {
             let third = try await harness.purchase(["product_id": "gems_100"])
             mine["a-receipt-\(index)"] = ["receipt": third.receipt]
         }
-        try await harness.faults([
-            "outage_start_in_ms": 0, "outage_seconds": 600, "outage_mode": "rate_limited", "bundle_id": Self.second,
-        ])
-        try await harness.submit(
-            together: theirs.enumerated().map { index, id in
-                job(
-                    "b-\(index)", order: "b-\(index)", product: "coins_5",
-                    ["transaction_id": id, "bundle_id": Self.second])
-            })
         #expect(
             await eventually(timeout: .seconds(60)) {
                 harness.worker.metrics.registry.render().contains(
@@ -101,24 +106,9 @@ struct IsolationEndToEndTests {
             $0.retry.maxAttempts = 60
             $0.apple.apiMaxLanePause = .seconds(1)  // a lane asks again each second while its outage lasts
         }
-        // Every purchase first; then game B's lane answers 429 until the outage is lifted below, however slow the
-        // machine (a rate limit alone let B's backlog drain while the jobs were still being sent).
-        var theirs: [String] = []
-        for _ in 0..<30 {
-            theirs.append(
-                try await harness.purchase(["product_id": "coins_5", "bundle_id": Self.second]).transactionID)
-        }
+        let theirs = try await Self.holdSecondGame(harness, jobs: "p")
         var mine: [SimulatorAdmin.Purchase] = []
         for _ in 0..<3 { mine.append(try await harness.purchase(["product_id": "gems_100"])) }
-        try await harness.faults([
-            "outage_start_in_ms": 0, "outage_seconds": 600, "outage_mode": "rate_limited", "bundle_id": Self.second,
-        ])
-        try await harness.submit(
-            together: theirs.enumerated().map { index, id in
-                job(
-                    "p-\(index)", order: "p-\(index)", product: "coins_5",
-                    ["transaction_id": id, "bundle_id": Self.second])
-            })
         let metrics = { harness.worker.metrics.registry.render() }
         #expect(
             await eventually(timeout: .seconds(60)) {
