@@ -17,6 +17,27 @@ package enum SHA256Digest {
         return digest
     }
 
+    /// The digest of `head` followed by `tail`'s UTF-8, as if they were one run of bytes: a long tail (a receipt of
+    /// kilobytes) is hashed in place instead of copied behind the head first.
+    package static func hex(_ head: [UInt8], thenUTF8 tail: String) -> String {
+        var tail = tail
+        var digest = [UInt8](repeating: 0, count: 32)
+        let hashed = head.withUnsafeBytes { head in
+            tail.withUTF8 { tail in
+                digest.withUnsafeMutableBufferPointer { digest in
+                    guard let context = EVP_MD_CTX_new() else { return false }
+                    defer { EVP_MD_CTX_free(context) }
+                    return EVP_DigestInit_ex(context, SHA256Method.fetched, nil) == 1
+                        && EVP_DigestUpdate(context, head.baseAddress, head.count) == 1
+                        && EVP_DigestUpdate(context, tail.baseAddress, tail.count) == 1
+                        && EVP_DigestFinal_ex(context, digest.baseAddress, nil) == 1
+                }
+            }
+        }
+        precondition(hashed, "OpenSSL has no SHA-256: check OPENSSL_CONF and its providers")
+        return digest.withUnsafeBytes { Hex.encode($0) }
+    }
+
     /// The digest of a string's UTF-8, read in place.
     package static func hash(utf8 text: String) -> [UInt8] {
         var text = text

@@ -35,15 +35,14 @@ public struct ReceiptJob: Sendable, Equatable {
             "job-v1", orderID, userID, productID, String(quantity), appAccountToken ?? "", transactionID ?? "",
             bundleID ?? "", proofKind,
         ]
-        // One buffer sized once: the proof (a receipt of kilobytes) is copied into it once, not three times.
-        var text: [UInt8] = []
-        text.reserveCapacity(parts.reduce(proofText.utf8.count) { $0 + $1.utf8.count + 1 })
+        // The short fields in one buffer; the proof (a receipt of kilobytes) hashed in place behind them.
+        var head: [UInt8] = []
+        head.reserveCapacity(parts.reduce(0) { $0 + $1.utf8.count + 1 })
         for part in parts {
-            text.append(contentsOf: part.utf8)
-            text.append(0)
+            head.append(contentsOf: part.utf8)
+            head.append(0)
         }
-        text.append(contentsOf: proofText.utf8)
-        return SHA256Digest.hex(text)
+        return SHA256Digest.hex(head, thenUTF8: proofText)
     }
 }
 
@@ -156,7 +155,9 @@ public enum JobParser {
         let proof: PurchaseProof
         switch (receipt, signed, transactionID) {
         case (let receipt?, nil, _):
-            guard Data(base64Encoded: receipt, options: .ignoreUnknownCharacters) != nil else {
+            // Plain base64 (every receipt Apple makes) needs no decoding to be known as base64.
+            guard Base64Text.isPlain(receipt) || Data(base64Encoded: receipt, options: .ignoreUnknownCharacters) != nil
+            else {
                 return invalid("receipt is not base64")
             }
             proof = .receipt(receipt)

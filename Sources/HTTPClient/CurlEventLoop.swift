@@ -27,6 +27,7 @@ final class CurlEventLoop: @unchecked Sendable {
     private var shardLoads: [Int] = []
     private var nextShard = 0
     private let configuration: HTTPClient.Configuration
+    private let proxies: ProxyVariables
     private let logger: Logger
     private let inbox = Mutex(Inbox())
     private let activeCount = Atomic<Int>(0)
@@ -47,9 +48,10 @@ final class CurlEventLoop: @unchecked Sendable {
     private let epoll: Int32
     private let wakeup: Int32
 
-    init(configuration: HTTPClient.Configuration, logger: Logger) {
+    init(configuration: HTTPClient.Configuration, environment: [String: String], logger: Logger) {
         CurlGlobal.initialize()
         self.configuration = configuration
+        proxies = ProxyVariables(environment: environment)
         self.logger = logger
         epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         wakeup = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
@@ -207,7 +209,8 @@ final class CurlEventLoop: @unchecked Sendable {
             return transfer.finish(.failure(HTTPClientError(kind: .other, reason: "curl_easy_init failed")))
         }
         do {
-            let easy = try EasyTransfer(handle: handle, transfer: transfer, configuration: configuration)
+            let easy = try EasyTransfer(
+                handle: handle, transfer: transfer, configuration: configuration, proxies: proxies)
             let shard = leastBusyShard()
             shardLoads[shard] += 1
             active[easy.handle] = (easy, shard)

@@ -17,9 +17,10 @@ final class EasyTransfer {
 
     /// `handle`: fresh from `curl_easy_init` or emptied by `curl_easy_reset`; the caller takes it back when this
     /// throws.
-    init(handle: UnsafeMutableRawPointer, transfer: Transfer, configuration: HTTPClient.Configuration)
-        throws(HTTPClientError)
-    {
+    init(
+        handle: UnsafeMutableRawPointer, transfer: Transfer, configuration: HTTPClient.Configuration,
+        proxies: ProxyVariables
+    ) throws(HTTPClientError) {
         maxBodyBytes = configuration.maxResponseBytes
         self.handle = handle
         self.transfer = transfer
@@ -27,6 +28,9 @@ final class EasyTransfer {
         let context = Unmanaged.passUnretained(self).toOpaque()
         var ok = ccurl_easy_setopt_ptr(handle, CURLOPT_URL, request.url) == CURLE_OK
         ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1) == CURLE_OK
+        // Given, so libcurl does not read the environment for them at every request.
+        ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_PROXY, proxies.proxy(for: request.url)) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_NOPROXY, proxies.noProxy) == CURLE_OK
         ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(request.timeout.milliseconds)) == CURLE_OK
         ok =
             ok

@@ -33,8 +33,14 @@ public final class HTTPClient: Sendable {
     private let loop: CurlEventLoop
     private let recordsSpans: Bool
 
-    public init(configuration: Configuration = Configuration(), logger: Logger) {
-        loop = CurlEventLoop(configuration: configuration, logger: logger)
+    /// Proxies are libcurl's environment variables (`https_proxy`, `no_proxy`, ...), read here once.
+    public convenience init(configuration: Configuration = Configuration(), logger: Logger) {
+        self.init(configuration: configuration, environment: ProcessInfo.processInfo.environment, logger: logger)
+    }
+
+    /// `environment`: where the proxy variables are read (tests give their own).
+    init(configuration: Configuration, environment: [String: String], logger: Logger) {
+        loop = CurlEventLoop(configuration: configuration, environment: environment, logger: logger)
         recordsSpans = configuration.recordsSpans
     }
 

@@ -4,6 +4,7 @@ import Foundation
 import Observability
 @testable import ReceiptWorker
 import Testing
+import Vocabulary
 
 @Suite("Reading jobs")
 struct JobParserTests {
@@ -277,5 +278,42 @@ struct HostileJobTests {
             Issue.record("read")
             return
         }
+    }
+}
+
+@Suite("Receipts known as base64")
+struct Base64TextTests {
+    @Test("plain base64 is known without decoding, and whatever it accepts Foundation's decoder accepts")
+    func plainIsDecodable() {
+        for plain in ["", "QUJD", "QUI=", "QQ==", "TUlJ+/9a"] { #expect(Base64Text.isPlain(plain)) }
+        for other in ["QUJ", "Q===", "QU=D", "QUJD\n", "QU JD", "QUJD-_==", "é123"] {
+            #expect(!Base64Text.isPlain(other))
+        }
+        // Random texts over base64's alphabet, its padding and a few bytes it skips: none called plain that the
+        // decoder refuses, and the plain ones are found.
+        let alphabet = Array("ABCXYZabcxyz0189+/==\n -_é".unicodeScalars)
+        var generator = SystemRandomNumberGenerator()
+        var plain = 0
+        for _ in 0..<20_000 {
+            let length = Int.random(in: 0...12, using: &generator)
+            var text = ""
+            for _ in 0..<length { text.unicodeScalars.append(alphabet.randomElement(using: &generator)!) }
+            guard Base64Text.isPlain(text) else { continue }
+            plain += 1
+            #expect(Data(base64Encoded: text, options: .ignoreUnknownCharacters) != nil, "\(text)")
+        }
+        #expect(plain > 100)
+    }
+
+    @Test("a receipt with line breaks is still read, and one that is not base64 is refused")
+    func receiptsAsJobsGiveThem() {
+        let base = #""job_id":"j1","order_id":"o1","user_id":"u1","product_id":"coins.100""#
+        func parse(_ receipt: String) -> JobParseResult {
+            JobParser.parse(Array("{\(base),\"receipt\":\"\(receipt)\"}".utf8), maxBytes: 262_144)
+        }
+        guard case .job(let job) = parse(#"QUJD\r\nQUJD"#) else { Issue.record("not read"); return }
+        #expect(job.proof == .receipt("QUJD\r\nQUJD"))
+        guard case .invalidJob(_, let reason) = parse("QUJDQ") else { Issue.record("not refused"); return }
+        #expect(reason == "receipt is not base64")
     }
 }
