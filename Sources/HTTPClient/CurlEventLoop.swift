@@ -48,10 +48,10 @@ final class CurlEventLoop: @unchecked Sendable {
     private let epoll: Int32
     private let wakeup: Int32
 
-    init(configuration: HTTPClient.Configuration, environment: [String: String], logger: Logger) {
+    init(configuration: HTTPClient.Configuration, proxies: ProxyVariables, logger: Logger) {
         CurlGlobal.initialize()
         self.configuration = configuration
-        proxies = ProxyVariables(environment: environment)
+        self.proxies = proxies
         self.logger = logger
         epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         wakeup = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))

@@ -35,12 +35,12 @@ public final class HTTPClient: Sendable {
 
     /// Proxies are libcurl's environment variables (`https_proxy`, `no_proxy`, ...), read here once.
     public convenience init(configuration: Configuration = Configuration(), logger: Logger) {
-        self.init(configuration: configuration, environment: ProcessInfo.processInfo.environment, logger: logger)
+        self.init(configuration: configuration, proxies: .ofProcess(), logger: logger)
     }
 
-    /// `environment`: where the proxy variables are read (tests give their own).
-    init(configuration: Configuration, environment: [String: String], logger: Logger) {
-        loop = CurlEventLoop(configuration: configuration, environment: environment, logger: logger)
+    /// `proxies`: the proxy variables (tests give their own).
+    init(configuration: Configuration, proxies: ProxyVariables, logger: Logger) {
+        loop = CurlEventLoop(configuration: configuration, proxies: proxies, logger: logger)
         recordsSpans = configuration.recordsSpans
     }
 

@@ -138,4 +138,16 @@ struct VerifyReceiptRequestBodyTests {
                 as? [String: Any])
         #expect(withoutSecret["password"] == nil)
     }
+
+    @Test("the body's bytes are the same for every receipt and secret, escapes included")
+    func bytes() {
+        let body = VerifyReceiptClient.requestBody(receipt: "TUlJ+/=", sharedSecret: "se\"cr\\et\u{1}")
+        #expect(
+            String(decoding: body, as: UTF8.self)
+                == #"{"receipt-data":"TUlJ+/=","exclude-old-transactions":false,"password":"se\"cr\\et\u0001"}"#)
+        let escaped = VerifyReceiptClient.requestBody(receipt: "QU\nJD", sharedSecret: nil)
+        #expect(
+            String(decoding: escaped, as: UTF8.self)
+                == #"{"receipt-data":"QU\nJD","exclude-old-transactions":false}"#)
+    }
 }
