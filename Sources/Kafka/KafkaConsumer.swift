@@ -97,11 +97,14 @@ public final class KafkaConsumer: Sendable {
     public func subscribe(topics: [String]) throws {
         guard !closed.load(ordering: .acquiring) else { throw KafkaError.closed }
         try client.subscribe(topics: topics)
-        startPolling()
+        try startPolling()
     }
 
-    private func startPolling() {
-        poller.withLock { poller in
+    /// Throws when the consumer was closed meanwhile (after the caller's own check): the flag is set under the
+    /// same lock, so either ``close()`` finds the poll thread started here and stops it, or none starts.
+    private func startPolling() throws(KafkaError) {
+        try poller.withLock { poller throws(KafkaError) in
+            guard !closed.load(ordering: .acquiring) else { throw KafkaError.closed }
             guard poller == nil else { return }
             let loop = ConsumerPollLoop(
                 client: client, channel: channel, gate: gate, configuration: configuration, logger: logger)
@@ -171,7 +174,7 @@ public final class KafkaConsumer: Sendable {
             resolved = offsets
         }
         try client.assign(offsets, order: partitions)
-        startPolling()
+        try startPolling()
         return partitions.map { ($0, resolved[$0]) }
     }
 
@@ -220,9 +223,14 @@ public final class KafkaConsumer: Sendable {
     /// Leaves the group and stops polling. Commit finished work before: nothing is committed here, and
     /// events not yet read are dropped (their offsets were not committed, so they will be read again).
     public func close() async {
-        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        // Under the poll thread's lock, so a subscribe or assign racing this either started its thread before
+        // (stopped below) or sees the flag and starts none.
+        let (first, running) = poller.withLock { poller in
+            (!closed.exchange(true, ordering: .acquiringAndReleasing), poller)
+        }
+        guard first else { return }
         channel.finish()
-        if let poller = poller.withLock({ $0 }) {
+        if let poller = running {
             await poller.stopAndJoin()  // the poll thread leaves the group on its way out
         } else {
             let client = self.client
