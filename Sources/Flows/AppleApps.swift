@@ -105,7 +105,7 @@ public struct AppleApps: Sendable {
             guard let inner = JSONObjectScanner.members(member.raw),
                 let bundle = inner.first(where: { $0.key == "bundleId" })
             else { continue }
-            return JSONObjectScanner.decodeString(bundle.raw)
+            return JSONStringToken.text(bundle.raw)
         }
         return nil
     }

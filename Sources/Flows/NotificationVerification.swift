@@ -23,7 +23,7 @@ extension AppleNotification {
         // The job parser's scanner, not JSONDecoder: a third of the receiver's time went to decoding the
         // envelope's few kilobytes; and a key given twice is refused rather than read one of two ways.
         let signed = JSONObjectScanner.members(Array(body))?.filter { $0.key == "signedPayload" }
-        guard let signed, signed.count == 1, let jws = JSONObjectScanner.decodeString(signed[0].raw) else {
+        guard let signed, signed.count == 1, let jws = JSONStringToken.text(signed[0].raw) else {
             return .rejected("the body is not {\"signedPayload\": \"...\"}")
         }
         guard let verifier = apps.app(forNotification: jws)?.signedData else {

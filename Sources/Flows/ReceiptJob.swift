@@ -248,6 +248,6 @@ private struct JobFields {
     /// The value when it is a JSON string.
     func string(_ key: String) -> String? {
         guard let bytes = raw(key), bytes.first == UInt8(ascii: "\"") else { return nil }
-        return JSONObjectScanner.decodeString(bytes)
+        return JSONStringToken.text(bytes)
     }
 }

@@ -71,7 +71,7 @@ public final class TransactionFinisher: Service {
     )? {
         guard let members = JSONObjectScanner.members(value) else { return nil }
         func string(_ key: String) -> String? {
-            members.first { $0.key == key }.flatMap { JSONObjectScanner.decodeString($0.raw) }
+            members.first { $0.key == key }.flatMap { JSONStringToken.text($0.raw) }
         }
         return (
             string("transaction_id"), string("environment").map(AppleEnvironment.init(rawValue:)), string("bundle_id")

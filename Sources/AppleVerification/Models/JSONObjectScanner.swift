@@ -42,7 +42,7 @@ package enum JSONObjectScanner {
         while true {
             skipSpace(bytes, &index)
             let keyStart = index
-            guard skipString(bytes, &index), let key = decodeString(bytes[keyStart..<index]) else { return nil }
+            guard skipString(bytes, &index), let key = JSONStringToken.text(bytes[keyStart..<index]) else { return nil }
             skipSpace(bytes, &index)
             guard index < bytes.endIndex, bytes[index] == UInt8(ascii: ":") else { return nil }
             index += 1
@@ -109,17 +109,6 @@ package enum JSONObjectScanner {
     /// True when `raw` is a JSON integer written without fraction, exponent or sign (`0`, `12`).
     package static func isPlainInteger(_ raw: ArraySlice<UInt8>) -> Bool {
         !raw.isEmpty && raw.count <= 18 && raw.allSatisfy(isDigit)
-    }
-
-    /// A JSON string token's text: its bytes when it has no escape (the usual key, read without a parser),
-    /// else unescaped by Foundation (so `\u0079` and `y` are the same key).
-    package static func decodeString(_ token: ArraySlice<UInt8>) -> String? {
-        let inner = token.dropFirst().dropLast()
-        // Eight bytes at a time: a receipt's kilobytes walked through the slice's iterator cost 0.7 µs a job. The
-        // scanner let no raw quote or control character into a token, so the first special byte is a backslash.
-        let escaped = inner.withUnsafeBufferPointer { JSONTextScan.firstSpecial(in: $0, from: 0) < $0.count }
-        if !escaped { return UTF8Text.string(inner) }
-        return try? JSONSerialization.jsonObject(with: Data(token), options: [.fragmentsAllowed]) as? String
     }
 
     private static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }

@@ -220,7 +220,7 @@ enum JSONField {
 
     static func string(_ member: JSONObjectScanner.Member) throws(AppleVerificationError) -> String? {
         if isNull(member) { return nil }
-        guard member.raw.first == UInt8(ascii: "\""), let text = JSONObjectScanner.decodeString(member.raw) else {
+        guard member.raw.first == UInt8(ascii: "\""), let text = JSONStringToken.text(member.raw) else {
             throw mistyped(member, "a string")
         }
         return text
@@ -265,7 +265,7 @@ enum JSONField {
         var strings: [String] = []
         strings.reserveCapacity(elements.count)
         for element in elements {
-            guard element.first == UInt8(ascii: "\""), let text = JSONObjectScanner.decodeString(element) else {
+            guard element.first == UInt8(ascii: "\""), let text = JSONStringToken.text(element) else {
                 throw mistyped(member, "a list of strings")
             }
             strings.append(text)

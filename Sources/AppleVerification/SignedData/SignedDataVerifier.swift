@@ -247,7 +247,7 @@ public final class SignedDataVerifier: Sendable {
                 }
                 x5c = []
                 for element in elements {
-                    guard element.first == UInt8(ascii: "\""), let text = JSONObjectScanner.decodeString(element)
+                    guard element.first == UInt8(ascii: "\""), let text = JSONStringToken.text(element)
                     else { throw AppleVerificationError(.malformed, "the JWS header's x5c holds a non-string") }
                     x5c?.append(text)
                 }

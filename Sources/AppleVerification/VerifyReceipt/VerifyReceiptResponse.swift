@@ -1,4 +1,5 @@
 import Foundation
+import Vocabulary
 
 /// verifyReceipt's response body. Millisecond dates are strings, as Apple sends them; unknown fields are
 /// ignored and every field is optional, so a change on Apple's side does not make a response undecodable.
@@ -153,7 +154,7 @@ extension VerifyReceiptResponse.InApp {
         func text(_ member: JSONObjectScanner.Member) -> String? {
             let raw = member.raw
             if raw.elementsEqual("null".utf8) { return nil }
-            if raw.first == UInt8(ascii: "\""), let value = JSONObjectScanner.decodeString(raw) { return value }
+            if raw.first == UInt8(ascii: "\""), let value = JSONStringToken.text(raw) { return value }
             if let first = raw.first, first == UInt8(ascii: "-") || (0x30...0x39).contains(first) {
                 let digits = String(decoding: raw, as: UTF8.self)
                 if let value = Int64(digits) { return String(value) }

@@ -86,8 +86,8 @@ package enum SubscriptionStatusRecord {
         var signedRenewal: String?
         for member in members {
             switch member.key {
-            case "signedTransactionInfo": signedTransaction = JSONObjectScanner.decodeString(member.raw)
-            case "signedRenewalInfo": signedRenewal = JSONObjectScanner.decodeString(member.raw)
+            case "signedTransactionInfo": signedTransaction = JSONStringToken.text(member.raw)
+            case "signedRenewalInfo": signedRenewal = JSONStringToken.text(member.raw)
             default: break
             }
         }

@@ -153,7 +153,7 @@ public struct PlayerErasure: Sendable {
             let token = Array(bytes[index...end])
             var next = end + 1
             while next < bytes.count && [0x20, 0x09, 0x0A, 0x0D].contains(bytes[next]) { next += 1 }
-            let text = Self.decoded(token) ?? String(decoding: token.dropFirst().dropLast(), as: UTF8.self)
+            let text = JSONStringToken.text(token[...]) ?? String(decoding: token.dropFirst().dropLast(), as: UTF8.self)
             if next < bytes.count && bytes[next] == UInt8(ascii: ":") {
                 key = text
                 out += token
@@ -165,15 +165,6 @@ public struct PlayerErasure: Sendable {
             index = end + 1
         }
         return out
-    }
-
-    private static func decoded(_ token: [UInt8]) -> String? {
-        let inner = token.dropFirst().dropLast()
-        // As the JSON scanner's twin reads a token: a raw control character also goes to the parser, which refuses
-        // it, and the caller then reads the bytes as they are, as it read them from here before.
-        let escaped = inner.withUnsafeBufferPointer { JSONTextScan.firstSpecial(in: $0, from: 0) < $0.count }
-        if !escaped { return UTF8Text.string(inner) }
-        return (try? JSONSerialization.jsonObject(with: Data(token), options: .fragmentsAllowed)) as? String
     }
 
     private static func encoded(_ text: String) -> [UInt8] {
