@@ -49,7 +49,7 @@ extension ConsumerRuntime {
                 var failure = error
                 // The broker refuses a whole batch for one record too large for its topic: a record refused
                 // beside others is sent once more, alone in a batch of its own, before it counts as refused.
-                if Self.isPermanent(failure) && !Self.isFatal(failure) {
+                if Self.isRefusal(failure) {
                     do {
                         _ = try await producer.send(message)
                         send?.end()
@@ -61,7 +61,7 @@ extension ConsumerRuntime {
                 send?.fail("\(failure)")
                 send?.end()
                 stopIfFatal(failure)
-                return Self.isPermanent(failure) && !Self.isFatal(failure) ? .refused(failure) : .letGo
+                return Self.isRefusal(failure) ? .refused(failure) : .letGo
             }
         }
         return .published
@@ -184,6 +184,10 @@ extension ConsumerRuntime {
 
     /// A fatal client error: the producer can send nothing again.
     static func isFatal(_ error: any Error) -> Bool { (error as? KafkaError)?.isFatal == true }
+
+    /// The broker refused a record for good while the producer still works (a fatal error can carry a permanent
+    /// code too: that one is let go, the process restarting, never dead-lettered).
+    static func isRefusal(_ error: any Error) -> Bool { isPermanent(error) && !isFatal(error) }
 
     /// Ends the runtime when a send failed because the producer did (``producerFailed(_:)``).
     func stopIfFatal(_ error: any Error) {

@@ -51,7 +51,7 @@ final class ServiceRetries: Sendable {
                     }
                 }
                 // A fatal client error (librdkafka's instance unusable) is never healed by asking again.
-                if isPermanent(error) || (error as? KafkaError)?.isFatal == true {
+                if isPermanent(error) || ConsumerRuntime.isFatal(error) {
                     logger.warning("\(operation) failed for good", ["error": "\(error)"])
                     throw error
                 }
