@@ -130,6 +130,9 @@ struct RuntimeMockClusterTests {
         }
 
         /// The group's committed offset of each partition of `jobs` (0: none).
+        /// The group's committed offsets as a new member of it reads them (after its runtimes stopped, say).
+        func committedOffsets() async throws -> [Int64] { try await committed(using: try runtime(Handler(out: out))) }
+
         func committed(using runtime: ConsumerRuntime) async throws -> [Int64] {
             let partitions = (0..<2).map { TopicPartition(topic: jobs, partition: Int32($0)) }
             let offsets = try await runtime.consumer.committed(partitions)
@@ -160,13 +163,13 @@ struct RuntimeMockClusterTests {
         // Committed while running, by the runtime's commit rounds (not only at the stop).
         var whileRunning: [Int64] = []
         let committedWhileRunning = await Self.eventually {
-            whileRunning = (try? await cluster.committed(using: try cluster.runtime(Handler(out: cluster.out)))) ?? []
+            whileRunning = (try? await cluster.committedOffsets()) ?? []
             return whileRunning.reduce(0, +) == 30
         }
         #expect(committedWhileRunning, "committed while running \(whileRunning)")
         runtime.shutdown()
         try await running.value
-        let committed = try await cluster.committed(using: try cluster.runtime(Handler(out: cluster.out)))
+        let committed = try await cluster.committedOffsets()
         #expect(committed.reduce(0, +) == 30, "committed \(committed)")
     }
 
@@ -207,7 +210,7 @@ struct RuntimeMockClusterTests {
         #expect(await Self.eventually { handler.count("ok-1") == 1 })
         runtime.shutdown()
         try await running.value
-        let committed = try await cluster.committed(using: try cluster.runtime(Handler(out: cluster.out)))
+        let committed = try await cluster.committedOffsets()
         #expect(committed.reduce(0, +) == 2, "committed \(committed)")
     }
 
@@ -228,7 +231,7 @@ struct RuntimeMockClusterTests {
         #expect(letters.first?.header("dlq_error")?.stringValue?.contains("refused the message's answer") == true)
         runtime.shutdown()
         try await running.value
-        let committed = try await cluster.committed(using: try cluster.runtime(Handler(out: cluster.out)))
+        let committed = try await cluster.committedOffsets()
         #expect(committed.reduce(0, +) == 1, "committed \(committed)")
     }
 
@@ -247,7 +250,7 @@ struct RuntimeMockClusterTests {
         runtime.shutdown()
         try await running.value
         #expect(try await cluster.read(cluster.dlq, count: 1, timeout: .seconds(2)).isEmpty)
-        let committed = try await cluster.committed(using: try cluster.runtime(Handler(out: cluster.out)))
+        let committed = try await cluster.committedOffsets()
         #expect(committed.reduce(0, +) == 1, "committed \(committed)")
     }
 
@@ -272,7 +275,7 @@ struct RuntimeMockClusterTests {
         #expect(handler.count("broken-1") == 4)
         runtime.shutdown()
         try await running.value
-        let committed = try await cluster.committed(using: try cluster.runtime(Handler(out: cluster.out)))
+        let committed = try await cluster.committedOffsets()
         #expect(committed.reduce(0, +) == 3, "committed \(committed)")
     }
 
@@ -304,7 +307,7 @@ struct RuntimeMockClusterTests {
         #expect(ContinuousClock.now - stopped < .seconds(10), "the drain timeout did not hold")
         // The slow message (its partition's first) is not committed past; the other partition is, in full.
         let slow = try #require(first.partition("slow-1"))
-        let committed = try await cluster.committed(using: try cluster.runtime(Handler(out: cluster.out)))
+        let committed = try await cluster.committedOffsets()
         let elsewhere = (0..<10).filter { first.partition("ok-\($0)") != slow }.count
         #expect(committed[Int(slow)] == 0, "committed past the message let go: \(committed)")
         #expect(committed[Int(1 - slow)] == Int64(elsewhere), "the answered partition not committed: \(committed)")

@@ -8,27 +8,26 @@ import Testing
 
 @Suite("A fatal Kafka error", .timeLimit(.minutes(2)))
 struct FatalErrorTests {
-    @Test("ends run() with the error within seconds, even idle: the process exits 1 and is restarted, not left alive")
-    func endsRun() async throws {
-        let harness = try await WorkerHarness()
-        let running = try await RunningWorker(beside: harness)
-        #expect(await eventually(timeout: .seconds(60)) { running.worker.isReady })
-        // Idle: the task that starts jobs waits for one; a fatal error must wake it too.
-        running.worker.raiseFatalErrorForTesting()
-        let ended = await running.ended()
-        #expect(ended.hasPrefix("threw") && ended.contains("a test's fatal error"), "\(ended)")
-        running.cancel()
-        await harness.stop()
+    /// Whose fatal error a test raises, and what run() then throws.
+    enum FailingClient: String, CaseIterable, Sendable {
+        case consumer, producer
+
+        var reason: String { self == .consumer ? "a test's fatal error" : "a test's fatal producer error" }
     }
 
-    @Test("a fatal error of the producer ends run() even with nothing to answer: its receiver and chores need it too")
-    func idleProducerEndsRun() async throws {
+    @Test(
+        "a fatal error of the consumer or the producer ends run() within seconds, even idle (the task that starts jobs waits for one; the producer's receiver and chores need it too): the process exits 1 and is restarted, not left alive",
+        arguments: FailingClient.allCases)
+    func endsRunIdle(_ client: FailingClient) async throws {
         let harness = try await WorkerHarness()
         let running = try await RunningWorker(beside: harness)
         #expect(await eventually(timeout: .seconds(60)) { running.worker.isReady })
-        running.worker.raiseProducerFatalErrorForTesting()
+        switch client {
+        case .consumer: running.worker.raiseFatalErrorForTesting()
+        case .producer: running.worker.raiseProducerFatalErrorForTesting()
+        }
         let ended = await running.ended()
-        #expect(ended.hasPrefix("threw") && ended.contains("a test's fatal producer error"), "\(ended)")
+        #expect(ended.hasPrefix("threw") && ended.contains(client.reason), "\(ended)")
         running.cancel()
         await harness.stop()
     }
