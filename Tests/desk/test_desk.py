@@ -39,6 +39,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -448,7 +449,9 @@ class Browser:
         self.driver.quit()
 
     def wait(self, condition, timeout=15, what="the page"):
-        return WebDriverWait(self.driver, timeout, poll_frequency=0.05).until(
+        # An element the console re-rendered while the condition read it is stale: not yet, asked again.
+        return WebDriverWait(self.driver, timeout, poll_frequency=0.05,
+                             ignored_exceptions=[StaleElementReferenceException]).until(
             lambda driver: condition(), message=what)
 
     def element(self, id):
@@ -469,9 +472,12 @@ class Browser:
         return self.element(id).text
 
     def rows(self, table):
-        """The table's body as lists of cell texts."""
-        return [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
-                for row in self.driver.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr")]
+        """The table's body as lists of cell texts, read in one script: the console re-renders a table as it
+        refreshes it, and cells read one request at a time could be gone by the next (stale)."""
+        texts = self.driver.execute_script(
+            "return Array.from(document.querySelectorAll(arguments[0]),"
+            " row => Array.from(row.querySelectorAll('td'), cell => cell.innerText));", f"#{table} tbody tr")
+        return [[text.strip() for text in row] for row in texts]
 
     def look_up(self, kind, value):
         Select(self.element("lookup-kind")).select_by_value(kind)
