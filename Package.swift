@@ -85,7 +85,7 @@ let package = Package(
         // What the flows send and receive: messages as values, and where they send them. No client, no C.
         .target(name: "Messaging", dependencies: ["Observability", "Vocabulary"], swiftSettings: strict),
         .target(
-            name: "Kafka", dependencies: ["CRdKafka", "Messaging", "Observability"],
+            name: "Kafka", dependencies: ["CRdKafka", "Messaging", "Observability", "Vocabulary"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
 
         // The ledger's domain: value types, the stores' protocols, the rules. No SQL, no C.

@@ -1,6 +1,7 @@
 public import Foundation
 public import Observability
 import Synchronization
+import Vocabulary
 
 /// A Kafka consumer-group member with manual commits.
 ///
@@ -166,8 +167,7 @@ public final class KafkaConsumer: Sendable {
         case .end: offsets = Dictionary(uniqueKeysWithValues: partitions.map { ($0, RDKafkaClient.offsetEnd) })
         case .time(let date):
             // A date from a command line: clamped, never a trapping conversion.
-            let raw = (date.timeIntervalSince1970 * 1000).rounded(.down)
-            let millis = raw.isNaN ? 0 : Int64(min(max(raw, 0), 253_402_300_799_999))
+            let millis = max(0, EpochMilliseconds.of(date, rounding: .down))
             let times = Dictionary(uniqueKeysWithValues: partitions.map { ($0, millis) })
             // -1 where nothing was written since: read from the end.
             offsets = try await Blocking.run { client.offsetsForTimesBlocking(times, timeout: timeout) }.get()

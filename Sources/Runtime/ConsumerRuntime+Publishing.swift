@@ -83,8 +83,10 @@ extension ConsumerRuntime {
             return .failed
         }
         // Where its wait began goes with it (the first park's, parked again), so the wait counts from the send.
+        // Clamped: the start is the record's CreateTime, which a producer may set near Int64.max.
         let waited = waitStartedAt.map {
-            MessageHeader(name: WaitStart.parkedHeader, string: String(Int64($0.timeIntervalSince1970 * 1000)))
+            MessageHeader(
+                name: WaitStart.parkedHeader, string: String(EpochMilliseconds.of($0, rounding: .towardZero)))
         }
         let copy = OutboundMessage(
             topic: topic, partition: partition, key: message.key, value: message.value,

@@ -9,8 +9,7 @@ public enum RFC3339 {
     /// (NaN to the epoch): a date from outside must not trap the conversion to Int64, and RFC 3339 has four
     /// digits of year.
     public static func format(_ date: Date) -> String {
-        let raw = (date.timeIntervalSince1970 * 1000).rounded()
-        let totalMillis = raw.isNaN ? 0 : Int64(min(max(raw, -62_135_596_800_000), 253_402_300_799_999))
+        let totalMillis = EpochMilliseconds.of(date)
         var seconds = time_t(totalMillis >= 0 ? totalMillis / 1000 : (totalMillis - 999) / 1000)
         let millis = Int(totalMillis - Int64(seconds) * 1000)
         var parts = tm()

@@ -35,4 +35,19 @@ struct RFC3339Tests {
             #expect(RFC3339.parse(text) == nil, "\(text)")
         }
     }
+
+    @Test("a date from outside becomes milliseconds without trapping: past Int64, NaN and infinities are clamped")
+    func epochMillisecondsClamped() {
+        // A record's CreateTime near Int64.max (a producer's sentinel) comes back from Double past it.
+        let sentinel = Date(timeIntervalSince1970: Double(Int64.max) / 1000)
+        #expect(EpochMilliseconds.of(sentinel) == EpochMilliseconds.range.upperBound)
+        #expect(EpochMilliseconds.of(sentinel, rounding: .towardZero) == EpochMilliseconds.range.upperBound)
+        #expect(EpochMilliseconds.of(Date(timeIntervalSince1970: -.infinity)) == EpochMilliseconds.range.lowerBound)
+        #expect(EpochMilliseconds.of(Date(timeIntervalSince1970: .infinity)) == EpochMilliseconds.range.upperBound)
+        #expect(EpochMilliseconds.of(Date(timeIntervalSince1970: .nan)) == 0)
+        #expect(EpochMilliseconds.of(Date(timeIntervalSince1970: 1_796_059_596.1234)) == 1_796_059_596_123)
+        #expect(
+            EpochMilliseconds.of(Date(timeIntervalSince1970: 1_796_059_596.1236), rounding: .down) == 1_796_059_596_123)
+        #expect(RFC3339.format(sentinel) == "9999-12-31T23:59:59.999Z")
+    }
 }
