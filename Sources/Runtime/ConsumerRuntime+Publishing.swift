@@ -48,10 +48,15 @@ extension ConsumerRuntime {
             } catch {
                 var failure = error
                 // The broker refuses a whole batch for one record too large for its topic: a record refused
-                // beside others is sent once more, alone in a batch of its own, before it counts as refused.
+                // beside others is sent once more, alone in a batch of its own, before it counts as refused. Retried
+                // as the first send was: a timeout on that send is no reason to let the message go while its
+                // partition is still this replica's (it would hold the partition's commits until a restart).
                 if Self.isRefusal(failure) {
                     do {
-                        _ = try await producer.send(message)
+                        _ = try await retries.retrying(
+                            "publish_result", stage: metrics.publish, isPermanent: Self.isPermanent,
+                            letGo: { context.mustLetGo }
+                        ) { try await self.producer.send(message) }
                         send?.end()
                         continue
                     } catch {
@@ -172,6 +177,14 @@ extension ConsumerRuntime {
             ) { try await self.producer.send(stub) }
         } catch {
             stopIfFatal(error)
+            // Refused for good even as an empty stub (the topic's ACL, a compacted topic and a message without a
+            // key): the message has nowhere to go. Let go while this replica runs on, it would hold its
+            // partition's commits unseen until a restart: the worker stops instead, loudly, and the message is
+            // read again once the dead-letter topic takes records.
+            if let refusal = error as? KafkaError, Self.isRefusal(refusal) {
+                producerFailed(
+                    refusal, "the dead-letter topic \(topic) refuses even a message's stub; the worker stops")
+            }
             return false
         }
         logger.warning(

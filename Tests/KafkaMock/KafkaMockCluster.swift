@@ -55,6 +55,27 @@ package final class KafkaMockCluster: @unchecked Sendable {
         errors.withUnsafeBufferPointer { rd_kafka_mock_push_request_errors_array(cluster, 0, count, $0.baseAddress) }
     }
 
+    /// How the broker refuses a Produce request.
+    package enum ProduceRefusal {
+        /// Too large for the topic: never taken (``refuseProduceAsTooLarge(count:)``).
+        case tooLarge
+        /// Not authorized: taken once the ACL allows it.
+        case unauthorized
+    }
+
+    /// The next Produce requests refused in this order, one each.
+    package func refuseProduce(_ refusals: [ProduceRefusal]) {
+        let errors = refusals.map {
+            switch $0 {
+            case .tooLarge: RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE
+            case .unauthorized: RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED
+            }
+        }
+        errors.withUnsafeBufferPointer {
+            rd_kafka_mock_push_request_errors_array(cluster, 0, errors.count, $0.baseAddress)
+        }
+    }
+
     private static func check(_ err: rd_kafka_resp_err_t) throws {
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
             throw MockClusterError(reason: String(cString: rd_kafka_err2str(err)))

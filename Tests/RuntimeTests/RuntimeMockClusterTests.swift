@@ -255,6 +255,47 @@ struct RuntimeMockClusterTests {
     }
 
     @Test(
+        "an answer refused with its batch, whose send alone then fails for a while (an ACL not yet granted), is sent until published, not let go"
+    )
+    func answerSentAloneRetried() async throws {
+        let cluster = try Cluster()
+        try await cluster.produce(["ok-1"])
+        cluster.mock.refuseProduce([.tooLarge, .unauthorized, .unauthorized])
+        let handler = Handler(out: cluster.out)
+        let runtime = try cluster.runtime(handler)
+        let running = Task { try await runtime.run(subscribing: [cluster.jobs]) }
+        let published = try await cluster.read(cluster.out, count: 1)
+        #expect(published.map { String(decoding: $0.value, as: UTF8.self) } == ["ok-1"])
+        #expect(handler.count("ok-1") == 1, "handled once: its answer was sent again, not the message handled again")
+        // Committed while the runtime runs on: a message let go would hold its partition's commits until a restart.
+        #expect(await Self.eventually { (try? await cluster.committedOffsets().reduce(0, +)) == 1 })
+        runtime.shutdown()
+        try await running.value
+        #expect(try await cluster.read(cluster.dlq, count: 1, timeout: .seconds(2)).isEmpty)
+    }
+
+    @Test(
+        "a dead-letter topic that refuses a message even as a stub stops the runtime, the message not committed past"
+    )
+    func deadLetterStubRefused() async throws {
+        let cluster = try Cluster()
+        try await cluster.produce(["bad-1"])
+        // The dead letter, then its stub (the topic's limit lower than the message): both refused for good.
+        cluster.mock.refuseProduceAsTooLarge(count: 2)
+        let handler = Handler(out: cluster.out)
+        let runtime = try cluster.runtime(handler)
+        let running = Task { try await runtime.run(subscribing: [cluster.jobs]) }
+        // Bounded: a runtime that let the message go and ran on would never end this test otherwise.
+        let stopped = await Self.eventually(.seconds(30)) { runtime.isStopping }
+        #expect(stopped, "the runtime ran on with the message unanswered")
+        if !stopped { runtime.shutdown() }
+        await #expect(throws: KafkaError.self) { try await running.value }
+        #expect(handler.count("bad-1") == 1)
+        let committed = try await cluster.committedOffsets()
+        #expect(committed.reduce(0, +) == 0, "committed past a message nobody answered: \(committed)")
+    }
+
+    @Test(
         "a handler's transient error is handled again in its slot, never dead-lettered; past its budget the dead letter says retries_exhausted"
     )
     func transientFailures() async throws {
