@@ -41,6 +41,23 @@ struct ServerAPIClientTests {
         else { Issue.record("not found once Apple recovered"); return }
     }
 
+    @Test(
+        "an app or account Apple does not know for this key (4040003, 4040001 as 404) is this deployment's configuration: neither retried nor a transaction not found",
+        arguments: [4_040_001, 4_040_003])
+    func configurationErrors(code: Int) async throws {
+        let harness = try SimulatorHarness()
+        let purchase = try await harness.purchase(["product_id": "coins"])
+        try await harness.faults(["api_error_rate": 1.0, "api_error_code": code])
+        var attempts = 0
+        let error = await #expect(throws: AppleVerificationError.self) {
+            _ = try await harness.apiClient().transactionInfo(id: purchase.transactionID, attempts: &attempts)
+        }
+        // Not retriable and not Apple's word on the purchase: the job's dead letter says cannot_verify.
+        #expect(error?.code == .unauthorized, "\(code): \(String(describing: error))")
+        #expect(error?.isRetriable == false)
+        #expect(error?.reason.contains("\(code)") == true)
+    }
+
     @Test("an app with no released version: Production answers 401, Sandbox works")
     func unreleasedApp() async throws {
         let harness = try SimulatorHarness()

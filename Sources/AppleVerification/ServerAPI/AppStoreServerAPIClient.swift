@@ -95,35 +95,45 @@ public final class AppStoreServerAPIClient: Sendable {
             }
             return .found(signedTransaction: signed)
         }
+        if response.status == 401 {
+            // A token Apple no longer takes (a clock step, a revoked key): sign a new one, once.
+            if !renewedToken {
+                tokens.invalidate()
+                return try await lookup(id: id, base: base, sandbox: sandbox, attempts: &attempts, renewedToken: true)
+            }
+            // In production a 401 also means the app has no production release yet. Either way it is our
+            // configuration, not the player's purchase: never a deny, and no retry will fix it: the job goes to
+            // the DLQ as cannot_verify (replay once fixed). With a body or without.
+            throw AppleVerificationError(
+                .unauthorized,
+                "transactionInfo: HTTP 401 (check apple.api.key_id, issuer_id and the key; in production, the app may not be released yet)",
+                isRetriable: false)
+        }
         guard let apiError = try? JSONDecoder().decode(APIErrorBody.self, from: response.body),
             let code = apiError.errorCode
         else {
-            if response.status == 401 {
-                // A token Apple no longer takes (a clock step, a revoked key): sign a new one, once.
-                if !renewedToken {
-                    tokens.invalidate()
-                    return try await lookup(
-                        id: id, base: base, sandbox: sandbox, attempts: &attempts, renewedToken: true)
-                }
-                // Apple's 401 has no JSON body. In production it also means the app has no production
-                // release yet. Either way it is our configuration, not the player's purchase: never a deny,
-                // and no retry will fix it: the job goes to the DLQ as cannot_verify (replay once fixed).
-                throw AppleVerificationError(
-                    .unauthorized,
-                    "transactionInfo: HTTP 401 (check apple.api.key_id, issuer_id and the key; in production, the app may not be released yet)",
-                    isRetriable: false)
-            }
             throw AppleHTTP.statusError(
                 response, endpoint: "transactionInfo", maximumRetryAfter: configuration.maximumRetryAfter)
         }
         if code == Self.transactionNotFound { return .notFound }
         let retryAfter = AppleHTTP.retryAfter(
             response.header("retry-after"), maximum: configuration.maximumRetryAfter)
-        if Self.retryableErrorCodes.contains(code) || response.status == 429 || response.status >= 500 {
+        if Self.retryableErrorCodes.contains(code) || response.status == 429 || response.status >= 500
+            || response.status == 408
+        {
             throw AppleVerificationError(
                 response.status == 429 ? .rateLimited : .apiError,
                 "transactionInfo: Apple error \(code) (HTTP \(response.status))", isRetriable: true,
                 retryAfter: retryAfter)
+        }
+        // Only a 400 speaks of the id itself (4000006: not a transaction id). An app or account Apple does not
+        // know for this key (4040003, 4040001 on a 404), a 403, is this deployment's configuration: a genuine
+        // purchase is never denied for it; the job goes to the DLQ as cannot_verify, to replay once fixed.
+        guard response.status == 400 else {
+            throw AppleVerificationError(
+                .unauthorized,
+                "transactionInfo: Apple error \(code) (HTTP \(response.status)): check apple.api.* and the app's bundle id",
+                isRetriable: false)
         }
         return .rejected(errorCode: code)
     }
