@@ -206,6 +206,44 @@ struct ConsumptionHandlerTests {
     }
 
     @Test(
+        "a second refund request for a transaction whose first one a grant service answered is open again: due for the policy, not answered"
+    )
+    func secondRequestOpenAgain() async throws {
+        try await grant("1000")
+        func request(_ id: String, respondBy: Date) async throws {
+            _ = try await ledger.apply(
+                NotificationChange(
+                    id: id, app: .defaultApp, environment: .production,
+                    kind: .consumptionRequest(transactionID: "1000", respondBy: respondBy))
+            ) { holder in
+                StoredEvent(eventID: id, type: "t", time: "", key: holder.grant.orderID, json: Array("{}".utf8))
+            }
+        }
+        func due(by: Date) async throws -> [String] {
+            try await ledger.dueConsumptionRequests(app: .defaultApp, dueBy: by, now: Date(), limit: 10)
+                .map(\.transactionID)
+        }
+        func answered() async throws -> Bool {
+            try await ledger.consumptionRequestAnswered(
+                app: .defaultApp, environment: .production, transactionID: "1000")
+        }
+        let first = Date().addingTimeInterval(600)
+        try await request("request-1", respondBy: first)
+        try await ledger.consumptionAnswerReceived(app: .defaultApp, environment: .production, transactionID: "1000")
+        #expect(try await answered())
+        #expect(try await due(by: first.addingTimeInterval(1)).isEmpty, "the first was answered")
+        // The customer asks again (a later request, a later deadline): nobody has answered this one.
+        let second = first.addingTimeInterval(3_600)
+        try await request("request-2", respondBy: second)
+        #expect(try await answered() == false, "the first request's answer does not answer the second")
+        #expect(try await due(by: second.addingTimeInterval(1)) == ["1000"])
+        // The first request delivered again late (a backfill) does not reopen or move the second.
+        try await ledger.consumptionAnswerReceived(app: .defaultApp, environment: .production, transactionID: "1000")
+        try await request("request-1", respondBy: first)
+        #expect(try await answered())
+    }
+
+    @Test(
         "a newer answer of one transaction supersedes an older one still retrying: the older stops without a dead letter, and Apple gets the newer after the older's call in flight, never before"
     )
     func newerAnswerWins() async throws {

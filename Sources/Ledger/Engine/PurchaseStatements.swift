@@ -264,6 +264,7 @@ struct PurchaseStatements: PurchaseStateTransaction {
             ]
         case .consumptionRequest(let app, let environment, let transactionID, let notificationID, let respondBy):
             // Opened, or opened again; a request delivered late (a backfill) never moves a newer one's deadline back.
+            // Opened again, it is a new request: an answer received for the one before does not answer it.
             return [
                 SQLStatement(
                     """
@@ -272,7 +273,7 @@ struct PurchaseStatements: PurchaseStateTransaction {
                         VALUES (?1, ?2, ?3, ?4, \(spelling.time(5)), \(spelling.time(6)))
                         ON CONFLICT (app, environment, transaction_id) DO UPDATE SET
                             notification_id = excluded.notification_id, respond_by = excluded.respond_by,
-                            requested_at = excluded.requested_at, answered_at = NULL
+                            requested_at = excluded.requested_at, answered_at = NULL, answer_received_at = NULL
                             WHERE c.respond_by < excluded.respond_by
                     """,
                     [
