@@ -288,8 +288,15 @@ extension SupportDesk {
         }
         var listed = false
         for jws in signed where !listed {
-            // A chain whose revocation status is being asked is waited for (``verified(_:)``), never "not listed".
-            listed = (try? await verified(jws))?.0.transactionId == transaction.transactionID
+            // A chain whose revocation status is being asked is waited for (``verified(_:)``); still not known
+            // (its responder away), the credit fails to be asked again, never "not listed": that is a guess.
+            do {
+                listed = try await verified(jws).0.transactionId == transaction.transactionID
+            } catch  where error.isRetriable {
+                throw error
+            } catch {
+                continue  // an entry that does not verify lists nothing
+            }
         }
         return listed
             ? nil : "Apple's order \(orderID) does not list transaction \(transaction.transactionID): not this player's"
