@@ -44,12 +44,21 @@ struct DeskMetrics: Sendable {
     }
 
     /// A request refused before its agent was known (no token, a forged one, a cross-site request): not audited.
-    func unauthenticated(_ reason: String) { authCounter(reason).increment() }
+    /// Counted; returns how many of `reason` so far (for sampled logs).
+    @discardableResult
+    func unauthenticated(_ reason: String) -> Int {
+        let counter = authCounter(reason)
+        counter.increment()
+        return Int(counter.value)
+    }
 
-    func signedIn(_ outcome: String) {
-        registry.counter(
-            "receipt_worker_desk_signins_total", help: "Console sign-ins, by outcome.", labels: ["outcome": outcome]
-        ).increment()
+    /// Counted; returns how many of `outcome` so far (for sampled logs).
+    @discardableResult
+    func signedIn(_ outcome: String) -> Int {
+        let counter = registry.counter(
+            "receipt_worker_desk_signins_total", help: "Console sign-ins, by outcome.", labels: ["outcome": outcome])
+        counter.increment()
+        return Int(counter.value)
     }
 
     func answered(route: String, status: Int) {

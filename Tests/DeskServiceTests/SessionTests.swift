@@ -98,6 +98,33 @@ struct SessionTests {
         #expect(Cookies.value(SignInState.cookie, in: request) == nil)
     }
 
+    @Test("a sign-in's callback is taken once: its state again, before it expires, is refused; after, forgotten")
+    func callbackTakenOnce() {
+        let used = UsedSignInStates()
+        let expires = start.addingTimeInterval(600)
+        #expect(used.claim("state-1", until: expires, now: start))
+        #expect(!used.claim("state-1", until: expires, now: start.addingTimeInterval(1)), "replayed")
+        #expect(used.claim("state-2", until: expires, now: start), "another sign-in's state")
+        // Expired, the sealed cookie itself is refused before this; its entry no longer holds a place.
+        #expect(used.claim("state-1", until: expires.addingTimeInterval(600), now: expires.addingTimeInterval(1)))
+    }
+
+    @Test(
+        "an agent past the rate: refused, the first refusal of a run told apart from the rest; let through again as it refills"
+    )
+    func rateRefusalsFirstOfARun() {
+        let limiter = AgentLimiter(perMinute: 60)
+        let now = ContinuousClock.now
+        for _ in 0..<60 { #expect(limiter.take("ana", now: now) == .allowed) }
+        #expect(limiter.take("ana", now: now) == .refused(first: true))
+        #expect(limiter.take("ana", now: now) == .refused(first: false))
+        #expect(limiter.take("ana", now: now) == .refused(first: false))
+        #expect(limiter.take("bob", now: now) == .allowed, "each agent's own bucket")
+        // A second later one token came back: let through, and the next refusal starts a new run.
+        #expect(limiter.take("ana", now: now + .seconds(1)) == .allowed)
+        #expect(limiter.take("ana", now: now + .seconds(1)) == .refused(first: true))
+    }
+
     @Test("PKCE's S256 challenge is RFC 7636's")
     func challenge() {
         // RFC 7636, appendix B.

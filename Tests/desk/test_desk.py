@@ -789,6 +789,29 @@ class DeskTests:
         # The sign-out is in the audit too: when a sign-in ended, not only how.
         self.assertIn(("sign_out", "signed out"), [(l["action"], l["outcome"]) for l in stack.audit(agent="bob")])
 
+    def test_a_session_whose_agent_spent_the_rate_still_signs_out_and_its_cookie_opens_nothing_after(self):
+        stack = self.stack
+        cookie = stack.session_cookie("rio")["session"]
+        opened = stack.api("GET", "/desk/api/session", headers={"Cookie": f"__Host-desk-session={cookie}"})
+        self.assertEqual(opened.status, 200, opened)
+        headers = {"Cookie": f"__Host-desk-session={cookie}", "Origin": stack.desk,
+                   "X-CSRF-Token": opened.json()["csrf_token"]}
+        lookup = {"ticket": f"HD-{self.id_}", "user_id": f"player-rate-{self.id_}"}
+        # A burst past the agent's 60 a minute: the last of them refused.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=20) as pool:
+            statuses = list(pool.map(lambda _: stack.api("POST", "/desk/api/lookup", lookup, headers=headers).status,
+                                     range(90)))
+        self.assertIn(429, statuses, statuses)
+        self.assertEqual(set(statuses), {200, 429}, statuses)
+        # The first refusal of the run is audited, not each: a loop past the limit is not as many audit writes.
+        refused = [l for l in stack.audit(agent="rio") if l["outcome"] == "refused" and l["ticket"] == "-"]
+        self.assertGreaterEqual(len(refused), 1)
+        self.assertLess(len(refused), statuses.count(429), statuses)
+        signed_out = stack.api("POST", "/desk/logout", {}, headers=headers)
+        self.assertEqual(signed_out.status, 200, signed_out)
+        self.assertEqual(signed_out.cookies().get("__Host-desk-session"), "", "the browser's cookie cleared")
+        self.assertEqual(stack.api("GET", "/desk/api/session", headers=headers).status, 401)
+
     def test_thirty_credits_at_once_over_the_cap_leave_exactly_twenty_held_and_each_refusal_audited(self):
         stack = self.stack
         subject, player, ticket = f"agent-burst-{self.id_}", f"player-burst-{self.id_}", f"HD-{self.id_}"
@@ -931,13 +954,19 @@ class DeskTests:
                                    headers={**right, "Cookie": f"__Host-desk-session={value}"})
                 self.assertEqual(answer.status, 401, answer)
         # The sign-in's callback replayed (its code is single-use), or reached without the sign-in's own cookie
-        # (a login forced from another site), makes no session.
+        # (a login forced from another site), makes no session, and the provider is not asked (each exchange sends
+        # the desk's client secret: a loop of them could get the client throttled).
+        def exchanges():
+            return http("GET", f"{stack.issuer}/test/stats", context=stack.tls).json().get("token", 0)
+        asked = exchanges()
         for what, headers in (("replayed", {"Cookie": f"__Host-desk-signin={signed_in['signin']}"}),
                               ("without the sign-in's cookie", {})):
             with self.subTest(what):
-                answer = http("GET", signed_in["callback"], headers=headers)
-                self.assertEqual(answer.status, 403, answer)
-                self.assertNotIn("__Host-desk-session", {k for k, v in answer.cookies().items() if v})
+                for _ in range(3):
+                    answer = http("GET", signed_in["callback"], headers=headers)
+                    self.assertEqual(answer.status, 403, answer)
+                    self.assertNotIn("__Host-desk-session", {k for k, v in answer.cookies().items() if v})
+        self.assertEqual(exchanges(), asked, "a replayed callback was exchanged at the provider")
         self.assertEqual([(l["agent"], l["action"]) for l in stack.audit(player=player)], [("bob", "lookup")])
         # Signed out, the cookie is cleared.
         answer = stack.api("POST", "/desk/logout", {}, headers=right)

@@ -269,7 +269,12 @@ enum ConsoleAssets {
         }
 
         async function signOut() {
-          await call('POST', '/desk/logout', {});
+          const { status, answer } = await call('POST', '/desk/logout', {});
+          // A session the desk did not end (the ledger away) is still open: said, not hidden by a reload.
+          if (status !== 200 && status !== 401) {
+            element('agent').textContent = 'Not signed out: ' + (answer.error || 'status ' + status) + '. Try again.';
+            return;
+          }
           csrf = null;
           window.location.assign('/desk/');
         }

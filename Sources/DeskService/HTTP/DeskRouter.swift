@@ -45,7 +45,8 @@ struct DeskRouter: Sendable {
         case ("GET", "/desk/callback"):
             return ("callback", await guarded { try await signIn.finish(request, now: now) })
         case ("POST", "/desk/logout"):
-            let reply = await api(request) { agent, session in
+            // Never refused for the agent's rate: a session must end when its agent says so.
+            let reply = await api(request, limited: false) { agent, session in
                 let answer = try await actions.signOut(agent, sessionID: session?.id)
                 logger.info("a console session ended: signed out", ["subject": agent.subject])
                 return answer
@@ -156,7 +157,7 @@ struct DeskRouter: Sendable {
     /// An API request: its agent verified (and, for a session's state-changing request, its CSRF token and
     /// origin), then `body`; errors answered without their details (never a token or a secret).
     private func api(
-        _ request: ServerRequest, stateChanging: Bool = true,
+        _ request: ServerRequest, stateChanging: Bool = true, limited: Bool = true,
         _ body: (Agent, ConsoleSessions.Open?) async throws -> DeskActions.Answer
     ) async -> ServerReply {
         let agent: Agent
@@ -164,15 +165,25 @@ struct DeskRouter: Sendable {
         switch await authenticate(request, stateChanging: stateChanging) {
         case .success(let found): (agent, session) = found
         case .failure(let refusal):
-            metrics.unauthenticated(refusal.reason)
-            // Who, if a session or a token said so, and why: never the token.
-            logger.notice(
-                "a desk request was refused", ["reason": refusal.reason, "path": DeskText.shown(request.path)])
+            // Anyone can send these: the first of each reason and every hundredth are logged, not a flood of them.
+            let refusedSoFar = metrics.unauthenticated(refusal.reason)
+            if refusedSoFar % 100 == 1 {
+                // Why, and where: never the token.
+                logger.notice(
+                    "a desk request was refused",
+                    [
+                        "reason": refusal.reason, "path": DeskText.shown(request.path),
+                        "refused_so_far": String(refusedSoFar),
+                    ])
+            }
             return DeskPages.json(refusal.status, ["error": .string(refusal.message)])
         }
-        if stateChanging && !limiter.take(agent.subject) {
+        if stateChanging && limited, case .refused(let first) = limiter.take(agent.subject) {
             metrics.unauthenticated("rate_limited")
             let reason = "too many requests: at most \(limiter.perMinute) a minute"
+            // The first refusal of a run is audited; the rest are counted, not written: an agent's loop past the
+            // limit must not become as many writes to the audit.
+            guard first else { return DeskPages.json(429, ["outcome": "refused", "error": .string(reason)]) }
             return (try? await actions.refuseRequest(agent, path: request.path, status: 429, reason: reason))
                 .map { reply($0) } ?? DeskPages.json(429, ["error": .string(reason)])
         }

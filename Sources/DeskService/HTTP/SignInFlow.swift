@@ -20,6 +20,8 @@ struct SignInFlow: Sendable {
     /// The ID token's verifier: its audience is the client id.
     let verifier: TokenVerifier
     let metrics: DeskMetrics
+    /// Callbacks already taken: each sign-in's code is exchanged once at most.
+    let used = UsedSignInStates()
 
     /// `GET /desk/login`: to the provider's sign-in page.
     func start(now: Date) async throws -> ServerReply {
@@ -49,10 +51,13 @@ struct SignInFlow: Sendable {
         let clearing = Cookies.clear(SignInState.cookie, sameSite: "Lax")
         var subject: String?
         func refused(_ reason: String, _ outcome: String) -> ServerReply {
-            metrics.signedIn(outcome)
-            var fields = ["outcome": outcome, "why": reason]
-            if let subject { fields["subject"] = subject }
-            logger.warning("a console sign-in was refused", fields)
+            // Anyone can call back: the first refusal of each outcome and every hundredth are logged.
+            let refusedSoFar = metrics.signedIn(outcome)
+            if refusedSoFar % 100 == 1 {
+                var fields = ["outcome": outcome, "why": reason, "refused_so_far": String(refusedSoFar)]
+                if let subject { fields["subject"] = subject }
+                logger.warning("a console sign-in was refused", fields)
+            }
             return DeskPages.message(
                 403, title: "Not signed in", text: reason, link: ("/desk/login", "Sign in again"), headers: [clearing])
         }
@@ -63,6 +68,9 @@ struct SignInFlow: Sendable {
         else { return refused("The sign-in took too long, or did not start here.", "expired") }
         guard let state = request.query["state"], Constant.equal(state, pending.state) else {
             return refused("The sign-in's state does not match: it did not start in this browser.", "state")
+        }
+        guard used.claim(pending.state, until: pending.expiresAt, now: now) else {
+            return refused("This sign-in was used already.", "state")
         }
         guard let code = request.query["code"], (1...2_048).contains(code.utf8.count) else {
             return refused("The provider sent no code.", "refused")
