@@ -65,13 +65,13 @@ package struct NotificationHandler: MessageHandler {
 
     package func handle(_ message: InboundMessage, context: any HandlingContext) async throws -> Disposition {
         let notification: AppleNotification
+        let isStatusRecord =
+            message.header(SubscriptionStatusRecord.sourceHeader)?.stringValue == SubscriptionStatusRecord.source
         if let verifiedHere = recentlyVerified?.take(value: message.value) {
             metrics.notificationsTakenFromReceiver.increment()
             notification = verifiedHere
         } else {
             metrics.notificationsVerifiedAgain.increment()
-            let isStatusRecord =
-                message.header(SubscriptionStatusRecord.sourceHeader)?.stringValue == SubscriptionStatusRecord.source
             // A chain this process meets for the first time (the receiver that asked its OCSP responders was
             // another process) is asked about now and decided once the asks end.
             let verification = await AppleNotification.settled(apps: apps) {
@@ -107,7 +107,9 @@ package struct NotificationHandler: MessageHandler {
                 DeadLetter(
                     reason: .malformedJob, error: "notification: RESCIND_CONSENT without a signed app transaction"))
         }
-        guard let (change, eventType) = change(notification) else {
+        // A status the worker asked Apple for is not news Apple sent: the sweep must not take it for a delivery.
+        let source = isStatusRecord ? SubscriptionStatusRecord.source : nil
+        guard let (change, eventType) = change(notification, source: source) else {
             // Kept on the topic for whoever wants it; nothing to do here.
             metrics.notificationProcessed(type: notification.type, outcome: "ignored").increment()
             return .publish([])
@@ -152,7 +154,7 @@ package struct NotificationHandler: MessageHandler {
 
     /// What a notification asks of the ledger, and the type of the event it publishes; nil for a notification
     /// the worker does not act on (kept on the topic for whoever wants it).
-    private func change(_ notification: AppleNotification) -> (NotificationChange, String)? {
+    private func change(_ notification: AppleNotification, source: String?) -> (NotificationChange, String)? {
         // Notices about no purchase: a parent's withdrawn consent, a mass extension's summary.
         let notice: (StoredEvent?, EventType)? =
             switch (notification.type, notification.subtype) {
@@ -165,7 +167,8 @@ package struct NotificationHandler: MessageHandler {
                 let app = apps.app(bundleID: notification.bundleID)
             else { return nil }
             return (
-                NotificationChange(id: notification.id, app: app.scope, environment: environment, kind: .notice(event)),
+                NotificationChange(
+                    id: notification.id, app: app.scope, environment: environment, kind: .notice(event), source: source),
                 type.rawValue
             )
         }
@@ -222,7 +225,8 @@ package struct NotificationHandler: MessageHandler {
             eventType = subscriptionType
         }
         return (
-            NotificationChange(id: notification.id, app: app.scope, environment: environment, kind: kind),
+            NotificationChange(
+                id: notification.id, app: app.scope, environment: environment, kind: kind, source: source),
             eventType
         )
     }

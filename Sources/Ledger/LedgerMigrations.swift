@@ -152,6 +152,13 @@ enum LedgerMigrations {
         LedgerMigration(
             version: 20, description: "refunds remembered before apps found by their whole key",
             changes: [.postgresFunctions(\.legacyRefundsByKey)]),
+        LedgerMigration(
+            version: 21, description: "what a notification handled came from",
+            changes: [
+                // NULL: Apple's (and every row of a release before); `subscription_status`: a status the worker
+                // asked Apple for. The sweep's "has Apple been silent?" reads Apple's alone.
+                .column(table: "notifications", "source TEXT")
+            ]),
     ]
 
     /// The latest version, on both databases.

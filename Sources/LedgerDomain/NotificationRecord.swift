@@ -32,12 +32,17 @@ public struct NotificationChange: Sendable, Equatable {
     public var app: AppScope
     public var environment: AppleEnvironment
     public var kind: Kind
+    /// nil: Apple's notification (delivered, or found in its history); else what the worker made it from
+    /// (`subscription_status`: Apple's answer about a subscription whose news never came). Only Apple's count as
+    /// news from Apple when the sweep asks whether its deliveries stopped.
+    public var source: String?
 
-    public init(id: String, app: AppScope, environment: AppleEnvironment, kind: Kind) {
+    public init(id: String, app: AppScope, environment: AppleEnvironment, kind: Kind, source: String? = nil) {
         self.id = id
         self.app = app
         self.environment = environment
         self.kind = kind
+        self.source = source
     }
 }
 

@@ -136,6 +136,8 @@ struct SubscriptionStatusRecordTests {
         #expect(renewed["type"] as? String == "receipt.renewed" && renewed["order_id"] as? String == "vip-1")
         #expect(renewed["transaction_id"] as? String == "101" && renewed["status"] as? String == "active")
         #expect(renewed["notification_type"] as? String == "DID_RENEW")
+        // Handled, it is not news from Apple: the sweep's watch for Apple's silence does not count it.
+        #expect(try await ledger.newestNotificationHandled() == nil)
         #expect(try await handle(answer).event?["event_id"] as? String == renewed["event_id"] as? String)
         // Asked again later (a new answer, the same period): the same credit, never a second one.
         let again = try record(

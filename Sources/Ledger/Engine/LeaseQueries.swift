@@ -22,10 +22,16 @@ enum LeaseQueries {
             [.text(name), .text(holder), .text(state)])
     }
 
+    /// The newest of Apple's notifications handled: not what the worker made itself (a subscription's status
+    /// asked of Apple), which would keep saying Apple was heard while its deliveries go elsewhere. By the index of
+    /// `handled_at`, read from its newest end.
     static func newestNotification(in session: any SQLSession) throws -> Date? {
         let spelling = session.spelling
         return try session.first(
-            "SELECT \(spelling.readTime("max(handled_at)")) FROM \(spelling.table("notifications"))", []
+            """
+            SELECT \(spelling.readTime("handled_at")) FROM \(spelling.table("notifications")) WHERE source IS NULL
+                ORDER BY handled_at DESC LIMIT 1
+            """, []
         )?.time(0)
     }
 }

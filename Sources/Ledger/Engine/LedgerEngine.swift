@@ -139,7 +139,7 @@ public final class LedgerEngine: Ledger, Sendable {
             let published = decided.notice ?? decided.wanted.flatMap(make)
             try session.run(
                 decided.writes.flatMap(statements.statements(for:))
-                    + [statements.notification(id: change.id, event: published)])
+                    + [statements.notification(id: change.id, event: published, source: change.source)])
             return .recorded(published, granted: decided.granted)
         }
     }

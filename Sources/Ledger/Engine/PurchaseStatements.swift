@@ -225,16 +225,16 @@ struct PurchaseStatements: PurchaseStateTransaction {
 
     // MARK: The writes the rules decide
 
-    /// A notification handled, with the event it published (nil: none).
-    func notification(id: String, event: StoredEvent?) -> SQLStatement {
+    /// A notification handled, with the event it published (nil: none), and what it came from (nil: Apple).
+    func notification(id: String, event: StoredEvent?, source: String?) -> SQLStatement {
         SQLStatement(
             """
-            INSERT INTO \(table("notifications")) (notification_id, event_id, event_type, event_time, event_key, event)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+            INSERT INTO \(table("notifications")) (notification_id, event_id, event_type, event_time, event_key, event,
+                source) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
             """,
             [
                 .text(id), .optional(event?.eventID), .optional(event?.type), .optional(event?.time),
-                .optional(event?.key), event.map { .bytes($0.json) } ?? .null,
+                .optional(event?.key), event.map { .bytes($0.json) } ?? .null, .optional(source),
             ])
     }
 
