@@ -9,6 +9,11 @@ import Synchronization
 /// for an answer parked on topics.retries, the place it was first read), else the order they began here. The
 /// last place of each transaction is remembered after its answer ends (the newest 10,000 transactions), so an
 /// older answer read late from topics.retries is still known to be older.
+///
+/// An app's policy answers only where no grant service did: while a grant service's answer of the transaction is
+/// in hand, a policy's answer is superseded already when it begins, and a grant service's answer supersedes a
+/// policy's whatever their places (the policy's may have been read first, its ledger check made before the grant
+/// service's answer was recorded).
 package final class AnswerSuccession: Sendable {
     /// Where an answer was first read: `TOPIC[PARTITION]` and its offset.
     package struct Place: Equatable, Sendable {
@@ -29,6 +34,7 @@ package final class AnswerSuccession: Sendable {
         let transactionID: String
         let sequence: UInt64
         let place: Place?
+        var byPolicy = false
     }
 
     private struct Entry {
@@ -50,19 +56,30 @@ package final class AnswerSuccession: Sendable {
     private let state = Mutex(State())
     package static let remembered = 10_000
 
-    /// Starts an answer; nil when a newer answer of the transaction began before it (it is superseded already).
-    package func begin(transactionID: String, place: Place?) -> Ticket? {
+    /// Starts an answer; nil when a newer answer of the transaction began before it (it is superseded already), or,
+    /// for a policy's answer, when a grant service's is in hand.
+    package func begin(transactionID: String, place: Place?, byPolicy: Bool = false) -> Ticket? {
         state.withLock { state in
             state.sequence += 1
-            let ticket = Ticket(transactionID: transactionID, sequence: state.sequence, place: place)
+            let ticket = Ticket(
+                transactionID: transactionID, sequence: state.sequence, place: place, byPolicy: byPolicy)
             if var entry = state.entries[transactionID] {
-                if Self.isNewer(entry.latest, than: ticket) { return nil }
+                if entry.latest.byPolicy != byPolicy {
+                    // A grant service's answer over a policy's, never the other way.
+                    if byPolicy { return nil }
+                } else if Self.isNewer(entry.latest, than: ticket) {
+                    return nil
+                }
                 entry.latest = ticket
                 entry.running += 1
                 state.entries[transactionID] = entry
                 return ticket
             }
-            if let last = state.ended[transactionID], Self.isNewer(last, than: ticket) { return nil }
+            // A grant service's answer is never older than a policy's that ended; a policy's after a grant
+            // service's that ended is the ledger's to refuse (it may answer a request opened again since).
+            if let last = state.ended[transactionID], !(last.byPolicy && !byPolicy), Self.isNewer(last, than: ticket) {
+                return nil
+            }
             state.entries[transactionID] = Entry(latest: ticket, running: 1)
             return ticket
         }

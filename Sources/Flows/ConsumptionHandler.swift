@@ -101,8 +101,20 @@ package struct ConsumptionHandler: MessageHandler {
         }
         let body = answer.appleBody(deliveryStatus: delivery)
         let respondBy = grant?.consumptionRespondBy
+        let place = AnswerSuccession.Place(JobHandler.firstRead(message, retriesTopic: retriesTopic))
+        guard let ticket = succession.begin(transactionID: answer.transactionID, place: place, byPolicy: byPolicy)
+        else {
+            guard !byPolicy else {
+                metrics.consumptionAnswer("policy_superseded").increment()
+                return .publish([])
+            }
+            return superseded(answer, attempts: 0)
+        }
+        defer { succession.end(ticket) }
         // A policy's answer never goes over a grant service's: one that answered at all (sent, still being sent,
-        // refused) closed the request for the policy.
+        // refused) closed the request for the policy. Read once this answer has begun: a grant service's answer
+        // records that it came before it begins, so one that began earlier is read here, and one that begins
+        // later supersedes this (``AnswerSuccession``).
         if byPolicy {
             let environment = environment
             let answered = try await context.retrying("ledger_lookup", stage: metrics.ledgerLookup) {
@@ -114,11 +126,6 @@ package struct ConsumptionHandler: MessageHandler {
                 return .publish([])
             }
         }
-        let place = AnswerSuccession.Place(JobHandler.firstRead(message, retriesTopic: retriesTopic))
-        guard let ticket = succession.begin(transactionID: answer.transactionID, place: place) else {
-            return superseded(answer, attempts: 0)
-        }
-        defer { succession.end(ticket) }
         var attempts = 0
         let rounds = AppleRetry(
             policy: retry, sleep: { try await context.sleep(for: $0) },

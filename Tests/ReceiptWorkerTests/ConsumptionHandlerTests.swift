@@ -206,6 +206,69 @@ struct ConsumptionHandlerTests {
     }
 
     @Test(
+        "a grant service's answer read after a policy's began (its offset older) is not superseded by it: it waits for the policy's call in flight and reaches Apple last"
+    )
+    func grantServiceAfterPolicyInFlight() async throws {
+        try await grant("1000")
+        _ = try await ledger.apply(
+            NotificationChange(
+                id: "request-1000", app: .defaultApp, environment: .production,
+                kind: .consumptionRequest(transactionID: "1000", respondBy: Date().addingTimeInterval(600)))
+        ) { holder in
+            StoredEvent(eventID: "e", type: "t", time: "", key: holder.grant.orderID, json: Array("{}".utf8))
+        }
+        let gated = GatedConsumption()
+        let handler = try handler(consumption: nil, gated: gated, maxAttempts: 100)
+        let policyHeader = [MessageHeader(name: ConsumptionPolicyAnswers.header, string: "policy")]
+        // The policy's answer checked the ledger before the grant service's was recorded, and is at Apple now.
+        let policy = Task {
+            try await Handlers.run(
+                handler, answer(["refund_preference": "DECLINE"]), topic: "consumption", offset: 2,
+                headers: policyHeader)
+        }
+        #expect(await eventually(timeout: .seconds(10)) { gated.pending == 1 })
+        let grantService = Task {
+            try await Handlers.run(
+                handler, answer(["refund_preference": "GRANT_PRORATED"]), topic: "consumption", offset: 1)
+        }
+        let policyTicket = AnswerSuccession.Ticket(transactionID: "1000", sequence: 1, place: nil)
+        #expect(
+            await eventually(timeout: .seconds(10)) { handler.succession.isSuperseded(policyTicket) },
+            "the grant service's answer began over the policy's")
+        gated.release(.success(.accepted))
+        #expect(await eventually(timeout: .seconds(10)) { gated.pending == 1 && gated.bodies.count == 2 })
+        gated.release(.success(.accepted))
+        #expect(try await grantService.value.deadLetter == nil)
+        _ = try await policy.value
+        #expect(gated.bodies.count == 2 && gated.bodies.last?.contains("GRANT_PRORATED") == true, "\(gated.bodies)")
+        // Once both ended, a policy's answer again is refused by the ledger: a grant service answered.
+        let late = try await Handlers.run(
+            handler, answer(["refund_preference": "DECLINE"]), topic: "consumption", offset: 3, headers: policyHeader)
+        #expect(late.deadLetter == nil && gated.bodies.count == 2)
+    }
+
+    @Test("a policy's answer never supersedes a grant service's in hand; a grant service's supersedes a policy's")
+    func policyBelowGrantService() {
+        let succession = AnswerSuccession()
+        func place(_ offset: Int64) -> AnswerSuccession.Place? { AnswerSuccession.Place("consumption[0]@\(offset)") }
+        let service = succession.begin(transactionID: "1", place: place(1))
+        #expect(service != nil)
+        #expect(succession.begin(transactionID: "1", place: place(2), byPolicy: true) == nil, "over a grant service")
+        let policy = succession.begin(transactionID: "2", place: place(5), byPolicy: true)
+        let older = succession.begin(transactionID: "2", place: place(4))
+        #expect(older != nil, "a grant service's answer, though read before the policy's")
+        #expect(policy.map(succession.isSuperseded) == true)
+        // Between grant services the newer place wins, as before.
+        #expect(succession.begin(transactionID: "2", place: place(3)) == nil)
+        // Ended, a policy's answer does not keep a grant service's out.
+        if let policy { succession.end(policy) }
+        if let older { succession.end(older) }
+        let third = succession.begin(transactionID: "3", place: place(9), byPolicy: true)
+        if let third { succession.end(third) }
+        #expect(succession.begin(transactionID: "3", place: place(8)) != nil)
+    }
+
+    @Test(
         "a second refund request for a transaction whose first one a grant service answered is open again: due for the policy, not answered"
     )
     func secondRequestOpenAgain() async throws {
