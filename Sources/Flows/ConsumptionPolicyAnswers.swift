@@ -48,7 +48,7 @@ package struct ConsumptionPolicyAnswers: Sendable {
     }
 
     /// The header that says an answer is the policy's, not a grant service's.
-    package static let header = "answered_by"
+    package static let header = RecordHeader.answeredBy
 
     /// The answer a grant service would send, with the policy's refund preference (nil for `none`).
     package static func answer(

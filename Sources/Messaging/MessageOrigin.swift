@@ -12,6 +12,20 @@ public enum DeadLetterHeader {
     public static let originalBytes = "dlq_original_bytes"
     /// On a letter put back on its topic: where it was read on the dead-letter topic.
     public static let replayedFrom = "dlq_replayed_from"
+    /// The original's headers a dead letter keeps, and a replay puts back: those that say what the record is, without
+    /// which its value would be read as something else (a subscription's status as Apple's notification, a
+    /// policy's answer as a grant service's).
+    public static let kept: Set<String> = [RecordHeader.source, RecordHeader.bundleID, RecordHeader.answeredBy]
+}
+
+/// Headers that say what a record on a flow's topic is.
+public enum RecordHeader {
+    /// On `topics.notifications`: what the worker made a record from (`subscription_status`); absent on Apple's.
+    public static let source = "source"
+    /// On `topics.notifications`: the app's bundle id.
+    public static let bundleID = "bundle_id"
+    /// On `topics.consumption`: an answer an app's policy made (`policy`), not a grant service.
+    public static let answeredBy = "answered_by"
 }
 
 /// Where a parked message was first read (its `parked_from` header, `TOPIC[PARTITION]@OFFSET`): the route that

@@ -95,9 +95,10 @@ enum DeadLetterReplayCommand {
                 let action =
                     !matched ? "skipped " : destination == nil ? "cannot replay" : dryRun ? "would replay" : "replayed"
                 if let destination, let producer {
+                    // With the original's headers that say what it is (kept on the letter), so it is read as it was.
                     let job = OutboundMessage(
                         topic: destination, key: letter.key, value: letter.value,
-                        headers: [
+                        headers: letter.headers.filter { DeadLetterHeader.kept.contains($0.name) } + [
                             MessageHeader(
                                 name: DeadLetterHeader.replayedFrom, string: "\(letter.topicPartition)@\(letter.offset)"
                             )

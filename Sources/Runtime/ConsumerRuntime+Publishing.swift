@@ -147,6 +147,8 @@ extension ConsumerRuntime {
             // A parked message was first read elsewhere: where, so a dead letter leads back to the original.
             + (message.topic == configuration.parking?.topic
                 ? message.headers.filter { $0.name == ParkedOrigin.header } : [])
+            // What the record is (a subscription's status, a policy's answer): a replay reads it as it was.
+            + message.headers.filter { DeadLetterHeader.kept.contains($0.name) }
         let topic = configuration.deadLetterTopic
         if message.value.count + (message.key?.count ?? 0) + 4_096 <= configuration.maxRecordBytes {
             let copy = OutboundMessage(topic: topic, key: message.key, value: message.value, headers: headers)

@@ -74,12 +74,12 @@ struct RuntimeMockClusterTests {
 
         var properties: [String: String] { ["session.timeout.ms": "6000", "heartbeat.interval.ms": "500"] }
 
-        func produce(_ values: [String]) async throws {
+        func produce(_ values: [String], headers: [MessageHeader] = []) async throws {
             let producer = try KafkaProducer(
                 configuration: .init(bootstrapServers: mock.bootstrapServers), logger: RuntimeMockClusterTests.logger)
             for value in values {
                 _ = try await producer.send(
-                    OutboundMessage(topic: jobs, key: Array(value.utf8), value: Array(value.utf8)))
+                    OutboundMessage(topic: jobs, key: Array(value.utf8), value: Array(value.utf8), headers: headers))
             }
             await producer.close()
         }
@@ -196,10 +196,17 @@ struct RuntimeMockClusterTests {
         _ = try? await running.value
     }
 
-    @Test("a message dead-lettered carries its reason, and is committed past like an answer")
+    @Test(
+        "a message dead-lettered carries its reason and the headers that say what it is, and is committed past like an answer"
+    )
     func deadLetters() async throws {
         let cluster = try Cluster()
-        try await cluster.produce(["bad-1", "ok-1"])
+        try await cluster.produce(
+            ["bad-1", "ok-1"],
+            headers: [
+                MessageHeader(name: "source", string: "subscription_status"),
+                MessageHeader(name: "bundle_id", string: "com.example"), MessageHeader(name: "x-other", string: "-"),
+            ])
         let handler = Handler(out: cluster.out)
         let runtime = try cluster.runtime(handler)
         let running = Task { try await runtime.run(subscribing: [cluster.jobs]) }
@@ -207,6 +214,10 @@ struct RuntimeMockClusterTests {
         #expect(letters.count == 1)
         #expect(letters.first?.header("dlq_reason")?.stringValue == "malformed_job")
         #expect(letters.first.map { String(decoding: $0.value, as: UTF8.self) } == "bad-1", "the message unchanged")
+        // What a replay needs to read it as it was (a subscription's status, not Apple's notification); no other.
+        #expect(letters.first?.header("source")?.stringValue == "subscription_status")
+        #expect(letters.first?.header("bundle_id")?.stringValue == "com.example")
+        #expect(letters.first?.header("x-other") == nil)
         #expect(await Self.eventually { handler.count("ok-1") == 1 })
         runtime.shutdown()
         try await running.value

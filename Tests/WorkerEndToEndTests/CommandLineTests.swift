@@ -369,7 +369,11 @@ import Testing
         let letters: [(reason: String, extra: [MessageHeader])] = [
             ("retries_exhausted", []), ("malformed_job", [MessageHeader(name: "dlq_source_topic", string: jobs)]),
             ("retries_exhausted", [MessageHeader(name: "dlq_source_topic", string: retries)]),
-            ("consumption_not_sent", []),
+            // A policy's answer: its answered_by goes back with it (else it would come back as a grant service's).
+            (
+                "consumption_not_sent",
+                [MessageHeader(name: "answered_by", string: "policy"), MessageHeader(name: "x-other", string: "-")]
+            ),
             ("retries_exhausted", [MessageHeader(name: "dlq_truncated", string: "true")]),
             ("malformed_job", [MessageHeader(name: "dlq_source_topic", string: "someone-elses-topic")]),
         ]
@@ -422,6 +426,8 @@ import Testing
         #expect(answers.status == 0 && answers.output.contains("replayed 1 of 6"), "\(answers.errors)")
         let answer = try await jobsIn(consumption)
         #expect(answer.map { String(decoding: $0.value, as: UTF8.self) } == ["{\"job_id\":\"j3\"}"])
+        #expect(answer.first?.header("answered_by")?.stringValue == "policy")
+        #expect(answer.first?.header("x-other") == nil && answer.first?.header("dlq_reason") == nil)
         #expect(try await jobsIn(jobs).count == 2, "a consumption answer went to the jobs topic")
 
         let badTime = try await CommandLineRun.run(["dlq", "replay"] + kafka + ["--since", "yesterday"])

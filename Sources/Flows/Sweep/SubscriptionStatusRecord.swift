@@ -12,7 +12,7 @@ package import Vocabulary
 /// happened from the signed values alone, never from the answer's unsigned `status`: a renewal (a period that
 /// ends after Apple signed the renewal info), a grace period, billing retry, or an expiry.
 package enum SubscriptionStatusRecord {
-    package static let sourceHeader = "source"
+    package static let sourceHeader = RecordHeader.source
     package static let source = "subscription_status"
     /// Milliseconds between the two signatures of one answer of Apple's at most.
     package static let maximumSigningGap: Double = 60_000
