@@ -16,8 +16,12 @@ package struct AppleRetry {
 
     /// What a flow does after a failed round.
     package enum Next<Stop> {
-        /// Ask again after the policy's backoff, and not sooner than `after`.
+        /// Ask again after the policy's backoff, and not sooner than `after` (Apple's `Retry-After`, which the
+        /// policy's `maxBackoff` bounds).
         case retry(after: Duration?)
+        /// Ask again after the policy's backoff, and never sooner than `minimum`, however short `maxBackoff` is: a
+        /// wait the contract promises (verifyReceipt's 21002 asked again over seconds, not milliseconds).
+        case retryNoSoonerThan(Duration)
         /// Ask no more: the flow's answer.
         case stop(Stop)
     }
@@ -44,6 +48,8 @@ package struct AppleRetry {
                 switch try failed(error, attempts) {
                 case .stop(let stop): return .stopped(stop)
                 case .retry(let after): try await sleep(policy.delay(afterAttempts: attempts, retryAfter: after))
+                case .retryNoSoonerThan(let minimum):
+                    try await sleep(max(minimum, policy.delay(afterAttempts: attempts, retryAfter: nil)))
                 }
             }
         }

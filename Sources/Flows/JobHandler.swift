@@ -31,6 +31,9 @@ package struct JobHandler: MessageHandler {
         /// `apple.verify_receipt.status_21002_calls`: verifyReceipt's answers of 21002 ("malformed, or a
         /// temporary issue") for a receipt not known to be Apple's before it is denied `invalid_receipt`.
         var malformedReceiptCalls = 5
+        /// The wait after a first 21002, doubling after each next one; never shortened by the retry policy's
+        /// `maxBackoff` (five calls span 15 s at least). Shorter in tests only.
+        package var malformedReceiptFirstWait: Duration = .seconds(1)
 
         package init(
             maxBytes: Int, transactionIDRequiresAccountToken: Bool, retry: RetryPolicy, resultsTopic: String,
@@ -190,16 +193,17 @@ package struct JobHandler: MessageHandler {
             guard appleError?.isRetriable ?? true else {
                 return .stop(.deadLetter(DeadLetter(reason: .cannotVerify, error: reason, attempts: attempts)))
             }
-            var retryAfter = appleError?.retryDelay
+            var next = AppleRetry.Next<AppleAnswer>.retry(after: appleError?.retryDelay)
             if appleError?.code == .possiblyMalformed {
                 // Apple's 21002 means a malformed receipt, or its own temporary issue: asked again, at least
-                // 1 s later and doubling, so a deny comes only once Apple said it for seconds on end.
+                // 1 s later and doubling, so a deny comes only once Apple said it for seconds on end (whatever
+                // retry.max_backoff_ms: a short backoff must not make a deny of Apple's bad minute).
                 malformedAnswers += 1
                 guard malformedAnswers < settings.malformedReceiptCalls else {
                     let detail = "\(reason), on \(malformedAnswers) calls"
                     return .stop(.verdict(.rejected(.invalidReceipt, detail: detail), attempts: attempts))
                 }
-                retryAfter = .seconds(1 << min(malformedAnswers - 1, 10))
+                next = .retryNoSoonerThan(settings.malformedReceiptFirstWait * (1 << min(malformedAnswers - 1, 10)))
             }
             guard settings.retry.mayRetry(afterAttempts: attempts) else {
                 return .stop(.deadLetter(DeadLetter(reason: .retriesExhausted, error: reason, attempts: attempts)))
@@ -208,7 +212,7 @@ package struct JobHandler: MessageHandler {
             logger.debug(
                 "Apple transient failure; retrying",
                 ["job_id": job.jobID, "app": app.name, "attempts": String(attempts), "error": reason])
-            return .retry(after: retryAfter)
+            return next
         }
         switch ended {
         case .answered(let verdict): return .verdict(verdict, attempts: attempts)

@@ -21,12 +21,16 @@ enum Handlers {
     static func ledger() throws -> LedgerEngine { try LedgerEngine.sqlite(path: ":memory:") }
 
     /// The jobs' handler with the shipped limits (256 KiB, a transaction id needs its account token).
-    static func jobs(_ apps: AppleApps, ledger: any DecisionStore, retry: RetryPolicy = RetryPolicy()) -> JobHandler {
-        JobHandler(
-            settings: .init(
-                maxBytes: 262_144, transactionIDRequiresAccountToken: true, retry: retry, resultsTopic: "results",
-                eventSource: "receipt-worker"),
-            apps: apps, decisions: ledger, metrics: WorkerMetrics(), logger: logger)
+    /// A 21002's first wait is 1 ms here (1 s in the worker), as the retry policies of these tests are.
+    static func jobs(
+        _ apps: AppleApps, ledger: any DecisionStore, retry: RetryPolicy = RetryPolicy(),
+        malformedReceiptFirstWait: Duration = .milliseconds(1)
+    ) -> JobHandler {
+        var settings = JobHandler.Settings(
+            maxBytes: 262_144, transactionIDRequiresAccountToken: true, retry: retry, resultsTopic: "results",
+            eventSource: "receipt-worker")
+        settings.malformedReceiptFirstWait = malformedReceiptFirstWait
+        return JobHandler(settings: settings, apps: apps, decisions: ledger, metrics: WorkerMetrics(), logger: logger)
     }
 
     /// The notifications' handler, publishing to `results`.

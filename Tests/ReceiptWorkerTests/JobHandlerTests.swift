@@ -245,6 +245,25 @@ struct JobHandlerTests {
     }
 
     @Test(
+        "21002's waits double from their first whatever retry.max_backoff_ms: a short backoff never turns Apple's bad minute into a deny within it"
+    )
+    func status21002WaitsNotCapped() async throws {
+        var retry = RetryPolicy()
+        retry.maxAttempts = 8
+        retry.initialBackoff = .milliseconds(1)
+        retry.maxBackoff = .milliseconds(2)
+        let handler = Handlers.jobs(
+            try Handlers.apps(apple), ledger: ledger, retry: retry, malformedReceiptFirstWait: .milliseconds(40))
+        let malformed = AppleVerificationError(.possiblyMalformed, "verifyReceipt status 21002", isRetriable: true)
+        apple.fail(Array(repeating: malformed, count: 5))
+        let started = ContinuousClock.now
+        let denied = try #require(try await run(handler, Handlers.job("j1", order: "o1")).event)
+        #expect(denied["reason"] as? String == "invalid_receipt" && denied["attempts"] as? Int == 5)
+        // Four waits between five calls: 40, 80, 160 and 320 ms at least, not the policy's 2 ms.
+        #expect(ContinuousClock.now - started >= .milliseconds(600))
+    }
+
+    @Test(
         "two games numbering their jobs and orders from 1 never meet: each gets its own decision, event id and order")
     func gamesAreIsolated() async throws {
         let second = FakeApple()
