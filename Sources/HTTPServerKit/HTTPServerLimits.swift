@@ -31,6 +31,18 @@ public struct HTTPServerLimits: Sendable, Equatable {
 
     public init() {}
 
+    /// What one connection may hold at its worst: its headers' room full and a whole body buffered. A client that
+    /// trickles a byte inside each idle timeout keeps both, for as long as it likes.
+    public var worstBytesPerConnection: Int { connectionMemoryBytes + maximumBodyBytes }
+
+    /// Lowers ``maximumConnections`` to what `bytes` of memory hold with every connection at its worst (never below
+    /// 64), and the per-address bound with it: a descriptor budget of a million would otherwise let a flood of
+    /// trickling connections hold gigabytes, before any request is authenticated.
+    public mutating func capConnections(atMemory bytes: Int) {
+        maximumConnections = min(maximumConnections, max(64, bytes / max(1, worstBytesPerConnection)))
+        maximumConnectionsPerIP = min(maximumConnectionsPerIP, maximumConnections)
+    }
+
     /// Checks each limit once, so a bad one fails where the server is built, naming the limit.
     func validated() throws -> HTTPServerLimits {
         func require(_ holds: Bool, _ name: String, _ value: Int) throws {

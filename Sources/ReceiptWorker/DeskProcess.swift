@@ -129,7 +129,9 @@ final class DeskServer: Service {
         var limits = HTTPServerLimits()
         limits.maximumBodyBytes = 64 * 1_024
         limits.maximumConnections = DescriptorBudget.connections(share: 0.5, of: DescriptorBudget.current)
-        limits.maximumConnectionsPerIP = max(64, limits.maximumConnections / 4)
+        // At most what 64 MiB hold with each at its worst (512): the desk answers people, not a crowd.
+        limits.capConnections(atMemory: 64 * 1_024 * 1_024)
+        limits.maximumConnectionsPerIP = min(limits.maximumConnections, max(64, limits.maximumConnections / 4))
         do {
             server = try MicroHTTPServer(host: listen.host, port: listen.port, limits: limits) { request in
                 await desk.handle(request)
