@@ -14,18 +14,31 @@ public enum DeadLetterHeader {
     public static let replayedFrom = "dlq_replayed_from"
     /// The original's headers a dead letter keeps, and a replay puts back: those that say what the record is, without
     /// which its value would be read as something else (a subscription's status as Apple's notification, a
-    /// policy's answer as a grant service's).
-    public static let kept: Set<String> = [RecordHeader.source, RecordHeader.bundleID, RecordHeader.answeredBy]
+    /// policy's answer as a grant service's). Only with the values the worker writes (a bundle id of at most 255
+    /// bytes): a producer's header of the same name on a job is not copied, nor made to swell a dead letter.
+    public static func kept(from headers: [MessageHeader]) -> [MessageHeader] {
+        headers.filter { header in
+            switch header.name {
+            case RecordHeader.source: header.stringValue == RecordHeader.statusSource
+            case RecordHeader.answeredBy: header.stringValue == RecordHeader.byPolicy
+            case RecordHeader.bundleID: (header.value?.count ?? 0) <= 255 && header.stringValue != nil
+            default: false
+            }
+        }
+    }
 }
 
 /// Headers that say what a record on a flow's topic is.
 public enum RecordHeader {
-    /// On `topics.notifications`: what the worker made a record from (`subscription_status`); absent on Apple's.
+    /// On `topics.notifications`: what the worker made a record from (``statusSource``); absent on Apple's.
     public static let source = "source"
+    /// ``source``'s one value: a subscription's status asked of Apple.
+    public static let statusSource = "subscription_status"
     /// On `topics.notifications`: the app's bundle id.
     public static let bundleID = "bundle_id"
-    /// On `topics.consumption`: an answer an app's policy made (`policy`), not a grant service.
+    /// On `topics.consumption`: an answer an app's policy made (``byPolicy``), not a grant service.
     public static let answeredBy = "answered_by"
+    public static let byPolicy = "policy"
 }
 
 /// Where a parked message was first read (its `parked_from` header, `TOPIC[PARTITION]@OFFSET`): the route that

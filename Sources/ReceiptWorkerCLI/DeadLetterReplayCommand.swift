@@ -98,7 +98,7 @@ enum DeadLetterReplayCommand {
                     // With the original's headers that say what it is (kept on the letter), so it is read as it was.
                     let job = OutboundMessage(
                         topic: destination, key: letter.key, value: letter.value,
-                        headers: letter.headers.filter { DeadLetterHeader.kept.contains($0.name) } + [
+                        headers: DeadLetterHeader.kept(from: letter.headers) + [
                             MessageHeader(
                                 name: DeadLetterHeader.replayedFrom, string: "\(letter.topicPartition)@\(letter.offset)"
                             )

@@ -147,11 +147,13 @@ extension ConsumerRuntime {
             // A parked message was first read elsewhere: where, so a dead letter leads back to the original.
             + (message.topic == configuration.parking?.topic
                 ? message.headers.filter { $0.name == ParkedOrigin.header } : [])
-            // What the record is (a subscription's status, a policy's answer): a replay reads it as it was.
-            + message.headers.filter { DeadLetterHeader.kept.contains($0.name) }
         let topic = configuration.deadLetterTopic
         if message.value.count + (message.key?.count ?? 0) + 4_096 <= configuration.maxRecordBytes {
-            let copy = OutboundMessage(topic: topic, key: message.key, value: message.value, headers: headers)
+            // What the record is (a subscription's status, a policy's answer), so a replay reads it as it was. Not
+            // on a stub below: a stub is never replayed.
+            let copy = OutboundMessage(
+                topic: topic, key: message.key, value: message.value,
+                headers: headers + DeadLetterHeader.kept(from: message.headers))
             do {
                 _ = try await retries.retrying(
                     "publish_dead_letter", stage: nil, isPermanent: Self.isPermanent, letGo: { context.mustLetGo }
@@ -179,13 +181,18 @@ extension ConsumerRuntime {
             ) { try await self.producer.send(stub) }
         } catch {
             stopIfFatal(error)
-            // Refused for good even as an empty stub (the topic's ACL, a compacted topic and a message without a
-            // key): the message has nowhere to go. Let go while this replica runs on, it would hold its
-            // partition's commits unseen until a restart: the worker stops instead, loudly, and the message is
-            // read again once the dead-letter topic takes records.
-            if let refusal = error as? KafkaError, Self.isRefusal(refusal) {
-                producerFailed(
-                    refusal, "the dead-letter topic \(topic) refuses even a message's stub; the worker stops")
+            // Refused for good even as an empty stub (a key past the broker's limit, a compacted topic and a
+            // message without a key): let go, read again after a restart, its partition's commits held until
+            // then. Said at the highest level, naming the message: stopping the worker instead would let one such
+            // message, from a client, stop every replica in turn.
+            if Self.isRefusal(error) {
+                logger.critical(
+                    "the dead-letter topic refuses even this message's stub: it is left unanswered, its partition's"
+                        + " commits held until a restart",
+                    [
+                        "topic": topic, "error": "\(error)", "partition": message.topicPartition.description,
+                        "offset": String(message.offset), "key_bytes": String(message.key?.count ?? 0),
+                    ])
             }
             return false
         }

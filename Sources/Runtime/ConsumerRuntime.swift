@@ -97,13 +97,13 @@ public final class ConsumerRuntime: Sendable {
 
     /// Stops the runtime after the producer failed for good: messages whose answers cannot be sent are let go
     /// (never committed past: read again after the restart), the rest drained and committed, then ``run()`` throws.
-    func producerFailed(_ error: KafkaError, _ why: String = "the Kafka producer failed for good; the worker stops") {
+    func producerFailed(_ error: KafkaError) {
         let first = producerFatal.withLock { fatal in
             defer { if fatal == nil { fatal = error } }
             return fatal == nil
         }
         guard first else { return }
-        logger.critical(why, ["error": "\(error)"])
+        logger.critical("the Kafka producer failed for good; the worker stops", ["error": "\(error)"])
         stopping.store(true, ordering: .releasing)
         consumer.endEvents()
     }

@@ -13,7 +13,7 @@ package import Vocabulary
 /// ends after Apple signed the renewal info), a grace period, billing retry, or an expiry.
 package enum SubscriptionStatusRecord {
     package static let sourceHeader = RecordHeader.source
-    package static let source = "subscription_status"
+    package static let source = RecordHeader.statusSource
     /// Milliseconds between the two signatures of one answer of Apple's at most.
     package static let maximumSigningGap: Double = 60_000
 
