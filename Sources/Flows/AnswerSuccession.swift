@@ -37,8 +37,19 @@ package final class AnswerSuccession: Sendable {
         var byPolicy = false
     }
 
+    /// The newest answer of a transaction begun from grant services, and from its app's policy: each kind is
+    /// ordered among its own, so a policy's answer never hides how new the grant services' newest is.
+    private struct Newest {
+        var service: Ticket?
+        var policy: Ticket?
+    }
+
     private struct Entry {
+        /// The answer in force: the one that is not superseded.
         var latest: Ticket
+        var newest: Newest
+        /// A grant service's answer began since the transaction's answers last all ended: a policy's yields to it.
+        var serviceInHand = false
         /// An answer of the transaction is calling Apple now; the next ones wait here.
         var sending = false
         var waiting: [CheckedContinuation<Void, Never>] = []
@@ -48,8 +59,8 @@ package final class AnswerSuccession: Sendable {
     private struct State {
         var entries: [String: Entry] = [:]
         var sequence: UInt64 = 0
-        /// Transactions whose answers all ended, oldest first, with the newest answer's ticket.
-        var ended: [String: Ticket] = [:]
+        /// Transactions whose answers all ended, oldest first, with their newest answers.
+        var ended: [String: Newest] = [:]
         var endedOrder: [String] = []
     }
 
@@ -63,24 +74,25 @@ package final class AnswerSuccession: Sendable {
             state.sequence += 1
             let ticket = Ticket(
                 transactionID: transactionID, sequence: state.sequence, place: place, byPolicy: byPolicy)
-            if var entry = state.entries[transactionID] {
-                if entry.latest.byPolicy != byPolicy {
-                    // A grant service's answer over a policy's, never the other way.
-                    if byPolicy { return nil }
-                } else if Self.isNewer(entry.latest, than: ticket) {
-                    return nil
-                }
-                entry.latest = ticket
-                entry.running += 1
-                state.entries[transactionID] = entry
-                return ticket
+            let running = state.entries[transactionID]
+            var newest = running?.newest ?? state.ended[transactionID] ?? Newest()
+            if byPolicy {
+                // Never over a grant service's answer in hand (one that ended is the ledger's to weigh: it may
+                // have answered a request opened again since); among the policy's own, the newest.
+                if running?.serviceInHand == true { return nil }
+                if let policy = newest.policy, Self.isNewer(policy, than: ticket) { return nil }
+                newest.policy = ticket
+            } else {
+                // Over any policy's answer, whatever their places; among grant services', the newest.
+                if let service = newest.service, Self.isNewer(service, than: ticket) { return nil }
+                newest.service = ticket
             }
-            // A grant service's answer is never older than a policy's that ended; a policy's after a grant
-            // service's that ended is the ledger's to refuse (it may answer a request opened again since).
-            if let last = state.ended[transactionID], !(last.byPolicy && !byPolicy), Self.isNewer(last, than: ticket) {
-                return nil
-            }
-            state.entries[transactionID] = Entry(latest: ticket, running: 1)
+            var entry = running ?? Entry(latest: ticket, newest: newest)
+            entry.latest = ticket
+            entry.newest = newest
+            entry.serviceInHand = entry.serviceInHand || !byPolicy
+            entry.running += 1
+            state.entries[transactionID] = entry
             return ticket
         }
     }
@@ -109,7 +121,7 @@ package final class AnswerSuccession: Sendable {
                 return
             }
             state.entries[ticket.transactionID] = nil
-            if state.ended.updateValue(entry.latest, forKey: ticket.transactionID) == nil {
+            if state.ended.updateValue(entry.newest, forKey: ticket.transactionID) == nil {
                 state.endedOrder.append(ticket.transactionID)
             }
             if state.endedOrder.count > Self.remembered {

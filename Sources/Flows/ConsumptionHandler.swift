@@ -71,6 +71,18 @@ package struct ConsumptionHandler: MessageHandler {
                 grantedApp.map { named.utf8.elementsEqual($0.bundleID.utf8) } ?? true
             } ?? true
         var environment: AppleEnvironment = grant?.environment == .sandbox ? .sandbox : .production
+        // Begun before a grant service's answer records that it came: a policy's answer in hand is superseded on
+        // every path of this one (sent, or not sent without consent), and one begun later reads the record.
+        let place = AnswerSuccession.Place(JobHandler.firstRead(message, retriesTopic: retriesTopic))
+        guard let ticket = succession.begin(transactionID: answer.transactionID, place: place, byPolicy: byPolicy)
+        else {
+            guard !byPolicy else {
+                metrics.consumptionAnswer("policy_superseded").increment()
+                return .publish([])
+            }
+            return superseded(answer, attempts: 0)
+        }
+        defer { succession.end(ticket) }
         if !byPolicy, namesGrantedApp, let app = grantedApp ?? apps.app(bundleID: answer.bundleID) {
             // A grant service answered: from now on an app's policy never answers this request, whatever becomes
             // of this answer at Apple (sent, retrying, refused, or not sent without consent).
@@ -101,20 +113,10 @@ package struct ConsumptionHandler: MessageHandler {
         }
         let body = answer.appleBody(deliveryStatus: delivery)
         let respondBy = grant?.consumptionRespondBy
-        let place = AnswerSuccession.Place(JobHandler.firstRead(message, retriesTopic: retriesTopic))
-        guard let ticket = succession.begin(transactionID: answer.transactionID, place: place, byPolicy: byPolicy)
-        else {
-            guard !byPolicy else {
-                metrics.consumptionAnswer("policy_superseded").increment()
-                return .publish([])
-            }
-            return superseded(answer, attempts: 0)
-        }
-        defer { succession.end(ticket) }
         // A policy's answer never goes over a grant service's: one that answered at all (sent, still being sent,
-        // refused) closed the request for the policy. Read once this answer has begun: a grant service's answer
-        // records that it came before it begins, so one that began earlier is read here, and one that begins
-        // later supersedes this (``AnswerSuccession``).
+        // refused, without consent) closed the request for the policy. Read once this answer has begun: a grant
+        // service's answer begun earlier is in hand (this one refused) or recorded, and one begun later
+        // supersedes this (``AnswerSuccession``).
         if byPolicy {
             let environment = environment
             let answered = try await context.retrying("ledger_lookup", stage: metrics.ledgerLookup) {

@@ -61,7 +61,7 @@ package struct ConsumptionPolicyAnswers: Sendable {
             + "\"bundle_id\":\(JSONString.quote(app.bundleID))}"
         return OutboundMessage(
             topic: topic, key: Array(request.transactionID.utf8), value: Array(body.utf8),
-            headers: [MessageHeader(name: header, string: "policy")])
+            headers: [MessageHeader(name: header, string: RecordHeader.byPolicy)])
     }
 
     package func round(every interval: Duration, now: Date = Date()) async {
@@ -78,7 +78,10 @@ package struct ConsumptionPolicyAnswers: Sendable {
                 continue
             }
             for request in due {
-                let key = "\(app.name)/\(request.environment.rawValue)/\(request.transactionID)"
+                // By its deadline too: a request opened again (the customer asked again) is another to answer.
+                let key =
+                    "\(app.name)/\(request.environment.rawValue)/\(request.transactionID)"
+                    + "/\(EpochMilliseconds.of(request.respondBy))"
                 guard !sent.contains(key), let message = Self.answer(request, app: app, policy: policy, topic: topic)
                 else { continue }
                 do {

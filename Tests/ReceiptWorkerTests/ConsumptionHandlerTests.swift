@@ -266,6 +266,13 @@ struct ConsumptionHandlerTests {
         let third = succession.begin(transactionID: "3", place: place(9), byPolicy: true)
         if let third { succession.end(third) }
         #expect(succession.begin(transactionID: "3", place: place(8)) != nil)
+        // A policy's answer after a grant service's that ended does not make an older grant service's look new.
+        if let service = succession.begin(transactionID: "4", place: place(10)) { succession.end(service) }
+        let after = succession.begin(transactionID: "4", place: place(12), byPolicy: true)
+        #expect(after != nil, "the ledger weighs a policy's answer after a grant service's that ended")
+        #expect(succession.begin(transactionID: "4", place: place(5)) == nil, "older than the grant service's newest")
+        if let after { succession.end(after) }
+        #expect(succession.begin(transactionID: "4", place: place(5)) == nil, "and once all ended")
     }
 
     @Test(
@@ -304,6 +311,40 @@ struct ConsumptionHandlerTests {
         try await ledger.consumptionAnswerReceived(app: .defaultApp, environment: .production, transactionID: "1000")
         try await request("request-1", respondBy: first)
         #expect(try await answered())
+    }
+
+    @Test(
+        "an app's policy answers a request opened again, though this replica answered the first one by policy")
+    func policyAnswersReopenedRequest() async throws {
+        try await grant("1000")
+        let app = try #require(try Handlers.apps(apple).all.first)
+        var policy = ConsumptionPolicy()
+        policy.answer = .decline
+        policy.margin = .seconds(7_200)
+        let produced = Mutex<[OutboundMessage]>([])
+        let answers = ConsumptionPolicyAnswers(
+            apps: [(app, policy)], ledger: ledger, produce: { message in produced.withLock { $0.append(message) } },
+            topic: "consumption", metrics: WorkerMetrics(), logger: Handlers.logger, holder: "replica-1")
+        func request(_ id: String, respondBy: Date) async throws {
+            _ = try await ledger.apply(
+                NotificationChange(
+                    id: id, app: .defaultApp, environment: .production,
+                    kind: .consumptionRequest(transactionID: "1000", respondBy: respondBy))
+            ) { holder in
+                StoredEvent(eventID: id, type: "t", time: "", key: holder.grant.orderID, json: Array("{}".utf8))
+            }
+        }
+        let now = Date()
+        try await request("request-1", respondBy: now.addingTimeInterval(1_800))
+        await answers.round(every: .seconds(60), now: now)
+        await answers.round(every: .seconds(60), now: now)
+        #expect(produced.withLock { $0.count } == 1, "answered once while the flow sends it")
+        // Nobody's answer reached the worker; the customer asks again, with a later deadline, within the margin.
+        try await request("request-2", respondBy: now.addingTimeInterval(3_600))
+        await answers.round(every: .seconds(60), now: now)
+        let all = produced.withLock { $0 }
+        #expect(all.count == 2, "the request opened again was not answered")
+        #expect(all.allSatisfy { $0.headers.contains { $0.name == "answered_by" && $0.stringValue == "policy" } })
     }
 
     @Test(
