@@ -61,8 +61,8 @@ from test_ca import server_certificate  # noqa: E402
 USERS = {
     "ana": {"groups": ["support-agent"], "email": "ana@studio.test", "name": "Ana Agent"},
     "bob": {"groups": ["support-agent"], "email": "bob@studio.test", "name": "Bob Agent"},
-    "sam": {"groups": ["support-agent"], "name": "Sam No-Email"},
-    "rio": {"groups": ["support-agent"], "email": "rio@studio.test", "name": "Rio Agent"},  # spends its rate  # no email claim: the desk names sam by subject
+    "sam": {"groups": ["support-agent"], "name": "Sam No-Email"},  # no email claim: the desk names sam by subject
+    "rio": {"groups": ["support-agent"], "email": "rio@studio.test", "name": "Rio Agent"},  # spends its rates
     "vic": {"groups": ["support-viewer"], "email": "vic@studio.test", "name": "Vic Viewer"},
     "lee": {"groups": ["support-lead"], "email": "lee@studio.test", "name": "Lee Lead"},
     "lou": {"groups": ["support-lead"], "email": "lou@studio.test", "name": "Lou Lead"},

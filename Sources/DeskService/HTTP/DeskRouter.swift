@@ -22,6 +22,9 @@ struct DeskRouter: Sendable {
     let logger: Logger
     /// What each agent may ask in a minute (lookups, histories, credits, decisions), on this replica.
     let limiter = AgentLimiter(perMinute: 60)
+    /// What each agent may read in a minute (the session, the audit, approvals, a mass extension's status at
+    /// Apple), on this replica: five a second on average, far above a console's refreshes, far below a loop's.
+    let readLimiter = AgentLimiter(perMinute: 300)
     /// Requests being answered: a stop waits for them (a credit is never cut between the ledger and the broker).
     let inFlight = InFlight()
 
@@ -45,8 +48,9 @@ struct DeskRouter: Sendable {
         case ("GET", "/desk/callback"):
             return ("callback", await guarded { try await signIn.finish(request, now: now) })
         case ("POST", "/desk/logout"):
-            // Never refused for the agent's rate: a session must end when its agent says so.
-            let reply = await api(request, limited: false) { agent, session in
+            // A console session's sign-out is never refused for the agent's rate: it must end when its agent says
+            // so. A bearer token's (no session to end) counts as any request (its audit line is a write).
+            let reply = await api(request, sessionExemptFromRate: true) { agent, session in
                 let answer = try await actions.signOut(agent, sessionID: session?.id)
                 logger.info("a console session ended: signed out", ["subject": agent.subject])
                 return answer
@@ -157,7 +161,7 @@ struct DeskRouter: Sendable {
     /// An API request: its agent verified (and, for a session's state-changing request, its CSRF token and
     /// origin), then `body`; errors answered without their details (never a token or a secret).
     private func api(
-        _ request: ServerRequest, stateChanging: Bool = true, limited: Bool = true,
+        _ request: ServerRequest, stateChanging: Bool = true, sessionExemptFromRate: Bool = false,
         _ body: (Agent, ConsoleSessions.Open?) async throws -> DeskActions.Answer
     ) async -> ServerReply {
         let agent: Agent
@@ -178,6 +182,15 @@ struct DeskRouter: Sendable {
             }
             return DeskPages.json(refusal.status, ["error": .string(refusal.message)])
         }
+        // The session's own read is not bounded: refused, the console would show its signed-out page over a session
+        // still open. It is one indexed read, as each request's authentication is.
+        if !stateChanging, request.path != "/desk/api/session", case .refused = readLimiter.take(agent.subject) {
+            // Counted, not audited: reads are not (an audit read of 10,000 lines in a loop, a status asked of Apple).
+            metrics.unauthenticated("rate_limited")
+            return DeskPages.json(
+                429, ["error": .string("too many reads: at most \(readLimiter.perMinute) a minute")])
+        }
+        let limited = !(sessionExemptFromRate && session != nil)
         if stateChanging && limited, case .refused(let first) = limiter.take(agent.subject) {
             metrics.unauthenticated("rate_limited")
             let reason = "too many requests: at most \(limiter.perMinute) a minute"
