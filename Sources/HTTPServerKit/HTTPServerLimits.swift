@@ -19,6 +19,11 @@ public struct HTTPServerLimits: Sendable, Equatable {
     /// cannot pile up.
     public var idleTimeoutSeconds: Int = 10
 
+    /// Seconds a request's body may take to arrive, from its headers: past them the connection is closed at its
+    /// next piece. Without it a client trickling a byte inside each idle timeout holds its connection, and the
+    /// body buffered so far, for as long as it likes. Default: 30 s (an App Store notification is a few KiB).
+    public var bodyTimeoutSeconds: Int = 30
+
     /// Bytes of memory per connection: the request line and headers must fit in it, with the read buffer.
     /// A request whose headers do not fit is answered 431 (or 414 for the URL) and the connection closed.
     /// Default: 64 KiB, twice the largest header block a proxy usually forwards.
@@ -52,6 +57,7 @@ public struct HTTPServerLimits: Sendable, Equatable {
         try require(
             (0...Int(Int32.max)).contains(maximumConnectionsPerIP), "maximumConnectionsPerIP", maximumConnectionsPerIP)
         try require((1...86_400).contains(idleTimeoutSeconds), "idleTimeoutSeconds", idleTimeoutSeconds)
+        try require((1...86_400).contains(bodyTimeoutSeconds), "bodyTimeoutSeconds", bodyTimeoutSeconds)
         try require(connectionMemoryBytes >= 4096, "connectionMemoryBytes", connectionMemoryBytes)
         try require(maximumBodyBytes >= 0, "maximumBodyBytes", maximumBodyBytes)
         return self

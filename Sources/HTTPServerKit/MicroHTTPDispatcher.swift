@@ -76,6 +76,8 @@ final class MicroHTTPDispatcher: Sendable {
         }
         let request = Unmanaged<MicroHTTPRequest>.fromOpaque(pointer).takeUnretainedValue()
         if let upload, !upload.isEmpty {
+            // Trickled past its time: closed (MHD ends a connection whose handler says no), its buffer freed.
+            guard ContinuousClock.now - request.started <= .seconds(limits.bodyTimeoutSeconds) else { return .NO }
             receive(upload, into: request)
             unread.pointee = 0
             return .YES
@@ -227,6 +229,8 @@ final class MicroHTTPRequest {
     let path: String
     var body = Data()
     var bodyTooLarge = false
+    /// When its headers arrived: its body has ``HTTPServerLimits/bodyTimeoutSeconds`` from then.
+    let started = ContinuousClock.now
     /// Set while the connection is suspended for the handler.
     var parked: ParkedRequest?
 

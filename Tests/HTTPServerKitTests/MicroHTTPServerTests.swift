@@ -132,6 +132,31 @@ extension LoopbackServerTests {
             #expect(fresh.response?.status == 200)
         }
 
+        @Test("a client that trickles a body, a byte inside each idle timeout, is disconnected past the body's time")
+        func tricklingBody() async throws {
+            var limits = HTTPServerLimits()
+            limits.idleTimeoutSeconds = 10
+            limits.bodyTimeoutSeconds = 1
+            let server = try Self.echoServer(limits: limits)
+            defer { server.stop() }
+            let port = server.port
+            let sent = try await onThread {
+                let client = try LoopbackClient(port: port, timeout: .seconds(10))
+                try client.send("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n")
+                // Twenty bytes over six seconds, each well inside the idle timeout: refused once closed.
+                var sent = 0
+                for _ in 0..<20 {
+                    Thread.sleep(forTimeInterval: 0.3)
+                    guard (try? client.send("a")) != nil else { break }
+                    sent += 1
+                }
+                return sent
+            }
+            #expect(sent < 20, "the trickling body was held for all of its six seconds")
+            let fresh = try await onThread { try LoopbackClient.get("/healthz", port: port) }
+            #expect(fresh.response?.status == 200)
+        }
+
         @Test("headers beyond the connection's memory get an error answer or a close, and the server goes on")
         func oversizedHeaders() async throws {
             let server = try Self.echoServer()
