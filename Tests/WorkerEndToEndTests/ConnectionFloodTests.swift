@@ -118,6 +118,10 @@ struct ConnectionFloodTests {
         let budget = DescriptorBudget.raiseToHardLimit()
         let limits = NotificationReceiver.limits(budget: budget)
         #expect(limits.maximumConnectionsPerIP < limits.maximumConnections)
+        // Whatever the descriptors, no more connections than 64 MiB hold with each at its worst.
+        let container = NotificationReceiver.limits(budget: 1_048_576)
+        #expect(container.maximumConnections * container.worstBytesPerConnection <= 64 * 1_024 * 1_024)
+        #expect(container.maximumConnections >= 200 && container.maximumConnectionsPerIP >= 64)
         let harness = try await WorkerHarness(notifications: true)
         let receiver = try #require(harness.receiver)
         let attempted = min(3_000, limits.maximumConnectionsPerIP + 500)
