@@ -58,7 +58,10 @@ package struct ConsumptionHandler: MessageHandler {
         case .failure(let malformed):
             return notSent("malformed consumption answer: \(malformed.reason)")
         }
-        let byPolicy = message.headers.contains(where: { $0.name == ConsumptionPolicyAnswers.header })
+        // With the policy's value only, as a dead letter keeps it: a replay reads it as the same.
+        let byPolicy = message.headers.contains {
+            $0.name == ConsumptionPolicyAnswers.header && $0.stringValue == RecordHeader.byPolicy
+        }
         let grant = try await context.retrying("ledger_lookup", stage: metrics.ledgerLookup) {
             try await requests.grant(transactionID: answer.transactionID, app: nil)
         }
@@ -71,6 +74,16 @@ package struct ConsumptionHandler: MessageHandler {
                 grantedApp.map { named.utf8.elementsEqual($0.bundleID.utf8) } ?? true
             } ?? true
         var environment: AppleEnvironment = grant?.environment == .sandbox ? .sandbox : .production
+        // An answer for another app than the grant's, or for none here, cannot be sent: answered before it begins,
+        // so it supersedes no answer that can be (a policy's, an older grant service's).
+        guard namesGrantedApp, let app = grantedApp ?? apps.app(bundleID: answer.bundleID) else {
+            guard answer.customerConsented else { return withoutConsent(answer) }
+            if let named = answer.bundleID, let grantedApp {
+                return notSent(
+                    "bundle_id \(named) is not the app the purchase was granted for (\(grantedApp.bundleID))")
+            }
+            return notSent("no configured app has bundle_id \(answer.bundleID ?? "")")
+        }
         // Begun before a grant service's answer records that it came: a policy's answer in hand is superseded on
         // every path of this one (sent, or not sent without consent), and one begun later reads the record.
         let place = AnswerSuccession.Place(JobHandler.firstRead(message, retriesTopic: retriesTopic))
@@ -83,7 +96,7 @@ package struct ConsumptionHandler: MessageHandler {
             return superseded(answer, attempts: 0)
         }
         defer { succession.end(ticket) }
-        if !byPolicy, namesGrantedApp, let app = grantedApp ?? apps.app(bundleID: answer.bundleID) {
+        if !byPolicy {
             // A grant service answered: from now on an app's policy never answers this request, whatever becomes
             // of this answer at Apple (sent, retrying, refused, or not sent without consent).
             try await context.retrying("ledger_record", stage: metrics.ledgerRecord) { [environment] in
@@ -91,18 +104,7 @@ package struct ConsumptionHandler: MessageHandler {
                     app: app.scope, environment: environment, transactionID: answer.transactionID)
             }
         }
-        guard answer.customerConsented else {
-            metrics.consumptionAnswer("no_consent").increment()
-            logger.info(
-                "consumption answer without the player's consent: not sent", ["transaction_id": answer.transactionID])
-            return .publish([])
-        }
-        if let named = answer.bundleID, let grantedApp, !namesGrantedApp {
-            return notSent("bundle_id \(named) is not the app the purchase was granted for (\(grantedApp.bundleID))")
-        }
-        guard let app = grantedApp ?? apps.app(bundleID: answer.bundleID) else {
-            return notSent("no configured app has bundle_id \(answer.bundleID ?? "")")
-        }
+        guard answer.customerConsented else { return withoutConsent(answer) }
         guard let api = app.consumption else {
             return notSent("no App Store Server API key is configured for app \(app.name) (apple.api.*)")
         }
@@ -229,6 +231,14 @@ package struct ConsumptionHandler: MessageHandler {
 
     /// A newer answer of the same transaction took over: it carries the grant service's word, so this one ends
     /// without a dead letter.
+    /// Without the player's consent an answer is not sent, and that is no failure of anyone's.
+    private func withoutConsent(_ answer: ConsumptionAnswer) -> Disposition {
+        metrics.consumptionAnswer("no_consent").increment()
+        logger.info(
+            "consumption answer without the player's consent: not sent", ["transaction_id": answer.transactionID])
+        return .publish([])
+    }
+
     private func superseded(_ answer: ConsumptionAnswer, attempts: Int) -> Disposition {
         metrics.consumptionAnswer("superseded").increment()
         logger.info(

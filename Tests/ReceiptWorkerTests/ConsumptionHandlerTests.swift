@@ -247,6 +247,32 @@ struct ConsumptionHandlerTests {
         #expect(late.deadLetter == nil && gated.bodies.count == 2)
     }
 
+    @Test(
+        "a grant service's answer for another app is dead-lettered before it begins: it supersedes no policy's answer, and the request stays unanswered"
+    )
+    func wrongAppAnswerSupersedesNothing() async throws {
+        try await grant("1000")
+        let gated = GatedConsumption()
+        let handler = try handler(consumption: nil, gated: gated, maxAttempts: 100)
+        let policy = Task {
+            try await Handlers.run(
+                handler, answer(["refund_preference": "DECLINE"]), topic: "consumption", offset: 2,
+                headers: [MessageHeader(name: ConsumptionPolicyAnswers.header, string: "policy")])
+        }
+        #expect(await eventually(timeout: .seconds(10)) { gated.pending == 1 })
+        let wrong = try await Handlers.run(
+            handler, answer(["refund_preference": "GRANT_FULL", "bundle_id": "com.example.other"]),
+            topic: "consumption", offset: 3)
+        #expect(wrong.deadLetter?.reason == .consumptionNotSent)
+        let policyTicket = AnswerSuccession.Ticket(transactionID: "1000", sequence: 1, place: nil)
+        #expect(!handler.succession.isSuperseded(policyTicket), "a wrong app's answer took over")
+        gated.release(.success(.accepted))
+        #expect(try await policy.value.deadLetter == nil)
+        #expect(
+            try await ledger.consumptionRequestAnswered(
+                app: .defaultApp, environment: .production, transactionID: "1000") == false)
+    }
+
     @Test("a policy's answer never supersedes a grant service's in hand; a grant service's supersedes a policy's")
     func policyBelowGrantService() {
         let succession = AnswerSuccession()
