@@ -15,15 +15,19 @@ public enum DeadLetterHeader {
     /// The original's headers a dead letter keeps, and a replay puts back: those that say what the record is, without
     /// which its value would be read as something else (a subscription's status as Apple's notification, a
     /// policy's answer as a grant service's). Only with the values the worker writes (a bundle id of at most 255
-    /// bytes): a producer's header of the same name on a job is not copied, nor made to swell a dead letter.
+    /// bytes), the first of each name: whatever a producer put on a job, a dead letter grows by a few hundred bytes
+    /// at most.
     public static func kept(from headers: [MessageHeader]) -> [MessageHeader] {
-        headers.filter { header in
-            switch header.name {
-            case RecordHeader.source: header.stringValue == RecordHeader.statusSource
-            case RecordHeader.answeredBy: header.stringValue == RecordHeader.byPolicy
-            case RecordHeader.bundleID: (header.value?.count ?? 0) <= 255 && header.stringValue != nil
-            default: false
-            }
+        var seen: Set<String> = []
+        return headers.filter { header in
+            let known =
+                switch header.name {
+                case RecordHeader.source: header.stringValue == RecordHeader.statusSource
+                case RecordHeader.answeredBy: header.stringValue == RecordHeader.byPolicy
+                case RecordHeader.bundleID: (header.value?.count ?? 0) <= 255 && header.stringValue != nil
+                default: false
+                }
+            return known && seen.insert(header.name).inserted
         }
     }
 }

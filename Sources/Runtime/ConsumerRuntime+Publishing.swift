@@ -123,7 +123,8 @@ extension ConsumerRuntime {
     /// acknowledges it (true) or the message must be let go (false). A message too large for a Kafka record
     /// once the headers are added (a 1 MB job on a topic whose limit is 1 MB) becomes a stub: the same key and
     /// headers, an empty value, `dlq_truncated: true` and `dlq_original_bytes`; the original stays readable at
-    /// its source offset while its topic retains it.
+    /// its source offset while its topic retains it. A stub refused too is sent bare: keyed by the original's
+    /// place, with the `dlq_*` headers alone.
     func deadLetter(
         _ message: InboundMessage, _ letter: DeadLetter, _ context: any HandlingContext, group: String
     ) async -> Bool {
@@ -169,32 +170,40 @@ extension ConsumerRuntime {
                 // The broker's own limit is lower: send the stub below.
             }
         }
-        let stub = OutboundMessage(
-            topic: topic, key: message.key, value: [],
-            headers: headers + [
-                MessageHeader(name: DeadLetterHeader.truncated, string: "true"),
-                MessageHeader(name: DeadLetterHeader.originalBytes, string: String(message.value.count)),
-            ])
-        do {
-            _ = try await retries.retrying(
-                "publish_dead_letter", stage: nil, isPermanent: Self.isPermanent, letGo: { context.mustLetGo }
-            ) { try await self.producer.send(stub) }
-        } catch {
-            stopIfFatal(error)
-            // Refused for good even as an empty stub (a key past the broker's limit, a compacted topic and a
-            // message without a key): let go, read again after a restart, its partition's commits held until
-            // then. Said at the highest level, naming the message: stopping the worker instead would let one such
-            // message, from a client, stop every replica in turn.
-            if Self.isRefusal(error) {
-                logger.critical(
-                    "the dead-letter topic refuses even this message's stub: it is left unanswered, its partition's"
-                        + " commits held until a restart",
-                    [
-                        "topic": topic, "error": "\(error)", "partition": message.topicPartition.description,
-                        "offset": String(message.offset), "key_bytes": String(message.key?.count ?? 0),
-                    ])
+        let truncated = [
+            MessageHeader(name: DeadLetterHeader.truncated, string: "true"),
+            MessageHeader(name: DeadLetterHeader.originalBytes, string: String(message.value.count)),
+        ]
+        let stub = OutboundMessage(topic: topic, key: message.key, value: [], headers: headers + truncated)
+        // Refused even so (a key past the broker's limit, a compacted topic and a message without a key): sent
+        // bare, keyed by where the original was read, with the dlq_* headers alone. Left unanswered instead, the
+        // message would hold its partition's commits until the liveness probe restarted the replica, and the
+        // next replica to take the partition the same way.
+        let place = "\(message.topic)[\(message.partition)]@\(message.offset)"
+        let bare = OutboundMessage(
+            topic: topic, key: Array(place.utf8), value: [],
+            headers: headers.filter { $0.name.hasPrefix("dlq_") } + truncated)
+        for (attempt, record) in [stub, bare].enumerated() {
+            do {
+                _ = try await retries.retrying(
+                    "publish_dead_letter", stage: nil, isPermanent: Self.isPermanent, letGo: { context.mustLetGo }
+                ) { try await self.producer.send(record) }
+                break
+            } catch {
+                stopIfFatal(error)
+                guard Self.isRefusal(error) else { return false }
+                if attempt == 1 {
+                    // A dead-letter topic that refuses a few hundred bytes keyed by a short text: its configuration.
+                    logger.critical(
+                        "the dead-letter topic refuses even a bare stub: the message is left unanswered, its"
+                            + " partition's commits held until a restart",
+                        [
+                            "topic": topic, "error": "\(error)", "partition": message.topicPartition.description,
+                            "offset": String(message.offset),
+                        ])
+                    return false
+                }
             }
-            return false
         }
         logger.warning(
             "dead letter too large for a record: sent as a stub",
