@@ -35,7 +35,6 @@ extension FuzzChecks {
     @Sendable public static func appReceipt(_ bytes: [UInt8]) -> String? {
         let base64 = Data(bytes).base64EncodedString()
         _ = AppReceipt(base64: base64)
-        _ = AppReceipt.verifySignature(base64: base64, roots: [AppleRootCertificates.appleRootCAG3], checkTime: false)
         _ = AppReceipt(payload: bytes)
         _ = ReceiptHarness.verifier.verify(base64: base64)
         _ = LegacyTransactionReceipt.transactionID(fromBase64: base64)

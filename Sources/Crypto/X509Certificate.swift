@@ -6,7 +6,8 @@ package final class X509Certificate: Sendable {
     private let certificate: OpenSSLObject
     package var pointer: OpaquePointer { certificate.pointer }
 
-    /// Parses DER, or PEM when the bytes start with "-----BEGIN".
+    /// Parses DER (the whole of `bytes`: nothing may follow the certificate, or one certificate would have as many
+    /// encodings as a sender likes), or PEM when the bytes start with "-----BEGIN".
     package init(bytes: Data) throws(CryptoError) {
         let parsed: OpaquePointer? =
             isPEM(bytes)
@@ -17,8 +18,14 @@ package final class X509Certificate: Sendable {
                 return PEM_read_bio_X509(bio, nil, nil, nil)
             }
             : bytes.withUnsafeBytes { raw in
-                var cursor = raw.bindMemory(to: UInt8.self).baseAddress
-                return d2i_X509(nil, &cursor, raw.count)
+                guard let start = raw.bindMemory(to: UInt8.self).baseAddress else { return nil }
+                var cursor: UnsafePointer<UInt8>? = start
+                guard let parsed = d2i_X509(nil, &cursor, raw.count) else { return nil }
+                guard cursor == start + raw.count else {
+                    X509_free(parsed)
+                    return nil
+                }
+                return parsed
             }
         guard let parsed else {
             ERR_clear_error()

@@ -222,6 +222,42 @@ struct ChainVerifierTests {
         #expect(verifier.chainValidations == 1)
     }
 
+    @Test(
+        "Apple's chain re-encoded by a sender (bytes after a certificate, another third certificate) validates no path and evicts nothing"
+    )
+    func chainVariantsAroundTheRealChain() throws {
+        let chain = try ["chain/leaf_cert.der", "chain/intermediate_ca.der", "chain/root_ca.der"].map(Fixtures.data)
+        var configuration = SignedDataVerifier.Configuration(
+            rootCertificates: [try Fixtures.data("certs/testCA.der")], bundleID: "com.example")
+        configuration.chainCacheSize = 2
+        let verifier = try SignedDataVerifier(configuration: configuration)
+        let payload = Data(TestChain.transaction().utf8)
+        let leafKey = try ECPrivateKey(pem: Fixtures.text("chain/testLeaf.key"))
+        let genuine = try JWSSigner(key: leafKey, x5c: chain).sign(payload: payload)
+        _ = try verifier.verifyTransaction(genuine)
+        #expect(verifier.chainValidations == 1)
+        let forger = try ECPrivateKey(pem: Fixtures.text("chain/testIntermediate.key"))
+        // A third certificate of anything: the path ends at a configured root, so it is the same chain, cached.
+        for attempt in 0..<50 {
+            let third = [chain[0], chain[1], Data("not a certificate \(attempt)".utf8)]
+            let forged = try JWSSigner(key: forger, x5c: third).sign(payload: payload)
+            let error = #expect(throws: AppleVerificationError.self) { try verifier.verifyTransaction(forged) }
+            #expect(error?.code == .invalidSignature)
+        }
+        #expect(verifier.chainValidations == 1, "a path validated again for another third certificate")
+        // The leaf with a nonce after its DER (OpenSSL's parser stops at the certificate's end): refused as it is
+        // parsed, before any path, and never cached in the genuine chain's place.
+        for attempt in 0..<50 {
+            let trailing = [chain[0] + Data("nonce-\(attempt)".utf8), chain[1], chain[2]]
+            let forged = try JWSSigner(key: forger, x5c: trailing).sign(payload: payload)
+            let error = #expect(throws: AppleVerificationError.self) { try verifier.verifyTransaction(forged) }
+            #expect(error?.code == .invalidCertificate)
+        }
+        let misses = verifier.chainValidations
+        _ = try verifier.verifyTransaction(genuine)
+        #expect(verifier.chainValidations == misses, "the genuine chain was evicted")
+    }
+
     @Test("chains that do not validate are never kept: each costs its own validation, and the genuine one stays")
     func invalidChainsAreNotCached() throws {
         var configuration = SignedDataVerifier.Configuration(

@@ -131,12 +131,13 @@ final class ChainVerifier: Sendable {
         return ders
     }
 
-    /// SHA-256 over each certificate's length and bytes: three certificates are one chain, whatever text
-    /// carried them.
+    /// SHA-256 over the leaf's and the intermediate's length and bytes: the two certificates the path is validated
+    /// from (the third of `x5c` is not: the path ends at a configured root), each with one encoding (DER with
+    /// nothing after it: ``X509Certificate``), so a sender cannot make one chain look new by varying the rest.
     private static func digest(_ ders: [Data]) -> [UInt8] {
         var input: [UInt8] = []
-        input.reserveCapacity(ders.reduce(24) { $0 + $1.count })
-        for der in ders {
+        input.reserveCapacity(ders.prefix(2).reduce(16) { $0 + $1.count })
+        for der in ders.prefix(2) {
             withUnsafeBytes(of: UInt64(der.count).bigEndian) { input.append(contentsOf: $0) }
             input.append(contentsOf: der)
         }

@@ -1,5 +1,5 @@
 import Crypto
-public import Foundation
+import Foundation
 public import Vocabulary
 
 /// An app receipt (iOS 7+) read locally: the PKCS#7 container, its signature, and the fields the worker may
@@ -72,7 +72,11 @@ public struct AppReceipt: Sendable {
 
     /// Whether the receipt's PKCS#7 signature chains to one of `roots` (DER or PEM). With `checkTime` false,
     /// certificate validity dates are ignored (old receipts whose intermediates have since expired).
-    public static func verifySignature(base64 text: String, roots: [Data], checkTime: Bool) -> Bool {
+    ///
+    /// Not Apple's word on its own: any developer's certificate chains to Apple's root. Only
+    /// ``ReceiptSignatureVerifier`` (Apple's OIDs, a path of three) says a receipt is Apple's; this stays internal,
+    /// for tests of the signature alone.
+    static func verifySignature(base64 text: String, roots: [Data], checkTime: Bool) -> Bool {
         guard let der = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)),
             let container = PKCS7SignedData(der: der)
         else { return false }
