@@ -16,8 +16,26 @@ enum ConfigurationKeys {
 
     /// The checks each component makes once every key was read, in order.
     static let checks: [@Sendable (inout ConfigurationDraft) throws -> Void] = [
-        AppSettings.checkAll, checkApple, checkRetry, checkConsumptionPolicies,
+        AppSettings.checkAll, checkTopics, checkApple, checkRetry, checkConsumptionPolicies,
     ]
+
+    /// Six topics, six names: a dead-letter topic that is the jobs topic would read each malformed job again and
+    /// dead-letter it again, for ever; results on the jobs topic would be read as jobs.
+    static func checkTopics(_ draft: inout ConfigurationDraft) throws {
+        let topics = draft.configuration.topics
+        var named: [String: String] = [:]
+        for (key, topic) in [
+            ("topics.jobs", topics.jobs), ("topics.results", topics.results), ("topics.retries", topics.retries),
+            ("topics.dlq", topics.dlq), ("topics.notifications", topics.notifications),
+            ("topics.consumption", topics.consumption),
+        ] {
+            if let other = named[topic] {
+                throw ConfigurationError(
+                    .conflictingKeys, key: key, reason: "is \(other)'s topic too: each needs its own")
+            }
+            named[topic] = key
+        }
+    }
 
     /// `consumption.policy`: one of none, decline, grant_prorated, grant_full.
     static func consumptionAnswer(_ value: ConfigurationValue) throws -> WorkerConfiguration.ConsumptionPolicy.Answer {
@@ -171,6 +189,12 @@ enum ConfigurationKeys {
     static func checkApple(_ draft: inout ConfigurationDraft) throws {
         var apple = draft.configuration.apple
         func certificates(_ key: String, _ files: [String]?, default root: Data) throws -> [Data] {
+            // Set to nothing (a template's empty value), it would trust no root: every receipt or signed
+            // transaction refused as not Apple's, never a start-up error.
+            if let files, files.isEmpty {
+                throw ConfigurationError(
+                    .invalidValue, key: key, reason: "names no certificate file (unset, it trusts Apple's root)")
+            }
             guard let files, draft.readsWorkerFiles else { return [root] }
             return try files.map { path in
                 guard let data = FileManager.default.contents(atPath: path) else {

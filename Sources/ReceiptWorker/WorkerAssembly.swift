@@ -256,12 +256,20 @@ public enum WorkerAssembly {
         let bootstrap = properties.removeValue(forKey: "bootstrap.servers") ?? "127.0.0.1:9092"
         properties.removeValue(forKey: "group.id")
         for key in WorkerConfiguration.consumerOnly { properties.removeValue(forKey: key) }
-        let configured = (properties.removeValue(forKey: "delivery.timeout.ms") ?? properties["message.timeout.ms"])
-            .flatMap { Int($0) }
-        properties["message.timeout.ms"] = String(min(configured ?? Int.max, patienceMilliseconds))
+        properties["message.timeout.ms"] = String(peoplesTimeout(properties, patience: patienceMilliseconds))
+        properties.removeValue(forKey: "delivery.timeout.ms")
         return try KafkaProducer(
             configuration: KafkaProducer.Configuration(bootstrapServers: bootstrap, properties: properties),
             logger: logger)
+    }
+
+    /// A send's limit for a person waiting: the configured one (`delivery.timeout.ms`, else `message.timeout.ms`)
+    /// when it is shorter than `patience`. 0 is librdkafka's "for ever" (a worker's operator may set it so that no
+    /// answer is ever dropped): never a person's wait.
+    static func peoplesTimeout(_ properties: [String: String], patience: Int) -> Int {
+        let configured = (properties["delivery.timeout.ms"] ?? properties["message.timeout.ms"]).flatMap { Int($0) }
+        guard let configured, configured > 0 else { return patience }
+        return min(configured, patience)
     }
 
     /// A Kafka configuration error as the configuration's own: librdkafka refusing `acks` names `kafka.acks`.

@@ -51,7 +51,7 @@ enum ExtendCommand {
         let by = try OperatorAudit.by(options.value("--by"))
         let ticket = try OperatorAudit.ticket(options.value("--ticket"))
         let order = try self.order(options, environment: environment)
-        let app = options.value("--app") ?? "default"
+        let app = try PlayerCommand.app(options, configuration).name  // as the desk names it: erasure finds it
         // Said before Apple is asked: after a timeout, the same command again with it is the same request.
         complain(
             "request \(order.requestIdentifier) (after a failure, run again with --request-id \(order.requestIdentifier))"

@@ -26,6 +26,11 @@ struct Options {
                 flags.insert(name)
             } else if valued.contains(name) {
                 guard let value = inline ?? remaining.popFirst() else { throw UsageError("\(name) needs a value") }
+                // `--ticket --dry-run`: the next option is no value (taken as one, the run would be for real).
+                let optionName = String(value.prefix { $0 != "=" })
+                if inline == nil, valued.contains(optionName) || known.contains(optionName) {
+                    throw UsageError("\(name) needs a value, not the option \(optionName)")
+                }
                 values[name, default: []].append(value)
             } else {
                 throw UsageError("unknown option \(argument)")

@@ -53,13 +53,16 @@ enum LookupCommand {
         let ticket = try OperatorAudit.ticket(options.value("--ticket"))
         let by = try OperatorAudit.by(options.value("--by"))
         let configuration = try options.configuration(purpose: .worker)
+        // The audit names the app as the desk does (its name, whether --app gave it or its bundle id): an
+        // erasure of the player finds the line.
+        let appName = try PlayerCommand.app(options, configuration).name
         let report = try await configuration.withToolLedger { ledger in
             let desk = try SupportDesk.make(
                 configuration, app: options.value("--app"), ledger: ledger, logger: ToolKafka.logger)
             let report = try await desk.lookup(query)
             try await ledger.appendAudit(
                 DeskAudit.operatorLookup(
-                    query, report: report, app: options.value("--app") ?? "default", by: by, ticket: ticket))
+                    query, report: report, app: appName, by: by, ticket: ticket))
             return report
         }
         if options.has("--json") {
@@ -126,7 +129,7 @@ enum CreditCommand {
             userID: try required("--user-id"), by: try required("--by"), reason: try required("--reason"),
             appleOrderID: appleOrderID, appAccountToken: token)
         let configuration = try options.configuration(purpose: .worker)
-        let app = options.value("--app") ?? "default"
+        let app = try PlayerCommand.app(options, configuration).name  // as the desk names it: erasure finds it
         let (desk, outcome): (SupportDesk, SupportDesk.CreditDecision) = try await configuration.withToolLedger {
             ledger in
             let desk = try SupportDesk.make(

@@ -60,6 +60,12 @@ struct ConfigurationTests {
             // server_api fetches each receipt's transaction: without the API key it cannot.
             (["apple.bundle_id=b", "apple.receipt_verification=server_api"], "apple.receipt_verification"),
             (["apple.bundle_id=b", "apple.receipt_root_certificates=/no/such.pem"], "apple.receipt_root_certificates"),
+            // Set to nothing (a template's empty value), it would trust no root and refuse every receipt.
+            (["apple.bundle_id=b", "apple.receipt_root_certificates="], "apple.receipt_root_certificates"),
+            (["apple.bundle_id=b", "apple.root_certificates= , "], "apple.root_certificates"),
+            // One topic for two: malformed jobs dead-lettered onto the jobs topic, read again, for ever.
+            (["apple.bundle_id=b", "topics.dlq=receipt-jobs"], "topics.dlq"),
+            (["apple.bundle_id=b", "topics.results=receipt-jobs"], "topics.results"),
             (["apple.bundle_id=b", "ledger.url=mysql://x"], "ledger.url"),
             (
                 ["apple.bundle_id=b", "apple.verify_receipt.production_url=ftp://x"],
@@ -319,5 +325,16 @@ struct ConfigurationTests {
         for key in ConfigurationLoader.documentedKeys {
             #expect(text.contains("\(key)="), "config/worker.properties does not show \(key)")
         }
+    }
+
+    @Test("a command's or the desk's send waits at most its patience, also when the worker's own limit is 0 (for ever)")
+    func peoplesTimeout() {
+        #expect(WorkerAssembly.peoplesTimeout([:], patience: 20_000) == 20_000)
+        #expect(WorkerAssembly.peoplesTimeout(["message.timeout.ms": "5000"], patience: 20_000) == 5_000)
+        #expect(WorkerAssembly.peoplesTimeout(["message.timeout.ms": "0"], patience: 20_000) == 20_000)
+        #expect(
+            WorkerAssembly.peoplesTimeout(["delivery.timeout.ms": "0", "message.timeout.ms": "3000"], patience: 20_000)
+                == 20_000)
+        #expect(WorkerAssembly.peoplesTimeout(["delivery.timeout.ms": "900000"], patience: 20_000) == 20_000)
     }
 }

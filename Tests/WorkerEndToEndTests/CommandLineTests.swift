@@ -36,6 +36,18 @@ import Testing
         #expect(simulatorHelp.status == 0 && simulatorHelp.output.contains("/admin/faults"))
     }
 
+    @Test(
+        "an option with its value forgotten never takes the next option as its value: --ticket --dry-run runs nothing")
+    func optionNotAValue() async throws {
+        let run = try await CommandLineRun.run(
+            [
+                "player", "erase", "--user-id", "p-7", "--by", "alice", "--ticket", "--dry-run", "--set",
+                "kafka.bootstrap.servers=127.0.0.1:1",
+            ])
+        #expect(run.status == 2, "\(run.output)\(run.errors)")
+        #expect(run.errors.contains("--ticket needs a value, not the option --dry-run"))
+    }
+
     @Test("dlq replay --reason with a reason that does not exist is a usage error, not an empty success")
     func unknownReason() async throws {
         let run = try await CommandLineRun.run(

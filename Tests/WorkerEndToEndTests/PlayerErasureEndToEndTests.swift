@@ -40,7 +40,11 @@ struct PlayerErasureEndToEndTests {
             "--apple-order-id", try #require(unheld["order_id"] as? String), "--app-account-token", token,
         ])
         #expect(credited.status == 0, "\(credited.errors)")
-        #expect(try await harness.supportTool(["lookup", "--user-id", "player-1", "--by", "support-ana"]).status == 0)
+        // The app named by its bundle id, as an operator may: audited under the app's name, found by the erasure.
+        #expect(
+            try await harness.supportTool([
+                "lookup", "--user-id", "player-1", "--app", "com.example", "--by", "support-ana",
+            ]).status == 0)
         let stranger = try await harness.purchase(["product_id": "gems_500"])
         var other = job("job-other", order: "order-other", product: "gems_500", [:])
         other["user_id"] = "player-2"
