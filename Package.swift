@@ -164,8 +164,8 @@ let package = Package(
         .executableTarget(
             name: "ReceiptWorkerCLI",
             dependencies: [
-                "DeskService", "ReceiptWorker", "HTTPServerKit", "Kafka", "Ledger", "Lifecycle", "Observability",
-                "Runtime", "Support", "Vocabulary",
+                "DeskService", "ReceiptWorker", "HTTPServerKit", "Kafka", "Ledger", "LedgerDomain", "Lifecycle",
+                "Observability", "Runtime", "Support", "Vocabulary",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings,
             // jemalloc (Debian's libjemalloc2) serves the worker's malloc: a job's objects are made on one thread and

@@ -101,12 +101,9 @@ public enum ConfigurationLoader {
     {
         guard let setting = settings.last(where: { $0.key == error.key }) else { return error }
         var error = error
-        // An unknown key may be a secret's key mistyped (apps.x.sharedsecret): if it looks like one, its value is
-        // not shown.
-        let secretLooking = ["secret", "password", "passwd", "token", "private", "credential"].contains {
-            setting.key.lowercased().contains($0)
-        }
-        let hidden = error.code == .unknownKey && secretLooking
+        // An unknown key is a known one mistyped, as often a secret's (ledger.uri for ledger.url with its
+        // password, desk.session_key for desk.session_key_file): its value is never shown, only its name.
+        let hidden = error.code == .unknownKey
         error.value = hidden ? nil : printable(setting.key, setting.value).map(displayed)
         error.source = setting.source.description
         return error
@@ -143,12 +140,11 @@ public enum ConfigurationLoader {
         if key == "apple.shared_secret" || key.hasPrefix("apps.") && key.hasSuffix(".shared_secret") { return nil }
         if key.hasPrefix("kafka.") && KafkaError.isSensitiveProperty(String(key.dropFirst(6))) { return nil }
         if key == "ledger.url" && WorkerConfiguration.withoutPassword(value) != value { return nil }
+        // libpq's key=value form (`host=db password=...`), or a user's part that is not a URL's: not shown.
+        if key == "ledger.url" && (value.lowercased().contains("password") || value.contains("@")) { return nil }
         if key == "otel.headers" { return nil }  // an API key for the collector, often
         // A collector's URL may carry a user and password, or a key in its query.
-        if key == "otel.endpoint" {
-            let authority = value.components(separatedBy: "://").dropFirst().first?.split(separator: "/").first
-            if value.contains("?") || authority?.contains("@") == true { return nil }
-        }
+        if key == "otel.endpoint" && (value.contains("?") || value.contains("@")) { return nil }
         return value
     }
 

@@ -1,6 +1,7 @@
 import Lifecycle
 import Foundation
 import Kafka
+import LedgerDomain
 import Observability
 import ReceiptWorker
 
@@ -12,6 +13,8 @@ enum ExitStatus {
         switch error {
         case is UsageError, is ConfigurationError, is LedgerMismatchError: 2
         case let error as KafkaError where error.code == .invalidConfiguration: 2
+        // A ledger URL or schema a command's ledger refuses (`ledger.url`, named): as `run` answers it.
+        case let error as LedgerError where error.code == .misconfigured: 2
         default: 1
         }
     }
@@ -21,6 +24,8 @@ enum ExitStatus {
         switch error {
         case is ConfigurationError: logger.critical("configuration error", ["error": "\(error)"])
         case let error as KafkaError where error.code == .invalidConfiguration:
+            logger.critical("configuration error", ["error": "\(error)"])
+        case let error as LedgerError where error.code == .misconfigured:
             logger.critical("configuration error", ["error": "\(error)"])
         case is LedgerMismatchError: logger.critical("ledger does not match the consumer group", ["error": "\(error)"])
         default: logger.critical("worker failed", ["error": "\(error)"])

@@ -280,8 +280,21 @@ struct ConfigurationTests {
         #expect(error?.source == "RECEIPT_WORKER_WORKER__MAX_INFLIGHT")
         #expect(
             error?.description
-                == "configuration: worker.max_inflight=5 (from RECEIPT_WORKER_WORKER__MAX_INFLIGHT): unknown key; "
+                == "configuration: worker.max_inflight (from RECEIPT_WORKER_WORKER__MAX_INFLIGHT): unknown key; "
                 + "did you mean worker.max_in_flight?")
+    }
+
+    @Test(
+        "a secret's key mistyped, or a value of a form the check does not expect, never shows the secret in the error",
+        arguments: [
+            "ledger.uri=postgresql://rw:hunter2@db/ledger", "otel.header=Authorization=Bearer hunter2",
+            "desk.session_key=hunter2hunter2", "ledger.url=host=db user=rw password=hunter2",
+            "otel.endpoint=rw:hunter2@collector:4318",
+        ])
+    func secretsNotShown(line: String) throws {
+        let error = #expect(throws: ConfigurationError.self) { try load(["apple.bundle_id=b", line]) }
+        let text = error.map { "\($0)" } ?? ""
+        #expect(!text.isEmpty && !text.contains("hunter2"), "\(text)")
     }
 
     @Test("secrets from files: kafka.*_file and ledger.url_file")

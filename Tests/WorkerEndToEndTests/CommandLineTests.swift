@@ -48,6 +48,17 @@ import Testing
         #expect(run.errors.contains("--ticket needs a value, not the option --dry-run"))
     }
 
+    @Test("a command whose ledger URL its ledger refuses exits 2, a configuration error, naming ledger.url")
+    func ledgerURLRefused() async throws {
+        let run = try await CommandLineRun.run(
+            [
+                "lookup", "--user-id", "p-7", "--by", "alice", "--set", "apple.bundle_id=com.example", "--set",
+                "ledger.url=sqlite:/nonexistent/ledger.sqlite",
+            ])
+        #expect(run.status == 2, "\(run.output)\(run.errors)")
+        #expect(run.errors.contains("ledger.url"))
+    }
+
     @Test("dlq replay --reason with a reason that does not exist is a usage error, not an empty success")
     func unknownReason() async throws {
         let run = try await CommandLineRun.run(
@@ -64,7 +75,7 @@ import Testing
         #expect(try await CommandLineRun.run(["check-config", "--config", valid]).status == 0)
 
         let cases: [(arguments: [String], environment: [String: String], names: String)] = [
-            (["--set", "apple.bundel_id=x"], [:], "apple.bundel_id=x (from --set): unknown key"),
+            (["--set", "apple.bundel_id=x"], [:], "apple.bundel_id (from --set): unknown key"),
             (
                 ["--set", "worker.max_in_flight=lots"], [:],
                 "worker.max_in_flight=lots (from --set): must be an integer"
@@ -132,7 +143,7 @@ import Testing
         for named in [
             "worker.max_in_flight=lots", "notifications.sweep_interval_ms=500",
             "must be 0 (off) or an integer from 1000",
-            "desk.session_idle_s=5", "kafka.sasl.password_file=/nonexistent/password", "unknown.key=1",
+            "desk.session_idle_s=5", "kafka.sasl.password_file=/nonexistent/password", "unknown.key (from",
             "apple.api.private_key_file=/nonexistent/key.p8", "6 problem(s)",
         ] {
             #expect(every.errors.contains(named), "\(named) not named:\n\(every.errors)")
