@@ -2,7 +2,14 @@ public import Foundation
 public import Vocabulary
 
 /// What the answers by policy read (``ConsumptionRequestStore``): the requests due, and whether one was answered.
+///
+/// A grant service's answer counts for the request it came after: `answer_received_at` at or after the request's
+/// `requested_at`. Opening a request again clears it, but a release before this one (1.0.0, beside it in an upgrade)
+/// reopens without knowing the column: an answer to the request before must not answer the new one.
 enum ConsumptionPolicyQueries {
+    /// The request has a grant service's answer of its own.
+    static let ownAnswerReceived = "(answer_received_at IS NOT NULL AND answer_received_at >= requested_at)"
+
     /// Unanswered requests of `app` whose deadline is before `dueBy` and not past at `now`, soonest first; by the
     /// requests' deadline index.
     static func due(app: AppScope, dueBy: Date, now: Date, limit: Int, in session: any SQLSession) throws
@@ -14,7 +21,7 @@ enum ConsumptionPolicyQueries {
             SELECT environment, transaction_id, \(spelling.readTime("respond_by"))
                 FROM \(spelling.table("consumption_requests"))
                 WHERE respond_by <= \(spelling.time(2)) AND respond_by > \(spelling.time(3)) AND app = ?1
-                    AND answered_at IS NULL AND answer_received_at IS NULL
+                    AND answered_at IS NULL AND NOT \(ownAnswerReceived)
                 ORDER BY respond_by LIMIT ?4
             """, [.text(app.rawValue), .time(dueBy), .time(now), .integer(limit)]
         ).compactMap { row in
@@ -32,21 +39,22 @@ enum ConsumptionPolicyQueries {
     {
         try session.first(
             """
-            SELECT answered_at IS NOT NULL OR answer_received_at IS NOT NULL
+            SELECT answered_at IS NOT NULL OR \(ownAnswerReceived)
                 FROM \(session.spelling.table("consumption_requests"))
                 WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3
             """, [.text(app.rawValue), .text(environment.rawValue), .text(transactionID)]
         )?.bool(0) ?? false
     }
 
-    /// The first time only: the request stays answered as of the first answer received.
+    /// The first time only: the request stays answered as of the first answer received (one received for a request
+    /// before it does not count).
     static func answerReceived(
         app: AppScope, environment: AppleEnvironment, transactionID: String, in session: any SQLSession
     ) throws {
         try session.rows(
             """
             UPDATE \(session.spelling.table("consumption_requests")) SET answer_received_at = \(session.spelling.now)
-                WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3 AND answer_received_at IS NULL
+                WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3 AND NOT \(ownAnswerReceived)
             """, [.text(app.rawValue), .text(environment.rawValue), .text(transactionID)])
     }
 }
