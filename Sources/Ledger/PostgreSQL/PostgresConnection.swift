@@ -105,6 +105,9 @@ final class PostgresConnection: @unchecked Sendable {
         defer { PQclear(begin) }
         guard PQresultStatus(begin) == PGRES_COMMAND_OK else {
             let message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
+            // BEGIN ran and a SET LOCAL after it failed (a cancel, a setting refused): the transaction is open and
+            // failed, and every statement on the connection would fail (25P02) until it ends. Ended here.
+            if PQtransactionStatus(handle) == PQTRANS_INERROR { _ = try? query("ROLLBACK") }
             throw LedgerError(.unavailable, "postgresql: \(message.isEmpty ? "no answer (connection lost)" : message)")
         }
         do {

@@ -2,14 +2,14 @@ import CSQLite
 import Foundation
 
 /// `receipt-worker ledger backup`: a consistent copy of a SQLite ledger taken while a worker writes to it,
-/// through SQLite's online backup API (sqlite3_backup_*). The copy is taken a few hundred pages at a time;
-/// a write by the worker between two steps restarts the copy (SQLite's rule for a source written by another
-/// connection), so each step holds the source's read lock briefly and the worker never waits long. What the
-/// copy holds is the ledger at the moment its last step ran: a restore from it is a ledger older than its
+/// through SQLite's online backup API (sqlite3_backup_*). The copy is taken in one step, one read transaction:
+/// in write-ahead-log mode a reader never holds the writer up, and a copy taken in pieces starts again at every
+/// write by another connection (SQLite's rule), so under a worker's steady writes it would never end. What the
+/// copy holds is the ledger at the moment its step began: a restore from it is a ledger older than its
 /// consumer group, which the worker refuses until `ledger rewind-group` (docs/runbook.md, "Restore").
 public enum SQLiteBackup {
-    /// Pages copied per step (4 KiB each): about 1 MiB a step.
-    static let pagesPerStep: Int32 = 256
+    /// Every page in one step (-1): see above.
+    static let pagesPerStep: Int32 = -1
 
     /// Copies the ledger at `source` to `destination` (a new file; an existing one is refused). Returns the
     /// copy's size in bytes.
