@@ -171,16 +171,3 @@ struct LedgerSecretTests {
             .contains("s3cr") == false)
     }
 }
-
-@Suite("A PostgreSQL connection after a failed transaction start", .timeLimit(.minutes(1)))
-struct PostgresTransactionStartTests {
-    @Test("a setting refused after BEGIN fails that transaction only: the connection's next one works")
-    func refusedSettingEndsTheTransaction() throws {
-        let connection = try PostgresConnection(url: try makePostgresDatabase())
-        #expect(throws: LedgerError.self) {
-            try connection.transaction(["no_such_setting_at_all = 1"]) { Issue.record("ran in a failed transaction") }
-        }
-        let answer = try connection.transaction { try connection.query("SELECT 41 + 1") }
-        #expect(answer == ["42"])
-    }
-}

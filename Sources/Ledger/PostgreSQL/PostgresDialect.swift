@@ -71,16 +71,26 @@ final class PostgresDialect: LedgerDialect {
     /// One statement (``PostgresSchema/claimFunctionsV2``): the locks of the batch's purchases, then what the
     /// ledger holds about them, read after the locks with a snapshot of its own (READ COMMITTED), so a grant
     /// another replica committed while this batch waited for a lock is seen.
+    ///
+    /// Each purchase is locked by its identity and by its transaction alone: a refund or revocation that names the
+    /// purchase by its transaction (a family member's, a REVOKE) takes that lock, and must wait for, or be seen by,
+    /// a claim of the same transaction under its identity (else each commits without seeing the other, and the
+    /// grant is never revoked). All the keys are taken in one sorted order, in the function.
     func claimFacts(_ decisions: [Decision], in session: any SQLSession) throws -> ClaimFacts {
         let claims = decisions.compactMap { decision in decision.grant.map { (decision.key.app, $0) } }
         func array(_ values: [String]) -> SQLValue { .text(PostgresArray.literal(values)) }
+        let locks = claims.flatMap { app, grant in
+            [grant.purchaseID, .transaction(grant.transactionID)].map {
+                PurchaseStatements.lockKey(PurchaseKey(app: app, environment: grant.environment, purchaseID: $0))
+            }
+        }
         let rows = try session.rows(
             """
             SELECT * FROM \(schema.name).claim_facts_v2(?1::text[], ?2::text[], ?3::text[], ?4::text[], ?5::text[],
                 ?6::text[], ?7::text[], ?8::text[])
             """,
             [
-                array(claims.map { "\($0.0.rawValue)\u{1}\($0.1.environment)\u{1}\($0.1.purchaseID)" }),
+                array(locks),
                 array(decisions.map(\.key.app.rawValue)), array(decisions.map(\.key.jobID)),
                 array(claims.map { $0.0.rawValue }), array(claims.map { $0.1.environment.rawValue }),
                 array(claims.map { $0.1.transactionID }), array(claims.map { $0.1.purchaseID.key }),
