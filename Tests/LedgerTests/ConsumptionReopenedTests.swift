@@ -51,3 +51,21 @@ struct ConsumptionReopenedTests {
         #expect(try await answered())
     }
 }
+
+@Suite("A new SQLite ledger opened by two at once", .timeLimit(.minutes(1)))
+struct SQLiteNewFileTests {
+    @Test("a worker and a command opening one new file at once both open it: the ledger is made once")
+    func twoOpenANewFile() async throws {
+        for _ in 0..<20 {
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path
+            async let first = LedgerFactory.open(url: "sqlite:\(path)")
+            async let second = LedgerFactory.open(url: "sqlite:\(path)")
+            let (one, two) = try await (first, second)
+            #expect(
+                try await one.record(
+                    jobID: "j", claim: .grant(orderID: "o", transactionID: "1"), event: Data("{}".utf8)) == .recorded)
+            await one.close()
+            await two.close()
+        }
+    }
+}

@@ -31,7 +31,21 @@ final class SQLiteDialect: LedgerDialect, Sendable {
         if path != ":memory:" && identity == nil {
             throw LedgerError(.unavailable, "sqlite \(path): the file cannot be read after opening it")
         }
-        try connection.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;")
+        try connection.execute("PRAGMA busy_timeout = 5000;")
+        // Switching a new file to WAL takes the file's lock without waiting (SQLite asks no busy handler there):
+        // another process opening the same file at that moment (a worker and a command started together) makes
+        // it busy. Asked again for up to 5 s, as the busy timeout waits elsewhere.
+        var attempts = 0
+        while true {
+            do {
+                try connection.execute("PRAGMA journal_mode = WAL;")
+                break
+            } catch let error as LedgerError where error.code == .unavailable && attempts < 250 {
+                attempts += 1
+                usleep(20_000)
+            }
+        }
+        try connection.execute("PRAGMA synchronous = NORMAL;")
         try SQLiteSchema.migrate(connection)
         try LedgerQueries.checkDefaultApp(defaultBundleID, in: SQLiteSession(connection: connection))
         // Temporary files (statement journals, sorts) in memory: written to disk they cost a large share of the

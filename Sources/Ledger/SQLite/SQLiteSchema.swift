@@ -8,8 +8,14 @@ enum SQLiteSchema {
 
     /// Brings the file to ``version``, one transaction per migration, its rows kept.
     static func migrate(_ connection: SQLiteConnection) throws {
-        if try connection.rows("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'grants'").isEmpty {
+        func isNew() throws -> Bool {
+            try connection.rows("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'grants'").isEmpty
+        }
+        if try isNew() {
+            // Asked again in the write transaction: two processes opening a new file at once (a worker and a
+            // command) both found it new, and the second would fail on tables the first made.
             try connection.transaction {
+                guard try isNew() else { return }
                 try connection.execute(baseline + "PRAGMA user_version = \(LedgerMigrations.baseline);")
             }
         }
