@@ -21,10 +21,6 @@ public struct ReceiptSignatureVerifier: Sendable {
 
     /// `rootCertificates`: DER or PEM. Default in the configuration: Apple Root CA (``AppleRootCertificates/appleRootCA``).
     public init(rootCertificates: [Data]) throws(AppleVerificationError) {
-        // No root would refuse every receipt as not Apple's: a deployment's mistake, said where it is made.
-        guard !rootCertificates.isEmpty else {
-            throw AppleVerificationError(.invalidCertificate, "no root certificate to check receipts against")
-        }
         var roots: [X509Certificate] = []
         for data in rootCertificates { roots.append(try AppleVerificationError.certificate(data)) }
         self.roots = roots
