@@ -229,8 +229,6 @@ package struct ConsumptionHandler: MessageHandler {
         }
     }
 
-    /// A newer answer of the same transaction took over: it carries the grant service's word, so this one ends
-    /// without a dead letter.
     /// Without the player's consent an answer is not sent, and that is no failure of anyone's.
     private func withoutConsent(_ answer: ConsumptionAnswer) -> Disposition {
         metrics.consumptionAnswer("no_consent").increment()
@@ -239,6 +237,8 @@ package struct ConsumptionHandler: MessageHandler {
         return .publish([])
     }
 
+    /// A newer answer of the same transaction took over: it carries the grant service's word, so this one ends
+    /// without a dead letter.
     private func superseded(_ answer: ConsumptionAnswer, attempts: Int) -> Disposition {
         metrics.consumptionAnswer("superseded").increment()
         logger.info(

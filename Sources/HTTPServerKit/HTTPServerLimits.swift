@@ -48,6 +48,19 @@ public struct HTTPServerLimits: Sendable, Equatable {
         maximumConnectionsPerIP = min(maximumConnectionsPerIP, maximumConnections)
     }
 
+    /// A port the world reaches through an ingress (the receiver's, the desk's): half the process's descriptor
+    /// `budget` in connections, no more than 64 MiB hold with each at its worst, and a quarter of them per client
+    /// address, 64 at least (behind an ingress every request comes from its few addresses, so the bound is wide,
+    /// but one client still cannot hold every connection).
+    public static func publicPort(maximumBodyBytes: Int, descriptors budget: Int) -> HTTPServerLimits {
+        var limits = HTTPServerLimits()
+        limits.maximumBodyBytes = maximumBodyBytes
+        limits.maximumConnections = DescriptorBudget.connections(share: 0.5, of: budget)
+        limits.capConnections(atMemory: 64 * 1_024 * 1_024)
+        limits.maximumConnectionsPerIP = min(limits.maximumConnections, max(64, limits.maximumConnections / 4))
+        return limits
+    }
+
     /// Checks each limit once, so a bad one fails where the server is built, naming the limit.
     func validated() throws -> HTTPServerLimits {
         func require(_ holds: Bool, _ name: String, _ value: Int) throws {

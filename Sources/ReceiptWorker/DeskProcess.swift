@@ -126,12 +126,8 @@ final class DeskServer: Service {
             throw ConfigurationError(.invalidValue, key: "desk.session_key_file", reason: "must hold 32 bytes")
         }
         self.desk = desk
-        var limits = HTTPServerLimits()
-        limits.maximumBodyBytes = 64 * 1_024
-        limits.maximumConnections = DescriptorBudget.connections(share: 0.5, of: DescriptorBudget.current)
-        // At most what 64 MiB hold with each at its worst (512): the desk answers people, not a crowd.
-        limits.capConnections(atMemory: 64 * 1_024 * 1_024)
-        limits.maximumConnectionsPerIP = min(limits.maximumConnections, max(64, limits.maximumConnections / 4))
+        // A public port's, with bodies of 64 KiB (512 connections at most: the desk answers people, not a crowd).
+        let limits = HTTPServerLimits.publicPort(maximumBodyBytes: 64 * 1_024, descriptors: DescriptorBudget.current)
         do {
             server = try MicroHTTPServer(host: listen.host, port: listen.port, limits: limits) { request in
                 await desk.handle(request)

@@ -42,17 +42,10 @@ public final class NotificationReceiver: Service {
         }
     }
 
-    /// The receiver's limits: half the process's descriptor budget in connections, at most what 64 MiB hold with
-    /// each at its worst (about 200: Apple delivers a few at a time), and a quarter of them per client address.
-    /// Behind an ingress every request comes from its few addresses, so the per-client bound is wide (64 at
-    /// least), but one client still cannot hold every connection.
+    /// The receiver's limits: a public port's (``HTTPServerLimits/publicPort(maximumBodyBytes:descriptors:)``, about
+    /// 200 connections: Apple delivers a few at a time), with bodies of 256 KiB.
     public static func limits(budget: Int = DescriptorBudget.current) -> HTTPServerLimits {
-        var limits = HTTPServerLimits()
-        limits.maximumBodyBytes = maximumBodyBytes
-        limits.maximumConnections = DescriptorBudget.connections(share: 0.5, of: budget)
-        limits.capConnections(atMemory: 64 * 1_024 * 1_024)
-        limits.maximumConnectionsPerIP = min(limits.maximumConnections, max(64, limits.maximumConnections / 4))
-        return limits
+        .publicPort(maximumBodyBytes: maximumBodyBytes, descriptors: budget)
     }
 
     public func start() { server.start() }

@@ -179,9 +179,8 @@ extension ConsumerRuntime {
         // bare, keyed by where the original was read, with the dlq_* headers alone. Left unanswered instead, the
         // message would hold its partition's commits until the liveness probe restarted the replica, and the
         // next replica to take the partition the same way.
-        let place = "\(message.topic)[\(message.partition)]@\(message.offset)"
         let bare = OutboundMessage(
-            topic: topic, key: Array(place.utf8), value: [],
+            topic: topic, key: Array(ParkedOrigin(message).text.utf8), value: [],
             headers: headers.filter { $0.name.hasPrefix("dlq_") } + truncated)
         for (attempt, record) in [stub, bare].enumerated() {
             do {
