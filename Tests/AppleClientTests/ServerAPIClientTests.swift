@@ -27,6 +27,19 @@ struct ServerAPIClientTests {
         "Apple's retryable errors (4040002, 4040004, 4040006 as 404, 5000001 as 500) are transient, not not-found",
         arguments: [4_040_002, 4_040_004, 4_040_006, 5_000_001])
     func retryableErrors(code: Int) async throws {
+        let (harness, transactionID, error) = try await Self.transactionInfoFailing(with: code)
+        #expect(error?.isRetriable == true, "\(code): \(String(describing: error))")
+        try await harness.faults([:])
+        var attempts = 0
+        guard case .found = try await harness.apiClient().transactionInfo(id: transactionID, attempts: &attempts)
+        else { Issue.record("not found once Apple recovered"); return }
+    }
+
+    /// A purchase, then Apple answering each of its transactionInfo calls with the API error `code`: what the
+    /// client threw (an issue recorded when it threw nothing).
+    static func transactionInfoFailing(with code: Int) async throws -> (
+        harness: SimulatorHarness, transactionID: String, error: AppleVerificationError?
+    ) {
         let harness = try SimulatorHarness()
         let purchase = try await harness.purchase(["product_id": "coins"])
         try await harness.faults(["api_error_rate": 1.0, "api_error_code": code])
@@ -34,24 +47,14 @@ struct ServerAPIClientTests {
         let error = await #expect(throws: AppleVerificationError.self) {
             _ = try await harness.apiClient().transactionInfo(id: purchase.transactionID, attempts: &attempts)
         }
-        #expect(error?.isRetriable == true, "\(code): \(String(describing: error))")
-        try await harness.faults([:])
-        guard
-            case .found = try await harness.apiClient().transactionInfo(id: purchase.transactionID, attempts: &attempts)
-        else { Issue.record("not found once Apple recovered"); return }
+        return (harness, purchase.transactionID, error)
     }
 
     @Test(
         "an app or account Apple does not know for this key (4040003, 4040001 as 404) is this deployment's configuration: neither retried nor a transaction not found",
         arguments: [4_040_001, 4_040_003])
     func configurationErrors(code: Int) async throws {
-        let harness = try SimulatorHarness()
-        let purchase = try await harness.purchase(["product_id": "coins"])
-        try await harness.faults(["api_error_rate": 1.0, "api_error_code": code])
-        var attempts = 0
-        let error = await #expect(throws: AppleVerificationError.self) {
-            _ = try await harness.apiClient().transactionInfo(id: purchase.transactionID, attempts: &attempts)
-        }
+        let (_, _, error) = try await Self.transactionInfoFailing(with: code)
         // Not retriable and not Apple's word on the purchase: the job's dead letter says cannot_verify.
         #expect(error?.code == .unauthorized, "\(code): \(String(describing: error))")
         #expect(error?.isRetriable == false)

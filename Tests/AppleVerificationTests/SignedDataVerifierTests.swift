@@ -116,6 +116,23 @@ struct SignedDataVerifierTests {
 
 @Suite("x5c chain verification with Apple's test chains")
 struct ChainVerifierTests {
+    /// Apple's test chain (leaf, intermediate, root), verified once by a verifier keeping `cacheSize` chains: what
+    /// the cache's tests start from, with the transaction's payload, the leaf's key and the genuine JWS.
+    static func verifiedOnce(cacheSize: Int) throws -> (
+        chain: [Data], verifier: SignedDataVerifier, payload: Data, leafKey: ECPrivateKey, genuine: String
+    ) {
+        let chain = try ["chain/leaf_cert.der", "chain/intermediate_ca.der", "chain/root_ca.der"].map(Fixtures.data)
+        var configuration = SignedDataVerifier.Configuration(
+            rootCertificates: [try Fixtures.data("certs/testCA.der")], bundleID: "com.example")
+        configuration.chainCacheSize = cacheSize
+        let verifier = try SignedDataVerifier(configuration: configuration)
+        let payload = Data(TestChain.transaction().utf8)
+        let leafKey = try ECPrivateKey(pem: Fixtures.text("chain/testLeaf.key"))
+        let genuine = try JWSSigner(key: leafKey, x5c: chain).sign(payload: payload)
+        _ = try verifier.verifyTransaction(genuine)
+        return (chain, verifier, payload, leafKey, genuine)
+    }
+
     let date = 1_681_998_624.0  // 2023-04-20, inside the test chain's validity
 
     func chains(root: String = "chain/root_ca.der") throws -> ChainVerifier {
@@ -195,15 +212,7 @@ struct ChainVerifierTests {
         "forgeries carrying Apple's chain in headers of their own are refused by the signature, validate no path, and never evict the genuine chain"
     )
     func forgedHeadersAroundTheRealChain() throws {
-        let chain = try ["chain/leaf_cert.der", "chain/intermediate_ca.der", "chain/root_ca.der"].map(Fixtures.data)
-        var configuration = SignedDataVerifier.Configuration(
-            rootCertificates: [try Fixtures.data("certs/testCA.der")], bundleID: "com.example")
-        configuration.chainCacheSize = 4
-        let verifier = try SignedDataVerifier(configuration: configuration)
-        let payload = Data(TestChain.transaction().utf8)
-        let leafKey = try ECPrivateKey(pem: Fixtures.text("chain/testLeaf.key"))
-        let genuine = try JWSSigner(key: leafKey, x5c: chain).sign(payload: payload)
-        _ = try verifier.verifyTransaction(genuine)
+        let (chain, verifier, payload, leafKey, genuine) = try Self.verifiedOnce(cacheSize: 4)
         #expect(verifier.chainValidations == 1)
         // Anyone's key, Apple's public chain, a header varied each time (what a sender controls).
         let forger = try ECPrivateKey(pem: Fixtures.text("chain/testIntermediate.key"))
@@ -226,15 +235,7 @@ struct ChainVerifierTests {
         "Apple's chain re-encoded by a sender (bytes after a certificate, another third certificate) validates no path and evicts nothing"
     )
     func chainVariantsAroundTheRealChain() throws {
-        let chain = try ["chain/leaf_cert.der", "chain/intermediate_ca.der", "chain/root_ca.der"].map(Fixtures.data)
-        var configuration = SignedDataVerifier.Configuration(
-            rootCertificates: [try Fixtures.data("certs/testCA.der")], bundleID: "com.example")
-        configuration.chainCacheSize = 2
-        let verifier = try SignedDataVerifier(configuration: configuration)
-        let payload = Data(TestChain.transaction().utf8)
-        let leafKey = try ECPrivateKey(pem: Fixtures.text("chain/testLeaf.key"))
-        let genuine = try JWSSigner(key: leafKey, x5c: chain).sign(payload: payload)
-        _ = try verifier.verifyTransaction(genuine)
+        let (chain, verifier, payload, _, genuine) = try Self.verifiedOnce(cacheSize: 2)
         #expect(verifier.chainValidations == 1)
         let forger = try ECPrivateKey(pem: Fixtures.text("chain/testIntermediate.key"))
         // A third certificate of anything: the path ends at a configured root, so it is the same chain, cached.
@@ -260,20 +261,11 @@ struct ChainVerifierTests {
 
     @Test("chains that do not validate are never kept: each costs its own validation, and the genuine one stays")
     func invalidChainsAreNotCached() throws {
-        var configuration = SignedDataVerifier.Configuration(
-            rootCertificates: [try Fixtures.data("certs/testCA.der")], bundleID: "com.example")
-        configuration.chainCacheSize = 2
-        let verifier = try SignedDataVerifier(configuration: configuration)
-        let payload = Data(TestChain.transaction().utf8)
-        let chain = try ["chain/leaf_cert.der", "chain/intermediate_ca.der", "chain/root_ca.der"].map(Fixtures.data)
-        let genuine = try JWSSigner(key: try ECPrivateKey(pem: Fixtures.text("chain/testLeaf.key")), x5c: chain)
-            .sign(payload: payload)
-        _ = try verifier.verifyTransaction(genuine)
+        let (_, verifier, payload, leafKey, genuine) = try Self.verifiedOnce(cacheSize: 2)
         // A chain whose leaf lacks Apple's OID, signed by its own key: refused every time, never cached.
         let wrongOID = try ["chain/leaf_cert_invalid_oid.der", "chain/intermediate_ca.der", "chain/root_ca.der"]
             .map(Fixtures.data)
-        let other = try JWSSigner(key: try ECPrivateKey(pem: Fixtures.text("chain/testLeaf.key")), x5c: wrongOID)
-            .sign(payload: payload)
+        let other = try JWSSigner(key: leafKey, x5c: wrongOID).sign(payload: payload)
         for _ in 0..<5 {
             #expect(throws: AppleVerificationError.self) { try verifier.verifyTransaction(other) }
         }

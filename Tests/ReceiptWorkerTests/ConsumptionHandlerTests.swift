@@ -48,6 +48,24 @@ struct ConsumptionHandlerTests {
             jobs, Handlers.job("job-\(id)", order: "order-\(id)", proof: ["receipt": Handlers.proof("proof-\(id)")]))
     }
 
+    /// Apple's refund request `id` for transaction 1000, recorded as the notification flow records it.
+    func openRequest(_ id: String = "request-1000", respondBy: Date) async throws {
+        _ = try await ledger.apply(
+            NotificationChange(
+                id: id, app: .defaultApp, environment: .production,
+                kind: .consumptionRequest(transactionID: "1000", respondBy: respondBy))
+        ) { holder in
+            StoredEvent(eventID: id, type: "t", time: "", key: holder.grant.orderID, json: Array("{}".utf8))
+        }
+    }
+
+    /// An app's policy's answer (DECLINE, `answered_by: policy`) at `offset` of the consumption topic.
+    func policyAnswer(_ handler: ConsumptionHandler, offset: Int64) async throws -> Disposition {
+        try await Handlers.run(
+            handler, answer(["refund_preference": "DECLINE"]), topic: "consumption", offset: offset,
+            headers: [MessageHeader(name: ConsumptionPolicyAnswers.header, string: "policy")])
+    }
+
     func run(_ handler: ConsumptionHandler, _ value: [UInt8]) async throws -> Disposition {
         try await Handlers.run(handler, value, topic: "consumption")
     }
@@ -172,13 +190,7 @@ struct ConsumptionHandlerTests {
     func policyNeverOverAGrantService() async throws {
         try await grant("1000")
         let respondBy = Date().addingTimeInterval(600)
-        _ = try await ledger.apply(
-            NotificationChange(
-                id: "request-1000", app: .defaultApp, environment: .production,
-                kind: .consumptionRequest(transactionID: "1000", respondBy: respondBy))
-        ) { holder in
-            StoredEvent(eventID: "e", type: "t", time: "", key: holder.grant.orderID, json: Array("{}".utf8))
-        }
+        try await openRequest(respondBy: respondBy)
         func due() async throws -> [String] {
             try await ledger.dueConsumptionRequests(
                 app: .defaultApp, dueBy: respondBy.addingTimeInterval(1), now: Date(), limit: 10
@@ -196,9 +208,7 @@ struct ConsumptionHandlerTests {
         gated.release(.failure(AppleVerificationError(.httpStatus, "HTTP 503", isRetriable: true)))
         #expect(await eventually(timeout: .seconds(10)) { gated.pending == 1 && gated.bodies.count == 2 })
         #expect(try await due().isEmpty, "a grant service answered: nothing is due for the policy")
-        let policy = try await Handlers.run(
-            handler, answer(["refund_preference": "DECLINE"]), topic: "consumption", offset: 2,
-            headers: [MessageHeader(name: ConsumptionPolicyAnswers.header, string: "policy")])
+        let policy = try await policyAnswer(handler, offset: 2)
         #expect(policy.deadLetter == nil && policy.events.isEmpty, "the policy's answer ends quietly")
         gated.release(.success(.accepted))
         #expect(try await grantService.value.deadLetter == nil)
@@ -210,22 +220,11 @@ struct ConsumptionHandlerTests {
     )
     func grantServiceAfterPolicyInFlight() async throws {
         try await grant("1000")
-        _ = try await ledger.apply(
-            NotificationChange(
-                id: "request-1000", app: .defaultApp, environment: .production,
-                kind: .consumptionRequest(transactionID: "1000", respondBy: Date().addingTimeInterval(600)))
-        ) { holder in
-            StoredEvent(eventID: "e", type: "t", time: "", key: holder.grant.orderID, json: Array("{}".utf8))
-        }
+        try await openRequest(respondBy: Date().addingTimeInterval(600))
         let gated = GatedConsumption()
         let handler = try handler(consumption: nil, gated: gated, maxAttempts: 100)
-        let policyHeader = [MessageHeader(name: ConsumptionPolicyAnswers.header, string: "policy")]
         // The policy's answer checked the ledger before the grant service's was recorded, and is at Apple now.
-        let policy = Task {
-            try await Handlers.run(
-                handler, answer(["refund_preference": "DECLINE"]), topic: "consumption", offset: 2,
-                headers: policyHeader)
-        }
+        let policy = Task { try await policyAnswer(handler, offset: 2) }
         #expect(await eventually(timeout: .seconds(10)) { gated.pending == 1 })
         let grantService = Task {
             try await Handlers.run(
@@ -242,8 +241,7 @@ struct ConsumptionHandlerTests {
         _ = try await policy.value
         #expect(gated.bodies.count == 2 && gated.bodies.last?.contains("GRANT_PRORATED") == true, "\(gated.bodies)")
         // Once both ended, a policy's answer again is refused by the ledger: a grant service answered.
-        let late = try await Handlers.run(
-            handler, answer(["refund_preference": "DECLINE"]), topic: "consumption", offset: 3, headers: policyHeader)
+        let late = try await policyAnswer(handler, offset: 3)
         #expect(late.deadLetter == nil && gated.bodies.count == 2)
     }
 
@@ -254,11 +252,7 @@ struct ConsumptionHandlerTests {
         try await grant("1000")
         let gated = GatedConsumption()
         let handler = try handler(consumption: nil, gated: gated, maxAttempts: 100)
-        let policy = Task {
-            try await Handlers.run(
-                handler, answer(["refund_preference": "DECLINE"]), topic: "consumption", offset: 2,
-                headers: [MessageHeader(name: ConsumptionPolicyAnswers.header, string: "policy")])
-        }
+        let policy = Task { try await policyAnswer(handler, offset: 2) }
         #expect(await eventually(timeout: .seconds(10)) { gated.pending == 1 })
         let wrong = try await Handlers.run(
             handler, answer(["refund_preference": "GRANT_FULL", "bundle_id": "com.example.other"]),
@@ -306,15 +300,6 @@ struct ConsumptionHandlerTests {
     )
     func secondRequestOpenAgain() async throws {
         try await grant("1000")
-        func request(_ id: String, respondBy: Date) async throws {
-            _ = try await ledger.apply(
-                NotificationChange(
-                    id: id, app: .defaultApp, environment: .production,
-                    kind: .consumptionRequest(transactionID: "1000", respondBy: respondBy))
-            ) { holder in
-                StoredEvent(eventID: id, type: "t", time: "", key: holder.grant.orderID, json: Array("{}".utf8))
-            }
-        }
         func due(by: Date) async throws -> [String] {
             try await ledger.dueConsumptionRequests(app: .defaultApp, dueBy: by, now: Date(), limit: 10)
                 .map(\.transactionID)
@@ -324,18 +309,18 @@ struct ConsumptionHandlerTests {
                 app: .defaultApp, environment: .production, transactionID: "1000")
         }
         let first = Date().addingTimeInterval(600)
-        try await request("request-1", respondBy: first)
+        try await openRequest("request-1", respondBy: first)
         try await ledger.consumptionAnswerReceived(app: .defaultApp, environment: .production, transactionID: "1000")
         #expect(try await answered())
         #expect(try await due(by: first.addingTimeInterval(1)).isEmpty, "the first was answered")
         // The customer asks again (a later request, a later deadline): nobody has answered this one.
         let second = first.addingTimeInterval(3_600)
-        try await request("request-2", respondBy: second)
+        try await openRequest("request-2", respondBy: second)
         #expect(try await answered() == false, "the first request's answer does not answer the second")
         #expect(try await due(by: second.addingTimeInterval(1)) == ["1000"])
         // The first request delivered again late (a backfill) does not reopen or move the second.
         try await ledger.consumptionAnswerReceived(app: .defaultApp, environment: .production, transactionID: "1000")
-        try await request("request-1", respondBy: first)
+        try await openRequest("request-1", respondBy: first)
         #expect(try await answered())
     }
 
@@ -351,22 +336,13 @@ struct ConsumptionHandlerTests {
         let answers = ConsumptionPolicyAnswers(
             apps: [(app, policy)], ledger: ledger, produce: { message in produced.withLock { $0.append(message) } },
             topic: "consumption", metrics: WorkerMetrics(), logger: Handlers.logger, holder: "replica-1")
-        func request(_ id: String, respondBy: Date) async throws {
-            _ = try await ledger.apply(
-                NotificationChange(
-                    id: id, app: .defaultApp, environment: .production,
-                    kind: .consumptionRequest(transactionID: "1000", respondBy: respondBy))
-            ) { holder in
-                StoredEvent(eventID: id, type: "t", time: "", key: holder.grant.orderID, json: Array("{}".utf8))
-            }
-        }
         let now = Date()
-        try await request("request-1", respondBy: now.addingTimeInterval(1_800))
+        try await openRequest("request-1", respondBy: now.addingTimeInterval(1_800))
         await answers.round(every: .seconds(60), now: now)
         await answers.round(every: .seconds(60), now: now)
         #expect(produced.withLock { $0.count } == 1, "answered once while the flow sends it")
         // Nobody's answer reached the worker; the customer asks again, with a later deadline, within the margin.
-        try await request("request-2", respondBy: now.addingTimeInterval(3_600))
+        try await openRequest("request-2", respondBy: now.addingTimeInterval(3_600))
         await answers.round(every: .seconds(60), now: now)
         let all = produced.withLock { $0 }
         #expect(all.count == 2, "the request opened again was not answered")
