@@ -15,7 +15,7 @@ struct VerifyReceiptModelTests {
             (21006, nil, .invalid(21006)), (21007, nil, .sandboxReceipt), (21008, nil, .productionReceipt),
             (21009, nil, .retryable(21009)), (21010, nil, .invalid(21010)),
             (21100, true, .retryable(21100)), (21150, true, .retryable(21150)), (21199, true, .retryable(21199)),
-            (21100, false, .invalid(21100)), (21199, nil, .invalid(21199)), (99999, nil, .invalid(99999)),
+            (21100, false, .invalid(21100)), (21199, nil, .retryable(21199)), (99999, nil, .invalid(99999)),
         ] as [(Int, Bool?, VerifyReceiptStatus)])
     func statusTable(status: Int, isRetryable: Bool?, expected: VerifyReceiptStatus) {
         #expect(VerifyReceiptStatus(status: status, isRetryable: isRetryable) == expected)

@@ -6,7 +6,7 @@ public enum VerifyReceiptStatus: Equatable, Sendable {
     case sandboxReceipt
     /// 21008: a production receipt sent to the sandbox; ask production.
     case productionReceipt
-    /// 21005, 21009, and 21100-21199 when Apple marks them retryable: ask again later.
+    /// 21005, 21009, and 21100-21199 unless Apple marks them not retryable: ask again later.
     case retryable(Int)
     /// 21002: "the receipt data was malformed or the service experienced a temporary issue" (Apple: try
     /// again). A malformed receipt and Apple's bad minute look the same: the caller tells them apart.
@@ -14,7 +14,7 @@ public enum VerifyReceiptStatus: Equatable, Sendable {
     /// 21004: the shared secret is not the account's. Our configuration (a rotation half done, a typo),
     /// never the player's purchase: not a verdict on the receipt.
     case sharedSecretMismatch
-    /// Everything else (21000, 21001, 21003, 21006, 21010, non-retryable 211xx, unknown): Apple's final answer.
+    /// Everything else (21000, 21001, 21003, 21006, 21010, 211xx marked not retryable, unknown): Apple's final answer.
     case invalid(Int)
 
     /// `isRetryable` is the response's `is_retryable` or `is-retryable` (Apple has used both spellings).
@@ -26,7 +26,9 @@ public enum VerifyReceiptStatus: Equatable, Sendable {
         case 21004: self = .sharedSecretMismatch
         case 21002: self = .malformedOrTemporary
         case 21005, 21009: self = .retryable(status)
-        case 21100...21199: self = isRetryable == true ? .retryable(status) : .invalid(status)
+        // Apple: "internal data access errors". `is-retryable` 0 says this receipt's error will not heal; without
+        // the flag nothing is said of the receipt, and Apple's own trouble must not deny a genuine purchase.
+        case 21100...21199: self = isRetryable == false ? .invalid(status) : .retryable(status)
         default: self = .invalid(status)
         }
     }
