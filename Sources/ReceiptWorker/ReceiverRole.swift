@@ -51,6 +51,8 @@ public final class ReceiverRole: Service {
         intake = NotificationIntake(
             apps: apps, producer: producer, topic: configuration.topics.notifications, metrics: metrics,
             logger: logger, deliveries: deliveries)
+        // `receipt_worker_ready`, which the alerts on receivers read, follows /readyz as a worker's does.
+        metrics.readiness.withLock { $0 = { [weak self] in self?.readiness.isEmpty == true } }
     }
 
     /// Why the receiver is not ready (empty when it is): readiness means a record could be written now. Not

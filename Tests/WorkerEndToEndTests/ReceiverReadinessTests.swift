@@ -1,8 +1,10 @@
 import KafkaMock
 import AppStoreSimulator
+import Flows
 import Foundation
 import HTTPClient
 import Kafka
+import Observability
 import ReceiptWorker
 import TestSupport
 import Testing
@@ -51,6 +53,8 @@ struct ReceiverReadinessTests {
         }
 
         #expect(await eventually(timeout: .seconds(30)) { role.readiness.isEmpty }, "\(role.readiness)")
+        // What the alerts read: a receiver that can write says so (its `receipt_worker_ready`), as a worker does.
+        #expect(role.metrics.registry.render().contains("receipt_worker_ready 1"))
         #expect(await answered(try await admin.notify("refund", ["transaction_id": purchase.transactionID])) == 200)
 
         try mock.setLeader(topic: topic, partition: 1, broker: -1)
@@ -64,6 +68,7 @@ struct ReceiverReadinessTests {
         let refused = try await admin.notify("reverse-refund", ["transaction_id": purchase.transactionID])
         #expect(await answered(refused) == 503, "Apple is told to send it again")
         #expect(role.readiness.contains { $0.contains("did not take") }, "\(role.readiness)")
+        #expect(role.metrics.registry.render().contains("receipt_worker_ready 0"))
         role.shutdown()
         try await running.value
     }
