@@ -63,11 +63,17 @@ package struct SubscriptionStatusChecks: Sendable {
     package func round(now: Date = Date()) async {
         for app in apps.all {
             guard let api = app.api else { continue }
-            await check(app, api: api, now: now)
+            await check(app, now: now) { subscription in
+                subscription.environment == .production || api.configuration.allowSandbox
+                    ? await ask(subscription, app: app, api: api) : Asked(outcome: "skipped")
+            }
         }
     }
 
-    private func check(_ app: AppleApp, api: AppStoreServerAPIClient, now: Date) async {
+    /// One app's round, each overdue subscription given to `ask`. An environment whose Apple does not answer
+    /// (Sandbox down, say) is left for the next round and the other is still asked: one outage must not keep
+    /// Production's players' news waiting. A broker that does not take an answer ends the round.
+    func check(_ app: AppleApp, now: Date, asking ask: (OverdueSubscription) async -> Asked) async {
         let lease = "subscription-status/\(app.name)"
         let overdue: [OverdueSubscription]
         do {
@@ -81,14 +87,15 @@ package struct SubscriptionStatusChecks: Sendable {
             logger.warning("overdue subscriptions cannot be read", ["app": app.name, "error": "\(error)"])
             return
         }
-        for subscription in overdue {
-            let asked: Asked =
-                subscription.environment == .production || api.configuration.allowSandbox
-                ? await ask(subscription, app: app, api: api) : Asked(outcome: "skipped")
-            // Apple or the broker not answering: the rest waits for the next round, asked again then.
+        var unanswered: Set<AppleEnvironment> = []
+        for subscription in overdue where !unanswered.contains(subscription.environment) {
+            let asked = await ask(subscription)
+            // Apple or the broker not answering: asked again next round, as if never asked.
             if asked.outcome == "failed" {
                 metrics.statusCheck(app: app.name, outcome: asked.outcome).increment()
-                return
+                if asked.endsRound { return }
+                unanswered.insert(subscription.environment)
+                continue
             }
             if asked.outcome != "skipped" { metrics.statusCheck(app: app.name, outcome: asked.outcome).increment() }
             // Not decided on a guess: an answer whose signing chain's status is not known yet is asked again next
@@ -106,6 +113,8 @@ package struct SubscriptionStatusChecks: Sendable {
     /// What came of one ask: the metric's outcome.
     package struct Asked {
         var outcome: String
+        /// The broker did not take the answer: nothing more can be produced this round.
+        var endsRound = false
     }
 
     /// Asks Apple for one subscription and produces its answer.
@@ -155,7 +164,7 @@ package struct SubscriptionStatusChecks: Sendable {
             try await produce(record)
         } catch {
             logger.warning("the broker did not take a subscription's status", ["app": app.name, "error": "\(error)"])
-            return Asked(outcome: "failed")
+            return Asked(outcome: "failed", endsRound: true)
         }
         logger.info(
             "a subscription's overdue news asked of Apple",
