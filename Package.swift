@@ -206,8 +206,8 @@ let package = Package(
         .testTarget(
             name: "ReceiptWorkerTests",
             dependencies: ["Events", "Flows", "Crypto", 
-                "ReceiptWorker", "AppleVerification", "Kafka", "Ledger", "Observability", "Runtime", "Support",
-                "TestSupport", "Vocabulary",
+                "ReceiptWorker", "AppleVerification", "HTTPClient", "HTTPServerKit", "Kafka", "Ledger", "Observability",
+                "Runtime", "Support", "TestSupport", "Vocabulary",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(

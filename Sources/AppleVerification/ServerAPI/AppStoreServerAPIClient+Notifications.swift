@@ -62,9 +62,15 @@ extension AppStoreServerAPIClient {
             throw AppleVerificationError(
                 .apiError, "notificationHistory: HTTP 200 without a history", isRetriable: true)
         }
+        // More, and no way to ask for it: read as the end, the window would count as read with pages never seen.
+        let next = page.paginationToken.flatMap { $0.isEmpty ? nil : $0 }
+        if page.hasMore == true, next == nil {
+            throw AppleVerificationError(
+                .apiError, "notificationHistory: hasMore without a paginationToken", isRetriable: true)
+        }
         return NotificationHistoryPage(
             signedPayloads: (page.notificationHistory ?? []).compactMap(\.signedPayload),
-            nextPage: page.hasMore == true ? page.paginationToken : nil)
+            nextPage: page.hasMore == true ? next : nil)
     }
 
     /// One authorized call; a 401 gets one fresh token (Apple no longer takes the old one), a second 401 is

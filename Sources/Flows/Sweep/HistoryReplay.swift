@@ -71,6 +71,7 @@ public struct HistoryReplay: Sendable {
     ) async -> Report {
         var outcome = Report()
         var page: String?
+        var pagesAsked: Set<String> = []
         repeat {
             let history: AppStoreServerAPIClient.NotificationHistoryPage
             do {
@@ -121,6 +122,12 @@ public struct HistoryReplay: Sendable {
                 }
             }
             page = history.nextPage
+            // A token given again would read the same pages for ever: the window is not read to its end.
+            if let next = page, !pagesAsked.insert(next).inserted {
+                outcome.failure =
+                    "Get Notification History gave a page's token again: the history was not read to its end"
+                return outcome
+            }
         } while page != nil
         return outcome
     }
