@@ -109,4 +109,32 @@ struct SubscriptionCheckLedgerTests {
         #expect(Set(try await Self.overdue(ledger, at: later)) == ["2:grace_period", "3:active"])
         await ledger.close()
     }
+
+    @Test(
+        "a subscription credited before its job is watched from the job's tie: overdue once its period ended",
+        arguments: Backend.allCases)
+    func watchedFromTheTie(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        _ = try await ledger.apply(PurchaseLifeLedgerTests.reported("700", due: Self.start), event: { _ in nil })
+        _ = try await ledger.creditUnclaimed(now: Self.start, limit: 10)
+        let period = DateInterval(start: Self.start, end: Self.start.addingTimeInterval(30 * 86_400))
+        let claim = GrantClaim(
+            orderID: "shop-7", transactionID: "700", userID: "player", productID: "vip", originalTransactionID: "700",
+            subscriptionPeriod: period)
+        let tied = try await ledger.record(
+            Decision(
+                key: DecisionKey(app: .defaultApp, jobID: "job-700", fingerprint: "f"), grant: claim,
+                event: StoredEvent(eventID: "e-700", type: "receipt.granted", time: "", key: "shop-7", json: []),
+                creditAnswer: { id, _ in
+                    StoredEvent(eventID: id, type: "receipt.granted", time: "", key: "shop-7", json: Array("{}".utf8))
+                }))
+        guard case .tied(let answer) = tied else {
+            Issue.record("not tied: \(tied)")
+            return
+        }
+        #expect(answer.eventID == "credit-700")
+        #expect(try await Self.overdue(ledger, at: period.end.addingTimeInterval(-60)).isEmpty)
+        #expect(try await Self.overdue(ledger, at: period.end.addingTimeInterval(60)) == ["700:active"])
+        await ledger.close()
+    }
 }

@@ -102,8 +102,19 @@ public final class LedgerEngine: Ledger, Sendable {
     func claimCredit(
         _ decision: Decision, answer: @escaping @Sendable (_ creditEventID: String, _ revenue: Int64?) -> StoredEvent
     ) async throws -> CreditClaim {
-        try await dialect.write {
-            try PurchaseRules.claimCredit(decision, answer: answer, in: PurchaseStatements(session: $0))
+        try await dialect.write { session in
+            let claimed = try PurchaseRules.claimCredit(
+                decision, answer: answer, in: PurchaseStatements(session: session))
+            // A subscription credited before its job is watched from its tie as from a grant: its period's news,
+            // if it never comes, is asked of Apple (the credit alone knows no period to watch).
+            if case .tied = claimed, let claim = decision.grant, let period = claim.subscriptionPeriod,
+                let original = claim.originalTransactionID
+            {
+                try SubscriptionCheckQueries.watch(
+                    app: decision.key.app, environment: claim.environment, originalTransactionID: original,
+                    period: period, in: session)
+            }
+            return claimed
         }
     }
 
