@@ -67,6 +67,10 @@ public enum OrderChecks {
         if let revoked = transaction.revocationDate, !transaction.isPartlyRefunded {
             return deny(.revoked, "refunded or revoked at \(revoked)")
         }
+        // Apple: the service is the upgrade's transaction's; what was left of this period is refunded.
+        if transaction.isUpgraded {
+            return deny(.revoked, "upgraded to another subscription: the upgrade's transaction is the player's")
+        }
         if transaction.isSubscription, let expires = transaction.expiresDate, expires <= now {
             return deny(.expired, "the subscription expired at \(expires)")
         }

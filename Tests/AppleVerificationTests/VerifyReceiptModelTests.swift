@@ -32,6 +32,23 @@ struct VerifyReceiptModelTests {
         #expect(VerifyReceiptStatus(status: response.status, isRetryable: response.isRetryable) == .retryable(21101))
     }
 
+    @Test("is_upgraded marks the entry the player upgraded from, as Apple's string, a boolean or a number")
+    func upgradedEntries() throws {
+        let body = """
+            {"status":0,"latest_receipt_info":[
+            {"transaction_id":"1","product_id":"vip","is_upgraded":"true"},
+            {"transaction_id":"2","product_id":"vip","is_upgraded":true},
+            {"transaction_id":"3","product_id":"vip","is_upgraded":1},
+            {"transaction_id":"4","product_id":"vip_gold"},
+            {"transaction_id":"5","product_id":"vip","is_upgraded":"false"}]}
+            """
+        let entries = try #require(try VerifyReceiptResponse(json: Array(body.utf8)).latestReceiptInfo)
+        let upgraded = try entries.compactMap { try AppleTransaction($0) }.map {
+            "\($0.transactionID):\($0.isUpgraded)"
+        }
+        #expect(upgraded == ["1:true", "2:true", "3:true", "4:false", "5:false"])
+    }
+
     @Test("Apple's recorded iOS 6 response decodes to one flat transaction with string dates")
     func ios6Response() throws {
         let data = try Fixtures.data("receipts/ios6_transaction_receipt_sandbox_2016.verifyReceipt_response.json")

@@ -104,6 +104,11 @@ struct OrderChecksTests {
             reason(OrderChecks.evaluate(job, verdict: verdict(transaction), now: Date(timeIntervalSince1970: 300)))
                 == "revoked")
         transaction.revocationDate = nil
+        transaction.isUpgraded = true
+        #expect(
+            reason(OrderChecks.evaluate(job, verdict: verdict(transaction), now: Date(timeIntervalSince1970: 120)))
+                == "revoked", "a period the player upgraded from is not theirs")
+        transaction.isUpgraded = false
         #expect(
             reason(OrderChecks.evaluate(job, verdict: verdict(transaction), now: Date(timeIntervalSince1970: 300)))
                 == "expired")

@@ -28,6 +28,9 @@ public struct AppleTransaction: Sendable, Hashable {
     public var productType: ProductType
     /// Price, currency, storefront, reason and offer: what the purchase was worth (nil fields for a receipt).
     public var value = PurchaseValue()
+    /// The player upgraded this subscription to another (`isUpgraded`, `is_upgraded`): Apple says the service is the
+    /// upgrade's transaction's, and refunds what is left of this one.
+    public var isUpgraded = false
 
     public init(
         transactionID: String, originalTransactionID: String? = nil, productID: String? = nil, quantity: Int = 1,
@@ -96,6 +99,7 @@ public struct AppleTransaction: Sendable, Hashable {
             productType: transaction.productType, webOrderLineItemID: transaction.webOrderLineItemId)
         value = PurchaseValue(transaction)
         revocationShare = transaction.revocationPercentage.map { min(max($0, 0), 100_000) }
+        isUpgraded = transaction.isUpgraded == true
     }
 
     /// A verifyReceipt entry; nil when it has no transaction id. Throws `.malformed` for a date or a
@@ -121,6 +125,7 @@ public struct AppleTransaction: Sendable, Hashable {
             revocationDate: try Self.date(entry.cancellationDateMs, "cancellation_date_ms", id),
             productType: isAutoRenewable ? .autoRenewableSubscription : .unknown,
             webOrderLineItemID: entry.webOrderLineItemId)
+        isUpgraded = entry.isUpgraded
     }
 
     /// This transaction completed with what `other`, another entry with the same `transaction_id`, adds.
@@ -129,6 +134,7 @@ public struct AppleTransaction: Sendable, Hashable {
     func merging(_ other: AppleTransaction) -> AppleTransaction {
         var merged = self
         merged.revocationDate = [revocationDate, other.revocationDate].compactMap { $0 }.min()
+        merged.isUpgraded = isUpgraded || other.isUpgraded
         merged.originalTransactionID = originalTransactionID ?? other.originalTransactionID
         merged.webOrderLineItemID = webOrderLineItemID ?? other.webOrderLineItemID
         merged.productID = productID ?? other.productID

@@ -34,6 +34,8 @@ public struct VerifyReceiptResponse: Sendable {
         public var webOrderLineItemId: String?
         public var appAccountToken: String?
         public var inAppOwnershipType: InAppOwnershipType?
+        /// `is_upgraded`: Apple writes `"true"` on a subscription's entry the player upgraded from (absent otherwise).
+        public var isUpgraded = false
         /// Fields present with a value that is neither a string nor a number (an object, a boolean). The
         /// entry is then unusable: reading such a field as absent could drop a cancellation.
         var unreadableFields: [String] = []
@@ -179,6 +181,9 @@ extension VerifyReceiptResponse.InApp {
             case "web_order_line_item_id": webOrderLineItemId = text(member)
             case "app_account_token": appAccountToken = text(member)
             case "in_app_ownership_type": inAppOwnershipType = text(member).map(InAppOwnershipType.init)
+            // A string in Apple's answers; a JSON `true` or `1` is read the same, never as absent.
+            case "is_upgraded":
+                isUpgraded = member.raw.elementsEqual("true".utf8) || ["true", "1"].contains(text(member) ?? "")
             default: break
             }
         }
