@@ -124,6 +124,12 @@ struct NotificationSweepEndToEndTests {
             now: now, newestHandled: now.addingTimeInterval(-30_000),
             state: .init(fullUntil: now.addingTimeInterval(-3_600)), settings: settings)
         #expect(swept.full == nil)
+        // A full read that stopped short: read again from its start, though its first pages were handled since.
+        let resumed = NotificationSweeper.plan(
+            now: now, newestHandled: now.addingTimeInterval(-60),
+            state: .init(fullUntil: now.addingTimeInterval(-3_600), unfinishedFrom: now.addingTimeInterval(-40_000)),
+            settings: settings)
+        #expect(resumed.full?.start == now.addingTimeInterval(-40_000) && resumed.full?.end == now)
         // Never a notification: the window in full; never more than Apple keeps.
         let never = NotificationSweeper.plan(now: now, newestHandled: nil, state: .init(), settings: settings)
         #expect(never.full?.start == now.addingTimeInterval(-86_400))

@@ -33,6 +33,15 @@ package struct NotificationSweeper: Sendable {
     package struct State: Codable, Equatable {
         /// Until when every notification (not only failures) was read.
         var fullUntil: Date?
+        /// The start of a full read that stopped short (a page Apple did not answer, a record the broker refused):
+        /// read again from there at the next round. Its first pages were handled, so the ledger no longer looks
+        /// silent, and the rest of the silence would never be read.
+        var unfinishedFrom: Date?
+
+        package init(fullUntil: Date? = nil, unfinishedFrom: Date? = nil) {
+            self.fullUntil = fullUntil
+            self.unfinishedFrom = unfinishedFrom
+        }
     }
 
     /// What a sweep asks Apple for: the failures of the rolling window, and the whole gap when there is one.
@@ -88,10 +97,14 @@ package struct NotificationSweeper: Sendable {
     package static let historyKept: TimeInterval = 180 * 86_400
 
     /// The sweep's plan at `now`: the rolling window's failures; and everything since the ledger's newest
-    /// notification (or the last full sweep, whichever is later) when that is `gap` ago or more.
+    /// notification (or the last full sweep, whichever is later) when that is `gap` ago or more, or since the
+    /// start of a full read that stopped short.
     package static func plan(now: Date, newestHandled: Date?, state: State, settings: Settings) -> Plan {
         let oldest = now.addingTimeInterval(-historyKept + 60)
         let failures = (start: max(now.addingTimeInterval(-settings.window), oldest), end: now)
+        if let unfinished = state.unfinishedFrom {
+            return Plan(failures: failures, full: (start: max(unfinished, oldest), end: now))
+        }
         let heardUntil = [newestHandled, state.fullUntil].compactMap { $0 }.max()
         guard now.timeIntervalSince(heardUntil ?? .distantPast) >= settings.gap else {
             return Plan(failures: failures, full: nil)
@@ -128,6 +141,7 @@ package struct NotificationSweeper: Sendable {
         var environments: [AppleEnvironment] = [.production]
         if api.configuration.allowSandbox { environments.append(.sandbox) }
         var failed = false
+        var fullFailed = false
         for environment in environments {
             let failures = await replay.replay(
                 api, environment: environment, from: plan.failures.start, to: plan.failures.end, onlyFailures: true)
@@ -136,12 +150,18 @@ package struct NotificationSweeper: Sendable {
             if let full = plan.full {
                 let everything = await replay.replay(api, environment: environment, from: full.start, to: full.end)
                 record(everything, app: app.name, environment: environment, found: "gap")
-                failed = failed || everything.failure != nil
+                fullFailed = fullFailed || everything.failure != nil
             }
         }
-        metrics.sweep(app: app.name, outcome: failed ? "failed" : "swept").increment()
-        guard !failed, let full = plan.full else { return }
-        state.fullUntil = full.end
+        metrics.sweep(app: app.name, outcome: failed || fullFailed ? "failed" : "swept").increment()
+        guard let full = plan.full else { return }
+        // Read to its end: heard until then. Stopped short: read again from its start, whatever the ledger heard.
+        if fullFailed {
+            state.unfinishedFrom = full.start
+        } else {
+            state.fullUntil = full.end
+            state.unfinishedFrom = nil
+        }
         if let data = try? JSONEncoder.withSeconds.encode(state) {
             try? await ledger.recordLeaseState(lease, holder: holder, state: String(decoding: data, as: UTF8.self))
         }
