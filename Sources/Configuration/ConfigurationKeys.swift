@@ -16,8 +16,26 @@ enum ConfigurationKeys {
 
     /// The checks each component makes once every key was read, in order.
     static let checks: [@Sendable (inout ConfigurationDraft) throws -> Void] = [
-        AppSettings.checkAll, checkTopics, checkApple, checkRetry, checkConsumptionPolicies,
+        AppSettings.checkAll, checkTopics, checkApple, checkRetry, checkConsumptionPolicies, checkLedgerCA,
     ]
+
+    /// `ledger.ssl_root_cert_file` becomes the PostgreSQL URL's `sslrootcert`, wherever the URL came from
+    /// (`ledger.url`, `ledger.url_file`, the environment), so every part that opens the ledger reads it.
+    static func checkLedgerCA(_ draft: inout ConfigurationDraft) throws {
+        guard let path = draft.configuration.ledgerSSLRootCert else { return }
+        let url = draft.configuration.ledgerURL
+        guard url.hasPrefix("postgresql://") || url.hasPrefix("postgres://") else {
+            throw ConfigurationError(
+                .conflictingKeys, key: "ledger.ssl_root_cert_file", reason: "is for a PostgreSQL ledger's TLS only")
+        }
+        let query = url.firstIndex(of: "?").map { url[url.index(after: $0)...] } ?? ""
+        guard !query.split(separator: "&").contains(where: { $0.hasPrefix("sslrootcert=") }) else {
+            throw ConfigurationError(
+                .conflictingKeys, key: "ledger.ssl_root_cert_file", reason: "the ledger's URL names an sslrootcert too")
+        }
+        let encoded = path.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(["&", "=", "+"]))
+        draft.configuration.ledgerURL = url + (url.contains("?") ? "&" : "?") + "sslrootcert=" + (encoded ?? path)
+    }
 
     /// Six topics, six names: a dead-letter topic that is the jobs topic would read each malformed job again and
     /// dead-letter it again, for ever; results on the jobs topic would be read as jobs.
@@ -241,6 +259,7 @@ enum ConfigurationKeys {
             draft.configuration.ledgerURL = try ledgerURL(
                 value.key, contents.trimmingCharacters(in: .whitespacesAndNewlines))
         },
+        ConfigurationKey("ledger.ssl_root_cert_file") { $1.configuration.ledgerSSLRootCert = try $0.readablePath() },
         ConfigurationKey("ledger.pool_size", default: String(defaults.ledgerPoolSize)) {
             $1.configuration.ledgerPoolSize = try $0.integer(1...256)
         },

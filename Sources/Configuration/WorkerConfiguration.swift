@@ -126,8 +126,11 @@ public struct WorkerConfiguration: Sendable {
     }
     /// `jobs.max_bytes`. Default: 262,144.
     public var jobsMaxBytes = 262_144
-    /// `ledger.url`. Default: sqlite:receipt-worker.sqlite.
+    /// `ledger.url`. Default: sqlite:receipt-worker.sqlite. With `ledger.ssl_root_cert_file`, its `sslrootcert`.
     public var ledgerURL = "sqlite:receipt-worker.sqlite"
+    /// `ledger.ssl_root_cert_file`: the CA that signed PostgreSQL's certificate, added to the URL as libpq's
+    /// `sslrootcert`: a URL kept in a Secret shared by pods that mount their files at different paths names none.
+    public var ledgerSSLRootCert: String?
     /// `ledger.pool_size`: PostgreSQL connections per replica, each with a thread of its own. Default: 16.
     public var ledgerPoolSize = 16
     /// `ledger.schema`: the PostgreSQL schema of the ledger's tables and functions. Default: receipt_worker.

@@ -75,6 +75,11 @@ COMBINATIONS = [
     ("desk, multi-zone, monitoring", None, ["components/desk", "components/multi-zone", "components/monitoring"]),
     ("app-review", "overlays/app-review", []),
     ("app-review with desk, multi-zone", "overlays/app-review", ["components/desk", "components/multi-zone"]),
+    # TLS to PostgreSQL: each pod that opens the ledger names the CA (the lines deploy/README.md says to uncomment).
+    ("desk, TLS to PostgreSQL", None, ["components/desk"], {
+        name: f"ledger.ssl_root_cert_file=/run/secrets/{secret}/postgres-ca.crt\n" for name, secret in [
+            ("worker.properties", "receipt-worker"), ("operator.properties", "receipt-worker-operator"),
+            ("migrate.properties", "receipt-worker-migrate"), ("components/desk/desk.properties", "receipt-worker-desk")]}),
 ]
 # The combination the runbook's commands are checked against: every role deployed.
 FULLEST = "desk, multi-zone, monitoring"
@@ -481,8 +486,10 @@ def migrate_job(rendered, roles, created, binary):
           not desks or (desk_role is not None and desk_role != role), args)
     name, container, text, sets, files = next(r for r in roles if r[0] == f"Job {job['metadata']['name']}")
     secrets = sorted({s for s, _ in files.values()})
-    check("the migrate Job mounts only its own Secret, with only the schema owner's URL",
-          [(s, k) for s, k in files.values()] == [("receipt-worker-migrate", "ledger-migrate-url")],
+    check("the migrate Job mounts only its own Secret, with only the schema owner's URL (and PostgreSQL's CA)",
+          sorted(files.values()) in ([("receipt-worker-migrate", "ledger-migrate-url")],
+                                     [("receipt-worker-migrate", "ledger-migrate-url"),
+                                      ("receipt-worker-migrate", "postgres-ca.crt")]),
           sorted(files.values()))
     owners = sorted(f"{s}/{k}" for s, keys in created.items() for k in keys
                     if k == "ledger-migrate-url" and s not in secrets)
@@ -634,12 +641,12 @@ def kubernetes(binary):
             validate_schemas(documents, example)
     rendered_by = {}
     global scope
-    for name, overlay, components in COMBINATIONS:
+    for name, overlay, components, *appended in COMBINATIONS:
         scope = name
         print(f"--    {name}: {overlay or 'deploy/kubernetes'}" + (f" with {', '.join(components)}" if components else ""))
         with tempfile.TemporaryDirectory() as top:
             try:
-                where, rendered = render_combination(top, overlay, components)
+                where, rendered = render_combination(top, overlay, components, append=(appended or [None])[0])
             except RuntimeError as error:
                 check("kubectl kustomize renders it", False, error)
                 continue
@@ -944,7 +951,8 @@ def combination(name, folder, rendered, components, overlay, sources, binary):
     migrate_maps = [d for d in documents["ConfigMap"] if "migrate.properties" in d.get("data", {})]
     migrate_config = properties(migrate_maps[0]["data"]["migrate.properties"]) if migrate_maps else {}
     shared = sorted(k for k in set(config) | set(migrate_config) if k == "apple.bundle_id" or (
-        k.startswith("ledger.") and k not in ("ledger.url", "ledger.url_file", "ledger.pool_size", "ledger.migrate_on_start")))
+        k.startswith("ledger.") and k not in ("ledger.url", "ledger.url_file", "ledger.pool_size", "ledger.migrate_on_start",
+                                              "ledger.ssl_root_cert_file")))
     differ = [f"{k}: {migrate_config.get(k)} vs {config.get(k)}" for k in shared if migrate_config.get(k) != config.get(k)]
     check("migrate.properties agrees with worker.properties on apple.bundle_id and the ledger's keys",
           migrate_maps and not differ, differ or "no ConfigMap with migrate.properties")
@@ -1304,8 +1312,9 @@ def desk_checks(documents, sources, worker_config, created, users_example):
                 or k.startswith("apps.") and "shared_secret" in k]
     check("desk.properties names no shared secret and serves no notifications", not granting, granting)
     secret = created.get("receipt-worker-desk", {})
-    allowed = {"app-store-key.p8", "ledger-url", "kafka-password", "kafka-ca.crt", "oidc-client-secret", "session-key"}
-    check(f"the desk's Secret ({SECRETS_SCRIPT}) holds only its key, ledger URL, Kafka password, CA, client secret "
+    allowed = {"app-store-key.p8", "ledger-url", "kafka-password", "kafka-ca.crt", "oidc-client-secret", "session-key",
+               "postgres-ca.crt"}
+    check(f"the desk's Secret ({SECRETS_SCRIPT}) holds only its key, ledger URL, Kafka password, CAs, client secret "
           "and session key", secret and set(secret) <= allowed, sorted(secret))
     workers = created.get("receipt-worker", {})
     check(f"the desk's ledger URL ({SECRETS_SCRIPT}) is a role of its own: not the workers' nor the owner's",
@@ -1333,7 +1342,8 @@ def desk_checks(documents, sources, worker_config, created, users_example):
         "apple.bundle_id", "apple.app_apple_id", "apple.allow_sandbox", "apple.api.issuer_id", "topics.results",
         "kafka.bootstrap.servers", "kafka.security.protocol", "kafka.sasl.mechanisms", "kafka.group.id")
         or k.startswith("apps.") and not k.endswith(("_file", "shared_secret"))
-        or k.startswith("ledger.") and k not in ("ledger.url", "ledger.url_file", "ledger.pool_size"))
+        or k.startswith("ledger.") and k not in ("ledger.url", "ledger.url_file", "ledger.pool_size",
+                                                 "ledger.ssl_root_cert_file"))
     differ = [f"{k}: {config.get(k)} vs {worker_config.get(k)}" for k in shared if config.get(k) != worker_config.get(k)]
     check("desk.properties agrees with worker.properties on the apps, the ledger's keys, the results topic and the "
           "brokers", not differ, differ)

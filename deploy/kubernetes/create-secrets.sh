@@ -30,6 +30,8 @@
 #   operator-kafka-password   the operator's Kafka user's password (receipt-worker-operator)
 #   kafka-ca.crt              PEM of the CA that signed the brokers' certificates; needed while the configuration
 #                             sets kafka.ssl.ca.location (a private CA, such as Strimzi's)
+#   postgres-ca.crt           PEM of the CA that signed PostgreSQL's certificate; needed while the configuration
+#                             sets ledger.ssl_root_cert_file (TLS to the ledger with sslmode=verify-full)
 # and with the support desk (components/desk):
 #   desk-ledger-url           the support desk's PostgreSQL URL: postgresql://receipt_worker_desk:PASSWORD@HOST:5432/DB
 #   desk-kafka-password       the support desk's Kafka user's password (receipt-worker-desk)
@@ -74,6 +76,8 @@ keda_user="$(sed -n 's/^ *receipt-worker\/kafka-user: *//p' <<<"$rendered" | sed
 
 # The brokers' CA is needed while the configuration names one.
 ca_used="$(property kafka.ssl.ca.location)"
+# PostgreSQL's CA likewise, in every Secret that holds a ledger URL.
+pg_ca_used="$(property ledger.ssl_root_cert_file)"
 desk=""
 if mounts receipt-worker-desk; then desk=yes; fi
 # The console's session key: made once, then kept in DIR (a new one signs every agent out).
@@ -85,6 +89,7 @@ fi
 
 for name in apple-shared-secret app-store-key.p8 ledger-url ledger-migrate-url kafka-password \
     receiver-kafka-password keda-kafka-password operator-kafka-password ${ca_used:+kafka-ca.crt} \
+    ${pg_ca_used:+postgres-ca.crt} \
     ${desk:+desk-ledger-url desk-kafka-password desk-oidc-client-secret desk-session-key}; do
     [ -s "$dir/$name" ] || die "$dir/$name is missing or empty"
 done
@@ -117,6 +122,10 @@ if [ -n "$ca_used" ]; then
     ca=(--from-file=kafka-ca.crt="$dir/kafka-ca.crt")
     keda_ca=(--from-file=ca.crt="$dir/kafka-ca.crt")
 fi
+pg_ca=()
+if [ -n "$pg_ca_used" ]; then
+    pg_ca=(--from-file=postgres-ca.crt="$dir/postgres-ca.crt")
+fi
 
 # KEDA's Kafka scaler settings, from the workers' own.
 protocol="$(property kafka.security.protocol)"
@@ -143,9 +152,10 @@ secret receipt-worker \
     --from-file=app-store-key.p8="$dir/app-store-key.p8" \
     --from-file=ledger-url="$dir/ledger-url" \
     --from-file=kafka-password="$dir/kafka-password" \
-    "${ca[@]}"
+    "${ca[@]}" "${pg_ca[@]}"
 secret receipt-worker-migrate \
-    --from-file=ledger-migrate-url="$dir/ledger-migrate-url"
+    --from-file=ledger-migrate-url="$dir/ledger-migrate-url" \
+    "${pg_ca[@]}"
 secret receipt-worker-receiver \
     --from-file=kafka-password="$dir/receiver-kafka-password" \
     "${ca[@]}"
@@ -153,7 +163,7 @@ secret receipt-worker-operator \
     --from-file=app-store-key.p8="$dir/app-store-key.p8" \
     --from-file=ledger-url="$dir/ledger-url" \
     --from-file=kafka-password="$dir/operator-kafka-password" \
-    "${ca[@]}"
+    "${ca[@]}" "${pg_ca[@]}"
 secret receipt-worker-kafka-keda \
     --from-literal=sasl="$sasl" \
     --from-literal=username="$keda_user" \
@@ -167,5 +177,5 @@ if [ -n "$desk" ]; then
         --from-file=kafka-password="$dir/desk-kafka-password" \
         --from-file=oidc-client-secret="$dir/desk-oidc-client-secret" \
         --from-file=session-key="$dir/desk-session-key" \
-        "${ca[@]}"
+        "${ca[@]}" "${pg_ca[@]}"
 fi
