@@ -22,9 +22,12 @@ enum ConfigurationKeys {
     /// `ledger.ssl_root_cert_file` becomes the PostgreSQL URL's `sslrootcert`, wherever the URL came from
     /// (`ledger.url`, `ledger.url_file`, the environment), so every part that opens the ledger reads it.
     static func checkLedgerCA(_ draft: inout ConfigurationDraft) throws {
-        guard let path = draft.configuration.ledgerSSLRootCert else { return }
+        // The tools never open the ledger (their `ledger.url_file` is not read).
+        guard let path = draft.configuration.ledgerSSLRootCert, draft.purpose != .tool else { return }
         let url = draft.configuration.ledgerURL
         guard url.hasPrefix("postgresql://") || url.hasPrefix("postgres://") else {
+            // `check-config --no-files`: a URL in a file is not known yet.
+            guard draft.readsFiles else { return }
             throw ConfigurationError(
                 .conflictingKeys, key: "ledger.ssl_root_cert_file", reason: "is for a PostgreSQL ledger's TLS only")
         }

@@ -152,24 +152,24 @@ secret receipt-worker \
     --from-file=app-store-key.p8="$dir/app-store-key.p8" \
     --from-file=ledger-url="$dir/ledger-url" \
     --from-file=kafka-password="$dir/kafka-password" \
-    "${ca[@]}" "${pg_ca[@]}"
+    ${ca[@]+"${ca[@]}"} ${pg_ca[@]+"${pg_ca[@]}"}
 secret receipt-worker-migrate \
     --from-file=ledger-migrate-url="$dir/ledger-migrate-url" \
-    "${pg_ca[@]}"
+    ${pg_ca[@]+"${pg_ca[@]}"}
 secret receipt-worker-receiver \
     --from-file=kafka-password="$dir/receiver-kafka-password" \
-    "${ca[@]}"
+    ${ca[@]+"${ca[@]}"}
 secret receipt-worker-operator \
     --from-file=app-store-key.p8="$dir/app-store-key.p8" \
     --from-file=ledger-url="$dir/ledger-url" \
     --from-file=kafka-password="$dir/operator-kafka-password" \
-    "${ca[@]}" "${pg_ca[@]}"
+    ${ca[@]+"${ca[@]}"} ${pg_ca[@]+"${pg_ca[@]}"}
 secret receipt-worker-kafka-keda \
     --from-literal=sasl="$sasl" \
     --from-literal=username="$keda_user" \
     --from-file=password="$dir/keda-kafka-password" \
     --from-literal=tls="$tls" \
-    "${keda_ca[@]}"
+    ${keda_ca[@]+"${keda_ca[@]}"}
 if [ -n "$desk" ]; then
     secret receipt-worker-desk \
         --from-file=app-store-key.p8="$dir/app-store-key.p8" \
@@ -177,5 +177,5 @@ if [ -n "$desk" ]; then
         --from-file=kafka-password="$dir/desk-kafka-password" \
         --from-file=oidc-client-secret="$dir/desk-oidc-client-secret" \
         --from-file=session-key="$dir/desk-session-key" \
-        "${ca[@]}" "${pg_ca[@]}"
+        ${ca[@]+"${ca[@]}"} ${pg_ca[@]+"${pg_ca[@]}"}
 fi

@@ -181,9 +181,10 @@ extension VerifyReceiptResponse.InApp {
             case "web_order_line_item_id": webOrderLineItemId = text(member)
             case "app_account_token": appAccountToken = text(member)
             case "in_app_ownership_type": inAppOwnershipType = text(member).map(InAppOwnershipType.init)
-            // A string in Apple's answers; a JSON `true` or `1` is read the same, never as absent.
+            // A string in Apple's answers; a JSON `true` or `1` is read the same. Any other value is no upgrade,
+            // and not an unreadable field: it decides no grant by itself being read wrong as false (a deny at most).
             case "is_upgraded":
-                isUpgraded = member.raw.elementsEqual("true".utf8) || ["true", "1"].contains(text(member) ?? "")
+                isUpgraded = ["true", "1", "\"true\"", "\"1\""].contains { member.raw.elementsEqual($0.utf8) }
             default: break
             }
         }
