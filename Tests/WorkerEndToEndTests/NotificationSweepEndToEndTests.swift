@@ -5,6 +5,7 @@ import Observability
 @testable import ReceiptWorker
 import TestSupport
 import Testing
+import Vocabulary
 
 /// Apple's history swept by the workers themselves: what Apple could not deliver while the receiver was down is
 /// found and handled without anyone running a backfill, once, whichever replica sweeps.
@@ -124,12 +125,15 @@ struct NotificationSweepEndToEndTests {
             now: now, newestHandled: now.addingTimeInterval(-30_000),
             state: .init(fullUntil: now.addingTimeInterval(-3_600)), settings: settings)
         #expect(swept.full == nil)
-        // A full read that stopped short: read again from its start, though its first pages were handled since.
-        let resumed = NotificationSweeper.plan(
-            now: now, newestHandled: now.addingTimeInterval(-60),
-            state: .init(fullUntil: now.addingTimeInterval(-3_600), unfinishedFrom: now.addingTimeInterval(-40_000)),
-            settings: settings)
-        #expect(resumed.full?.start == now.addingTimeInterval(-40_000) && resumed.full?.end == now)
+        // A full read of the Sandbox that stopped short: the Sandbox read again from its start, though its first
+        // pages were handled since; Production, heard from, not read in full.
+        let stopped = NotificationSweeper.State(
+            fullUntil: now.addingTimeInterval(-3_600), unfinishedFrom: ["Sandbox": now.addingTimeInterval(-40_000)])
+        let heardOf = NotificationSweeper.plan(
+            now: now, newestHandled: now.addingTimeInterval(-60), state: stopped, settings: settings)
+        let sandbox = NotificationSweeper.fullRead(of: .sandbox, plan: heardOf, state: stopped, now: now)
+        #expect(sandbox?.start == now.addingTimeInterval(-40_000) && sandbox?.end == now)
+        #expect(NotificationSweeper.fullRead(of: .production, plan: heardOf, state: stopped, now: now) == nil)
         // Never a notification: the window in full; never more than Apple keeps.
         let never = NotificationSweeper.plan(now: now, newestHandled: nil, state: .init(), settings: settings)
         #expect(never.full?.start == now.addingTimeInterval(-86_400))

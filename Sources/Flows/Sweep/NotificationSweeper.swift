@@ -5,7 +5,7 @@ import Lifecycle
 import Messaging
 package import Observability
 import Synchronization
-import Vocabulary
+package import Vocabulary
 
 /// Apple's history swept on a schedule, so a notification Apple could not deliver (a receiver down, a wrong
 /// Ingress, a deploy answering 400) is handled without anyone running `notifications backfill`.
@@ -33,12 +33,12 @@ package struct NotificationSweeper: Sendable {
     package struct State: Codable, Equatable {
         /// Until when every notification (not only failures) was read.
         var fullUntil: Date?
-        /// The start of a full read that stopped short (a page Apple did not answer, a record the broker refused):
-        /// read again from there at the next round. Its first pages were handled, so the ledger no longer looks
-        /// silent, and the rest of the silence would never be read.
-        var unfinishedFrom: Date?
+        /// By environment (`Production`, `Sandbox`), the start of a full read that stopped short (a page Apple did
+        /// not answer, a record the broker refused): read again from there at the next round. Its first pages were
+        /// handled, so the ledger no longer looks silent, and the rest of the silence would never be read.
+        var unfinishedFrom: [String: Date]?
 
-        package init(fullUntil: Date? = nil, unfinishedFrom: Date? = nil) {
+        package init(fullUntil: Date? = nil, unfinishedFrom: [String: Date]? = nil) {
             self.fullUntil = fullUntil
             self.unfinishedFrom = unfinishedFrom
         }
@@ -97,20 +97,24 @@ package struct NotificationSweeper: Sendable {
     package static let historyKept: TimeInterval = 180 * 86_400
 
     /// The sweep's plan at `now`: the rolling window's failures; and everything since the ledger's newest
-    /// notification (or the last full sweep, whichever is later) when that is `gap` ago or more, or since the
-    /// start of a full read that stopped short.
+    /// notification (or the last full sweep, whichever is later) when that is `gap` ago or more.
     package static func plan(now: Date, newestHandled: Date?, state: State, settings: Settings) -> Plan {
         let oldest = now.addingTimeInterval(-historyKept + 60)
         let failures = (start: max(now.addingTimeInterval(-settings.window), oldest), end: now)
-        if let unfinished = state.unfinishedFrom {
-            return Plan(failures: failures, full: (start: max(unfinished, oldest), end: now))
-        }
         let heardUntil = [newestHandled, state.fullUntil].compactMap { $0 }.max()
         guard now.timeIntervalSince(heardUntil ?? .distantPast) >= settings.gap else {
             return Plan(failures: failures, full: nil)
         }
         let start = max(heardUntil ?? now.addingTimeInterval(-settings.window), oldest)
         return Plan(failures: failures, full: (start: start, end: now))
+    }
+
+    /// The full read of `environment` this round: from where its last one stopped short, else the plan's.
+    package static func fullRead(of environment: AppleEnvironment, plan: Plan, state: State, now: Date) -> (
+        start: Date, end: Date
+    )? {
+        guard let unfinished = state.unfinishedFrom?[environment.rawValue] else { return plan.full }
+        return (start: max(unfinished, now.addingTimeInterval(-historyKept + 60)), end: now)
     }
 
     /// One round: each app whose lease this replica holds is swept.
@@ -141,27 +145,25 @@ package struct NotificationSweeper: Sendable {
         var environments: [AppleEnvironment] = [.production]
         if api.configuration.allowSandbox { environments.append(.sandbox) }
         var failed = false
-        var fullFailed = false
+        var unfinished: [String: Date] = [:]
+        var fullRead = false
         for environment in environments {
             let failures = await replay.replay(
                 api, environment: environment, from: plan.failures.start, to: plan.failures.end, onlyFailures: true)
             record(failures, app: app.name, environment: environment, found: "failed_delivery")
             failed = failed || failures.failure != nil
-            if let full = plan.full {
+            if let full = Self.fullRead(of: environment, plan: plan, state: state, now: now) {
+                fullRead = true
                 let everything = await replay.replay(api, environment: environment, from: full.start, to: full.end)
                 record(everything, app: app.name, environment: environment, found: "gap")
-                fullFailed = fullFailed || everything.failure != nil
+                // Stopped short: this environment is read again from the same start, whatever the ledger heard.
+                if everything.failure != nil { unfinished[environment.rawValue] = full.start }
             }
         }
-        metrics.sweep(app: app.name, outcome: failed || fullFailed ? "failed" : "swept").increment()
-        guard let full = plan.full else { return }
-        // Read to its end: heard until then. Stopped short: read again from its start, whatever the ledger heard.
-        if fullFailed {
-            state.unfinishedFrom = full.start
-        } else {
-            state.fullUntil = full.end
-            state.unfinishedFrom = nil
-        }
+        metrics.sweep(app: app.name, outcome: failed || !unfinished.isEmpty ? "failed" : "swept").increment()
+        guard fullRead else { return }
+        if let full = plan.full, unfinished.isEmpty { state.fullUntil = full.end }
+        state.unfinishedFrom = unfinished.isEmpty ? nil : unfinished
         if let data = try? JSONEncoder.withSeconds.encode(state) {
             try? await ledger.recordLeaseState(lease, holder: holder, state: String(decoding: data, as: UTF8.self))
         }
