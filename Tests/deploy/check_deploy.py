@@ -810,10 +810,15 @@ def combination(name, folder, rendered, components, overlay, sources, binary):
     check("maxReplicaCount x ledger.pool_size, and the desk's replicas x its pool, stay under PostgreSQL's default "
           "100 connections (with room)", most * pool + desk_replicas * desk_pool <= 90,
           f"{most} x {pool} + {desk_replicas} x {desk_pool}")
-    check("KEDA's comments claim no zero-only setting (cooldownPeriod, activationLagThreshold with a minimum)",
-          documents["ScaledObject"][0]["spec"].get("minReplicaCount", 0) == 0 or (
-              "cooldownPeriod" not in documents["ScaledObject"][0]["spec"]
-              and "activationLagThreshold" not in documents["ScaledObject"][0]["spec"]["triggers"][0]["metadata"]))
+    # activationLagThreshold scales nothing beside a minimum, but it is the threshold of keda_scaler_active, which
+    # the stalled-group alert reads: the two agree.
+    activation = documents["ScaledObject"][0]["spec"]["triggers"][0]["metadata"].get("activationLagThreshold")
+    rules_text = open(os.path.join(deploy, "prometheus", "receipt-worker-rules.yaml")).read()
+    check("KEDA's comments claim no zero-only setting (cooldownPeriod with a minimum); activationLagThreshold is set "
+          "for the alert that reads keda_scaler_active",
+          (documents["ScaledObject"][0]["spec"].get("minReplicaCount", 0) == 0
+           or "cooldownPeriod" not in documents["ScaledObject"][0]["spec"])
+          and (activation is None or "keda_scaler_active" in rules_text), activation)
 
     # The notification receiver: its container port, the Service, the Ingress (example) and its NetworkPolicy
     # agree with the notifications.listen the receiver's args set.
