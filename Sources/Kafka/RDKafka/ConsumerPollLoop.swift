@@ -43,6 +43,7 @@ final class ConsumerPollLoop: Sendable {
         while poller.isRunning {
             guard let first = rd_kafka_consumer_poll(rk, 100) else {
                 reportPositions()
+                flush()
                 continue
             }
             var taken = take(first)
@@ -50,6 +51,9 @@ final class ConsumerPollLoop: Sendable {
             while taken < configuration.batchSize, let next = rd_kafka_consumer_poll(rk, 0) {
                 taken = take(next)
             }
+            // Also while busy: a partition gone quiet after a transaction's marker, beside others that never are,
+            // would otherwise keep its commit one short of its end for ever (stalled, then restarted in a loop).
+            reportPositions()
             flush()
         }
         state.withLock { $0.isClosing = true }
@@ -60,13 +64,13 @@ final class ConsumerPollLoop: Sendable {
         state.withLock { $0.poller = nil }
     }
 
-    /// When idle, at most every 250 ms: positions that moved without a message (control records of
-    /// transactional producers, which a commit would otherwise never pass), handed over in order after every
-    /// message before them.
+    /// At most every 250 ms: positions that moved without a message (control records of transactional
+    /// producers, which a commit would otherwise never pass), queued after every message polled before them (a
+    /// position covers only messages already polled), for the next hand-over.
     private func reportPositions() {
         let now = ContinuousClock.now
         let due = state.withLock { state -> Bool in
-            guard now - state.positionsReadAt >= .milliseconds(250), state.pending.isEmpty else { return false }
+            guard now - state.positionsReadAt >= .milliseconds(250) else { return false }
             state.positionsReadAt = now
             return true
         }
@@ -76,13 +80,11 @@ final class ConsumerPollLoop: Sendable {
         let assignment = TopicPartitionList(adopting: raw)
         guard rd_kafka_position(client.handle, assignment.pointer) == RD_KAFKA_RESP_ERR_NO_ERROR else { return }
         let current = assignment.offsets().filter { $0.value >= 0 }  // no position yet: OFFSET_INVALID
-        let moved = state.withLock { state in
+        state.withLock { state in
             let moved = current.filter { state.reportedPositions[$0.key] != $0.value }
             state.reportedPositions = current
             if !moved.isEmpty { state.pending.append(.positions(moved)) }
-            return moved
         }
-        if !moved.isEmpty { flush() }
     }
 
     private func append(_ event: KafkaConsumerEvent) {
