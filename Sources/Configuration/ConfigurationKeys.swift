@@ -22,8 +22,7 @@ enum ConfigurationKeys {
     /// `ledger.ssl_root_cert_file` becomes the PostgreSQL URL's `sslrootcert`, wherever the URL came from
     /// (`ledger.url`, `ledger.url_file`, the environment), so every part that opens the ledger reads it.
     static func checkLedgerCA(_ draft: inout ConfigurationDraft) throws {
-        // The tools never open the ledger (their `ledger.url_file` is not read).
-        guard let path = draft.configuration.ledgerSSLRootCert, draft.purpose != .tool else { return }
+        guard let path = draft.configuration.ledgerSSLRootCert else { return }
         let url = draft.configuration.ledgerURL
         guard url.hasPrefix("postgresql://") || url.hasPrefix("postgres://") else {
             // `check-config --no-files`: a URL in a file is not known yet.
@@ -262,7 +261,11 @@ enum ConfigurationKeys {
             draft.configuration.ledgerURL = try ledgerURL(
                 value.key, contents.trimmingCharacters(in: .whitespacesAndNewlines))
         },
-        ConfigurationKey("ledger.ssl_root_cert_file") { $1.configuration.ledgerSSLRootCert = try $0.readablePath() },
+        ConfigurationKey("ledger.ssl_root_cert_file") { value, draft in
+            // The tools never open the ledger: the CA need not be mounted where they run.
+            guard draft.purpose != .tool else { return }
+            draft.configuration.ledgerSSLRootCert = try value.readablePath()
+        },
         ConfigurationKey("ledger.pool_size", default: String(defaults.ledgerPoolSize)) {
             $1.configuration.ledgerPoolSize = try $0.integer(1...256)
         },

@@ -238,7 +238,8 @@ extension WorkerConfiguration {
             parameter -> String in
             let name = parameter.split(separator: "=", maxSplits: 1).first.map(String.init) ?? ""
             let decoded = (name.removingPercentEncoding ?? name).lowercased()
-            return decoded == "password" || decoded == "passfile" ? name + "=<set>" : String(parameter)
+            // sslpassword: the passphrase of the client's TLS key.
+            return ["password", "passfile", "sslpassword"].contains(decoded) ? name + "=<set>" : String(parameter)
         }
         return String(url[...query]) + parameters.joined(separator: "&")
     }

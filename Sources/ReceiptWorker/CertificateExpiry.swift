@@ -24,7 +24,9 @@ final class CertificateExpiry: Sendable {
     convenience init(_ configuration: WorkerConfiguration) {
         var sources: [(String, Source)] = []
         if let kafka = configuration.kafka["ssl.ca.location"] { sources.append(("kafka_ca", .file(kafka))) }
-        if let ledger = Self.sslRootCert(configuration.ledgerURL) { sources.append(("ledger_ca", .file(ledger))) }
+        if let ledger = configuration.ledgerSSLRootCert ?? Self.sslRootCert(configuration.ledgerURL) {
+            sources.append(("ledger_ca", .file(ledger)))
+        }
         if let http = configuration.httpCAFile { sources.append(("http_ca", .file(http))) }
         sources.append(("apple_root", .bytes(configuration.apple.rootCertificates)))
         sources.append(("apple_receipt_root", .bytes(configuration.apple.receiptRootCertificates)))

@@ -41,13 +41,18 @@ struct VerifyReceiptModelTests {
             {"transaction_id":"3","product_id":"vip","is_upgraded":1},
             {"transaction_id":"4","product_id":"vip_gold"},
             {"transaction_id":"5","product_id":"vip","is_upgraded":"false"},
-            {"transaction_id":"6","product_id":"vip","is_upgraded":false}]}
+            {"transaction_id":"6","product_id":"vip","is_upgraded":false},
+            {"transaction_id":"7","product_id":"vip","is_upgraded":"TRUE"}]}
             """
         let entries = try #require(try VerifyReceiptResponse(json: Array(body.utf8)).latestReceiptInfo)
         let upgraded = try entries.compactMap { try AppleTransaction($0) }.map {
             "\($0.transactionID):\($0.isUpgraded)"
         }
-        #expect(upgraded == ["1:true", "2:true", "3:true", "4:false", "5:false", "6:false"])
+        #expect(upgraded == ["1:true", "2:true", "3:true", "4:false", "5:false", "6:false", "7:true"])
+        // Neither true nor false: the entry is unreadable, never taken as no upgrade.
+        let unreadable = try VerifyReceiptResponse(
+            json: Array(#"{"status":0,"latest_receipt_info":[{"transaction_id":"8","is_upgraded":"maybe"}]}"#.utf8))
+        #expect(throws: AppleVerificationError.self) { try AppleTransaction(unreadable.latestReceiptInfo![0]) }
     }
 
     @Test("Apple's recorded iOS 6 response decodes to one flat transaction with string dates")

@@ -29,6 +29,17 @@ struct ConfigurationLedgerTests {
                 == "postgresql://app@db/ledger?sslmode=verify-full&sslrootcert=\(escaped)")
     }
 
+    @Test("a tool never opens the ledger: its configuration loads where neither the URL's file nor the CA is mounted")
+    func tools() throws {
+        let tool = try ConfigurationLoader.load(
+            file: nil,
+            overrides: [
+                "apple.bundle_id=com.example.game", "ledger.url_file=/nonexistent/ledger-url",
+                "ledger.ssl_root_cert_file=/nonexistent/postgres-ca.crt",
+            ], environment: [:], purpose: .tool)
+        #expect(tool.ledgerSSLRootCert == nil)
+    }
+
     @Test("refused, naming the key: a SQLite ledger, a URL with its own sslrootcert, a file that cannot be read")
     func refused() {
         for (url, ca) in [

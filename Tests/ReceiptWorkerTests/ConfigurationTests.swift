@@ -163,15 +163,17 @@ struct ConfigurationTests {
         #expect(configuration.apple.verifyReceiptProductionURL.hasPrefix("http://"))
     }
 
-    @Test("check-config --print hides a PostgreSQL password given in the URL or as a query parameter")
+    @Test("check-config --print hides a PostgreSQL password given in the URL or as a query parameter, and a TLS key's")
     func printHidesPasswords() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).properties").path
-        try
+        let text =
             "apple.bundle_id=b\nledger.url=postgresql://worker:hunter2@db/ledger?sslmode=require&PassWord=hunter3&password%3D=x"
-            .write(toFile: path, atomically: true, encoding: .utf8)
+            + "&sslpassword=hunter4"
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
         let printed = try ConfigurationLoader.loadWithSources(file: path, overrides: [], environment: [:])
             .propertiesText()
-        #expect(!printed.contains("hunter2") && !printed.contains("hunter3"), "\(printed)")
+        #expect(
+            !printed.contains("hunter2") && !printed.contains("hunter3") && !printed.contains("hunter4"), "\(printed)")
         #expect(printed.contains("# ledger.url=postgresql://worker:<set>@db/ledger?sslmode=require"))
     }
 

@@ -181,10 +181,18 @@ extension VerifyReceiptResponse.InApp {
             case "web_order_line_item_id": webOrderLineItemId = text(member)
             case "app_account_token": appAccountToken = text(member)
             case "in_app_ownership_type": inAppOwnershipType = text(member).map(InAppOwnershipType.init)
-            // A string in Apple's answers; a JSON `true` or `1` is read the same. Any other value is no upgrade,
-            // and not an unreadable field: it decides no grant by itself being read wrong as false (a deny at most).
+            // A string in Apple's answers ("true"), read in any case, as a JSON boolean or number too. A value
+            // neither true nor false is unreadable: read as false it would grant a period the player upgraded from.
             case "is_upgraded":
-                isUpgraded = ["true", "1", "\"true\"", "\"1\""].contains { member.raw.elementsEqual($0.utf8) }
+                var text = String(decoding: member.raw, as: UTF8.self).lowercased()
+                if text.count >= 2, text.hasPrefix("\""), text.hasSuffix("\"") {
+                    text = String(text.dropFirst().dropLast())
+                }
+                switch text {
+                case "true", "1", "1.0": isUpgraded = true
+                case "false", "0", "0.0", "null": isUpgraded = false
+                default: unreadable.append(member.key)
+                }
             default: break
             }
         }

@@ -162,7 +162,8 @@ package struct NotificationSweeper: Sendable {
         }
         metrics.sweep(app: app.name, outcome: failed || !unfinished.isEmpty ? "failed" : "swept").increment()
         guard fullRead else { return }
-        if let full = plan.full, unfinished.isEmpty { state.fullUntil = full.end }
+        // Heard until the planned read's end: an environment that stopped short resumes from its own start.
+        if let full = plan.full { state.fullUntil = full.end }
         state.unfinishedFrom = unfinished.isEmpty ? nil : unfinished
         if let data = try? JSONEncoder.withSeconds.encode(state) {
             try? await ledger.recordLeaseState(lease, holder: holder, state: String(decoding: data, as: UTF8.self))
