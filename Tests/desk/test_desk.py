@@ -25,12 +25,10 @@ import concurrent.futures
 import ctypes
 import json
 import os
-import random
 import re
 import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -50,6 +48,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.dont_write_bytecode = True  # browser.py and test_ca.py leave no __pycache__ in the work tree
 sys.path.insert(0, HERE)
 from browser import start_chromium  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "scripts", "lib"))
+from free_port import free_port  # noqa: E402
 
 BIN = os.path.abspath(os.environ.get("DESK_BIN", os.path.join(ROOT, ".build", "debug")))
 PYTHON = sys.executable
@@ -76,25 +76,6 @@ def wait_until(condition, timeout=15.0, what="the condition", interval=0.05):
         time.sleep(interval)
 
 
-def free_port():
-    """A loopback port free at the moment of asking, below the kernel's ephemeral range, as the Swift tests'
-    freePortBelowEphemeralRange: a port the kernel picks for port 0 is one an outgoing connection (a Kafka client's,
-    say) may take as its local port before the server that was given it binds it. Drawn at random from thousands
-    and checked free: only another caller of this could pick the same one."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
-            low = int(ports.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    for _ in range(100):
-        port = random.randrange(10000, max(10001, low))
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise AssertionError(f"no free loopback port below {low}")
 
 
 def _die_with_parent():

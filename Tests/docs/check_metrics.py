@@ -21,10 +21,8 @@ import argparse
 import concurrent.futures
 import os
 import pathlib
-import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +32,8 @@ import urllib.request
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 SOURCES = ROOT / "Sources"
 DOC = ROOT / "docs" / "metrics.md"
+sys.path.insert(0, str(ROOT / "scripts" / "lib"))
+from free_port import free_port  # noqa: E402
 
 # Labels whose values are names, not a fixed set: the configured apps (and `other`, `default`), the groups (apps,
 # `notifications`, `consumption:APP`), the broker's topics and partitions, ISO 4217 currencies, HTTP statuses, the
@@ -189,25 +189,6 @@ KINDS = {"counter": "counter", "counters": "counter", "gauge": "gauge", "gauges"
 
 # ---- what the processes export ---------------------------------------------------------------------------------
 
-def free_port():
-    """A loopback port free at the moment of asking, below the kernel's ephemeral range, as the Swift tests'
-    freePortBelowEphemeralRange: a port the kernel picks for port 0 is one an outgoing connection (a Kafka client's,
-    say) may take as its local port before the server that was given it binds it. Drawn at random from thousands
-    and checked free: only another caller of this could pick the same one."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
-            low = int(ports.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    for _ in range(100):
-        port = random.randrange(10000, max(10001, low))
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise AssertionError(f"no free loopback port below {low}")
 
 
 def scrape(url):

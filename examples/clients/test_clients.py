@@ -13,9 +13,7 @@ consumer said what to do with each event."""
 import json
 import os
 import pathlib
-import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +27,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT / "Tests" / "contract"))
 from check_contract import strict  # noqa: E402
+sys.path.insert(0, str(ROOT / "scripts" / "lib"))
+from free_port import free_port  # noqa: E402
 
 BIN = ROOT / ".build" / "debug"
 RDKAFKA = ROOT / ".deps" / "librdkafka" / "lib"
@@ -38,25 +38,6 @@ TOPICS = {"receipt-jobs": 2, "receipt-results": 1, "receipt-dlq": 1, "receipt-no
 BROKER = os.environ["KAFKA_BOOTSTRAP"]
 
 
-def free_port():
-    """A loopback port free at the moment of asking, below the kernel's ephemeral range, as the Swift tests'
-    freePortBelowEphemeralRange: a port the kernel picks for port 0 is one an outgoing connection (a Kafka client's,
-    say) may take as its local port before the server that was given it binds it. Drawn at random from thousands
-    and checked free: only another caller of this could pick the same one."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
-            low = int(ports.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    for _ in range(100):
-        port = random.randrange(10000, max(10001, low))
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise AssertionError(f"no free loopback port below {low}")
 
 
 def run(*command, timeout=120, **options):

@@ -18,26 +18,8 @@ services_dir() {
 }
 
 free_port() {
-    # Below the kernel's ephemeral range, where no outgoing connection's local port can take it before the service
-    # binds it (a port the kernel picks for port 0 comes from that range); drawn at random, checked free.
-    python3 - <<'PY'
-import random, socket
-try:
-    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-except (OSError, ValueError, IndexError):
-    low = 32768
-for _ in range(100):
-    port = random.randrange(10000, max(10001, low))
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        print(port)
-        break
-else:
-    raise SystemExit(f"no free loopback port below {low}")
-PY
+    # Below the kernel's ephemeral range: see scripts/lib/free_port.py.
+    python3 "$SERVICES_ROOT/scripts/lib/free_port.py"
 }
 
 # wait_for DESCRIPTION SECONDS COMMAND...: runs COMMAND until it succeeds or the time is up.
