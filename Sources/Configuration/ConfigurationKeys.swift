@@ -30,13 +30,12 @@ enum ConfigurationKeys {
             throw ConfigurationError(
                 .conflictingKeys, key: "ledger.ssl_root_cert_file", reason: "is for a PostgreSQL ledger's TLS only")
         }
-        let query = url.firstIndex(of: "?").map { url[url.index(after: $0)...] } ?? ""
-        guard !query.split(separator: "&").contains(where: { $0.hasPrefix("sslrootcert=") }) else {
+        guard !PostgresURL.parameterNames(url).contains("sslrootcert") else {
             throw ConfigurationError(
                 .conflictingKeys, key: "ledger.ssl_root_cert_file", reason: "the ledger's URL names an sslrootcert too")
         }
         let encoded = path.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(["&", "=", "+"]))
-        draft.configuration.ledgerURL = url + (url.contains("?") ? "&" : "?") + "sslrootcert=" + (encoded ?? path)
+        draft.configuration.ledgerURL = PostgresURL.appending([("sslrootcert", encoded ?? path)], to: url)
     }
 
     /// Six topics, six names: a dead-letter topic that is the jobs topic would read each malformed job again and

@@ -68,11 +68,8 @@ final class PostgresConnection: @unchecked Sendable {
     ]
 
     static func withDeadlines(_ url: String) -> String {
-        let query = url.firstIndex(of: "?").map { url[url.index(after: $0)...] } ?? ""
-        let present = Set(query.split(separator: "&").compactMap { $0.split(separator: "=").first.map(String.init) })
-        let added = defaultParameters.filter { !present.contains($0.0) }.map { "\($0.0)=\($0.1)" }
-        guard !added.isEmpty else { return url }
-        return url + (url.contains("?") ? "&" : "?") + added.joined(separator: "&")
+        let present = PostgresURL.parameterNames(url)
+        return PostgresURL.appending(defaultParameters.filter { !present.contains($0.0) }, to: url)
     }
 
     deinit {
