@@ -184,13 +184,15 @@ extension VerifyReceiptResponse.InApp {
             // A string in Apple's answers ("true"), read in any case, as a JSON boolean or number too. A value
             // neither true nor false is unreadable: read as false it would grant a period the player upgraded from.
             case "is_upgraded":
-                var text = String(decoding: member.raw, as: UTF8.self).lowercased()
-                if text.count >= 2, text.hasPrefix("\""), text.hasSuffix("\"") {
-                    text = String(text.dropFirst().dropLast())
-                }
-                switch text {
+                // A string as every other field's (`text`, which marks one it cannot decode unreadable); a boolean,
+                // a number or null as written.
+                let raw = member.raw
+                switch (raw.first == UInt8(ascii: "\"") ? text(member) : String(decoding: raw, as: UTF8.self))?
+                    .lowercased()
+                {
                 case "true", "1", "1.0": isUpgraded = true
                 case "false", "0", "0.0", "null": isUpgraded = false
+                case nil: break
                 default: unreadable.append(member.key)
                 }
             default: break

@@ -146,14 +146,14 @@ package struct NotificationSweeper: Sendable {
         if api.configuration.allowSandbox { environments.append(.sandbox) }
         var failed = false
         var unfinished: [String: Date] = [:]
-        var fullRead = false
+        var readInFull = false
         for environment in environments {
             let failures = await replay.replay(
                 api, environment: environment, from: plan.failures.start, to: plan.failures.end, onlyFailures: true)
             record(failures, app: app.name, environment: environment, found: "failed_delivery")
             failed = failed || failures.failure != nil
             if let full = Self.fullRead(of: environment, plan: plan, state: state, now: now) {
-                fullRead = true
+                readInFull = true
                 let everything = await replay.replay(api, environment: environment, from: full.start, to: full.end)
                 record(everything, app: app.name, environment: environment, found: "gap")
                 // Stopped short: this environment is read again from the same start, whatever the ledger heard.
@@ -161,7 +161,7 @@ package struct NotificationSweeper: Sendable {
             }
         }
         metrics.sweep(app: app.name, outcome: failed || !unfinished.isEmpty ? "failed" : "swept").increment()
-        guard fullRead else { return }
+        guard readInFull else { return }
         // Heard until the planned read's end: an environment that stopped short resumes from its own start.
         if let full = plan.full { state.fullUntil = full.end }
         state.unfinishedFrom = unfinished.isEmpty ? nil : unfinished
