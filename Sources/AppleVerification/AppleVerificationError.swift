@@ -22,6 +22,9 @@ public struct AppleVerificationError: Error, Sendable, CustomStringConvertible {
         public static let malformed = Code("malformed")
         public static let bundleMismatch = Code("bundle_mismatch")
         public static let environmentNotAllowed = Code("environment_not_allowed")
+        /// A signed transaction of its own (not a notification's) that names no environment: signed before Apple
+        /// added the field, so it does not say whether it is Production's or Sandbox's.
+        public static let environmentMissing = Code("environment_missing")
         public static let invalidKey = Code("invalid_key")
         /// The chain's revocation status (OCSP) is not known yet, or its responder did not answer: retriable.
         public static let revocationUnknown = Code("revocation_unknown")

@@ -41,17 +41,35 @@ public final class AppleVerifier: Sendable {
             }
             return try await verifyReceipt(receipt, attempts: &attempts)
         case .signedTransaction(let jws):
-            return try await verifySigned(jws, source: .signedTransaction)
+            do {
+                return try await verifySigned(jws, source: .signedTransaction)
+            } catch let error as AppleVerificationError where error.code == .environmentMissing {
+                // Signed before Apple added its environment: Production cannot be told from Sandbox by it, and
+                // neither is assumed. Apple's answer to its id names it (a dead letter without a key, as an id is).
+                guard let id = signedData.unplacedTransactionID(jws) else { throw error }
+                guard let api else { throw Self.noAPIKey(error.reason + ": looking it up") }
+                return try await lookUp(transactionID: id, api: api, attempts: &attempts)
+            }
         case .transactionID(let id):
-            guard let api else {
-                throw AppleVerificationError(.invalidKey, "no App Store Server API key is configured (apple.api.*)")
-            }
-            switch try await api.transactionInfo(id: id, attempts: &attempts) {
-            case .found(let jws): return try await verifySigned(jws, source: .serverAPI)
-            case .notFound: return .rejected(.transactionNotFound, detail: "Apple knows no transaction \(id)")
-            case .rejected(let code):
-                return .rejected(.transactionNotFound, detail: "Apple refused the transaction id (error \(code))")
-            }
+            guard let api else { throw Self.noAPIKey("looking a transaction id up") }
+            return try await lookUp(transactionID: id, api: api, attempts: &attempts)
+        }
+    }
+
+    private static func noAPIKey(_ what: String) -> AppleVerificationError {
+        AppleVerificationError(
+            .invalidKey, "\(what) needs an App Store Server API key (apple.api.*), and none is configured")
+    }
+
+    /// A transaction as Apple has it now (Get Transaction Info), verified like a signed transaction.
+    private func lookUp(transactionID id: String, api: AppStoreServerAPIClient, attempts: inout Int) async throws
+        -> AppleVerdict
+    {
+        switch try await api.transactionInfo(id: id, attempts: &attempts) {
+        case .found(let jws): return try await verifySigned(jws, source: .serverAPI)
+        case .notFound: return .rejected(.transactionNotFound, detail: "Apple knows no transaction \(id)")
+        case .rejected(let code):
+            return .rejected(.transactionNotFound, detail: "Apple refused the transaction id (error \(code))")
         }
     }
 
@@ -179,6 +197,7 @@ public final class AppleVerifier: Sendable {
             switch error.code {
             case .bundleMismatch: return .rejected(.bundleMismatch, detail: error.reason)
             case .environmentNotAllowed: return .rejected(.sandboxNotAllowed, detail: error.reason)
+            case .environmentMissing: throw error  // neither Sandbox nor invalid: the caller looks it up
             default: return .rejected(.invalidReceipt, detail: error.reason)
             }
         }

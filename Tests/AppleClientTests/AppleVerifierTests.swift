@@ -1,5 +1,6 @@
 import AppStoreSimulator
 import AppleVerification
+import Crypto
 import Foundation
 import Testing
 import Vocabulary
@@ -116,5 +117,55 @@ struct AppleVerifierTests {
         else {
             Issue.record("forged signature accepted"); return
         }
+    }
+
+    @Test(
+        "a signed transaction that names no environment is looked up by its id, never denied as Sandbox; without an API key it is a dead letter"
+    )
+    func signedWithoutEnvironment() async throws {
+        let harness = try SimulatorHarness()
+        let production = try await harness.purchase(["product_id": "gems.500"])
+        let sandbox = try await harness.purchase(["product_id": "gems.500", "environment": "Sandbox"])
+        for (purchase, environment) in [(production, AppleEnvironment.production), (sandbox, .sandbox)] {
+            let unplaced = try Self.withoutEnvironment(purchase.signedTransaction)
+            var attempts = 0
+            let verdict = try await verifier(harness, allowSandbox: true).verify(
+                .signedTransaction(unplaced), attempts: &attempts)
+            guard case .verified(let verified) = verdict else { Issue.record("\(verdict)"); continue }
+            #expect(verified.environment == environment, "the environment of Apple's answer")
+            #expect(verified.source == .serverAPI)
+            #expect(verified.transactions.map(\.transactionID) == [purchase.transactionID])
+            #expect(attempts >= 1)
+        }
+
+        // Where Sandbox is not allowed, Apple's Production knows no Sandbox purchase: not found, never a guess.
+        var attempts = 0
+        let refused = try await verifier(harness).verify(
+            .signedTransaction(try Self.withoutEnvironment(sandbox.signedTransaction)), attempts: &attempts)
+        guard case .rejected(.transactionNotFound, _) = refused else { Issue.record("\(refused)"); return }
+
+        // Without a key nothing can place it: not a deny of the player's purchase.
+        let withKey = try verifier(harness)
+        let withoutKey = AppleVerifier(
+            bundleID: withKey.bundleID, receipts: harness.receiptClient(allowSandbox: false), api: nil,
+            signedData: withKey.signedData)
+        let error = await #expect(throws: AppleVerificationError.self) {
+            var attempts = 0
+            _ = try await withoutKey.verify(
+                .signedTransaction(try Self.withoutEnvironment(production.signedTransaction)), attempts: &attempts)
+        }
+        #expect(error?.isRetriable == false)
+        #expect(error?.reason.contains("names no environment") == true)
+        #expect(error?.reason.contains("apple.api.") == true)
+    }
+
+    /// `jws`'s payload without its `environment`, signed again with the simulator's chain: a transaction signed
+    /// before Apple added the field.
+    static func withoutEnvironment(_ jws: String) throws -> String {
+        let parts = jws.split(separator: ".")
+        let payload = try #require(Base64URL.decode(parts[1]))
+        var fields = try #require(try JSONSerialization.jsonObject(with: payload) as? [String: Any])
+        #expect(fields.removeValue(forKey: "environment") != nil)
+        return try AppStoreSimulator.testSigned(try JSONSerialization.data(withJSONObject: fields))
     }
 }

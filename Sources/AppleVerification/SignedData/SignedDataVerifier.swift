@@ -61,16 +61,32 @@ public final class SignedDataVerifier: Sendable {
     public var chainValidations: Int { chains.pathValidations }
 
     /// A signed transaction, verified and decoded, with its bundle id and environment checked.
-    /// Throws ``AppleVerificationError`` with `.bundleMismatch` or `.environmentNotAllowed` for those checks.
+    /// Throws ``AppleVerificationError`` with `.bundleMismatch` or `.environmentNotAllowed` for those checks, and
+    /// `.environmentMissing` for one alone that names no environment (``unplacedTransactionID(_:)``).
     /// `within`: the environment of the notification that carries it (``nested(in:)``), nil for one alone.
     public func verifyTransaction(_ jws: String, within notification: AppleEnvironment? = nil)
         throws(AppleVerificationError) -> JWSTransaction
     {
         let (transaction, chain) = try verified(jws, as: JWSTransaction.self)
         try check(bundleID: transaction.bundleId)
-        try check(environment: try Self.nested(transaction.environment, in: notification))
+        let environment = try Self.nested(transaction.environment, in: notification)
+        guard environment != nil else {
+            // Not a refusal of Sandbox: nothing says which environment it is (Apple's library refuses it too).
+            throw AppleVerificationError(
+                .environmentMissing, "the signed transaction names no environment (signed before Apple added it)")
+        }
+        try check(environment: environment)
         try chains.checkRevocation(chain)
         return transaction
+    }
+
+    /// The id of a signed transaction that names no environment, its signature, chain and bundle id verified (its
+    /// revocation is not asked: only Apple's answer to the id is trusted, verified whole); nil for any other.
+    public func unplacedTransactionID(_ jws: String) -> String? {
+        guard let transaction = try? verified(jws, as: JWSTransaction.self).payload, transaction.environment == nil,
+            (try? check(bundleID: transaction.bundleId)) != nil
+        else { return nil }
+        return transaction.transactionId
     }
 
     /// Signed renewal info, verified and decoded, with its environment checked (`within` as for a transaction).
