@@ -325,6 +325,14 @@ package struct JobHandler: MessageHandler {
         case .replay(let first):
             metrics.replayedResults.increment()
             return .publish(publishing(first))
+        case .takenBack(let followUp):
+            // The order's grant again (its event id unchanged: credited once, its sale counted once), then the share
+            // Apple's proof says was refunded, which the ledger had not heard of, taken back.
+            metrics.money.count(followUp.json, app: appName(key))
+            logger.info(
+                "took back a refund Apple's proof states of a purchase the order holds",
+                ["job_id": job.jobID, "event_id": followUp.eventID])
+            return .publish(publishing(stored) + publishing(followUp))
         case .tied(let answer):
             // The order holds the purchase by a credit (a renewal, a purchase credited unclaimed, tied now or
             // before): answered with the credit's event id, credited once.

@@ -33,6 +33,10 @@ public enum ClaimVerdict: Sendable, Equatable {
     /// Recorded, for a purchase Apple refunded in part before any order held it: granted for what the player
     /// kept, and `followUp` (stored with the decision) takes the refunded share back; publish both, in order.
     case recordedPartlyRefunded(followUp: StoredEvent)
+    /// The order holds the purchase already, and Apple's proof states a refund of part of it that the ledger never
+    /// heard of (its notification lost): the grant answered again, unchanged, and `followUp` (stored with the
+    /// decision) takes the refunded share back, as the notification would have; publish both, in order.
+    case takenBack(followUp: StoredEvent)
     /// The order holds the purchase by a credit of the worker's, or took it now (a purchase credited unclaimed):
     /// answered with `answer`, made by ``Decision/creditAnswer`` and stored (its follow-ups, when the credit was
     /// refunded in part since, with it); publish it.

@@ -59,7 +59,7 @@ extension ClaimVerdict {
     public var creditsAnew: Bool {
         switch self {
         case .recorded, .recordedPartlyRefunded, .tied: true
-        case .replay, .duplicateTransaction, .orderAlreadyFulfilled, .revoked, .credited: false
+        case .replay, .duplicateTransaction, .orderAlreadyFulfilled, .revoked, .credited, .takenBack: false
         }
     }
 }

@@ -233,6 +233,13 @@ extension SupportDesk {
                     + " that share is taken back at once (event \(followUp.eventID))")
         case .replay(let first):
             return credited(first, repeatedCredit)
+        case .takenBack(let followUp):
+            var stored = prepared.decision.event
+            stored.followUps = [followUp]
+            return credited(
+                stored,
+                "order \(request.orderID) holds this purchase already; Apple refunded part of it, which the ledger had"
+                    + " not heard of: that share is taken back now (event \(followUp.eventID))")
         case .credited(let eventID, _):
             return .refused("order \(request.orderID) holds this purchase already (event \(eventID))")
         case .orderAlreadyFulfilled:

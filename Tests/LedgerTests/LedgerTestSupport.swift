@@ -14,6 +14,8 @@ enum Outcome: Equatable, Sendable {
     case recorded, replay(Data), duplicateTransaction, orderAlreadyFulfilled, revoked, credited(String)
     /// Recorded, with a follow-up's JSON (a purchase refunded in part before its grant).
     case recordedPartlyRefunded(Data)
+    /// The order's grant answered again, with a follow-up's JSON (a refund Apple's proof states of a purchase held).
+    case takenBack(Data)
 }
 
 extension Ledger {
@@ -22,7 +24,8 @@ extension Ledger {
     /// made before its grant (its JSON `taken:SHARE`).
     func record(
         jobID: String, claim: LedgerClaim, event: Data, app: AppScope = .defaultApp, fingerprint: String = "f",
-        environment: AppleEnvironment = .production, revenue: Int64? = nil, followUp: Bool = false
+        environment: AppleEnvironment = .production, revenue: Int64? = nil, followUp: Bool = false,
+        stated: RefundTaken? = nil
     ) async throws -> Outcome {
         let grant: GrantClaim? =
             switch claim {
@@ -40,7 +43,7 @@ extension Ledger {
             followUp ? { @Sendable taken in followUpEvent(jobID: jobID, taken) } : nil
         let decision = Decision(
             key: DecisionKey(app: app, jobID: jobID, fingerprint: fingerprint), grant: grant, event: stored,
-            refundFollowUp: maker)
+            refundFollowUp: maker, appleRefund: stated)
         switch try await record(decision) {
         case .recorded: return .recorded
         case .replay(let first): return .replay(Data(first.published.flatMap { $0.json }))
@@ -50,6 +53,7 @@ extension Ledger {
         case .credited(let eventID, _): return .credited(eventID)
         case .recordedPartlyRefunded(let followUp): return .recordedPartlyRefunded(Data(followUp.json))
         case .tied(let answer): return .credited(answer.eventID)
+        case .takenBack(let followUp): return .takenBack(Data(followUp.json))
         }
     }
 

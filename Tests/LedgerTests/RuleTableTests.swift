@@ -33,7 +33,7 @@ struct RuleTableTests {
         _ job: String, order: String, transaction: String, purchase: PurchaseID? = nil,
         environment: AppleEnvironment = .production,
         app: AppScope = .defaultApp, fingerprint: String = "f", revenue: Int64? = nil, followUp: Bool = false,
-        expect: String
+        stated: RefundTaken? = nil, expect: String
     ) -> Step {
         Step(
             run: { ledger in
@@ -41,7 +41,7 @@ struct RuleTableTests {
                     try await ledger.record(
                         jobID: job, claim: .grant(orderID: order, transactionID: transaction, purchaseID: purchase),
                         event: Data("{\"job\":\"\(job)\"}".utf8), app: app, fingerprint: fingerprint,
-                        environment: environment, revenue: revenue, followUp: followUp))
+                        environment: environment, revenue: revenue, followUp: followUp, stated: stated))
             }, expected: expect)
     }
 
@@ -113,6 +113,7 @@ struct RuleTableTests {
         case .revoked: "revoked"
         case .credited(let id): "credited:\(id)"
         case .recordedPartlyRefunded(let json): "recorded+\(String(decoding: json, as: UTF8.self))"
+        case .takenBack(let json): "taken_back+\(String(decoding: json, as: UTF8.self))"
         }
     }
 
@@ -232,6 +233,28 @@ struct RuleTableTests {
                 grant("j2", order: "o2", transaction: "250", followUp: true, expect: "revoked"),
                 notify(revoke("n2", purchase: "251", at: 5), expect: "not_granted"),
                 grant("j3", order: "o3", transaction: "251", followUp: true, expect: "revoked"),
+            ]),
+        Row(
+            name:
+                "a refund of part of a purchase the order holds, stated by Apple's proof and never heard of: taken back once; its notification takes nothing twice",
+            steps: [
+                grant("j1", order: "o1", transaction: "260", revenue: 2_990, followUp: true, expect: "recorded"),
+                grant(
+                    "j2", order: "o1", transaction: "260", followUp: true,
+                    stated: RefundTaken(share: 40_000, at: at.addingTimeInterval(5)), expect: "taken_back+taken:40000"),
+                grant(
+                    "j2", order: "o1", transaction: "260", followUp: true,
+                    stated: RefundTaken(share: 40_000, at: at.addingTimeInterval(5)),
+                    expect: "replay:{\"job\":\"j2\"}taken:40000"),
+                held("260", expect: "revenue:2990 share:40000"),
+                notify(revoke("n1", purchase: "260", at: 5, share: 40_000), expect: "ignored"),
+                notify(revoke("n2", purchase: "260", at: 10), expect: "published:o1"),
+                grant("j3", order: "o1", transaction: "260", followUp: true, expect: "revoked"),
+                // Without a follow-up to make (a caller that cannot take a share back): answered as before.
+                grant("j4", order: "o4", transaction: "261", expect: "recorded"),
+                grant(
+                    "j5", order: "o4", transaction: "261",
+                    stated: RefundTaken(share: 40_000, at: at.addingTimeInterval(5)), expect: "recorded"),
             ]),
         Row(
             name: "environments and apps are apart: the same transaction id in Sandbox, or in another app, is its own",

@@ -154,6 +154,26 @@ struct MoneyRulesTests {
     }
 
     @Test(
+        "Apple's proof stating a prorated refund of a purchase the order holds, its notification lost: the grant answered again, the share taken back once, the notification later takes nothing twice"
+    )
+    func partlyRefundedProofAfterItsGrant() async throws {
+        apple.verified(Handlers.proof("proof-3500"), transactionID: "3500", quantity: 3, value: Self.priced)
+        let granted = try await job("j-3500", order: "o-3500", transaction: "3500", quantity: 3).events
+        #expect(granted.map { $0["type"] as? String } == ["receipt.granted"])
+        apple.verified(
+            Handlers.proof("proof-3500"), transactionID: "3500", quantity: 3, revoked: Date(timeIntervalSinceNow: -60),
+            revokedShare: 33_333, value: Self.priced)
+        let events = try await job("j-3500-again", order: "o-3500", transaction: "3500", quantity: 3).events
+        #expect(events.map { $0["type"] as? String } == ["receipt.granted", "receipt.revoked"])
+        #expect(events.first?["event_id"] as? String == granted.first?["event_id"] as? String, "credited once")
+        #expect(events.last?["revenue"] as? Int == -997 && events.last?["revocation_percentage"] as? Double == 33.333)
+        #expect(try await refund("3500", quantity: 3, share: 33_333).events.isEmpty, "the same refund: nothing more")
+        #expect(try await refund("3500", quantity: 3).event?["revenue"] as? Int == -1_993, "the rest, refunded later")
+        let after = try await job("j-3500-third", order: "o-3500", transaction: "3500", quantity: 3)
+        #expect(after.event?["reason"] as? String == "revoked")
+    }
+
+    @Test(
         "a purchase credited unclaimed, then refunded in part: the job that comes is tied to it and takes the share back from its order, no revenue twice"
     )
     func creditPartlyRefundedThenTied() async throws {

@@ -72,7 +72,8 @@ public final class LedgerEngine: Ledger, Sendable {
     }
 
     /// A batch's claim in `session`'s write transaction: the facts under the purchases' locks, ``ClaimRules``'
-    /// decisions and their writes, a subscription's watch from its grant, a refund Apple stated remembered.
+    /// decisions and their writes, a subscription's watch from its grant, a refund Apple stated remembered (and, of
+    /// a grant held already, written as its notification writes it).
     static func claim(_ decisions: [Decision], dialect: any LedgerDialect, in session: any SQLSession) throws
         -> [ClaimResult]
     {
@@ -92,6 +93,16 @@ public final class LedgerEngine: Ledger, Sendable {
             try LedgerQueries.rememberRefund(
                 PurchaseKey(app: decision.key.app, environment: claim.environment, purchaseID: claim.purchaseID),
                 transactionID: claim.transactionID, seen, in: session)
+        }
+        for (decision, result) in zip(decisions, results) {
+            guard let refund = result.heldRefunded, let claim = decision.grant else { continue }
+            let purchase = PurchaseKey(
+                app: decision.key.app, environment: claim.environment, purchaseID: claim.purchaseID)
+            try session.run(
+                PurchaseStatements(session: session).statements(
+                    for: .state(
+                        purchase, transactionID: claim.transactionID, revoked: true, at: refund.at, share: refund.share)
+                ))
         }
         return results
     }

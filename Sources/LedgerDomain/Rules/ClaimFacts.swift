@@ -148,6 +148,13 @@ package struct ClaimFacts {
         ].compactMap { refunds[$0] }.max { $0.share < $1.share }
     }
 
+    /// A grant held, revoked by this batch (a refund taken back): the batch's later decisions see it so.
+    package mutating func revoke(_ grant: GrantFact) {
+        for index in byPurchase[Bytes(grant.app.rawValue, grant.environment, grant.purchaseID)] ?? [] {
+            grants[index].revoked = true
+        }
+    }
+
     package func orderHasJobGrant(app: AppScope, orderID: String) -> Bool {
         jobOrders.contains(Bytes(app.rawValue, orderID))
     }

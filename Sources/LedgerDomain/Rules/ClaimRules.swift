@@ -12,6 +12,9 @@ import Vocabulary
 ///   `revoked`. A purchase Apple refunded in part before any order held it is granted for what the player kept,
 ///   and the decision's follow-up event takes the refunded share back (stored with it); without a follow-up
 ///   maker it is `revoked`.
+/// - Held by this order under the same transaction, with a refund of part of it that Apple's proof states and the
+///   ledger never heard of: the grant is answered again and the follow-up takes the share back (the refund
+///   remembered, the grant revoked, as its notification would leave them).
 /// - A purchase granted to another order is `duplicate_transaction`; held by this order under another
 ///   transaction id (a restore) it is `order_already_fulfilled`; held by this order through a credit of the
 ///   worker's (a renewal, a tied unclaimed purchase), the job is that credit (answered by the decision's
@@ -67,6 +70,19 @@ package enum ClaimRules {
                 facts.addResult(key, answer)
                 return ClaimResult(outcome: .tied(answer), result: answer)
             }
+            if let stated, remembered == nil, same.isJobGrant, !same.revoked, let make = decision.refundFollowUp {
+                // Apple's proof states a refund of part of what the order holds, which the ledger never heard of
+                // (its notification lost, no sweep to find it): taken back now, as that notification would have
+                // (it finds the refund remembered, and takes nothing twice); the grant is answered again, unchanged.
+                let followUp = make(stated)
+                var stored = decision.event
+                stored.followUps = [followUp]
+                facts.addResult(key, stored)
+                facts.revoke(same)
+                return ClaimResult(
+                    outcome: .takenBack(followUp: followUp), result: decision.event, followUp: followUp,
+                    heldRefunded: stated)
+            }
             facts.addResult(key, decision.event)
             return ClaimResult(outcome: .recorded, result: decision.event)
         }
@@ -119,10 +135,13 @@ package struct ClaimResult {
     package var revokedAt: Date? = nil
     /// A refund Apple's proof stated that the ledger did not remember: written as the purchase's state.
     package var refundSeen: RefundTaken? = nil
+    /// A refund Apple's proof stated of a purchase the order already held: written as the refund's notification
+    /// writes it (the purchase's state, its grant revoked).
+    package var heldRefunded: RefundTaken? = nil
 
     package init(
         outcome: ClaimVerdict, grant: GrantClaim? = nil, result: StoredEvent? = nil, followUp: StoredEvent? = nil,
-        revokedAt: Date? = nil, refundSeen: RefundTaken? = nil
+        revokedAt: Date? = nil, refundSeen: RefundTaken? = nil, heldRefunded: RefundTaken? = nil
     ) {
         self.outcome = outcome
         self.grant = grant
@@ -130,5 +149,6 @@ package struct ClaimResult {
         self.followUp = followUp
         self.revokedAt = revokedAt
         self.refundSeen = refundSeen
+        self.heldRefunded = heldRefunded
     }
 }
