@@ -44,11 +44,7 @@ public final class AppleVerifier: Sendable {
             do {
                 return try await verifySigned(jws, source: .signedTransaction)
             } catch let error as AppleVerificationError where error.code == .environmentMissing {
-                // Signed before Apple added its environment: Production cannot be told from Sandbox by it, and
-                // neither is assumed. Apple's answer to its id names it (a dead letter without a key, as an id is).
-                guard let id = signedData.unplacedTransactionID(jws) else { throw error }
-                guard let api else { throw Self.noAPIKey(error.reason + ": looking it up") }
-                return try await lookUp(transactionID: id, api: api, attempts: &attempts)
+                return try await placing(jws, attempts: &attempts)
             }
         case .transactionID(let id):
             guard let api else { throw Self.noAPIKey("looking a transaction id up") }
@@ -59,6 +55,30 @@ public final class AppleVerifier: Sendable {
     private static func noAPIKey(_ what: String) -> AppleVerificationError {
         AppleVerificationError(
             .invalidKey, "\(what) needs an App Store Server API key (apple.api.*), and none is configured")
+    }
+
+    /// A signed transaction that names no environment (signed before Apple added the field): Production cannot be
+    /// told from Sandbox by it, and neither is assumed. Verified but for that (its chain's revocation too), its id is
+    /// asked of the App Store Server API, whose answer names its environment and is the transaction checked; without
+    /// a key it is a dead letter, as an id alone is. A revoked chain or no id is `invalid_receipt`, as for any.
+    private func placing(_ jws: String, attempts: inout Int) async throws -> AppleVerdict {
+        let id: String?
+        do {
+            id = try await signedData.settling { () throws(AppleVerificationError) in
+                try signedData.unplacedTransactionID(jws)
+            }
+        } catch {
+            if error.isRetriable { throw error }
+            return .rejected(.invalidReceipt, detail: error.reason)
+        }
+        guard let id, !id.isEmpty else {
+            return .rejected(.invalidReceipt, detail: "the signed transaction has no transaction id")
+        }
+        guard let api else {
+            throw Self.noAPIKey(
+                "the signed transaction names no environment (signed before Apple added it): looking it up")
+        }
+        return try await lookUp(transactionID: id, api: api, attempts: &attempts)
     }
 
     /// A transaction as Apple has it now (Get Transaction Info), verified like a signed transaction.
@@ -197,7 +217,9 @@ public final class AppleVerifier: Sendable {
             switch error.code {
             case .bundleMismatch: return .rejected(.bundleMismatch, detail: error.reason)
             case .environmentNotAllowed: return .rejected(.sandboxNotAllowed, detail: error.reason)
-            case .environmentMissing: throw error  // neither Sandbox nor invalid: the caller looks it up
+            // Neither Sandbox nor invalid: a job's own is looked up (``placing(_:attempts:)``); Apple's answer without
+            // one says nothing of the purchase either, and is a dead letter.
+            case .environmentMissing: throw error
             default: return .rejected(.invalidReceipt, detail: error.reason)
             }
         }

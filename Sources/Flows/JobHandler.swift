@@ -115,8 +115,9 @@ package struct JobHandler: MessageHandler {
         // A bundle id no app has keeps its rows apart from every configured app's.
         let key = DecisionKey(
             app: app?.scope ?? AppScope(job.bundleID ?? ""), jobID: job.jobID, fingerprint: job.fingerprint)
-        // A signed transaction is checked here, without Apple: looking every such job up first would cost a
-        // ledger round trip per job to spare the few delivered again one signature check. Recording answers
+        // A signed transaction is checked here, without Apple (but one that names no environment, looked up):
+        // looking every such job up first would cost a ledger round trip per job to spare the few delivered
+        // again one signature check. Recording answers
         // those with their first answer anyway (the ledger looks a job up before it claims anything), and a
         // dead letter is only sent once the lookup says the job was never answered.
         let checkedHere = if case .signedTransaction = job.proof { true } else { false }

@@ -23,8 +23,9 @@ struct RevocationCheckTests {
 
         func data(_ name: String) throws -> Data { try pki.data(name) }
 
-        /// A signed transaction of `com.example`, signed by the leaf `leaf` (x5c: leaf, intermediate, root).
-        func transaction(signedBy leaf: String, bundleID: String = "com.example", environment: String = "Production")
+        /// A signed transaction of `com.example`, signed by the leaf `leaf` (x5c: leaf, intermediate, root); nil
+        /// `environment`: one signed before Apple added the field.
+        func transaction(signedBy leaf: String, bundleID: String = "com.example", environment: String? = "Production")
             throws -> String
         {
             let key = try ECPrivateKey(pem: String(decoding: try data("\(leaf).key"), as: UTF8.self))
@@ -33,7 +34,7 @@ struct RevocationCheckTests {
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             return try signer.sign(
                 payload: Data(
-                    #"{"transactionId":"100","bundleId":"\#(bundleID)","environment":"\#(environment)","signedDate":\#(now)}"#
+                    #"{"transactionId":"100","bundleId":"\#(bundleID)",\#(environment.map { #""environment":"\#($0)","# } ?? "")"signedDate":\#(now)}"#
                         .utf8))
         }
     }
@@ -138,6 +139,24 @@ struct RevocationCheckTests {
             return
         }
         #expect(rejection.rawValue == "invalid_receipt")
+    }
+
+    @Test("a transaction that names no environment has its chain asked too before its id is looked up")
+    func unplacedAsked() async throws {
+        let responders = try await Responders.start()
+        let asks = Asks()
+        let (verifier, checker) = try Self.verifier(responders, asks: asks)
+        for (leaf, id) in [("good", "100"), ("revoked", nil)] {
+            let jws = try responders.transaction(signedBy: leaf, environment: nil)
+            let missing = #expect(throws: AppleVerificationError.self) { try verifier.verifyTransaction(jws) }
+            #expect(missing?.code == .environmentMissing)
+            let placed = try? await verifier.settling { () throws(AppleVerificationError) in
+                try verifier.unplacedTransactionID(jws)
+            }
+            #expect(placed == id, "\(leaf): its id only once its chain is known not revoked")
+        }
+        await checker.settled()
+        #expect(asks.outcomes.withLock { $0 }.sorted() == ["good", "revoked"])
     }
 
     @Test(

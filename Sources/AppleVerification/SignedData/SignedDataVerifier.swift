@@ -80,12 +80,16 @@ public final class SignedDataVerifier: Sendable {
         return transaction
     }
 
-    /// The id of a signed transaction that names no environment, its signature, chain and bundle id verified (its
-    /// revocation is not asked: only Apple's answer to the id is trusted, verified whole); nil for any other.
-    public func unplacedTransactionID(_ jws: String) -> String? {
-        guard let transaction = try? verified(jws, as: JWSTransaction.self).payload, transaction.environment == nil,
-            (try? check(bundleID: transaction.bundleId)) != nil
-        else { return nil }
+    /// The id of a signed transaction that names no environment (refused `environmentMissing` by
+    /// ``verifyTransaction(_:within:)``), verified but for that: its signature, chain, bundle id and the chain's
+    /// revocation, as any. Nil when it has none; one that names an environment is refused (verify it instead).
+    public func unplacedTransactionID(_ jws: String) throws(AppleVerificationError) -> String? {
+        let (transaction, chain) = try verified(jws, as: JWSTransaction.self)
+        try check(bundleID: transaction.bundleId)
+        guard transaction.environment == nil else {
+            throw AppleVerificationError(.malformed, "the signed transaction names an environment")
+        }
+        try chains.checkRevocation(chain)
         return transaction.transactionId
     }
 

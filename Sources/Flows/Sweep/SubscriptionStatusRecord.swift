@@ -135,7 +135,10 @@ package enum SubscriptionStatusRecord {
                     subtype: subtype, environment: environment, bundleID: app.bundleID))
         } catch {
             if error.isRetriable { return .unavailable(error.reason) }
-            if error.code == .environmentNotAllowed { return .environmentNotAllowed(type: .didRenew) }
+            // One that names no environment is no more this worker's to act on than another environment's.
+            if error.code == .environmentNotAllowed || error.code == .environmentMissing {
+                return .environmentNotAllowed(type: .didRenew)
+            }
             return .rejected(error.reason)
         }
     }
