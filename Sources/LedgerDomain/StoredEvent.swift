@@ -36,10 +36,22 @@ public struct RefundTaken: Sendable, Equatable {
     /// The refund's revenue was taken back by an event before (the `receipt.revoked` of a credit the purchase is
     /// tied from): the follow-up takes back the share of the content, and none of the revenue again.
     public var revenueTaken: Bool
+    /// Taken back from a grant the ledger held already (a refund Apple's proof states after the grant), with what
+    /// that grant's sale counted; nil for one taken back at the grant itself.
+    public var fromGrantHeld: GrantHeld? = nil
 
-    public init(share: Int, at: Date, revenueTaken: Bool = false) {
+    /// What the ledger holds of a grant a refund is taken back from.
+    public struct GrantHeld: Sendable, Equatable {
+        /// What its sale counted as revenue (nil: not known).
+        public var revenue: Int64?
+
+        public init(revenue: Int64?) { self.revenue = revenue }
+    }
+
+    public init(share: Int, at: Date, revenueTaken: Bool = false, fromGrantHeld: GrantHeld? = nil) {
         self.share = share
         self.at = at
         self.revenueTaken = revenueTaken
+        self.fromGrantHeld = fromGrantHeld
     }
 }

@@ -257,6 +257,28 @@ struct RuleTableTests {
                     stated: RefundTaken(share: 40_000, at: at.addingTimeInterval(5)), expect: "recorded"),
             ]),
         Row(
+            name:
+                "a refund Apple gave back after the proof that states it is over; refunded again, and never heard of, it is taken back",
+            steps: [
+                grant("j1", order: "o1", transaction: "262", followUp: true, expect: "recorded"),
+                notify(revoke("n1", purchase: "262", at: 5, share: 40_000), expect: "published:o1"),
+                notify(reinstate("n2", purchase: "262", at: 8), expect: "published:o1"),
+                grant(
+                    "j2", order: "o1", transaction: "262", followUp: true,
+                    stated: RefundTaken(share: 40_000, at: at.addingTimeInterval(5)), expect: "recorded"),
+                grant(
+                    "j3", order: "o2", transaction: "263", followUp: true,
+                    stated: RefundTaken(share: 40_000, at: at.addingTimeInterval(5)), expect: "recorded+taken:40000"),
+                notify(reinstate("n3", purchase: "263", at: 8), expect: "published:o2"),
+                grant(
+                    "j4", order: "o2", transaction: "263", followUp: true,
+                    stated: RefundTaken(share: 40_000, at: at.addingTimeInterval(5)), expect: "recorded"),
+                grant(
+                    "j5", order: "o1", transaction: "262", followUp: true,
+                    stated: RefundTaken(share: 30_000, at: at.addingTimeInterval(20)), expect: "taken_back+taken:30000"),
+                grant("j6", order: "o1", transaction: "262", expect: "revoked"),
+            ]),
+        Row(
             name: "environments and apps are apart: the same transaction id in Sandbox, or in another app, is its own",
             steps: [
                 grant("j1", order: "o1", transaction: "300", expect: "recorded"),

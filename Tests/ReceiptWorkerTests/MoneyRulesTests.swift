@@ -171,6 +171,17 @@ struct MoneyRulesTests {
         #expect(try await refund("3500", quantity: 3).event?["revenue"] as? Int == -1_993, "the rest, refunded later")
         let after = try await job("j-3500-third", order: "o-3500", transaction: "3500", quantity: 3)
         #expect(after.event?["reason"] as? String == "revoked")
+
+        // What is taken back is the share of what the held grant's sale counted (nothing, a receipt's), whatever
+        // the later proof says the price was.
+        apple.verified(Handlers.proof("proof-3501"), transactionID: "3501")
+        #expect(try await job("j-3501", order: "o-3501", transaction: "3501").event?["revenue"] as? Int == 0)
+        apple.verified(
+            Handlers.proof("proof-3501"), transactionID: "3501", revoked: Date(timeIntervalSinceNow: -60),
+            revokedShare: 33_333, value: Self.priced)
+        let taken = try await job("j-3501-again", order: "o-3501", transaction: "3501").events
+        #expect(taken.map { $0["type"] as? String } == ["receipt.granted", "receipt.revoked"])
+        #expect(taken.last?["revenue"] as? Int == 0)
     }
 
     @Test(

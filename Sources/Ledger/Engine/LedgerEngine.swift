@@ -78,6 +78,16 @@ public final class LedgerEngine: Ledger, Sendable {
         -> [ClaimResult]
     {
         var facts = try dialect.claimFacts(decisions, in: session)
+        // The few that carry a refund Apple's proof states: whether it was reversed since (the facts hold refunds
+        // in force only).
+        for decision in decisions {
+            guard let stated = decision.appleRefund, let claim = decision.grant else { continue }
+            let purchase = PurchaseKey(
+                app: decision.key.app, environment: claim.environment, purchaseID: claim.purchaseID)
+            if try LedgerQueries.reversed(purchase, transactionID: claim.transactionID, since: stated.at, in: session) {
+                facts.addReversal(purchase)
+            }
+        }
         let results = ClaimRules.decide(decisions, facts: &facts)
         try dialect.claimWrite(Array(zip(decisions, results)), in: session)
         for (decision, result) in zip(decisions, results) {

@@ -43,6 +43,22 @@ enum LedgerQueries {
             ])
     }
 
+    /// Whether the purchase was given back (a refund reversed) at or after `at`: a refund a proof states of that time
+    /// is over.
+    static func reversed(
+        _ purchase: PurchaseKey, transactionID: String, since at: Date, in session: any SQLSession
+    ) throws -> Bool {
+        try session.first(
+            """
+            SELECT 1 FROM \(session.spelling.table("purchase_states")) WHERE app = ?1 AND environment = ?2
+                AND purchase_id IN (?3, ?4) AND NOT revoked AND changed_at >= \(session.spelling.time(5))
+            """,
+            [
+                .text(purchase.app.rawValue), .text(purchase.environment.rawValue), .text(purchase.purchaseID.key),
+                .text(transactionID), .time(at),
+            ]) != nil
+    }
+
     /// A prorated refund a proof stated, remembered as a refund notification makes it (revoked, its share and
     /// Apple's time), unless the purchase's state is newer.
     static func rememberRefund(

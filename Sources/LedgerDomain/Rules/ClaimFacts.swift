@@ -69,6 +69,8 @@ package struct ClaimFacts {
     private var jobOrders: Set<Bytes> = []
     private var grantIndex: Set<Bytes> = []
     private var refunds: [Bytes: RefundTaken] = [:]
+    /// Purchases given back (a refund reversed) after the refund a decision's proof states.
+    private var reversals: Set<Bytes> = []
 
     package init() {}
 
@@ -146,6 +148,15 @@ package struct ClaimFacts {
             Bytes(app.rawValue, claim.environment.rawValue, "t", claim.transactionID),
             Bytes("*", "p", claim.purchaseID.key), Bytes("*", "t", claim.transactionID),
         ].compactMap { refunds[$0] }.max { $0.share < $1.share }
+    }
+
+    /// A purchase given back after the refund its decision's proof states: that refund is over.
+    package mutating func addReversal(_ purchase: PurchaseKey) {
+        reversals.insert(Bytes(purchase.app.rawValue, purchase.environment.rawValue, purchase.purchaseID.key))
+    }
+
+    package func isReversed(app: AppScope, _ claim: GrantClaim) -> Bool {
+        !reversals.isEmpty && reversals.contains(Bytes(app.rawValue, claim.environment.rawValue, claim.purchaseID.key))
     }
 
     /// A grant held, revoked by this batch (a refund taken back): the batch's later decisions see it so.

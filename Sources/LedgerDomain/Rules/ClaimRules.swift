@@ -42,7 +42,10 @@ package enum ClaimRules {
         // Refunded or revoked, before or after a grant: never again (a share refunded before any grant: below).
         // The ledger's memory of a refund, or what Apple's proof states, whichever refunded more.
         let remembered = facts.refund(app: key.app, claim)
-        let stated = decision.appleRefund.map { RefundTaken(share: min(max($0.share, 0), 100_000), at: $0.at) }
+        // A refund the proof states that Apple gave back since (the proof older than the reversal) is over.
+        let stated =
+            facts.isReversed(app: key.app, claim)
+            ? nil : decision.appleRefund.map { RefundTaken(share: min(max($0.share, 0), 100_000), at: $0.at) }
         let refund = [remembered, stated].compactMap { $0 }.max { $0.share < $1.share }
         // A credit of a purchase no job claimed, refunded in part since, is still to be tied to its player's order
         // (``PurchaseRules/claimCredit(_:answer:in:)``): the rest is theirs.
@@ -74,7 +77,9 @@ package enum ClaimRules {
                 // Apple's proof states a refund of part of what the order holds, which the ledger never heard of
                 // (its notification lost, no sweep to find it): taken back now, as that notification would have
                 // (it finds the refund remembered, and takes nothing twice); the grant is answered again, unchanged.
-                let followUp = make(stated)
+                var taken = stated
+                taken.fromGrantHeld = RefundTaken.GrantHeld(revenue: same.revenue)
+                let followUp = make(taken)
                 var stored = decision.event
                 stored.followUps = [followUp]
                 facts.addResult(key, stored)
