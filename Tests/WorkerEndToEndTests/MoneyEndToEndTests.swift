@@ -117,8 +117,8 @@ struct MoneyEndToEndTests {
             job(
                 "job-c", order: "order-c", product: "gems_100", ["signed_transaction": bought.signedTransaction],
                 quantity: 3))
-        _ = await eventually(timeout: .seconds(60)) { harness.events(orderID: "order-c").count >= 2 }
-        let events = harness.events(orderID: "order-c")
+        _ = await eventually(timeout: .seconds(60)) { harness.distinctEvents(orderID: "order-c").count >= 2 }
+        let events = harness.distinctEvents(orderID: "order-c")
         #expect(events.map { $0["type"] as? String } == ["receipt.granted", "receipt.revoked"], "\(events)")
         #expect(events.first?["quantity"] as? Int == 3 && events.first?["revenue"] as? Int == 2990)
         #expect(events.last?["revenue"] as? Int == -997 && events.last?["notification_id"] is NSNull)
@@ -141,8 +141,8 @@ struct MoneyEndToEndTests {
             try await harness.appleOrderID(other.transactionID),
         ])
         #expect(credited.status == 0 && credited.output.contains("taken back at once"), "\(credited.errors)")
-        _ = await eventually(timeout: .seconds(60)) { harness.events(orderID: "support-c").count >= 2 }
-        let supported = harness.events(orderID: "support-c")
+        _ = await eventually(timeout: .seconds(60)) { harness.distinctEvents(orderID: "support-c").count >= 2 }
+        let supported = harness.distinctEvents(orderID: "support-c")
         #expect(supported.map { $0["type"] as? String } == ["receipt.granted", "receipt.revoked"], "\(supported)")
         #expect(supported.last?["revocation_percentage"] as? Double == 33.333)
         await harness.stop()

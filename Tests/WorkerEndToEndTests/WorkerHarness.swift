@@ -272,6 +272,14 @@ final class WorkerHarness: Sendable {
         }
     }
 
+    /// ``events(orderID:)`` each once, in the order first published: an event published again (a notification Apple
+    /// sent again, a record delivered again) keeps its event id (at least once, contract section 6), and a grant
+    /// service credits it once.
+    func distinctEvents(orderID: String) -> [[String: Any]] {
+        var seen: Set<String> = []
+        return events(orderID: orderID).filter { seen.insert($0["event_id"] as? String ?? "").inserted }
+    }
+
     /// Produces a consumption answer (a grant service's) to the consumption topic.
     func answerConsumption(_ answer: [String: Any]) async throws {
         let value = try JSONSerialization.data(withJSONObject: answer)
