@@ -38,6 +38,13 @@ public struct Decision: Sendable {
     }
 }
 
+extension Decision {
+    /// The purchase its grant claims, in the decision's app; nil for a deny, which claims nothing.
+    package var purchase: PurchaseKey? {
+        grant.map { PurchaseKey(app: key.app, environment: $0.environment, purchaseID: $0.purchaseID) }
+    }
+}
+
 /// A grant to claim: the purchase `purchaseID` (presented as `transactionID`) for `orderID`. It succeeds only if
 /// the purchase was granted to no other order of the app in that environment, whatever transaction id it was
 /// presented with (a StoreKit 1 restore gives an old purchase a new transaction id on each device), and the

@@ -224,22 +224,21 @@ extension SupportDesk {
         case .recorded:
             return credited(
                 prepared.decision.event, "credited to order \(request.orderID) of player \(request.userID)")
-        case .recordedPartlyRefunded(let followUp):
+        case .recordedPartlyRefunded(let followUp), .takenBack(let followUp):
+            // The grant, then the event that takes the refunded share back.
             var stored = prepared.decision.event
             stored.followUps = [followUp]
-            return credited(
-                stored,
-                "credited to order \(request.orderID) of player \(request.userID); Apple refunded part of it before:"
-                    + " that share is taken back at once (event \(followUp.eventID))")
+            let how =
+                if case .takenBack = recorded {
+                    "order \(request.orderID) holds this purchase already; Apple refunded part of it, which the ledger"
+                        + " had not heard of: that share is taken back now"
+                } else {
+                    "credited to order \(request.orderID) of player \(request.userID); Apple refunded part of it before:"
+                        + " that share is taken back at once"
+                }
+            return credited(stored, how + " (event \(followUp.eventID))")
         case .replay(let first):
             return credited(first, repeatedCredit)
-        case .takenBack(let followUp):
-            var stored = prepared.decision.event
-            stored.followUps = [followUp]
-            return credited(
-                stored,
-                "order \(request.orderID) holds this purchase already; Apple refunded part of it, which the ledger had"
-                    + " not heard of: that share is taken back now (event \(followUp.eventID))")
         case .credited(let eventID, _):
             return .refused("order \(request.orderID) holds this purchase already (event \(eventID))")
         case .orderAlreadyFulfilled:

@@ -117,6 +117,11 @@ struct RuleTableTests {
         }
     }
 
+    /// A prorated refund Apple's proof states: `share` in milliunits, `seconds` after ``at``.
+    static func proofRefund(_ share: Int, at seconds: TimeInterval) -> RefundTaken {
+        RefundTaken(share: share, at: at.addingTimeInterval(seconds))
+    }
+
     static func change(_ id: String, _ kind: NotificationChange.Kind, environment: AppleEnvironment = .production)
         -> NotificationChange
     {
@@ -241,10 +246,10 @@ struct RuleTableTests {
                 grant("j1", order: "o1", transaction: "260", revenue: 2_990, followUp: true, expect: "recorded"),
                 grant(
                     "j2", order: "o1", transaction: "260", followUp: true,
-                    stated: RefundTaken(share: 40_000, at: at.addingTimeInterval(5)), expect: "taken_back+taken:40000"),
+                    stated: proofRefund(40_000, at: 5), expect: "taken_back+taken:40000"),
                 grant(
                     "j2", order: "o1", transaction: "260", followUp: true,
-                    stated: RefundTaken(share: 40_000, at: at.addingTimeInterval(5)),
+                    stated: proofRefund(40_000, at: 5),
                     expect: "replay:{\"job\":\"j2\"}taken:40000"),
                 held("260", expect: "revenue:2990 share:40000"),
                 notify(revoke("n1", purchase: "260", at: 5, share: 40_000), expect: "ignored"),
@@ -254,7 +259,7 @@ struct RuleTableTests {
                 grant("j4", order: "o4", transaction: "261", expect: "recorded"),
                 grant(
                     "j5", order: "o4", transaction: "261",
-                    stated: RefundTaken(share: 40_000, at: at.addingTimeInterval(5)), expect: "recorded"),
+                    stated: proofRefund(40_000, at: 5), expect: "recorded"),
             ]),
         Row(
             name:
@@ -265,17 +270,17 @@ struct RuleTableTests {
                 notify(reinstate("n2", purchase: "262", at: 8), expect: "published:o1"),
                 grant(
                     "j2", order: "o1", transaction: "262", followUp: true,
-                    stated: RefundTaken(share: 40_000, at: at.addingTimeInterval(5)), expect: "recorded"),
+                    stated: proofRefund(40_000, at: 5), expect: "recorded"),
                 grant(
                     "j3", order: "o2", transaction: "263", followUp: true,
-                    stated: RefundTaken(share: 40_000, at: at.addingTimeInterval(5)), expect: "recorded+taken:40000"),
+                    stated: proofRefund(40_000, at: 5), expect: "recorded+taken:40000"),
                 notify(reinstate("n3", purchase: "263", at: 8), expect: "published:o2"),
                 grant(
                     "j4", order: "o2", transaction: "263", followUp: true,
-                    stated: RefundTaken(share: 40_000, at: at.addingTimeInterval(5)), expect: "recorded"),
+                    stated: proofRefund(40_000, at: 5), expect: "recorded"),
                 grant(
                     "j5", order: "o1", transaction: "262", followUp: true,
-                    stated: RefundTaken(share: 30_000, at: at.addingTimeInterval(20)), expect: "taken_back+taken:30000"),
+                    stated: proofRefund(30_000, at: 20), expect: "taken_back+taken:30000"),
                 grant("j6", order: "o1", transaction: "262", expect: "revoked"),
             ]),
         Row(

@@ -24,11 +24,7 @@ enum ClaimStatements {
     /// transaction holds the only lock). Each query an exact key of an index: an OR of columns would make SQLite
     /// read every grant of the app and environment.
     static func facts(_ decisions: [Decision], in session: any SQLSession) throws -> ClaimFacts {
-        let purchases = decisions.compactMap { decision in
-            decision.grant.map {
-                PurchaseKey(app: decision.key.app, environment: $0.environment, purchaseID: $0.purchaseID)
-            }
-        }
+        let purchases = decisions.compactMap(\.purchase)
         for key in Set(purchases.map(PurchaseStatements.lockKey)).sorted() { try session.lock(key) }
         let sql = ClaimSQL.of(session.spelling)
         var facts = ClaimFacts()

@@ -81,9 +81,8 @@ public final class LedgerEngine: Ledger, Sendable {
         // The few that carry a refund Apple's proof states: whether it was reversed since (the facts hold refunds
         // in force only).
         for decision in decisions {
-            guard let stated = decision.appleRefund, let claim = decision.grant else { continue }
-            let purchase = PurchaseKey(
-                app: decision.key.app, environment: claim.environment, purchaseID: claim.purchaseID)
+            guard let stated = decision.appleRefund, let claim = decision.grant, let purchase = decision.purchase
+            else { continue }
             if try LedgerQueries.reversed(purchase, transactionID: claim.transactionID, since: stated.at, in: session) {
                 facts.addReversal(purchase)
             }
@@ -98,21 +97,20 @@ public final class LedgerEngine: Ledger, Sendable {
                 app: decision.key.app, environment: claim.environment, originalTransactionID: original,
                 period: period, in: session)
         }
+        // A refund only Apple's proof stated: remembered beside the grant it made, or, of a grant held already,
+        // written as its notification writes it (the grant revoked too).
         for (decision, result) in zip(decisions, results) {
-            guard let seen = result.refundSeen, let claim = result.grant else { continue }
-            try LedgerQueries.rememberRefund(
-                PurchaseKey(app: decision.key.app, environment: claim.environment, purchaseID: claim.purchaseID),
-                transactionID: claim.transactionID, seen, in: session)
-        }
-        for (decision, result) in zip(decisions, results) {
-            guard let refund = result.heldRefunded, let claim = decision.grant else { continue }
-            let purchase = PurchaseKey(
-                app: decision.key.app, environment: claim.environment, purchaseID: claim.purchaseID)
-            try session.run(
-                PurchaseStatements(session: session).statements(
-                    for: .state(
-                        purchase, transactionID: claim.transactionID, revoked: true, at: refund.at, share: refund.share)
-                ))
+            guard let claim = decision.grant, let purchase = decision.purchase else { continue }
+            if let seen = result.refundSeen, result.grant != nil {
+                try LedgerQueries.rememberRefund(purchase, transactionID: claim.transactionID, seen, in: session)
+            }
+            if let refund = result.heldRefunded {
+                try session.run(
+                    PurchaseStatements(session: session).statements(
+                        for: .state(
+                            purchase, transactionID: claim.transactionID, revoked: true, at: refund.at,
+                            share: refund.share)))
+            }
         }
         return results
     }

@@ -209,8 +209,7 @@ package enum PurchaseRules {
         in transaction: some PurchaseStateTransaction
     ) throws -> CreditClaim {
         if let stored = try transaction.storedDecision(decision.key) { return .replay(stored) }
-        guard let claim = decision.grant else { return .notACredit }
-        let purchase = PurchaseKey(app: decision.key.app, environment: claim.environment, purchaseID: claim.purchaseID)
+        guard let claim = decision.grant, let purchase = decision.purchase else { return .notACredit }
         // The subscription first, as a renewal takes them: a period credited meanwhile moves with the tie.
         let credit = try transaction.untiedCredit(of: purchase, transactionID: claim.transactionID)
         if let original = credit?.originalTransactionID {
