@@ -50,7 +50,9 @@ let package = Package(
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(
-            name: "HTTPBench", dependencies: [product("HTTPClient"), product("Observability")], swiftSettings: strict),
+            name: "HTTPBench", dependencies: ["CEpoll", product("HTTPClient"), product("Observability")],
+            swiftSettings: strict),
+        .systemLibrary(name: "CEpoll"),
         .executableTarget(name: "LedgerBench", dependencies: [product("Ledger")], swiftSettings: strict),
         .executableTarget(
             name: "JWSBench", dependencies: [product("AppleVerification"), product("Crypto")], swiftSettings: strict),

@@ -4,7 +4,9 @@
 #   scripts/bench-http.sh [IN_FLIGHT] [SECONDS]     (defaults 1000, 5)
 # Beside each rate: the client's CPU per request, and in ECDSA P-256 verifications measured in the same run
 # (scripts/lib/ecdsa.sh; a receipt job's call to Apple costs at least this). HTTP_BENCH=PATH runs that http-bench
-# binary (another commit's), to compare two clients against the same simulator.
+# binary (another commit's), to compare two clients against the same simulator. CLIENTS="curl raw" also measures
+# http-bench's raw client (HTTP/1.1 on epoll, cleartext, no libcurl: the floor of a client of our own), alternating
+# with the worker's, at each latency.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 in_flight="${1:-1000}"
@@ -23,7 +25,8 @@ body="{\"receipt-data\":\"$receipt\"}"
 
 run() {
     curl -sf -X PUT "$base/admin/faults" -d "{\"latency_ms\": $1}" >/dev/null
-    "${HTTP_BENCH:-Benchmarks/.build/release/http-bench}" --url "$base/production/verifyReceipt" --body "$body" --in-flight "$in_flight" --seconds "$seconds"
+    "${HTTP_BENCH:-Benchmarks/.build/release/http-bench}" --url "$base/production/verifyReceipt" --body "$body" \
+        --in-flight "$in_flight" --seconds "$seconds" --client "${2:-curl}"
 }
 echo "HTTP client -> simulator verifyReceipt, $in_flight in flight, ${seconds} s each (HTTP/1.1 keep-alive on loopback)"
 source scripts/lib/ecdsa.sh
@@ -38,6 +41,14 @@ in_ecdsa() {
         echo "$1"
     fi
 }
+clients="${CLIENTS:-curl}"
+if [ "$clients" != curl ]; then
+    for latency in 0 100; do
+        for client in $clients; do
+            printf '%-34s %s\n' "$client, ${latency} ms simulated latency" "$(in_ecdsa "$(run "$latency" "$client")")"
+        done
+    done
+fi
 zero=$(in_ecdsa "$(run 0)")
 slow=$(in_ecdsa "$(run 100)")
 ideal=$((in_flight * 10))

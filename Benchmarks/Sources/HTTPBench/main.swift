@@ -4,8 +4,9 @@ import Observability
 import Synchronization
 
 // HTTP requests per second through HTTPClient with a fixed number in flight, for a fixed time.
-//   http-bench --url URL [--body JSON] [--in-flight 1000] [--seconds 5]
-// Each of the in-flight slots sends its next request as soon as its previous one is answered.
+//   http-bench --url URL [--body JSON] [--in-flight 1000] [--seconds 5] [--client curl|raw]
+// Each of the in-flight slots sends its next request as soon as its previous one is answered. `--client raw`
+// sends the same POSTs through `RawHTTP1Client` instead (cleartext only): the floor of a client of our own.
 
 func option(_ name: String, _ fallback: String? = nil) -> String? {
     let arguments = CommandLine.arguments
@@ -21,6 +22,14 @@ guard let url = option("--url") else {
 let body = option("--body").map { Data($0.utf8) }
 let inFlight = Int(option("--in-flight", "1000")!) ?? 1000
 let seconds = Double(option("--seconds", "5")!) ?? 5
+let raw: RawHTTP1Client?
+do {
+    raw = option("--client", "curl") == "raw" ? try RawHTTP1Client(url: url) : nil
+} catch {
+    FileHandle.standardError.write(Data("http-bench: \(error)\n".utf8))
+    exit(2)
+}
+let rawBody = Array(body ?? Data())
 
 final class Counters: Sendable {
     let ok = Atomic<Int>(0)
@@ -40,8 +49,11 @@ await withTaskGroup(of: Void.self) { group in
                 timeout: .seconds(10))
             while ContinuousClock.now < deadline {
                 do {
-                    let response = try await client.execute(request)
-                    if response.status == 200 {
+                    let status =
+                        if let raw { try await raw.post(rawBody).status } else {
+                            try await client.execute(request).status
+                        }
+                    if status == 200 {
                         counters.ok.add(1, ordering: .relaxed)
                     } else {
                         counters.failed.add(1, ordering: .relaxed)
