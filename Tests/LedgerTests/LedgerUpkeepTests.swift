@@ -170,4 +170,25 @@ struct LedgerSecretTests {
             )
             .contains("s3cr") == false)
     }
+
+    @Test("a password given as a parameter, not in the user information, is kept out of the error too")
+    func parameterPasswordRedacted() {
+        for url in [
+            "postgresql://worker@127.0.0.1:1/ledger?password=Ab%9zSecretParam",
+            "postgresql://127.0.0.1:1/ledger?sslmode=disable&PASSWORD=Ab%9zSecretParam",
+            "postgresql:///ledger?host=127.0.0.1&port=1&sslpassword=Ab%9zSecretParam&x=%zz",
+        ] {
+            do {
+                _ = try PostgresConnection(url: url)
+                Issue.record("connected to nothing")
+            } catch {
+                let text = "\(error)"
+                for secret in ["Ab%9z", "SecretParam", "9zSecret"] { #expect(!text.contains(secret), "\(text)") }
+            }
+        }
+        #expect(
+            PostgresConnection.passwords(in: "host=db user=w password='two words' dbname=l") == ["two words"])
+        #expect(PostgresConnection.passwords(in: "postgresql://w:p%40ss@db/l?password=other") == ["p%40ss", "other"])
+        #expect(PostgresConnection.passwords(in: "postgresql://w@db/l?passfile=/run/pgpass").isEmpty)
+    }
 }

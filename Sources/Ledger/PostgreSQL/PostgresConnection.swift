@@ -36,24 +36,38 @@ final class PostgresConnection: @unchecked Sendable {
 
     static let logger = Logger(label: "ledger")
 
-    /// `message` without the URL's password: libpq quotes a malformed URL's parts (a bad percent escape, say),
-    /// and a password must never reach a log line or a command's error.
+    /// `message` without the URL's passwords: libpq quotes a malformed URL's parts (a bad percent escape, say),
+    /// and a password must never reach a log line or a command's error. A password is the user information's
+    /// (`user:password@`), or a `password` or `sslpassword` parameter's (`?password=...`, `password=...` in a
+    /// keyword/value string).
     static func redacting(_ message: String, of url: String) -> String {
-        guard let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].lastIndex(of: "@") else {
-            return message
-        }
-        let userInfo = url[scheme.upperBound..<at]
-        guard let colon = userInfo.firstIndex(of: ":") else { return message }
-        let password = String(userInfo[userInfo.index(after: colon)...])
-        var redacted = message
-        for secret in [url, password, password.removingPercentEncoding ?? password] where secret.count >= 2 {
-            redacted = redacted.replacingOccurrences(of: secret, with: "***")
-        }
-        // A fragment of it quoted on its own (libpq shows the token it could not read).
-        for token in password.split(separator: "%").map(String.init) where token.count >= 3 {
-            redacted = redacted.replacingOccurrences(of: token, with: "***")
+        var redacted = message.replacingOccurrences(of: url, with: "***")
+        for password in passwords(in: url) {
+            for secret in [password, password.removingPercentEncoding ?? password] where secret.count >= 2 {
+                redacted = redacted.replacingOccurrences(of: secret, with: "***")
+            }
+            // A fragment of it quoted on its own (libpq shows the token it could not read).
+            for token in password.split(separator: "%").map(String.init) where token.count >= 3 {
+                redacted = redacted.replacingOccurrences(of: token, with: "***")
+            }
         }
         return redacted
+    }
+
+    /// The passwords `url` carries, as written in it.
+    static func passwords(in url: String) -> [String] {
+        var passwords: [String] = []
+        if let scheme = url.range(of: "://") {
+            let authority = url[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" }
+            if let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") {
+                passwords.append(String(authority[authority.index(after: colon)..<at]))
+            }
+        }
+        let parameter = /(?:^|[?&\s])(?:ssl)?password\s*=\s*('[^']*'|[^&\s]*)/.ignoresCase()
+        for match in url.matches(of: parameter) {
+            passwords.append(String(match.1).trimmingCharacters(in: CharacterSet(charactersIn: "'")))
+        }
+        return passwords.filter { !$0.isEmpty }
     }
 
     /// Deadlines a ledger on a payment path needs, added unless the URL sets them: a hung or partitioned
