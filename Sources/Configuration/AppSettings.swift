@@ -135,8 +135,13 @@ struct AppSettings: Sendable {
         guard isWorker, readsFiles else { return app }
         // Files are read only by the worker: the tools never call Apple.
         if let path = settings["shared_secret_file"] {
-            app.sharedSecret = try ConfigurationValue.read(prefix + "shared_secret_file", path)
+            let secret = try ConfigurationValue.read(prefix + "shared_secret_file", path)
                 .trimmingCharacters(in: .whitespacesAndNewlines)
+            // An empty file is a mount gone wrong, not "no secret": every call to Apple would send an empty one.
+            guard !secret.isEmpty else {
+                throw ConfigurationError(key: prefix + "shared_secret_file", reason: "the file \(path) is empty")
+            }
+            app.sharedSecret = secret
         }
         if let path = settings["api.private_key_file"] {
             app.apiPrivateKeyPEM = try ConfigurationValue.read(prefix + "api.private_key_file", path)

@@ -392,10 +392,10 @@ enum ConfigurationKeys {
     /// The two keys every deployment sets; any other `kafka.X` is librdkafka's property `X` (``kafkaProperty``).
     static let kafka: [ConfigurationKey] = [
         ConfigurationKey("kafka.bootstrap.servers", default: defaults.kafka["bootstrap.servers"]) {
-            $1.configuration.kafka["bootstrap.servers"] = $0.text
+            $1.configuration.kafka["bootstrap.servers"] = try $0.nonEmpty()
         },
         ConfigurationKey("kafka.group.id", default: defaults.kafka["group.id"]) {
-            $1.configuration.kafka["group.id"] = $0.text
+            $1.configuration.kafka["group.id"] = try $0.nonEmpty()
         },
     ]
 

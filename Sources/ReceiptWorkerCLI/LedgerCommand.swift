@@ -81,6 +81,10 @@ enum LedgerCommand {
                 if let role, !PostgresSchema.isIdentifier(role) {
                     throw UsageError("\(name) must be a lower-case SQL name: a-z, 0-9 and _")
                 }
+                // Not a role but every role (or whichever runs the statement): the ledger's rows to anyone.
+                if let role, ["public", "current_user", "session_user", "current_role"].contains(role) {
+                    throw UsageError("\(name) \(role) names no one role: give the worker's (or the desk's) own role")
+                }
             }
             let configuration = try options.configuration(purpose: .ledger)
             return try await migrate(

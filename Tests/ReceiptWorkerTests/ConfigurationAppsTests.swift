@@ -84,6 +84,8 @@ struct ConfigurationAppsTests {
                 ["apps.puzzle.bundle_id=x", "apps.puzzle.shared_secret_file=/no/such/file"],
                 "apps.puzzle.shared_secret_file", "cannot read"
             ),
+            (["kafka.bootstrap.servers="], "kafka.bootstrap.servers", "must not be empty"),
+            (["kafka.group.id="], "kafka.group.id", "must not be empty"),
             (
                 ["apple.app_apple_id=1", "notifications.listen=:8090", "apps.puzzle.bundle_id=x"],
                 "apps.puzzle.app_apple_id", "required with notifications.listen"
@@ -93,6 +95,18 @@ struct ConfigurationAppsTests {
         let error = error(["apple.bundle_id=com.example.game"] + lines)
         #expect(error?.key.hasPrefix(key) == true, "\(String(describing: error))")
         #expect(error?.reason.contains(reason) == true, "\(String(describing: error))")
+    }
+
+    @Test("an empty secret file stops start-up, naming its key: every call to Apple would send an empty secret")
+    func emptySecretFile() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("empty-secret-\(UUID().uuidString)")
+            .path
+        #expect(FileManager.default.createFile(atPath: path, contents: Data("\n".utf8)))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        for key in ["apple.shared_secret_file", "apps.puzzle.shared_secret_file"] {
+            let error = error(["apple.bundle_id=com.example.game", "apps.puzzle.bundle_id=x", "\(key)=\(path)"])
+            #expect(error?.key == key && error?.reason.contains("is empty") == true, "\(String(describing: error))")
+        }
     }
 
     @Test(

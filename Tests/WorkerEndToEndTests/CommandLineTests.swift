@@ -24,6 +24,9 @@ import Testing
         #expect(badOption.status == 2 && badOption.errors.contains("unknown option --colour"))
         let dlq = try await CommandLineRun.run(["dlq"])
         #expect(dlq.status == 2 && dlq.errors.contains("dlq replay"))
+        // A role name that is every role: the ledger's rows would be granted to anyone on the database.
+        let everyone = try await CommandLineRun.run(["ledger", "migrate", "--grant-to", "public"])
+        #expect(everyone.status == 2 && everyone.errors.contains("--grant-to public names no one role"))
         let dlqHelp = try await CommandLineRun.run(["dlq", "--help"])
         #expect(dlqHelp.status == 0 && dlqHelp.output.contains("usage: receipt-worker dlq replay"))
         let version = try await CommandLineRun.run(["--version"])
