@@ -86,7 +86,7 @@ package struct ConsumptionHandler: MessageHandler {
         }
         // Begun before a grant service's answer records that it came: a policy's answer in hand is superseded on
         // every path of this one (sent, or not sent without consent), and one begun later reads the record.
-        let place = AnswerSuccession.Place(JobHandler.firstRead(message, retriesTopic: retriesTopic))
+        let place = AnswerSuccession.Place(firstRead(message))
         guard let ticket = succession.begin(transactionID: answer.transactionID, place: place, byPolicy: byPolicy)
         else {
             guard !byPolicy else {
@@ -249,5 +249,18 @@ package struct ConsumptionHandler: MessageHandler {
 
     private func notSent(_ error: String, attempts: Int = 0) -> Disposition {
         .deadLetter(DeadLetter(reason: .consumptionNotSent, error: error, attempts: attempts))
+    }
+}
+
+extension ConsumptionHandler {
+    /// Where an answer was first read: for an answer a `dlq replay` put back, the original's place (it is as old as
+    /// the original, whatever the grant service produced since), else its own or its `parked_from`'s.
+    func firstRead(_ message: InboundMessage) -> String {
+        if message.header(DeadLetterHeader.replayedFrom) != nil,
+            let original = message.header(DeadLetterHeader.firstRead)?.stringValue
+        {
+            return original
+        }
+        return JobHandler.firstRead(message, retriesTopic: retriesTopic)
     }
 }

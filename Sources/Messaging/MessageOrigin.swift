@@ -12,6 +12,22 @@ public enum DeadLetterHeader {
     public static let originalBytes = "dlq_original_bytes"
     /// On a letter put back on its topic: where it was read on the dead-letter topic.
     public static let replayedFrom = "dlq_replayed_from"
+    /// On a letter put back on its topic (and on a dead letter of such a record): where the original was first read,
+    /// `TOPIC[PARTITION]@OFFSET`. A replayed consumption answer is ordered among its transaction's answers by it,
+    /// not by its new place: an answer the grant service corrected since stays the newest.
+    public static let firstRead = "dlq_first_read"
+
+    /// Where the record a dead letter holds was first read: a replay's ``firstRead``, a parked message's
+    /// `parked_from`, else the letter's source topic, partition and offset; nil when the letter names none.
+    public static func firstRead(of letter: InboundMessage) -> String? {
+        if let replayed = letter.header(firstRead)?.stringValue { return replayed }
+        if let parked = letter.header(ParkedOrigin.header)?.stringValue { return parked }
+        guard let topic = letter.header(sourceTopic)?.stringValue,
+            let partition = letter.header(sourcePartition)?.stringValue.flatMap(Int32.init),
+            let offset = letter.header(sourceOffset)?.stringValue.flatMap(Int64.init)
+        else { return nil }
+        return "\(TopicPartition(topic: topic, partition: partition))@\(offset)"
+    }
     /// The original's headers a dead letter keeps, and a replay puts back: those that say what the record is, without
     /// which its value would be read as something else (a subscription's status as Apple's notification, a
     /// policy's answer as a grant service's). Only with the values the worker writes (a bundle id of at most 255

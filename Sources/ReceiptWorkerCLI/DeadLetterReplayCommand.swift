@@ -20,15 +20,22 @@ enum DeadLetterReplayCommand {
 
         options:
           --reason REASON   only letters with this dlq_reason (repeatable): malformed_job,
-                            retries_exhausted, cannot_verify, consumption_not_sent
+                            retries_exhausted, cannot_verify, consumption_not_sent. Without it every reason
+                            but consumption_not_sent: a refund request's answer is replayed only by name (the
+                            grant service may have sent a corrected one since), and goes back with the place
+                            its original was read (dlq_first_read), so a newer answer still supersedes it
           --since TIME      only letters written at or after TIME (RFC 3339, e.g. 2026-11-29T03:00:00Z)
           --until TIME      only letters written before TIME
           --dry-run         print what would be replayed; send nothing
           --config FILE, --set key=value    kafka.*, topics.dlq, topics.jobs and topics.consumption,
                                             as for `run`
 
-        Exit codes: 0 done (also when nothing matched); 1 broker failure or no such topic; 2 usage error.
+        Exit codes: 0 done (also when nothing matched); 1 broker failure, no such topic, interrupted, or no letter
+        read for 20 s before the end; 2 usage error.
         """
+
+    /// Seconds without a letter (or a position) before the end, after which the command gives up.
+    static let stallSeconds = 20
 
     struct Filter {
         var reasons: Set<String>
@@ -36,9 +43,11 @@ enum DeadLetterReplayCommand {
         var until: Date?
 
         func matches(_ letter: InboundMessage) -> Bool {
-            if !reasons.isEmpty && !reasons.contains(letter.header(DeadLetterHeader.reason)?.stringValue ?? "") {
-                return false
-            }
+            let reason = letter.header(DeadLetterHeader.reason)?.stringValue ?? ""
+            if !reasons.isEmpty && !reasons.contains(reason) { return false }
+            // A refund request's answer only when asked for by name: the grant service may have sent a corrected
+            // one since, and Apple takes the last it gets.
+            if reasons.isEmpty && reason == DeadLetterReason.consumptionNotSent.rawValue { return false }
             let written = letter.timestamp ?? .distantPast
             if let since, written < since { return false }
             if let until, written >= until { return false }
@@ -75,11 +84,20 @@ enum DeadLetterReplayCommand {
             let first = start.map { $0 < 0 ? marks.high : $0 } ?? marks.low
             if marks.high > first { unfinished.insert(partition) }
         }
-        TerminationSignals.install { _ in consumer.endEvents() }
+        let interrupted = AtomicFlag()
+        TerminationSignals.install { _ in
+            interrupted.set()
+            consumer.endEvents()
+        }
+        // A broker that stops answering after the assignment is no fatal error: without this the command would
+        // wait for ever, and a Ctrl-C would then look like success.
+        let progress = ProgressWatch(stallSeconds: Self.stallSeconds) { consumer.endEvents() }
+        defer { progress.stop() }
         var (read, replayed) = (0, 0)
         var failure: (any Error)?
         if unfinished.isEmpty { consumer.endEvents() }  // an empty topic: nothing to read
         reading: for await event in consumer.events {
+            progress.moved()
             switch event {
             case .message(let letter):
                 guard let end = ends[letter.topicPartition], letter.offset < end else {
@@ -102,9 +120,13 @@ enum DeadLetterReplayCommand {
                             MessageHeader(
                                 name: DeadLetterHeader.replayedFrom, string: "\(letter.topicPartition)@\(letter.offset)"
                             )
-                        ])
+                        ]
+                            + (DeadLetterHeader.firstRead(of: letter).map {
+                                [MessageHeader(name: DeadLetterHeader.firstRead, string: $0)]
+                            } ?? []))
                     do {
                         _ = try await producer.send(job)
+                        progress.moved()
                     } catch {
                         failure = error
                         break reading
@@ -113,6 +135,9 @@ enum DeadLetterReplayCommand {
                 if destination != nil { replayed += 1 }
                 var note = ""
                 if case .failure(let unroutable) = route { note = unroutable.why }
+                if !matched, filter.reasons.isEmpty, reason == DeadLetterReason.consumptionNotSent.rawValue {
+                    note = "(replayed only with --reason consumption_not_sent) "
+                }
                 emit(
                     "\(action)  \(letter.topicPartition)@\(letter.offset)  \(reason)  \(written)  \(note)\(letter.header(DeadLetterHeader.error)?.stringValue ?? "")"
                 )
@@ -123,7 +148,13 @@ enum DeadLetterReplayCommand {
             case .fatalError(let error):
                 failure = error
                 break reading
-            case .partitionsAssigned, .partitionsRevoked, .positions:
+            case .positions(let positions):
+                // Past the end without a letter at its last offset (a transaction's marker there): read.
+                for (partition, next) in positions where next >= ends[partition] ?? .max {
+                    unfinished.remove(partition)
+                }
+                if unfinished.isEmpty { break reading }
+            case .partitionsAssigned, .partitionsRevoked:
                 continue
             }
         }
@@ -131,6 +162,16 @@ enum DeadLetterReplayCommand {
         await producer?.close()
         if let failure {
             complain("\(failure)")
+            return 1
+        }
+        if !unfinished.isEmpty {
+            let why =
+                interrupted.isSet
+                ? "interrupted" : "no letter read for \(Self.stallSeconds) s: the broker does not answer"
+            complain(
+                "\(why); \(dryRun ? "would have replayed" : "replayed") \(replayed) of the \(read) letters read, "
+                    + "\(unfinished.count) partition(s) of \(configuration.topics.dlq) not read to their end. "
+                    + "Replaying again is safe: a job already decided is answered with its stored event")
             return 1
         }
         emit(

@@ -17,3 +17,30 @@ func emit(_ line: String) {
 func complain(_ message: String) {
     FileHandle.standardError.write(Data("receipt-worker: \(message)\n".utf8))
 }
+
+/// Calls `stalled` once when ``moved()`` has not been called for `stallSeconds`, checked every second on a thread
+/// of Dispatch's, until ``stop()``.
+final class ProgressWatch: Sendable {
+    private let last = Mutex(ContinuousClock.now)
+    private let stopped = AtomicFlag()
+
+    init(stallSeconds: Int, stalled: @escaping @Sendable () -> Void) {
+        check(after: .seconds(stallSeconds), stalled)
+    }
+
+    func moved() { last.withLock { $0 = ContinuousClock.now } }
+
+    func stop() { stopped.set() }
+
+    private func check(after limit: Duration, _ stalled: @escaping @Sendable () -> Void) {
+        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(1)) { [self] in
+            guard !stopped.isSet else { return }
+            if ContinuousClock.now - last.withLock({ $0 }) > limit {
+                stopped.set()
+                stalled()
+            } else {
+                check(after: limit, stalled)
+            }
+        }
+    }
+}

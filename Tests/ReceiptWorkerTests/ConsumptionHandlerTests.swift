@@ -388,6 +388,22 @@ struct ConsumptionHandlerTests {
         let late = try await Handlers.run(
             handler, answer(["consumption_percentage": 50]), topic: "consumption", offset: 0)
         #expect(late.deadLetter == nil && gated.bodies.count == 3)
+        // So is one a `dlq replay` put back later, at a newer place: it is as old as where it was first read.
+        // (Were it sent, its call is answered here, so the test fails rather than waits.)
+        let answerer = Task {
+            while !Task.isCancelled {
+                if gated.pending > 0 { gated.release(.success(.accepted)) }
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        defer { answerer.cancel() }
+        let replayed = try await Handlers.run(
+            handler, answer(["consumption_percentage": 20]), topic: "consumption", offset: 9,
+            headers: [
+                MessageHeader(name: "dlq_replayed_from", string: "dlq[0]@5"),
+                MessageHeader(name: "dlq_first_read", string: "consumption[0]@1"),
+            ])
+        #expect(replayed.deadLetter == nil && gated.bodies.count == 3, "a replayed older answer reached Apple")
     }
 }
 

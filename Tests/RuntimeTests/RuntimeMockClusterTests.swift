@@ -206,11 +206,14 @@ struct RuntimeMockClusterTests {
             headers: [
                 MessageHeader(name: "source", string: "subscription_status"),
                 MessageHeader(name: "bundle_id", string: "com.example"), MessageHeader(name: "x-other", string: "-"),
+                // Put back by an earlier replay: where it was first read goes on with it.
+                MessageHeader(name: "dlq_first_read", string: "receipt-jobs[2]@17"),
             ])
         let handler = Handler(out: cluster.out)
         let runtime = try cluster.runtime(handler)
         let running = Task { try await runtime.run(subscribing: [cluster.jobs]) }
         let letters = try await cluster.read(cluster.dlq, count: 1)
+        #expect(letters.first?.header("dlq_first_read")?.stringValue == "receipt-jobs[2]@17")
         #expect(letters.count == 1)
         #expect(letters.first?.header("dlq_reason")?.stringValue == "malformed_job")
         #expect(letters.first.map { String(decoding: $0.value, as: UTF8.self) } == "bad-1", "the message unchanged")

@@ -398,7 +398,12 @@ import Testing
             // A policy's answer: its answered_by goes back with it (else it would come back as a grant service's).
             (
                 "consumption_not_sent",
-                [MessageHeader(name: "answered_by", string: "policy"), MessageHeader(name: "x-other", string: "-")]
+                [
+                    MessageHeader(name: "answered_by", string: "policy"), MessageHeader(name: "x-other", string: "-"),
+                    MessageHeader(name: "dlq_source_topic", string: consumption),
+                    MessageHeader(name: "dlq_source_partition", string: "0"),
+                    MessageHeader(name: "dlq_source_offset", string: "41"),
+                ]
             ),
             ("retries_exhausted", [MessageHeader(name: "dlq_truncated", string: "true")]),
             ("malformed_job", [MessageHeader(name: "dlq_source_topic", string: "someone-elses-topic")]),
@@ -431,7 +436,9 @@ import Testing
 
         let past = try await CommandLineRun.run(
             ["dlq", "replay"] + kafka + ["--since", "2000-01-01T00:00:00Z", "--dry-run"])
-        #expect(past.status == 0 && past.output.contains("would replay 4 of 6"), "\(past.output)\(past.errors)")
+        // Without --reason, every letter but a refund request's answer, which is replayed only by name.
+        #expect(past.status == 0 && past.output.contains("would replay 3 of 6"), "\(past.output)\(past.errors)")
+        #expect(past.output.contains("consumption_not_sent") && past.output.contains("only with --reason"))
         #expect(past.output.components(separatedBy: "cannot replay").count == 3, "\(past.output)")
         #expect(past.output.contains("(truncated") && past.output.contains("someone-elses-topic"))
 
@@ -454,6 +461,8 @@ import Testing
         #expect(answer.map { String(decoding: $0.value, as: UTF8.self) } == ["{\"job_id\":\"j3\"}"])
         #expect(answer.first?.header("answered_by")?.stringValue == "policy")
         #expect(answer.first?.header("x-other") == nil && answer.first?.header("dlq_reason") == nil)
+        // Where the original was read goes back with it: a newer answer of its transaction still supersedes it.
+        #expect(answer.first?.header("dlq_first_read")?.stringValue == "\(consumption)[0]@41")
         #expect(try await jobsIn(jobs).count == 2, "a consumption answer went to the jobs topic")
 
         let badTime = try await CommandLineRun.run(["dlq", "replay"] + kafka + ["--since", "yesterday"])
