@@ -52,11 +52,25 @@ extension LedgerGroupCheck {
 }
 
 extension LedgerGroupCheck {
-    /// A partition the group is moved back on: from what it committed to what the ledger recorded.
-    public struct Rewind: Sendable {
+    /// A partition the group is moved back on: from what it committed to what the ledger recorded, or to the
+    /// partition's first offset kept when the topic no longer holds what the ledger recorded.
+    public struct Rewind: Sendable, Equatable {
         public let partition: String
         public let committed: Int64
+        /// Where the group is moved to.
         public let recorded: Int64
+        /// Messages the ledger lacks that the topic no longer holds (past its retention): never decided again.
+        public var lost: Int64 = 0
+
+        /// The move of one partition: nil when the group committed nothing past `recorded` (the ledger's offset,
+        /// nil when it recorded none: then from the first offset kept, `low`).
+        static func of(partition: String, committed: Int64, recorded: Int64?, low: Int64) -> Rewind? {
+            let target = max(recorded ?? low, low)
+            let lost = recorded.map { max(0, min(low, committed) - $0) } ?? 0
+            guard target < committed || lost > 0 else { return nil }
+            // Never forward: with all it lacks gone, the group stays where it is.
+            return Rewind(partition: partition, committed: committed, recorded: min(target, committed), lost: lost)
+        }
     }
 
     /// `receipt-worker ledger rewind-group`: after a restore, moves the consumer group back to what the ledger
@@ -65,9 +79,13 @@ extension LedgerGroupCheck {
     /// holds are answered from it; a grant decided again repeats its event id (section 4 of the contract), so
     /// a grant service deduplicates it. The group must have no member: the broker refuses to commit for a
     /// group whose workers run (stop them first). Returns the partitions moved; none when they agree.
-    public static func rewindGroup(_ configuration: WorkerConfiguration, logger: Logger, dryRun: Bool) async throws
-        -> [Rewind]
-    {
+    ///
+    /// When a topic no longer holds what the ledger lacks (the backup is older than the topic's retention), those
+    /// jobs cannot be decided again and their purchases could be granted again to new orders: refused unless
+    /// `acceptLoss` (then the group moves to the first offset kept).
+    public static func rewindGroup(
+        _ configuration: WorkerConfiguration, logger: Logger, dryRun: Bool, acceptLoss: Bool = false
+    ) async throws -> [Rewind] {
         let kafka = try configuration.kafkaClients()
         let consumer = try KafkaConsumer(configuration: kafka.consumer, logger: logger)
         do {
@@ -80,16 +98,24 @@ extension LedgerGroupCheck {
             var rewinds: [Rewind] = []
             for (partition, offset) in committed {
                 let topicPartition = TopicPartition(topic: partition.topic, partition: partition.partition)
-                // A partition the ledger never recorded: from its first offset kept.
-                let target: Int64
-                if let recordedOffset = recorded.offsets[partition] {
-                    target = recordedOffset
-                } else {
-                    target = try await consumer.watermarks(topicPartition).low
-                }
-                guard target < offset else { continue }
-                moves[topicPartition] = target
-                rewinds.append(Rewind(partition: partition.description, committed: offset, recorded: target))
+                guard recorded.offsets[partition] ?? .min < offset else { continue }
+                let low = try await consumer.watermarks(topicPartition).low
+                guard
+                    let rewind = Rewind.of(
+                        partition: partition.description, committed: offset, recorded: recorded.offsets[partition],
+                        low: low)
+                else { continue }
+                if rewind.recorded < offset { moves[topicPartition] = rewind.recorded }
+                rewinds.append(rewind)
+            }
+            let lost = rewinds.filter { $0.lost > 0 }
+            if !dryRun, !acceptLoss, !lost.isEmpty {
+                throw RewindRefused(
+                    description: "the topics no longer hold \(lost.reduce(0) { $0 + $1.lost }) message(s) the ledger"
+                        + " lacks (" + lost.map { "\($0.partition): \($0.lost)" }.joined(separator: ", ")
+                        + "; past their retention): they cannot be decided again, and their purchases could be"
+                        + " granted again to new orders. Restore a newer backup; or, accepting that, run again with"
+                        + " --accept-loss. Nothing was moved")
             }
             if !dryRun && !moves.isEmpty {
                 do {

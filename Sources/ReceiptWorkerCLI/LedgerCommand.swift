@@ -12,7 +12,7 @@ enum LedgerCommand {
                receipt-worker ledger prune [--config FILE] [--set key=value]... [--older-than-days N]
                receipt-worker ledger accept-offsets [--config FILE] [--set key=value]...
                receipt-worker ledger backup --to PATH [--config FILE] [--set key=value]...
-               receipt-worker ledger rewind-group [--config FILE] [--set key=value]... [--dry-run]
+               receipt-worker ledger rewind-group [--config FILE] [--set key=value]... [--dry-run] [--accept-loss]
                receipt-worker ledger audit [--config FILE] [--set key=value]... [--since TIME] [--agent SUBJECT]
                    [--player USER_ID] [--limit N] [--json]
 
@@ -52,7 +52,9 @@ enum LedgerCommand {
                  the ledger recorded, wherever the group committed past them, so the workers decide again
                  every job the backup lacks (a grant decided again repeats its event id). Stop every
                  worker of the group first. Prints each partition moved; --dry-run moves nothing. Needs
-                 the kafka.* keys besides the ledger's.
+                 the kafka.* keys besides the ledger's. When a topic no longer holds jobs the backup
+                 lacks (older than the topic's retention), it moves nothing and exits 1: those purchases
+                 could be granted again. --accept-loss moves the group to the first offset kept anyway.
         audit    lists the support desk's audit, newest first: every lookup and credit of `receipt-worker
                  desk` and of the `lookup` and `credit` commands, refused ones included (who, the ticket,
                  what was asked, what was answered or recorded, when). --since an RFC 3339 time, --agent a
@@ -114,15 +116,17 @@ enum LedgerCommand {
             emit("copied the ledger to \(destination) (\(bytes) bytes)")
             return 0
         case "rewind-group":
-            let options = try Options(rest, valued: Options.configurationOptions, flags: ["--dry-run"])
+            let options = try Options(
+                rest, valued: Options.configurationOptions, flags: ["--dry-run", "--accept-loss"])
             let configuration = try options.configuration(purpose: .ledger)
             let dryRun = options.has("--dry-run")
             let rewinds = try await LedgerGroupCheck.rewindGroup(
-                configuration, logger: ToolKafka.logger, dryRun: dryRun)
+                configuration, logger: ToolKafka.logger, dryRun: dryRun, acceptLoss: options.has("--accept-loss"))
             for rewind in rewinds {
                 emit(
                     "\(rewind.partition) \(rewind.committed) -> \(rewind.recorded)"
-                        + " (\(rewind.committed - rewind.recorded) message(s) to decide again)")
+                        + " (\(rewind.committed - rewind.recorded) message(s) to decide again"
+                        + (rewind.lost > 0 ? "; \(rewind.lost) the ledger lacks are past the topic's retention)" : ")"))
             }
             emit(
                 rewinds.isEmpty
