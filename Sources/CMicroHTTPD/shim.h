@@ -3,13 +3,21 @@
 #include <microhttpd.h>
 
 /* MHD_start_daemon and MHD_get_daemon_info are variadic; Swift cannot call them. These typed wrappers are
-   the only way in. Every option except the completion callback goes through one MHD_OPTION_ARRAY
+   the only way in. Every option except the two callbacks goes through one MHD_OPTION_ARRAY
    (terminated by MHD_OPTION_END), so the wrapper does not grow with the options. */
 static inline struct MHD_Daemon *cmhd_start_daemon(unsigned int flags, MHD_AccessHandlerCallback handler,
                                                    void *handler_cls, MHD_RequestCompletedCallback completed,
-                                                   void *completed_cls, struct MHD_OptionItem *options) {
+                                                   void *completed_cls, MHD_NotifyConnectionCallback notify,
+                                                   void *notify_cls, struct MHD_OptionItem *options) {
     return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls, MHD_OPTION_NOTIFY_COMPLETED, completed,
-                            completed_cls, MHD_OPTION_ARRAY, options, MHD_OPTION_END);
+                            completed_cls, MHD_OPTION_NOTIFY_CONNECTION, notify, notify_cls, MHD_OPTION_ARRAY,
+                            options, MHD_OPTION_END);
+}
+
+/* A connection's socket; -1 if MHD cannot say. MHD_get_connection_info is variadic. */
+static inline int cmhd_connection_fd(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info == NULL ? -1 : info->connect_fd;
 }
 
 /* The bound port (the kernel's pick when 0 was asked for); 0 when MHD cannot say. */

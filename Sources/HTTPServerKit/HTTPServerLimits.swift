@@ -14,9 +14,10 @@ public struct HTTPServerLimits: Sendable, Equatable {
     /// its few addresses, so raise it there; on the open internet it keeps one client from holding them all.
     public var maximumConnectionsPerIP: Int = 64
 
-    /// Seconds a connection may stay silent (idle keep-alive, or a request trickling in) before it is closed.
-    /// Default: 10 s: longer than any keep-alive gap a scraper or Apple leaves, short enough that slow clients
-    /// cannot pile up.
+    /// Seconds a connection may stay silent (idle keep-alive, or a request trickling in) before it is closed, and
+    /// the longest a request's headers may take, from the connection's opening or its last answer (a byte inside
+    /// each idle timeout does not hold a connection longer). Default: 10 s: longer than any keep-alive gap a
+    /// scraper or Apple leaves, short enough that slow clients cannot pile up.
     public var idleTimeoutSeconds: Int = 10
 
     /// Seconds a request's body may take to arrive, from its headers: past them the connection is closed at its

@@ -64,9 +64,15 @@ final class MicroHTTPDaemon: Sendable {
                             upload: upload.map { UnsafeRawBufferPointer(start: $0, count: uploadSize.pointee) },
                             unread: uploadSize, slot: slot)
                     }, context,
-                    { context, _, slot, _ in
+                    { context, connection, slot, _ in
                         guard let context, let slot else { return }
-                        Unmanaged<MicroHTTPDispatcher>.fromOpaque(context).takeUnretainedValue().completed(slot: slot)
+                        Unmanaged<MicroHTTPDispatcher>.fromOpaque(context).takeUnretainedValue()
+                            .completed(connection: connection, slot: slot)
+                    }, context,
+                    { context, connection, _, event in
+                        guard let context, let connection else { return }
+                        Unmanaged<MicroHTTPDispatcher>.fromOpaque(context).takeUnretainedValue()
+                            .connection(connection, opened: event == .CONNECTION_NOTIFY_STARTED)
                     }, context, options.baseAddress)
             }
         }
@@ -99,6 +105,7 @@ final class MicroHTTPDaemon: Sendable {
         var descriptors = [
             pollfd(fd: epoll, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeup, events: Int16(POLLIN), revents: 0),
         ]
+        var swept = ContinuousClock.now
         while !stopping.load(ordering: .acquiring) {
             _ = poll(&descriptors, nfds_t(descriptors.count), nextTimeoutMilliseconds())
             if descriptors[1].revents != 0 {
@@ -106,8 +113,23 @@ final class MicroHTTPDaemon: Sendable {
                 _ = read(wakeup, &count, MemoryLayout<UInt64>.size)
             }
             _ = MHD_run(daemon.raw)
+            if ContinuousClock.now - swept >= .seconds(1) {
+                swept = ContinuousClock.now
+                closeConnectionsOverdue()
+            }
         }
         shutDown()
+    }
+
+    /// Closes each connection whose request has not finished its headers within the idle timeout of the connection's
+    /// opening or its last answer. MHD's idle timeout starts again at every byte: a client sending a header byte
+    /// inside each would hold its connection, and its room, for days. Run on the loop's thread, between two
+    /// `MHD_run`s, so MHD has not closed the socket: the shutdown makes the next `MHD_run` close the connection.
+    private func closeConnectionsOverdue() {
+        for connection in dispatcher.takeOverdueHeaders(after: .seconds(dispatcher.limits.idleTimeoutSeconds)) {
+            let fd = cmhd_connection_fd(connection)
+            if fd >= 0 { shutdown(fd, Int32(SHUT_RDWR)) }
+        }
     }
 
     /// Makes `run()` return soon, from any thread.

@@ -16,6 +16,10 @@ final class MicroHTTPDispatcher: Sendable {
     private let wakeup: Int32
     private let handler: @Sendable (ServerRequest) async -> ServerReply
     private let parking = Mutex(Parking())
+    /// Connections waiting for a request's headers (open, or answered and kept), since when: touched on the event
+    /// loop's thread only (MHD's callbacks and the loop's sweep), locked for `Sendable`.
+    /// Keyed by the connection's address.
+    private let awaitingHeaders = Mutex<[UInt: ContinuousClock.Instant]>([:])
 
     /// Suspended connections. Every `MHD_resume_connection` happens under this lock, and only for a request
     /// still in `waiting`, so a connection is resumed exactly once, and never after `MHD_stop_daemon`
@@ -63,6 +67,7 @@ final class MicroHTTPDispatcher: Sendable {
     ) -> MHD_Result {
         guard let pointer = slot.pointee else {
             // First call, with the headers. The context is released in `completed`.
+            awaitingHeaders.withLock { _ = $0.removeValue(forKey: Self.key(connection)) }
             let request = MicroHTTPRequest(
                 method: method.map { String(cString: $0) } ?? "", path: url.map { String(cString: $0) } ?? "/")
             slot.pointee = Unmanaged.passRetained(request).toOpaque()
@@ -94,12 +99,40 @@ final class MicroHTTPDispatcher: Sendable {
         return .YES
     }
 
-    /// A request's context is released when MHD is done with the request (answered, or connection closed).
-    func completed(slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
+    /// A request's context is released when MHD is done with the request (answered, or connection closed); a
+    /// connection kept waits for its next request's headers from now.
+    func completed(connection: OpaquePointer?, slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>) {
+        if let connection {
+            awaitingHeaders.withLock { $0[Self.key(connection)] = ContinuousClock.now }
+        }
         guard let pointer = slot.pointee else { return }
         Unmanaged<MicroHTTPRequest>.fromOpaque(pointer).release()
         slot.pointee = nil
     }
+
+    /// A connection opened (its first request's headers are awaited from now) or closed.
+    func connection(_ connection: OpaquePointer, opened: Bool) {
+        awaitingHeaders.withLock { waiting in
+            if opened {
+                waiting[Self.key(connection)] = ContinuousClock.now
+            } else {
+                waiting[Self.key(connection)] = nil
+            }
+        }
+    }
+
+    /// The connections that have waited `limit` or more for a request's headers, no longer watched.
+    func takeOverdueHeaders(after limit: Duration) -> [OpaquePointer] {
+        let now = ContinuousClock.now
+        let overdue = awaitingHeaders.withLock { waiting in
+            let overdue = waiting.filter { now - $0.value >= limit }.keys
+            for key in overdue { waiting[key] = nil }
+            return Array(overdue)
+        }
+        return overdue.compactMap { OpaquePointer(bitPattern: $0) }
+    }
+
+    private static func key(_ connection: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: connection)) }
 
     private func receive(_ upload: UnsafeRawBufferPointer, into request: MicroHTTPRequest) {
         guard !request.bodyTooLarge else { return }

@@ -23,10 +23,15 @@ public final class MetricsEndpoint: Service {
     }
 
     /// The port's limits: a quarter of the process's descriptor budget in connections (probes must get in
-    /// beside thousands of idle connections), 64 per client address, 10 s of silence.
+    /// beside thousands of idle connections), 64 per client address, 10 s of silence. Every request is a GET:
+    /// no body, 16 KiB for its headers, and no more connections than 64 MiB hold at that (4,096), so a flood of
+    /// trickling connections cannot hold gigabytes where the budget is large.
     public static func limits(budget: Int = DescriptorBudget.current) -> HTTPServerLimits {
         var limits = HTTPServerLimits()
+        limits.maximumBodyBytes = 0
+        limits.connectionMemoryBytes = 16 * 1024
         limits.maximumConnections = DescriptorBudget.connections(share: 0.25, of: budget)
+        limits.capConnections(atMemory: 64 * 1024 * 1024)
         return limits
     }
 

@@ -132,6 +132,42 @@ extension LoopbackServerTests {
             #expect(fresh.response?.status == 200)
         }
 
+        @Test(
+            "a client that trickles its headers, a byte inside each idle timeout, is disconnected once the idle timeout has passed since it connected; a kept connection that waits less is served"
+        )
+        func tricklingHeaders() async throws {
+            var limits = HTTPServerLimits()
+            limits.idleTimeoutSeconds = 2
+            let server = try Self.echoServer(limits: limits)
+            defer { server.stop() }
+            let port = server.port
+            let sent = try await onThread {
+                let client = try LoopbackClient(port: port, timeout: .seconds(10))
+                try client.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+                // Thirty bytes over nine seconds, each well inside the idle timeout: refused once closed.
+                var sent = 0
+                for _ in 0..<30 {
+                    Thread.sleep(forTimeInterval: 0.3)
+                    guard (try? client.send("a")) != nil else { break }
+                    sent += 1
+                }
+                return sent
+            }
+            #expect(sent < 20, "trickled headers were held for \(sent) bytes")
+            // An honest keep-alive client: answered, silent for less than the idle timeout, answered again.
+            let statuses = try await onThread {
+                let client = try LoopbackClient(port: port, timeout: .seconds(10))
+                var statuses: [Int?] = []
+                for _ in 0..<3 {
+                    try client.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                    statuses.append(try client.readResponse()?.status)
+                    Thread.sleep(forTimeInterval: 1.2)
+                }
+                return statuses
+            }
+            #expect(statuses == [200, 200, 200])
+        }
+
         @Test("a client that trickles a body, a byte inside each idle timeout, is disconnected past the body's time")
         func tricklingBody() async throws {
             var limits = HTTPServerLimits()

@@ -84,6 +84,9 @@ struct ConnectionFloodTests {
         let budget = DescriptorBudget.raiseToHardLimit()
         #expect(budget >= 8_000, "this test needs 6,000 descriptors (both ends are in this process)")
         #expect(MetricsEndpoint.limits(budget: budget).maximumConnections > 3_000)
+        // However large the budget, what trickling connections could hold stays bounded.
+        let huge = MetricsEndpoint.limits(budget: 1_048_576)
+        #expect(huge.maximumConnections * huge.worstBytesPerConnection <= 64 * 1024 * 1024)
         let harness = try await WorkerHarness()
         // The port's limits, but an idle timeout no slow machine reaches while the flood is made and probed: what is
         // asserted is that held connections are not shed, not how long silence is allowed (its own test's).
