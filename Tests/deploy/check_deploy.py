@@ -208,7 +208,7 @@ def stub_secret_files(folder, names):
               "ledger-url": "postgresql://receipt_worker_app:stub-app@db.example:5432/receipts\n",
               "ledger-migrate-url": "postgresql://receipt_worker_owner:stub-owner@db.example:5432/receipts\n",
               "desk-ledger-url": "postgresql://receipt_worker_desk:stub-desk@db.example:5432/receipts\n",
-              "desk-session-key": "5f" * 32}
+              "desk-session-key": "5f" * 32, "desk-erasure-key": "6e" * 32}
     for name in names:
         with open(os.path.join(folder, name), "w") as f:
             f.write(values.get(name, f"stub {name}\n"))
@@ -242,7 +242,8 @@ def documented_secrets(namespace, kustomization, refusals=False, desk=True):
                 os.remove(os.path.join(folder, name))
             bare = subprocess.run(["bash", script, folder, kustomization], capture_output=True, text=True, env=environment)
             check(f"{SECRETS_SCRIPT} needs none of the desk's files without the desk", bare.returncode == 0
-                  and bare.stdout == run.stdout and not os.path.exists(os.path.join(folder, "desk-session-key")),
+                  and bare.stdout == run.stdout and not os.path.exists(os.path.join(folder, "desk-session-key"))
+                  and not os.path.exists(os.path.join(folder, "desk-erasure-key")),
                   bare.stderr.strip())
         if not refusals:
             objects_and_created = objects
@@ -254,7 +255,8 @@ def documented_secrets(namespace, kustomization, refusals=False, desk=True):
             for name, keys in sorted(created.items()):
                 print(f"      {SECRETS_SCRIPT} creates the Secret {name}: {', '.join(sorted(keys))}")
             return created, objects_and_created
-        # The console's session key: made when absent (64 hex digits, readable by its owner only), kept after.
+        # The console's session key (and the erasure key): made when absent (64 hex digits, readable by its owner
+        # only), kept after.
         os.remove(os.path.join(folder, "desk-session-key"))
         made = subprocess.run(["bash", script, folder, kustomization], capture_output=True, text=True, env=environment)
         key_path = os.path.join(folder, "desk-session-key")
@@ -287,6 +289,7 @@ def documented_secrets(namespace, kustomization, refusals=False, desk=True):
         refused_when("operator-kafka-password", open(os.path.join(folder, "kafka-password")).read(),
                      "the workers' Kafka password as the operator's")
         refused_when("desk-session-key", "not a key\n", "a desk-session-key that is not 64 hex digits")
+        refused_when("desk-erasure-key", "not a key\n", "a desk-erasure-key that is not 64 hex digits")
     kinds = sorted({f"{d.get('kind')} in {d.get('metadata', {}).get('namespace')}" for d in objects})
     check(f"{SECRETS_SCRIPT} prints only Secrets, in the namespace {namespace}",
           kinds == [f"Secret in {namespace}"], kinds)
@@ -1318,9 +1321,12 @@ def desk_checks(documents, sources, worker_config, created, users_example):
     check("desk.properties names no shared secret and serves no notifications", not granting, granting)
     secret = created.get("receipt-worker-desk", {})
     allowed = {"app-store-key.p8", "ledger-url", "kafka-password", "kafka-ca.crt", "oidc-client-secret", "session-key",
-               "postgres-ca.crt"}
-    check(f"the desk's Secret ({SECRETS_SCRIPT}) holds only its key, ledger URL, Kafka password, CAs, client secret "
-          "and session key", secret and set(secret) <= allowed, sorted(secret))
+               "erasure-key", "postgres-ca.crt"}
+    check(f"the desk's Secret ({SECRETS_SCRIPT}) holds only its key, ledger URL, Kafka password, CAs, client secret, "
+          "session and erasure keys", secret and set(secret) <= allowed, sorted(secret))
+    check("desk.properties names the erasure key a lead's Erase needs (privacy.erasure_key_file), from its Secret",
+          config.get("privacy.erasure_key_file") == SECRETS_ROOT + "receipt-worker-desk/erasure-key"
+          and "erasure-key" in secret, config.get("privacy.erasure_key_file"))
     workers = created.get("receipt-worker", {})
     check(f"the desk's ledger URL ({SECRETS_SCRIPT}) is a role of its own: not the workers' nor the owner's",
           secret.get("ledger-url") and secret.get("ledger-url") not in (

@@ -37,6 +37,8 @@
 #   desk-kafka-password       the support desk's Kafka user's password (receipt-worker-desk)
 #   desk-oidc-client-secret   the desk's client secret at the studio's OpenID Connect provider
 #   desk-session-key          32 random bytes as 64 hex digits, sealing the console's sessions: made here when absent
+#   desk-erasure-key          32 random bytes as 64 hex digits, keying an erased player's pseudonym
+#                             (privacy.erasure_key_file): made here when absent; keep it as long as the ledger
 #
 # The Secrets, one per reader, each with only what that reader uses:
 #   receipt-worker             the workers (deployment.yaml): shared secret, key, ledger-url, Kafka password, CA
@@ -47,7 +49,7 @@
 #   receipt-worker-kafka-keda  KEDA's TriggerAuthentication (keda-scaledobject.yaml): sasl, username, password,
 #                              tls, ca.crt; sasl and tls follow the configuration's kafka.* settings
 #   receipt-worker-desk        the support desk (components/desk): the App Store Connect key, its ledger-url, its
-#                              Kafka password and the CA, its OIDC client secret, its session key
+#                              Kafka password and the CA, its OIDC client secret, its session and erasure keys
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
@@ -81,22 +83,22 @@ pg_ca_used="$(property ledger.ssl_root_cert_file)"
 desk=""
 if mounts receipt-worker-desk; then desk=yes; fi
 # The console's session key: made once, then kept in DIR (a new one signs every agent out).
-if [ -n "$desk" ] && [ ! -e "$dir/desk-session-key" ]; then
-    command -v openssl >/dev/null || die "openssl is not installed (it makes desk-session-key)"
-    (umask 077 && openssl rand -hex 32 | tr -d '\n' >"$dir/desk-session-key")
-    echo "create-secrets.sh: made $dir/desk-session-key (openssl rand -hex 32); keep it: the next run reuses it" >&2
-fi
+for key in ${desk:+desk-session-key desk-erasure-key}; do
+    [ -e "$dir/$key" ] && continue
+    command -v openssl >/dev/null || die "openssl is not installed (it makes $key)"
+    (umask 077 && openssl rand -hex 32 | tr -d '\n' >"$dir/$key")
+    echo "create-secrets.sh: made $dir/$key (openssl rand -hex 32); keep it: the next run reuses it" >&2
+done
 
 for name in apple-shared-secret app-store-key.p8 ledger-url ledger-migrate-url kafka-password \
     receiver-kafka-password keda-kafka-password operator-kafka-password ${ca_used:+kafka-ca.crt} \
     ${pg_ca_used:+postgres-ca.crt} \
-    ${desk:+desk-ledger-url desk-kafka-password desk-oidc-client-secret desk-session-key}; do
+    ${desk:+desk-ledger-url desk-kafka-password desk-oidc-client-secret desk-session-key desk-erasure-key}; do
     [ -s "$dir/$name" ] || die "$dir/$name is missing or empty"
 done
-if [ -n "$desk" ]; then
-    grep -Eqx '[0-9a-fA-F]{64}' "$dir/desk-session-key" ||
-        die "$dir/desk-session-key must be 64 hex digits on one line (openssl rand -hex 32)"
-fi
+for key in ${desk:+desk-session-key desk-erasure-key}; do
+    grep -Eqx '[0-9a-fA-F]{64}' "$dir/$key" || die "$dir/$key must be 64 hex digits on one line (openssl rand -hex 32)"
+done
 
 # The owner's URL must not reach the workers: the workers' role can then create and drop nothing.
 if cmp -s "$dir/ledger-url" "$dir/ledger-migrate-url"; then
@@ -177,5 +179,6 @@ if [ -n "$desk" ]; then
         --from-file=kafka-password="$dir/desk-kafka-password" \
         --from-file=oidc-client-secret="$dir/desk-oidc-client-secret" \
         --from-file=session-key="$dir/desk-session-key" \
+        --from-file=erasure-key="$dir/desk-erasure-key" \
         ${ca[@]+"${ca[@]}"} ${pg_ca[@]+"${pg_ca[@]}"}
 fi
