@@ -253,14 +253,16 @@ package struct ConsumptionHandler: MessageHandler {
 }
 
 extension ConsumptionHandler {
-    /// Where an answer was first read: for an answer a `dlq replay` put back, the original's place (it is as old as
-    /// the original, whatever the grant service produced since), else its own or its `parked_from`'s.
+    /// Where an answer was first read: its own place or its `parked_from`'s; for an answer a `dlq replay` put back,
+    /// the original's when it is an earlier place of the same partition (it is as old as the original, whatever
+    /// the grant service produced since). A header that names another partition, or a later place, is not
+    /// believed: it could only make an answer newer than it is.
     func firstRead(_ message: InboundMessage) -> String {
-        if message.header(DeadLetterHeader.replayedFrom) != nil,
-            let original = message.header(DeadLetterHeader.firstRead)?.stringValue
-        {
-            return original
-        }
-        return JobHandler.firstRead(message, retriesTopic: retriesTopic)
+        let own = JobHandler.firstRead(message, retriesTopic: retriesTopic)
+        guard let text = DeadLetterHeader.validFirstRead(message), let original = AnswerSuccession.Place(text),
+            let place = AnswerSuccession.Place(own), original.partition == place.partition,
+            original.offset < place.offset
+        else { return own }
+        return text
     }
 }

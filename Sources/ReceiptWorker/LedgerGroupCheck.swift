@@ -62,11 +62,11 @@ extension LedgerGroupCheck {
         /// Messages the ledger lacks that the topic no longer holds (past its retention): never decided again.
         public var lost: Int64 = 0
 
-        /// The move of one partition: nil when the group committed nothing past `recorded` (the ledger's offset,
-        /// nil when it recorded none: then from the first offset kept, `low`).
+        /// The move of one partition: nil when the group committed nothing past `recorded` (the ledger's offset;
+        /// nil when it recorded none, read as 0 as the worker's start-up check reads it) and lost nothing.
         static func of(partition: String, committed: Int64, recorded: Int64?, low: Int64) -> Rewind? {
-            let target = max(recorded ?? low, low)
-            let lost = recorded.map { max(0, min(low, committed) - $0) } ?? 0
+            let target = max(recorded ?? 0, low)
+            let lost = max(0, min(low, committed) - (recorded ?? 0))
             guard target < committed || lost > 0 else { return nil }
             // Never forward: with all it lacks gone, the group stays where it is.
             return Rewind(partition: partition, committed: committed, recorded: min(target, committed), lost: lost)
@@ -82,7 +82,8 @@ extension LedgerGroupCheck {
     ///
     /// When a topic no longer holds what the ledger lacks (the backup is older than the topic's retention), those
     /// jobs cannot be decided again and their purchases could be granted again to new orders: refused unless
-    /// `acceptLoss` (then the group moves to the first offset kept).
+    /// `acceptLoss` (then the group moves to the first offset kept, and the ledger records that offset as its own,
+    /// so the workers start on it).
     public static func rewindGroup(
         _ configuration: WorkerConfiguration, logger: Logger, dryRun: Bool, acceptLoss: Bool = false
     ) async throws -> [Rewind] {
@@ -116,6 +117,20 @@ extension LedgerGroupCheck {
                         + "; past their retention): they cannot be decided again, and their purchases could be"
                         + " granted again to new orders. Restore a newer backup; or, accepting that, run again with"
                         + " --accept-loss. Nothing was moved")
+            }
+            if !dryRun && !lost.isEmpty {
+                // What is gone is accepted as gone: the ledger's offsets of those partitions move with the group,
+                // or the workers' start-up check would refuse the ledger as behind the group.
+                let accepted = Dictionary(
+                    uniqueKeysWithValues: committed.keys.compactMap { partition -> (ConsumedPartition, Int64)? in
+                        guard let rewind = lost.first(where: { $0.partition == partition.description }) else {
+                            return nil
+                        }
+                        return (partition, rewind.recorded)
+                    })
+                try await configuration.withToolLedger {
+                    try await $0.recordOffsets(accepted, group: configuration.groupID)
+                }
             }
             if !dryRun && !moves.isEmpty {
                 do {

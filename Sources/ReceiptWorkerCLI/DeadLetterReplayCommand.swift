@@ -124,9 +124,11 @@ enum DeadLetterReplayCommand {
                             + (DeadLetterHeader.firstRead(of: letter).map {
                                 [MessageHeader(name: DeadLetterHeader.firstRead, string: $0)]
                             } ?? []))
+                    // A send has its own deadline (a broker that does not take it fails it): not a stall.
+                    progress.hold()
+                    defer { progress.moved() }
                     do {
                         _ = try await producer.send(job)
-                        progress.moved()
                     } catch {
                         failure = error
                         break reading
@@ -171,7 +173,8 @@ enum DeadLetterReplayCommand {
             complain(
                 "\(why); \(dryRun ? "would have replayed" : "replayed") \(replayed) of the \(read) letters read, "
                     + "\(unfinished.count) partition(s) of \(configuration.topics.dlq) not read to their end. "
-                    + "Replaying again is safe: a job already decided is answered with its stored event")
+                    + "Running it again replays those letters again: a job already decided is answered with its stored"
+                    + " event; a consumption answer is sent to Apple again")
             return 1
         }
         emit(

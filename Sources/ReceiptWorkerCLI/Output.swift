@@ -19,9 +19,10 @@ func complain(_ message: String) {
 }
 
 /// Calls `stalled` once when ``moved()`` has not been called for `stallSeconds`, checked every second on a thread
-/// of Dispatch's, until ``stop()``.
+/// of Dispatch's, until ``stop()``. Between ``hold()`` and the next ``moved()`` (the command waits on something with
+/// a deadline of its own, a send) it never fires.
 final class ProgressWatch: Sendable {
-    private let last = Mutex(ContinuousClock.now)
+    private let last = Mutex<ContinuousClock.Instant?>(ContinuousClock.now)
     private let stopped = AtomicFlag()
 
     init(stallSeconds: Int, stalled: @escaping @Sendable () -> Void) {
@@ -30,12 +31,14 @@ final class ProgressWatch: Sendable {
 
     func moved() { last.withLock { $0 = ContinuousClock.now } }
 
+    func hold() { last.withLock { $0 = nil } }
+
     func stop() { stopped.set() }
 
     private func check(after limit: Duration, _ stalled: @escaping @Sendable () -> Void) {
         DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(1)) { [self] in
             guard !stopped.isSet else { return }
-            if ContinuousClock.now - last.withLock({ $0 }) > limit {
+            if let last = last.withLock({ $0 }), ContinuousClock.now - last > limit {
                 stopped.set()
                 stalled()
             } else {

@@ -148,8 +148,11 @@ extension ConsumerRuntime {
             // A parked message was first read elsewhere: where, so a dead letter leads back to the original.
             + (message.topic == configuration.parking?.topic
                 ? message.headers.filter { $0.name == ParkedOrigin.header } : [])
-            // A replayed one too: a replay of this letter keeps the original's place.
-            + message.headers.filter { $0.name == DeadLetterHeader.firstRead }.prefix(1)
+            // A replayed one too (as the worker writes it, nothing a producer made up): a replay of this letter
+            // keeps the original's place.
+            + (DeadLetterHeader.validFirstRead(message).map {
+                [MessageHeader(name: DeadLetterHeader.firstRead, string: $0)]
+            } ?? [])
         let topic = configuration.deadLetterTopic
         if message.value.count + (message.key?.count ?? 0) + 4_096 <= configuration.maxRecordBytes {
             // What the record is (a subscription's status, a policy's answer), so a replay reads it as it was. Not

@@ -190,5 +190,9 @@ struct LedgerSecretTests {
             PostgresConnection.passwords(in: "host=db user=w password='two words' dbname=l") == ["two words"])
         #expect(PostgresConnection.passwords(in: "postgresql://w:p%40ss@db/l?password=other") == ["p%40ss", "other"])
         #expect(PostgresConnection.passwords(in: "postgresql://w@db/l?passfile=/run/pgpass").isEmpty)
+        // A `?` in the user information's password (libpq reads it up to the `@`), an escaped quote in a value.
+        #expect(PostgresConnection.passwords(in: "postgresql://w:Ab?c%zz@db/l") == ["Ab?c%zz"])
+        #expect(
+            PostgresConnection.passwords(in: #"host=db password='it\'s x' user=w"#) == [#"it\'s x"#, "it's x"])
     }
 }

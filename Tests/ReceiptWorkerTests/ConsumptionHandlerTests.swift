@@ -404,6 +404,14 @@ struct ConsumptionHandlerTests {
                 MessageHeader(name: "dlq_first_read", string: "consumption[0]@1"),
             ])
         #expect(replayed.deadLetter == nil && gated.bodies.count == 3, "a replayed older answer reached Apple")
+        // A place made up to look newer than the answer's own is not believed.
+        let forged = try await Handlers.run(
+            handler, answer(["consumption_percentage": 30]), topic: "consumption", offset: 0,
+            headers: [
+                MessageHeader(name: "dlq_replayed_from", string: "dlq[0]@6"),
+                MessageHeader(name: "dlq_first_read", string: "consumption[0]@999999999"),
+            ])
+        #expect(forged.deadLetter == nil && gated.bodies.count == 3, "an answer claiming a later place reached Apple")
     }
 }
 

@@ -10,10 +10,10 @@ struct RewindTests {
         let rewind = LedgerGroupCheck.Rewind.of(partition: "jobs[0]", committed: 900, recorded: 400, low: 100)
         #expect(rewind == .init(partition: "jobs[0]", committed: 900, recorded: 400, lost: 0))
         #expect(LedgerGroupCheck.Rewind.of(partition: "jobs[0]", committed: 900, recorded: 900, low: 100) == nil)
-        // A partition the ledger never recorded: from the first offset kept, nothing said lost.
+        // A partition the ledger never recorded, whose first messages are all still there: from offset 0.
         #expect(
-            LedgerGroupCheck.Rewind.of(partition: "jobs[1]", committed: 50, recorded: nil, low: 20)
-                == .init(partition: "jobs[1]", committed: 50, recorded: 20, lost: 0))
+            LedgerGroupCheck.Rewind.of(partition: "jobs[1]", committed: 50, recorded: nil, low: 0)
+                == .init(partition: "jobs[1]", committed: 50, recorded: 0, lost: 0))
     }
 
     @Test(
@@ -24,6 +24,10 @@ struct RewindTests {
         #expect(
             LedgerGroupCheck.Rewind.of(partition: "jobs[0]", committed: 900, recorded: 100, low: 300)
                 == .init(partition: "jobs[0]", committed: 900, recorded: 300, lost: 200))
+        // A partition the ledger never recorded, the topic keeping from 20: the 20 before are gone.
+        #expect(
+            LedgerGroupCheck.Rewind.of(partition: "jobs[1]", committed: 50, recorded: nil, low: 20)
+                == .init(partition: "jobs[1]", committed: 50, recorded: 20, lost: 20))
         // The group committed less than what the topic keeps (it was idle): all it lacks is gone, nothing moves.
         #expect(
             LedgerGroupCheck.Rewind.of(partition: "jobs[0]", committed: 250, recorded: 100, low: 300)

@@ -207,6 +207,7 @@ struct RuntimeMockClusterTests {
                 MessageHeader(name: "source", string: "subscription_status"),
                 MessageHeader(name: "bundle_id", string: "com.example"), MessageHeader(name: "x-other", string: "-"),
                 // Put back by an earlier replay: where it was first read goes on with it.
+                MessageHeader(name: "dlq_replayed_from", string: "receipt-dlq[0]@5"),
                 MessageHeader(name: "dlq_first_read", string: "receipt-jobs[2]@17"),
             ])
         let handler = Handler(out: cluster.out)

@@ -57,17 +57,22 @@ final class PostgresConnection: @unchecked Sendable {
     /// The passwords `url` carries, as written in it.
     static func passwords(in url: String) -> [String] {
         var passwords: [String] = []
+        // libpq ends the user information at the first `/`, not at `?`: a password may hold a `?`.
         if let scheme = url.range(of: "://") {
-            let authority = url[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" }
+            let authority = url[scheme.upperBound...].prefix { $0 != "/" }
             if let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") {
                 passwords.append(String(authority[authority.index(after: colon)..<at]))
             }
         }
-        let parameter = /(?:^|[?&\s])(?:ssl)?password\s*=\s*('[^']*'|[^&\s]*)/.ignoresCase()
+        // A keyword/value string's quoted value may escape a quote (`'it\'s'`).
+        let parameter = /(?:^|[?&\s])(?:ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'|[^&\s]*)/.ignoresCase()
         for match in url.matches(of: parameter) {
-            passwords.append(String(match.1).trimmingCharacters(in: CharacterSet(charactersIn: "'")))
+            var value = Substring(match.1)
+            if value.hasPrefix("'") && value.hasSuffix("'") && value.count >= 2 { value = value.dropFirst().dropLast() }
+            passwords.append(String(value))
+            passwords.append(value.replacingOccurrences(of: "\\'", with: "'"))
         }
-        return passwords.filter { !$0.isEmpty }
+        return passwords.filter { !$0.isEmpty }.reduce(into: []) { if !$0.contains($1) { $0.append($1) } }
     }
 
     /// Deadlines a ledger on a payment path needs, added unless the URL sets them: a hung or partitioned
