@@ -26,7 +26,9 @@ enum ExtendCommand {
         --reason: undeclared, customer_satisfaction, other or service_issue (Apple's codes 0 to 3).
         --request-id: the request's identifier (a UUID for --all; default: a new one, printed on standard error
         before Apple is asked). After a timeout or a failure, run the same command again with it: Apple asks that a
-        request be sent again with its identifier unchanged.
+        request be sent again with its identifier unchanged. Without --request-id, a request of the same
+        subscription (or product) audited as failed in the last day stops the command (exit 3), naming its
+        identifier: Apple may have taken it, and a new identifier would extend twice.
         The grant services hear of it from the worker: receipt.renewal_changed for each subscription extended
         (expires_at moved), receipt.extension_failed for each one --all could not extend, and one
         receipt.extension_completed when --all is done. Each extension is appended to the support desk's audit
@@ -56,6 +58,17 @@ enum ExtendCommand {
         complain(
             "request \(order.requestIdentifier) (after a failure, run again with --request-id \(order.requestIdentifier))"
         )
+        if options.value("--request-id") == nil,
+            let failed = try await configuration.withToolLedger({ try await unsettled(order, in: $0) })
+        {
+            // Apple may have taken it before its answer was lost: a new identifier would extend twice.
+            complain(
+                "a request for the same \(order.action == "extend" ? "subscription" : "product") failed at "
+                    + "\(RFC3339.format(failed.at)) (request \(failed.requestID)), and Apple may have taken it: run "
+                    + "again with --request-id \(failed.requestID); to send a new request anyway, give a new "
+                    + "--request-id of your own")
+            return 3
+        }
         let (outcome, answer) = try await configuration.withToolLedger { ledger in
             let desk = try SupportDesk.make(
                 configuration, app: options.value("--app"), ledger: ledger, logger: ToolKafka.logger)
@@ -122,6 +135,25 @@ enum ExtendCommand {
         return ExtensionOrder(
             scope: .one(originalTransactionID: original), days: days, reason: reason,
             requestIdentifier: requestID ?? UUID().uuidString.lowercased())
+    }
+
+    /// A request of the same scope (the subscription; the product in its environment) audited as failed in the
+    /// last day, with its identifier: nil when there is none.
+    static func unsettled(_ order: ExtensionOrder, in ledger: any DeskStore) async throws
+        -> (at: Date, requestID: String)?
+    {
+        let lines = try await ledger.audit(
+            AuditFilter(since: Date(timeIntervalSinceNow: -86_400), action: order.action, limit: 1_000))
+        let asked = order.asked.object ?? [:]
+        let scope = ["original_transaction_id", "product_id", "environment"]
+        for line in lines where line.outcome == "failed" {
+            guard let request = JSONValue(parsing: Array(line.request.utf8))?.object,
+                let id = request["request_id"]?.string,
+                scope.allSatisfy({ request[$0] == asked[$0] })
+            else { continue }
+            return (line.at, id)
+        }
+        return nil
     }
 
     private static func productID(_ options: Options) throws -> String {

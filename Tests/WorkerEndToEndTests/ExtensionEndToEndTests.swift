@@ -85,6 +85,26 @@ struct ExtensionEndToEndTests {
         #expect(lines.map(\.outcome) == ["extended", "refused", "extended", "extended"], "newest first")
         #expect(lines.allSatisfy { $0.agent == "cli:support-ana" && $0.ticket == "OUT-7" })
         #expect(lines[1].answer.contains("4030005"))
+
+        // A request whose answer was lost (audited `failed`: Apple may have taken it) is not sent again under a new
+        // identifier by the same command run again without one; with its identifier it is.
+        let lost =
+            #"{"days":2,"original_transaction_id":"\#(original)","reason":"service_issue","request_id":"outage-2"}"#
+        _ = try await harness.configuration.withToolLedger { ledger in
+            try await ledger.appendAudit(
+                AuditEntry(
+                    at: Date(), app: "default", agent: "cli:support-ana", agentName: "support-ana", role: "operator",
+                    action: "extend", outcome: "failed", ticket: "OUT-8", player: nil,
+                    request: lost,
+                    answer: #"{"error":"Apple did not answer"}"#))
+        }
+        let plain = try await harness.supportTool([
+            "extend", "--original-transaction-id", original, "--days", "2", "--reason", "service_issue", "--by",
+            "support-ana",
+        ])
+        #expect(plain.status == 3 && plain.errors.contains("--request-id outage-2"), "\(plain.output) \(plain.errors)")
+        let named = try await extend(days: 2, request: "outage-2")
+        #expect(named.status == 0 && named.output.contains(RFC3339.format(movedTwice)), "\(named.errors)")
         await harness.stop()
     }
 

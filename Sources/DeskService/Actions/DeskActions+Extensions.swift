@@ -34,7 +34,7 @@ public struct ExtensionOrder: Sendable, Equatable {
     }
 
     /// What was asked, for the audit and the answer.
-    var asked: JSONValue {
+    public var asked: JSONValue {
         var object: [String: JSONValue] = [
             "days": JSONValue(days), "reason": .string(reason.name), "request_id": .string(requestIdentifier),
         ]
