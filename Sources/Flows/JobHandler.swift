@@ -424,6 +424,8 @@ package struct JobHandler: MessageHandler {
     /// retries topic, the place the worker wrote in `parked_from` (a client's header of that name on the jobs
     /// topic is not believed), so both deliveries of one malformed job get one event id.
     package static func firstRead(_ message: InboundMessage, retriesTopic: String?) -> String {
+        // A job a `dlq replay` put back: its original's place, so the replay repeats the original's event id.
+        if let original = DeadLetterHeader.validFirstRead(message) { return original }
         if message.topic == retriesTopic, let origin = message.header(ParkedOrigin.header)?.stringValue {
             return origin
         }

@@ -73,12 +73,22 @@ package struct NotificationHandler: MessageHandler {
         } else {
             metrics.notificationsVerifiedAgain.increment()
             // A chain this process meets for the first time (the receiver that asked its OCSP responders was
-            // another process) is asked about now and decided once the asks end.
-            let verification = await AppleNotification.settled(apps: apps) {
-                isStatusRecord
-                    ? SubscriptionStatusRecord.verify(
-                        value: message.value, bundleID: message.header("bundle_id")?.stringValue, apps: apps)
-                    : AppleNotification.verify(body: Data(message.value), apps: apps)
+            // another process) is asked about now and decided once the asks end. While Apple's word on it is not
+            // known (its responder does not answer), the record waits, as for a ledger that does not answer: the
+            // receiver already answered Apple 200 for it, so a dead letter would leave its news to a replay by hand.
+            let apps = self.apps
+            let value = message.value
+            let bundleID = message.header("bundle_id")?.stringValue
+            let verification = try await context.retrying("notification_revocation") {
+                let verification = await AppleNotification.settled(apps: apps) {
+                    isStatusRecord
+                        ? SubscriptionStatusRecord.verify(value: value, bundleID: bundleID, apps: apps)
+                        : AppleNotification.verify(body: Data(value), apps: apps)
+                }
+                if case .unavailable(let reason) = verification {
+                    throw AppleVerificationError(.revocationUnknown, reason, isRetriable: true)
+                }
+                return verification
             }
             switch verification {
             case .verified(let verified): notification = verified
@@ -88,9 +98,7 @@ package struct NotificationHandler: MessageHandler {
             case .rejected(let reason):
                 return .deadLetter(DeadLetter(reason: .malformedJob, error: "notification: \(reason)"))
             case .unavailable(let reason):
-                // Apple's word on the chain is still not known (its responder did not answer): a transient failure,
-                // so the record is handled again after a backoff (``FailureFate``), never dead-lettered as malformed.
-                throw AppleVerificationError(.revocationUnknown, reason, isRetriable: true)
+                throw AppleVerificationError(.revocationUnknown, reason, isRetriable: true)  // waited for above
             }
         }
         if let handled = try await context.retrying(

@@ -39,9 +39,10 @@ extension HandlingContext {
         if mustLetGo { throw LetGo() }
     }
 
-    /// Sleeps, then throws ``LetGo`` if the message must be let go meanwhile.
+    /// Sleeps, then throws ``LetGo`` if the message must be let go meanwhile: looked at every 250 ms, so a job
+    /// whose partition was revoked (or a stop) does not sit out a backoff of seconds before its partition's drain.
     public func sleep(for delay: Duration) async throws {
-        try? await Task.sleep(for: delay)
+        try await LetGo.sleep(for: delay, unless: { mustLetGo })
         try checkLetGo()
     }
 
@@ -52,6 +53,19 @@ extension HandlingContext {
     ) async throws -> T {
         guard let span else { return try await body() }
         return try await span.inChild(name, kind: kind, attributes: attributes, body)
+    }
+}
+
+extension LetGo {
+    /// Sleeps `delay`, waking every 250 ms to end early, with ``LetGo``, when `letGo()` says so (or the task is
+    /// cancelled).
+    public static func sleep(for delay: Duration, unless letGo: () -> Bool) async throws {
+        let end = ContinuousClock.now + delay
+        while ContinuousClock.now < end {
+            if letGo() { throw LetGo() }
+            try? await Task.sleep(for: min(.milliseconds(250), end - ContinuousClock.now))
+            if Task.isCancelled { throw LetGo() }
+        }
     }
 }
 

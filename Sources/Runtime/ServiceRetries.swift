@@ -58,7 +58,8 @@ final class ServiceRetries: Sendable {
                 if attempt == 1 || attempt % 10 == 0 {
                     logger.warning("\(operation) failed; retrying", ["error": "\(error)", "attempt": String(attempt)])
                 }
-                try? await Task.sleep(for: retry.delay(afterAttempts: min(attempt, 8), retryAfter: nil))
+                try await LetGo.sleep(
+                    for: retry.delay(afterAttempts: min(attempt, 8), retryAfter: nil), unless: letGo)
                 if letGo() { throw LetGo() }
             }
         }

@@ -323,5 +323,17 @@ struct JobHandlerTests {
         #expect(
             JobHandler.firstRead(message(topic: "jobs", offset: 42, parkedFrom: "jobs[0]@1"), retriesTopic: "retries")
                 == "jobs[1]@42")
+        // Put back by `dlq replay`: its original's place, so the replay repeats the original's deny event id; a
+        // place that is not one the worker writes is not believed.
+        func replayed(_ firstRead: String) -> InboundMessage {
+            InboundMessage(
+                topic: "jobs", partition: 1, offset: 90, key: nil, value: Array("{}".utf8),
+                headers: [
+                    MessageHeader(name: "dlq_replayed_from", string: "dlq[0]@3"),
+                    MessageHeader(name: "dlq_first_read", string: firstRead),
+                ], timestamp: nil)
+        }
+        #expect(JobHandler.firstRead(replayed("jobs[1]@42"), retriesTopic: "retries") == "jobs[1]@42")
+        #expect(JobHandler.firstRead(replayed("not a place"), retriesTopic: "retries") == "jobs[1]@90")
     }
 }

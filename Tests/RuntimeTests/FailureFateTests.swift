@@ -1,3 +1,4 @@
+import Synchronization
 import Messaging
 import Testing
 import Vocabulary
@@ -72,5 +73,23 @@ struct FailureFateTests {
             }
             #expect(after <= policy.maxBackoff)
         }
+    }
+}
+
+@Suite("A backoff let go")
+struct LetGoSleepTests {
+    @Test("a backoff of 30 s ends within a quarter second of its message being let go (its partition revoked)")
+    func wakesWhenLetGo() async throws {
+        let letGo = Atomic<Bool>(false)
+        let started = ContinuousClock.now
+        let waiting = Task { try await LetGo.sleep(for: .seconds(30), unless: { letGo.load(ordering: .relaxed) }) }
+        try await Task.sleep(for: .milliseconds(200))
+        letGo.store(true, ordering: .relaxed)
+        await #expect(throws: LetGo.self) { try await waiting.value }
+        #expect(ContinuousClock.now - started < .seconds(5), "slept \(ContinuousClock.now - started)")
+        // Not let go: the whole delay, then nothing thrown.
+        let short = ContinuousClock.now
+        try await LetGo.sleep(for: .milliseconds(600), unless: { false })
+        #expect(ContinuousClock.now - short >= .milliseconds(600))
     }
 }

@@ -21,6 +21,9 @@ struct DeployedShapeEndToEndTests {
         let receiver: WorkerProcess
         let receiverURL: String
         let workers: [WorkerProcess]
+        /// The configuration file of each worker.
+        let workerConfigs: [String]
+        private let workersRunning = Atomic<Bool>(true)
         /// The workers' metrics ports, then the receiver's.
         let metricsPorts: [UInt16]
         private let receiverRunning = Atomic<Bool>(true)
@@ -50,15 +53,14 @@ struct DeployedShapeEndToEndTests {
             let ports = try (0..<3).map { _ in try freeLoopbackPort() }
             let harness = harness
             metricsPorts = ports
-            workers = try (0..<2).map { index in
-                try WorkerProcess(
-                    config: try harness.config(
-                        ledger: ledger,
-                        extra: common.merging(settings) { $1 }.merging(["metrics.listen": "127.0.0.1:\(ports[index])"])
-                        {
-                            $1
-                        }))
+            workerConfigs = try (0..<2).map { index in
+                try harness.config(
+                    ledger: ledger,
+                    extra: common.merging(settings) { $1 }.merging(["metrics.listen": "127.0.0.1:\(ports[index])"]) {
+                        $1
+                    })
             }
+            workers = try workerConfigs.map { try WorkerProcess(config: $0) }
             // The receiver needs only the broker (deploy/kubernetes/receiver.yaml): no ledger it could reach.
             let listen = try freeLoopbackPort()
             receiverURL = "http://127.0.0.1:\(listen)/notifications/apple"
@@ -118,11 +120,17 @@ struct DeployedShapeEndToEndTests {
             #expect(await receiver.stop(SIGTERM) == 0, "exit status after SIGTERM:\n\(receiver.log.suffix(2000))")
         }
 
-        func stop() async {
-            await stopReceiver()
+        /// Both workers stopped: what the receiver takes waits on the topic.
+        func stopWorkers() async {
+            guard workersRunning.exchange(false, ordering: .relaxed) else { return }
             for process in workers {
                 #expect(await process.stop(SIGTERM) == 0, "exit status after SIGTERM:\n\(process.log.suffix(2000))")
             }
+        }
+
+        func stop() async {
+            await stopReceiver()
+            await stopWorkers()
             await harness.stop()
         }
     }
@@ -169,6 +177,36 @@ struct DeployedShapeEndToEndTests {
         #expect(
             await shape.metric(#"receipt_worker_swept_notifications_total{app="default",found="failed_delivery"}"#) >= 1
         )
+        await shape.stop()
+    }
+
+    @Test(
+        "a refund the receiver answered 200 waits, never dead-lettered, while the worker meeting its chain first cannot ask the responder; revoked once it answers"
+    )
+    func refundWaitsForTheResponder() async throws {
+        let shape = try await Deployment(responders: [.root, .leaf])
+        let transaction = try await shape.grantedPurchase("refund-later")
+        // No worker reads the topic while the receiver takes the refund (its responders answer it).
+        await shape.stopWorkers()
+        _ = try await shape.harness.admin.notify("refund", ["transaction_id": transaction])
+        let accepted = #"receipt_worker_notifications_received_total{outcome="accepted",type="REFUND"}"#
+        #expect(
+            await eventually(timeout: .seconds(60)) { await shape.metric(accepted, on: [shape.metricsPorts[2]]) >= 1 },
+            "the receiver did not accept the refund:\n\(shape.logs)")
+        // A new worker, which never met the chain, while the leaf's responder is down: longer than its handlings
+        // of a failure that may heal (retry.max_attempts) last.
+        shape.pki.stop(.leaf)
+        let worker = try WorkerProcess(config: shape.workerConfigs[0])
+        try await Task.sleep(for: .seconds(15))
+        #expect(shape.harness.events(order: "refund-later", type: "receipt.revoked").isEmpty, "revoked on a guess")
+        #expect(shape.harness.deadLetters.isEmpty, "dead-lettered: \(shape.harness.deadLetters.map { $0.headers })")
+        try await shape.pki.start(.leaf)
+        let revoked = await eventually(timeout: .seconds(90)) {
+            !shape.harness.events(order: "refund-later", type: "receipt.revoked").isEmpty
+        }
+        #expect(revoked, "the refund was not revoked once the responder answered:\n\(worker.log.suffix(3000))")
+        #expect(shape.harness.deadLetters.isEmpty, "dead-lettered: \(shape.harness.deadLetters.map { $0.headers })")
+        #expect(await worker.stop(SIGTERM) == 0, "exit status after SIGTERM:\n\(worker.log.suffix(2000))")
         await shape.stop()
     }
 

@@ -24,11 +24,11 @@ def action(event_type, event):
         return f"credit {units} to {player}"
     if event_type == "receipt.denied":  # the order stays open; its reason says whether this proof can ever pass
         return f"deny order {event['order_id']}: {event['reason']}"
-    if event_type == "receipt.revoked":  # take back the share refunded (null: all of it), even if already spent
+    if event_type == "receipt.revoked":  # the share refunded IN ALL (null: all of it), even if already spent
         share = 100 if event["revocation_percentage"] is None else event["revocation_percentage"]
-        return f"debit {share}% of {units} from {player}"
-    if event_type == "receipt.reinstated":
-        return f"credit {units} back to {player}"
+        return f"debit up to {share}% in all of {units} from {player}, less what this order's refunds took"
+    if event_type == "receipt.reinstated":  # what the refunds took, not the whole purchase
+        return f"credit back to {player} what order {event['order_id']}'s refunds took of {units}"
     return f"apply {event_type} as docs/integration.md says; ignore a type you do not know"
 
 

@@ -62,14 +62,14 @@ func action(eventType string, e event) string {
 		return fmt.Sprintf("credit %s to %s", units, player)
 	case "receipt.denied": // the order stays open; its reason says whether this proof can ever pass
 		return fmt.Sprintf("deny order %s: %s", e.OrderID, e.Reason)
-	case "receipt.revoked": // take back the share refunded (null: all of it), even if already spent
+	case "receipt.revoked": // the share refunded IN ALL (null: all of it), even if already spent
 		share := 100.0
 		if e.RevocationPercentage != nil {
 			share = *e.RevocationPercentage
 		}
-		return fmt.Sprintf("debit %g%% of %s from %s", share, units, player)
-	case "receipt.reinstated":
-		return fmt.Sprintf("credit %s back to %s", units, player)
+		return fmt.Sprintf("debit up to %g%% in all of %s from %s, less what this order's refunds took", share, units, player)
+	case "receipt.reinstated": // what the refunds took, not the whole purchase
+		return fmt.Sprintf("credit back to %s what order %s's refunds took of %s", player, e.OrderID, units)
 	}
 	return "apply " + eventType + " as docs/integration.md says; ignore a type you do not know"
 }
