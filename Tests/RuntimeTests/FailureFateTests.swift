@@ -1,5 +1,5 @@
-import Synchronization
 import Messaging
+import Synchronization
 import Testing
 import Vocabulary
 
