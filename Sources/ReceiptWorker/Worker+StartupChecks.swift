@@ -51,9 +51,24 @@ extension Worker {
             } else {
                 logger.notice(
                     "\(key) \(topic) does not exist: not read (create it, then restart); meanwhile \(without)")
+                unreadTopics.withLock { $0.append((key, topic, false)) }
             }
         }
         return read
+    }
+
+    /// Describes again the topics missing at start; one that exists now makes ``liveness`` ask for a restart
+    /// (said once, at error level: until then what is put there waits unread).
+    func lookForUnreadTopics() async {
+        for (index, unread) in unreadTopics.withLock({ $0 }).enumerated() where !unread.exists {
+            guard
+                (try? await KafkaAdmin.partitionCount(
+                    of: unread.topic, properties: WorkerAssembly.adminProperties(configuration), logger: logger)) != nil
+            else { continue }
+            unreadTopics.withLock { $0[index].exists = true }
+            logger.error(
+                "\(unread.key) \(unread.topic) exists now and is not read: restart the worker (/healthz says so)")
+        }
     }
 
     /// The games whose parked jobs share a partition of `topics.retries` with another game's (fewer partitions than

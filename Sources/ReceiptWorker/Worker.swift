@@ -23,6 +23,9 @@ public final class Worker: Service {
     let apps: AppleApps
     public let metrics: WorkerMetrics
     let ledgerReachable = Atomic<Bool>(false)
+    /// The topics the worker would read that did not exist at start (`topics.retries`, `.notifications`,
+    /// `.consumption`): looked for every 15 s; one that appears is not read until a restart (``liveness``).
+    let unreadTopics = Mutex<[(key: String, topic: String, exists: Bool)]>([])
     /// Triggered by ``shutdown()``: the same as the graceful shutdown of the group running the worker.
     private let stop = GracefulShutdown()
     /// Each replica's share of Apple's limits: its share of the jobs topic's partitions.
@@ -152,8 +155,15 @@ public final class Worker: Service {
         return problems
     }
 
-    /// Why the worker must be restarted (empty when it need not), for `/healthz`: the runtime wedged.
-    public var liveness: [String] { runtime.wedged }
+    /// Why the worker must be restarted (empty when it need not), for `/healthz`: the runtime wedged, or a topic it
+    /// reads created since it started (a receiver that answers Apple 200 meanwhile puts notifications there that no
+    /// worker would read).
+    public var liveness: [String] {
+        runtime.wedged
+            + unreadTopics.withLock { $0 }.filter(\.exists).map {
+                "\($0.key) \($0.topic) exists now and is not read: restart the worker to read it"
+            }
+    }
 
     /// What the notification receiver needs of this worker: the apps, the producer, the topic.
     public var notificationIntake: NotificationIntake {
@@ -219,6 +229,10 @@ public final class Worker: Service {
                 "consumption gauge", PeriodicService(every: .seconds(30)) { await self.refreshConsumptionGauge() }),
             .init("Apple limit share", appleShare),
         ]
+        if !unreadTopics.withLock({ $0.isEmpty }) {
+            services.append(
+                .init("unread topics", PeriodicService(every: .seconds(15)) { await self.lookForUnreadTopics() }))
+        }
         // Started before the runtime, stopped after its drain; what waits then is left (StoreKit delivers the
         // transaction again, its job is answered from the ledger, and that grant's finish goes out then).
         if let finisher { services.append(.init("finish transactions", finisher)) }
