@@ -43,6 +43,11 @@ package enum AppleHTTP {
         breakers?.breaker(for: call).record(success: !failed)
     }
 
+    /// A call whose answer says nothing of Apple's health (``CircuitBreaker/recordNeither()``).
+    static func recordNeither(_ breakers: CircuitBreakers?, _ call: String) {
+        breakers?.breaker(for: call).recordNeither()
+    }
+
     /// The outcome label of an answered call: `ok`, `rate_limited`, `http_4xx` or `http_5xx`.
     static func outcome(status: Int) -> String {
         switch status {

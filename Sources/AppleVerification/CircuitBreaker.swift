@@ -72,6 +72,15 @@ public final class CircuitBreaker: Sendable {
         }
     }
 
+    /// A call that says nothing of Apple's health either way (a 21002 for a receipt Apple never signed, which Apple
+    /// also answers while it fails 21002 for genuine ones): counted neither way; half-open, its trial is given back,
+    /// so the next caller tries at once.
+    public func recordNeither() {
+        window.withLock { window in
+            if window.state == .halfOpen { window.trialSince = nil }
+        }
+    }
+
     public func record(success: Bool) {
         window.withLock { window in
             if window.state == .halfOpen {

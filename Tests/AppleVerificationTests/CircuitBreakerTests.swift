@@ -55,6 +55,27 @@ struct CircuitBreakerTests {
         #expect(ContinuousClock.now - started < .seconds(5))
     }
 
+    @Test(
+        "an answer that says nothing of Apple's health (21002 for a receipt Apple never signed) counts neither way, and gives a half-open trial back"
+    )
+    func neither() async throws {
+        let closed = CircuitBreaker(windowSize: 10, minimumCalls: 4, failureRatio: 0.5, cooldown: .milliseconds(50))
+        for _ in 0..<3 { closed.record(success: false) }
+        for _ in 0..<20 { closed.recordNeither() }
+        #expect(closed.state == .closed)
+        closed.record(success: false)
+        #expect(closed.state == .open, "garbage's answers diluted the failures of genuine calls")
+        let breaker = openBreaker()
+        try await Task.sleep(for: .milliseconds(80))
+        await breaker.waitUntilCallsAllowed()  // the trial
+        breaker.recordNeither()
+        // The next caller is through at once, not after the trial's 30 s timeout.
+        let started = ContinuousClock.now
+        await breaker.waitUntilCallsAllowed()
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(breaker.state == .halfOpen)
+    }
+
     @Test("a failed trial re-opens it for twice the cool-down")
     func failedTrial() async throws {
         let breaker = openBreaker()

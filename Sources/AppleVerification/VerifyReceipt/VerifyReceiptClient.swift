@@ -68,7 +68,11 @@ public final class VerifyReceiptClient: Sendable {
             let genuine = status == .malformedOrTemporary && isSignedByApple(receipt)
             switch status {
             case .retryable: AppleHTTP.record(configuration.breakers, call, failed: true)
-            case .malformedOrTemporary: AppleHTTP.record(configuration.breakers, call, failed: genuine)
+            // Apple's 21002 for a receipt it never signed is what it answers garbage with, failing or not: it counts
+            // neither way (else a flood of garbage keeps a breaker from opening during a 21002 incident, or closes
+            // it as a half-open trial).
+            case .malformedOrTemporary where genuine: AppleHTTP.record(configuration.breakers, call, failed: true)
+            case .malformedOrTemporary: AppleHTTP.recordNeither(configuration.breakers, call)
             default: AppleHTTP.record(configuration.breakers, call, failed: false)
             }
             switch status {
