@@ -50,7 +50,8 @@ public final class RevocationChecker: Sendable {
     private struct State {
         var known: Known?
         var asking: Task<Void, Never>?
-        var failedAt: Date?
+        /// On the monotonic clock: a wall clock stepped back would hold the next ask back by the step.
+        var failedAt: ContinuousClock.Instant?
         var failure: String?
     }
 
@@ -116,7 +117,11 @@ public final class RevocationChecker: Sendable {
                 states[chain.digest] = State(asking: ask(chain))
                 return .pending(nil)
             }
-            let mayAsk = state.failedAt.map { now.timeIntervalSince($0) >= settings.retryAfterFailure } ?? true
+            let mayAsk =
+                state.failedAt.map {
+                    ContinuousClock.now - $0 >= .milliseconds(Int64(settings.retryAfterFailure * 1000))
+                }
+                ?? true
             switch state.known {
             case .refused(let why, let until) where until > now:
                 return .refused(why)
@@ -156,7 +161,7 @@ public final class RevocationChecker: Sendable {
                     state.failedAt = nil
                 } else {
                     state.failure = failure
-                    state.failedAt = Date()
+                    state.failedAt = ContinuousClock.now
                 }
                 states[chain.digest] = state
             }
