@@ -55,6 +55,17 @@ struct VerifyReceiptModelTests {
         #expect(throws: AppleVerificationError.self) { try AppleTransaction(unreadable.latestReceiptInfo![0]) }
     }
 
+    @Test("ids written as numbers past Int64 keep their digits: two such transactions stay two")
+    func idsPastInt64() throws {
+        let body = """
+            {"status":0,"latest_receipt_info":[
+            {"transaction_id":100000000000000000001,"product_id":"coins","quantity":1},
+            {"transaction_id":100000000000000000002,"product_id":"coins","quantity":1}]}
+            """
+        let entries = try #require(try VerifyReceiptResponse(json: Array(body.utf8)).latestReceiptInfo)
+        #expect(entries.map(\.transactionId) == ["100000000000000000001", "100000000000000000002"])
+    }
+
     @Test("Apple's recorded iOS 6 response decodes to one flat transaction with string dates")
     func ios6Response() throws {
         let data = try Fixtures.data("receipts/ios6_transaction_receipt_sandbox_2016.verifyReceipt_response.json")

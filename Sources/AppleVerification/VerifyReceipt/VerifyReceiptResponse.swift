@@ -160,6 +160,11 @@ extension VerifyReceiptResponse.InApp {
             if let first = raw.first, first == UInt8(ascii: "-") || (0x30...0x39).contains(first) {
                 let digits = String(decoding: raw, as: UTF8.self)
                 if let value = Int64(digits) { return String(value) }
+                // An id past Int64 written as a plain integer: its digits as written, never a rounded double's
+                // ("1e+20" would make two transactions one).
+                if raw.dropFirst(first == UInt8(ascii: "-") ? 1 : 0).allSatisfy({ (0x30...0x39).contains($0) }) {
+                    return digits
+                }
                 if let value = Double(digits), value.isFinite {
                     if value == value.rounded(), abs(value) < 9.2e18 { return String(Int64(value)) }
                     return String(value)
