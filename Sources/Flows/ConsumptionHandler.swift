@@ -254,15 +254,8 @@ package struct ConsumptionHandler: MessageHandler {
 
 extension ConsumptionHandler {
     /// Where an answer was first read: its own place or its `parked_from`'s; for an answer a `dlq replay` put back,
-    /// the original's when it is an earlier place of the same partition (it is as old as the original, whatever
-    /// the grant service produced since). A header that names another partition, or a later place, is not
-    /// believed: it could only make an answer newer than it is.
+    /// the original's (``ReplayedPlace``): it is as old as the original, whatever the grant service produced since.
     func firstRead(_ message: InboundMessage) -> String {
-        let own = JobHandler.firstRead(message, retriesTopic: retriesTopic)
-        guard let text = DeadLetterHeader.validFirstRead(message), let original = AnswerSuccession.Place(text),
-            let place = AnswerSuccession.Place(own), original.partition == place.partition,
-            original.offset < place.offset
-        else { return own }
-        return text
+        ReplayedPlace.original(of: message, own: JobHandler.firstRead(message, retriesTopic: retriesTopic))
     }
 }

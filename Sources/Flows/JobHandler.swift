@@ -424,8 +424,6 @@ package struct JobHandler: MessageHandler {
     /// retries topic, the place the worker wrote in `parked_from` (a client's header of that name on the jobs
     /// topic is not believed), so both deliveries of one malformed job get one event id.
     package static func firstRead(_ message: InboundMessage, retriesTopic: String?) -> String {
-        // A job a `dlq replay` put back: its original's place, so the replay repeats the original's event id.
-        if let original = DeadLetterHeader.validFirstRead(message) { return original }
         if message.topic == retriesTopic, let origin = message.header(ParkedOrigin.header)?.stringValue {
             return origin
         }
@@ -439,9 +437,12 @@ package struct JobHandler: MessageHandler {
     ) async throws -> Disposition {
         let fingerprint = SHA256Digest.hex(message.value)
         let key = DecisionKey(app: .defaultApp, jobID: identity.jobID, fingerprint: fingerprint)
+        // Without a job id, the event's id is where the job was first read (a replay's original place).
+        let place = ReplayedPlace.original(
+            of: message, own: Self.firstRead(message, retriesTopic: settings.retriesTopic))
         let event = ResultEvent(
             eventID: identity.jobID.isEmpty
-                ? StableID.uuid("job\u{0}\(Self.firstRead(message, retriesTopic: settings.retriesTopic))")
+                ? StableID.uuid("job\u{0}\(place)")
                 : ResultEvent.eventID(
                     decision: .deny(.malformedJob), app: .defaultApp, jobID: identity.jobID, fingerprint: fingerprint,
                     orderID: identity.orderID, transactionID: nil),

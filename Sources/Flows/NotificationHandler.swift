@@ -73,9 +73,11 @@ package struct NotificationHandler: MessageHandler {
         } else {
             metrics.notificationsVerifiedAgain.increment()
             // A chain this process meets for the first time (the receiver that asked its OCSP responders was
-            // another process) is asked about now and decided once the asks end. While Apple's word on it is not
-            // known (its responder does not answer), the record waits, as for a ledger that does not answer: the
-            // receiver already answered Apple 200 for it, so a dead letter would leave its news to a replay by hand.
+            // another process) is asked about now and decided once the asks end. While its responders do not
+            // answer at all, the record waits, as for a ledger that does not answer: the receiver already answered
+            // Apple 200 for it, so a dead letter would leave its news to a replay by hand. An answer that does not
+            // settle it (a certificate the responder does not know, an answer that does not verify) may never
+            // change: handled again up to `retry.max_attempts` times, then dead-lettered for a replay.
             let apps = self.apps
             let value = message.value
             let bundleID = message.header("bundle_id")?.stringValue
@@ -85,7 +87,7 @@ package struct NotificationHandler: MessageHandler {
                         ? SubscriptionStatusRecord.verify(value: value, bundleID: bundleID, apps: apps)
                         : AppleNotification.verify(body: Data(value), apps: apps)
                 }
-                if case .unavailable(let reason) = verification {
+                if case .unavailable(let reason) = verification, reason.contains(RevocationChecker.unanswered) {
                     throw AppleVerificationError(.revocationUnknown, reason, isRetriable: true)
                 }
                 return verification
@@ -98,7 +100,8 @@ package struct NotificationHandler: MessageHandler {
             case .rejected(let reason):
                 return .deadLetter(DeadLetter(reason: .malformedJob, error: "notification: \(reason)"))
             case .unavailable(let reason):
-                throw AppleVerificationError(.revocationUnknown, reason, isRetriable: true)  // waited for above
+                // Handled again after a backoff (``FailureFate``), never dead-lettered as malformed.
+                throw AppleVerificationError(.revocationUnknown, reason, isRetriable: true)
             }
         }
         if let handled = try await context.retrying(

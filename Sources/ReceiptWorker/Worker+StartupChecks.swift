@@ -51,23 +51,29 @@ extension Worker {
             } else {
                 logger.notice(
                     "\(key) \(topic) does not exist: not read (create it, then restart); meanwhile \(without)")
-                unreadTopics.withLock { $0.append((key, topic, false)) }
+                unreadTopics.withLock { $0.append((key, topic, nil)) }
             }
         }
         return read
     }
 
-    /// Describes again the topics missing at start; one that exists now makes ``liveness`` ask for a restart
-    /// (said once, at error level: until then what is put there waits unread).
+    /// Describes again the topics missing at start, every round (15 s) for 20 minutes, then every 20th (5 minutes:
+    /// a deployment that never makes one pays an admin client's connection rarely). One that exists now asks for a
+    /// restart (``liveness``) after a delay of this replica's own, up to a minute, so the replicas do not all restart
+    /// at once; said once, at error level: until then what is put there waits unread.
     func lookForUnreadTopics() async {
-        for (index, unread) in unreadTopics.withLock({ $0 }).enumerated() where !unread.exists {
+        let round = unreadTopicRounds.add(1, ordering: .relaxed).newValue
+        guard round <= 80 || round % 20 == 0 else { return }
+        for (index, unread) in unreadTopics.withLock({ $0 }).enumerated() where unread.restartAt == nil {
             guard
                 (try? await KafkaAdmin.partitionCount(
                     of: unread.topic, properties: WorkerAssembly.adminProperties(configuration), logger: logger)) != nil
             else { continue }
-            unreadTopics.withLock { $0[index].exists = true }
+            let delay = Duration.milliseconds(Int64.random(in: 0...60_000))
+            unreadTopics.withLock { $0[index].restartAt = .now + delay }
             logger.error(
-                "\(unread.key) \(unread.topic) exists now and is not read: restart the worker (/healthz says so)")
+                "\(unread.key) \(unread.topic) exists now and is not read: the worker asks to be restarted (/healthz)",
+                ["in_seconds": String(delay.components.seconds)])
         }
     }
 

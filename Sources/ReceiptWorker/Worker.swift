@@ -24,8 +24,11 @@ public final class Worker: Service {
     public let metrics: WorkerMetrics
     let ledgerReachable = Atomic<Bool>(false)
     /// The topics the worker would read that did not exist at start (`topics.retries`, `.notifications`,
-    /// `.consumption`): looked for every 15 s; one that appears is not read until a restart (``liveness``).
-    let unreadTopics = Mutex<[(key: String, topic: String, exists: Bool)]>([])
+    /// `.consumption`), and when one found since asks for the restart that reads it (``liveness``,
+    /// ``lookForUnreadTopics()``).
+    let unreadTopics = Mutex<[(key: String, topic: String, restartAt: ContinuousClock.Instant?)]>([])
+    /// Rounds of ``lookForUnreadTopics()`` so far.
+    let unreadTopicRounds = Atomic<Int>(0)
     /// Triggered by ``shutdown()``: the same as the graceful shutdown of the group running the worker.
     private let stop = GracefulShutdown()
     /// Each replica's share of Apple's limits: its share of the jobs topic's partitions.
@@ -159,8 +162,9 @@ public final class Worker: Service {
     /// reads created since it started (a receiver that answers Apple 200 meanwhile puts notifications there that no
     /// worker would read).
     public var liveness: [String] {
-        runtime.wedged
-            + unreadTopics.withLock { $0 }.filter(\.exists).map {
+        let now = ContinuousClock.now
+        return runtime.wedged
+            + unreadTopics.withLock { $0 }.filter { $0.restartAt.map { $0 <= now } ?? false }.map {
                 "\($0.key) \($0.topic) exists now and is not read: restart the worker to read it"
             }
     }

@@ -59,7 +59,7 @@ enum ExtendCommand {
             "request \(order.requestIdentifier) (after a failure, run again with --request-id \(order.requestIdentifier))"
         )
         if options.value("--request-id") == nil,
-            let failed = try await configuration.withToolLedger({ try await unsettled(order, in: $0) })
+            let failed = try await configuration.withToolLedger({ try await unsettled(order, app: app, in: $0) })
         {
             // Apple may have taken it before its answer was lost: a new identifier would extend twice.
             complain(
@@ -137,20 +137,27 @@ enum ExtendCommand {
             requestIdentifier: requestID ?? UUID().uuidString.lowercased())
     }
 
-    /// A request of the same scope (the subscription; the product in its environment) audited as failed in the
-    /// last day, with its identifier: nil when there is none.
-    static func unsettled(_ order: ExtensionOrder, in ledger: any DeskStore) async throws
+    /// The same request (the app's, the same subscription or product, days, reason and storefronts) audited as failed
+    /// in the last day and not settled since (no later line of its identifier that is not a failure), with its
+    /// identifier: nil when there is none.
+    static func unsettled(_ order: ExtensionOrder, app: String, in ledger: any DeskStore) async throws
         -> (at: Date, requestID: String)?
     {
         let lines = try await ledger.audit(
-            AuditFilter(since: Date(timeIntervalSinceNow: -86_400), action: order.action, limit: 1_000))
-        let asked = order.asked.object ?? [:]
-        let scope = ["original_transaction_id", "product_id", "environment"]
-        for line in lines where line.outcome == "failed" {
-            guard let request = JSONValue(parsing: Array(line.request.utf8))?.object,
-                let id = request["request_id"]?.string,
-                scope.allSatisfy({ request[$0] == asked[$0] })
+            AuditFilter(since: Date(timeIntervalSinceNow: -86_400), action: order.action, limit: 10_000))
+        var asked = order.asked.object ?? [:]
+        asked["request_id"] = nil
+        var settled: Set<String> = []
+        for line in lines where line.app == app {  // newest first
+            guard var request = JSONValue(parsing: Array(line.request.utf8))?.object,
+                let id = request["request_id"]?.string
             else { continue }
+            if line.outcome != "failed" {
+                settled.insert(id)
+                continue
+            }
+            request["request_id"] = nil
+            guard !settled.contains(id), asked.allSatisfy({ request[$0.key] == $0.value }) else { continue }
             return (line.at, id)
         }
         return nil

@@ -333,7 +333,12 @@ struct JobHandlerTests {
                     MessageHeader(name: "dlq_first_read", string: firstRead),
                 ], timestamp: nil)
         }
-        #expect(JobHandler.firstRead(replayed("jobs[1]@42"), retriesTopic: "retries") == "jobs[1]@42")
-        #expect(JobHandler.firstRead(replayed("not a place"), retriesTopic: "retries") == "jobs[1]@90")
+        func place(_ message: InboundMessage) -> String {
+            ReplayedPlace.original(of: message, own: JobHandler.firstRead(message, retriesTopic: "retries"))
+        }
+        #expect(place(replayed("jobs[1]@42")) == "jobs[1]@42")
+        #expect(place(replayed("not a place")) == "jobs[1]@90")
+        #expect(place(replayed("jobs[1]@999")) == "jobs[1]@90", "a later place is not believed")
+        #expect(place(replayed("jobs[2]@3")) == "jobs[1]@90", "another partition's is not believed")
     }
 }

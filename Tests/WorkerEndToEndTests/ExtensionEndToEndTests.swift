@@ -103,8 +103,20 @@ struct ExtensionEndToEndTests {
             "support-ana",
         ])
         #expect(plain.status == 3 && plain.errors.contains("--request-id outage-2"), "\(plain.output) \(plain.errors)")
+        // Another request (another number of days) is not held back by it.
+        let other = try await harness.supportTool([
+            "extend", "--original-transaction-id", original, "--days", "3", "--reason", "service_issue", "--by",
+            "support-ana",
+        ])
+        #expect(!other.errors.contains("--request-id outage-2"), "\(other.errors)")
         let named = try await extend(days: 2, request: "outage-2")
         #expect(named.status == 0 && named.output.contains(RFC3339.format(movedTwice)), "\(named.errors)")
+        // Sent again with its identifier and answered: settled, the same command without one is no longer refused.
+        let settledAgain = try await harness.supportTool([
+            "extend", "--original-transaction-id", original, "--days", "2", "--reason", "service_issue", "--by",
+            "support-ana",
+        ])
+        #expect(!settledAgain.errors.contains("--request-id outage-2"), "\(settledAgain.errors)")
         await harness.stop()
     }
 

@@ -83,6 +83,11 @@ public final class RevocationChecker: Sendable {
         case firstSight(String?)
     }
 
+    /// What a failure's words say when a responder gave no answer at all (not reached, timed out), as against an
+    /// answer that does not settle the status (the certificate unknown to it, an answer that does not verify): a
+    /// caller may wait for the first without limit, not for the others.
+    public static let unanswered = "did not answer"
+
     /// Throws unless the chain's certificates are known not to be revoked at `now`.
     func check(_ chain: ChainVerifier.VerifiedChain, now: Date = Date()) throws(AppleVerificationError) {
         var decision = decide(chain, now: now, firstSight: false)
@@ -189,7 +194,7 @@ public final class RevocationChecker: Sendable {
             do {
                 body = try await fetch(query.url, query.request, settings.timeout)
             } catch {
-                let why = "the OCSP responder \(query.url) did not answer: \(error)"
+                let why = "the OCSP responder \(query.url) \(Self.unanswered): \(error)"
                 observer?("unavailable", why)
                 return (nil, why)
             }
