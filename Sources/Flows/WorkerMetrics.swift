@@ -26,7 +26,7 @@ public final class WorkerMetrics: Sendable {
     package let notificationsVerifiedAgain: Counter
 
     /// The handlers' own operations whose failures are counted (the runtime counts its own beside them).
-    package static let operations = ["ledger_lookup", "ledger_record"]
+    package static let operations = ["ledger_lookup", "ledger_record", "notification_revocation"]
 
     /// Seconds; from a fast local answer to Apple's slowest tail and the default 10 s timeout.
     package static let appleBuckets = [
