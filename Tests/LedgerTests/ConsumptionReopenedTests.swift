@@ -31,13 +31,15 @@ struct ConsumptionReopenedTests {
             try await ledger.consumptionRequestAnswered(app: .defaultApp, environment: .production, transactionID: "10")
         }
         #expect(try await answered())
-        // 1.0.0's upsert: a later request's deadline and time, answered_at cleared, answer_received_at untouched.
+        // 1.0.0's upsert: a later request's deadline and time, answered_at cleared, answer_received_at untouched. The
+        // request's time a second after the answer was received, whatever time the steps above took (a busy machine).
+        let reopenedAt = Date().addingTimeInterval(1)
         let respondBy = now.addingTimeInterval(3_600)
         let connection = try SQLiteConnection(path: path)
         try connection.execute(
             """
             UPDATE consumption_requests SET notification_id = 'request-2', respond_by = '\(RFC3339.format(respondBy))',
-                requested_at = '\(RFC3339.format(now.addingTimeInterval(1)))', answered_at = NULL
+                requested_at = '\(RFC3339.format(reopenedAt))', answered_at = NULL
                 WHERE transaction_id = '10'
             """)
         connection.close()
@@ -46,7 +48,7 @@ struct ConsumptionReopenedTests {
             app: .defaultApp, dueBy: respondBy.addingTimeInterval(1), now: now, limit: 10)
         #expect(due.map(\.transactionID) == ["10"])
         // The grant service answers the second request: answered again.
-        try await Task.sleep(for: .milliseconds(1_100))
+        try await Task.sleep(until: .now + .seconds(max(0, reopenedAt.timeIntervalSinceNow)) + .milliseconds(100))
         try await ledger.consumptionAnswerReceived(app: .defaultApp, environment: .production, transactionID: "10")
         #expect(try await answered())
     }
