@@ -97,6 +97,9 @@ extension LedgerGroupCheck {
             }
             var moves: [TopicPartition: Int64] = [:]
             var rewinds: [Rewind] = []
+            // The partitions whose lost messages are accepted with --accept-loss: the ledger's offset moves with the
+            // group's, or the workers' start-up check would refuse the ledger as behind the group.
+            var accepted: [ConsumedPartition: Int64] = [:]
             for (partition, offset) in committed {
                 let topicPartition = TopicPartition(topic: partition.topic, partition: partition.partition)
                 guard recorded.offsets[partition] ?? .min < offset else { continue }
@@ -107,6 +110,7 @@ extension LedgerGroupCheck {
                         low: low)
                 else { continue }
                 if rewind.recorded < offset { moves[topicPartition] = rewind.recorded }
+                if rewind.lost > 0 { accepted[partition] = rewind.recorded }
                 rewinds.append(rewind)
             }
             let lost = rewinds.filter { $0.lost > 0 }
@@ -118,16 +122,7 @@ extension LedgerGroupCheck {
                         + " granted again to new orders. Restore a newer backup; or, accepting that, run again with"
                         + " --accept-loss. Nothing was moved")
             }
-            if !dryRun && !lost.isEmpty {
-                // What is gone is accepted as gone: the ledger's offsets of those partitions move with the group,
-                // or the workers' start-up check would refuse the ledger as behind the group.
-                let accepted = Dictionary(
-                    uniqueKeysWithValues: committed.keys.compactMap { partition -> (ConsumedPartition, Int64)? in
-                        guard let rewind = lost.first(where: { $0.partition == partition.description }) else {
-                            return nil
-                        }
-                        return (partition, rewind.recorded)
-                    })
+            if !dryRun && !accepted.isEmpty {
                 try await configuration.withToolLedger {
                     try await $0.recordOffsets(accepted, group: configuration.groupID)
                 }

@@ -122,11 +122,7 @@ public final class RevocationChecker: Sendable {
                 states[chain.digest] = State(asking: ask(chain))
                 return .pending(nil)
             }
-            let mayAsk =
-                state.failedAt.map {
-                    ContinuousClock.now - $0 >= .milliseconds(Int64(settings.retryAfterFailure * 1000))
-                }
-                ?? true
+            let mayAsk = state.failedAt.map { ContinuousClock.now - $0 >= .seconds(settings.retryAfterFailure) } ?? true
             switch state.known {
             case .refused(let why, let until) where until > now:
                 return .refused(why)
