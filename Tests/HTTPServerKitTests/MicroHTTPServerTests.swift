@@ -39,6 +39,22 @@ extension LoopbackServerTests {
             return server
         }
 
+        /// Sends `head`, then one byte every 0.3 s, each well inside an idle timeout, up to `bytes` of them: how many
+        /// went through before the server closed the connection.
+        static func trickle(_ head: String, bytes: Int, port: UInt16) async throws -> Int {
+            try await onThread {
+                let client = try LoopbackClient(port: port, timeout: .seconds(10))
+                try client.send(head)
+                var sent = 0
+                for _ in 0..<bytes {
+                    Thread.sleep(forTimeInterval: 0.3)
+                    guard (try? client.send("a")) != nil else { break }
+                    sent += 1
+                }
+                return sent
+            }
+        }
+
         @Test("GET and POST round trip on one keep-alive connection; the async handler's answer arrives")
         func roundTrip() async throws {
             let server = try Self.echoServer()
@@ -141,18 +157,9 @@ extension LoopbackServerTests {
             let server = try Self.echoServer(limits: limits)
             defer { server.stop() }
             let port = server.port
-            let sent = try await onThread {
-                let client = try LoopbackClient(port: port, timeout: .seconds(10))
-                try client.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
-                // Thirty bytes over nine seconds, each well inside the idle timeout: refused once closed.
-                var sent = 0
-                for _ in 0..<30 {
-                    Thread.sleep(forTimeInterval: 0.3)
-                    guard (try? client.send("a")) != nil else { break }
-                    sent += 1
-                }
-                return sent
-            }
+            // Thirty bytes over nine seconds: refused once closed.
+            let sent = try await Self.trickle(
+                "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", bytes: 30, port: port)
             #expect(sent < 20, "trickled headers were held for \(sent) bytes")
             // An honest keep-alive client: answered, silent for less than the idle timeout, answered again.
             let statuses = try await onThread {
@@ -176,18 +183,9 @@ extension LoopbackServerTests {
             let server = try Self.echoServer(limits: limits)
             defer { server.stop() }
             let port = server.port
-            let sent = try await onThread {
-                let client = try LoopbackClient(port: port, timeout: .seconds(10))
-                try client.send("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n")
-                // Twenty bytes over six seconds, each well inside the idle timeout: refused once closed.
-                var sent = 0
-                for _ in 0..<20 {
-                    Thread.sleep(forTimeInterval: 0.3)
-                    guard (try? client.send("a")) != nil else { break }
-                    sent += 1
-                }
-                return sent
-            }
+            // Twenty bytes over six seconds: refused once closed.
+            let sent = try await Self.trickle(
+                "POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n", bytes: 20, port: port)
             #expect(sent < 20, "the trickling body was held for all of its six seconds")
             let fresh = try await onThread { try LoopbackClient.get("/healthz", port: port) }
             #expect(fresh.response?.status == 200)

@@ -150,20 +150,27 @@ struct LedgerUpkeepTests {
 
 @Suite("A ledger URL's password never in an error")
 struct LedgerSecretTests {
-    @Test("a malformed URL whose password libpq quotes back: the error names no part of the password")
-    func passwordRedacted() {
-        for url in [
-            "postgresql://worker:s3cr%ZZet-Value@127.0.0.1:1/ledger",
-            "postgresql://worker:plainS3cret@127.0.0.1:1/x?bad",
-        ] {
+    /// Connects to nothing with each of `urls`: the error names none of `secrets`.
+    func expectErrorsHide(_ secrets: [String], connecting urls: [String]) {
+        for url in urls {
             do {
                 _ = try PostgresConnection(url: url)
                 Issue.record("connected to nothing")
             } catch {
                 let text = "\(error)"
-                for secret in ["s3cr", "ZZet-Value", "plainS3cret"] { #expect(!text.contains(secret), "\(text)") }
+                for secret in secrets { #expect(!text.contains(secret), "\(text)") }
             }
         }
+    }
+
+    @Test("a malformed URL whose password libpq quotes back: the error names no part of the password")
+    func passwordRedacted() {
+        expectErrorsHide(
+            ["s3cr", "ZZet-Value", "plainS3cret"],
+            connecting: [
+                "postgresql://worker:s3cr%ZZet-Value@127.0.0.1:1/ledger",
+                "postgresql://worker:plainS3cret@127.0.0.1:1/x?bad",
+            ])
         #expect(
             PostgresConnection.redacting(
                 "invalid percent-encoded token: \"s3cr%ZZet\"", of: "postgresql://u:s3cr%ZZet@h/d"
@@ -173,19 +180,13 @@ struct LedgerSecretTests {
 
     @Test("a password given as a parameter, not in the user information, is kept out of the error too")
     func parameterPasswordRedacted() {
-        for url in [
-            "postgresql://worker@127.0.0.1:1/ledger?password=Ab%9zSecretParam",
-            "postgresql://127.0.0.1:1/ledger?sslmode=disable&PASSWORD=Ab%9zSecretParam",
-            "postgresql:///ledger?host=127.0.0.1&port=1&sslpassword=Ab%9zSecretParam&x=%zz",
-        ] {
-            do {
-                _ = try PostgresConnection(url: url)
-                Issue.record("connected to nothing")
-            } catch {
-                let text = "\(error)"
-                for secret in ["Ab%9z", "SecretParam", "9zSecret"] { #expect(!text.contains(secret), "\(text)") }
-            }
-        }
+        expectErrorsHide(
+            ["Ab%9z", "SecretParam", "9zSecret"],
+            connecting: [
+                "postgresql://worker@127.0.0.1:1/ledger?password=Ab%9zSecretParam",
+                "postgresql://127.0.0.1:1/ledger?sslmode=disable&PASSWORD=Ab%9zSecretParam",
+                "postgresql:///ledger?host=127.0.0.1&port=1&sslpassword=Ab%9zSecretParam&x=%zz",
+            ])
         #expect(
             PostgresConnection.passwords(in: "host=db user=w password='two words' dbname=l") == ["two words"])
         #expect(PostgresConnection.passwords(in: "postgresql://w:p%40ss@db/l?password=other") == ["p%40ss", "other"])

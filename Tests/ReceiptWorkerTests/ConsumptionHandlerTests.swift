@@ -397,20 +397,19 @@ struct ConsumptionHandlerTests {
             }
         }
         defer { answerer.cancel() }
-        let replayed = try await Handlers.run(
-            handler, answer(["consumption_percentage": 20]), topic: "consumption", offset: 9,
-            headers: [
-                MessageHeader(name: "dlq_replayed_from", string: "dlq[0]@5"),
-                MessageHeader(name: "dlq_first_read", string: "consumption[0]@1"),
-            ])
-        #expect(replayed.deadLetter == nil && gated.bodies.count == 3, "a replayed older answer reached Apple")
+        /// An answer a replay put back at `offset`, saying it was first read at `firstRead`.
+        func replayed(_ percentage: Int, offset: Int64, firstRead: String) async throws -> Disposition {
+            try await Handlers.run(
+                handler, answer(["consumption_percentage": percentage]), topic: "consumption", offset: offset,
+                headers: [
+                    MessageHeader(name: "dlq_replayed_from", string: "dlq[0]@\(offset)"),
+                    MessageHeader(name: "dlq_first_read", string: firstRead),
+                ])
+        }
+        let replayedOlder = try await replayed(20, offset: 9, firstRead: "consumption[0]@1")
+        #expect(replayedOlder.deadLetter == nil && gated.bodies.count == 3, "a replayed older answer reached Apple")
         // A place made up to look newer than the answer's own is not believed.
-        let forged = try await Handlers.run(
-            handler, answer(["consumption_percentage": 30]), topic: "consumption", offset: 0,
-            headers: [
-                MessageHeader(name: "dlq_replayed_from", string: "dlq[0]@6"),
-                MessageHeader(name: "dlq_first_read", string: "consumption[0]@999999999"),
-            ])
+        let forged = try await replayed(30, offset: 0, firstRead: "consumption[0]@999999999")
         #expect(forged.deadLetter == nil && gated.bodies.count == 3, "an answer claiming a later place reached Apple")
     }
 }
