@@ -221,7 +221,7 @@ public final class ConsumerRuntime: Sendable {
     }
 
     /// Starts each message that has a slot, as a task of its own; they run in a group of their own, cancelled
-    /// at shutdown after the drain.
+    /// at shutdown after the drain, and each when its partition is released first.
     private func startMessages() async {
         await withDiscardingTaskGroup { tasks in
             while let item = await scheduler.next() {
@@ -230,7 +230,14 @@ public final class ConsumerRuntime: Sendable {
                     scheduler.release(item)
                     continue
                 }
-                tasks.addTask { await self.handle(item) }
+                tasks.addTask {
+                    let message = item.message
+                    await self.book.handling(
+                        message.topicPartition, offset: message.offset, generation: item.generation
+                    ) {
+                        await self.handle(item)
+                    }
+                }
             }
         }
     }

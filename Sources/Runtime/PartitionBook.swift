@@ -15,11 +15,21 @@ final class PartitionBook: Sendable {
         let generation: UInt64
         /// When a message was last taken or answered, or the commit moved (at first: when it was assigned).
         var lastProgress: ContinuousClock.Instant
+        /// The tasks handling this assignment's messages, by offset, each kept only while it runs its handling
+        /// (registered and removed under the book's lock, cancelled only under it): a task is alive as long as it
+        /// is here, which is what makes keeping an `UnsafeCurrentTask` past its closure sound.
+        var running: [Int64: RunningTask] = [:]
 
         init(generation: UInt64, lastProgress: ContinuousClock.Instant) {
             self.generation = generation
             self.lastProgress = lastProgress
         }
+    }
+
+    /// A task handling a message, to cancel. Sendable as the lock it lives under makes it: cancelling a task is
+    /// safe from any thread, and it is only ever cancelled while it runs (see `running`).
+    private struct RunningTask: @unchecked Sendable {
+        let task: UnsafeCurrentTask
     }
 
     private struct State {
@@ -143,12 +153,34 @@ final class PartitionBook: Sendable {
         state.withLock { $0.closing.formUnion(partitions) }
     }
 
+    /// Forgets `partitions`, and cancels the tasks still handling their messages: those messages are their new
+    /// owner's now, and a wait that looks at no let-go (a lane Apple paused for minutes, an open circuit) would
+    /// otherwise hold its group's slot to its end, then call Apple for nothing.
     func release(_ partitions: [TopicPartition]) {
         state.withLock { state in
             for partition in partitions {
                 state.closing.remove(partition)
+                for running in (state.partitions[partition]?.running ?? [:]).values { running.task.cancel() }
                 state.partitions[partition] = nil
             }
+        }
+    }
+
+    /// Runs `body`, the handling of the message at `offset` taken under `generation`, as a task ``release(_:)``
+    /// cancels when it releases the partition first.
+    func handling(_ partition: TopicPartition, offset: Int64, generation: UInt64, _ body: () async -> Void) async {
+        withUnsafeCurrentTask { task in
+            guard let task else { return }
+            let running = RunningTask(task: task)
+            state.withLock { state in
+                guard let handled = state.partitions[partition], handled.generation == generation else { return }
+                handled.running[offset] = running
+            }
+        }
+        await body()
+        state.withLock { state in
+            guard let handled = state.partitions[partition], handled.generation == generation else { return }
+            handled.running[offset] = nil
         }
     }
 }

@@ -14,13 +14,16 @@ import Vocabulary
 struct RuntimeMockClusterTests {
     static let logger = Logger(label: "runtime-test")
 
-    /// Answers `ok-*` with a record on `out`, dead-letters `bad-*`, and holds `slow-*` until let go; throws a
-    /// transient error at the first two handlings of `flaky-*` (then answers) and at every handling of `broken-*`;
-    /// counts every handling of each value.
+    /// Answers `ok-*` with a record on `out`, dead-letters `bad-*`, and holds `slow-*` until let go; holds `deaf-*`
+    /// ten minutes looking at no let-go (as a job waits at a lane Apple paused), only its task's cancellation
+    /// ending the wait early; throws a transient error at the first two handlings of `flaky-*` (then answers) and at
+    /// every handling of `broken-*`; counts every handling of each value.
     final class Handler: MessageHandler {
         let out: String
         let deliveries = Mutex<[String: Int]>([:])
         let partitions = Mutex<[String: Int32]>([:])
+        /// `deaf-*` waits that ended before their ten minutes.
+        let endedEarly = Mutex<[String: Int]>([:])
 
         init(out: String) { self.out = out }
 
@@ -36,6 +39,12 @@ struct RuntimeMockClusterTests {
             if value.hasPrefix("slow") {
                 while true { try await context.sleep(for: .milliseconds(20)) }  // throws LetGo once let go
             }
+            if value.hasPrefix("deaf") {
+                let began = ContinuousClock.now
+                try? await Task.sleep(for: .seconds(600))
+                if ContinuousClock.now - began < .seconds(600) { endedEarly.withLock { $0[value, default: 0] += 1 } }
+                try Task.checkCancellation()
+            }
             if value.hasPrefix("broken") || (value.hasPrefix("flaky") && count(value) <= 2) {
                 throw Unavailable()
             }
@@ -43,6 +52,7 @@ struct RuntimeMockClusterTests {
         }
 
         func count(_ value: String) -> Int { deliveries.withLock { $0[value] ?? 0 } }
+        func ended(_ value: String) -> Int { endedEarly.withLock { $0[value] ?? 0 } }
 
         /// A service not answering yet, as a chain whose revocation status is being asked.
         struct Unavailable: Error {}
@@ -416,5 +426,37 @@ struct RuntimeMockClusterTests {
         // Delivered more than once is allowed (at least once, docs/contract.md section 6): librdkafka's mock
         // cluster hands partitions back from their start after a rebalance, where Kafka (the end-to-end suites,
         // on Tansu) resumes at the committed offset.
+    }
+
+    @Test(
+        "a message waiting where no let-go is looked at (a lane Apple paused for minutes) ends when its partition is released"
+    )
+    func releaseEndsDeafWaits() async throws {
+        let cluster = try Cluster()
+        let values = (1...6).map { "deaf-\($0)" }
+        try await cluster.produce(values)
+        let first = Handler(out: cluster.out)
+        let one = try cluster.runtime(first, drain: .milliseconds(300))
+        let runningOne = Task { try await one.run(subscribing: [cluster.jobs]) }
+        #expect(await Self.eventually { values.allSatisfy { first.count($0) == 1 } })
+        #expect(Set(values.compactMap { first.partition($0) }).count == 2, "the waits are not on both partitions")
+        #expect(values.allSatisfy { first.ended($0) == 0 })
+        // A second member joins: the partitions it takes are released by the first after its drain.
+        let second = Handler(out: cluster.out)
+        let two = try cluster.runtime(second)
+        let runningTwo = Task { try await two.run(subscribing: [cluster.jobs]) }
+        #expect(
+            await Self.eventually(.seconds(90)) { !two.assignedPartitions.isEmpty },
+            "the second member got no partition")
+        let moved = Set(two.assignedPartitions.map(\.partition))
+        let waitsMoved = values.filter { first.partition($0).map(moved.contains) ?? false }
+        #expect(!waitsMoved.isEmpty)
+        #expect(
+            await Self.eventually { waitsMoved.allSatisfy { first.ended($0) >= 1 } },
+            "waits on released partitions still held: \(waitsMoved.filter { first.ended($0) == 0 })")
+        two.shutdown()
+        one.shutdown()
+        try await runningTwo.value
+        try await runningOne.value
     }
 }
