@@ -369,6 +369,16 @@ struct RuleTableTests {
                 credits(expect: "unclaimed:810"),
             ]),
         Row(
+            name: "a purchase no job claimed, refunded past its due time, then the refund reversed: credited then",
+            steps: [
+                notify(reported("830"), expect: "not_granted"),
+                notify(revoke("r830", purchase: "830", at: 10), expect: "not_granted"),
+                credits(expect: ""),
+                notify(reinstate("n830", purchase: "830", at: 20), expect: "not_granted"),
+                credits(expect: "unclaimed:830"),
+                grant("j1", order: "o1", transaction: "830", expect: "duplicate_transaction"),
+            ]),
+        Row(
             name: "a refund's event knows what was refunded before it: none, a share, and all before a reversal",
             steps: [
                 grant("j1", order: "o1", transaction: "820", revenue: 990, expect: "recorded"),

@@ -301,6 +301,16 @@ struct PurchaseStatements: PurchaseStateTransaction {
                         .bytes(event.json), .optional(reported.revenue),
                     ])
             ]
+        case .reopenUnclaimed(let purchase):
+            // Only a credit withheld for the refund: one claimed or credited stays as it ended. Its due time has
+            // passed, so the next round of credits takes it.
+            return [
+                SQLStatement(
+                    """
+                    UPDATE \(table("unclaimed_purchases")) SET state = 'waiting', settled_at = NULL
+                        WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3 AND state = 'refunded'
+                    """, key(purchase))
+            ]
         }
     }
 

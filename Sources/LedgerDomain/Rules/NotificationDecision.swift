@@ -54,6 +54,8 @@ package enum PurchaseWrite {
         app: AppScope, environment: AppleEnvironment, transactionID: String, notificationID: String, respondBy: Date)
     /// A purchase Apple reported, kept until its due time for a job to claim it.
     case waitUnclaimed(app: AppScope, environment: AppleEnvironment, ReportedPurchase)
+    /// A reported purchase whose credit was withheld for a refund since reversed: it waits again, due at once.
+    case reopenUnclaimed(PurchaseKey)
 
     /// The tables it writes, by name: a decision's writes are run as one statement on PostgreSQL, where none sees
     /// another's rows, so no two of them may write one table.
@@ -61,7 +63,7 @@ package enum PurchaseWrite {
         switch self {
         case .state: "purchase_states, grants"
         case .consumptionRequest: "consumption_requests"
-        case .waitUnclaimed: "unclaimed_purchases"
+        case .waitUnclaimed, .reopenUnclaimed: "unclaimed_purchases"
         }
     }
 }

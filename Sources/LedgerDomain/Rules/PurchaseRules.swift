@@ -18,7 +18,8 @@ import Vocabulary
 ///   new period, a purchase) is credited to the subscription's order once, whenever it arrives, unless a job
 ///   claimed it first.
 /// - A purchase Apple reports is credited by an event of its own when no job claimed it by its due time; a job
-///   that presents it later ties the credit to its order (``claimCredit(_:answer:in:)``).
+///   that presents it later ties the credit to its order (``claimCredit(_:answer:in:)``). One refunded by then is
+///   not credited, until a reversal makes it due again.
 package enum PurchaseRules {
     /// What to read for a notification (a subscription's change reads its own: ``applySubscription(_:change:in:)``).
     package static func factsQuery(_ change: NotificationChange) -> PurchaseFactsQuery {
@@ -65,6 +66,10 @@ package enum PurchaseRules {
                 let purchase = PurchaseKey(app: change.app, environment: change.environment, purchaseID: purchaseID)
                 decided.writes.append(
                     .state(purchase, transactionID: transactionID, revoked: revoke, at: at, share: outcome.share))
+                if !revoke, last?.revoked == true, facts.grant == nil {
+                    // A reversal of a purchase no job claimed: a credit withheld for the refund is the player's again.
+                    decided.writes.append(.reopenUnclaimed(purchase))
+                }
             }
             if outcome.changes, let grant = facts.grant {
                 // What was refunded before this change: what the event takes back, or gives back, is the difference.
