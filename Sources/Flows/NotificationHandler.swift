@@ -129,9 +129,11 @@ package struct NotificationHandler: MessageHandler {
             try await purchases.apply(change) { holder in
                 if case .notice(let event) = change.kind { return event }
                 if case .subscription(let subscription) = change.kind {
+                    // A renewal of a period credited before says the subscription's state, never a second credit.
                     return SubscriptionEvent.make(
-                        type: eventType, notification: notification, holder: holder,
-                        renewalID: subscription.renewal?.eventID)
+                        type: holder.stateOnly ? EventType.renewalChanged.rawValue : eventType,
+                        notification: notification, holder: holder,
+                        renewalID: holder.stateOnly ? nil : subscription.renewal?.eventID)
                 }
                 return NotificationEvent.make(type: eventType, notification: notification, holder: holder)
             }

@@ -23,11 +23,17 @@ public struct PurchaseHolder: Sendable, Equatable {
     /// For a refund or its reversal: the share of the purchase refunded before this change, in milliunits (0: none;
     /// nil: refunded by an amount a release before shares did not record).
     public var refundedBefore: Int?
+    /// For a renewal whose period was credited before (by a job's grant, support's, or an earlier notification's
+    /// credit): its event says the subscription's new state, never a second credit.
+    public var stateOnly: Bool
 
-    public init(grant: GrantRecord, subscription: SubscriptionState? = nil, refundedBefore: Int? = 0) {
+    public init(
+        grant: GrantRecord, subscription: SubscriptionState? = nil, refundedBefore: Int? = 0, stateOnly: Bool = false
+    ) {
         self.grant = grant
         self.subscription = subscription
         self.refundedBefore = refundedBefore
+        self.stateOnly = stateOnly
     }
 }
 

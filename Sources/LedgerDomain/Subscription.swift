@@ -47,6 +47,15 @@ public struct SubscriptionState: Sendable, Equatable {
         self.autoRenewProductID = autoRenewProductID
         self.changedAt = changedAt
     }
+
+    /// Whether this state entitles otherwise than `other`: its status, expiry or grace period, what a grant service
+    /// sets the entitlement from. Times to the millisecond, as Apple signs them and the ledger keeps them (a time
+    /// read back from the ledger is not the same `Double` as the one Apple's JSON gave).
+    public func entitlesOtherwise(than other: SubscriptionState) -> Bool {
+        func milliseconds(_ date: Date?) -> Int64? { date.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) } }
+        return status != other.status || milliseconds(expiresAt) != milliseconds(other.expiresAt)
+            || milliseconds(gracePeriodExpiresAt) != milliseconds(other.gracePeriodExpiresAt)
+    }
 }
 
 /// What a subscription notification says: the subscription (its original transaction), its state as of the

@@ -145,6 +145,39 @@ struct SubscriptionStatusRecordTests {
             renewalInfo(original: "100", signed: Date(timeIntervalSinceNow: 60)))
         #expect(
             try await handle(again).events.allSatisfy { $0["event_id"] as? String == renewed["event_id"] as? String })
+        // Extended since (support's extension, its RENEWAL_EXTENDED lost): the new expiry by an event of its own,
+        // never the credit's id again, which a grant service would drop as one it holds.
+        let extended = try record(
+            Handlers.subscription("101", original: "100", line: "L2", expires: expires.addingTimeInterval(10 * 86_400)),
+            renewalInfo(original: "100", signed: Date(timeIntervalSinceNow: 120)))
+        let changed = try #require(try await handle(extended).event)
+        #expect(changed["type"] as? String == "receipt.renewal_changed" && changed["order_id"] as? String == "vip-1")
+        #expect(changed["event_id"] as? String != renewed["event_id"] as? String)
+        #expect(changed["price"] == nil, "a change of state carries no sale")
+        let later = try #require(changed["expires_at"] as? String)
+        #expect(later > (renewed["expires_at"] as? String ?? "~"), "the expiry did not move: \(later)")
+    }
+
+    @Test(
+        "a period a job granted, extended since and asked of Apple: the new expiry said to the subscription's order, never a credit"
+    )
+    func extensionAsked() async throws {
+        try await grant("vip-3", original: "300")
+        let extendedTo = Date(timeIntervalSinceNow: month + 10 * 86_400)
+        let extended = try record(
+            Handlers.subscription("300", original: "300", line: "L-300", expires: extendedTo),
+            renewalInfo(original: "300", signed: Date(timeIntervalSinceNow: 60)))
+        let changed = try #require(try await handle(extended).event)
+        #expect(changed["type"] as? String == "receipt.renewal_changed" && changed["order_id"] as? String == "vip-3")
+        #expect(changed["status"] as? String == "active" && changed["price"] == nil)
+        let milliseconds = Date(timeIntervalSince1970: Double(Handlers.milliseconds(extendedTo)) / 1000)
+        #expect(changed["expires_at"] as? String == RFC3339.format(milliseconds))
+        // Asked again, nothing new: the same event, never a second.
+        let again = try record(
+            Handlers.subscription("300", original: "300", line: "L-300", expires: extendedTo),
+            renewalInfo(original: "300", signed: Date(timeIntervalSinceNow: 120)))
+        #expect(
+            try await handle(again).events.allSatisfy { $0["event_id"] as? String == changed["event_id"] as? String })
     }
 
     @Test(

@@ -130,6 +130,7 @@ package enum PurchaseRules {
         let (state, newer) = merge(subscription.state, into: last)
         var publish = newer
         var holder = grant
+        var stateOnly = false
         if let renewal = subscription.renewal {
             // A period is a purchase: credited once, to the subscription's order, even delivered after a newer
             // notification; a job that claimed it first keeps it (its order's grant was the credit).
@@ -138,21 +139,23 @@ package enum PurchaseRules {
             if try transaction.state(of: period)?.revoked == true {
                 // Refunded before its renewal was heard of (Apple's retries, a backfill): never credited.
                 publish = false
-            } else {
-                _ = try transaction.insertCredit(
-                    Credit(
-                        kind: .renewal, purchase: period, transactionID: renewal.transactionID,
-                        originalTransactionID: subscription.originalTransactionID, orderID: grant.orderID,
-                        userID: grant.userID, productID: renewal.productID, quantity: renewal.quantity,
-                        eventID: renewal.eventID, revenue: renewal.revenue))
+            } else if try transaction.insertCredit(
+                Credit(
+                    kind: .renewal, purchase: period, transactionID: renewal.transactionID,
+                    originalTransactionID: subscription.originalTransactionID, orderID: grant.orderID,
+                    userID: grant.userID, productID: renewal.productID, quantity: renewal.quantity,
+                    eventID: renewal.eventID, revenue: renewal.revenue))
+            {
                 let credited = try transaction.grant(of: period, transactionID: renewal.transactionID)
-                // Published only as this period's renewal credit (made now, or by an earlier notification of
-                // it): a period a job or support granted first was credited by that grant's own event, and a
-                // renewal event with another id would make a grant service credit it twice.
-                let renewalCredit =
-                    try transaction.creditHeld(of: period, byOrder: grant.orderID)?.eventID == renewal.eventID
-                publish = renewalCredit && credited.map { !$0.revoked } ?? false
+                publish = credited.map { !$0.revoked } ?? false
                 if let credited { holder = credited }
+            } else {
+                // Credited before: by a job's or support's grant (whose own event was the credit), or by an earlier
+                // notification of the period (its receipt.renewed). No second credit; a state that entitles
+                // otherwise than the ledger's (an extension whose RENEWAL_EXTENDED was lost, found by the status
+                // check; a billing issue recovered) is said to the subscription's order, by an event of its own.
+                publish = newer && last.map(state.entitlesOtherwise(than:)) ?? false
+                stateOnly = true
             }
         }
         if state != last {
@@ -160,7 +163,7 @@ package enum PurchaseRules {
                 app: change.app, environment: change.environment,
                 originalTransactionID: subscription.originalTransactionID, state)
         }
-        return (PurchaseHolder(grant: holder, subscription: state), publish)
+        return (PurchaseHolder(grant: holder, subscription: state, stateOnly: stateOnly), publish)
     }
 
     /// A subscription's state after a notification's: the notification's, when it is newer than the last one
