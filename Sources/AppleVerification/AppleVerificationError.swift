@@ -26,8 +26,12 @@ public struct AppleVerificationError: Error, Sendable, CustomStringConvertible {
         /// added the field, so it does not say whether it is Production's or Sandbox's.
         public static let environmentMissing = Code("environment_missing")
         public static let invalidKey = Code("invalid_key")
-        /// The chain's revocation status (OCSP) is not known yet, or its responder did not answer: retriable.
+        /// The chain's revocation status (OCSP) is not known yet: being asked, or an answer that did not settle it
+        /// (a certificate the responder does not know, an answer that does not verify). Retriable.
         public static let revocationUnknown = Code("revocation_unknown")
+        /// The chain's OCSP responders gave no answer at all (not reached, timed out): retriable, and a caller may
+        /// wait for them without limit, as for any service that does not answer.
+        public static let revocationUnanswered = Code("revocation_unanswered")
         // Calls to Apple.
         public static let transport = Code("transport")
         public static let timeout = Code("timeout")
@@ -53,6 +57,10 @@ public struct AppleVerificationError: Error, Sendable, CustomStringConvertible {
     public var retryAfter: Double? {
         retryDelay?.inSeconds
     }
+
+    /// Whether the chain's revocation status is not known yet (``Code/revocationUnknown``,
+    /// ``Code/revocationUnanswered``): the data may verify once it is.
+    public var isRevocationPending: Bool { code == .revocationUnknown || code == .revocationUnanswered }
 
     public init(_ code: Code, _ reason: String, isRetriable: Bool = false, retryAfter: Duration? = nil) {
         self.code = code

@@ -87,9 +87,7 @@ package struct NotificationHandler: MessageHandler {
                         ? SubscriptionStatusRecord.verify(value: value, bundleID: bundleID, apps: apps)
                         : AppleNotification.verify(body: Data(value), apps: apps)
                 }
-                if case .unavailable(let reason) = verification, reason.contains(RevocationChecker.unanswered) {
-                    throw AppleVerificationError(.revocationUnknown, reason, isRetriable: true)
-                }
+                if case .unavailable(let error) = verification, error.code == .revocationUnanswered { throw error }
                 return verification
             }
             switch verification {
@@ -99,9 +97,9 @@ package struct NotificationHandler: MessageHandler {
                 return .publish([])
             case .rejected(let reason):
                 return .deadLetter(DeadLetter(reason: .malformedJob, error: "notification: \(reason)"))
-            case .unavailable(let reason):
+            case .unavailable(let error):
                 // Handled again after a backoff (``FailureFate``), never dead-lettered as malformed.
-                throw AppleVerificationError(.revocationUnknown, reason, isRetriable: true)
+                throw error
             }
         }
         if let handled = try await context.retrying(

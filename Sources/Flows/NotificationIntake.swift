@@ -41,11 +41,11 @@ public struct NotificationIntake: Sendable {
     /// One notification at the receiver: the HTTP status and a short text for it.
     package func receive(body: Data, deadline: Duration) async -> (Int, String) {
         switch await AppleNotification.verifySettled(body: body, apps: apps) {
-        case .unavailable(let reason):
+        case .unavailable(let error):
             metrics.notificationReceived(type: nil, outcome: "unavailable").increment()
             logger.warning(
                 "notification not verified yet: its certificates' revocation status is not known; Apple will send it"
-                    + " again", ["error": reason])
+                    + " again", ["error": error.reason])
             return (503, "not verified yet; send it again")
         case .rejected(let reason):
             let counter = metrics.notificationReceived(type: nil, outcome: "rejected")

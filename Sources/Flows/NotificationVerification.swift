@@ -1,4 +1,4 @@
-import AppleVerification
+package import AppleVerification
 package import Events
 public import Foundation
 public import Messaging
@@ -11,9 +11,10 @@ extension AppleNotification {
         case environmentNotAllowed(type: NotificationType)
         /// Not Apple's, not this app's, or not a notification: why.
         case rejected(String)
-        /// Not decided yet: the chain's revocation status is not known (its OCSP responder is being asked, or did
-        /// not answer). Try again: Apple sends it again after a 503; the workers retry the record.
-        case unavailable(String)
+        /// Not decided yet: the chain's revocation status is not known (its OCSP responder is being asked, did not
+        /// answer, or answered without settling it; the error's code says which). Try again: Apple sends it again
+        /// after a 503; the workers retry the record.
+        case unavailable(AppleVerificationError)
     }
 
     /// `body`: the HTTP request body Apple sends, `{"signedPayload": "<JWS>"}`.
@@ -70,7 +71,7 @@ extension AppleNotification {
             verified.appTransaction = appTransaction
             return .verified(verified)
         } catch {
-            if error.isRetriable { return .unavailable(error.reason) }
+            if error.isRetriable { return .unavailable(error) }
             if error.code == .environmentNotAllowed {
                 return .environmentNotAllowed(
                     type: NotificationType(
@@ -142,7 +143,7 @@ public enum BackfilledNotification {
             return .verified(Record(notification))
         case .environmentNotAllowed: return .skipped
         case .rejected(let reason): return .rejected(reason)
-        case .unavailable(let reason): return .unavailable(reason)
+        case .unavailable(let error): return .unavailable(error.reason)
         }
     }
 }

@@ -52,7 +52,16 @@ public final class RevocationChecker: Sendable {
         var asking: Task<Void, Never>?
         /// On the monotonic clock: a wall clock stepped back would hold the next ask back by the step.
         var failedAt: ContinuousClock.Instant?
-        var failure: String?
+        var failure: Failure?
+    }
+
+    /// Why the last ask did not settle a chain's status.
+    private struct Failure {
+        var why: String
+        /// No responder answered at all (not reached, timed out), as against an answer that does not settle the
+        /// status (the certificate unknown to it, an answer that does not verify): a caller may wait for the first
+        /// without limit, not for the others.
+        var unanswered = false
     }
 
     private let roots: [X509Certificate]
@@ -78,15 +87,10 @@ public final class RevocationChecker: Sendable {
     private enum Decision {
         case good
         case refused(String)
-        case pending(String?)
+        case pending(Failure?)
         /// A chain not seen before: whether its certificates name a responder is read first.
-        case firstSight(String?)
+        case firstSight(Failure?)
     }
-
-    /// What a failure's words say when a responder gave no answer at all (not reached, timed out), as against an
-    /// answer that does not settle the status (the certificate unknown to it, an answer that does not verify): a
-    /// caller may wait for the first without limit, not for the others.
-    public static let unanswered = "did not answer"
 
     /// Throws unless the chain's certificates are known not to be revoked at `now`.
     func check(_ chain: ChainVerifier.VerifiedChain, now: Date = Date()) throws(AppleVerificationError) {
@@ -106,8 +110,8 @@ public final class RevocationChecker: Sendable {
             throw AppleVerificationError(.invalidCertificate, why)
         case .pending(let failure), .firstSight(let failure):
             throw AppleVerificationError(
-                .revocationUnknown,
-                "the certificates' revocation status is not known yet (OCSP)" + (failure.map { ": \($0)" } ?? ""),
+                failure?.unanswered == true ? .revocationUnanswered : .revocationUnknown,
+                "the certificates' revocation status is not known yet (OCSP)" + (failure.map { ": \($0.why)" } ?? ""),
                 isRetriable: true)
         }
     }
@@ -179,20 +183,22 @@ public final class RevocationChecker: Sendable {
 
     /// Asks each certificate's responder in turn: the leaf's (issued by the intermediate), then the
     /// intermediate's (issued by the root). A certificate that names no responder has nothing to ask.
-    private func status(of chain: ChainVerifier.VerifiedChain) async -> (Known?, String?) {
+    private func status(of chain: ChainVerifier.VerifiedChain) async -> (Known?, Failure?) {
         let now = Date()
         var until = now.addingTimeInterval(settings.maximumAge)
         let certificates = chain.path
-        guard certificates.count == 3 else { return (nil, "the chain has no root to ask about its intermediate") }
+        guard certificates.count == 3 else {
+            return (nil, Failure(why: "the chain has no root to ask about its intermediate"))
+        }
         for (certificate, issuer) in [(certificates[0], certificates[1]), (certificates[1], certificates[2])] {
             guard let query = OCSPQuery(certificate: certificate, issuer: issuer) else { continue }
             let body: Data
             do {
                 body = try await fetch(query.url, query.request, settings.timeout)
             } catch {
-                let why = "the OCSP responder \(query.url) \(Self.unanswered): \(error)"
+                let why = "the OCSP responder \(query.url) did not answer: \(error)"
                 observer?("unavailable", why)
-                return (nil, why)
+                return (nil, Failure(why: why, unanswered: true))
             }
             switch query.answer(body, issuer: issuer, roots: roots) {
             case .good(let nextUpdate):
@@ -206,11 +212,11 @@ public final class RevocationChecker: Sendable {
                 // that alone; asked again, and counted (an alert reads it).
                 let why = "the OCSP responder \(query.url) does not know a certificate of the chain"
                 observer?("unknown", why)
-                return (nil, why)
+                return (nil, Failure(why: why))
             case .untrusted(let reason):
                 let why = "the OCSP responder \(query.url)'s answer is not trusted: \(reason)"
                 observer?("untrusted", why)
-                return (nil, why)
+                return (nil, Failure(why: why))
             }
         }
         observer?("good", nil)

@@ -49,7 +49,7 @@ public final class SignedDataVerifier: Sendable {
     {
         do {
             return try verify()
-        } catch  where error.code == .revocationUnknown {
+        } catch  where error.isRevocationPending {
             guard let revocation = configuration.revocation else { throw error }
             await revocation.settled()
             return try verify()

@@ -41,7 +41,7 @@ package enum SubscriptionStatusRecord {
                 ))
         case .environmentNotAllowed: return .failure(Refusal(reason: "an environment this worker does not accept"))
         case .rejected(let reason): return .failure(Refusal(reason: reason))
-        case .unavailable(let reason): return .failure(Refusal(reason: reason, pending: true))
+        case .unavailable(let error): return .failure(Refusal(reason: error.reason, pending: true))
         }
     }
 
@@ -134,7 +134,7 @@ package enum SubscriptionStatusRecord {
                     payload: payload, transaction: transaction, renewalInfo: renewal, id: id, type: type,
                     subtype: subtype, environment: environment, bundleID: app.bundleID))
         } catch {
-            if error.isRetriable { return .unavailable(error.reason) }
+            if error.isRetriable { return .unavailable(error) }
             // One that names no environment is no more this worker's to act on than another environment's.
             if error.code == .environmentNotAllowed || error.code == .environmentMissing {
                 return .environmentNotAllowed(type: .didRenew)
