@@ -137,26 +137,4 @@ struct SubscriptionCheckLedgerTests {
         #expect(try await Self.overdue(ledger, at: period.end.addingTimeInterval(60)) == ["700:active"])
         await ledger.close()
     }
-
-    @Test(
-        "a later period a job grants while the subscription is in billing retry leaves its state to Apple's news, and has it asked at once",
-        arguments: Backend.allCases)
-    func recoveryPresentedByAJob(backend: Backend) async throws {
-        let ledger = try await backend.open()
-        let day = 86_400.0
-        let end = Self.start.addingTimeInterval(7 * day)
-        try await Self.grant(ledger, order: "o4", original: "4", days: 7)
-        _ = try await ledger.apply(Self.change("4", status: .billingRetry, at: end, expires: end)) { _ in nil }
-        let soon = end.addingTimeInterval(day / 2)
-        try await ledger.subscriptionAsked(
-            app: .defaultApp, environment: .production, originalTransactionID: "4", at: soon)
-        #expect(try await Self.overdue(ledger, at: soon.addingTimeInterval(3_600)).isEmpty)
-        // Apple's retry of the payment succeeded: the new period, presented by a job for a new order.
-        try await Self.grant(
-            ledger, order: "o4-new", original: "4", transaction: "401", days: 30, from: end.addingTimeInterval(day))
-        #expect(
-            try await Self.overdue(ledger, at: end.addingTimeInterval(2 * day)) == ["4:billing_retry"],
-            "the subscription's order would never hear of the recovery")
-        await ledger.close()
-    }
 }

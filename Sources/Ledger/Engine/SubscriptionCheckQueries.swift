@@ -9,15 +9,12 @@ enum SubscriptionCheckQueries {
     /// of no time at all (nothing heard yet: every notification about it applies, even one Apple signed a moment
     /// before the period's purchase date). A row a notification wrote is kept, unless this grant is of a later
     /// period that started after the row's last change (a player who subscribes again after an expiry: the same
-    /// original transaction, a new order): active again until its end, as of its start. A row in billing retry or
-    /// a grace period is kept as it is, and asked of Apple at the next round: the recovery is the subscription's
-    /// order's news, which only a notification (Apple's, or the status check's answer) publishes to it.
+    /// original transaction, a new order): active again until its end, as of its start.
     static func watch(
         app: AppScope, environment: AppleEnvironment, originalTransactionID: String, period: DateInterval,
         in session: any SQLSession
     ) throws {
         let spelling = session.spelling
-        let key: [SQLValue] = [.text(app.rawValue), .text(environment.rawValue), .text(originalTransactionID)]
         try session.rows(
             """
             INSERT INTO \(spelling.table("subscriptions")) AS s (app, environment, original_transaction_id, status,
@@ -26,18 +23,12 @@ enum SubscriptionCheckQueries {
                     SET status = 'active', expires_at = excluded.expires_at, grace_period_expires_at = NULL,
                         changed_at = \(spelling.time(6))
                     WHERE COALESCE(s.expires_at < excluded.expires_at, TRUE) AND s.changed_at < \(spelling.time(6))
-                        AND s.status NOT IN \(recovering)
-            """, key + [.time(period.end), .time(Date(timeIntervalSince1970: 0)), .time(period.start)])
-        try session.rows(
-            """
-            UPDATE \(spelling.table("subscriptions")) SET checked_at = NULL
-                WHERE app = ?1 AND environment = ?2 AND original_transaction_id = ?3 AND status IN \(recovering)
-                    AND COALESCE(expires_at < \(spelling.time(4)), TRUE) AND changed_at < \(spelling.time(5))
-            """, key + [.time(period.end), .time(period.start)])
+            """,
+            [
+                .text(app.rawValue), .text(environment.rawValue), .text(originalTransactionID), .time(period.end),
+                .time(Date(timeIntervalSince1970: 0)), .time(period.start),
+            ])
     }
-
-    /// The states a later period ends: Apple's retry of the payment succeeded.
-    private static let recovering = "('billing_retry', 'grace_period')"
 
     /// By the `subscriptions_overdue` index: (app, expires_at) of the subscriptions not ended.
     static func overdue(
