@@ -19,9 +19,13 @@ package enum AppleHTTP {
         _ request: HTTPRequest, with http: HTTPClient, endpoint: String, call: String, observe: AppleCallObserver?,
         breakers: CircuitBreakers? = nil
     ) async throws -> HTTPResponse {
+        var trial = false
         if let breaker = breakers?.breaker(for: call) {
-            await breaker.waitUntilCallsAllowed()
-            try Task.checkCancellation()
+            trial = await breaker.waitUntilCallsAllowed()
+            if Task.isCancelled {
+                if trial { breaker.recordNeither() }
+                throw CancellationError()
+            }
         }
         let started = ContinuousClock.now
         do {
@@ -29,11 +33,17 @@ package enum AppleHTTP {
             observe?(call, outcome(status: response.status), ContinuousClock.now - started)
             return response
         } catch let error as HTTPClientError {
-            if error.kind != .cancelled { breakers?.breaker(for: call).record(success: false) }
+            guard error.kind != .cancelled else {
+                // The worker let the job go (its partition released, a stop): nothing said of Apple either way, and
+                // a trial given back at once, never held for the trial's timeout while Apple recovers.
+                if trial { breakers?.breaker(for: call).recordNeither() }
+                throw AppleVerificationError(.transport, "\(endpoint): \(error.reason)", isRetriable: false)
+            }
+            breakers?.breaker(for: call).record(success: false)
             observe?(call, error.kind == .timeout ? "timeout" : "transport_error", ContinuousClock.now - started)
             let code: AppleVerificationError.Code = error.kind == .timeout ? .timeout : .transport
             // Any failure to get an answer is transient for the job: Apple may answer next time.
-            throw AppleVerificationError(code, "\(endpoint): \(error.reason)", isRetriable: error.kind != .cancelled)
+            throw AppleVerificationError(code, "\(endpoint): \(error.reason)", isRetriable: true)
         }
     }
 

@@ -50,8 +50,11 @@ public final class CircuitBreaker: Sendable {
 
     /// Waits while the breaker is open. Returns at once when closed. Half-open, it lets exactly one caller
     /// through (the trial) and holds the others until the trial's outcome closes or re-opens the breaker:
-    /// a thousand waiting jobs must not all test a recovering Apple at once.
-    public func waitUntilCallsAllowed() async {
+    /// a thousand waiting jobs must not all test a recovering Apple at once. True for the trial, whose caller must
+    /// report (``record(success:)``, or ``recordNeither()`` when it sent nothing or was cancelled).
+    @discardableResult
+    public func waitUntilCallsAllowed() async -> Bool {
+        var trial = false
         while true {
             let wait: Duration? = window.withLock { window in
                 let now = ContinuousClock.now
@@ -64,11 +67,12 @@ public final class CircuitBreaker: Sendable {
                 guard window.state == .halfOpen else { return nil }
                 if let since = window.trialSince, now - since < Self.trialTimeout { return .milliseconds(50) }
                 window.trialSince = now
+                trial = true
                 return nil
             }
-            guard let wait else { return }
+            guard let wait else { return trial }
             try? await Task.sleep(for: min(wait, .milliseconds(500)))
-            if Task.isCancelled { return }
+            if Task.isCancelled { return false }
         }
     }
 

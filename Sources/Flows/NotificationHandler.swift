@@ -144,7 +144,7 @@ package struct NotificationHandler: MessageHandler {
             if eventType == EventType.consumptionRequested.rawValue {
                 metrics.consumptionRequested(app: app).increment()
             }
-            logger.info("purchase event", ["type": eventType, "notification_id": notification.id])
+            logger.info("purchase event", ["type": event.type, "notification_id": notification.id])
             return .publish(publishing(.recorded(event, granted: true)))
         case .recorded(nil, let granted) where eventType == EventType.unclaimed.rawValue:
             // Waits for a job (or a job claimed it already).

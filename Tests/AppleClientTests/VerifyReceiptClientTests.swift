@@ -91,6 +91,36 @@ struct VerifyReceiptClientTests {
         }
     }
 
+    @Test(
+        "a half-open trial whose job is let go (its partition released) gives the trial back: the next call goes through at once"
+    )
+    func cancelledTrial() async throws {
+        let harness = try SimulatorHarness()
+        let purchase = try await harness.purchase(["product_id": "coins.100"])
+        let breakers = CircuitBreakers()
+        let client = harness.receiptClient(breakers: breakers)
+        let breaker = breakers.breaker(for: "verify_receipt_production")
+        for _ in 0..<100 { breaker.record(success: false) }
+        #expect(breaker.state == .open)
+        try await Task.sleep(for: .seconds(1.2))  // the cool-down: the next call is the trial
+        try await harness.faults(["latency_ms": 20_000])
+        let trial = Task {
+            var attempts = 0
+            return try await client.verify(receipt: purchase.receipt, attempts: &attempts)
+        }
+        try await Task.sleep(for: .milliseconds(500))  // the trial's request is in flight
+        trial.cancel()
+        _ = await trial.result
+        try await harness.faults([:])
+        let started = ContinuousClock.now
+        var attempts = 0
+        guard case .valid = try await client.verify(receipt: purchase.receipt, attempts: &attempts) else {
+            Issue.record("the receipt did not verify"); return
+        }
+        // Held for the trial's timeout (30 s) without it; at once with it (a busy machine: well within 15 s).
+        #expect(ContinuousClock.now - started < .seconds(15), "the cancelled trial held the breaker")
+    }
+
     @Test("slow Apple: the request times out with a retriable error, not a rejection")
     func timeout() async throws {
         let harness = try SimulatorHarness()

@@ -86,6 +86,12 @@ public final class RateGovernor: Sendable {
                 return start
             }
             if start > now { try? await Task.sleep(until: start) }
+            // Cancelled (its job let go): it sends nothing, so it takes nothing of the second's count.
+            if Task.isCancelled {
+                let waited = ContinuousClock.now - began
+                observer?(lane, waited, false)
+                return waited
+            }
             let refusedUntil = lanes.withLock { lanes -> ContinuousClock.Instant? in
                 let now = ContinuousClock.now
                 var state = lanes[lane] ?? LaneState()
@@ -98,7 +104,7 @@ public final class RateGovernor: Sendable {
                 lanes[lane] = state
                 return nil
             }
-            guard let refusedUntil, !Task.isCancelled else {
+            guard let refusedUntil else {
                 let waited = ContinuousClock.now - began
                 observer?(lane, waited, false)
                 return waited
