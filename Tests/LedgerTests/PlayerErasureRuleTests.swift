@@ -46,6 +46,12 @@ struct PlayerErasureRuleTests {
         #expect(!erasure.isAbout(Array(#"{"user_id":"player-2","note":"extended 1 day, like player-1"}"#.utf8)))
         #expect(erasure.isAbout(Array(#"{"order_id":"ord-7"}"#.utf8)))
         #expect(erasure.isAbout(Array(#"{"cases":["x"],"a":{"job_id":"1"}}"#.utf8)), "a nested member")
+        // Not about them, but mentioning them: what names them goes, the rest stays.
+        let lookup = #"{"transaction_id":"2000","cases":["paid, granted to order ord-7 of player player-1"]}"#
+        #expect(!erasure.isAbout(Array(lookup.utf8)) && erasure.mentions(Array(lookup.utf8)))
+        #expect(erasure.text(lookup) == #"{"transaction_id":"2000","cases":["(erased)"]}"#)
+        #expect(!erasure.mentions(Array(#"{"user_id":"player-2","note":"extended player-10"}"#.utf8)))
+        #expect(!erasure.mentions(Array(#"{"transaction_id":"ord-7"}"#.utf8)), "a transaction id equal to an order id")
     }
 
     @Test("in the player's own records free text goes whatever it says; a decision's reason stays")

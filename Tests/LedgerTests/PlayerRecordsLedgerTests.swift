@@ -40,6 +40,44 @@ struct PlayerRecordsLedgerTests {
     }
 
     @Test(
+        "an erasure finds audit lines about no player by the player's identifiers as JSON writes them: a `/`, a quote, a `%`",
+        arguments: ["sqlite", "postgresql"])
+    func erasureFindsEscapedIdentifiers(kind: String) async throws {
+        let url =
+            kind == "sqlite"
+            ? "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("erase-\(UUID()).sqlite").path
+            : try makePostgresDatabase()
+        let ledger = try await LedgerFactory.open(url: url, poolSize: 2)
+        let orders = ["shop/42", #"shop"43"#, "shop%44"]
+        for (index, order) in orders.enumerated() {
+            let claim = GrantClaim(
+                orderID: order, transactionID: "\(900 + index)", userID: "player-e", productID: "coins", quantity: 1)
+            let event = StoredEvent(
+                eventID: "e\(index)", type: "receipt.granted", time: "", key: order, json: Array("{}".utf8))
+            #expect(
+                try await ledger.record(
+                    Decision(
+                        key: DecisionKey(app: .defaultApp, jobID: "j\(index)", fingerprint: "f"), grant: claim,
+                        event: event))
+                    == .recorded)
+            // A lookup by the order: its line names no player, and JSON escapes the order id.
+            let request =
+                #"{"order_id":"\#(order.replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "/", with: "\\/"))"}"#
+            _ = try await ledger.appendAudit(
+                AuditEntry(
+                    at: Date(), app: "default", agent: "ana", agentName: "Ana", role: "agent", action: "lookup",
+                    outcome: "answered", ticket: "T-\(index)", player: nil, request: request, answer: "{}"))
+        }
+        let (counts, _) = try await ledger.erase(
+            "player-e", app: .defaultApp, appName: "default", bundleID: "com.example", by: "lou", dryRun: false,
+            pseudonym: { "P-\($0.rawValue)-\($1.utf8.reduce(7) { $0 &* 31 &+ Int($1) })" }, digest: { $0 })
+        #expect(counts.audit == orders.count, "audit lines rewritten: \(counts.audit)")
+        let left = try await ledger.audit(AuditFilter(limit: 100)).filter { $0.action == "lookup" }.map(\.request)
+        #expect(left.count == orders.count && left.allSatisfy { !$0.contains("shop") }, "\(left)")
+        await ledger.close()
+    }
+
+    @Test(
         "on PostgreSQL the desk's role reads a player's records and appends the export's line; the workers' cannot read the audit"
     )
     func roles() async throws {

@@ -36,10 +36,17 @@ struct PlayerErasureEndToEndTests {
         let unheld = try await harness.admin.call("purchases", ["product_id": "gems_100"])
         let credited = try await harness.supportTool([
             "credit", "--transaction-id", try #require(unheld["transaction_id"] as? String), "--user-id", "player-1",
-            "--order-id", "order-credit", "--by", "support-ana", "--reason", "player-1 says order-gems never came",
+            "--order-id", "order/credit", "--by", "support-ana", "--reason", "player-1 says order-gems never came",
             "--apple-order-id", try #require(unheld["order_id"] as? String), "--app-account-token", token,
         ])
         #expect(credited.status == 0, "\(credited.errors)")
+        // Looked up by its transaction, and by the credit's order (with a `/`, which JSON may write `\/`): audit
+        // lines about no player, found by what they name.
+        #expect(
+            try await harness.supportTool(["lookup", "--order-id", "order/credit", "--by", "support-ana"]).status == 0)
+        #expect(
+            try await harness.supportTool(["lookup", "--transaction-id", gems.transactionID, "--by", "support-ana"])
+                .status == 0)
         // The app named by its bundle id, as an operator may: audited under the app's name, found by the erasure.
         #expect(
             try await harness.supportTool([
@@ -61,7 +68,7 @@ struct PlayerErasureEndToEndTests {
                 overriding: ["privacy.erasure_key_file=\(keyFile.path)"] + overriding)
         }
         let identifiers = [
-            "player-1", "order-gems", "order-again", "order-credit", "job-gems", "job-again", token,
+            "player-1", "order-gems", "order-again", "order/credit", "job-gems", "job-again", token,
             SHA256Digest.hex(Array(token.utf8)), "player-1 says",
         ]
         // A player the ledger knows nothing of: refused, nothing recorded, no event.
@@ -79,7 +86,7 @@ struct PlayerErasureEndToEndTests {
         let before = try await exported("player-1")
         #expect(
             Set(((before["grants"] as? [[String: Any]]) ?? []).compactMap { $0["order_id"] as? String })
-                == ["order-gems", "order-credit"])
+                == ["order-gems", "order/credit"])
         #expect(((before["audit"] as? [[String: Any]]) ?? []).count >= 2)
 
         let dry = try await erase(["--dry-run"])

@@ -52,18 +52,20 @@ enum ErasureQueries {
         }
         identifiers.remove("")
         // The audit lines naming one of them, in batches (an OR of a thousand patterns is past SQLite's depth): each
-        // as written and as JSON escapes it (`/` as `\/`), matched again in the write.
+        // as written and as JSON escapes it, matched again in the write.
         var audit = Set<Int64>()
-        let patterns = identifiers.flatMap { [$0, $0.replacingOccurrences(of: "/", with: "\\/")] }
+        let patterns = Array(Set(identifiers.flatMap(storedForms(of:)))).sorted()
         for start in stride(from: 0, to: max(patterns.count, 1), by: 50) {
             let batch = Array(patterns[start..<min(start + 50, patterns.count)])
-            let naming = batch.indices.map { "request LIKE ?\($0 + 3) OR answer LIKE ?\($0 + 3)" }
+            let naming = batch.indices.map {
+                "request LIKE ?\($0 + 3) ESCAPE '!' OR answer LIKE ?\($0 + 3) ESCAPE '!'"
+            }
             for row in try bounded(
                 session,
                 """
                 SELECT id FROM \(spelling.table("desk_audit"))
                     WHERE app = ?1 AND (player = ?2\(naming.isEmpty ? "" : " OR " + naming.joined(separator: " OR ")))
-                """, [.text(appName), .text(userID)] + batch.map { .text("%" + $0 + "%") })
+                """, [.text(appName), .text(userID)] + batch.map { .text("%" + likeLiteral($0) + "%") })
             {
                 audit.insert(row.int64(0) ?? 0)
             }
@@ -207,7 +209,9 @@ enum ErasureQueries {
                     .bytes(erasure.json(row.bytes(1) ?? [], freeText: PlayerErasure.eventFreeText)),
                 ])
         }
-        // The audit: lines about the player (by the player column, or a member naming one of their identifiers).
+        // The audit: lines about the player (by the player column, or a member naming one of their identifiers), and
+        // lines about someone or something else that mention them (a lookup by transaction id names the order and
+        // player it was granted to): in those, only what names them goes.
         let byPlayer = try bounded(
             session, "SELECT id FROM \(spelling.table("desk_audit")) WHERE app = ?1 AND player = ?2",
             [.text(appName), .text(userID)]
@@ -218,11 +222,11 @@ enum ErasureQueries {
                     "SELECT player, request, answer FROM \(spelling.table("desk_audit")) WHERE id = ?1", [.integer(id)])
             else { continue }
             let (request, answer) = (Array((row.text(1) ?? "{}").utf8), Array((row.text(2) ?? "{}").utf8))
-            let own = row.text(0) == userID
-            guard own || erasure.isAbout(request) || erasure.isAbout(answer) else { continue }
+            let about = row.text(0) == userID || erasure.isAbout(request) || erasure.isAbout(answer)
+            guard about || erasure.mentions(request) || erasure.mentions(answer) else { continue }
             counts.audit += 1
             guard apply else { continue }
-            let free = PlayerErasure.supportFreeText
+            let free = about ? PlayerErasure.supportFreeText : []
             try session.rows(
                 "UPDATE \(spelling.table("desk_audit")) SET player = ?2, request = ?3, answer = ?4 WHERE id = ?1",
                 [
@@ -270,6 +274,25 @@ enum ErasureQueries {
             }
         }
         return counts
+    }
+
+    /// An identifier as a JSON text of the audit may hold it: as it is, and with JSON's escapes (`"` and `\` always,
+    /// `/` by the writers that escape it).
+    static func storedForms(of identifier: String) -> [String] {
+        let escaped = identifier.replacingOccurrences(of: "\\", with: "\\\\")
+            .replacingOccurrences(of: "\"", with: "\\\"")
+        return [identifier, escaped, escaped.replacingOccurrences(of: "/", with: "\\/")]
+    }
+
+    /// `text` matched by LIKE as it is, on both ledgers (`ESCAPE '!'`: PostgreSQL takes `\` as LIKE's escape
+    /// otherwise, SQLite none; `%` and `_` are wildcards in both).
+    static func likeLiteral(_ text: String) -> String {
+        var out = ""
+        for character in text {
+            if character == "!" || character == "%" || character == "_" { out.append("!") }
+            out.append(character)
+        }
+        return out
     }
 
     /// Rows of `sql`, refused past ``bound``.

@@ -67,6 +67,18 @@ public struct PlayerErasure: Sendable {
         return found
     }
 
+    /// Whether any text of a document names the player: an identifier member, or a string that names one of their
+    /// identifiers as a word (an audit line of a lookup by transaction id: "granted to order O of player U").
+    /// It is what ``json(_:freeText:)`` without free text would change.
+    public func mentions(_ bytes: [UInt8]) -> Bool {
+        var found = false
+        walk(bytes) { key, text in
+            if string(text, key: key) != text { found = true }
+            return nil
+        }
+        return found
+    }
+
     /// A string of the player's own records as it is kept after the erasure: an identifier member's identifier
     /// becomes its pseudonym; the members of `freeText`, and any other text naming an identifier as a word of its
     /// own, become ``erasedText``.
