@@ -102,7 +102,10 @@ if [ ! -f "$deps/gopath/.kafka-go-$kafka_go_sha" ]; then
     log "unpacking Confluent's Go client (Debian's golang-github-confluentinc-confluent-kafka-go-dev 0.11.6)"
     deb="$deps/downloads/$kafka_go_deb"
     if [ ! -f "$deb" ] || ! echo "$kafka_go_sha  $deb" | sha256sum -c --status; then
-        (cd "$deps/downloads" && apt-get download -qq golang-github-confluentinc-confluent-kafka-go-dev=0.11.6-1 2>/dev/null)
+        # The package lists may be empty (the Debian packages above were all there, so no update ran): one update.
+        fetch_go_deb() { (cd "$deps/downloads" && apt-get download -qq golang-github-confluentinc-confluent-kafka-go-dev=0.11.6-1); }
+        fetch_go_deb 2>/dev/null || { apt-get update -qq && fetch_go_deb; } \
+            || { log "cannot download $kafka_go_deb from Debian's archive (apt-get download)"; exit 1; }
     fi
     echo "$kafka_go_sha  $deb" | sha256sum -c --status || { log "sha256 mismatch for $deb"; exit 1; }
     rm -rf "$deps/gopath" "$deps/gopath.unpack"
