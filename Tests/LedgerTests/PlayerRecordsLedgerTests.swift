@@ -78,6 +78,35 @@ struct PlayerRecordsLedgerTests {
     }
 
     @Test(
+        "an erasure waits for a held credit of the player: pending, and while a lead approves it; once decided, it goes",
+        arguments: ["sqlite", "postgresql"])
+    func erasureWaitsForHeldCredits(kind: String) async throws {
+        let url =
+            kind == "sqlite"
+            ? "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("held-\(UUID()).sqlite").path
+            : try makePostgresDatabase()
+        let ledger = try await LedgerFactory.open(url: url, poolSize: 2)
+        let id = try await ledger.requestApproval(
+            ApprovalRequest(
+                createdAt: Date(), app: "default", requestedBy: "ana", requestedName: "Ana", ticket: "T-1",
+                player: "player-h", request: #"{"order_id":"o-h","user_id":"player-h"}"#))
+        func erase() async throws -> ErasureCounts {
+            try await ledger.erase(
+                "player-h", app: .defaultApp, appName: "default", bundleID: "com.example", by: "lou", dryRun: false,
+                pseudonym: { "P-\($0.rawValue)-\($1)" }, digest: { $0 }
+            ).0
+        }
+        await #expect(throws: ErasureRefused.self) { _ = try await erase() }
+        let approving = ApprovalRequest.Decision(status: .approving, by: "lea", byName: "Lea", at: Date(), outcome: "")
+        #expect(try await ledger.decideApproval(id: id, from: .pending, to: approving))
+        await #expect(throws: ErasureRefused.self, "erased while a lead approves it") { _ = try await erase() }
+        let rejected = ApprovalRequest.Decision(status: .rejected, by: "lea", byName: "Lea", at: Date(), outcome: "")
+        #expect(try await ledger.decideApproval(id: id, from: .approving, to: rejected))
+        #expect(try await erase().heldCredits == 1)
+        await ledger.close()
+    }
+
+    @Test(
         "on PostgreSQL the desk's role reads a player's records and appends the export's line; the workers' cannot read the audit"
     )
     func roles() async throws {

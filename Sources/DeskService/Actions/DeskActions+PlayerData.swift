@@ -46,7 +46,16 @@ extension DeskActions {
         var line = audit(
             agent, action: "export", app: app.name, ticket: form.ticket, player: player, request: form.query.asked)
         guard agent.has(.lead) else { return try await refuse(&line, 403, "only a lead exports a player's data") }
-        guard let (userID, document) = try await app.desk.playerData(form.query, now: now()) else {
+        let found: (String, JSONValue)?
+        do {
+            found = try await app.desk.playerData(form.query, now: now())
+        } catch {
+            line.outcome = "failed"
+            line.answer = Self.json(["error": "the ledger did not answer"])
+            try await store.appendAudit(line)
+            throw error
+        }
+        guard let (userID, document) = found else {
             line.outcome = "not_found"
             line.answer = Self.json(["not_found": "no grant for that order"])
             try await store.appendAudit(line)
@@ -110,9 +119,18 @@ extension DeskActions {
         guard let erasure, let key = PlayerData.ErasureKey(erasure.key) else {
             return try await refuse(&line, 409, "this desk has no erasure key (privacy.erasure_key_file)")
         }
-        let outcome = try await PlayerData.erase(
-            userID: userID, app: app.desk.playerDataApp, key: key, ledger: erasure.store, by: agent.subject,
-            dryRun: dryRun, now: now())
+        let outcome: PlayerData.ErasureOutcome
+        do {
+            outcome = try await PlayerData.erase(
+                userID: userID, app: app.desk.playerDataApp, key: key, ledger: erasure.store, by: agent.subject,
+                dryRun: dryRun, now: now())
+        } catch {
+            // Nothing erased (the ledger's transaction did not commit): audited, naming no one.
+            line.outcome = "failed"
+            line.answer = Self.json(["error": "the ledger did not answer"])
+            try await store.appendAudit(line)
+            throw error
+        }
         let (result, counts, pseudonym, event): (String, ErasureCounts, String, StoredEvent?)
         switch outcome {
         case .dryRun(let done, let named): (result, counts, pseudonym, event) = ("dry_run", done, named, nil)

@@ -107,8 +107,11 @@ enum ErasureQueries {
             session,
             "SELECT id, request, status, outcome FROM \(spelling.table("desk_approvals")) WHERE player = ?1 AND app = ?2",
             [.text(userID), .text(appName)])
-        if held.contains(where: { $0.text(2) == "pending" }) {
-            throw ErasureRefused("a credit for the player waits for a lead's decision: approve or reject it first")
+        // Waiting, or being approved now (a lead's call to Apple in flight would record a grant naming the player
+        // after the erasure): refused until it ends.
+        if held.contains(where: { ["pending", "approving"].contains($0.text(2)) }) {
+            throw ErasureRefused(
+                "a credit for the player waits for a lead's decision, or is being approved: finish it first")
         }
         for row in held {
             erasure.learn(.order, member("order_id", of: row.bytes(1)))
