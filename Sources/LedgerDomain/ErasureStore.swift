@@ -38,16 +38,20 @@ public struct ErasureCounts: Sendable, Equatable {
     public var audit = 0
     public var heldCredits = 0
     public var caps = 0
+    /// Audit lines about no one whose text named the player (a lookup by transaction id): rewritten only when the
+    /// erasure found the player's own rows, or erased them before, so not in ``total``.
+    public var auditMentions = 0
 
     public init() {}
 
+    /// The rows that are the player's: none, and the player is unknown to the ledger.
     public var total: Int { grants + answers + notices + reported + audit + heldCredits + caps }
 
     /// As the audit and the command line say it.
     public var fields: [(String, Int)] {
         [
             ("grants", grants), ("answers", answers), ("notices", notices), ("reported_purchases", reported),
-            ("audit", audit), ("held_credits", heldCredits), ("caps", caps),
+            ("audit", audit), ("audit_mentions", auditMentions), ("held_credits", heldCredits), ("caps", caps),
         ]
     }
 }

@@ -78,6 +78,53 @@ struct PlayerRecordsLedgerTests {
     }
 
     @Test(
+        "words alone: a line about no one that names the player is erased from, another player's line never, and a name only words carry erases nothing",
+        arguments: ["sqlite", "postgresql"])
+    func erasureOfMentions(kind: String) async throws {
+        let url =
+            kind == "sqlite"
+            ? "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("words-\(UUID()).sqlite").path
+            : try makePostgresDatabase()
+        let ledger = try await LedgerFactory.open(url: url, poolSize: 2)
+        let claim = GrantClaim(orderID: "o-m", transactionID: "950", userID: "player-m", productID: "coins")
+        let event = StoredEvent(eventID: "e", type: "receipt.granted", time: "", key: "o-m", json: Array("{}".utf8))
+        #expect(
+            try await ledger.record(
+                Decision(key: DecisionKey(app: .defaultApp, jobID: "j-m", fingerprint: "f"), grant: claim, event: event)
+            )
+                == .recorded)
+        let lines: [(ticket: String, player: String?, answer: String)] = [
+            ("about-no-one", nil, #"{"cases":["paid, granted to order o-m of player player-m"]}"#),
+            ("someone-else", "player-b", #"{"note":"like player-m, lost 50 gems"}"#),
+            ("typo", nil, #"{"cases":["paid, granted to order o-t of player typo-m"]}"#),
+        ]
+        for line in lines {
+            _ = try await ledger.appendAudit(
+                AuditEntry(
+                    at: Date(), app: "default", agent: "ana", agentName: "Ana", role: "agent", action: "lookup",
+                    outcome: "answered", ticket: line.ticket, player: line.player, request: "{}", answer: line.answer))
+        }
+        func erase(_ user: String) async throws -> ErasureCounts {
+            try await ledger.erase(
+                user, app: .defaultApp, appName: "default", bundleID: "com.example", by: "lou", dryRun: false,
+                pseudonym: { "P-\($0.rawValue)-\($1)" }, digest: { $0 }
+            ).0
+        }
+        func answer(_ ticket: String) async throws -> String? {
+            try await ledger.audit(AuditFilter(limit: 100)).first { $0.ticket == ticket }?.answer
+        }
+        // A mistyped id only someone's words carry: nothing of a player, nothing changed.
+        let typo = try await erase("typo-m")
+        #expect(typo.total == 0 && typo.auditMentions == 0)
+        #expect(try await answer("typo") == lines[2].answer)
+        let counts = try await erase("player-m")
+        #expect(counts.grants == 1 && counts.auditMentions == 1, "\(counts)")
+        #expect(try await answer("about-no-one") == #"{"cases":["(erased)"]}"#)
+        #expect(try await answer("someone-else") == lines[1].answer, "another player's line touched")
+        await ledger.close()
+    }
+
+    @Test(
         "an erasure waits for a held credit of the player: pending, and while a lead approves it; once decided, it goes",
         arguments: ["sqlite", "postgresql"])
     func erasureWaitsForHeldCredits(kind: String) async throws {

@@ -14,12 +14,13 @@ extension ErasureQueries {
     /// `text` matched by LIKE as it is, on both ledgers (`ESCAPE '!'`: PostgreSQL takes `\` as LIKE's escape
     /// otherwise, SQLite none; `%` and `_` are wildcards in both).
     static func likeLiteral(_ text: String) -> String {
-        var out = ""
-        for character in text {
-            if character == "!" || character == "%" || character == "_" { out.append("!") }
-            out.append(character)
+        // By scalar: a `!` followed by a combining mark is one Character, and must still be escaped.
+        var out = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            if scalar == "!" || scalar == "%" || scalar == "_" { out.append("!") }
+            out.append(scalar)
         }
-        return out
+        return String(out)
     }
 
     /// A string member of a JSON document, nil when absent or not JSON.
