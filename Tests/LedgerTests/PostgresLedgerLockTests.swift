@@ -16,6 +16,36 @@ struct PostgresTransactionStartTests {
         let answer = try connection.transaction { try connection.query("SELECT 41 + 1") }
         #expect(answer == ["42"])
     }
+
+    @Test(
+        "COMMIT runs without the statement timeout: a wait at commit (a synchronous standby's) is never cut short into a commit the standby may lack"
+    )
+    func commitWaitsWithoutDeadline() throws {
+        let connection = try PostgresConnection(url: try makePostgresDatabase())
+        // A deferred trigger stands for the standby: it makes COMMIT itself wait 400 ms, past the transaction's
+        // statement timeout. PostgreSQL ends a statement's timeout before the commit's own work (finish_xact_command),
+        // so neither this wait nor a synchronous standby's is cut short (which, for the standby's, would be a success
+        // and a warning: committed here, maybe not there). Should the worker ever commit inside a timed statement
+        // (a function, a multi-statement query), this fails.
+        try connection.query(
+            """
+            CREATE TABLE commit_wait (id int);
+            """)
+        try connection.query(
+            """
+            CREATE FUNCTION commit_wait_sleep() RETURNS trigger LANGUAGE plpgsql AS
+                $$ BEGIN PERFORM pg_sleep(0.4); RETURN NULL; END $$
+            """)
+        try connection.query(
+            """
+            CREATE CONSTRAINT TRIGGER commit_wait_trigger AFTER INSERT ON commit_wait DEFERRABLE INITIALLY DEFERRED
+                FOR EACH ROW EXECUTE FUNCTION commit_wait_sleep()
+            """)
+        _ = try connection.transaction(["statement_timeout = 100"]) {
+            try connection.query("INSERT INTO commit_wait VALUES (1)")
+        }
+        #expect(try connection.query("SELECT count(*) FROM commit_wait") == ["1"], "the commit was cut short")
+    }
 }
 
 @Suite("A claim on PostgreSQL meets a refund that names its transaction alone", .timeLimit(.minutes(1)))
