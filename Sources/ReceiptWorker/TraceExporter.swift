@@ -100,7 +100,11 @@ final class TraceExporter: Service, Sendable {
     /// worker stops; nothing is queued again, and what is left after ``lastSendTime`` is dropped.
     func flush(last: Bool = false) async {
         let started = ContinuousClock.now
+        let shutdown = GracefulShutdown.current
         while true {
+            // The worker stops: a round in progress ends at its next batch, and the last send (bounded) takes over;
+            // a slow collector never holds the stop past the pod's grace period.
+            if !last && shutdown.isTriggered { return }
             let spans = queue.withLock { queue -> [FinishedSpan] in
                 let taken = Array(queue.spans.prefix(settings.batchSize))
                 queue.spans.removeFirst(taken.count)
