@@ -90,7 +90,7 @@ public final class Worker: Service {
                     apps: apps, purchases: ledger, resultsTopic: topics.results, eventSource: configuration.eventSource,
                     metrics: metrics, logger: logger, unclaimedAfter: configuration.unclaimedAfter,
                     recentlyVerified: recentlyVerified),
-                groups: [Self.notificationsGroup]),
+                groups: [Self.notificationsGroup], beginsTraces: true),
             RuntimeConfiguration.Route(
                 topic: topics.consumption,
                 handler: ConsumptionHandler(

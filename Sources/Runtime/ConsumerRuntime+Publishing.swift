@@ -20,6 +20,7 @@ extension ConsumerRuntime {
     /// service's span is the worker's child (its `tracestate` carried on).
     func publish(_ records: [OutboundRecord], _ context: any HandlingContext) async -> Publishing {
         let consumed = TraceContext(headers: context.message.headers)
+        let beginsTrace = routeIndex[context.message.topic].map { configuration.routes[$0].beginsTraces } ?? false
         for record in records {
             let send = context.span.map { span in
                 span.child(
@@ -30,7 +31,9 @@ extension ConsumerRuntime {
                     ])
             }
             var trace = consumed?.headers ?? []
-            if let send, send.context.sampled {
+            // Recorded: the worker's span is the parent. Not recorded in a trace that begins here (a notification's):
+            // the worker's unsampled context, so that nobody downstream records a trace whose root nobody recorded.
+            if let send, send.context.sampled || beginsTrace {
                 trace =
                     [MessageHeader(name: "traceparent", string: send.context.traceparent)]
                     + (consumed?.tracestate.map { [MessageHeader(name: "tracestate", string: $0)] } ?? [])

@@ -23,7 +23,7 @@ public final class ConsumerRuntime: Sendable {
     let waits: WaitTracker
     let book = PartitionBook()
     let scheduler: GroupScheduler
-    private let routeIndex: [String: Int]
+    let routeIndex: [String: Int]
     /// The topics read, their partition counts, the lags, what fails now: one value, one lock.
     let state = Mutex(RuntimeState())
     private let stopping = Atomic<Bool>(false)
@@ -244,7 +244,7 @@ public final class ConsumerRuntime: Sendable {
 
     /// One message, from its handler to its outcome acknowledged (or left for its next delivery).
     private func handle(_ item: GroupScheduler.Item) async {
-        let span = processSpan(item.message)
+        let span = processSpan(item.message, beginsTrace: configuration.routes[item.route].beginsTraces)
         defer { span?.end() }
         // A recorded span is the task's current one: the handler's calls (Apple's, the ledger's) add theirs under it.
         guard let span, span.context.sampled else { return await handle(item, span: span) }
@@ -340,18 +340,24 @@ public final class ConsumerRuntime: Sendable {
     }
 
     /// The `process` span of a message (OpenTelemetry's messaging conventions), a child of the trace its
-    /// `traceparent` carries, when the worker traces.
-    private func processSpan(_ message: InboundMessage) -> Span? {
+    /// `traceparent` carries, when the worker traces; the root of that trace when it `beginsTrace` there.
+    private func processSpan(_ message: InboundMessage, beginsTrace: Bool) -> Span? {
         guard let tracer = configuration.tracer else { return nil }
         let parent = TraceContext(headers: message.headers).flatMap { SpanContext(traceparent: $0.traceparent) }
-        return tracer.start(
-            "process \(message.topic)", kind: .consumer, parent: parent,
-            attributes: [
-                ("messaging.system", .string("kafka")), ("messaging.operation.type", .string("process")),
-                ("messaging.destination.name", .string(message.topic)),
-                ("messaging.destination.partition.id", .string(String(message.partition))),
-                ("messaging.kafka.offset", .int(message.offset)),
-            ])
+        let name = "process \(message.topic)"
+        if beginsTrace, let parent {
+            return tracer.start(name, kind: .consumer, rootOf: parent.traceID, attributes: processAttributes(message))
+        }
+        return tracer.start(name, kind: .consumer, parent: parent, attributes: processAttributes(message))
+    }
+
+    private func processAttributes(_ message: InboundMessage) -> [(String, SpanValue)] {
+        [
+            ("messaging.system", .string("kafka")), ("messaging.operation.type", .string("process")),
+            ("messaging.destination.name", .string(message.topic)),
+            ("messaging.destination.partition.id", .string(String(message.partition))),
+            ("messaging.kafka.offset", .int(message.offset)),
+        ]
     }
 
     /// Registers the wait histograms of `flow` for these apps, so dashboards read 0 before the first message.

@@ -16,16 +16,21 @@ public struct RuntimeConfiguration: Sendable {
         /// Whether a message of a full group goes, unchanged, to ``Parking/topic`` to wait there (read again
         /// and handled by this route), instead of this topic pausing for every group.
         public var parks: Bool
+        /// Whether a message's trace begins here: its `traceparent` names a trace its producer started and recorded
+        /// nothing of (the receiver's, for a notification), so the `process` span is that trace's root, recorded
+        /// by ``tracer``'s ratio, not by the flag. Else the sampler is parent-based.
+        public var beginsTraces: Bool
 
         public init(
             topic: String, handler: any MessageHandler, taken: Counter? = nil, groups: Set<String>? = nil,
-            parks: Bool = false
+            parks: Bool = false, beginsTraces: Bool = false
         ) {
             self.topic = topic
             self.handler = handler
             self.taken = taken
             self.groups = groups
             self.parks = parks
+            self.beginsTraces = beginsTraces
         }
     }
 

@@ -459,4 +459,46 @@ struct RuntimeMockClusterTests {
         try await runningTwo.value
         try await runningOne.value
     }
+
+    @Test(
+        "a topic whose traces begin here: the process span is the root of the trace the record names, recorded by the ratio, and an unrecorded trace goes on unsampled",
+        arguments: [0.0, 1.0])
+    func tracesBeginHere(ratio: Double) async throws {
+        let cluster = try Cluster()
+        let trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+        // What the receiver puts on a notification's record: a trace of its own, flagged sampled, nothing recorded.
+        try await cluster.produce(
+            ["ok-1"], headers: [MessageHeader(name: "traceparent", string: "00-\(trace)-00f067aa0ba902b7-01")])
+        let spans = Mutex<[FinishedSpan]>([])
+        let handler = Handler(out: cluster.out)
+        var consumer = KafkaConsumer.Configuration(
+            bootstrapServers: cluster.mock.bootstrapServers, groupID: cluster.group,
+            properties: cluster.properties.merging(["auto.offset.reset": "earliest"]) { $1 })
+        consumer.revocationTimeout = .seconds(10)
+        var configuration = RuntimeConfiguration(
+            routes: [.init(topic: cluster.jobs, handler: handler, beginsTraces: true)], deadLetterTopic: cluster.dlq)
+        configuration.groups = ["g"]
+        configuration.tracer = Tracer(sampleRatio: ratio) { span in spans.withLock { $0.append(span) } }
+        let runtime = ConsumerRuntime(
+            configuration: configuration,
+            consumer: try KafkaConsumer(configuration: consumer, logger: Self.logger),
+            producer: try KafkaProducer(
+                configuration: .init(bootstrapServers: cluster.mock.bootstrapServers), logger: Self.logger),
+            registry: MetricsRegistry(), logger: Self.logger)
+        let running = Task { try await runtime.run(subscribing: [cluster.jobs]) }
+        let answer = try #require(try await cluster.read(cluster.out, count: 1).first)
+        runtime.shutdown()
+        try await running.value
+        let carried = try #require(answer.header("traceparent")?.stringValue)
+        #expect(carried.hasPrefix("00-\(trace)-"), "the event does not go on in the record's trace: \(carried)")
+        let recorded = spans.withLock { $0 }
+        if ratio == 0 {
+            #expect(recorded.isEmpty, "recorded though the ratio is 0")
+            #expect(carried.hasSuffix("-00"), "an unrecorded trace passed on as sampled: \(carried)")
+        } else {
+            let process = try #require(recorded.first { $0.name.hasPrefix("process ") })
+            #expect(process.parentSpanID == nil, "the process span is not the trace's root")
+            #expect(process.context.traceparent.hasPrefix("00-\(trace)-") && carried.hasSuffix("-01"))
+        }
+    }
 }

@@ -197,6 +197,15 @@ public final class Tracer: Sendable {
         return make(name, kind: kind, parent: parent, sampled: sampled, attributes: attributes)
     }
 
+    /// The root span of the trace `traceID` a producer named and recorded nothing of (a notification's record at
+    /// the receiver): recorded by `sampleRatio`, whatever the producer's flag said.
+    public func start(
+        _ name: String, kind: SpanKind, rootOf traceID: TraceID, attributes: [(String, SpanValue)] = []
+    ) -> Span {
+        let sampled = sampleRatio >= 1 || (sampleRatio > 0 && IDWords.unit() < sampleRatio)
+        return make(name, kind: kind, parent: nil, traceID: traceID, sampled: sampled, attributes: attributes)
+    }
+
     /// A root span recorded whatever the ratio: for what runs a few times a minute (a chore's round), whose every
     /// trace is worth its cost.
     public func startRecorded(_ name: String, kind: SpanKind = .internal, attributes: [(String, SpanValue)] = [])
@@ -206,10 +215,11 @@ public final class Tracer: Sendable {
     }
 
     private func make(
-        _ name: String, kind: SpanKind, parent: SpanContext?, sampled: Bool, attributes: [(String, SpanValue)]
+        _ name: String, kind: SpanKind, parent: SpanContext?, traceID: TraceID? = nil, sampled: Bool,
+        attributes: [(String, SpanValue)]
     ) -> Span {
         let context = SpanContext(
-            traceID: parent?.traceID ?? IDWords.traceID(), spanID: IDWords.spanID(), sampled: sampled)
+            traceID: parent?.traceID ?? traceID ?? IDWords.traceID(), spanID: IDWords.spanID(), sampled: sampled)
         let started = sampled ? Self.nanoseconds() : 0
         return Span(
             FinishedSpan(
