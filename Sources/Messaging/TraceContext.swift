@@ -13,11 +13,14 @@ public struct TraceContext: Sendable, Equatable {
 
     /// The message's trace context, or nil when it has none or a malformed one (ignored, never an error: a
     /// job is answered whatever its headers say).
+    /// A later version's `traceparent` is carried as the version 00 of its fields: the specification lets it add
+    /// fields this worker does not read, and what it copies must never pass on bytes it did not check (a line end
+    /// a downstream service would put in an HTTP header).
     public init?(headers: [MessageHeader]) {
         guard let parent = headers.last(where: { $0.name == "traceparent" })?.stringValue,
-            Self.isTraceparent(parent)
+            let context = SpanContext(traceparent: parent)
         else { return nil }
-        traceparent = parent
+        traceparent = parent.utf8.count == 55 && parent.hasPrefix("00-") ? parent : context.traceparent
         let state = headers.last(where: { $0.name == "tracestate" })?.stringValue
         tracestate = state.flatMap { Self.isTracestate($0) ? $0 : nil }
     }
@@ -40,9 +43,6 @@ public struct TraceContext: Sendable, Equatable {
         [MessageHeader(name: "traceparent", string: traceparent)]
             + (tracestate.map { [MessageHeader(name: "tracestate", string: $0)] } ?? [])
     }
-
-    /// A well-formed `traceparent` (``SpanContext/init(traceparent:)``, the one parser of it).
-    static func isTraceparent(_ text: String) -> Bool { SpanContext(traceparent: text) != nil }
 
     /// Printable ASCII, at most 512 bytes (the specification's limit for what a vendor must propagate).
     static func isTracestate(_ text: String) -> Bool {
