@@ -68,7 +68,9 @@ extension WorkerMetrics {
 
     package static let receivedOutcomes = ["accepted", "rejected", "sandbox_dropped", "unavailable"]
     package static let processedOutcomes = ["published", "not_granted", "ignored", "replayed", "waiting"]
-    package static let consumptionOutcomes = ["sent", "no_consent", "refused", "late", "failed", "policy_superseded"]
+    package static let consumptionOutcomes = [
+        "sent", "no_consent", "refused", "late", "failed", "superseded", "policy_superseded",
+    ]
 
     /// A notification at the receiver: `type` is Apple's (`other` for one unknown here, nil, `unverified`, when
     /// it did not verify), so the series stay few whatever is posted.
@@ -89,8 +91,9 @@ extension WorkerMetrics {
     package func consumptionAnswer(_ outcome: String) -> Counter {
         registry.counter(
             "receipt_worker_consumption_answers_total",
-            help: "Answers to consumption requests, by outcome (sent, no_consent, refused, late, failed,"
-                + " policy_superseded: a policy's answer not sent, a grant service answered first).",
+            help: "Answers to consumption requests, by outcome (sent, no_consent, refused, late, failed, superseded:"
+                + " a newer answer of the transaction took over, policy_superseded: a policy's answer not sent, a grant"
+                + " service answered first).",
             labels: ["outcome": outcome])
     }
 
