@@ -125,11 +125,16 @@ final class TraceExporter: Service, Sendable {
                 return
             }
             let answer: (status: Int?, retryAfter: String?, error: (any Error)?)
-            do {
-                let response = try await http.execute(request(spans, last: last))
-                answer = (response.status, response.header("retry-after"), nil)
-            } catch {
-                answer = (nil, nil, error)
+            // The last send's requests share its time; a round's request in flight ends when the worker stops, its
+            // batch queued again for the last send.
+            let timeout = last ? Self.lastSendTime - (ContinuousClock.now - started) : settings.timeout
+            guard let sent = await send(request(spans, timeout: timeout), endingAt: last ? nil : shutdown) else {
+                requeue(spans)
+                return
+            }
+            switch sent {
+            case .success(let response): answer = (response.status, response.header("retry-after"), nil)
+            case .failure(let error): answer = (nil, nil, error)
             }
             let retriable = (answer.error as? HTTPClientError)?.isRetriable ?? true
             func fields() -> [String: String] {
@@ -183,7 +188,28 @@ final class TraceExporter: Service, Sendable {
         if kept < spans.count { droppedFailed.increment(by: spans.count - kept) }
     }
 
-    private func request(_ spans: [FinishedSpan], last: Bool) -> HTTPRequest {
+    /// `request`'s answer, or nil when `shutdown` came first (the request cancelled).
+    private func send(_ request: HTTPRequest, endingAt shutdown: GracefulShutdown?) async -> Result<
+        HTTPResponse, any Error
+    >? {
+        let http = self.http
+        @Sendable func execute() async -> Result<HTTPResponse, any Error> {
+            do { return .success(try await http.execute(request)) } catch { return .failure(error) }
+        }
+        guard let shutdown else { return await execute() }
+        return await withTaskGroup(of: Result<HTTPResponse, any Error>?.self) { group in
+            group.addTask { await execute() }
+            group.addTask {
+                await shutdown.wait()
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+
+    private func request(_ spans: [FinishedSpan], timeout: Duration) -> HTTPRequest {
         let encoded = OTLPEncoding.exportRequest(
             spans, service: serviceName, version: version, resource: settings.resourceAttributes)
         var headers = [("Content-Type", "application/x-protobuf"), ("User-Agent", "receipt-worker/\(version)")]
@@ -195,7 +221,7 @@ final class TraceExporter: Service, Sendable {
         headers += settings.headers
         return HTTPRequest(
             method: .post, url: endpoint, headers: headers, body: Data(body),
-            timeout: last ? min(settings.timeout, Self.lastSendTime) : settings.timeout)
+            timeout: max(.milliseconds(1), min(settings.timeout, timeout)))
     }
 
     /// What became of a batch, by the collector's answer.

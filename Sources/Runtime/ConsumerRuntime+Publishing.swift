@@ -33,9 +33,18 @@ extension ConsumerRuntime {
             var trace = consumed?.headers ?? []
             // Recorded: the worker's span is the parent. Not recorded in a trace that begins here (a notification's):
             // the worker's unsampled context, so that nobody downstream records a trace whose root nobody recorded.
-            if let send, send.context.sampled || beginsTrace {
+            let carried: SpanContext? =
+                if let send, send.context.sampled || beginsTrace {
+                    send.context
+                } else if beginsTrace, let consumed, let named = SpanContext(traceparent: consumed.traceparent) {
+                    // Not traced here at all: the trace goes on, said not recorded.
+                    SpanContext(traceID: named.traceID, spanID: named.spanID, sampled: false)
+                } else {
+                    nil
+                }
+            if let carried {
                 trace =
-                    [MessageHeader(name: "traceparent", string: send.context.traceparent)]
+                    [MessageHeader(name: "traceparent", string: carried.traceparent)]
                     + (consumed?.tracestate.map { [MessageHeader(name: "tracestate", string: $0)] } ?? [])
             }
             let message = OutboundMessage(

@@ -27,11 +27,13 @@ import Testing
         #expect(registry.render().contains("receipt_worker_trace_spans_dropped_total{reason=\"export_failed\"} 1\n"))
     }
 
-    @Test("a collector that answers slowly does not hold the worker's stop: the round in progress ends at its batch")
+    @Test(
+        "a collector that answers slowly does not hold the worker's stop: the request in flight ends, and the last send takes 5 s in all"
+    )
     func slowCollectorAtStop() async throws {
-        // Each batch answered 200 after 600 ms, under the exporter's timeout: 20 batches are 12 s of sending.
+        // Each batch answered 200 after 4 s, under the exporter's timeout (10 s): 20 batches are 80 s of sending.
         let server = try MicroHTTPServer(host: "127.0.0.1", port: 0) { _ in
-            try? await Task.sleep(for: .milliseconds(600))
+            try? await Task.sleep(for: .seconds(4))
             return .text(200, "")
         }
         server.start()
@@ -41,7 +43,7 @@ import Testing
         tracing.endpoint = endpoint
         tracing.batchSize = 1
         tracing.exportInterval = .milliseconds(100)
-        tracing.timeout = .seconds(5)
+        tracing.timeout = .seconds(10)
         let exporter = TraceExporter(
             tracing, endpoint: endpoint, registry: MetricsRegistry(),
             logger: Logger(label: "trace-exporter-test", minimumLevel: .critical))
@@ -50,16 +52,16 @@ import Testing
             exporter.enqueue(
                 FinishedSpan(
                     name: "process receipt-jobs", kind: .consumer, context: context, parentSpanID: nil, start: 1,
-                    end: 2,
-                    attributes: [], error: nil))
+                    end: 2, attributes: [], error: nil))
         }
         let shutdown = GracefulShutdown()
         let running = Task { await GracefulShutdown.$current.withValue(shutdown) { await exporter.run() } }
-        try await Task.sleep(for: .milliseconds(900))  // a round is sending
+        try await Task.sleep(for: .milliseconds(1_500))  // a round's first request is in flight
         let stopping = ContinuousClock.now
         shutdown.trigger()
         await running.value
-        // The batch in flight (0.6 s), then the last send's 5 s at most; the whole queue would have been 11 s more.
-        #expect(ContinuousClock.now - stopping < .seconds(8.5), "the stop waited for the collector")
+        // The last send's 5 s; waiting for the request in flight, then a second one begun before the 5 s ran out,
+        // would be over 10 s; the whole queue 80 s.
+        #expect(ContinuousClock.now - stopping < .seconds(8), "the stop waited for the collector")
     }
 }

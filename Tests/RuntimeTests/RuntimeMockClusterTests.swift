@@ -462,8 +462,8 @@ struct RuntimeMockClusterTests {
 
     @Test(
         "a topic whose traces begin here: the process span is the root of the trace the record names, recorded by the ratio, and an unrecorded trace goes on unsampled",
-        arguments: [0.0, 1.0])
-    func tracesBeginHere(ratio: Double) async throws {
+        arguments: [0.0, 1.0, nil])
+    func tracesBeginHere(ratio: Double?) async throws {
         let cluster = try Cluster()
         let trace = "4bf92f3577b34da6a3ce929d0e0e4736"
         // What the receiver puts on a notification's record: a trace of its own, flagged sampled, nothing recorded.
@@ -478,7 +478,10 @@ struct RuntimeMockClusterTests {
         var configuration = RuntimeConfiguration(
             routes: [.init(topic: cluster.jobs, handler: handler, beginsTraces: true)], deadLetterTopic: cluster.dlq)
         configuration.groups = ["g"]
-        configuration.tracer = Tracer(sampleRatio: ratio) { span in spans.withLock { $0.append(span) } }
+        // nil: the worker does not trace at all.
+        configuration.tracer = ratio.map { ratio in
+            Tracer(sampleRatio: ratio) { span in spans.withLock { $0.append(span) } }
+        }
         let runtime = ConsumerRuntime(
             configuration: configuration,
             consumer: try KafkaConsumer(configuration: consumer, logger: Self.logger),
@@ -492,7 +495,7 @@ struct RuntimeMockClusterTests {
         let carried = try #require(answer.header("traceparent")?.stringValue)
         #expect(carried.hasPrefix("00-\(trace)-"), "the event does not go on in the record's trace: \(carried)")
         let recorded = spans.withLock { $0 }
-        if ratio == 0 {
+        if ratio != 1 {
             #expect(recorded.isEmpty, "recorded though the ratio is 0")
             #expect(carried.hasSuffix("-00"), "an unrecorded trace passed on as sampled: \(carried)")
         } else {

@@ -198,11 +198,13 @@ public final class Tracer: Sendable {
     }
 
     /// The root span of the trace `traceID` a producer named and recorded nothing of (a notification's record at
-    /// the receiver): recorded by `sampleRatio`, whatever the producer's flag said.
+    /// the receiver): recorded by `sampleRatio`, whatever the producer's flag said, decided by the trace id (as
+    /// OpenTelemetry's TraceIdRatioBased sampler does), so that a record handled twice is decided the same way.
     public func start(
         _ name: String, kind: SpanKind, rootOf traceID: TraceID, attributes: [(String, SpanValue)] = []
     ) -> Span {
-        let sampled = sampleRatio >= 1 || (sampleRatio > 0 && IDWords.unit() < sampleRatio)
+        let share = Double(traceID.low >> 11) / Double(UInt64(1) << 53)
+        let sampled = sampleRatio >= 1 || share < sampleRatio
         return make(name, kind: kind, parent: nil, traceID: traceID, sampled: sampled, attributes: attributes)
     }
 
