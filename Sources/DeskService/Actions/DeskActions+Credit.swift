@@ -139,11 +139,8 @@ extension DeskActions {
         } catch {
             var failed = line
             failed.outcome = "failed"
-            // A COMMIT whose answer was lost may have recorded it: the same request again finishes it either way
-            // (one ledger claim, its event published again); another order id would be another credit.
-            failed.answer = Self.json([
-                "error": "Apple or the ledger did not answer: ask again with the same request (the same order id)"
-            ])
+            // A COMMIT whose answer was lost may have recorded it: the same request again finishes it either way.
+            failed.answer = Self.json(["error": "Apple or the ledger did not answer: ask again, the same request"])
             _ = try? await store.appendAudit(failed)
             throw error
         }
