@@ -94,8 +94,10 @@ struct RuntimeMockClusterTests {
             await producer.close()
         }
 
+        /// `beginsTraces` and `tracer`: the jobs topic's route as the notifications topic's is, traced.
         func runtime(
             _ handler: Handler, drain: Duration = .seconds(5), stallTimeout: Duration = .seconds(60),
+            beginsTraces: Bool = false, tracer: Tracer? = nil,
             recordOffsets: (@Sendable ([TopicPartition: Int64]) async throws -> Void)? = nil
         ) throws -> ConsumerRuntime {
             var consumer = KafkaConsumer.Configuration(
@@ -103,8 +105,9 @@ struct RuntimeMockClusterTests {
                 properties: properties.merging(["auto.offset.reset": "earliest"]) { $1 })
             consumer.revocationTimeout = drain + .seconds(5)
             var configuration = RuntimeConfiguration(
-                routes: [.init(topic: jobs, handler: handler)], deadLetterTopic: dlq)
+                routes: [.init(topic: jobs, handler: handler, beginsTraces: beginsTraces)], deadLetterTopic: dlq)
             configuration.groups = ["g"]
+            configuration.tracer = tracer
             configuration.retry.maxAttempts = 4
             configuration.retry.initialBackoff = .milliseconds(10)
             configuration.retry.maxBackoff = .milliseconds(50)
@@ -470,24 +473,9 @@ struct RuntimeMockClusterTests {
         try await cluster.produce(
             ["ok-1"], headers: [MessageHeader(name: "traceparent", string: "00-\(trace)-00f067aa0ba902b7-01")])
         let spans = Mutex<[FinishedSpan]>([])
-        let handler = Handler(out: cluster.out)
-        var consumer = KafkaConsumer.Configuration(
-            bootstrapServers: cluster.mock.bootstrapServers, groupID: cluster.group,
-            properties: cluster.properties.merging(["auto.offset.reset": "earliest"]) { $1 })
-        consumer.revocationTimeout = .seconds(10)
-        var configuration = RuntimeConfiguration(
-            routes: [.init(topic: cluster.jobs, handler: handler, beginsTraces: true)], deadLetterTopic: cluster.dlq)
-        configuration.groups = ["g"]
         // nil: the worker does not trace at all.
-        configuration.tracer = ratio.map { ratio in
-            Tracer(sampleRatio: ratio) { span in spans.withLock { $0.append(span) } }
-        }
-        let runtime = ConsumerRuntime(
-            configuration: configuration,
-            consumer: try KafkaConsumer(configuration: consumer, logger: Self.logger),
-            producer: try KafkaProducer(
-                configuration: .init(bootstrapServers: cluster.mock.bootstrapServers), logger: Self.logger),
-            registry: MetricsRegistry(), logger: Self.logger)
+        let tracer = ratio.map { ratio in Tracer(sampleRatio: ratio) { span in spans.withLock { $0.append(span) } } }
+        let runtime = try cluster.runtime(Handler(out: cluster.out), beginsTraces: true, tracer: tracer)
         let running = Task { try await runtime.run(subscribing: [cluster.jobs]) }
         let answer = try #require(try await cluster.read(cluster.out, count: 1).first)
         runtime.shutdown()
