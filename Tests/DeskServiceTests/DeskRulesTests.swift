@@ -59,23 +59,12 @@ struct DeskRulesTests {
         (try? JSONSerialization.jsonObject(with: answer.body)) as? [String: Any] ?? [:]
     }
 
-    /// A ledger that does not answer an erasure.
-    struct ErasureDown: ErasureStore {
-        struct Down: Error {}
-        func erase(
-            _ userID: String, app: AppScope, appName: String, bundleID: String, by: String, dryRun: Bool,
-            pseudonym: @escaping @Sendable (PlayerErasure.Kind, String) -> String,
-            digest: @escaping @Sendable (String) -> String
-        ) async throws -> (ErasureCounts, pseudonym: String) { throw Down() }
-        func erasureRecord(app: AppScope, pseudonym: String) async throws -> ErasureRecord? { throw Down() }
-        func markErasurePublished(app: AppScope, pseudonym: String, at: Date) async throws { throw Down() }
-    }
-
     @Test("an erasure the ledger did not answer is audited as failed, naming no one")
     func failedErasureAudited() async throws {
         var desk = try actions()
-        desk.erasure = DeskActions.Erasure(store: ErasureDown(), key: Array(repeating: 7, count: 32))
-        await #expect(throws: ErasureDown.Down.self) {
+        desk.erasure = DeskActions.Erasure(
+            store: FailingErasureStore(erases: false), key: Array(repeating: 7, count: 32))
+        await #expect(throws: FailingErasureStore.Down.self) {
             _ = try await desk.erasePlayer(Self.lee, body: Self.body(["ticket": "GDPR-1", "user_id": "player-77120"]))
         }
         let line = try #require(await store.audit(AuditFilter(action: "erase")).first)
