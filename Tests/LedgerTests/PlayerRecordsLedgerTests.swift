@@ -12,6 +12,49 @@ import Vocabulary
 struct PlayerRecordsLedgerTests {
     let event = Data(#"{"decision":"grant","user_id":"player-o1","order_id":"o1"}"#.utf8)
 
+    // MARK: The erasure's steps, on either ledger
+
+    /// A fresh ledger of `kind` (`sqlite` or `postgresql`).
+    static func ledger(_ kind: String) async throws -> any Ledger {
+        let url =
+            kind == "sqlite"
+            ? "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("erase-\(UUID()).sqlite").path
+            : try makePostgresDatabase()
+        return try await LedgerFactory.open(url: url, poolSize: 2)
+    }
+
+    /// A job's grant of `transaction` to `order` of `player`.
+    static func grant(_ ledger: any Ledger, order: String, transaction: String, player: String) async throws {
+        let claim = GrantClaim(
+            orderID: order, transactionID: transaction, userID: player, productID: "coins", quantity: 1)
+        let event = StoredEvent(
+            eventID: "e-\(transaction)", type: "receipt.granted", time: "", key: order, json: Array("{}".utf8))
+        #expect(
+            try await ledger.record(
+                Decision(
+                    key: DecisionKey(app: .defaultApp, jobID: "j-\(transaction)", fingerprint: "f"), grant: claim,
+                    event: event))
+                == .recorded)
+    }
+
+    /// An agent's lookup, audited.
+    static func lookup(
+        _ ledger: any Ledger, ticket: String, player: String?, request: String = "{}", answer: String = "{}"
+    ) async throws {
+        _ = try await ledger.appendAudit(
+            AuditEntry(
+                at: Date(), app: "default", agent: "ana", agentName: "Ana", role: "agent", action: "lookup",
+                outcome: "answered", ticket: ticket, player: player, request: request, answer: answer))
+    }
+
+    /// `user` erased; a pseudonym names no part of the value it replaces (so a text left can be searched for it).
+    static func erase(_ ledger: any Ledger, _ user: String) async throws -> ErasureCounts {
+        try await ledger.erase(
+            user, app: .defaultApp, appName: "default", bundleID: "com.example", by: "lou", dryRun: false,
+            pseudonym: { "P-\($0.rawValue)-\($1.utf8.reduce(7) { $0 &* 31 &+ Int($1) })" }, digest: { $0 }
+        ).0
+    }
+
     @Test("the grants, answers and audit lines of one player, none of another's", arguments: ["sqlite", "postgresql"])
     func records(kind: String) async throws {
         let url =
@@ -43,34 +86,16 @@ struct PlayerRecordsLedgerTests {
         "an erasure finds audit lines about no player by the player's identifiers as JSON writes them: a `/`, a quote, a `%`",
         arguments: ["sqlite", "postgresql"])
     func erasureFindsEscapedIdentifiers(kind: String) async throws {
-        let url =
-            kind == "sqlite"
-            ? "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("erase-\(UUID()).sqlite").path
-            : try makePostgresDatabase()
-        let ledger = try await LedgerFactory.open(url: url, poolSize: 2)
+        let ledger = try await Self.ledger(kind)
         let orders = ["shop/42", #"shop"43"#, "shop%44"]
         for (index, order) in orders.enumerated() {
-            let claim = GrantClaim(
-                orderID: order, transactionID: "\(900 + index)", userID: "player-e", productID: "coins", quantity: 1)
-            let event = StoredEvent(
-                eventID: "e\(index)", type: "receipt.granted", time: "", key: order, json: Array("{}".utf8))
-            #expect(
-                try await ledger.record(
-                    Decision(
-                        key: DecisionKey(app: .defaultApp, jobID: "j\(index)", fingerprint: "f"), grant: claim,
-                        event: event))
-                    == .recorded)
+            try await Self.grant(ledger, order: order, transaction: "\(900 + index)", player: "player-e")
             // A lookup by the order: its line names no player, and JSON escapes the order id.
             let request =
                 #"{"order_id":"\#(order.replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "/", with: "\\/"))"}"#
-            _ = try await ledger.appendAudit(
-                AuditEntry(
-                    at: Date(), app: "default", agent: "ana", agentName: "Ana", role: "agent", action: "lookup",
-                    outcome: "answered", ticket: "T-\(index)", player: nil, request: request, answer: "{}"))
+            try await Self.lookup(ledger, ticket: "T-\(index)", player: nil, request: request)
         }
-        let (counts, _) = try await ledger.erase(
-            "player-e", app: .defaultApp, appName: "default", bundleID: "com.example", by: "lou", dryRun: false,
-            pseudonym: { "P-\($0.rawValue)-\($1.utf8.reduce(7) { $0 &* 31 &+ Int($1) })" }, digest: { $0 })
+        let counts = try await Self.erase(ledger, "player-e")
         #expect(counts.audit == orders.count, "audit lines rewritten: \(counts.audit)")
         let left = try await ledger.audit(AuditFilter(limit: 100)).filter { $0.action == "lookup" }.map(\.request)
         #expect(left.count == orders.count && left.allSatisfy { !$0.contains("shop") }, "\(left)")
@@ -81,43 +106,24 @@ struct PlayerRecordsLedgerTests {
         "words alone: a line about no one that names the player is erased from, another player's line never, and a name only words carry erases nothing",
         arguments: ["sqlite", "postgresql"])
     func erasureOfMentions(kind: String) async throws {
-        let url =
-            kind == "sqlite"
-            ? "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("words-\(UUID()).sqlite").path
-            : try makePostgresDatabase()
-        let ledger = try await LedgerFactory.open(url: url, poolSize: 2)
-        let claim = GrantClaim(orderID: "o-m", transactionID: "950", userID: "player-m", productID: "coins")
-        let event = StoredEvent(eventID: "e", type: "receipt.granted", time: "", key: "o-m", json: Array("{}".utf8))
-        #expect(
-            try await ledger.record(
-                Decision(key: DecisionKey(app: .defaultApp, jobID: "j-m", fingerprint: "f"), grant: claim, event: event)
-            )
-                == .recorded)
+        let ledger = try await Self.ledger(kind)
+        try await Self.grant(ledger, order: "o-m", transaction: "950", player: "player-m")
         let lines: [(ticket: String, player: String?, answer: String)] = [
             ("about-no-one", nil, #"{"cases":["paid, granted to order o-m of player player-m"]}"#),
             ("someone-else", "player-b", #"{"note":"like player-m, lost 50 gems"}"#),
             ("typo", nil, #"{"cases":["paid, granted to order o-t of player typo-m"]}"#),
         ]
         for line in lines {
-            _ = try await ledger.appendAudit(
-                AuditEntry(
-                    at: Date(), app: "default", agent: "ana", agentName: "Ana", role: "agent", action: "lookup",
-                    outcome: "answered", ticket: line.ticket, player: line.player, request: "{}", answer: line.answer))
-        }
-        func erase(_ user: String) async throws -> ErasureCounts {
-            try await ledger.erase(
-                user, app: .defaultApp, appName: "default", bundleID: "com.example", by: "lou", dryRun: false,
-                pseudonym: { "P-\($0.rawValue)-\($1)" }, digest: { $0 }
-            ).0
+            try await Self.lookup(ledger, ticket: line.ticket, player: line.player, answer: line.answer)
         }
         func answer(_ ticket: String) async throws -> String? {
             try await ledger.audit(AuditFilter(limit: 100)).first { $0.ticket == ticket }?.answer
         }
         // A mistyped id only someone's words carry: nothing of a player, nothing changed.
-        let typo = try await erase("typo-m")
+        let typo = try await Self.erase(ledger, "typo-m")
         #expect(typo.total == 0 && typo.auditMentions == 0)
         #expect(try await answer("typo") == lines[2].answer)
-        let counts = try await erase("player-m")
+        let counts = try await Self.erase(ledger, "player-m")
         #expect(counts.grants == 1 && counts.auditMentions == 1, "\(counts)")
         #expect(try await answer("about-no-one") == #"{"cases":["(erased)"]}"#)
         #expect(try await answer("someone-else") == lines[1].answer, "another player's line touched")
@@ -128,21 +134,12 @@ struct PlayerRecordsLedgerTests {
         "an erasure waits for a held credit of the player: pending, and while a lead approves it; once decided, it goes",
         arguments: ["sqlite", "postgresql"])
     func erasureWaitsForHeldCredits(kind: String) async throws {
-        let url =
-            kind == "sqlite"
-            ? "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("held-\(UUID()).sqlite").path
-            : try makePostgresDatabase()
-        let ledger = try await LedgerFactory.open(url: url, poolSize: 2)
+        let ledger = try await Self.ledger(kind)
         let id = try await ledger.requestApproval(
             ApprovalRequest(
                 createdAt: Date(), app: "default", requestedBy: "ana", requestedName: "Ana", ticket: "T-1",
                 player: "player-h", request: #"{"order_id":"o-h","user_id":"player-h"}"#))
-        func erase() async throws -> ErasureCounts {
-            try await ledger.erase(
-                "player-h", app: .defaultApp, appName: "default", bundleID: "com.example", by: "lou", dryRun: false,
-                pseudonym: { "P-\($0.rawValue)-\($1)" }, digest: { $0 }
-            ).0
-        }
+        func erase() async throws -> ErasureCounts { try await Self.erase(ledger, "player-h") }
         await #expect(throws: ErasureRefused.self) { _ = try await erase() }
         let approving = ApprovalRequest.Decision(status: .approving, by: "lea", byName: "Lea", at: Date(), outcome: "")
         #expect(try await ledger.decideApproval(id: id, from: .pending, to: approving))
