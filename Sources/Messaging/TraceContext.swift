@@ -1,4 +1,4 @@
-import Observability
+package import Observability
 
 /// W3C Trace Context (https://www.w3.org/TR/trace-context/) carried by a consumed message's `traceparent` and
 /// `tracestate` headers. The runtime copies them, when well formed, to every record it publishes for that
@@ -7,6 +7,8 @@ import Observability
 public struct TraceContext: Sendable, Equatable {
     public let traceparent: String
     public let tracestate: String?
+    /// The span `traceparent` names, parsed once.
+    package let parent: SpanContext
 
     /// The 32 hex digits of the trace id, for log lines.
     public var traceID: String { String(traceparent.dropFirst(3).prefix(32)) }
@@ -21,6 +23,7 @@ public struct TraceContext: Sendable, Equatable {
             let context = SpanContext(traceparent: parent)
         else { return nil }
         traceparent = parent.utf8.count == 55 && parent.hasPrefix("00-") ? parent : context.traceparent
+        self.parent = context
         let state = headers.last(where: { $0.name == "tracestate" })?.stringValue
         tracestate = state.flatMap { Self.isTracestate($0) ? $0 : nil }
     }
@@ -28,14 +31,13 @@ public struct TraceContext: Sendable, Equatable {
     /// A trace of its own (random ids, sampled), for what no consumed message caused: a notification's record
     /// at the receiver, a credit published by the worker's own timer.
     public static func fresh() -> TraceContext {
-        TraceContext(
-            traceparent: SpanContext(traceID: IDWords.traceID(), spanID: IDWords.spanID(), sampled: true).traceparent,
-            tracestate: nil)
+        TraceContext(parent: SpanContext(traceID: IDWords.traceID(), spanID: IDWords.spanID(), sampled: true))
     }
 
-    private init(traceparent: String, tracestate: String?) {
-        self.traceparent = traceparent
-        self.tracestate = tracestate
+    private init(parent: SpanContext) {
+        self.parent = parent
+        traceparent = parent.traceparent
+        tracestate = nil
     }
 
     /// The headers to add to a record published for the message.

@@ -36,7 +36,7 @@ extension ConsumerRuntime {
             let carried: SpanContext? =
                 if let send, send.context.sampled || beginsTrace {
                     send.context
-                } else if beginsTrace, let consumed, let named = SpanContext(traceparent: consumed.traceparent) {
+                } else if beginsTrace, let named = consumed?.parent {
                     // Not traced here at all: the trace goes on, said not recorded.
                     SpanContext(traceID: named.traceID, spanID: named.spanID, sampled: false)
                 } else {

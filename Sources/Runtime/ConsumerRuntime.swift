@@ -343,7 +343,7 @@ public final class ConsumerRuntime: Sendable {
     /// `traceparent` carries, when the worker traces; the root of that trace when it `beginsTrace` there.
     private func processSpan(_ message: InboundMessage, beginsTrace: Bool) -> Span? {
         guard let tracer = configuration.tracer else { return nil }
-        let parent = TraceContext(headers: message.headers).flatMap { SpanContext(traceparent: $0.traceparent) }
+        let parent = TraceContext(headers: message.headers)?.parent
         let name = "process \(message.topic)"
         if beginsTrace, let parent {
             return tracer.start(name, kind: .consumer, rootOf: parent.traceID, attributes: processAttributes(message))
