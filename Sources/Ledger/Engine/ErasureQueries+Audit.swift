@@ -65,7 +65,8 @@ extension ErasureQueries {
         }
     }
 
-    private static func erasedBefore(_ pseudonym: String, app: AppScope, in session: any SQLSession) throws -> Bool {
+    /// Whether the player whose pseudonym this is was erased (and recorded) before.
+    static func erasedBefore(_ pseudonym: String, app: AppScope, in session: any SQLSession) throws -> Bool {
         try session.first(
             "SELECT 1 FROM \(session.spelling.table("player_erasures")) WHERE app = ?1 AND pseudonym = ?2",
             [.text(app.rawValue), .text(pseudonym)]) != nil

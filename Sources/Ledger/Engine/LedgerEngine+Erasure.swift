@@ -10,11 +10,7 @@ extension ErasureQueries {
     ) throws {
         let spelling = session.spelling
         let text = "{" + counts.fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}"
-        guard
-            try session.first(
-                "SELECT 1 FROM \(spelling.table("player_erasures")) WHERE app = ?1 AND pseudonym = ?2",
-                [.text(app.rawValue), .text(pseudonym)]) == nil
-        else { return }
+        guard try !erasedBefore(pseudonym, app: app, in: session) else { return }
         try session.rows(
             """
             INSERT INTO \(spelling.table("player_erasures")) (app, pseudonym, erased_at, erased_by, counts)
