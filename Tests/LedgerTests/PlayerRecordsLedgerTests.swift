@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 @testable import Ledger
 import LedgerDomain
@@ -16,11 +17,14 @@ struct PlayerRecordsLedgerTests {
 
     /// A fresh ledger of `kind` (`sqlite` or `postgresql`).
     static func ledger(_ kind: String) async throws -> any Ledger {
-        let url =
-            kind == "sqlite"
+        try await LedgerFactory.open(url: try url(kind), poolSize: 2)
+    }
+
+    /// A fresh database's URL of `kind`.
+    static func url(_ kind: String) throws -> String {
+        kind == "sqlite"
             ? "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("erase-\(UUID()).sqlite").path
             : try makePostgresDatabase()
-        return try await LedgerFactory.open(url: url, poolSize: 2)
     }
 
     /// A job's grant of `transaction` to `order` of `player`.
@@ -131,6 +135,38 @@ struct PlayerRecordsLedgerTests {
     }
 
     @Test(
+        "a player id inside most audit lines (`7` in `1700`): only the lines that name the player count towards the bound",
+        arguments: ["sqlite", "postgresql"])
+    func erasureOfAShortIdentifier(kind: String) async throws {
+        let url = try Self.url(kind)
+        let ledger = try await LedgerFactory.open(url: url, poolSize: 2)
+        try await Self.grant(ledger, order: "o-short", transaction: "960", player: "7")
+        try await Self.lookup(ledger, ticket: "T-7", player: nil, answer: #"{"cases":["granted to player 7"]}"#)
+        // More lines than the bound that hold a 7 inside another number, as a busy desk's audit does.
+        let lines = ErasureQueries.bound + 1
+        let answer = #"{"cases":["paid 1700 gems"]}"#
+        let bulk =
+            kind == "sqlite"
+            ? """
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(lines))
+                INSERT INTO desk_audit (at, app, agent, agent_name, role, action, outcome, ticket, request, answer)
+                SELECT '2026-01-01T00:00:00.000Z', 'default', 'ana', 'Ana', 'agent', 'lookup', 'answered', 'T-' || i,
+                    '{}', '\(answer)' FROM n
+            """
+            : """
+            INSERT INTO receipt_worker.desk_audit (at, app, agent, agent_name, role, action, outcome, ticket, request, answer)
+                SELECT now(), 'default', 'ana', 'Ana', 'agent', 'lookup', 'answered', 'T-' || g, '{}', '\(answer)'
+                FROM generate_series(1, \(lines)) g
+            """
+        #expect(runSQL(url, bulk) == 0)
+        let counts = try await Self.erase(ledger, "7")
+        #expect(counts.grants == 1 && counts.auditMentions == 1, "\(counts)")
+        let kept = try await ledger.audit(AuditFilter(limit: 3)).map(\.answer)
+        #expect(kept == [answer, answer, answer], "another line changed: \(kept)")
+        await ledger.close()
+    }
+
+    @Test(
         "an erasure waits for a held credit of the player: pending, and while a lead approves it; once decided, it goes",
         arguments: ["sqlite", "postgresql"])
     func erasureWaitsForHeldCredits(kind: String) async throws {
@@ -197,4 +233,13 @@ struct PlayerRecordsLedgerTests {
         }
         await asWorker.close()
     }
+}
+
+/// `sql` run on the database of `url` (a ledger's, SQLite or PostgreSQL) outside the ledger: 0 when it succeeded.
+private func runSQL(_ url: String, _ sql: String) -> Int32 {
+    guard url.hasPrefix("sqlite:") else { return runPsql(url, sql) }
+    var db: OpaquePointer?
+    guard sqlite3_open(String(url.dropFirst("sqlite:".count)), &db) == SQLITE_OK else { return 1 }
+    defer { sqlite3_close(db) }
+    return sqlite3_exec(db, sql, nil, nil, nil)
 }

@@ -6,6 +6,53 @@ import Vocabulary
 /// their identifiers); and lines about no one that mention them (a lookup by transaction id names the order and player
 /// it was granted to), rewritten last, only what names them, and only for a player the erasure found or erased before.
 extension ErasureQueries {
+    /// The audit lines the write pass may rewrite: about the player, or about no one and naming one of `identifiers`.
+    /// LIKE finds the lines holding an identifier anywhere (each as written and as JSON escapes it), a page at a time
+    /// by id; only those the write pass would take count towards ``bound``. A short id (`7`) is inside most lines,
+    /// and counted by LIKE alone it refused the erasure of a player whose own lines were few.
+    static func auditCandidates(
+        naming identifiers: Set<String>, of userID: String, appName: String, in session: any SQLSession
+    ) throws -> [Int64] {
+        let spelling = session.spelling
+        // The write pass's test with the identifiers known now; what they are replaced by does not matter here.
+        var matcher = PlayerErasure(userID: userID, pseudonym: { _, value in "\u{0}" + value }, digest: { $0 })
+        for identifier in identifiers { matcher.learn(.order, identifier) }
+        var audit = Set<Int64>()
+        // An OR of a thousand patterns is past SQLite's depth: 50 at a time.
+        let patterns = Array(Set(identifiers.flatMap(storedForms(of:)))).sorted()
+        for start in stride(from: 0, to: max(patterns.count, 1), by: 50) {
+            let batch = Array(patterns[start..<min(start + 50, patterns.count)])
+            let naming = batch.indices.map {
+                "request LIKE ?\($0 + 4) ESCAPE '!' OR answer LIKE ?\($0 + 4) ESCAPE '!'"
+            }
+            var after = Int64.min
+            while true {
+                let page = try session.rows(
+                    """
+                    SELECT id, player, request, answer FROM \(spelling.table("desk_audit"))
+                        WHERE app = ?1 AND id > ?3
+                        AND (player = ?2\(naming.isEmpty ? "" : " OR " + naming.joined(separator: " OR ")))
+                        ORDER BY id LIMIT 1000
+                    """,
+                    [.text(appName), .text(userID), .integer(after)]
+                        + batch.map { .text("%" + likeLiteral($0) + "%") })
+                for row in page {
+                    let (request, answer) = (Array((row.text(2) ?? "").utf8), Array((row.text(3) ?? "").utf8))
+                    let player = row.text(1) ?? ""
+                    if player == userID || matcher.isAbout(request) || matcher.isAbout(answer)
+                        || (player.isEmpty && (matcher.mentions(request) || matcher.mentions(answer)))
+                    {
+                        audit.insert(row.int64(0) ?? 0)
+                    }
+                }
+                guard audit.count <= bound else { throw pastBound }
+                guard page.count == 1000, let last = page.last?.int64(0) else { break }
+                after = last
+            }
+        }
+        return audit.sorted()
+    }
+
     /// Rewrites the lines about the player; answers those about no one that mention them, for ``eraseMentions``.
     static func eraseAudit(
         _ erasure: inout PlayerErasure, _ candidates: Candidates, appName: String, apply: Bool,

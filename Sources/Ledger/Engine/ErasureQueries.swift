@@ -51,26 +51,7 @@ enum ErasureQueries {
             identifiers.insert(row.text(0) ?? "")
         }
         identifiers.remove("")
-        // The audit lines naming one of them, in batches (an OR of a thousand patterns is past SQLite's depth): each
-        // as written and as JSON escapes it, matched again in the write.
-        var audit = Set<Int64>()
-        let patterns = Array(Set(identifiers.flatMap(storedForms(of:)))).sorted()
-        for start in stride(from: 0, to: max(patterns.count, 1), by: 50) {
-            let batch = Array(patterns[start..<min(start + 50, patterns.count)])
-            let naming = batch.indices.map {
-                "request LIKE ?\($0 + 3) ESCAPE '!' OR answer LIKE ?\($0 + 3) ESCAPE '!'"
-            }
-            for row in try bounded(
-                session,
-                """
-                SELECT id FROM \(spelling.table("desk_audit"))
-                    WHERE app = ?1 AND (player = ?2\(naming.isEmpty ? "" : " OR " + naming.joined(separator: " OR ")))
-                """, [.text(appName), .text(userID)] + batch.map { .text("%" + likeLiteral($0) + "%") })
-            {
-                audit.insert(row.int64(0) ?? 0)
-            }
-        }
-        found.audit = audit.sorted()
+        found.audit = try auditCandidates(naming: identifiers, of: userID, appName: appName, in: session)
         return found
     }
 
@@ -259,9 +240,11 @@ enum ErasureQueries {
     /// Rows of `sql`, refused past ``bound``.
     static func bounded(_ session: any SQLSession, _ sql: String, _ values: [SQLValue]) throws -> [SQLRow] {
         let rows = try session.rows(sql + " LIMIT \(bound + 1)", values)
-        guard rows.count <= bound else {
-            throw ErasureRefused("the player has more than \(bound) rows of a kind: erase refused, nothing changed")
-        }
+        guard rows.count <= bound else { throw pastBound }
         return rows
+    }
+
+    static var pastBound: ErasureRefused {
+        ErasureRefused("the player has more than \(bound) rows of a kind: erase refused, nothing changed")
     }
 }
