@@ -152,7 +152,12 @@ final class DeskServer: Service {
                 problems.append("the sign-in provider's keys are not fetched yet")
             }
             do {
-                try await ledger.ping()
+                // With a deadline: a ping queued behind a pool every request holds (a flood, a hung server) would
+                // otherwise hold this loop, and the desk would stay ready at its last answer.
+                let ledger = self.ledger
+                try await withDeadline(.seconds(5), timeout: LedgerError(.unavailable, "no answer within 5000 ms")) {
+                    try await ledger.ping()
+                }
             } catch {
                 problems.append("the ledger does not answer")
             }

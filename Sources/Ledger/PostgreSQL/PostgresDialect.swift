@@ -191,11 +191,16 @@ final class PostgresDialect: LedgerDialect {
     }
 
     /// Writable, not merely reachable: a failover replica answers SELECT 1 but refuses every decision.
+    /// Thrown inside the connection's call, as a read-only server's refusal is, so the pool replaces it.
     func ping() async throws {
-        let readOnly = try await pool.withConnection {
-            try $0.query("SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'")
+        try await pool.withConnection {
+            let readOnly = try $0.query("SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'")
+            guard readOnly.first != "t" else {
+                var error = LedgerError(.unavailable, "postgresql: the server is read-only (a standby?)")
+                error.sqlstate = "25006"
+                throw error
+            }
         }
-        if readOnly.first == "t" { throw LedgerError(.unavailable, "postgresql: the server is read-only (a standby?)") }
     }
 
     func close() async { pool.close() }
