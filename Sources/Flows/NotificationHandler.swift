@@ -232,7 +232,8 @@ package struct NotificationHandler: MessageHandler {
                     // A family member's period is the purchaser's purchase, credited to the purchaser's order:
                     // never a purchase of its own waiting to be credited (the family member paid nothing).
                     unheld: renewal && !familyShared
-                        ? reported(notification, transaction, app: app.scope, purchaseID: purchaseID) : nil))
+                        ? reported(notification, transaction, app: app.scope, purchaseID: purchaseID) : nil,
+                    recovery: type == .didRenew && notification.subtype == .billingRecovery))
             eventType = subscriptionType
         }
         return (

@@ -93,13 +93,18 @@ public struct SubscriptionChange: Sendable, Equatable {
     /// A renewal of a subscription no order here holds (yet): kept as a reported purchase instead, credited by
     /// its own event if no job claims it in time (nil: dropped, `notifications.unclaimed_after_ms` is 0).
     public var unheld: ReportedPurchase?
+    /// Apple's payment retry succeeded (`DID_RENEW`, `BILLING_RECOVERY`): the subscription's order heard of the
+    /// billing issue, and hears of its end even when a job's grant to another order holds the period.
+    public var recovery: Bool
 
     public init(
-        originalTransactionID: String, state: SubscriptionState, renewal: Renewal?, unheld: ReportedPurchase? = nil
+        originalTransactionID: String, state: SubscriptionState, renewal: Renewal?, unheld: ReportedPurchase? = nil,
+        recovery: Bool = false
     ) {
         self.originalTransactionID = originalTransactionID
         self.state = state
         self.renewal = renewal
         self.unheld = unheld
+        self.recovery = recovery
     }
 }

@@ -50,6 +50,8 @@ public struct NotificationSubtype: RawRepresentable, Hashable, Sendable, CustomS
     public static let initialBuy = Self(rawValue: "INITIAL_BUY")
     public static let resubscribe = Self(rawValue: "RESUBSCRIBE")
     public static let upgrade = Self(rawValue: "UPGRADE")
+    /// `DID_RENEW`'s: the period a retried payment bought, after a billing issue.
+    public static let billingRecovery = Self(rawValue: "BILLING_RECOVERY")
     /// `EXTERNAL_PURCHASE_TOKEN` subtypes: a token created, and a reminder to report an active one. Named for the
     /// contract's table; no rule reads them (such notifications change no purchase).
     public static let created = Self(rawValue: "CREATED")

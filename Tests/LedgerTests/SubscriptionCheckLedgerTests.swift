@@ -51,6 +51,48 @@ struct SubscriptionCheckLedgerTests {
     }
 
     @Test(
+        "a billing issue a job's grant to a new order ended: Apple's BILLING_RECOVERY is said to the subscription's order, a plain renewal of the period is not",
+        arguments: Backend.allCases)
+    func recoveryGrantedByAJob(backend: Backend) async throws {
+        let ledger = try await backend.open()
+        let day = 86_400.0
+        let end = Self.start.addingTimeInterval(30 * day)
+        try await Self.grant(ledger, order: "o4", original: "400", days: 30)
+        let issue = Self.change("400", status: .billingRetry, at: end, expires: end)
+        _ = try await ledger.apply(issue) { holder in
+            StoredEvent(eventID: "issue", type: "t", time: "", key: holder.grant.orderID, json: [])
+        }
+        // The retried payment bought the next period; the game presented it for a new order first.
+        try await Self.grant(
+            ledger, order: "o4-new", original: "400", transaction: "401", days: 30, from: end.addingTimeInterval(day))
+        func renewal(recovery: Bool, id: String, after seconds: TimeInterval) -> NotificationChange {
+            var change = Self.change(
+                "400", status: .active, at: end.addingTimeInterval(day + seconds),
+                expires: end.addingTimeInterval(31 * day))
+            change.id = id
+            guard case .subscription(var subscription) = change.kind else { return change }
+            subscription.renewal = .init(
+                purchaseID: .billingPeriod(webOrderLineItemID: "line-401"), transactionID: "401", productID: "vip",
+                quantity: 1, eventID: "renewal-401")
+            subscription.recovery = recovery
+            change.kind = .subscription(subscription)
+            return change
+        }
+        func published(_ change: NotificationChange) async throws -> String? {
+            let record = try await ledger.apply(change) { holder in
+                StoredEvent(
+                    eventID: change.id, type: "t", time: "", key: holder.grant.orderID,
+                    json: Array((holder.stateOnly ? "state" : "credit").utf8))
+            }
+            guard case .recorded(let event?, _) = record else { return nil }
+            return event.key + ":" + String(decoding: event.json, as: UTF8.self)
+        }
+        #expect(try await published(renewal(recovery: false, id: "plain", after: 60)) == nil, "the job's grant said it")
+        #expect(try await published(renewal(recovery: true, id: "recovered", after: 120)) == "o4:state")
+        await ledger.close()
+    }
+
+    @Test(
         "a subscription granted by a job is overdue once its period ended with nothing heard; oldest first, at most the limit; a consumable never",
         arguments: Backend.allCases)
     func watchedFromTheGrant(backend: Backend) async throws {

@@ -33,11 +33,11 @@ struct PurchaseLifeHandlerTests {
     /// A job for `order` presenting subscription period `id` (original `original`, line `line`).
     func job(
         _ order: String, period id: String, original: String, line: String, token: String? = nil,
-        job jobID: String? = nil
+        job jobID: String? = nil, expires: Date? = nil
     ) async throws -> Disposition {
         apple.verified(
             Handlers.proof("proof-\(id)"), transactionID: id, product: "vip_monthly",
-            type: .autoRenewableSubscription, token: token, expires: Date(timeIntervalSinceNow: month),
+            type: .autoRenewableSubscription, token: token, expires: expires ?? Date(timeIntervalSinceNow: month),
             original: original, line: line)
         var extra: [String: Any] = [:]
         if let token { extra["app_account_token"] = token }
@@ -46,6 +46,40 @@ struct PurchaseLifeHandlerTests {
             Handlers.job(
                 jobID ?? "job-\(order)-\(id)", order: order, product: "vip_monthly",
                 proof: ["receipt": Handlers.proof("proof-\(id)")], extra: extra))
+    }
+
+    @Test(
+        "a billing issue recovered by a period a job granted to a new order: the recovery is said to the subscription's order"
+    )
+    func recoveryPresentedByAJob() async throws {
+        _ = try await job("vip-5", period: "500", original: "500", line: "B1")
+        let failed = try #require(
+            try await notify(
+                try Handlers.notification(
+                    "DID_FAIL_TO_RENEW",
+                    transaction: Handlers.subscription(
+                        "500", original: "500", line: "B1", expires: Date(timeIntervalSinceNow: -3_600)),
+                    signedDate: Date(timeIntervalSinceNow: -3_600),
+                    extra: try Handlers.renewal(
+                        original: "500", status: 3, signedDate: Date(timeIntervalSinceNow: -3_600)))
+            ).event)
+        #expect(failed["type"] as? String == "receipt.billing_issue" && failed["status"] as? String == "billing_retry")
+        // Apple's retry charged the player: the new period, presented by the game for a new order.
+        let periodEnd = Date(
+            timeIntervalSince1970: Double(Handlers.milliseconds(Date(timeIntervalSinceNow: month))) / 1000)
+        #expect(
+            try await job("vip-5b", period: "501", original: "500", line: "B2", expires: periodEnd)
+                .event?["decision"] as? String == "grant")
+        let recovered = try #require(
+            try await notify(
+                try Handlers.notification(
+                    "DID_RENEW", subtype: "BILLING_RECOVERY",
+                    transaction: Handlers.subscription("501", original: "500", line: "B2", expires: periodEnd),
+                    extra: try Handlers.renewal(original: "500"))
+            ).event)
+        #expect(
+            recovered["type"] as? String == "receipt.renewal_changed" && recovered["order_id"] as? String == "vip-5")
+        #expect(recovered["status"] as? String == "active" && recovered["price"] == nil, "never a second credit")
     }
 
     @Test(

@@ -154,7 +154,12 @@ package enum PurchaseRules {
                 // notification of the period (its receipt.renewed). No second credit; a state that entitles
                 // otherwise than the ledger's (an extension whose RENEWAL_EXTENDED was lost, found by the status
                 // check; a billing issue recovered) is said to the subscription's order, by an event of its own.
-                publish = newer && last.map(state.entitlesOtherwise(than:)) ?? false
+                // So is Apple's recovery from a billing issue when a job granted the period to another order: the
+                // job's grant set the ledger's state already, but the subscription's order heard only the issue.
+                let periodGrant = try transaction.grant(of: period, transactionID: renewal.transactionID)
+                let toAnotherOrder = periodGrant.map { $0.orderID != grant.orderID } ?? false
+                let entitlesOtherwise = last.map(state.entitlesOtherwise(than:)) ?? false
+                publish = newer && (entitlesOtherwise || (subscription.recovery && toAnotherOrder))
                 stateOnly = true
             }
         }
