@@ -33,7 +33,9 @@ final class CurlEventLoop: @unchecked Sendable {
     private let activeCount = Atomic<Int>(0)
     private let turnCount = Atomic<Int>(0)
     private let exited = DispatchSemaphore(value: 0)
-    private var active: [UnsafeMutableRawPointer: (easy: EasyTransfer, shard: Int)] = [:]
+    private var active: [UnsafeMutableRawPointer: (easy: EasyTransfer, shard: Int, host: Int)] = [:]
+    /// Requests past their host's connections, waiting for one.
+    private var hosts: HostQueue
     /// Easy handles of finished transfers, emptied by `curl_easy_reset` (which keeps their buffers), for the
     /// next ones; at most `maxIdleHandles` (about 20 KB each: no more than the requests in flight held at their
     /// peak), the rest cleaned up. With 256, a wave of answers at 1,000 in flight still cleaned up and made
@@ -44,8 +46,8 @@ final class CurlEventLoop: @unchecked Sendable {
     /// A socket libcurl stops watching (its transfer ended, the connection kept for the next one) stays
     /// registered, dormant: it is taken out only if it reports an event, so a connection reused at once costs
     /// one `epoll_ctl`, not two.
-    private var registered: [curl_socket_t: (shard: Int, watching: Bool)] = [:]
-    private let epoll: Int32
+    var registered: [curl_socket_t: (shard: Int, watching: Bool)] = [:]
+    let epoll: Int32
     private let wakeup: Int32
 
     init(configuration: HTTPClient.Configuration, proxies: ProxyVariables, logger: Logger) {
@@ -60,6 +62,7 @@ final class CurlEventLoop: @unchecked Sendable {
         event.data.fd = wakeup
         epoll_ctl(epoll, EPOLL_CTL_ADD, wakeup, &event)
         let count = CurlMultiShard.count(for: configuration)
+        hosts = HostQueue(limit: configuration.maxConnectionsPerHost, shards: count)
         shards = (0..<count).map { CurlMultiShard(index: $0, of: count, configuration: configuration, loop: self) }
         shardLoads = Array(repeating: 0, count: count)
         NamedThread.start("http-client") { [self] in run() }
@@ -148,6 +151,11 @@ final class CurlEventLoop: @unchecked Sendable {
                 curl_multi_socket_action(shard.multi, ccurl_socket_timeout(), 0, &running)
             }
             for shard in shards { collectFinished(shard) }
+            startWaiting()
+        }
+        for waiting in hosts.drain() {
+            activeCount.subtract(1, ordering: .relaxed)
+            waiting.transfer.finish(.failure(HTTPClientError(kind: .shutdown, reason: "the HTTP client shut down")))
         }
         for transfer in active.values.map(\.easy.transfer) {
             abort(transfer, HTTPClientError(kind: .shutdown, reason: "the HTTP client shut down"))
@@ -172,64 +180,68 @@ final class CurlEventLoop: @unchecked Sendable {
         return Int32(clamping: min(1_000, max(1, remaining.milliseconds)))
     }
 
-    /// libcurl's socket callback for `shard`'s handle: watch `socket` for what it needs, or stop watching it (it
-    /// goes dormant).
-    func watch(_ socket: curl_socket_t, what: Int32, shard: Int) {
-        if what == CURL_POLL_REMOVE {
-            // Read and written back: a change through the optional subscript allocated its accessor's frame.
-            if let entry = registered[socket] { registered[socket] = (entry.shard, false) }
-            return
-        }
-        var event = epoll_event()
-        event.events =
-            (what & CURL_POLL_IN != 0 ? EPOLLIN.rawValue : 0) | (what & CURL_POLL_OUT != 0 ? EPOLLOUT.rawValue : 0)
-        event.data.fd = socket
-        let known = registered[socket] != nil
-        if epoll_ctl(epoll, known ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, socket, &event) != 0 {
-            // A socket libcurl closed (which took it out of epoll) and whose number a new one took: the other
-            // operation fits.
-            epoll_ctl(epoll, known ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, socket, &event)
-        }
-        registered[socket] = (shard, true)
-    }
-
-    /// An event on a socket libcurl does not watch now (an idle connection closed by the server, say): taken
-    /// out of epoll, or level-triggered epoll would report it on every turn.
-    private func isDormant(_ socket: curl_socket_t) -> Bool {
-        guard registered[socket]?.watching == false else { return false }
-        registered[socket] = nil
-        epoll_ctl(epoll, EPOLL_CTL_DEL, socket, nil)  // fails harmlessly when libcurl already closed it
-        return true
-    }
-
     private func start(_ transfer: Transfer) {
         // Cancelled after it was submitted and before this turn took it: its caller has its answer already.
         guard !transfer.isFinished else { return }
+        activeCount.add(1, ordering: .relaxed)
+        let host = hosts.host(of: transfer.request.url)
+        if hosts.mustWait(host) { return hosts.wait(transfer, host: host) }
+        launch(transfer, host: host, timeout: transfer.request.timeout)
+    }
+
+    /// Hands a transfer to the least busy multi handle with room for its host.
+    private func launch(_ transfer: Transfer, host: Int, timeout: Duration) {
         guard let handle = idleHandles.popLast() ?? curl_easy_init() else {
+            activeCount.subtract(1, ordering: .relaxed)
             return transfer.finish(.failure(HTTPClientError(kind: .other, reason: "curl_easy_init failed")))
         }
         do {
             let easy = try EasyTransfer(
-                handle: handle, transfer: transfer, configuration: configuration, proxies: proxies)
-            let shard = leastBusyShard()
+                handle: handle, transfer: transfer, timeout: timeout, configuration: configuration, proxies: proxies)
+            let shard = leastBusyShard(for: host)
             shardLoads[shard] += 1
-            active[easy.handle] = (easy, shard)
-            activeCount.add(1, ordering: .relaxed)
+            hosts.started(host, on: shard)
+            active[easy.handle] = (easy, shard, host)
             curl_multi_add_handle(shards[shard].multi, easy.handle)
         } catch {
             recycle(handle)
+            activeCount.subtract(1, ordering: .relaxed)
             transfer.finish(.failure(error))
         }
     }
 
-    private func leastBusyShard() -> Int {
-        var best = nextShard
-        for step in 1..<max(1, shards.count) {
-            let candidate = (nextShard + step) % shards.count
-            if shardLoads[candidate] < shardLoads[best] { best = candidate }
+    /// Starts the waiting requests whose hosts have room again; fails those whose timeout passed as they waited.
+    private func startWaiting() {
+        for waiting in hosts.expired(at: .now) {
+            activeCount.subtract(1, ordering: .relaxed)
+            waiting.transfer.finish(
+                .failure(HTTPClientError(kind: .timeout, reason: "no connection to the host came free in time")))
         }
-        nextShard = (best + 1) % shards.count
-        return best
+        while let (waiting, host) = hosts.next() {
+            let remaining = waiting.transfer.request.timeout - (.now - waiting.since)
+            guard !waiting.transfer.isFinished, remaining > .zero else {
+                activeCount.subtract(1, ordering: .relaxed)
+                // Cancelled as it waited (answered already), or its time is up.
+                waiting.transfer.finish(
+                    .failure(HTTPClientError(kind: .timeout, reason: "no connection to the host came free in time")))
+                continue
+            }
+            launch(waiting.transfer, host: host, timeout: remaining)
+        }
+    }
+
+    /// The handle with the fewest transfers in flight among those with room for `host` (ties to the next in turn).
+    private func leastBusyShard(for host: Int) -> Int {
+        var best: Int?
+        for step in 0..<shards.count {
+            let candidate = (nextShard + step) % shards.count
+            guard hosts.hasRoom(host, on: candidate) else { continue }
+            if best.map({ shardLoads[candidate] < shardLoads[$0] }) ?? true { best = candidate }
+        }
+        // None with room only for a host past its limit when it was not held back (libcurl then queues it).
+        let chosen = best ?? nextShard
+        nextShard = (chosen + 1) % shards.count
+        return chosen
     }
 
     /// Keeps a handle no transfer uses any more for the next one, or cleans it up when enough are idle.
@@ -247,10 +259,11 @@ final class CurlEventLoop: @unchecked Sendable {
     }
 
     /// Takes a transfer out of the multi handle; its handle is recycled, so read its result first.
-    private func remove(_ easy: EasyTransfer) {
-        guard let shard = active[easy.handle]?.shard else { return }
+    private func remove(_ easy: EasyTransfer, httpVersion: String? = nil) {
+        guard let (_, shard, host) = active[easy.handle] else { return }
         curl_multi_remove_handle(shards[shard].multi, easy.handle)
         shardLoads[shard] -= 1
+        hosts.ended(host, on: shard, httpVersion: httpVersion)
         active[easy.handle] = nil
         activeCount.subtract(1, ordering: .relaxed)
         recycle(easy.handle)
@@ -263,7 +276,7 @@ final class CurlEventLoop: @unchecked Sendable {
                 let easy = active[UnsafeMutableRawPointer(handle)]?.easy
             else { continue }
             let result = easy.result(message.pointee.data.result)
-            remove(easy)
+            remove(easy, httpVersion: try? result.get().httpVersion)
             easy.transfer.finish(result)
         }
     }

@@ -17,8 +17,9 @@ final class EasyTransfer {
 
     /// `handle`: fresh from `curl_easy_init` or emptied by `curl_easy_reset`; the caller takes it back when this
     /// throws.
+    /// `timeout`: what is left of the request's (it may have waited for a connection).
     init(
-        handle: UnsafeMutableRawPointer, transfer: Transfer, configuration: HTTPClient.Configuration,
+        handle: UnsafeMutableRawPointer, transfer: Transfer, timeout: Duration, configuration: HTTPClient.Configuration,
         proxies: ProxyVariables
     ) throws(HTTPClientError) {
         maxBodyBytes = configuration.maxResponseBytes
@@ -31,7 +32,7 @@ final class EasyTransfer {
         // Given, so libcurl does not read the environment for them at every request.
         ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_PROXY, proxies.proxy(for: request.url)) == CURLE_OK
         ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_NOPROXY, proxies.noProxy) == CURLE_OK
-        ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(request.timeout.milliseconds)) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(max(1, timeout.milliseconds))) == CURLE_OK
         ok =
             ok
             && ccurl_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout.milliseconds))

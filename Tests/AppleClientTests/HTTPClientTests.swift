@@ -139,6 +139,26 @@ struct HTTPClientTests {
         }
         #expect(refused?.isRetriable == true)
     }
+    @Test("a request waiting for its host's only connection fails as a timeout once its own time is up")
+    func timeoutWhileWaiting() async throws {
+        let harness = try SimulatorHarness()
+        try await harness.faults(["latency_ms": 1_500])
+        var configuration = HTTPClient.Configuration()
+        configuration.maxConnectionsPerHost = 1
+        let http = HTTPClient(configuration: configuration, logger: SimulatorHarness.logger)
+        defer { http.shutdown() }
+        let url = "\(harness.base)/production/verifyReceipt"
+        async let first = http.execute(
+            HTTPRequest(method: .post, url: url, body: Data("{}".utf8), timeout: .seconds(20)))
+        #expect(await eventually { http.inFlight == 1 })
+        let waited = await #expect(throws: HTTPClientError.self) {
+            try await http.execute(
+                HTTPRequest(method: .post, url: url, body: Data("{}".utf8), timeout: .milliseconds(300)))
+        }
+        #expect(waited?.kind == .timeout)
+        #expect(try await first.status == 200)
+    }
+
     @Test("however many requests wait, a host gets at most max_connections_per_host connections, and each is used")
     func connectionsPerHost() async throws {
         let harness = try SimulatorHarness()

@@ -4,9 +4,11 @@ import Observability
 import Synchronization
 
 // HTTP requests per second through HTTPClient with a fixed number in flight, for a fixed time.
-//   http-bench --url URL [--body JSON] [--in-flight 1000] [--seconds 5] [--client curl|raw]
+//   http-bench --url URL [--body JSON] [--in-flight 1000] [--seconds 5] [--client curl|raw] [--per-host N]
 // Each of the in-flight slots sends its next request as soon as its previous one is answered. `--client raw`
 // sends the same POSTs through `RawHTTP1Client` instead (cleartext only): the floor of a client of our own.
+// `--per-host N`: the client's connections to the host at once (`http.max_connections_per_host`; 0, the default
+// here, is no limit), to measure requests waiting past it.
 
 func option(_ name: String, _ fallback: String? = nil) -> String? {
     let arguments = CommandLine.arguments
@@ -36,7 +38,9 @@ final class Counters: Sendable {
     let failed = Atomic<Int>(0)
 }
 
-let client = HTTPClient(logger: Logger(label: "http-bench", minimumLevel: .error))
+var configuration = HTTPClient.Configuration()
+configuration.maxConnectionsPerHost = Int(option("--per-host", "0")!) ?? 0
+let client = HTTPClient(configuration: configuration, logger: Logger(label: "http-bench", minimumLevel: .error))
 let counters = Counters()
 let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
 let started = ContinuousClock.now
