@@ -128,6 +128,8 @@ final class CurlEventLoop: @unchecked Sendable {
                 abort(transfer, HTTPClientError(kind: .cancelled, reason: "the request was cancelled"))
             }
             if stopping { break }
+            // Connections freed by the last turn's ends and this turn's cancellations go to waiting requests first.
+            startWaiting()
             turnCount.add(1, ordering: .relaxed)
             let count = epoll_wait(epoll, &events, Int32(events.count), waitMilliseconds())
             for index in 0..<max(0, Int(count)) {
@@ -151,7 +153,6 @@ final class CurlEventLoop: @unchecked Sendable {
                 curl_multi_socket_action(shard.multi, ccurl_socket_timeout(), 0, &running)
             }
             for shard in shards { collectFinished(shard) }
-            startWaiting()
         }
         for waiting in hosts.drain() {
             activeCount.subtract(1, ordering: .relaxed)
@@ -172,9 +173,14 @@ final class CurlEventLoop: @unchecked Sendable {
     /// ledger's file) that those 8 bytes would land in.
     deinit { close(wakeup) }
 
-    /// Until libcurl's next timeout on any handle (at most a second: the inbox is also woken by its eventfd).
+    /// Until libcurl's next timeout on any handle, or a waiting request's (at most a second: the inbox is also
+    /// woken by its eventfd).
     private func waitMilliseconds() -> Int32 {
-        guard let deadline = shards.compactMap(\.timerDeadline).min() else { return 1_000 }
+        var next = hosts.nextDeadline
+        for shard in shards {
+            if let deadline = shard.timerDeadline, next.map({ deadline < $0 }) ?? true { next = deadline }
+        }
+        guard let deadline = next else { return 1_000 }
         let remaining = deadline - .now
         guard remaining > .zero else { return 0 }
         return Int32(clamping: min(1_000, max(1, remaining.milliseconds)))

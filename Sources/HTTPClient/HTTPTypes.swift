@@ -8,7 +8,8 @@ public struct HTTPRequest: Sendable {
     public var url: String
     public var headers: [(name: String, value: String)]
     public var body: Data?
-    /// The whole exchange, connection included. Default: 10 s.
+    /// The whole exchange, connection included (and any wait for a connection to the host), at least 1 ms.
+    /// Default: 10 s.
     public var timeout: Duration
 
     public init(

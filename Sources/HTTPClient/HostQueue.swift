@@ -37,13 +37,13 @@ struct HostQueue {
         self.shards = shards
     }
 
-    /// The index of the host of `url` (`scheme://authority`, as written: what libcurl counts connections by).
+    /// The index of the host of `url` (`scheme://authority`, as written: what libcurl counts connections by); 0 for
+    /// every URL when there is no limit.
     mutating func host(of url: String) -> Int {
-        for (index, host) in hosts.enumerated() where url.utf8.starts(with: host.prefix.utf8) {
-            let rest = url.utf8.dropFirst(host.prefix.utf8.count)
-            if rest.first.map({ $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") })
-                ?? true
-            {
+        guard limit > 0 else { return 0 }
+        for index in hosts.indices where url.utf8.starts(with: hosts[index].prefix.utf8) {
+            let next = url.utf8.dropFirst(hosts[index].prefix.utf8.count).first
+            if next.map({ $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) ?? true {
                 return index
             }
         }
@@ -78,10 +78,13 @@ struct HostQueue {
         hosts[host].waiting.push(Waiting(transfer: transfer, since: .now))
     }
 
-    mutating func started(_ host: Int, on shard: Int) { hosts[host].loads[shard] += 1 }
+    mutating func started(_ host: Int, on shard: Int) {
+        if limit > 0 { hosts[host].loads[shard] += 1 }
+    }
 
     /// A transfer to `host` on `shard` ended; `httpVersion` is its answer's ("2" or "1.1"), nil when none came.
     mutating func ended(_ host: Int, on shard: Int, httpVersion: String?) {
+        guard limit > 0 else { return }
         hosts[host].loads[shard] -= 1
         if let httpVersion { hosts[host].multiplexed = httpVersion == "2" }
     }
@@ -96,8 +99,8 @@ struct HostQueue {
     }
 
     /// The first waiting requests whose timeout passed while they waited, or whose caller was answered (cancelled),
-    /// taken out. Each host's are looked at from the first, so one with a shorter timeout behind a longer one goes
-    /// when a connection frees, or when those before it go.
+    /// taken out. Each host's are looked at from the first: one behind them goes when it is first (a client gives
+    /// one host the same timeout; a cancelled one is answered already, and only its room waits).
     mutating func expired(at now: ContinuousClock.Instant) -> [Waiting] {
         var gone: [Waiting] = []
         for host in hosts.indices {
@@ -109,6 +112,17 @@ struct HostQueue {
             }
         }
         return gone
+    }
+
+    /// When the first waiting request of any host runs out of time: the loop wakes for it.
+    var nextDeadline: ContinuousClock.Instant? {
+        var earliest: ContinuousClock.Instant?
+        for host in hosts.indices {
+            guard let first = hosts[host].waiting.first else { continue }
+            let deadline = first.since + first.transfer.request.timeout
+            if earliest.map({ deadline < $0 }) ?? true { earliest = deadline }
+        }
+        return earliest
     }
 
     /// Every waiting request, taken out (the client shuts down).
@@ -135,8 +149,8 @@ struct FIFO<Element> {
 
     mutating func pop() -> Element? {
         if popping.isEmpty {
-            popping = pushed.reversed()
-            pushed.removeAll(keepingCapacity: true)
+            swap(&pushed, &popping)
+            popping.reverse()
         }
         return popping.popLast()
     }
