@@ -6,17 +6,17 @@ import Vocabulary
 /// their identifiers); and lines about no one that mention them (a lookup by transaction id names the order and player
 /// it was granted to), rewritten last, only what names them, and only for a player the erasure found or erased before.
 extension ErasureQueries {
-    /// The audit lines the write pass may rewrite: about the player, or about no one and naming one of `identifiers`.
-    /// LIKE finds the lines holding an identifier anywhere (each as written and as JSON escapes it), a page at a time
-    /// by id; only those the write pass would take count towards ``bound``. A short id (`7`) is inside most lines,
-    /// and counted by LIKE alone it refused the erasure of a player whose own lines were few.
+    /// The audit lines the write pass may rewrite: about the player, or about no one and naming one of the
+    /// identifiers `matcher` learned (as the write pass learns them). LIKE finds the lines holding an identifier
+    /// anywhere (each as written and as JSON escapes it), a page at a time by id; only those the write pass would
+    /// take count towards ``bound``. A short id (`7`) is inside most lines, and counted by LIKE alone it refused the
+    /// erasure of a player whose own lines were few.
     static func auditCandidates(
-        naming identifiers: Set<String>, of userID: String, appName: String, in session: any SQLSession
+        naming matcher: PlayerErasure, appName: String, in session: any SQLSession
     ) throws -> [Int64] {
         let spelling = session.spelling
-        // The write pass's test with the identifiers known now; what they are replaced by does not matter here.
-        var matcher = PlayerErasure(userID: userID, pseudonym: { _, value in "\u{0}" + value }, digest: { $0 })
-        for identifier in identifiers { matcher.learn(.order, identifier) }
+        let userID = matcher.userID
+        let identifiers = Set(matcher.replacements.keys).subtracting([""])
         var audit = Set<Int64>()
         // An OR of a thousand patterns is past SQLite's depth: 50 at a time.
         let patterns = Array(Set(identifiers.flatMap(storedForms(of:)))).sorted()

@@ -18,24 +18,22 @@ enum ErasureQueries {
         var audit: [Int64] = []
     }
 
-    /// The read pass.
+    /// The read pass: the scans' candidates, and the audit lines naming any identifier the write pass will learn
+    /// (learned here the same way, from the same rows: ``learn(_:answers:app:appName:in:)``).
     static func candidates(
-        _ userID: String, app: AppScope, appName: String, in session: any SQLSession
+        for erasure: PlayerErasure, app: AppScope, appName: String, in session: any SQLSession
     ) throws -> Candidates {
         let spelling = session.spelling
-        let scope = SQLValue.text(app.rawValue)
+        let userID = erasure.userID
         var found = Candidates()
-        var identifiers: Set<String> = [userID]
         for row in try bounded(
             session,
             """
-            SELECT job_id, fingerprint, event FROM \(spelling.table("results"))
+            SELECT job_id, fingerprint FROM \(spelling.table("results"))
                 WHERE app = ?1 AND \(spelling.eventMember("event", "user_id")) = ?2
-            """, [scope, .text(userID)])
+            """, [.text(app.rawValue), .text(userID)])
         {
             found.answers.append((row.text(0) ?? "", row.text(1) ?? ""))
-            identifiers.insert(row.text(0) ?? "")
-            if let order = member("order_id", of: row.bytes(2)) { identifiers.insert(order) }
         }
         found.notices = try bounded(
             session,
@@ -44,15 +42,87 @@ enum ErasureQueries {
                 WHERE \(spelling.eventMember("event", "user_id")) = ?1
             """, [.text(userID)]
         ).map { $0.text(0) ?? "" }
-        for row in try bounded(
-            session, "SELECT order_id FROM \(spelling.table("grants")) WHERE app = ?1 AND user_id = ?2",
-            [scope, .text(userID)])
-        {
-            identifiers.insert(row.text(0) ?? "")
-        }
-        identifiers.remove("")
-        found.audit = try auditCandidates(naming: identifiers, of: userID, appName: appName, in: session)
+        var matcher = erasure
+        _ = try learn(&matcher, answers: found.answers, app: app, appName: appName, in: session)
+        found.audit = try auditCandidates(naming: matcher, appName: appName, in: session)
         return found
+    }
+
+    /// The player's own rows, and every identifier of theirs learned from them (into `erasure`): their grants'
+    /// orders, their answers' jobs and orders, their held credits' orders and tokens, the tokens of Apple's reports
+    /// of their purchases. Refused while a credit for the player waits for a lead or is being approved.
+    static func learn(
+        _ erasure: inout PlayerErasure, answers candidates: [(job: String, fingerprint: String)], app: AppScope,
+        appName: String, in session: any SQLSession
+    ) throws -> Learned {
+        let spelling = session.spelling
+        let scope = SQLValue.text(app.rawValue)
+        let userID = erasure.userID
+        var learned = Learned()
+        let grantColumns = "SELECT environment, purchase_id, user_id, order_id, event FROM \(spelling.table("grants"))"
+        learned.grants = try bounded(
+            session, grantColumns + " WHERE app = ?1 AND user_id = ?2", [scope, .text(userID)])
+        for row in learned.grants { erasure.learn(.order, row.text(3)) }
+        for candidate in candidates {
+            guard
+                let row = try session.first(
+                    """
+                    SELECT event_key, event FROM \(spelling.table("results"))
+                        WHERE app = ?1 AND job_id = ?2 AND fingerprint = ?3
+                    """, [scope, .text(candidate.job), .text(candidate.fingerprint)]),
+                member("user_id", of: row.bytes(1)) == userID
+            else { continue }
+            erasure.learn(.job, candidate.job)
+            erasure.learn(.order, member("order_id", of: row.bytes(1)))
+            learned.answers.append((candidate.job, candidate.fingerprint, row.text(0), row.bytes(1) ?? []))
+        }
+        learned.held = try bounded(
+            session,
+            "SELECT id, request, status, outcome FROM \(spelling.table("desk_approvals")) WHERE player = ?1 AND app = ?2",
+            [.text(userID), .text(appName)])
+        // Waiting, or being approved now (a lead's call to Apple in flight would record a grant naming the player
+        // after the erasure): refused until it ends.
+        if learned.held.contains(where: { ["pending", "approving"].contains($0.text(2)) }) {
+            throw ErasureRefused(
+                "a credit for the player waits for a lead's decision, or is being approved: finish it first")
+        }
+        for row in learned.held {
+            erasure.learn(.order, member("order_id", of: row.bytes(1)))
+            erasure.learn(.token, member("app_account_token", of: row.bytes(1))?.lowercased())
+        }
+        // A job's grant and a renewal's to one of the player's orders, unless another player's.
+        for order in erasure.replacements.keys where order != userID {
+            for credit in ["job", "renewal"] {
+                learned.grants += try session.rows(
+                    grantColumns
+                        + " WHERE app = ?1 AND order_id = ?2 AND credit = '\(credit)' AND (user_id IS NULL OR user_id = ?3)",
+                    [scope, .text(order), .text(userID)])
+            }
+        }
+        var seen = Set<String>()
+        learned.grants = learned.grants.filter { seen.insert("\($0.text(0) ?? "")/\($0.text(1) ?? "")").inserted }
+        for row in learned.grants {
+            let keys: [SQLValue] = [scope, .text(row.text(0) ?? ""), .text(row.text(1) ?? "")]
+            guard
+                let report = try session.first(
+                    """
+                    SELECT event FROM \(spelling.table("unclaimed_purchases"))
+                        WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3
+                    """, keys), let event = report.bytes(0)
+            else { continue }
+            erasure.learn(.token, member("app_account_token", of: event)?.lowercased())
+            learned.reported.append((row.text(0) ?? "", row.text(1) ?? "", event))
+        }
+
+        return learned
+    }
+
+    /// What ``learn(_:answers:app:appName:in:)`` read of the player's own rows, for the write pass to rewrite.
+    struct Learned {
+        var grants: [SQLRow] = []
+        var answers: [(job: String, fingerprint: String, key: String?, event: [UInt8])] = []
+        var held: [SQLRow] = []
+        var reported: [(environment: String, purchase: String, event: [UInt8])] = []
     }
 
     /// The write pass (with `apply` false, a count of what it would rewrite).
@@ -64,64 +134,9 @@ enum ErasureQueries {
         let scope = SQLValue.text(app.rawValue)
         let userID = erasure.userID
         var counts = ErasureCounts()
-
-        // Learn first, from the player's own rows: their grants' orders, their answers' jobs and orders, the tokens
-        // of Apple's reports of their purchases, their held credits' orders and tokens.
-        let grantColumns = "SELECT environment, purchase_id, user_id, order_id, event FROM \(spelling.table("grants"))"
-        var grants = try bounded(session, grantColumns + " WHERE app = ?1 AND user_id = ?2", [scope, .text(userID)])
-        for row in grants { erasure.learn(.order, row.text(3)) }
-        var answers: [(job: String, fingerprint: String, key: String?, event: [UInt8])] = []
-        for candidate in candidates.answers {
-            guard
-                let row = try session.first(
-                    """
-                    SELECT event_key, event FROM \(spelling.table("results"))
-                        WHERE app = ?1 AND job_id = ?2 AND fingerprint = ?3
-                    """, [scope, .text(candidate.job), .text(candidate.fingerprint)]),
-                member("user_id", of: row.bytes(1)) == userID
-            else { continue }
-            erasure.learn(.job, candidate.job)
-            erasure.learn(.order, member("order_id", of: row.bytes(1)))
-            answers.append((candidate.job, candidate.fingerprint, row.text(0), row.bytes(1) ?? []))
-        }
-        let held = try bounded(
-            session,
-            "SELECT id, request, status, outcome FROM \(spelling.table("desk_approvals")) WHERE player = ?1 AND app = ?2",
-            [.text(userID), .text(appName)])
-        // Waiting, or being approved now (a lead's call to Apple in flight would record a grant naming the player
-        // after the erasure): refused until it ends.
-        if held.contains(where: { ["pending", "approving"].contains($0.text(2)) }) {
-            throw ErasureRefused(
-                "a credit for the player waits for a lead's decision, or is being approved: finish it first")
-        }
-        for row in held {
-            erasure.learn(.order, member("order_id", of: row.bytes(1)))
-            erasure.learn(.token, member("app_account_token", of: row.bytes(1))?.lowercased())
-        }
-        // A job's grant and a renewal's to one of the player's orders, unless another player's.
-        for order in erasure.replacements.keys where order != userID {
-            for credit in ["job", "renewal"] {
-                grants += try session.rows(
-                    grantColumns
-                        + " WHERE app = ?1 AND order_id = ?2 AND credit = '\(credit)' AND (user_id IS NULL OR user_id = ?3)",
-                    [scope, .text(order), .text(userID)])
-            }
-        }
-        var seen = Set<String>()
-        grants = grants.filter { seen.insert("\($0.text(0) ?? "")/\($0.text(1) ?? "")").inserted }
-        var reported: [(environment: String, purchase: String, event: [UInt8])] = []
-        for row in grants {
-            let keys: [SQLValue] = [scope, .text(row.text(0) ?? ""), .text(row.text(1) ?? "")]
-            guard
-                let report = try session.first(
-                    """
-                    SELECT event FROM \(spelling.table("unclaimed_purchases"))
-                        WHERE app = ?1 AND environment = ?2 AND purchase_id = ?3
-                    """, keys), let event = report.bytes(0)
-            else { continue }
-            erasure.learn(.token, member("app_account_token", of: event)?.lowercased())
-            reported.append((row.text(0) ?? "", row.text(1) ?? "", event))
-        }
+        // Learn first, from the player's own rows, read again in this transaction.
+        let learned = try learn(&erasure, answers: candidates.answers, app: app, appName: appName, in: session)
+        let (grants, answers, held, reported) = (learned.grants, learned.answers, learned.held, learned.reported)
 
         // Then rewrite.
         for row in grants {

@@ -26,7 +26,9 @@ extension LedgerEngine: ErasureStore {
         digest: @escaping @Sendable (String) -> String
     ) async throws -> (ErasureCounts, pseudonym: String) {
         let candidates = try await dialect.read {
-            try ErasureQueries.candidates(userID, app: app, appName: appName, in: $0)
+            try ErasureQueries.candidates(
+                for: PlayerErasure(userID: userID, pseudonym: pseudonym, digest: digest), app: app, appName: appName,
+                in: $0)
         }
         let body: @Sendable (any SQLSession) throws -> (ErasureCounts, String) = { session in
             var erasure = PlayerErasure(userID: userID, pseudonym: pseudonym, digest: digest)
