@@ -156,10 +156,12 @@ package enum PurchaseRules {
                 // check; a billing issue recovered) is said to the subscription's order, by an event of its own.
                 // So is Apple's recovery from a billing issue when a job granted the period to another order: the
                 // job's grant set the ledger's state already, but the subscription's order heard only the issue.
-                let periodGrant = try transaction.grant(of: period, transactionID: renewal.transactionID)
-                let toAnotherOrder = periodGrant.map { $0.orderID != grant.orderID } ?? false
                 let entitlesOtherwise = last.map(state.entitlesOtherwise(than:)) ?? false
-                publish = newer && (entitlesOtherwise || (subscription.recovery && toAnotherOrder))
+                let toAnotherOrder =
+                    subscription.recovery && newer && !entitlesOtherwise
+                    ? try transaction.grant(of: period, transactionID: renewal.transactionID)
+                        .map { $0.orderID != grant.orderID } ?? false : false
+                publish = newer && (entitlesOtherwise || toAnotherOrder)
                 stateOnly = true
             }
         }
