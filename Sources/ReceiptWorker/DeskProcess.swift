@@ -89,6 +89,8 @@ final class DeskServer: Service {
     private let producer: KafkaProducer
     private let ledger: any Ledger
     private let readyState = ReadyState()
+    /// A readiness ping is in flight (one its deadline left behind may still wait for a connection).
+    private let pinging = Atomic<Bool>(false)
     let logger: Logger
 
     init(
@@ -154,8 +156,13 @@ final class DeskServer: Service {
             do {
                 // With a deadline: a ping queued behind a pool every request holds (a flood, a hung server) would
                 // otherwise hold this loop, and the desk would stay ready at its last answer.
-                let ledger = self.ledger
+                // One at a time: a ping its deadline left behind still waits, and a new one would queue behind it.
+                guard !pinging.exchange(true, ordering: .acquiring) else {
+                    throw LedgerError(.unavailable, "the last ping has not been answered")
+                }
                 try await withDeadline(.seconds(5), timeout: LedgerError(.unavailable, "no answer within 5000 ms")) {
+                    [self] in
+                    defer { pinging.store(false, ordering: .releasing) }
                     try await ledger.ping()
                 }
             } catch {
