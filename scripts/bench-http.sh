@@ -6,7 +6,8 @@
 # (scripts/lib/ecdsa.sh; a receipt job's call to Apple costs at least this). HTTP_BENCH=PATH runs that http-bench
 # binary (another commit's), to compare two clients against the same simulator. CLIENTS="curl raw" also measures
 # http-bench's raw client (HTTP/1.1 on epoll, cleartext, no libcurl: the floor of a client of our own), alternating
-# with the worker's, at each latency.
+# with the worker's, at each latency. PER_HOST=512 limits the client's connections to the simulator (as
+# http.max_connections_per_host does), so that with more in flight requests wait for one.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 in_flight="${1:-1000}"
@@ -26,7 +27,7 @@ body="{\"receipt-data\":\"$receipt\"}"
 run() {
     curl -sf -X PUT "$base/admin/faults" -d "{\"latency_ms\": $1}" >/dev/null
     "${HTTP_BENCH:-Benchmarks/.build/release/http-bench}" --url "$base/production/verifyReceipt" --body "$body" \
-        --in-flight "$in_flight" --seconds "$seconds" --client "${2:-curl}"
+        --in-flight "$in_flight" --seconds "$seconds" --client "${2:-curl}" --per-host "${PER_HOST:-0}"
 }
 echo "HTTP client -> simulator verifyReceipt, $in_flight in flight, ${seconds} s each (HTTP/1.1 keep-alive on loopback)"
 source scripts/lib/ecdsa.sh
