@@ -126,6 +126,12 @@ package struct NotificationHandler: MessageHandler {
         let record = try await context.retrying("ledger_record", stage: metrics.ledgerRecord) {
             try await purchases.apply(change) { holder in
                 if case .notice(let event) = change.kind { return event }
+                if case .reinstate(_, _, _, let period?) = change.kind, holder.subscription != nil {
+                    // A period refunded before any credit, the refund reversed: its credit, as its renewal's.
+                    return SubscriptionEvent.make(
+                        type: EventType.renewed.rawValue, notification: notification, holder: holder,
+                        renewalID: period.renewal?.eventID)
+                }
                 if case .subscription(let subscription) = change.kind {
                     // A renewal of a period credited before says the subscription's state, never a second credit.
                     return SubscriptionEvent.make(
@@ -202,7 +208,16 @@ package struct NotificationHandler: MessageHandler {
                 share: signed.revocationPercentage ?? 100_000)
             eventType = EventType.revoked.rawValue
         case .refundReversed:
-            kind = .reinstate(purchaseID: purchaseID, transactionID: transactionID, at: at)
+            // A subscription's later period: credited now if it was refunded before any credit of it.
+            let original = transaction.originalTransactionID ?? transactionID
+            let period =
+                transaction.productType == .autoRenewableSubscription && original != transactionID && !familyShared
+                ? SubscriptionChange(
+                    originalTransactionID: original,
+                    state: SubscriptionEvent.state(notification, transaction: transaction),
+                    renewal: renewal(transaction, app: app.scope, environment: environment, purchaseID: purchaseID))
+                : nil
+            kind = .reinstate(purchaseID: purchaseID, transactionID: transactionID, at: at, period: period)
             eventType = EventType.reinstated.rawValue
         case .consumptionRequest:
             kind = .consumptionRequest(
@@ -223,12 +238,8 @@ package struct NotificationHandler: MessageHandler {
                     originalTransactionID: transaction.originalTransactionID ?? transactionID,
                     state: SubscriptionEvent.state(notification, transaction: transaction),
                     renewal: renewal
-                        ? SubscriptionChange.Renewal(
-                            purchaseID: purchaseID, transactionID: transactionID,
-                            productID: transaction.productID ?? "", quantity: transaction.quantity,
-                            eventID: SubscriptionEvent.renewalID(
-                                app: app.scope, environment: environment, purchaseID: purchaseID),
-                            revenue: Revenue.ofSale(transaction.value, environment: environment)) : nil,
+                        ? self.renewal(transaction, app: app.scope, environment: environment, purchaseID: purchaseID)
+                        : nil,
                     // A family member's period is the purchaser's purchase, credited to the purchaser's order:
                     // never a purchase of its own waiting to be credited (the family member paid nothing).
                     unheld: renewal && !familyShared
@@ -245,6 +256,17 @@ package struct NotificationHandler: MessageHandler {
 
     /// A purchase Apple reported, to credit by `receipt.unclaimed` if no job claims it in time; nil when
     /// `notifications.unclaimed_after_ms` is 0.
+    /// A subscription's period as its renewal credits it: its purchase, and the credit's stable `event_id`.
+    private func renewal(
+        _ transaction: AppleTransaction, app: AppScope, environment: AppleEnvironment, purchaseID: PurchaseID
+    ) -> SubscriptionChange.Renewal {
+        SubscriptionChange.Renewal(
+            purchaseID: purchaseID, transactionID: transaction.transactionID, productID: transaction.productID ?? "",
+            quantity: transaction.quantity,
+            eventID: SubscriptionEvent.renewalID(app: app, environment: environment, purchaseID: purchaseID),
+            revenue: Revenue.ofSale(transaction.value, environment: environment))
+    }
+
     private func reported(
         _ notification: AppleNotification, _ transaction: AppleTransaction, app: AppScope, purchaseID: PurchaseID
     ) -> ReportedPurchase? {

@@ -16,8 +16,10 @@ public struct NotificationChange: Sendable, Equatable {
         /// before any grant (the refund is remembered for a purchase not granted yet). `share`: how much of the
         /// purchase Apple has refunded in all, in milliunits (`revocationPercentage`; 100,000 when it says none).
         case revoke(purchaseID: PurchaseID, transactionID: String, at: Date, share: Int = 100_000)
-        /// The refund was reversed: granted again.
-        case reinstate(purchaseID: PurchaseID, transactionID: String, at: Date)
+        /// The refund was reversed: granted again. `period`: of a subscription's later period (its renewal's
+        /// transaction), the renewal it was: refunded before any credit of it, it is credited now to the
+        /// subscription's order (``PurchaseRules/creditReversedPeriod(_:facts:decided:in:)``).
+        case reinstate(purchaseID: PurchaseID, transactionID: String, at: Date, period: SubscriptionChange? = nil)
         /// The player asked Apple for a refund; the answer is due by `respondBy`. Kept only for a purchase
         /// granted here: nobody else could answer it.
         case consumptionRequest(transactionID: String, respondBy: Date)

@@ -193,7 +193,7 @@ struct PurchaseLifeLedgerTests {
     }
 
     @Test(
-        "a tied credit answers its order's later jobs with the credit's id; a refunded credit is never tied; a refunded period never credited",
+        "a tied credit answers its order's later jobs with the credit's id; a refunded credit is never tied; a period refunded before its renewal credited once the refund is reversed",
         arguments: Backend.allCases)
     func tiesAndRefunds(backend: Backend) async throws {
         let ledger = try await backend.open()
@@ -228,6 +228,19 @@ struct PurchaseLifeLedgerTests {
         let period = LedgerClaim.grant(
             orderID: "vip-9", transactionID: "961", purchaseID: .billingPeriod(webOrderLineItemID: "S2"))
         #expect(try await ledger.record(jobID: "p", claim: period, event: Data("{}".utf8)) == .revoked)
+        // The refund reversed: the player paid for the period after all. Credited to the subscription's order as its
+        // renewal would have been, once; the job presenting it then is answered with that credit.
+        let later = Self.at.addingTimeInterval(60)
+        guard case .subscription(let renewed) = Self.renewal("961", original: "960", line: "S2", at: later).kind else {
+            return
+        }
+        let reversal = NotificationChange(
+            id: "reversal-961", app: .defaultApp, environment: .production,
+            kind: .reinstate(
+                purchaseID: .billingPeriod(webOrderLineItemID: "S2"), transactionID: "961", at: later, period: renewed))
+        #expect(try await Self.applied(ledger, reversal) == "vip-9|active|\(Int(later.timeIntervalSince1970) + 86_400)")
+        #expect(try await ledger.record(jobID: "p2", claim: period, event: Data("{}".utf8)) == .credited("renewal-S2"))
+        #expect(try await Self.applied(ledger, Self.renewal("961", original: "960", line: "S2", at: later)) == nil)
         await ledger.close()
     }
 

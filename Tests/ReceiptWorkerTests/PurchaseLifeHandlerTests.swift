@@ -111,6 +111,34 @@ struct PurchaseLifeHandlerTests {
         #expect(same["decision"] as? String == "grant" && same["event_id"] as? String == renewed["event_id"] as? String)
     }
 
+    @Test(
+        "a period refunded before its renewal was heard of, the refund then reversed: credited to the subscription's order as its renewal"
+    )
+    func reversedBeforeRenewal() async throws {
+        _ = try await job("vip-8", period: "800", original: "800", line: "P1")
+        let period = Handlers.subscription(
+            "801", original: "800", line: "P2", expires: Date(timeIntervalSinceNow: month))
+        let now = Date()
+        let refund = try Handlers.notification("REFUND", transaction: period, signedDate: now.addingTimeInterval(-120))
+        #expect(try await notify(refund).event == nil, "no grant of the period to take back")
+        let renewal = try Handlers.notification(
+            "DID_RENEW", transaction: period, signedDate: now.addingTimeInterval(-60),
+            extra: try Handlers.renewal(original: "800"))
+        #expect(try await notify(renewal).event == nil, "refunded: not credited")
+        let reversed = try #require(
+            try await notify(
+                try Handlers.notification(
+                    "REFUND_REVERSED", transaction: period, extra: try Handlers.renewal(original: "800"))
+            ).event)
+        #expect(reversed["type"] as? String == "receipt.renewed" && reversed["order_id"] as? String == "vip-8")
+        #expect(reversed["transaction_id"] as? String == "801" && reversed["status"] as? String == "active")
+        #expect(reversed["notification_type"] as? String == "REFUND_REVERSED")
+        // The game presenting the period for the subscription's order: that credit, never a second.
+        let same = try #require(try await job("vip-8", period: "801", original: "800", line: "P2").event)
+        #expect(same["decision"] as? String == "grant")
+        #expect(same["event_id"] as? String == reversed["event_id"] as? String)
+    }
+
     @Test("a notification older than the last one changes nothing; a late renewal is still credited, once")
     func disorder() async throws {
         _ = try await job("vip-2", period: "200", original: "200", line: "M1")

@@ -155,14 +155,18 @@ public final class LedgerEngine: Ledger, Sendable {
         let dialect = dialect
         return try await dialect.write { session in
             let statements = PurchaseStatements(session: session)
-            let decided: NotificationDecision
+            var decided: NotificationDecision
             if case .subscription(let subscription) = change.kind {
                 if let handled = try statements.storedNotification(id: change.id) { return .replay(handled.event) }
                 decided = try PurchaseRules.applySubscription(subscription, change: change, in: statements)
             } else {
+                if let subscription = PurchaseRules.subscriptionToLock(for: change) {
+                    try statements.lock(subscription)
+                }
                 let facts = try dialect.purchaseFacts(PurchaseRules.factsQuery(change), in: session)
                 if let handled = facts.handled { return .replay(handled.event) }
                 decided = PurchaseRules.decide(change, facts: facts)
+                try PurchaseRules.creditReversedPeriod(change, facts: facts, decided: &decided, in: statements)
             }
             // One statement on PostgreSQL, on one snapshot: each write must touch tables the others do not.
             assert(Set(decided.writes.map(\.table)).count == decided.writes.count, "two writes of one table")

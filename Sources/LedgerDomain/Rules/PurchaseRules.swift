@@ -30,7 +30,7 @@ package enum PurchaseRules {
         switch change.kind {
         case .none, .notice, .subscription:
             break
-        case .revoke(let purchaseID, let transactionID, _, _), .reinstate(let purchaseID, let transactionID, _):
+        case .revoke(let purchaseID, let transactionID, _, _), .reinstate(let purchaseID, let transactionID, _, _):
             query.purchase = purchase(purchaseID)
             query.transactionID = transactionID
             query.locks = true
@@ -56,7 +56,7 @@ package enum PurchaseRules {
             decided.notice = event
             decided.granted = true
         case .revoke(let purchaseID, let transactionID, let at, _),
-            .reinstate(let purchaseID, let transactionID, let at):
+            .reinstate(let purchaseID, let transactionID, let at, _):
             let share: Int? =
                 if case .revoke(_, _, _, let share) = change.kind { min(max(share, 0), 100_000) } else { nil }
             let revoke = share != nil
