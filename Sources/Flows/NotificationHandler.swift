@@ -254,8 +254,6 @@ package struct NotificationHandler: MessageHandler {
         )
     }
 
-    /// A purchase Apple reported, to credit by `receipt.unclaimed` if no job claims it in time; nil when
-    /// `notifications.unclaimed_after_ms` is 0.
     /// A subscription's period as its renewal credits it: its purchase, and the credit's stable `event_id`.
     private func renewal(
         _ transaction: AppleTransaction, app: AppScope, environment: AppleEnvironment, purchaseID: PurchaseID
@@ -267,6 +265,8 @@ package struct NotificationHandler: MessageHandler {
             revenue: Revenue.ofSale(transaction.value, environment: environment))
     }
 
+    /// A purchase Apple reported, to credit by `receipt.unclaimed` if no job claims it in time; nil when
+    /// `notifications.unclaimed_after_ms` is 0.
     private func reported(
         _ notification: AppleNotification, _ transaction: AppleTransaction, app: AppScope, purchaseID: PurchaseID
     ) -> ReportedPurchase? {

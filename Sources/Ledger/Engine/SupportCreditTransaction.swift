@@ -1,4 +1,6 @@
 import Foundation
+import LedgerDomain
+import Vocabulary
 
 /// What support writes in one transaction: a credit with its caps and audit line, a credit held for a lead with its
 /// line, so that no burst of requests passes a limit and no act is recorded without its line.
@@ -13,6 +15,16 @@ extension LedgerEngine {
             attempts += 1
             do {
                 return try await dialect.write { session in
+                    // A subscription's period: the subscription locked first, as a renewal, a reversal and the tie
+                    // below take them (the claim takes the period's), so none of them deadlocks with this one.
+                    if let claim = decision.grant, claim.purchaseID.isBillingPeriod,
+                        let original = claim.originalTransactionID, let purchase = decision.purchase
+                    {
+                        try PurchaseStatements(session: session).lock(
+                            PurchaseKey(
+                                app: purchase.app, environment: purchase.environment,
+                                purchaseID: .subscription(originalTransactionID: original)))
+                    }
                     var outcome = try Self.claim([decision], dialect: dialect, in: session)[0].outcome
                     if outcome == .duplicateTransaction, let answer = decision.creditAnswer {
                         outcome = try PurchaseRules.claimCredit(

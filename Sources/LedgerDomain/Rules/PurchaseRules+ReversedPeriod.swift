@@ -38,10 +38,12 @@ extension PurchaseRules {
                     eventID: renewal.eventID, revenue: renewal.revenue)),
             let credited = try transaction.grant(of: purchase, transactionID: renewal.transactionID)
         else { return }
-        // The subscription's state after it, as a renewal sets it.
+        // The subscription's expiry moved as far as the period's; its status is the last one heard (a reversal says
+        // nothing of it: a period reversed long after the subscription expired leaves it expired).
         let last = try transaction.subscriptionState(
             app: change.app, environment: change.environment, originalTransactionID: period.originalTransactionID)
-        let (state, _) = merge(period.state, into: last)
+        var state = last ?? period.state
+        state.expiresAt = [last?.expiresAt, period.state.expiresAt].compactMap { $0 }.max()
         if state != last {
             try transaction.setSubscriptionState(
                 app: change.app, environment: change.environment,
