@@ -67,7 +67,8 @@ package struct Desk: Sendable {
         let actions = DeskActions(
             apps: apps, store: store, caps: settings.caps, publish: publish, finishTransactions: finishTransactions,
             metrics: metrics, now: { Date() }, erasure: erasure)
-        let sessions = ConsoleSessions(store: store, maxAge: settings.sessionMaxAge, idle: settings.sessionIdle)
+        let sessions = ConsoleSessions(
+            store: store, maxAge: settings.sessionMaxAge, idle: settings.sessionIdle, sessionKey: settings.sessionKey)
         let clientID = settings.clientID
         router = DeskRouter(
             actions: actions,

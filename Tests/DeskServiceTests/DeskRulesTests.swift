@@ -179,7 +179,8 @@ struct DeskRulesTests {
 
     @Test("a sign-out ends the session and is audited, without the session's id")
     func signOutAudited() async throws {
-        let sessions = ConsoleSessions(store: store, maxAge: 3_600, idle: 1_800)
+        let sessions = ConsoleSessions(
+            store: store, maxAge: 3_600, idle: 1_800, sessionKey: Array(repeating: 7, count: 32))
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let token = VerifiedToken(
             subject: "ana", name: "ana@studio.test", roles: [.agent, .viewer], expiresAt: .distantFuture, nonce: nil)
@@ -235,7 +236,13 @@ actor InMemoryDeskStore: DeskStore {
 
     func startSession(_ session: DeskSession) { sessions.append(session) }
 
-    func session(id: String) -> DeskSession? { sessions.first { $0.id == id } }
+    /// Reads of a session by id (a cookie no desk made must cost none).
+    var sessionReads = 0
+
+    func session(id: String) -> DeskSession? {
+        sessionReads += 1
+        return sessions.first { $0.id == id }
+    }
 
     func sessionSeen(id: String, at: Date) {
         if let index = sessions.firstIndex(where: { $0.id == id }) { sessions[index].seenAt = at }

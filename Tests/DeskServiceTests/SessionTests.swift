@@ -14,7 +14,10 @@ struct SessionTests {
     let store = InMemoryDeskStore()
     let start = Date(timeIntervalSince1970: 1_800_000_000)
 
-    var sessions: ConsoleSessions { ConsoleSessions(store: store, maxAge: 8 * 3_600, idle: 1_800) }
+    static let key = Array(repeating: UInt8(7), count: 32)
+    var sessions: ConsoleSessions {
+        ConsoleSessions(store: store, maxAge: 8 * 3_600, idle: 1_800, sessionKey: Self.key)
+    }
 
     static let ana = VerifiedToken(
         subject: "ana", name: "ana@studio.test", roles: [.agent, .viewer], expiresAt: .distantFuture, nonce: nil)
@@ -35,12 +38,32 @@ struct SessionTests {
         }
     }
 
+    @Test(
+        "a cookie no desk made opens nothing, and costs no ledger read: made up, unsigned, its MAC changed, another key's"
+    )
+    func forgedCookies() async throws {
+        let cookie = try await sessions.start(Self.ana, now: start)
+        let token = ConsoleSessions.token(ofCookie: cookie)
+        var changed = Array(cookie)
+        changed[changed.count - 3] = changed[changed.count - 3] == "A" ? "B" : "A"
+        let otherKey = ConsoleSessions(
+            store: InMemoryDeskStore(), maxAge: 3_600, idle: 1_800, sessionKey: Array(repeating: 8, count: 32))
+        let elsewhere = try await otherKey.start(Self.ana, now: start)
+        for forged in [Random.token() + "." + Random.token(), token, token + ".", String(changed), elsewhere] {
+            #expect(try await sessions.open(forged, now: start) == nil, "\(forged) opened")
+        }
+        #expect(await store.sessionReads == 0)
+        #expect(try await sessions.open(cookie, now: start) != nil)
+        #expect(await store.sessionReads == 1)
+    }
+
     @Test("signed out, ended by a lead, idle past the limit, past its maximum age: refused")
     func ends() async throws {
         // Signed out: the same cookie replayed a moment later opens nothing.
         let signedOut = try await sessions.start(Self.ana, now: start)
         _ = await store.endSession(
-            id: ConsoleSessions.id(of: signedOut), by: "ana", at: start.addingTimeInterval(60))
+            id: ConsoleSessions.id(of: ConsoleSessions.token(ofCookie: signedOut)), by: "ana",
+            at: start.addingTimeInterval(60))
         #expect(try await sessions.open(signedOut, now: start.addingTimeInterval(61)) == nil)
         // A lead ends every session of the agent, and only theirs.
         let first = try await sessions.start(Self.ana, now: start)

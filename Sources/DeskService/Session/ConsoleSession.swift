@@ -20,16 +20,27 @@ struct Agent: Sendable, Equatable {
 }
 
 /// The console's sessions, kept in the ledger (``DeskStore``), so that the studio can end them: the cookie carries
-/// only a random token, the ledger its SHA-256 (neither the ledger nor a backup of it holds what a browser
-/// presents). A session is refused once its agent signed out, a lead ended it, it was idle past
+/// a random token and its MAC, the ledger the token's SHA-256 (neither the ledger nor a backup of it holds what a
+/// browser presents). A session is refused once its agent signed out, a lead ended it, it was idle past
 /// `desk.session_idle_s`, or it is older than `desk.session_max_age_s`; every desk replica sees it at once. The
-/// session key (`desk.session_key_file`) seals only a sign-in under way (ten minutes): rotating it signs no one out.
+/// MAC, under a key made from the session key (`desk.session_key_file`, every replica's), turns away a cookie no
+/// desk made before the ledger is asked: a flood of made-up cookies costs no ledger read. Rotating the key signs
+/// everyone out.
 struct ConsoleSessions: Sendable {
     let store: any DeskStore
     /// `desk.session_max_age_s`.
     let maxAge: TimeInterval
     /// `desk.session_idle_s`.
     let idle: TimeInterval
+    /// The cookies' MAC key: the session key's own MAC of this use, so it seals nothing else.
+    private let macKey: [UInt8]
+
+    init(store: any DeskStore, maxAge: TimeInterval, idle: TimeInterval, sessionKey: [UInt8]) {
+        self.store = store
+        self.maxAge = maxAge
+        self.idle = idle
+        macKey = HMACSHA256.mac(key: sessionKey, Array("desk-session-cookie".utf8)) ?? sessionKey
+    }
 
     static let cookie = "__Host-desk-session"
     /// A session's use is written at most this often (its idle time is this much coarser).
@@ -43,7 +54,7 @@ struct ConsoleSessions: Sendable {
         var expiresAt: Date
     }
 
-    /// Starts a session for a verified ID token; returns the cookie's token.
+    /// Starts a session for a verified ID token; returns the cookie's value: the token, a dot, its MAC.
     func start(_ token: VerifiedToken, now: Date) async throws -> String {
         let secret = Random.token()
         try await store.startSession(
@@ -51,12 +62,15 @@ struct ConsoleSessions: Sendable {
                 id: Self.id(of: secret), subject: token.subject, name: token.name,
                 roles: token.roles.sorted().map(\.rawValue), createdAt: now, seenAt: now,
                 expiresAt: now.addingTimeInterval(maxAge)))
-        return secret
+        return secret + "." + mac(secret)
     }
 
-    /// The open session of a cookie's token, nil when it has none (ended, idle, expired, unknown); its use noted.
-    func open(_ secret: String, now: Date) async throws -> Open? {
-        guard (1...256).contains(secret.utf8.count) else { return nil }
+    /// The open session of a cookie, nil when it has none (a MAC no desk made, ended, idle, expired, unknown); its
+    /// use noted.
+    func open(_ cookie: String, now: Date) async throws -> Open? {
+        guard (1...256).contains(cookie.utf8.count), let dot = cookie.lastIndex(of: ".") else { return nil }
+        let secret = String(cookie[..<dot])
+        guard Constant.equal(String(cookie[cookie.index(after: dot)...]), mac(secret)) else { return nil }
         let id = Self.id(of: secret)
         guard let session = try await store.session(id: id), session.endedAt == nil, session.expiresAt > now,
             now.timeIntervalSince(session.seenAt) < idle
@@ -70,6 +84,15 @@ struct ConsoleSessions: Sendable {
 
     /// The ledger's id of a session: the SHA-256 of its token.
     static func id(of secret: String) -> String { SHA256Digest.hex(Array(("desk-session\u{0}" + secret).utf8)) }
+
+    /// A cookie's token (what comes before its MAC).
+    static func token(ofCookie cookie: String) -> String {
+        cookie.lastIndex(of: ".").map { String(cookie[..<$0]) } ?? cookie
+    }
+
+    private func mac(_ secret: String) -> String {
+        Base64URL.encode(HMACSHA256.mac(key: macKey, Array(("desk-session\u{0}" + secret).utf8)) ?? [])
+    }
 
     /// The session's CSRF token, derived from the cookie's token (never stored): only its holder knows it.
     static func csrf(of secret: String) -> String {
