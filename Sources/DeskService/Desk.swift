@@ -54,7 +54,7 @@ package struct Desk: Sendable {
     private let router: DeskRouter
     private let provider: SignInProvider
 
-    /// Nil when the session key is not 32 bytes.
+    /// Nil when the session key is not 32 bytes, or OpenSSL makes no MAC with it.
     package init?(
         settings: Settings, apps: [DeskActions.App], store: any DeskStore,
         publish: @escaping @Sendable (StoredEvent) async throws -> DeliveryReport, finishTransactions: Bool,
@@ -67,8 +67,11 @@ package struct Desk: Sendable {
         let actions = DeskActions(
             apps: apps, store: store, caps: settings.caps, publish: publish, finishTransactions: finishTransactions,
             metrics: metrics, now: { Date() }, erasure: erasure)
-        let sessions = ConsoleSessions(
-            store: store, maxAge: settings.sessionMaxAge, idle: settings.sessionIdle, sessionKey: settings.sessionKey)
+        guard
+            let sessions = ConsoleSessions(
+                store: store, maxAge: settings.sessionMaxAge, idle: settings.sessionIdle,
+                sessionKey: settings.sessionKey)
+        else { return nil }
         let clientID = settings.clientID
         router = DeskRouter(
             actions: actions,

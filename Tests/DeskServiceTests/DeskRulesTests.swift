@@ -179,8 +179,8 @@ struct DeskRulesTests {
 
     @Test("a sign-out ends the session and is audited, without the session's id")
     func signOutAudited() async throws {
-        let sessions = ConsoleSessions(
-            store: store, maxAge: 3_600, idle: 1_800, sessionKey: Array(repeating: 7, count: 32))
+        let sessions = try #require(
+            ConsoleSessions(store: store, maxAge: 3_600, idle: 1_800, sessionKey: Array(repeating: 7, count: 32)))
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let token = VerifiedToken(
             subject: "ana", name: "ana@studio.test", roles: [.agent, .viewer], expiresAt: .distantFuture, nonce: nil)

@@ -16,7 +16,7 @@ struct SessionTests {
 
     static let key = Array(repeating: UInt8(7), count: 32)
     var sessions: ConsoleSessions {
-        ConsoleSessions(store: store, maxAge: 8 * 3_600, idle: 1_800, sessionKey: Self.key)
+        ConsoleSessions(store: store, maxAge: 8 * 3_600, idle: 1_800, sessionKey: Self.key)!
     }
 
     static let ana = VerifiedToken(
@@ -46,8 +46,9 @@ struct SessionTests {
         let token = ConsoleSessions.token(ofCookie: cookie)
         var changed = Array(cookie)
         changed[changed.count - 3] = changed[changed.count - 3] == "A" ? "B" : "A"
-        let otherKey = ConsoleSessions(
-            store: InMemoryDeskStore(), maxAge: 3_600, idle: 1_800, sessionKey: Array(repeating: 8, count: 32))
+        let otherKey = try #require(
+            ConsoleSessions(
+                store: InMemoryDeskStore(), maxAge: 3_600, idle: 1_800, sessionKey: Array(repeating: 8, count: 32)))
         let elsewhere = try await otherKey.start(Self.ana, now: start)
         for forged in [Random.token() + "." + Random.token(), token, token + ".", String(changed), elsewhere] {
             #expect(try await sessions.open(forged, now: start) == nil, "\(forged) opened")

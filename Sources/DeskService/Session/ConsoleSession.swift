@@ -35,11 +35,13 @@ struct ConsoleSessions: Sendable {
     /// The cookies' MAC key: the session key's own MAC of this use, so it seals nothing else.
     private let macKey: [UInt8]
 
-    init(store: any DeskStore, maxAge: TimeInterval, idle: TimeInterval, sessionKey: [UInt8]) {
+    /// Nil when OpenSSL makes no MAC (the desk does not start).
+    init?(store: any DeskStore, maxAge: TimeInterval, idle: TimeInterval, sessionKey: [UInt8]) {
+        guard let macKey = HMACSHA256.mac(key: sessionKey, Array("desk-session-cookie".utf8)) else { return nil }
         self.store = store
         self.maxAge = maxAge
         self.idle = idle
-        macKey = HMACSHA256.mac(key: sessionKey, Array("desk-session-cookie".utf8)) ?? sessionKey
+        self.macKey = macKey
     }
 
     static let cookie = "__Host-desk-session"
@@ -57,12 +59,13 @@ struct ConsoleSessions: Sendable {
     /// Starts a session for a verified ID token; returns the cookie's value: the token, a dot, its MAC.
     func start(_ token: VerifiedToken, now: Date) async throws -> String {
         let secret = Random.token()
+        guard let mac = mac(secret) else { throw LedgerError(.unavailable, "no MAC for the session's cookie") }
         try await store.startSession(
             DeskSession(
                 id: Self.id(of: secret), subject: token.subject, name: token.name,
                 roles: token.roles.sorted().map(\.rawValue), createdAt: now, seenAt: now,
                 expiresAt: now.addingTimeInterval(maxAge)))
-        return secret + "." + mac(secret)
+        return secret + "." + mac
     }
 
     /// The open session of a cookie, nil when it has none (a MAC no desk made, ended, idle, expired, unknown); its
@@ -70,7 +73,9 @@ struct ConsoleSessions: Sendable {
     func open(_ cookie: String, now: Date) async throws -> Open? {
         guard (1...256).contains(cookie.utf8.count), let dot = cookie.lastIndex(of: ".") else { return nil }
         let secret = String(cookie[..<dot])
-        guard Constant.equal(String(cookie[cookie.index(after: dot)...]), mac(secret)) else { return nil }
+        guard let mac = mac(secret), Constant.equal(String(cookie[cookie.index(after: dot)...]), mac) else {
+            return nil
+        }
         let id = Self.id(of: secret)
         guard let session = try await store.session(id: id), session.endedAt == nil, session.expiresAt > now,
             now.timeIntervalSince(session.seenAt) < idle
@@ -90,8 +95,9 @@ struct ConsoleSessions: Sendable {
         cookie.lastIndex(of: ".").map { String(cookie[..<$0]) } ?? cookie
     }
 
-    private func mac(_ secret: String) -> String {
-        Base64URL.encode(HMACSHA256.mac(key: macKey, Array(("desk-session\u{0}" + secret).utf8)) ?? [])
+    /// Nil when OpenSSL makes none: then no cookie opens, rather than one with an empty MAC.
+    private func mac(_ secret: String) -> String? {
+        HMACSHA256.mac(key: macKey, Array(("desk-session\u{0}" + secret).utf8)).map(Base64URL.encode)
     }
 
     /// The session's CSRF token, derived from the cookie's token (never stored): only its holder knows it.
