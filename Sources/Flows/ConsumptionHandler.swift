@@ -75,7 +75,12 @@ package struct ConsumptionHandler: MessageHandler {
             } ?? true
         var environment: AppleEnvironment = grant?.environment == .sandbox ? .sandbox : .production
         // An answer for another app than the grant's, or for none here, cannot be sent: answered before it begins,
-        // so it supersedes no answer that can be (a policy's, an older grant service's).
+        // so it supersedes no answer that can be (a policy's, an older grant service's). A purchase granted for an
+        // app no longer configured is not sent with another app's key.
+        if let grant, grantedApp == nil {
+            guard answer.customerConsented else { return withoutConsent(answer) }
+            return notSent("the purchase was granted for app \(grant.app.rawValue), which is not configured")
+        }
         guard namesGrantedApp, let app = grantedApp ?? apps.app(bundleID: answer.bundleID) else {
             guard answer.customerConsented else { return withoutConsent(answer) }
             if let named = answer.bundleID, let grantedApp {
@@ -83,6 +88,20 @@ package struct ConsumptionHandler: MessageHandler {
                     "bundle_id \(named) is not the app the purchase was granted for (\(grantedApp.bundleID))")
             }
             return notSent("no configured app has bundle_id \(answer.bundleID ?? "")")
+        }
+        // What a consented answer cannot be sent without, checked before it begins: one that cannot be sent
+        // supersedes no answer that can.
+        var sending: (api: any ConsumptionSending, delivery: String)?
+        if answer.customerConsented {
+            guard let api = app.consumption else {
+                return notSent("no App Store Server API key is configured for app \(app.name) (apple.api.*)")
+            }
+            guard let delivery = answer.deliveryStatus ?? Self.deliveryStatus(of: grant) else {
+                return notSent(
+                    "delivery_status is required: \(Self.whyNoDefaultDelivery(grant)); the grant service knows what"
+                        + " the player received")
+            }
+            sending = (api, delivery)
         }
         // Begun before a grant service's answer records that it came: a policy's answer in hand is superseded on
         // every path of this one (sent, or not sent without consent), and one begun later reads the record.
@@ -104,14 +123,10 @@ package struct ConsumptionHandler: MessageHandler {
                     app: app.scope, environment: environment, transactionID: answer.transactionID)
             }
         }
-        guard answer.customerConsented else { return withoutConsent(answer) }
-        guard let api = app.consumption else {
-            return notSent("no App Store Server API key is configured for app \(app.name) (apple.api.*)")
-        }
-        guard let delivery = answer.deliveryStatus ?? Self.deliveryStatus(of: grant) else {
-            return notSent(
-                "delivery_status is required: \(Self.whyNoDefaultDelivery(grant)); the grant service knows what the"
-                    + " player received")
+        guard let (api, delivery) = sending else {
+            // The game's word that nothing is to be sent: the request is answered, and no alarm waits for it.
+            try await markAnswered(answer, app: app, environment: environment, context: context)
+            return withoutConsent(answer)
         }
         let body = answer.appleBody(deliveryStatus: delivery)
         let respondBy = grant?.consumptionRespondBy
@@ -137,8 +152,13 @@ package struct ConsumptionHandler: MessageHandler {
         while true {
             let ended = try await rounds.run(attempts: &attempts) { attempts -> Round in
                 if let respondBy, Date() > respondBy {
-                    metrics.consumptionAnswer("late").increment()
-                    return .done(notSent("past the request's deadline (respond_by)", attempts: attempts))
+                    // Tried and failed until then: Apple's failures, not a late answer.
+                    metrics.consumptionAnswer(attempts > 0 ? "failed" : "late").increment()
+                    return .done(
+                        notSent(
+                            attempts > 0
+                                ? "Apple did not take it before the request's deadline (respond_by)"
+                                : "past the request's deadline (respond_by)", attempts: attempts))
                 }
                 try context.checkLetGo()
                 if succession.isSuperseded(ticket) { return .done(superseded(answer, attempts: attempts)) }

@@ -85,6 +85,31 @@ struct ConsumptionHandlerTests {
         #expect(consumption.bodies.count == 1)
     }
 
+    @Test("an answer without the player's consent closes the request: the oldest-unanswered alarm waits for nothing")
+    func noConsentAnswers() async throws {
+        try await grant("1000")
+        try await openRequest(respondBy: Date(timeIntervalSinceNow: 12 * 3_600))
+        #expect(try await ledger.oldestOpenConsumptionRequests()[.defaultApp] != nil)
+        let outcome = try await run(try handler(consumption: consumption), answer(["customer_consented": false]))
+        #expect(outcome.deadLetter == nil && consumption.bodies.isEmpty)
+        #expect(try await ledger.oldestOpenConsumptionRequests().isEmpty)
+    }
+
+    @Test("a purchase granted for an app no longer configured is not answered with another app's key")
+    func grantOfAnAppGone() async throws {
+        let claim = GrantClaim(orderID: "order-3000", transactionID: "3000", userID: "p", productID: "gems")
+        let event = StoredEvent(eventID: "e-3000", type: "receipt.granted", time: "", key: "order-3000", json: [])
+        #expect(
+            try await ledger.record(
+                Decision(
+                    key: DecisionKey(app: AppScope("retired"), jobID: "j-3000", fingerprint: "f"), grant: claim,
+                    event: event)) == .recorded)
+        let outcome = try await run(try handler(consumption: consumption), answer(["transaction_id": "3000"]))
+        #expect(outcome.deadLetter?.reason == .consumptionNotSent)
+        #expect(outcome.deadLetter?.error.contains("not configured") == true)
+        #expect(consumption.bodies.isEmpty, "sent with the default app's key")
+    }
+
     @Test(
         "delivery is what was delivered: a purchase refunded in part is still DELIVERED when the answer says none, against the studio's DECLINE never UNDELIVERED"
     )
