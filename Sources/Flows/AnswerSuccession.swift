@@ -1,3 +1,4 @@
+package import Messaging
 import Synchronization
 
 /// The consumption answers of one transaction in the order the grant service produced them: Apple must get
@@ -15,20 +16,8 @@ import Synchronization
 /// policy's whatever their places (the policy's may have been read first, its ledger check made before the grant
 /// service's answer was recorded).
 package final class AnswerSuccession: Sendable {
-    /// Where an answer was first read: `TOPIC[PARTITION]` and its offset.
-    package struct Place: Equatable, Sendable {
-        var partition: String
-        var offset: Int64
-
-        /// `TOPIC[PARTITION]@OFFSET`, as the runtime writes `parked_from`.
-        init?(_ text: String) {
-            guard let at = text.lastIndex(of: "@"), let offset = Int64(text[text.index(after: at)...]) else {
-                return nil
-            }
-            partition = String(text[..<at])
-            self.offset = offset
-        }
-    }
+    /// Where an answer was first read.
+    package typealias Place = ReadPlace
 
     package struct Ticket: Sendable {
         let transactionID: String
@@ -166,7 +155,7 @@ package final class AnswerSuccession: Sendable {
 
     /// `a` was produced after `b`: a later offset of one partition, else a later start here.
     private static func isNewer(_ a: Ticket, than b: Ticket) -> Bool {
-        if let first = a.place, let second = b.place, first.partition == second.partition {
+        if let first = a.place, let second = b.place, first.topicPartition == second.topicPartition {
             return first.offset > second.offset
         }
         return a.sequence > b.sequence

@@ -6,8 +6,8 @@ import Messaging
 /// answer the newest of its transaction): it is not believed.
 enum ReplayedPlace {
     static func original(of message: InboundMessage, own: String) -> String {
-        guard let text = DeadLetterHeader.validFirstRead(message), let original = AnswerSuccession.Place(text),
-            let place = AnswerSuccession.Place(own), original.partition == place.partition,
+        guard let text = DeadLetterHeader.validFirstRead(message), let original = ReadPlace(text),
+            let place = ReadPlace(own), original.topicPartition == place.topicPartition,
             original.offset < place.offset
         else { return own }
         return text

@@ -21,10 +21,7 @@ public enum DeadLetterHeader {
     /// else (a producer's header of that name is not copied or believed past this).
     public static func validFirstRead(_ message: InboundMessage) -> String? {
         guard message.header(replayedFrom) != nil, let text = message.header(firstRead)?.stringValue,
-            text.utf8.count <= 255, let at = text.lastIndex(of: "@"), let bracket = text[..<at].lastIndex(of: "["),
-            bracket > text.startIndex, text[text.index(before: at)] == "]",
-            Int32(text[text.index(after: bracket)..<text.index(before: at)]) != nil,
-            Int64(text[text.index(after: at)...]) != nil
+            ReadPlace(text) != nil
         else { return nil }
         return text
     }
@@ -38,7 +35,7 @@ public enum DeadLetterHeader {
             let partition = letter.header(sourcePartition)?.stringValue.flatMap(Int32.init),
             let offset = letter.header(sourceOffset)?.stringValue.flatMap(Int64.init)
         else { return nil }
-        return "\(TopicPartition(topic: topic, partition: partition))@\(offset)"
+        return ReadPlace(TopicPartition(topic: topic, partition: partition), offset: offset).description
     }
     /// The original's headers a dead letter keeps, and a replay puts back: those that say what the record is, without
     /// which its value would be read as something else (a subscription's status as Apple's notification, a
@@ -71,30 +68,4 @@ public enum RecordHeader {
     /// On `topics.consumption`: an answer an app's policy made (``byPolicy``), not a grant service.
     public static let answeredBy = "answered_by"
     public static let byPolicy = "policy"
-}
-
-/// Where a parked message was first read (its `parked_from` header, `TOPIC[PARTITION]@OFFSET`): the route that
-/// handles it, and where a dead letter of it leads back to.
-public struct ParkedOrigin: Sendable, Equatable {
-    public static let header = "parked_from"
-
-    public var topic: String
-    public var text: String
-
-    /// Where `message` was read.
-    package init(_ message: InboundMessage) {
-        topic = message.topic
-        text = "\(message.topicPartition)@\(message.offset)"
-    }
-
-    /// The origin a message carries; nil without one, or one that names no topic.
-    public init?(of message: InboundMessage) {
-        guard let text = message.header(Self.header)?.stringValue, let bracket = text.lastIndex(of: "["),
-            bracket > text.startIndex
-        else { return nil }
-        topic = String(text[..<bracket])
-        self.text = text
-    }
-
-    package var messageHeader: MessageHeader { MessageHeader(name: Self.header, string: text) }
 }

@@ -1,0 +1,48 @@
+/// Where a record was read, as the worker writes it in `parked_from` and `dlq_first_read`:
+/// `TOPIC[PARTITION]@OFFSET`. The one reader of that text.
+public struct ReadPlace: Hashable, Sendable, CustomStringConvertible {
+    public let topicPartition: TopicPartition
+    public let offset: Int64
+
+    public init(_ topicPartition: TopicPartition, offset: Int64) {
+        self.topicPartition = topicPartition
+        self.offset = offset
+    }
+
+    /// Read from its text; nil for anything else: over 255 bytes, no topic, a partition or an offset that is not a
+    /// number (a topic may hold `[`, `]` and `@`: the last ones are the place's).
+    public init?(_ text: String) {
+        guard text.utf8.count <= 255, let at = text.lastIndex(of: "@"), let bracket = text[..<at].lastIndex(of: "["),
+            bracket > text.startIndex, text[text.index(before: at)] == "]",
+            let partition = Int32(text[text.index(after: bracket)..<text.index(before: at)]),
+            let offset = Int64(text[text.index(after: at)...])
+        else { return nil }
+        self.init(TopicPartition(topic: String(text[..<bracket]), partition: partition), offset: offset)
+    }
+
+    public var description: String { "\(topicPartition)@\(offset)" }
+}
+
+/// Where a parked message was first read (its `parked_from` header, a ``ReadPlace``): the route that handles it,
+/// and where a dead letter of it leads back to.
+public struct ParkedOrigin: Sendable, Equatable {
+    public static let header = "parked_from"
+
+    public var topic: String
+    public var text: String
+
+    /// Where `message` was read.
+    package init(_ message: InboundMessage) {
+        topic = message.topic
+        text = ReadPlace(message.topicPartition, offset: message.offset).description
+    }
+
+    /// The origin a message carries; nil without one, or one that is not a place.
+    public init?(of message: InboundMessage) {
+        guard let text = message.header(Self.header)?.stringValue, let place = ReadPlace(text) else { return nil }
+        topic = place.topicPartition.topic
+        self.text = text
+    }
+
+    package var messageHeader: MessageHeader { MessageHeader(name: Self.header, string: text) }
+}

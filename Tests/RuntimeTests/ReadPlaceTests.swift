@@ -1,0 +1,19 @@
+import Messaging
+import Testing
+
+/// `TOPIC[PARTITION]@OFFSET`, as the worker writes `parked_from` and `dlq_first_read`, read in one place.
+@Suite("A record's place as text")
+struct ReadPlaceTests {
+    @Test("written and read back; a topic may hold brackets and @; anything else is no place")
+    func roundTrip() {
+        let place = ReadPlace(TopicPartition(topic: "games[eu]@x", partition: 3), offset: 1_234)
+        #expect(place.description == "games[eu]@x[3]@1234")
+        #expect(ReadPlace(place.description) == place)
+        for text in [
+            "jobs[2]@x", "[2]@5", "jobs2@5", "jobs[two]@5", "jobs[2]5", "jobs[2]@", "jobs[99999999999]@1",
+            String(repeating: "j", count: 251) + "[1]@1",
+        ] {
+            #expect(ReadPlace(text) == nil, "\(text) read as a place")
+        }
+    }
+}
