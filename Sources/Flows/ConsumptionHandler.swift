@@ -78,11 +78,20 @@ package struct ConsumptionHandler: MessageHandler {
         // so it supersedes no answer that can be (a policy's, an older grant service's). A purchase granted for an
         // app no longer configured is not sent with another app's key.
         if let grant, grantedApp == nil {
-            guard answer.customerConsented else { return withoutConsent(answer) }
+            guard answer.customerConsented else {
+                try await markAnswered(answer, scope: grant.app, environment: environment, context: context)
+                return withoutConsent(answer)
+            }
             return notSent("the purchase was granted for app \(grant.app.rawValue), which is not configured")
         }
         guard namesGrantedApp, let app = grantedApp ?? apps.app(bundleID: answer.bundleID) else {
-            guard answer.customerConsented else { return withoutConsent(answer) }
+            guard answer.customerConsented else {
+                // The game's word that nothing is to be sent, for the purchase's request whatever app it named.
+                if let grant {
+                    try await markAnswered(answer, scope: grant.app, environment: environment, context: context)
+                }
+                return withoutConsent(answer)
+            }
             if let named = answer.bundleID, let grantedApp {
                 return notSent(
                     "bundle_id \(named) is not the app the purchase was granted for (\(grantedApp.bundleID))")
@@ -239,10 +248,16 @@ package struct ConsumptionHandler: MessageHandler {
     private func markAnswered(
         _ answer: ConsumptionAnswer, app: AppleApp, environment: AppleEnvironment, context: any HandlingContext
     ) async throws {
+        try await markAnswered(answer, scope: app.scope, environment: environment, context: context)
+    }
+
+    private func markAnswered(
+        _ answer: ConsumptionAnswer, scope: AppScope, environment: AppleEnvironment, context: any HandlingContext
+    ) async throws {
         do {
             try await context.retrying("ledger_record") {
                 try await requests.answerConsumptionRequest(
-                    app: app.scope, environment: environment, transactionID: answer.transactionID)
+                    app: scope, environment: environment, transactionID: answer.transactionID)
             }
         } catch let error as LedgerError {
             logger.warning("cannot mark the consumption request answered", ["error": error.reason])

@@ -17,7 +17,7 @@ public enum DeadLetterHeader {
     /// not by its new place: an answer the grant service corrected since stays the newest.
     public static let firstRead = "dlq_first_read"
 
-    /// A ``firstRead`` as the worker writes it: `TOPIC[PARTITION]@OFFSET`, at most 255 bytes; nil for anything
+    /// A ``firstRead`` as the worker writes it: a ``ReadPlace``; nil for anything
     /// else (a producer's header of that name is not copied or believed past this).
     public static func validFirstRead(_ message: InboundMessage) -> String? {
         guard message.header(replayedFrom) != nil, let text = message.header(firstRead)?.stringValue,
@@ -29,7 +29,9 @@ public enum DeadLetterHeader {
     /// Where the record a dead letter holds was first read: a replay's ``firstRead``, a parked message's
     /// `parked_from`, else the letter's source topic, partition and offset; nil when the letter names none.
     public static func firstRead(of letter: InboundMessage) -> String? {
-        if let replayed = letter.header(firstRead)?.stringValue, replayed.utf8.count <= 255 { return replayed }
+        if let replayed = letter.header(firstRead)?.stringValue, replayed.utf8.count <= ReadPlace.maxBytes {
+            return replayed
+        }
         if let parked = letter.header(ParkedOrigin.header)?.stringValue { return parked }
         guard let topic = letter.header(sourceTopic)?.stringValue,
             let partition = letter.header(sourcePartition)?.stringValue.flatMap(Int32.init),

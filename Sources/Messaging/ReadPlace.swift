@@ -9,10 +9,14 @@ public struct ReadPlace: Hashable, Sendable, CustomStringConvertible {
         self.offset = offset
     }
 
-    /// Read from its text; nil for anything else: over 255 bytes, no topic, a partition or an offset that is not a
-    /// number (a topic may hold `[`, `]` and `@`: the last ones are the place's).
+    /// The longest text of a place: a topic of Kafka's longest name (249 characters), a partition and an offset.
+    public static let maxBytes = 300
+
+    /// Read from its text; nil for anything else: over ``maxBytes``, no topic, a partition or an offset that is not
+    /// a number (a topic may hold `[`, `]` and `@`: the last ones are the place's).
     public init?(_ text: String) {
-        guard text.utf8.count <= 255, let at = text.lastIndex(of: "@"), let bracket = text[..<at].lastIndex(of: "["),
+        guard text.utf8.count <= Self.maxBytes, let at = text.lastIndex(of: "@"),
+            let bracket = text[..<at].lastIndex(of: "["),
             bracket > text.startIndex, text[text.index(before: at)] == "]",
             let partition = Int32(text[text.index(after: bracket)..<text.index(before: at)]),
             let offset = Int64(text[text.index(after: at)...])

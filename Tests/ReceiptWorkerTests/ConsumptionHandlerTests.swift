@@ -90,7 +90,10 @@ struct ConsumptionHandlerTests {
         try await grant("1000")
         try await openRequest(respondBy: Date(timeIntervalSinceNow: 12 * 3_600))
         #expect(try await ledger.oldestOpenConsumptionRequests()[.defaultApp] != nil)
-        let outcome = try await run(try handler(consumption: consumption), answer(["customer_consented": false]))
+        // Naming another app than the purchase's: still the game's word that nothing is to be sent.
+        let outcome = try await run(
+            try handler(consumption: consumption),
+            answer(["customer_consented": false, "bundle_id": "com.nobody.example"]))
         #expect(outcome.deadLetter == nil && consumption.bodies.isEmpty)
         #expect(try await ledger.oldestOpenConsumptionRequests().isEmpty)
     }

@@ -9,9 +9,13 @@ struct ReadPlaceTests {
         let place = ReadPlace(TopicPartition(topic: "games[eu]@x", partition: 3), offset: 1_234)
         #expect(place.description == "games[eu]@x[3]@1234")
         #expect(ReadPlace(place.description) == place)
+        // Kafka's longest topic name, the largest partition and offset: still a place.
+        let longest = ReadPlace(
+            TopicPartition(topic: String(repeating: "t", count: 249), partition: .max), offset: .max)
+        #expect(ReadPlace(longest.description) == longest)
         for text in [
             "jobs[2]@x", "[2]@5", "jobs2@5", "jobs[two]@5", "jobs[2]5", "jobs[2]@", "jobs[99999999999]@1",
-            String(repeating: "j", count: 251) + "[1]@1",
+            String(repeating: "j", count: 296) + "[1]@1",
         ] {
             #expect(ReadPlace(text) == nil, "\(text) read as a place")
         }
