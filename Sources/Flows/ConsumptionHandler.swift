@@ -74,23 +74,20 @@ package struct ConsumptionHandler: MessageHandler {
                 grantedApp.map { named.utf8.elementsEqual($0.bundleID.utf8) } ?? true
             } ?? true
         var environment: AppleEnvironment = grant?.environment == .sandbox ? .sandbox : .production
-        // An answer for another app than the grant's, or for none here, cannot be sent: answered before it begins,
-        // so it supersedes no answer that can be (a policy's, an older grant service's). A purchase granted for an
-        // app no longer configured is not sent with another app's key.
-        if let grant, grantedApp == nil {
-            guard answer.customerConsented else {
-                try await markAnswered(answer, scope: grant.app, environment: environment, context: context)
-                return withoutConsent(answer)
-            }
-            return notSent("the purchase was granted for app \(grant.app.rawValue), which is not configured")
-        }
-        guard namesGrantedApp, let app = grantedApp ?? apps.app(bundleID: answer.bundleID) else {
+        // An answer for another app than the grant's, for none here, or for a purchase granted for an app no longer
+        // configured (never sent with another app's key), cannot be sent: answered before it begins, so it
+        // supersedes no answer that can be (a policy's, an older grant service's).
+        let sendingApp = grant != nil && grantedApp == nil ? nil : grantedApp ?? apps.app(bundleID: answer.bundleID)
+        guard namesGrantedApp, let app = sendingApp else {
             guard answer.customerConsented else {
                 // The game's word that nothing is to be sent, for the purchase's request whatever app it named.
                 if let grant {
                     try await markAnswered(answer, scope: grant.app, environment: environment, context: context)
                 }
                 return withoutConsent(answer)
+            }
+            if let grant, grantedApp == nil {
+                return notSent("the purchase was granted for app \(grant.app.rawValue), which is not configured")
             }
             if let named = answer.bundleID, let grantedApp {
                 return notSent(
@@ -134,7 +131,7 @@ package struct ConsumptionHandler: MessageHandler {
         }
         guard let (api, delivery) = sending else {
             // The game's word that nothing is to be sent: the request is answered, and no alarm waits for it.
-            try await markAnswered(answer, app: app, environment: environment, context: context)
+            try await markAnswered(answer, scope: app.scope, environment: environment, context: context)
             return withoutConsent(answer)
         }
         let body = answer.appleBody(deliveryStatus: delivery)
@@ -189,13 +186,13 @@ package struct ConsumptionHandler: MessageHandler {
                     logger.info(
                         "consumption answer sent",
                         ["transaction_id": answer.transactionID, "delivery_status": delivery])
-                    try await markAnswered(answer, app: app, environment: environment, context: context)
+                    try await markAnswered(answer, scope: app.scope, environment: environment, context: context)
                     return .done(.publish([]))
                 case .refused(_, let code) where code == 4040010 && environment == .production && api.allowsSandbox:
                     return .sandboxInstead  // not a production transaction: a sandbox one, where allowed
                 case .refused(let status, let code):
                     metrics.consumptionAnswer("refused").increment()
-                    try await markAnswered(answer, app: app, environment: environment, context: context)
+                    try await markAnswered(answer, scope: app.scope, environment: environment, context: context)
                     return .done(
                         notSent(
                             "Apple refused it: HTTP \(status)\(code.map { ", error \($0)" } ?? "")", attempts: attempts)
@@ -245,12 +242,6 @@ package struct ConsumptionHandler: MessageHandler {
 
     /// Closes the consumption request in the ledger (the oldest-unanswered gauge stops counting it). A value
     /// the ledger refuses for good is logged: Apple has the answer already.
-    private func markAnswered(
-        _ answer: ConsumptionAnswer, app: AppleApp, environment: AppleEnvironment, context: any HandlingContext
-    ) async throws {
-        try await markAnswered(answer, scope: app.scope, environment: environment, context: context)
-    }
-
     private func markAnswered(
         _ answer: ConsumptionAnswer, scope: AppScope, environment: AppleEnvironment, context: any HandlingContext
     ) async throws {

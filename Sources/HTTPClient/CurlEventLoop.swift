@@ -218,18 +218,17 @@ final class CurlEventLoop: @unchecked Sendable {
 
     /// Starts the waiting requests whose hosts have room again; fails those whose timeout passed as they waited.
     private func startWaiting() {
-        for waiting in hosts.expired(at: .now) {
+        // Cancelled as it waited (answered already: this does nothing to it), or its time is up.
+        func timedOut(_ waiting: HostQueue.Waiting) {
             activeCount.subtract(1, ordering: .relaxed)
             waiting.transfer.finish(
                 .failure(HTTPClientError(kind: .timeout, reason: "no connection to the host came free in time")))
         }
+        for waiting in hosts.expired(at: .now) { timedOut(waiting) }
         while let (waiting, host) = hosts.next() {
-            let remaining = waiting.transfer.request.timeout - (.now - waiting.since)
+            let remaining = waiting.deadline - .now
             guard !waiting.transfer.isFinished, remaining > .zero else {
-                activeCount.subtract(1, ordering: .relaxed)
-                // Cancelled as it waited (answered already), or its time is up.
-                waiting.transfer.finish(
-                    .failure(HTTPClientError(kind: .timeout, reason: "no connection to the host came free in time")))
+                timedOut(waiting)
                 continue
             }
             launch(waiting.transfer, host: host, timeout: remaining)

@@ -15,6 +15,9 @@ struct HostQueue {
     struct Waiting {
         let transfer: Transfer
         let since: ContinuousClock.Instant
+
+        /// When its timeout, counted from when it began to wait, runs out.
+        var deadline: ContinuousClock.Instant { since + transfer.request.timeout }
     }
 
     /// Connections allowed to one host at once (0: no limit) and the multi handles they are dealt over.
@@ -105,7 +108,7 @@ struct HostQueue {
         var gone: [Waiting] = []
         for host in hosts.indices {
             while let first = hosts[host].waiting.first,
-                first.since + first.transfer.request.timeout <= now || first.transfer.isFinished
+                first.deadline <= now || first.transfer.isFinished
             {
                 _ = hosts[host].waiting.pop()
                 gone.append(first)
@@ -118,8 +121,7 @@ struct HostQueue {
     var nextDeadline: ContinuousClock.Instant? {
         var earliest: ContinuousClock.Instant?
         for host in hosts.indices {
-            guard let first = hosts[host].waiting.first else { continue }
-            let deadline = first.since + first.transfer.request.timeout
+            guard let deadline = hosts[host].waiting.first?.deadline else { continue }
             if earliest.map({ deadline < $0 }) ?? true { earliest = deadline }
         }
         return earliest

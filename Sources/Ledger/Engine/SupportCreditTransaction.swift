@@ -20,10 +20,7 @@ extension LedgerEngine {
                     if let claim = decision.grant, claim.purchaseID.isBillingPeriod,
                         let original = claim.originalTransactionID, let purchase = decision.purchase
                     {
-                        try PurchaseStatements(session: session).lock(
-                            PurchaseKey(
-                                app: purchase.app, environment: purchase.environment,
-                                purchaseID: .subscription(originalTransactionID: original)))
+                        try PurchaseStatements(session: session).lock(purchase.subscription(original))
                     }
                     var outcome = try Self.claim([decision], dialect: dialect, in: session)[0].outcome
                     if outcome == .duplicateTransaction, let answer = decision.creditAnswer {

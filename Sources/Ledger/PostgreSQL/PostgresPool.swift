@@ -117,8 +117,9 @@ final class PostgresPool: Sendable {
 
     /// Whether `error` says the connection's server is no longer the one to talk to, though its socket is open: a
     /// standby or a primary turned read-only (25006; after a failover the old primary's connections would fail
-    /// every write until the process restarted), one shutting down (57P01 to 57P03), a lost connection (08). A new
-    /// connection asks for a primary (`target_session_attrs=read-write`): the failover's new one, or none yet.
+    /// every write until the process restarted), one shutting down or not taking it now (57P01 to 57P05), a lost
+    /// connection (08). A new connection asks for a primary (`target_session_attrs=read-write`): the failover's new
+    /// one, or none yet.
     static func mustReconnect(after error: any Error) -> Bool {
         guard let state = (error as? LedgerError)?.sqlstate else { return false }
         return state == "25006" || state.hasPrefix("57P") || state.hasPrefix("08")

@@ -9,10 +9,9 @@ import Vocabulary
 extension PurchaseRules {
     /// The subscription whose period a reversal may credit: locked before the period, as a renewal locks them.
     package static func subscriptionToLock(for change: NotificationChange) -> PurchaseKey? {
-        guard case .reinstate(_, _, _, let period?) = change.kind else { return nil }
-        return PurchaseKey(
-            app: change.app, environment: change.environment,
-            purchaseID: .subscription(originalTransactionID: period.originalTransactionID))
+        guard case .reinstate(let purchaseID, _, _, let period?) = change.kind else { return nil }
+        return PurchaseKey(app: change.app, environment: change.environment, purchaseID: purchaseID)
+            .subscription(period.originalTransactionID)
     }
 
     /// After ``decide(_:facts:)`` of a reversal: credits its period when no grant holds it, it was refunded, and an
@@ -43,7 +42,7 @@ extension PurchaseRules {
         let last = try transaction.subscriptionState(
             app: change.app, environment: change.environment, originalTransactionID: period.originalTransactionID)
         var state = last ?? period.state
-        state.expiresAt = [last?.expiresAt, period.state.expiresAt].compactMap { $0 }.max()
+        state.expiresAt = merge(period.state, into: last).0.expiresAt
         if state != last {
             try transaction.setSubscriptionState(
                 app: change.app, environment: change.environment,

@@ -227,12 +227,7 @@ package enum PurchaseRules {
         guard let claim = decision.grant, let purchase = decision.purchase else { return .notACredit }
         // The subscription first, as a renewal takes them: a period credited meanwhile moves with the tie.
         let credit = try transaction.untiedCredit(of: purchase, transactionID: claim.transactionID)
-        if let original = credit?.originalTransactionID {
-            try transaction.lock(
-                PurchaseKey(
-                    app: purchase.app, environment: purchase.environment,
-                    purchaseID: .subscription(originalTransactionID: original)))
-        }
+        if let original = credit?.originalTransactionID { try transaction.lock(purchase.subscription(original)) }
         try transaction.lock(purchase)
         guard let current = try transaction.untiedCredit(of: purchase, transactionID: claim.transactionID) else {
             // Two jobs of one order at once: the other tied the credit first (its job's lookup and this one's

@@ -26,4 +26,11 @@ package struct PurchaseKey: Hashable, Sendable {
         self.environment = environment
         self.purchaseID = purchaseID
     }
+
+    /// The subscription `originalTransactionID` in this key's app and environment: locked before any of its
+    /// periods, by a renewal, a reversal, a tie and support's credit alike.
+    package func subscription(_ originalTransactionID: String) -> PurchaseKey {
+        PurchaseKey(
+            app: app, environment: environment, purchaseID: .subscription(originalTransactionID: originalTransactionID))
+    }
 }
