@@ -5,29 +5,50 @@ import Synchronization
 /// next batch (up to `maxBatch`), with at most `maxConcurrent` batches running. Under light load a request
 /// goes alone and at once; under heavy load one round trip serves many, so the cost per request falls as
 /// load grows instead of requests queueing for a connection.
+///
+/// With `gather` set, a request that finds a slot free while batches are coming fast (the last ended less than
+/// `gather` ago) waits that long for others before its batch starts: without it a busy writer's batches stay as small
+/// as its idle moments are short. Under light load nothing waits.
 final class Batcher<Request: Sendable, Response: Sendable>: Sendable {
     typealias Execute = @Sendable ([Request]) async throws -> [Response]
 
     /// Unsafe continuations: each is resumed once, by the batch that took it (a checked one allocates its canary at
     /// every request, twice a job).
-    private typealias Pending = (
-        request: Request, continuation: UnsafeContinuation<Response, any Error>, span: Span?
-    )
+    private typealias Waiter = (continuation: UnsafeContinuation<Response, any Error>, span: Span?)
+
+    /// The requests waiting, and beside them, index for index, who waits for each: a batch that takes them all
+    /// takes both arrays whole, so a request (a decision is a few dozen references) is never copied on its way.
+    private struct Batch {
+        var requests: [Request] = []
+        var waiters: [Waiter] = []
+    }
 
     private struct State {
-        var pending: [Pending] = []
+        var pending = Batch()
         var running = 0
+        /// When the last batch ended (nil: none yet).
+        var lastEnded: ContinuousClock.Instant?
+    }
+
+    /// What a request's arrival starts.
+    private enum Start {
+        case nothing
+        case batch(Batch)
+        /// A slot taken: the batch is taken when the gathering ends.
+        case gathering
     }
 
     private let state = Mutex(State())
     private let maxBatch: Int
     private let maxConcurrent: Int
+    private let gather: Duration
     private let execute: Execute
 
     /// `execute` answers a batch with one response per request, in order, or throws for all of them.
-    init(maxBatch: Int, maxConcurrent: Int, execute: @escaping Execute) {
+    init(maxBatch: Int, maxConcurrent: Int, gather: Duration = .zero, execute: @escaping Execute) {
         self.maxBatch = max(1, maxBatch)
         self.maxConcurrent = max(1, maxConcurrent)
+        self.gather = max(.zero, gather)
         self.execute = execute
     }
 
@@ -37,41 +58,79 @@ final class Batcher<Request: Sendable, Response: Sendable>: Sendable {
         try await Span.inCurrentChild("ledger batch", kind: .internal) {
             try await withUnsafeThrowingContinuation { continuation in
                 let span = Span.current
-                let batch = state.withLock { state in
-                    state.pending.append((request, continuation, span))
-                    return takeBatch(&state)
+                let start = state.withLock { state in
+                    state.pending.requests.append(request)
+                    state.pending.waiters.append((continuation, span))
+                    return arrived(&state)
                 }
-                if let batch { run(batch) }
+                switch start {
+                case .nothing: break
+                case .batch(let batch): run(batch)
+                case .gathering: runAfterGathering()
+                }
             }
         }
     }
 
     /// Requests waiting for a batch (for tests).
-    var pendingCount: Int { state.withLock { $0.pending.count } }
+    var pendingCount: Int { state.withLock { $0.pending.requests.count } }
 
-    /// The next batch to run, if a slot is free; counts it as running.
-    private func takeBatch(_ state: inout State) -> [Pending]? {
-        guard state.running < maxConcurrent, !state.pending.isEmpty else { return nil }
+    /// What a request just queued starts: its batch at once, or a gathering while batches are coming fast (only
+    /// the first request of a batch to come reads the clock).
+    private func arrived(_ state: inout State) -> Start {
+        guard gather > .zero, state.pending.requests.count == 1, state.running < maxConcurrent,
+            let lastEnded = state.lastEnded, ContinuousClock.now - lastEnded < gather
+        else { return takeBatch(&state).map(Start.batch) ?? .nothing }
         state.running += 1
-        let count = min(maxBatch, state.pending.count)
-        defer { state.pending.removeFirst(count) }
-        return Array(state.pending.prefix(count))
+        return .gathering
     }
 
-    private func run(_ batch: [Pending]) {
-        for item in batch { item.span?.set("receipt_worker.ledger.batch_size", .int(Int64(batch.count))) }
+    /// A gathering's end: its slot, counted as running, takes what has come.
+    private func runAfterGathering() {
+        let gather = self.gather
+        Task {
+            try? await Task.sleep(for: gather)
+            let batch = state.withLock { state in
+                state.running -= 1
+                return takeBatch(&state)
+            }
+            if let batch { run(batch) }
+        }
+    }
+
+    /// The next batch to run, if a slot is free; counts it as running.
+    private func takeBatch(_ state: inout State) -> Batch? {
+        guard state.running < maxConcurrent, !state.pending.requests.isEmpty else { return nil }
+        state.running += 1
+        let count = min(maxBatch, state.pending.requests.count)
+        guard count < state.pending.requests.count else {
+            defer { state.pending = Batch() }
+            return state.pending
+        }
+        defer {
+            state.pending.requests.removeFirst(count)
+            state.pending.waiters.removeFirst(count)
+        }
+        return Batch(
+            requests: Array(state.pending.requests.prefix(count)), waiters: Array(state.pending.waiters.prefix(count)))
+    }
+
+    private func run(_ batch: Batch) {
+        let waiters = batch.waiters
+        for waiter in waiters { waiter.span?.set("receipt_worker.ledger.batch_size", .int(Int64(waiters.count))) }
         Task {
             do {
-                let responses = try await execute(batch.map(\.request))
-                guard responses.count == batch.count else {
-                    throw LedgerError(.unavailable, "a batch of \(batch.count) got \(responses.count) answers")
+                let responses = try await execute(batch.requests)
+                guard responses.count == waiters.count else {
+                    throw LedgerError(.unavailable, "a batch of \(waiters.count) got \(responses.count) answers")
                 }
-                for (item, response) in zip(batch, responses) { item.continuation.resume(returning: response) }
+                for (waiter, response) in zip(waiters, responses) { waiter.continuation.resume(returning: response) }
             } catch {
-                for item in batch { item.continuation.resume(throwing: error) }
+                for waiter in waiters { waiter.continuation.resume(throwing: error) }
             }
             let next = state.withLock { state in
                 state.running -= 1
+                if gather > .zero { state.lastEnded = .now }
                 return takeBatch(&state)
             }
             if let next { run(next) }

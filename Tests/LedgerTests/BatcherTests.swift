@@ -75,6 +75,23 @@ struct BatcherTests {
         #expect(recorder.sizes == [1, 2, 2, 1])
     }
 
+    @Test("while batches come fast, a request that finds the writer free waits its gathering for others")
+    func gathering() async throws {
+        let recorder = Recorder()
+        let batcher = Batcher<Int, Int>(maxBatch: 256, maxConcurrent: 1, gather: .seconds(2)) { requests in
+            await recorder.ran(requests)
+            return requests.map { $0 * 2 }
+        }
+        // No batch before it: the first goes alone and at once.
+        #expect(try await batcher.submit(1) == 2)
+        // One ended just now: the next to come waits, and those that come meanwhile go with it.
+        async let second = batcher.submit(2)
+        async let third = batcher.submit(3)
+        async let fourth = batcher.submit(4)
+        #expect(try await [second, third, fourth] == [4, 6, 8])
+        #expect(recorder.sizes == [1, 3])
+    }
+
     private func waitUntil(_ condition: () -> Bool) async throws {
         while !condition() { try await Task.sleep(for: .milliseconds(1)) }
     }

@@ -454,6 +454,7 @@ struct RuleTableTests {
 struct StatementByStatement: LedgerDialect {
     let base: PostgresDialect
     var concurrentBatches: Int { base.concurrentBatches }
+    var recordGathering: Duration { base.recordGathering }
     var poolStats: LedgerPoolStats? { base.poolStats }
 
     func write<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T {

@@ -10,8 +10,8 @@ extension LedgerDialect {
         try ClaimStatements.facts(decisions, in: session)
     }
 
-    func claimWrite(_ decided: [(Decision, ClaimResult)], in session: any SQLSession) throws {
-        try ClaimStatements.write(decided, in: session)
+    func claimWrite(_ decisions: [Decision], _ results: [ClaimResult], in session: any SQLSession) throws {
+        try ClaimStatements.write(decisions, results, in: session)
     }
 
     func storedDecisions(_ keys: [DecisionKey], in session: any SQLSession) throws -> [StoredEvent?] {
@@ -48,9 +48,9 @@ enum ClaimStatements {
     }
 
     /// A job's grant, not its event (its result row keeps it): what later events name has columns of its own.
-    static func write(_ decided: [(Decision, ClaimResult)], in session: any SQLSession) throws {
+    static func write(_ decisions: [Decision], _ results: [ClaimResult], in session: any SQLSession) throws {
         let insertGrant = ClaimSQL.of(session.spelling).insertGrant
-        for (decision, result) in decided {
+        for (decision, result) in zip(decisions, results) {
             if let grant = result.grant {
                 try session.rows(
                     insertGrant,

@@ -8,6 +8,8 @@ import Foundation
 protocol LedgerDialect: Sendable {
     /// How many batches of records, and of lookups, run at once.
     var concurrentBatches: Int { get }
+    /// How long a batch of records waits for others while batches are coming fast (``Batcher``): zero, none.
+    var recordGathering: Duration { get }
     /// The connection pool's state, for `/metrics` (nil: no pool).
     var poolStats: LedgerPoolStats? { get }
 
@@ -22,8 +24,9 @@ protocol LedgerDialect: Sendable {
     /// inside `session`'s write transaction.
     func claimFacts(_ decisions: [Decision], in session: any SQLSession) throws -> ClaimFacts
 
-    /// Writes what ``ClaimRules`` decided for a batch, in `session`'s transaction.
-    func claimWrite(_ decided: [(Decision, ClaimResult)], in session: any SQLSession) throws
+    /// Writes what ``ClaimRules`` decided for a batch (`results`, index for index with `decisions`), in `session`'s
+    /// transaction.
+    func claimWrite(_ decisions: [Decision], _ results: [ClaimResult], in session: any SQLSession) throws
 
     /// What the ledger holds for a notification (``PurchaseRules/factsQuery(_:)``), inside `session`'s write
     /// transaction: read after the purchase's lock when the query takes it, so a grant committed meanwhile is seen.

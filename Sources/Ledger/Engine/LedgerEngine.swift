@@ -26,7 +26,9 @@ public final class LedgerEngine: Ledger, Sendable {
         lookups = Batcher(maxBatch: 256, maxConcurrent: dialect.concurrentBatches) { keys in
             try await dialect.read { try dialect.storedDecisions(keys, in: $0) }
         }
-        records = Batcher(maxBatch: 256, maxConcurrent: dialect.concurrentBatches) { decisions in
+        records = Batcher(
+            maxBatch: 256, maxConcurrent: dialect.concurrentBatches, gather: dialect.recordGathering
+        ) { decisions in
             try await Self.record(decisions, dialect: dialect)
         }
     }
@@ -88,7 +90,7 @@ public final class LedgerEngine: Ledger, Sendable {
             }
         }
         let results = ClaimRules.decide(decisions, facts: &facts)
-        try dialect.claimWrite(Array(zip(decisions, results)), in: session)
+        try dialect.claimWrite(decisions, results, in: session)
         for (decision, result) in zip(decisions, results) {
             guard let claim = result.grant, let period = claim.subscriptionPeriod,
                 let original = claim.originalTransactionID

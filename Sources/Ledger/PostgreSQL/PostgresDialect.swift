@@ -11,6 +11,8 @@ final class PostgresDialect: LedgerDialect {
     let schema: PostgresSchema
     let spelling: SQLSpelling
     let concurrentBatches: Int
+    /// None: the server's commits are its own, and a batch already waits for a connection's round trip.
+    var recordGathering: Duration { .zero }
 
     /// `migrate`: apply missing migrations at start-up (`ledger.migrate_on_start`); without it a schema that
     /// lacks some is waited for, saying what to run, until a migration Job (or `ledger migrate`) applies them.
@@ -111,7 +113,8 @@ final class PostgresDialect: LedgerDialect {
     }
 
     /// One statement for the whole batch (``PostgresSchema/claimFunctionsV2``).
-    func claimWrite(_ decided: [(Decision, ClaimResult)], in session: any SQLSession) throws {
+    func claimWrite(_ decisions: [Decision], _ results: [ClaimResult], in session: any SQLSession) throws {
+        let decided = zip(decisions, results)
         let grants = decided.compactMap { decision, result in
             result.grant.map { (decision.key.app, $0, result.revokedAt) }
         }

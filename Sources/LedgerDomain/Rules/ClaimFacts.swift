@@ -62,12 +62,11 @@ package struct RefundFact {
 package struct ClaimFacts {
     private var results: [Bytes: StoredEvent] = [:]
     private var grants: [GrantFact] = []
-    /// Grants by (app, environment, id) for their transaction id and their purchase id; job grants by
-    /// (app, order).
+    /// Grants by (app, environment, id) for their transaction id and their purchase id (one grant a purchase);
+    /// job grants by (app, order).
     private var byTransaction: [Bytes: [Int]] = [:]
-    private var byPurchase: [Bytes: [Int]] = [:]
+    private var byPurchase: [Bytes: Int] = [:]
     private var jobOrders: Set<Bytes> = []
-    private var grantIndex: Set<Bytes> = []
     private var refunds: [Bytes: RefundTaken] = [:]
     /// Purchases given back (a refund reversed) after the refund a decision's proof states.
     private var reversals: Set<Bytes> = []
@@ -86,11 +85,12 @@ package struct ClaimFacts {
     /// Adds a grant the ledger holds; one already known (read twice, by two of its keys) is kept once: a purchase
     /// has one grant in its app and environment.
     package mutating func addGrant(_ grant: GrantFact) {
-        guard grantIndex.insert(Bytes(grant.app.rawValue, grant.environment, grant.purchaseID)).inserted else { return }
+        let purchase = Bytes(grant.app.rawValue, grant.environment, grant.purchaseID)
+        guard byPurchase[purchase] == nil else { return }
         let index = grants.count
+        byPurchase[purchase] = index
         grants.append(grant)
         byTransaction[Bytes(grant.app.rawValue, grant.environment, grant.transactionID), default: []].append(index)
-        byPurchase[Bytes(grant.app.rawValue, grant.environment, grant.purchaseID), default: []].append(index)
         if grant.isJobGrant { jobOrders.insert(Bytes(grant.app.rawValue, grant.orderID)) }
     }
 
@@ -135,7 +135,7 @@ package struct ClaimFacts {
         }
         add(byTransaction[Bytes(app.rawValue, environment, claim.transactionID)])
         add(byTransaction[Bytes(app.rawValue, environment, claim.purchaseID.key)])
-        add(byPurchase[Bytes(app.rawValue, environment, claim.purchaseID.key)])
+        add(byPurchase[Bytes(app.rawValue, environment, claim.purchaseID.key)].map { [$0] })
         return indexes.map { grants[$0] }
     }
 
@@ -161,7 +161,7 @@ package struct ClaimFacts {
 
     /// A grant held, revoked by this batch (a refund taken back): the batch's later decisions see it so.
     package mutating func revoke(_ grant: GrantFact) {
-        for index in byPurchase[Bytes(grant.app.rawValue, grant.environment, grant.purchaseID)] ?? [] {
+        if let index = byPurchase[Bytes(grant.app.rawValue, grant.environment, grant.purchaseID)] {
             grants[index].revoked = true
         }
     }
