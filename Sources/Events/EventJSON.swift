@@ -5,44 +5,48 @@ import Vocabulary
 
 /// The JSON of the hand-built events (ResultEvent, NotificationEvent, SubscriptionEvent and their kin): a string
 /// quoted, a time in RFC 3339 with milliseconds, or `null` when absent. The static functions return a value's
-/// text; an instance appends members to one string, for the events every job publishes.
+/// text; an instance appends members to one buffer of UTF-8, for the events every job publishes.
 package struct EventJSON {
-    package private(set) var text = ""
+    package private(set) var bytes: [UInt8] = []
 
-    package init(capacity: Int) { text.reserveCapacity(capacity) }
+    package var text: String { String(decoding: bytes, as: UTF8.self) }
+
+    package init(capacity: Int) { bytes.reserveCapacity(capacity) }
 
     /// `prefix` (a member's name and what comes before it) then the string quoted, or `null`.
     package mutating func string(_ prefix: String, _ value: String?) {
-        text += prefix
-        if let value { JSONString.append(quoted: value, to: &text) } else { text += "null" }
+        put(prefix)
+        if let value { JSONString.append(quoted: value, to: &bytes) } else { put("null") }
     }
 
     package mutating func time(_ prefix: String, _ date: Date?) {
-        text += prefix
+        put(prefix)
         if let date {
-            text += "\""
-            text += RFC3339.format(date)
-            text += "\""
+            bytes.append(UInt8(ascii: "\""))
+            put(RFC3339.format(date))
+            bytes.append(UInt8(ascii: "\""))
         } else {
-            text += "null"
+            put("null")
         }
     }
 
     package mutating func number<T: BinaryInteger>(_ prefix: String, _ value: T?) {
-        text += prefix
-        if let value { text += String(value) } else { text += "null" }
+        put(prefix)
+        if let value { put(String(value)) } else { put("null") }
     }
 
     /// `prefix` then a word of the contract's own (an enumeration's raw value) in quotes: nothing to escape.
     package mutating func word(_ prefix: String, _ value: String) {
-        text += prefix
-        text += "\""
-        text += value
-        text += "\""
+        put(prefix)
+        bytes.append(UInt8(ascii: "\""))
+        put(value)
+        bytes.append(UInt8(ascii: "\""))
     }
 
     /// JSON text as it is (punctuation, a member's name, a value already JSON).
-    package mutating func raw(_ json: String) { text += json }
+    package mutating func raw(_ json: String) { put(json) }
+
+    private mutating func put(_ text: String) { bytes.append(contentsOf: text.utf8) }
 
     /// The members every event about a purchase carries of its worth (docs/contract.md, "What a purchase was
     /// worth"), each with a leading comma.

@@ -107,15 +107,15 @@ public struct ResultEvent: Sendable, Equatable {
     public func stored() -> StoredEvent {
         StoredEvent(
             eventID: eventID, type: decision == .grant ? EventType.granted.rawValue : EventType.denied.rawValue,
-            time: RFC3339.format(verifiedAt), key: orderID, json: Array(jsonText().utf8))
+            time: RFC3339.format(verifiedAt), key: orderID, json: jsonBytes())
     }
 
     /// The JSON value, keys in the contract's order.
-    public func json() -> Data { Data(jsonText().utf8) }
+    public func json() -> Data { Data(jsonBytes()) }
 
-    /// Written member by member into one string: each line of interpolations made a string of its own, and each
+    /// Written member by member into one buffer: each line of interpolations made a string of its own, and each
     /// quoted value another (about sixty allocations an event).
-    private func jsonText() -> String {
+    private func jsonBytes() -> [UInt8] {
         var out = EventJSON(capacity: 1_024)  // an event's size: built without growing
         out.string("{\"event_id\":", eventID)
         out.word(",\"type\":", decision == .grant ? EventType.granted.rawValue : EventType.denied.rawValue)
@@ -142,7 +142,7 @@ public struct ResultEvent: Sendable, Equatable {
         out.number(",\"attempts\":", attempts)
         out.string(",\"detail\":", detail)
         out.raw("}")
-        return out.text
+        return out.bytes
     }
 
     /// Every `ce_type` the worker publishes; a test holds docs/ to it.

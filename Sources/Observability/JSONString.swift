@@ -38,4 +38,18 @@ public enum JSONString {
         }
         out += "\""
     }
+
+    /// Appends the string quoted to `out`, as UTF-8: what the ledger keeps and the broker carries is bytes, and
+    /// appending to a string grew it a member at a time.
+    public static func append(quoted string: String, to out: inout [UInt8]) {
+        var bytes = string
+        let appended: Bool = bytes.withUTF8 { utf8 in
+            guard JSONTextScan.firstSpecial(in: utf8, from: 0) == utf8.count else { return false }
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: utf8)
+            out.append(UInt8(ascii: "\""))
+            return true
+        }
+        if !appended { out.append(contentsOf: quote(string).utf8) }
+    }
 }
