@@ -97,7 +97,7 @@ let package = Package(
         .target(name: "Lifecycle", dependencies: ["Observability"], swiftSettings: strict),
         // The runtime every flow runs on (intake, slots, offsets, commits, drain, liveness): nothing of Apple.
         .target(
-            name: "Runtime", dependencies: ["Kafka", "Lifecycle", "Messaging", "Observability", "Vocabulary"],
+            name: "Runtime", dependencies: ["CLinux", "Kafka", "Lifecycle", "Messaging", "Observability", "Vocabulary"],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .target(name: "HTTPClient", dependencies: ["CCurl", "CLinux", "CZlib", "Observability"], swiftSettings: strict),
         .target(

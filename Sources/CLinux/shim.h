@@ -18,4 +18,16 @@ static inline int clinux_accept_cloexec_nonblock(int listener) {
 static inline void clinux_name_this_thread(const char *name) {
     prctl(PR_SET_NAME, (unsigned long)name, 0UL, 0UL, 0UL);
 }
+
+/* Swift's task allocator (libswift_Concurrency's runtime entry points, Swift's calling convention). A task takes its
+   async frames from slabs it mallocs as it goes: a 984-byte slab, or one of its own for a larger frame, each freed
+   when the task ends, often on another thread. One allocation as large as a task's deepest frames, given back at
+   once, leaves one empty slab that holds them all: one malloc a task instead of one for each large frame. */
+#include <stddef.h>
+__attribute__((swiftcall)) void *swift_task_alloc(size_t size);
+__attribute__((swiftcall)) void swift_task_dealloc(void *ptr);
+
+static inline void clinux_reserve_task_frames(size_t bytes) {
+    swift_task_dealloc(swift_task_alloc(bytes));
+}
 #endif

@@ -29,7 +29,8 @@ C_LAYERS = {
     "CCurl": {"HTTPClient"},
     "CZlib": {"HTTPClient"},
     "CMicroHTTPD": {"HTTPServerKit"},
-    "CLinux": {"HTTPClient", "HTTPServerKit", "AppStoreSimulator", "Observability"},  # Observability: a thread's name
+    # Observability: a thread's name; Runtime: a message's task reserves its frames' slab
+    "CLinux": {"HTTPClient", "HTTPServerKit", "AppStoreSimulator", "Observability", "Runtime"},
     "CBuildInfo": {"ReceiptWorker"},
 }
 # Modules whose C headers a target may import: the same targets (only the wrapper itself writes `import C…`).
