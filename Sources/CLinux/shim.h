@@ -22,7 +22,8 @@ static inline void clinux_name_this_thread(const char *name) {
 /* Swift's task allocator (libswift_Concurrency's runtime entry points, Swift's calling convention). A task takes its
    async frames from slabs it mallocs as it goes: a 984-byte slab, or one of its own for a larger frame, each freed
    when the task ends, often on another thread. One allocation as large as a task's deepest frames, given back at
-   once, leaves one empty slab that holds them all: one malloc a task instead of one for each large frame. */
+   once, leaves one empty slab that holds them all: one malloc a task instead of one for each large frame. Call it
+   only inside a task: with none, the runtime falls back to one allocator shared by every thread, unsynchronised. */
 #include <stddef.h>
 __attribute__((swiftcall)) void *swift_task_alloc(size_t size);
 __attribute__((swiftcall)) void swift_task_dealloc(void *ptr);

@@ -160,7 +160,7 @@ public final class KafkaProducer: Sendable {
         guard before & Self.closedFlag == 0 else { return }
         // Senders counted in before the flag was set may still be queuing: a call of librdkafka's that never blocks.
         while gate.load(ordering: .sequentiallyConsistent) != Self.closedFlag {
-            try? await Task.sleep(for: .microseconds(100))
+            do { try await Task.sleep(for: .microseconds(100)) } catch { await Task.yield() }  // cancelled: no sleep
         }
         try? await flush(timeout: timeout)  // What did not flush is failed to its callers just below.
         await poller.stopAndJoin()

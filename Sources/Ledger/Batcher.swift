@@ -28,6 +28,8 @@ final class Batcher<Request: Sendable, Response: Sendable>: Sendable {
         var running = 0
         /// When the last batch ended (nil: none yet).
         var lastEnded: ContinuousClock.Instant?
+        /// A slot is gathering: what arrives meanwhile goes with it, not in a batch of its own.
+        var gathering = false
     }
 
     /// What a request's arrival starts.
@@ -78,10 +80,12 @@ final class Batcher<Request: Sendable, Response: Sendable>: Sendable {
     /// What a request just queued starts: its batch at once, or a gathering while batches are coming fast (only
     /// the first request of a batch to come reads the clock).
     private func arrived(_ state: inout State) -> Start {
+        guard !state.gathering else { return .nothing }
         guard gather > .zero, state.pending.requests.count == 1, state.running < maxConcurrent,
             let lastEnded = state.lastEnded, ContinuousClock.now - lastEnded < gather
         else { return takeBatch(&state).map(Start.batch) ?? .nothing }
         state.running += 1
+        state.gathering = true
         return .gathering
     }
 
@@ -92,6 +96,7 @@ final class Batcher<Request: Sendable, Response: Sendable>: Sendable {
             try? await Task.sleep(for: gather)
             let batch = state.withLock { state in
                 state.running -= 1
+                state.gathering = false
                 return takeBatch(&state)
             }
             if let batch { run(batch) }
