@@ -75,10 +75,12 @@ struct BatcherTests {
         #expect(recorder.sizes == [1, 2, 2, 1])
     }
 
-    @Test("while batches come fast, a request that finds the writer free waits its gathering for others")
-    func gathering() async throws {
+    @Test(
+        "while batches come fast, a request that finds the writer free waits its gathering for others",
+        arguments: [1, 2])
+    func gathering(slots: Int) async throws {
         let recorder = Recorder()
-        let batcher = Batcher<Int, Int>(maxBatch: 256, maxConcurrent: 1, gather: .seconds(2)) { requests in
+        let batcher = Batcher<Int, Int>(maxBatch: 256, maxConcurrent: slots, gather: .seconds(2)) { requests in
             await recorder.ran(requests)
             return requests.map { $0 * 2 }
         }
