@@ -225,8 +225,8 @@ let package = Package(
         .target(
             name: "FuzzChecks",
             dependencies: ["AppStoreSimulator", "Events", "Flows", 
-                "ReceiptWorker", "AppleVerification", "Crypto", "DeskService", "HTTPServerKit", "Observability",
-                "Vocabulary",
+                "ReceiptWorker", "AppleVerification", "Crypto", "DeskService", "HTTPServerKit", "Messaging",
+                "Observability", "Vocabulary",
             ],
             path: "Fuzz/FuzzChecks", swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings
         ),
@@ -252,7 +252,7 @@ if ProcessInfo.processInfo.environment["RECEIPT_WORKER_FUZZ"] == "1" {
     let fuzzTargets = [
         "FuzzJobParser", "FuzzSignedData", "FuzzVerifyReceiptResponse", "FuzzAppReceipt", "FuzzAppleDates",
         "FuzzHTTPRequestParser", "FuzzProperties", "FuzzConsumptionAnswer", "FuzzDeskToken", "FuzzJWKS", "FuzzCookies",
-        "FuzzSeal", "FuzzDeskForms", "FuzzTraceparent", "FuzzOCSPResponse",
+        "FuzzSeal", "FuzzDeskForms", "FuzzTraceparent", "FuzzOCSPResponse", "FuzzReadPlace",
     ]
     // libFuzzer's driver, declared (it comes with no header); `-sanitize=fuzzer` links the library itself.
     package.targets.append(.systemLibrary(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"))

@@ -6,7 +6,8 @@
 #                                        (commit it: the test command replays it, Tests/FuzzReplayTests)
 # TARGET: JobParser, SignedData, VerifyReceiptResponse, AppReceipt, AppleDates, HTTPRequestParser, Properties,
 # ConsumptionAnswer, and the support desk's and the traces' parsers: DeskToken (a provider's JWT), JWKS, Cookies,
-# Seal (a sealed sign-in state), DeskForms (the API's bodies), Traceparent, OCSPResponse (a responder's answer).
+# Seal (a sealed sign-in state), DeskForms (the API's bodies), Traceparent, OCSPResponse (a responder's answer),
+# ReadPlace (a parked or dead-lettered record's `parked_from` and `dlq_first_read`).
 # Prints executions, seconds and the verdict per target; exits 1 when any target crashed, with the crashing
 # input saved under Fuzz/Crashes/<Target>/. Replay one (the environment as set below):
 #   SWIFT_BACKTRACE=enable=no LSAN_OPTIONS=suppressions=Fuzz/lsan.supp .build-fuzz/debug/Fuzz<Target> FILE
@@ -26,7 +27,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 targets=(JobParser SignedData VerifyReceiptResponse AppReceipt AppleDates HTTPRequestParser Properties ConsumptionAnswer
-    DeskToken JWKS Cookies Seal DeskForms Traceparent OCSPResponse)
+    DeskToken JWKS Cookies Seal DeskForms Traceparent OCSPResponse ReadPlace)
 scratch=.build-fuzz
 fixtures=Tests/AppleVerificationTests/Fixtures  # Apple's test vectors
 
@@ -48,6 +49,7 @@ max_len() {
     DeskForms) echo 2048 ;;             # a body is at most 16 KB, every field well under a kilobyte
     Traceparent) echo 600 ;;            # at most 512 bytes are read
     OCSPResponse) echo 4096 ;;          # Apple's answers are about 1.5 KB
+    ReadPlace) echo 400 ;;              # at most 300 bytes are read
     esac
 }
 
@@ -70,6 +72,7 @@ ci_runs() {
     DeskForms) echo 20000 ;;          # JSONSerialization and, for a credit accepted, two readings back
     Traceparent) echo 200000 ;;
     OCSPResponse) echo 50000 ;;
+    ReadPlace) echo 200000 ;;
     esac
 }
 

@@ -11,7 +11,7 @@ public enum FuzzChecks {
         "AppReceipt": appReceipt, "AppleDates": appleDates, "HTTPRequestParser": httpRequestParser,
         "Properties": properties, "ConsumptionAnswer": consumptionAnswer, "DeskToken": deskToken, "JWKS": jwks,
         "Cookies": cookies, "Seal": seal, "DeskForms": deskForms, "Traceparent": traceparent,
-        "OCSPResponse": ocspResponse,
+        "OCSPResponse": ocspResponse, "ReadPlace": readPlace,
     ]
 
     /// Builds what the checks share (verifiers, roots) before the first input, so that no input pays for it.

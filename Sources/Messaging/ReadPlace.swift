@@ -13,15 +13,19 @@ public struct ReadPlace: Hashable, Sendable, CustomStringConvertible {
     public static let maxBytes = 300
 
     /// Read from its text; nil for anything else: over ``maxBytes``, no topic, a partition or an offset that is not
-    /// a number (a topic may hold `[`, `]` and `@`: the last ones are the place's).
+    /// a number (a topic may hold `[`, `]` and `@`: the last ones are the place's). Read as bytes, not characters:
+    /// a character that joins the one after it (U+0605, a prepended mark) would hide the `[` it precedes.
     public init?(_ text: String) {
-        guard text.utf8.count <= Self.maxBytes, let at = text.lastIndex(of: "@"),
-            let bracket = text[..<at].lastIndex(of: "["),
-            bracket > text.startIndex, text[text.index(before: at)] == "]",
-            let partition = Int32(text[text.index(after: bracket)..<text.index(before: at)]),
-            let offset = Int64(text[text.index(after: at)...])
+        let utf8 = text.utf8
+        guard utf8.count <= Self.maxBytes, let at = utf8.lastIndex(of: UInt8(ascii: "@")), at > utf8.startIndex
         else { return nil }
-        self.init(TopicPartition(topic: String(text[..<bracket]), partition: partition), offset: offset)
+        let close = utf8.index(before: at)
+        guard utf8[close] == UInt8(ascii: "]"), let bracket = utf8[..<close].lastIndex(of: UInt8(ascii: "[")),
+            bracket > utf8.startIndex,
+            let partition = Int32(Substring(utf8[utf8.index(after: bracket)..<close])),
+            let offset = Int64(Substring(utf8[utf8.index(after: at)...]))
+        else { return nil }
+        self.init(TopicPartition(topic: String(Substring(utf8[..<bracket])), partition: partition), offset: offset)
     }
 
     public var description: String { "\(topicPartition)@\(offset)" }

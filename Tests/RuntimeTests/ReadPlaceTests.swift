@@ -13,6 +13,9 @@ struct ReadPlaceTests {
         let longest = ReadPlace(
             TopicPartition(topic: String(repeating: "t", count: 249), partition: .max), offset: .max)
         #expect(ReadPlace(longest.description) == longest)
+        // A topic ending in a character that joins the next one (U+0605 before the `[`): still its own place.
+        let joined = ReadPlace(TopicPartition(topic: "jobs\u{605}", partition: -2_147_483_648), offset: -3_493_451_912)
+        #expect(ReadPlace(joined.description) == joined)
         for text in [
             "jobs[2]@x", "[2]@5", "jobs2@5", "jobs[two]@5", "jobs[2]5", "jobs[2]@", "jobs[99999999999]@1",
             String(repeating: "j", count: 296) + "[1]@1",
