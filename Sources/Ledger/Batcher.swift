@@ -124,21 +124,30 @@ final class Batcher<Request: Sendable, Response: Sendable>: Sendable {
         let waiters = batch.waiters
         for waiter in waiters { waiter.span?.set("receipt_worker.ledger.batch_size", .int(Int64(waiters.count))) }
         Task {
+            let answered: Result<[Response], any Error>
             do {
                 let responses = try await execute(batch.requests)
                 guard responses.count == waiters.count else {
                     throw LedgerError(.unavailable, "a batch of \(waiters.count) got \(responses.count) answers")
                 }
-                for (waiter, response) in zip(waiters, responses) { waiter.continuation.resume(returning: response) }
+                answered = .success(responses)
             } catch {
-                for waiter in waiters { waiter.continuation.resume(throwing: error) }
+                answered = .failure(error)
             }
+            // The slot is freed and the batch's end noted before its waiters resume: a request sent the moment its
+            // answer came back finds both, and its gathering does not depend on which thread runs first.
             let next = state.withLock { state in
                 state.running -= 1
                 if gather > .zero { state.lastEnded = .now }
                 return takeBatch(&state)
             }
             if let next { run(next) }
+            switch answered {
+            case .success(let responses):
+                for (waiter, response) in zip(waiters, responses) { waiter.continuation.resume(returning: response) }
+            case .failure(let error):
+                for waiter in waiters { waiter.continuation.resume(throwing: error) }
+            }
         }
     }
 }
