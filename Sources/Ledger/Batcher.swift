@@ -44,13 +44,20 @@ final class Batcher<Request: Sendable, Response: Sendable>: Sendable {
     private let maxBatch: Int
     private let maxConcurrent: Int
     private let gather: Duration
+    private let waitGathering: @Sendable (Duration) async -> Void
     private let execute: Execute
 
     /// `execute` answers a batch with one response per request, in order, or throws for all of them.
-    init(maxBatch: Int, maxConcurrent: Int, gather: Duration = .zero, execute: @escaping Execute) {
+    /// `waitGathering` is how a gathering waits: a sleep, or a test's own signal.
+    init(
+        maxBatch: Int, maxConcurrent: Int, gather: Duration = .zero,
+        waitGathering: @escaping @Sendable (Duration) async -> Void = { try? await Task.sleep(for: $0) },
+        execute: @escaping Execute
+    ) {
         self.maxBatch = max(1, maxBatch)
         self.maxConcurrent = max(1, maxConcurrent)
         self.gather = max(.zero, gather)
+        self.waitGathering = waitGathering
         self.execute = execute
     }
 
@@ -93,7 +100,7 @@ final class Batcher<Request: Sendable, Response: Sendable>: Sendable {
     private func runAfterGathering() {
         let gather = self.gather
         Task {
-            try? await Task.sleep(for: gather)
+            await waitGathering(gather)
             let batch = state.withLock { state in
                 state.running -= 1
                 state.gathering = false
