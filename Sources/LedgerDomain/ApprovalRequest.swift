@@ -54,4 +54,13 @@ public struct ApprovalRequest: Sendable, Equatable {
         self.status = status
         self.decision = decision
     }
+
+    /// How long an approval may be carried out before another lead may take it over: far past any call it makes to
+    /// Apple or the ledger, so that its lead's desk has stopped.
+    public static let stalledAfter: TimeInterval = 300
+
+    /// Claimed for approval more than ``stalledAfter`` before `now`, and never finished.
+    public func isStalled(at now: Date) -> Bool {
+        status == .approving && (decision.map { now.timeIntervalSince($0.at) > Self.stalledAfter } ?? true)
+    }
 }

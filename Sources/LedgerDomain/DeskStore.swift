@@ -38,9 +38,12 @@ public protocol DeskStore: Sendable {
     func approvalRequests(status: ApprovalRequest.Status?, limit: Int) async throws -> [ApprovalRequest]
 
     /// Moves a held credit from `from` to `decision`'s status, with who decided, when, and what came of it:
-    /// false when it was not in `from` (another lead decided first, or no such credit).
-    func decideApproval(id: Int64, from: ApprovalRequest.Status, to decision: ApprovalRequest.Decision) async throws
-        -> Bool
+    /// false when it was not in `from` (another lead decided first, or no such credit). With `decidedBefore`, only
+    /// while its last decision is older than that: a stalled approval is taken over once, however many leads try at
+    /// once (the first takeover's decision is new).
+    func decideApproval(
+        id: Int64, from: ApprovalRequest.Status, decidedBefore: Date?, to decision: ApprovalRequest.Decision
+    ) async throws -> Bool
 
     // MARK: Console sessions
 
@@ -61,6 +64,15 @@ public protocol DeskStore: Sendable {
 
     /// The open sessions (not ended, not expired at `now`), newest first, at most `limit`.
     func openSessions(now: Date, limit: Int) async throws -> [DeskSession]
+}
+
+extension DeskStore {
+    /// Moves a held credit from `from`, whenever its last decision was.
+    public func decideApproval(id: Int64, from: ApprovalRequest.Status, to decision: ApprovalRequest.Decision)
+        async throws -> Bool
+    {
+        try await decideApproval(id: id, from: from, decidedBefore: nil, to: decision)
+    }
 }
 
 /// How holding a credit for a lead ended.

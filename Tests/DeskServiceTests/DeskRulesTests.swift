@@ -142,6 +142,24 @@ struct DeskRulesTests {
         #expect(published.events.isEmpty)
     }
 
+    @Test("a lead sees the credits waiting and those whose approval stalled, not one being approved now")
+    func stalledApprovalsListed() async throws {
+        let desk = try actions(playerDaily: 0)
+        for _ in 0..<3 { _ = try await desk.credit(Self.ana, body: Self.credit) }
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        func claim(_ id: Int64, secondsAgo: Double) async throws {
+            let claimed = ApprovalRequest.Decision(
+                status: .approving, by: "lee", byName: "lee@studio.test", at: now.addingTimeInterval(-secondsAgo),
+                outcome: "")
+            #expect(try await store.decideApproval(id: id, from: .pending, to: claimed))
+        }
+        try await claim(1, secondsAgo: 600)  // lee's desk stopped ten minutes ago
+        try await claim(2, secondsAgo: 10)  // lee's call to Apple in flight
+        let listed = Self.object(try await desk.approvalRequests(Self.lou))["approvals"] as? [[String: Any]] ?? []
+        #expect(listed.map { $0["id"] as? Int } == [3, 1])
+        #expect(listed.map { $0["status"] as? String } == ["pending", "approving"])
+    }
+
     @Test("hostile input is refused before anything is asked or recorded")
     func hostileInput() async throws {
         let desk = try actions()
@@ -315,8 +333,11 @@ actor InMemoryDeskStore: DeskStore {
         held.reversed().filter { status == nil || $0.status == status }.prefix(limit).map { $0 }
     }
 
-    func decideApproval(id: Int64, from: ApprovalRequest.Status, to decision: ApprovalRequest.Decision) -> Bool {
+    func decideApproval(
+        id: Int64, from: ApprovalRequest.Status, decidedBefore: Date?, to decision: ApprovalRequest.Decision
+    ) -> Bool {
         guard let index = held.firstIndex(where: { $0.id == id }), held[index].status == from else { return false }
+        if let decidedBefore, let last = held[index].decision?.at, last >= decidedBefore { return false }
         held[index].status = decision.status
         held[index].decision = decision
         return true

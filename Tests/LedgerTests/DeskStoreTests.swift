@@ -97,6 +97,45 @@ struct DeskStoreTests {
         await ledger.close()
     }
 
+    @Test(
+        "a stalled approval is taken over once, however many leads try at once; one not stalled is not",
+        arguments: Backend.allCases)
+    func stalledApprovalTakenOverOnce(_ backend: Backend) async throws {
+        let ledger = try await backend.open()
+        let id = try await ledger.requestApproval(
+            ApprovalRequest(
+                createdAt: Date(timeIntervalSince1970: 1_800_000_000), app: "default", requestedBy: "ana",
+                requestedName: "ana@studio.test", ticket: "T-9", player: "p1", request: #"{"transaction_id":"1"}"#))
+        let claimedAt = Date(timeIntervalSince1970: 1_800_000_100)
+        let claim = ApprovalRequest.Decision(
+            status: .approving, by: "lee", byName: "lee@studio.test", at: claimedAt, outcome: "")
+        #expect(try await ledger.decideApproval(id: id, from: .pending, to: claim))
+        // Ten minutes on, lee's desk gone: leads take it over, each only while its last decision is the stalled one.
+        let now = claimedAt.addingTimeInterval(600)
+        let stalledBefore = now.addingTimeInterval(-ApprovalRequest.stalledAfter)
+        let takeovers = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for lead in 0..<10 {
+                let takeover = ApprovalRequest.Decision(
+                    status: .approving, by: "lead-\(lead)", byName: "lead-\(lead)@studio.test",
+                    at: now.addingTimeInterval(Double(lead) / 1_000), outcome: "")
+                group.addTask {
+                    try await ledger.decideApproval(
+                        id: id, from: .approving, decidedBefore: stalledBefore, to: takeover)
+                }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(takeovers == 1)
+        let taken = try #require(try await ledger.approvalRequest(id: id))
+        #expect(taken.status == .approving && taken.decision?.by.hasPrefix("lead-") == true)
+        #expect(taken.isStalled(at: now) == false)
+        let late = ApprovalRequest.Decision(
+            status: .approving, by: "lou", byName: "lou@studio.test", at: now.addingTimeInterval(1), outcome: "")
+        #expect(
+            try await ledger.decideApproval(id: id, from: .approving, decidedBefore: stalledBefore, to: late) == false)
+        await ledger.close()
+    }
+
     @Test("a player's grants, newest first, in their app only", arguments: Backend.allCases)
     func playerGrants(_ backend: Backend) async throws {
         let ledger = try await backend.open()

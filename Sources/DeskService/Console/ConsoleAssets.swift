@@ -181,11 +181,13 @@ enum ConsoleAssets {
           if (status !== 200) { return; }
           fill('approvals', (answer.approvals || []).map((held) => {
             const actions = document.createElement('span');
-            if (held.status === 'pending') {
-              for (const verb of ['approve', 'reject']) {
+            // A stalled approval (listed as approving) is approved again; only a waiting one can be rejected.
+            const stalled = held.status === 'approving';
+            if (held.status === 'pending' || stalled) {
+              for (const verb of stalled ? ['approve'] : ['approve', 'reject']) {
                 const button = document.createElement('button');
                 button.type = 'button';
-                button.textContent = verb === 'approve' ? 'Approve' : 'Reject';
+                button.textContent = verb === 'reject' ? 'Reject' : stalled ? 'Approve again' : 'Approve';
                 button.className = verb;
                 button.dataset.id = String(held.id);
                 button.addEventListener('click', () => decide(held.id, verb));

@@ -141,19 +141,20 @@ enum DeskQueries {
     }
 
     static func decide(
-        id: Int64, from: ApprovalRequest.Status, to decision: ApprovalRequest.Decision, in session: any SQLSession
-    )
-        throws -> Bool
-    {
-        try session.first(
+        id: Int64, from: ApprovalRequest.Status, decidedBefore: Date?, to decision: ApprovalRequest.Decision,
+        in session: any SQLSession
+    ) throws -> Bool {
+        let spelling = session.spelling
+        let stalled = decidedBefore.map { _ in " AND (decided_at IS NULL OR decided_at < \(spelling.time(8)))" } ?? ""
+        return try session.first(
             """
-            UPDATE \(session.spelling.table("desk_approvals")) SET status = ?3, decided_by = ?4, decided_name = ?5,
-                decided_at = \(session.spelling.time(6)), outcome = ?7 WHERE id = ?1 AND status = ?2 RETURNING id
+            UPDATE \(spelling.table("desk_approvals")) SET status = ?3, decided_by = ?4, decided_name = ?5,
+                decided_at = \(spelling.time(6)), outcome = ?7 WHERE id = ?1 AND status = ?2\(stalled) RETURNING id
             """,
             [
                 .integer(id), .text(from.rawValue), .text(decision.status.rawValue), .text(decision.by),
                 .text(decision.byName), .time(decision.at), .text(decision.outcome),
-            ]) != nil
+            ] + (decidedBefore.map { [.time($0)] } ?? [])) != nil
     }
 
     /// Takes an agent's lock of held credits for the rest of the transaction: the agent's row of the counter
@@ -286,11 +287,12 @@ extension LedgerEngine: DeskStore {
         try await dialect.read { try DeskQueries.approvalRequests(id: nil, status: status, limit: limit, in: $0) }
     }
 
-    public func decideApproval(id: Int64, from: ApprovalRequest.Status, to decision: ApprovalRequest.Decision)
-        async throws
-        -> Bool
-    {
-        try await dialect.write { try DeskQueries.decide(id: id, from: from, to: decision, in: $0) }
+    public func decideApproval(
+        id: Int64, from: ApprovalRequest.Status, decidedBefore: Date?, to decision: ApprovalRequest.Decision
+    ) async throws -> Bool {
+        try await dialect.write {
+            try DeskQueries.decide(id: id, from: from, decidedBefore: decidedBefore, to: decision, in: $0)
+        }
     }
 
     public func startSession(_ desk: DeskSession) async throws {

@@ -1,0 +1,110 @@
+import Foundation
+import LedgerDomain
+import Support
+import Vocabulary
+
+/// A lead's decisions on the credits held over a cap: the list, an approval (carried out as the agent asked it), a
+/// rejection.
+extension DeskActions {
+    func approvalRequests(_ agent: Agent) async throws -> Answer {
+        guard agent.has(.lead) else { return .refused(403, "only a lead sees the credits held for approval") }
+        let waiting = try await store.approvalRequests(status: .pending, limit: 200)
+        // And those whose approval stalled (the lead's desk stopped while carrying it out): listed, a lead approves
+        // them again; nothing else would finish them, and an erasure of their player waits for them.
+        let stalled = try await store.approvalRequests(status: .approving, limit: 200).filter {
+            $0.isStalled(at: now())
+        }
+        let held = (stalled + waiting).sorted { $0.id > $1.id }
+        return .json(200, ["approvals": .array(held.map(Self.object))])
+    }
+
+    /// A lead approves a credit held over a cap, made by someone else: credited as the agent asked it, their name
+    /// on the event, the lead's on the audit. Every refusal (no such credit, decided already, their own) is audited.
+    func approve(_ agent: Agent, id: Int64, body: Data) async throws -> Answer {
+        let form = try DecisionForm(body, rejecting: false)
+        var line = audit(
+            agent, action: "approve", app: "", ticket: form.ticket, player: nil, request: ["approval_id": JSONValue(id)]
+        )
+        guard agent.has(.lead) else { return try await refuse(&line, 403, "only a lead approves a held credit") }
+        guard let held = try await store.approvalRequest(id: id) else {
+            return try await refuse(&line, 404, "no such held credit")
+        }
+        line.app = held.app
+        line.player = held.player
+        // An approval carried out by a lead whose process then stopped: taken over after a while (the credit is
+        // one ledger claim: carrying it out twice grants nothing twice).
+        let stalled = held.isStalled(at: now())
+        guard held.status == .pending || stalled else {
+            return try await refuse(&line, 409, "decided already: \(held.status.rawValue)")
+        }
+        // The subject, and the name too: a provider may give one person another subject per client.
+        guard held.requestedBy != agent.subject, held.requestedName != agent.name else {
+            return try await refuse(&line, 403, "a lead approves another person's credit, never their own")
+        }
+        guard let credit = try? JSONDecoder().decode(CreditForm.self, from: Data(held.request.utf8)),
+            let app = try? app(held.app)
+        else { return try await refuse(&line, 409, "the held credit cannot be read, or its app is no longer served") }
+        let claimed = ApprovalRequest.Decision(
+            status: .approving, by: agent.subject, byName: agent.name, at: now(), outcome: "")
+        // A stalled one is taken over only while still stalled: two leads at once, one takes it.
+        let takenOverBefore = stalled ? claimed.at.addingTimeInterval(-ApprovalRequest.stalledAfter) : nil
+        guard try await store.decideApproval(id: id, from: held.status, decidedBefore: takenOverBefore, to: claimed)
+        else {
+            return try await refuse(&line, 409, "another lead decided it first")
+        }
+        let requester = Agent(subject: held.requestedBy, name: held.requestedName, roles: [.agent], via: .session)
+        let carried: CarriedOut
+        do {
+            carried = try await carryOut(credit, app: app, by: requester, line: line, caps: [], day: "")
+        } catch {
+            // Apple or the ledger did not answer: back to pending, for this lead or another to approve again.
+            var back = claimed
+            back.status = .pending
+            _ = try? await store.decideApproval(id: id, from: .approving, to: back)
+            throw error
+        }
+        guard case .answered(let answer, let outcome) = carried else { return .refused(409, "ask again") }
+        var done = claimed
+        done.status = .approved
+        done.outcome = outcome + ": " + String(decoding: answer.body, as: UTF8.self)
+        _ = try await store.decideApproval(id: id, from: .approving, to: done)
+        metrics.credited(outcome: "approved_" + outcome, role: agent.role)
+        return answer
+    }
+
+    func reject(_ agent: Agent, id: Int64, body: Data) async throws -> Answer {
+        let form = try DecisionForm(body, rejecting: true)
+        var line = audit(
+            agent, action: "reject", app: "", ticket: form.ticket, player: nil, request: ["approval_id": JSONValue(id)])
+        guard agent.has(.lead) else { return try await refuse(&line, 403, "only a lead rejects a held credit") }
+        guard let held = try await store.approvalRequest(id: id) else {
+            return try await refuse(&line, 404, "no such held credit")
+        }
+        line.app = held.app
+        line.player = held.player
+        let decision = ApprovalRequest.Decision(
+            status: .rejected, by: agent.subject, byName: agent.name, at: now(), outcome: form.reason ?? "")
+        guard try await store.decideApproval(id: id, from: .pending, to: decision) else {
+            return try await refuse(&line, 409, "decided already")
+        }
+        line.outcome = "rejected"
+        line.answer = Self.json(["reason": .string(form.reason ?? "")])
+        try await store.appendAudit(line)
+        metrics.credited(outcome: "rejected", role: agent.role)
+        return .json(200, ["outcome": "rejected"])
+    }
+
+    static func object(_ held: ApprovalRequest) -> JSONValue {
+        var request = JSONValue(parsing: Data(held.request.utf8))?.object ?? [:]
+        if let token = request["app_account_token"]?.string {
+            request["app_account_token"] = .string(String(token.prefix(8)) + "…")
+        }
+        return [
+            "id": JSONValue(held.id), "created_at": .string(RFC3339.format(held.createdAt)),
+            "app": .string(held.app), "requested_by": .string(held.requestedBy),
+            "requested_name": .string(held.requestedName), "ticket": .string(held.ticket),
+            "player": .string(held.player), "request": .object(request), "status": .string(held.status.rawValue),
+            "decided_by": JSONValue(held.decision?.byName), "outcome": JSONValue(held.decision?.outcome),
+        ]
+    }
+}
