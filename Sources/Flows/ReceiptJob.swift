@@ -89,7 +89,7 @@ public enum JobParser {
         }
         // A key given twice would be read one way here and another way by whoever reads the job next.
         if let key = JSONObjectScanner.repeatedKey(members) {
-            return .unreadable(reason: "the key \(JSONString.quote(String(key.prefix(64)))) appears twice")
+            return .unreadable(reason: "the key \(JSONString.quote(UTF8Text.prefix(key, bytes: 64))) appears twice")
         }
         let object = JobFields(members: members)
         guard let orderID = text(object, "order_id", 1...128) else {

@@ -47,6 +47,16 @@ public enum UTF8Text {
         isValid(bytes) ? String(decoding: bytes, as: UTF8.self) : nil
     }
 
+    /// At most `limit` bytes of `text`, cut where a scalar begins: a bound on a diagnostic's text that holds for any
+    /// input. A prefix of characters does not: one character may carry thousands of combining marks.
+    public static func prefix(_ text: String, bytes limit: Int) -> String {
+        let utf8 = text.utf8
+        guard utf8.count > limit else { return text }
+        var end = utf8.index(utf8.startIndex, offsetBy: max(0, limit))
+        while end > utf8.startIndex, UTF8.isContinuation(utf8[end]) { end = utf8.index(before: end) }
+        return String(decoding: utf8[..<end], as: UTF8.self)
+    }
+
     public static func string(_ bytes: ArraySlice<UInt8>) -> String? { bytes.withUnsafeBufferPointer(string) }
     public static func string(_ bytes: [UInt8]) -> String? { bytes.withUnsafeBufferPointer(string) }
     public static func isValid(_ bytes: [UInt8]) -> Bool { bytes.withUnsafeBufferPointer(isValid) }

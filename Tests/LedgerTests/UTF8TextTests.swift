@@ -16,6 +16,20 @@ struct UTF8TextTests {
         Array("{\"user_id\":\"p\"}".utf8) + [0xFE],
     ]
 
+    @Test("a prefix by bytes is at most that many, cut where a scalar begins, whatever the text")
+    func prefixByBytes() {
+        #expect(UTF8Text.prefix("coins", bytes: 64) == "coins")
+        #expect(UTF8Text.prefix("ab€", bytes: 4) == "ab")  // € is 3 bytes: not cut inside it
+        #expect(UTF8Text.prefix("ab€", bytes: 5) == "ab€")
+        #expect(UTF8Text.prefix("🎮x", bytes: 3) == "")
+        #expect(UTF8Text.prefix("x", bytes: 0) == "")
+        // One character of 10,000 combining marks: a prefix of 64 characters would be all 20,001 bytes of it.
+        let marks = "e" + String(repeating: "\u{301}", count: 10_000)
+        let cut = UTF8Text.prefix(marks, bytes: 64)
+        #expect(cut.utf8.count == 63 && cut.unicodeScalars.count == 32)
+        #expect(UTF8Text.isValid(Array(cut.utf8)))
+    }
+
     @Test("the edges of each form are judged as the standard library judges them")
     func edges() {
         for bytes in Self.edges {

@@ -213,7 +213,8 @@ enum JSONField {
         throws(AppleVerificationError) -> [JSONObjectScanner.Member]
     {
         if let key = JSONObjectScanner.repeatedKey(members) {
-            throw AppleVerificationError(.malformed, "\(subject) does not decode: \(key.prefix(64)) appears twice")
+            throw AppleVerificationError(
+                .malformed, "\(subject) does not decode: \(UTF8Text.prefix(key, bytes: 64)) appears twice")
         }
         return members
     }
@@ -293,6 +294,6 @@ enum JSONField {
     private static func mistyped(_ member: JSONObjectScanner.Member, _ expected: String) -> AppleVerificationError {
         // The key only: a value may be anything, of any length.
         AppleVerificationError(
-            .malformed, "the JWS payload does not decode: \(member.key.prefix(64)) is not \(expected)")
+            .malformed, "the JWS payload does not decode: \(UTF8Text.prefix(member.key, bytes: 64)) is not \(expected)")
     }
 }

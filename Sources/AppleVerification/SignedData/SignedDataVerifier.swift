@@ -253,7 +253,8 @@ public final class SignedDataVerifier: Sendable {
         var keys = Set<String>()
         for member in members {
             guard keys.insert(member.key).inserted else {
-                throw AppleVerificationError(.malformed, "the JWS header has \(member.key.prefix(64)) twice")
+                throw AppleVerificationError(
+                    .malformed, "the JWS header has \(UTF8Text.prefix(member.key, bytes: 64)) twice")
             }
             switch member.key {
             case "alg": algorithm = try JSONField.string(member)

@@ -124,7 +124,7 @@ public final class Span: Sendable {
 
     /// Marks the span failed, with a reason for people (never a receipt, a token or a secret).
     public func fail(_ reason: String) {
-        recording.withLock { $0?.error = String(reason.prefix(256)) }
+        recording.withLock { $0?.error = UTF8Text.prefix(reason, bytes: 256) }
     }
 
     /// Ends it (once; later calls do nothing) and hands it to the tracer's exporter.
