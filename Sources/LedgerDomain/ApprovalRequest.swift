@@ -59,6 +59,17 @@ public struct ApprovalRequest: Sendable, Equatable {
     /// Apple or the ledger, so that its lead's desk has stopped.
     public static let stalledAfter: TimeInterval = 300
 
+    /// What a decision moves a held credit from: a compare-and-set in the ledger, so that of two leads deciding at
+    /// once one does.
+    public enum Precondition: Sendable, Equatable {
+        /// In this status, whatever its last decision.
+        case status(Status)
+        /// Approving, claimed before this time and never finished: stalled, and not taken over since.
+        case stalledBefore(Date)
+        /// Approving under this claim (its lead, its time): nobody has taken it over since.
+        case claimed(Decision)
+    }
+
     /// Claimed for approval more than ``stalledAfter`` before `now`, and never finished.
     public func isStalled(at now: Date) -> Bool {
         status == .approving && (decision.map { now.timeIntervalSince($0.at) > Self.stalledAfter } ?? true)

@@ -38,12 +38,9 @@ public protocol DeskStore: Sendable {
     func approvalRequests(status: ApprovalRequest.Status?, limit: Int) async throws -> [ApprovalRequest]
 
     /// Moves a held credit from `from` to `decision`'s status, with who decided, when, and what came of it:
-    /// false when it was not in `from` (another lead decided first, or no such credit). With `decidedBefore`, only
-    /// while its last decision is older than that: a stalled approval is taken over once, however many leads try at
-    /// once (the first takeover's decision is new).
-    func decideApproval(
-        id: Int64, from: ApprovalRequest.Status, decidedBefore: Date?, to decision: ApprovalRequest.Decision
-    ) async throws -> Bool
+    /// false when it was not as `from` says (another lead decided first or took it over, or no such credit).
+    func decideApproval(id: Int64, from: ApprovalRequest.Precondition, to decision: ApprovalRequest.Decision)
+        async throws -> Bool
 
     // MARK: Console sessions
 
@@ -71,7 +68,7 @@ extension DeskStore {
     public func decideApproval(id: Int64, from: ApprovalRequest.Status, to decision: ApprovalRequest.Decision)
         async throws -> Bool
     {
-        try await decideApproval(id: id, from: from, decidedBefore: nil, to: decision)
+        try await decideApproval(id: id, from: .status(from), to: decision)
     }
 }
 

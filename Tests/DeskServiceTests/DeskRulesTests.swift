@@ -142,7 +142,7 @@ struct DeskRulesTests {
         #expect(published.events.isEmpty)
     }
 
-    @Test("a lead sees the credits waiting and those whose approval stalled, not one being approved now")
+    @Test("a lead sees and may reject a credit whose approval stalled, not one being approved now")
     func stalledApprovalsListed() async throws {
         let desk = try actions(playerDaily: 0)
         for _ in 0..<3 { _ = try await desk.credit(Self.ana, body: Self.credit) }
@@ -158,6 +158,12 @@ struct DeskRulesTests {
         let listed = Self.object(try await desk.approvalRequests(Self.lou))["approvals"] as? [[String: Any]] ?? []
         #expect(listed.map { $0["id"] as? Int } == [3, 1])
         #expect(listed.map { $0["status"] as? String } == ["pending", "approving"])
+        // The stalled one can be rejected (one that cannot be carried out would otherwise stay for good); the one
+        // being approved now cannot.
+        let reject = Self.body(["ticket": "T-100", "reason": "cannot be carried out"])
+        #expect(try await desk.reject(Self.lou, id: 1, body: reject).status == 200)
+        #expect(try await desk.reject(Self.lou, id: 2, body: reject).status == 409)
+        #expect(await store.held.map(\.status) == [.rejected, .approving, .pending])
     }
 
     @Test("hostile input is refused before anything is asked or recorded")
@@ -333,11 +339,18 @@ actor InMemoryDeskStore: DeskStore {
         held.reversed().filter { status == nil || $0.status == status }.prefix(limit).map { $0 }
     }
 
-    func decideApproval(
-        id: Int64, from: ApprovalRequest.Status, decidedBefore: Date?, to decision: ApprovalRequest.Decision
-    ) -> Bool {
-        guard let index = held.firstIndex(where: { $0.id == id }), held[index].status == from else { return false }
-        if let decidedBefore, let last = held[index].decision?.at, last >= decidedBefore { return false }
+    func decideApproval(id: Int64, from: ApprovalRequest.Precondition, to decision: ApprovalRequest.Decision) -> Bool {
+        guard let index = held.firstIndex(where: { $0.id == id }) else { return false }
+        let now = held[index]
+        switch from {
+        case .status(let status): guard now.status == status else { return false }
+        case .stalledBefore(let time):
+            guard now.status == .approving, (now.decision.map { $0.at < time } ?? true) else { return false }
+        case .claimed(let claim):
+            guard now.status == claim.status, now.decision?.at == claim.at, now.decision?.by == claim.by else {
+                return false
+            }
+        }
         held[index].status = decision.status
         held[index].decision = decision
         return true

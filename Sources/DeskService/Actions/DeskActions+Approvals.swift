@@ -47,9 +47,9 @@ extension DeskActions {
         let claimed = ApprovalRequest.Decision(
             status: .approving, by: agent.subject, byName: agent.name, at: now(), outcome: "")
         // A stalled one is taken over only while still stalled: two leads at once, one takes it.
-        let takenOverBefore = stalled ? claimed.at.addingTimeInterval(-ApprovalRequest.stalledAfter) : nil
-        guard try await store.decideApproval(id: id, from: held.status, decidedBefore: takenOverBefore, to: claimed)
-        else {
+        let from: ApprovalRequest.Precondition =
+            stalled ? .stalledBefore(claimed.at.addingTimeInterval(-ApprovalRequest.stalledAfter)) : .status(.pending)
+        guard try await store.decideApproval(id: id, from: from, to: claimed) else {
             return try await refuse(&line, 409, "another lead decided it first")
         }
         let requester = Agent(subject: held.requestedBy, name: held.requestedName, roles: [.agent], via: .session)
@@ -60,14 +60,15 @@ extension DeskActions {
             // Apple or the ledger did not answer: back to pending, for this lead or another to approve again.
             var back = claimed
             back.status = .pending
-            _ = try? await store.decideApproval(id: id, from: .approving, to: back)
+            _ = try? await store.decideApproval(id: id, from: .claimed(claimed), to: back)
             throw error
         }
         guard case .answered(let answer, let outcome) = carried else { return .refused(409, "ask again") }
         var done = claimed
         done.status = .approved
         done.outcome = outcome + ": " + String(decoding: answer.body, as: UTF8.self)
-        _ = try await store.decideApproval(id: id, from: .approving, to: done)
+        // Only while it is still this lead's claim: a lead slower than the stall, taken over, leaves it to the other.
+        _ = try await store.decideApproval(id: id, from: .claimed(claimed), to: done)
         metrics.credited(outcome: "approved_" + outcome, role: agent.role)
         return answer
     }
@@ -84,7 +85,12 @@ extension DeskActions {
         line.player = held.player
         let decision = ApprovalRequest.Decision(
             status: .rejected, by: agent.subject, byName: agent.name, at: now(), outcome: form.reason ?? "")
-        guard try await store.decideApproval(id: id, from: .pending, to: decision) else {
+        // Waiting, or stalled (its lead's desk stopped mid-way; one that cannot be carried out would stay forever and
+        // hold its player's erasure). A credit the stalled lead had recorded stays recorded, with its audit line.
+        let from: ApprovalRequest.Precondition =
+            held.isStalled(at: decision.at)
+            ? .stalledBefore(decision.at.addingTimeInterval(-ApprovalRequest.stalledAfter)) : .status(.pending)
+        guard try await store.decideApproval(id: id, from: from, to: decision) else {
             return try await refuse(&line, 409, "decided already")
         }
         line.outcome = "rejected"

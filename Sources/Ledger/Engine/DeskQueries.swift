@@ -141,20 +141,31 @@ enum DeskQueries {
     }
 
     static func decide(
-        id: Int64, from: ApprovalRequest.Status, decidedBefore: Date?, to decision: ApprovalRequest.Decision,
+        id: Int64, from: ApprovalRequest.Precondition, to decision: ApprovalRequest.Decision,
         in session: any SQLSession
     ) throws -> Bool {
         let spelling = session.spelling
-        let stalled = decidedBefore.map { _ in " AND (decided_at IS NULL OR decided_at < \(spelling.time(8)))" } ?? ""
+        // The claim's time is compared with what its own desk wrote, converted the same way: equal to the byte.
+        let (status, condition, values): (ApprovalRequest.Status, String, [SQLValue]) =
+            switch from {
+            case .status(let status): (status, "", [])
+            case .stalledBefore(let time):
+                (.approving, " AND (decided_at IS NULL OR decided_at < \(spelling.time(8)))", [.time(time)])
+            case .claimed(let claim):
+                (
+                    claim.status, " AND decided_at = \(spelling.time(8)) AND decided_by = ?9",
+                    [.time(claim.at), .text(claim.by)]
+                )
+            }
         return try session.first(
             """
             UPDATE \(spelling.table("desk_approvals")) SET status = ?3, decided_by = ?4, decided_name = ?5,
-                decided_at = \(spelling.time(6)), outcome = ?7 WHERE id = ?1 AND status = ?2\(stalled) RETURNING id
+                decided_at = \(spelling.time(6)), outcome = ?7 WHERE id = ?1 AND status = ?2\(condition) RETURNING id
             """,
             [
-                .integer(id), .text(from.rawValue), .text(decision.status.rawValue), .text(decision.by),
+                .integer(id), .text(status.rawValue), .text(decision.status.rawValue), .text(decision.by),
                 .text(decision.byName), .time(decision.at), .text(decision.outcome),
-            ] + (decidedBefore.map { [.time($0)] } ?? [])) != nil
+            ] + values) != nil
     }
 
     /// Takes an agent's lock of held credits for the rest of the transaction: the agent's row of the counter
@@ -288,11 +299,9 @@ extension LedgerEngine: DeskStore {
     }
 
     public func decideApproval(
-        id: Int64, from: ApprovalRequest.Status, decidedBefore: Date?, to decision: ApprovalRequest.Decision
+        id: Int64, from: ApprovalRequest.Precondition, to decision: ApprovalRequest.Decision
     ) async throws -> Bool {
-        try await dialect.write {
-            try DeskQueries.decide(id: id, from: from, decidedBefore: decidedBefore, to: decision, in: $0)
-        }
+        try await dialect.write { try DeskQueries.decide(id: id, from: from, to: decision, in: $0) }
     }
 
     public func startSession(_ desk: DeskSession) async throws {

@@ -84,7 +84,8 @@ enum ErasureQueries {
         // after the erasure): refused until it ends.
         if learned.held.contains(where: { ["pending", "approving"].contains($0.text(2)) }) {
             throw ErasureRefused(
-                "a credit for the player waits for a lead's decision, or is being approved: finish it first")
+                "a credit for the player waits for a lead's decision, or is being approved: a lead approves or rejects"
+                    + " it first (one whose approval stalled is in the leads' list after 5 minutes)")
         }
         for row in learned.held {
             erasure.learn(.order, member("order_id", of: row.bytes(1)))
