@@ -59,6 +59,15 @@ extension WorkerMetrics {
             labels: ["app": app])
     }
 
+    /// Refund (consumption) requests of `app` whose deadline passed in the last day with no answer at all.
+    package func missedConsumptionRequests(app: String) -> Gauge {
+        registry.gauge(
+            "receipt_worker_consumption_requests_missed",
+            help: "Refund (consumption) requests whose deadline passed in the last 24 h with no answer, from a grant"
+                + " service or the app's policy: Apple decided them without the game's data. By app.",
+            labels: ["app": app])
+    }
+
     /// Refund (consumption) requests Apple made, by app.
     package func consumptionRequested(app: String) -> Counter {
         registry.counter(

@@ -138,6 +138,7 @@ public final class WorkerMetrics: Sendable {
         for app in apps {
             _ = consumptionRequested(app: app)
             _ = oldestConsumptionRequest(app: app)
+            _ = missedConsumptionRequests(app: app)
         }
     }
 

@@ -13,6 +13,11 @@ public protocol ConsumptionRequestStore: Sendable {
     /// app without one is absent).
     func oldestOpenConsumptionRequests() async throws -> [AppScope: Date]
 
+    /// How many requests, per app, passed their deadline between `since` and `now` with no answer: none received
+    /// from a grant service, none taken by Apple (an app without one is absent). Apple decided them without the
+    /// game's data.
+    func missedConsumptionRequests(since: Date, now: Date) async throws -> [AppScope: Int]
+
     /// The requests of `app` no one answered (no answer taken by Apple, none received from a grant service) whose
     /// deadline comes before `dueBy` (and is not past at `now`), soonest first, at most `limit`: what an app's
     /// policy answers.

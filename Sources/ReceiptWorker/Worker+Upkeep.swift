@@ -57,14 +57,19 @@ extension Worker {
         }
     }
 
-    /// Refreshes `receipt_worker_consumption_request_oldest_unanswered_seconds` (every 30 s). A ledger that
-    /// does not answer leaves the last value: an alarm must not clear itself.
+    /// Refreshes `receipt_worker_consumption_request_oldest_unanswered_seconds` and
+    /// `receipt_worker_consumption_requests_missed` (every 30 s). A ledger that does not answer leaves the last
+    /// values: an alarm must not clear itself. The unanswered alert ends at a request's deadline; the missed gauge
+    /// keeps a request that passed it unanswered in sight for a day.
     func refreshConsumptionGauge() async {
-        guard let oldest = try? await ledger.oldestOpenConsumptionRequests() else { return }
         let now = Date()
+        guard let oldest = try? await ledger.oldestOpenConsumptionRequests(),
+            let missed = try? await ledger.missedConsumptionRequests(since: now.addingTimeInterval(-86_400), now: now)
+        else { return }
         for app in apps.all {
             let age = oldest[app.scope].map { max(0, Int(now.timeIntervalSince($0))) } ?? 0
             metrics.oldestConsumptionRequest(app: app.name).set(age)
+            metrics.missedConsumptionRequests(app: app.name).set(missed[app.scope] ?? 0)
         }
     }
 

@@ -1,7 +1,8 @@
 public import Foundation
 public import Vocabulary
 
-/// What the answers by policy read (``ConsumptionRequestStore``): the requests due, and whether one was answered.
+/// What the answers by policy read (``ConsumptionRequestStore``): the requests due, whether one was answered, and
+/// those that passed their deadline with no answer.
 ///
 /// A grant service's answer counts for the request it came after: `answer_received_at` at or after the request's
 /// `requested_at`. Opening a request again clears it, but a release before this one (1.0.0, beside it in an upgrade)
@@ -57,9 +58,26 @@ enum ConsumptionPolicyQueries {
                 WHERE app = ?1 AND environment = ?2 AND transaction_id = ?3 AND NOT \(ownAnswerReceived)
             """, [.text(app.rawValue), .text(environment.rawValue), .text(transactionID)])
     }
+
+    /// Requests per app whose deadline passed between `since` and `now` with no answer at all.
+    static func missed(since: Date, now: Date, in session: any SQLSession) throws -> [AppScope: Int] {
+        let rows = try session.rows(
+            """
+            SELECT app, count(*) FROM \(session.spelling.table("consumption_requests"))
+                WHERE answered_at IS NULL AND NOT \(ownAnswerReceived)
+                    AND respond_by > \(session.spelling.time(1)) AND respond_by <= \(session.spelling.time(2))
+                GROUP BY app
+            """, [.time(since), .time(now)])
+        return Dictionary(
+            rows.map { row in (AppScope(row.text(0) ?? ""), row.int(1) ?? 0) }, uniquingKeysWith: +)
+    }
 }
 
 extension LedgerEngine {
+    public func missedConsumptionRequests(since: Date, now: Date) async throws -> [AppScope: Int] {
+        try await dialect.read { try ConsumptionPolicyQueries.missed(since: since, now: now, in: $0) }
+    }
+
     public func dueConsumptionRequests(app: AppScope, dueBy: Date, now: Date, limit: Int) async throws
         -> [OpenConsumptionRequest]
     {
