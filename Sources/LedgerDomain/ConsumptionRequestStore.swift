@@ -13,9 +13,10 @@ public protocol ConsumptionRequestStore: Sendable {
     /// app without one is absent).
     func oldestOpenConsumptionRequests() async throws -> [AppScope: Date]
 
-    /// How many requests, per app, passed their deadline between `since` and `now` with no answer: none received
-    /// from a grant service, none taken by Apple (an app without one is absent). Apple decided them without the
-    /// game's data.
+    /// How many requests, per app, passed their deadline between `since` and `now` still open: no answer taken by
+    /// Apple (one received from a grant service or a policy too late, or failing until then, leaves it open), none
+    /// refused by Apple, no refusal of the player's consent. Apple decided them without the game's data. An app
+    /// without one is absent.
     func missedConsumptionRequests(since: Date, now: Date) async throws -> [AppScope: Int]
 
     /// The requests of `app` no one answered (no answer taken by Apple, none received from a grant service) whose

@@ -63,13 +63,14 @@ extension Worker {
     /// keeps a request that passed it unanswered in sight for a day.
     func refreshConsumptionGauge() async {
         let now = Date()
-        guard let oldest = try? await ledger.oldestOpenConsumptionRequests(),
-            let missed = try? await ledger.missedConsumptionRequests(since: now.addingTimeInterval(-86_400), now: now)
-        else { return }
-        for app in apps.all {
-            let age = oldest[app.scope].map { max(0, Int(now.timeIntervalSince($0))) } ?? 0
-            metrics.oldestConsumptionRequest(app: app.name).set(age)
-            metrics.missedConsumptionRequests(app: app.name).set(missed[app.scope] ?? 0)
+        if let oldest = try? await ledger.oldestOpenConsumptionRequests() {
+            for app in apps.all {
+                let age = oldest[app.scope].map { max(0, Int(now.timeIntervalSince($0))) } ?? 0
+                metrics.oldestConsumptionRequest(app: app.name).set(age)
+            }
+        }
+        if let missed = try? await ledger.missedConsumptionRequests(since: now.addingTimeInterval(-86_400), now: now) {
+            for app in apps.all { metrics.missedConsumptionRequests(app: app.name).set(missed[app.scope] ?? 0) }
         }
     }
 

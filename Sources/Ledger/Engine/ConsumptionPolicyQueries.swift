@@ -59,13 +59,14 @@ enum ConsumptionPolicyQueries {
             """, [.text(app.rawValue), .text(environment.rawValue), .text(transactionID)])
     }
 
-    /// Requests per app whose deadline passed between `since` and `now` with no answer at all.
+    /// Requests per app whose deadline passed between `since` and `now` while still open (never closed: by an answer
+    /// Apple took, by Apple's refusal, by the player's refusal of consent). A grant service's answer received but
+    /// not taken by the deadline (late, failed) does not close it.
     static func missed(since: Date, now: Date, in session: any SQLSession) throws -> [AppScope: Int] {
         let rows = try session.rows(
             """
             SELECT app, count(*) FROM \(session.spelling.table("consumption_requests"))
-                WHERE answered_at IS NULL AND NOT \(ownAnswerReceived)
-                    AND respond_by > \(session.spelling.time(1)) AND respond_by <= \(session.spelling.time(2))
+                WHERE answered_at IS NULL AND respond_by > \(session.spelling.time(1)) AND respond_by <= \(session.spelling.time(2))
                 GROUP BY app
             """, [.time(since), .time(now)])
         return Dictionary(
