@@ -63,8 +63,8 @@ extension WorkerMetrics {
     package func missedConsumptionRequests(app: String) -> Gauge {
         registry.gauge(
             "receipt_worker_consumption_requests_missed",
-            help: "Refund (consumption) requests whose deadline passed in the last 24 h with no answer taken by Apple"
-                + " (none refused by it, no refusal of consent): Apple decided them without the game's data. By app.",
+            help: "Refund (consumption) requests whose deadline passed in the last 24 h still open, no answer taken by"
+                + " Apple (none came in time, or it could not be sent): Apple decided them without the game's data. By app.",
             labels: ["app": app])
     }
 

@@ -14,8 +14,8 @@ public protocol ConsumptionRequestStore: Sendable {
     func oldestOpenConsumptionRequests() async throws -> [AppScope: Date]
 
     /// How many requests, per app, passed their deadline between `since` and `now` still open: no answer taken by
-    /// Apple (one received from a grant service or a policy too late, or failing until then, leaves it open), none
-    /// refused by Apple, no refusal of the player's consent. Apple decided them without the game's data. An app
+    /// Apple (one received from a grant service or a policy too late, failing until then, or that could not be sent
+    /// leaves it open), no 4xx from Apple, no refusal of the player's consent. Apple decided them without the game's data. An app
     /// without one is absent.
     func missedConsumptionRequests(since: Date, now: Date) async throws -> [AppScope: Int]
 

@@ -86,7 +86,7 @@ extension DeskActions {
         let decision = ApprovalRequest.Decision(
             status: .rejected, by: agent.subject, byName: agent.name, at: now(), outcome: form.reason ?? "")
         // Waiting, or stalled (its lead's desk stopped mid-way; one that cannot be carried out would stay forever and
-        // hold its player's erasure). A credit the stalled lead had recorded stays recorded, with its audit line.
+        // hold its player's erasure). A credit the stalled lead recorded, or still records, stays, with its audit line.
         let from: ApprovalRequest.Precondition =
             held.isStalled(at: decision.at)
             ? .stalledBefore(decision.at.addingTimeInterval(-ApprovalRequest.stalledAfter)) : .status(.pending)

@@ -181,10 +181,10 @@ enum ConsoleAssets {
           if (status !== 200) { return; }
           fill('approvals', (answer.approvals || []).map((held) => {
             const actions = document.createElement('span');
-            // A stalled approval (listed as approving) is approved again; only a waiting one can be rejected.
+            // A stalled approval (listed as approving) is approved again, or rejected, as a waiting one is.
             const stalled = held.status === 'approving';
             if (held.status === 'pending' || stalled) {
-              for (const verb of stalled ? ['approve'] : ['approve', 'reject']) {
+              for (const verb of ['approve', 'reject']) {
                 const button = document.createElement('button');
                 button.type = 'button';
                 button.textContent = verb === 'reject' ? 'Reject' : stalled ? 'Approve again' : 'Approve';
