@@ -70,6 +70,13 @@ public struct ApprovalRequest: Sendable, Equatable {
         case claimed(Decision)
     }
 
+    /// What a lead's decision at `now` (an approval, a rejection) moves it from: waiting, or stalled and not taken
+    /// over since. Nil: decided already, or being approved now.
+    public func decidable(at now: Date) -> Precondition? {
+        if status == .pending { return .status(.pending) }
+        return isStalled(at: now) ? .stalledBefore(now.addingTimeInterval(-Self.stalledAfter)) : nil
+    }
+
     /// Claimed for approval more than ``stalledAfter`` before `now`, and never finished.
     public func isStalled(at now: Date) -> Bool {
         status == .approving && (decision.map { now.timeIntervalSince($0.at) > Self.stalledAfter } ?? true)

@@ -32,9 +32,10 @@ extension DeskActions {
         line.app = held.app
         line.player = held.player
         // An approval carried out by a lead whose process then stopped: taken over after a while (the credit is
-        // one ledger claim: carrying it out twice grants nothing twice).
-        let stalled = held.isStalled(at: now())
-        guard held.status == .pending || stalled else {
+        // one ledger claim: carrying it out twice grants nothing twice), only while still stalled: two leads at
+        // once, one takes it.
+        let at = now()
+        guard let from = held.decidable(at: at) else {
             return try await refuse(&line, 409, "decided already: \(held.status.rawValue)")
         }
         // The subject, and the name too: a provider may give one person another subject per client.
@@ -45,10 +46,7 @@ extension DeskActions {
             let app = try? app(held.app)
         else { return try await refuse(&line, 409, "the held credit cannot be read, or its app is no longer served") }
         let claimed = ApprovalRequest.Decision(
-            status: .approving, by: agent.subject, byName: agent.name, at: now(), outcome: "")
-        // A stalled one is taken over only while still stalled: two leads at once, one takes it.
-        let from: ApprovalRequest.Precondition =
-            stalled ? .stalledBefore(claimed.at.addingTimeInterval(-ApprovalRequest.stalledAfter)) : .status(.pending)
+            status: .approving, by: agent.subject, byName: agent.name, at: at, outcome: "")
         guard try await store.decideApproval(id: id, from: from, to: claimed) else {
             return try await refuse(&line, 409, "another lead decided it first")
         }
@@ -87,10 +85,9 @@ extension DeskActions {
             status: .rejected, by: agent.subject, byName: agent.name, at: now(), outcome: form.reason ?? "")
         // Waiting, or stalled (its lead's desk stopped mid-way; one that cannot be carried out would stay forever and
         // hold its player's erasure). A credit the stalled lead recorded, or still records, stays, with its audit line.
-        let from: ApprovalRequest.Precondition =
-            held.isStalled(at: decision.at)
-            ? .stalledBefore(decision.at.addingTimeInterval(-ApprovalRequest.stalledAfter)) : .status(.pending)
-        guard try await store.decideApproval(id: id, from: from, to: decision) else {
+        guard let from = held.decidable(at: decision.at),
+            try await store.decideApproval(id: id, from: from, to: decision)
+        else {
             return try await refuse(&line, 409, "decided already")
         }
         line.outcome = "rejected"
