@@ -70,6 +70,21 @@ public struct ApprovalRequest: Sendable, Equatable {
         case claimed(Decision)
     }
 
+    /// A lead's decision made in the ledger transaction of the credit it approves (``SupportStore``'s
+    /// `recordCredit`): the credit is recorded only while the held credit still moves from `from`, so a rejection or
+    /// a takeover in between leaves one of them, never both.
+    public struct Move: Sendable, Equatable {
+        public var id: Int64
+        public var from: Precondition
+        public var to: Decision
+
+        public init(id: Int64, from: Precondition, to: Decision) {
+            self.id = id
+            self.from = from
+            self.to = to
+        }
+    }
+
     /// What a lead's decision at `now` (an approval, a rejection) moves it from: waiting, or stalled and not taken
     /// over since. Nil: decided already, or being approved now.
     public func decidable(at now: Date) -> Precondition? {

@@ -4,13 +4,15 @@ public import Vocabulary
 /// What support reads of a purchase (`receipt-worker lookup`): who holds it and since when, and whether Apple
 /// reported it unclaimed; and the purchases an order or an app account token leads to. A credit is the same claim
 /// as a job's (``DecisionStore``), with its use of the desk's caps and its audit line in its transaction
-/// (``recordCredit(_:caps:day:audit:)``).
+/// (``recordCredit(_:caps:day:approval:audit:)``).
 public protocol SupportStore: Sendable {
     /// A support credit in one transaction: the claim, as a job's (a purchase credited unclaimed tied to the
     /// order), then, when it credits anew, one use of each of `caps` for `day` (all or none), then its audit line,
     /// made from the claim's outcome. A cap at its limit undoes it all: nothing recorded, ``SupportCreditRecord/capReached``.
+    /// A lead's approval (`approval`) is moved first, in the same transaction: a held credit no longer in its claimed
+    /// state (rejected, or taken over after it stalled) records nothing, ``SupportCreditRecord/approvalTaken``.
     func recordCredit(
-        _ decision: Decision, caps: [DailyCounter], day: String,
+        _ decision: Decision, caps: [DailyCounter], day: String, approval: ApprovalRequest.Move?,
         audit: @escaping @Sendable (ClaimVerdict) -> AuditEntry
     ) async throws -> SupportCreditRecord
 
@@ -50,6 +52,9 @@ public enum SupportCreditRecord: Sendable, Equatable {
     case recorded(ClaimVerdict, auditID: Int64)
     /// A cap was at its limit: nothing was recorded, no line written.
     case capReached
+    /// The lead's approval was no longer theirs to carry out (rejected, or taken over, meanwhile): nothing was
+    /// recorded, no line written.
+    case approvalTaken
 }
 
 extension ClaimVerdict {

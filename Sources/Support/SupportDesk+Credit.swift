@@ -66,23 +66,26 @@ extension SupportDesk {
         case refused(String)
         /// Recorded before by this same request: its outcome again (its event to publish again), nothing new.
         case recordedBefore(CreditDecision)
-        /// To record (``SupportStore/recordCredit(_:caps:day:audit:)``).
+        /// To record (``SupportStore/recordCredit(_:caps:day:approval:audit:)``).
         case ready(PreparedCredit)
     }
 
-    /// How a credit ended: its outcome, or over a cap (nothing recorded; the caller holds it for a lead).
+    /// How a credit ended: its outcome, or over a cap (nothing recorded; the caller holds it for a lead), or its
+    /// lead's approval decided otherwise meanwhile (nothing recorded).
     public enum CreditResult: Sendable, Equatable {
         case done(CreditDecision)
         case capReached
+        case approvalTaken
     }
 
     /// Verifies the purchase with Apple (Get Transaction Info, its signature and app checked), refuses what must
     /// not be credited, then claims it for the order as a job's grant claims it, with one use of each of `caps`
     /// (nothing when a cap is full: ``CreditResult/capReached``) and its audit line (`audit`, made from the outcome)
-    /// in the claim's transaction. A refusal before the claim, or a request recorded before, has its line written
-    /// alone.
+    /// in the claim's transaction, and a lead's approval moved in it too (`approval`). A refusal before the claim, or
+    /// a request recorded before, has its line written alone.
     public func credit(
         _ request: CreditRequest, caps: [DailyCounter] = [], day: String = "", now: Date = Date(),
+        approval: ApprovalRequest.Move? = nil,
         audit: @escaping @Sendable (CreditDecision) -> AuditEntry
     ) async throws -> CreditResult {
         let prepared: PreparedCredit
@@ -97,9 +100,13 @@ extension SupportDesk {
             prepared = ready
         }
         let outcomeOf: @Sendable (ClaimVerdict) -> CreditDecision = { Self.outcome($0, of: prepared) }
-        switch try await ledger.recordCredit(prepared.decision, caps: caps, day: day, audit: { audit(outcomeOf($0)) }) {
+        switch try await ledger.recordCredit(
+            prepared.decision, caps: caps, day: day, approval: approval, audit: { audit(outcomeOf($0)) })
+        {
         case .capReached:
             return .capReached
+        case .approvalTaken:
+            return .approvalTaken
         case .recorded(.duplicateTransaction, _):
             // Who holds it, for the answer (the audit line says another order does).
             let held = try await ledger.supportRecord(

@@ -139,6 +139,65 @@ struct DeskStoreTests {
         await ledger.close()
     }
 
+    @Test(
+        "a lead's credit is recorded with its approval, and not at all once another lead rejected the stalled approval",
+        arguments: Backend.allCases)
+    func approvalInTheCreditsTransaction(_ backend: Backend) async throws {
+        let ledger = try await backend.open()
+        let claimedAt = Date(timeIntervalSince1970: 1_800_000_100.123)
+        let later = claimedAt.addingTimeInterval(600)
+        let stalled = ApprovalRequest.Precondition.stalledBefore(
+            later.addingTimeInterval(-ApprovalRequest.stalledAfter))
+        func held(claimedBy lead: String) async throws -> (Int64, ApprovalRequest.Decision) {
+            let id = try await ledger.requestApproval(
+                ApprovalRequest(
+                    createdAt: Date(timeIntervalSince1970: 1_800_000_000), app: "default", requestedBy: "ana",
+                    requestedName: "ana@studio.test", ticket: "T-9", player: "p1", request: "{}"))
+            let claim = ApprovalRequest.Decision(
+                status: .approving, by: lead, byName: "\(lead)@studio.test", at: claimedAt, outcome: "")
+            #expect(try await ledger.decideApproval(id: id, from: .pending, to: claim))
+            return (id, claim)
+        }
+        func credit(_ order: String, approving id: Int64, claim: ApprovalRequest.Decision) async throws
+            -> SupportCreditRecord
+        {
+            var approved = claim
+            approved.status = .approved
+            let grant = GrantClaim(
+                orderID: order, transactionID: "tx-\(order)", purchaseID: nil, environment: .production,
+                userID: "p1", productID: "coins", quantity: 1, originalTransactionID: nil, revenue: nil)
+            let decision = Decision(
+                key: DecisionKey(app: .defaultApp, jobID: "support-\(order)", fingerprint: "f"), grant: grant,
+                event: StoredEvent(
+                    eventID: "event-\(order)", type: "receipt.granted", time: "", key: order, json: Array("{}".utf8)),
+                refundFollowUp: nil, appleRefund: nil)
+            return try await ledger.recordCredit(
+                decision, caps: [], day: "", approval: .init(id: id, from: .claimed(claim), to: approved)
+            ) { _ in line("lee", "approve", player: "p1", at: later) }
+        }
+        // The honest lead: credited and approved together, and no rejection after it finds the approval stalled.
+        let (first, lees) = try await held(claimedBy: "lee")
+        guard case .recorded(.recorded, _) = try await credit("o1", approving: first, claim: lees) else {
+            Issue.record("the approved credit was not recorded")
+            return
+        }
+        #expect(try await ledger.approvalRequest(id: first)?.status == .approved)
+        let rejection = ApprovalRequest.Decision(
+            status: .rejected, by: "lou", byName: "lou@studio.test", at: later, outcome: "")
+        #expect(try await ledger.decideApproval(id: first, from: stalled, to: rejection) == false)
+        // The slow lead: its desk silent past the stall, another lead rejects it; its credit then comes back and
+        // records nothing, grant, answer nor audit line.
+        let (second, slow) = try await held(claimedBy: "lee")
+        #expect(try await ledger.decideApproval(id: second, from: stalled, to: rejection))
+        #expect(try await credit("o2", approving: second, claim: slow) == .approvalTaken)
+        #expect(try await ledger.approvalRequest(id: second)?.status == .rejected)
+        let key = DecisionKey(app: .defaultApp, jobID: "support-o2", fingerprint: "f")
+        #expect(try await ledger.storedDecision(key) == nil)
+        #expect(try await ledger.grantedToPlayer("p1", app: .defaultApp, limit: 10).map(\.orderID) == ["o1"])
+        #expect(try await ledger.audit(AuditFilter()).count == 1)
+        await ledger.close()
+    }
+
     @Test("a player's grants, newest first, in their app only", arguments: Backend.allCases)
     func playerGrants(_ backend: Backend) async throws {
         let ledger = try await backend.open()

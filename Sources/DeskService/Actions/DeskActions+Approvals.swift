@@ -51,9 +51,16 @@ extension DeskActions {
             return try await refuse(&line, 409, "another lead decided it first")
         }
         let requester = Agent(subject: held.requestedBy, name: held.requestedName, roles: [.agent], via: .session)
+        // Approved in the credit's own transaction, only while still this lead's claim: a lead slower than the stall,
+        // whose approval another lead then rejected or took over, records nothing.
+        var recorded = claimed
+        recorded.status = .approved
+        recorded.outcome = "recorded"
         let carried: CarriedOut
         do {
-            carried = try await carryOut(credit, app: app, by: requester, line: line, caps: [], day: "")
+            carried = try await carryOut(
+                credit, app: app, by: requester, line: line, caps: [], day: "",
+                approval: .init(id: id, from: .claimed(claimed), to: recorded))
         } catch {
             // Apple or the ledger did not answer: back to pending, for this lead or another to approve again.
             var back = claimed
@@ -61,14 +68,22 @@ extension DeskActions {
             _ = try? await store.decideApproval(id: id, from: .claimed(claimed), to: back)
             throw error
         }
-        guard case .answered(let answer, let outcome) = carried else { return .refused(409, "ask again") }
-        var done = claimed
-        done.status = .approved
-        done.outcome = outcome + ": " + String(decoding: answer.body, as: UTF8.self)
-        // Only while it is still this lead's claim: a lead slower than the stall, taken over, leaves it to the other.
-        _ = try await store.decideApproval(id: id, from: .claimed(claimed), to: done)
-        metrics.credited(outcome: "approved_" + outcome, role: agent.role)
-        return answer
+        switch carried {
+        case .approvalTaken:
+            return try await refuse(&line, 409, "another lead rejected it or took it over meanwhile: nothing credited")
+        case .capReached:
+            return .refused(409, "ask again")
+        case .answered(let answer, let outcome):
+            var done = recorded
+            done.outcome = outcome + ": " + String(decoding: answer.body, as: UTF8.self)
+            // What came of it: moved from the credit's transaction's approval, or, refused before any transaction,
+            // from this lead's claim (a lead slower than the stall, taken over, leaves it to the other).
+            if try await !store.decideApproval(id: id, from: .claimed(recorded), to: done) {
+                _ = try await store.decideApproval(id: id, from: .claimed(claimed), to: done)
+            }
+            metrics.credited(outcome: "approved_" + outcome, role: agent.role)
+            return answer
+        }
     }
 
     func reject(_ agent: Agent, id: Int64, body: Data) async throws -> Answer {
@@ -84,7 +99,8 @@ extension DeskActions {
         let decision = ApprovalRequest.Decision(
             status: .rejected, by: agent.subject, byName: agent.name, at: now(), outcome: form.reason ?? "")
         // Waiting, or stalled (its lead's desk stopped mid-way; one that cannot be carried out would stay forever and
-        // hold its player's erasure). A credit the stalled lead recorded, or still records, stays, with its audit line.
+        // hold its player's erasure). A credit its lead recorded moved it to approved in the same transaction; one its
+        // lead still carries out is refused by that transaction once this commits.
         guard let from = held.decidable(at: decision.at),
             try await store.decideApproval(id: id, from: from, to: decision)
         else {

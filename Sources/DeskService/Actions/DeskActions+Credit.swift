@@ -120,22 +120,27 @@ extension DeskActions {
     static let pendingPerAgent = 20
 
     /// How carrying out a credit ended: answered (with the outcome the metrics count), or a cap full (nothing
-    /// recorded: the caller holds it).
+    /// recorded: the caller holds it), or its approval decided otherwise meanwhile (nothing recorded).
     enum CarriedOut {
         case answered(Answer, outcome: String)
         case capReached
+        case approvalTaken
     }
 
     /// The credit itself and its follow-through: the credit's audit line (`line`, with what came of it) is written
     /// in its transaction, or alone when it is refused before; a credit whose event or steps did not finish gets a
-    /// second line, `unpublished`, saying what is left.
+    /// second line, `unpublished`, saying what is left. A lead's approval (`approval`) is moved in the credit's
+    /// transaction.
     func carryOut(
-        _ form: CreditForm, app: App, by agent: Agent, line: AuditEntry, caps: [DailyCounter], day: String
+        _ form: CreditForm, app: App, by agent: Agent, line: AuditEntry, caps: [DailyCounter], day: String,
+        approval: ApprovalRequest.Move? = nil
     ) async throws -> CarriedOut {
         let request = form.request(by: agent.name)
         let result: SupportDesk.CreditResult
         do {
-            result = try await app.desk.credit(request, caps: caps, day: day, now: now()) { Self.creditLine(line, $0) }
+            result = try await app.desk.credit(request, caps: caps, day: day, now: now(), approval: approval) {
+                Self.creditLine(line, $0)
+            }
         } catch {
             var failed = line
             failed.outcome = "failed"
@@ -147,6 +152,8 @@ extension DeskActions {
         switch result {
         case .capReached:
             return .capReached
+        case .approvalTaken:
+            return .approvalTaken
         case .done(.refused(let why)):
             return .answered(.json(422, ["outcome": "refused", "note": .string(why)]), outcome: "refused")
         case .done(.credited(let event, let original, let environment, let note, let setToken)):

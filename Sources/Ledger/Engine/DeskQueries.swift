@@ -70,6 +70,9 @@ enum DeskQueries {
 
     struct CapReached: Error {}
 
+    /// A credit's approval no longer in the state its lead claimed it in: the credit's transaction rolls back.
+    struct ApprovalTaken: Error {}
+
     static func release(_ counters: [DailyCounter], day: String, in session: any SQLSession) throws {
         for counter in counters {
             try session.rows(

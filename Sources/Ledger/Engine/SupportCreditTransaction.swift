@@ -6,7 +6,7 @@ import Vocabulary
 /// line, so that no burst of requests passes a limit and no act is recorded without its line.
 extension LedgerEngine {
     public func recordCredit(
-        _ decision: Decision, caps: [DailyCounter], day: String,
+        _ decision: Decision, caps: [DailyCounter], day: String, approval: ApprovalRequest.Move?,
         audit: @escaping @Sendable (ClaimVerdict) -> AuditEntry
     ) async throws -> SupportCreditRecord {
         let dialect = dialect
@@ -15,6 +15,13 @@ extension LedgerEngine {
             attempts += 1
             do {
                 return try await dialect.write { session in
+                    // The lead's approval first (its row locked until the end): a rejection or a takeover since the
+                    // lead's claim leaves nothing to credit; once this commits, neither finds it stalled.
+                    if let move = approval {
+                        guard try DeskQueries.decide(id: move.id, from: move.from, to: move.to, in: session) else {
+                            throw DeskQueries.ApprovalTaken()
+                        }
+                    }
                     // A subscription's period: the subscription locked first, as a renewal, a reversal and the tie
                     // below take them (the claim takes the period's), so none of them deadlocks with this one.
                     if let claim = decision.grant, claim.purchaseID.isBillingPeriod,
@@ -34,6 +41,8 @@ extension LedgerEngine {
                 }
             } catch is DeskQueries.CapReached {
                 return .capReached
+            } catch is DeskQueries.ApprovalTaken {
+                return .approvalTaken
             } catch let error as LedgerError where error.code == .conflict && attempts < 3 {
                 // Another writer claimed the purchase or decided the request meanwhile: the retry reads what it did.
                 continue
