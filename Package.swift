@@ -246,21 +246,14 @@ let package = Package(
     ]
 )
 
-// Fuzz targets (libFuzzer), only when RECEIPT_WORKER_FUZZ=1: the normal build and tests never see them.
-// scripts/fuzz.sh sets it and holds the build recipe.
+// The fuzzer (libFuzzer), only when RECEIPT_WORKER_FUZZ=1: the normal build and tests never see it. One executable
+// runs every target (`FUZZ_TARGET` names it); scripts/fuzz.sh sets both and holds the build recipe.
 if ProcessInfo.processInfo.environment["RECEIPT_WORKER_FUZZ"] == "1" {
-    let fuzzTargets = [
-        "FuzzJobParser", "FuzzSignedData", "FuzzVerifyReceiptResponse", "FuzzAppReceipt", "FuzzAppleDates",
-        "FuzzHTTPRequestParser", "FuzzProperties", "FuzzConsumptionAnswer", "FuzzDeskToken", "FuzzJWKS", "FuzzCookies",
-        "FuzzSeal", "FuzzDeskForms", "FuzzTraceparent", "FuzzOCSPResponse", "FuzzReadPlace",
-    ]
     // libFuzzer's driver, declared (it comes with no header); `-sanitize=fuzzer` links the library itself.
     package.targets.append(.systemLibrary(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"))
-    for name in fuzzTargets {
-        package.targets.append(
-            .executableTarget(
-                name: name, dependencies: ["CLibFuzzer", "FuzzChecks"], path: "Fuzz/\(name)",
-                swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings))
-        package.products.append(.executable(name: name, targets: [name]))
-    }
+    package.targets.append(
+        .executableTarget(
+            name: "Fuzzer", dependencies: ["CLibFuzzer", "FuzzChecks"], path: "Fuzz/Fuzzer",
+            swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings))
+    package.products.append(.executable(name: "Fuzzer", targets: ["Fuzzer"]))
 }

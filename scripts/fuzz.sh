@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# libFuzzer targets (Fuzz/<Target>/main.swift) for the parsers that read what clients, Apple, proxies and files send.
+# libFuzzer targets for the parsers that read what clients, Apple, proxies and files send: one executable
+# (Fuzz/Fuzzer) runs the check `FUZZ_TARGET` names in Fuzz/FuzzChecks.
 #   scripts/fuzz.sh [TARGET|all] [SECONDS]   each target, or TARGET alone, for SECONDS (default 60)
 #   scripts/fuzz.sh --ci                 each target for a fixed number of runs from a fixed seed
 #   scripts/fuzz.sh --merge [TARGET] [SECONDS]   fuzz, then minimise what was reached into Fuzz/Corpus/<Target>
@@ -10,18 +11,18 @@
 # ReadPlace (a parked or dead-lettered record's `parked_from` and `dlq_first_read`).
 # Prints executions, seconds and the verdict per target; exits 1 when any target crashed, with the crashing
 # input saved under Fuzz/Crashes/<Target>/. Replay one (the environment as set below):
-#   SWIFT_BACKTRACE=enable=no LSAN_OPTIONS=suppressions=Fuzz/lsan.supp .build-fuzz/debug/Fuzz<Target> FILE
+#   FUZZ_TARGET=<Target> SWIFT_BACKTRACE=enable=no LSAN_OPTIONS=suppressions=Fuzz/lsan.supp .build-fuzz/debug/Fuzzer FILE
 #
-# The recipe. The fuzz targets exist in Package.swift only when RECEIPT_WORKER_FUZZ=1, so the normal build
-# and tests never see them; they are built in their own scratch path:
+# The recipe. The fuzzer exists in Package.swift only when RECEIPT_WORKER_FUZZ=1, so the normal build and tests
+# never see it; it is built in its own scratch path:
 #   RECEIPT_WORKER_FUZZ=1 swift build -c debug --scratch-path .build-fuzz \
-#       -Xswiftc -sanitize=fuzzer,address --product FuzzJobParser
+#       -Xswiftc -sanitize=fuzzer,address --product Fuzzer
 # `-Xswiftc` instruments every module (the parsers' libraries too, or the fuzzer would run blind). What the
 # Swift server projects usually add, `-Xswiftc -parse-as-library`, does not link here: on Linux SwiftPM
 # links an executable's `main` to `<Target>_main` (`--defsym`), the symbol a main.swift's top-level code
-# becomes, so a target without top-level code fails with "undefined symbol FuzzJobParser_main". Each
-# Fuzz/<Target>/main.swift therefore exports `LLVMFuzzerTestOneInput` as libFuzzer expects and ends in
-# top-level code that runs libFuzzer's driver, `LLVMFuzzerRunDriver` (declared in Fuzz/CLibFuzzer, linked
+# becomes, so a target without top-level code fails with "undefined symbol Fuzzer_main". Fuzz/Fuzzer/main.swift
+# therefore exports `LLVMFuzzerTestOneInput` as libFuzzer expects and ends in top-level code that runs
+# libFuzzer's driver, `LLVMFuzzerRunDriver` (declared in Fuzz/CLibFuzzer, linked
 # by -sanitize=fuzzer). Debug, not release: assertions stay on, and the build is much quicker.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -138,15 +139,13 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 start=$EPOCHREALTIME
-for target in "${selected[@]}"; do
-    # The linker (gold) warns once per ASan helper symbol that it cannot export; those lines are noise.
-    if ! RECEIPT_WORKER_FUZZ=1 swift build -c debug --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address \
-        --product "Fuzz$target" >"$work/build.log" 2>&1; then
-        grep -v "Cannot export local symbol" "$work/build.log" >&2
-        exit 1
-    fi
-done
-echo "built ${#selected[@]} fuzz target(s) in $(since "$start") s"
+# The linker (gold) warns once per ASan helper symbol that it cannot export; those lines are noise.
+if ! RECEIPT_WORKER_FUZZ=1 swift build -c debug --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address \
+    --product Fuzzer >"$work/build.log" 2>&1; then
+    grep -v "Cannot export local symbol" "$work/build.log" >&2
+    exit 1
+fi
+echo "built the fuzzer in $(since "$start") s"
 
 failed=()
 printf '%-22s %12s %8s  %s\n' target executions seconds result
@@ -163,7 +162,7 @@ for target in "${selected[@]}"; do
     fi
     began=$EPOCHREALTIME
     status=0
-    "$scratch/debug/Fuzz$target" "${options[@]}" "$corpus" >"$work/$target/log" 2>&1 || status=$?
+    FUZZ_TARGET=$target "$scratch/debug/Fuzzer" "${options[@]}" "$corpus" >"$work/$target/log" 2>&1 || status=$?
     elapsed="$(since "$began")"
     executions="$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$target/log")"
     if [[ $status -eq 0 ]]; then
@@ -183,7 +182,7 @@ for target in "${selected[@]}"; do
         # The smallest set of inputs that reaches what the whole corpus reached, as the committed corpus.
         minimized="$work/$target/minimized"
         mkdir -p "$minimized"
-        "$scratch/debug/Fuzz$target" -merge=1 -max_len="$(max_len "$target")" "$minimized" "$corpus" \
+        FUZZ_TARGET=$target "$scratch/debug/Fuzzer" -merge=1 -max_len="$(max_len "$target")" "$minimized" "$corpus" \
             >"$work/$target/merge.log" 2>&1
         rm -rf "Fuzz/Corpus/$target"
         mkdir -p "Fuzz/Corpus/$target"

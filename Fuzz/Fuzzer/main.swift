@@ -2,14 +2,18 @@ import CLibFuzzer
 import Foundation
 import FuzzChecks
 
-/// libFuzzer's entry: the check of ``FuzzChecks/appleDates(_:)``, which the replay tests run too; a broken promise
-/// is a crash libFuzzer saves.
+/// libFuzzer's entry: the check `FUZZ_TARGET` names in ``FuzzChecks/targets``, which the replay tests run too; a
+/// broken promise is a crash libFuzzer saves.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    if let problem = FuzzChecks.appleDates(Array(UnsafeBufferPointer(start: data, count: size))) { fatalError(problem) }
-    return 0
+    FuzzChecks.runSelected(UnsafeBufferPointer(start: data, count: size))
 }
 
+guard FuzzChecks.selected != nil else {
+    let names = FuzzChecks.targets.keys.sorted().joined(separator: " ")
+    FileHandle.standardError.write(Data("Fuzzer: set FUZZ_TARGET to one of: \(names)\n".utf8))
+    exit(2)
+}
 // Made before fuzzing starts, so that no run pays for it (Fuzz/lsan.supp says why LeakSanitizer ignores it).
 FuzzChecks.prepare()
 
