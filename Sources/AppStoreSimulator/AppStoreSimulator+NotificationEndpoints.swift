@@ -131,7 +131,12 @@ extension AppStoreSimulator {
         case nil, .null?:
             break
         case .string(let preference)? where ConsumptionValues.refundPreferences.contains(preference):
-            break
+            // GRANT_PRORATED with a share: above 0 and below 100,000 milliunits (Apple's consumptionPercentage).
+            if preference == "GRANT_PRORATED", let share = percentage, !(1..<100_000).contains(share) {
+                return .json(
+                    400,
+                    Self.error(4000000, "Invalid request. The consumption percentage is out of range."))
+            }
         default:
             return .json(400, Self.error(4000044, "Invalid request. The refund preference field is invalid."))
         }

@@ -55,6 +55,7 @@ package struct ConsumptionAnswer: Sendable, Equatable {
                 Malformed(
                     reason: "refund_preference must be one of \(refundPreferences.sorted().joined(separator: ", "))"))
         }
+        if let problem = Self.refusedTogether(wire) { return .failure(Malformed(reason: problem)) }
         if let bundle = wire.bundleID, !(1...255).contains(bundle.utf8.count) || JobParser.hasControlCharacters(bundle)
         {
             return .failure(
@@ -67,12 +68,31 @@ package struct ConsumptionAnswer: Sendable, Equatable {
                 refundPreference: wire.refundPreference, bundleID: wire.bundleID))
     }
 
+    /// Fields Apple refuses together (Send Consumption Information answers 400), each valid alone: a consumed share
+    /// other than 0 with a delivery status other than DELIVERED (UndeliveredConsumptionPercentageNonZeroError), and
+    /// GRANT_PRORATED with a share of 0 or 100 (Apple's `consumptionPercentage`: above 0 and below 100,000
+    /// milliunits). Refused at intake, so nothing is sent and the request stays open for a corrected answer.
+    private static func refusedTogether(_ wire: Wire) -> String? {
+        guard let milliunits = wire.consumptionPercentage.map(Self.milliunits) else { return nil }
+        if let status = wire.deliveryStatus, status != "DELIVERED", milliunits != 0 {
+            return "consumption_percentage must be 0 when delivery_status is \(status): Apple refuses any other"
+        }
+        if wire.refundPreference == "GRANT_PRORATED", !(1..<100_000).contains(milliunits) {
+            return "consumption_percentage must be above 0 and below 100 with GRANT_PRORATED (Apple refuses 0 and"
+                + " 100), or left out"
+        }
+        return nil
+    }
+
+    /// A share from 0 to 100 in Apple's milliunits (12.5 % is 12,500).
+    package static func milliunits(_ percentage: Double) -> Int { Int((percentage * 1000).rounded()) }
+
     /// Apple's `ConsumptionRequest` body (Send Consumption Information): percentages in milliunits.
     package func appleBody(deliveryStatus: String) -> Data {
         var out = "{\"customerConsented\":\(customerConsented),\"sampleContentProvided\":\(sampleContentProvided)"
         out += ",\"deliveryStatus\":\"\(deliveryStatus)\""
         if let consumptionPercentage {
-            out += ",\"consumptionPercentage\":\(Int((consumptionPercentage * 1000).rounded()))"
+            out += ",\"consumptionPercentage\":\(Self.milliunits(consumptionPercentage))"
         }
         if let refundPreference { out += ",\"refundPreference\":\"\(refundPreference)\"" }
         return Data((out + "}").utf8)

@@ -107,6 +107,14 @@ package struct ConsumptionHandler: MessageHandler {
                     "delivery_status is required: \(Self.whyNoDefaultDelivery(grant)); the grant service knows what"
                         + " the player received")
             }
+            // A share consumed of a purchase never granted here (UNDELIVERED_OTHER by default): Apple takes only 0.
+            if delivery != "DELIVERED", let share = answer.consumptionPercentage,
+                ConsumptionAnswer.milliunits(share) != 0
+            {
+                return notSent(
+                    "consumption_percentage must be 0 with delivery status \(delivery) (the purchase was not granted"
+                        + " here): Apple refuses any other; send delivery_status if it was delivered")
+            }
             sending = (api, delivery)
         }
         // Begun before a grant service's answer records that it came: a policy's answer in hand is superseded on

@@ -318,6 +318,17 @@ struct SimulatorNotificationTests {
         tooMuch["consumptionPercentage"] = 100_001
         #expect(try await apiRequest(harness, method: .put, path: path, body: tooMuch).status == 400)
 
+        // GRANT_PRORATED takes a share above 0 and below 100,000 milliunits; a share with UNDELIVERED_* only 0.
+        for share in [0, 100_000] {
+            var prorated = good
+            prorated["consumptionPercentage"] = share
+            #expect(try await apiRequest(harness, method: .put, path: path, body: prorated).status == 400, "\(share)")
+        }
+        var undelivered = good
+        undelivered["deliveryStatus"] = "UNDELIVERED_OTHER"
+        undelivered["refundPreference"] = "GRANT_FULL"
+        #expect(try await apiRequest(harness, method: .put, path: path, body: undelivered).status == 400)
+
         var badPreference = good
         badPreference["refundPreference"] = "MAYBE"
         let preference = try await apiRequest(harness, method: .put, path: path, body: badPreference)

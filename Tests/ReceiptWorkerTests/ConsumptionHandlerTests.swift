@@ -184,6 +184,42 @@ struct ConsumptionHandlerTests {
         #expect(noKey.deadLetter?.error.contains("no App Store Server API key") == true)
     }
 
+    @Test(
+        "fields Apple refuses together are dead-lettered before anything is sent, and the request stays open for a corrected answer"
+    )
+    func refusedTogether() async throws {
+        try await grant("1000")
+        try await openRequest(respondBy: Date(timeIntervalSinceNow: 12 * 3_600))
+        let handler = try handler(consumption: consumption)
+        let hostile: [([String: Any], String)] = [
+            (["delivery_status": "UNDELIVERED_QUALITY_ISSUE", "consumption_percentage": 20], "must be 0 when"),
+            (["refund_preference": "GRANT_PRORATED", "consumption_percentage": 0], "above 0 and below 100"),
+            (["refund_preference": "GRANT_PRORATED", "consumption_percentage": 100], "above 0 and below 100"),
+            // 0.0004 % is 0 milliunits, as Apple would read it.
+            (["refund_preference": "GRANT_PRORATED", "consumption_percentage": 0.0004], "above 0 and below 100"),
+        ]
+        for (fields, reason) in hostile {
+            let outcome = try await run(handler, answer(fields))
+            #expect(outcome.deadLetter?.reason == .consumptionNotSent, "\(fields)")
+            #expect(outcome.deadLetter?.error.contains(reason) == true, "\(fields)")
+        }
+        // A share with no delivery status, for a purchase never granted here (UNDELIVERED_OTHER by default).
+        let ungranted = try await run(handler, answer(["transaction_id": "4000", "consumption_percentage": 30]))
+        #expect(ungranted.deadLetter?.error.contains("must be 0 with delivery status UNDELIVERED_OTHER") == true)
+        #expect(consumption.bodies.isEmpty, "Apple was sent what it refuses")
+        #expect(try await ledger.oldestOpenConsumptionRequests()[.defaultApp] != nil, "the request was closed")
+        // The honest answers beside them: sent as they are.
+        for fields: [String: Any] in [
+            ["refund_preference": "GRANT_PRORATED", "consumption_percentage": 25.5],
+            ["delivery_status": "UNDELIVERED_OTHER", "consumption_percentage": 0, "refund_preference": "GRANT_FULL"],
+            ["transaction_id": "4000", "refund_preference": "DECLINE"],
+        ] {
+            #expect(try await run(handler, answer(fields)).deadLetter == nil, "\(fields)")
+        }
+        #expect(consumption.bodies.count == 3)
+        #expect(consumption.bodies.first?.body.contains(#""consumptionPercentage":25500"#) == true)
+    }
+
     @Test("transient failures are retried; when retries run out the answer is dead-lettered with its attempts")
     func transient() async throws {
         try await grant("1000")
