@@ -55,7 +55,8 @@ package struct ConsumptionAnswer: Sendable, Equatable {
                 Malformed(
                     reason: "refund_preference must be one of \(refundPreferences.sorted().joined(separator: ", "))"))
         }
-        if let problem = Self.refusedTogether(wire) { return .failure(Malformed(reason: problem)) }
+        // Only what is sent: an answer without consent sends nothing, and closes the request whatever its fields.
+        if consented, let problem = Self.refusedTogether(wire) { return .failure(Malformed(reason: problem)) }
         if let bundle = wire.bundleID, !(1...255).contains(bundle.utf8.count) || JobParser.hasControlCharacters(bundle)
         {
             return .failure(

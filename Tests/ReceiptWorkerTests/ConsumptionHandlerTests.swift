@@ -208,6 +208,14 @@ struct ConsumptionHandlerTests {
         #expect(ungranted.deadLetter?.error.contains("must be 0 with delivery status UNDELIVERED_OTHER") == true)
         #expect(consumption.bodies.isEmpty, "Apple was sent what it refuses")
         #expect(try await ledger.oldestOpenConsumptionRequests()[.defaultApp] != nil, "the request was closed")
+        // Without consent nothing is sent whatever the fields: the game's word closes the request.
+        let withoutConsent = try await run(
+            handler,
+            answer([
+                "customer_consented": false, "delivery_status": "UNDELIVERED_OTHER", "consumption_percentage": 20,
+            ]))
+        #expect(withoutConsent.deadLetter == nil && consumption.bodies.isEmpty)
+        #expect(try await ledger.oldestOpenConsumptionRequests().isEmpty)
         // The honest answers beside them: sent as they are.
         for fields: [String: Any] in [
             ["refund_preference": "GRANT_PRORATED", "consumption_percentage": 25.5],
