@@ -220,7 +220,7 @@ let package = Package(
         .testTarget(
             name: "LedgerTests", dependencies: ["Ledger", "CSQLite", "TestSupport", "Vocabulary"], swiftSettings: strict
         ),
-        // What each fuzz target checks of one input: run by the libFuzzer executables (below) and replayed over
+        // What each fuzz target checks of one input: run by the libFuzzer executable (below) and replayed over
         // every seed, corpus entry and saved crash by FuzzReplayTests.
         .target(
             name: "FuzzChecks",

@@ -59,6 +59,11 @@ public struct ApprovalRequest: Sendable, Equatable {
     /// Apple or the ledger, so that its lead's desk has stopped.
     public static let stalledAfter: TimeInterval = 300
 
+    /// The outcome an approval's credit transaction writes, its status still approving: the credit is in the
+    /// ledger, its event perhaps not published yet (the lead's desk may stop between the two). Such a hold, once
+    /// stalled, is approved again (which publishes the event), never rejected.
+    public static let recordedOutcome = "recorded"
+
     /// What a decision moves a held credit from: a compare-and-set in the ledger, so that of two leads deciding at
     /// once one does.
     public enum Precondition: Sendable, Equatable {
@@ -66,13 +71,15 @@ public struct ApprovalRequest: Sendable, Equatable {
         case status(Status)
         /// Approving, claimed before this time and never finished: stalled, and not taken over since.
         case stalledBefore(Date)
+        /// As ``stalledBefore(_:)``, and its credit not recorded (``recordedOutcome``): what a rejection moves from.
+        case unrecordedStalledBefore(Date)
         /// Approving under this claim (its lead, its time): nobody has taken it over since.
         case claimed(Decision)
     }
 
     /// A lead's decision made in the ledger transaction of the credit it approves (``SupportStore``'s
     /// `recordCredit`): the credit is recorded only while the held credit still moves from `from`, so a rejection or
-    /// a takeover in between leaves one of them, never both.
+    /// a takeover in between leaves one of them, never both. Its `to` marks the claim ``recordedOutcome``.
     public struct Move: Sendable, Equatable {
         public var id: Int64
         public var from: Precondition
@@ -86,11 +93,18 @@ public struct ApprovalRequest: Sendable, Equatable {
     }
 
     /// What a lead's decision at `now` (an approval, a rejection) moves it from: waiting, or stalled and not taken
-    /// over since. Nil: decided already, or being approved now.
-    public func decidable(at now: Date) -> Precondition? {
+    /// over since (for a rejection, its credit not recorded either). Nil: decided already, being approved now, or a
+    /// rejection of a credit recorded.
+    public func decidable(at now: Date, rejecting: Bool = false) -> Precondition? {
         if status == .pending { return .status(.pending) }
-        return isStalled(at: now) ? .stalledBefore(now.addingTimeInterval(-Self.stalledAfter)) : nil
+        guard isStalled(at: now) else { return nil }
+        let before = now.addingTimeInterval(-Self.stalledAfter)
+        guard rejecting else { return .stalledBefore(before) }
+        return isRecorded ? nil : .unrecordedStalledBefore(before)
     }
+
+    /// Being approved, its credit recorded by the approval's transaction (``recordedOutcome``).
+    public var isRecorded: Bool { status == .approving && decision?.outcome == Self.recordedOutcome }
 
     /// Claimed for approval more than ``stalledAfter`` before `now`, and never finished.
     public func isStalled(at now: Date) -> Bool {

@@ -155,15 +155,23 @@ struct DeskRulesTests {
         }
         try await claim(1, secondsAgo: 600)  // lee's desk stopped ten minutes ago
         try await claim(2, secondsAgo: 10)  // lee's call to Apple in flight
+        // lee's desk stopped ten minutes ago too, after the credit's transaction and before its event was out.
+        _ = try await desk.credit(Self.ana, body: Self.credit)
+        try await claim(4, secondsAgo: 600)
+        var recorded = try #require(await store.held[3].decision)
+        recorded.outcome = ApprovalRequest.recordedOutcome
+        #expect(await store.decideApproval(id: 4, from: .claimed(recorded), to: recorded))
         let listed = Self.object(try await desk.approvalRequests(Self.lou))["approvals"] as? [[String: Any]] ?? []
-        #expect(listed.map { $0["id"] as? Int } == [3, 1])
-        #expect(listed.map { $0["status"] as? String } == ["pending", "approving"])
+        #expect(listed.map { $0["id"] as? Int } == [4, 3, 1])
+        #expect(listed.map { $0["status"] as? String } == ["approving", "pending", "approving"])
         // The stalled one can be rejected (one that cannot be carried out would otherwise stay for good); the one
-        // being approved now cannot.
+        // being approved now cannot, nor the one whose credit is recorded (approved again, it is published).
         let reject = Self.body(["ticket": "T-100", "reason": "cannot be carried out"])
         #expect(try await desk.reject(Self.lou, id: 1, body: reject).status == 200)
         #expect(try await desk.reject(Self.lou, id: 2, body: reject).status == 409)
-        #expect(await store.held.map(\.status) == [.rejected, .approving, .pending])
+        let refused = try await desk.reject(Self.lou, id: 4, body: reject)
+        #expect(refused.status == 409 && String(decoding: refused.body, as: UTF8.self).contains("approve it again"))
+        #expect(await store.held.map(\.status) == [.rejected, .approving, .pending, .approving])
     }
 
     @Test("hostile input is refused before anything is asked or recorded")
@@ -346,6 +354,10 @@ actor InMemoryDeskStore: DeskStore {
         case .status(let status): guard now.status == status else { return false }
         case .stalledBefore(let time):
             guard now.status == .approving, (now.decision.map { $0.at < time } ?? true) else { return false }
+        case .unrecordedStalledBefore(let time):
+            guard now.status == .approving, (now.decision.map { $0.at < time } ?? true), !now.isRecorded else {
+                return false
+            }
         case .claimed(let claim):
             guard now.status == claim.status, now.decision?.at == claim.at, now.decision?.by == claim.by else {
                 return false

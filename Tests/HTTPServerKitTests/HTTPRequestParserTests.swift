@@ -12,7 +12,7 @@ struct HTTPRequestParserTests {
         return HTTPRequestParser.parse(Array(text.utf8), from: 0, scanned: &scanned)
     }
 
-    // Found writing FuzzHTTPRequestParser (it traps on this input without the fix): `?=` split into no parts, and
+    // Found writing the HTTPRequestParser fuzz target (it traps on this input without the fix): `?=` split into no parts, and
     // reading the key trapped, which took the simulator's server down (and, before MicroHTTPServer, the worker's
     // metrics endpoint).
     @Test("a query pair with an empty key or value is read, not a trap")

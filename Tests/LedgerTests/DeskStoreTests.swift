@@ -140,14 +140,13 @@ struct DeskStoreTests {
     }
 
     @Test(
-        "a lead's credit is recorded with its approval, and not at all once another lead rejected the stalled approval",
+        "a lead's credit is recorded with its approval marked, never rejected after; none once another lead rejected it",
         arguments: Backend.allCases)
     func approvalInTheCreditsTransaction(_ backend: Backend) async throws {
         let ledger = try await backend.open()
         let claimedAt = Date(timeIntervalSince1970: 1_800_000_100.123)
         let later = claimedAt.addingTimeInterval(600)
-        let stalled = ApprovalRequest.Precondition.stalledBefore(
-            later.addingTimeInterval(-ApprovalRequest.stalledAfter))
+        let before = later.addingTimeInterval(-ApprovalRequest.stalledAfter)
         func held(claimedBy lead: String) async throws -> (Int64, ApprovalRequest.Decision) {
             let id = try await ledger.requestApproval(
                 ApprovalRequest(
@@ -161,8 +160,8 @@ struct DeskStoreTests {
         func credit(_ order: String, approving id: Int64, claim: ApprovalRequest.Decision) async throws
             -> SupportCreditRecord
         {
-            var approved = claim
-            approved.status = .approved
+            var recorded = claim
+            recorded.outcome = ApprovalRequest.recordedOutcome
             let grant = GrantClaim(
                 orderID: order, transactionID: "tx-\(order)", purchaseID: nil, environment: .production,
                 userID: "p1", productID: "coins", quantity: 1, originalTransactionID: nil, revenue: nil)
@@ -172,23 +171,31 @@ struct DeskStoreTests {
                     eventID: "event-\(order)", type: "receipt.granted", time: "", key: order, json: Array("{}".utf8)),
                 refundFollowUp: nil, appleRefund: nil)
             return try await ledger.recordCredit(
-                decision, caps: [], day: "", approval: .init(id: id, from: .claimed(claim), to: approved)
+                decision, caps: [], day: "", approval: .init(id: id, from: .claimed(claim), to: recorded)
             ) { _ in line("lee", "approve", player: "p1", at: later) }
         }
-        // The honest lead: credited and approved together, and no rejection after it finds the approval stalled.
+        // The honest lead: credited and its hold marked recorded together. Its desk then stops before the event is
+        // out: stalled, the hold is never rejected, and another lead takes it over to finish it.
         let (first, lees) = try await held(claimedBy: "lee")
         guard case .recorded(.recorded, _) = try await credit("o1", approving: first, claim: lees) else {
             Issue.record("the approved credit was not recorded")
             return
         }
-        #expect(try await ledger.approvalRequest(id: first)?.status == .approved)
+        let marked = try #require(try await ledger.approvalRequest(id: first))
+        #expect(marked.isRecorded && marked.isStalled(at: later))
+        #expect(marked.decidable(at: later, rejecting: true) == nil)
         let rejection = ApprovalRequest.Decision(
             status: .rejected, by: "lou", byName: "lou@studio.test", at: later, outcome: "")
-        #expect(try await ledger.decideApproval(id: first, from: stalled, to: rejection) == false)
+        let rejected = try await ledger.decideApproval(
+            id: first, from: .unrecordedStalledBefore(before), to: rejection)
+        #expect(rejected == false)
+        let takeover = ApprovalRequest.Decision(
+            status: .approving, by: "lou", byName: "lou@studio.test", at: later, outcome: "")
+        #expect(try await ledger.decideApproval(id: first, from: .stalledBefore(before), to: takeover))
         // The slow lead: its desk silent past the stall, another lead rejects it; its credit then comes back and
         // records nothing, grant, answer nor audit line.
         let (second, slow) = try await held(claimedBy: "lee")
-        #expect(try await ledger.decideApproval(id: second, from: stalled, to: rejection))
+        #expect(try await ledger.decideApproval(id: second, from: .unrecordedStalledBefore(before), to: rejection))
         #expect(try await credit("o2", approving: second, claim: slow) == .approvalTaken)
         #expect(try await ledger.approvalRequest(id: second)?.status == .rejected)
         let key = DecisionKey(app: .defaultApp, jobID: "support-o2", fingerprint: "f")

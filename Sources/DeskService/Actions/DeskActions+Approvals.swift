@@ -51,11 +51,11 @@ extension DeskActions {
             return try await refuse(&line, 409, "another lead decided it first")
         }
         let requester = Agent(subject: held.requestedBy, name: held.requestedName, roles: [.agent], via: .session)
-        // Approved in the credit's own transaction, only while still this lead's claim: a lead slower than the stall,
-        // whose approval another lead then rejected or took over, records nothing.
+        // Marked recorded in the credit's own transaction, only while still this lead's claim: a lead slower than
+        // the stall, whose approval another lead then rejected or took over, records nothing. Recorded, it is never
+        // rejected; should this desk stop before the event is out, the next lead's approval publishes it.
         var recorded = claimed
-        recorded.status = .approved
-        recorded.outcome = "recorded"
+        recorded.outcome = ApprovalRequest.recordedOutcome
         let carried: CarriedOut
         do {
             carried = try await carryOut(
@@ -74,13 +74,12 @@ extension DeskActions {
         case .capReached:
             return .refused(409, "ask again")
         case .answered(let answer, let outcome):
-            var done = recorded
+            var done = claimed
+            done.status = .approved
             done.outcome = outcome + ": " + String(decoding: answer.body, as: UTF8.self)
-            // What came of it: moved from the credit's transaction's approval, or, refused before any transaction,
-            // from this lead's claim (a lead slower than the stall, taken over, leaves it to the other).
-            if try await !store.decideApproval(id: id, from: .claimed(recorded), to: done) {
-                _ = try await store.decideApproval(id: id, from: .claimed(claimed), to: done)
-            }
+            // Only while it is still this lead's claim, recorded or not: a lead slower than the stall, taken over,
+            // leaves it to the other.
+            _ = try await store.decideApproval(id: id, from: .claimed(claimed), to: done)
             metrics.credited(outcome: "approved_" + outcome, role: agent.role)
             return answer
         }
@@ -99,9 +98,13 @@ extension DeskActions {
         let decision = ApprovalRequest.Decision(
             status: .rejected, by: agent.subject, byName: agent.name, at: now(), outcome: form.reason ?? "")
         // Waiting, or stalled (its lead's desk stopped mid-way; one that cannot be carried out would stay forever and
-        // hold its player's erasure). A credit its lead recorded moved it to approved in the same transaction; one its
-        // lead still carries out is refused by that transaction once this commits.
-        guard let from = held.decidable(at: decision.at),
+        // hold its player's erasure), its credit not recorded: one its lead still carries out is refused by the
+        // credit's transaction once this commits.
+        if held.isRecorded {
+            return try await refuse(
+                &line, 409, "its credit is recorded: approve it again to finish it (its event is published then)")
+        }
+        guard let from = held.decidable(at: decision.at, rejecting: true),
             try await store.decideApproval(id: id, from: from, to: decision)
         else {
             return try await refuse(&line, 409, "decided already")

@@ -154,6 +154,12 @@ enum DeskQueries {
             case .status(let status): (status, "", [])
             case .stalledBefore(let time):
                 (.approving, " AND (decided_at IS NULL OR decided_at < \(spelling.time(8)))", [.time(time)])
+            case .unrecordedStalledBefore(let time):
+                (
+                    .approving,
+                    " AND (decided_at IS NULL OR decided_at < \(spelling.time(8))) AND (outcome IS NULL OR outcome <> ?9)",
+                    [.time(time), .text(ApprovalRequest.recordedOutcome)]
+                )
             case .claimed(let claim):
                 (
                     claim.status, " AND decided_at = \(spelling.time(8)) AND decided_by = ?9",

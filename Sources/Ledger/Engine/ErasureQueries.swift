@@ -59,6 +59,24 @@ enum ErasureQueries {
         let scope = SQLValue.text(app.rawValue)
         let userID = erasure.userID
         var learned = Learned()
+        learned.held = try bounded(
+            session,
+            "SELECT id, request, status, outcome FROM \(spelling.table("desk_approvals")) WHERE player = ?1 AND app = ?2",
+            [.text(userID), .text(appName)])
+        // Read before the grants (each statement sees its own moment): a hold claimed before this read refuses the
+        // erasure; one claimed after it records its grant before the grants are read (erased with them) or after
+        // the erasure, as a job's grant racing it would.
+        // Waiting, or being approved now (a lead's call to Apple in flight would record a grant naming the player
+        // after the erasure): refused until it ends.
+        if learned.held.contains(where: { ["pending", "approving"].contains($0.text(2)) }) {
+            throw ErasureRefused(
+                "a credit for the player waits for a lead's decision, or is being approved: a lead approves or rejects"
+                    + " it first (one whose approval stalled is in the leads' list after 5 minutes)")
+        }
+        for row in learned.held {
+            erasure.learn(.order, member("order_id", of: row.bytes(1)))
+            erasure.learn(.token, member("app_account_token", of: row.bytes(1))?.lowercased())
+        }
         let grantColumns = "SELECT environment, purchase_id, user_id, order_id, event FROM \(spelling.table("grants"))"
         learned.grants = try bounded(
             session, grantColumns + " WHERE app = ?1 AND user_id = ?2", [scope, .text(userID)])
@@ -75,21 +93,6 @@ enum ErasureQueries {
             erasure.learn(.job, candidate.job)
             erasure.learn(.order, member("order_id", of: row.bytes(1)))
             learned.answers.append((candidate.job, candidate.fingerprint, row.text(0), row.bytes(1) ?? []))
-        }
-        learned.held = try bounded(
-            session,
-            "SELECT id, request, status, outcome FROM \(spelling.table("desk_approvals")) WHERE player = ?1 AND app = ?2",
-            [.text(userID), .text(appName)])
-        // Waiting, or being approved now (a lead's call to Apple in flight would record a grant naming the player
-        // after the erasure): refused until it ends.
-        if learned.held.contains(where: { ["pending", "approving"].contains($0.text(2)) }) {
-            throw ErasureRefused(
-                "a credit for the player waits for a lead's decision, or is being approved: a lead approves or rejects"
-                    + " it first (one whose approval stalled is in the leads' list after 5 minutes)")
-        }
-        for row in learned.held {
-            erasure.learn(.order, member("order_id", of: row.bytes(1)))
-            erasure.learn(.token, member("app_account_token", of: row.bytes(1))?.lowercased())
         }
         // A job's grant and a renewal's to one of the player's orders, unless another player's.
         for order in erasure.replacements.keys where order != userID {
