@@ -61,7 +61,8 @@ public struct ApprovalRequest: Sendable, Equatable {
 
     /// The outcome an approval's credit transaction writes, its status still approving: the credit is in the
     /// ledger, its event perhaps not published yet (the lead's desk may stop between the two). Such a hold, once
-    /// stalled, is approved again (which publishes the event), never rejected.
+    /// stalled, is approved again (which publishes the event), never rejected nor given back to pending; a
+    /// takeover keeps the mark.
     public static let recordedOutcome = "recorded"
 
     /// What a decision moves a held credit from: a compare-and-set in the ledger, so that of two leads deciding at
@@ -75,20 +76,28 @@ public struct ApprovalRequest: Sendable, Equatable {
         case unrecordedStalledBefore(Date)
         /// Approving under this claim (its lead, its time): nobody has taken it over since.
         case claimed(Decision)
+        /// As ``claimed(_:)``, and its credit not recorded (``recordedOutcome``): what a claim given back moves from.
+        case claimedUnrecorded(Decision)
     }
 
-    /// A lead's decision made in the ledger transaction of the credit it approves (``SupportStore``'s
-    /// `recordCredit`): the credit is recorded only while the held credit still moves from `from`, so a rejection or
-    /// a takeover in between leaves one of them, never both. Its `to` marks the claim ``recordedOutcome``.
+    /// A lead's claim checked in the ledger transaction of the credit it approves (``SupportStore``'s
+    /// `recordCredit`): the credit is recorded only while the held credit is still this claim, so a rejection or a
+    /// takeover in between leaves one of them, never both; a credit that leaves an event to publish marks the claim
+    /// ``recordedOutcome`` in the same transaction.
     public struct Move: Sendable, Equatable {
         public var id: Int64
-        public var from: Precondition
-        public var to: Decision
+        public var claim: Decision
 
-        public init(id: Int64, from: Precondition, to: Decision) {
+        public init(id: Int64, claim: Decision) {
             self.id = id
-            self.from = from
-            self.to = to
+            self.claim = claim
+        }
+
+        /// The claim marked: its credit recorded.
+        public var recorded: Decision {
+            var marked = claim
+            marked.outcome = ApprovalRequest.recordedOutcome
+            return marked
         }
     }
 

@@ -9,8 +9,9 @@ public protocol SupportStore: Sendable {
     /// A support credit in one transaction: the claim, as a job's (a purchase credited unclaimed tied to the
     /// order), then, when it credits anew, one use of each of `caps` for `day` (all or none), then its audit line,
     /// made from the claim's outcome. A cap at its limit undoes it all: nothing recorded, ``SupportCreditRecord/capReached``.
-    /// A lead's approval (`approval`) is moved first, in the same transaction: a held credit no longer in its claimed
-    /// state (rejected, or taken over after it stalled) records nothing, ``SupportCreditRecord/approvalTaken``.
+    /// A lead's approval (`approval`) is checked first, in the same transaction: a held credit no longer that claim
+    /// (rejected, or taken over after it stalled) records nothing, ``SupportCreditRecord/approvalTaken``; one whose
+    /// credit leaves an event to publish is marked recorded (``ApprovalRequest/recordedOutcome``).
     func recordCredit(
         _ decision: Decision, caps: [DailyCounter], day: String, approval: ApprovalRequest.Move?,
         audit: @escaping @Sendable (ClaimVerdict) -> AuditEntry
@@ -58,6 +59,15 @@ public enum SupportCreditRecord: Sendable, Equatable {
 }
 
 extension ClaimVerdict {
+    /// Whether the outcome leaves an event for a support credit to publish: a credit anew, one replayed, a credit
+    /// unclaimed tied to the order, a refunded share taken back. A refusal leaves none.
+    public var leavesAnEvent: Bool {
+        switch self {
+        case .recorded, .recordedPartlyRefunded, .tied, .replay, .takenBack: true
+        case .duplicateTransaction, .orderAlreadyFulfilled, .revoked, .credited: false
+        }
+    }
+
     /// Whether the outcome credits the purchase anew (a cap's use is taken for it): recorded, recorded with its
     /// refunded share taken back, or a credit unclaimed tied to the order. A replay, a refusal, or a credit the
     /// order already held takes nothing.

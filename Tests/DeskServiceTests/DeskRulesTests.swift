@@ -362,9 +362,16 @@ actor InMemoryDeskStore: DeskStore {
             guard now.status == claim.status, now.decision?.at == claim.at, now.decision?.by == claim.by else {
                 return false
             }
+        case .claimedUnrecorded(let claim):
+            guard now.status == claim.status, now.decision?.at == claim.at, now.decision?.by == claim.by,
+                !now.isRecorded
+            else { return false }
         }
+        var decided = decision
+        // A takeover keeps the recorded mark, as the ledger's statement does.
+        if now.isRecorded, decision.status == .approving { decided.outcome = ApprovalRequest.recordedOutcome }
         held[index].status = decision.status
-        held[index].decision = decision
+        held[index].decision = decided
         return true
     }
 }

@@ -157,13 +157,11 @@ struct DeskStoreTests {
             #expect(try await ledger.decideApproval(id: id, from: .pending, to: claim))
             return (id, claim)
         }
-        func credit(_ order: String, approving id: Int64, claim: ApprovalRequest.Decision) async throws
-            -> SupportCreditRecord
-        {
-            var recorded = claim
-            recorded.outcome = ApprovalRequest.recordedOutcome
+        func credit(
+            _ order: String, transaction: String? = nil, approving id: Int64, claim: ApprovalRequest.Decision
+        ) async throws -> SupportCreditRecord {
             let grant = GrantClaim(
-                orderID: order, transactionID: "tx-\(order)", purchaseID: nil, environment: .production,
+                orderID: order, transactionID: transaction ?? "tx-\(order)", purchaseID: nil, environment: .production,
                 userID: "p1", productID: "coins", quantity: 1, originalTransactionID: nil, revenue: nil)
             let decision = Decision(
                 key: DecisionKey(app: .defaultApp, jobID: "support-\(order)", fingerprint: "f"), grant: grant,
@@ -171,7 +169,7 @@ struct DeskStoreTests {
                     eventID: "event-\(order)", type: "receipt.granted", time: "", key: order, json: Array("{}".utf8)),
                 refundFollowUp: nil, appleRefund: nil)
             return try await ledger.recordCredit(
-                decision, caps: [], day: "", approval: .init(id: id, from: .claimed(claim), to: recorded)
+                decision, caps: [], day: "", approval: .init(id: id, claim: claim)
             ) { _ in line("lee", "approve", player: "p1", at: later) }
         }
         // The honest lead: credited and its hold marked recorded together. Its desk then stops before the event is
@@ -189,9 +187,22 @@ struct DeskStoreTests {
         let rejected = try await ledger.decideApproval(
             id: first, from: .unrecordedStalledBefore(before), to: rejection)
         #expect(rejected == false)
+        // Nor given back to pending by its lead (a COMMIT whose answer was lost).
+        var back = lees
+        back.status = .pending
+        #expect(try await ledger.decideApproval(id: first, from: .claimedUnrecorded(lees), to: back) == false)
+        // Another lead takes it over, the mark kept: still never rejected, even once that lead stalls too.
         let takeover = ApprovalRequest.Decision(
             status: .approving, by: "lou", byName: "lou@studio.test", at: later, outcome: "")
         #expect(try await ledger.decideApproval(id: first, from: .stalledBefore(before), to: takeover))
+        let taken = try #require(try await ledger.approvalRequest(id: first))
+        #expect(taken.decision?.by == "lou" && taken.isRecorded)
+        let muchLater = later.addingTimeInterval(600)
+        #expect(taken.decidable(at: muchLater, rejecting: true) == nil)
+        let lateRejection = try await ledger.decideApproval(
+            id: first, from: .unrecordedStalledBefore(muchLater.addingTimeInterval(-ApprovalRequest.stalledAfter)),
+            to: rejection)
+        #expect(lateRejection == false)
         // The slow lead: its desk silent past the stall, another lead rejects it; its credit then comes back and
         // records nothing, grant, answer nor audit line.
         let (second, slow) = try await held(claimedBy: "lee")
@@ -202,6 +213,20 @@ struct DeskStoreTests {
         #expect(try await ledger.storedDecision(key) == nil)
         #expect(try await ledger.grantedToPlayer("p1", app: .defaultApp, limit: 10).map(\.orderID) == ["o1"])
         #expect(try await ledger.audit(AuditFilter()).count == 1)
+        // A credit the ledger refuses (the purchase held by another order) leaves no event: its hold is not marked,
+        // and its lead may give it back.
+        let (third, lees3) = try await held(claimedBy: "lee")
+        guard
+            case .recorded(.duplicateTransaction, _) = try await credit(
+                "o3", transaction: "tx-o1", approving: third, claim: lees3)
+        else {
+            Issue.record("the purchase held by o1 was credited again")
+            return
+        }
+        #expect(try await ledger.approvalRequest(id: third)?.isRecorded == false)
+        var given = lees3
+        given.status = .pending
+        #expect(try await ledger.decideApproval(id: third, from: .claimedUnrecorded(lees3), to: given))
         await ledger.close()
     }
 

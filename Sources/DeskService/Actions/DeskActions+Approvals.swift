@@ -51,21 +51,21 @@ extension DeskActions {
             return try await refuse(&line, 409, "another lead decided it first")
         }
         let requester = Agent(subject: held.requestedBy, name: held.requestedName, roles: [.agent], via: .session)
-        // Marked recorded in the credit's own transaction, only while still this lead's claim: a lead slower than
-        // the stall, whose approval another lead then rejected or took over, records nothing. Recorded, it is never
-        // rejected; should this desk stop before the event is out, the next lead's approval publishes it.
-        var recorded = claimed
-        recorded.outcome = ApprovalRequest.recordedOutcome
+        // Recorded only while still this lead's claim, and marked recorded in the credit's own transaction: a lead
+        // slower than the stall, whose approval another lead then rejected or took over, records nothing. Recorded,
+        // it is never rejected nor given back; should this desk stop before the event is out, the next lead's
+        // approval publishes it.
         let carried: CarriedOut
         do {
             carried = try await carryOut(
                 credit, app: app, by: requester, line: line, caps: [], day: "",
-                approval: .init(id: id, from: .claimed(claimed), to: recorded))
+                approval: .init(id: id, claim: claimed))
         } catch {
-            // Apple or the ledger did not answer: back to pending, for this lead or another to approve again.
+            // Apple or the ledger did not answer: back to pending, for this lead or another to approve again, unless
+            // its credit was recorded (a COMMIT whose answer was lost): it stays, for a lead to finish.
             var back = claimed
             back.status = .pending
-            _ = try? await store.decideApproval(id: id, from: .claimed(claimed), to: back)
+            _ = try? await store.decideApproval(id: id, from: .claimedUnrecorded(claimed), to: back)
             throw error
         }
         switch carried {

@@ -165,11 +165,20 @@ enum DeskQueries {
                     claim.status, " AND decided_at = \(spelling.time(8)) AND decided_by = ?9",
                     [.time(claim.at), .text(claim.by)]
                 )
+            case .claimedUnrecorded(let claim):
+                (
+                    claim.status,
+                    " AND decided_at = \(spelling.time(8)) AND decided_by = ?9 AND (outcome IS NULL OR outcome <> ?10)",
+                    [.time(claim.at), .text(claim.by), .text(ApprovalRequest.recordedOutcome)]
+                )
             }
         return try session.first(
             """
             UPDATE \(spelling.table("desk_approvals")) SET status = ?3, decided_by = ?4, decided_name = ?5,
-                decided_at = \(spelling.time(6)), outcome = ?7 WHERE id = ?1 AND status = ?2\(condition) RETURNING id
+                decided_at = \(spelling.time(6)),
+                outcome = CASE WHEN status = 'approving' AND ?3 = 'approving' AND outcome = '\(ApprovalRequest.recordedOutcome)'
+                    THEN outcome ELSE ?7 END
+                WHERE id = ?1 AND status = ?2\(condition) RETURNING id
             """,
             [
                 .integer(id), .text(status.rawValue), .text(decision.status.rawValue), .text(decision.by),

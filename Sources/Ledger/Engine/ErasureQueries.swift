@@ -63,9 +63,9 @@ enum ErasureQueries {
             session,
             "SELECT id, request, status, outcome FROM \(spelling.table("desk_approvals")) WHERE player = ?1 AND app = ?2",
             [.text(userID), .text(appName)])
-        // Read before the grants (each statement sees its own moment): a hold claimed before this read refuses the
-        // erasure; one claimed after it records its grant before the grants are read (erased with them) or after
-        // the erasure, as a job's grant racing it would.
+        // Read before the grants (each statement sees its own moment): a hold waiting or being approved at this read
+        // refuses the erasure, so no approval's grant is recorded between the two reads; a hold made after this
+        // read is approved later still, after the erasure, as a job's grant racing it would be.
         // Waiting, or being approved now (a lead's call to Apple in flight would record a grant naming the player
         // after the erasure): refused until it ends.
         if learned.held.contains(where: { ["pending", "approving"].contains($0.text(2)) }) {

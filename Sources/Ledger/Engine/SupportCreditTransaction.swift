@@ -15,12 +15,12 @@ extension LedgerEngine {
             attempts += 1
             do {
                 return try await dialect.write { session in
-                    // The lead's approval first (its row locked until the end): a rejection or a takeover since the
-                    // lead's claim leaves nothing to credit; once this commits, neither finds it stalled.
+                    // The lead's claim first (its row locked until the end): a rejection or a takeover since leaves
+                    // nothing to credit.
                     if let move = approval {
-                        guard try DeskQueries.decide(id: move.id, from: move.from, to: move.to, in: session) else {
-                            throw DeskQueries.ApprovalTaken()
-                        }
+                        guard
+                            try DeskQueries.decide(id: move.id, from: .claimed(move.claim), to: move.claim, in: session)
+                        else { throw DeskQueries.ApprovalTaken() }
                     }
                     // A subscription's period: the subscription locked first, as a renewal, a reversal and the tie
                     // below take them (the claim takes the period's), so none of them deadlocks with this one.
@@ -37,6 +37,11 @@ extension LedgerEngine {
                     }
                     // Taken only for a credit made now, in its transaction: a cap at its limit rolls the credit back.
                     if outcome.creditsAnew { try DeskQueries.reserve(caps, day: day, in: session) }
+                    // Marked recorded with it: never rejected nor given back, only finished (its event published).
+                    if let move = approval, outcome.leavesAnEvent {
+                        _ = try DeskQueries.decide(
+                            id: move.id, from: .claimed(move.claim), to: move.recorded, in: session)
+                    }
                     return .recorded(outcome, auditID: try DeskQueries.appendAudit(audit(outcome), in: session))
                 }
             } catch is DeskQueries.CapReached {
