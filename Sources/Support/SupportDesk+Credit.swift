@@ -81,8 +81,9 @@ extension SupportDesk {
     /// Verifies the purchase with Apple (Get Transaction Info, its signature and app checked), refuses what must
     /// not be credited, then claims it for the order as a job's grant claims it, with one use of each of `caps`
     /// (nothing when a cap is full: ``CreditResult/capReached``) and its audit line (`audit`, made from the outcome)
-    /// in the claim's transaction, and a lead's approval moved in it too (`approval`). A refusal before the claim, or
-    /// a request recorded before, has its line written alone.
+    /// in the claim's transaction, and a lead's approval checked and marked in it too (`approval`). A refusal before
+    /// the claim, or a request recorded before, has its line written alone; a request recorded before marks the
+    /// approval first, only while it is still the lead's claim.
     public func credit(
         _ request: CreditRequest, caps: [DailyCounter] = [], day: String = "", now: Date = Date(),
         approval: ApprovalRequest.Move? = nil,
@@ -94,6 +95,13 @@ extension SupportDesk {
             try await ledger.appendAudit(audit(.refused(why)))
             return .done(.refused(why))
         case .recordedBefore(let outcome):
+            // Recorded by another way (the agent's same request again): its event is published now, so the hold is
+            // marked as the credit's transaction would mark it, or, rejected or taken over meanwhile, left alone.
+            if let approval,
+                try await !ledger.decideApproval(id: approval.id, from: .claimed(approval.claim), to: approval.recorded)
+            {
+                return .approvalTaken
+            }
             try await ledger.appendAudit(audit(outcome))
             return .done(outcome)
         case .ready(let ready):

@@ -135,6 +135,64 @@ struct SupportEndToEndTests {
     }
 
     @Test(
+        "a lead's approval marks its hold when the credit is recorded, or was recorded before by the same request; not once another lead rejected it"
+    )
+    func approvalsMarkTheirHold() async throws {
+        let harness = try await WorkerHarness(notifications: true)
+        let token = UUID()
+        let bought = try await harness.purchase(["product_id": "coins_100", "app_account_token": token.uuidString])
+        let request = credit(bought.transactionID, order: "o-held", token: token)
+        try await harness.configuration.withToolLedger { ledger in
+            let desk = try SupportDesk.make(
+                harness.configuration, app: nil, ledger: ledger, logger: WorkerHarness.logger)
+            let at = Date(timeIntervalSince1970: 1_800_000_000)
+            func hold(claimedBy lead: String) async throws -> ApprovalRequest.Move {
+                let id = try await ledger.requestApproval(
+                    ApprovalRequest(
+                        createdAt: at, app: "default", requestedBy: "agent-17", requestedName: "agent-17", ticket: "T",
+                        player: "player-9", request: "{}"))
+                let claim = ApprovalRequest.Decision(status: .approving, by: lead, byName: lead, at: at, outcome: "")
+                #expect(try await ledger.decideApproval(id: id, from: .pending, to: claim))
+                return ApprovalRequest.Move(id: id, claim: claim)
+            }
+            func approve(_ move: ApprovalRequest.Move) async throws -> SupportDesk.CreditResult {
+                try await desk.credit(request, approval: move) { _ in
+                    AuditEntry(
+                        at: at, app: "default", agent: move.claim.by, agentName: move.claim.by, role: "lead",
+                        action: "approve", outcome: "credited", ticket: "T", player: "player-9", request: "{}",
+                        answer: "{}")
+                }
+            }
+            // Credited: the hold marked in the credit's own transaction.
+            let first = try await hold(claimedBy: "lee")
+            guard case .done(.credited) = try await approve(first) else {
+                Issue.record("the approved credit was not credited")
+                return
+            }
+            #expect(try await ledger.approvalRequest(id: first.id)?.isRecorded == true)
+            // The same request held again: recorded before, its event published again, its hold marked too.
+            let second = try await hold(claimedBy: "lee")
+            guard case .done(.credited) = try await approve(second) else {
+                Issue.record("the request recorded before was not answered with its event")
+                return
+            }
+            #expect(try await ledger.approvalRequest(id: second.id)?.isRecorded == true)
+            // Rejected while its lead was slow: nothing published for it, no line written.
+            let third = try await hold(claimedBy: "lee")
+            let rejection = ApprovalRequest.Decision(
+                status: .rejected, by: "lou", byName: "lou", at: at.addingTimeInterval(600), outcome: "")
+            #expect(
+                try await ledger.decideApproval(
+                    id: third.id, from: .unrecordedStalledBefore(at.addingTimeInterval(1)), to: rejection))
+            let lines = try await ledger.audit(AuditFilter()).count
+            #expect(try await approve(third) == .approvalTaken)
+            #expect(try await ledger.audit(AuditFilter()).count == lines)
+            #expect(try await ledger.approvalRequest(id: third.id)?.status == .rejected)
+        }
+        await harness.stop()
+    }
+
+    @Test(
         "hostile and refused: another app's order and transaction are not this app's; an order id that is a path is never sent; a refunded purchase is refused; a Sandbox purchase in production is never credited"
     )
     func refusals() async throws {

@@ -36,6 +36,12 @@ extension DeskActions {
         // once, one takes it.
         let at = now()
         guard let from = held.decidable(at: at) else {
+            if held.isRecorded {
+                return try await refuse(
+                    &line, 409,
+                    "its credit is recorded and its event may not be out yet: approve it again once it shows stalled"
+                        + " (5 minutes after its claim)")
+            }
             return try await refuse(&line, 409, "decided already: \(held.status.rawValue)")
         }
         // The subject, and the name too: a provider may give one person another subject per client.
@@ -77,9 +83,13 @@ extension DeskActions {
             var done = claimed
             done.status = .approved
             done.outcome = outcome + ": " + String(decoding: answer.body, as: UTF8.self)
-            // Only while it is still this lead's claim, recorded or not: a lead slower than the stall, taken over,
-            // leaves it to the other.
-            _ = try await store.decideApproval(id: id, from: .claimed(claimed), to: done)
+            // Only while it is still this lead's claim: a lead slower than the stall, taken over, leaves it to the
+            // other. Credited (its event out), whatever the mark; otherwise only when nothing was recorded: a
+            // recorded credit whose event the broker did not take, or that Apple refused on a takeover, stays
+            // approving, listed once stalled, for a lead to approve again.
+            let from: ApprovalRequest.Precondition =
+                outcome == "credited" ? .claimed(claimed) : .claimedUnrecorded(claimed)
+            _ = try await store.decideApproval(id: id, from: from, to: done)
             metrics.credited(outcome: "approved_" + outcome, role: agent.role)
             return answer
         }
