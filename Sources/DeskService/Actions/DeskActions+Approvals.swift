@@ -79,16 +79,15 @@ extension DeskActions {
             return try await refuse(&line, 409, "another lead rejected it or took it over meanwhile: nothing credited")
         case .capReached:
             return .refused(409, "ask again")
-        case .answered(let answer, let outcome):
+        case .answered(let answer, let outcome, let eventOut):
             var done = claimed
             done.status = .approved
             done.outcome = outcome + ": " + String(decoding: answer.body, as: UTF8.self)
             // Only while it is still this lead's claim: a lead slower than the stall, taken over, leaves it to the
-            // other. Credited (its event out), whatever the mark; otherwise only when nothing was recorded: a
-            // recorded credit whose event the broker did not take, or that Apple refused on a takeover, stays
-            // approving, listed once stalled, for a lead to approve again.
-            let from: ApprovalRequest.Precondition =
-                outcome == "credited" ? .claimed(claimed) : .claimedUnrecorded(claimed)
+            // other. Its event out (a step after it, the token, may be unfinished), whatever the mark; otherwise only
+            // when nothing was recorded: a recorded credit whose event the broker did not take, or that Apple
+            // refused on a takeover, stays approving, listed once stalled, for a lead to approve again.
+            let from: ApprovalRequest.Precondition = eventOut ? .claimed(claimed) : .claimedUnrecorded(claimed)
             _ = try await store.decideApproval(id: id, from: from, to: done)
             metrics.credited(outcome: "approved_" + outcome, role: agent.role)
             return answer

@@ -51,7 +51,7 @@ extension DeskActions {
         // The same request again (its event not published, the token not set): finished, outside the caps.
         if try await app.desk.recordedBefore(form.request(by: agent.name)) {
             let carried = try await carryOut(form, app: app, by: agent, line: line, caps: [], day: "")
-            guard case .answered(let answer, let outcome) = carried else { return .refused(409, "ask again") }
+            guard case .answered(let answer, let outcome, _) = carried else { return .refused(409, "ask again") }
             metrics.credited(outcome: outcome, role: agent.role)
             return answer
         }
@@ -60,7 +60,7 @@ extension DeskActions {
         // Over a cap already: held without asking Apple. Within: credited, the cap's use taken in the credit's
         // transaction; one that a burst filled meanwhile is held the same way.
         if try await capsAvailable(counters, day: day),
-            case .answered(let answer, let outcome) = try await carryOut(
+            case .answered(let answer, let outcome, _) = try await carryOut(
                 form, app: app, by: agent, line: line, caps: counters, day: day)
         {
             metrics.credited(outcome: outcome, role: agent.role)
@@ -122,7 +122,8 @@ extension DeskActions {
     /// How carrying out a credit ended: answered (with the outcome the metrics count), or a cap full (nothing
     /// recorded: the caller holds it), or its approval decided otherwise meanwhile (nothing recorded).
     enum CarriedOut {
-        case answered(Answer, outcome: String)
+        /// `eventOut`: the credit's event was taken by the broker (the steps after it may still be unfinished).
+        case answered(Answer, outcome: String, eventOut: Bool)
         case capReached
         case approvalTaken
     }
@@ -155,7 +156,8 @@ extension DeskActions {
         case .approvalTaken:
             return .approvalTaken
         case .done(.refused(let why)):
-            return .answered(.json(422, ["outcome": "refused", "note": .string(why)]), outcome: "refused")
+            return .answered(
+                .json(422, ["outcome": "refused", "note": .string(why)]), outcome: "refused", eventOut: false)
         case .done(.credited(let event, let original, let environment, let note, let setToken)):
             let followed = await app.desk.followThrough(
                 event, originalTransactionID: original, environment: environment, setToken: setToken,
@@ -176,7 +178,7 @@ extension DeskActions {
                     [
                         "outcome": .string(outcome), "event_id": .string(event.eventID), "note": .string(note),
                         "steps": JSONValue(followed.notes), "unfinished": JSONValue(followed.unfinished),
-                    ]), outcome: outcome)
+                    ]), outcome: outcome, eventOut: followed.eventPublished)
         }
     }
 
