@@ -75,7 +75,7 @@ package struct ConsumptionAnswer: Sendable, Equatable {
     /// milliunits). Refused at intake, so nothing is sent and the request stays open for a corrected answer.
     private static func refusedTogether(_ wire: Wire) -> String? {
         guard let milliunits = wire.consumptionPercentage.map(Self.milliunits) else { return nil }
-        if let status = wire.deliveryStatus, status != "DELIVERED", milliunits != 0 {
+        if let status = wire.deliveryStatus, refusesShare(wire.consumptionPercentage, delivery: status) {
             return "consumption_percentage must be 0 when delivery_status is \(status): Apple refuses any other"
         }
         if wire.refundPreference == "GRANT_PRORATED", !(1..<100_000).contains(milliunits) {
@@ -87,6 +87,14 @@ package struct ConsumptionAnswer: Sendable, Equatable {
 
     /// A share from 0 to 100 in Apple's milliunits (12.5 % is 12,500).
     package static func milliunits(_ percentage: Double) -> Int { Int((percentage * 1000).rounded()) }
+
+    /// Whether Apple refuses `percentage` beside `delivery` (UndeliveredConsumptionPercentageNonZeroError): a share
+    /// other than 0, in milliunits, with a delivery status other than DELIVERED. Checked on the status the answer
+    /// gives as it is read, and on the one the ledger gives before it is sent.
+    package static func refusesShare(_ percentage: Double?, delivery: String) -> Bool {
+        guard delivery != "DELIVERED", let percentage else { return false }
+        return milliunits(percentage) != 0
+    }
 
     /// Apple's `ConsumptionRequest` body (Send Consumption Information): percentages in milliunits.
     package func appleBody(deliveryStatus: String) -> Data {

@@ -108,9 +108,7 @@ package struct ConsumptionHandler: MessageHandler {
                         + " the player received")
             }
             // A share consumed of a purchase never granted here (UNDELIVERED_OTHER by default): Apple takes only 0.
-            if delivery != "DELIVERED", let share = answer.consumptionPercentage,
-                ConsumptionAnswer.milliunits(share) != 0
-            {
+            if ConsumptionAnswer.refusesShare(answer.consumptionPercentage, delivery: delivery) {
                 return notSent(
                     "consumption_percentage must be 0 with delivery status \(delivery) (the purchase was not granted"
                         + " here): Apple refuses any other; send delivery_status if it was delivered")

@@ -14,6 +14,14 @@ struct DeskStoreTests {
             outcome: "answered", ticket: "T-1", player: player, request: #"{"user_id":"p"}"#, answer: "{}")
     }
 
+    /// A credit of ana's held for a lead: its id.
+    func hold(in ledger: any Ledger) async throws -> Int64 {
+        try await ledger.requestApproval(
+            ApprovalRequest(
+                createdAt: Date(timeIntervalSince1970: 1_800_000_000), app: "default", requestedBy: "ana",
+                requestedName: "ana@studio.test", ticket: "T-9", player: "p1", request: #"{"transaction_id":"1"}"#))
+    }
+
     @Test(
         "the audit keeps every line as written, newest first, filtered by time, agent and player",
         arguments: Backend.allCases)
@@ -70,10 +78,7 @@ struct DeskStoreTests {
     @Test("a held credit is decided once: the first lead to claim it, never a second", arguments: Backend.allCases)
     func approvals(_ backend: Backend) async throws {
         let ledger = try await backend.open()
-        let id = try await ledger.requestApproval(
-            ApprovalRequest(
-                createdAt: Date(timeIntervalSince1970: 1_800_000_000), app: "default", requestedBy: "ana",
-                requestedName: "ana@studio.test", ticket: "T-9", player: "p1", request: #"{"transaction_id":"1"}"#))
+        let id = try await hold(in: ledger)
         let held = try #require(try await ledger.approvalRequest(id: id))
         #expect(held.status == .pending && held.requestedBy == "ana" && held.decision == nil && held.ticket == "T-9")
         let claim = ApprovalRequest.Decision(
@@ -102,10 +107,7 @@ struct DeskStoreTests {
         arguments: Backend.allCases)
     func stalledApprovalTakenOverOnce(_ backend: Backend) async throws {
         let ledger = try await backend.open()
-        let id = try await ledger.requestApproval(
-            ApprovalRequest(
-                createdAt: Date(timeIntervalSince1970: 1_800_000_000), app: "default", requestedBy: "ana",
-                requestedName: "ana@studio.test", ticket: "T-9", player: "p1", request: #"{"transaction_id":"1"}"#))
+        let id = try await hold(in: ledger)
         let claimedAt = Date(timeIntervalSince1970: 1_800_000_100.123)
         let claim = ApprovalRequest.Decision(
             status: .approving, by: "lee", byName: "lee@studio.test", at: claimedAt, outcome: "")
@@ -148,10 +150,7 @@ struct DeskStoreTests {
         let later = claimedAt.addingTimeInterval(600)
         let before = later.addingTimeInterval(-ApprovalRequest.stalledAfter)
         func held(claimedBy lead: String) async throws -> (Int64, ApprovalRequest.Decision) {
-            let id = try await ledger.requestApproval(
-                ApprovalRequest(
-                    createdAt: Date(timeIntervalSince1970: 1_800_000_000), app: "default", requestedBy: "ana",
-                    requestedName: "ana@studio.test", ticket: "T-9", player: "p1", request: "{}"))
+            let id = try await hold(in: ledger)
             let claim = ApprovalRequest.Decision(
                 status: .approving, by: lead, byName: "\(lead)@studio.test", at: claimedAt, outcome: "")
             #expect(try await ledger.decideApproval(id: id, from: .pending, to: claim))
