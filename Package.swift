@@ -16,10 +16,13 @@ let rdkafkaLinkerSettings: [LinkerSetting] =
 
 // Every Swift target: warnings are errors; an import is internal unless a declaration it serves is public
 // (InternalImportsByDefault); a member is visible only where its module is imported (MemberImportVisibility); an
-// existential is written `any` (ExistentialAny).
+// existential is written `any` (ExistentialAny). A release build optimizes across modules: a receipt job crosses
+// a dozen of them (Runtime, Flows, AppleVerification, Vocabulary, Ledger, Kafka...), and a generic or a small
+// function of another module was called, not specialized or inlined (docs/benchmarks.md, "Across modules").
 let strict: [SwiftSetting] = [
     .treatAllWarnings(as: .error), .enableUpcomingFeature("InternalImportsByDefault"),
     .enableUpcomingFeature("MemberImportVisibility"), .enableUpcomingFeature("ExistentialAny"),
+    .unsafeFlags(["-cross-module-optimization"], .when(configuration: .release)),
 ]
 
 // The source revision the binary is built from, for `--version` and `receipt_worker_build_info`: the environment's

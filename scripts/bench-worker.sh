@@ -86,15 +86,18 @@ thread_ticks() {
 }
 # "worker simulator broker postgresql" CPU ticks now, then the bytes the worker has written with write(2)
 # and its kin (wchar): with SQLite, mostly the ledger's WAL and checkpoints, beside the log file and the
-# eventfds; not the sockets, which librdkafka, libcurl and libpq write with send and sendmsg. Last, the
+# eventfds; not the sockets, which librdkafka, libcurl and libpq write with send and sendmsg. Then the
 # times the worker's threads have been switched out (voluntary and not): each is a hop between threads
-# or a wait, a few microseconds of the kernel's.
+# or a wait, a few microseconds of the kernel's; the threads' ticks; last, the worker's minor page faults
+# (memory touched for the first time, or again after the allocator gave it back): a count, steady where
+# CPU figures move.
 cpu_snapshot() {
     echo "$(cpu_ticks "$worker_pid") $(cpu_ticks "$sim_pid") $(cpu_ticks "$(cat "$SERVICES_DIR/tansu.pid")")" \
         "$(cpu_ticks $(pgrep -u postgres postgres | tr '\n' ' '))" \
         "$(awk '/^wchar:/ {print $2}' "/proc/$worker_pid/io" 2>/dev/null || echo 0)" \
         "$(cat /proc/"$worker_pid"/task/*/status 2>/dev/null | awk '/ctxt_switches:/ {s += $2} END {print s + 0}')" \
-        "$(thread_ticks "$worker_pid")"
+        "$(thread_ticks "$worker_pid")" \
+        "$(sed 's/.*) //' "/proc/$worker_pid/stat" 2>/dev/null | awk '{print $8} END {if (NR == 0) print 0}')"
 }
 if [ "${MALLOCS:-no}" = yes ]; then  # probes on malloc (glibc's kept, jemalloc's made anew): counting slows every call
     libc="$(ldd .build/release/receipt-worker | awk '/libc.so.6/ {print $3}')"
@@ -131,8 +134,9 @@ threads = [per_job[0] - sum(named)] + named  # the tasks: the rest of the worker
 split = ", ".join(f"{name} {value:.0f}" for name, value in zip(["tasks", "HTTP loop", "ledger", "Kafka"], threads))
 if after[6].split(":")[3] != "1":  # a build before NamedThread: every thread has the dispatch thread's name
     split = "not told apart (this build does not name its threads)"
+faults = (int(after[7]) - int(before[7])) / jobs
 print("CPU per job (us): " + ", ".join(parts) + ratio + f"; worker wrote {written:.1f} KiB per job"
-      + f", {switches:.1f} context switches per job; the worker's by thread (us): {split}")
+      + f", {switches:.1f} context switches and {faults:.1f} page faults per job; the worker's by thread (us): {split}")
 PY
 }
 
