@@ -142,20 +142,24 @@ extension SupportDesk {
         switch answer {
         case .found(let jws): signed = jws
         case .notFound:
-            return .refused("Apple knows no transaction \(request.transactionID) of this app: not this app's")
+            return try await refusedByApple(
+                request, "Apple knows no transaction \(request.transactionID) of this app: not this app's")
         case .rejected(let code):
-            return .refused("Apple refused transaction id \(request.transactionID) (error \(code))")
+            return try await refusedByApple(
+                request, "Apple refused transaction id \(request.transactionID) (error \(code))")
         }
         let payload: JWSTransaction
         let transaction: AppleTransaction
         do {
             (payload, transaction) = try await verified(signed)
         } catch {
-            if error.code == .bundleMismatch { return .refused("not this app's: \(error.reason)") }
-            if error.code == .environmentNotAllowed {
-                return .refused("Sandbox: a tester's purchase, never credited here")
-            }
-            return .refused("the transaction does not verify: \(error.reason)")
+            let refusal =
+                switch error.code {
+                case .bundleMismatch: "not this app's: \(error.reason)"
+                case .environmentNotAllowed: "Sandbox: a tester's purchase, never credited here"
+                default: "the transaction does not verify: \(error.reason)"
+                }
+            return try await refusedByApple(request, refusal)
         }
         let environment = payload.environment ?? .production
         let key = decisionKey(request, transactionID: transaction.transactionID)
@@ -224,6 +228,25 @@ extension SupportDesk {
             PreparedCredit(
                 request: request, decision: decision, originalTransactionID: original, environment: environment,
                 setToken: wantsToken))
+    }
+
+    /// A purchase Apple now refuses (unknown to it, or no longer verifying here: another app's, or Sandbox turned off
+    /// since) is refused, unless this same request was recorded before: its event then goes out again from the
+    /// ledger, as any request recorded before, with nothing set at Apple. A credit recorded while Apple vouched for it
+    /// is never left without its event (and a lead's approval that carried it out never left open).
+    private func refusedByApple(_ request: CreditRequest, _ refusal: String) async throws -> CreditPreparation {
+        guard let first = try await ledger.storedDecision(decisionKey(request, transactionID: request.transactionID))
+        else { return .refused(refusal) }
+        let written = JSONObjectScanner.members(first.json) ?? []
+        func field(_ name: String) -> String? {
+            written.first { $0.key == name }.flatMap { JSONStringToken.text($0.raw) }
+        }
+        return .recordedBefore(
+            .credited(
+                first, originalTransactionID: field("original_transaction_id") ?? request.transactionID,
+                environment: field("environment").flatMap(AppleEnvironment.init(rawValue:)) ?? .production,
+                note: Self.repeatedCredit + "; Apple now refuses the purchase (\(refusal)): the ledger's event",
+                setToken: false))
     }
 
     /// What the ledger's answer to a prepared credit means, in support's words: pure, so that the credit's audit

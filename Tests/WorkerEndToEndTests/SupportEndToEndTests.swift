@@ -33,6 +33,17 @@ struct SupportEndToEndTests {
             appleOrderID: invoice, appAccountToken: token)
     }
 
+    /// The default app's desk with `apple.allow_sandbox` set as given.
+    func desk<T: Sendable>(
+        _ harness: WorkerHarness, allowSandbox: Bool, _ body: (SupportDesk) async throws -> T
+    ) async throws -> T {
+        var configuration = harness.configuration
+        configuration.apps[0].allowSandbox = allowSandbox
+        return try await configuration.withToolLedger { ledger in
+            try await body(try SupportDesk.make(configuration, app: nil, ledger: ledger, logger: WorkerHarness.logger))
+        }
+    }
+
     /// Publishes a credit's event as `receipt-worker credit` does.
     func publish(_ outcome: SupportDesk.CreditDecision, _ harness: WorkerHarness) async throws -> StoredEvent? {
         guard case .credited(let event, _, _, _, _) = outcome else { return nil }
@@ -189,6 +200,42 @@ struct SupportEndToEndTests {
             #expect(try await ledger.audit(AuditFilter()).count == lines)
             #expect(try await ledger.approvalRequest(id: third.id)?.status == .rejected)
         }
+        await harness.stop()
+    }
+
+    @Test(
+        "a credit recorded while Sandbox was accepted, asked again once it is not: its event again from the ledger, nothing set at Apple; another order for the purchase is refused"
+    )
+    func recordedBeforeAppleRefuses() async throws {
+        let harness = try await WorkerHarness(notifications: true)
+        // The player's token on the purchase: a Sandbox purchase has no Production invoice to prove it.
+        let token = UUID()
+        let sandbox = try await harness.purchase(
+            ["product_id": "coins_100", "environment": "Sandbox", "app_account_token": token.uuidString])
+        let request = credit(sandbox.transactionID, order: "o-tester", token: token)
+        guard
+            case .credited(let first, _, .sandbox, _, _) = try await desk(
+                harness, allowSandbox: true, { try await $0.credit(request) })
+        else {
+            Issue.record("a Sandbox purchase was not credited with Sandbox accepted")
+            return
+        }
+        // Sandbox turned off since (a lead taking over the approval that recorded it, the agent's run again): the desk
+        // asks Apple's Production, which knows no such transaction, and the event the ledger holds goes out all the same.
+        let again = try await desk(harness, allowSandbox: false) { try await $0.credit(request) }
+        guard case .credited(let event, let original, let environment, let note, let setToken) = again else {
+            Issue.record("the credit recorded before was refused: \(again)")
+            return
+        }
+        #expect(event == first, "the same event, byte for byte")
+        #expect(original == sandbox.transactionID && environment == .sandbox && !setToken)
+        let unknown = "Apple knows no transaction \(sandbox.transactionID) of this app: not this app's"
+        #expect(note.hasPrefix(SupportDesk.repeatedCredit) && note.contains(unknown), "\(note)")
+        // Any other request for that purchase is refused, as before.
+        let other = try await desk(harness, allowSandbox: false) {
+            try await $0.credit(credit(sandbox.transactionID, order: "o-other", token: token))
+        }
+        #expect(other == .refused(unknown))
         await harness.stop()
     }
 
