@@ -99,7 +99,8 @@ enum CreditCommand {
         purchase already held by an order, refunded or revoked in all, a family member's access, of another app,
         of the Sandbox where Sandbox is not accepted, for an order id starting unclaimed: (reserved), or not shown
         to be the player's. Running it again with the same values publishes the same event again (the same
-        event_id), checks the proof again and sets the token when it holds.
+        event_id), whatever Apple says of the purchase now; while Apple still vouches for it, it checks the proof
+        again and sets the token when it holds.
 
         Exit codes: 0 credited; 3 refused (nothing recorded by this run); 1 the ledger or the broker did not answer
         within 20 s, or Apple within retry.max_attempts (run it again: it is safe); 2 usage or configuration error.

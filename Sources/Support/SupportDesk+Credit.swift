@@ -152,6 +152,10 @@ extension SupportDesk {
         let transaction: AppleTransaction
         do {
             (payload, transaction) = try await verified(signed)
+        } catch  where error.isRetriable {
+            // Not Apple's word on the purchase (its chain's revocation status not known yet): asked again, never
+            // a refusal, nor a credit recorded before published as one Apple refuses.
+            throw error
         } catch {
             let refusal =
                 switch error.code {
@@ -239,13 +243,21 @@ extension SupportDesk {
         else { return .refused(refusal) }
         let written = JSONObjectScanner.members(first.json) ?? []
         func field(_ name: String) -> String? {
-            written.first { $0.key == name }.flatMap { JSONStringToken.text($0.raw) }
+            guard let member = written.first(where: { $0.key == name }), member.raw.first == UInt8(ascii: "\"")
+            else { return nil }
+            return JSONStringToken.text(member.raw)
         }
+        // A support credit's event always names its environment; one that did not is refused as before, rather than
+        // finished at a guessed one.
+        guard let environment = field("environment").flatMap(AppleEnvironment.init(rawValue:)) else {
+            return .refused(refusal)
+        }
+        let token = request.appAccountToken == nil ? "" : "; the player's app account token is not set at Apple"
         return .recordedBefore(
             .credited(
                 first, originalTransactionID: field("original_transaction_id") ?? request.transactionID,
-                environment: field("environment").flatMap(AppleEnvironment.init(rawValue:)) ?? .production,
-                note: Self.repeatedCredit + "; Apple now refuses the purchase (\(refusal)): the ledger's event",
+                environment: environment,
+                note: Self.repeatedCredit + "; Apple now refuses the purchase (\(refusal)): the ledger's event" + token,
                 setToken: false))
     }
 
@@ -361,7 +373,9 @@ extension SupportDesk {
     public func finish(transactionID: String, environment: AppleEnvironment) async throws
         -> AppStoreServerAPIClient.Acknowledgement
     {
-        try await retrying {
+        // No Sandbox endpoint is called where Sandbox is not accepted (a credit recorded before it was turned off).
+        guard environment == .production || allowSandbox else { return .notFound }
+        return try await retrying {
             try await api.finishTransaction(id: transactionID, environment: environment, attempts: &$0)
         }
     }

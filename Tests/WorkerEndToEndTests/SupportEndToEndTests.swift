@@ -204,7 +204,7 @@ struct SupportEndToEndTests {
     }
 
     @Test(
-        "a credit recorded while Sandbox was accepted, asked again once it is not: its event again from the ledger, nothing set at Apple; another order for the purchase is refused"
+        "a credit recorded while Sandbox was accepted, asked again once it is not: its event again from the ledger, its token not set and no Sandbox endpoint called; another order for the purchase is refused"
     )
     func recordedBeforeAppleRefuses() async throws {
         let harness = try await WorkerHarness(notifications: true)
@@ -231,6 +231,14 @@ struct SupportEndToEndTests {
         #expect(original == sandbox.transactionID && environment == .sandbox && !setToken)
         let unknown = "Apple knows no transaction \(sandbox.transactionID) of this app: not this app's"
         #expect(note.hasPrefix(SupportDesk.repeatedCredit) && note.contains(unknown), "\(note)")
+        #expect(note.hasSuffix("the player's app account token is not set at Apple"), "\(note)")
+        // Finishing it (apple.finish_transactions) calls no Sandbox endpoint where Sandbox is not accepted.
+        let callsBefore = try await harness.admin.appleRequests()
+        let finished = try await desk(harness, allowSandbox: false) {
+            try await $0.finish(transactionID: sandbox.transactionID, environment: environment)
+        }
+        let callsAfter = try await harness.admin.appleRequests()
+        #expect(finished == .notFound && callsAfter == callsBefore)
         // Any other request for that purchase is refused, as before.
         let other = try await desk(harness, allowSandbox: false) {
             try await $0.credit(credit(sandbox.transactionID, order: "o-other", token: token))

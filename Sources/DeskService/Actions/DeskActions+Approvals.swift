@@ -85,8 +85,8 @@ extension DeskActions {
             done.outcome = outcome + ": " + String(decoding: answer.body, as: UTF8.self)
             // Only while it is still this lead's claim: a lead slower than the stall, taken over, leaves it to the
             // other. Its event out (a step after it, the token, may be unfinished), whatever the mark; otherwise only
-            // when nothing was recorded: a recorded credit whose event the broker did not take, or that Apple
-            // refused on a takeover, stays approving, listed once stalled, for a lead to approve again.
+            // when nothing was recorded: a recorded credit whose event the broker did not take stays approving,
+            // listed once stalled, for a lead to approve again.
             let from: ApprovalRequest.Precondition = eventOut ? .claimed(claimed) : .claimedUnrecorded(claimed)
             _ = try await store.decideApproval(id: id, from: from, to: done)
             metrics.credited(outcome: "approved_" + outcome, role: agent.role)
