@@ -126,7 +126,7 @@ ecdsa = float(sys.argv[5] or 0)
 names = ["worker", "simulator", "broker", "PostgreSQL"]
 per_job = [(int(a) - int(b)) / hz / jobs * 1e6 for b, a in zip(before[:4], after[:4])]
 parts = [f"{name} {value:.0f}" for name, value in zip(names, per_job)]
-ratio = f" (worker = {per_job[0] / ecdsa:.1f} ECDSA verifications)" if ecdsa else ""
+ratio = f" (worker = {per_job[0] / ecdsa:.1f} ECDSA verifications of {ecdsa:.1f} us)" if ecdsa else ""
 written = (int(after[4]) - int(before[4])) / jobs / 1024
 switches = (int(after[5]) - int(before[5])) / jobs
 named = [(int(a) - int(b)) / hz / jobs * 1e6 for b, a in zip(before[6].split(":")[:3], after[6].split(":")[:3])]
@@ -175,6 +175,9 @@ PY
 # run LEDGER LATENCY MAX_IN_FLIGHT JOBS PACED: prints "throughput|latency|peak"
 run() {
     local ledger_kind="$1" latency="$2" in_flight="$3" count="$4" paced="$5"
+    # The unit of this burst, measured just before it: the machine's speed moves within a run (a verification
+    # took 59 to 66 us between bursts of one run), and the ratio is what compares.
+    ecdsa_us="$(ecdsa_verify_us)"
     # run is called in $(...), a subshell: it starts and stops its own services, or they would outlive it.
     SERVICES_DIR=""; services_start_kafka 2>/dev/null
     services_start_postgres 2>/dev/null; pg_base="${POSTGRES_URL%/*}"
@@ -328,7 +331,7 @@ PY
 
 # BASELINE_BIN=PATH: this build against another (an earlier release's receipt-worker), alternating bursts in one run
 # (ROUNDS pairs, default 2; the first of LEDGERS, default sqlite, and of LATENCIES, default 100 ms), each burst's
-# jobs/s and CPU per job, the worker's also in ECDSA verifications measured at the start of the run.
+# jobs/s and CPU per job, the worker's also in ECDSA verifications, each burst's measured just before it.
 if [ -n "${BASELINE_BIN:-}" ]; then
     if ! baseline_version="$("$BASELINE_BIN" --version)"; then
         echo "BASELINE_BIN=$BASELINE_BIN does not run (above: why)" >&2
