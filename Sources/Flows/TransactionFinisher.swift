@@ -65,16 +65,20 @@ public final class TransactionFinisher: Service {
         }
     }
 
-    /// The grant event's transaction, environment and app (the worker's own JSON).
+    /// A grant event's transaction, original transaction, environment and app (the worker's own JSON; a field
+    /// written `null` is nil). Also read by support's rerun of a credit Apple no longer vouches for.
     package static func fields(_ value: [UInt8]) -> (
-        transactionID: String?, environment: AppleEnvironment?, bundleID: String?
+        transactionID: String?, originalTransactionID: String?, environment: AppleEnvironment?, bundleID: String?
     )? {
         guard let members = JSONObjectScanner.members(value) else { return nil }
         func string(_ key: String) -> String? {
-            members.first { $0.key == key }.flatMap { JSONStringToken.text($0.raw) }
+            guard let member = members.first(where: { $0.key == key }), member.raw.first == UInt8(ascii: "\"")
+            else { return nil }
+            return JSONStringToken.text(member.raw)
         }
         return (
-            string("transaction_id"), string("environment").map(AppleEnvironment.init(rawValue:)), string("bundle_id")
+            string("transaction_id"), string("original_transaction_id"),
+            string("environment").map(AppleEnvironment.init(rawValue:)), string("bundle_id")
         )
     }
 

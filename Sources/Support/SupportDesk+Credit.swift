@@ -236,26 +236,20 @@ extension SupportDesk {
 
     /// A purchase Apple now refuses (unknown to it, or no longer verifying here: another app's, or Sandbox turned off
     /// since) is refused, unless this same request was recorded before: its event then goes out again from the
-    /// ledger, as any request recorded before, with nothing set at Apple. A credit recorded while Apple vouched for it
+    /// ledger, as any request recorded before, its token not set at Apple. A credit recorded while Apple vouched for it
     /// is never left without its event (and a lead's approval that carried it out never left open).
     private func refusedByApple(_ request: CreditRequest, _ refusal: String) async throws -> CreditPreparation {
         guard let first = try await ledger.storedDecision(decisionKey(request, transactionID: request.transactionID))
         else { return .refused(refusal) }
-        let written = JSONObjectScanner.members(first.json) ?? []
-        func field(_ name: String) -> String? {
-            guard let member = written.first(where: { $0.key == name }), member.raw.first == UInt8(ascii: "\"")
-            else { return nil }
-            return JSONStringToken.text(member.raw)
-        }
         // A support credit's event always names its environment; one that did not is refused as before, rather than
         // finished at a guessed one.
-        guard let environment = field("environment").flatMap(AppleEnvironment.init(rawValue:)) else {
+        guard let written = TransactionFinisher.fields(first.json), let environment = written.environment else {
             return .refused(refusal)
         }
         let token = request.appAccountToken == nil ? "" : "; the player's app account token is not set at Apple"
         return .recordedBefore(
             .credited(
-                first, originalTransactionID: field("original_transaction_id") ?? request.transactionID,
+                first, originalTransactionID: written.originalTransactionID ?? request.transactionID,
                 environment: environment,
                 note: Self.repeatedCredit + "; Apple now refuses the purchase (\(refusal)): the ledger's event" + token,
                 setToken: false))

@@ -102,7 +102,12 @@ struct LookupReportTests {
                 .utf8)
         let fields = try #require(TransactionFinisher.fields(Array(event)))
         #expect(fields.transactionID == "2000000000000042" && fields.environment == .sandbox)
-        #expect(fields.bundleID == "com.example")
+        #expect(fields.bundleID == "com.example" && fields.originalTransactionID == nil)
         #expect(TransactionFinisher.fields(Array("not json".utf8)) == nil)
+        // A field written null is absent, never the text between its first and last byte.
+        let nulls = try #require(
+            TransactionFinisher.fields(
+                Array(#"{"transaction_id":null,"original_transaction_id":"7","environment":null}"#.utf8)))
+        #expect(nulls.transactionID == nil && nulls.environment == nil && nulls.originalTransactionID == "7")
     }
 }
