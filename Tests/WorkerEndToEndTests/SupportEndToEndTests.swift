@@ -19,10 +19,7 @@ import Flows
 struct SupportEndToEndTests {
     /// The desk of the harness's default app, on its ledger (opened as the commands open it).
     func desk<T: Sendable>(_ harness: WorkerHarness, _ body: (SupportDesk) async throws -> T) async throws -> T {
-        try await harness.configuration.withToolLedger { ledger in
-            try await body(
-                try SupportDesk.make(harness.configuration, app: nil, ledger: ledger, logger: WorkerHarness.logger))
-        }
+        try await desk(harness, allowSandbox: harness.configuration.apps[0].allowSandbox, body)
     }
 
     func credit(
@@ -33,7 +30,7 @@ struct SupportEndToEndTests {
             appleOrderID: invoice, appAccountToken: token)
     }
 
-    /// The default app's desk with `apple.allow_sandbox` set as given.
+    /// The default app's desk, with `apple.allow_sandbox` set as given.
     func desk<T: Sendable>(
         _ harness: WorkerHarness, allowSandbox: Bool, _ body: (SupportDesk) async throws -> T
     ) async throws -> T {
