@@ -5,7 +5,8 @@
 #   1. the previous release migrates the ledger to its schema and decides alone;
 #   2. this build's `ledger migrate` runs while it decides and jobs keep coming;
 #   3. this build's worker joins the same consumer group beside it;
-#   4. the previous release stops (SIGTERM, its graceful drain); this build decides alone.
+#   4. once it is ready (`/readyz`: partitions assigned), as a rolling update waits for, the previous release
+#      stops (SIGTERM, its graceful drain); this build decides alone.
 # Passes when every job is answered, each with one event, and each purchase is granted to exactly one order; and
 # when a new ledger of this build (made as 1.0.0 left one, at once) has the same schema as the previous release's
 # ledger migrated by this build, on PostgreSQL and SQLite, and the previous release finds nothing to migrate on it.
@@ -91,10 +92,20 @@ producer=$!
 "$new_bin" ledger migrate --config "$work/worker.properties" | sed 's/^/  /'
 wait "$producer"
 echo "[upgrade] 3. this build's worker joins the group beside the previous release"
-LOG_LEVEL=warning "$new_bin" run --config "$work/worker.properties" 2>"$work/new.log" &
+new_metrics="$(free_port)"
+LOG_LEVEL=warning "$new_bin" run --config "$work/worker.properties" --set "metrics.listen=127.0.0.1:$new_metrics" \
+    2>"$work/new.log" &
 new_pid=$!
 enqueue_pairs three
-sleep 3
+# As the Deployment's rolling update does (it stops the next replica of the previous release once the new one is
+# ready), the previous release stops once this build's `/readyz` says its partitions are assigned. Stopping it while
+# the group still rebalances for the new member is a case the test broker (Tansu 0.6.0) never settles: it goes on
+# naming the member that left as the group's leader, and the new member waits for an assignment for good.
+for _ in $(seq 600); do curl -sf "http://127.0.0.1:$new_metrics/readyz" >/dev/null && break; sleep 0.1; done
+curl -sf "http://127.0.0.1:$new_metrics/readyz" >/dev/null || {
+    echo "[upgrade] this build's worker was not ready in 60 s: $(curl -s "http://127.0.0.1:$new_metrics/readyz")" >&2
+    exit 1
+}
 echo "[upgrade] 4. the previous release stops; this build decides alone"
 kill -TERM "$old_pid"; wait "$old_pid" || true; old_pid=""
 enqueue_pairs four
