@@ -189,8 +189,8 @@ let package = Package(
         .testTarget(
             name: "DeskServiceTests",
             dependencies: ["Events", "Flows", "Crypto", 
-                "AppleVerification", "DeskService", "HTTPServerKit", "Ledger", "ReceiptWorker", "Support",
-                "TestSupport",
+                "AppStoreSimulator", "AppleVerification", "DeskService", "HTTPServerKit", "Ledger", "ReceiptWorker",
+                "Support", "TestSupport",
             ],
             swiftSettings: strict + rdkafkaSwiftSettings, linkerSettings: rdkafkaLinkerSettings),
         .testTarget(
