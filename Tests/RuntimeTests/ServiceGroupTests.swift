@@ -19,12 +19,14 @@ struct ServiceGroupTests {
         let name: String
         let journal: Journal
         var stopping: Duration = .zero
-        var failAfter: Duration?
+        /// Fails once this other service has started: a failure while the group still launches its services is
+        /// `stoppedWhileMaking`'s case, and a timer would make it this test's too on a starved machine.
+        var failOnceStarted: String?
 
         func run() async throws {
             journal.note("start \(name)")
-            if let failAfter {
-                try await Task.sleep(for: failAfter)
+            if let failOnceStarted {
+                while !journal.all.contains("start \(failOnceStarted)") { try await Task.sleep(for: .milliseconds(1)) }
                 throw Failure(name: name)
             }
             await GracefulShutdown.current.wait()
@@ -78,7 +80,7 @@ struct ServiceGroupTests {
         let group = ServiceGroup(
             [
                 .init("metrics", Recorder(name: "metrics", journal: journal)),
-                .init("runtime", Recorder(name: "runtime", journal: journal, failAfter: .milliseconds(20))),
+                .init("runtime", Recorder(name: "runtime", journal: journal, failOnceStarted: "receiver")),
                 .init("receiver", Recorder(name: "receiver", journal: journal)),
             ], logger: Self.logger)
         await #expect(throws: Failure(name: "runtime")) { try await group.run() }
