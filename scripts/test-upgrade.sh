@@ -101,9 +101,11 @@ enqueue_pairs three
 # ready), the previous release stops once this build's `/readyz` says its partitions are assigned. Stopping it while
 # the group still rebalances for the new member is a case the test broker (Tansu 0.6.0) never settles: it goes on
 # naming the member that left as the group's leader, and the new member waits for an assignment for good.
-for _ in $(seq 600); do curl -sf "http://127.0.0.1:$new_metrics/readyz" >/dev/null && break; sleep 0.1; done
-curl -sf "http://127.0.0.1:$new_metrics/readyz" >/dev/null || {
-    echo "[upgrade] this build's worker was not ready in 60 s: $(curl -s "http://127.0.0.1:$new_metrics/readyz")" >&2
+ready() { curl -sf --max-time 2 "http://127.0.0.1:$new_metrics/readyz" >/dev/null; }
+for _ in $(seq 600); do ready && break; kill -0 "$new_pid" 2>/dev/null || break; sleep 0.1; done
+ready || {
+    echo "[upgrade] this build's worker is not ready after 60 s or exited:" \
+        "$(curl -s --max-time 2 "http://127.0.0.1:$new_metrics/readyz"); its log: $work/new.log" >&2
     exit 1
 }
 echo "[upgrade] 4. the previous release stops; this build decides alone"
