@@ -102,9 +102,10 @@ enqueue_pairs three
 # the group still rebalances for the new member is a case the test broker (Tansu 0.6.0) never settles: it goes on
 # naming the member that left as the group's leader, and the new member waits for an assignment for good.
 ready() { curl -sf --max-time 2 "http://127.0.0.1:$new_metrics/readyz" >/dev/null; }
-for _ in $(seq 600); do ready && break; kill -0 "$new_pid" 2>/dev/null || break; sleep 0.1; done
+ready_or_exited() { ready || ! kill -0 "$new_pid" 2>/dev/null; }
+wait_for "this build's worker (/readyz)" 60 ready_or_exited || true
 ready || {
-    echo "[upgrade] this build's worker is not ready after 60 s or exited:" \
+    echo "[upgrade] this build's worker is not ready or exited:" \
         "$(curl -s --max-time 2 "http://127.0.0.1:$new_metrics/readyz"); its log: $work/new.log" >&2
     exit 1
 }

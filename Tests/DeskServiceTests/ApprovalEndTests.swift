@@ -40,10 +40,6 @@ struct ApprovalEndTests {
         }
     }
 
-    static let ana = Agent(subject: "ana", name: "ana@studio.test", roles: [.agent], via: .session)
-    static let lee = Agent(subject: "lee", name: "lee@studio.test", roles: [.lead, .agent], via: .session)
-    static let lou = Agent(subject: "lou", name: "lou@studio.test", roles: [.lead, .agent], via: .bearer)
-
     @Test(
         "the broker away after the credit is recorded: the approval stays approving, cannot be rejected, and the next lead's approval once it stalled publishes the same event"
     )
@@ -84,46 +80,43 @@ struct ApprovalEndTests {
         let admin = SimulatorAdmin(baseURL: simulator.baseURL, http: HTTPClient(logger: logger))
         let bought = try await admin.purchase(["product_id": "coins_100", "app_account_token": token.uuidString])
         let held = try await desk.credit(
-            Self.ana,
+            DeskRulesTests.ana,
             body: DeskRulesTests.body([
                 "ticket": "T-7", "transaction_id": bought.transactionID, "order_id": "shop-7", "user_id": "player-7",
                 "reason": "paid, got nothing", "app_account_token": token.uuidString,
             ]))
         #expect(held.status == 202, "\(String(decoding: held.body, as: UTF8.self))")
-        let id = try #require(DeskRulesTests.object(held)["approval_id"] as? Int).int64
+        let id = Int64(try #require(DeskRulesTests.object(held)["approval_id"] as? Int))
         let ticket = DeskRulesTests.body(["ticket": "T-7"])
 
         // Recorded in the ledger, its event refused by the broker: 503, and the approval is not over.
-        let first = try await desk.approve(Self.lee, id: id, body: ticket)
+        let first = try await desk.approve(DeskRulesTests.lee, id: id, body: ticket)
         #expect(first.status == 503, "\(String(decoding: first.body, as: UTF8.self))")
         #expect(broker.attempts.count == 1 && broker.taken.isEmpty)
         let recorded = try #require(try await ledger.approvalRequest(id: id))
         #expect(recorded.status == ApprovalRequest.Status.approving && recorded.isRecorded)
         // Recorded, it is never rejected, nor approved again before it shows stalled.
         let rejection = try await desk.reject(
-            Self.lou, id: id, body: DeskRulesTests.body(["ticket": "T-7", "reason": "no such order"]))
+            DeskRulesTests.lou, id: id, body: DeskRulesTests.body(["ticket": "T-7", "reason": "no such order"]))
         // The lead is told what finishes it.
         #expect(rejection.status == 409 && String(decoding: rejection.body, as: UTF8.self).contains("approve it again"))
-        #expect(try await desk.approve(Self.lou, id: id, body: ticket).status == 409)
+        #expect(try await desk.approve(DeskRulesTests.lou, id: id, body: ticket).status == 409)
         #expect(try await ledger.approvalRequest(id: id)?.isRecorded == true)
 
         // Five minutes on it shows stalled; another lead's approval publishes the event the ledger holds.
         clock.advance(ApprovalRequest.stalledAfter + 1)
-        let listed = DeskRulesTests.object(try await desk.approvalRequests(Self.lou))["approvals"] as? [[String: Any]]
+        let listed =
+            DeskRulesTests.object(try await desk.approvalRequests(DeskRulesTests.lou))["approvals"] as? [[String: Any]]
         #expect(listed?.compactMap { $0["id"] as? Int } == [Int(id)])
         broker.comeBack()
-        let second = try await desk.approve(Self.lou, id: id, body: ticket)
+        let second = try await desk.approve(DeskRulesTests.lou, id: id, body: ticket)
         #expect(second.status == 200, "\(String(decoding: second.body, as: UTF8.self))")
         let attempted = try #require(broker.attempts.first)
         #expect(broker.taken.map(\.eventID) == [attempted], "the same event, once out")
         let approved = try await ledger.approvalRequest(id: id)
         #expect(approved?.status == ApprovalRequest.Status.approved && approved?.decision?.by == "lou")
-        #expect(try await desk.approve(Self.lee, id: id, body: ticket).status == 409)
+        #expect(try await desk.approve(DeskRulesTests.lee, id: id, body: ticket).status == 409)
         #expect(broker.taken.count == 1)
         await ledger.close()
     }
-}
-
-extension Int {
-    fileprivate var int64: Int64 { Int64(self) }
 }
