@@ -36,9 +36,10 @@ final class CurlEventLoop: @unchecked Sendable {
     private var active: [UnsafeMutableRawPointer: (easy: EasyTransfer, shard: Int, host: Int)] = [:]
     /// Requests past their host's connections, waiting for one.
     private var hosts: HostQueue
-    /// Easy handles of finished transfers, with their buffers and shared options, for the next ones; at most
-    /// `maxIdleHandles` (about 20 KB each with the copy of their last body: no more than the requests in flight held
-    /// at their peak), the rest cleaned up. With 256, a wave of answers at 1,000 in flight still cleaned up and made handles again.
+    /// Easy handles of finished transfers, emptied by `curl_easy_reset` (which keeps their buffers), for the
+    /// next ones; at most `maxIdleHandles` (about 20 KB each: no more than the requests in flight held at their
+    /// peak), the rest cleaned up. With 256, a wave of answers at 1,000 in flight still cleaned up and made
+    /// handles again.
     private var idleHandles: [UnsafeMutableRawPointer] = []
     private let maxIdleHandles = 1_024
     /// The sockets registered with epoll, each with its multi handle and whether libcurl wants it watched now.
@@ -196,7 +197,7 @@ final class CurlEventLoop: @unchecked Sendable {
 
     /// Hands a transfer to the least busy multi handle with room for its host.
     private func launch(_ transfer: Transfer, host: Int, timeout: Duration) {
-        guard let handle = idleHandles.popLast() ?? madeHandle() else {
+        guard let handle = idleHandles.popLast() ?? curl_easy_init() else {
             activeCount.subtract(1, ordering: .relaxed)
             return transfer.finish(.failure(HTTPClientError(kind: .other, reason: "curl_easy_init failed")))
         }
@@ -248,20 +249,13 @@ final class CurlEventLoop: @unchecked Sendable {
         return chosen
     }
 
-    /// A new easy handle with the options every transfer shares; nil if libcurl cannot make or set one.
-    private func madeHandle() -> UnsafeMutableRawPointer? {
-        guard let handle = curl_easy_init() else { return nil }
-        guard EasyTransfer.setFixedOptions(handle, configuration: configuration, proxies: proxies) else {
-            curl_easy_cleanup(handle)
-            return nil
-        }
-        return handle
-    }
-
-    /// Keeps a handle no transfer uses any more for the next one, its shared options kept (each transfer sets
-    /// the rest), or cleans it up when enough are idle.
+    /// Keeps a handle no transfer uses any more for the next one, or cleans it up when enough are idle. Reset, not
+    /// merely given the next request's options: libcurl 7.88 clears a handle's count of the retries it makes on a
+    /// reused connection found dead only here (`state.retrycount`), so a handle never reset would fail every sixth
+    /// such retry of its life; the reset also frees the copy of the last request's body.
     private func recycle(_ handle: UnsafeMutableRawPointer) {
         guard idleHandles.count < maxIdleHandles else { return curl_easy_cleanup(handle) }
+        curl_easy_reset(handle)
         idleHandles.append(handle)
     }
 

@@ -15,8 +15,8 @@ final class EasyTransfer {
     private var headers: [(name: String, value: String)] = []
     private var headerList: UnsafeMutablePointer<curl_slist>?
 
-    /// `handle`: with the shared options (`setFixedOptions`), fresh or left by an earlier transfer, whose other
-    /// options this sets again; the caller takes it back when this throws.
+    /// `handle`: fresh from `curl_easy_init` or emptied by `curl_easy_reset`; the caller takes it back when this
+    /// throws.
     /// `timeout`: what is left of the request's (it may have waited for a connection).
     init(
         handle: UnsafeMutableRawPointer, transfer: Transfer, timeout: Duration, configuration: HTTPClient.Configuration,
@@ -28,52 +28,11 @@ final class EasyTransfer {
         let request = transfer.request
         let context = Unmanaged.passUnretained(self).toOpaque()
         var ok = ccurl_easy_setopt_ptr(handle, CURLOPT_URL, request.url) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1) == CURLE_OK
         // Given, so libcurl does not read the environment for them at every request.
         ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_PROXY, proxies.proxy(for: request.url)) == CURLE_OK
-        ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(max(1, timeout.milliseconds))) == CURLE_OK
-        ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_WRITEDATA, context) == CURLE_OK
-        ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_HEADERDATA, context) == CURLE_OK
-        // The method and the body, each set at every transfer: the handle keeps the last transfer's otherwise.
-        // `HTTPGET` makes the method GET again (and forgets a body to send); a body makes it POST.
-        ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_HTTPGET, 1) == CURLE_OK
-        if let payload = request.body {
-            ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_POSTFIELDSIZE, payload.count) == CURLE_OK
-            // COPYPOSTFIELDS: libcurl keeps its own copy, so the Data need not outlive this call.
-            ok =
-                ok
-                && payload.withUnsafeBytes {
-                    ccurl_easy_setopt_ptr(
-                        handle, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
-                } == CURLE_OK
-        } else if request.method == .post {
-            // A POST without a body sends an empty one (libcurl would read the body from stdin otherwise).
-            ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_POSTFIELDSIZE, 0) == CURLE_OK
-            ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_COPYPOSTFIELDS, "") == CURLE_OK
-        }
-        switch request.method {
-        case .get, .post:
-            ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_CUSTOMREQUEST, nil) == CURLE_OK
-        case .put, .delete:
-            ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_CUSTOMREQUEST, request.method.rawValue) == CURLE_OK
-        }
-        // No "Expect: 100-continue" round trip for bodies.
-        for header in request.headers + [("Expect", "")] {
-            headerList = curl_slist_append(headerList, "\(header.0): \(header.1)")
-        }
-        ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_HTTPHEADER, headerList) == CURLE_OK
-        guard ok else {
-            throw HTTPClientError(kind: .invalidRequest, reason: "libcurl refused the request's options")
-        }
-    }
-
-    /// The options every transfer of the client shares, set once on a handle made by `curl_easy_init`: a handle
-    /// keeps its options from one transfer to the next, and setting them again at every transfer (after a
-    /// `curl_easy_reset`) was a twentieth of the client's loop.
-    static func setFixedOptions(
-        _ handle: UnsafeMutableRawPointer, configuration: HTTPClient.Configuration, proxies: ProxyVariables
-    ) -> Bool {
-        var ok = ccurl_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1) == CURLE_OK
         ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_NOPROXY, proxies.noProxy) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(max(1, timeout.milliseconds))) == CURLE_OK
         ok =
             ok
             && ccurl_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout.milliseconds))
@@ -83,11 +42,37 @@ final class EasyTransfer {
         ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2) == CURLE_OK
         ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTP | CURLPROTO_HTTPS)) == CURLE_OK
         ok = ok && ccurl_easy_setopt_write(handle, bodyCallback) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_WRITEDATA, context) == CURLE_OK
         ok = ok && ccurl_easy_setopt_header(handle, headerCallback) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_HEADERDATA, context) == CURLE_OK
         if let caFile = configuration.caFile {
             ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_CAINFO, caFile) == CURLE_OK
         }
-        return ok
+        switch request.method {
+        case .get: break
+        case .post: ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_POST, 1) == CURLE_OK
+        case .put, .delete:
+            ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_CUSTOMREQUEST, request.method.rawValue) == CURLE_OK
+        }
+        // A POST without a body sends an empty one: libcurl would read one from standard input.
+        if let payload = request.body ?? (request.method == .post ? Data() : nil) {
+            ok = ok && ccurl_easy_setopt_long(handle, CURLOPT_POSTFIELDSIZE, payload.count) == CURLE_OK
+            // COPYPOSTFIELDS: libcurl keeps its own copy, so the Data need not outlive this call.
+            ok =
+                ok
+                && payload.withUnsafeBytes {
+                    ccurl_easy_setopt_ptr(
+                        handle, CURLOPT_COPYPOSTFIELDS, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
+                } == CURLE_OK
+        }
+        // No "Expect: 100-continue" round trip for bodies.
+        for header in request.headers + [("Expect", "")] {
+            headerList = curl_slist_append(headerList, "\(header.0): \(header.1)")
+        }
+        ok = ok && ccurl_easy_setopt_ptr(handle, CURLOPT_HTTPHEADER, headerList) == CURLE_OK
+        guard ok else {
+            throw HTTPClientError(kind: .invalidRequest, reason: "libcurl refused the request's options")
+        }
     }
 
     deinit {

@@ -5,14 +5,16 @@ import Observability
 import Synchronization
 import Testing
 
-/// The client keeps each libcurl handle, with the options every transfer shares, for the next request: what one
-/// request set (its method, body, headers) must not reach the next.
+/// The client keeps each libcurl handle for the next request (reset, with its buffers): what one request set (its
+/// method, body, headers) must not reach the next, and a POST without a body sends an empty one, never one libcurl
+/// would read from the process's standard input.
 @Suite("HTTP client: reused handles")
 struct HTTPHandleReuseTests {
     private struct Seen: Equatable {
         var method: String
         var body: String
         var marker: String?
+        var length: String? = nil
     }
 
     @Test("each request on a reused handle goes out as asked, with nothing of the request before it")
@@ -23,7 +25,7 @@ struct HTTPHandleReuseTests {
                 $0.append(
                     Seen(
                         method: request.method, body: String(decoding: request.body, as: UTF8.self),
-                        marker: request.headers["x-marker"]))
+                        marker: request.headers["x-marker"], length: request.headers["content-length"]))
             }
             return .text(200, "")
         }
@@ -47,13 +49,13 @@ struct HTTPHandleReuseTests {
         }
         #expect(
             seen.withLock { $0 } == [
-                Seen(method: "POST", body: "first body", marker: "first"),
+                Seen(method: "POST", body: "first body", marker: "first", length: "10"),
                 Seen(method: "GET", body: "", marker: nil),
                 Seen(method: "DELETE", body: "", marker: nil),
-                Seen(method: "PUT", body: "put body", marker: nil),
-                Seen(method: "POST", body: "", marker: nil),
-                Seen(method: "POST", body: "", marker: nil),
-                Seen(method: "POST", body: "last body", marker: "last"),
+                Seen(method: "PUT", body: "put body", marker: nil, length: "8"),
+                Seen(method: "POST", body: "", marker: nil, length: "0"),
+                Seen(method: "POST", body: "", marker: nil, length: "0"),
+                Seen(method: "POST", body: "last body", marker: "last", length: "9"),
             ])
     }
 }
