@@ -7,7 +7,9 @@
 # binary (another commit's), to compare two clients against the same simulator. CLIENTS="curl raw" also measures
 # http-bench's raw client (HTTP/1.1 on epoll, cleartext, no libcurl: the floor of a client of our own), alternating
 # with the worker's, at each latency. PER_HOST=512 limits the client's connections to the simulator (as
-# http.max_connections_per_host does), so that with more in flight requests wait for one.
+# http.max_connections_per_host does), so that with more in flight requests wait for one. TLS=yes sends the
+# requests over TLS, HTTP/2 offered by ALPN as Apple's endpoints do, through nghttpx in front of the simulator
+# (scripts/lib/services.sh; not with CLIENTS, whose raw client is cleartext only).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 in_flight="${1:-1000}"
@@ -15,21 +17,33 @@ seconds="${2:-5}"
 bash scripts/setup.sh
 swift build -c release --product appstore-sim >/dev/null
 swift build -c release --package-path Benchmarks --product http-bench >/dev/null
-out="$(mktemp)"
-.build/release/appstore-sim --port 0 >"$out" &
-sim=$!
-trap 'kill $sim 2>/dev/null; wait $sim 2>/dev/null; rm -f "$out"' EXIT
-for _ in $(seq 100); do grep -q listening "$out" && break; sleep 0.05; done
-base="$(sed -n 's/^listening on //p' "$out")"
+source scripts/lib/services.sh
+work="$(mktemp -d)"
+SIM_PID="" TLS_PID=""
+trap 'kill $SIM_PID $TLS_PID 2>/dev/null; wait $SIM_PID $TLS_PID 2>/dev/null; rm -rf "$work"' EXIT
+services_start_simulator "$work"
+base="$SIM_URL"
+# Where the client sends its requests, and the certificate it trusts there.
+target="$base" tls_options=()
+if [ "${TLS:-no}" = yes ]; then
+    [ "${CLIENTS:-curl}" = curl ] || { echo "TLS=yes measures the worker's client alone: leave CLIENTS unset" >&2; exit 2; }
+    services_start_tls_front "$base" "$work"
+    target="$TLS_URL" tls_options=(--ca-file "$TLS_CA_FILE")
+fi
 receipt="$(curl -sf -X POST "$base/admin/purchases" -d '{"product_id":"coins.100"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["receipt"])')"
 body="{\"receipt-data\":\"$receipt\"}"
 
 run() {
     curl -sf -X PUT "$base/admin/faults" -d "{\"latency_ms\": $1}" >/dev/null
-    "${HTTP_BENCH:-Benchmarks/.build/release/http-bench}" --url "$base/production/verifyReceipt" --body "$body" \
-        --in-flight "$in_flight" --seconds "$seconds" --client "${2:-curl}" --per-host "${PER_HOST:-0}"
+    "${HTTP_BENCH:-Benchmarks/.build/release/http-bench}" --url "$target/production/verifyReceipt" --body "$body" \
+        --in-flight "$in_flight" --seconds "$seconds" --client "${2:-curl}" --per-host "${PER_HOST:-0}" \
+        "${tls_options[@]}"
 }
-echo "HTTP client -> simulator verifyReceipt, $in_flight in flight, ${seconds} s each (HTTP/1.1 keep-alive on loopback)"
+if [ "${TLS:-no}" = yes ]; then
+    echo "HTTP client -> TLS front (nghttpx, HTTP/2 offered) -> simulator verifyReceipt, $in_flight in flight, ${seconds} s each"
+else
+    echo "HTTP client -> simulator verifyReceipt, $in_flight in flight, ${seconds} s each (HTTP/1.1 keep-alive on loopback)"
+fi
 source scripts/lib/ecdsa.sh
 ecdsa_us="$(ecdsa_verify_us)"
 # Appends "= N ECDSA verifications" to http-bench's line.

@@ -19,8 +19,9 @@
 # run); TWO_APPS=no skips the two-app, rate-limited run (TWO_APP_JOBS per app, default 1500); WORKER_BIN=PATH
 # runs that receipt-worker binary (another commit's, to compare workers with the same simulator and driver);
 # OTEL_ENDPOINT=URL has the worker export its traces there (scripts/bench-tracing.sh compares CPU per job with and
-# without). BASELINE_BIN=PATH [ROUNDS=2] compares this build with another in one run (below), the way to compare
-# two builds' CPU per job.
+# without); TLS=yes has the worker call Apple as deployed, over TLS (HTTP/2 offered by ALPN, as Apple's endpoints
+# do), through nghttpx in front of the simulator (scripts/lib/services.sh). BASELINE_BIN=PATH [ROUNDS=2] compares this
+# build with another in one run (below), the way to compare two builds' CPU per job.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${1:-50000}"
@@ -30,10 +31,11 @@ swift build -c release --product appstore-sim >/dev/null
 swift build -c release --package-path Benchmarks --product worker-bench >/dev/null
 source scripts/lib/services.sh
 work="$(mktemp -d)"
-worker_pid=""; sim_pid=""
+worker_pid=""; sim_pid=""; tls_pid=""
 cleanup() {
     [ -n "$worker_pid" ] && kill -9 "$worker_pid" 2>/dev/null || true
     [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null || true
+    [ -n "$tls_pid" ] && kill "$tls_pid" 2>/dev/null || true
     services_stop
     rm -rf "$work"
 }
@@ -54,13 +56,23 @@ copy_wal() {
     done
 }
 
+# Sets sim (the simulator, for its admin calls) and apple (where the worker calls Apple: the simulator, or with
+# TLS=yes the TLS front before it, HTTP/2 and HTTP/1.1 offered as Apple's endpoints do) and apple_properties (what
+# the worker needs besides the URLs).
 start_sim() {
     services_start_simulator "$work"
-    sim_pid=$SIM_PID sim=$SIM_URL
+    sim_pid=$SIM_PID sim=$SIM_URL apple=$SIM_URL apple_properties=""
+    if [ "${TLS:-no}" = yes ]; then
+        services_start_tls_front "$sim" "$work"
+        tls_pid=$TLS_PID apple=$TLS_URL apple_properties="http.ca_file=$TLS_CA_FILE"
+    fi
     curl -sf -X PUT "$sim/admin/faults" -d "{\"latency_ms\": $1}" >/dev/null
 }
 
-stop_sim() { kill "$sim_pid" 2>/dev/null; wait "$sim_pid" 2>/dev/null || true; sim_pid=""; }
+stop_sim() {
+    kill "$sim_pid" 2>/dev/null; wait "$sim_pid" 2>/dev/null || true; sim_pid=""
+    if [ -n "$tls_pid" ]; then kill "$tls_pid" 2>/dev/null; wait "$tls_pid" 2>/dev/null || true; tls_pid=""; fi
+}
 
 # CPU ticks (user+system) in a stat file of /proc: its fields after the name's closing parenthesis (a name may hold
 # spaces), where utime and stime are 12 and 13; 0 once the process or thread is gone.
@@ -194,10 +206,11 @@ run() {
     fi
     cat >"$work/worker.properties" <<PROPS
 apple.bundle_id=com.example
-apple.verify_receipt.production_url=$sim/production/verifyReceipt
-apple.verify_receipt.sandbox_url=$sim/sandbox/verifyReceipt
+apple.verify_receipt.production_url=$apple/production/verifyReceipt
+apple.verify_receipt.sandbox_url=$apple/sandbox/verifyReceipt
 apple.allow_insecure_urls=true
 apple.root_certificates=$work/root.pem
+$apple_properties
 ledger.url=$ledger
 topics.jobs=jobs-$suffix
 topics.results=results-$suffix

@@ -136,6 +136,33 @@ apple.root_certificates=$1/root.pem
 PROPS
 }
 
+# services_start_tls_front BACKEND_URL DIR: Apple as the worker meets it, TLS with HTTP/2 and HTTP/1.1 offered by
+# ALPN, in front of a plain HTTP server (the simulator): nghttpx (Debian's nghttp2-proxy, installed here when missing)
+# with a certificate for 127.0.0.1 made in DIR. Sets TLS_URL (https://127.0.0.1:PORT), TLS_PID and TLS_CA_FILE
+# (DIR/tls-cert.pem, the certificate a client trusts: `http.ca_file`). Its backend connections are not limited, so
+# each request the client sends in parallel reaches the backend at once.
+services_start_tls_front() {
+    local backend="$1" dir="$2"
+    if ! command -v nghttpx >/dev/null 2>&1; then
+        local sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd=sudo
+        $sudo_cmd apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends nghttp2-proxy >/dev/null
+    fi
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=127.0.0.1" \
+        -addext "subjectAltName=IP:127.0.0.1" -keyout "$dir/tls-key.pem" -out "$dir/tls-cert.pem" 2>/dev/null
+    local port; port="$(free_port)"
+    local hostport="${backend#http://}"; hostport="${hostport%%/*}"
+    # --conf /dev/null: not the package's /etc/nghttpx/nghttpx.conf.
+    nghttpx --conf=/dev/null --frontend="127.0.0.1,$port" --backend="${hostport%:*},${hostport##*:};;proto=http/1.1" \
+        --workers=1 --backend-connections-per-host=65535 --no-ocsp --accesslog-file=/dev/null \
+        --errorlog-file="$dir/nghttpx.log" "$dir/tls-key.pem" "$dir/tls-cert.pem" 2>>"$dir/nghttpx.log" &
+    TLS_PID=$!
+    TLS_URL="https://127.0.0.1:$port"
+    TLS_CA_FILE="$dir/tls-cert.pem"
+    # Any answer (the simulator has no page at /) says the front is up.
+    wait_for "the TLS front (nghttpx, $dir/nghttpx.log)" 10 curl -s --cacert "$TLS_CA_FILE" -o /dev/null "$TLS_URL/"
+}
+
 services_stop() {
     [ -n "$SERVICES_DIR" ] && [ -d "$SERVICES_DIR" ] || return 0
     if [ -f "$SERVICES_DIR/tansu.pid" ]; then

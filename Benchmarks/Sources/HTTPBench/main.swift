@@ -5,10 +5,12 @@ import Synchronization
 
 // HTTP requests per second through HTTPClient with a fixed number in flight, for a fixed time.
 //   http-bench --url URL [--body JSON] [--in-flight 1000] [--seconds 5] [--client curl|raw] [--per-host N]
+//              [--ca-file PEM]
 // Each of the in-flight slots sends its next request as soon as its previous one is answered. `--client raw`
 // sends the same POSTs through `RawHTTP1Client` instead (cleartext only): the floor of a client of our own.
 // `--per-host N`: the client's connections to the host at once (`http.max_connections_per_host`; 0, the default
-// here, is no limit), to measure requests waiting past it.
+// here, is no limit), to measure requests waiting past it. `--ca-file`: the certificate an https URL's server is
+// trusted by (`scripts/bench-http.sh` with `TLS=yes`).
 
 func option(_ name: String, _ fallback: String? = nil) -> String? {
     let arguments = CommandLine.arguments
@@ -40,6 +42,7 @@ final class Counters: Sendable {
 
 var configuration = HTTPClient.Configuration()
 configuration.maxConnectionsPerHost = Int(option("--per-host", "0")!) ?? 0
+configuration.caFile = option("--ca-file")
 let client = HTTPClient(configuration: configuration, logger: Logger(label: "http-bench", minimumLevel: .error))
 let counters = Counters()
 let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
