@@ -9,7 +9,8 @@
 # with the worker's, at each latency. PER_HOST=512 limits the client's connections to the simulator (as
 # http.max_connections_per_host does), so that with more in flight requests wait for one. TLS=yes sends the
 # requests over TLS, HTTP/2 offered by ALPN as Apple's endpoints do, through nghttpx in front of the simulator
-# (scripts/lib/services.sh; not with CLIENTS, whose raw client is cleartext only).
+# (scripts/lib/services.sh; not with CLIENTS, whose raw client is cleartext only, and HTTP_BENCH's binary must know
+# http-bench's --ca-file).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 in_flight="${1:-1000}"

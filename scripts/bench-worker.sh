@@ -20,7 +20,8 @@
 # runs that receipt-worker binary (another commit's, to compare workers with the same simulator and driver);
 # OTEL_ENDPOINT=URL has the worker export its traces there (scripts/bench-tracing.sh compares CPU per job with and
 # without); TLS=yes has the worker call Apple as deployed, over TLS (HTTP/2 offered by ALPN, as Apple's endpoints
-# do), through nghttpx in front of the simulator (scripts/lib/services.sh). BASELINE_BIN=PATH [ROUNDS=2] compares this
+# do), through nghttpx in front of the simulator (scripts/lib/services.sh; not the two-app run, which measures
+# Apple's rate limit). BASELINE_BIN=PATH [ROUNDS=2] compares this
 # build with another in one run (below), the way to compare two builds' CPU per job.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -35,12 +36,14 @@ worker_pid=""; sim_pid=""; tls_pid=""
 cleanup() {
     [ -n "$worker_pid" ] && kill -9 "$worker_pid" 2>/dev/null || true
     [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null || true
-    [ -n "$tls_pid" ] && kill "$tls_pid" 2>/dev/null || true
+    # Started inside a burst's $(...), whose variables never reach here: its pid is in a file.
+    [ -f "$work/tls.pid" ] && kill "$(cat "$work/tls.pid")" 2>/dev/null || true
     services_stop
     rm -rf "$work"
 }
 trap cleanup EXIT
 bench=Benchmarks/.build/release/worker-bench
+if [ "${TLS:-no}" = yes ]; then services_need_nghttpx || exit 2; fi
 
 # WAL_PAGES=yes: copies of the SQLite ledger's write-ahead log, taken every 0.2 s from when it appears (at most
 # 30: the first 6 s of the burst), for scripts/lib/wal-pages.py to tell which tables and indexes a commit writes.
@@ -63,15 +66,18 @@ start_sim() {
     services_start_simulator "$work"
     sim_pid=$SIM_PID sim=$SIM_URL apple=$SIM_URL apple_properties=""
     if [ "${TLS:-no}" = yes ]; then
-        services_start_tls_front "$sim" "$work"
+        services_start_tls_front "$sim" "$work" || exit 1
         tls_pid=$TLS_PID apple=$TLS_URL apple_properties="http.ca_file=$TLS_CA_FILE"
+        echo "$tls_pid" >"$work/tls.pid"
     fi
     curl -sf -X PUT "$sim/admin/faults" -d "{\"latency_ms\": $1}" >/dev/null
 }
 
 stop_sim() {
     kill "$sim_pid" 2>/dev/null; wait "$sim_pid" 2>/dev/null || true; sim_pid=""
-    if [ -n "$tls_pid" ]; then kill "$tls_pid" 2>/dev/null; wait "$tls_pid" 2>/dev/null || true; tls_pid=""; fi
+    if [ -n "$tls_pid" ]; then
+        kill "$tls_pid" 2>/dev/null; wait "$tls_pid" 2>/dev/null || true; tls_pid=""; rm -f "$work/tls.pid"
+    fi
 }
 
 # CPU ticks (user+system) in a stat file of /proc: its fields after the name's closing parenthesis (a name may hold
@@ -294,7 +300,7 @@ two_apps() {
     local count="$1"
     SERVICES_DIR=""; services_start_kafka 2>/dev/null
     services_start_postgres 2>/dev/null; pg_base="${POSTGRES_URL%/*}"
-    start_sim 100
+    TLS=no start_sim 100  # over cleartext whatever TLS says: what it measures is Apple's rate limit per app
     curl -sf -X PUT "$sim/admin/faults" -d '{"latency_ms": 100, "rate_limit_per_second": 50}' >/dev/null
     curl -sf -X POST "$sim/admin/apps" -d '{"bundle_id": "com.example.second", "app_apple_id": 2222222222}' >/dev/null
     local suffix; suffix="$(date +%s%N)"

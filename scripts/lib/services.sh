@@ -136,31 +136,56 @@ apple.root_certificates=$1/root.pem
 PROPS
 }
 
+# services_need_nghttpx: installs nghttpx (Debian's nghttp2-proxy) when missing; fails saying so when it cannot.
+services_need_nghttpx() {
+    command -v nghttpx >/dev/null 2>&1 && return 0
+    local sudo_cmd=""
+    if [ "$(id -u)" -ne 0 ]; then
+        sudo -n true 2>/dev/null || { echo "[services] install nghttp2-proxy (nghttpx), or run as root" >&2; return 1; }
+        sudo_cmd="sudo -n"
+    fi
+    { $sudo_cmd apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends nghttp2-proxy >/dev/null; } ||
+        { echo "[services] could not install nghttp2-proxy (nghttpx) with apt-get" >&2; return 1; }
+}
+
 # services_start_tls_front BACKEND_URL DIR: Apple as the worker meets it, TLS with HTTP/2 and HTTP/1.1 offered by
-# ALPN, in front of a plain HTTP server (the simulator): nghttpx (Debian's nghttp2-proxy, installed here when missing)
-# with a certificate for 127.0.0.1 made in DIR. Sets TLS_URL (https://127.0.0.1:PORT), TLS_PID and TLS_CA_FILE
+# ALPN, in front of a plain HTTP server (the simulator, http://HOST:PORT): nghttpx (services_need_nghttpx) with a
+# certificate for 127.0.0.1 made in DIR. Sets TLS_URL (https://127.0.0.1:PORT), TLS_PID and TLS_CA_FILE
 # (DIR/tls-cert.pem, the certificate a client trusts: `http.ca_file`). Its backend connections are not limited, so
-# each request the client sends in parallel reaches the backend at once.
+# each request the client sends in parallel reaches the backend at once. Its log: DIR/nghttpx.log.
 services_start_tls_front() {
     local backend="$1" dir="$2"
-    if ! command -v nghttpx >/dev/null 2>&1; then
-        local sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd=sudo
-        $sudo_cmd apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends nghttp2-proxy >/dev/null
-    fi
+    services_need_nghttpx || return 1
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=127.0.0.1" \
-        -addext "subjectAltName=IP:127.0.0.1" -keyout "$dir/tls-key.pem" -out "$dir/tls-cert.pem" 2>/dev/null
+        -addext "subjectAltName=IP:127.0.0.1" -keyout "$dir/tls-key.pem" -out "$dir/tls-cert.pem" \
+        >>"$dir/nghttpx.log" 2>&1 || { cat "$dir/nghttpx.log" >&2; return 1; }
     local port; port="$(free_port)"
     local hostport="${backend#http://}"; hostport="${hostport%%/*}"
-    # --conf /dev/null: not the package's /etc/nghttpx/nghttpx.conf.
+    # --conf /dev/null: not the package's /etc/nghttpx/nghttpx.conf. Its output to the log, never to a caller's
+    # pipe (a benchmark's $(...) would wait for it).
     nghttpx --conf=/dev/null --frontend="127.0.0.1,$port" --backend="${hostport%:*},${hostport##*:};;proto=http/1.1" \
         --workers=1 --backend-connections-per-host=65535 --no-ocsp --accesslog-file=/dev/null \
-        --errorlog-file="$dir/nghttpx.log" "$dir/tls-key.pem" "$dir/tls-cert.pem" 2>>"$dir/nghttpx.log" &
+        --errorlog-file="$dir/nghttpx.log" "$dir/tls-key.pem" "$dir/tls-cert.pem" >>"$dir/nghttpx.log" 2>&1 &
     TLS_PID=$!
     TLS_URL="https://127.0.0.1:$port"
     TLS_CA_FILE="$dir/tls-cert.pem"
-    # Any answer (the simulator has no page at /) says the front is up.
-    wait_for "the TLS front (nghttpx, $dir/nghttpx.log)" 10 curl -s --cacert "$TLS_CA_FILE" -o /dev/null "$TLS_URL/"
+    # Any answer (the simulator has no page at /) says the front is up; a front that exited fails at once.
+    tls_front_up() {
+        kill -0 "$TLS_PID" 2>/dev/null || return 99
+        curl -s --noproxy '*' --cacert "$TLS_CA_FILE" -o /dev/null "$TLS_URL/"
+    }
+    local deadline=$((SECONDS + 10)) status
+    while true; do
+        tls_front_up && return 0
+        status=$?
+        if [ "$status" -eq 99 ] || ((SECONDS >= deadline)); then
+            echo "[services] the TLS front (nghttpx) did not start; its log:" >&2
+            cat "$dir/nghttpx.log" >&2
+            return 1
+        fi
+        sleep 0.1
+    done
 }
 
 services_stop() {
