@@ -96,7 +96,8 @@ cpu_ticks() {
 thread_ticks() {
     local dir
     for dir in /proc/"$1"/task/*; do
-        echo "$(tr ' ' '_' <"$dir/comm" 2>/dev/null) $(stat_ticks "$dir/stat")"
+        # A thread may end between the listing and the read: the redirection's own error silenced too.
+        echo "$({ tr ' ' '_' <"$dir/comm"; } 2>/dev/null) $(stat_ticks "$dir/stat")"
     done | awk '{ if ($1 == "http-client") h += $NF; else if ($1 ~ /^ledger-/) l += $NF;
                   else if ($1 ~ /^(rdk:|kafka-)/) k += $NF;
                   if ($1 == "http-client" || $1 ~ /^(ledger-|kafka-)/) named = 1 }
