@@ -21,8 +21,8 @@
 # OTEL_ENDPOINT=URL has the worker export its traces there (scripts/bench-tracing.sh compares CPU per job with and
 # without); TLS=yes has the worker call Apple as deployed, over TLS (HTTP/2 offered by ALPN, as Apple's endpoints
 # do), through nghttpx in front of the simulator (scripts/lib/services.sh; not the two-app run, which measures
-# Apple's rate limit). BASELINE_BIN=PATH [ROUNDS=2] compares this
-# build with another in one run (below), the way to compare two builds' CPU per job.
+# Apple's rate limit). BASELINE_BIN=PATH [ROUNDS=2] compares this build with another in one run (below), the way to
+# compare two builds' CPU per job.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs="${1:-50000}"
@@ -43,7 +43,6 @@ cleanup() {
 }
 trap cleanup EXIT
 bench=Benchmarks/.build/release/worker-bench
-if [ "${TLS:-no}" = yes ]; then services_need_nghttpx || exit 2; fi
 
 # WAL_PAGES=yes: copies of the SQLite ledger's write-ahead log, taken every 0.2 s from when it appears (at most
 # 30: the first 6 s of the burst), for scripts/lib/wal-pages.py to tell which tables and indexes a commit writes.

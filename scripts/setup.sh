@@ -41,6 +41,8 @@ debian_packages=(
     chromium chromium-driver fonts-liberation
     # The release's dry run (scripts/release.sh): a clean Debian 12 root to run the binary in, and its run path set.
     mmdebstrap patchelf
+    # The benchmarks' TLS front, Apple as the worker meets it (TLS=yes; scripts/lib/services.sh).
+    nghttp2-proxy
 )
 missing=()
 for p in "${debian_packages[@]}"; do

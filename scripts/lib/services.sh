@@ -136,27 +136,14 @@ apple.root_certificates=$1/root.pem
 PROPS
 }
 
-# services_need_nghttpx: installs nghttpx (Debian's nghttp2-proxy) when missing; fails saying so when it cannot.
-services_need_nghttpx() {
-    command -v nghttpx >/dev/null 2>&1 && return 0
-    local sudo_cmd=""
-    if [ "$(id -u)" -ne 0 ]; then
-        sudo -n true 2>/dev/null || { echo "[services] install nghttp2-proxy (nghttpx), or run as root" >&2; return 1; }
-        sudo_cmd="sudo -n"
-    fi
-    { $sudo_cmd apt-get update -qq &&
-        DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends nghttp2-proxy >/dev/null; } ||
-        { echo "[services] could not install nghttp2-proxy (nghttpx) with apt-get" >&2; return 1; }
-}
-
 # services_start_tls_front BACKEND_URL DIR: Apple as the worker meets it, TLS with HTTP/2 and HTTP/1.1 offered by
-# ALPN, in front of a plain HTTP server (the simulator, http://HOST:PORT): nghttpx (services_need_nghttpx) with a
-# certificate for 127.0.0.1 made in DIR. Sets TLS_URL (https://127.0.0.1:PORT), TLS_PID and TLS_CA_FILE
+# ALPN, in front of a plain HTTP server (the simulator, http://HOST:PORT): nghttpx (scripts/setup.sh installs it)
+# with a certificate for 127.0.0.1 made in DIR. Sets TLS_URL (https://127.0.0.1:PORT), TLS_PID and TLS_CA_FILE
 # (DIR/tls-cert.pem, the certificate a client trusts: `http.ca_file`). Its backend connections are not limited, so
 # each request the client sends in parallel reaches the backend at once. Its log: DIR/nghttpx.log.
 services_start_tls_front() {
     local backend="$1" dir="$2"
-    services_need_nghttpx || return 1
+    command -v nghttpx >/dev/null 2>&1 || { echo "[services] no nghttpx: run scripts/setup.sh" >&2; return 1; }
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=127.0.0.1" \
         -addext "subjectAltName=IP:127.0.0.1" -keyout "$dir/tls-key.pem" -out "$dir/tls-cert.pem" \
         >>"$dir/nghttpx.log" 2>&1 || { cat "$dir/nghttpx.log" >&2; return 1; }
@@ -170,22 +157,14 @@ services_start_tls_front() {
     TLS_PID=$!
     TLS_URL="https://127.0.0.1:$port"
     TLS_CA_FILE="$dir/tls-cert.pem"
-    # Any answer (the simulator has no page at /) says the front is up; a front that exited fails at once.
-    tls_front_up() {
-        kill -0 "$TLS_PID" 2>/dev/null || return 99
-        curl -s --noproxy '*' --cacert "$TLS_CA_FILE" -o /dev/null "$TLS_URL/"
-    }
-    local deadline=$((SECONDS + 10)) status
-    while true; do
-        tls_front_up && return 0
-        status=$?
-        if [ "$status" -eq 99 ] || ((SECONDS >= deadline)); then
-            echo "[services] the TLS front (nghttpx) did not start; its log:" >&2
-            cat "$dir/nghttpx.log" >&2
-            return 1
-        fi
-        sleep 0.1
-    done
+    # Any answer (the simulator has no page at /) says the front is up; a front that exited ends the wait at once.
+    tls_front_up() { curl -s --noproxy '*' --cacert "$TLS_CA_FILE" -o /dev/null "$TLS_URL/"; }
+    tls_front_up_or_exited() { tls_front_up || ! kill -0 "$TLS_PID" 2>/dev/null; }
+    wait_for "the TLS front (nghttpx)" 10 tls_front_up_or_exited || true
+    tls_front_up && return 0
+    echo "[services] the TLS front (nghttpx) did not start; its log:" >&2
+    cat "$dir/nghttpx.log" >&2
+    return 1
 }
 
 services_stop() {
